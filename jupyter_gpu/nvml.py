@@ -1,0 +1,300 @@
+"""The one place in jupyter_gpu that talks to NVML.
+
+:func:`snapshot` (also ``jupyter_gpu.snapshot``) reads every GPU once. Behind it an
+:class:`NvmlReader` initialises NVML once per process, caches device handles and the values that
+do not change (name, UUID, power limit), and is safe to call from several threads at once.
+
+Failures degrade the answer, never raise:
+
+- NVML unusable (no driver library, driver not loaded, no permission, bindings newer than the
+  driver, nvidia-ml-py missing, a bad ``JUPYTER_GPU_SIMULATE``): ``nvml_available`` is false and
+  ``error`` says why in words a person can act on. The reader tries again at the next snapshot,
+  so a driver that comes back is picked up.
+- One GPU failing (e.g. "GPU is lost"): that GPU carries ``error``; the others are still read.
+- A value the GPU does not support: that field is ``None``.
+
+The number of NVML calls per GPU per snapshot is the floor for the contract: memory, utilization,
+temperature, power, compute processes and graphics processes (a second call each only when
+processes exist, NVML's two-call protocol).
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from . import simulate
+from .processes import ProcessDirectory
+from .snapshot import GpuInfo, GpuProcess, Snapshot
+
+__all__ = ["NvmlReader", "default_reader", "snapshot"]
+
+
+@dataclass
+class _Device:
+    index: int
+    handle: Any
+    name: str
+    uuid: str
+    power_limit: float | None
+
+
+class NvmlUnavailable(Exception):
+    """NVML cannot be used in this process at all; the message is for people."""
+
+
+class NvmlReader:
+    """Reads snapshots of every GPU through nvidia-ml-py. See the module docstring."""
+
+    def __init__(self, processes: ProcessDirectory | None = None) -> None:
+        self.processes = processes or ProcessDirectory()
+        self._lock = threading.Lock()
+        self._pynvml: Any = None
+        self._devices: list[_Device | None] | None = None
+        self._device_errors: dict[int, str] = {}
+        self._driver_version: str | None = None
+        self._memory_v2 = True
+        self._process_calls: dict[str, Any] = {}
+        self._simulation: simulate.SimulatedNvmlLibrary | None = None
+
+    # -- initialisation
+
+    def _initialize(self) -> None:
+        """Initialise NVML and cache the devices (under the lock); raise NvmlUnavailable."""
+        try:
+            simulate.install_from_environment()
+        except simulate.ScenarioError as error:
+            self._forget()
+            raise NvmlUnavailable(f"simulated GPUs could not be set up: {error}") from error
+        if simulate.installed() is not self._simulation:  # another simulated world, or none now
+            self._forget()
+            self._simulation = simulate.installed()
+        if self._devices is not None:
+            return
+        try:
+            import pynvml
+        except ImportError as error:
+            raise NvmlUnavailable(
+                "nvidia-ml-py is not installed (pip install nvidia-ml-py); GPUs cannot be read"
+            ) from error
+        self._pynvml = pynvml
+        try:
+            pynvml.nvmlInit()
+            count = pynvml.nvmlDeviceGetCount()
+            self._driver_version = _text(pynvml.nvmlSystemGetDriverVersion())
+        except pynvml.NVMLError as error:
+            raise NvmlUnavailable(explain_nvml_error(error)) from error
+        except pynvml.NVMLLibraryMismatchError as error:
+            raise NvmlUnavailable(_MISMATCH) from error
+        devices: list[_Device | None] = []
+        self._device_errors = {}
+        for index in range(count):
+            devices.append(self._open_device(index))
+        self._process_calls = {
+            "compute": pynvml.nvmlDeviceGetComputeRunningProcesses,
+            "graphics": pynvml.nvmlDeviceGetGraphicsRunningProcesses,
+        }
+        self._memory_v2 = True
+        self._devices = devices
+
+    def _open_device(self, index: int) -> _Device | None:
+        pynvml = self._pynvml
+        try:
+            handle = pynvml.nvmlDeviceGetHandleByIndex(index)
+            return _Device(
+                index=index,
+                handle=handle,
+                name=_text(pynvml.nvmlDeviceGetName(handle)),
+                uuid=_text(pynvml.nvmlDeviceGetUUID(handle)),
+                power_limit=_optional(pynvml, lambda: pynvml.nvmlDeviceGetEnforcedPowerLimit(handle) / 1000),
+            )
+        except pynvml.NVMLError as error:
+            self._device_errors[index] = explain_nvml_error(error)
+            return None
+
+    def reset(self) -> None:
+        """Forget NVML state; the next snapshot initialises again."""
+        with self._lock:
+            self._forget()
+
+    def _forget(self) -> None:
+        if self._devices is not None and self._pynvml is not None:
+            try:
+                self._pynvml.nvmlShutdown()
+            except Exception:
+                pass
+        self._devices = None
+
+    # -- snapshots
+
+    def snapshot(self) -> Snapshot:
+        """Every GPU now. Never raises; see the module docstring for how failures show."""
+        timestamp = time.time()
+        simulated = bool(os.environ.get(simulate.ENV_VAR, "").strip()) or simulate.installed() is not None
+        with self._lock:
+            try:
+                self._initialize()
+            except NvmlUnavailable as error:
+                return Snapshot(nvml_available=False, timestamp=timestamp, error=str(error), simulated=simulated)
+            devices = list(self._devices or ())
+            for index, device in enumerate(devices):
+                if device is None:  # a GPU that failed to open: it may be back
+                    devices[index] = self._devices[index] = self._open_device(index)  # type: ignore[index]
+            driver_version = self._driver_version
+        pynvml = self._pynvml
+        gpus: list[GpuInfo] = []
+        global_failure: str | None = None
+        for index, device in enumerate(devices):
+            if device is None:
+                error = self._device_errors.get(index, "could not be opened")
+                gpus.append(GpuInfo(index=index, uuid="", name="", error=error))
+                continue
+            try:
+                gpus.append(self._read(device))
+            except pynvml.NVMLError as error:
+                if error.value in _GLOBAL_ERRORS:
+                    global_failure = explain_nvml_error(error)
+                    break
+                gpus.append(GpuInfo(index=index, uuid=device.uuid, name=device.name,
+                                    power_limit=device.power_limit, error=explain_nvml_error(error)))
+            except pynvml.NVMLLibraryMismatchError:
+                gpus.append(GpuInfo(index=index, uuid=device.uuid, name=device.name, error=_MISMATCH))
+        if global_failure is not None:
+            self.reset()
+            return Snapshot(nvml_available=False, timestamp=timestamp, error=global_failure,
+                            driver_version=driver_version, simulated=simulated)
+        self.processes.forget_all_but({p.pid for gpu in gpus for p in gpu.processes})
+        return Snapshot(nvml_available=True, timestamp=timestamp, gpus=tuple(gpus),
+                        driver_version=driver_version, simulated=simulated)
+
+    def _read(self, device: _Device) -> GpuInfo:
+        pynvml = self._pynvml
+        handle = device.handle
+        total, used, free, reserved = self._memory(handle)
+        utilization = _optional(pynvml, lambda: pynvml.nvmlDeviceGetUtilizationRates(handle).gpu)
+        temperature = _optional(pynvml, lambda: pynvml.nvmlDeviceGetTemperature(handle, 0))
+        power_mw = _optional(pynvml, lambda: pynvml.nvmlDeviceGetPowerUsage(handle))
+        return GpuInfo(
+            index=device.index,
+            uuid=device.uuid,
+            name=device.name,
+            memory_total=total,
+            memory_used=used,
+            memory_free=free,
+            memory_reserved=reserved,
+            utilization=utilization,
+            temperature=temperature,
+            power=None if power_mw is None else power_mw / 1000,
+            power_limit=device.power_limit,
+            processes=self._processes(handle),
+        )
+
+    def _memory(self, handle: Any) -> tuple[int, int, int, int | None]:
+        pynvml = self._pynvml
+        if self._memory_v2:
+            try:
+                memory = pynvml.nvmlDeviceGetMemoryInfo(handle, version=pynvml.nvmlMemory_v2)
+                return memory.total, memory.used, memory.free, memory.reserved
+            except (pynvml.NVMLError_FunctionNotFound, pynvml.NVMLError_ArgumentVersionMismatch,
+                    pynvml.NVMLError_NotSupported):
+                self._memory_v2 = False  # an older driver: v1 counts reserved memory as used
+        memory = pynvml.nvmlDeviceGetMemoryInfo(handle)
+        return memory.total, memory.used, memory.free, None
+
+    def _processes(self, handle: Any) -> tuple[GpuProcess, ...]:
+        merged: dict[int, tuple[int | None, str]] = {}
+        for kind in ("compute", "graphics"):
+            for entry in self._running_processes(kind, handle):
+                memory = entry.usedGpuMemory
+                if entry.pid in merged:
+                    known, known_kind = merged[entry.pid]
+                    both = None if known is None and memory is None else max(known or 0, memory or 0)
+                    merged[entry.pid] = (both, f"{known_kind}+{kind}" if known_kind != kind else kind)
+                else:
+                    merged[entry.pid] = (memory, kind)
+        result = []
+        for pid, (memory, kind) in merged.items():
+            identity = self.processes.identify(pid)
+            result.append(GpuProcess(pid=pid, memory=memory, user=identity.user, name=identity.name,
+                                     type=kind, command=identity.command))
+        return tuple(result)
+
+    def _running_processes(self, kind: str, handle: Any) -> list[Any]:
+        pynvml = self._pynvml
+        call = self._process_calls[kind]
+        try:
+            return call(handle)
+        except pynvml.NVMLLibraryMismatchError:
+            # The driver lacks the _v3 call (pynvml raises this, not an NVMLError): use _v2 from now on.
+            older = {"compute": pynvml.nvmlDeviceGetComputeRunningProcesses_v2,
+                     "graphics": pynvml.nvmlDeviceGetGraphicsRunningProcesses_v2}[kind]
+            self._process_calls[kind] = older
+            return older(handle)
+        except (pynvml.NVMLError_NotSupported, pynvml.NVMLError_FunctionNotFound):
+            return []
+
+
+# --------------------------------------------------------------------------------------------
+
+_MISMATCH = (
+    "the installed nvidia-ml-py expects a newer NVIDIA driver than this machine has "
+    "(NVMLLibraryMismatchError): upgrade the driver or install an older nvidia-ml-py"
+)
+
+# NVML error codes that mean "NVML as a whole is unusable", not "this GPU": see nvml.h.
+_GLOBAL_ERRORS = {1, 4, 9, 12, 18}  # uninitialized, no permission, driver not loaded, no library, RM mismatch
+
+_EXPLANATIONS = {
+    12: "the NVIDIA driver library (libnvidia-ml.so.1) was not found: no NVIDIA driver is installed "
+        "on this machine, or the library is not on the loader's path",
+    9: "the NVIDIA driver is not loaded: the kernel module is missing or failed to load (see dmesg)",
+    4: "no permission to talk to the NVIDIA driver: check the permissions of /dev/nvidia* for this user",
+    18: "the NVIDIA driver's kernel module and user-space library have different versions: "
+        "reboot or reload the driver after an upgrade",
+    15: "GPU is lost: it fell off the bus or needs a reset (see nvidia-smi and dmesg)",
+    1: "NVML is not initialized",
+}
+
+
+def explain_nvml_error(error: Exception) -> str:
+    """A sentence a person can act on, ending with NVML's own words."""
+    code = getattr(error, "value", None)
+    explanation = _EXPLANATIONS.get(code) if isinstance(code, int) else None
+    own_words = str(error)
+    if explanation is None:
+        return f"NVML error: {own_words}"
+    return f"{explanation} (NVML: {own_words})"
+
+
+def _text(value: str | bytes) -> str:
+    return value.decode(errors="replace") if isinstance(value, bytes) else value
+
+
+def _optional(pynvml: Any, read: Any) -> Any:
+    """A value the GPU may not support: None when it does not."""
+    try:
+        return read()
+    except (pynvml.NVMLError_NotSupported, pynvml.NVMLError_FunctionNotFound):
+        return None
+
+
+_default_reader: NvmlReader | None = None
+_default_lock = threading.Lock()
+
+
+def default_reader() -> NvmlReader:
+    """This process's shared reader (NVML is initialised once per process)."""
+    global _default_reader
+    if _default_reader is None:
+        with _default_lock:
+            if _default_reader is None:
+                _default_reader = NvmlReader()
+    return _default_reader
+
+
+def snapshot() -> Snapshot:
+    """A snapshot of every GPU on this machine, through this process's shared reader."""
+    return default_reader().snapshot()

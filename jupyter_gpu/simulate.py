@@ -1,0 +1,749 @@
+"""Simulated GPUs beneath nvidia-ml-py, for tests, demos and machines without a GPU.
+
+The simulation replaces the *C library* that nvidia-ml-py (module ``pynvml``) loads, not pynvml
+itself: every ``pynvml`` function still runs its real code (struct layouts, the two-call process
+protocol, error classes, version checks) and ends in a ctypes callback defined here. So
+jupyter_gpu, nvitop, gpustat or any other NVML reader in the process sees the same simulated GPUs.
+
+Select it with the environment variable ``JUPYTER_GPU_SIMULATE``:
+
+``JUPYTER_GPU_SIMULATE=4``
+    four plausible, idle GPUs.
+``JUPYTER_GPU_SIMULATE=demo``
+    a shared server: 4 GPUs of 2 models, other users' processes, one GPU busy.
+``JUPYTER_GPU_SIMULATE=/path/to/scenario.json``
+    a scenario file (schema below). It is re-read whenever it changes, so a test can change
+    utilization, add or remove processes or inject faults while a kernel or server is running.
+
+The package installs a ``jupyter_gpu_simulate.pth`` file that calls :func:`install_on_import` at
+interpreter start when the variable is set, so child processes (kernels, servers, workers) install
+the simulation themselves. jupyter_gpu's own NVML reader also calls :func:`install_from_environment`
+before it initialises NVML.
+
+Scenario schema (every key optional; sizes in MiB, power in W)::
+
+    {
+      "driver_version": "550.54.15",
+      "cuda_driver_version": 12040,
+      "fault": null | "library_not_found" | "driver_not_loaded" | "no_permission",
+      "latency_ms": 0,                 # added to every NVML call (a slow or hung driver)
+      "missing_functions": [],         # C symbols the library lacks, e.g. an old driver without
+                                       # "nvmlDeviceGetComputeRunningProcesses_v3"
+      "gpus": [{
+        "name": "NVIDIA A100-SXM4-80GB",
+        "uuid": "GPU-...",             # default: derived from the index
+        "memory_total_mib": 81920,
+        "memory_reserved_mib": 0,      # driver-reserved (v2 struct); v1 counts it as used
+        "memory_used_mib": 1024,       # default: the sum of the processes' memory
+        "utilization": 35, "memory_utilization": 20, "temperature": 41,
+        "power_w": 180, "power_limit_w": 400,
+        "unsupported": [],             # of "utilization", "temperature", "power", "power_limit"
+        "fault": null | "lost",
+        "processes": [{"pid": 12345, "memory_mib": 1000, "user": "alice", "name": "python",
+                       "type": "compute" | "graphics"}]
+      }]
+    }
+
+A process's ``user`` and ``name`` stand in for the operating system's answer (NVML itself knows only
+PIDs): they are used for PIDs that do not exist on this machine, and they override the real owner
+of a PID that does (to simulate another user's process with a real PID).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import json
+import os
+import sys
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable
+from ctypes import POINTER, c_char_p, c_int, c_uint, c_ulonglong, c_void_p
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+ENV_VAR = "JUPYTER_GPU_SIMULATE"
+MIB = 1024 * 1024
+
+# NVML return codes (nvml.h); the simulation speaks the C ABI, so it does not borrow pynvml's names.
+SUCCESS = 0
+ERROR_UNINITIALIZED = 1
+ERROR_INVALID_ARGUMENT = 2
+ERROR_NOT_SUPPORTED = 3
+ERROR_NO_PERMISSION = 4
+ERROR_NOT_FOUND = 6
+ERROR_INSUFFICIENT_SIZE = 7
+ERROR_DRIVER_NOT_LOADED = 9
+ERROR_LIBRARY_NOT_FOUND = 12
+ERROR_GPU_IS_LOST = 15
+ERROR_ARGUMENT_VERSION_MISMATCH = 25
+ERROR_UNKNOWN = 999
+
+WHOLE_NVML_FAULTS = {
+    "library_not_found": ERROR_LIBRARY_NOT_FOUND,
+    "driver_not_loaded": ERROR_DRIVER_NOT_LOADED,
+    "no_permission": ERROR_NO_PERMISSION,
+}
+GPU_FAULTS = {"lost": ERROR_GPU_IS_LOST}
+UNSUPPORTABLE_FIELDS = {"utilization", "temperature", "power", "power_limit"}
+
+_ERROR_STRINGS = {
+    SUCCESS: b"Success",
+    ERROR_UNINITIALIZED: b"Uninitialized",
+    ERROR_INVALID_ARGUMENT: b"Invalid Argument",
+    ERROR_NOT_SUPPORTED: b"Not Supported",
+    ERROR_NO_PERMISSION: b"Insufficient Permissions",
+    ERROR_NOT_FOUND: b"Not Found",
+    ERROR_INSUFFICIENT_SIZE: b"Insufficient Size",
+    ERROR_DRIVER_NOT_LOADED: b"Driver Not Loaded",
+    ERROR_LIBRARY_NOT_FOUND: b"NVML Shared Library Not Found",
+    ERROR_GPU_IS_LOST: b"GPU is lost",
+    ERROR_ARGUMENT_VERSION_MISMATCH: b"Argument version mismatch",
+    ERROR_UNKNOWN: b"Unknown Error",
+}
+
+# Symbols other readers (nvitop, gpustat, nvdashboard) ask for that a simulated GPU reports as
+# "Not Supported", as many real GPUs do, rather than lacking them (which makes those tools log errors).
+NOT_SUPPORTED_FUNCTIONS = (
+    "nvmlDeviceGetFanSpeed", "nvmlDeviceGetFanSpeed_v2", "nvmlDeviceGetEncoderUtilization",
+    "nvmlDeviceGetDecoderUtilization", "nvmlDeviceGetProcessUtilization", "nvmlDeviceGetPerformanceState",
+    "nvmlDeviceGetClockInfo", "nvmlDeviceGetMaxClockInfo", "nvmlDeviceGetPciInfo_v3",
+    "nvmlDeviceGetPcieThroughput", "nvmlDeviceGetPersistenceMode", "nvmlDeviceGetDisplayActive",
+    "nvmlDeviceGetDisplayMode", "nvmlDeviceGetComputeMode", "nvmlDeviceGetMigMode",
+    "nvmlDeviceGetCurrentClocksThrottleReasons", "nvmlDeviceGetCurrentClocksEventReasons",
+    "nvmlDeviceGetTotalEccErrors", "nvmlDeviceGetBAR1MemoryInfo", "nvmlDeviceGetNvLinkState",
+    "nvmlDeviceGetSamples", "nvmlDeviceGetTotalEnergyConsumption", "nvmlDeviceGetMemoryBusWidth",
+    "nvmlDeviceGetCudaComputeCapability", "nvmlDeviceGetBrand", "nvmlDeviceGetMinorNumber",
+    "nvmlDeviceGetSerial", "nvmlDeviceGetVbiosVersion", "nvmlDeviceGetPowerState",
+    "nvmlDeviceGetAccountingMode", "nvmlDeviceGetNumGpuCores", "nvmlDeviceGetArchitecture",
+    "nvmlDeviceGetPciInfo_v2", "nvmlDeviceGetPciInfo", "nvmlDeviceGetMaxPcieLinkGeneration",
+    "nvmlDeviceGetCurrPcieLinkGeneration", "nvmlDeviceGetMaxPcieLinkWidth", "nvmlDeviceGetCurrPcieLinkWidth",
+    "nvmlDeviceGetPcieReplayCounter", "nvmlDeviceGetMPSComputeRunningProcesses_v3",
+    "nvmlDeviceGetNvLinkUtilizationCounter", "nvmlDeviceGetNvLinkCapability",
+)
+
+MEMORY_V2_VERSION = 0x02000028  # sizeof(nvmlMemory_v2_t) | 2 << 24
+
+
+class _Memory(ctypes.Structure):
+    _fields_ = [("total", c_ulonglong), ("free", c_ulonglong), ("used", c_ulonglong)]
+
+
+class _MemoryV2(ctypes.Structure):
+    _fields_ = [
+        ("version", c_uint),
+        ("total", c_ulonglong),
+        ("reserved", c_ulonglong),
+        ("free", c_ulonglong),
+        ("used", c_ulonglong),
+    ]
+
+
+class _Utilization(ctypes.Structure):
+    _fields_ = [("gpu", c_uint), ("memory", c_uint)]
+
+
+class _ProcessInfo(ctypes.Structure):
+    """nvmlProcessInfo_t as the _v2 and _v3 process calls fill it (24 bytes)."""
+
+    _fields_ = [
+        ("pid", c_uint),
+        ("usedGpuMemory", c_ulonglong),
+        ("gpuInstanceId", c_uint),
+        ("computeInstanceId", c_uint),
+    ]
+
+
+class _ProcessInfoV1(ctypes.Structure):
+    _fields_ = [("pid", c_uint), ("usedGpuMemory", c_ulonglong)]
+
+
+class ScenarioError(ValueError):
+    """The scenario (file, number or preset) cannot be used; the message says why."""
+
+
+# --------------------------------------------------------------------------------------------
+# Scenarios
+
+
+@dataclass(frozen=True)
+class SimulatedProcess:
+    pid: int
+    memory_mib: float | None
+    user: str | None = None
+    name: str | None = None
+    type: str = "compute"
+
+
+@dataclass(frozen=True)
+class SimulatedGpu:
+    index: int
+    name: str
+    uuid: str
+    memory_total_mib: float
+    memory_reserved_mib: float
+    memory_used_mib: float
+    utilization: int
+    memory_utilization: int
+    temperature: int
+    power_w: float
+    power_limit_w: float
+    unsupported: frozenset[str]
+    fault: str | None
+    processes: tuple[SimulatedProcess, ...]
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """One state of the simulated world, as parsed from JSON (see the module docstring)."""
+
+    gpus: tuple[SimulatedGpu, ...]
+    driver_version: str = "550.54.15"
+    cuda_driver_version: int = 12040
+    fault: str | None = None
+    latency_ms: float = 0.0
+    missing_functions: frozenset[str] = field(default_factory=frozenset)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Scenario:
+        if not isinstance(data, dict):
+            raise ScenarioError("a scenario must be a JSON object")
+        fault = data.get("fault")
+        if fault is not None and fault not in WHOLE_NVML_FAULTS:
+            raise ScenarioError(f"unknown fault {fault!r}; choose one of {sorted(WHOLE_NVML_FAULTS)} or null")
+        gpus = data.get("gpus", [])
+        if not isinstance(gpus, list):
+            raise ScenarioError("'gpus' must be a list")
+        return cls(
+            gpus=tuple(_parse_gpu(i, g) for i, g in enumerate(gpus)),
+            driver_version=str(data.get("driver_version", "550.54.15")),
+            cuda_driver_version=int(data.get("cuda_driver_version", 12040)),
+            fault=fault,
+            latency_ms=float(data.get("latency_ms", 0.0)),
+            missing_functions=frozenset(data.get("missing_functions", ())),
+        )
+
+    def process_identity(self, pid: int) -> tuple[str | None, str | None] | None:
+        """The (user, name) the scenario gives a PID, or None when it gives neither."""
+        for gpu in self.gpus:
+            for process in gpu.processes:
+                if process.pid == pid and (process.user or process.name):
+                    return process.user, process.name
+        return None
+
+
+def _parse_gpu(index: int, data: dict[str, Any]) -> SimulatedGpu:
+    if not isinstance(data, dict):
+        raise ScenarioError(f"gpus[{index}] must be an object")
+    fault = data.get("fault")
+    if fault is not None and fault not in GPU_FAULTS:
+        raise ScenarioError(f"gpus[{index}]: unknown fault {fault!r}; choose one of {sorted(GPU_FAULTS)} or null")
+    unsupported = frozenset(data.get("unsupported", ()))
+    if unsupported - UNSUPPORTABLE_FIELDS:
+        raise ScenarioError(
+            f"gpus[{index}]: cannot mark {sorted(unsupported - UNSUPPORTABLE_FIELDS)} unsupported; "
+            f"choose from {sorted(UNSUPPORTABLE_FIELDS)}"
+        )
+    processes = tuple(
+        SimulatedProcess(
+            pid=int(p["pid"]),
+            memory_mib=None if p.get("memory_mib") is None else float(p["memory_mib"]),
+            user=p.get("user"),
+            name=p.get("name"),
+            type=p.get("type", "compute"),
+        )
+        for p in data.get("processes", [])
+    )
+    total = float(data.get("memory_total_mib", 81920))
+    used = data.get("memory_used_mib")
+    if used is None:
+        used = sum(p.memory_mib or 0 for p in processes)
+    if float(used) > total:
+        raise ScenarioError(f"gpus[{index}]: memory_used_mib {used} exceeds memory_total_mib {total}")
+    digest = hashlib.sha1(f"jupyter-gpu-sim-{index}".encode()).hexdigest()
+    default_uuid = f"GPU-{digest[:8]}-{digest[8:12]}-{digest[12:16]}-{digest[16:20]}-{digest[20:32]}"
+    return SimulatedGpu(
+        index=index,
+        name=str(data.get("name", "NVIDIA A100-SXM4-80GB")),
+        uuid=str(data.get("uuid", default_uuid)),
+        memory_total_mib=total,
+        memory_reserved_mib=float(data.get("memory_reserved_mib", 0)),
+        memory_used_mib=float(used),
+        utilization=int(data.get("utilization", 0)),
+        memory_utilization=int(data.get("memory_utilization", 0)),
+        temperature=int(data.get("temperature", 35)),
+        power_w=float(data.get("power_w", 60)),
+        power_limit_w=float(data.get("power_limit_w", 400)),
+        unsupported=unsupported,
+        fault=fault,
+        processes=processes,
+    )
+
+
+def plausible_gpus(count: int) -> dict[str, Any]:
+    """A scenario of ``count`` idle A100 80GB GPUs with nothing running."""
+    if count < 0:
+        raise ScenarioError("the number of simulated GPUs cannot be negative")
+    return {
+        "gpus": [
+            {"name": "NVIDIA A100-SXM4-80GB", "memory_total_mib": 81920, "memory_reserved_mib": 512,
+             "utilization": 0, "temperature": 32 + i, "power_w": 58 + i, "power_limit_w": 400}
+            for i in range(count)
+        ]
+    }
+
+
+def demo_scenario() -> dict[str, Any]:
+    """A shared server: 4 GPUs of 2 models, other users' processes, one busy GPU."""
+    return {
+        "driver_version": "550.54.15",
+        "gpus": [
+            {"name": "NVIDIA A100-SXM4-80GB", "memory_total_mib": 81920, "memory_reserved_mib": 512,
+             "utilization": 97, "memory_utilization": 61, "temperature": 71, "power_w": 372,
+             "power_limit_w": 400,
+             "processes": [{"pid": 910001, "memory_mib": 76000, "user": "bob", "name": "python"}]},
+            {"name": "NVIDIA A100-SXM4-80GB", "memory_total_mib": 81920, "memory_reserved_mib": 512,
+             "utilization": 12, "memory_utilization": 5, "temperature": 44, "power_w": 96,
+             "power_limit_w": 400,
+             "processes": [{"pid": 910002, "memory_mib": 18432, "user": "carol", "name": "python"},
+                           {"pid": 910003, "memory_mib": 2048, "user": "carol", "name": "python"}]},
+            {"name": "NVIDIA RTX A6000", "memory_total_mib": 49140, "memory_reserved_mib": 300,
+             "utilization": 0, "temperature": 33, "power_w": 22, "power_limit_w": 300},
+            {"name": "NVIDIA RTX A6000", "memory_total_mib": 49140, "memory_reserved_mib": 300,
+             "utilization": 3, "temperature": 36, "power_w": 31, "power_limit_w": 300,
+             "processes": [{"pid": 910004, "memory_mib": 1200, "user": "dave", "name": "Xorg",
+                            "type": "graphics"}]},
+        ],
+    }
+
+
+class ScenarioSource:
+    """Where the current scenario comes from: a fixed preset, or a file re-read when it changes.
+
+    A file that is briefly unreadable or half-written keeps the last good scenario; the problem is
+    kept in :attr:`last_error`. Write scenario files atomically (:func:`write_scenario`) in tests.
+    """
+
+    def __init__(self, spec: str) -> None:
+        self.spec = spec
+        self.last_error: str | None = None
+        self._lock = threading.Lock()
+        self._path: Path | None = None
+        self._stamp: tuple[int, int, int] | None = None
+        spec = spec.strip()
+        if spec.isdigit():
+            self._scenario = Scenario.from_dict(plausible_gpus(int(spec)))
+        elif spec == "demo":
+            self._scenario = Scenario.from_dict(demo_scenario())
+        else:
+            self._path = Path(spec).expanduser()
+            if not self._path.is_file():
+                raise ScenarioError(
+                    f"{ENV_VAR}={spec!r}: expected a number of GPUs, 'demo', or the path of a JSON "
+                    "scenario file, and no such file exists"
+                )
+            self._scenario = self._load()
+
+    def _load(self) -> Scenario:
+        assert self._path is not None
+        stat = self._path.stat()
+        try:
+            scenario = Scenario.from_dict(json.loads(self._path.read_text()))
+        except (ValueError, KeyError, TypeError) as error:
+            raise ScenarioError(f"{self._path}: {error}") from error
+        self._stamp = (stat.st_mtime_ns, stat.st_size, stat.st_ino)
+        return scenario
+
+    def current(self) -> Scenario:
+        """The scenario now: for a file, re-read if its modification stamp changed."""
+        if self._path is None:
+            return self._scenario
+        try:
+            stat = self._path.stat()
+        except OSError as error:
+            self.last_error = str(error)
+            return self._scenario
+        if (stat.st_mtime_ns, stat.st_size, stat.st_ino) != self._stamp:
+            with self._lock:
+                try:
+                    self._scenario = self._load()
+                    self.last_error = None
+                except (OSError, ScenarioError) as error:
+                    self.last_error = str(error)
+        return self._scenario
+
+
+def write_scenario(path: str | os.PathLike[str], scenario: dict[str, Any]) -> None:
+    """Write a scenario file atomically, so a running simulation never reads half of it."""
+    path = Path(path)
+    Scenario.from_dict(scenario)  # refuse to write what the simulation would reject
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+    tmp.write_text(json.dumps(scenario, indent=1))
+    os.replace(tmp, path)
+
+
+# --------------------------------------------------------------------------------------------
+# The simulated C library
+
+
+class SimulatedNvmlLibrary:
+    """Stands in for ``CDLL("libnvidia-ml.so.1")``: one ctypes callback per exported C symbol.
+
+    Attributes are only the symbols implemented (minus the scenario's ``missing_functions``), so a
+    missing symbol behaves as on a real old driver. Exceptions inside a callback never reach C:
+    they return NVML_ERROR_UNKNOWN and are kept in :attr:`callback_errors` for tests to inspect.
+    :attr:`calls` counts calls per symbol.
+    """
+
+    def __init__(self, source: ScenarioSource) -> None:
+        self.source = source
+        self.calls: Counter[str] = Counter()
+        self.callback_errors: list[str] = []
+        self._initialized = 0
+        self._handle_cells = [ctypes.c_int(i) for i in range(64)]
+        self._handle_to_index = {ctypes.addressof(cell): i for i, cell in enumerate(self._handle_cells)}
+        self._error_strings = {code: ctypes.create_string_buffer(text) for code, text in _ERROR_STRINGS.items()}
+        self._callbacks: dict[str, Any] = {}
+        missing = source.current().missing_functions
+        symbols = self._symbols()
+        for name in NOT_SUPPORTED_FUNCTIONS:
+            symbols.setdefault(name, (c_int, (), self._not_supported))
+        for name, (restype, argtypes, implementation) in symbols.items():
+            if name in missing:
+                continue
+            callback = ctypes.CFUNCTYPE(restype, *argtypes)(self._guard(name, implementation, restype))
+            self._callbacks[name] = callback  # keep the thunk alive as long as the library
+            setattr(self, name, callback)
+
+    # -- plumbing
+
+    def _guard(self, name: str, implementation: Callable[..., int], restype: Any) -> Callable[..., Any]:
+        calls = self.calls
+        errors = self.callback_errors
+        source = self.source
+        is_error_string = restype is c_void_p
+
+        def callback(*args: Any) -> Any:
+            calls[name] += 1
+            try:
+                latency_ms = source.current().latency_ms
+                if latency_ms:
+                    time.sleep(latency_ms / 1000)
+                return implementation(*args)
+            except BaseException as error:  # a raise inside a ctypes callback would be lost
+                errors.append(f"{name}: {type(error).__name__}: {error}")
+                return ctypes.addressof(self._error_strings[ERROR_UNKNOWN]) if is_error_string else ERROR_UNKNOWN
+
+        return callback
+
+    def _symbols(self) -> dict[str, tuple[Any, tuple[Any, ...], Callable[..., Any]]]:
+        p = c_void_p
+        return {
+            "nvmlInit_v2": (c_int, (), lambda: self._init(0)),
+            "nvmlInitWithFlags": (c_int, (c_uint,), self._init),
+            "nvmlShutdown": (c_int, (), self._shutdown),
+            "nvmlErrorString": (c_void_p, (c_int,), self._error_string),
+            "nvmlSystemGetDriverVersion": (c_int, (p, c_uint), self._driver_version),
+            "nvmlSystemGetNVMLVersion": (c_int, (p, c_uint), self._nvml_version),
+            "nvmlSystemGetCudaDriverVersion": (c_int, (p,), self._cuda_driver_version),
+            "nvmlSystemGetCudaDriverVersion_v2": (c_int, (p,), self._cuda_driver_version),
+            "nvmlSystemGetProcessName": (c_int, (c_uint, p, c_uint), self._process_name),
+            "nvmlDeviceGetCount_v2": (c_int, (p,), self._device_count),
+            "nvmlDeviceGetCount": (c_int, (p,), self._device_count),
+            "nvmlDeviceGetHandleByIndex_v2": (c_int, (c_uint, p), self._handle_by_index),
+            "nvmlDeviceGetHandleByIndex": (c_int, (c_uint, p), self._handle_by_index),
+            "nvmlDeviceGetHandleByUUID": (c_int, (c_char_p, p), self._handle_by_uuid),
+            "nvmlDeviceGetIndex": (c_int, (p, p), self._device_index),
+            "nvmlDeviceGetName": (c_int, (p, p, c_uint), self._device_name),
+            "nvmlDeviceGetUUID": (c_int, (p, p, c_uint), self._device_uuid),
+            "nvmlDeviceGetMemoryInfo": (c_int, (p, p), self._memory_v1),
+            "nvmlDeviceGetMemoryInfo_v2": (c_int, (p, p), self._memory_v2),
+            "nvmlDeviceGetUtilizationRates": (c_int, (p, p), self._utilization),
+            "nvmlDeviceGetTemperature": (c_int, (p, c_uint, p), self._temperature),
+            "nvmlDeviceGetPowerUsage": (c_int, (p, p), self._power_usage),
+            "nvmlDeviceGetEnforcedPowerLimit": (c_int, (p, p), self._power_limit),
+            "nvmlDeviceGetPowerManagementLimit": (c_int, (p, p), self._power_limit),
+            "nvmlDeviceGetComputeRunningProcesses_v3": (c_int, (p, p, p), self._processes("compute", 3)),
+            "nvmlDeviceGetComputeRunningProcesses_v2": (c_int, (p, p, p), self._processes("compute", 2)),
+            "nvmlDeviceGetComputeRunningProcesses": (c_int, (p, p, p), self._processes("compute", 1)),
+            "nvmlDeviceGetGraphicsRunningProcesses_v3": (c_int, (p, p, p), self._processes("graphics", 3)),
+            "nvmlDeviceGetGraphicsRunningProcesses_v2": (c_int, (p, p, p), self._processes("graphics", 2)),
+            "nvmlDeviceGetGraphicsRunningProcesses": (c_int, (p, p, p), self._processes("graphics", 1)),
+        }
+
+    @staticmethod
+    def _write_string(text: str, buffer: int, length: int) -> int:
+        data = text.encode() + b"\0"
+        if len(data) > length:
+            return ERROR_INSUFFICIENT_SIZE
+        ctypes.memmove(buffer, data, len(data))
+        return SUCCESS
+
+    @staticmethod
+    def _write_uint(pointer: int, value: int) -> None:
+        ctypes.cast(pointer, POINTER(c_uint))[0] = value
+
+    def _ready(self) -> tuple[Scenario, int]:
+        """The scenario, and the error every call returns now (SUCCESS when none)."""
+        scenario = self.source.current()
+        if scenario.fault is not None:
+            return scenario, WHOLE_NVML_FAULTS[scenario.fault]
+        if not self._initialized:
+            return scenario, ERROR_UNINITIALIZED
+        return scenario, SUCCESS
+
+    def _gpu(self, handle: int | None) -> tuple[SimulatedGpu | None, int]:
+        scenario, error = self._ready()
+        if error:
+            return None, error
+        index = self._handle_to_index.get(handle or 0)
+        if index is None or index >= len(scenario.gpus):
+            return None, ERROR_INVALID_ARGUMENT
+        gpu = scenario.gpus[index]
+        if gpu.fault is not None:
+            return None, GPU_FAULTS[gpu.fault]
+        return gpu, SUCCESS
+
+    def _not_supported(self, *_args: Any) -> int:
+        return self._ready()[1] or ERROR_NOT_SUPPORTED
+
+    # -- system
+
+    def _init(self, flags: int) -> int:
+        scenario = self.source.current()
+        if scenario.fault is not None:
+            return WHOLE_NVML_FAULTS[scenario.fault]
+        self._initialized += 1
+        return SUCCESS
+
+    def _shutdown(self) -> int:
+        if not self._initialized:
+            return ERROR_UNINITIALIZED
+        self._initialized -= 1
+        return SUCCESS
+
+    def _error_string(self, code: int) -> int:
+        buffer = self._error_strings.get(code, self._error_strings[ERROR_UNKNOWN])
+        return ctypes.addressof(buffer)
+
+    def _driver_version(self, buffer: int, length: int) -> int:
+        scenario, error = self._ready()
+        return error or self._write_string(scenario.driver_version, buffer, length)
+
+    def _nvml_version(self, buffer: int, length: int) -> int:
+        scenario, error = self._ready()
+        return error or self._write_string("12." + scenario.driver_version, buffer, length)
+
+    def _cuda_driver_version(self, out: int) -> int:
+        scenario, error = self._ready()
+        if not error:
+            ctypes.cast(out, POINTER(c_int))[0] = scenario.cuda_driver_version
+        return error
+
+    def _process_name(self, pid: int, buffer: int, length: int) -> int:
+        scenario, error = self._ready()
+        if error:
+            return error
+        identity = scenario.process_identity(pid)
+        if identity is None or identity[1] is None:
+            return ERROR_NOT_FOUND
+        return self._write_string(identity[1], buffer, length)
+
+    # -- devices
+
+    def _device_count(self, out: int) -> int:
+        scenario, error = self._ready()
+        if not error:
+            self._write_uint(out, len(scenario.gpus))
+        return error
+
+    def _handle_by_index(self, index: int, out: int) -> int:
+        scenario, error = self._ready()
+        if error:
+            return error
+        if index >= len(scenario.gpus):
+            return ERROR_INVALID_ARGUMENT
+        if scenario.gpus[index].fault is not None:
+            return GPU_FAULTS[scenario.gpus[index].fault]
+        ctypes.cast(out, POINTER(c_void_p))[0] = ctypes.addressof(self._handle_cells[index])
+        return SUCCESS
+
+    def _handle_by_uuid(self, uuid: bytes, out: int) -> int:
+        scenario, error = self._ready()
+        if error:
+            return error
+        for gpu in scenario.gpus:
+            if gpu.uuid.encode() == uuid:
+                return self._handle_by_index(gpu.index, out)
+        return ERROR_NOT_FOUND
+
+    def _device_index(self, handle: int, out: int) -> int:
+        gpu, error = self._gpu(handle)
+        if gpu is not None:
+            self._write_uint(out, gpu.index)
+        return error
+
+    def _device_name(self, handle: int, buffer: int, length: int) -> int:
+        gpu, error = self._gpu(handle)
+        return error or self._write_string(gpu.name, buffer, length)  # type: ignore[union-attr]
+
+    def _device_uuid(self, handle: int, buffer: int, length: int) -> int:
+        gpu, error = self._gpu(handle)
+        return error or self._write_string(gpu.uuid, buffer, length)  # type: ignore[union-attr]
+
+    def _memory_v1(self, handle: int, out: int) -> int:
+        gpu, error = self._gpu(handle)
+        if gpu is None:
+            return error
+        memory = ctypes.cast(out, POINTER(_Memory))[0]
+        used = int((gpu.memory_used_mib + gpu.memory_reserved_mib) * MIB)
+        memory.total = int(gpu.memory_total_mib * MIB)
+        memory.used = used
+        memory.free = memory.total - used
+        return SUCCESS
+
+    def _memory_v2(self, handle: int, out: int) -> int:
+        gpu, error = self._gpu(handle)
+        if gpu is None:
+            return error
+        memory = ctypes.cast(out, POINTER(_MemoryV2))[0]
+        if memory.version != MEMORY_V2_VERSION:
+            return ERROR_ARGUMENT_VERSION_MISMATCH
+        memory.total = int(gpu.memory_total_mib * MIB)
+        memory.reserved = int(gpu.memory_reserved_mib * MIB)
+        memory.used = int(gpu.memory_used_mib * MIB)
+        memory.free = memory.total - memory.reserved - memory.used
+        return SUCCESS
+
+    def _utilization(self, handle: int, out: int) -> int:
+        gpu, error = self._gpu(handle)
+        if gpu is None:
+            return error
+        if "utilization" in gpu.unsupported:
+            return ERROR_NOT_SUPPORTED
+        rates = ctypes.cast(out, POINTER(_Utilization))[0]
+        rates.gpu = gpu.utilization
+        rates.memory = gpu.memory_utilization
+        return SUCCESS
+
+    def _temperature(self, handle: int, sensor: int, out: int) -> int:
+        gpu, error = self._gpu(handle)
+        if gpu is None:
+            return error
+        if "temperature" in gpu.unsupported:
+            return ERROR_NOT_SUPPORTED
+        if sensor != 0:  # NVML_TEMPERATURE_GPU is the only sensor
+            return ERROR_INVALID_ARGUMENT
+        self._write_uint(out, gpu.temperature)
+        return SUCCESS
+
+    def _power_usage(self, handle: int, out: int) -> int:
+        gpu, error = self._gpu(handle)
+        if gpu is None:
+            return error
+        if "power" in gpu.unsupported:
+            return ERROR_NOT_SUPPORTED
+        self._write_uint(out, round(gpu.power_w * 1000))  # milliwatts
+        return SUCCESS
+
+    def _power_limit(self, handle: int, out: int) -> int:
+        gpu, error = self._gpu(handle)
+        if gpu is None:
+            return error
+        if "power_limit" in gpu.unsupported:
+            return ERROR_NOT_SUPPORTED
+        self._write_uint(out, round(gpu.power_limit_w * 1000))
+        return SUCCESS
+
+    def _processes(self, kind: str, version: int) -> Callable[[int, int, int], int]:
+        struct = _ProcessInfoV1 if version == 1 else _ProcessInfo
+
+        def implementation(handle: int, count_pointer: int, infos: int | None) -> int:
+            gpu, error = self._gpu(handle)
+            if gpu is None:
+                return error
+            processes = [p for p in gpu.processes if p.type == kind]
+            count = ctypes.cast(count_pointer, POINTER(c_uint))
+            capacity = count[0]
+            count[0] = len(processes)
+            if not processes:
+                return SUCCESS
+            if capacity < len(processes) or not infos:
+                return ERROR_INSUFFICIENT_SIZE
+            array = ctypes.cast(infos, POINTER(struct))
+            for i, process in enumerate(processes):
+                array[i].pid = process.pid
+                array[i].usedGpuMemory = (
+                    2**64 - 1 if process.memory_mib is None else int(process.memory_mib * MIB)
+                )
+                if version != 1:
+                    array[i].gpuInstanceId = 0xFFFFFFFF
+                    array[i].computeInstanceId = 0xFFFFFFFF
+            return SUCCESS
+
+        return implementation
+
+
+# --------------------------------------------------------------------------------------------
+# Installing beneath pynvml
+
+_installed: SimulatedNvmlLibrary | None = None
+_install_lock = threading.Lock()
+
+
+def install(spec: str) -> SimulatedNvmlLibrary:
+    """Put simulated GPUs beneath pynvml in this process and return the simulated library.
+
+    ``spec`` is what ``JUPYTER_GPU_SIMULATE`` would hold. Any NVML state pynvml had is dropped, so
+    the next ``nvmlInit()`` initialises the simulation. Raises :class:`ScenarioError` on a bad spec.
+    """
+    global _installed
+    import pynvml
+
+    library = SimulatedNvmlLibrary(ScenarioSource(spec))
+    with _install_lock, pynvml.libLoadLock:
+        pynvml.nvmlLib = library
+        pynvml._nvmlGetFunctionPointer_cache.clear()
+        pynvml._nvmlLib_refcount = 0
+        _installed = library
+    return library
+
+
+def installed() -> SimulatedNvmlLibrary | None:
+    """The simulated library beneath pynvml in this process, or None for real NVML."""
+    return _installed
+
+
+def install_from_environment() -> SimulatedNvmlLibrary | None:
+    """Install the simulation if ``JUPYTER_GPU_SIMULATE`` asks for it and it is not installed yet.
+
+    Idempotent and cheap. Raises :class:`ScenarioError` when the variable holds a bad value, so the
+    caller can report it (the NVML reader turns it into the snapshot's error).
+    """
+    spec = os.environ.get(ENV_VAR, "").strip()
+    if not spec:
+        return None
+    with _install_lock:
+        if _installed is not None and _installed.source.spec == spec:
+            return _installed
+    return install(spec)
+
+
+def install_on_import() -> None:
+    """Called from ``jupyter_gpu_simulate.pth`` at interpreter start when the variable is set.
+
+    Installs the simulation the moment ``pynvml`` is imported, in any library, without importing
+    pynvml now. Never raises: a bad value is reported when jupyter_gpu reads NVML.
+    """
+    from ._import_hooks import when_imported
+
+    def install_quietly(_module: object) -> None:
+        try:
+            install_from_environment()
+        except Exception as error:  # interpreter start-up must never fail because of us
+            print(f"jupyter_gpu: simulated GPUs not installed: {error}", file=sys.stderr)
+
+    when_imported("pynvml", install_quietly)

@@ -1,0 +1,104 @@
+"""What a look at the GPUs returns: plain, immutable data with a stable JSON form.
+
+``Snapshot.to_dict()`` is the contract every face (``jupyter-gpu status --json``, the notebook
+panel, the server's REST endpoint, the JupyterLab sidebar) and any script relies on::
+
+    {"nvml_available": bool, "error": str|null, "driver_version": str|null, "timestamp": float,
+     "simulated": bool,
+     "gpus": [{"index": int, "uuid": str, "name": str,
+               "memory_total": int, "memory_used": int, "memory_free": int,   (bytes)
+               "memory_reserved": int|null,                                   (bytes, driver-reserved)
+               "utilization": int|null, "temperature": int|null,              (percent, °C)
+               "power": float|null, "power_limit": float|null,                (W)
+               "error": str|null,
+               "processes": [{"pid": int, "memory": int|null, "user": str|null, "name": str|null,
+                              "type": "compute"|"graphics"|"compute+graphics",
+                              "command": str}]}]}                             (own processes only)
+
+``memory_used`` excludes driver-reserved memory where the driver can tell it apart (NVML's v2
+memory struct); on older drivers it includes it and ``memory_reserved`` is null. A GPU that could
+not be read has its ``error`` set and zeros/nulls elsewhere. ``command`` appears only on processes
+of the user running jupyter_gpu: other users' command lines are never collected.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True)
+class GpuProcess:
+    """A process holding memory on a GPU, as NVML and the operating system describe it."""
+
+    pid: int
+    memory: int | None
+    user: str | None = None
+    name: str | None = None
+    type: str = "compute"
+    command: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        if self.command is None:
+            del data["command"]
+        return data
+
+
+@dataclass(frozen=True)
+class GpuInfo:
+    """One GPU at one moment. Index and numbering are NVML's (PCI bus order, as nvidia-smi)."""
+
+    index: int
+    uuid: str
+    name: str
+    memory_total: int = 0
+    memory_used: int = 0
+    memory_free: int = 0
+    memory_reserved: int | None = None
+    utilization: int | None = None
+    temperature: int | None = None
+    power: float | None = None
+    power_limit: float | None = None
+    error: str | None = None
+    processes: tuple[GpuProcess, ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        data = {name: getattr(self, name) for name in self.__dataclass_fields__ if name != "processes"}
+        data["processes"] = [process.to_dict() for process in self.processes]
+        return data
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """Every GPU of the machine at one moment, or why none could be read."""
+
+    nvml_available: bool
+    timestamp: float
+    gpus: tuple[GpuInfo, ...] = ()
+    error: str | None = None
+    driver_version: str | None = None
+    simulated: bool = False
+    extra: dict[str, Any] = field(default_factory=dict, compare=False)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "nvml_available": self.nvml_available,
+            "error": self.error,
+            "driver_version": self.driver_version,
+            "timestamp": self.timestamp,
+            "simulated": self.simulated,
+            "gpus": [gpu.to_dict() for gpu in self.gpus],
+            **self.extra,
+        }
+
+    def gpu(self, index: int) -> GpuInfo:
+        """The GPU with NVML index ``index``; KeyError if there is none."""
+        for gpu in self.gpus:
+            if gpu.index == index:
+                return gpu
+        raise KeyError(f"no GPU with index {index}")
+
+    def processes_of(self, pid: int) -> list[tuple[GpuInfo, GpuProcess]]:
+        """Where the process ``pid`` holds GPU memory: (gpu, process entry) pairs."""
+        return [(gpu, process) for gpu in self.gpus for process in gpu.processes if process.pid == pid]

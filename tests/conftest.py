@@ -1,0 +1,45 @@
+"""Fixtures shared by every test: simulated GPUs beneath nvidia-ml-py, per test."""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from jupyter_gpu import simulate
+
+
+class ScenarioFile:
+    """A scenario file that JUPYTER_GPU_SIMULATE points at; edit it while things run."""
+
+    def __init__(self, path: Path, data: dict[str, Any]) -> None:
+        self.path = path
+        self.data = data
+        self.write(data)
+
+    def write(self, data: dict[str, Any]) -> None:
+        self.data = copy.deepcopy(data)
+        simulate.write_scenario(self.path, self.data)
+
+    def update(self, change: Callable[[dict[str, Any]], None]) -> None:
+        """Apply ``change`` to a copy of the scenario and write it (atomically)."""
+        data = copy.deepcopy(self.data)
+        change(data)
+        self.write(data)
+
+
+@pytest.fixture
+def scenario(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[ScenarioFile]:
+    """Two idle simulated A100s, in a file this test may rewrite; child processes see it too."""
+    file = ScenarioFile(tmp_path / "scenario.json", simulate.plausible_gpus(2))
+    monkeypatch.setenv(simulate.ENV_VAR, str(file.path))
+    yield file
+
+
+@pytest.fixture
+def demo_gpus(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The 'demo' shared server: 4 GPUs of 2 models, other users' processes, one busy GPU."""
+    monkeypatch.setenv(simulate.ENV_VAR, "demo")
