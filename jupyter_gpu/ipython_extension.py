@@ -1,0 +1,24 @@
+"""``%load_ext jupyter_gpu``: registers every magic family of the package in one kernel.
+
+Each family lives in its own module with ``register(ipython)`` / ``unregister(ipython)``:
+
+- :mod:`jupyter_gpu.magics` — ``%gpu_select``, ``%gpu_limit``, ``%gpu_status`` … (the GPU plan)
+- :mod:`jupyter_gpu.monitor_magics` — ``%gpu_monitor``, ``%gpu_watch`` (the live panel, per-cell report)
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+FACES = ("jupyter_gpu.magics", "jupyter_gpu.monitor_magics")
+
+
+def load_ipython_extension(ipython: Any) -> None:
+    for name in FACES:
+        importlib.import_module(name).register(ipython)
+
+
+def unload_ipython_extension(ipython: Any) -> None:
+    for name in reversed(FACES):
+        importlib.import_module(name).unregister(ipython)
