@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 from .errors import GPUAlreadyInitializedWarning
 
 if TYPE_CHECKING:
-    from .snapshot import Snapshot
+    from .snapshots import Snapshot
     from .widget import GPUMonitor
 
 __version__ = "0.1.0"
@@ -27,7 +27,7 @@ __all__ = ["GPUAlreadyInitializedWarning", "GPUMonitor", "__version__", "snapsho
 
 
 def snapshot() -> Snapshot:
-    """A snapshot of every GPU on this machine (see ``jupyter_gpu.snapshot.Snapshot``)."""
+    """A snapshot of every GPU on this machine (see ``jupyter_gpu.snapshots.Snapshot``)."""
     from .nvml import snapshot as take
 
     return take()

@@ -28,7 +28,7 @@ from typing import Any
 
 from . import simulate
 from .processes import ProcessDirectory
-from .snapshot import GpuInfo, GpuProcess, Snapshot
+from .snapshots import GpuInfo, GpuProcess, Snapshot
 
 __all__ = ["NvmlReader", "default_reader", "snapshot"]
 

@@ -21,7 +21,7 @@ import threading
 import time
 from collections.abc import Callable
 
-from .snapshot import Snapshot
+from .snapshots import Snapshot
 
 log = logging.getLogger(__name__)
 

@@ -1,0 +1,160 @@
+"""``jupyter-gpu``: the GPU snapshot in a terminal.
+
+Usage::
+
+    jupyter-gpu status                 # a compact table of every GPU and its processes
+    jupyter-gpu status --json          # the JSON contract (see jupyter_gpu.snapshots)
+    jupyter-gpu status --watch 2       # refresh in place every 2 seconds (Ctrl-C to stop)
+
+Exit status: 0 when the GPUs were read, 1 when NVML is unavailable (the reason is printed on
+stderr; with ``--json`` the JSON is printed all the same), 2 for bad arguments.
+Set ``JUPYTER_GPU_SIMULATE=demo`` to see simulated GPUs on a machine without one.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from collections.abc import Sequence
+from typing import TextIO
+
+from . import __version__
+from .snapshots import GpuInfo, Snapshot
+
+GIB = 1024**3
+MIB = 1024**2
+
+
+def format_bytes(value: int | None) -> str:
+    """Memory the way people read it: GiB above 1 GiB, MiB below."""
+    if value is None:
+        return "?"
+    if value >= GIB:
+        return f"{value / GIB:.1f} GiB"
+    return f"{value / MIB:.0f} MiB"
+
+
+def _optional(value: float | None, unit: str, digits: int = 0) -> str:
+    return "–" if value is None else f"{value:.{digits}f}{unit}"
+
+
+def format_table(snapshot: Snapshot) -> str:
+    """The snapshot as a compact, aligned, plain-text table."""
+    if not snapshot.nvml_available:
+        return f"No GPUs can be read: {snapshot.error}"
+    lines = []
+    header = f"Driver {snapshot.driver_version}"
+    if snapshot.simulated:
+        header += "  (simulated GPUs)"
+    lines.append(header)
+    if not snapshot.gpus:
+        lines.append("NVML works, but this machine has no NVIDIA GPU.")
+        return "\n".join(lines)
+    rows = [("GPU", "Name", "Memory used / total", "Util", "Temp", "Power")]
+    for gpu in snapshot.gpus:
+        rows.append(_gpu_row(gpu))
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    right_aligned = {0, 2, 3, 4, 5}
+
+    def render(row: Sequence[str]) -> str:
+        cells = [cell.rjust(w) if i in right_aligned else cell.ljust(w)
+                 for i, (cell, w) in enumerate(zip(row, widths, strict=True))]
+        return "  ".join(cells).rstrip()
+
+    lines.append(render(rows[0]))
+    for gpu, row in zip(snapshot.gpus, rows[1:], strict=True):
+        lines.append(render(row))
+        for process in sorted(gpu.processes, key=lambda p: -(p.memory or 0)):
+            who = process.user or "?"
+            what = process.name or "?"
+            lines.append(f"{'':>{widths[0]}}  └ {format_bytes(process.memory):>9}  pid {process.pid:<8} "
+                         f"{who:<12} {what}")
+    return "\n".join(lines)
+
+
+def _gpu_row(gpu: GpuInfo) -> tuple[str, str, str, str, str, str]:
+    if gpu.error:
+        return (str(gpu.index), gpu.name or "?", f"error: {gpu.error}", "", "", "")
+    share = 100 * gpu.memory_used / gpu.memory_total if gpu.memory_total else 0
+    memory = f"{format_bytes(gpu.memory_used)} / {format_bytes(gpu.memory_total)} ({share:.0f}%)"
+    if gpu.power is None:
+        power = "–"
+    elif gpu.power_limit is None:
+        power = f"{gpu.power:.0f} W"
+    else:
+        power = f"{gpu.power:.0f} / {gpu.power_limit:.0f} W"
+    return (str(gpu.index), gpu.name, memory, _optional(gpu.utilization, "%"),
+            _optional(gpu.temperature, "°C"), power)
+
+
+def _status(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    from .nvml import snapshot as take
+
+    clear = "\x1b[H\x1b[2J" if out.isatty() else ""
+    while True:
+        snapshot = take()
+        if args.json:
+            text = json.dumps(snapshot.to_dict(), indent=2)
+        else:
+            text = format_table(snapshot)
+        if args.watch:
+            stamp = time.strftime("%H:%M:%S", time.localtime(snapshot.timestamp))
+            out.write(f"{clear}{text}\n-- {stamp}, every {args.watch:g} s, Ctrl-C to stop\n")
+        else:
+            out.write(text + "\n")
+        out.flush()
+        if args.json and not snapshot.nvml_available:  # the table says why itself; JSON readers get it on stderr
+            err.write(f"jupyter-gpu: {snapshot.error}\n")
+        if not args.watch:
+            return 0 if snapshot.nvml_available else 1
+        try:
+            time.sleep(args.watch)
+        except KeyboardInterrupt:
+            return 0 if snapshot.nvml_available else 1
+
+
+def _positive_seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of seconds, got {text!r}") from None
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"the interval must be positive, got {text}")
+    return value
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="jupyter-gpu",
+        description="See the GPUs of this machine and who uses them (NVML, through nvidia-ml-py).",
+        epilog="Set JUPYTER_GPU_SIMULATE=demo (or a number, or a scenario file) to simulate GPUs.",
+    )
+    parser.add_argument("--version", action="version", version=f"jupyter-gpu {__version__}")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    status = commands.add_parser(
+        "status",
+        help="show every GPU: memory, utilization, temperature, power, processes",
+        description="Show every GPU: memory, utilization, temperature, power and processes. "
+                    "Exit status 0 when GPUs were read, 1 when NVML is unavailable.",
+    )
+    status.add_argument("--json", action="store_true", help="print the JSON snapshot instead of a table")
+    status.add_argument("--watch", metavar="SECONDS", type=_positive_seconds,
+                        help="refresh in place every SECONDS until Ctrl-C")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None, out: TextIO | None = None, err: TextIO | None = None) -> int:
+    """The ``jupyter-gpu`` console command; returns the exit status."""
+    args = build_parser().parse_args(argv)
+    out = out or sys.stdout
+    err = err or sys.stderr
+    try:
+        return _status(args, out, err)
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,237 @@
+"""Snapshots read through the real nvidia-ml-py over simulated GPUs: every field, every fault."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import threading
+
+import pytest
+
+import jupyter_gpu
+from jupyter_gpu import simulate
+from jupyter_gpu.nvml import NvmlReader
+from jupyter_gpu.processes import current_user
+
+MIB = 1024 * 1024
+
+
+def gpu(**fields):
+    base = {"name": "NVIDIA A100-SXM4-80GB", "memory_total_mib": 81920, "memory_reserved_mib": 512,
+            "utilization": 35, "temperature": 41, "power_w": 180, "power_limit_w": 400}
+    return {**base, **fields}
+
+
+def test_every_field_matches_the_scenario(scenario):
+    scenario.write({"driver_version": "555.42.06", "gpus": [
+        gpu(processes=[{"pid": 4000001, "memory_mib": 1000, "user": "alice", "name": "python"}]),
+        gpu(name="NVIDIA RTX A6000", memory_total_mib=49140, utilization=3, temperature=30, power_w=21.5,
+            power_limit_w=300),
+    ]})
+    snap = jupyter_gpu.snapshot()
+    data = snap.to_dict()
+    assert data["nvml_available"] is True and data["error"] is None
+    assert data["driver_version"] == "555.42.06"
+    assert data["simulated"] is True
+    first, second = data["gpus"]
+    assert first["index"] == 0 and first["name"] == "NVIDIA A100-SXM4-80GB"
+    assert first["uuid"].startswith("GPU-") and first["uuid"] != second["uuid"]
+    assert first["memory_total"] == 81920 * MIB
+    assert first["memory_used"] == 1000 * MIB  # v2: driver-reserved memory is not "used"
+    assert first["memory_reserved"] == 512 * MIB
+    assert first["memory_free"] == (81920 - 1000 - 512) * MIB
+    assert (first["utilization"], first["temperature"], first["power"], first["power_limit"]) == (35, 41, 180.0, 400.0)
+    assert first["processes"] == [
+        {"pid": 4000001, "memory": 1000 * MIB, "user": "alice", "name": "python", "type": "compute"}
+    ]
+    assert second["name"] == "NVIDIA RTX A6000" and second["power"] == 21.5 and second["processes"] == []
+    assert simulate.installed().callback_errors == []
+
+
+def test_contract_keys_are_stable(demo_gpus):
+    data = jupyter_gpu.snapshot().to_dict()
+    assert {"nvml_available", "error", "driver_version", "timestamp", "gpus"} <= data.keys()
+    for entry in data["gpus"]:
+        assert {"index", "uuid", "name", "memory_total", "memory_used", "memory_free", "utilization",
+                "temperature", "power", "power_limit", "error", "processes"} <= entry.keys()
+        for process in entry["processes"]:
+            assert {"pid", "memory", "user", "name"} <= process.keys()
+
+
+def test_unsupported_fields_are_null(scenario):
+    scenario.write({"gpus": [gpu(unsupported=["utilization", "temperature", "power", "power_limit"])]})
+    (entry,) = jupyter_gpu.snapshot().to_dict()["gpus"]
+    assert entry["utilization"] is None and entry["temperature"] is None
+    assert entry["power"] is None and entry["power_limit"] is None
+    assert entry["error"] is None and entry["memory_total"] == 81920 * MIB
+
+
+def test_old_driver_without_memory_v2_falls_back_to_v1(scenario):
+    scenario.write({"missing_functions": ["nvmlDeviceGetMemoryInfo_v2"],
+                    "gpus": [gpu(memory_used_mib=2000)]})
+    (entry,) = jupyter_gpu.snapshot().gpus
+    assert entry.memory_reserved is None
+    assert entry.memory_used == (2000 + 512) * MIB  # v1 counts reserved memory as used
+    assert entry.memory_free == (81920 - 2512) * MIB
+
+
+def test_old_driver_without_v3_process_call_uses_v2(scenario):
+    scenario.write({"missing_functions": ["nvmlDeviceGetComputeRunningProcesses_v3",
+                                          "nvmlDeviceGetGraphicsRunningProcesses_v3"],
+                    "gpus": [gpu(processes=[{"pid": 4000002, "memory_mib": 64, "user": "bob"}])]})
+    snap = jupyter_gpu.snapshot()
+    assert snap.gpus[0].error is None
+    assert [(p.pid, p.memory) for p in snap.gpus[0].processes] == [(4000002, 64 * MIB)]
+    assert simulate.installed().calls["nvmlDeviceGetComputeRunningProcesses_v2"] >= 1
+
+
+def test_compute_and_graphics_processes_are_merged_by_pid(scenario):
+    scenario.write({"gpus": [gpu(processes=[
+        {"pid": 4000003, "memory_mib": 300, "user": "eve", "name": "app", "type": "compute"},
+        {"pid": 4000003, "memory_mib": 300, "user": "eve", "name": "app", "type": "graphics"},
+        {"pid": 4000004, "memory_mib": 50, "user": "eve", "name": "Xorg", "type": "graphics"},
+    ])]})
+    processes = {p.pid: p for p in jupyter_gpu.snapshot().gpus[0].processes}
+    assert processes[4000003].type == "compute+graphics" and processes[4000003].memory == 300 * MIB
+    assert processes[4000004].type == "graphics"
+
+
+def test_unknown_process_memory_is_null(scenario):
+    scenario.write({"gpus": [gpu(processes=[{"pid": 4000005, "memory_mib": None, "user": "bob"}])]})
+    assert jupyter_gpu.snapshot().to_dict()["gpus"][0]["processes"][0]["memory"] is None
+
+
+def test_own_processes_carry_the_command_line_others_never(scenario):
+    sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)  # secret-token-42"])
+    try:
+        scenario.write({"gpus": [gpu(processes=[
+            {"pid": os.getpid(), "memory_mib": 100},
+            {"pid": sleeper.pid, "memory_mib": 100, "user": "mallory"},  # a real PID, another user's
+        ])]})
+        processes = {p["pid"]: p for p in jupyter_gpu.snapshot().to_dict()["gpus"][0]["processes"]}
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+    mine = processes[os.getpid()]
+    assert mine["user"] == current_user()
+    assert "pytest" in mine["command"] or "python" in mine["command"]
+    theirs = processes[sleeper.pid]
+    assert theirs["user"] == "mallory"
+    assert "command" not in theirs
+    assert "secret-token-42" not in str(processes)
+
+
+@pytest.mark.parametrize(("fault", "words"), [
+    ("library_not_found", "libnvidia-ml.so.1"),
+    ("driver_not_loaded", "driver is not loaded"),
+    ("no_permission", "permission"),
+])
+def test_whole_nvml_faults_give_a_reason_not_an_exception(scenario, fault, words):
+    scenario.write({"fault": fault, "gpus": [gpu()]})
+    snap = jupyter_gpu.snapshot()
+    assert snap.nvml_available is False and snap.gpus == ()
+    assert words in snap.error
+    scenario.write({"gpus": [gpu()]})  # the driver comes back: the next snapshot recovers
+    assert jupyter_gpu.snapshot().nvml_available is True
+
+
+def test_driver_lost_mid_run_then_back(scenario):
+    scenario.write({"gpus": [gpu(), gpu()]})
+    assert len(jupyter_gpu.snapshot().gpus) == 2
+    scenario.update(lambda s: s.update(fault="driver_not_loaded"))
+    snap = jupyter_gpu.snapshot()
+    assert not snap.nvml_available and "driver is not loaded" in snap.error
+    scenario.update(lambda s: s.update(fault=None))
+    assert len(jupyter_gpu.snapshot().gpus) == 2
+
+
+def test_one_lost_gpu_does_not_hide_the_others(scenario):
+    scenario.write({"gpus": [gpu(), gpu(utilization=77)]})
+    jupyter_gpu.snapshot()
+    scenario.update(lambda s: s["gpus"][0].update(fault="lost"))
+    snap = jupyter_gpu.snapshot()
+    assert snap.nvml_available
+    assert "GPU is lost" in snap.gpus[0].error
+    assert snap.gpus[0].name == "NVIDIA A100-SXM4-80GB"  # still identified
+    assert snap.gpus[1].error is None and snap.gpus[1].utilization == 77
+    scenario.update(lambda s: s["gpus"][0].update(fault=None))
+    assert jupyter_gpu.snapshot().gpus[0].error is None
+
+
+def test_gpu_lost_before_first_read(scenario):
+    scenario.write({"gpus": [gpu(fault="lost"), gpu()]})
+    snap = jupyter_gpu.snapshot()
+    assert "GPU is lost" in snap.gpus[0].error and snap.gpus[1].error is None
+
+
+def test_scenario_changes_are_picked_up(scenario):
+    scenario.write({"gpus": [gpu(utilization=5)]})
+    assert jupyter_gpu.snapshot().gpus[0].utilization == 5
+    scenario.update(lambda s: s["gpus"][0].update(
+        utilization=88, processes=[{"pid": 4000006, "memory_mib": 4096, "user": "bob"}]))
+    snap = jupyter_gpu.snapshot()
+    assert snap.gpus[0].utilization == 88
+    assert [p.pid for p in snap.gpus[0].processes] == [4000006]
+    assert snap.gpus[0].memory_used == 4096 * MIB
+    scenario.update(lambda s: s["gpus"][0].update(processes=[]))
+    assert jupyter_gpu.snapshot().gpus[0].processes == ()
+
+
+def test_a_half_written_scenario_keeps_the_last_good_one(scenario):
+    scenario.write({"gpus": [gpu(utilization=9)]})
+    jupyter_gpu.snapshot()
+    scenario.path.write_text('{"gpus": [')
+    snap = jupyter_gpu.snapshot()
+    assert snap.nvml_available and snap.gpus[0].utilization == 9
+    assert "scenario.json" in simulate.installed().source.last_error
+
+
+def test_bad_simulate_value_is_reported(monkeypatch, tmp_path):
+    monkeypatch.setenv(simulate.ENV_VAR, str(tmp_path / "missing.json"))
+    snap = jupyter_gpu.snapshot()
+    assert not snap.nvml_available
+    assert "JUPYTER_GPU_SIMULATE" in snap.error and "no such file" in snap.error
+
+
+def test_four_threads_take_snapshots_at_once(demo_gpus):
+    expected = jupyter_gpu.snapshot().to_dict()
+    results: list[dict] = []
+    failures: list[BaseException] = []
+
+    def work() -> None:
+        try:
+            for _ in range(100):
+                data = jupyter_gpu.snapshot().to_dict()
+                data["timestamp"] = expected["timestamp"]
+                results.append(data)
+        except BaseException as error:
+            failures.append(error)
+
+    threads = [threading.Thread(target=work) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert failures == []
+    assert len(results) == 400 and all(result == expected for result in results)
+    assert simulate.installed().callback_errors == []
+
+
+def test_nvml_is_initialised_once_and_handles_are_cached(scenario):
+    reader = NvmlReader()
+    for _ in range(5):
+        reader.snapshot()
+    calls = simulate.installed().calls
+    assert calls["nvmlInitWithFlags"] == 1
+    assert calls["nvmlDeviceGetHandleByIndex_v2"] == 2  # once per GPU, not per snapshot
+    assert calls["nvmlDeviceGetName"] == 2
+    assert calls["nvmlDeviceGetMemoryInfo_v2"] == 10
+
+
+def test_simulation_reaches_child_processes_through_pynvml_alone(demo_gpus):
+    """A child that never imports jupyter_gpu still sees the simulated GPUs (the .pth hook)."""
+    code = "import pynvml; pynvml.nvmlInit(); print(pynvml.nvmlDeviceGetCount(), " \
+           "pynvml.nvmlDeviceGetName(pynvml.nvmlDeviceGetHandleByIndex(2)))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.split(maxsplit=1) == ["4", "NVIDIA RTX A6000\n"]
