@@ -1,0 +1,493 @@
+"""The live GPU panel for notebooks: ``GPUMonitor`` (``%gpu_monitor``), ipywidgets over NVML.
+
+One row per GPU: index and name, a memory bar (used/total GiB as text, the kernel's memory limit
+drawn as a red mark), utilization, temperature and power, a small history chart of memory and
+utilization over the last ``history`` samples, and the processes on that GPU (user, PID, memory)
+with this kernel's own process marked. GPUs outside the kernel's selection (``%gpu_select``) are
+dimmed. The panel says so when NVML is unavailable (and why), when a GPU is lost, and when the GPUs
+are simulated (``JUPYTER_GPU_SIMULATE``).
+
+Sampling happens on one background thread per kernel (a :class:`jupyter_gpu.sampler.Sampler`
+shared by every panel), never on the kernel's main thread, so cells keep running while panels
+update. The thread runs at the shortest interval any open panel asks for and stops when every panel
+is closed or paused, or when the kernel exits.
+
+Everything rendered from data as HTML (GPU and process names, users, error texts) is escaped.
+Updates are cheap: only widget values that changed are sent to the front end.
+"""
+
+from __future__ import annotations
+
+import atexit
+import html
+import os
+import threading
+import time
+import weakref
+from collections import deque
+from collections.abc import Callable, Iterable
+from typing import Any
+
+import ipywidgets as widgets
+
+from .sampler import Sampler
+from .snapshots import GpuInfo, Snapshot
+
+GIB = 1024**3
+MIB = 1024**2
+MIN_INTERVAL_S = 0.1
+SAMPLER_NAME = "jupyter-gpu-monitor"
+
+_STYLE = """<style>
+.jupyter-gpu-row { border-top: 1px solid #ddd; padding: 2px 0; }
+.jupyter-gpu-dimmed { opacity: 0.45; }
+.jupyter-gpu-lost .jupyter-gpu-title { color: #b00020; }
+.jupyter-gpu-procs table { border-collapse: collapse; font-size: 11px; }
+.jupyter-gpu-procs td, .jupyter-gpu-procs th { padding: 0 8px 0 0; text-align: left; }
+.jupyter-gpu-own { font-weight: bold; color: #1565c0; }
+</style>"""
+
+# -- the one sampler shared by every panel of this kernel
+
+_lock = threading.RLock()
+_sampler: Sampler | None = None
+_panels: weakref.WeakSet[GPUMonitor] = weakref.WeakSet()
+
+
+def shared_sampler() -> Sampler:
+    """The kernel's one panel sampler (created on first use; its thread runs only while needed)."""
+    global _sampler
+    with _lock:
+        if _sampler is None:
+            # linger_s=0: the thread lives exactly as long as some panel listens.
+            _sampler = Sampler(interval_s=1.0, linger_s=0.0, name=SAMPLER_NAME)
+        return _sampler
+
+
+def open_panels() -> list[GPUMonitor]:
+    """The panels of this kernel that are not closed."""
+    with _lock:
+        return [panel for panel in _panels if not panel.closed]
+
+
+def close_all() -> None:
+    """Close every panel of this kernel; the sampler thread then stops."""
+    for panel in open_panels():
+        panel.close()
+
+
+def _shutdown() -> None:
+    """At interpreter (kernel) exit: close the panels and stop the sampler thread."""
+    global _sampler
+    close_all()
+    with _lock:
+        sampler, _sampler = _sampler, None
+    if sampler is not None:
+        sampler.close(timeout=2.0)
+
+
+atexit.register(_shutdown)
+
+
+def _retune_sampler() -> None:
+    """Run the shared sampler at the shortest interval an active panel asks for."""
+    with _lock:
+        intervals = [panel.interval_s for panel in _panels if panel.active]
+        if intervals and _sampler is not None and _sampler.interval_s != min(intervals):
+            _sampler.interval_s = min(intervals)
+
+
+# -- the kernel's plan (selection, limits), when the plan module exists
+
+
+def _plan_view() -> tuple[tuple[int, ...] | None, Callable[[int], int | None]]:
+    """(selected NVML indices or None, limit-of-index function) from ``jupyter_gpu.plan``."""
+    try:
+        from .plan import current_plan
+    except ImportError:
+        return None, lambda index: None
+    try:
+        plan = current_plan()
+        selected = plan.selected_indices
+        selected = None if selected is None else tuple(selected)
+    except Exception:  # a broken plan must not break the panel
+        return None, lambda index: None
+
+    def limit(index: int) -> int | None:
+        try:
+            return plan.memory_limit_bytes(index)
+        except Exception:
+            return None
+
+    return selected, limit
+
+
+# -- formatting
+
+
+def format_bytes(value: int | float | None) -> str:
+    """``1.5 GiB``, ``300 MiB``; ``—`` for unknown."""
+    if value is None:
+        return "—"
+    if abs(value) >= GIB:
+        return f"{value / GIB:.1f} GiB"
+    return f"{value / MIB:.0f} MiB"
+
+
+def _set(widget: widgets.Widget, name: str, value: Any) -> bool:
+    """Set a trait only if it changed (each change is a message to the front end)."""
+    if getattr(widget, name) != value:
+        setattr(widget, name, value)
+        return True
+    return False
+
+
+def memory_bar_html(used: int, total: int, limit: int | None, width_px: int = 220) -> str:
+    """A horizontal bar: the used fraction filled, the kernel's limit as a red mark."""
+    fraction = min(max(used / total, 0.0), 1.0) if total > 0 else 0.0
+    color = "#2e7d32" if fraction < 0.75 else "#ef6c00" if fraction < 0.95 else "#c62828"
+    mark = ""
+    if limit is not None and total > 0:
+        at = min(max(limit / total, 0.0), 1.0) * 100
+        title = html.escape(f"this kernel's limit: {format_bytes(limit)}", quote=True)
+        mark = (
+            f'<div class="jupyter-gpu-limit" title="{title}" style="position:absolute;left:{at:.1f}%;'
+            'top:-2px;bottom:-2px;width:2px;background:#d50000"></div>'
+        )
+    return (
+        f'<div style="position:relative;width:{width_px}px;height:12px;background:#eee;'
+        f'border:1px solid #bbb;margin-top:6px"><div style="width:{fraction * 100:.1f}%;height:100%;'
+        f'background:{color}"></div>{mark}</div>'
+    )
+
+
+def sparkline_svg(memory: Iterable[float], utilization: Iterable[float | None], capacity: int,
+                  width: int = 120, height: int = 28) -> str:
+    """An inline SVG: memory (blue, filled) and utilization (orange) in percent over the samples."""
+
+    def points(values: list[float | None]) -> str:
+        step = width / max(capacity - 1, 1)
+        offset = width - step * (len(values) - 1)
+        return " ".join(
+            f"{offset + i * step:.1f},{height - (v / 100) * (height - 2) - 1:.1f}"
+            for i, v in enumerate(values) if v is not None
+        )
+
+    mem = list(memory)
+    util = list(utilization)
+    parts = [f'<svg width="{width}" height="{height}" style="background:#fafafa;border:1px solid #ddd">']
+    if len(mem) >= 2:
+        parts.append(f'<polyline fill="none" stroke="#1565c0" stroke-width="1.5" points="{points(mem)}"/>')
+    if sum(v is not None for v in util) >= 2:
+        parts.append(f'<polyline fill="none" stroke="#ef6c00" stroke-width="1" points="{points(util)}"/>')
+    parts.append("</svg>")
+    return "".join(parts)
+
+
+def processes_html(gpu: GpuInfo, own_pid: int) -> str:
+    """The processes on ``gpu`` as an escaped table; this kernel's process is marked."""
+    if not gpu.processes:
+        return '<div class="jupyter-gpu-procs"><i>no processes</i></div>'
+    rows = []
+    for process in sorted(gpu.processes, key=lambda p: -(p.memory or 0)):
+        own = process.pid == own_pid
+        name = html.escape(process.name or "?")
+        user = html.escape(process.user or "?")
+        mark = ' <span class="jupyter-gpu-own">◀ this kernel</span>' if own else ""
+        css = ' class="jupyter-gpu-own"' if own else ""
+        rows.append(
+            f"<tr{css}><td>{user}</td><td>{process.pid}</td><td>{format_bytes(process.memory)}</td>"
+            f"<td>{name}{mark}</td></tr>"
+        )
+    return (
+        '<div class="jupyter-gpu-procs"><table><tr><th>user</th><th>PID</th><th>memory</th>'
+        f"<th>process</th></tr>{''.join(rows)}</table></div>"
+    )
+
+
+def _close_tree(widget: widgets.Widget) -> None:
+    """Close ``widget`` and every widget below it (their comms, and their front-end views)."""
+    for child in getattr(widget, "children", ()):
+        _close_tree(child)
+    widget.close()
+
+
+# -- one GPU
+
+
+class GpuRow:
+    """The widgets of one GPU row and its bounded history (``history`` samples)."""
+
+    def __init__(self, uuid: str, history: int) -> None:
+        self.uuid = uuid
+        self.memory_history: deque[float] = deque(maxlen=history)
+        self.utilization_history: deque[float | None] = deque(maxlen=history)
+        self.title = widgets.HTML(layout=widgets.Layout(width="260px"))
+        self.memory_bar = widgets.HTML()
+        self.memory_text = widgets.Label()
+        self.utilization = widgets.Label()
+        self.temperature = widgets.Label()
+        self.power = widgets.Label()
+        self.history_chart = widgets.HTML()
+        self.processes = widgets.HTML()
+        self.dimmed = False
+        self.lost = False
+        readings = widgets.HBox([self.utilization, self.temperature, self.power])
+        numbers = widgets.VBox([self.memory_text, readings])
+        self.box = widgets.VBox([
+            widgets.HBox([self.title, widgets.VBox([self.memory_bar]), numbers, self.history_chart]),
+            self.processes,
+        ])
+        self.box.add_class("jupyter-gpu-row")
+
+    def update(self, gpu: GpuInfo, selected: tuple[int, ...] | None, limit: int | None, own_pid: int) -> None:
+        """Show ``gpu``; append to the history; set only the values that changed."""
+        lost = gpu.error is not None
+        dimmed = selected is not None and gpu.index not in selected
+        name = html.escape(gpu.name or "unknown GPU")
+        notes = []
+        if lost:
+            notes.append(f'<span style="color:#b00020">⚠ {html.escape(gpu.error or "")}</span>')
+        if dimmed:
+            notes.append('<span style="color:#777">not selected in this kernel</span>')
+        note = f"<br><small>{' · '.join(notes)}</small>" if notes else ""
+        title = f'<span class="jupyter-gpu-title"><b>GPU {gpu.index}</b> {name}</span>{note}'
+        _set(self.title, "value", title)
+        self._set_class("jupyter-gpu-dimmed", dimmed, "dimmed")
+        self._set_class("jupyter-gpu-lost", lost, "lost")
+
+        if lost:
+            self.memory_history.append(0.0)
+            self.utilization_history.append(None)
+            _set(self.memory_bar, "value", memory_bar_html(0, 0, None))
+            _set(self.memory_text, "value", "memory: unavailable (GPU lost)")
+            for label in (self.utilization, self.temperature, self.power):
+                _set(label, "value", "")
+        else:
+            total = gpu.memory_total
+            used = gpu.memory_used
+            memory_text = f"{used / GIB:.1f} / {total / GIB:.1f} GiB"
+            if limit is not None:
+                memory_text += f" (limit {format_bytes(limit)})"
+            _set(self.memory_bar, "value", memory_bar_html(used, total, limit))
+            _set(self.memory_text, "value", memory_text)
+            utilization = "util —" if gpu.utilization is None else f"util {gpu.utilization} %"
+            _set(self.utilization, "value", utilization)
+            _set(self.temperature, "value", "" if gpu.temperature is None else f"{gpu.temperature} °C")
+            power = "" if gpu.power is None else f"{gpu.power:.0f} W"
+            if power and gpu.power_limit:
+                power += f" / {gpu.power_limit:.0f} W"
+            _set(self.power, "value", power)
+            self.memory_history.append(100.0 * used / total if total else 0.0)
+            self.utilization_history.append(None if gpu.utilization is None else float(gpu.utilization))
+        chart = sparkline_svg(self.memory_history, self.utilization_history, self.memory_history.maxlen or 2)
+        _set(self.history_chart, "value", chart)
+        _set(self.processes, "value", processes_html(gpu, own_pid))
+
+    def _set_class(self, css: str, on: bool, attribute: str) -> None:
+        if getattr(self, attribute) != on:
+            setattr(self, attribute, on)
+            (self.box.add_class if on else self.box.remove_class)(css)
+
+    def close(self) -> None:
+        """Close every widget of the row."""
+        _close_tree(self.box)
+
+
+# -- the panel
+
+
+class GPUMonitor(widgets.VBox):
+    """A live GPU panel: ``display(GPUMonitor())`` or ``%gpu_monitor`` in a notebook.
+
+    Parameters
+    ----------
+    interval_s:
+        Seconds between samples (at least 0.1). Panels of one kernel share one sampler, which runs
+        at the shortest interval any open panel asks for; a slower panel skips samples.
+    history:
+        How many samples the history chart shows (at least 2). History is bounded: memory stays
+        flat however long the panel runs.
+    start:
+        Start updating right away (default). ``False`` leaves the panel paused.
+
+    ``close()`` stops the panel for good; when every panel of the kernel is closed (or paused) the
+    sampling thread stops. :meth:`update` applies a snapshot directly (tests, benchmarks).
+    """
+
+    def __init__(self, interval_s: float = 1.0, history: int = 60, start: bool = True, **kwargs: Any) -> None:
+        if not isinstance(interval_s, (int, float)) or interval_s < MIN_INTERVAL_S:
+            raise ValueError(f"interval_s must be at least {MIN_INTERVAL_S} s, not {interval_s!r}")
+        if not isinstance(history, int) or isinstance(history, bool) or history < 2:
+            raise ValueError(f"history must be an integer of at least 2 samples, not {history!r}")
+        self.status = widgets.HTML()
+        self.pause_button = widgets.ToggleButton(
+            value=False, description="Pause", icon="pause", tooltip="Pause or resume sampling",
+            layout=widgets.Layout(width="90px"),
+        )
+        self.rows_box = widgets.VBox()
+        header = widgets.HBox([self.pause_button, self.status])
+        super().__init__([widgets.HTML(_STYLE), header, self.rows_box], **kwargs)
+        self.add_class("jupyter-gpu-monitor")
+        self._interval_s = float(interval_s)
+        self._history = history
+        self._rows: dict[str, GpuRow] = {}
+        self._own_pid = os.getpid()
+        self._unsubscribe: Callable[[], None] | None = None
+        self._last_update = float("-inf")
+        self._update_lock = threading.Lock()
+        self.updates = 0
+        self.closed = False
+        self.last_snapshot: Snapshot | None = None
+        self.pause_button.observe(self._on_pause_button, names="value")
+        with _lock:
+            _panels.add(self)
+        sampler = shared_sampler()
+        if sampler.latest is not None:
+            self.update(sampler.latest)
+        else:
+            _set(self.status, "value", "<i>waiting for the first sample…</i>")
+        if start:
+            self.resume()
+        else:
+            self.pause()
+
+    def __repr__(self) -> str:
+        return f"GPUMonitor(interval_s={self._interval_s:g}, history={self._history})"
+
+    # -- properties
+
+    @property
+    def interval_s(self) -> float:
+        """Seconds between this panel's updates."""
+        return self._interval_s
+
+    @property
+    def history(self) -> int:
+        """How many samples the history charts keep."""
+        return self._history
+
+    @property
+    def active(self) -> bool:
+        """True while the panel listens to the sampler (not paused, not closed)."""
+        return self._unsubscribe is not None
+
+    @property
+    def paused(self) -> bool:
+        return not self.active and not self.closed
+
+    @property
+    def rows(self) -> list[GpuRow]:
+        """The GPU rows shown now, in NVML order."""
+        return [self._rows[child_uuid] for child_uuid in self._row_order]
+
+    _row_order: tuple[str, ...] = ()
+
+    # -- control
+
+    def pause(self) -> None:
+        """Stop updating (the sampler thread stops if no other panel listens)."""
+        with _lock:
+            unsubscribe, self._unsubscribe = self._unsubscribe, None
+        if unsubscribe is not None:
+            unsubscribe()
+        _set(self.pause_button, "value", True)
+        _set(self.pause_button, "description", "Resume")
+        _set(self.pause_button, "icon", "play")
+        _retune_sampler()
+
+    def resume(self) -> None:
+        """Update again at ``interval_s``."""
+        if self.closed:
+            raise RuntimeError("this GPU panel is closed; create a new one")
+        with _lock:
+            if self._unsubscribe is None:
+                sampler = shared_sampler()
+                self._unsubscribe = sampler.subscribe(self._on_snapshot)
+        _retune_sampler()
+        _set(self.pause_button, "value", False)
+        _set(self.pause_button, "description", "Pause")
+        _set(self.pause_button, "icon", "pause")
+
+    def _on_pause_button(self, change: dict[str, Any]) -> None:
+        if self.closed:
+            return
+        if change["new"] and self.active:
+            self.pause()
+        elif not change["new"] and not self.active:
+            self.resume()
+
+    def close(self) -> None:
+        """Stop for good: unsubscribe from the sampler and close every widget of the panel."""
+        if self.closed:
+            return
+        self.pause()
+        self.closed = True
+        with _lock:
+            _panels.discard(self)
+        for row in self._rows.values():
+            row.close()
+        self._rows.clear()
+        for child in self.children:
+            _close_tree(child)
+        super().close()
+
+    # -- updates
+
+    def _on_snapshot(self, snapshot: Snapshot) -> None:
+        # On the sampler thread. A panel slower than the shared interval skips samples.
+        if snapshot.timestamp - self._last_update < self._interval_s * 0.9:
+            return
+        self.update(snapshot)
+
+    def update(self, snapshot: Snapshot) -> None:
+        """Show ``snapshot`` (called by the sampler thread; callable directly)."""
+        if self.closed:
+            return
+        with self._update_lock:
+            self._last_update = snapshot.timestamp
+            self.last_snapshot = snapshot
+            self.updates += 1
+            self._show_status(snapshot)
+            if not snapshot.nvml_available:
+                self._show_rows([], None, lambda index: None)
+                return
+            selected, limit = _plan_view()
+            self._show_rows(snapshot.gpus, selected, limit)
+
+    def _show_status(self, snapshot: Snapshot) -> None:
+        parts = []
+        if snapshot.simulated:
+            parts.append('<span style="background:#fff3cd;padding:0 4px">simulated GPUs</span>')
+        if not snapshot.nvml_available:
+            reason = html.escape(snapshot.error or "unknown reason")
+            parts.append(f'<span style="color:#b00020">NVML unavailable: {reason}</span>')
+        else:
+            count = len(snapshot.gpus)
+            lost = sum(gpu.error is not None for gpu in snapshot.gpus)
+            text = f"{count} GPU{'s' if count != 1 else ''}"
+            if lost:
+                text += f', <span style="color:#b00020">{lost} lost</span>'
+            if count == 0:
+                text = "no GPUs found"
+            parts.append(text)
+            if snapshot.driver_version:
+                parts.append(f"driver {html.escape(snapshot.driver_version)}")
+        stamp = time.strftime("%H:%M:%S", time.localtime(snapshot.timestamp))
+        parts.append(f"every {self._interval_s:g} s · {stamp}")
+        _set(self.status, "value", '<span style="line-height:28px">' + " · ".join(parts) + "</span>")
+
+    def _show_rows(self, gpus: Iterable[GpuInfo], selected: tuple[int, ...] | None,
+                   limit: Callable[[int], int | None]) -> None:
+        gpus = list(gpus)
+        order = tuple(gpu.uuid or f"index-{gpu.index}" for gpu in gpus)
+        if order != self._row_order:
+            for gone in set(self._rows) - set(order):
+                self._rows.pop(gone).close()
+            for key in order:
+                if key not in self._rows:
+                    self._rows[key] = GpuRow(key, self._history)
+            self._row_order = order
+            self.rows_box.children = tuple(self._rows[key].box for key in order)
+        for key, gpu in zip(order, gpus, strict=True):
+            self._rows[key].update(gpu, selected, limit(gpu.index), self._own_pid)
