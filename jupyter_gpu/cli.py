@@ -37,7 +37,7 @@ def format_bytes(value: int | None) -> str:
 
 
 def _optional(value: float | None, unit: str, digits: int = 0) -> str:
-    return "–" if value is None else f"{value:.{digits}f}{unit}"
+    return "-" if value is None else f"{value:.{digits}f}{unit}"
 
 
 def format_table(snapshot: Snapshot) -> str:
@@ -80,7 +80,7 @@ def _gpu_row(gpu: GpuInfo) -> tuple[str, str, str, str, str, str]:
     share = 100 * gpu.memory_used / gpu.memory_total if gpu.memory_total else 0
     memory = f"{format_bytes(gpu.memory_used)} / {format_bytes(gpu.memory_total)} ({share:.0f}%)"
     if gpu.power is None:
-        power = "–"
+        power = "-"
     elif gpu.power_limit is None:
         power = f"{gpu.power:.0f} W"
     else:
@@ -95,10 +95,7 @@ def _status(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     clear = "\x1b[H\x1b[2J" if out.isatty() else ""
     while True:
         snapshot = take()
-        if args.json:
-            text = json.dumps(snapshot.to_dict(), indent=2)
-        else:
-            text = format_table(snapshot)
+        text = json.dumps(snapshot.to_dict(), indent=2) if args.json else format_table(snapshot)
         if args.watch:
             stamp = time.strftime("%H:%M:%S", time.localtime(snapshot.timestamp))
             out.write(f"{clear}{text}\n-- {stamp}, every {args.watch:g} s, Ctrl-C to stop\n")

@@ -1,0 +1,85 @@
+"""`jupyter-gpu status`: the table, --json, --watch and the exit codes."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from jupyter_gpu import cli, simulate
+
+
+def run(*argv: str) -> tuple[int, str, str]:
+    out, err = io.StringIO(), io.StringIO()
+    code = cli.main(list(argv), out=out, err=err)
+    return code, out.getvalue(), err.getvalue()
+
+
+def test_table_lists_gpus_and_processes(demo_gpus):
+    code, out, _ = run("status")
+    assert code == 0
+    lines = out.splitlines()
+    assert "simulated" in lines[0] and "550.54.15" in lines[0]
+    assert lines[1].split()[:2] == ["GPU", "Name"]
+    assert "74.2 GiB / 80.0 GiB (93%)" in out and "97%" in out and "71°C" in out and "372 / 400 W" in out
+    assert "NVIDIA RTX A6000" in out
+    bob = next(line for line in lines if "910001" in line)
+    assert "bob" in bob and "74.2 GiB" in bob and "python" in bob
+
+
+def test_json_is_the_snapshot_contract(demo_gpus):
+    code, out, err = run("status", "--json")
+    data = json.loads(out)
+    assert code == 0 and err == ""
+    assert data["nvml_available"] is True and len(data["gpus"]) == 4
+    assert data["gpus"][1]["processes"][0]["user"] == "carol"
+
+
+def test_no_nvml_exits_1_with_the_reason(scenario):
+    scenario.write({"fault": "driver_not_loaded", "gpus": []})
+    code, out, _ = run("status")
+    assert code == 1 and "driver is not loaded" in out
+    code, out, err = run("status", "--json")
+    assert code == 1 and json.loads(out)["nvml_available"] is False and "driver is not loaded" in err
+
+
+def test_lost_gpu_shows_its_error_and_the_rest(scenario):
+    scenario.write({"gpus": [{"fault": "lost"}, {"name": "NVIDIA L4"}]})
+    code, out, _ = run("status")
+    assert code == 0 and "GPU is lost" in out and "NVIDIA L4" in out
+
+
+def test_watch_refreshes_until_interrupted(demo_gpus, monkeypatch):
+    sleeps = []
+
+    def fake_sleep(seconds: float) -> None:
+        sleeps.append(seconds)
+        if len(sleeps) == 3:
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr(cli.time, "sleep", fake_sleep)
+    code, out, _ = run("status", "--watch", "0.5")
+    assert code == 0 and sleeps == [0.5, 0.5, 0.5]
+    assert out.count("every 0.5 s, Ctrl-C to stop") == 3
+
+
+@pytest.mark.parametrize("bad", ["0", "-1", "soon"])
+def test_bad_watch_interval_is_a_usage_error(bad, capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        cli.main(["status", "--watch", bad])
+    assert exit_info.value.code == 2
+    assert "--watch" in capsys.readouterr().err
+
+
+def test_console_script_runs_without_a_gpu(tmp_path):
+    env = {k: v for k, v in os.environ.items() if k != simulate.ENV_VAR}
+    env["LD_LIBRARY_PATH"] = str(tmp_path)  # no libnvidia-ml.so.1 anywhere here
+    done = subprocess.run([sys.executable, "-m", "jupyter_gpu.cli", "status"], env=env,
+                          capture_output=True, text=True)
+    if "No GPUs can be read" not in done.stdout:
+        pytest.skip("this machine has a real NVIDIA driver")
+    assert done.returncode == 1 and "libnvidia-ml.so.1" in done.stdout
