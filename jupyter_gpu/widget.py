@@ -419,7 +419,7 @@ class GPUMonitor(widgets.VBox):
 
     def close(self) -> None:
         """Stop for good: unsubscribe from the sampler and close every widget of the panel."""
-        if self.closed:
+        if getattr(self, "closed", True):  # closed already, or refused by __init__
             return
         self.pause()
         self.closed = True

@@ -1,0 +1,221 @@
+"""The notebook panel (jupyter_gpu.widget): model values, states, escaping, one shared sampler.
+
+No browser and no kernel: ipywidgets falls back to a dummy comm, so the widget models (the values a
+front end would render) can be read directly.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+
+from jupyter_gpu import nvml, widget
+from jupyter_gpu.widget import GIB, SAMPLER_NAME, GPUMonitor
+
+EVIL = "<img src=x onerror=alert(1)>"
+
+
+def wait_until(condition: Callable[[], Any], timeout: float = 10.0) -> Any:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = condition()
+        if value:
+            return value
+        time.sleep(0.02)
+    raise AssertionError(f"timed out after {timeout} s waiting for {condition}")
+
+
+def sampler_threads() -> list[threading.Thread]:
+    return [thread for thread in threading.enumerate() if thread.name == SAMPLER_NAME]
+
+
+@pytest.fixture(autouse=True)
+def no_panels_left() -> Iterator[None]:
+    yield
+    widget.close_all()
+    wait_until(lambda: not sampler_threads(), timeout=5)
+
+
+def test_model_values_follow_scenario_changes(scenario: Any) -> None:
+    panel = GPUMonitor(interval_s=0.1)
+    wait_until(lambda: len(panel.rows) == 2)
+    first, second = panel.rows
+    assert "GPU 0" in first.title.value and "A100" in first.title.value
+    wait_until(lambda: first.memory_text.value.startswith("0.0 / 80.0 GiB"))
+    assert first.utilization.value == "util 0 %"
+    assert first.temperature.value == "32 °C"
+    assert first.power.value == "58 W / 400 W"
+
+    def busy(data: dict[str, Any]) -> None:
+        data["gpus"][1].update(utilization=88, temperature=77, power_w=301)
+        data["gpus"][1]["processes"] = [{"pid": 4242, "memory_mib": 40960, "user": "alice", "name": "train"}]
+
+    scenario.update(busy)
+    wait_until(lambda: second.memory_text.value == "40.0 / 80.0 GiB")
+    wait_until(lambda: second.utilization.value == "util 88 %")
+    assert second.temperature.value == "77 °C"
+    assert second.power.value == "301 W / 400 W"
+    assert "alice" in second.processes.value and "4242" in second.processes.value
+    assert "40.0 GiB" in second.processes.value
+    assert "no processes" in first.processes.value
+    # the history chart gained the new sample: memory 50 % drawn
+    assert "<polyline" in second.history_chart.value
+    assert 50.0 in second.memory_history
+
+
+def test_simulated_gpus_are_announced(scenario: Any) -> None:
+    panel = GPUMonitor(start=False)
+    panel.update(nvml.snapshot())
+    assert "simulated GPUs" in panel.status.value
+    assert "2 GPUs" in panel.status.value
+
+
+def test_data_rendered_as_html_is_escaped(scenario: Any) -> None:
+    def evil(data: dict[str, Any]) -> None:
+        data["gpus"][0]["name"] = f"A100 {EVIL}"
+        data["gpus"][0]["processes"] = [{"pid": 999991, "memory_mib": 10, "user": "<b>eve</b>", "name": EVIL}]
+
+    scenario.update(evil)
+    panel = GPUMonitor(start=False)
+    panel.update(nvml.snapshot())
+    row = panel.rows[0]
+    for html_value in (row.title.value, row.processes.value):
+        assert "<img" not in html_value
+    assert "&lt;img src=x onerror=alert(1)&gt;" in row.processes.value
+    assert "&lt;b&gt;eve&lt;/b&gt;" in row.processes.value
+    assert "A100 &lt;img" in row.title.value
+
+
+def test_this_kernels_process_is_marked(scenario: Any) -> None:
+    def mine(data: dict[str, Any]) -> None:
+        data["gpus"][0]["processes"] = [
+            {"pid": os.getpid(), "memory_mib": 2048},
+            {"pid": 999992, "memory_mib": 1024, "user": "bob", "name": "python"},
+        ]
+
+    scenario.update(mine)
+    panel = GPUMonitor(start=False)
+    panel.update(nvml.snapshot())
+    procs = panel.rows[0].processes.value
+    assert procs.count("this kernel") == 1
+    mine_at = procs.index(str(os.getpid()))
+    assert procs.index("this kernel") > mine_at > 0
+    assert procs.index("999992") > 0
+
+
+def test_no_nvml_state_says_why(scenario: Any) -> None:
+    panel = GPUMonitor(start=False)
+    panel.update(nvml.snapshot())
+    assert len(panel.rows) == 2
+    scenario.update(lambda data: data.update(fault="driver_not_loaded"))
+    snapshot = nvml.snapshot()
+    assert not snapshot.nvml_available
+    panel.update(snapshot)
+    assert "NVML unavailable" in panel.status.value
+    assert "river" in panel.status.value  # the reason: "Driver Not Loaded" or its explanation
+    assert panel.rows == [] and panel.rows_box.children == ()
+
+
+def test_lost_gpu_state(scenario: Any) -> None:
+    scenario.update(lambda data: data["gpus"][1].update(fault="lost"))
+    panel = GPUMonitor(start=False)
+    panel.update(nvml.snapshot())
+    healthy, lost = panel.rows
+    assert lost.lost and not healthy.lost
+    assert "jupyter-gpu-lost" in lost.box._dom_classes
+    assert "lost" in lost.title.value.lower()
+    assert lost.memory_text.value == "memory: unavailable (GPU lost)"
+    assert "1 lost" in panel.status.value
+    # and it comes back
+    scenario.update(lambda data: data["gpus"][1].update(fault=None))
+    panel.update(nvml.snapshot())
+    assert not panel.rows[1].lost
+    assert "jupyter-gpu-lost" not in panel.rows[1].box._dom_classes
+
+
+def test_unselected_gpus_dimmed_and_limit_drawn(scenario: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(widget, "_plan_view", lambda: ((0,), lambda index: 10 * GIB if index == 0 else None))
+    panel = GPUMonitor(start=False)
+    panel.update(nvml.snapshot())
+    selected, other = panel.rows
+    assert other.dimmed and "jupyter-gpu-dimmed" in other.box._dom_classes
+    assert "not selected" in other.title.value
+    assert not selected.dimmed
+    assert "jupyter-gpu-limit" in selected.memory_bar.value
+    assert "left:12.5%" in selected.memory_bar.value  # 10 GiB of 80 GiB
+    assert selected.memory_text.value.endswith("(limit 10.0 GiB)")
+    assert "jupyter-gpu-limit" not in other.memory_bar.value
+
+
+def test_several_panels_share_one_sampler_and_closing_stops_the_thread(scenario: Any) -> None:
+    first = GPUMonitor(interval_s=0.5)
+    second = GPUMonitor(interval_s=0.1)
+    sampler = widget.shared_sampler()
+    assert sampler.listener_count == 2
+    assert sampler.interval_s == 0.1  # the fastest panel sets the pace
+    wait_until(lambda: first.updates >= 2 and second.updates >= 3)
+    assert len(sampler_threads()) == 1
+    first.close()
+    assert first.closed and sampler.running
+    assert sampler.listener_count == 1
+    second.close()
+    wait_until(lambda: not sampler.running, timeout=5)
+    assert sampler_threads() == []
+    assert widget.open_panels() == []
+
+
+def test_pause_and_resume(scenario: Any) -> None:
+    panel = GPUMonitor(interval_s=0.1)
+    sampler = widget.shared_sampler()
+    wait_until(lambda: panel.updates >= 1)
+    panel.pause_button.value = True  # the user clicks "Pause"
+    assert panel.paused and panel.pause_button.description == "Resume"
+    wait_until(lambda: not sampler.running, timeout=5)
+    updates = panel.updates
+    time.sleep(0.3)
+    assert panel.updates == updates
+    panel.pause_button.value = False
+    assert panel.active and panel.pause_button.description == "Pause"
+    wait_until(lambda: panel.updates > updates)
+
+
+def test_history_is_bounded(scenario: Any) -> None:
+    panel = GPUMonitor(history=5, start=False)
+    snapshot = nvml.snapshot()
+    for _ in range(50):
+        panel.update(snapshot)
+    assert len(panel.rows[0].memory_history) == 5
+    assert len(panel.rows[0].utilization_history) == 5
+
+
+def test_an_unchanged_snapshot_changes_only_the_history_charts(scenario: Any) -> None:
+    panel = GPUMonitor(start=False)
+    snapshot = nvml.snapshot()
+    panel.update(snapshot)
+    panel.update(snapshot)  # the chart is full enough to draw from now on
+    changed: list[str] = []
+    watched = [panel.status, *(w for row in panel.rows for w in (
+        row.title, row.memory_bar, row.memory_text, row.utilization, row.temperature, row.power,
+        row.history_chart, row.processes))]
+    for w in watched:
+        w.observe(lambda change, w=w: changed.append(type(w).__name__), names="value")
+    panel.update(snapshot)
+    history_charts = {id(row.history_chart) for row in panel.rows}
+    assert len(changed) <= len(history_charts)
+
+
+@pytest.mark.parametrize("kwargs", [{"interval_s": 0}, {"interval_s": -1}, {"interval_s": "1"},
+                                    {"history": 1}, {"history": 2.5}])
+def test_bad_arguments_are_refused(kwargs: dict[str, Any]) -> None:
+    with pytest.raises(ValueError):
+        GPUMonitor(start=False, **kwargs)
+
+
+def test_repr_is_stable() -> None:
+    panel = GPUMonitor(interval_s=2, history=30, start=False)
+    assert repr(panel) == "GPUMonitor(interval_s=2, history=30)"
