@@ -1,24 +1,189 @@
 """``%gpu_monitor`` and ``%gpu_watch``: the live GPU panel and the per-cell GPU memory report.
 
-Registered by ``%load_ext jupyter_gpu`` (see :mod:`jupyter_gpu.ipython_extension`).
+Registered by ``%load_ext jupyter_gpu`` (see :mod:`jupyter_gpu.ipython_extension`);
+``%unload_ext jupyter_gpu`` removes the event hooks and closes the panels.
+
+Defaults are configurable (``%config MonitorMagics.monitor_interval_s = 2`` or
+``c.MonitorMagics.monitor_interval_s = 2`` in ``ipython_config.py``).
 """
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
-from IPython.core.magic import Magics, magics_class
+from IPython.core.error import UsageError
+from IPython.core.magic import Magics, line_magic, magics_class
+from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
+from traitlets import Float, Integer
+
+from .watch import CellWatch
+
+
+def _parse(magic: Any, line: str) -> Any:
+    """``parse_argstring`` whose errors are one-line UsageErrors."""
+    try:
+        return parse_argstring(magic, line)
+    except UsageError as error:
+        raise UsageError(str(error).strip().splitlines()[-1]) from None
 
 
 @magics_class
 class MonitorMagics(Magics):
-    """The panel and per-cell report magics (filled in below)."""
+    """The live GPU panel (``%gpu_monitor``) and the per-cell GPU memory report (``%gpu_watch``)."""
+
+    monitor_interval_s = Float(1.0, config=True, help="Default seconds between panel updates (%gpu_monitor).")
+    monitor_history = Integer(60, config=True, help="Default number of samples in the panel's history charts.")
+    watch_interval_s = Float(
+        0.2, config=True,
+        help="Seconds between NVML samples while a cell runs under %gpu_watch (the peak is sampled, so a "
+             "spike shorter than this can escape it).",
+    )
+
+    def __init__(self, shell: Any = None, **kwargs: Any) -> None:
+        super().__init__(shell=shell, **kwargs)
+        self.panels: list[Any] = []
+        self.watch: CellWatch | None = None
+
+    # -- %gpu_monitor
+
+    @magic_arguments()
+    @argument("--interval", type=float, default=None, metavar="SECONDS",
+              help="seconds between updates (at least 0.1; default 1)")
+    @argument("--history", type=int, default=None, metavar="SAMPLES",
+              help="samples shown in each history chart (at least 2; default 60)")
+    @line_magic
+    def gpu_monitor(self, line: str = "") -> None:
+        """Show a live GPU panel below this cell.
+
+        One row per GPU: index and name, a memory bar (used / total GiB; this kernel's limit from
+        ``%gpu_limit`` drawn as a red mark), utilization, temperature, power, a history chart of
+        memory (blue) and utilization (orange), and the processes on the GPU (user, PID, memory)
+        with this kernel's process marked. GPUs not selected by ``%gpu_select`` are dimmed.
+
+        Sampling runs on one background thread shared by all panels of the kernel; cells keep
+        running while the panel updates. "Pause" stops a panel; closing the output or
+        ``%unload_ext jupyter_gpu`` stops it for good, and the thread ends with the last panel.
+
+        Examples::
+
+            %gpu_monitor
+            %gpu_monitor --interval 0.5 --history 120
+
+        From Python: ``from jupyter_gpu import GPUMonitor; panel = GPUMonitor(interval_s=0.5)``,
+        then ``display(panel)`` and later ``panel.close()``.
+        """
+        args = _parse(self.gpu_monitor, line)
+        interval_s = self.monitor_interval_s if args.interval is None else args.interval
+        history = self.monitor_history if args.history is None else args.history
+        if not interval_s >= 0.1:
+            raise UsageError(f"--interval must be at least 0.1 seconds, not {interval_s:g}")
+        if history < 2:
+            raise UsageError(f"--history must be at least 2 samples, not {history}")
+        from IPython.display import display
+
+        from .widget import GPUMonitor
+
+        self.panels = [panel for panel in self.panels if not panel.closed]
+        panel = GPUMonitor(interval_s=interval_s, history=history)
+        self.panels.append(panel)
+        display(panel)
+
+    # -- %gpu_watch
+
+    @magic_arguments()
+    @argument("state", nargs="?", choices=("on", "off"),
+              help="on: report after every cell; off: stop reporting; nothing: say which")
+    @argument("--interval", type=float, default=None, metavar="SECONDS",
+              help="seconds between samples while a cell runs (default 0.2)")
+    @line_magic
+    def gpu_watch(self, line: str = "") -> None:
+        """Report this kernel's GPU memory after every cell: ``%gpu_watch on`` / ``%gpu_watch off``.
+
+        After each cell one line shows the GPU memory NVML attributes to this kernel's process:
+        its change over the cell and its peak during the cell (summed over GPUs), for example::
+
+            GPU memory of this kernel (PID 4711): +2.0 GiB over the cell (1.0 GiB → 3.0 GiB),
+            peak 3.5 GiB during the cell on GPU 0 · torch: +1.8 GiB in use, peak 2.1 GiB
+
+        NVML counts what the driver gave the process (the framework's reserved pool plus the CUDA
+        context). Where PyTorch, JAX or TensorFlow is already initialized in the kernel, the
+        framework's own count of memory in use is added; measuring never imports or initializes a
+        framework. The peak is sampled in the background every ``--interval`` seconds (and read
+        from the framework's peak counter where it has one): a shorter spike can escape NVML.
+
+        Inside containers NVML may report host PIDs, and the kernel's own process is then not found:
+        the line says "none held" while the framework figures still show.
+        """
+        args = _parse(self.gpu_watch, line)
+        interval_s = self.watch_interval_s if args.interval is None else args.interval
+        if not interval_s > 0:
+            raise UsageError(f"--interval must be positive, not {interval_s:g}")
+        if args.state is None:
+            print(f"%gpu_watch is {'on' if self.watch is not None else 'off'}")
+        elif args.state == "on":
+            if self.watch is not None:
+                self.watch.interval_s = interval_s
+            else:
+                self.watch = CellWatch(interval_s=interval_s)
+                self.shell.events.register("pre_run_cell", self._pre_run_cell)
+                self.shell.events.register("post_run_cell", self._post_run_cell)
+            print(f"%gpu_watch on: one line of GPU memory after each cell (sampled every {interval_s:g} s)")
+        else:
+            self.stop_watching()
+            print("%gpu_watch off")
+
+    def stop_watching(self) -> None:
+        """Remove the event hooks and stop any measurement under way."""
+        watch, self.watch = self.watch, None
+        if watch is None:
+            return
+        watch.cancel()
+        for event, callback in (("pre_run_cell", self._pre_run_cell), ("post_run_cell", self._post_run_cell)):
+            try:
+                self.shell.events.unregister(event, callback)
+            except ValueError:
+                pass
+
+    def _pre_run_cell(self, info: Any = None) -> None:
+        if self.watch is not None:
+            self.watch.start()
+
+    def _post_run_cell(self, result: Any = None) -> None:
+        # The cell that turned the watch on never started a measurement: nothing to report.
+        if self.watch is None or not self.watch.running:
+            return
+        print(self.watch.stop().line())
+
+    # -- teardown
+
+    def close(self) -> None:
+        """Stop watching and close this kernel's panels."""
+        self.stop_watching()
+        for panel in self.panels:
+            panel.close()
+        self.panels.clear()
+
+
+_MAGIC_NAMES = ("gpu_monitor", "gpu_watch")
 
 
 def register(ipython: Any) -> None:
-    """Register ``%gpu_monitor`` and ``%gpu_watch`` in ``ipython``."""
-    ipython.register_magics(MonitorMagics)
+    """Register ``%gpu_monitor`` and ``%gpu_watch`` in ``ipython`` (again: no effect)."""
+    if "MonitorMagics" in ipython.magics_manager.registry:
+        return
+    ipython.register_magics(MonitorMagics(shell=ipython))
 
 
 def unregister(ipython: Any) -> None:
-    """Undo :func:`register`: remove event hooks and close panels."""
+    """Undo :func:`register`: remove the event hooks, close the panels, remove the magics."""
+    magics = ipython.magics_manager.registry.pop("MonitorMagics", None)
+    if magics is None:
+        return
+    magics.close()
+    widget = sys.modules.get("jupyter_gpu.widget")  # never import ipywidgets just to unload
+    if widget is not None:
+        widget.close_all()
+    line_magics = ipython.magics_manager.magics["line"]
+    for name in _MAGIC_NAMES:
+        line_magics.pop(name, None)

@@ -32,9 +32,9 @@ import ipywidgets as widgets
 
 from .sampler import Sampler
 from .snapshots import GpuInfo, Snapshot
+from .watch import format_bytes
 
 GIB = 1024**3
-MIB = 1024**2
 MIN_INTERVAL_S = 0.1
 SAMPLER_NAME = "jupyter-gpu-monitor"
 
@@ -123,15 +123,6 @@ def _plan_view() -> tuple[tuple[int, ...] | None, Callable[[int], int | None]]:
 
 
 # -- formatting
-
-
-def format_bytes(value: int | float | None) -> str:
-    """``1.5 GiB``, ``300 MiB``; ``—`` for unknown."""
-    if value is None:
-        return "—"
-    if abs(value) >= GIB:
-        return f"{value / GIB:.1f} GiB"
-    return f"{value / MIB:.0f} MiB"
 
 
 def _set(widget: widgets.Widget, name: str, value: Any) -> bool:
