@@ -1,0 +1,156 @@
+"""Snapshot cost: jupyter_gpu vs nvitop vs gpustat on the same simulated NVML, in one run.
+
+8 simulated GPUs with 8 processes each (real, sleeping PIDs, so every tool can look them up).
+Reports the median time per snapshot, the NVML C calls per snapshot against the floor (the calls
+strictly needed for the contract's fields), and the time of ``import jupyter_gpu`` in fresh
+interpreters.
+
+    .venv/bin/python benchmarks/bench_snapshot.py [--repeat 200] [--gpustat-repeat 5]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+GPUS = 8
+PROCESSES_PER_GPU = 8
+# Per GPU: memory, utilization, temperature, power, compute processes (2 calls: size, fill),
+# graphics processes (1 call: none). Name, UUID and power limit are static: read once.
+FLOOR_PER_GPU = 4 + 2 + 1
+
+
+def build_scenario(pids: list[int]) -> dict:
+    return {"gpus": [
+        {"name": "NVIDIA A100-SXM4-80GB", "memory_total_mib": 81920, "utilization": 10 * g, "temperature": 40 + g,
+         "power_w": 100 + g, "power_limit_w": 400,
+         "processes": [{"pid": pids[(g * PROCESSES_PER_GPU + p) % len(pids)], "memory_mib": 512 + p}
+                       for p in range(PROCESSES_PER_GPU)]}
+        for g in range(GPUS)
+    ]}
+
+
+def time_calls(take: Callable[[], object], repeat: int) -> tuple[float, float]:
+    """(median seconds per call in steady state, seconds of the first call)."""
+    start = time.perf_counter()
+    take()
+    first = time.perf_counter() - start
+    samples = []
+    for _ in range(repeat):
+        start = time.perf_counter()
+        take()
+        samples.append(time.perf_counter() - start)
+    return statistics.median(samples), first
+
+
+def nvml_calls(library, take: Callable[[], object]) -> int:
+    before = sum(library.calls.values())
+    take()
+    return sum(library.calls.values()) - before
+
+
+def jupyter_gpu_take() -> Callable[[], object]:
+    from jupyter_gpu.nvml import NvmlReader
+
+    reader = NvmlReader()
+    return lambda: reader.snapshot().to_dict()
+
+
+def nvitop_take(with_host_info: bool) -> Callable[[], object]:
+    """nvitop's Device.all() with processes; with_host_info adds user and name (take_snapshots)."""
+    from nvitop import Device, GpuProcess
+
+    def take() -> list[dict]:
+        rows = []
+        for device in Device.all():
+            found = device.processes().values()
+            if with_host_info:
+                processes = [(p.pid, p.gpu_memory, p.username, p.name)
+                             for p in GpuProcess.take_snapshots(found, failsafe=True)]
+            else:
+                processes = [(p.pid, p.gpu_memory()) for p in found]
+            rows.append({
+                "index": device.index, "name": device.name(), "uuid": device.uuid(),
+                "memory_total": device.memory_total(), "memory_used": device.memory_used(),
+                "memory_free": device.memory_free(), "utilization": device.gpu_utilization(),
+                "temperature": device.temperature(), "power": device.power_usage(),
+                "power_limit": device.power_limit(),
+                "processes": processes,
+            })
+        return rows
+
+    return take
+
+
+def gpustat_take() -> Callable[[], object]:
+    import gpustat
+
+    return lambda: gpustat.new_query().jsonify()
+
+
+def import_times(runs: int) -> list[float]:
+    """``import jupyter_gpu`` in fresh interpreters (without the simulation, which imports it early)."""
+    code = "import time; t = time.perf_counter(); import jupyter_gpu; print(time.perf_counter() - t)"
+    env = {key: value for key, value in os.environ.items() if key != "JUPYTER_GPU_SIMULATE"}
+    return [float(subprocess.check_output([sys.executable, "-c", code], text=True, env=env)) for _ in range(runs)]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeat", type=int, default=200, help="snapshots per tool (steady state)")
+    parser.add_argument("--gpustat-repeat", type=int, default=5, help="gpustat sleeps 0.1 s per GPU; keep small")
+    parser.add_argument("--import-runs", type=int, default=15)
+    args = parser.parse_args()
+
+    sleepers = [subprocess.Popen(["sleep", "600"]) for _ in range(GPUS * PROCESSES_PER_GPU)]
+    try:
+        with tempfile.TemporaryDirectory() as folder:
+            path = Path(folder) / "scenario.json"
+            from jupyter_gpu import simulate
+
+            simulate.write_scenario(path, build_scenario([p.pid for p in sleepers]))
+            os.environ[simulate.ENV_VAR] = str(path)
+            library = simulate.install(str(path))
+            results = {}
+            tools = (("jupyter_gpu", jupyter_gpu_take, args.repeat),
+                     ("nvitop", lambda: nvitop_take(with_host_info=False), args.repeat),
+                     ("nvitop + user/name", lambda: nvitop_take(with_host_info=True), args.repeat),
+                     ("gpustat", gpustat_take, args.gpustat_repeat))
+            for name, factory, repeat in tools:
+                take = factory()
+                median, first = time_calls(take, repeat)
+                results[name] = {"median_ms": median * 1000, "first_ms": first * 1000,
+                                 "nvml_calls": nvml_calls(library, take)}
+            assert library.callback_errors == [], library.callback_errors
+    finally:
+        for sleeper in sleepers:
+            sleeper.kill()
+            sleeper.wait()
+
+    imports = import_times(args.import_runs)
+    floor = FLOOR_PER_GPU * GPUS
+    ours = results["jupyter_gpu"]
+    print(f"{GPUS} simulated GPUs x {PROCESSES_PER_GPU} processes; median of {args.repeat} snapshots "
+          f"(gpustat: {args.gpustat_repeat})\n")
+    print("| tool | median per snapshot | first snapshot | NVML calls per snapshot (floor {}) |".format(floor))
+    print("|---|---|---|---|")
+    for name, row in results.items():
+        print(f"| {name} | {row['median_ms']:.2f} ms | {row['first_ms']:.1f} ms | {row['nvml_calls']} |")
+    print(f"\njupyter_gpu / nvitop time ratio: {ours['median_ms'] / results['nvitop']['median_ms']:.2f} "
+          f"(target <= 0.5; nvitop without host lookups)")
+    print(f"jupyter_gpu / gpustat time ratio: {ours['median_ms'] / results['gpustat']['median_ms']:.4f}")
+    print(f"import jupyter_gpu: median {statistics.median(imports) * 1000:.1f} ms over {len(imports)} fresh "
+          f"interpreters (target <= 30 ms)")
+    print(json.dumps({"results": results, "import_ms": [t * 1000 for t in imports]}), file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()
