@@ -219,3 +219,28 @@ def test_bad_arguments_are_refused(kwargs: dict[str, Any]) -> None:
 def test_repr_is_stable() -> None:
     panel = GPUMonitor(interval_s=2, history=30, start=False)
     assert repr(panel) == "GPUMonitor(interval_s=2, history=30)"
+
+
+def test_gpu_monitor_magic(scenario: Any) -> None:
+    from IPython.core.error import UsageError
+    from IPython.core.interactiveshell import InteractiveShell
+
+    from jupyter_gpu import monitor_magics
+
+    ip = InteractiveShell.instance()
+    monitor_magics.register(ip)
+    try:
+        magics = ip.magics_manager.registry["MonitorMagics"]
+        for bad in ("--interval 0.01", "--history 1", "--interval x", "--colour red"):
+            with pytest.raises(UsageError) as error:
+                ip.run_line_magic("gpu_monitor", bad)
+            assert "\n" not in str(error.value)
+        assert magics.panels == [] and widget.open_panels() == []
+        ip.run_line_magic("gpu_monitor", "--interval 0.2 --history 10")
+        (panel,) = magics.panels
+        assert (panel.interval_s, panel.history) == (0.2, 10)
+        wait_until(lambda: panel.updates >= 1)
+    finally:
+        monitor_magics.unregister(ip)
+    assert panel.closed
+    wait_until(lambda: not sampler_threads(), timeout=5)
