@@ -133,12 +133,13 @@ class NvmlReader:
     def snapshot(self) -> Snapshot:
         """Every GPU now. Never raises; see the module docstring for how failures show."""
         timestamp = time.time()
-        simulated = bool(os.environ.get(simulate.ENV_VAR, "").strip()) or simulate.installed() is not None
         with self._lock:
             try:
                 self._initialize()
             except NvmlUnavailable as error:
+                simulated = simulate.installed() is not None or bool(os.environ.get(simulate.ENV_VAR, "").strip())
                 return Snapshot(nvml_available=False, timestamp=timestamp, error=str(error), simulated=simulated)
+            simulated = simulate.installed() is not None
             devices = list(self._devices or ())
             for index, device in enumerate(devices):
                 if device is None:  # a GPU that failed to open: it may be back

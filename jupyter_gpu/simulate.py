@@ -691,6 +691,7 @@ class SimulatedNvmlLibrary:
 # Installing beneath pynvml
 
 _installed: SimulatedNvmlLibrary | None = None
+_installed_from_environment = False
 _install_lock = threading.Lock()
 
 
@@ -700,7 +701,7 @@ def install(spec: str) -> SimulatedNvmlLibrary:
     ``spec`` is what ``JUPYTER_GPU_SIMULATE`` would hold. Any NVML state pynvml had is dropped, so
     the next ``nvmlInit()`` initialises the simulation. Raises :class:`ScenarioError` on a bad spec.
     """
-    global _installed
+    global _installed, _installed_from_environment
     import pynvml
 
     library = SimulatedNvmlLibrary(ScenarioSource(spec))
@@ -709,7 +710,24 @@ def install(spec: str) -> SimulatedNvmlLibrary:
         pynvml._nvmlGetFunctionPointer_cache.clear()
         pynvml._nvmlLib_refcount = 0
         _installed = library
+        _installed_from_environment = False
     return library
+
+
+def uninstall() -> None:
+    """Remove the simulation: the next ``nvmlInit()`` loads the real NVML library again."""
+    global _installed, _installed_from_environment
+    if _installed is None:
+        return
+    import pynvml
+
+    with _install_lock, pynvml.libLoadLock:
+        if pynvml.nvmlLib is _installed:
+            pynvml.nvmlLib = None
+            pynvml._nvmlGetFunctionPointer_cache.clear()
+            pynvml._nvmlLib_refcount = 0
+        _installed = None
+        _installed_from_environment = False
 
 
 def installed() -> SimulatedNvmlLibrary | None:
@@ -718,18 +736,24 @@ def installed() -> SimulatedNvmlLibrary | None:
 
 
 def install_from_environment() -> SimulatedNvmlLibrary | None:
-    """Install the simulation if ``JUPYTER_GPU_SIMULATE`` asks for it and it is not installed yet.
+    """Make the simulation follow ``JUPYTER_GPU_SIMULATE``: install it, switch scenario, or remove it.
 
-    Idempotent and cheap. Raises :class:`ScenarioError` when the variable holds a bad value, so the
+    Idempotent and cheap. A simulation installed explicitly with :func:`install` is left alone when
+    the variable is unset. Raises :class:`ScenarioError` when the variable holds a bad value, so the
     caller can report it (the NVML reader turns it into the snapshot's error).
     """
+    global _installed_from_environment
     spec = os.environ.get(ENV_VAR, "").strip()
     if not spec:
+        if _installed_from_environment:  # the variable was removed: back to the real NVML
+            uninstall()
         return None
     with _install_lock:
         if _installed is not None and _installed.source.spec == spec:
             return _installed
-    return install(spec)
+    library = install(spec)
+    _installed_from_environment = True
+    return library
 
 
 def install_on_import() -> None:

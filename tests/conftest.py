@@ -31,6 +31,12 @@ class ScenarioFile:
         self.write(data)
 
 
+@pytest.fixture(autouse=True)
+def _no_ambient_simulation(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each test starts on real NVML unless it asks for simulated GPUs (the fixtures below)."""
+    monkeypatch.delenv(simulate.ENV_VAR, raising=False)
+
+
 @pytest.fixture
 def scenario(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[ScenarioFile]:
     """Two idle simulated A100s, in a file this test may rewrite; child processes see it too."""

@@ -235,3 +235,13 @@ def test_simulation_reaches_child_processes_through_pynvml_alone(demo_gpus):
            "pynvml.nvmlDeviceGetName(pynvml.nvmlDeviceGetHandleByIndex(2)))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.split(maxsplit=1) == ["4", "NVIDIA RTX A6000\n"]
+
+
+def test_unsetting_the_variable_returns_to_real_nvml(demo_gpus, monkeypatch):
+    assert jupyter_gpu.snapshot().simulated
+    monkeypatch.delenv(simulate.ENV_VAR)
+    snap = jupyter_gpu.snapshot()
+    assert simulate.installed() is None and not snap.simulated
+    if snap.nvml_available:
+        pytest.skip("this machine has a real NVIDIA driver")
+    assert "libnvidia-ml.so.1" in snap.error
