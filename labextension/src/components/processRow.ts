@@ -1,0 +1,108 @@
+/**
+ * One row per GPU process: this user's kernels (notebook, memory, idle time, shut down) and other
+ * users' processes (user, name, memory). All server strings are set as text.
+ */
+import { el, setAttr, setHidden, setText } from '../dom';
+import { basename, formatBytes, formatDuration } from '../format';
+import type { IGpuProcess } from '../tokens';
+
+/** What a row can ask the application to do; implemented by the plugin. */
+export interface IProcessActions {
+  openNotebook(path: string): void;
+  shutdownKernel(process: IGpuProcess, gpuLabel: string): void;
+}
+
+/** How this user's kernel is called in the UI: its notebook's name, or the kernel id. */
+export function kernelLabel(process: IGpuProcess): string {
+  if (process.notebook) {
+    return basename(process.notebook);
+  }
+  if (process.kernel_id) {
+    return `kernel ${process.kernel_id.slice(0, 8)}`;
+  }
+  return process.name ?? `pid ${process.pid}`;
+}
+
+/** A row for a process of one of this server's kernels. */
+export class OwnProcessRow {
+  readonly node = el('li', 'jp-GpuProc jp-mod-own');
+
+  constructor(
+    private _actions: IProcessActions,
+    private _gpuLabel: string
+  ) {
+    const top = el('div', 'jp-GpuProc-line');
+    top.append(this._open, this._memory);
+    const bottom = el('div', 'jp-GpuProc-line');
+    bottom.append(this._idleBadge, this._idle, this._shutdown);
+    this.node.append(top, bottom);
+    this._idleBadge.textContent = 'idle';
+    this._shutdown.textContent = 'Shut down kernel';
+    this._open.addEventListener('click', () => {
+      if (this._process?.notebook) {
+        this._actions.openNotebook(this._process.notebook);
+      }
+    });
+    this._shutdown.addEventListener('click', () => {
+      if (this._process) {
+        this._actions.shutdownKernel(this._process, this._gpuLabel);
+      }
+    });
+  }
+
+  update(process: IGpuProcess, idleThresholdS: number): void {
+    this._process = process;
+    const label = kernelLabel(process);
+    setText(this._open, label);
+    setAttr(this._open, 'title', process.notebook ?? `pid ${process.pid}`);
+    setAttr(this._open, 'aria-label', process.notebook ? `Open ${label}` : label);
+    this._open.disabled = !process.notebook;
+    setText(this._memory, formatBytes(process.memory));
+    setText(
+      this._idle,
+      process.idle_s === null ? 'busy or unknown' : `idle for ${formatDuration(process.idle_s)}`
+    );
+    this.node.classList.toggle('jp-mod-idle', process.idle);
+    setHidden(this._idleBadge, !process.idle);
+    setAttr(
+      this._idleBadge,
+      'title',
+      process.idle
+        ? `Idle longer than ${formatDuration(idleThresholdS)} while holding ${formatBytes(
+            process.memory
+          )} of GPU memory`
+        : null
+    );
+    setHidden(this._shutdown, !process.kernel_id);
+    setAttr(this._shutdown, 'aria-label', `Shut down kernel of ${label} (pid ${process.pid})`);
+  }
+
+  private _process: IGpuProcess | null = null;
+  private _open = el('button', 'jp-GpuProc-notebook', { type: 'button' });
+  private _memory = el('span', 'jp-GpuProc-memory');
+  private _idleBadge = el('span', 'jp-GpuProc-idleBadge');
+  private _idle = el('span', 'jp-GpuProc-idle');
+  private _shutdown = el('button', 'jp-GpuProc-shutdown jp-mod-styled jp-mod-warn', {
+    type: 'button'
+  });
+}
+
+/** A row for another user's process (or one of this user's not started by this server). */
+export class OtherProcessRow {
+  readonly node = el('li', 'jp-GpuProc jp-mod-other');
+
+  constructor() {
+    this.node.append(this._user, this._name, this._memory);
+  }
+
+  update(process: IGpuProcess): void {
+    setText(this._user, process.user ?? 'unknown user');
+    setText(this._name, process.name ?? `pid ${process.pid}`);
+    setAttr(this.node, 'title', `pid ${process.pid} (${process.type})`);
+    setText(this._memory, formatBytes(process.memory));
+  }
+
+  private _user = el('span', 'jp-GpuProc-user');
+  private _name = el('span', 'jp-GpuProc-name');
+  private _memory = el('span', 'jp-GpuProc-memory');
+}

@@ -1,0 +1,163 @@
+/**
+ * The sidebar panel: a header (driver, attribution, last update, refresh), a banner for the states
+ * that are not "ok", and one `GpuCard` per GPU keyed by UUID.
+ *
+ * It renders synchronously on the model's `changed` signal while visible; while collapsed it only
+ * remembers that it is stale and renders once when shown (the model keeps the history meanwhile).
+ */
+import { refreshIcon } from '@jupyterlab/ui-components';
+import { Message } from '@lumino/messaging';
+import { Widget } from '@lumino/widgets';
+
+import { el, reconcile, setHidden, setText } from '../dom';
+import { formatDuration } from '../format';
+import { gpuIcon } from '../icons';
+import type { IGpu, IGpuMonitorModel } from '../tokens';
+import { SIDEBAR_ID } from '../tokens';
+import { GpuCard } from './gpuCard';
+import type { IProcessActions } from './processRow';
+
+export class GpuSidebar extends Widget {
+  constructor(
+    readonly model: IGpuMonitorModel,
+    private _actions: IProcessActions,
+    private _historyS: () => number
+  ) {
+    super();
+    this.id = SIDEBAR_ID;
+    this.addClass('jp-GpuSidebar');
+    this.title.icon = gpuIcon;
+    this.title.caption = 'GPU monitor';
+    this.node.setAttribute('role', 'region');
+    this.node.setAttribute('aria-label', 'GPU monitor');
+
+    const header = el('header', 'jp-GpuSidebar-header');
+    const heading = el('h2', 'jp-GpuSidebar-title');
+    heading.textContent = 'GPUs';
+    const refresh = el('button', 'jp-GpuSidebar-refresh', {
+      type: 'button',
+      'aria-label': 'Refresh GPU status',
+      title: 'Refresh GPU status'
+    });
+    refreshIcon.element({ container: refresh, tag: 'span' });
+    refresh.addEventListener('click', () => void this.model.refresh().catch(() => undefined));
+    header.append(heading, refresh);
+    this.node.append(header, this._summary, this._note, this._banner, this._cards);
+
+    this.model.changed.connect(this._onChanged, this);
+  }
+
+  /** Render now, whatever the visibility (the benchmark times exactly this). */
+  render(): void {
+    this._stale = false;
+    const model = this.model;
+    const snapshot = model.snapshot;
+    this.node.dataset.state = model.state;
+
+    switch (model.state) {
+      case 'loading':
+        this._showBanner('info', 'Waiting for the first GPU snapshot…');
+        break;
+      case 'missing-extension':
+        this._showBanner('error', model.message ?? 'The jupyter_gpu server extension is missing.');
+        break;
+      case 'error':
+        this._showBanner(
+          'error',
+          `Could not update the GPU status: ${model.message ?? 'unknown error'}` +
+            (snapshot ? ' (showing the last answer)' : '')
+        );
+        break;
+      case 'no-nvml':
+        this._showBanner(
+          'warn',
+          `No GPU information: ${snapshot?.error ?? 'NVML is not available on this server.'}`
+        );
+        break;
+      default:
+        this._showBanner(null, '');
+    }
+
+    const gpus: IGpu[] = snapshot && model.state !== 'missing-extension' ? snapshot.gpus : [];
+    if (snapshot) {
+      const parts = [];
+      if (snapshot.driver_version) {
+        parts.push(`driver ${snapshot.driver_version}`);
+      }
+      if (snapshot.simulated) {
+        parts.push('simulated');
+      }
+      parts.push(`idle after ${formatDuration(snapshot.idle_threshold_s)}`);
+      parts.push(`updated ${new Date(snapshot.timestamp * 1000).toLocaleTimeString()}`);
+      setText(this._summary, parts.join(' · '));
+      const note =
+        snapshot.attribution === 'pid'
+          ? ''
+          : (snapshot.attribution_note ??
+            (snapshot.attribution === 'unavailable'
+              ? 'Processes cannot be mapped to kernels on this server.'
+              : ''));
+      setText(this._note, note);
+      setHidden(this._note, note === '');
+    } else {
+      setText(this._summary, '');
+      setHidden(this._note, true);
+    }
+
+    const historyS = this._historyS();
+    const now = snapshot?.timestamp ?? 0;
+    const threshold = snapshot?.idle_threshold_s ?? 0;
+    reconcile(
+      this._cards,
+      this._cardViews,
+      gpus,
+      gpu => gpu.uuid,
+      () => new GpuCard(this._actions),
+      (card, gpu) => card.update(gpu, model.history(gpu.uuid), now, historyS, threshold)
+    );
+    if (snapshot && snapshot.nvml_available && gpus.length === 0) {
+      this._showBanner('info', 'NVML is available but reports no GPUs.');
+    }
+  }
+
+  protected onAfterShow(msg: Message): void {
+    super.onAfterShow(msg);
+    if (this._stale) {
+      this.render();
+    }
+  }
+
+  dispose(): void {
+    if (this.isDisposed) {
+      return;
+    }
+    this.model.changed.disconnect(this._onChanged, this);
+    super.dispose();
+  }
+
+  private _onChanged(): void {
+    if (this.isVisible) {
+      this.render();
+    } else {
+      this._stale = true;
+    }
+  }
+
+  private _showBanner(kind: 'info' | 'warn' | 'error' | null, text: string): void {
+    setHidden(this._banner, kind === null);
+    this._banner.dataset.kind = kind ?? '';
+    // Errors are announced; routine "waiting" text is not.
+    const role = kind === 'error' || kind === 'warn' ? 'alert' : 'status';
+    if (this._banner.getAttribute('role') !== role) {
+      this._banner.setAttribute('role', role);
+    }
+    setText(this._banner, text);
+  }
+
+  private _stale = true;
+  private _summary = el('p', 'jp-GpuSidebar-summary');
+  private _note = el('p', 'jp-GpuSidebar-note');
+  private _banner = el('div', 'jp-GpuSidebar-banner');
+  private _cards = el('div', 'jp-GpuSidebar-cards');
+  private _cardViews = new Map<string, GpuCard>();
+}

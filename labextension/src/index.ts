@@ -1,0 +1,120 @@
+/**
+ * jupyter-gpu: the JupyterLab face of jupyter_gpu.
+ *
+ * One plugin owns one `GpuMonitorModel` (one poll per page) and hangs two views on it: the sidebar
+ * panel and the status-bar item. Kernels are shut down through Jupyter's own kernel API (the app's
+ * `serviceManager.kernels`), so the rest of JupyterLab (running panel, notebook toolbars) learns of
+ * it the usual way; no endpoint of ours can kill anything.
+ */
+import {
+  ILayoutRestorer,
+  JupyterFrontEnd,
+  JupyterFrontEndPlugin
+} from '@jupyterlab/application';
+import { Dialog, showDialog, showErrorMessage } from '@jupyterlab/apputils';
+import { ISettingRegistry } from '@jupyterlab/settingregistry';
+import { IStatusBar } from '@jupyterlab/statusbar';
+
+import type { IProcessActions } from './components/processRow';
+import { kernelLabel } from './components/processRow';
+import { GpuSidebar } from './components/sidebar';
+import { GpuStatusItem } from './components/statusItem';
+import { formatBytes } from './format';
+import { gpuIcon } from './icons';
+import { GpuMonitorModel } from './model';
+import { CommandIDs, IGpuMonitorModel, PLUGIN_ID, SIDEBAR_ID } from './tokens';
+
+/** The left sidebar's order: after the file browser, running kernels, commands and TOC. */
+const SIDEBAR_RANK = 700;
+
+function makeActions(app: JupyterFrontEnd, model: GpuMonitorModel): IProcessActions {
+  return {
+    openNotebook(path: string): void {
+      void app.commands.execute('docmanager:open', { path });
+    },
+    shutdownKernel(process, gpuLabel): void {
+      const kernelId = process.kernel_id;
+      if (!kernelId) {
+        return;
+      }
+      const label = kernelLabel(process);
+      void showDialog({
+        title: 'Shut down kernel?',
+        body:
+          `The kernel of ${label} holds ${formatBytes(process.memory)} on ${gpuLabel}. ` +
+          'Shutting it down frees that memory and loses the variables of the notebook.',
+        buttons: [Dialog.cancelButton(), Dialog.warnButton({ label: 'Shut Down' })]
+      }).then(async result => {
+        if (!result.button.accept) {
+          return;
+        }
+        try {
+          await app.serviceManager.kernels.shutdown(kernelId);
+        } catch (error) {
+          await showErrorMessage('Could not shut down the kernel', error as Error);
+        }
+        await model.refresh().catch(() => undefined);
+      });
+    }
+  };
+}
+
+const plugin: JupyterFrontEndPlugin<IGpuMonitorModel> = {
+  id: PLUGIN_ID,
+  description: 'A sidebar and status-bar GPU monitor built on the jupyter_gpu server extension.',
+  autoStart: true,
+  provides: IGpuMonitorModel,
+  optional: [ILayoutRestorer, IStatusBar, ISettingRegistry],
+  activate: (
+    app: JupyterFrontEnd,
+    restorer: ILayoutRestorer | null,
+    statusBar: IStatusBar | null,
+    settingRegistry: ISettingRegistry | null
+  ): IGpuMonitorModel => {
+    let historyMinutes = 5;
+    const model = new GpuMonitorModel({ historyMinutes });
+    const sidebar = new GpuSidebar(model, makeActions(app, model), () => historyMinutes * 60);
+
+    app.commands.addCommand(CommandIDs.open, {
+      label: 'GPU Monitor',
+      caption: 'Show which GPUs are in use and by which kernels',
+      icon: gpuIcon,
+      execute: () => app.shell.activateById(SIDEBAR_ID)
+    });
+    app.commands.addCommand(CommandIDs.refresh, {
+      label: 'Refresh GPU Status',
+      execute: () => model.refresh()
+    });
+
+    app.shell.add(sidebar, 'left', { rank: SIDEBAR_RANK, type: 'GPU Monitor' });
+    restorer?.add(sidebar, SIDEBAR_ID);
+
+    if (statusBar) {
+      const item = new GpuStatusItem(model, () => void app.commands.execute(CommandIDs.open));
+      statusBar.registerStatusItem('jupyter-gpu:status', {
+        item,
+        align: 'left',
+        rank: 5
+      });
+    }
+
+    if (settingRegistry) {
+      const apply = (settings: ISettingRegistry.ISettings): void => {
+        model.refreshIntervalMs = settings.get('refreshIntervalMs').composite as number;
+        historyMinutes = settings.get('historyMinutes').composite as number;
+        model.historyMinutes = historyMinutes;
+      };
+      settingRegistry
+        .load(PLUGIN_ID)
+        .then(settings => {
+          apply(settings);
+          settings.changed.connect(apply);
+        })
+        .catch(reason => console.warn('jupyter-gpu: could not load settings', reason));
+    }
+    return model;
+  }
+};
+
+export default plugin;
+export * from './tokens';

@@ -1,0 +1,105 @@
+/**
+ * The JSON contract of `GET {baseUrl}jupyter-gpu/snapshot` and the public token of this extension.
+ *
+ * The names mirror the server's `Snapshot.to_dict()` exactly, so a reader can grep one name across
+ * Python and TypeScript. Sizes are bytes, times are seconds, power is watts.
+ */
+import { Token } from '@lumino/coreutils';
+import type { ISignal } from '@lumino/signaling';
+
+/** How GPU processes were mapped to this server's kernels. */
+export type Attribution = 'pid' | 'kernel-report' | 'unavailable';
+
+/** One process that holds memory on a GPU. */
+export interface IGpuProcess {
+  pid: number;
+  memory: number | null;
+  user: string | null;
+  name: string | null;
+  type: string;
+  kernel_id: string | null;
+  notebook: string | null;
+  /** True when the process belongs to one of this server's kernels. */
+  own: boolean;
+  idle_s: number | null;
+  /** Idle beyond the server's threshold while holding GPU memory. */
+  idle: boolean;
+}
+
+/** One GPU as NVML saw it at `ISnapshot.timestamp`. */
+export interface IGpu {
+  index: number;
+  uuid: string;
+  name: string;
+  memory_total: number;
+  memory_used: number;
+  memory_free: number;
+  memory_reserved: number | null;
+  utilization: number | null;
+  temperature: number | null;
+  power: number | null;
+  power_limit: number | null;
+  /** Set when this GPU could not be read (e.g. "GPU is lost"); the numbers are then stale or zero. */
+  error: string | null;
+  processes: IGpuProcess[];
+}
+
+/** The whole endpoint answer. */
+export interface ISnapshot {
+  nvml_available: boolean;
+  error: string | null;
+  driver_version: string | null;
+  timestamp: number;
+  simulated: boolean;
+  idle_threshold_s: number;
+  attribution: Attribution;
+  attribution_note: string | null;
+  gpus: IGpu[];
+}
+
+/** One point of a GPU's history chart. */
+export interface IHistorySample {
+  /** Seconds since the epoch (the server's timestamp). */
+  t: number;
+  /** 0..100, or null when unsupported or unreadable. */
+  utilization: number | null;
+  /** 0..100 of memory_total. */
+  memory: number | null;
+}
+
+/**
+ * What the panel shows as a whole.
+ * - `loading`: no answer yet;
+ * - `ok`: a snapshot with NVML available;
+ * - `no-nvml`: the server answered but cannot read NVML (the reason is in `snapshot.error`);
+ * - `missing-extension`: the endpoint does not exist (404): the server extension is not installed or enabled;
+ * - `error`: the request failed (network, 5xx, 403); the last good snapshot, if any, is kept.
+ */
+export type MonitorState = 'loading' | 'ok' | 'no-nvml' | 'missing-extension' | 'error';
+
+/** The polling model shared by the sidebar and the status-bar item. */
+export interface IGpuMonitorModel {
+  readonly snapshot: ISnapshot | null;
+  readonly state: MonitorState;
+  /** A human-readable reason for the `missing-extension` and `error` states. */
+  readonly message: string | null;
+  readonly changed: ISignal<IGpuMonitorModel, void>;
+  history(uuid: string): readonly IHistorySample[];
+  /** Apply one snapshot (what every poll does); exposed for tests and benchmarks. */
+  ingest(snapshot: ISnapshot): void;
+  /** Poll now (e.g. after shutting down a kernel). */
+  refresh(): Promise<void>;
+}
+
+export const IGpuMonitorModel = new Token<IGpuMonitorModel>(
+  'jupyter-gpu:IGpuMonitorModel',
+  'The GPU snapshot poll behind the GPU sidebar and status-bar item.'
+);
+
+export const PLUGIN_ID = 'jupyter-gpu:plugin';
+export const SIDEBAR_ID = 'jupyter-gpu-sidebar';
+
+export namespace CommandIDs {
+  export const open = 'jupyter-gpu:open-sidebar';
+  export const refresh = 'jupyter-gpu:refresh';
+}
