@@ -1,0 +1,61 @@
+"""JAX: everything is read when its GPU backend is created (the first ``jax.devices()`` or operation).
+
+- Selection: ``CUDA_VISIBLE_DEVICES`` (``jax_cuda_visible_devices`` stays ``all``: it is relative to
+  what CUDA shows).
+- Growth: ``XLA_PYTHON_CLIENT_PREALLOCATE=false`` (JAX otherwise takes 75 % of each GPU up front).
+- Limits: ``XLA_CLIENT_MEM_FRACTION``, one share for every GPU, so the smallest share of the planned
+  GPUs is used; the deprecated ``XLA_PYTHON_CLIENT_MEM_FRACTION`` is removed meanwhile (JAX refuses
+  both together). Several sizes per GPU are summed (JAX has no logical GPUs).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Mapping
+
+from ..plan import GpuPlan
+from . import Environment, Framework, State, visible_order
+
+_OLD_FRACTION = "XLA_PYTHON_CLIENT_MEM_FRACTION"
+
+
+class Jax(Framework):
+    name = "JAX"
+    module_name = "jax"
+    env_keys = ("XLA_PYTHON_CLIENT_PREALLOCATE", "XLA_CLIENT_MEM_FRACTION", _OLD_FRACTION)
+
+    def state(self) -> State:
+        if self.module_name not in sys.modules:
+            return State.NOT_IMPORTED
+        bridge = sys.modules.get("jax._src.xla_bridge")
+        if bridge is not None and bridge.backends_are_initialized():
+            return State.INITIALIZED
+        return State.IMPORTED
+
+    def environment(self, plan: GpuPlan, baseline: Mapping[str, str | None]) -> Environment:
+        fractions = [plan.memory_fraction(index) for index in visible_order(plan)]
+        fractions = [fraction for fraction in fractions if fraction is not None]
+        env: Environment = {
+            "XLA_PYTHON_CLIENT_PREALLOCATE": "false" if plan.growth else baseline.get("XLA_PYTHON_CLIENT_PREALLOCATE"),
+            "XLA_CLIENT_MEM_FRACTION": baseline.get("XLA_CLIENT_MEM_FRACTION"),
+            _OLD_FRACTION: baseline.get(_OLD_FRACTION),
+        }
+        if fractions:
+            # Rounded down so the cap never exceeds the planned limit.
+            env["XLA_CLIENT_MEM_FRACTION"] = f"{int(min(fractions) * 1000) / 1000:.3f}"
+            env[_OLD_FRACTION] = None
+        return env
+
+    def in_effect(self) -> str:
+        jax = sys.modules.get("jax")
+        parts = []
+        if jax is not None and self.state() is State.INITIALIZED:
+            parts.append("devices " + ", ".join(str(device) for device in jax.devices()))
+        for key in self.env_keys:
+            if os.environ.get(key):
+                parts.append(f"{key}={os.environ[key]}")
+        return ", ".join(parts) or "defaults"
+
+
+JAX = Jax()

@@ -1,0 +1,94 @@
+"""PyTorch: CUDA starts lazily, so everything is set before it does.
+
+- Selection: ``CUDA_VISIBLE_DEVICES`` (read when PyTorch first touches CUDA), and
+  ``PYTORCH_NVML_BASED_CUDA_CHECK=1`` so that ``torch.cuda.is_available()`` asks NVML instead of
+  starting CUDA (which would fix the visible GPUs early while ``is_initialized()`` still says False).
+- Growth: ``expandable_segments:True`` in ``PYTORCH_CUDA_ALLOC_CONF`` (read when the allocator starts).
+- Limits: ``torch.cuda.set_per_process_memory_fraction(limit / total, device)`` for each GPU, queued
+  with ``torch.cuda._lazy_call`` so it runs inside PyTorch's own lazy CUDA initialization, never
+  earlier. Several sizes per GPU are summed (PyTorch has no logical GPUs).
+- Threads: ``torch.set_num_threads`` / ``torch.set_num_interop_threads``.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import warnings
+from collections.abc import Callable, Mapping
+from types import ModuleType
+
+from ..plan import GpuPlan
+from . import Environment, Framework, State, visible_order
+
+_EXPANDABLE = "expandable_segments:True"
+
+
+class Torch(Framework):
+    name = "PyTorch"
+    module_name = "torch"
+    env_keys = ("PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_NVML_BASED_CUDA_CHECK")
+
+    def __init__(self) -> None:
+        self._queued: Callable[[], None] | None = None
+
+    def state(self) -> State:
+        if self.module_name not in sys.modules:
+            return State.NOT_IMPORTED
+        cuda = sys.modules.get("torch.cuda")
+        if cuda is not None and getattr(cuda, "_initialized", False):
+            return State.INITIALIZED
+        return State.IMPORTED
+
+    def environment(self, plan: GpuPlan, baseline: Mapping[str, str | None]) -> Environment:
+        alloc_conf = baseline.get("PYTORCH_CUDA_ALLOC_CONF")
+        if plan.growth and _EXPANDABLE not in (alloc_conf or ""):
+            alloc_conf = f"{alloc_conf},{_EXPANDABLE}" if alloc_conf else _EXPANDABLE
+        nvml_check = "1" if plan.selected_indices is not None else baseline.get("PYTORCH_NVML_BASED_CUDA_CHECK")
+        return {"PYTORCH_CUDA_ALLOC_CONF": alloc_conf, "PYTORCH_NVML_BASED_CUDA_CHECK": nvml_check}
+
+    def apply(self, module: ModuleType, plan: GpuPlan) -> None:
+        request = plan.request
+        if request.intra_op_threads is not None:
+            module.set_num_threads(request.intra_op_threads)
+        if request.inter_op_threads is not None and module.get_num_interop_threads() != request.inter_op_threads:
+            try:
+                module.set_num_interop_threads(request.inter_op_threads)
+            except RuntimeError as error:  # only possible before the first parallel work
+                warnings.warn(f"PyTorch kept {module.get_num_interop_threads()} inter-op threads: {error}",
+                              stacklevel=2)
+        cuda = module.cuda
+        queued = cuda._queued_calls
+        queued[:] = [entry for entry in queued if entry[0] is not self._queued]
+        self._queued = None
+        fractions = [(position, plan.memory_fraction(index)) for position, index in enumerate(visible_order(plan))]
+        fractions = [(position, fraction) for position, fraction in fractions if fraction is not None]
+        if not fractions:
+            return
+
+        def cap_memory() -> None:
+            for position, fraction in fractions:
+                cuda.set_per_process_memory_fraction(fraction, position)
+
+        cap_memory.fractions = fractions  # type: ignore[attr-defined]  # for %gpu_status and tests
+        self._queued = cap_memory
+        cuda._lazy_call(cap_memory)
+
+    def queued_fractions(self) -> list[tuple[int, float]]:
+        """``(cuda device, fraction)`` waiting for PyTorch's lazy CUDA init."""
+        return list(getattr(self._queued, "fractions", []))
+
+    def in_effect(self) -> str:
+        cuda = sys.modules.get("torch.cuda")
+        parts = [f"CUDA_VISIBLE_DEVICES={os.environ.get('CUDA_VISIBLE_DEVICES', '(unset)')}"]
+        if cuda is not None and getattr(cuda, "_initialized", False):
+            parts.append(f"{cuda.device_count()} CUDA device(s)")
+            for device in range(cuda.device_count()):
+                fraction = cuda.get_per_process_memory_fraction(device) \
+                    if hasattr(cuda, "get_per_process_memory_fraction") else None
+                if fraction is not None and fraction < 1:
+                    parts.append(f"cuda:{device} memory fraction {fraction:.2f}")
+        return ", ".join(parts)
+
+
+TORCH = Torch()

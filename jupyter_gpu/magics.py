@@ -1,0 +1,478 @@
+"""``%gpu_select``, ``%gpu_limit``, ``%gpu_status`` and ``%gpu_threads``: the kernel's GPU plan.
+
+Load with ``%load_ext jupyter_gpu``. The magics configure TensorFlow/Keras, PyTorch and JAX
+*before they first use a GPU* and never import them: a framework not imported yet is configured
+the moment it is imported; one imported but not initialized is configured now; one that already
+initialized the GPU cannot be changed, and the magic then changes nothing and warns
+(:class:`jupyter_gpu.GPUAlreadyInitializedWarning`): restart the kernel.
+
+Caps are cooperative: they bind each framework's allocator, not the driver. Code that ignores them
+(another library, a raw CUDA call) is not stopped; hard isolation is MIG or one GPU per container.
+
+Admins set defaults for every kernel with traitlets config (``ipython_config.py``, ``%config``) or
+environment variables in the spawner (see :class:`GpuMagics`).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import warnings
+from dataclasses import replace
+from typing import Any
+
+from IPython.core.error import UsageError
+from IPython.core.magic import Magics, line_magic, magics_class
+from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
+from traitlets import Bool, Unicode, default, observe
+
+from . import frameworks
+from .errors import GPUAlreadyInitializedWarning
+from .nvml import snapshot as take_snapshot
+from .plan import (
+    GpuPlan,
+    PlanError,
+    build_plan,
+    current_plan,
+    format_bytes,
+    kernel_start_fence,
+    parse_size,
+)
+from .processes import current_user
+
+__all__ = ["GpuMagics", "register", "unregister"]
+
+_TRUE = {"1", "true", "yes", "on"}
+_COOPERATIVE = ("Caps are cooperative: they bind the framework's allocator, not the driver "
+                "(MIG or one GPU per container for hard isolation).")
+
+
+def _env_flag(name: str) -> bool:
+    return os.environ.get(name, "").strip().lower() in _TRUE
+
+
+@magics_class
+class GpuMagics(Magics):
+    """The kernel's GPU plan as magics. Configurable (``c.GpuMagics.<name>`` or ``%config``).
+
+    Each default can also come from an environment variable, so a JupyterHub spawner can set it:
+    ``JUPYTER_GPU_DEFAULT_SELECT``, ``JUPYTER_GPU_GROWTH``, ``JUPYTER_GPU_DEFAULT_LIMIT``,
+    ``JUPYTER_GPU_MAX_LIMIT``. The defaults are applied when the extension loads.
+    """
+
+    default_select = Unicode(
+        help="Selection applied when the extension loads, as for %gpu_select (e.g. 'auto:1'); "
+             "'' selects nothing. Env: JUPYTER_GPU_DEFAULT_SELECT.",
+    ).tag(config=True)
+    growth = Bool(
+        help="Memory growth (allocate GPU memory on demand) by default. Env: JUPYTER_GPU_GROWTH=1.",
+    ).tag(config=True)
+    default_limit = Unicode(
+        help="Memory limit applied when the extension loads, as for %gpu_limit (e.g. '8GiB' or '25%'). "
+             "Cooperative: it binds the frameworks' allocators, not the driver. Env: JUPYTER_GPU_DEFAULT_LIMIT.",
+    ).tag(config=True)
+    max_limit = Unicode(
+        help="Admin ceiling: the most GPU memory per GPU a user may ask for with %gpu_limit, and the limit "
+             "when the user sets none (e.g. '16GiB' or '50%'). Cooperative, like every cap: hard isolation "
+             "needs MIG or one GPU per container. Env: JUPYTER_GPU_MAX_LIMIT.",
+    ).tag(config=True)
+
+    @default("default_select")
+    def _default_select_from_env(self) -> str:
+        return os.environ.get("JUPYTER_GPU_DEFAULT_SELECT", "").strip()
+
+    @default("growth")
+    def _growth_from_env(self) -> bool:
+        return _env_flag("JUPYTER_GPU_GROWTH")
+
+    @default("default_limit")
+    def _default_limit_from_env(self) -> str:
+        return os.environ.get("JUPYTER_GPU_DEFAULT_LIMIT", "").strip()
+
+    @default("max_limit")
+    def _max_limit_from_env(self) -> str:
+        return os.environ.get("JUPYTER_GPU_MAX_LIMIT", "").strip()
+
+    @observe("max_limit")
+    def _ceiling_changed(self, change: dict[str, Any]) -> None:
+        try:
+            self._change("%config", max_limit=change["new"].strip() or None)
+        except UsageError as error:
+            print(f"jupyter_gpu: max_limit {change['new']!r} is not applied yet: {error}", file=sys.stderr)
+
+    # -- applying changes (all-or-nothing)
+
+    def apply_defaults(self) -> None:
+        """Apply the configured defaults (called when the extension loads); problems go to stderr."""
+        changes: dict[str, Any] = {"growth": self.growth or current_plan().request.growth}
+        if self.default_select:
+            changes["selection"] = self.default_select
+        if self.default_limit:
+            changes["limits"] = tuple(self.default_limit.split())
+        try:
+            plan = self._change("%load_ext jupyter_gpu", **changes)
+        except UsageError as error:
+            print(f"jupyter_gpu: the configured defaults were not applied: {error}", file=sys.stderr)
+            return
+        if plan is not None and (self.default_select or self.default_limit or self.growth or self.max_limit):
+            print(f"jupyter_gpu: {_summary(plan)}")
+
+    def _change(self, magic: str, **changes: Any) -> GpuPlan | None:
+        """Rebuild the plan with ``changes``; apply it, or warn and change nothing. Returns the new plan."""
+        old = current_plan()
+        changes.setdefault("max_limit", self.max_limit.strip() or None)
+        request = replace(old.request, **changes)
+        snapshot = take_snapshot()
+        try:
+            new = build_plan(request, snapshot, kernel_start_fence(), own_user=current_user())
+        except PlanError as error:
+            raise UsageError(str(error)) from None
+        late = frameworks.too_late(old, new, snapshot)
+        if late is not None:
+            _warn_already_initialized(magic, *late)
+            return None
+        try:
+            frameworks.apply_plan(old, new)
+        except PlanError as error:
+            raise UsageError(str(error)) from None
+        return new
+
+    # -- the magics
+
+    @magic_arguments()
+    @argument("spec", nargs="?", help="GPUs: indices like 0 or 1,3 (as nvidia-smi numbers them), UUIDs "
+              "(unique prefixes), auto, auto:N, all or none. Without SPEC: list the GPUs.")
+    @argument("--growth", action="store_true", help="allocate GPU memory on demand instead of up front")
+    @argument("--no-growth", action="store_true", help="turn memory growth off again")
+    @argument("--min-free", metavar="SIZE", help="with auto: only GPUs with at least SIZE free (e.g. 8GiB)")
+    @line_magic
+    def gpu_select(self, line: str) -> None:
+        """Choose the GPUs this kernel's TensorFlow/Keras, PyTorch and JAX will use.
+
+        Run it before the framework first uses the GPU (before the first ``tf.constant``, model
+        or ``torch.cuda`` call); importing the framework first is fine. GPUs are numbered as
+        ``nvidia-smi`` and ``%gpu_monitor`` number them (PCI bus order): the magic sets
+        ``CUDA_DEVICE_ORDER=PCI_BUS_ID`` and ``CUDA_VISIBLE_DEVICES`` and prints how each framework
+        will name them (inside the kernel they are numbered from 0 in the order given).
+
+        ``auto:N`` picks the N idlest GPUs: never one with less free memory than ``--min-free``;
+        GPUs without other users' processes first; then most free memory, then lowest utilization.
+
+        ``--growth`` allocates memory on demand: TensorFlow ``TF_FORCE_GPU_ALLOW_GROWTH=true``,
+        JAX ``XLA_PYTHON_CLIENT_PREALLOCATE=false``, PyTorch ``expandable_segments:True``.
+
+        Selecting 2+ GPUs does not parallelize anything by itself: use
+        ``tf.distribute.MirroredStrategy()`` (Keras: build and compile the model in its scope),
+        PyTorch ``DistributedDataParallel``, or JAX sharding.
+
+        GPUs an admin assigned to the kernel (``CUDA_VISIBLE_DEVICES``/``NVIDIA_VISIBLE_DEVICES``
+        at kernel start) are a fence: GPUs outside it are refused. If a framework already
+        initialized the GPU, nothing changes and a ``GPUAlreadyInitializedWarning`` says what is
+        in effect: restart the kernel.
+
+        Examples::
+
+            %gpu_select               # list the GPUs and the current selection
+            %gpu_select 1             # GPU 1 only
+            %gpu_select 0,2 --growth  # GPUs 0 and 2, memory on demand
+            %gpu_select GPU-8f3c      # by UUID prefix
+            %gpu_select auto:2 --min-free 8GiB
+            %gpu_select all
+            %gpu_select none          # CPU only
+        """
+        args = parse_argstring(self.gpu_select, line)
+        if args.growth and args.no_growth:
+            raise UsageError("--growth and --no-growth conflict; give one of them")
+        changes: dict[str, Any] = {}
+        if args.growth or args.no_growth:
+            changes["growth"] = bool(args.growth)
+        if args.min_free is not None and args.spec is None:
+            raise UsageError("--min-free needs a SPEC of auto or auto:N, e.g. %gpu_select auto --min-free 8GiB")
+        if args.spec is not None:
+            changes["selection"] = args.spec
+            changes["min_free"] = args.min_free
+        if not changes:
+            print(_gpu_listing(current_plan()))
+            return
+        plan = self._change("%gpu_select", **changes)
+        if plan is not None:
+            print(_selection_report(plan))
+
+    @magic_arguments()
+    @argument("sizes", nargs="*", help="a size per selected GPU: 2048 (MiB), 2GiB, 1.5G or 30%% (of that GPU); "
+              "several sizes split each GPU into that many logical GPUs; 'off' removes the limit")
+    @line_magic
+    def gpu_limit(self, line: str) -> None:
+        """Cap the GPU memory this kernel's frameworks may use on each selected GPU.
+
+        ``SIZE`` is ``2048`` (MiB), ``512MiB``, ``2GiB``, ``1.5G`` (binary units, as nvidia-smi) or
+        ``30%`` of that GPU's memory. Without a selection it caps every GPU the kernel may use.
+        Several sizes split each GPU into that many logical GPUs in TensorFlow (develop multi-GPU
+        code on one card); PyTorch and JAX get the sum.
+
+        - TensorFlow: logical devices with ``memory_limit`` (with ``--growth`` too, via
+          ``TF_FORCE_GPU_ALLOW_GROWTH``, so both really hold);
+        - PyTorch: ``torch.cuda.set_per_process_memory_fraction`` queued for PyTorch's own lazy
+          CUDA initialization (CUDA is never started early);
+        - JAX: ``XLA_CLIENT_MEM_FRACTION`` (one share for all GPUs: the smallest).
+
+        Caps are cooperative: they bind the framework's allocator, not the driver; memory beyond the
+        cap raises out-of-memory in the framework. For hard isolation use MIG or one GPU per
+        container. An admin ceiling (``max_limit``) cannot be exceeded nor switched off.
+
+        Examples::
+
+            %gpu_limit                # show the limit
+            %gpu_limit 4GiB           # 4 GiB per selected GPU
+            %gpu_limit 30%            # 30 % of each selected GPU
+            %gpu_limit 2048 2048      # two logical GPUs of 2 GiB each (TensorFlow)
+            %gpu_limit off
+        """
+        sizes = parse_argstring(self.gpu_limit, line).sizes
+        if not sizes:
+            print(_limit_report(current_plan()))
+            return
+        if any(size.lower() == "off" for size in sizes):
+            if len(sizes) > 1:
+                raise UsageError("'off' cannot be combined with sizes; give either sizes or off")
+            sizes = []
+        for size in sizes:  # the first malformed size is reported before any GPU is looked at
+            try:
+                parse_size(size)
+            except PlanError as error:
+                raise UsageError(str(error)) from None
+        if sizes and current_plan().selected_indices == ():
+            raise UsageError("a memory limit needs GPUs, and the selection is none (CPU only); "
+                             "select GPUs first, e.g. %gpu_select auto")
+        plan = self._change("%gpu_limit", limits=tuple(sizes))
+        if plan is not None:
+            print(_limit_report(plan))
+
+    @magic_arguments()
+    @argument("--intra", type=int, metavar="N", help="threads inside one operation (0: framework default)")
+    @argument("--inter", type=int, metavar="N", help="operations run in parallel (0: framework default)")
+    @argument("--soft-placement", choices=["on", "off"], help="TensorFlow: fall back to the CPU for ops "
+              "without a GPU kernel")
+    @argument("--log-placement", choices=["on", "off"], help="TensorFlow: log the device of every op")
+    @line_magic
+    def gpu_threads(self, line: str) -> None:
+        """CPU threads and TensorFlow device placement for this kernel.
+
+        ``--intra``/``--inter`` set TensorFlow's ``TF_NUM_INTRAOP_THREADS``/``TF_NUM_INTEROP_THREADS``
+        (read when TensorFlow initializes: after that the magic warns and changes nothing) and
+        PyTorch's ``torch.set_num_threads``/``torch.set_num_interop_threads``. JAX has no setting
+        for its CPU threads. ``--soft-placement`` and ``--log-placement`` call
+        ``tf.config.set_soft_device_placement`` and ``tf.debugging.set_log_device_placement``
+        (any time). Like the other magics, it never imports a framework.
+
+        Examples::
+
+            %gpu_threads                          # show the settings
+            %gpu_threads --intra 4 --inter 2
+            %gpu_threads --soft-placement on --log-placement on
+        """
+        args = parse_argstring(self.gpu_threads, line)
+        changes: dict[str, Any] = {}
+        for name, value in (("intra_op_threads", args.intra), ("inter_op_threads", args.inter)):
+            if value is not None:
+                if value < 0:
+                    raise UsageError(f"a number of threads cannot be negative ({value}); give 1 or more, "
+                                     "or 0 for the framework's default")
+                changes[name] = value or None
+        if args.soft_placement is not None:
+            changes["soft_placement"] = args.soft_placement == "on"
+        if args.log_placement is not None:
+            changes["log_device_placement"] = args.log_placement == "on"
+        if changes:
+            plan = self._change("%gpu_threads", **changes)
+            if plan is None:
+                return
+        print(_threads_report(current_plan()))
+
+    @line_magic
+    def gpu_status(self, line: str = "") -> None:
+        """Show the kernel's GPU plan, each framework's state and the GPUs with this kernel's usage.
+
+        For each framework: not imported (waiting for its import), imported (plan applied), or
+        initialized, and then what is actually in effect. For each visible GPU: memory used and
+        free, utilization, and the memory NVML sees this kernel's process (PID) holding.
+
+        Example::
+
+            %gpu_status
+        """
+        plan = current_plan()
+        lines = [f"Plan: {_summary(plan)}"]
+        fence = kernel_start_fence()
+        if fence.active:
+            lines.append(f"Assigned by the admin at kernel start: {fence.describe()}")
+        lines.append("Frameworks:")
+        lines += [f"  {framework.name}: {text}" for framework, text in frameworks.framework_statuses()]
+        lines.append(_gpu_listing(plan, heading="GPUs:"))
+        print("\n".join(lines))
+
+
+# -- reports --------------------------------------------------------------------------------------
+
+
+def _summary(plan: GpuPlan) -> str:
+    request = plan.request
+    if plan.selected_indices is None:
+        selection = "no selection (the frameworks see every GPU the kernel may use)"
+    elif not plan.selected_indices:
+        selection = "CPU only (no GPU)"
+    else:
+        selection = "GPU " + ", ".join(map(str, plan.selected_indices))
+        if request.selection and request.selection.lower().startswith("auto"):
+            selection += f" ({request.selection})"
+    parts = [selection, f"growth {'on' if plan.growth else 'off'}"]
+    limits = {index: plan.memory_limit_bytes(index) for index in plan.limits_bytes}
+    if limits:
+        how = " (admin ceiling)" if plan.limit_from_ceiling else ""
+        parts.append("limit " + ", ".join(f"GPU {index}: {format_bytes(size)}" for index, size in limits.items()
+                                          if size) + how)
+    else:
+        parts.append("no memory limit")
+    if request.max_limit:
+        parts.append(f"admin ceiling {request.max_limit}")
+    return "; ".join(parts)
+
+
+def _labels(plan: GpuPlan) -> dict[int, str]:
+    per_framework = [(framework.name, framework.device_labels(plan)) for framework in frameworks.FRAMEWORKS]
+    return {index: ", ".join(f"{name} {labels[index]}" for name, labels in per_framework if index in labels)
+            for index in frameworks.visible_order(plan)}
+
+
+def _selection_report(plan: GpuPlan) -> str:
+    if plan.selected_indices == ():
+        lines = ["No GPU selected: TensorFlow, PyTorch and JAX will run on the CPU only."]
+    elif plan.selected_indices is None:
+        lines = [f"No selection: {_summary(plan)}"]
+    else:
+        labels = _labels(plan)
+        lines = []
+        for index in plan.selected_indices:
+            gpu = plan.gpu(index)
+            about = "" if gpu is None or gpu.memory_free is None else \
+                f" ({gpu.name.removeprefix('NVIDIA ')}, {format_bytes(gpu.memory_free)} free)"
+            lines.append(f"GPU {index}{about} → {labels[index]}")
+        if len(plan.selected_indices) > 1:
+            lines.append(f"{len(plan.selected_indices)} GPUs selected. Selecting does not parallelize: use "
+                         "tf.distribute.MirroredStrategy() (build and compile Keras models in its scope()), "
+                         "PyTorch DistributedDataParallel, or JAX sharding.")
+    lines.append(f"Memory growth {'on: allocated on demand' if plan.growth else 'off'}.")
+    if plan.limits_bytes:
+        lines.append(_limit_report(plan))
+    lines.append(_where_applied())
+    return "\n".join(lines)
+
+
+def _limit_report(plan: GpuPlan) -> str:
+    if not plan.limits_bytes:
+        return "No memory limit."
+    labels = frameworks.TENSORFLOW.device_labels(plan)
+    lines = []
+    for index, sizes in plan.limits_bytes.items():
+        gpu = plan.gpu(index)
+        of = f" of {format_bytes(gpu.memory_total)}" if gpu and gpu.memory_total else ""
+        if len(sizes) > 1:
+            lines.append(f"GPU {index}: {len(sizes)} logical GPUs of {' + '.join(map(format_bytes, sizes))}{of} "
+                         f"→ TensorFlow {labels.get(index, '')} (PyTorch and JAX: {format_bytes(sum(sizes))} in all)")
+        else:
+            lines.append(f"GPU {index}: at most {format_bytes(sizes[0])}{of}")
+    if plan.limit_from_ceiling:
+        lines.append(f"(the admin ceiling max_limit={plan.request.max_limit} applies)")
+    lines.append(_COOPERATIVE)
+    return "Memory limit:\n  " + "\n  ".join(lines)
+
+
+def _threads_report(plan: GpuPlan) -> str:
+    request = plan.request
+
+    def shown(value: object) -> str:
+        return "framework default" if value is None else ("on" if value is True else "off" if value is False
+                                                           else str(value))
+
+    return (f"Threads: intra-op {shown(request.intra_op_threads)}, inter-op {shown(request.inter_op_threads)}; "
+            f"TensorFlow soft placement {shown(request.soft_placement)}, "
+            f"device-placement logging {shown(request.log_device_placement)}.")
+
+
+def _where_applied() -> str:
+    now, later = [], []
+    for framework in frameworks.FRAMEWORKS:
+        (later if framework.state() is frameworks.State.NOT_IMPORTED else now).append(framework.name)
+    parts = []
+    if now:
+        parts.append(f"Applied now to {', '.join(now)}")
+    if later:
+        parts.append(f"applied to {', '.join(later)} when imported")
+    text = "; ".join(parts)
+    return text[0].upper() + text[1:] + "."
+
+
+def _gpu_listing(plan: GpuPlan, heading: str = "GPUs this kernel may use:") -> str:
+    snapshot = take_snapshot()
+    if not snapshot.nvml_available:
+        return f"{heading} unknown: NVML is unavailable ({snapshot.error})"
+    allowed = kernel_start_fence().allowed(snapshot.gpus)
+    selected = plan.selected_indices
+    own = os.getpid()
+    lines = [heading]
+    for gpu in snapshot.gpus:
+        if gpu.index not in allowed:
+            continue
+        mark = "*" if selected is not None and gpu.index in selected else " "
+        mine = sum(p.memory or 0 for p in gpu.processes if p.pid == own)
+        others = sorted({p.user or "?" for p in gpu.processes if p.pid != own})
+        util = "" if gpu.utilization is None else f", {gpu.utilization}% busy"
+        lines.append(f" {mark} GPU {gpu.index} {gpu.name} ({gpu.uuid[:12]}…): {format_bytes(gpu.memory_used)} used, "
+                     f"{format_bytes(gpu.memory_free)} free of {format_bytes(gpu.memory_total)}{util}"
+                     f"{f'; this kernel {format_bytes(mine)}' if mine else ''}"
+                     f"{'; used by ' + ', '.join(others) if others else ''}")
+    if len(lines) == 1:
+        lines.append("  none")
+    if selected is not None:
+        lines.append("  (* selected)")
+    return "\n".join(lines)
+
+
+def _warn_already_initialized(magic: str, who: str, detail: str) -> None:
+    if who == "CUDA":
+        opening = "This kernel already uses the GPU"
+    else:
+        opening = f"{who} already initialized the GPU in this kernel"
+    message = (f"{opening}, so {magic} cannot take effect: {detail}. The GPU plan and the environment are "
+               "unchanged; restart the kernel to apply a new plan (run the magic before the first GPU use).")
+    # warn_explicit with a fresh registry: the warning shows every time (unless a filter ignores it),
+    # not just the first time from this line.
+    warnings.warn_explicit(message, GPUAlreadyInitializedWarning, filename=magic, lineno=1,
+                           module="jupyter_gpu.magics", registry={})
+
+
+# -- registration ---------------------------------------------------------------------------------
+
+_registered: dict[int, GpuMagics] = {}
+
+
+def register(ipython: Any) -> None:
+    """Register the magics on ``ipython`` and apply the configured defaults (``%load_ext jupyter_gpu``)."""
+    if id(ipython) in _registered:
+        return
+    magics = GpuMagics(shell=ipython)
+    ipython.register_magics(magics)
+    _registered[id(ipython)] = magics
+    magics.apply_defaults()
+
+
+def unregister(ipython: Any) -> None:
+    """Remove the magics. The plan stays in effect (environment and pending import hooks)."""
+    magics = _registered.pop(id(ipython), None)
+    if magics is None:
+        return
+    line_magics = ipython.magics_manager.magics["line"]
+    for name in ("gpu_select", "gpu_limit", "gpu_status", "gpu_threads"):
+        line_magics.pop(name, None)
+    if magics in getattr(ipython, "configurables", []):
+        ipython.configurables.remove(magics)

@@ -1,0 +1,475 @@
+"""The kernel's GPU plan: which GPUs it uses, how much of their memory, and how it may grow.
+
+This is the pure core behind ``%gpu_select`` and ``%gpu_limit``: it parses what a person typed,
+checks it against the GPUs NVML sees and the fence an admin set, and returns an immutable
+:class:`GpuPlan`. It imports no IPython and no framework, and changes nothing: applying a plan to
+TensorFlow, PyTorch and JAX is :mod:`jupyter_gpu.frameworks`' job.
+
+Selections (``SPEC``), always in NVML's numbering (PCI bus order, as ``nvidia-smi`` and the monitor):
+
+``0`` / ``1,3``
+    GPU indices; the order given is the order the frameworks number them in (``3,1`` makes GPU 3
+    TensorFlow's ``/GPU:0`` and PyTorch's ``cuda:0``).
+``GPU-8f3c`` …
+    GPU UUIDs; any prefix that matches exactly one GPU.
+``auto`` / ``auto:N``
+    the N idlest GPUs (N = 1 for ``auto``), chosen by :func:`select_idlest`.
+``all``
+    every GPU the kernel may use (the whole fence, or every GPU when there is none).
+``none``
+    no GPU: CPU only.
+
+Sizes: ``2048`` (MiB), ``512MiB``, ``2GiB``, ``1.5G``, ``1T`` (K, M, G, T with or without ``B``/``iB``
+are all binary multiples, as ``nvidia-smi`` counts), or ``30%`` of that GPU's total memory.
+
+The admin fence: a ``CUDA_VISIBLE_DEVICES`` or ``NVIDIA_VISIBLE_DEVICES`` the kernel was *started*
+with is an assignment. GPUs outside it are refused and ``all`` means the fence; the fence is never
+widened. The admin ceiling (``max_limit``) caps every GPU's memory limit and is the limit when the
+user sets none.
+
+Every problem is a :class:`PlanError` whose message is one line naming the problem and the valid
+choices.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+
+from .snapshots import GpuInfo, Snapshot
+
+__all__ = [
+    "Fence",
+    "GpuPlan",
+    "PlanError",
+    "PlanRequest",
+    "PlannedGpu",
+    "Size",
+    "build_plan",
+    "current_plan",
+    "format_bytes",
+    "kernel_start_fence",
+    "parse_selection",
+    "parse_size",
+    "select_idlest",
+    "set_current_plan",
+]
+
+MIB = 1024**2
+_UNITS = {"": MIB, "K": 1024, "M": MIB, "G": 1024**3, "T": 1024**4}
+_SIZE = re.compile(r"^\s*(?P<number>[0-9]*\.?[0-9]+)\s*(?P<unit>(?:[KMGT](?:I?B)?|B)?)\s*$", re.IGNORECASE)
+
+
+class PlanError(ValueError):
+    """Bad input for a GPU plan; the message is one line naming the problem and the valid choices."""
+
+
+# -- sizes ----------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Size:
+    """A memory size as typed: an absolute number of bytes, or a percentage of a GPU's total."""
+
+    text: str
+    bytes: int | None = None
+    percent: float | None = None
+
+    def resolve(self, total_bytes: int | None) -> int:
+        """Bytes on a GPU with ``total_bytes`` of memory (needed for percentages only)."""
+        if self.bytes is not None:
+            return self.bytes
+        assert self.percent is not None
+        if total_bytes is None:
+            raise PlanError(f"{self.text!r} is a share of a GPU's memory, but NVML cannot tell the GPU's "
+                            "size here; give an absolute size such as 2GiB or 2048 (MiB)")
+        return int(total_bytes * self.percent / 100)
+
+    def __str__(self) -> str:
+        return self.text
+
+
+def parse_size(text: str) -> Size:
+    """``"2048"`` (MiB), ``"2GiB"``, ``"1.5G"``, ``"512MB"`` or ``"30%"``; raises :class:`PlanError`."""
+    cleaned = text.strip()
+    valid = "valid sizes: 2048 (MiB), 512MiB, 2GiB, 1.5G or 30% (of the GPU's memory)"
+    if cleaned.endswith("%"):
+        try:
+            percent = float(cleaned[:-1])
+        except ValueError:
+            raise PlanError(f"malformed size {text!r}; {valid}") from None
+        if not 0 < percent <= 100:
+            raise PlanError(f"size {text!r} must be more than 0% and at most 100%; {valid}")
+        return Size(text=cleaned, percent=percent)
+    match = _SIZE.match(cleaned)
+    if match is None:
+        if cleaned.startswith("-"):
+            raise PlanError(f"size {text!r} is negative; {valid}")
+        raise PlanError(f"malformed size {text!r}; {valid}")
+    unit = match["unit"].upper()
+    multiplier = 1 if unit == "B" else _UNITS[unit[:1]]
+    size_bytes = int(float(match["number"]) * multiplier)
+    if size_bytes < MIB:
+        raise PlanError(f"size {text!r} is {'zero' if size_bytes == 0 else 'under 1 MiB'}; {valid}")
+    return Size(text=cleaned, bytes=size_bytes)
+
+
+def format_bytes(size_bytes: int) -> str:
+    """``85899345920`` → ``"80 GiB"``, ``1610612736`` → ``"1.5 GiB"``, ``536870912`` → ``"512 MiB"``."""
+    if size_bytes >= 1024**3:
+        return f"{size_bytes / 1024**3:.1f}".rstrip("0").rstrip(".") + " GiB"
+    return f"{round(size_bytes / MIB)} MiB"
+
+
+# -- the admin fence ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Fence:
+    """The GPUs an admin assigned to this kernel at start (raw entries of the environment)."""
+
+    variables: Mapping[str, str]
+
+    @property
+    def active(self) -> bool:
+        return bool(self.variables)
+
+    def describe(self) -> str:
+        return " and ".join(f"{name}={value!r}" for name, value in self.variables.items())
+
+    def allowed(self, gpus: Sequence[GpuInfo]) -> tuple[int, ...]:
+        """NVML indices inside the fence, in the admin's order (all GPUs when there is no fence)."""
+        allowed: list[int] | None = None
+        for name, value in self.variables.items():
+            indices = _resolve_fence_entries(name, value, gpus)
+            allowed = indices if allowed is None else [i for i in allowed if i in indices]
+        return tuple(gpu.index for gpu in gpus) if allowed is None else tuple(allowed)
+
+
+def _resolve_fence_entries(name: str, value: str, gpus: Sequence[GpuInfo]) -> list[int]:
+    value = value.strip()
+    if name == "NVIDIA_VISIBLE_DEVICES" and value.lower() == "all":
+        return [gpu.index for gpu in gpus]
+    if value.lower() in {"", "none", "void", "-1"}:
+        return []
+    indices: list[int] = []
+    for entry in value.split(","):
+        entry = entry.strip()
+        if entry.isdigit():
+            if any(gpu.index == int(entry) for gpu in gpus):
+                indices.append(int(entry))
+            elif name == "CUDA_VISIBLE_DEVICES":
+                break  # CUDA stops at the first entry it cannot use
+        else:
+            matches = [gpu.index for gpu in gpus if gpu.uuid and gpu.uuid.lower().startswith(entry.lower())]
+            if len(matches) == 1:
+                indices.append(matches[0])
+            elif name == "CUDA_VISIBLE_DEVICES":
+                break
+    return indices
+
+
+_KERNEL_START_FENCE = Fence({name: os.environ[name] for name in ("CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES")
+                             if name in os.environ})
+
+
+def kernel_start_fence() -> Fence:
+    """The fence in this process's environment when jupyter_gpu was first imported."""
+    return _KERNEL_START_FENCE
+
+
+# -- selections -----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class SelectionSpec:
+    """A parsed SPEC: ``kind`` is ``"gpus"`` (indices/UUIDs in ``items``), ``"auto"``, ``"all"`` or ``"none"``."""
+
+    text: str
+    kind: str
+    items: tuple[str, ...] = ()
+    count: int = 0
+
+
+SELECT_CHOICES = "GPU indices like 0 or 1,3, UUIDs (unique prefixes), auto, auto:N, all or none"
+
+
+def parse_selection(text: str) -> SelectionSpec:
+    """Parse a SPEC (see the module docstring) without looking at any GPU."""
+    cleaned = text.strip()
+    lowered = cleaned.lower()
+    if not cleaned:
+        raise PlanError(f"no GPUs given; valid choices: {SELECT_CHOICES}")
+    if lowered in {"all", "none"}:
+        return SelectionSpec(text=cleaned, kind=lowered)
+    if lowered == "auto" or lowered.startswith("auto:"):
+        count_text = lowered.partition(":")[2] or "1"
+        if not count_text.isdigit() or int(count_text) < 1:
+            raise PlanError(f"{cleaned!r}: auto:N needs a whole number N of at least 1; valid choices: "
+                            f"{SELECT_CHOICES}")
+        return SelectionSpec(text=cleaned, kind="auto", count=int(count_text))
+    items = tuple(item.strip() for item in cleaned.split(","))
+    if any(not item for item in items):
+        raise PlanError(f"{cleaned!r} has an empty entry; valid choices: {SELECT_CHOICES}")
+    for item in items:
+        if item.lower() in {"all", "none"} or item.lower().startswith("auto"):
+            raise PlanError(f"{cleaned!r} mixes {item!r} with other entries; use it alone")
+        if item.startswith("-"):
+            raise PlanError(f"{item!r} is not a GPU index; valid choices: {SELECT_CHOICES}")
+    seen: set[str] = set()
+    for item in items:
+        if item.lower() in seen:
+            raise PlanError(f"GPU {item!r} is given twice in {cleaned!r}; list each GPU once")
+        seen.add(item.lower())
+    return SelectionSpec(text=cleaned, kind="gpus", items=items)
+
+
+def _other_users_processes(gpu: GpuInfo, own_pid: int, own_user: str | None) -> int:
+    return sum(1 for p in gpu.processes if p.pid != own_pid and (own_user is None or p.user != own_user))
+
+
+def select_idlest(gpus: Sequence[GpuInfo], count: int, *, min_free_bytes: int = 0,
+                  own_pid: int | None = None, own_user: str | None = None) -> tuple[int, ...]:
+    """The policy behind ``auto:N``: the ``count`` idlest of ``gpus``, best first.
+
+    1. GPUs with less free memory than ``min_free_bytes`` (``--min-free``) are never chosen.
+    2. GPUs without processes of *other* users come first (this kernel's and this user's own
+       processes do not count against a GPU).
+    3. Then the most free memory, then the lowest utilization, then the lowest index.
+
+    So a GPU another user works on is chosen only when not enough GPUs are free of others.
+    Raises :class:`PlanError` when fewer than ``count`` GPUs qualify.
+    """
+    own_pid = os.getpid() if own_pid is None else own_pid
+    eligible = [gpu for gpu in gpus if gpu.error is None and gpu.memory_free >= min_free_bytes]
+    ranked = sorted(eligible, key=lambda gpu: (_other_users_processes(gpu, own_pid, own_user) > 0,
+                                               -gpu.memory_free, gpu.utilization or 0, gpu.index))
+    if len(ranked) < count:
+        condition = f" with at least {format_bytes(min_free_bytes)} free" if min_free_bytes else ""
+        raise PlanError(f"auto:{count} needs {count} GPU{'s' if count > 1 else ''}{condition}, but only "
+                        f"{len(ranked)} of the GPUs this kernel may use qualif{'ies' if len(ranked) == 1 else 'y'}"
+                        f" ({_listing(gpus)}); ask for fewer or lower --min-free")
+    return tuple(gpu.index for gpu in ranked[:count])
+
+
+def _listing(gpus: Sequence[GpuInfo]) -> str:
+    if not gpus:
+        return "none"
+    return ", ".join(f"{gpu.index}: {format_bytes(gpu.memory_free)} free" for gpu in gpus)
+
+
+def _resolve_selection(spec: SelectionSpec, snapshot: Snapshot, fence: Fence, min_free: Size | None,
+                       own_user: str | None) -> tuple[int, ...]:
+    gpus = snapshot.gpus
+    allowed = fence.allowed(gpus) if snapshot.nvml_available else ()
+    fenced = [gpu for gpu in gpus if gpu.index in allowed]
+    if spec.kind == "none":
+        return ()
+    if not snapshot.nvml_available:
+        if spec.kind == "auto":
+            raise PlanError(f"{spec.text!r} needs NVML to see how busy the GPUs are, and NVML is unavailable "
+                            f"({snapshot.error}); select GPUs by index, or none")
+        if spec.kind == "all":
+            raise PlanError(f"'all' needs NVML to count the GPUs, and NVML is unavailable ({snapshot.error}); "
+                            "select GPUs by index, or none")
+        if not all(item.isdigit() for item in spec.items):
+            raise PlanError(f"UUIDs cannot be checked without NVML ({snapshot.error}); select GPUs by index")
+        return tuple(int(item) for item in spec.items)
+    if spec.kind == "all":
+        return tuple(allowed)
+    if spec.kind == "auto":
+        min_free_bytes = 0 if min_free is None else min_free.resolve(None)
+        return select_idlest(fenced, spec.count, min_free_bytes=min_free_bytes, own_user=own_user)
+    choices = _choices(gpus, allowed, fence)
+    indices: list[int] = []
+    for item in spec.items:
+        if item.isdigit():
+            index = int(item)
+            if not any(gpu.index == index for gpu in gpus):
+                raise PlanError(f"there is no GPU {index}; {choices}")
+        else:
+            matches = [gpu.index for gpu in gpus if gpu.uuid and gpu.uuid.lower().startswith(item.lower())]
+            if not matches:
+                raise PlanError(f"no GPU has a UUID starting with {item!r}; {choices}")
+            if len(matches) > 1:
+                raise PlanError(f"{item!r} matches the UUIDs of GPUs {', '.join(map(str, matches))}; "
+                                "give more of the UUID")
+            index = matches[0]
+        if index not in allowed:
+            raise PlanError(f"GPU {index} is outside the GPUs assigned to this kernel ({fence.describe()}); "
+                            f"{choices}")
+        if index in indices:
+            raise PlanError(f"GPU {index} is given twice in {spec.text!r}; list each GPU once")
+        indices.append(index)
+    return tuple(indices)
+
+
+def _choices(gpus: Sequence[GpuInfo], allowed: Sequence[int], fence: Fence) -> str:
+    usable = [gpu for gpu in gpus if gpu.index in allowed]
+    if not usable:
+        where = f" ({fence.describe()})" if fence.active else ""
+        return f"this kernel may use no GPU{where}: choose none"
+    names = ", ".join(f"{gpu.index} ({gpu.uuid[:12]}…)" if gpu.uuid else str(gpu.index) for gpu in usable)
+    assigned = " assigned to this kernel" if fence.active else ""
+    return f"valid GPUs{assigned}: {names}, or auto, all, none"
+
+
+# -- the plan -------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class PlanRequest:
+    """What was asked for, as typed: a plan is rebuilt from it whenever anything changes."""
+
+    selection: str | None = None  # None: no selection made (frameworks see the kernel's GPUs)
+    min_free: str | None = None
+    limits: tuple[str, ...] = ()  # one size per logical device on each GPU; () = no limit
+    growth: bool = False
+    max_limit: str | None = None  # the admin ceiling
+    intra_op_threads: int | None = None
+    inter_op_threads: int | None = None
+    soft_placement: bool | None = None
+    log_device_placement: bool | None = None
+
+
+@dataclass(frozen=True)
+class PlannedGpu:
+    """A GPU of the plan as it was when the plan was made."""
+
+    index: int
+    uuid: str
+    name: str
+    memory_total: int | None
+    memory_free: int | None
+
+
+@dataclass(frozen=True)
+class GpuPlan:
+    """The kernel's GPU plan: validated, immutable; :func:`build_plan` makes one.
+
+    ``selected_indices`` are NVML indices in the order the frameworks will number them, or None
+    when no selection was made. ``gpus`` describes every GPU the plan concerns (the selection, or
+    the GPUs the kernel may use when no selection was made). ``limits_bytes[index]`` holds one cap
+    per logical device on that GPU.
+    """
+
+    request: PlanRequest = field(default_factory=PlanRequest)
+    selected_indices: tuple[int, ...] | None = None
+    gpus: tuple[PlannedGpu, ...] = ()
+    limits_bytes: Mapping[int, tuple[int, ...]] = field(default_factory=dict)
+    limit_from_ceiling: bool = False
+
+    @property
+    def growth(self) -> bool:
+        return self.request.growth
+
+    def memory_limit_bytes(self, index: int) -> int | None:
+        """The total cap on GPU ``index`` (the sum over its logical devices); None: no cap."""
+        limits = self.limits_bytes.get(index)
+        return sum(limits) if limits else None
+
+    def logical_limits_bytes(self, index: int) -> tuple[int, ...]:
+        """One cap per logical device on GPU ``index``; () when it is not capped."""
+        return tuple(self.limits_bytes.get(index, ()))
+
+    def gpu(self, index: int) -> PlannedGpu | None:
+        return next((gpu for gpu in self.gpus if gpu.index == index), None)
+
+    @property
+    def cuda_visible_devices(self) -> str | None:
+        """The ``CUDA_VISIBLE_DEVICES`` this plan asks for (``"-1"``: none); None: leave it alone."""
+        if self.selected_indices is None:
+            return None
+        return ",".join(map(str, self.selected_indices)) or "-1"
+
+    @property
+    def has_memory_settings(self) -> bool:
+        return bool(self.limits_bytes) or self.growth
+
+    def memory_fraction(self, index: int) -> float | None:
+        """The cap on GPU ``index`` as a share of its total memory (for PyTorch and JAX)."""
+        limit = self.memory_limit_bytes(index)
+        gpu = self.gpu(index)
+        if limit is None or gpu is None or not gpu.memory_total:
+            return None
+        return min(1.0, limit / gpu.memory_total)
+
+
+def build_plan(request: PlanRequest, snapshot: Snapshot, fence: Fence | None = None,
+               own_user: str | None = None) -> GpuPlan:
+    """Validate ``request`` against the GPUs and the fence; raise :class:`PlanError` on any problem."""
+    fence = kernel_start_fence() if fence is None else fence
+    min_free = None if request.min_free is None else parse_size(request.min_free)
+    if min_free is not None and min_free.percent is not None:
+        raise PlanError(f"--min-free {request.min_free!r} must be an absolute size such as 8GiB, not a share")
+    if min_free is not None and (request.selection is None or not request.selection.lower().startswith("auto")):
+        raise PlanError("--min-free only applies to auto or auto:N; drop it or select with auto")
+    selected: tuple[int, ...] | None = None
+    if request.selection is not None:
+        selected = _resolve_selection(parse_selection(request.selection), snapshot, fence, min_free, own_user)
+    if selected is not None:
+        concerned = selected
+    elif snapshot.nvml_available:
+        concerned = fence.allowed(snapshot.gpus)
+    else:
+        concerned = ()
+    gpus = tuple(_planned(snapshot, index) for index in concerned)
+    sizes = tuple(parse_size(text) for text in request.limits)
+    ceiling = None if not request.max_limit else parse_size(request.max_limit)
+    limit_from_ceiling = not sizes and ceiling is not None
+    if selected == ():
+        sizes, ceiling = (), None  # CPU only: nothing to cap (the sizes come back with a new selection)
+    if sizes and not gpus:
+        raise PlanError(f"no GPU to limit: NVML sees none ({snapshot.error or 'no GPUs'}); "
+                        "select GPUs by index first")
+    limits: dict[int, tuple[int, ...]] = {}
+    for gpu in gpus:
+        per_device = tuple(size.resolve(gpu.memory_total) for size in sizes)
+        total = sum(per_device)
+        if per_device and gpu.memory_total and total > gpu.memory_total:
+            raise PlanError(f"the limit {' + '.join(map(str, sizes))} = {format_bytes(total)} is more than GPU "
+                            f"{gpu.index}'s memory ({format_bytes(gpu.memory_total)}); give at most "
+                            f"{format_bytes(gpu.memory_total)} in all")
+        if ceiling is not None:
+            cap = ceiling.resolve(gpu.memory_total)
+            if per_device and total > cap:
+                raise PlanError(f"the limit {format_bytes(total)} on GPU {gpu.index} is above the admin ceiling "
+                                f"max_limit={ceiling} ({format_bytes(cap)}); give at most {format_bytes(cap)}")
+            if not per_device:
+                per_device = (cap,)
+        if per_device:
+            limits[gpu.index] = per_device
+    return GpuPlan(request=request, selected_indices=selected, gpus=gpus, limits_bytes=limits,
+                   limit_from_ceiling=limit_from_ceiling and bool(limits))
+
+
+def _planned(snapshot: Snapshot, index: int) -> PlannedGpu:
+    try:
+        gpu = snapshot.gpu(index)
+    except KeyError:
+        return PlannedGpu(index=index, uuid="", name=f"GPU {index}", memory_total=None, memory_free=None)
+    return PlannedGpu(index=gpu.index, uuid=gpu.uuid, name=gpu.name,
+                      memory_total=gpu.memory_total or None, memory_free=gpu.memory_free)
+
+
+def with_request(plan: GpuPlan, **changes: object) -> PlanRequest:
+    """The plan's request with ``changes`` (keyword names of :class:`PlanRequest`)."""
+    return replace(plan.request, **changes)  # type: ignore[arg-type]
+
+
+# -- the kernel's plan ----------------------------------------------------------------------------
+
+_current = GpuPlan()
+
+
+def current_plan() -> GpuPlan:
+    """This kernel's GPU plan (an empty plan until ``%gpu_select``/``%gpu_limit`` or admin defaults)."""
+    return _current
+
+
+def set_current_plan(plan: GpuPlan) -> None:
+    """Record ``plan`` as the kernel's plan (only after it has been applied)."""
+    global _current
+    _current = plan
