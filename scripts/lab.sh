@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# The main job: set everything up, then open JupyterLab on example_notebooks/ with every face of
+# jupyter_gpu (magics, notebook panel, server extension, sidebar). On a machine without an NVIDIA
+# driver it shows the simulated 'demo' GPUs. Extra arguments go to `jupyter lab`.
+#   scripts/lab.sh [--ServerApp.port=9999 ...]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/setup.sh examples
+
+if [ -z "${JUPYTER_GPU_SIMULATE:-}" ] && \
+   ! .venv/bin/python -c "import ctypes; ctypes.CDLL('libnvidia-ml.so.1')" 2>/dev/null; then
+  export JUPYTER_GPU_SIMULATE=demo
+  echo "==> no NVIDIA driver on this machine: showing simulated GPUs (JUPYTER_GPU_SIMULATE=demo)"
+fi
+
+args=(--no-browser --ServerApp.root_dir=example_notebooks
+      --ServerApp.ip="${JUPYTER_GPU_LAB_IP:-127.0.0.1}" --ServerApp.port="${JUPYTER_GPU_LAB_PORT:-8888}")
+if [ "$(id -u)" = 0 ]; then args+=(--allow-root); fi
+echo "==> starting JupyterLab; open the URL it prints below (the GPU icon is in the left sidebar)"
+exec .venv/bin/jupyter lab "${args[@]}" "$@"
