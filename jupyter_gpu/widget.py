@@ -437,14 +437,14 @@ class GPUMonitor(widgets.VBox):
             return
         with self._update_lock:
             self._last_update = snapshot.timestamp
-            self.last_snapshot = snapshot
-            self.updates += 1
             self._show_status(snapshot)
-            if not snapshot.nvml_available:
+            if snapshot.nvml_available:
+                selected, limit = _plan_view()
+                self._show_rows(snapshot.gpus, selected, limit)
+            else:
                 self._show_rows([], None, lambda index: None)
-                return
-            selected, limit = _plan_view()
-            self._show_rows(snapshot.gpus, selected, limit)
+            self.last_snapshot = snapshot
+            self.updates += 1  # counted once shown, so a reader of `updates` sees a finished update
 
     def _show_status(self, snapshot: Snapshot) -> None:
         parts = []

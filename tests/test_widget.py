@@ -244,3 +244,14 @@ def test_gpu_monitor_magic(scenario: Any) -> None:
         monitor_magics.unregister(ip)
     assert panel.closed
     wait_until(lambda: not sampler_threads(), timeout=5)
+
+
+def test_the_kernels_plan_is_read(monkeypatch: pytest.MonkeyPatch) -> None:
+    from types import SimpleNamespace
+
+    from jupyter_gpu import plan
+
+    fake = SimpleNamespace(selected_indices=(1,), memory_limit_bytes=lambda index: 2 * GIB if index == 1 else None)
+    monkeypatch.setattr(plan, "current_plan", lambda: fake)
+    selected, limit = widget._plan_view()
+    assert selected == (1,) and limit(1) == 2 * GIB and limit(0) is None
