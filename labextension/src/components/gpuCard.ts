@@ -43,6 +43,7 @@ export class GpuCard {
     this._label = `GPU ${gpu.index}`;
     const title = `GPU ${gpu.index} · ${gpu.name}`;
     setText(this._title, title);
+    setAttr(this._title, 'title', title);
     setAttr(this.node, 'aria-label', `GPU ${gpu.index}: ${gpu.name}`);
     setAttr(this.node, 'data-gpu-index', String(gpu.index));
     this.node.classList.toggle('jp-mod-error', gpu.error !== null);

@@ -46,7 +46,8 @@ export class GpuStatusItem extends Widget {
         }
       }
       const failed = snapshot.gpus.filter(g => g.error !== null).length;
-      text = `GPU ${inUse}/${snapshot.gpus.length} · yours ${formatBytes(own)}`;
+      // "GPU 2/4" is what a glance needs; the user's own share only when there is one.
+      text = `GPU ${inUse}/${snapshot.gpus.length}` + (own > 0 ? ` · yours ${formatBytes(own)}` : '');
       if (failed > 0) {
         text += ` · ${failed} failed`;
       }

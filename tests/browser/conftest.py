@@ -1,0 +1,301 @@
+"""Fixtures for tests that drive a real JupyterLab in headless Chromium (mark them ``browser``).
+
+- ``lab``: a real ``jupyter lab`` subprocess on 127.0.0.1 on simulated GPUs (a scenario file the
+  test rewrites through ``lab.scenario``), with the jupyter_gpu server extension sampling fast and a
+  short idle threshold. Module-scoped: one server per test module.
+- ``lab_factory``: start more servers with other scenarios, arguments or settings.
+- ``browser`` / ``page``: Debian's ``/usr/bin/chromium`` through Python Playwright's *sync* API
+  (Playwright never downloads a browser here); ``lab.open(page)`` loads JupyterLab in a page.
+- ``artifacts``: ``test-artifacts/`` (gitignored) for screenshots and server logs.
+
+These tests live in their own folder because pytest-jupyter's autouse event-loop fixtures and
+Playwright's sync API fight over the event loop ("Cannot close a running event loop"); the two
+no-op overrides below keep pytest-jupyter away even if a parent conftest loads it.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from jupyter_gpu import simulate
+
+REPO = Path(__file__).resolve().parents[2]
+ARTIFACTS = REPO / "test-artifacts"
+CHROMIUM = os.environ.get("JUPYTER_GPU_CHROMIUM", "/usr/bin/chromium")
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-dev-shm-usage",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--disable-quic",
+    "--no-first-run",
+]
+LAB_START_TIMEOUT_S = 90
+
+# Settings every test server starts with (JUPYTERLAB_SETTINGS_DIR): no "Jupyter news" toast over
+# screenshots, and a fast poll so tests wait for fractions of a second, not the 2 s default.
+DEFAULT_SETTINGS: dict[str, dict[str, Any]] = {
+    "@jupyterlab/apputils-extension/notification": {"fetchNews": "false", "checkForUpdates": False},
+    "jupyter-gpu/plugin": {"refreshIntervalMs": 300},
+}
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Skip browser tests cleanly where no Chromium or Playwright is installed."""
+    reason = None
+    if not Path(CHROMIUM).exists():
+        reason = f"no Chromium at {CHROMIUM} (apt-get install chromium, or set JUPYTER_GPU_CHROMIUM)"
+    else:
+        try:
+            import playwright.sync_api  # noqa: F401
+        except ImportError:
+            reason = "Python playwright is not installed"
+    if reason:
+        for item in items:
+            if "browser" in item.keywords:
+                item.add_marker(pytest.mark.skip(reason=reason))
+
+
+@pytest.fixture
+def jp_asyncio_loop() -> None:
+    """Overrides pytest-jupyter's autouse loop fixture: these tests own no asyncio loop."""
+    return None
+
+
+@pytest.fixture
+def jp_server_cleanup() -> None:
+    """Overrides pytest-jupyter's autouse cleanup, which needs its loop (see above)."""
+    return None
+
+
+@pytest.fixture(scope="session")
+def artifacts() -> Path:
+    ARTIFACTS.mkdir(exist_ok=True)
+    return ARTIFACTS
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+class Scenario:
+    """The simulated GPUs the server (and its kernels) see: a file re-read whenever it changes."""
+
+    def __init__(self, path: Path, data: dict[str, Any]) -> None:
+        self.path = path
+        self.write(data)
+
+    def write(self, data: dict[str, Any]) -> None:
+        self.data = copy.deepcopy(data)
+        simulate.write_scenario(self.path, self.data)
+
+    def update(self, change: Callable[[dict[str, Any]], None]) -> None:
+        """Apply ``change`` to a copy of the current scenario and write it atomically."""
+        data = copy.deepcopy(self.data)
+        change(data)
+        self.write(data)
+
+
+class Lab:
+    """A running ``jupyter lab`` with a REST helper; ``open(page)`` loads it in the browser."""
+
+    def __init__(self, process: subprocess.Popen, url: str, token: str, root: Path,
+                 scenario: Scenario, log: Path) -> None:
+        self.process = process
+        self.url = url  # ends with "/"
+        self.token = token
+        self.root = root
+        self.scenario = scenario
+        self.log = log
+
+    def api(self, method: str, path: str, body: Any = None, timeout: float = 10) -> Any:
+        """Call the server's REST API (``path`` without the leading slash); JSON in, JSON out."""
+        data = None if body is None else json.dumps(body).encode()
+        request = urllib.request.Request(
+            self.url + path, data=data, method=method,
+            headers={"Authorization": f"token {self.token}", "Content-Type": "application/json"})
+        with urllib.request.urlopen(request, timeout=timeout) as response:
+            text = response.read()
+        return json.loads(text) if text else None
+
+    def snapshot(self) -> dict[str, Any]:
+        return self.api("GET", "jupyter-gpu/snapshot")
+
+    def write_notebook(self, path: str, sources: list[str]) -> None:
+        """Create a notebook of code cells in the server's root directory (via the contents API)."""
+        cells = [{"cell_type": "code", "metadata": {}, "source": src, "outputs": [],
+                  "execution_count": None} for src in sources]
+        content = {"cells": cells, "metadata": {"kernelspec": {"name": "python3", "display_name":
+                   "Python 3 (ipykernel)", "language": "python"}}, "nbformat": 4, "nbformat_minor": 5}
+        self.api("PUT", f"api/contents/{path}", {"type": "notebook", "format": "json", "content": content})
+
+    def kernel_ids(self) -> set[str]:
+        return {k["id"] for k in self.api("GET", "api/kernels")}
+
+    def shutdown_all_kernels(self) -> None:
+        for session in self.api("GET", "api/sessions"):
+            self.api("DELETE", f"api/sessions/{session['id']}")
+        for kernel_id in self.kernel_ids():
+            self.api("DELETE", f"api/kernels/{kernel_id}")
+
+    def open(self, page: Any, path: str = "lab", reset: bool = True) -> None:
+        """Load JupyterLab (a fresh workspace unless ``reset=False``) and wait until it is ready."""
+        query = f"token={self.token}" + ("&reset" if reset else "")
+        page.goto(f"{self.url}{path}?{query}")
+        page.wait_for_selector("#jp-main-dock-panel", timeout=60_000)
+        # Lab is interactive once the splash screen is gone and the status bar is populated.
+        page.wait_for_selector("#jupyterlab-splash", state="detached", timeout=60_000)
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.terminate()  # SIGTERM: the server shuts its kernels down
+            try:
+                self.process.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait(timeout=10)
+
+
+def start_lab(base: Path, scenario: dict[str, Any], *, extra_args: tuple[str, ...] = (),
+              settings: dict[str, dict[str, Any]] | None = None, name: str = "lab") -> Lab:
+    """Start ``jupyter lab`` with its own root, settings, workspaces and runtime dirs under ``base``."""
+    root = base / "root"
+    settings_dir = base / "settings"
+    for folder in (root, settings_dir, base / "workspaces", base / "runtime", base / "config"):
+        folder.mkdir(parents=True, exist_ok=True)
+    for plugin, values in {**DEFAULT_SETTINGS, **(settings or {})}.items():
+        package, _, plugin_name = plugin.rpartition("/")
+        target = settings_dir / package / f"{plugin_name}.jupyterlab-settings"
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(json.dumps(values))
+    scenario_file = Scenario(base / "scenario.json", scenario)
+
+    port = free_port()
+    token = uuid.uuid4().hex
+    env = {
+        **os.environ,
+        simulate.ENV_VAR: str(scenario_file.path),
+        "JUPYTERLAB_SETTINGS_DIR": str(settings_dir),
+        "JUPYTERLAB_WORKSPACES_DIR": str(base / "workspaces"),
+        "JUPYTER_RUNTIME_DIR": str(base / "runtime"),
+        "JUPYTER_CONFIG_DIR": str(base / "config"),  # no user config leaks in
+        "PYTHONUNBUFFERED": "1",
+    }
+    cmd = [
+        sys.executable, "-m", "jupyterlab", "--no-browser", "--allow-root",
+        "--ServerApp.ip=127.0.0.1", f"--port={port}", "--port-retries=0",
+        f"--IdentityProvider.token={token}", f"--ServerApp.root_dir={root}",
+        # The page exposes `window.jupyterapp`, so tests and benchmarks can reach the sidebar's model.
+        "--LabApp.expose_app_in_browser=True",
+        "--JupyterGpuServer.interval_s=0.25",
+        "--JupyterGpuServer.idle_threshold_s=3",
+        *extra_args,
+    ]
+    ARTIFACTS.mkdir(exist_ok=True)
+    log = ARTIFACTS / f"{name}-server.log"
+    with log.open("w") as log_file:
+        process = subprocess.Popen(cmd, env=env, stdout=log_file, stderr=subprocess.STDOUT,
+                                   cwd=root, start_new_session=True)
+    lab = Lab(process, f"http://127.0.0.1:{port}/", token, root, scenario_file, log)
+    deadline = time.monotonic() + LAB_START_TIMEOUT_S
+    while True:
+        if process.poll() is not None:
+            raise RuntimeError(f"jupyter lab exited with {process.returncode}; see {log}")
+        try:
+            lab.api("GET", "api/status", timeout=2)
+            return lab
+        except (urllib.error.URLError, ConnectionError, TimeoutError):
+            if time.monotonic() > deadline:
+                lab.stop()
+                raise RuntimeError(f"jupyter lab did not answer in {LAB_START_TIMEOUT_S} s; see {log}") from None
+            time.sleep(0.3)
+
+
+@pytest.fixture(scope="module")
+def lab_factory(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callable[..., Lab]]:
+    """``lab_factory(scenario, extra_args=(), settings=None, name="lab")`` starts a server; all
+    servers it started stop when the module ends."""
+    labs: list[Lab] = []
+
+    def start(scenario: dict[str, Any], **kwargs: Any) -> Lab:
+        lab = start_lab(tmp_path_factory.mktemp("lab"), scenario, **kwargs)
+        labs.append(lab)
+        return lab
+
+    yield start
+    for lab in labs:
+        lab.stop()
+
+
+@pytest.fixture(scope="module")
+def lab(lab_factory: Callable[..., Lab], request: pytest.FixtureRequest) -> Lab:
+    """A JupyterLab on three simulated idle A100s (GPU 0 has another user's process)."""
+    scenario = simulate.plausible_gpus(3)
+    scenario["gpus"][0]["processes"] = [
+        {"pid": 4_000_001, "memory_mib": 20480, "user": "alice", "name": "python"}]
+    return lab_factory(scenario, name=request.module.__name__.rpartition(".")[2])
+
+
+@pytest.fixture(scope="session")
+def browser() -> Iterator[Any]:
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        chromium = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
+        yield chromium
+        chromium.close()
+
+
+@pytest.fixture
+def page(browser: Any, artifacts: Path, request: pytest.FixtureRequest) -> Iterator[Any]:
+    """A fresh browser context and page (1280x800). Page errors are collected in ``page.errors``;
+    a failing test leaves a screenshot ``test-artifacts/<test>-failure.png``."""
+    context = browser.new_context(viewport={"width": 1280, "height": 800})
+    context.set_default_timeout(20_000)
+    new_page = context.new_page()
+    new_page.errors = []  # type: ignore[attr-defined]
+    new_page.on("pageerror", lambda error: new_page.errors.append(str(error)))
+    yield new_page
+    report = getattr(request.node, "rep_call", None)
+    if report is not None and report.failed:
+        new_page.screenshot(path=str(artifacts / f"{request.node.name}-failure.png"))
+    context.close()
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Iterator[None]:
+    """Remember each phase's report on the item, so ``page`` can screenshot failures."""
+    outcome = yield
+    report = outcome.get_result()
+    setattr(item, f"rep_{report.when}", report)
+
+
+@pytest.fixture
+def docs_screenshot() -> Callable[[Any, str], None]:
+    """``docs_screenshot(locator_or_page, "sidebar.png")`` refreshes ``docs/<name>`` only when
+    ``JUPYTER_GPU_UPDATE_DOCS=1``: committed images change on purpose, not on every test run."""
+
+    def take(target: Any, name: str) -> None:
+        if os.environ.get("JUPYTER_GPU_UPDATE_DOCS") == "1":
+            target.screenshot(path=str(REPO / "docs" / name))
+
+    return take
