@@ -1,0 +1,272 @@
+"""Kernels telling the server about themselves: the attribution fallback for containers.
+
+Inside a container NVML reports *host* PIDs, which exist nowhere in the container's PID namespace,
+so the server extension cannot map GPU processes to kernels by PID. A kernel still knows who it is:
+its PID, its notebook (``JPY_SESSION_NAME``), and how much GPU memory its framework's allocator holds.
+
+The mechanism, which needs no user code:
+
+1. When the ``jupyter_gpu`` IPython extension is loaded in a kernel (admins autoload it with
+   ``c.InteractiveShellApp.extensions = ["jupyter_gpu"]``), this module writes a small JSON *kernel
+   report* next to the kernel's connection file (which lies in the server's runtime directory):
+   ``jupyter-gpu-kernel-<kernel_id>.json``. It writes it once at load and again after any cell
+   whose result changed it (cheap: frameworks are looked up in ``sys.modules``, never imported). The
+   file is removed when the kernel exits.
+2. The server extension reads these files on its sampling thread (only files whose modification time
+   changed) and shows the memory each kernel reports; see ``docs/server.md``.
+
+Report format (version 1)::
+
+    {"version": 1, "kernel_id": str, "pid": int, "nspid": [int, ...] | null,
+     "pid_namespace": str | null, "hostname": str, "session": str | null,
+     "nvml_pids": [int, ...],               # NVML-visible PIDs of this kernel, when known (else [])
+     "gpu_memory": {key: bytes},            # key: a GPU UUID ("GPU-...") or "cuda:<i>" when the
+                                            # framework does not tell the UUID
+     "frameworks": {"torch": {key: bytes}, "tensorflow": {...}, "jax": {...}},
+     "timestamp": float}
+
+Framework figures are what the allocator holds (PyTorch ``memory_reserved``, TensorFlow
+``get_memory_info()["current"]``, JAX ``bytes_in_use``); they exclude the CUDA context (a few hundred
+MiB per process and GPU), so they are lower than what NVML shows. ``nvml_pids`` is for setups where
+something knows the host PID (it can be passed to :func:`write_report`); the kernel cannot find it
+out by itself.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import sys
+import threading
+import time
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+__all__ = ["REPORT_PREFIX", "framework_memory", "read_reports", "register", "unregister", "write_report"]
+
+REPORT_PREFIX = "jupyter-gpu-kernel-"
+REPORT_VERSION = 1
+
+_state: dict[str, Any] = {"path": None, "last": None, "callback": None}
+_lock = threading.Lock()
+
+
+# -- in the kernel
+
+
+def kernel_identity() -> tuple[str | None, Path | None]:
+    """This kernel's id and the folder of its connection file, or (None, None) outside a kernel."""
+    try:
+        from ipykernel.connect import get_connection_file
+
+        connection_file = Path(get_connection_file())
+    except Exception:
+        return None, None
+    stem = connection_file.stem
+    kernel_id = stem[len("kernel-"):] if stem.startswith("kernel-") else stem
+    return kernel_id, connection_file.parent
+
+
+def _nspid() -> tuple[list[int] | None, str | None]:
+    """This process's PID in each nested PID namespace, and its PID namespace's identity."""
+    nspid = None
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("NSpid:"):
+                nspid = [int(value) for value in line.split()[1:]]
+    except (OSError, ValueError):
+        pass
+    try:
+        namespace = os.readlink("/proc/self/ns/pid")
+    except OSError:
+        namespace = None
+    return nspid, namespace
+
+
+def framework_memory() -> dict[str, dict[str, int]]:
+    """GPU memory held by each framework already imported in this process, per GPU.
+
+    Never imports a framework and never initialises a GPU: a framework that has not touched the GPU
+    yet reports nothing.
+    """
+    result: dict[str, dict[str, int]] = {}
+    torch = sys.modules.get("torch")
+    if torch is not None:
+        try:
+            if torch.cuda.is_initialized():
+                per_gpu = {}
+                for index in range(torch.cuda.device_count()):
+                    uuid = getattr(torch.cuda.get_device_properties(index), "uuid", None)
+                    key = f"GPU-{uuid}" if uuid is not None else f"cuda:{index}"
+                    per_gpu[key] = int(torch.cuda.memory_reserved(index))
+                result["torch"] = per_gpu
+        except Exception:
+            pass
+    tf = sys.modules.get("tensorflow")
+    if tf is not None:
+        try:
+            # list_logical_devices would initialise the runtime; only ask once TF did it itself.
+            context = sys.modules.get("tensorflow.python.eager.context")
+            if context is not None and context.context()._context_handle is not None:
+                per_gpu = {}
+                for index, device in enumerate(tf.config.list_logical_devices("GPU")):
+                    per_gpu[f"cuda:{index}"] = int(tf.config.experimental.get_memory_info(device.name)["current"])
+                result["tensorflow"] = per_gpu
+        except Exception:
+            pass
+    jax = sys.modules.get("jax")
+    if jax is not None:
+        try:
+            backends = sys.modules.get("jax._src.xla_bridge")
+            if backends is not None and getattr(backends, "_backends", None):
+                per_gpu = {}
+                for device in jax.local_devices():
+                    if device.platform == "gpu":
+                        stats = device.memory_stats() or {}
+                        per_gpu[f"cuda:{device.id}"] = int(stats.get("bytes_in_use", 0))
+                result["jax"] = per_gpu
+        except Exception:
+            pass
+    return result
+
+
+def build_report(kernel_id: str, nvml_pids: Iterable[int] = (),
+                 gpu_memory: dict[str, int] | None = None) -> dict[str, Any]:
+    """The report of this process (see the module docstring); ``gpu_memory`` adds to the frameworks'."""
+    frameworks = framework_memory()
+    total: dict[str, int] = {}
+    for per_gpu in frameworks.values():
+        for key, used in per_gpu.items():
+            total[key] = total.get(key, 0) + used
+    for key, used in (gpu_memory or {}).items():
+        total[key] = total.get(key, 0) + int(used)
+    nspid, namespace = _nspid()
+    return {
+        "version": REPORT_VERSION,
+        "kernel_id": kernel_id,
+        "pid": os.getpid(),
+        "nspid": nspid,
+        "pid_namespace": namespace,
+        "hostname": socket.gethostname(),
+        "session": os.environ.get("JPY_SESSION_NAME"),
+        "nvml_pids": sorted(int(pid) for pid in nvml_pids),
+        "gpu_memory": total,
+        "frameworks": frameworks,
+        "timestamp": time.time(),
+    }
+
+
+def write_report(nvml_pids: Iterable[int] = (), gpu_memory: dict[str, int] | None = None,
+                 force: bool = False) -> Path | None:
+    """Write (or refresh) this kernel's report; returns its path, or None outside a Jupyter kernel.
+
+    Skips the write when nothing but the timestamp changed, unless ``force``.
+    """
+    kernel_id, folder = kernel_identity()
+    if kernel_id is None or folder is None:
+        return None
+    report = build_report(kernel_id, nvml_pids, gpu_memory)
+    comparable = {key: value for key, value in report.items() if key != "timestamp"}
+    path = folder / f"{REPORT_PREFIX}{kernel_id}.json"
+    with _lock:
+        if not force and _state["last"] == comparable and _state["path"] == path:
+            return path
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        try:
+            tmp.write_text(json.dumps(report))
+            os.replace(tmp, path)
+        except OSError:
+            return None
+        _state["path"], _state["last"] = path, comparable
+    return path
+
+
+def remove_report() -> None:
+    """Delete this kernel's report file (at exit or when the extension is unloaded)."""
+    path = _state.get("path")
+    if path is not None:
+        try:
+            Path(path).unlink()
+        except OSError:
+            pass
+        _state["path"] = _state["last"] = None
+
+
+def register(ipython: Any) -> None:
+    """Write the report now and after every cell; remove it at exit. Part of ``%load_ext jupyter_gpu``."""
+    import atexit
+
+    if _state["callback"] is not None:
+        return
+
+    def after_cell(*_args: Any) -> None:
+        try:
+            write_report()
+        except Exception:  # a report must never break the user's cell
+            pass
+
+    _state["callback"] = after_cell
+    ipython.events.register("post_run_cell", after_cell)
+    atexit.register(remove_report)
+    after_cell()
+
+
+def unregister(ipython: Any) -> None:
+    callback = _state["callback"]
+    if callback is not None:
+        try:
+            ipython.events.unregister("post_run_cell", callback)
+        except ValueError:
+            pass
+        _state["callback"] = None
+    remove_report()
+
+
+# -- in the server
+
+
+class ReportReader:
+    """Reads the kernel reports in a folder, re-parsing only files whose stamp changed."""
+
+    def __init__(self) -> None:
+        self._cache: dict[Path, tuple[tuple[int, int], dict[str, Any]]] = {}
+
+    def read(self, folder: str | os.PathLike[str]) -> dict[str, dict[str, Any]]:
+        """kernel_id → report, for every readable report in ``folder``."""
+        reports: dict[str, dict[str, Any]] = {}
+        seen: set[Path] = set()
+        try:
+            entries = list(os.scandir(folder))
+        except OSError:
+            return reports
+        for entry in entries:
+            if not (entry.name.startswith(REPORT_PREFIX) and entry.name.endswith(".json")):
+                continue
+            path = Path(entry.path)
+            seen.add(path)
+            try:
+                stat = entry.stat()
+            except OSError:
+                continue
+            stamp = (stat.st_mtime_ns, stat.st_size)
+            cached = self._cache.get(path)
+            if cached is None or cached[0] != stamp:
+                try:
+                    data = json.loads(path.read_text())
+                except (OSError, ValueError):
+                    continue
+                if not isinstance(data, dict) or not isinstance(data.get("kernel_id"), str):
+                    continue
+                cached = (stamp, data)
+                self._cache[path] = cached
+            reports[cached[1]["kernel_id"]] = cached[1]
+        for path in [path for path in self._cache if path not in seen]:
+            del self._cache[path]
+        return reports
+
+
+def read_reports(folder: str | os.PathLike[str]) -> dict[str, dict[str, Any]]:
+    """kernel_id → report for every kernel report in ``folder`` (uncached; see :class:`ReportReader`)."""
+    return ReportReader().read(folder)

@@ -1,0 +1,51 @@
+"""The jupyter_gpu Jupyter Server extension: one shared GPU sampler, per-kernel attribution,
+Prometheus gauges. Enabled on install (``etc/jupyter/jupyter_server_config.d/jupyter_gpu.json``).
+
+- ``GET {base_url}jupyter-gpu/snapshot`` — the snapshot contract plus, per process, the kernel and
+  notebook it belongs to and how long that kernel has been idle (see ``docs/server.md``).
+- ``jupyter_gpu_*`` gauges on the server's ``/metrics``.
+- Settings: ``c.JupyterGpuServer.*`` (:class:`JupyterGpuServer`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .config import JupyterGpuServer
+from .service import GpuService, KernelInfo
+
+__all__ = ["GpuService", "JupyterGpuServer", "KernelInfo"]
+
+
+def _jupyter_server_extension_points() -> list[dict[str, str]]:
+    return [{"module": "jupyter_gpu.server"}]
+
+
+def _load_jupyter_server_extension(serverapp: Any) -> None:
+    """Create the service, add the routes and bind the Prometheus collector (idempotent)."""
+    from . import metrics
+    from .handlers import routes
+
+    web_app = serverapp.web_app
+    if web_app.settings.get(GpuService.SETTINGS_KEY) is not None:
+        serverapp.log.info("jupyter_gpu server extension already loaded")
+        return
+    config = JupyterGpuServer(parent=serverapp)
+    if not config.enabled:
+        serverapp.log.info("jupyter_gpu server extension disabled (JupyterGpuServer.enabled = False)")
+        return
+    service = GpuService(
+        config,
+        kernel_manager=serverapp.kernel_manager,
+        session_manager=serverapp.session_manager,
+        report_dir=getattr(serverapp.kernel_manager, "connection_dir", None) or serverapp.runtime_dir,
+    )
+    web_app.settings[GpuService.SETTINGS_KEY] = service
+    web_app.add_handlers(".*$", routes(web_app.settings["base_url"]))
+    if config.prometheus:
+        metrics.bind(service)
+
+    serverapp.log.info(
+        "jupyter_gpu: GPU snapshot at %sjupyter-gpu/snapshot (sampling every %g s while polled)",
+        web_app.settings["base_url"], config.interval_s)
+

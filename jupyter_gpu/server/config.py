@@ -1,0 +1,76 @@
+"""The server extension's settings: ``c.JupyterGpuServer.<name>`` in ``jupyter_server_config.py``."""
+
+from __future__ import annotations
+
+from traitlets import Bool, Float, validate
+from traitlets.config import Configurable
+
+
+class JupyterGpuServer(Configurable):
+    """Settings of the jupyter_gpu server extension (GPU snapshot endpoint and Prometheus gauges).
+
+    Example ``jupyter_server_config.py``::
+
+        c.JupyterGpuServer.interval_s = 2
+        c.JupyterGpuServer.idle_threshold_s = 1800
+        c.JupyterGpuServer.show_other_users = False
+    """
+
+    enabled = Bool(
+        True,
+        config=True,
+        help="Serve jupyter-gpu/snapshot and the Prometheus gauges. False loads nothing at all.",
+    )
+
+    interval_s = Float(
+        1.0,
+        config=True,
+        help="""Seconds between two GPU samples. One background thread per server reads NVML once per
+        interval however many browsers poll; NVML is never read on the server's event loop.""",
+    )
+
+    linger_s = Float(
+        90.0,
+        config=True,
+        help="""Keep sampling this many seconds after the last request for the snapshot or the last
+        Prometheus scrape, then stop: an idle server makes no NVML calls at all. Set it above your
+        Prometheus scrape_interval, or each scrape sees the sample taken after the previous one.""",
+    )
+
+    idle_threshold_s = Float(
+        3600.0,
+        config=True,
+        help="""A kernel that has not been busy for this many seconds while one of its processes holds
+        GPU memory is reported as idle ("idle": true), for the sidebar to highlight and admins to
+        act on. Nothing is shut down automatically (see MappingKernelManager.cull_idle_timeout).""",
+    )
+
+    show_other_users = Bool(
+        True,
+        config=True,
+        help="""Show processes of other users in the snapshot. They carry only their PID, user and GPU
+        memory (never their program name or command line, which are not even read). False leaves them
+        out; their memory still counts in each GPU's memory_used.""",
+    )
+
+    prometheus = Bool(
+        True,
+        config=True,
+        help="""Add jupyter_gpu_* gauges to the server's own /metrics endpoint (which
+        ServerApp.authenticate_prometheus protects). A scrape counts as demand, like a poll.""",
+    )
+
+    wait_s = Float(
+        2.0,
+        config=True,
+        help="""When a request wakes an idle sampler, wait up to this many seconds for a fresh sample
+        before answering with the last one (marked stale). A hung NVML call never holds a request
+        longer than this.""",
+    )
+
+    @validate("interval_s", "linger_s", "wait_s")
+    def _positive(self, proposal: dict) -> float:
+        value = proposal["value"]
+        if value <= 0:
+            raise ValueError(f"{proposal['trait'].name} must be positive, not {value}")
+        return value

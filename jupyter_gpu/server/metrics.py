@@ -1,0 +1,113 @@
+"""Prometheus gauges on the server's own ``/metrics``, read from the sampler's cache.
+
+One :class:`GpuCollector` is registered in ``prometheus_client.REGISTRY`` per process, however
+often the extension is loaded (tests start many servers; a server may load it twice); loading binds
+it to the newest service. ``/metrics`` itself belongs to jupyter_server, so
+``ServerApp.authenticate_prometheus`` decides who may scrape. A scrape records demand (the sampler
+keeps running while Prometheus scrapes) and never waits for NVML: it serves the newest sample and
+says how old it is in ``jupyter_gpu_sample_age_seconds``.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.registry import REGISTRY, Collector
+
+from .service import GpuService
+
+GPU_LABELS = ["gpu", "uuid", "name"]
+
+
+class GpuCollector(Collector):
+    """Yields the ``jupyter_gpu_*`` gauges from the bound service's newest sample."""
+
+    def __init__(self) -> None:
+        self.service: GpuService | None = None
+
+    def describe(self) -> list[Any]:
+        return []  # no collect() at registration time: that would touch NVML at start-up
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        service = self.service
+        if service is None or not service.config.prometheus:
+            return
+        view = service.metrics_view()
+        up = GaugeMetricFamily("jupyter_gpu_nvml_up", "1 when the newest sample could read NVML, else 0")
+        age = GaugeMetricFamily("jupyter_gpu_sample_age_seconds",
+                                "Age of the newest GPU sample served (grows while NVML hangs)")
+        if view is None:
+            up.add_metric([], 0)
+            yield up
+            return
+        up.add_metric([], 1 if view["nvml_available"] else 0)
+        age.add_metric([], max(0.0, time.time() - view["timestamp"]))
+        yield up
+        yield age
+
+        families = {
+            "memory_used": GaugeMetricFamily("jupyter_gpu_memory_used_bytes", "GPU memory in use",
+                                             labels=GPU_LABELS),
+            "memory_total": GaugeMetricFamily("jupyter_gpu_memory_total_bytes", "GPU memory in total",
+                                              labels=GPU_LABELS),
+            "utilization": GaugeMetricFamily("jupyter_gpu_utilization_percent",
+                                             "GPU utilization (percent of time a kernel ran)", labels=GPU_LABELS),
+            "temperature": GaugeMetricFamily("jupyter_gpu_temperature_celsius", "GPU temperature",
+                                             labels=GPU_LABELS),
+            "power": GaugeMetricFamily("jupyter_gpu_power_watts", "GPU power draw", labels=GPU_LABELS),
+        }
+        errors = GaugeMetricFamily("jupyter_gpu_error", "1 when the GPU could not be read", labels=GPU_LABELS)
+        kernel_memory = GaugeMetricFamily(
+            "jupyter_gpu_kernel_memory_used_bytes",
+            "GPU memory held by a kernel of this server and its child processes (NVML, by PID)",
+            labels=["kernel_id", "notebook", "gpu"])
+        kernel_idle = GaugeMetricFamily(
+            "jupyter_gpu_kernel_idle_seconds", "Seconds since a kernel holding GPU memory was last busy",
+            labels=["kernel_id", "notebook"])
+        per_kernel: dict[tuple[str, str, str], float] = {}
+        for gpu in view["gpus"]:
+            labels = [str(gpu["index"]), gpu["uuid"], gpu["name"]]
+            errors.add_metric(labels, 1 if gpu["error"] else 0)
+            for key, family in families.items():
+                value = gpu.get(key)
+                if value is not None and not gpu["error"]:
+                    family.add_metric(labels, value)
+            for process in gpu["processes"]:
+                if process.get("kernel_id"):
+                    key = (process["kernel_id"], process.get("notebook") or "", str(gpu["index"]))
+                    per_kernel[key] = per_kernel.get(key, 0) + (process.get("memory") or 0)
+        for (kernel_id, notebook, gpu_index), used in sorted(per_kernel.items()):
+            kernel_memory.add_metric([kernel_id, notebook, gpu_index], used)
+        for kernel in view.get("kernels", ()):
+            if kernel["gpu_memory"] and kernel["idle_s"] is not None:
+                kernel_idle.add_metric([kernel["kernel_id"], kernel["notebook"] or ""], kernel["idle_s"])
+        yield from families.values()
+        yield errors
+        yield kernel_memory
+        yield kernel_idle
+
+
+_collector: GpuCollector | None = None
+_lock = threading.Lock()
+
+
+def bind(service: GpuService | None) -> GpuCollector:
+    """Register the process's collector once and point it at ``service`` (None unbinds)."""
+    global _collector
+    with _lock:
+        if _collector is None:
+            _collector = GpuCollector()
+            REGISTRY.register(_collector)
+        _collector.service = service
+        return _collector
+
+
+def unbind(service: GpuService) -> None:
+    """Unbind the collector if it still serves ``service`` (a server shutting down)."""
+    with _lock:
+        if _collector is not None and _collector.service is service:
+            _collector.service = None

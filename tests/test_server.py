@@ -1,0 +1,406 @@
+"""The server extension against a real Jupyter Server, real kernels and simulated GPUs.
+
+pytest-jupyter's fixtures are imported into this module only (not registered as a plugin), so its
+autouse fixtures do not reach other test modules; async bodies run on its loop via ``asynctest``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import inspect
+import json
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from jupyter_core.utils import ensure_event_loop
+from prometheus_client.parser import text_string_to_metric_families
+from pytest_jupyter.jupyter_server import *  # noqa: F403
+from tornado.httpclient import HTTPClientError
+
+from jupyter_gpu import simulate
+from jupyter_gpu.server import GpuService
+
+NOTEBOOK = "work/train model.ipynb"
+MIB = 1024 * 1024
+
+
+@pytest.fixture
+def jp_server_config() -> dict[str, Any]:
+    return {
+        "ServerApp": {"jpserver_extensions": {"jupyter_gpu": True}},
+        "JupyterGpuServer": {"interval_s": 0.1, "linger_s": 5.0, "idle_threshold_s": 0.5, "wait_s": 1.0},
+    }
+
+
+@pytest.fixture(autouse=True)
+def stop_sampler_after_test(jp_serverapp: Any) -> Any:
+    """Stop each test's sampler at once, so lingering threads never add NVML calls to the next test."""
+    yield
+    service = jp_serverapp.web_app.settings.get(GpuService.SETTINGS_KEY)
+    if service is not None:
+        service.close()
+
+
+def asynctest(body: Callable[..., Any]) -> Callable[..., Any]:
+    """Run an async test body on pytest-jupyter's event loop (the one the server runs on)."""
+
+    @functools.wraps(body)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        return ensure_event_loop(prefer_selector_loop=True).run_until_complete(body(*args, **kwargs))
+
+    return wrapper
+
+
+# -- helpers
+
+
+async def get_snapshot(jp_fetch: Any) -> dict[str, Any]:
+    response = await jp_fetch("jupyter-gpu", "snapshot")
+    assert response.code == 200
+    assert response.headers["Content-Type"].startswith("application/json")
+    return json.loads(response.body)
+
+
+async def until(jp_fetch: Any, predicate: Callable[[dict[str, Any]], Any], timeout: float = 10.0) -> dict[str, Any]:
+    """Poll the snapshot until ``predicate`` holds; fail with the last answer otherwise."""
+    deadline = time.monotonic() + timeout
+    while True:
+        data = await get_snapshot(jp_fetch)
+        if predicate(data):
+            return data
+        if time.monotonic() > deadline:
+            raise AssertionError(f"condition not met within {timeout} s; last snapshot: {json.dumps(data)[:3000]}")
+        await asyncio.sleep(0.05)
+
+
+async def start_session(jp_fetch: Any, path: str = NOTEBOOK) -> str:
+    body = {"path": path, "name": os.path.basename(path), "type": "notebook", "kernel": {"name": "python3"}}
+    response = await jp_fetch("api", "sessions", method="POST", body=json.dumps(body))
+    return json.loads(response.body)["kernel"]["id"]
+
+
+async def run_code(serverapp: Any, kernel_id: str, code: str) -> str:
+    """Execute ``code`` in the kernel (as a notebook would) and return its stdout."""
+    kernel = serverapp.kernel_manager.get_kernel(kernel_id)
+    client = kernel.client()
+    client.start_channels()
+    output: list[str] = []
+
+    def hook(msg: dict[str, Any]) -> None:
+        if msg["msg_type"] == "stream":
+            output.append(msg["content"]["text"])
+        elif msg["msg_type"] == "error":
+            output.append("\n".join(msg["content"]["traceback"]))
+
+    try:
+        ready = client.wait_for_ready(timeout=60)
+        if inspect.isawaitable(ready):
+            await ready
+        reply = client.execute_interactive(code, output_hook=hook, timeout=60)
+        if inspect.isawaitable(reply):
+            reply = await reply
+    finally:
+        client.stop_channels()
+    assert reply["content"]["status"] == "ok", "".join(output)
+    return "".join(output)
+
+
+def kernel_pid(serverapp: Any, kernel_id: str) -> int:
+    return serverapp.kernel_manager.get_kernel(kernel_id).provisioner.pid
+
+
+def place(scenario: Any, gpu: int, **process: Any) -> None:
+    """Put a process on a simulated GPU (memory in MiB)."""
+
+    def change(data: dict[str, Any]) -> None:
+        data["gpus"][gpu].setdefault("processes", []).append(process)
+
+    scenario.update(change)
+
+
+def processes(data: dict[str, Any]) -> dict[int, dict[str, Any]]:
+    return {process["pid"]: process for gpu in data["gpus"] for process in gpu["processes"]}
+
+
+@pytest.fixture
+def sleeper() -> Any:
+    """A real process of this user, not a kernel: its PID can be placed on a simulated GPU."""
+    process = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)", "--secret=hunter2"])
+    yield process
+    process.kill()
+    process.wait()
+
+
+# -- the endpoint
+
+
+@asynctest
+async def test_snapshot_serves_the_contract_under_base_url(jp_fetch, jp_base_url, scenario):
+    # Given two simulated GPUs and a server under a JupyterHub-like base_url (pytest-jupyter's "/a%40b/")
+    # When the snapshot is fetched
+    data = await until(jp_fetch, lambda d: d["gpus"])
+    # Then it is the core contract plus the server's fields
+    assert data["nvml_available"] is True and data["simulated"] is True
+    assert [gpu["name"] for gpu in data["gpus"]] == ["NVIDIA A100-SXM4-80GB"] * 2
+    assert data["gpus"][0]["memory_total"] == 81920 * MIB
+    assert data["idle_threshold_s"] == 0.5
+    assert data["attribution"] == "pid" and data["attribution_note"] is None
+    assert data["stale"] is False and data["age_s"] < 1
+    assert data["kernels"] == []
+
+
+@asynctest
+async def test_unauthenticated_requests_get_403_and_no_data(jp_fetch, scenario):
+    for headers in ({"Authorization": ""}, {"Authorization": "token wrong"}):
+        with pytest.raises(HTTPClientError) as raised:
+            await jp_fetch("jupyter-gpu", "snapshot", headers=headers)
+        assert raised.value.code == 403
+        body = raised.value.response.body.decode()
+        assert "A100" not in body and "gpus" not in body
+
+
+@asynctest
+async def test_kernel_process_is_attributed_with_its_notebook(jp_fetch, jp_serverapp, scenario):
+    # Given a notebook session whose kernel holds 3 GiB on GPU 1
+    kernel_id = await start_session(jp_fetch)
+    pid = kernel_pid(jp_serverapp, kernel_id)
+    place(scenario, 1, pid=pid, memory_mib=3072)
+    # When the snapshot is fetched
+    data = await until(jp_fetch, lambda d: pid in processes(d))
+    # Then the process carries its kernel, notebook and idle time
+    process = processes(data)[pid]
+    assert process["kernel_id"] == kernel_id
+    assert process["notebook"] == NOTEBOOK
+    assert process["own"] is True
+    assert isinstance(process["idle_s"], float)
+    assert process["memory"] == 3072 * MIB
+    assert process["command"]  # this user's own process keeps its command line
+    (kernel,) = data["kernels"]
+    assert kernel["kernel_id"] == kernel_id and kernel["notebook"] == NOTEBOOK
+    assert kernel["gpu_memory"] == 3072 * MIB and kernel["gpus"] == [1]
+
+
+@asynctest
+async def test_child_process_of_a_kernel_is_attributed_to_it(jp_fetch, jp_serverapp, scenario):
+    # Given a kernel that started a worker process (a data loader, say)
+    kernel_id = await start_session(jp_fetch)
+    out = await run_code(jp_serverapp, kernel_id,
+                         "import subprocess, sys\n"
+                         "worker = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(120)'])\n"
+                         "print(worker.pid)")
+    worker_pid = int(out.strip())
+    try:
+        # When only the worker holds GPU memory
+        place(scenario, 0, pid=worker_pid, memory_mib=1500)
+        data = await until(jp_fetch, lambda d: worker_pid in processes(d))
+        # Then it is attributed to the kernel that started it
+        process = processes(data)[worker_pid]
+        assert process["kernel_id"] == kernel_id and process["notebook"] == NOTEBOOK and process["own"] is True
+    finally:
+        await run_code(jp_serverapp, kernel_id, "worker.kill()")
+
+
+@asynctest
+async def test_idle_time_grows_while_the_kernel_is_idle_and_resets_when_busy(jp_fetch, jp_serverapp, scenario):
+    kernel_id = await start_session(jp_fetch)
+    pid = kernel_pid(jp_serverapp, kernel_id)
+    await run_code(jp_serverapp, kernel_id, "x = 1")
+    place(scenario, 0, pid=pid, memory_mib=2048)
+    first = processes(await until(jp_fetch, lambda d: pid in processes(d)))[pid]
+    # idle_threshold_s is 0.5 in these tests
+    later = processes(await until(jp_fetch, lambda d: processes(d)[pid]["idle"], timeout=5))[pid]
+    assert later["idle_s"] > first["idle_s"] and later["idle_s"] >= 0.5
+    # When the kernel runs a cell, its idle time starts again
+    await run_code(jp_serverapp, kernel_id, "import time; time.sleep(0.3)")
+    again = processes(await get_snapshot(jp_fetch))[pid]
+    assert again["idle_s"] < later["idle_s"] and again["idle"] is False
+
+
+@asynctest
+async def test_other_users_processes_carry_user_and_memory_only(jp_fetch, scenario, sleeper):
+    # Given a real process of another user (the scenario overrides its owner) and one of ours
+    place(scenario, 0, pid=sleeper.pid, memory_mib=4096, user="mallory")
+    place(scenario, 1, pid=910001, memory_mib=100, user="bob", name="python")
+    data = await until(jp_fetch, lambda d: sleeper.pid in processes(d))
+    raw = json.dumps(data)
+    mallory = processes(data)[sleeper.pid]
+    assert mallory["user"] == "mallory" and mallory["memory"] == 4096 * MIB
+    assert mallory["name"] is None and "command" not in mallory
+    assert mallory["own"] is False and mallory["kernel_id"] is None
+    assert "hunter2" not in raw and "sleep" not in raw
+    assert processes(data)[910001]["name"] is None
+
+
+@asynctest
+async def test_other_users_can_be_hidden(jp_fetch, jp_serverapp, scenario):
+    jp_serverapp.web_app.settings[GpuService.SETTINGS_KEY].config.show_other_users = False
+    place(scenario, 0, pid=910001, memory_mib=100, user="bob", name="python")
+    data = await until(jp_fetch, lambda d: d["gpus"] and d["gpus"][0]["memory_used"] > 0)
+    assert processes(data) == {}
+
+
+# -- demand and the sampler
+
+
+@asynctest
+async def test_one_sampler_reads_nvml_once_per_interval_and_stops_when_idle(jp_fetch, jp_serverapp, scenario):
+    service: GpuService = jp_serverapp.web_app.settings[GpuService.SETTINGS_KEY]
+    service.sampler.linger_s = 0.5
+    # No request yet: no NVML call at all
+    await asyncio.sleep(0.3)
+    assert service.sampler.samples_taken == 0
+    # 20 concurrent pollers share the sampler
+    for _ in range(5):
+        await asyncio.gather(*(get_snapshot(jp_fetch) for _ in range(20)))
+        await asyncio.sleep(0.05)
+    assert service.sampler.samples_taken <= 10
+    # Nobody polls: the thread stops and NVML is no longer called
+    deadline = time.monotonic() + 5
+    while service.sampler.running and time.monotonic() < deadline:
+        await asyncio.sleep(0.1)
+    assert not service.sampler.running
+    calls, samples = sum(simulate.installed().calls.values()), service.sampler.samples_taken
+    await asyncio.sleep(0.5)
+    assert sum(simulate.installed().calls.values()) == calls
+    assert service.sampler.samples_taken == samples
+
+
+# -- faults
+
+
+@pytest.mark.parametrize("fault, words", [
+    ("driver_not_loaded", "driver is not loaded"),
+    ("no_permission", "no permission"),
+    ("library_not_found", "libnvidia-ml.so.1"),
+])
+@asynctest
+async def test_nvml_faults_mid_run_keep_the_endpoint_answering(jp_fetch, scenario, fault, words):
+    await until(jp_fetch, lambda d: d["nvml_available"])
+    scenario.update(lambda data: data.update(fault=fault))
+    data = await until(jp_fetch, lambda d: not d["nvml_available"])
+    assert words in data["error"]
+    assert data["attribution"] == "unavailable" and words in data["attribution_note"]
+    scenario.update(lambda data: data.update(fault=None))
+    data = await until(jp_fetch, lambda d: d["nvml_available"])
+    assert len(data["gpus"]) == 2
+
+
+@asynctest
+async def test_a_lost_gpu_mid_run_is_reported_and_the_other_still_read(jp_fetch, scenario):
+    await until(jp_fetch, lambda d: d["nvml_available"])
+    scenario.update(lambda data: data["gpus"][1].update(fault="lost"))
+    data = await until(jp_fetch, lambda d: d["gpus"][1]["error"])
+    assert "GPU is lost" in data["gpus"][1]["error"]
+    assert data["gpus"][0]["error"] is None and data["gpus"][0]["memory_total"] > 0
+
+
+@asynctest
+async def test_a_hung_nvml_call_does_not_hang_requests(jp_fetch, scenario):
+    await until(jp_fetch, lambda d: d["nvml_available"])
+    # Every NVML call now takes 1.5 s: a sample takes many seconds
+    scenario.update(lambda data: data.update(latency_ms=1500))
+    worst = 0.0
+    deadline = time.monotonic() + 10
+    data: dict[str, Any] = {}
+    while time.monotonic() < deadline:
+        started = time.monotonic()
+        data = await get_snapshot(jp_fetch)
+        worst = max(worst, time.monotonic() - started)
+        if data["stale"]:
+            break
+        await asyncio.sleep(0.1)
+    assert data["stale"] is True and data["age_s"] > 1.2  # 2 x interval + 1 s
+    assert data["nvml_available"] is True and len(data["gpus"]) == 2  # the last good sample
+    assert worst < 0.5
+    scenario.update(lambda data: data.update(latency_ms=0))
+    await until(jp_fetch, lambda d: not d["stale"], timeout=15)
+
+
+# -- Prometheus
+
+
+def metric_samples(text: str) -> dict[str, list[Any]]:
+    families: dict[str, list[Any]] = {}
+    for family in text_string_to_metric_families(text):
+        families.setdefault(family.name, []).extend(family.samples)
+    return families
+
+
+@asynctest
+async def test_prometheus_gauges_per_gpu_and_per_kernel(jp_fetch, jp_serverapp, scenario):
+    kernel_id = await start_session(jp_fetch)
+    pid = kernel_pid(jp_serverapp, kernel_id)
+    place(scenario, 1, pid=pid, memory_mib=5000)
+    await until(jp_fetch, lambda d: pid in processes(d) and d["kernels"])
+    response = await jp_fetch("metrics")
+    families = metric_samples(response.body.decode())
+    total = {s.labels["gpu"]: s.value for s in families["jupyter_gpu_memory_total_bytes"]}
+    assert total == {"0": 81920 * MIB, "1": 81920 * MIB}
+    for name in ("jupyter_gpu_memory_used_bytes", "jupyter_gpu_utilization_percent",
+                 "jupyter_gpu_temperature_celsius", "jupyter_gpu_power_watts"):
+        assert len(families[name]) == 2, name
+    (kernel,) = families["jupyter_gpu_kernel_memory_used_bytes"]
+    assert kernel.labels == {"kernel_id": kernel_id, "notebook": NOTEBOOK, "gpu": "1"}
+    assert kernel.value == 5000 * MIB
+    assert families["jupyter_gpu_nvml_up"][0].value == 1
+
+
+@asynctest
+async def test_prometheus_needs_authentication_and_registers_once(jp_fetch, jp_serverapp, scenario):
+    from jupyter_gpu.server import _load_jupyter_server_extension, metrics
+
+    await until(jp_fetch, lambda d: d["gpus"])
+    with pytest.raises(HTTPClientError) as raised:
+        await jp_fetch("metrics", headers={"Authorization": ""})
+    assert raised.value.code == 403
+    # Loading the extension again neither duplicates the collector nor the routes
+    collector = metrics.bind(jp_serverapp.web_app.settings[GpuService.SETTINGS_KEY])
+    _load_jupyter_server_extension(jp_serverapp)
+    assert metrics.bind(jp_serverapp.web_app.settings[GpuService.SETTINGS_KEY]) is collector
+    text = (await jp_fetch("metrics")).body.decode()
+    assert text.count("# TYPE jupyter_gpu_memory_total_bytes gauge") == 1
+
+
+@asynctest
+async def test_a_scrape_counts_as_demand(jp_fetch, jp_serverapp, scenario):
+    service: GpuService = jp_serverapp.web_app.settings[GpuService.SETTINGS_KEY]
+    assert not service.sampler.running
+    await jp_fetch("metrics")
+    assert service.sampler.running
+
+
+# -- containers
+
+
+@asynctest
+async def test_container_host_pids_fall_back_to_kernel_reports(jp_fetch, jp_serverapp, scenario):
+    # Given NVML reporting host PIDs that exist nowhere here (the server runs in a container)
+    kernel_id = await start_session(jp_fetch)
+    place(scenario, 0, pid=3_000_001, memory_mib=6000)
+    data = await until(jp_fetch, lambda d: 3_000_001 in processes(d))
+    # Then attribution says it is impossible rather than guessing
+    assert data["attribution"] == "unavailable"
+    assert "PID namespace" in data["attribution_note"] and "IPython extension" in data["attribution_note"]
+    assert processes(data)[3_000_001]["kernel_id"] is None
+    # When the kernel reports about itself (what `%load_ext jupyter_gpu` does after each cell)
+    uuid = data["gpus"][0]["uuid"]
+    await run_code(jp_serverapp, kernel_id,
+                   "from jupyter_gpu import kernel_report\n"
+                   f"kernel_report.write_report(gpu_memory={{{uuid!r}: 5 * 2**30}})")
+    data = await until(jp_fetch, lambda d: d["attribution"] == "kernel-report")
+    # Then its memory shows under its kernel, and the note says processes are not matched
+    (kernel,) = data["kernels"]
+    assert kernel["kernel_id"] == kernel_id and kernel["notebook"] == NOTEBOOK
+    assert kernel["reported_gpu_memory"] == {uuid: 5 * 2**30}
+    assert "not matched" in data["attribution_note"]
+    # And a kernel that knows its NVML PID (passed by the spawner) gets its process attributed
+    await run_code(jp_serverapp, kernel_id,
+                   f"kernel_report.write_report(nvml_pids=[3_000_001], gpu_memory={{{uuid!r}: 5 * 2**30}})")
+    data = await until(jp_fetch, lambda d: processes(d)[3_000_001]["kernel_id"] == kernel_id)
+    assert processes(data)[3_000_001]["notebook"] == NOTEBOOK
