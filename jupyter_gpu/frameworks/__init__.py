@@ -213,8 +213,12 @@ def apply_plan(old: GpuPlan, new: GpuPlan) -> None:
     for framework in FRAMEWORKS:
         if framework in done:
             _applied[framework.name] = new
-        elif framework.state() is State.NOT_IMPORTED and not _import_hooks.pending(framework.module_name):
+        elif framework.state() is State.NOT_IMPORTED and not _hook_pending(framework):
             _import_hooks.when_imported(framework.module_name, framework.hook)
+
+
+def _hook_pending(framework: Framework) -> bool:
+    return framework.hook in _import_hooks.pending(framework.module_name)
 
 
 def _write(env: Mapping[str, str | None]) -> None:
@@ -232,7 +236,7 @@ def framework_statuses() -> list[tuple[Framework, str]]:
     for framework in FRAMEWORKS:
         state = framework.state()
         if state is State.NOT_IMPORTED:
-            waiting = framework.hook in _import_hooks.pending(framework.module_name)
+            waiting = _hook_pending(framework)
             text = "not imported; the plan is applied when it is imported" if waiting else "not imported"
         elif state is State.INITIALIZED:
             if framework.name in _applied and gpu_settings(_applied[framework.name]) == gpu_settings(plan):
