@@ -4,6 +4,8 @@ Each family lives in its own module with ``register(ipython)`` / ``unregister(ip
 
 - :mod:`jupyter_gpu.magics` — ``%gpu_select``, ``%gpu_limit``, ``%gpu_status`` … (the GPU plan)
 - :mod:`jupyter_gpu.monitor_magics` — ``%gpu_monitor``, ``%gpu_watch`` (the live panel, per-cell report)
+- :mod:`jupyter_gpu.kernel_report` — writes this kernel's self-report for the server extension
+  (attribution inside containers, where NVML's PIDs match no kernel)
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-FACES = ("jupyter_gpu.magics", "jupyter_gpu.monitor_magics")
+FACES = ("jupyter_gpu.magics", "jupyter_gpu.monitor_magics", "jupyter_gpu.kernel_report")
 
 
 def load_ipython_extension(ipython: Any) -> None:

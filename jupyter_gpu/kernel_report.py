@@ -49,7 +49,7 @@ __all__ = ["REPORT_PREFIX", "framework_memory", "read_reports", "register", "unr
 REPORT_PREFIX = "jupyter-gpu-kernel-"
 REPORT_VERSION = 1
 
-_state: dict[str, Any] = {"path": None, "last": None, "callback": None}
+_state: dict[str, Any] = {"path": None, "last": None, "callback": None, "nvml_pids": (), "gpu_memory": None}
 _lock = threading.Lock()
 
 
@@ -158,16 +158,22 @@ def build_report(kernel_id: str, nvml_pids: Iterable[int] = (),
     }
 
 
-def write_report(nvml_pids: Iterable[int] = (), gpu_memory: dict[str, int] | None = None,
+def write_report(nvml_pids: Iterable[int] | None = None, gpu_memory: dict[str, int] | None = None,
                  force: bool = False) -> Path | None:
     """Write (or refresh) this kernel's report; returns its path, or None outside a Jupyter kernel.
 
-    Skips the write when nothing but the timestamp changed, unless ``force``.
+    ``nvml_pids`` and ``gpu_memory`` (bytes per GPU UUID, for a framework jupyter_gpu does not know)
+    are remembered: the refresh after each cell keeps them until they are given again. Skips the
+    write when nothing but the timestamp changed, unless ``force``.
     """
     kernel_id, folder = kernel_identity()
     if kernel_id is None or folder is None:
         return None
-    report = build_report(kernel_id, nvml_pids, gpu_memory)
+    if nvml_pids is not None:
+        _state["nvml_pids"] = tuple(nvml_pids)
+    if gpu_memory is not None:
+        _state["gpu_memory"] = dict(gpu_memory)
+    report = build_report(kernel_id, _state["nvml_pids"], _state["gpu_memory"])
     comparable = {key: value for key, value in report.items() if key != "timestamp"}
     path = folder / f"{REPORT_PREFIX}{kernel_id}.json"
     with _lock:

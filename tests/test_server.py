@@ -388,11 +388,14 @@ async def test_container_host_pids_fall_back_to_kernel_reports(jp_fetch, jp_serv
     assert data["attribution"] == "unavailable"
     assert "PID namespace" in data["attribution_note"] and "IPython extension" in data["attribution_note"]
     assert processes(data)[3_000_001]["kernel_id"] is None
-    # When the kernel reports about itself (what `%load_ext jupyter_gpu` does after each cell)
+    # When the kernel reports about itself after each cell (what `%load_ext jupyter_gpu` sets up;
+    # the framework's figure is given by hand here: no GPU framework runs on simulated GPUs)
     uuid = data["gpus"][0]["uuid"]
     await run_code(jp_serverapp, kernel_id,
                    "from jupyter_gpu import kernel_report\n"
+                   "kernel_report.register(get_ipython())\n"
                    f"kernel_report.write_report(gpu_memory={{{uuid!r}: 5 * 2**30}})")
+    await run_code(jp_serverapp, kernel_id, "x = 1")  # the refresh after a cell keeps the figure
     data = await until(jp_fetch, lambda d: d["attribution"] == "kernel-report")
     # Then its memory shows under its kernel, and the note says processes are not matched
     (kernel,) = data["kernels"]
@@ -401,6 +404,6 @@ async def test_container_host_pids_fall_back_to_kernel_reports(jp_fetch, jp_serv
     assert "not matched" in data["attribution_note"]
     # And a kernel that knows its NVML PID (passed by the spawner) gets its process attributed
     await run_code(jp_serverapp, kernel_id,
-                   f"kernel_report.write_report(nvml_pids=[3_000_001], gpu_memory={{{uuid!r}: 5 * 2**30}})")
+                   "kernel_report.write_report(nvml_pids=[3_000_001])")
     data = await until(jp_fetch, lambda d: processes(d)[3_000_001]["kernel_id"] == kernel_id)
     assert processes(data)[3_000_001]["notebook"] == NOTEBOOK
