@@ -123,6 +123,7 @@ NOT_SUPPORTED_FUNCTIONS = (
     "nvmlDeviceGetCurrPcieLinkGeneration", "nvmlDeviceGetMaxPcieLinkWidth", "nvmlDeviceGetCurrPcieLinkWidth",
     "nvmlDeviceGetPcieReplayCounter", "nvmlDeviceGetMPSComputeRunningProcesses_v3",
     "nvmlDeviceGetNvLinkUtilizationCounter", "nvmlDeviceGetNvLinkCapability",
+    "nvmlDeviceGetNvLinkVersion",  # jupyterlab-nvdashboard probes it at import and catches only NotSupported
 )
 
 MEMORY_V2_VERSION = 0x02000028  # sizeof(nvmlMemory_v2_t) | 2 << 24
