@@ -72,6 +72,8 @@ class TensorFlow(Framework):
             module.config.set_soft_device_placement(request.soft_placement)
         if request.log_device_placement is not None:
             module.debugging.set_log_device_placement(request.log_device_placement)
+        if self.state() is State.INITIALIZED:
+            return  # only placement changes a live context; the rest was refused before
         context = self._context()
         listed = context is not None and context._physical_devices is not None
         configured = context is not None and bool(context._virtual_device_map)

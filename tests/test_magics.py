@@ -1,0 +1,291 @@
+"""The magics in an in-process InteractiveShell: output, environment, hooks, bad input, the warning."""
+
+from __future__ import annotations
+
+import os
+import sys
+import types
+import warnings
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from IPython.core.error import UsageError
+from IPython.core.interactiveshell import InteractiveShell
+
+from jupyter_gpu import GPUAlreadyInitializedWarning, _import_hooks, frameworks, magics, plan
+from jupyter_gpu.plan import Fence, GpuPlan, current_plan
+
+MANAGED = (*frameworks._managed_keys(), "JUPYTER_GPU_DEFAULT_SELECT", "JUPYTER_GPU_GROWTH",
+           "JUPYTER_GPU_DEFAULT_LIMIT", "JUPYTER_GPU_MAX_LIMIT")
+
+
+def reset_plan_state() -> None:
+    plan.set_current_plan(GpuPlan())
+    frameworks._baseline.clear()
+    frameworks._applied.clear()
+    for framework in frameworks.FRAMEWORKS:
+        _import_hooks.cancel(framework.module_name, framework.hook)
+
+
+@pytest.fixture
+def clean(monkeypatch: pytest.MonkeyPatch, scenario: Any) -> Iterator[Any]:
+    """No plan, no managed variable, no hook; the frameworks not imported; 2 simulated A100s."""
+    for name in MANAGED:
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setattr(plan, "_KERNEL_START_FENCE", Fence({}))
+    for name in ("tensorflow", "torch", "jax"):
+        if name in sys.modules:
+            pytest.skip(f"{name} is imported in this test process")
+    reset_plan_state()
+    yield scenario
+    reset_plan_state()
+
+
+@pytest.fixture
+def shell(clean: Any) -> Iterator[InteractiveShell]:
+    ip = InteractiveShell.instance()
+    magics.register(ip)
+    yield ip
+    magics.unregister(ip)
+
+
+def state() -> tuple[Any, ...]:
+    """Everything a magic may change: the plan, the environment, the pending hooks."""
+    env = {key: os.environ.get(key) for key in frameworks._managed_keys()}
+    hooks = {f.module_name: list(_import_hooks.pending(f.module_name)) for f in frameworks.FRAMEWORKS}
+    return current_plan(), env, hooks
+
+
+def test_select_sets_cuda_env_prints_the_mapping_and_waits_for_imports(shell, capsys) -> None:
+    shell.run_line_magic("gpu_select", "1 --growth")
+    out = capsys.readouterr().out
+    assert "GPU 1 (A100-SXM4-80GB, 79.5 GiB free) → TensorFlow /GPU:0, PyTorch cuda:0, JAX cuda:0" in out
+    assert "Applied to TensorFlow, PyTorch, JAX when imported" in out
+    assert os.environ["CUDA_DEVICE_ORDER"] == "PCI_BUS_ID"
+    assert os.environ["CUDA_VISIBLE_DEVICES"] == "1"
+    assert os.environ["TF_FORCE_GPU_ALLOW_GROWTH"] == "true"
+    assert os.environ["XLA_PYTHON_CLIENT_PREALLOCATE"] == "false"
+    assert os.environ["PYTORCH_CUDA_ALLOC_CONF"] == "expandable_segments:True"
+    assert current_plan().selected_indices == (1,)
+    for framework in frameworks.FRAMEWORKS:
+        assert framework.hook in _import_hooks.pending(framework.module_name)
+
+
+def test_two_gpus_explain_that_selecting_does_not_parallelize(shell, capsys) -> None:
+    shell.run_line_magic("gpu_select", "all")
+    assert "tf.distribute.MirroredStrategy()" in capsys.readouterr().out
+    assert os.environ["CUDA_VISIBLE_DEVICES"] == "0,1"
+
+
+def test_none_hides_every_gpu_and_no_growth_restores_the_kernel_start_value(shell, monkeypatch) -> None:
+    shell.run_line_magic("gpu_select", "none --growth")
+    assert os.environ["CUDA_VISIBLE_DEVICES"] == "-1"
+    shell.run_line_magic("gpu_select", "0 --no-growth")
+    assert "TF_FORCE_GPU_ALLOW_GROWTH" not in os.environ
+    assert "XLA_PYTHON_CLIENT_PREALLOCATE" not in os.environ
+
+
+def test_limit_sets_jax_fraction_and_reports_cooperative_caps(shell, capsys) -> None:
+    shell.run_line_magic("gpu_select", "0")
+    shell.run_line_magic("gpu_limit", "8GiB")
+    out = capsys.readouterr().out
+    assert "GPU 0: at most 8 GiB of 80 GiB" in out and "cooperative" in out
+    assert os.environ["XLA_CLIENT_MEM_FRACTION"] == "0.100"
+    assert current_plan().memory_limit_bytes(0) == 8 * 1024**3
+    shell.run_line_magic("gpu_limit", "2048 2048")
+    assert "2 logical GPUs of 2 GiB + 2 GiB" in capsys.readouterr().out
+    shell.run_line_magic("gpu_limit", "off")
+    assert "XLA_CLIENT_MEM_FRACTION" not in os.environ and current_plan().memory_limit_bytes(0) is None
+
+
+def test_status_shows_plan_frameworks_and_gpus(shell, capsys) -> None:
+    shell.run_line_magic("gpu_select", "1")
+    capsys.readouterr()
+    shell.run_line_magic("gpu_status", "")
+    out = capsys.readouterr().out
+    assert "Plan: GPU 1; growth off; no memory limit" in out
+    assert "TensorFlow: not imported; the plan is applied when it is imported" in out
+    assert " * GPU 1 NVIDIA A100-SXM4-80GB" in out and "   GPU 0 NVIDIA A100-SXM4-80GB" in out
+
+
+def test_threads_and_placement(shell, capsys) -> None:
+    shell.run_line_magic("gpu_threads", "--intra 3 --inter 2 --soft-placement on")
+    assert os.environ["TF_NUM_INTRAOP_THREADS"] == "3" and os.environ["TF_NUM_INTEROP_THREADS"] == "2"
+    assert current_plan().request.soft_placement is True
+    assert "intra-op 3, inter-op 2; TensorFlow soft placement on" in capsys.readouterr().out
+    shell.run_line_magic("gpu_threads", "--intra 0")
+    assert "TF_NUM_INTRAOP_THREADS" not in os.environ
+
+
+BAD_INPUTS = [
+    ("gpu_select", "7", "there is no GPU 7; valid GPUs: 0 "),
+    ("gpu_select", "GPU-ffff", "no GPU has a UUID starting with 'GPU-ffff'"),
+    ("gpu_select", "0,0", "given twice"),
+    ("gpu_select", "auto:0", "at least 1"),
+    ("gpu_select", "auto:3", "auto:3 needs 3 GPUs"),
+    ("gpu_select", "auto --min-free 90GiB", "at least 90 GiB free"),
+    ("gpu_select", "1 --min-free 1GiB", "only applies to auto"),
+    ("gpu_select", "1 --growth --no-growth", "conflict"),
+    ("gpu_select", "1 --bogus", "unrecognized arguments"),
+    ("gpu_limit", "0", "zero"),
+    ("gpu_limit", "-5", "negative"),
+    ("gpu_limit", "2x", "malformed size"),
+    ("gpu_limit", "90GiB", "more than GPU 0's memory"),
+    ("gpu_limit", "50GiB 40GiB", "more than GPU 0's memory"),
+    ("gpu_limit", "off 2GiB", "cannot be combined"),
+    ("gpu_threads", "--intra -1", "cannot be negative"),
+    ("gpu_threads", "--soft-placement maybe", "invalid choice"),
+]
+
+
+@pytest.mark.parametrize(("magic", "line", "problem"), BAD_INPUTS)
+def test_bad_input_is_one_line_and_changes_nothing(shell, magic, line, problem) -> None:
+    shell.run_line_magic("gpu_select", "0 --growth")
+    shell.run_line_magic("gpu_limit", "4GiB")
+    before = state()
+    with pytest.raises(UsageError, match=problem) as caught:
+        shell.run_line_magic(magic, line)
+    assert "\n" not in str(caught.value)
+    assert state() == before
+
+
+def test_a_gpu_outside_the_admin_fence_is_refused(shell, monkeypatch) -> None:
+    monkeypatch.setattr(plan, "_KERNEL_START_FENCE", Fence({"CUDA_VISIBLE_DEVICES": "1"}))
+    before = state()
+    with pytest.raises(UsageError, match=r"GPU 0 is outside the GPUs assigned to this kernel "
+                                         r"\(CUDA_VISIBLE_DEVICES='1'\); valid GPUs assigned to this kernel: 1 "):
+        shell.run_line_magic("gpu_select", "0")
+    assert state() == before
+    shell.run_line_magic("gpu_select", "all")
+    assert os.environ["CUDA_VISIBLE_DEVICES"] == "1"
+
+
+def test_auto_without_nvml_is_refused(shell, monkeypatch) -> None:
+    shell.run_line_magic("gpu_select", "1")
+    before = state()
+    clean_scenario = {"fault": "driver_not_loaded", "gpus": []}
+    from jupyter_gpu import simulate
+
+    path = os.environ[simulate.ENV_VAR]
+    simulate.write_scenario(path, clean_scenario)
+    with pytest.raises(UsageError, match="needs NVML"):
+        shell.run_line_magic("gpu_select", "auto")
+    assert state() == before
+
+
+def fake_initialized_tensorflow(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
+    """sys.modules entries that look like TensorFlow after its first op; returns the calls it receives."""
+    calls: list[Any] = []
+    context = types.SimpleNamespace(_context_handle=object(), _physical_devices=[], _visible_device_list=[],
+                                    _virtual_device_map={})
+    context_module = types.ModuleType("tensorflow.python.eager.context")
+    context_module.context_safe = lambda: context  # type: ignore[attr-defined]
+    tensorflow = types.ModuleType("tensorflow")
+    tensorflow.config = types.SimpleNamespace(  # type: ignore[attr-defined]
+        set_soft_device_placement=lambda on: calls.append(("soft_placement", on)))
+    monkeypatch.setitem(sys.modules, "tensorflow", tensorflow)
+    monkeypatch.setitem(sys.modules, "tensorflow.python.eager.context", context_module)
+    return calls
+
+
+def test_after_tensorflow_initialized_the_magic_warns_and_changes_nothing(shell, monkeypatch, capsys) -> None:
+    shell.run_line_magic("gpu_select", "0")
+    calls = fake_initialized_tensorflow(monkeypatch)
+    before = state()
+    with pytest.warns(GPUAlreadyInitializedWarning) as caught:
+        shell.run_line_magic("gpu_select", "1")
+    message = str(caught[0].message)
+    assert "TensorFlow already initialized the GPU" in message and "restart the kernel" in message
+    assert "in effect: no visible GPU (CPU only)" in message
+    assert state() == before
+    with pytest.warns(GPUAlreadyInitializedWarning):  # every time, not once per location
+        shell.run_line_magic("gpu_limit", "1GiB")
+    assert state() == before
+    shell.run_line_magic("gpu_threads", "--soft-placement on")  # placement still changes a live context
+    assert current_plan().request.soft_placement is True and calls == [("soft_placement", True)]
+    with pytest.warns(GPUAlreadyInitializedWarning, match="cannot change the number of threads"):
+        shell.run_line_magic("gpu_threads", "--intra 2")
+
+
+def test_nvml_showing_this_kernel_on_a_gpu_also_blocks_a_new_plan(shell, clean) -> None:
+    clean.update(lambda data: data["gpus"][1].update(processes=[{"pid": os.getpid(), "memory_mib": 900}]))
+    before = state()
+    with pytest.warns(GPUAlreadyInitializedWarning, match=rf"NVML shows this kernel \(PID {os.getpid()}\) holding "
+                                                          "GPU memory: 900 MiB on GPU 1"):
+        shell.run_line_magic("gpu_select", "0")
+    assert state() == before
+
+
+def test_warning_is_a_userwarning_shown_by_default() -> None:
+    assert issubclass(GPUAlreadyInitializedWarning, UserWarning)
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("default")
+        magics._warn_already_initialized("%gpu_select", "PyTorch", "in effect: x")
+        magics._warn_already_initialized("%gpu_select", "PyTorch", "in effect: x")
+    assert len(seen) == 2
+
+
+def test_admin_defaults_and_ceiling_from_the_environment(clean, monkeypatch, capsys) -> None:
+    monkeypatch.setenv("JUPYTER_GPU_DEFAULT_SELECT", "auto:1")
+    monkeypatch.setenv("JUPYTER_GPU_GROWTH", "1")
+    monkeypatch.setenv("JUPYTER_GPU_MAX_LIMIT", "10%")
+    ip = InteractiveShell.instance()
+    magics.register(ip)
+    try:
+        out = capsys.readouterr().out
+        assert "jupyter_gpu: GPU 0 (auto:1); growth on; limit GPU 0: 8 GiB (admin ceiling)" in out
+        assert os.environ["TF_FORCE_GPU_ALLOW_GROWTH"] == "true" and os.environ["CUDA_VISIBLE_DEVICES"] == "0"
+        with pytest.raises(UsageError, match="above the admin ceiling max_limit=10%"):
+            ip.run_line_magic("gpu_limit", "9GiB")
+        ip.run_line_magic("gpu_limit", "2GiB")
+        assert current_plan().memory_limit_bytes(0) == 2 * 1024**3
+        ip.run_line_magic("gpu_limit", "off")
+        assert current_plan().memory_limit_bytes(0) == 8 * 1024**3  # the ceiling stays
+        ip.run_line_magic("config", "GpuMagics.max_limit = '4GiB'")
+        assert current_plan().memory_limit_bytes(0) == 4 * 1024**3
+    finally:
+        magics.unregister(ip)
+
+
+def test_traitlets_config_defaults(clean) -> None:
+    from traitlets.config import Config
+
+    ip = InteractiveShell.instance()
+    saved = ip.config
+    config = Config()
+    config.GpuMagics.default_select = "1"
+    config.GpuMagics.default_limit = "25%"
+    ip.config = config
+    try:
+        magics.register(ip)
+        assert current_plan().selected_indices == (1,) and current_plan().memory_limit_bytes(1) == 20 * 1024**3
+    finally:
+        magics.unregister(ip)
+        ip.config = saved
+
+
+def test_bad_defaults_do_not_break_loading(clean, monkeypatch, capsys) -> None:
+    monkeypatch.setenv("JUPYTER_GPU_DEFAULT_SELECT", "auto:5")
+    ip = InteractiveShell.instance()
+    magics.register(ip)
+    try:
+        assert "the configured defaults were not applied: auto:5 needs 5 GPUs" in capsys.readouterr().err
+        assert current_plan().selected_indices is None
+    finally:
+        magics.unregister(ip)
+
+
+def test_help_is_the_manual(shell) -> None:
+    for name in ("gpu_select", "gpu_limit", "gpu_status", "gpu_threads"):
+        doc = shell.find_line_magic(name).__doc__
+        assert "Example" in doc
+    assert "cooperative" in shell.find_line_magic("gpu_limit").__doc__
+    assert "--min-free" in shell.find_line_magic("gpu_select").__doc__
+
+
+def test_unregister_removes_the_magics(clean) -> None:
+    ip = InteractiveShell.instance()
+    magics.register(ip)
+    magics.unregister(ip)
+    assert ip.find_line_magic("gpu_select") is None
