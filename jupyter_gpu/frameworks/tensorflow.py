@@ -7,7 +7,8 @@
   silently dropped, next to virtual devices).
 - Limits: ``tf.config.set_logical_device_configuration(gpu, [LogicalDeviceConfiguration(memory_limit=MiB), ...])``,
   one logical GPU per size. Only called when a limit is planned (listing the GPUs starts CUDA).
-- Threads: ``TF_NUM_INTRAOP_THREADS`` / ``TF_NUM_INTEROP_THREADS`` (read at context init).
+- Threads: ``TF_NUM_INTRAOP_THREADS`` / ``TF_NUM_INTEROP_THREADS`` (read at context init) and
+  ``tf.config.threading.set_intra_op/inter_op_parallelism_threads`` once imported.
 - Placement: ``tf.config.set_soft_device_placement`` and ``tf.debugging.set_log_device_placement``
   (they change even a live context).
 
@@ -74,6 +75,10 @@ class TensorFlow(Framework):
             module.debugging.set_log_device_placement(request.log_device_placement)
         if self.state() is State.INITIALIZED:
             return  # only placement changes a live context; the rest was refused before
+        # The environment variables do it too (read at context init); the setters make it visible
+        # to tf.config.threading.get_*, and neither lists devices.
+        module.config.threading.set_intra_op_parallelism_threads(request.intra_op_threads or 0)
+        module.config.threading.set_inter_op_parallelism_threads(request.inter_op_threads or 0)
         context = self._context()
         listed = context is not None and context._physical_devices is not None
         configured = context is not None and bool(context._virtual_device_map)

@@ -1,0 +1,215 @@
+"""Real kernels (jupyter_client + ipykernel) with simulated GPUs and the real frameworks (CPU builds).
+
+TensorFlow on a CPU build lists no GPU, so kernel 1 adds simulated GPU ``PhysicalDevice`` entries to
+the eager context right after ``import tensorflow`` (a post-import callback registered before the
+extension's) and asserts what TensorFlow's config layer received: visible devices and logical
+devices with their memory limits. Each kernel checks several transitions to keep the run short.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from jupyter_client.blocking.client import BlockingKernelClient
+from jupyter_client.manager import start_new_kernel
+
+pytestmark = pytest.mark.frameworks
+
+INJECT_SIMULATED_TF_GPUS = """
+from jupyter_gpu import _import_hooks
+def _add_simulated_gpus(tf):
+    from tensorflow.python.eager import context
+    ctx = context.context()
+    ctx._initialize_physical_devices()
+    gpus = [context.PhysicalDevice(name=f"/physical_device:GPU:{i}", device_type="GPU") for i in range(2)]
+    ctx._physical_devices += gpus
+    ctx._physical_device_to_index = {d: i for i, d in enumerate(ctx._physical_devices)}
+    ctx._visible_device_list += gpus
+    ctx._memory_growth_map.update({d: None for d in gpus})
+_import_hooks.when_imported("tensorflow", _add_simulated_gpus)
+"""
+
+TF_SEEN = """
+from tensorflow.python.eager import context as _c
+_ctx = _c.context()
+print(json.dumps({"visible": [d.name for d in _ctx._visible_device_list if d.device_type == "GPU"],
+                  "limits": {d.name: [v.memory_limit for v in c] for d, c in _ctx._virtual_device_map.items()},
+                  "initialized": _ctx._context_handle is not None}))
+"""
+
+ENV = ("import json, os\n"
+       "def env():\n"
+       "    keys = ['CUDA_DEVICE_ORDER', 'CUDA_VISIBLE_DEVICES', 'TF_FORCE_GPU_ALLOW_GROWTH',\n"
+       "            'XLA_CLIENT_MEM_FRACTION', 'XLA_PYTHON_CLIENT_PREALLOCATE', 'PYTORCH_CUDA_ALLOC_CONF',\n"
+       "            'TF_NUM_INTRAOP_THREADS']\n"
+       "    return {k: os.environ.get(k) for k in keys}\n"
+       "def state():\n"
+       "    from jupyter_gpu import plan, frameworks, _import_hooks\n"
+       "    hooks = {f.module_name: len(_import_hooks.pending(f.module_name)) for f in frameworks.FRAMEWORKS}\n"
+       "    return repr((plan.current_plan(), env(), hooks))\n")
+
+
+class Kernel:
+    def __init__(self, client: BlockingKernelClient) -> None:
+        self.client = client
+
+    def run(self, code: str, timeout: float = 90) -> tuple[str, str]:
+        """Run ``code``; return (stdout, stderr). A Python error fails the test with its traceback."""
+        msg_id = self.client.execute(code)
+        out: list[str] = []
+        err: list[str] = []
+        deadline = time.monotonic() + timeout
+        while True:
+            message = self.client.get_iopub_msg(timeout=max(deadline - time.monotonic(), 0.1))
+            if message["parent_header"].get("msg_id") != msg_id:
+                continue
+            kind, content = message["msg_type"], message["content"]
+            if kind == "stream":
+                (out if content["name"] == "stdout" else err).append(content["text"])
+            elif kind == "error":
+                err.append(f"{content['ename']}: {content['evalue']}")
+            elif kind == "status" and content["execution_state"] == "idle":
+                break
+        self.client.get_shell_msg(timeout=10)
+        return "".join(out), "".join(err)
+
+    def value(self, expression: str) -> Any:
+        out, err = self.run(f"print(json.dumps({expression}))")
+        assert out, err
+        return json.loads(out.strip().splitlines()[-1])
+
+
+def start(env: dict[str, str] | None = None) -> Iterator[Kernel]:
+    kernel_env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", **(env or {})}
+    manager, client = start_new_kernel(kernel_name="python3", startup_timeout=90, env=kernel_env)
+    try:
+        kernel = Kernel(client)
+        kernel.run(ENV)
+        yield kernel
+    finally:
+        client.stop_channels()
+        manager.shutdown_kernel(now=True)
+
+
+@pytest.fixture
+def kernel(scenario: Any) -> Iterator[Kernel]:
+    yield from start()
+
+
+def test_keras_first_gets_visible_and_logical_devices_then_a_narrower_selection(kernel: Kernel) -> None:
+    kernel.run(INJECT_SIMULATED_TF_GPUS)
+    out, err = kernel.run("%load_ext jupyter_gpu\n%gpu_select 0,1 --growth\n%gpu_limit 1GiB 512")
+    assert "GPU 0: 2 logical GPUs of 1 GiB + 512 MiB of 80 GiB → TensorFlow /GPU:0…/GPU:1" in out, err
+    out, _ = kernel.run("%gpu_status")
+    assert "TensorFlow: not imported; the plan is applied when it is imported" in out
+    kernel.run("import keras")  # Keras first: it imports TensorFlow, whose hook runs
+    seen = json.loads(kernel.run(TF_SEEN)[0])
+    assert seen["visible"] == ["/physical_device:GPU:0", "/physical_device:GPU:1"]
+    assert seen["limits"] == {"/physical_device:GPU:0": [1024, 512], "/physical_device:GPU:1": [1024, 512]}
+    assert kernel.value("env()")["TF_FORCE_GPU_ALLOW_GROWTH"] == "true"
+
+    out, err = kernel.run("%gpu_select 1")  # TF listed its GPUs: it narrows with set_visible_devices
+    assert "GPU 1 (A100-SXM4-80GB, 79.5 GiB free) → TensorFlow /GPU:0…/GPU:1" in out, err
+    seen = json.loads(kernel.run(TF_SEEN)[0])
+    assert seen["visible"] == ["/physical_device:GPU:1"]
+    assert seen["limits"] == {"/physical_device:GPU:1": [1024, 512]}
+    assert kernel.value("env()")["CUDA_VISIBLE_DEVICES"] == "0,1"  # CUDA read it already: left alone
+    out, _ = kernel.run("%gpu_status")
+    assert "TensorFlow: imported, GPUs listed (CUDA started), not initialized; plan applied" in out
+    kernel.run("%gpu_limit off")
+    assert json.loads(kernel.run(TF_SEEN)[0])["limits"] == {}
+
+
+def test_compat_v1_import_then_first_op_then_the_warning(kernel: Kernel) -> None:
+    kernel.run("%load_ext jupyter_gpu\n%gpu_select 1 --growth\n%gpu_limit 2GiB\n%gpu_threads --intra 2 --inter 1")
+    kernel.run("import tensorflow.compat.v1 as tf1\nimport tensorflow as tf")
+    out, _ = kernel.run("%gpu_status")
+    assert "TensorFlow: imported, GPUs listed (CUDA started), not initialized; plan applied" in out
+    kernel.run("x = tf.constant(1.0) * 2")  # initializes the context
+    assert kernel.value("tf.config.threading.get_intra_op_parallelism_threads()") == 2
+    before = kernel.value("state()")
+    out, err = kernel.run("%gpu_select 0")
+    assert "GPUAlreadyInitializedWarning: TensorFlow already initialized the GPU in this kernel, so %gpu_select " \
+           "cannot take effect" in err
+    assert "restart the kernel" in err and "in effect: no visible GPU (CPU only)" in err
+    assert kernel.value("state()") == before
+    out, err = kernel.run("%gpu_threads --intra 4")
+    assert "cannot change the number of threads" in err and kernel.value("state()") == before
+    out, err = kernel.run("%gpu_threads --log-placement on")
+    assert "device-placement logging on" in out and "Warning" not in err
+    out, _ = kernel.run("%gpu_status")
+    assert "TensorFlow: initialized with the plan applied" in out
+
+
+def test_torch_and_jax_through_importlib(kernel: Kernel) -> None:
+    kernel.run("%load_ext jupyter_gpu\n%gpu_select 1 --growth\n%gpu_threads --intra 3")
+    kernel.run("import importlib\ntorch = importlib.import_module('torch')\njax = importlib.import_module('jax')")
+    assert kernel.value("torch.get_num_threads()") == 3
+    out, err = kernel.run("%gpu_limit 25%")  # imported, not initialized: applied now
+    assert "Applied now to PyTorch, JAX; applied to TensorFlow when imported." not in out  # limit report only
+    assert kernel.value("torch.cuda.is_initialized()") is False  # the cap waits for PyTorch's lazy init
+    from_jupyter = "__import__('jupyter_gpu.frameworks', fromlist=['x']).TORCH"
+    assert kernel.value(f"{from_jupyter}.queued_fractions()") == [[0, 0.25]]
+    assert kernel.value("any(c[0].__name__ == 'cap_memory' for c in torch.cuda._queued_calls)") is True
+    kernel.run("%gpu_limit 10%")
+    assert kernel.value("sum(c[0].__name__ == 'cap_memory' for c in torch.cuda._queued_calls)") == 1
+    # What the queued call does at PyTorch's lazy CUDA init, with the CPU build's CUDA call recorded:
+    kernel.run("calls = []\ntorch.cuda.set_per_process_memory_fraction = lambda f, d: calls.append([f, d])\n"
+               "[c[0]() for c in torch.cuda._queued_calls if c[0].__name__ == 'cap_memory']")
+    assert kernel.value("calls") == [[0.1, 0]]
+    env = kernel.value("env()")
+    assert env["XLA_CLIENT_MEM_FRACTION"] == "0.100" and env["XLA_PYTHON_CLIENT_PREALLOCATE"] == "false"
+    assert env["PYTORCH_CUDA_ALLOC_CONF"] == "expandable_segments:True"
+    out, _ = kernel.run("%gpu_status")
+    assert "PyTorch: imported, GPU not initialized; plan applied" in out
+    assert "JAX: imported, GPU not initialized; plan applied" in out
+
+    kernel.run("import jax.numpy as jnp\ny = jnp.ones(3).sum()")  # JAX creates its backends
+    before = kernel.value("state()")
+    out, err = kernel.run("%gpu_limit 5%")
+    assert "GPUAlreadyInitializedWarning: JAX already initialized the GPU" in err and "restart the kernel" in err
+    assert kernel.value("state()") == before
+
+
+@pytest.fixture
+def admin_kernel(scenario: Any) -> Iterator[Kernel]:
+    yield from start({"CUDA_VISIBLE_DEVICES": "1", "JUPYTER_GPU_DEFAULT_SELECT": "auto:1", "JUPYTER_GPU_GROWTH": "1",
+                      "JUPYTER_GPU_MAX_LIMIT": "50%"})
+
+
+def test_admin_fence_defaults_ceiling_bad_inputs_and_own_memory(admin_kernel: Kernel, scenario: Any) -> None:
+    kernel = admin_kernel
+    out, err = kernel.run("%load_ext jupyter_gpu")
+    assert "jupyter_gpu: GPU 1 (auto:1); growth on; limit GPU 1: 40 GiB (admin ceiling)" in out, err
+    assert kernel.value("env()")["TF_FORCE_GPU_ALLOW_GROWTH"] == "true"
+    before = kernel.value("state()")
+    for magic, problem in [
+        ("%gpu_select 0", "GPU 0 is outside the GPUs assigned to this kernel (CUDA_VISIBLE_DEVICES='1')"),
+        ("%gpu_select 5", "there is no GPU 5"),
+        ("%gpu_select auto:2", "auto:2 needs 2 GPUs"),
+        ("%gpu_select auto:0", "at least 1"),
+        ("%gpu_select 1,1", "twice"),
+        ("%gpu_limit 60%", "above the admin ceiling max_limit=50%"),
+        ("%gpu_limit 0", "zero"),
+        ("%gpu_limit 1.5.5G", "malformed"),
+        ("%gpu_limit off 1G", "cannot be combined"),
+    ]:
+        out, err = kernel.run(magic)
+        assert "UsageError: " in err and problem in err and err.count("\n") == 1, (magic, err)
+        assert kernel.value("state()") == before, magic
+    kernel.run("%gpu_limit off")
+    assert kernel.value("__import__('jupyter_gpu.plan').plan.current_plan().memory_limit_bytes(1)") == 40 * 1024**3
+
+    pid = kernel.value("os.getpid()")
+    scenario.update(lambda data: data["gpus"][1].update(processes=[{"pid": pid, "memory_mib": 700}]))
+    before = kernel.value("state()")
+    out, err = kernel.run("%gpu_limit 4GiB")
+    assert f"NVML shows this kernel (PID {pid}) holding GPU memory: 700 MiB on GPU 1" in err
+    assert kernel.value("state()") == before
+    out, _ = kernel.run("%gpu_status")
+    assert "this kernel 700 MiB" in out and "CUDA_VISIBLE_DEVICES='1'" in out
