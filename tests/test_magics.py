@@ -31,8 +31,7 @@ def reset_plan_state() -> None:
 @pytest.fixture
 def clean(monkeypatch: pytest.MonkeyPatch, scenario: Any) -> Iterator[Any]:
     """No plan, no managed variable, no hook; the frameworks not imported; 2 simulated A100s."""
-    for name in MANAGED:
-        monkeypatch.delenv(name, raising=False)
+    saved = {name: os.environ.pop(name, None) for name in MANAGED}
     monkeypatch.setattr(plan, "_KERNEL_START_FENCE", Fence({}))
     for name in ("tensorflow", "torch", "jax"):
         if name in sys.modules:
@@ -40,6 +39,11 @@ def clean(monkeypatch: pytest.MonkeyPatch, scenario: Any) -> Iterator[Any]:
     reset_plan_state()
     yield scenario
     reset_plan_state()
+    for name, value in saved.items():  # what the magics wrote must not leak into later tests or kernels
+        if value is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = value
 
 
 @pytest.fixture
