@@ -1,0 +1,288 @@
+"""Server extension benchmark: one shared sampler vs jupyterlab-nvdashboard, on simulated GPUs.
+
+Starts a Jupyter Server in this process on 127.0.0.1 (both extensions enabled, 4 simulated A100s),
+then drives load from a separate client process (so the clients' CPU does not run on the server's
+event loop) and measures, per phase:
+
+- NVML calls per second, counted by the simulated library beneath nvidia-ml-py (every reader in the
+  process goes through it, so the count is exact);
+- the latency of ``GET jupyter-gpu/snapshot`` as the clients see it (p50/p99/max);
+- the server event loop's worst lag: a probe sleeps 5 ms in a loop and records how late it wakes.
+
+Phases (bounded; the whole run takes about a minute and stops by itself):
+
+1. idle server, nobody polls: our NVML calls must be 0;
+2. jupyter_gpu, 1 client polling once a second; 3. 50 clients, each once a second (random phase);
+4. 50 clients firing together once a second (a synchronized burst: the worst case for latency);
+5. nvdashboard, 1 and 50 clients with its two default charts (GPU utilization, GPU memory: one
+   websocket each) at 1 s, the same cadence as ours; 6. 50 clients at its frontend's default 100 ms.
+
+Usage::
+
+    .venv/bin/python benchmarks/bench_server.py [--seconds 10] [--clients 50] [--json out.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import random
+import signal
+import socket
+import statistics
+import sys
+import tempfile
+import time
+from typing import Any
+
+GPUS = 4
+
+
+# ----------------------------------------------------------------------------------------------
+# client process
+
+
+async def _poll_snapshot(url: str, token: str, clients: int, seconds: float, burst: bool) -> dict[str, Any]:
+    from tornado.httpclient import AsyncHTTPClient
+
+    AsyncHTTPClient.configure(None, max_clients=clients + 10)
+    http = AsyncHTTPClient()
+    headers = {"Authorization": f"token {token}"}
+    latencies: list[float] = []
+    errors = 0
+    start = time.monotonic() + 0.2
+
+    async def one(offset: float) -> None:
+        nonlocal errors
+        tick = 0
+        while True:
+            due = start + offset + tick
+            if due > start + seconds:
+                return
+            await asyncio.sleep(max(0.0, due - time.monotonic()))
+            began = time.perf_counter()
+            try:
+                response = await http.fetch(url, headers=headers, raise_error=False)
+                if response.code != 200:
+                    errors += 1
+            except Exception:
+                errors += 1
+            latencies.append((time.perf_counter() - began) * 1000)
+            tick += 1
+
+    await asyncio.gather(*(one(0.0 if burst else random.random()) for _ in range(clients)))
+    return {"latencies_ms": latencies, "errors": errors}
+
+
+async def _nvdashboard(ws_base: str, token: str, clients: int, seconds: float, frequency_ms: int) -> dict[str, Any]:
+    from tornado.httpclient import HTTPRequest
+    from tornado.websocket import websocket_connect
+
+    messages = 0
+    sockets = []
+    for _ in range(clients):
+        for chart in ("gpu_utilization", "gpu_usage"):
+            request = HTTPRequest(f"{ws_base}nvdashboard/{chart}", headers={"Authorization": f"token {token}"})
+            connection = await websocket_connect(request)
+            await connection.write_message(json.dumps({"updateFrequency": frequency_ms, "isPaused": False}))
+            sockets.append(connection)
+
+    async def drain(connection: Any) -> None:
+        nonlocal messages
+        while True:
+            message = await connection.read_message()
+            if message is None:
+                return
+            messages += 1
+
+    tasks = [asyncio.ensure_future(drain(connection)) for connection in sockets]
+    await asyncio.sleep(seconds)
+    for connection in sockets:
+        connection.close()
+    await asyncio.gather(*tasks, return_exceptions=True)
+    return {"messages": messages, "websockets": len(sockets)}
+
+
+def client_main(spec: dict[str, Any]) -> None:
+    if spec["kind"] == "snapshot":
+        result = asyncio.run(_poll_snapshot(spec["url"], spec["token"], spec["clients"], spec["seconds"],
+                                            spec["burst"]))
+    else:
+        result = asyncio.run(_nvdashboard(spec["ws_base"], spec["token"], spec["clients"], spec["seconds"],
+                                          spec["frequency_ms"]))
+    print(json.dumps(result))
+
+
+# ----------------------------------------------------------------------------------------------
+# server process
+
+
+class LagProbe:
+    """How late the event loop wakes a 5 ms sleeper: the worst since :meth:`reset`."""
+
+    def __init__(self) -> None:
+        self.worst_ms = 0.0
+        self.lags_ms: list[float] = []
+        self._task: asyncio.Task[None] | None = None
+
+    def start(self) -> None:
+        self._task = asyncio.ensure_future(self._run())
+
+    def reset(self) -> None:
+        self.worst_ms = 0.0
+        self.lags_ms = []
+
+    async def _run(self) -> None:
+        loop = asyncio.get_running_loop()
+        while True:
+            before = loop.time()
+            await asyncio.sleep(0.005)
+            lag_ms = (loop.time() - before - 0.005) * 1000
+            self.lags_ms.append(lag_ms)
+            self.worst_ms = max(self.worst_ms, lag_ms)
+
+
+def percentile(values: list[float], q: float) -> float:
+    if not values:
+        return float("nan")
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, max(0, round(q / 100 * len(ordered)) - 1))]
+
+
+async def drive(app: Any, port: int, token: str, args: argparse.Namespace) -> dict[str, Any]:
+    from jupyter_gpu import simulate
+    from jupyter_gpu.server import GpuService
+
+    service: GpuService = app.web_app.settings[GpuService.SETTINGS_KEY]
+    library = simulate.installed()
+    assert library is not None
+    base = f"127.0.0.1:{port}{app.base_url}"
+    probe = LagProbe()
+    probe.start()
+    results: dict[str, Any] = {"gpus": GPUS, "seconds": args.seconds, "clients": args.clients,
+                               "interval_s": service.config.interval_s, "phases": []}
+
+    async def wait_idle() -> None:
+        deadline = time.monotonic() + service.config.linger_s + 10
+        while service.sampler.running and time.monotonic() < deadline:
+            await asyncio.sleep(0.1)
+
+    async def phase(name: str, spec: dict[str, Any] | None, seconds: float) -> dict[str, Any]:
+        await asyncio.sleep(0.5)
+        calls_before = sum(library.calls.values())
+        samples_before = service.sampler.samples_taken
+        probe.reset()
+        began = time.monotonic()
+        out: dict[str, Any] = {}
+        if spec is None:
+            await asyncio.sleep(seconds)
+        elif spec["kind"] == "touch":  # demand without HTTP: the sampler's own cost on the loop
+            while time.monotonic() - began < seconds:
+                service.sampler.touch()
+                await asyncio.sleep(0.5)
+        else:
+            spec = {**spec, "token": token, "seconds": seconds}
+            process = await asyncio.create_subprocess_exec(
+                sys.executable, __file__, "--client", json.dumps(spec), stdout=asyncio.subprocess.PIPE)
+            stdout, _ = await asyncio.wait_for(process.communicate(), seconds + 60)
+            out = json.loads(stdout)
+        elapsed = time.monotonic() - began
+        row: dict[str, Any] = {"phase": name,
+                               "nvml_calls_per_s": round((sum(library.calls.values()) - calls_before) / elapsed, 1),
+                               "samples_per_s": round((service.sampler.samples_taken - samples_before) / elapsed, 2),
+                               "loop_lag_p99_ms": round(percentile(probe.lags_ms, 99), 2),
+                               "loop_lag_worst_ms": round(probe.worst_ms, 2)}
+        if "latencies_ms" in out:
+            latencies = out["latencies_ms"]
+            row.update(requests=len(latencies), errors=out["errors"],
+                       p50_ms=round(statistics.median(latencies), 2), p99_ms=round(percentile(latencies, 99), 2),
+                       max_ms=round(max(latencies), 2))
+        if "messages" in out:
+            row.update(websockets=out["websockets"], messages_per_s=round(out["messages"] / seconds, 1))
+        print(json.dumps(row), file=sys.stderr, flush=True)
+        results["phases"].append(row)
+        return row
+
+    seconds, clients = args.seconds, args.clients
+    snapshot_url = f"http://{base}jupyter-gpu/snapshot"
+    await phase("idle server (nobody polls)", None, 3)
+    await phase("jupyter_gpu: sampling only (demand recorded in-process, no HTTP)", {"kind": "touch"}, seconds)
+    await wait_idle()
+    await phase("jupyter_gpu: 1 client, 1 poll/s", {"kind": "snapshot", "url": snapshot_url, "clients": 1,
+                                                    "burst": False}, seconds)
+    await phase(f"jupyter_gpu: {clients} clients, 1 poll/s each", {"kind": "snapshot", "url": snapshot_url,
+                                                                   "clients": clients, "burst": False}, seconds)
+    await phase(f"jupyter_gpu: {clients} clients, synchronized burst each second",
+                {"kind": "snapshot", "url": snapshot_url, "clients": clients, "burst": True}, seconds)
+    await wait_idle()
+    await phase("jupyter_gpu: idle again after linger_s", None, 3)
+    ws_base = f"ws://{base}"
+    for count, frequency in ((1, 1000), (clients, 1000), (clients, 100)):
+        await phase(f"nvdashboard: {count} client(s), 2 charts, every {frequency} ms",
+                    {"kind": "nvdashboard", "ws_base": ws_base, "clients": count, "frequency_ms": frequency},
+                    seconds if frequency == 1000 else max(3.0, seconds / 2))
+    results["sampler_samples_taken"] = service.sampler.samples_taken
+    results["callback_errors"] = len(library.callback_errors)
+    return results
+
+
+def server_main(args: argparse.Namespace) -> dict[str, Any]:
+    signal.alarm(int(args.seconds * 8 + 180))  # stops by itself, whatever happens
+    work = tempfile.mkdtemp(prefix="bench-server-")
+    for name in ("CONFIG", "DATA", "RUNTIME"):
+        os.environ[f"JUPYTER_{name}_DIR"] = os.path.join(work, name.lower())
+    os.environ["JUPYTER_GPU_SIMULATE"] = str(GPUS)
+    from jupyter_gpu import simulate
+
+    simulate.install_from_environment()  # before nvdashboard's module-level nvmlInit()
+
+    from jupyter_server.serverapp import ServerApp
+    from tornado.ioloop import IOLoop
+    from traitlets.config import Config
+
+    with socket.socket() as probe_socket:
+        probe_socket.bind(("127.0.0.1", 0))
+        port = probe_socket.getsockname()[1]
+    token = os.urandom(8).hex()
+    config = Config()
+    config.ServerApp.jpserver_extensions = {"jupyter_gpu": True, "jupyterlab_nvdashboard": True}
+    config.IdentityProvider.token = token
+    config.JupyterGpuServer.interval_s = 1.0
+    config.JupyterGpuServer.linger_s = 3.0
+    app = ServerApp.instance(config=config, ip="127.0.0.1", port=port, port_retries=0, open_browser=False,
+                             allow_root=True, root_dir=work, log_level="WARN")
+    app.initialize(argv=[])
+    outcome: dict[str, Any] = {}
+
+    async def run() -> None:
+        try:
+            outcome.update(await drive(app, port, token, args))
+        finally:
+            app.stop()
+
+    IOLoop.current().add_callback(run)
+    app.start()
+    return outcome
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--seconds", type=float, default=10.0, help="length of each load phase")
+    parser.add_argument("--clients", type=int, default=50)
+    parser.add_argument("--json", help="also write the results here")
+    parser.add_argument("--client", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.client:
+        client_main(json.loads(args.client))
+        return
+    results = server_main(args)
+    print(json.dumps(results, indent=1))
+    if args.json:
+        with open(args.json, "w") as file:
+            json.dump(results, file, indent=1)
+
+
+if __name__ == "__main__":
+    main()
