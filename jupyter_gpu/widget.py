@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import atexit
 import html
+import operator
 import os
 import threading
 import time
@@ -152,27 +153,47 @@ def memory_bar_html(used: int, total: int, limit: int | None, width_px: int = 22
     )
 
 
-def sparkline_svg(memory: Iterable[float], utilization: Iterable[float | None], capacity: int,
-                  width: int = 120, height: int = 28) -> str:
-    """An inline SVG: memory (blue, filled) and utilization (orange) in percent over the samples."""
+class Sparkline:
+    """A bounded history of memory and utilization (percent) drawn as an inline SVG.
 
-    def points(values: list[float | None]) -> str:
+    Each sample's y coordinate is formatted once, when it arrives, and the x coordinates once per
+    chart, so redrawing costs a string join, not a float formatting per point.
+    """
+
+    def __init__(self, capacity: int, width: int = 120, height: int = 28) -> None:
+        self.capacity = capacity
+        self.width = width
+        self.height = height
+        self.memory: deque[float] = deque(maxlen=capacity)
+        self.utilization: deque[float | None] = deque(maxlen=capacity)
+        self._memory_y: deque[str] = deque(maxlen=capacity)
+        self._utilization_y: deque[str | None] = deque(maxlen=capacity)
         step = width / max(capacity - 1, 1)
-        offset = width - step * (len(values) - 1)
-        return " ".join(
-            f"{offset + i * step:.1f},{height - (v / 100) * (height - 2) - 1:.1f}"
-            for i, v in enumerate(values) if v is not None
-        )
+        self._xs = [f"{i * step:.1f}," for i in range(capacity)]  # right-aligned: newest at the right
+        self._head = f'<svg width="{width}" height="{height}" style="background:#fafafa;border:1px solid #ddd">'
 
-    mem = list(memory)
-    util = list(utilization)
-    parts = [f'<svg width="{width}" height="{height}" style="background:#fafafa;border:1px solid #ddd">']
-    if len(mem) >= 2:
-        parts.append(f'<polyline fill="none" stroke="#1565c0" stroke-width="1.5" points="{points(mem)}"/>')
-    if sum(v is not None for v in util) >= 2:
-        parts.append(f'<polyline fill="none" stroke="#ef6c00" stroke-width="1" points="{points(util)}"/>')
-    parts.append("</svg>")
-    return "".join(parts)
+    def _y(self, percent: float) -> str:
+        percent = min(max(percent, 0.0), 100.0)
+        return f"{self.height - percent / 100 * (self.height - 2) - 1:.1f}"
+
+    def append(self, memory_percent: float, utilization_percent: float | None) -> None:
+        self.memory.append(memory_percent)
+        self.utilization.append(utilization_percent)
+        self._memory_y.append(self._y(memory_percent))
+        self._utilization_y.append(None if utilization_percent is None else self._y(utilization_percent))
+
+    def svg(self) -> str:
+        """The chart: memory in blue, utilization in orange (gaps where it was unknown)."""
+        xs = self._xs[self.capacity - len(self._memory_y):]
+        parts = [self._head]
+        if len(self._memory_y) >= 2:
+            points = " ".join(map(operator.add, xs, self._memory_y))
+            parts.append(f'<polyline fill="none" stroke="#1565c0" stroke-width="1.5" points="{points}"/>')
+        util = [x + y for x, y in zip(xs, self._utilization_y, strict=True) if y is not None]
+        if len(util) >= 2:
+            parts.append(f'<polyline fill="none" stroke="#ef6c00" stroke-width="1" points="{" ".join(util)}"/>')
+        parts.append("</svg>")
+        return "".join(parts)
 
 
 def processes_html(gpu: GpuInfo, own_pid: int) -> str:
@@ -211,8 +232,9 @@ class GpuRow:
 
     def __init__(self, uuid: str, history: int) -> None:
         self.uuid = uuid
-        self.memory_history: deque[float] = deque(maxlen=history)
-        self.utilization_history: deque[float | None] = deque(maxlen=history)
+        self.sparkline = Sparkline(history)
+        self.memory_history = self.sparkline.memory  # percent of total, oldest first
+        self.utilization_history = self.sparkline.utilization
         self.title = widgets.HTML(layout=widgets.Layout(width="260px"))
         self.memory_bar = widgets.HTML()
         self.memory_text = widgets.Label()
@@ -248,8 +270,7 @@ class GpuRow:
         self._set_class("jupyter-gpu-lost", lost, "lost")
 
         if lost:
-            self.memory_history.append(0.0)
-            self.utilization_history.append(None)
+            self.sparkline.append(0.0, None)
             _set(self.memory_bar, "value", memory_bar_html(0, 0, None))
             _set(self.memory_text, "value", "memory: unavailable (GPU lost)")
             for label in (self.utilization, self.temperature, self.power):
@@ -269,10 +290,9 @@ class GpuRow:
             if power and gpu.power_limit:
                 power += f" / {gpu.power_limit:.0f} W"
             _set(self.power, "value", power)
-            self.memory_history.append(100.0 * used / total if total else 0.0)
-            self.utilization_history.append(None if gpu.utilization is None else float(gpu.utilization))
-        chart = sparkline_svg(self.memory_history, self.utilization_history, self.memory_history.maxlen or 2)
-        _set(self.history_chart, "value", chart)
+            self.sparkline.append(100.0 * used / total if total else 0.0,
+                                  None if gpu.utilization is None else float(gpu.utilization))
+        _set(self.history_chart, "value", self.sparkline.svg())
         _set(self.processes, "value", processes_html(gpu, own_pid))
 
     def _set_class(self, css: str, on: bool, attribute: str) -> None:
