@@ -322,6 +322,24 @@ async def test_a_hung_nvml_call_does_not_hang_requests(jp_fetch, scenario):
     await until(jp_fetch, lambda d: not d["stale"], timeout=15)
 
 
+@asynctest
+async def test_nvml_hung_from_the_start_answers_within_wait_s(jp_fetch, scenario):
+    # Given a driver whose every call takes 2 s, before anybody asked
+    scenario.update(lambda data: data.update(latency_ms=2000))
+    started = time.monotonic()
+    data = await get_snapshot(jp_fetch)
+    # Then the first request waits at most wait_s (1 s here) and says why there is no data
+    assert time.monotonic() - started < 1.9
+    assert data["nvml_available"] is False and data["stale"] is True and data["age_s"] is None
+    assert "has not answered" in data["error"] and data["gpus"] == []
+    # And the next requests do not wait at all while the first sample is still on its way
+    started = time.monotonic()
+    await get_snapshot(jp_fetch)
+    assert time.monotonic() - started < 0.5
+    scenario.update(lambda data: data.update(latency_ms=0))
+    await until(jp_fetch, lambda d: d["nvml_available"] and not d["stale"], timeout=20)
+
+
 # -- Prometheus
 
 
