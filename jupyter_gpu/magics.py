@@ -28,7 +28,6 @@ from traitlets import Bool, Unicode, default, observe
 
 from . import frameworks
 from .errors import GPUAlreadyInitializedWarning
-from .nvml import snapshot as take_snapshot
 from .plan import (
     GpuPlan,
     PlanError,
@@ -38,13 +37,25 @@ from .plan import (
     kernel_start_fence,
     parse_size,
 )
-from .processes import current_user
 
 __all__ = ["GpuMagics", "register", "unregister"]
 
 _TRUE = {"1", "true", "yes", "on"}
 _COOPERATIVE = ("Caps are cooperative: they bind the framework's allocator, not the driver "
                 "(MIG or one GPU per container for hard isolation).")
+
+
+def take_snapshot() -> Any:
+    """The GPUs now (NVML is imported on first use, so loading the extension stays cheap)."""
+    from .nvml import snapshot
+
+    return snapshot()
+
+
+def _current_user() -> str | None:
+    from .processes import current_user
+
+    return current_user()
 
 
 def _env_flag(name: str) -> bool:
@@ -104,6 +115,8 @@ class GpuMagics(Magics):
 
     def apply_defaults(self) -> None:
         """Apply the configured defaults (called when the extension loads); problems go to stderr."""
+        if not (self.default_select or self.default_limit or self.growth or self.max_limit):
+            return  # nothing configured: loading touches neither NVML nor the environment
         changes: dict[str, Any] = {"growth": self.growth or current_plan().request.growth}
         if self.default_select:
             changes["selection"] = self.default_select
@@ -114,7 +127,7 @@ class GpuMagics(Magics):
         except UsageError as error:
             print(f"jupyter_gpu: the configured defaults were not applied: {error}", file=sys.stderr)
             return
-        if plan is not None and (self.default_select or self.default_limit or self.growth or self.max_limit):
+        if plan is not None:
             print(f"jupyter_gpu: {_summary(plan)}")
 
     def _change(self, magic: str, **changes: Any) -> GpuPlan | None:
@@ -124,7 +137,7 @@ class GpuMagics(Magics):
         request = replace(old.request, **changes)
         snapshot = take_snapshot()
         try:
-            new = build_plan(request, snapshot, kernel_start_fence(), own_user=current_user())
+            new = build_plan(request, snapshot, kernel_start_fence(), own_user=_current_user())
         except PlanError as error:
             raise UsageError(str(error)) from None
         late = frameworks.too_late(old, new, snapshot)
