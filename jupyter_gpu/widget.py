@@ -43,7 +43,9 @@ _STYLE = """<style>
 .jupyter-gpu-row { border-top: 1px solid #ddd; padding: 2px 0; }
 .jupyter-gpu-dimmed { opacity: 0.45; }
 .jupyter-gpu-lost .jupyter-gpu-title { color: #b00020; }
+.jupyter-gpu-procs { line-height: 1.3; margin: 0 0 4px 12px; }
 .jupyter-gpu-procs table { border-collapse: collapse; font-size: 11px; }
+.jupyter-gpu-row .widget-label { margin-right: 12px; }
 .jupyter-gpu-procs td, .jupyter-gpu-procs th { padding: 0 8px 0 0; text-align: left; }
 .jupyter-gpu-own { font-weight: bold; color: #1565c0; }
 </style>"""
