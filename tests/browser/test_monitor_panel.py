@@ -29,7 +29,7 @@ def wait_until(predicate: Any, timeout_s: float = 30, what: str = "condition") -
         time.sleep(0.2)
 
 
-def test_panel_renders_updates_and_escapes(lab: Any, page: Any, artifacts: Any) -> None:
+def test_panel_renders_updates_and_escapes(lab: Any, page: Any, artifacts: Any, docs_screenshot: Any) -> None:
     lab.scenario.update(lambda s: s["gpus"][2].__setitem__(
         "processes", [{"pid": 4_000_002, "memory_mib": 1024, "user": "mallory", "name": EVIL_NAME}]))
     lab.write_notebook(NOTEBOOK, [
@@ -87,6 +87,7 @@ def test_panel_renders_updates_and_escapes(lab: Any, page: Any, artifacts: Any) 
     page.wait_for_timeout(1500)  # a few more history samples for the screenshot
     panel.screenshot(path=str(artifacts / "monitor-panel.png"))
     page.screenshot(path=str(artifacts / "monitor-panel-page.png"))
+    docs_screenshot(panel, "monitor-panel.png")  # refreshed only with JUPYTER_GPU_UPDATE_DOCS=1
 
     # Pause stops updates in the browser.
     panel.get_by_role("button", name="Pause").click()
