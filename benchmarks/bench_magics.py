@@ -1,0 +1,112 @@
+"""Kernel magics (issue 3): cost of %gpu_select / %gpu_limit / %load_ext and of the post-import hook.
+
+Run: JUPYTER_GPU_SIMULATE=4 .venv/bin/python benchmarks/bench_magics.py [--runs 5] [--reps 200]
+
+Every measurement runs in fresh interpreters with no framework imported beforehand:
+- ``%load_ext jupyter_gpu`` in a fresh InteractiveShell (median over --runs interpreters);
+- ``%gpu_select`` and ``%gpu_limit`` (alternating values, so each call really changes the plan;
+  output discarded), median over --reps calls, beside ``import tensorflow`` timed in the same run;
+- ``import tensorflow`` with and without a pending plan (hook included), interleaved, and the hook's
+  own time measured inside the import.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+
+CHILD_MAGICS = r"""
+import contextlib, io, json, time
+import ipykernel.ipkernel  # a kernel has it (and jupyter_client) loaded before any extension
+from IPython.core.interactiveshell import InteractiveShell
+ip = InteractiveShell.instance()
+start = time.perf_counter()
+import jupyter_gpu.magics
+jupyter_gpu.magics.register(ip)
+face = time.perf_counter() - start
+start = time.perf_counter()
+ip.run_line_magic("load_ext", "jupyter_gpu")
+load = time.perf_counter() - start + face
+sink = io.StringIO()
+def median_of(magic, lines, reps):
+    times = []
+    with contextlib.redirect_stdout(sink):
+        for i in range(reps):
+            start = time.perf_counter()
+            ip.run_line_magic(magic, lines[i % len(lines)])
+            times.append(time.perf_counter() - start)
+    times.sort()
+    return times[len(times) // 2]
+reps = int(__import__("sys").argv[1])
+select = median_of("gpu_select", ["1", "0,2 --growth", "auto:2"], reps)
+limit = median_of("gpu_limit", ["2GiB", "30%", "1GiB 1GiB"], reps)
+start = time.perf_counter()
+import tensorflow
+imported = time.perf_counter() - start
+print(json.dumps({"load": load, "face": face, "select": select, "limit": limit, "import_tf": imported}))
+"""
+
+CHILD_IMPORT = r"""
+import json, sys, time
+hook_time = [0.0]
+if sys.argv[1] == "plan":
+    from IPython.core.interactiveshell import InteractiveShell
+    import contextlib, io
+    ip = InteractiveShell.instance()
+    with contextlib.redirect_stdout(io.StringIO()):
+        ip.run_line_magic("load_ext", "jupyter_gpu")
+        ip.run_line_magic("gpu_select", "0 --growth")
+        ip.run_line_magic("gpu_limit", "2GiB")
+    from jupyter_gpu import frameworks
+    original = frameworks.TENSORFLOW.apply
+    def timed(module, plan):
+        start = time.perf_counter()
+        original(module, plan)
+        hook_time[0] += time.perf_counter() - start
+    frameworks.TENSORFLOW.apply = timed
+start = time.perf_counter()
+import tensorflow
+print(json.dumps({"import_tf": time.perf_counter() - start, "hook": hook_time[0]}))
+"""
+
+
+def run(code: str, *args: str) -> dict[str, float]:
+    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}
+    env.setdefault("JUPYTER_GPU_SIMULATE", "4")
+    result = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, env=env, check=True)
+    return json.loads(result.stdout.strip().splitlines()[-1])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--reps", type=int, default=200)
+    args = parser.parse_args()
+    magics = [run(CHILD_MAGICS, str(args.reps)) for _ in range(args.runs)]
+    plain, planned = [], []
+    for _ in range(args.runs):  # interleaved, so drifting machine load hits both alike
+        plain.append(run(CHILD_IMPORT, "plain"))
+        planned.append(run(CHILD_IMPORT, "plan"))
+
+    def med(rows: list[dict[str, float]], key: str) -> float:
+        return statistics.median(row[key] for row in rows)
+
+    import_tf = med(magics, "import_tf")
+    print(f"%load_ext jupyter_gpu: {med(magics, 'load') * 1e3:.2f} ms in all faces, of which the GPU-plan magics "
+          f"(import + register) {med(magics, 'face') * 1e3:.2f} ms (median of {args.runs} fresh kernel-like processes)")
+    for key, name in (("select", "%gpu_select"), ("limit", "%gpu_limit")):
+        value = med(magics, key)
+        print(f"{name}: {value * 1e3:.3f} ms median of {args.reps} calls x {args.runs} runs "
+              f"(import tensorflow in the same runs: {import_tf:.2f} s; ratio 1:{import_tf / value:,.0f})")
+    plain_s, planned_s, hook_s = med(plain, "import_tf"), med(planned, "import_tf"), med(planned, "hook")
+    print(f"import tensorflow: {plain_s:.2f} s without a plan, {planned_s:.2f} s with a pending plan "
+          f"(difference {(planned_s - plain_s) / plain_s * 100:+.1f} %, within noise); "
+          f"the hook itself: {hook_s * 1e3:.2f} ms = {hook_s / planned_s * 100:.2f} % of the import")
+
+
+if __name__ == "__main__":
+    main()
