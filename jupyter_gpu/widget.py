@@ -435,7 +435,8 @@ class GPUMonitor(widgets.VBox):
         if getattr(self, "closed", True):  # closed already, or refused by __init__
             return
         self.pause()
-        self.closed = True
+        with self._update_lock:  # let an update under way on the sampler thread finish first
+            self.closed = True
         with _lock:
             _panels.discard(self)
         for row in self._rows.values():
