@@ -14,11 +14,12 @@ binding or framework. Each face is imported when first used.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
-
 from .errors import GPUAlreadyInitializedWarning
 
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (type checkers read it as True)
 if TYPE_CHECKING:
+    from typing import Any
+
     from .snapshots import Snapshot
     from .widget import GPUMonitor
 

@@ -12,26 +12,32 @@ A callback that raises is reported on stderr and never breaks the user's import.
 
 from __future__ import annotations
 
-import importlib.abc
-import importlib.machinery
+# This module runs at interpreter start-up (jupyter_gpu_simulate.pth) where little is imported yet:
+# it sticks to modules that are already loaded then (_thread, sys) and imports the rest lazily.
+import _thread
 import sys
-import threading
-import traceback
-from collections.abc import Callable, Sequence
-from types import ModuleType
 
-Callback = Callable[[ModuleType], None]
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (type checkers read it as True)
+
+if TYPE_CHECKING:
+    import importlib.machinery
+    from collections.abc import Callable, Sequence
+    from types import ModuleType
+    from typing import Any
+
+    Callback = Callable[[ModuleType], None]
 
 _callbacks: dict[str, list[Callback]] = {}
-_lock = threading.RLock()
+_lock = _thread.RLock()
 _finder: _PostImportFinder | None = None
 
 
-class _PostImportFinder(importlib.abc.MetaPathFinder):
-    """Finds nothing itself: it decorates the real loader of watched top-level modules."""
+class _PostImportFinder:
+    """A ``sys.meta_path`` finder that finds nothing itself: it decorates the real loader of watched
+    top-level modules."""
 
     def __init__(self) -> None:
-        self._searching = threading.local()
+        self._searching = _thread._local()
 
     def find_spec(
         self, fullname: str, path: Sequence[str] | None, target: ModuleType | None = None
@@ -56,10 +62,10 @@ class _PostImportFinder(importlib.abc.MetaPathFinder):
         return spec
 
 
-class _LoaderProxy(importlib.abc.Loader):
+class _LoaderProxy:
     """The real loader with ``exec_module`` replaced; everything else is delegated."""
 
-    def __init__(self, loader: importlib.abc.Loader, exec_module: Callable[[ModuleType], None]) -> None:
+    def __init__(self, loader: Any, exec_module: Callable[[ModuleType], None]) -> None:
         self._loader = loader
         self._exec_module = exec_module
 
@@ -92,8 +98,14 @@ def _run_callbacks(name: str, module: ModuleType) -> None:
         try:
             callback(module)
         except Exception:
-            print(f"jupyter_gpu: a post-import hook for {name!r} failed:", file=sys.stderr)
-            traceback.print_exc()
+            _report_failure(name)
+
+
+def _report_failure(name: str) -> None:
+    import traceback
+
+    print(f"jupyter_gpu: a post-import hook for {name!r} failed:", file=sys.stderr)
+    traceback.print_exc()
 
 
 def when_imported(name: str, callback: Callback) -> None:
@@ -119,8 +131,7 @@ def _run_callbacks_now(name: str, module: ModuleType, callback: Callback) -> Non
     try:
         callback(module)
     except Exception:
-        print(f"jupyter_gpu: a post-import hook for {name!r} failed:", file=sys.stderr)
-        traceback.print_exc()
+        _report_failure(name)
 
 
 def cancel(name: str, callback: Callback | None = None) -> None:

@@ -15,10 +15,11 @@ Select it with the environment variable ``JUPYTER_GPU_SIMULATE``:
     a scenario file (schema below). It is re-read whenever it changes, so a test can change
     utilization, add or remove processes or inject faults while a kernel or server is running.
 
-The package installs a ``jupyter_gpu_simulate.pth`` file that calls :func:`install_on_import` at
-interpreter start when the variable is set, so child processes (kernels, servers, workers) install
-the simulation themselves. jupyter_gpu's own NVML reader also calls :func:`install_from_environment`
-before it initialises NVML.
+The package installs a ``jupyter_gpu_simulate.pth`` file that, when the variable is set, registers a
+hook at interpreter start (:mod:`jupyter_gpu._startup`) which installs the simulation the moment
+``pynvml`` is imported, so child processes (kernels, servers, workers) install it themselves.
+jupyter_gpu's own NVML reader also calls :func:`install_from_environment` before it initialises
+NVML.
 
 Scenario schema (every key optional; sizes in MiB, power in W)::
 
@@ -55,7 +56,6 @@ import ctypes
 import hashlib
 import json
 import os
-import sys
 import threading
 import time
 from collections import Counter
@@ -755,20 +755,3 @@ def install_from_environment() -> SimulatedNvmlLibrary | None:
     library = install(spec)
     _installed_from_environment = True
     return library
-
-
-def install_on_import() -> None:
-    """Called from ``jupyter_gpu_simulate.pth`` at interpreter start when the variable is set.
-
-    Installs the simulation the moment ``pynvml`` is imported, in any library, without importing
-    pynvml now. Never raises: a bad value is reported when jupyter_gpu reads NVML.
-    """
-    from ._import_hooks import when_imported
-
-    def install_quietly(_module: object) -> None:
-        try:
-            install_from_environment()
-        except Exception as error:  # interpreter start-up must never fail because of us
-            print(f"jupyter_gpu: simulated GPUs not installed: {error}", file=sys.stderr)
-
-    when_imported("pynvml", install_quietly)
