@@ -140,7 +140,7 @@ def main() -> None:
     ours = results["jupyter_gpu"]
     print(f"{GPUS} simulated GPUs x {PROCESSES_PER_GPU} processes; median of {args.repeat} snapshots "
           f"(gpustat: {args.gpustat_repeat})\n")
-    print("| tool | median per snapshot | first snapshot | NVML calls per snapshot (floor {}) |".format(floor))
+    print(f"| tool | median per snapshot | first snapshot | NVML calls per snapshot (floor {floor}) |")
     print("|---|---|---|---|")
     for name, row in results.items():
         print(f"| {name} | {row['median_ms']:.2f} ms | {row['first_ms']:.1f} ms | {row['nvml_calls']} |")
