@@ -58,6 +58,28 @@ def _current_user() -> str | None:
     return current_user()
 
 
+def _loosens_admin_ceiling(requested: str) -> str | None:
+    """Why ``requested`` may not replace the ceiling an administrator set in JUPYTER_GPU_MAX_LIMIT.
+
+    From inside the kernel the ceiling may only be tightened: a value is refused when it is empty
+    or larger than the administrator's on any GPU. None when it is acceptable.
+    """
+    admin = os.environ.get("JUPYTER_GPU_MAX_LIMIT", "").strip()
+    if not admin or requested == admin:
+        return None
+    why = f"the administrator's ceiling JUPYTER_GPU_MAX_LIMIT={admin} can only be tightened from the kernel"
+    if not requested:
+        return why
+    try:
+        size, ceiling = parse_size(requested), parse_size(admin)
+        gpus = [gpu for gpu in take_snapshot().gpus if not gpu.error]
+        if any(size.resolve(gpu.memory_total) > ceiling.resolve(gpu.memory_total) for gpu in gpus):
+            return why
+    except PlanError as error:
+        return str(error)
+    return None
+
+
 def _env_flag(name: str) -> bool:
     return os.environ.get(name, "").strip().lower() in _TRUE
 
@@ -106,6 +128,11 @@ class GpuMagics(Magics):
 
     @observe("max_limit")
     def _ceiling_changed(self, change: dict[str, Any]) -> None:
+        refusal = _loosens_admin_ceiling(change["new"].strip())
+        if refusal:
+            print(f"jupyter_gpu: max_limit stays {change['old']!r}: {refusal}", file=sys.stderr)
+            self.max_limit = change["old"]
+            return
         try:
             self._change("%config", max_limit=change["new"].strip() or None)
         except UsageError as error:

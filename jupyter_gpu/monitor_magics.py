@@ -10,14 +10,15 @@ Defaults are configurable (``%config MonitorMagics.monitor_interval_s = 2`` or
 from __future__ import annotations
 
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from IPython.core.error import UsageError
 from IPython.core.magic import Magics, line_magic, magics_class
 from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
 from traitlets import Float, Integer
 
-from .watch import CellWatch
+if TYPE_CHECKING:
+    from .watch import CellWatch
 
 
 def _parse(magic: Any, line: str) -> Any:
@@ -125,6 +126,8 @@ class MonitorMagics(Magics):
             if self.watch is not None:
                 self.watch.interval_s = interval_s
             else:
+                from .watch import CellWatch  # imported on first use: loading the extension stays cheap
+
                 self.watch = CellWatch(interval_s=interval_s)
                 self.shell.events.register("pre_run_cell", self._pre_run_cell)
                 self.shell.events.register("post_run_cell", self._post_run_cell)

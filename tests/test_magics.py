@@ -248,6 +248,11 @@ def test_admin_defaults_and_ceiling_from_the_environment(clean, monkeypatch, cap
         assert current_plan().memory_limit_bytes(0) == 8 * 1024**3  # the ceiling stays
         ip.run_line_magic("config", "GpuMagics.max_limit = '4GiB'")
         assert current_plan().memory_limit_bytes(0) == 4 * 1024**3
+        capsys.readouterr()
+        for looser in ("'50%'", "''"):  # the kernel may tighten the admin's ceiling, never loosen or drop it
+            ip.run_line_magic("config", f"GpuMagics.max_limit = {looser}")
+            assert "can only be tightened" in capsys.readouterr().err
+            assert current_plan().memory_limit_bytes(0) == 4 * 1024**3
     finally:
         magics.unregister(ip)
 
