@@ -248,10 +248,12 @@ def lab_factory(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callable[.
 
 @pytest.fixture(scope="module")
 def lab(lab_factory: Callable[..., Lab], request: pytest.FixtureRequest) -> Lab:
-    """A JupyterLab on three simulated idle A100s (GPU 0 has another user's process)."""
+    """A JupyterLab on three simulated A100s; GPU 0 runs another user's process, GPU 2 is idle."""
     scenario = simulate.plausible_gpus(3)
     scenario["gpus"][0]["processes"] = [
         {"pid": 4_000_001, "memory_mib": 20480, "user": "alice", "name": "python"}]
+    scenario["gpus"][0].update(utilization=87, temperature=64, power_w=312)
+    scenario["gpus"][1].update(utilization=23, temperature=45, power_w=121)
     return lab_factory(scenario, name=request.module.__name__.rpartition(".")[2])
 
 

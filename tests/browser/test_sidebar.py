@@ -1,0 +1,217 @@
+"""The JupyterLab GPU sidebar and status-bar item, in headless Chromium against a real JupyterLab
+whose server extension reads simulated GPUs (scenario rewritten by the tests while they run).
+
+The tests of this module share one server and run in order: the kernel test leaves no kernel behind.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from typing import Any
+
+import pytest
+
+pytestmark = pytest.mark.browser
+
+NOTEBOOK = "gpu_train.ipynb"
+EVIL_NAME = '<img src=x onerror="window.__jupyterGpuXss=1">'
+
+
+def open_sidebar(lab: Any, page: Any, reset: bool = True, load: bool = True) -> Any:
+    """Load JupyterLab (unless ``load=False``), activate the GPU tab by clicking it, return the
+    sidebar locator."""
+    if load:
+        lab.open(page, reset=reset)
+    sidebar = page.locator("#jupyter-gpu-sidebar")
+    if not sidebar.is_visible():
+        page.locator('.jp-SideBar [title="GPU monitor"]').click()
+    sidebar.wait_for(state="visible")
+    return sidebar
+
+
+def card(sidebar: Any, index: int) -> Any:
+    return sidebar.locator(f'.jp-GpuCard[data-gpu-index="{index}"]')
+
+
+def wait_until(predicate: Any, timeout_s: float = 20, what: str = "condition") -> Any:
+    deadline = time.monotonic() + timeout_s
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.2)
+
+
+def test_sidebar_lists_every_gpu_and_is_restored_with_the_layout(lab, page, artifacts):
+    sidebar = open_sidebar(lab, page)
+    cards = sidebar.locator(".jp-GpuCard")
+    cards.first.wait_for()
+    assert cards.count() == 3
+    for index in range(3):
+        title = card(sidebar, index).locator(".jp-GpuCard-title")
+        assert title.inner_text() == f"GPU {index} · NVIDIA A100-SXM4-80GB"
+    # Another user's process on GPU 0: user and memory, no kernel controls.
+    other = card(sidebar, 0).locator(".jp-GpuProc.jp-mod-other")
+    assert other.locator(".jp-GpuProc-user").inner_text() == "alice"
+    assert other.locator(".jp-GpuProc-memory").inner_text() == "20.0 GiB"
+    assert card(sidebar, 0).locator(".jp-GpuProc-shutdown").count() == 0
+    assert card(sidebar, 1).locator(".jp-GpuCard-empty").inner_text() == "No processes"
+    # The memory bar is an ARIA meter that says what it shows.
+    meter = card(sidebar, 0).get_by_role("meter", name="Memory")
+    assert "20.0 GiB of 80.0 GiB used" in meter.get_attribute("aria-valuetext")
+    page.screenshot(path=str(artifacts / "sidebar-gpus.png"))
+
+    # The panel comes back with the layout after a reload (ILayoutRestorer), without a click.
+    page.wait_for_timeout(1500)  # the layout is saved on a debounce
+    lab.open(page, reset=False)
+    page.locator("#jupyter-gpu-sidebar .jp-GpuCard").first.wait_for(state="visible")
+    assert not page.errors
+
+
+def test_status_bar_item_summarises_and_opens_the_sidebar(lab, page):
+    lab.open(page)
+    item = page.locator(".jp-GpuStatus")
+    item.wait_for()
+    wait_until(lambda: item.inner_text() == "GPU 1/3", what="status text")
+    assert "1 of 3 GPUs in use" in item.get_attribute("title")
+    item.focus()
+    page.keyboard.press("Enter")  # keyboard-usable: it is a button
+    page.locator("#jupyter-gpu-sidebar .jp-GpuCard").first.wait_for(state="visible")
+
+
+def test_html_in_a_process_name_is_shown_as_text(lab, page):
+    lab.scenario.update(lambda s: s["gpus"][2].__setitem__("processes", [
+        {"pid": 4_000_002, "memory_mib": 1024, "user": "<b>mallory</b>", "name": EVIL_NAME}]))
+    try:
+        sidebar = open_sidebar(lab, page)
+        user = card(sidebar, 2).locator(".jp-GpuProc-user")
+        user.wait_for()
+        assert user.inner_text() == "<b>mallory</b>"
+        # The server may withhold other users' program names; whatever reaches the page is text.
+        assert sidebar.locator("img, b").count() == 0
+        assert page.evaluate("window.__jupyterGpuXss") is None
+    finally:
+        lab.scenario.update(lambda s: s["gpus"][2].__setitem__("processes", []))
+
+
+def test_a_notebooks_kernel_appears_goes_idle_and_is_shut_down(lab, page, artifacts, docs_screenshot):
+    lab.write_notebook(NOTEBOOK, ["import os\nprint('PID', os.getpid())"])
+    # Open the notebook from the file browser and run its cell, the way a user does.
+    lab.open(page)
+    if not page.locator("#filebrowser").is_visible():
+        page.locator('.jp-SideBar .lm-TabBar-tab[data-id="filebrowser"]').click()
+    page.locator(".jp-DirListing-item", has_text=NOTEBOOK).dblclick()
+    sidebar = open_sidebar(lab, page, load=False)
+    editor = page.locator(".jp-NotebookPanel .jp-Cell .jp-InputArea-editor").first
+    editor.wait_for()
+    # Run only once the kernel is up (the server says so), or JupyterLab asks which kernel to start.
+    session = wait_until(lambda: next((s for s in lab.api("GET", "api/sessions") if s["path"] == NOTEBOOK
+                                       and s["kernel"]["execution_state"] == "idle"), None),
+                         timeout_s=60, what="the notebook's kernel")
+    kernel_id = session["kernel"]["id"]
+    page.locator(".jp-NotebookPanel .jp-KernelStatus, .jp-NotebookPanel-toolbar .jp-Toolbar-kernelName",
+                 has_text="Python 3").first.wait_for()
+    editor.click()
+    page.keyboard.press("Shift+Enter")
+    output = page.locator(".jp-NotebookPanel .jp-OutputArea-output", has_text="PID").first
+    output.wait_for(timeout=60_000)
+    pid = int(re.search(r"PID (\d+)", output.inner_text()).group(1))
+
+    # The kernel's real PID appears on GPU 1 in the simulation: 4 GiB.
+    lab.scenario.update(lambda s: s["gpus"][1].__setitem__("processes", [{"pid": pid, "memory_mib": 4096}]))
+    row = card(sidebar, 1).locator(".jp-GpuProc.jp-mod-own")
+    row.wait_for()
+    assert row.locator(".jp-GpuProc-notebook").inner_text() == NOTEBOOK
+    assert row.locator(".jp-GpuProc-memory").inner_text() == "4.0 GiB"
+    assert "(yours: 4.0 GiB)" in card(sidebar, 1).locator(".jp-GpuMemory-label").inner_text()
+
+    # Idle beyond the server's threshold (3 s here) while holding memory: flagged, status bar warns.
+    row.locator(".jp-GpuProc-idleBadge").wait_for(state="visible", timeout=30_000)
+    assert "jp-mod-idle" in row.get_attribute("class")
+    assert re.fullmatch(r"idle for \d+ s", row.locator(".jp-GpuProc-idle").inner_text())
+    status = page.locator(".jp-GpuStatus")
+    assert "jp-mod-warning" in status.get_attribute("class")
+    assert status.inner_text() == "GPU 2/3 · yours 4.0 GiB"
+    page.wait_for_timeout(1000)  # a few history samples for the screenshot's chart
+    page.screenshot(path=str(artifacts / "sidebar-kernel-idle.png"))
+    docs_screenshot(page, "sidebar.png")
+
+    # Clicking the notebook's name brings it back to the front (opens it if it was closed).
+    page.evaluate("() => { window.jupyterapp.commands.execute('launcher:create'); }")
+    current_tab = page.locator("#jp-main-dock-panel .lm-TabBar-tab.lm-mod-current")
+    wait_until(lambda: current_tab.inner_text() == "Launcher", what="a launcher in front")
+    row.locator(".jp-GpuProc-notebook").click()
+    wait_until(lambda: current_tab.inner_text() == NOTEBOOK, what="the notebook in front")
+
+    # Shut it down: confirm dialog, then Jupyter's kernel API; the REST API agrees it is gone.
+    row.get_by_role("button", name=re.compile(f"Shut down kernel of {re.escape(NOTEBOOK)}")).click()
+    dialog = page.locator(".jp-Dialog")
+    dialog.wait_for()
+    assert "4.0 GiB on GPU 1" in dialog.inner_text()
+    page.screenshot(path=str(artifacts / "sidebar-shutdown-dialog.png"))
+    dialog.get_by_role("button", name="Shut Down").click()
+    wait_until(lambda: kernel_id not in lab.kernel_ids(), what="the kernel to be shut down")
+    row.wait_for(state="detached")
+    lab.scenario.update(lambda s: s["gpus"][1].__setitem__("processes", []))
+    assert not page.errors
+
+
+def test_a_gpu_lost_mid_run_shows_its_error(lab, page, artifacts):
+    sidebar = open_sidebar(lab, page)
+    card(sidebar, 2).locator(".jp-GpuCard-title").wait_for()
+    lab.scenario.update(lambda s: s["gpus"][2].__setitem__("fault", "lost"))
+    try:
+        error = card(sidebar, 2).locator(".jp-GpuCard-error")
+        error.wait_for(state="visible")
+        assert "GPU is lost" in error.inner_text()
+        assert error.get_attribute("role") == "alert"
+        assert "jp-mod-error" in card(sidebar, 2).get_attribute("class")
+        assert card(sidebar, 0).locator(".jp-GpuCard-error").is_hidden()  # the others still work
+        assert page.locator(".jp-GpuStatus").inner_text().endswith("1 failed")
+        page.screenshot(path=str(artifacts / "sidebar-gpu-lost.png"))
+    finally:
+        lab.scenario.update(lambda s: s["gpus"][2].pop("fault"))
+    card(sidebar, 2).locator(".jp-GpuCard-error").wait_for(state="hidden")
+
+
+def test_no_nvml_shows_the_reason(lab, page):
+    sidebar = open_sidebar(lab, page)
+    sidebar.locator(".jp-GpuCard").first.wait_for()
+    lab.scenario.update(lambda s: s.__setitem__("fault", "driver_not_loaded"))
+    try:
+        banner = sidebar.locator(".jp-GpuSidebar-banner")
+        banner.wait_for(state="visible")
+        assert banner.inner_text().startswith("No GPU information:")
+        assert "Driver Not Loaded" in banner.inner_text() or "driver" in banner.inner_text().lower()
+        assert sidebar.locator(".jp-GpuCard").count() == 0
+        wait_until(lambda: page.locator(".jp-GpuStatus").inner_text() == "GPU: n/a", what="status n/a")
+    finally:
+        lab.scenario.update(lambda s: s.pop("fault"))
+    sidebar.locator(".jp-GpuCard").first.wait_for()
+
+
+def test_missing_server_extension_is_actionable(lab, page):
+    # The frontend without its server half: the endpoint answers 404 as Jupyter Server would.
+    page.route("**/jupyter-gpu/snapshot*", lambda route: route.fulfill(status=404, body="Not Found"))
+    sidebar = open_sidebar(lab, page)
+    banner = sidebar.locator(".jp-GpuSidebar-banner")
+    banner.wait_for(state="visible")
+    assert "server extension" in banner.inner_text()
+    assert "jupyter server extension list" in banner.inner_text()
+    assert banner.get_attribute("role") == "alert"
+
+
+def test_dark_theme(lab, page, artifacts):
+    sidebar = open_sidebar(lab, page)
+    sidebar.locator(".jp-GpuCard").first.wait_for()
+    page.evaluate("() => { window.jupyterapp.commands.execute('apputils:change-theme', {theme: 'JupyterLab Dark'}); }")
+    page.wait_for_selector("body[data-jp-theme-light='false']", state="attached")
+    background = sidebar.evaluate("node => getComputedStyle(node).backgroundColor")
+    red, green, blue = (int(v) for v in re.findall(r"\d+", background)[:3])
+    assert red + green + blue < 3 * 80, background  # follows the theme's variables
+    page.screenshot(path=str(artifacts / "sidebar-dark.png"))
+    page.evaluate(
+        "() => { window.jupyterapp.commands.execute('apputils:change-theme', {theme: 'JupyterLab Light'}); }")
