@@ -20,8 +20,8 @@ Report format (version 1)::
     {"version": 1, "kernel_id": str, "pid": int, "nspid": [int, ...] | null,
      "pid_namespace": str | null, "hostname": str, "session": str | null,
      "nvml_pids": [int, ...],               # NVML-visible PIDs of this kernel, when known (else [])
-     "gpu_memory": {key: bytes},            # key: a GPU UUID ("GPU-...") or "cuda:<i>" when the
-                                            # framework does not tell the UUID
+     "gpu_memory": {key: bytes},            # key: a GPU UUID ("GPU-...", PyTorch), "cuda:<id>" (JAX)
+                                            # or TensorFlow's logical device ("/device:GPU:0")
      "frameworks": {"torch": {key: bytes}, "tensorflow": {...}, "jax": {...}},
      "timestamp": float}
 
@@ -37,7 +37,6 @@ from __future__ import annotations
 import json
 import os
 import socket
-import sys
 import threading
 import time
 from collections.abc import Iterable
@@ -86,50 +85,19 @@ def _nspid() -> tuple[list[int] | None, str | None]:
 
 
 def framework_memory() -> dict[str, dict[str, int]]:
-    """GPU memory held by each framework already imported in this process, per GPU.
+    """GPU memory held by each framework that has initialized its GPUs, per device.
 
-    Never imports a framework and never initialises a GPU: a framework that has not touched the GPU
-    yet reports nothing.
+    What the framework's allocator holds where it tells (PyTorch's reserved memory), else what is in
+    use. The counters come from :mod:`jupyter_gpu.frameworks`, which never imports a framework and
+    never initialises a GPU: a framework that has not touched the GPU yet reports nothing.
     """
-    result: dict[str, dict[str, int]] = {}
-    torch = sys.modules.get("torch")
-    if torch is not None:
-        try:
-            if torch.cuda.is_initialized():
-                per_gpu = {}
-                for index in range(torch.cuda.device_count()):
-                    uuid = getattr(torch.cuda.get_device_properties(index), "uuid", None)
-                    key = f"GPU-{uuid}" if uuid is not None else f"cuda:{index}"
-                    per_gpu[key] = int(torch.cuda.memory_reserved(index))
-                result["torch"] = per_gpu
-        except Exception:
-            pass
-    tf = sys.modules.get("tensorflow")
-    if tf is not None:
-        try:
-            # list_logical_devices would initialise the runtime; only ask once TF did it itself.
-            context = sys.modules.get("tensorflow.python.eager.context")
-            if context is not None and context.context()._context_handle is not None:
-                per_gpu = {}
-                for index, device in enumerate(tf.config.list_logical_devices("GPU")):
-                    per_gpu[f"cuda:{index}"] = int(tf.config.experimental.get_memory_info(device.name)["current"])
-                result["tensorflow"] = per_gpu
-        except Exception:
-            pass
-    jax = sys.modules.get("jax")
-    if jax is not None:
-        try:
-            backends = sys.modules.get("jax._src.xla_bridge")
-            if backends is not None and getattr(backends, "_backends", None):
-                per_gpu = {}
-                for device in jax.local_devices():
-                    if device.platform == "gpu":
-                        stats = device.memory_stats() or {}
-                        per_gpu[f"cuda:{device.id}"] = int(stats.get("bytes_in_use", 0))
-                result["jax"] = per_gpu
-        except Exception:
-            pass
-    return result
+    from .frameworks import framework_memory as counters
+
+    return {
+        framework: {device: memory.in_use if memory.held is None else memory.held
+                    for device, memory in devices.items()}
+        for framework, devices in counters().items()
+    }
 
 
 def build_report(kernel_id: str, nvml_pids: Iterable[int] = (),

@@ -26,12 +26,12 @@ escape NVML sampling.
 from __future__ import annotations
 
 import os
-import sys
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from .frameworks import FRAMEWORKS, Framework
 from .sampler import Sampler
 from .snapshots import Snapshot
 
@@ -60,76 +60,30 @@ def format_change(value: int) -> str:
     return sign + format_bytes(abs(value))
 
 
-# -- framework probes: look, never import or initialize
+# -- framework counters: only where a framework initialized its GPUs by itself
 
 
-def torch_memory() -> tuple[int, int] | None:
-    """PyTorch's allocated bytes and peak over its GPUs, if torch.cuda is initialized already."""
-    torch = sys.modules.get("torch")
-    cuda = getattr(torch, "cuda", None) if torch is not None else None
-    if cuda is None:
-        return None
-    try:
-        # is_initialized() only reads a flag; is_available() would call cuInit, so it is not used.
-        if not cuda.is_initialized():
+def framework_probe(framework: Framework) -> FrameworkProbe:
+    """(bytes in use, peak) summed over ``framework``'s GPUs, or None before it initialized them.
+
+    The adapter looks in ``sys.modules`` and at the framework's own initialized flag: measuring never
+    imports or initializes a framework, and a counter that fails reads as None.
+    """
+
+    def probe() -> tuple[int, int] | None:
+        try:
+            devices = framework.memory_by_device()
+        except Exception:
             return None
-        count = cuda.device_count()
-        current = sum(int(cuda.memory_allocated(i)) for i in range(count))
-        peak = sum(int(cuda.max_memory_allocated(i)) for i in range(count))
-    except Exception:
-        return None
-    return current, peak
-
-
-def jax_memory() -> tuple[int, int] | None:
-    """JAX's bytes in use and peak over its GPU devices, if its backends exist already."""
-    bridge = sys.modules.get("jax._src.xla_bridge")
-    if bridge is None:
-        return None
-    try:
-        if not bridge.backends_are_initialized():
+        if not devices:
             return None
-        current = peak = 0
-        found = False
-        for name, backend in bridge.backends().items():
-            if name not in ("cuda", "rocm", "gpu"):
-                continue
-            for device in backend.local_devices():
-                stats = device.memory_stats() or {}
-                current += int(stats.get("bytes_in_use", 0))
-                peak += int(stats.get("peak_bytes_in_use", stats.get("bytes_in_use", 0)))
-                found = True
-    except Exception:
-        return None
-    return (current, peak) if found else None
+        return sum(d.in_use for d in devices.values()), sum(d.peak for d in devices.values())
+
+    return probe
 
 
-def tensorflow_memory() -> tuple[int, int] | None:
-    """TensorFlow's current and peak bytes over its logical GPUs, if its eager context exists."""
-    context = sys.modules.get("tensorflow.python.eager.context")
-    tf = sys.modules.get("tensorflow")
-    if context is None or tf is None:
-        return None
-    try:
-        ctx = context.context_safe()
-        if ctx is None or ctx._context_handle is None:  # not initialized: looking must not do it
-            return None
-        current = peak = 0
-        devices = tf.config.list_logical_devices("GPU")
-        for device in devices:
-            info = tf.config.experimental.get_memory_info(device.name)
-            current += int(info.get("current", 0))
-            peak += int(info.get("peak", 0))
-    except Exception:
-        return None
-    return (current, peak) if devices else None
-
-
-FRAMEWORK_PROBES: dict[str, FrameworkProbe] = {
-    "torch": torch_memory,
-    "jax": jax_memory,
-    "tensorflow": tensorflow_memory,
-}
+FRAMEWORK_PROBES: dict[str, FrameworkProbe] = {framework.module_name: framework_probe(framework)
+                                               for framework in FRAMEWORKS}
 
 
 # -- the report

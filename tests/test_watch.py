@@ -105,30 +105,38 @@ def fake_torch(initialized: bool, allocated: list[int], peaks: list[int]) -> typ
         return function
 
     torch.cuda = types.SimpleNamespace(  # type: ignore[attr-defined]
+        _initialized=initialized,  # the flag torch.cuda.is_initialized() reads
         is_initialized=record("is_initialized", initialized),
         is_available=record("is_available", lambda: pytest.fail("is_available() calls cuInit")),
         device_count=record("device_count", len(allocated)),
+        get_device_properties=record("get_device_properties", lambda i: types.SimpleNamespace(name="GPU")),
         memory_allocated=record("memory_allocated", lambda i: allocated[i]),
         max_memory_allocated=record("max_memory_allocated", lambda i: peaks[i]),
+        memory_reserved=record("memory_reserved", lambda i: allocated[i]),
     )
     torch.calls = calls  # type: ignore[attr-defined]
     return torch
 
 
+def install_torch(monkeypatch: pytest.MonkeyPatch, torch: types.ModuleType) -> None:
+    monkeypatch.setitem(sys.modules, "torch", torch)
+    monkeypatch.setitem(sys.modules, "torch.cuda", torch.cuda)
+
+
 def test_uninitialized_torch_is_not_touched(scenario: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     torch = fake_torch(initialized=False, allocated=[5], peaks=[5])
-    monkeypatch.setitem(sys.modules, "torch", torch)
+    install_torch(monkeypatch, torch)
     watch = CellWatch(interval_s=0.05, probes={"torch": FRAMEWORK_PROBES["torch"]})
     watch.start()
     report = watch.stop()
     assert report.frameworks == ()
-    assert set(torch.calls) == {"is_initialized"}
+    assert torch.calls == []  # not even a call: the initialized flag is read from the module
     assert "torch" not in report.line()
 
 
 def test_initialized_torch_counters_join_the_line(scenario: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     allocated, peaks = [512 * MIB, 0], [600 * MIB, 0]
-    monkeypatch.setitem(sys.modules, "torch", fake_torch(True, allocated, peaks))
+    install_torch(monkeypatch, fake_torch(True, allocated, peaks))
     hold(scenario, {0: 1000})
     watch = CellWatch(interval_s=0.05, probes={"torch": FRAMEWORK_PROBES["torch"]})
     watch.start()
@@ -142,7 +150,7 @@ def test_initialized_torch_counters_join_the_line(scenario: Any, monkeypatch: py
 
 def test_an_old_framework_peak_is_not_this_cells_peak(scenario: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     allocated, peaks = [100 * MIB], [5000 * MIB]  # a peak reached in an earlier cell
-    monkeypatch.setitem(sys.modules, "torch", fake_torch(True, allocated, peaks))
+    install_torch(monkeypatch, fake_torch(True, allocated, peaks))
     watch = CellWatch(interval_s=0.05, probes={"torch": FRAMEWORK_PROBES["torch"]})
     watch.start()
     allocated[0] = 300 * MIB

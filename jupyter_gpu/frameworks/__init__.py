@@ -25,6 +25,7 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Mapping
+from dataclasses import dataclass
 from enum import Enum
 from types import ModuleType
 
@@ -32,7 +33,8 @@ from .. import _import_hooks
 from ..plan import GpuPlan, PlanError, current_plan, format_bytes, set_current_plan
 from ..snapshots import Snapshot
 
-__all__ = ["FRAMEWORKS", "Framework", "State", "apply_plan", "framework_statuses", "too_late"]
+__all__ = ["FRAMEWORKS", "DeviceMemory", "Framework", "State", "apply_plan", "framework_memory", "framework_statuses",
+           "too_late"]
 
 Environment = dict[str, "str | None"]  # None: the variable is removed
 
@@ -42,6 +44,15 @@ class State(str, Enum):
     IMPORTED = "imported, GPU not initialized"
     DEVICES_LISTED = "imported, GPUs listed (CUDA started), not initialized"
     INITIALIZED = "initialized"
+
+
+@dataclass(frozen=True)
+class DeviceMemory:
+    """A framework's own account of its memory on one GPU, in bytes."""
+
+    in_use: int  # what its tensors and buffers occupy now
+    peak: int  # the most in use since the framework started (or its peak counter was last reset)
+    held: int | None = None  # what its caching allocator holds from the driver, where it tells
 
 
 class Framework:
@@ -65,6 +76,15 @@ class Framework:
     def in_effect(self) -> str:
         """What the framework uses now, in words (for the already-initialized warning and the status)."""
         return ""
+
+    def memory_by_device(self) -> dict[str, DeviceMemory]:
+        """The framework's own memory counters per GPU device, by the framework's device name.
+
+        Empty until the framework has initialized its GPUs by itself: looking never imports or
+        initializes anything. May raise whatever the framework raises; :func:`framework_memory`
+        is the safe way to ask.
+        """
+        return {}
 
     def blocking_changes(self, old: GpuPlan, new: GpuPlan) -> list[str]:
         """What of the change from ``old`` to ``new`` this framework can no longer take."""
@@ -227,6 +247,20 @@ def _write(env: Mapping[str, str | None]) -> None:
             os.environ.pop(key, None)
         else:
             os.environ[key] = value
+
+
+def framework_memory() -> dict[str, dict[str, DeviceMemory]]:
+    """Memory counters of every framework that has initialized its GPUs, by module name
+    (``"torch"``, ``"tensorflow"``, ``"jax"``) and device. Never raises, imports or initializes."""
+    result: dict[str, dict[str, DeviceMemory]] = {}
+    for framework in FRAMEWORKS:
+        try:
+            devices = framework.memory_by_device()
+        except Exception:  # a counter that fails is left out; measuring must never break a kernel
+            continue
+        if devices:
+            result[framework.module_name] = devices
+    return result
 
 
 def framework_statuses() -> list[tuple[Framework, str]]:

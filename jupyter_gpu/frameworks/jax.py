@@ -15,7 +15,7 @@ import sys
 from collections.abc import Mapping
 
 from ..plan import GpuPlan
-from . import Environment, Framework, State, visible_order
+from . import DeviceMemory, Environment, Framework, State, visible_order
 
 _OLD_FRACTION = "XLA_PYTHON_CLIENT_MEM_FRACTION"
 
@@ -32,6 +32,21 @@ class Jax(Framework):
         if bridge is not None and bridge.backends_are_initialized():
             return State.INITIALIZED
         return State.IMPORTED
+
+    def memory_by_device(self) -> dict[str, DeviceMemory]:
+        """``bytes_in_use`` and ``peak_bytes_in_use`` of each GPU device, keyed ``cuda:<id>``."""
+        if self.state() is not State.INITIALIZED:
+            return {}
+        devices = {}
+        for platform, backend in sys.modules["jax._src.xla_bridge"].backends().items():
+            if platform not in ("cuda", "rocm", "gpu"):
+                continue
+            for device in backend.local_devices():
+                stats = device.memory_stats() or {}
+                in_use = int(stats.get("bytes_in_use", 0))
+                peak = int(stats.get("peak_bytes_in_use", in_use))
+                devices[f"cuda:{device.id}"] = DeviceMemory(in_use=in_use, peak=peak)
+        return devices
 
     def environment(self, plan: GpuPlan, baseline: Mapping[str, str | None]) -> Environment:
         fractions = [plan.memory_fraction(index) for index in visible_order(plan)]

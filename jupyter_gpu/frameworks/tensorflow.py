@@ -25,7 +25,7 @@ from types import ModuleType
 from typing import Any
 
 from ..plan import MIB, GpuPlan, format_bytes
-from . import Environment, Framework, State, cuda_visible_at_start_of_cuda, visible_order
+from . import DeviceMemory, Environment, Framework, State, cuda_visible_at_start_of_cuda, visible_order
 
 _CONTEXT_MODULE = "tensorflow.python.eager.context"
 
@@ -50,6 +50,17 @@ class TensorFlow(Framework):
         if getattr(context, "_physical_devices", None) is not None:
             return State.DEVICES_LISTED
         return State.IMPORTED
+
+    def memory_by_device(self) -> dict[str, DeviceMemory]:
+        """``current`` and ``peak`` bytes of each logical GPU, keyed by TensorFlow's device name."""
+        if self.state() is not State.INITIALIZED:  # listing logical devices would initialize
+            return {}
+        config = sys.modules["tensorflow"].config
+        devices = {}
+        for device in config.list_logical_devices("GPU"):
+            info = config.experimental.get_memory_info(device.name)
+            devices[device.name] = DeviceMemory(in_use=int(info.get("current", 0)), peak=int(info.get("peak", 0)))
+        return devices
 
     def environment(self, plan: GpuPlan, baseline: Mapping[str, str | None]) -> Environment:
         request = plan.request

@@ -19,7 +19,7 @@ from collections.abc import Callable, Mapping
 from types import ModuleType
 
 from ..plan import GpuPlan
-from . import Environment, Framework, State, visible_order
+from . import DeviceMemory, Environment, Framework, State, visible_order
 
 _EXPANDABLE = "expandable_segments:True"
 
@@ -39,6 +39,22 @@ class Torch(Framework):
         if cuda is not None and getattr(cuda, "_initialized", False):
             return State.INITIALIZED
         return State.IMPORTED
+
+    def memory_by_device(self) -> dict[str, DeviceMemory]:
+        """Allocated (``in_use``), peak allocated and reserved (``held``) bytes per GPU, keyed by
+        ``GPU-<uuid>`` where torch tells the UUID (NVML's name for the GPU), else ``cuda:N``."""
+        if self.state() is not State.INITIALIZED:
+            return {}
+        cuda = sys.modules["torch"].cuda
+        devices = {}
+        for index in range(cuda.device_count()):
+            uuid = getattr(cuda.get_device_properties(index), "uuid", None)
+            devices[f"GPU-{uuid}" if uuid is not None else f"cuda:{index}"] = DeviceMemory(
+                in_use=int(cuda.memory_allocated(index)),
+                peak=int(cuda.max_memory_allocated(index)),
+                held=int(cuda.memory_reserved(index)),
+            )
+        return devices
 
     def environment(self, plan: GpuPlan, baseline: Mapping[str, str | None]) -> Environment:
         alloc_conf = baseline.get("PYTORCH_CUDA_ALLOC_CONF")
