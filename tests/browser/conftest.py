@@ -50,10 +50,11 @@ CHROMIUM_ARGS = [
 LAB_START_TIMEOUT_S = 90
 
 # Settings every test server starts with (JUPYTERLAB_SETTINGS_DIR): no "Jupyter news" toast over
-# screenshots, and a fast poll so tests wait for fractions of a second, not the 2 s default.
+# screenshots, a fast poll so tests wait for fractions of a second (not the 2 s default), and a
+# one-minute history so a screenshot's chart is not a dot at the right edge.
 DEFAULT_SETTINGS: dict[str, dict[str, Any]] = {
     "@jupyterlab/apputils-extension/notification": {"fetchNews": "false", "checkForUpdates": False},
-    "jupyter-gpu/plugin": {"refreshIntervalMs": 300},
+    "jupyter-gpu/plugin": {"refreshIntervalMs": 300, "historyMinutes": 1},
 }
 
 

@@ -6,6 +6,8 @@ The tests of this module share one server and run in order: the kernel test leav
 
 from __future__ import annotations
 
+import os
+import random
 import re
 import time
 from typing import Any
@@ -43,6 +45,17 @@ def wait_until(predicate: Any, timeout_s: float = 20, what: str = "condition") -
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out waiting for {what}")
         time.sleep(0.2)
+
+
+def vary_load(lab: Any, seconds: int) -> None:
+    """Let utilization wander for a while, so history charts have something to show."""
+    rng = random.Random(6)
+    for _ in range(seconds):
+        def change(s: dict[str, Any]) -> None:
+            for gpu, base in zip(s["gpus"], (80, 35, 5), strict=False):
+                gpu["utilization"] = max(0, min(100, base + rng.randint(-15, 15)))
+        lab.scenario.update(change)
+        time.sleep(1)
 
 
 def test_sidebar_lists_every_gpu_and_is_restored_with_the_layout(lab, page, artifacts):
@@ -135,7 +148,9 @@ def test_a_notebooks_kernel_appears_goes_idle_and_is_shut_down(lab, page, artifa
     status = page.locator(".jp-GpuStatus")
     assert "jp-mod-warning" in status.get_attribute("class")
     assert status.inner_text() == "GPU 2/3 · yours 4.0 GiB"
-    page.wait_for_timeout(1000)  # a few history samples for the screenshot's chart
+    if os.environ.get("JUPYTER_GPU_UPDATE_DOCS") == "1":
+        vary_load(lab, seconds=45)  # the README's screenshot gets a history worth looking at
+    page.wait_for_timeout(1000)
     page.screenshot(path=str(artifacts / "sidebar-kernel-idle.png"))
     docs_screenshot(page, "sidebar.png")
 
@@ -209,6 +224,7 @@ def test_dark_theme(lab, page, artifacts):
     sidebar.locator(".jp-GpuCard").first.wait_for()
     page.evaluate("() => { window.jupyterapp.commands.execute('apputils:change-theme', {theme: 'JupyterLab Dark'}); }")
     page.wait_for_selector("body[data-jp-theme-light='false']", state="attached")
+    page.wait_for_selector("#jupyterlab-splash", state="detached")
     background = sidebar.evaluate("node => getComputedStyle(node).backgroundColor")
     red, green, blue = (int(v) for v in re.findall(r"\d+", background)[:3])
     assert red + green + blue < 3 * 80, background  # follows the theme's variables

@@ -57,6 +57,9 @@ export class GpuCard {
     const ownBytes = own.reduce((sum, p) => sum + (p.memory ?? 0), 0);
     setText(this._inUse, gpu.processes.length > 0 ? `${gpu.processes.length} proc` : 'free');
     this._memory.update(gpu.memory_used, gpu.memory_total, ownBytes);
+    // A GPU that cannot be read has no numbers worth showing (NVML answers zeros): hide them.
+    setHidden(this._memory.node, gpu.error !== null);
+    setHidden(this._stats, gpu.error !== null);
     setText(this._utilization, `util ${orNone(gpu.utilization, v => `${v} %`)}`);
     setText(this._temperature, orNone(gpu.temperature, v => `${v} °C`));
     setText(
