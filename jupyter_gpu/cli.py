@@ -22,18 +22,7 @@ from typing import TextIO
 
 from . import __version__
 from .snapshots import GpuInfo, Snapshot
-
-GIB = 1024**3
-MIB = 1024**2
-
-
-def format_bytes(value: int | None) -> str:
-    """Memory the way people read it: GiB above 1 GiB, MiB below."""
-    if value is None:
-        return "?"
-    if value >= GIB:
-        return f"{value / GIB:.1f} GiB"
-    return f"{value / MIB:.0f} MiB"
+from .units import format_bytes
 
 
 def _optional(value: float | None, unit: str, digits: int = 0) -> str:

@@ -33,10 +33,10 @@ from .plan import (
     PlanError,
     build_plan,
     current_plan,
-    format_bytes,
     kernel_start_fence,
     parse_size,
 )
+from .units import format_bytes
 
 __all__ = ["GpuMagics", "register", "unregister"]
 

@@ -39,6 +39,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 from .snapshots import GpuInfo, Snapshot
+from .units import MIB, format_bytes
 
 __all__ = [
     "Fence",
@@ -49,7 +50,6 @@ __all__ = [
     "Size",
     "build_plan",
     "current_plan",
-    "format_bytes",
     "kernel_start_fence",
     "parse_selection",
     "parse_size",
@@ -57,7 +57,6 @@ __all__ = [
     "set_current_plan",
 ]
 
-MIB = 1024**2
 _UNITS = {"": MIB, "K": 1024, "M": MIB, "G": 1024**3, "T": 1024**4}
 _SIZE = re.compile(r"^\s*(?P<number>[0-9]*\.?[0-9]+)\s*(?P<unit>(?:[KMGT](?:I?B)?|B)?)\s*$", re.IGNORECASE)
 
@@ -114,13 +113,6 @@ def parse_size(text: str) -> Size:
     if size_bytes < MIB:
         raise PlanError(f"size {text!r} is {'zero' if size_bytes == 0 else 'under 1 MiB'}; {valid}")
     return Size(text=cleaned, bytes=size_bytes)
-
-
-def format_bytes(size_bytes: int) -> str:
-    """``85899345920`` → ``"80 GiB"``, ``1610612736`` → ``"1.5 GiB"``, ``536870912`` → ``"512 MiB"``."""
-    if size_bytes >= 1024**3:
-        return f"{size_bytes / 1024**3:.1f}".rstrip("0").rstrip(".") + " GiB"
-    return f"{round(size_bytes / MIB)} MiB"
 
 
 # -- the admin fence ------------------------------------------------------------------------------

@@ -65,8 +65,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .units import MIB
+
 ENV_VAR = "JUPYTER_GPU_SIMULATE"
-MIB = 1024 * 1024
 
 # NVML return codes (nvml.h); the simulation speaks the C ABI, so it does not borrow pynvml's names.
 SUCCESS = 0

@@ -34,22 +34,12 @@ from dataclasses import dataclass, field
 from .frameworks import FRAMEWORKS, Framework
 from .sampler import Sampler
 from .snapshots import Snapshot
+from .units import format_bytes
 
-GIB = 1024**3
-MIB = 1024**2
 SAMPLER_NAME = "jupyter-gpu-watch"
 
 # (current bytes, peak-so-far bytes) of one framework, summed over its GPUs; None = not initialized
 FrameworkProbe = Callable[[], "tuple[int, int] | None"]
-
-
-def format_bytes(value: int | float | None) -> str:
-    """``1.5 GiB`` from 1 GiB up, else ``300 MiB``; ``—`` when unknown."""
-    if value is None:
-        return "—"
-    if abs(value) >= GIB:
-        return f"{value / GIB:.1f} GiB"
-    return f"{value / MIB:.0f} MiB"
 
 
 def format_change(value: int) -> str:

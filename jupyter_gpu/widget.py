@@ -33,9 +33,8 @@ import ipywidgets as widgets
 
 from .sampler import Sampler
 from .snapshots import GpuInfo, Snapshot
-from .watch import format_bytes
+from .units import GIB, format_bytes
 
-GIB = 1024**3
 MIN_INTERVAL_S = 0.1
 SAMPLER_NAME = "jupyter-gpu-monitor"
 

@@ -25,7 +25,7 @@ def test_table_lists_gpus_and_processes(demo_gpus):
     lines = out.splitlines()
     assert "simulated" in lines[0] and "550.54.15" in lines[0]
     assert lines[1].split()[:2] == ["GPU", "Name"]
-    assert "74.2 GiB / 80.0 GiB (93%)" in out and "97%" in out and "71°C" in out and "372 / 400 W" in out
+    assert "74.2 GiB / 80 GiB (93%)" in out and "97%" in out and "71°C" in out and "372 / 400 W" in out
     assert "NVIDIA RTX A6000" in out
     bob = next(line for line in lines if "910001" in line)
     assert "bob" in bob and "74.2 GiB" in bob and "python" in bob

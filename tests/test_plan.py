@@ -12,7 +12,6 @@ from jupyter_gpu.plan import (
     PlanError,
     PlanRequest,
     build_plan,
-    format_bytes,
     parse_selection,
     parse_size,
     select_idlest,
@@ -64,12 +63,6 @@ def test_bad_sizes_say_what_is_wrong_and_what_is_valid(text: str, problem: str) 
     with pytest.raises(PlanError, match=problem) as caught:
         parse_size(text)
     assert "valid sizes" in str(caught.value) and "\n" not in str(caught.value)
-
-
-def test_format_bytes() -> None:
-    assert format_bytes(80 * GIB) == "80 GiB"
-    assert format_bytes(int(1.5 * GIB)) == "1.5 GiB"
-    assert format_bytes(512 * MIB) == "512 MiB"
 
 
 @pytest.mark.parametrize(("text", "problem"), [

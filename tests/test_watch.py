@@ -54,7 +54,7 @@ def test_change_and_peak_over_a_cell(scenario: Any) -> None:
     assert report.gpus == (0, 1)
     assert report.samples >= 4
     assert report.line() == (
-        f"GPU memory of this kernel (PID {PID}): +1000 MiB over the cell (1000 MiB → 2.0 GiB), "
+        f"GPU memory of this kernel (PID {PID}): +1000 MiB over the cell (1000 MiB → 2 GiB), "
         "peak 3.4 GiB during the cell on GPU 0,1"
     )
 
@@ -66,7 +66,7 @@ def test_memory_freed_during_a_cell(scenario: Any) -> None:
     hold(scenario, {})
     report = watch.stop()
     assert report.change == -4096 * MIB and report.peak == 4096 * MIB
-    assert "-4.0 GiB over the cell (4.0 GiB → 0 MiB), peak 4.0 GiB" in report.line()
+    assert "-4 GiB over the cell (4 GiB → 0 MiB), peak 4 GiB" in report.line()
 
 
 def test_nothing_held(scenario: Any) -> None:
@@ -145,7 +145,7 @@ def test_initialized_torch_counters_join_the_line(scenario: Any, monkeypatch: py
     report = watch.stop()
     (torch,) = report.frameworks
     assert (torch.framework, torch.before, torch.after, torch.peak) == ("torch", 512 * MIB, 1536 * MIB, 2048 * MIB)
-    assert report.line().endswith(" · torch: +1.0 GiB in use, peak 2.0 GiB")
+    assert report.line().endswith(" · torch: +1 GiB in use, peak 2 GiB")
 
 
 def test_an_old_framework_peak_is_not_this_cells_peak(scenario: Any, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -201,13 +201,13 @@ def test_gpu_watch_reports_after_each_cell(shell: InteractiveShell, scenario: An
     out = capsys.readouterr().out.splitlines()
     assert out == [
         "cell output",
-        f"GPU memory of this kernel (PID {PID}): +2.0 GiB over the cell (1000 MiB → 3.0 GiB), "
-        "peak 6.0 GiB during the cell on GPU 0",
+        f"GPU memory of this kernel (PID {PID}): +2 GiB over the cell (1000 MiB → 3 GiB), "
+        "peak 6 GiB during the cell on GPU 0",
     ]
     assert watch_threads() == []  # no sampling between cells
 
     shell.run_cell("pass")
-    assert capsys.readouterr().out.strip().endswith("±0 MiB over the cell (3.0 GiB → 3.0 GiB), peak 3.0 GiB "
+    assert capsys.readouterr().out.strip().endswith("±0 MiB over the cell (3 GiB → 3 GiB), peak 3 GiB "
                                                     "during the cell on GPU 0")
 
     shell.run_line_magic("gpu_watch", "off")

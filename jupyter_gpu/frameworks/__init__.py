@@ -30,8 +30,9 @@ from enum import Enum
 from types import ModuleType
 
 from .. import _import_hooks
-from ..plan import GpuPlan, PlanError, current_plan, format_bytes, set_current_plan
+from ..plan import GpuPlan, PlanError, current_plan, set_current_plan
 from ..snapshots import Snapshot
+from ..units import format_bytes
 
 __all__ = ["FRAMEWORKS", "DeviceMemory", "Framework", "State", "apply_plan", "framework_memory", "framework_statuses",
            "too_late"]

@@ -24,7 +24,8 @@ from collections.abc import Mapping
 from types import ModuleType
 from typing import Any
 
-from ..plan import MIB, GpuPlan, format_bytes
+from ..plan import GpuPlan
+from ..units import MIB, format_bytes
 from . import DeviceMemory, Environment, Framework, State, cuda_visible_at_start_of_cuda, visible_order
 
 _CONTEXT_MODULE = "tensorflow.python.eager.context"
