@@ -37,6 +37,7 @@ from __future__ import annotations
 import json
 import os
 import socket
+import sys
 import threading
 import time
 from collections.abc import Iterable
@@ -91,6 +92,8 @@ def framework_memory() -> dict[str, dict[str, int]]:
     use. The counters come from :mod:`jupyter_gpu.frameworks`, which never imports a framework and
     never initialises a GPU: a framework that has not touched the GPU yet reports nothing.
     """
+    if not any(name in sys.modules for name in ("torch", "tensorflow", "jax")):
+        return {}  # nothing to ask, and no need to load the adapters (this runs after every cell)
     from .frameworks import framework_memory as counters
 
     return {

@@ -19,24 +19,21 @@ import os
 import sys
 import warnings
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from IPython.core.error import UsageError
 from IPython.core.magic import Magics, line_magic, magics_class
 from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
 from traitlets import Bool, Unicode, default, observe
 
-from . import frameworks
 from .errors import GPUAlreadyInitializedWarning
-from .plan import (
-    GpuPlan,
-    PlanError,
-    build_plan,
-    current_plan,
-    kernel_start_fence,
-    parse_size,
-)
 from .units import format_bytes
+
+if TYPE_CHECKING:
+    from .plan import GpuPlan
+
+# jupyter_gpu.plan and jupyter_gpu.frameworks are imported inside the functions that use them, so
+# %load_ext jupyter_gpu stays cheap in a kernel that never runs a GPU magic.
 
 __all__ = ["GpuMagics", "register", "unregister"]
 
@@ -64,6 +61,8 @@ def _loosens_admin_ceiling(requested: str) -> str | None:
     From inside the kernel the ceiling may only be tightened: a value is refused when it is empty
     or larger than the administrator's on any GPU. None when it is acceptable.
     """
+    from .plan import PlanError, parse_size
+
     admin = os.environ.get("JUPYTER_GPU_MAX_LIMIT", "").strip()
     if not admin or requested == admin:
         return None
@@ -144,6 +143,8 @@ class GpuMagics(Magics):
         """Apply the configured defaults (called when the extension loads); problems go to stderr."""
         if not (self.default_select or self.default_limit or self.growth or self.max_limit):
             return  # nothing configured: loading touches neither NVML nor the environment
+        from .plan import current_plan
+
         changes: dict[str, Any] = {"growth": self.growth or current_plan().request.growth}
         if self.default_select:
             changes["selection"] = self.default_select
@@ -159,6 +160,9 @@ class GpuMagics(Magics):
 
     def _change(self, magic: str, **changes: Any) -> GpuPlan | None:
         """Rebuild the plan with ``changes``; apply it, or warn and change nothing. Returns the new plan."""
+        from . import frameworks
+        from .plan import PlanError, build_plan, current_plan, kernel_start_fence
+
         old = current_plan()
         changes.setdefault("max_limit", self.max_limit.strip() or None)
         request = replace(old.request, **changes)
@@ -220,6 +224,8 @@ class GpuMagics(Magics):
             %gpu_select all
             %gpu_select none          # CPU only
         """
+        from .plan import current_plan
+
         args = parse_argstring(self.gpu_select, line)
         if args.growth and args.no_growth:
             raise UsageError("--growth and --no-growth conflict; give one of them")
@@ -268,6 +274,8 @@ class GpuMagics(Magics):
             %gpu_limit 2048 2048      # two logical GPUs of 2 GiB each (TensorFlow)
             %gpu_limit off
         """
+        from .plan import PlanError, current_plan, parse_size
+
         sizes = parse_argstring(self.gpu_limit, line).sizes
         if not sizes:
             print(_limit_report(current_plan()))
@@ -311,6 +319,8 @@ class GpuMagics(Magics):
             %gpu_threads --intra 4 --inter 2
             %gpu_threads --soft-placement on --log-placement on
         """
+        from .plan import current_plan
+
         args = parse_argstring(self.gpu_threads, line)
         changes: dict[str, Any] = {}
         for name, value in (("intra_op_threads", args.intra), ("inter_op_threads", args.inter)):
@@ -341,6 +351,9 @@ class GpuMagics(Magics):
 
             %gpu_status
         """
+        from . import frameworks
+        from .plan import current_plan, kernel_start_fence
+
         plan = current_plan()
         lines = [f"Plan: {_summary(plan)}"]
         fence = kernel_start_fence()
@@ -379,6 +392,8 @@ def _summary(plan: GpuPlan) -> str:
 
 
 def _labels(plan: GpuPlan) -> dict[int, str]:
+    from . import frameworks
+
     per_framework = [(framework.name, framework.device_labels(plan)) for framework in frameworks.FRAMEWORKS]
     return {index: ", ".join(f"{name} {labels[index]}" for name, labels in per_framework if index in labels)
             for index in frameworks.visible_order(plan)}
@@ -409,6 +424,8 @@ def _selection_report(plan: GpuPlan) -> str:
 
 
 def _limit_report(plan: GpuPlan) -> str:
+    from . import frameworks
+
     if not plan.limits_bytes:
         return "No memory limit."
     labels = frameworks.TENSORFLOW.device_labels(plan)
@@ -440,6 +457,8 @@ def _threads_report(plan: GpuPlan) -> str:
 
 
 def _where_applied() -> str:
+    from . import frameworks
+
     now, later = [], []
     for framework in frameworks.FRAMEWORKS:
         (later if framework.state() is frameworks.State.NOT_IMPORTED else now).append(framework.name)
@@ -453,6 +472,8 @@ def _where_applied() -> str:
 
 
 def _gpu_listing(plan: GpuPlan, heading: str = "GPUs this kernel may use:") -> str:
+    from .plan import kernel_start_fence
+
     snapshot = take_snapshot()
     if not snapshot.nvml_available:
         return f"{heading} unknown: NVML is unavailable ({snapshot.error})"

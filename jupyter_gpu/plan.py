@@ -37,6 +37,7 @@ import os
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 
 from .snapshots import GpuInfo, Snapshot
 from .units import MIB, format_bytes
@@ -163,12 +164,32 @@ def _resolve_fence_entries(name: str, value: str, gpus: Sequence[GpuInfo]) -> li
     return indices
 
 
-_KERNEL_START_FENCE = Fence({name: os.environ[name] for name in ("CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES")
-                             if name in os.environ})
+def environment_at_process_start() -> Mapping[str, str]:
+    """The environment this process was started with, whatever its code changed since.
+
+    On Linux that is ``/proc/self/environ`` (the environment block the process was executed with;
+    assignments to ``os.environ`` do not change it). Elsewhere, ``os.environ`` as it is now.
+    """
+    try:
+        raw = Path("/proc/self/environ").read_bytes()
+    except OSError:
+        return dict(os.environ)
+    environment = {}
+    for entry in raw.split(b"\0"):
+        name, separator, value = entry.partition(b"=")
+        if separator:
+            environment[os.fsdecode(name)] = os.fsdecode(value)
+    return environment
+
+
+_started_with = environment_at_process_start()
+_KERNEL_START_FENCE = Fence({name: _started_with[name] for name in ("CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES")
+                             if name in _started_with})
 
 
 def kernel_start_fence() -> Fence:
-    """The fence in this process's environment when jupyter_gpu was first imported."""
+    """The fence the kernel was started with (see :func:`environment_at_process_start`): code in the
+    kernel that sets ``CUDA_VISIBLE_DEVICES`` itself does not widen it."""
     return _KERNEL_START_FENCE
 
 

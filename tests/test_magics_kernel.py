@@ -184,6 +184,8 @@ def admin_kernel(scenario: Any) -> Iterator[Kernel]:
 
 def test_admin_fence_defaults_ceiling_bad_inputs_and_own_memory(admin_kernel: Kernel, scenario: Any) -> None:
     kernel = admin_kernel
+    _, err = kernel.run("import os; os.environ['CUDA_VISIBLE_DEVICES'] = '0,1'")  # code cannot widen the fence
+    assert err == ""
     out, err = kernel.run("%load_ext jupyter_gpu")
     assert "jupyter_gpu: GPU 1 (auto:1); growth on; limit GPU 1: 40 GiB (admin ceiling)" in out, err
     assert kernel.value("env()")["TF_FORCE_GPU_ALLOW_GROWTH"] == "true"
