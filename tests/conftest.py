@@ -2,33 +2,13 @@
 
 from __future__ import annotations
 
-import copy
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
+from support import ScenarioFile
 
 from jupyter_gpu import simulate
-
-
-class ScenarioFile:
-    """A scenario file that JUPYTER_GPU_SIMULATE points at; edit it while things run."""
-
-    def __init__(self, path: Path, data: dict[str, Any]) -> None:
-        self.path = path
-        self.data = data
-        self.write(data)
-
-    def write(self, data: dict[str, Any]) -> None:
-        self.data = copy.deepcopy(data)
-        simulate.write_scenario(self.path, self.data)
-
-    def update(self, change: Callable[[dict[str, Any]], None]) -> None:
-        """Apply ``change`` to a copy of the scenario and write it (atomically)."""
-        data = copy.deepcopy(self.data)
-        change(data)
-        self.write(data)
 
 
 @pytest.fixture(autouse=True)

@@ -6,6 +6,7 @@ import threading
 import time
 
 import pytest
+from support import wait_until
 
 from jupyter_gpu.sampler import Sampler
 from jupyter_gpu.snapshots import Snapshot
@@ -20,13 +21,6 @@ class CountingTake:
         self.calls += 1
         self.threads.add(threading.current_thread().name)
         return Snapshot(nvml_available=True, timestamp=time.time())
-
-
-def wait_until(condition, timeout: float = 5.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.01)
 
 
 def test_listeners_get_snapshots_from_one_background_thread():
@@ -53,7 +47,7 @@ def test_touch_keeps_sampling_for_linger_then_stops():
     sampler.touch()
     assert sampler.wait_for_snapshot(timeout=2) is not None
     assert sampler.running
-    wait_until(lambda: not sampler.running, timeout=3)
+    wait_until(lambda: not sampler.running, timeout_s=3)
     sampler.touch()  # demand again: a new thread
     assert sampler.running
     sampler.close()

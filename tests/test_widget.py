@@ -9,25 +9,16 @@ from __future__ import annotations
 import os
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from support import wait_until
 
 from jupyter_gpu import nvml, widget
 from jupyter_gpu.widget import GIB, SAMPLER_NAME, GPUMonitor
 
 EVIL = "<img src=x onerror=alert(1)>"
-
-
-def wait_until(condition: Callable[[], Any], timeout: float = 10.0) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = condition()
-        if value:
-            return value
-        time.sleep(0.02)
-    raise AssertionError(f"timed out after {timeout} s waiting for {condition}")
 
 
 def sampler_threads() -> list[threading.Thread]:
@@ -38,7 +29,7 @@ def sampler_threads() -> list[threading.Thread]:
 def no_panels_left() -> Iterator[None]:
     yield
     widget.close_all()
-    wait_until(lambda: not sampler_threads(), timeout=5)
+    wait_until(lambda: not sampler_threads(), timeout_s=5)
 
 
 def test_model_values_follow_scenario_changes(scenario: Any) -> None:
@@ -164,7 +155,7 @@ def test_several_panels_share_one_sampler_and_closing_stops_the_thread(scenario:
     assert first.closed and sampler.running
     assert sampler.listener_count == 1
     second.close()
-    wait_until(lambda: not sampler.running, timeout=5)
+    wait_until(lambda: not sampler.running, timeout_s=5)
     assert sampler_threads() == []
     assert widget.open_panels() == []
 
@@ -175,7 +166,7 @@ def test_pause_and_resume(scenario: Any) -> None:
     wait_until(lambda: panel.updates >= 1)
     panel.pause_button.value = True  # the user clicks "Pause"
     assert panel.paused and panel.pause_button.description == "Resume"
-    wait_until(lambda: not sampler.running, timeout=5)
+    wait_until(lambda: not sampler.running, timeout_s=5)
     updates = panel.updates
     time.sleep(0.3)
     assert panel.updates == updates
@@ -243,7 +234,7 @@ def test_gpu_monitor_magic(scenario: Any) -> None:
     finally:
         monitor_magics.unregister(ip)
     assert panel.closed
-    wait_until(lambda: not sampler_threads(), timeout=5)
+    wait_until(lambda: not sampler_threads(), timeout_s=5)
 
 
 def test_the_kernels_plan_is_read(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -15,7 +15,6 @@ no-op overrides below keep pytest-jupyter away even if a parent conftest loads i
 
 from __future__ import annotations
 
-import copy
 import json
 import os
 import socket
@@ -30,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from support import ScenarioFile
 
 from jupyter_gpu import simulate
 
@@ -98,29 +98,11 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-class Scenario:
-    """The simulated GPUs the server (and its kernels) see: a file re-read whenever it changes."""
-
-    def __init__(self, path: Path, data: dict[str, Any]) -> None:
-        self.path = path
-        self.write(data)
-
-    def write(self, data: dict[str, Any]) -> None:
-        self.data = copy.deepcopy(data)
-        simulate.write_scenario(self.path, self.data)
-
-    def update(self, change: Callable[[dict[str, Any]], None]) -> None:
-        """Apply ``change`` to a copy of the current scenario and write it atomically."""
-        data = copy.deepcopy(self.data)
-        change(data)
-        self.write(data)
-
-
 class Lab:
     """A running ``jupyter lab`` with a REST helper; ``open(page)`` loads it in the browser."""
 
     def __init__(self, process: subprocess.Popen, url: str, token: str, root: Path,
-                 scenario: Scenario, log: Path) -> None:
+                 scenario: ScenarioFile, log: Path) -> None:
         self.process = process
         self.url = url  # ends with "/"
         self.token = token
@@ -188,7 +170,7 @@ def start_lab(base: Path, scenario: dict[str, Any], *, extra_args: tuple[str, ..
         target = settings_dir / package / f"{plugin_name}.jupyterlab-settings"
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_text(json.dumps(values))
-    scenario_file = Scenario(base / "scenario.json", scenario)
+    scenario_file = ScenarioFile(base / "scenario.json", scenario)
 
     port = free_port()
     token = uuid.uuid4().hex
@@ -258,8 +240,10 @@ def lab(lab_factory: Callable[..., Lab], request: pytest.FixtureRequest) -> Lab:
     return lab_factory(scenario, name=request.module.__name__.rpartition(".")[2])
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def browser() -> Iterator[Any]:
+    # Package scope: Playwright's sync API runs an asyncio loop in the main thread while it is open,
+    # which breaks pytest-jupyter's server tests collected after this folder; stop it on leaving.
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as playwright:

@@ -7,26 +7,15 @@ user's process on GPU 0; the scenario file is rewritten while the panel runs).
 from __future__ import annotations
 
 import re
-import time
 from typing import Any
 
 import pytest
+from support import wait_until
 
 pytestmark = pytest.mark.browser
 
 NOTEBOOK = "gpu_monitor_panel.ipynb"
 EVIL_NAME = '<img src=x onerror="window.__jupyterGpuXss=1">'
-
-
-def wait_until(predicate: Any, timeout_s: float = 30, what: str = "condition") -> Any:
-    deadline = time.monotonic() + timeout_s
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.2)
 
 
 def test_panel_renders_updates_and_escapes(lab: Any, page: Any, artifacts: Any, docs_screenshot: Any) -> None:

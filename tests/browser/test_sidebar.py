@@ -13,6 +13,7 @@ import time
 from typing import Any
 
 import pytest
+from support import wait_until
 
 pytestmark = pytest.mark.browser
 
@@ -34,17 +35,6 @@ def open_sidebar(lab: Any, page: Any, reset: bool = True, load: bool = True) -> 
 
 def card(sidebar: Any, index: int) -> Any:
     return sidebar.locator(f'.jp-GpuCard[data-gpu-index="{index}"]')
-
-
-def wait_until(predicate: Any, timeout_s: float = 20, what: str = "condition") -> Any:
-    deadline = time.monotonic() + timeout_s
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.2)
 
 
 def vary_load(lab: Any, seconds: int) -> None:

@@ -1,0 +1,42 @@
+"""Helpers shared by the test modules (importable as ``support``: pytest puts tests/ on sys.path)."""
+
+from __future__ import annotations
+
+import copy
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from jupyter_gpu import simulate
+
+
+class ScenarioFile:
+    """A scenario file that JUPYTER_GPU_SIMULATE points at; rewrite it while kernels and servers run."""
+
+    def __init__(self, path: Path, data: dict[str, Any]) -> None:
+        self.path = path
+        self.write(data)
+
+    def write(self, data: dict[str, Any]) -> None:
+        self.data = copy.deepcopy(data)
+        simulate.write_scenario(self.path, self.data)
+
+    def update(self, change: Callable[[dict[str, Any]], None]) -> None:
+        """Apply ``change`` to a copy of the scenario and write it (atomically)."""
+        data = copy.deepcopy(self.data)
+        change(data)
+        self.write(data)
+
+
+def wait_until(condition: Callable[[], Any], timeout_s: float = 30.0, what: str = "condition",
+               interval_s: float = 0.02) -> Any:
+    """Poll ``condition`` until it returns something truthy and return that; fail after ``timeout_s``."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        value = condition()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout_s} s waiting for {what}")
+        time.sleep(interval_s)
