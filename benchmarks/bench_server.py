@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import importlib.util
 import json
 import os
 import random
@@ -277,6 +278,8 @@ def main() -> None:
     if args.client:
         client_main(json.loads(args.client))
         return
+    if importlib.util.find_spec("jupyterlab_nvdashboard") is None:
+        parser.error("the peer jupyterlab-nvdashboard is not installed: .venv/bin/pip install -e '.[bench]'")
     results = server_main(args)
     print(json.dumps(results, indent=1))
     if args.json:
