@@ -13,13 +13,16 @@ import getpass
 import os
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Generic, TypeVar
 
 import psutil
 
 from . import simulate
 
 CACHE_TTL_S = 30.0
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -37,30 +40,49 @@ def current_user() -> str | None:
         return str(os.getuid()) if hasattr(os, "getuid") else None
 
 
-class ProcessDirectory:
-    """Cached PID → :class:`ProcessIdentity` lookups, safe to use from several threads."""
+class PidCache(Generic[T]):
+    """``lookup(pid)`` results, each kept for ``ttl_s`` seconds; safe to use from several threads.
 
-    def __init__(self, ttl_s: float = CACHE_TTL_S) -> None:
+    Callers drop the PIDs that left the GPUs with :meth:`forget_all_but` after every snapshot, which
+    keeps the cache as small as the set of GPU processes.
+    """
+
+    def __init__(self, lookup: Callable[[int], T], ttl_s: float = CACHE_TTL_S) -> None:
+        self.lookup = lookup
         self.ttl_s = ttl_s
-        self.me = current_user()
-        self._cache: dict[int, tuple[float, ProcessIdentity]] = {}
+        self._cache: dict[int, tuple[float, T]] = {}
         self._lock = threading.Lock()
 
-    def identify(self, pid: int) -> ProcessIdentity:
+    def get(self, pid: int) -> T:
         now = time.monotonic()
         cached = self._cache.get(pid)
         if cached is not None and now - cached[0] < self.ttl_s:
             return cached[1]
-        identity = self._lookup(pid)
+        value = self.lookup(pid)
         with self._lock:
-            self._cache[pid] = (now, identity)
-        return identity
+            self._cache[pid] = (now, value)
+        return value
 
     def forget_all_but(self, pids: set[int]) -> None:
-        """Drop cached entries of processes no longer on any GPU (keeps the cache bounded)."""
+        """Drop the entries of every PID not in ``pids``."""
         with self._lock:
             for pid in [pid for pid in self._cache if pid not in pids]:
                 del self._cache[pid]
+
+
+class ProcessDirectory:
+    """Cached PID → :class:`ProcessIdentity` lookups, safe to use from several threads."""
+
+    def __init__(self, ttl_s: float = CACHE_TTL_S) -> None:
+        self.me = current_user()
+        self._identities = PidCache(self._lookup, ttl_s)
+
+    def identify(self, pid: int) -> ProcessIdentity:
+        return self._identities.get(pid)
+
+    def forget_all_but(self, pids: set[int]) -> None:
+        """Drop cached entries of processes no longer on any GPU (keeps the cache bounded)."""
+        self._identities.forget_all_but(pids)
 
     def _lookup(self, pid: int) -> ProcessIdentity:
         override = self._simulated_identity(pid)

@@ -15,7 +15,6 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import logging
-import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, fields
@@ -23,7 +22,7 @@ from typing import Any
 
 import psutil
 
-from ..processes import current_user
+from ..processes import PidCache, current_user
 from ..sampler import Sampler
 from ..snapshots import Snapshot
 from .config import JupyterGpuServer
@@ -64,31 +63,12 @@ class AttributedSnapshot(Snapshot):
     reports: dict[str, dict[str, Any]] = field(default_factory=dict, compare=False)
 
 
-class ProcessTree:
-    """PID → its ancestors' PIDs, cached while the PID stays on a GPU (at most ``ttl_s``)."""
-
-    def __init__(self, ttl_s: float = 30.0) -> None:
-        self.ttl_s = ttl_s
-        self._cache: dict[int, tuple[float, tuple[int, ...]]] = {}
-        self._lock = threading.Lock()
-
-    def ancestors(self, pid: int) -> tuple[int, ...]:
-        now = time.monotonic()
-        cached = self._cache.get(pid)
-        if cached is not None and now - cached[0] < self.ttl_s:
-            return cached[1]
-        try:
-            chain = tuple(parent.pid for parent in psutil.Process(pid).parents())
-        except (psutil.Error, OSError):
-            chain = ()
-        with self._lock:
-            self._cache[pid] = (now, chain)
-        return chain
-
-    def forget_all_but(self, pids: set[int]) -> None:
-        with self._lock:
-            for pid in [pid for pid in self._cache if pid not in pids]:
-                del self._cache[pid]
+def ancestors(pid: int) -> tuple[int, ...]:
+    """The PIDs of ``pid``'s parent, grandparent, …; empty when the process is gone or unreadable."""
+    try:
+        return tuple(parent.pid for parent in psutil.Process(pid).parents())
+    except (psutil.Error, OSError):
+        return ()
 
 
 def _kernel_pid(kernel: Any) -> int | None:
@@ -122,7 +102,7 @@ class GpuService:
         if take is None:
             from ..nvml import snapshot as take
         self._nvml_take = take
-        self._tree = ProcessTree()
+        self._ancestry = PidCache(ancestors)  # cached while the PID stays on a GPU
         self._report_reader = ReportReader()
         self.sampler = Sampler(config.interval_s, take=self._take, linger_s=config.linger_s,
                                name="jupyter-gpu-server-sampler")
@@ -154,8 +134,8 @@ class GpuService:
     def _take(self) -> Snapshot:
         snapshot = self._nvml_take()
         pids = {process.pid for gpu in snapshot.gpus for process in gpu.processes}
-        ancestry = {pid: self._tree.ancestors(pid) for pid in pids}
-        self._tree.forget_all_but(pids)
+        ancestry = {pid: self._ancestry.get(pid) for pid in pids}
+        self._ancestry.forget_all_but(pids)
         reports = self._report_reader.read(self.report_dir) if self.report_dir else {}
         values = {f.name: getattr(snapshot, f.name) for f in fields(Snapshot)}
         return AttributedSnapshot(**values, ancestry=ancestry, reports=reports)
