@@ -34,6 +34,7 @@ out by itself.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import socket
@@ -69,8 +70,11 @@ def kernel_identity() -> tuple[str | None, Path | None]:
     return kernel_id, connection_file.parent
 
 
+@functools.cache
 def _nspid() -> tuple[list[int] | None, str | None]:
-    """This process's PID in each nested PID namespace, and its PID namespace's identity."""
+    """This process's PID in each nested PID namespace, and its PID namespace's identity.
+
+    Fixed for the life of the process, so read once (the report is rebuilt after every cell)."""
     nspid = None
     try:
         for line in Path("/proc/self/status").read_text().splitlines():
