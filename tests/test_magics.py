@@ -22,10 +22,7 @@ MANAGED = (*frameworks._managed_keys(), "JUPYTER_GPU_DEFAULT_SELECT", "JUPYTER_G
 
 def reset_plan_state() -> None:
     plan.set_current_plan(GpuPlan())
-    frameworks._baseline.clear()
-    frameworks._applied.clear()
-    for framework in frameworks.FRAMEWORKS:
-        _import_hooks.cancel(framework.module_name, framework.hook)
+    frameworks.reset_for_tests()
 
 
 @pytest.fixture
@@ -33,6 +30,8 @@ def clean(monkeypatch: pytest.MonkeyPatch, scenario: Any) -> Iterator[Any]:
     """No plan, no managed variable, no hook; the frameworks not imported; 2 simulated A100s."""
     saved = {name: os.environ.pop(name, None) for name in MANAGED}
     monkeypatch.setattr(plan, "_KERNEL_START_FENCE", Fence({}))
+    # The admin's values come from the environment the process started with: here, os.environ.
+    monkeypatch.setattr(plan, "environment_at_process_start", lambda: dict(os.environ))
     for name in ("tensorflow", "torch", "jax"):
         if name in sys.modules:
             pytest.skip(f"{name} is imported in this test process")
@@ -138,7 +137,7 @@ BAD_INPUTS = [
     ("gpu_limit", "90GiB", "more than GPU 0's memory"),
     ("gpu_limit", "50GiB 40GiB", "more than GPU 0's memory"),
     ("gpu_limit", "off 2GiB", "cannot be combined"),
-    ("gpu_threads", "--intra -1", "cannot be negative"),
+    ("gpu_threads", "--intra -1", "must be 0 to 4096"),
     ("gpu_threads", "--soft-placement maybe", "invalid choice"),
 ]
 
