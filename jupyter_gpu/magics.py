@@ -208,7 +208,8 @@ class GpuMagics(Magics):
         if late is not None:
             _warn_already_initialized(magic, *late)
             return None
-        replaced = _replaced_by_hand() if changed and "selection" in changes else ""
+        replaced = _replaced_by_hand() if "selection" in changes and new.selected_indices is not None and \
+            frameworks.set_by_code() and frameworks.process_cuda_start() is None else ""
         try:
             frameworks.apply_plan(old, new)
         except PlanError as error:

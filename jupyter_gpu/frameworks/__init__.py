@@ -134,7 +134,8 @@ class Framework:
         self.observe(module)
         changed = selection_env_changed()
         if changed:
-            _warn_once(changed)
+            _warn_once(changed)  # and the plan's GPU calls are not made: nothing changes behind the warning
+            return
         if _plan_active:
             self.apply(module, current_plan())
             _applied[self.name] = current_plan()
@@ -248,6 +249,15 @@ def selection_env_changed() -> str | None:
     source = f"the plan ({_plan_words(plan)})" if plan.selected_indices is not None else "the kernel's start"
     return (f"code in this kernel set {' and '.join(what)} after {source}: {sees}, not the plan. "
             "Run %gpu_select with the GPUs you want (it replaces the value), or remove that assignment.")
+
+
+def set_by_code() -> bool:
+    """Whether ``CUDA_VISIBLE_DEVICES``/``CUDA_DEVICE_ORDER`` now differ from what the plan wrote
+    (or, before any plan, from what the kernel started with): code in the kernel set them."""
+    if _plan_active and _written is not None:
+        return CudaEnv.now() != _written
+    start = environment_at_process_start()
+    return CudaEnv.now() != CudaEnv(start.get("CUDA_VISIBLE_DEVICES"), start.get("CUDA_DEVICE_ORDER"))
 
 
 def _plan_words(plan: GpuPlan) -> str:

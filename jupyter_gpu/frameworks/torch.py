@@ -23,7 +23,7 @@ from collections.abc import Callable, Mapping
 from types import ModuleType
 
 from ..plan import GpuPlan
-from . import DeviceMemory, Environment, Framework, State, note_cuda_start, planned_devices, visible_order
+from . import DeviceMemory, Environment, Framework, State, note_cuda_start, visible_order
 
 _EXPANDABLE = "expandable_segments:True"
 
@@ -114,10 +114,13 @@ class Torch(Framework):
         queued = cuda._queued_calls
         queued[:] = [entry for entry in queued if entry[0] is not self._queued]
         self._queued = None
-        from . import known_gpus
+        from . import actual_devices, known_gpus
 
-        devices = planned_devices(self, plan, known_gpus() or plan.gpus)[0].indices
-        order = visible_order(plan) if devices is None else devices  # only devices PyTorch will have
+        # Only devices PyTorch will really have: what CUDA shows (or will show, from the variables
+        # in force now, whoever set them), never the plan's wish.
+        gpus = known_gpus() or plan.gpus
+        devices = actual_devices(self, gpus).indices if gpus else None
+        order = visible_order(plan) if devices is None else devices
         fractions = [(position, plan.memory_fraction(index)) for position, index in enumerate(order)]
         fractions = [(position, fraction) for position, fraction in fractions if fraction is not None]
         if not fractions:
