@@ -12,7 +12,6 @@ framework seeing what the plan says, or with a clear warning and nothing changed
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -40,7 +39,8 @@ print(json.dumps({"physical": [cuda_standin.started["devices"][i][0] for i in ra
 def standin_kernel(tmp_path: Path, env: dict[str, str] | None = None) -> Iterator[Kernel]:
     startup = tmp_path / "ipython" / "profile_default" / "startup"
     startup.mkdir(parents=True)
-    (startup / "00-cuda-standin.py").write_text(f"import sys\nsys.path.insert(0, {str(STANDIN)!r})\nimport cuda_standin\n")
+    code = f"import sys\nsys.path.insert(0, {str(STANDIN)!r})\nimport cuda_standin\n"
+    (startup / "00-cuda-standin.py").write_text(code)
     yield from start({"IPYTHONDIR": str(tmp_path / "ipython"), "JUPYTER_GPU_SIMULATE": "demo", **(env or {})})
 
 
@@ -111,7 +111,7 @@ def test_2_magic_first_then_the_users_cuda_visible_devices_is_noticed(kernel: Ke
 
 def test_2_user_first_a_selection_says_it_replaces_the_users_value(kernel: Kernel) -> None:
     kernel.run("os.environ['CUDA_VISIBLE_DEVICES'] = '0'")
-    out, err = kernel.run("%load_ext jupyter_gpu\n%gpu_select 1,2\n%gpu_limit 2048")
+    _out, err = kernel.run("%load_ext jupyter_gpu\n%gpu_select 1,2\n%gpu_limit 2048")
     assert "replaces CUDA_VISIBLE_DEVICES='0'" in err, err
     kernel.run("import torch\ntorch.cuda.init()")
     assert kernel.value("cuda_standin.fractions") == {"0": pytest.approx(2048 / 81920, abs=1e-6),
@@ -146,12 +146,12 @@ def test_6_7_user_settings_survive_and_framework_errors_get_a_hint(kernel: Kerne
     assert "jupyter_gpu: TensorFlow refuses set_memory_growth" in err and "%gpu_select --growth" in err
     assert "The kernel's GPU plan: GPU 1" in err
     kernel.run("g = tf.config.get_visible_devices('GPU')[0]\n"
-               "tf.config.set_logical_device_configuration(g, [tf.config.LogicalDeviceConfiguration(memory_limit=512)])")
+               "tf.config.set_logical_device_configuration(g, [tf.config.LogicalDeviceConfiguration(512)])")
     out, err = kernel.run("%gpu_limit 1024")
     assert "replacing the logical devices set by hand" in err and "512 MiB" in err, err
     assert tf_gpus(kernel)["limits"] == {"1": [1024]}
     kernel.run("x = tf.constant(1.0)")
-    out, err = kernel.run("tf.config.set_visible_devices([], 'GPU')")
+    _out, err = kernel.run("tf.config.set_visible_devices([], 'GPU')")
     assert "Visible devices cannot be modified after being initialized" in err and "%gpu_select SPEC" in err
 
 
@@ -174,7 +174,7 @@ def test_9_the_admin_ceiling_comes_from_the_kernels_start(tmp_path: Path) -> Non
         out, err = kernel.run("%gpu_limit 32GiB")
         assert "UsageError" in err and "above the admin ceiling" in err, err
         kernel.run("%reload_ext jupyter_gpu")
-        out, err = kernel.run("%gpu_limit 32GiB")
+        _out, err = kernel.run("%gpu_limit 32GiB")
         assert "UsageError" in err and "above the admin ceiling" in err, err
 
 

@@ -458,7 +458,7 @@ def divergence(framework: Framework, plan: GpuPlan, gpus: Sequence[Gpu]) -> str 
         if wanted.indices:
             return f"it runs on the CPU only: {framework.gpu_build_hint}"
         return None
-    if state is State.INITIALIZED and framework.built_with_gpu() is False and wanted.indices:
+    if state in (State.DEVICES_LISTED, State.INITIALIZED) and framework.built_with_gpu() is False and wanted.indices:
         return f"it sees no GPU: {framework.gpu_build_hint}"
     changed = selection_env_changed()
     if changed and framework.cuda_started() is False:
@@ -502,7 +502,10 @@ def check_after_cell() -> list[str]:
         problem = divergence(framework, plan, gpus)
         if problem:
             words = _plan_words(plan) if plan.selected_indices is not None else "no selection"
-            messages.append(f"{framework.name} does not follow the GPU plan ({words}): {problem}.")
+            message = f"{framework.name} does not follow the GPU plan ({words}): {problem}."
+            if message not in _warned:
+                _warned.add(message)
+                messages.append(message)
     return messages
 
 
