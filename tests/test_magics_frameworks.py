@@ -140,14 +140,14 @@ def test_6_7_user_settings_survive_and_framework_errors_get_a_hint(kernel: Kerne
     kernel.run("%load_ext jupyter_gpu\n%gpu_select 1\n%gpu_limit 2048")
     assert kernel.value("[tf.config.threading.get_intra_op_parallelism_threads(), "
                         "tf.config.threading.get_inter_op_parallelism_threads()]") == [2, 3]
-    out, err = kernel.run("for g in tf.config.list_physical_devices('GPU'):\n"
+    _, err = kernel.run("for g in tf.config.list_physical_devices('GPU'):\n"
                           "    tf.config.experimental.set_memory_growth(g, True)")
     assert "ValueError: Cannot set memory growth on device when virtual devices configured" in err
     assert "jupyter_gpu: TensorFlow refuses set_memory_growth" in err and "%gpu_select --growth" in err
     assert "The kernel's GPU plan: GPU 1" in err
     kernel.run("g = tf.config.get_visible_devices('GPU')[0]\n"
                "tf.config.set_logical_device_configuration(g, [tf.config.LogicalDeviceConfiguration(512)])")
-    out, err = kernel.run("%gpu_limit 1024")
+    _, err = kernel.run("%gpu_limit 1024")
     assert "replacing the logical devices set by hand" in err and "512 MiB" in err, err
     assert tf_gpus(kernel)["limits"] == {"1": [1024]}
     kernel.run("x = tf.constant(1.0)")
@@ -169,9 +169,9 @@ def test_9_the_admin_ceiling_comes_from_the_kernels_start(tmp_path: Path) -> Non
     for kernel in standin_kernel(tmp_path, {"JUPYTER_GPU_MAX_LIMIT": "10%"}):
         kernel.run("os.environ.pop('JUPYTER_GPU_MAX_LIMIT')")
         kernel.run("%load_ext jupyter_gpu")
-        out, err = kernel.run("%config GpuMagics.max_limit = ''")
+        _, err = kernel.run("%config GpuMagics.max_limit = ''")
         assert "can only be tightened" in err
-        out, err = kernel.run("%gpu_limit 32GiB")
+        _, err = kernel.run("%gpu_limit 32GiB")
         assert "UsageError" in err and "above the admin ceiling" in err, err
         kernel.run("%reload_ext jupyter_gpu")
         _out, err = kernel.run("%gpu_limit 32GiB")
