@@ -200,3 +200,27 @@ def test_10_auto_says_why_limits_warn_and_status_is_complete(kernel: Kernel) -> 
     assert "applies again when GPUs are selected" in out
     out, _ = kernel.run("%gpu_status")
     assert "Threads: intra-op" in out and "(* selected)" not in out and "jupyter-gpu status" in out
+
+
+def test_5_a_session_made_before_the_extension_counts_too(kernel: Kernel) -> None:
+    kernel.run("import tensorflow as tf\ng = tf.Graph()\nwith g.as_default():\n    c = tf.constant(1)\n"
+               "sess = tf.compat.v1.Session(graph=g, config=tf.compat.v1.ConfigProto())\nsess.run(c)")
+    kernel.run("%load_ext jupyter_gpu")
+    before = kernel.value("state()")
+    _, err = kernel.run("%gpu_select 2")
+    assert "GPUAlreadyInitializedWarning: TensorFlow already initialized the GPU" in err, err
+    assert kernel.value("state()") == before
+    out, _ = kernel.run("%gpu_status")
+    assert "TensorFlow: initialized before the plan" in out
+
+
+def test_6_7_magic_first_then_the_users_settings_and_the_blog_loop(kernel: Kernel) -> None:
+    kernel.run("%load_ext jupyter_gpu\n%gpu_select 2 --growth\n%gpu_limit 2048")
+    kernel.run("import tensorflow as tf\ntf.config.threading.set_intra_op_parallelism_threads(2)")
+    kernel.run("%gpu_limit 1024")
+    assert kernel.value("tf.config.threading.get_intra_op_parallelism_threads()") == 2
+    assert tf_gpus(kernel) == {"physical": [2], "visible": [2], "limits": {"2": [1024]}}
+    _, err = kernel.run("for g in tf.config.list_physical_devices('GPU'):\n"
+                        "    tf.config.experimental.set_memory_growth(g, True)")
+    assert "Cannot set memory growth" in err and "growth is" not in err and "%gpu_select --growth" in err
+    assert "The kernel's GPU plan: GPU 2; growth on; limit GPU 2: 1 GiB" in err
