@@ -639,13 +639,11 @@ def register(ipython: Any) -> None:
     (``%load_ext jupyter_gpu``)."""
     if id(ipython) in _registered:
         return
-    from . import frameworks
-
     magics = GpuMagics(shell=ipython)
     ipython.register_magics(magics)
     _registered[id(ipython)] = magics
     magics.enforce_admin_ceiling()
-    frameworks.start_watching()
+    _watch()
     ipython.events.register("post_run_cell", _after_cell)
     magics.apply_defaults()
 
@@ -664,6 +662,38 @@ def unregister(ipython: Any) -> None:
         ipython.events.unregister("post_run_cell", _after_cell)
     except ValueError:
         pass
+
+
+# -- watching the frameworks ---------------------------------------------------------------------
+
+_FRAMEWORK_MODULES = ("tensorflow", "torch", "jax")
+
+
+def _watch() -> None:
+    """Watch the frameworks' CUDA start from now on. Cheap while none is imported: the adapters
+    (:mod:`jupyter_gpu.frameworks`) are imported only when a framework is."""
+    if "jupyter_gpu.frameworks" in sys.modules or any(name in sys.modules for name in _FRAMEWORK_MODULES):
+        from . import frameworks
+
+        frameworks.start_watching()
+        return
+    from . import _import_hooks
+    from .visibility import CudaEnv
+
+    found = CudaEnv.now()
+    for name in _FRAMEWORK_MODULES:
+        if _on_import not in _import_hooks.pending(name):
+            _import_hooks.when_imported(name, _on_import)
+    _found.append(found)
+
+
+_found: list[Any] = []  # the selection variables as the extension found them (before any plan)
+
+
+def _on_import(_module: Any) -> None:
+    from . import frameworks
+
+    frameworks.start_watching(_found[0] if _found else None)
 
 
 # -- after every cell -----------------------------------------------------------------------------
@@ -706,13 +736,17 @@ def traceback_hint(error: BaseException | None) -> str | None:
 def _after_cell(result: Any = None) -> None:
     """``post_run_cell``: a hint under GPU-configuration errors, and the cheap check that nothing
     changed behind the magics' back (see :func:`jupyter_gpu.frameworks.check_after_cell`)."""
-    from . import frameworks
-    from .errors import GPUPlanMismatchWarning, warn
-
     try:
-        hint = traceback_hint(getattr(result, "error_in_exec", None))
-        if hint:
-            print(hint, file=sys.stderr)
+        error = getattr(result, "error_in_exec", None)
+        if error is not None:
+            hint = traceback_hint(error)
+            if hint:
+                print(hint, file=sys.stderr)
+        frameworks = sys.modules.get("jupyter_gpu.frameworks")
+        if frameworks is None:
+            return  # no plan was ever made and no framework imported: nothing can diverge
+        from .errors import GPUPlanMismatchWarning, warn
+
         for message in frameworks.check_after_cell():
             warn(message, GPUPlanMismatchWarning)
     except Exception as error:  # a check must never break the kernel

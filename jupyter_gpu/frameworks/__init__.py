@@ -189,13 +189,13 @@ def known_gpus() -> tuple[Gpu, ...]:
 # -- watching: CUDA's start and changes of the selection variables --------------------------------
 
 
-def start_watching() -> None:
-    """Called when the extension loads: record the selection variables as found, watch every
-    framework's CUDA start (now if imported, else when imported), and note a CUDA start that
-    happened before."""
+def start_watching(found: CudaEnv | None = None) -> None:
+    """Called when the extension loads (or, if no framework was imported then, when the first one
+    is): record the selection variables as the extension ``found`` them, watch every framework's
+    CUDA start (now if imported, else when imported), and note a CUDA start that happened before."""
     global _written
     if _written is None:
-        _written = CudaEnv.now()
+        _written = CudaEnv.now() if found is None else found
     for framework in FRAMEWORKS:
         module = sys.modules.get(framework.module_name)
         if module is not None:
@@ -234,8 +234,8 @@ def process_cuda_start() -> tuple[CudaEnv, str] | None:
 def selection_env_changed() -> str | None:
     """A one-line warning when code changed ``CUDA_VISIBLE_DEVICES``/``CUDA_DEVICE_ORDER`` behind the
     magics' back before CUDA started (None when unchanged, or when CUDA already read them)."""
-    if _written is None:
-        return None
+    if _written is None or not _plan_active:
+        return None  # without a plan, the user's own CUDA_VISIBLE_DEVICES is simply the choice
     now = CudaEnv.now()
     if now == _written or cuda_start() is not None:
         return None
