@@ -39,8 +39,8 @@ import os
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from pathlib import Path
 
+from ._environ import environment_at_process_start
 from .snapshots import GpuInfo, GpuProcess, Snapshot
 from .units import MIB, format_bytes
 
@@ -182,24 +182,6 @@ def _resolve_fence_entries(name: str, value: str, gpus: Sequence[GpuInfo]) -> li
             elif name == "CUDA_VISIBLE_DEVICES":
                 break
     return indices
-
-
-def environment_at_process_start() -> Mapping[str, str]:
-    """The environment this process was started with, whatever its code changed since.
-
-    On Linux that is ``/proc/self/environ`` (the environment block the process was executed with;
-    assignments to ``os.environ`` do not change it). Elsewhere, ``os.environ`` as it is now.
-    """
-    try:
-        raw = Path("/proc/self/environ").read_bytes()
-    except OSError:
-        return dict(os.environ)
-    environment = {}
-    for entry in raw.split(b"\0"):
-        name, separator, value = entry.partition(b"=")
-        if separator:
-            environment[os.fsdecode(name)] = os.fsdecode(value)
-    return environment
 
 
 _started_with = environment_at_process_start()
