@@ -170,6 +170,22 @@ def _checked(indices: Sequence[int], by_index: dict[int, Gpu], names: Sequence[s
 
 # -- the moment CUDA started in this process ------------------------------------------------------
 
+
+def cuda_driver_loaded(maps: str = "/proc/self/maps") -> bool:
+    """Whether the CUDA driver library (``libcuda.so``) is mapped into this process.
+
+    Every framework loads it right before ``cuInit`` (``torch.cuda.is_available()`` does, and leaves
+    no other trace), so it is the process-wide fact that CUDA may have read its variables. Reading
+    the maps costs about a millisecond: it is only asked when a framework was imported before
+    jupyter_gpu could watch it. False where there is no ``/proc``.
+    """
+    try:
+        with open(maps, encoding="utf-8", errors="replace") as file:
+            return any("/libcuda.so" in line for line in file)
+    except OSError:
+        return False
+
+
 UNKNOWN = CudaEnv("?", "?")  # CUDA started, but the values it read are not known
 _start: tuple[CudaEnv, str] | None = None
 

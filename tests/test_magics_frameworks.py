@@ -224,3 +224,13 @@ def test_6_7_magic_first_then_the_users_settings_and_the_blog_loop(kernel: Kerne
                         "    tf.config.experimental.set_memory_growth(g, True)")
     assert "Cannot set memory growth" in err and "growth is" not in err and "%gpu_select --growth" in err
     assert "The kernel's GPU plan: GPU 2; growth on; limit GPU 2: 1 GiB" in err
+
+
+def test_1_torch_is_available_before_the_extension_starts_cuda_unseen(kernel: Kernel) -> None:
+    kernel.run("import torch\nprint(torch.cuda.is_available())")
+    kernel.run("%load_ext jupyter_gpu")
+    before = kernel.value("state()")
+    out, err = kernel.run("%gpu_select 1")
+    assert "PyTorch already started CUDA in this kernel" in err and "cannot tell which GPU is which" in err, (out, err)
+    assert "restart the kernel" in err and kernel.value("state()") == before
+    assert kernel.value("torch.cuda.device_count()") == 4

@@ -40,7 +40,16 @@ from .. import _import_hooks
 from ..plan import GpuPlan, PlanError, current_plan, environment_at_process_start, set_current_plan
 from ..snapshots import Snapshot
 from ..units import format_bytes
-from ..visibility import UNKNOWN, CudaEnv, DeviceMap, Gpu, cuda_devices, cuda_start, record_cuda_start
+from ..visibility import (
+    UNKNOWN,
+    CudaEnv,
+    DeviceMap,
+    Gpu,
+    cuda_devices,
+    cuda_driver_loaded,
+    cuda_start,
+    record_cuda_start,
+)
 
 __all__ = ["FRAMEWORKS", "DeviceMemory", "Framework", "State", "actual_devices", "apply_plan", "check_after_cell",
            "framework_memory", "framework_statuses", "planned_devices", "too_late"]
@@ -72,6 +81,7 @@ class Framework:
     module_name = ""
     env_keys: tuple[str, ...] = ()
     can_narrow = False  # can it hide some of CUDA's devices after CUDA started (TensorFlow can)
+    observed = False  # observe() ran: its CUDA start is recorded from then on
     gpu_build_hint = ""  # what to install when the build has no GPU support
 
     def state(self) -> State:
@@ -161,6 +171,7 @@ _written: CudaEnv | None = None  # the selection variables as jupyter_gpu last w
 _warned: set[str] = set()
 _last_states: tuple[State, ...] = ()
 _checked: set[tuple[str, State]] = set()
+_unwatched: list[str] = []  # frameworks imported before jupyter_gpu watched them (CUDA may have started unseen)
 
 
 def _managed_keys() -> tuple[str, ...]:
@@ -199,6 +210,8 @@ def start_watching(found: CudaEnv | None = None) -> None:
     for framework in FRAMEWORKS:
         module = sys.modules.get(framework.module_name)
         if module is not None:
+            if not framework.observed:
+                _unwatched.append(framework.name)
             framework.observe(module)
         elif not _hook_pending(framework):
             _import_hooks.when_imported(framework.module_name, framework.hook)
@@ -220,15 +233,16 @@ def process_cuda_start() -> tuple[CudaEnv, str] | None:
     recorded = cuda_start()
     if recorded is not None:
         return recorded
-    for framework in FRAMEWORKS:
-        if framework.cuda_started():
-            now = CudaEnv.now()
-            start = environment_at_process_start()
-            at_start = CudaEnv(start.get("CUDA_VISIBLE_DEVICES"), start.get("CUDA_DEVICE_ORDER"))
-            record_cuda_start(now if now == at_start and (_written is None or _written == now) else UNKNOWN,
-                              framework.name)
-            return cuda_start()
-    return None
+    by = next((framework.name for framework in FRAMEWORKS if framework.cuda_started()), None)
+    if by is None and _unwatched and cuda_driver_loaded():
+        by = _unwatched[0]  # e.g. torch.cuda.is_available() before %load_ext: only the driver shows it
+    if by is None:
+        return None
+    now = CudaEnv.now()
+    start = environment_at_process_start()
+    at_start = CudaEnv(start.get("CUDA_VISIBLE_DEVICES"), start.get("CUDA_DEVICE_ORDER"))
+    record_cuda_start(now if now == at_start and (_written is None or _written == now) else UNKNOWN, by)
+    return cuda_start()
 
 
 def selection_env_changed() -> str | None:
@@ -564,6 +578,7 @@ def reset_for_tests() -> None:
     _warned.clear()
     _checked.clear()
     _plan_active, _written, _last_states, _gpus = False, None, (), ()
+    _unwatched.clear()
     forget_cuda_start()
     for framework in FRAMEWORKS:
         _import_hooks.cancel(framework.module_name, framework.hook)

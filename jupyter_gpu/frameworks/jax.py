@@ -47,6 +47,7 @@ class Jax(Framework):
         return None if self.state() is State.NOT_IMPORTED else self.state() is not State.CPU_ONLY or None
 
     def observe(self, module: ModuleType) -> None:
+        self.observed = True
         bridge = sys.modules.get("jax._src.xla_bridge")
         if bridge is None or getattr(bridge.backends, "_jupyter_gpu_wrapped", False):
             return

@@ -115,6 +115,7 @@ class TensorFlow(Framework):
         return [position for position, device in enumerate(gpus) if device in context._visible_device_list]
 
     def observe(self, module: ModuleType) -> None:
+        self.observed = True
         context_module = sys.modules.get(_CONTEXT_MODULE)
         if context_module is not None:
             cls = context_module.Context

@@ -62,6 +62,7 @@ class Torch(Framework):
             return None
 
     def observe(self, module: ModuleType) -> None:
+        self.observed = True
         c_module = module._C
         for name in ("_cuda_getDeviceCount", "_cuda_init"):
             original = getattr(c_module, name, None)

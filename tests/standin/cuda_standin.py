@@ -10,6 +10,8 @@ CUDA stops at the first entry it cannot use.
 
 - TensorFlow: ``Context._initialize_physical_devices`` adds one ``PhysicalDevice`` per CUDA device
   and ``get_device_details`` answers the device's name; a ``tf.compat.v1.Session`` starts CUDA too.
+- The driver: a library named ``libcuda.so.1`` is mapped into the process at :func:`cu_init`, as
+  the real one is (``/proc/self/maps`` is the only trace ``torch.cuda.is_available()`` leaves).
 - PyTorch: ``torch._C._cuda_getDeviceCount``/``_cuda_init`` (so ``is_available()``,
   ``device_count()`` and lazy init start CUDA), ``get_device_name``, and
   ``set_per_process_memory_fraction`` that refuses a device that does not exist, as CUDA does.
@@ -39,10 +41,29 @@ def _nvml_gpus() -> list[tuple[int, str, str]]:
     return gpus
 
 
+def _load_driver_library() -> None:
+    """Map a library named ``libcuda.so.1`` into the process, as the real driver is at ``cuInit``
+    (a copy of zlib: only its name in ``/proc/self/maps`` matters)."""
+    import ctypes
+    import ctypes.util
+    import shutil
+    import tempfile
+
+    source = ctypes.util.find_library("z")
+    directory = tempfile.mkdtemp(prefix="cuda-standin-")
+    target = os.path.join(directory, "libcuda.so.1")
+    for folder in ("/lib/x86_64-linux-gnu", "/usr/lib/x86_64-linux-gnu", "/lib64", "/usr/lib64", "/lib", "/usr/lib"):
+        if source and os.path.exists(os.path.join(folder, source)):
+            shutil.copy(os.path.join(folder, source), target)
+            started["driver"] = ctypes.CDLL(target)
+            return
+
+
 def cu_init() -> list[tuple[int, str, str]]:
     """The CUDA devices of this process, fixed at the first call."""
     if "devices" in started:
         return started["devices"]
+    _load_driver_library()
     visible, order = os.environ.get("CUDA_VISIBLE_DEVICES"), os.environ.get("CUDA_DEVICE_ORDER")
     gpus = _nvml_gpus()
     if order != "PCI_BUS_ID":
