@@ -297,3 +297,33 @@ def test_unregister_removes_the_magics(clean) -> None:
     magics.register(ip)
     magics.unregister(ip)
     assert ip.find_line_magic("gpu_select") is None
+
+
+@pytest.mark.parametrize("error", [
+    ValueError("Cannot set memory growth on device when virtual devices configured"),
+    RuntimeError("Physical devices cannot be modified after being initialized"),
+    RuntimeError("Virtual devices cannot be modified after being initialized"),
+    RuntimeError("Visible devices cannot be modified after being initialized"),
+    AssertionError("Torch not compiled with CUDA enabled"),
+])
+def test_framework_errors_of_gpu_configuration_get_a_hint(error: BaseException) -> None:
+    hint = magics.traceback_hint(error)
+    assert hint is not None and hint.startswith("jupyter_gpu: ") and "The kernel's GPU plan:" in hint
+    assert "\n" not in hint
+
+
+def test_other_errors_get_no_hint() -> None:
+    assert magics.traceback_hint(ValueError("invalid literal for int()")) is None
+    assert magics.traceback_hint(None) is None
+
+
+def test_loading_and_the_after_cell_check_import_no_adapter_while_no_framework_is_imported() -> None:
+    import subprocess
+
+    code = ("import sys\nfrom IPython.core.interactiveshell import InteractiveShell\n"
+            "ip = InteractiveShell.instance()\nip.run_line_magic('load_ext', 'jupyter_gpu')\n"
+            "ip.run_cell('x = 1')\n"
+            "print(sorted(m for m in ('jupyter_gpu.frameworks', 'jupyter_gpu.plan', 'jupyter_gpu.nvml', 'tensorflow',"
+            " 'torch', 'jax') if m in sys.modules))")
+    out = subprocess.check_output([sys.executable, "-c", code], text=True)
+    assert out.strip().splitlines()[-1] == "[]"

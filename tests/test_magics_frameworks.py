@@ -64,7 +64,11 @@ def test_1_gpus_listed_before_the_magic_map_by_fact_not_by_position(kernel: Kern
     assert "PyTorch will NOT follow this" in out and "JAX will NOT follow this" in out  # cannot be narrowed
     assert "PyTorch cuda:0" not in out
     out, err = kernel.run("%gpu_select 3")
-    assert tf_gpus(kernel)["visible"] == [3], err
+    assert tf_gpus(kernel)["visible"] == [3] and "set by hand" not in err, err
+    kernel.run("tf.config.set_visible_devices(gpus[0], 'GPU')")  # by hand: TensorFlow's GPU:0 = NVML 2
+    _, err = kernel.run("%gpu_select 1")
+    assert "replacing the visible GPUs set by hand (GPU:0) with the plan's (GPU:3)" in err, err
+    assert tf_gpus(kernel)["visible"] == [1]
     out, _ = kernel.run("%gpu_status")
     assert "TensorFlow: imported, GPUs listed (CUDA started), not initialized; plan applied" in out
 

@@ -58,6 +58,7 @@ class TensorFlow(Framework):
 
     def __init__(self) -> None:
         self._ours: dict[Any, list[int]] = {}  # logical configurations the magics set, by device
+        self._our_visible: list[Any] | None = None  # the visible GPUs the magics set last
 
     def _context(self) -> Any:
         context_module = sys.modules.get(_CONTEXT_MODULE)
@@ -203,7 +204,12 @@ class TensorFlow(Framework):
         visible_now = [device for device in context._visible_device_list if device.device_type == "GPU"]
         asked = plan.selected_indices is not None or (old is not None and old.selected_indices is not None)
         if asked and visible_now != wanted:
+            listed_gpus = [device for device in context._physical_devices if device.device_type == "GPU"]
+            if visible_now != (self._our_visible if self._our_visible is not None else listed_gpus):
+                _say(f"jupyter_gpu: replacing the visible GPUs set by hand ({_names(visible_now)}) with the plan's "
+                     f"({_names(wanted)}).")
             module.config.set_visible_devices(wanted, "GPU")
+            self._our_visible = wanted
         context = self._context()
         for index, gpu in by_index.items():
             limits = [size // MIB for size in plan.logical_limits_bytes(index)] if gpu in wanted else []
@@ -254,6 +260,10 @@ class TensorFlow(Framework):
             labels[index] = names[0] if count == 1 else f"{names[0]}…{names[-1]}"
             number += count
         return labels
+
+
+def _names(devices: list[Any]) -> str:
+    return ", ".join(device.name.removeprefix("/physical_device:") for device in devices) or "none"
 
 
 def _say(message: str) -> None:
