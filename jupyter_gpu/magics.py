@@ -527,8 +527,9 @@ def _limit_report(plan: GpuPlan) -> str:
         gpu = plan.gpu(index)
         of = f" of {format_bytes(gpu.memory_total)}" if gpu and gpu.memory_total else ""
         if len(sizes) > 1:
-            lines.append(f"GPU {index}: {len(sizes)} logical GPUs of {' + '.join(map(format_bytes, sizes))}{of} "
-                         f"→ TensorFlow {labels.get(index, '')} (PyTorch and JAX: {format_bytes(sum(sizes))} in all)")
+            where = f" → TensorFlow {labels[index]}" if index in labels else ""
+            lines.append(f"GPU {index}: {len(sizes)} logical GPUs of {' + '.join(map(format_bytes, sizes))}{of}"
+                         f"{where} (PyTorch and JAX: {format_bytes(sum(sizes))} in all)")
         else:
             lines.append(f"GPU {index}: at most {format_bytes(sizes[0])}{of}")
         if gpu and gpu.memory_free is not None and sum(sizes) > gpu.memory_free:

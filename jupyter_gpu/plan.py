@@ -128,10 +128,26 @@ class Fence:
     """The GPUs an admin assigned to this kernel at start (raw entries of the environment)."""
 
     variables: Mapping[str, str]
+    device_order: str | None = None  # the CUDA_DEVICE_ORDER the kernel started with
 
     @property
     def active(self) -> bool:
         return bool(self.variables)
+
+    def unknown(self, gpus: Sequence[GpuInfo]) -> str | None:
+        """Why the GPUs of the fence cannot be told (None when they can): an index in
+        ``CUDA_VISIBLE_DEVICES`` counts CUDA's fastest-first order unless ``CUDA_DEVICE_ORDER`` is
+        ``PCI_BUS_ID``, which NVML cannot reproduce between GPU models."""
+        from .visibility import CudaEnv, cuda_devices
+
+        value = self.variables.get("CUDA_VISIBLE_DEVICES")
+        if value is None:
+            return None
+        devices = cuda_devices(CudaEnv(value, self.device_order), gpus)
+        if devices.known:
+            return None
+        return (f"the kernel was started with CUDA_VISIBLE_DEVICES={value!r}, and which GPUs that is cannot be "
+                f"told: {devices.reason}; start the kernel with CUDA_DEVICE_ORDER=PCI_BUS_ID or GPU UUIDs")
 
     def describe(self) -> str:
         parts = []
@@ -146,14 +162,20 @@ class Fence:
     def allowed(self, gpus: Sequence[GpuInfo]) -> tuple[int, ...]:
         """NVML indices inside the fence, in the admin's order (all GPUs when there is no fence)."""
         allowed: list[int] | None = None
+        if self.unknown(gpus):
+            return ()
         for name, value in self.variables.items():
-            indices = _resolve_fence_entries(name, value, gpus)
+            indices = _resolve_fence_entries(name, value, gpus, self.device_order)
             allowed = indices if allowed is None else [i for i in allowed if i in indices]
         return tuple(gpu.index for gpu in gpus) if allowed is None else tuple(allowed)
 
 
-def _resolve_fence_entries(name: str, value: str, gpus: Sequence[GpuInfo]) -> list[int]:
+def _resolve_fence_entries(name: str, value: str, gpus: Sequence[GpuInfo], order: str | None = None) -> list[int]:
     value = value.strip()
+    if name == "CUDA_VISIBLE_DEVICES":
+        from .visibility import CudaEnv, cuda_devices
+
+        return list(cuda_devices(CudaEnv(value, order), gpus).indices or ())
     if name == "NVIDIA_VISIBLE_DEVICES":
         # The container runtime applied it already: NVML in the container sees only those GPUs,
         # numbered from 0, and an index in it is in the *host's* numbering. Only UUIDs still name
@@ -165,28 +187,12 @@ def _resolve_fence_entries(name: str, value: str, gpus: Sequence[GpuInfo]) -> li
         if not uuids or len(uuids) != len(entries):
             return [gpu.index for gpu in gpus]
         return [gpu.index for gpu in gpus if any(gpu.uuid and gpu.uuid.lower().startswith(u.lower()) for u in uuids)]
-    if value.lower() in {"", "none", "void", "-1"}:
-        return []
-    indices: list[int] = []
-    for entry in value.split(","):
-        entry = entry.strip()
-        if _DIGITS.fullmatch(entry):
-            if any(gpu.index == int(entry) for gpu in gpus):
-                indices.append(int(entry))
-            elif name == "CUDA_VISIBLE_DEVICES":
-                break  # CUDA stops at the first entry it cannot use
-        else:
-            matches = [gpu.index for gpu in gpus if gpu.uuid and gpu.uuid.lower().startswith(entry.lower())]
-            if len(matches) == 1:
-                indices.append(matches[0])
-            elif name == "CUDA_VISIBLE_DEVICES":
-                break
-    return indices
+    raise ValueError(f"not a fence variable: {name}")
 
 
 _started_with = environment_at_process_start()
 _KERNEL_START_FENCE = Fence({name: _started_with[name] for name in ("CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES")
-                             if name in _started_with})
+                             if name in _started_with}, _started_with.get("CUDA_DEVICE_ORDER"))
 
 
 def kernel_start_fence() -> Fence:
@@ -289,6 +295,8 @@ def _listing(gpus: Sequence[GpuInfo]) -> str:
 def _resolve_selection(spec: SelectionSpec, snapshot: Snapshot, fence: Fence, min_free: Size | None,
                        own_user: str | None) -> tuple[int, ...]:
     gpus = snapshot.gpus
+    if spec.kind != "none" and snapshot.nvml_available and (why := fence.unknown(gpus)):
+        raise PlanError(f"{why}; until then select none")
     allowed = fence.allowed(gpus) if snapshot.nvml_available else ()
     fenced = [gpu for gpu in gpus if gpu.index in allowed]
     if spec.kind == "none":

@@ -223,3 +223,15 @@ def test_current_plan_defaults_to_an_empty_plan() -> None:
     plan = current_plan()
     assert isinstance(plan, GpuPlan)
     assert GpuPlan().selected_indices is None and GpuPlan().memory_limit_bytes(0) is None
+
+
+def test_a_start_fence_counted_fastest_first_between_models_is_refused_not_guessed() -> None:
+    mixed = snap(gpu(0), gpu(1), GpuInfo(index=2, uuid="GPU-22aa2-0000", name="NVIDIA RTX A6000",
+                                         memory_total=48 * GIB, memory_free=47 * GIB))
+    fence = Fence({"CUDA_VISIBLE_DEVICES": "1"})  # CUDA's 1 fastest first: which GPU is that?
+    with pytest.raises(PlanError, match="CUDA_DEVICE_ORDER=PCI_BUS_ID or GPU UUIDs"):
+        build_plan(PlanRequest(selection="all"), mixed, fence)
+    assert build_plan(PlanRequest(selection="none"), mixed, fence).selected_indices == ()
+    ordered = Fence({"CUDA_VISIBLE_DEVICES": "1"}, device_order="PCI_BUS_ID")
+    assert build_plan(PlanRequest(selection="all"), mixed, ordered).selected_indices == (1,)
+    assert Fence({"CUDA_VISIBLE_DEVICES": "GPU-22aa"}).allowed(mixed.gpus) == (2,)

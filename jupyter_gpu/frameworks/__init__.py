@@ -136,6 +136,8 @@ class Framework:
     def device_labels(self, plan: GpuPlan, gpus: Sequence[Gpu] = ()) -> dict[int, str]:
         """How the framework will name each planned GPU, by NVML index (e.g. ``{2: "cuda:0"}``)."""
         devices = planned_devices(self, plan, gpus)[0].indices
+        if devices is None and plan.selected_indices is None:
+            return {}  # CUDA's own order, which cannot be told here: no label rather than a wrong one
         order = visible_order(plan) if devices is None else devices
         return {index: f"cuda:{position}" for position, index in enumerate(order)}
 

@@ -44,7 +44,7 @@ class Jax(Framework):
         return State.IMPORTED
 
     def built_with_gpu(self) -> bool | None:
-        return None if self.state() is State.NOT_IMPORTED else self.state() is not State.CPU_ONLY or None
+        return False if self.state() is State.CPU_ONLY else None  # a GPU backend shows itself by initializing
 
     def observe(self, module: ModuleType) -> None:
         self.observed = True

@@ -254,6 +254,8 @@ class TensorFlow(Framework):
         labels: dict[int, str] = {}
         number = 0
         devices = planned_devices(self, plan, gpus)[0].indices
+        if devices is None and plan.selected_indices is None:
+            return {}  # CUDA's own order, which cannot be told here: no label rather than a wrong one
         for index in visible_order(plan) if devices is None else devices:
             count = max(1, len(plan.logical_limits_bytes(index)))
             names = [f"/GPU:{n}" for n in range(number, number + count)]
