@@ -238,3 +238,13 @@ def test_1_torch_is_available_before_the_extension_starts_cuda_unseen(kernel: Ke
     assert "PyTorch already started CUDA in this kernel" in err and "cannot tell which GPU is which" in err, (out, err)
     assert "restart the kernel" in err and kernel.value("state()") == before
     assert kernel.value("torch.cuda.device_count()") == 4
+
+
+def test_7_user_first_growth_set_by_hand_then_a_limit_says_what_tensorflow_will_do(kernel: Kernel) -> None:
+    kernel.run("import tensorflow as tf\nfor g in tf.config.list_physical_devices('GPU'):\n"
+               "    tf.config.experimental.set_memory_growth(g, True)")
+    _, err = kernel.run("%load_ext jupyter_gpu\n%gpu_limit 2048")
+    assert "the memory growth set by hand on GPU:0, GPU:1, GPU:2, GPU:3 does not hold next to a memory limit" in err
+    assert err.count("set by hand") == 1
+    assert "%gpu_select --growth" in err
+    assert tf_gpus(kernel)["limits"] == {"0": [2048], "1": [2048], "2": [2048], "3": [2048]}

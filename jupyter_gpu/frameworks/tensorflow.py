@@ -211,6 +211,7 @@ class TensorFlow(Framework):
             module.config.set_visible_devices(wanted, "GPU")
             self._our_visible = wanted
         context = self._context()
+        growth_by_hand: list[Any] = []
         for index, gpu in by_index.items():
             limits = [size // MIB for size in plan.logical_limits_bytes(index)] if gpu in wanted else []
             current = [c.memory_limit for c in context._virtual_device_map.get(gpu, [])]
@@ -219,9 +220,8 @@ class TensorFlow(Framework):
                      f"({' + '.join(f'{m} MiB' for m in current)}) with the plan's "
                      f"({' + '.join(f'{m} MiB' for m in limits) or 'none'}).")
             if limits:
-                if context._memory_growth_map.get(gpu):
-                    _say(f"jupyter_gpu: the memory growth set by hand on {gpu.name} does not hold next to a memory "
-                         "limit in TensorFlow; use %gpu_select --growth (TF_FORCE_GPU_ALLOW_GROWTH keeps both).")
+                if context._memory_growth_map.get(gpu) and not plan.growth:
+                    growth_by_hand.append(gpu)
                 if current != limits:
                     module.config.set_logical_device_configuration(
                         gpu, [module.config.LogicalDeviceConfiguration(memory_limit=size) for size in limits])
@@ -232,6 +232,9 @@ class TensorFlow(Framework):
                 # the map is all there is to clear.
                 del context._virtual_device_map[gpu]
                 self._ours.pop(gpu, None)
+        if growth_by_hand:
+            _say(f"jupyter_gpu: the memory growth set by hand on {_names(growth_by_hand)} does not hold next to a "
+                 "memory limit in TensorFlow; use %gpu_select --growth (TF_FORCE_GPU_ALLOW_GROWTH keeps both).")
 
     def in_effect(self) -> str:
         context = self._context()
