@@ -254,6 +254,14 @@ class GpuMagics(Magics):
         initialized the GPU, nothing changes and a ``GPUAlreadyInitializedWarning`` says what is
         in effect: restart the kernel.
 
+        If something already listed the GPUs (``tf.config.list_physical_devices``,
+        ``torch.cuda.is_available()``), CUDA fixed the visible GPUs and their order then. The magic
+        maps them from facts (the ``CUDA_VISIBLE_DEVICES``/``CUDA_DEVICE_ORDER`` of that moment,
+        the device names TensorFlow reports), narrows TensorFlow, and says that PyTorch and JAX can
+        no longer be narrowed; where the mapping cannot be known it refuses with the reason.
+        Code that changes ``CUDA_VISIBLE_DEVICES`` after this magic gets a
+        ``GPUPlanMismatchWarning``; running ``%gpu_select`` again replaces that value (and says so).
+
         Examples::
 
             %gpu_select               # list the GPUs and the current selection
@@ -383,8 +391,10 @@ class GpuMagics(Magics):
     def gpu_status(self, line: str = "") -> None:
         """Show the kernel's GPU plan, each framework's state and the GPUs with this kernel's usage.
 
-        For each framework: not imported (waiting for its import), imported (plan applied), or
-        initialized, and then what is actually in effect. For each visible GPU: memory used and
+        The plan, threads and placement; for each framework: not imported (waiting for its
+        import), imported, GPUs listed, or initialized, and what is actually in effect. "plan
+        applied" only when the framework sees (or will see) what the plan says; otherwise "does
+        NOT follow the plan" and why. For each visible GPU: memory used and
         free, utilization, and the memory NVML sees this kernel's process (PID) holding.
 
         Example::

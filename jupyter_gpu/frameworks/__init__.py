@@ -325,7 +325,6 @@ def planned_devices(framework: Framework, plan: GpuPlan, gpus: Sequence[Gpu]) ->
         return DeviceMap(plan.selected_indices if plan.selected_indices is not None else None), None
     if not cuda.known:
         return cuda, f"cannot tell which GPU is which: {cuda.reason}"
-    assert (cuda.indices is not None and expected.indices is not None) or not expected.known
     wanted = expected.indices if expected.indices is not None else cuda.indices
     if framework.can_narrow:
         missing = [index for index in wanted if index not in cuda.indices]
