@@ -100,12 +100,19 @@ def _order(env: CudaEnv, gpus: Sequence[Gpu], names: Sequence[str] | None) -> tu
                   "order NVML does not tell")
 
 
+def same_model(nvml_name: str, framework_name: str) -> bool:
+    """Whether NVML's name and a framework's device name are one model. Both come from the driver
+    ("NVIDIA A100-SXM4-80GB"); case, an "NVIDIA " prefix and a suffix (a MIG profile) are tolerated."""
+    a, b = (name.strip().lower().removeprefix("nvidia ") for name in (nvml_name, framework_name))
+    return bool(a and b) and (a.startswith(b) or b.startswith(a))
+
+
 def _by_names(candidates: Sequence[Gpu], names: Sequence[str]) -> list[int] | None:
     """Map the framework's device names (in its order) to ``candidates``: within a model, PCI order."""
     remaining = sorted(candidates, key=lambda gpu: gpu.index)
     result = []
     for name in names:
-        match = next((gpu for gpu in remaining if gpu.name == name), None)
+        match = next((gpu for gpu in remaining if same_model(gpu.name, name)), None)
         if match is None:
             return None
         remaining.remove(match)
@@ -161,7 +168,8 @@ def _one_model_runs(mapped: Sequence[int], by_index: dict[int, Gpu]) -> bool:
 
 
 def _checked(indices: Sequence[int], by_index: dict[int, Gpu], names: Sequence[str] | None) -> DeviceMap:
-    if names is not None and [by_index[index].name for index in indices] != list(names):
+    if names is not None and (len(names) != len(indices) or not all(
+            same_model(by_index[index].name, name) for index, name in zip(indices, names, strict=True))):
         listed = ", ".join(names) or "none"
         return DeviceMap(None, f"the framework lists {len(names)} GPU(s) ({listed}), not the "
                                f"{len(indices)} that the CUDA variables name")

@@ -66,3 +66,8 @@ def test_any_value_gives_known_distinct_gpus_or_a_reason(value: str, order: str 
     else:
         assert len(set(result.indices)) == len(result.indices)
         assert set(result.indices) <= {0, 1, 2, 3}
+
+
+def test_names_match_across_small_spelling_differences() -> None:
+    assert cuda_devices(CudaEnv("1", "PCI_BUS_ID"), DEMO, ["A100-SXM4-80GB"]).indices == (1,)
+    assert cuda_devices(CudaEnv("2", "PCI_BUS_ID"), DEMO, ["nvidia rtx a6000"]).indices == (2,)
