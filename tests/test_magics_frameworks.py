@@ -86,9 +86,15 @@ def test_1_an_index_counted_fastest_first_cannot_be_mapped_so_the_plan_is_refuse
 
 
 def test_1_magic_first_gpus_are_where_the_plan_says(kernel: Kernel) -> None:
-    kernel.run("%load_ext jupyter_gpu\n%gpu_select 3,1")
-    kernel.run("import tensorflow as tf\nimport torch\ngpus = tf.config.list_physical_devices('GPU')")
+    kernel.run("%load_ext jupyter_gpu\n%gpu_select 3,1 --growth\n%gpu_limit 1GiB")
+    _, err = kernel.run("import tensorflow as tf\nimport torch\ngpus = tf.config.list_physical_devices('GPU')\n"
+                        "x = tf.constant(1.0)\ntorch.cuda.init()")
+    assert "jupyter_gpu" not in err, err  # the documented path: no warning, no hint
     assert tf_gpus(kernel)["visible"] == [3, 1]
+    assert kernel.value("cuda_standin.fractions") == {"0": pytest.approx(1024 / 49140, abs=1e-6),
+                                                       "1": pytest.approx(1024 / 81920, abs=1e-6)}
+    out, _ = kernel.run("%gpu_status")
+    assert "TensorFlow: initialized with the plan applied" in out and "NOT" not in out
     assert kernel.value("torch.cuda.device_count()") == 2
     assert kernel.value("[torch.cuda.get_device_name(i) for i in range(2)]") == ["NVIDIA RTX A6000",
                                                                                   "NVIDIA A100-SXM4-80GB"]

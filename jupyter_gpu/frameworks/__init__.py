@@ -376,7 +376,7 @@ def too_late(old: GpuPlan, new: GpuPlan, snapshot: Snapshot | None) -> tuple[str
     for framework in FRAMEWORKS:
         blocked = framework.blocking_changes(old, new)
         if blocked:
-            return framework.name, f"it cannot change {blocked[0]} any more; in effect: {framework.in_effect()}"
+            return framework.name, f"it cannot change {blocked[0]} any more; in effect: {_in_effect(framework)}"
     gpus = snapshot.gpus if snapshot is not None and snapshot.nvml_available else _gpus
     start = process_cuda_start()
     if start is not None and gpu_settings(old) != gpu_settings(new):
@@ -531,6 +531,13 @@ def _snapshot_gpus() -> tuple[Gpu, ...]:
     return _gpus
 
 
+def _in_effect(framework: Framework) -> str:
+    try:
+        return framework.in_effect()
+    except Exception as error:  # a status must never fail because a framework's query does
+        return f"unknown ({type(error).__name__}: {error})"
+
+
 def framework_statuses(gpus: Sequence[Gpu] = ()) -> list[tuple[Framework, str]]:
     """Each framework with its state in words, for ``%gpu_status`` ("plan applied" only when it is)."""
     plan = current_plan()
@@ -545,13 +552,13 @@ def framework_statuses(gpus: Sequence[Gpu] = ()) -> list[tuple[Framework, str]]:
         elif state is State.INITIALIZED:
             if framework.name in _applied and gpu_settings(_applied[framework.name]) == gpu_settings(plan) \
                     and not problem:
-                text = f"initialized with the plan applied; in effect: {framework.in_effect()}"
+                text = f"initialized with the plan applied; in effect: {_in_effect(framework)}"
             elif framework.name in _applied and gpu_settings(_applied[framework.name]) == gpu_settings(plan):
-                text = f"initialized; in effect: {framework.in_effect()}"
+                text = f"initialized; in effect: {_in_effect(framework)}"
             else:
-                text = f"initialized before the plan; in effect: {framework.in_effect()}"
+                text = f"initialized before the plan; in effect: {_in_effect(framework)}"
         elif state is State.CPU_ONLY:
-            text = f"{state.value}; in effect: {framework.in_effect()}"
+            text = f"{state.value}; in effect: {_in_effect(framework)}"
         else:
             applied = framework.name in _applied and _applied[framework.name] == plan
             verdict = "NOT applied" if problem else "applied" if applied else "not applied yet"

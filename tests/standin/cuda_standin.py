@@ -139,6 +139,7 @@ def _patch_torch(torch: types.ModuleType) -> None:
     torch._C._cuda_getDeviceCount = get_device_count
     torch._C._cuda_init = cuda_init
     torch._C._cuda_setMemoryFraction = set_memory_fraction
+    torch._C._cuda_getMemoryFraction = lambda device: fractions.get(device, 1.0)
     cuda._cudart = types.SimpleNamespace()
     cuda.get_device_name = lambda device=None: cu_init()[0 if device is None else int(device)][1]
     cuda._device_count_nvml = lambda: -1  # as when NVML cannot be opened by torch: it asks CUDA
