@@ -7,7 +7,10 @@ Every measurement runs in fresh interpreters with no framework imported beforeha
 - ``%gpu_select`` and ``%gpu_limit`` (alternating values, so each call really changes the plan;
   output discarded), median over --reps calls, beside ``import tensorflow`` timed in the same run;
 - ``import tensorflow`` with and without a pending plan (hook included), interleaved, and the hook's
-  own time measured inside the import.
+  own time measured inside the import;
+- the check after every cell (``post_run_cell``: hint for framework errors, selection variables and
+  framework states), median over --reps calls, with no framework imported and with TensorFlow,
+  PyTorch and JAX imported and idle (after the one comparison their import triggered).
 """
 
 from __future__ import annotations
@@ -44,10 +47,27 @@ def median_of(magic, lines, reps):
 reps = int(__import__("sys").argv[1])
 select = median_of("gpu_select", ["1", "0,2 --growth", "auto:2"], reps)
 limit = median_of("gpu_limit", ["2GiB", "30%", "1GiB 1GiB"], reps)
+from jupyter_gpu.magics import _after_cell
+class Result:
+    error_in_exec = None
+def check_median(reps):
+    times = []
+    for _ in range(reps):
+        start = time.perf_counter()
+        _after_cell(Result)
+        times.append(time.perf_counter() - start)
+    times.sort()
+    return times[len(times) // 2]
+check_bare = check_median(reps)
 start = time.perf_counter()
 import tensorflow
 imported = time.perf_counter() - start
-print(json.dumps({"load": load, "face": face, "select": select, "limit": limit, "import_tf": imported}))
+import torch, jax
+with contextlib.redirect_stdout(sink):
+    _after_cell(Result)  # the one comparison after the imports
+check_frameworks = check_median(reps)
+print(json.dumps({"load": load, "face": face, "select": select, "limit": limit, "import_tf": imported,
+                  "check_bare": check_bare, "check_frameworks": check_frameworks}))
 """
 
 CHILD_IMPORT = r"""
@@ -102,6 +122,10 @@ def main() -> None:
         value = med(magics, key)
         print(f"{name}: {value * 1e3:.3f} ms median of {args.reps} calls x {args.runs} runs "
               f"(import tensorflow in the same runs: {import_tf:.2f} s; ratio 1:{import_tf / value:,.0f})")
+    for key, what in (("check_bare", "no framework imported"),
+                      ("check_frameworks", "TensorFlow, PyTorch and JAX imported, idle")):
+        print(f"after-cell check: {med(magics, key) * 1e6:.1f} µs median of {args.reps} cells x {args.runs} runs "
+              f"({what})")
     plain_s, planned_s, hook_s = med(plain, "import_tf"), med(planned, "import_tf"), med(planned, "hook")
     print(f"import tensorflow: {plain_s:.2f} s without a plan, {planned_s:.2f} s with a pending plan "
           f"(difference {(planned_s - plain_s) / plain_s * 100:+.1f} %, within noise); "

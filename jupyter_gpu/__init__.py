@@ -14,7 +14,7 @@ binding or framework. Each face is imported when first used.
 
 from __future__ import annotations
 
-from .errors import GPUAlreadyInitializedWarning
+from .errors import GPUAlreadyInitializedWarning, GPUPlanMismatchWarning
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (type checkers read it as True)
 if TYPE_CHECKING:
@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     from .widget import GPUMonitor
 
 __version__ = "0.1.0"
-__all__ = ["GPUAlreadyInitializedWarning", "GPUMonitor", "__version__", "snapshot"]
+__all__ = ["GPUAlreadyInitializedWarning", "GPUMonitor", "GPUPlanMismatchWarning", "__version__", "snapshot"]
 
 
 def snapshot() -> Snapshot:

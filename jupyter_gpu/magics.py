@@ -63,7 +63,7 @@ def _loosens_admin_ceiling(requested: str) -> str | None:
     """
     from .plan import PlanError, parse_size
 
-    admin = os.environ.get("JUPYTER_GPU_MAX_LIMIT", "").strip()
+    admin = _admin_ceiling()
     if not admin or requested == admin:
         return None
     why = f"the administrator's ceiling JUPYTER_GPU_MAX_LIMIT={admin} can only be tightened from the kernel"
@@ -77,6 +77,27 @@ def _loosens_admin_ceiling(requested: str) -> str | None:
     except PlanError as error:
         return str(error)
     return None
+
+
+def _admin_ceiling() -> str:
+    """JUPYTER_GPU_MAX_LIMIT as the kernel process was started with it (code in the kernel that
+    changes ``os.environ`` does not change it)."""
+    plan = sys.modules.get("jupyter_gpu.plan")
+    if plan is not None:  # the same function (tests replace it there)
+        return plan.environment_at_process_start().get("JUPYTER_GPU_MAX_LIMIT", "").strip()
+    from ._environ import environment_at_process_start
+
+    return environment_at_process_start().get("JUPYTER_GPU_MAX_LIMIT", "").strip()
+
+
+def parse(magic: Any, line: str) -> Any:
+    """``parse_argstring`` with every malformed line (an unclosed quote too) as a one-line UsageError."""
+    try:
+        return parse_argstring(magic, line)
+    except UsageError:
+        raise
+    except (ValueError, OverflowError) as error:
+        raise UsageError(f"cannot read the arguments {line.strip()!r}: {error}") from None
 
 
 def _env_flag(name: str) -> bool:
@@ -123,7 +144,7 @@ class GpuMagics(Magics):
 
     @default("max_limit")
     def _max_limit_from_env(self) -> str:
-        return os.environ.get("JUPYTER_GPU_MAX_LIMIT", "").strip()
+        return _admin_ceiling()
 
     @observe("max_limit")
     def _ceiling_changed(self, change: dict[str, Any]) -> None:
@@ -131,6 +152,8 @@ class GpuMagics(Magics):
         if refusal:
             print(f"jupyter_gpu: max_limit stays {change['old']!r}: {refusal}", file=sys.stderr)
             self.max_limit = change["old"]
+            if self.shell is not None and "GpuMagics" in self.shell.config:
+                self.shell.config.GpuMagics.max_limit = change["old"]  # a %reload_ext keeps the ceiling too
             return
         try:
             self._change("%config", max_limit=change["new"].strip() or None)
@@ -138,6 +161,15 @@ class GpuMagics(Magics):
             print(f"jupyter_gpu: max_limit {change['new']!r} is not applied yet: {error}", file=sys.stderr)
 
     # -- applying changes (all-or-nothing)
+
+    def enforce_admin_ceiling(self) -> None:
+        """A configured ``max_limit`` looser than the admin's JUPYTER_GPU_MAX_LIMIT is replaced by it."""
+        admin = _admin_ceiling()
+        if admin and self.max_limit.strip() != admin and _loosens_admin_ceiling(self.max_limit.strip()):
+            print(f"jupyter_gpu: max_limit {self.max_limit!r} is looser than JUPYTER_GPU_MAX_LIMIT={admin}, which "
+                  "the kernel was started with; the ceiling stays {admin}.".replace("{admin}", admin), file=sys.stderr)
+            with self.hold_trait_notifications():
+                self.set_trait("max_limit", admin)
 
     def apply_defaults(self) -> None:
         """Apply the configured defaults (called when the extension loads); problems go to stderr."""
@@ -167,6 +199,10 @@ class GpuMagics(Magics):
         changes.setdefault("max_limit", self.max_limit.strip() or None)
         request = replace(old.request, **changes)
         snapshot = take_snapshot()
+        frameworks.remember_gpus(snapshot.gpus)
+        changed = frameworks.selection_env_changed()
+        if changed and "selection" not in changes and gpu_settings_change(old.request, request):
+            raise UsageError(changed.replace("Run %gpu_select", f"{magic} changes nothing; run %gpu_select"))
         try:
             new = build_plan(request, snapshot, kernel_start_fence(), own_user=_current_user())
         except PlanError as error:
@@ -175,10 +211,14 @@ class GpuMagics(Magics):
         if late is not None:
             _warn_already_initialized(magic, *late)
             return None
+        replaced = _replaced_by_hand() if "selection" in changes and new.selected_indices is not None and \
+            frameworks.set_by_code() and frameworks.process_cuda_start() is None else ""
         try:
             frameworks.apply_plan(old, new)
         except PlanError as error:
             raise UsageError(str(error)) from None
+        if replaced:
+            print(f"jupyter_gpu: {magic} replaces {replaced} set by code in this kernel.", file=sys.stderr)
         return new
 
     # -- the magics
@@ -214,6 +254,14 @@ class GpuMagics(Magics):
         initialized the GPU, nothing changes and a ``GPUAlreadyInitializedWarning`` says what is
         in effect: restart the kernel.
 
+        If something already listed the GPUs (``tf.config.list_physical_devices``,
+        ``torch.cuda.is_available()``), CUDA fixed the visible GPUs and their order then. The magic
+        maps them from facts (the ``CUDA_VISIBLE_DEVICES``/``CUDA_DEVICE_ORDER`` of that moment,
+        the device names TensorFlow reports), narrows TensorFlow, and says that PyTorch and JAX can
+        no longer be narrowed; where the mapping cannot be known it refuses with the reason.
+        Code that changes ``CUDA_VISIBLE_DEVICES`` after this magic gets a
+        ``GPUPlanMismatchWarning``; running ``%gpu_select`` again replaces that value (and says so).
+
         Examples::
 
             %gpu_select               # list the GPUs and the current selection
@@ -226,7 +274,7 @@ class GpuMagics(Magics):
         """
         from .plan import current_plan
 
-        args = parse_argstring(self.gpu_select, line)
+        args = parse(self.gpu_select, line)
         if args.growth and args.no_growth:
             raise UsageError("--growth and --no-growth conflict; give one of them")
         changes: dict[str, Any] = {}
@@ -276,7 +324,7 @@ class GpuMagics(Magics):
         """
         from .plan import PlanError, current_plan, parse_size
 
-        sizes = parse_argstring(self.gpu_limit, line).sizes
+        sizes = parse(self.gpu_limit, line).sizes
         if not sizes:
             print(_limit_report(current_plan()))
             return
@@ -321,12 +369,12 @@ class GpuMagics(Magics):
         """
         from .plan import current_plan
 
-        args = parse_argstring(self.gpu_threads, line)
+        args = parse(self.gpu_threads, line)
         changes: dict[str, Any] = {}
         for name, value in (("intra_op_threads", args.intra), ("inter_op_threads", args.inter)):
             if value is not None:
-                if value < 0:
-                    raise UsageError(f"a number of threads cannot be negative ({value}); give 1 or more, "
+                if value < 0 or value > 4096:
+                    raise UsageError(f"a number of threads must be 0 to 4096, not {value}; give 1 or more, "
                                      "or 0 for the framework's default")
                 changes[name] = value or None
         if args.soft_placement is not None:
@@ -343,8 +391,10 @@ class GpuMagics(Magics):
     def gpu_status(self, line: str = "") -> None:
         """Show the kernel's GPU plan, each framework's state and the GPUs with this kernel's usage.
 
-        For each framework: not imported (waiting for its import), imported (plan applied), or
-        initialized, and then what is actually in effect. For each visible GPU: memory used and
+        The plan, threads and placement; for each framework: not imported (waiting for its
+        import), imported, GPUs listed, or initialized, and what is actually in effect. "plan
+        applied" only when the framework sees (or will see) what the plan says; otherwise "does
+        NOT follow the plan" and why. For each visible GPU: memory used and
         free, utilization, and the memory NVML sees this kernel's process (PID) holding.
 
         Example::
@@ -358,14 +408,30 @@ class GpuMagics(Magics):
         lines = [f"Plan: {_summary(plan)}"]
         fence = kernel_start_fence()
         if fence.active:
-            lines.append(f"Assigned by the admin at kernel start: {fence.describe()}")
+            lines.append(f"GPUs the kernel was started with (by the admin, spawner or kernelspec): {fence.describe()}")
+        lines.append(_threads_report(plan))
+        snapshot = take_snapshot()
+        frameworks.remember_gpus(snapshot.gpus)
         lines.append("Frameworks:")
-        lines += [f"  {framework.name}: {text}" for framework, text in frameworks.framework_statuses()]
-        lines.append(_gpu_listing(plan, heading="GPUs:"))
+        lines += [f"  {framework.name}: {text}" for framework, text in frameworks.framework_statuses(snapshot.gpus)]
+        lines.append(_gpu_listing(plan, heading="GPUs:", snapshot=snapshot))
         print("\n".join(lines))
 
 
 # -- reports --------------------------------------------------------------------------------------
+
+
+def gpu_settings_change(old: Any, new: Any) -> bool:
+    """Whether a request change touches the GPU settings (not only threads or placement)."""
+    keys = ("selection", "min_free", "limits", "growth", "max_limit")
+    return any(getattr(old, key) != getattr(new, key) for key in keys)
+
+
+def _replaced_by_hand() -> str:
+    from .visibility import SELECTION_KEYS
+
+    values = [f"{key}={os.environ[key]!r}" if key in os.environ else f"{key} (unset)" for key in SELECTION_KEYS]
+    return " and ".join(values)
 
 
 def _summary(plan: GpuPlan) -> str:
@@ -391,31 +457,45 @@ def _summary(plan: GpuPlan) -> str:
     return "; ".join(parts)
 
 
-def _labels(plan: GpuPlan) -> dict[int, str]:
+def _labels(plan: GpuPlan) -> tuple[dict[int, str], list[str]]:
+    """How each framework will name each planned GPU (from :mod:`jupyter_gpu.visibility`), and a
+    line for each framework that will not follow the plan."""
     from . import frameworks
 
-    per_framework = [(framework.name, framework.device_labels(plan)) for framework in frameworks.FRAMEWORKS]
-    return {index: ", ".join(f"{name} {labels[index]}" for name, labels in per_framework if index in labels)
-            for index in frameworks.visible_order(plan)}
+    gpus = frameworks.known_gpus()
+    labels: dict[int, list[str]] = {index: [] for index in frameworks.visible_order(plan)}
+    notes = []
+    for framework in frameworks.FRAMEWORKS:
+        problem = frameworks.planned_devices(framework, plan, gpus)[1]
+        if problem is not None:
+            notes.append(f"{framework.name} will NOT follow this: {problem}; restart the kernel to apply the plan "
+                         f"to {framework.name}.")
+            continue
+        for index, label in framework.device_labels(plan, gpus).items():
+            labels.setdefault(index, []).append(f"{framework.name} {label}")
+    return {index: ", ".join(names) or "no framework" for index, names in labels.items()}, notes
 
 
 def _selection_report(plan: GpuPlan) -> str:
+    notes: list[str] = []
     if plan.selected_indices == ():
         lines = ["No GPU selected: TensorFlow, PyTorch and JAX will run on the CPU only."]
     elif plan.selected_indices is None:
         lines = [f"No selection: {_summary(plan)}"]
     else:
-        labels = _labels(plan)
+        labels, notes = _labels(plan)
         lines = []
+        why = _auto_reasons(plan)
         for index in plan.selected_indices:
             gpu = plan.gpu(index)
             about = "" if gpu is None or gpu.memory_free is None else \
                 f" ({gpu.name.removeprefix('NVIDIA ')}, {format_bytes(gpu.memory_free)} free)"
-            lines.append(f"GPU {index}{about} → {labels[index]}")
+            lines.append(f"GPU {index}{about} → {labels.get(index, 'no framework')}{why.get(index, '')}")
         if len(plan.selected_indices) > 1:
             lines.append(f"{len(plan.selected_indices)} GPUs selected. Selecting does not parallelize: use "
                          "tf.distribute.MirroredStrategy() (build and compile Keras models in its scope()), "
                          "PyTorch DistributedDataParallel, or JAX sharding.")
+    lines += notes
     lines.append(f"Memory growth {'on: allocated on demand' if plan.growth else 'off'}.")
     if plan.limits_bytes:
         lines.append(_limit_report(plan))
@@ -423,25 +503,66 @@ def _selection_report(plan: GpuPlan) -> str:
     return "\n".join(lines)
 
 
+def _auto_reasons(plan: GpuPlan) -> dict[int, str]:
+    """Why ``auto`` chose each GPU, e.g. ``": no other users, 46.8 GiB free, 3 % busy"``."""
+    if not (plan.request.selection or "").lower().startswith("auto"):
+        return {}
+    from . import frameworks
+    from .plan import other_users
+
+    reasons = {}
+    by_index = {gpu.index: gpu for gpu in frameworks.known_gpus()}
+    for index in plan.selected_indices or ():
+        gpu = by_index.get(index)
+        if gpu is None or not hasattr(gpu, "processes"):
+            continue
+        users = other_users(gpu, os.getpid(), _current_user())
+        who = f"used by {', '.join(users)}" if users else "no other users"
+        busy = "" if gpu.utilization is None else f", {gpu.utilization} % busy"
+        reasons[index] = f"; chosen by auto: {who}, {format_bytes(gpu.memory_free)} free{busy}"
+    return reasons
+
+
 def _limit_report(plan: GpuPlan) -> str:
     from . import frameworks
 
     if not plan.limits_bytes:
+        if plan.selected_indices == () and plan.request.limits:
+            return (f"No memory limit while the selection is none (CPU only); {' '.join(plan.request.limits)} per GPU "
+                    "applies again when GPUs are selected (%gpu_limit off drops it).")
         return "No memory limit."
-    labels = frameworks.TENSORFLOW.device_labels(plan)
+    labels = frameworks.TENSORFLOW.device_labels(plan, frameworks.known_gpus())
     lines = []
     for index, sizes in plan.limits_bytes.items():
         gpu = plan.gpu(index)
         of = f" of {format_bytes(gpu.memory_total)}" if gpu and gpu.memory_total else ""
         if len(sizes) > 1:
-            lines.append(f"GPU {index}: {len(sizes)} logical GPUs of {' + '.join(map(format_bytes, sizes))}{of} "
-                         f"→ TensorFlow {labels.get(index, '')} (PyTorch and JAX: {format_bytes(sum(sizes))} in all)")
+            where = f" → TensorFlow {labels[index]}" if index in labels else ""
+            lines.append(f"GPU {index}: {len(sizes)} logical GPUs of {' + '.join(map(format_bytes, sizes))}{of}"
+                         f"{where} (PyTorch and JAX: {format_bytes(sum(sizes))} in all)")
         else:
             lines.append(f"GPU {index}: at most {format_bytes(sizes[0])}{of}")
+        if gpu and gpu.memory_free is not None and sum(sizes) > gpu.memory_free:
+            lines.append(f"  note: only {format_bytes(gpu.memory_free)} of GPU {index} is free now{_holders(index)}; "
+                         "the framework runs out of memory before it reaches the cap")
     if plan.limit_from_ceiling:
         lines.append(f"(the admin ceiling max_limit={plan.request.max_limit} applies)")
     lines.append(_COOPERATIVE)
     return "Memory limit:\n  " + "\n  ".join(lines)
+
+
+def _holders(index: int) -> str:
+    from . import frameworks
+
+    gpu = next((gpu for gpu in frameworks.known_gpus() if gpu.index == index), None)
+    processes = getattr(gpu, "processes", ())
+    held: dict[str, int] = {}
+    for process in processes:
+        who = "this kernel" if process.pid == os.getpid() else (process.user or f"PID {process.pid}")
+        held[who] = held.get(who, 0) + (process.memory or 0)
+    if not held:
+        return ""
+    return " (held by " + ", ".join(f"{who} {format_bytes(size)}" for who, size in held.items()) + ")"
 
 
 def _threads_report(plan: GpuPlan) -> str:
@@ -471,10 +592,10 @@ def _where_applied() -> str:
     return text[0].upper() + text[1:] + "."
 
 
-def _gpu_listing(plan: GpuPlan, heading: str = "GPUs this kernel may use:") -> str:
+def _gpu_listing(plan: GpuPlan, heading: str = "GPUs this kernel may use:", snapshot: Any = None) -> str:
     from .plan import kernel_start_fence
 
-    snapshot = take_snapshot()
+    snapshot = take_snapshot() if snapshot is None else snapshot
     if not snapshot.nvml_available:
         return f"{heading} unknown: NVML is unavailable ({snapshot.error})"
     allowed = kernel_start_fence().allowed(snapshot.gpus)
@@ -494,16 +615,26 @@ def _gpu_listing(plan: GpuPlan, heading: str = "GPUs this kernel may use:") -> s
                      f"{'; used by ' + ', '.join(others) if others else ''}")
     if len(lines) == 1:
         lines.append("  none")
-    if selected is not None:
+    if any(line.startswith(" *") for line in lines):
         lines.append("  (* selected)")
+    elif selected == ():
+        lines.append("  (selection: none, CPU only)")
+    if getattr(snapshot, "simulated", False):
+        lines.append("  (simulated GPUs, JUPYTER_GPU_SIMULATE: there is no nvidia-smi; !jupyter-gpu status shows "
+                     "the same GPUs)")
     return "\n".join(lines)
 
 
 def _warn_already_initialized(magic: str, who: str, detail: str) -> None:
+    from . import frameworks
+
+    state = next((f.state() for f in frameworks.FRAMEWORKS if f.name == who), None)
     if who == "CUDA":
         opening = "This kernel already uses the GPU"
-    else:
+    elif state is frameworks.State.INITIALIZED:
         opening = f"{who} already initialized the GPU in this kernel"
+    else:
+        opening = f"{who} already started CUDA in this kernel (it listed the GPUs)"
     message = (f"{opening}, so {magic} cannot take effect: {detail}. The GPU plan and the environment are "
                "unchanged; restart the kernel to apply a new plan (run the magic before the first GPU use).")
     # warn_explicit with a fresh registry: the warning shows every time (unless a filter ignores it),
@@ -518,12 +649,16 @@ _registered: dict[int, GpuMagics] = {}
 
 
 def register(ipython: Any) -> None:
-    """Register the magics on ``ipython`` and apply the configured defaults (``%load_ext jupyter_gpu``)."""
+    """Register the magics on ``ipython``, watch the frameworks, apply the configured defaults
+    (``%load_ext jupyter_gpu``)."""
     if id(ipython) in _registered:
         return
     magics = GpuMagics(shell=ipython)
     ipython.register_magics(magics)
     _registered[id(ipython)] = magics
+    magics.enforce_admin_ceiling()
+    _watch()
+    ipython.events.register("post_run_cell", _after_cell)
     magics.apply_defaults()
 
 
@@ -537,3 +672,96 @@ def unregister(ipython: Any) -> None:
         line_magics.pop(name, None)
     if magics in getattr(ipython, "configurables", []):
         ipython.configurables.remove(magics)
+    try:
+        ipython.events.unregister("post_run_cell", _after_cell)
+    except ValueError:
+        pass
+
+
+# -- watching the frameworks ---------------------------------------------------------------------
+
+_FRAMEWORK_MODULES = ("tensorflow", "torch", "jax")
+
+
+def _watch() -> None:
+    """Watch the frameworks' CUDA start from now on. Cheap while none is imported: the adapters
+    (:mod:`jupyter_gpu.frameworks`) are imported only when a framework is."""
+    if "jupyter_gpu.frameworks" in sys.modules or any(name in sys.modules for name in _FRAMEWORK_MODULES):
+        from . import frameworks
+
+        frameworks.start_watching()
+        return
+    from . import _import_hooks
+
+    found = (os.environ.get("CUDA_VISIBLE_DEVICES"), os.environ.get("CUDA_DEVICE_ORDER"))
+    for name in _FRAMEWORK_MODULES:
+        if _on_import not in _import_hooks.pending(name):
+            _import_hooks.when_imported(name, _on_import)
+    _found.append(found)
+
+
+_found: list[Any] = []  # the selection variables as the extension found them (before any plan)
+
+
+def _on_import(_module: Any) -> None:
+    from . import frameworks
+    from .visibility import CudaEnv
+
+    frameworks.start_watching(CudaEnv(*_found[0]) if _found else None)
+
+
+# -- after every cell -----------------------------------------------------------------------------
+
+# Framework errors that GPU configuration causes: (text in the message, what happened).
+_HINTS = (
+    ("Cannot set memory growth on device when virtual devices configured",
+     "TensorFlow refuses set_memory_growth on a GPU that has a memory limit (logical devices), and the limit "
+     "here comes from the kernel's GPU plan. Growth and the limit hold together through %gpu_select --growth "
+     "(TF_FORCE_GPU_ALLOW_GROWTH): drop the set_memory_growth loop."),
+    ("Physical devices cannot be modified after being initialized",
+     "TensorFlow already initialized its GPUs, so set_memory_growth/set_visible_devices can no longer change "
+     "them. Restart the kernel and configure the GPUs before the first op with the magics (%gpu_select, "
+     "%gpu_limit) or with tf.config calls."),
+    ("Virtual devices cannot be modified after being initialized",
+     "TensorFlow already initialized its GPUs, so set_logical_device_configuration can no longer change "
+     "them. Restart the kernel and set the limit first: %gpu_limit SIZE [SIZE ...]."),
+    ("Visible devices cannot be modified after being initialized",
+     "TensorFlow already initialized its GPUs, so set_visible_devices can no longer change them. Restart the "
+     "kernel and choose the GPUs first: %gpu_select SPEC."),
+    ("Torch not compiled with CUDA enabled",
+     "this PyTorch is a CPU-only build: the GPU plan cannot apply to it. Install a CUDA build of PyTorch and "
+     "restart the kernel."),
+)
+
+
+def traceback_hint(error: BaseException | None) -> str | None:
+    """The hint to show under a framework error that GPU configuration causes (None for any other)."""
+    if error is None:
+        return None
+    text = str(error)
+    for needle, hint in _HINTS:
+        if needle in text:
+            from .plan import current_plan
+
+            return f"jupyter_gpu: {hint} The kernel's GPU plan: {_summary(current_plan())} (%gpu_status shows more)."
+    return None
+
+
+def _after_cell(result: Any = None) -> None:
+    """``post_run_cell``: a hint under GPU-configuration errors, and the cheap check that nothing
+    changed behind the magics' back (see :func:`jupyter_gpu.frameworks.check_after_cell`)."""
+    try:
+        error = getattr(result, "error_in_exec", None)
+        if error is not None:
+            hint = traceback_hint(error)
+            if hint:
+                print(hint, file=sys.stderr)
+        frameworks = sys.modules.get("jupyter_gpu.frameworks")
+        if frameworks is None:
+            return  # no plan was ever made and no framework imported: nothing can diverge
+        from .errors import GPUPlanMismatchWarning, warn
+
+        for message in frameworks.check_after_cell():
+            warn(message, GPUPlanMismatchWarning)
+    except Exception as error:  # a check must never break the kernel
+        print(f"jupyter_gpu: the after-cell check failed: {type(error).__name__}: {error}", file=sys.stderr)

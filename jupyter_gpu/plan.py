@@ -22,9 +22,11 @@ Selections (``SPEC``), always in NVML's numbering (PCI bus order, as ``nvidia-sm
 Sizes: ``2048`` (MiB), ``512MiB``, ``2GiB``, ``1.5G``, ``1T`` (K, M, G, T with or without ``B``/``iB``
 are all binary multiples, as ``nvidia-smi`` counts), or ``30%`` of that GPU's total memory.
 
-The admin fence: a ``CUDA_VISIBLE_DEVICES`` or ``NVIDIA_VISIBLE_DEVICES`` the kernel was *started*
-with is an assignment. GPUs outside it are refused and ``all`` means the fence; the fence is never
-widened. The admin ceiling (``max_limit``) caps every GPU's memory limit and is the limit when the
+The admin fence: a ``CUDA_VISIBLE_DEVICES`` the kernel was *started* with is an assignment. GPUs
+outside it are refused and ``all`` means the fence; the fence is never widened. An
+``NVIDIA_VISIBLE_DEVICES`` was already applied by the container runtime (NVML inside sees only those
+GPUs, numbered from 0; its indices are the host's): only UUIDs in it narrow anything.
+The admin ceiling (``max_limit``) caps every GPU's memory limit and is the limit when the
 user sets none.
 
 Every problem is a :class:`PlanError` whose message is one line naming the problem and the valid
@@ -37,9 +39,9 @@ import os
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from pathlib import Path
 
-from .snapshots import GpuInfo, Snapshot
+from ._environ import environment_at_process_start
+from .snapshots import GpuInfo, GpuProcess, Snapshot
 from .units import MIB, format_bytes
 
 __all__ = [
@@ -58,8 +60,9 @@ __all__ = [
     "set_current_plan",
 ]
 
+_DIGITS = re.compile(r"[0-9]+")  # ASCII only: str.isdigit() accepts '²', which int() refuses
 _UNITS = {"": MIB, "K": 1024, "M": MIB, "G": 1024**3, "T": 1024**4}
-_SIZE = re.compile(r"^\s*(?P<number>[0-9]*\.?[0-9]+)\s*(?P<unit>(?:[KMGT](?:I?B)?|B)?)\s*$", re.IGNORECASE)
+_SIZE = re.compile(r"^\s*(?P<number>[0-9]{0,30}\.?[0-9]{1,30})\s*(?P<unit>(?:[KMGT](?:I?B)?|B)?)\s*$", re.IGNORECASE)
 
 
 class PlanError(ValueError):
@@ -96,10 +99,9 @@ def parse_size(text: str) -> Size:
     cleaned = text.strip()
     valid = "valid sizes: 2048 (MiB), 512MiB, 2GiB, 1.5G or 30% (of the GPU's memory)"
     if cleaned.endswith("%"):
-        try:
-            percent = float(cleaned[:-1])
-        except ValueError:
-            raise PlanError(f"malformed size {text!r}; {valid}") from None
+        if not re.fullmatch(r"\s*[0-9]{0,30}\.?[0-9]{1,30}\s*", cleaned[:-1]):
+            raise PlanError(f"malformed size {text!r}; {valid}")
+        percent = float(cleaned[:-1])
         if not 0 < percent <= 100:
             raise PlanError(f"size {text!r} must be more than 0% and at most 100%; {valid}")
         return Size(text=cleaned, percent=percent)
@@ -111,6 +113,8 @@ def parse_size(text: str) -> Size:
     unit = match["unit"].upper()
     multiplier = 1 if unit == "B" else _UNITS[unit[:1]]
     size_bytes = int(float(match["number"]) * multiplier)
+    if size_bytes > 1024**5:
+        raise PlanError(f"size {text!r} is more than 1 PiB, more than any GPU has; {valid}")
     if size_bytes < MIB:
         raise PlanError(f"size {text!r} is {'zero' if size_bytes == 0 else 'under 1 MiB'}; {valid}")
     return Size(text=cleaned, bytes=size_bytes)
@@ -124,67 +128,71 @@ class Fence:
     """The GPUs an admin assigned to this kernel at start (raw entries of the environment)."""
 
     variables: Mapping[str, str]
+    device_order: str | None = None  # the CUDA_DEVICE_ORDER the kernel started with
 
     @property
     def active(self) -> bool:
         return bool(self.variables)
 
+    def unknown(self, gpus: Sequence[GpuInfo]) -> str | None:
+        """Why the GPUs of the fence cannot be told (None when they can): an index in
+        ``CUDA_VISIBLE_DEVICES`` counts CUDA's fastest-first order unless ``CUDA_DEVICE_ORDER`` is
+        ``PCI_BUS_ID``, which NVML cannot reproduce between GPU models."""
+        from .visibility import CudaEnv, cuda_devices
+
+        value = self.variables.get("CUDA_VISIBLE_DEVICES")
+        if value is None:
+            return None
+        devices = cuda_devices(CudaEnv(value, self.device_order), gpus)
+        if devices.known:
+            return None
+        return (f"the kernel was started with CUDA_VISIBLE_DEVICES={value!r}, and which GPUs that is cannot be "
+                f"told: {devices.reason}; start the kernel with CUDA_DEVICE_ORDER=PCI_BUS_ID or GPU UUIDs")
+
     def describe(self) -> str:
-        return " and ".join(f"{name}={value!r}" for name, value in self.variables.items())
+        parts = []
+        for name, value in self.variables.items():
+            if name == "NVIDIA_VISIBLE_DEVICES" and not value.strip().upper().startswith(("GPU-", "MIG-")):
+                parts.append(f"{name}={value!r} (applied by the container runtime: NVML here sees only those "
+                             "GPUs, numbered from 0)")
+            else:
+                parts.append(f"{name}={value!r}")
+        return " and ".join(parts)
 
     def allowed(self, gpus: Sequence[GpuInfo]) -> tuple[int, ...]:
         """NVML indices inside the fence, in the admin's order (all GPUs when there is no fence)."""
         allowed: list[int] | None = None
+        if self.unknown(gpus):
+            return ()
         for name, value in self.variables.items():
-            indices = _resolve_fence_entries(name, value, gpus)
+            indices = _resolve_fence_entries(name, value, gpus, self.device_order)
             allowed = indices if allowed is None else [i for i in allowed if i in indices]
         return tuple(gpu.index for gpu in gpus) if allowed is None else tuple(allowed)
 
 
-def _resolve_fence_entries(name: str, value: str, gpus: Sequence[GpuInfo]) -> list[int]:
+def _resolve_fence_entries(name: str, value: str, gpus: Sequence[GpuInfo], order: str | None = None) -> list[int]:
     value = value.strip()
-    if name == "NVIDIA_VISIBLE_DEVICES" and value.lower() == "all":
-        return [gpu.index for gpu in gpus]
-    if value.lower() in {"", "none", "void", "-1"}:
-        return []
-    indices: list[int] = []
-    for entry in value.split(","):
-        entry = entry.strip()
-        if entry.isdigit():
-            if any(gpu.index == int(entry) for gpu in gpus):
-                indices.append(int(entry))
-            elif name == "CUDA_VISIBLE_DEVICES":
-                break  # CUDA stops at the first entry it cannot use
-        else:
-            matches = [gpu.index for gpu in gpus if gpu.uuid and gpu.uuid.lower().startswith(entry.lower())]
-            if len(matches) == 1:
-                indices.append(matches[0])
-            elif name == "CUDA_VISIBLE_DEVICES":
-                break
-    return indices
+    if name == "CUDA_VISIBLE_DEVICES":
+        from .visibility import CudaEnv, cuda_devices
 
-
-def environment_at_process_start() -> Mapping[str, str]:
-    """The environment this process was started with, whatever its code changed since.
-
-    On Linux that is ``/proc/self/environ`` (the environment block the process was executed with;
-    assignments to ``os.environ`` do not change it). Elsewhere, ``os.environ`` as it is now.
-    """
-    try:
-        raw = Path("/proc/self/environ").read_bytes()
-    except OSError:
-        return dict(os.environ)
-    environment = {}
-    for entry in raw.split(b"\0"):
-        name, separator, value = entry.partition(b"=")
-        if separator:
-            environment[os.fsdecode(name)] = os.fsdecode(value)
-    return environment
+        return list(cuda_devices(CudaEnv(value, order), gpus).indices or ())
+    if name == "NVIDIA_VISIBLE_DEVICES":
+        # The container runtime applied it already: NVML in the container sees only those GPUs,
+        # numbered from 0, and an index in it is in the *host's* numbering. Only UUIDs still name
+        # GPUs here; anything else means "the GPUs NVML sees".
+        if value.lower() in {"", "none", "void"}:
+            return []
+        entries = [entry.strip() for entry in value.split(",") if entry.strip()]
+        uuids = [entry for entry in entries if entry.upper().startswith(("GPU-", "MIG-"))]
+        if not uuids or len(uuids) != len(entries):
+            return [gpu.index for gpu in gpus]
+        return [gpu.index for gpu in gpus if any(gpu.uuid and gpu.uuid.lower().startswith(u.lower()) for u in uuids)]
+    raise ValueError(f"not a fence variable: {name}")
 
 
 _started_with = environment_at_process_start()
 _KERNEL_START_FENCE = Fence({name: _started_with[name] for name in ("CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES")
-                             if name in _started_with})
+                             if name in _started_with}, _started_with.get("CUDA_DEVICE_ORDER"))
 
 
 def kernel_start_fence() -> Fence:
@@ -219,7 +227,7 @@ def parse_selection(text: str) -> SelectionSpec:
         return SelectionSpec(text=cleaned, kind=lowered)
     if lowered == "auto" or lowered.startswith("auto:"):
         count_text = lowered.partition(":")[2] or "1"
-        if not count_text.isdigit() or int(count_text) < 1:
+        if not _DIGITS.fullmatch(count_text) or len(count_text) > 4 or int(count_text) < 1:
             raise PlanError(f"{cleaned!r}: auto:N needs a whole number N of at least 1; valid choices: "
                             f"{SELECT_CHOICES}")
         return SelectionSpec(text=cleaned, kind="auto", count=int(count_text))
@@ -239,8 +247,19 @@ def parse_selection(text: str) -> SelectionSpec:
     return SelectionSpec(text=cleaned, kind="gpus", items=items)
 
 
+def _others(gpu: GpuInfo, own_pid: int, own_user: str | None) -> list[GpuProcess]:
+    """Other users' compute processes: a graphics-only process (the display server, Xorg) is not a job."""
+    return [p for p in gpu.processes if p.pid != own_pid and (own_user is None or p.user != own_user)
+            and p.type != "graphics"]
+
+
 def _other_users_processes(gpu: GpuInfo, own_pid: int, own_user: str | None) -> int:
-    return sum(1 for p in gpu.processes if p.pid != own_pid and (own_user is None or p.user != own_user))
+    return len(_others(gpu, own_pid, own_user))
+
+
+def other_users(gpu: GpuInfo, own_pid: int, own_user: str | None) -> list[str]:
+    """The other users with compute work on ``gpu`` (as ``auto`` counts them), by name."""
+    return sorted({p.user or f"PID {p.pid}" for p in _others(gpu, own_pid, own_user)})
 
 
 def select_idlest(gpus: Sequence[GpuInfo], count: int, *, min_free_bytes: int = 0,
@@ -248,8 +267,8 @@ def select_idlest(gpus: Sequence[GpuInfo], count: int, *, min_free_bytes: int = 
     """The policy behind ``auto:N``: the ``count`` idlest of ``gpus``, best first.
 
     1. GPUs with less free memory than ``min_free_bytes`` (``--min-free``) are never chosen.
-    2. GPUs without processes of *other* users come first (this kernel's and this user's own
-       processes do not count against a GPU).
+    2. GPUs without compute processes of *other* users come first (this kernel's and this user's
+       own processes, and graphics-only processes such as the display server, do not count).
     3. Then the most free memory, then the lowest utilization, then the lowest index.
 
     So a GPU another user works on is chosen only when not enough GPUs are free of others.
@@ -276,6 +295,8 @@ def _listing(gpus: Sequence[GpuInfo]) -> str:
 def _resolve_selection(spec: SelectionSpec, snapshot: Snapshot, fence: Fence, min_free: Size | None,
                        own_user: str | None) -> tuple[int, ...]:
     gpus = snapshot.gpus
+    if spec.kind != "none" and snapshot.nvml_available and (why := fence.unknown(gpus)):
+        raise PlanError(f"{why}; until then select none")
     allowed = fence.allowed(gpus) if snapshot.nvml_available else ()
     fenced = [gpu for gpu in gpus if gpu.index in allowed]
     if spec.kind == "none":
@@ -287,7 +308,7 @@ def _resolve_selection(spec: SelectionSpec, snapshot: Snapshot, fence: Fence, mi
         if spec.kind == "all":
             raise PlanError(f"'all' needs NVML to count the GPUs, and NVML is unavailable ({snapshot.error}); "
                             "select GPUs by index, or none")
-        if not all(item.isdigit() for item in spec.items):
+        if not all(_DIGITS.fullmatch(item) for item in spec.items):
             raise PlanError(f"UUIDs cannot be checked without NVML ({snapshot.error}); select GPUs by index")
         return tuple(int(item) for item in spec.items)
     if spec.kind == "all":
@@ -298,10 +319,10 @@ def _resolve_selection(spec: SelectionSpec, snapshot: Snapshot, fence: Fence, mi
     choices = _choices(gpus, allowed, fence)
     indices: list[int] = []
     for item in spec.items:
-        if item.isdigit():
-            index = int(item)
+        if _DIGITS.fullmatch(item):
+            index = int(item) if len(item) < 10 else -1
             if not any(gpu.index == index for gpu in gpus):
-                raise PlanError(f"there is no GPU {index}; {choices}")
+                raise PlanError(f"there is no GPU {item if len(item) < 10 else item[:9] + '…'}; {choices}")
         else:
             matches = [gpu.index for gpu in gpus if gpu.uuid and gpu.uuid.lower().startswith(item.lower())]
             if not matches:

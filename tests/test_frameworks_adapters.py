@@ -46,10 +46,13 @@ def test_states_come_from_sys_modules_only(monkeypatch) -> None:
 
     initialized = [False]
     monkeypatch.setitem(sys.modules, "jax", types.ModuleType("jax"))
-    monkeypatch.setitem(sys.modules, "jax._src.xla_bridge",
-                        types.SimpleNamespace(backends_are_initialized=lambda: initialized[0]))
+    bridge = types.SimpleNamespace(backends_are_initialized=lambda: initialized[0], _backends={})
+    monkeypatch.setitem(sys.modules, "jax._src.xla_bridge", bridge)
     assert JAX.state() is State.IMPORTED
     initialized[0] = True
+    bridge._backends = {"cpu": object()}
+    assert JAX.state() is State.CPU_ONLY  # a CPU computation does not touch the GPU
+    bridge._backends = {"cpu": object(), "cuda": object()}
     assert JAX.state() is State.INITIALIZED
 
 

@@ -22,10 +22,7 @@ MANAGED = (*frameworks._managed_keys(), "JUPYTER_GPU_DEFAULT_SELECT", "JUPYTER_G
 
 def reset_plan_state() -> None:
     plan.set_current_plan(GpuPlan())
-    frameworks._baseline.clear()
-    frameworks._applied.clear()
-    for framework in frameworks.FRAMEWORKS:
-        _import_hooks.cancel(framework.module_name, framework.hook)
+    frameworks.reset_for_tests()
 
 
 @pytest.fixture
@@ -33,6 +30,8 @@ def clean(monkeypatch: pytest.MonkeyPatch, scenario: Any) -> Iterator[Any]:
     """No plan, no managed variable, no hook; the frameworks not imported; 2 simulated A100s."""
     saved = {name: os.environ.pop(name, None) for name in MANAGED}
     monkeypatch.setattr(plan, "_KERNEL_START_FENCE", Fence({}))
+    # The admin's values come from the environment the process started with: here, os.environ.
+    monkeypatch.setattr(plan, "environment_at_process_start", lambda: dict(os.environ))
     for name in ("tensorflow", "torch", "jax"):
         if name in sys.modules:
             pytest.skip(f"{name} is imported in this test process")
@@ -138,7 +137,7 @@ BAD_INPUTS = [
     ("gpu_limit", "90GiB", "more than GPU 0's memory"),
     ("gpu_limit", "50GiB 40GiB", "more than GPU 0's memory"),
     ("gpu_limit", "off 2GiB", "cannot be combined"),
-    ("gpu_threads", "--intra -1", "cannot be negative"),
+    ("gpu_threads", "--intra -1", "must be 0 to 4096"),
     ("gpu_threads", "--soft-placement maybe", "invalid choice"),
 ]
 
@@ -298,3 +297,33 @@ def test_unregister_removes_the_magics(clean) -> None:
     magics.register(ip)
     magics.unregister(ip)
     assert ip.find_line_magic("gpu_select") is None
+
+
+@pytest.mark.parametrize("error", [
+    ValueError("Cannot set memory growth on device when virtual devices configured"),
+    RuntimeError("Physical devices cannot be modified after being initialized"),
+    RuntimeError("Virtual devices cannot be modified after being initialized"),
+    RuntimeError("Visible devices cannot be modified after being initialized"),
+    AssertionError("Torch not compiled with CUDA enabled"),
+])
+def test_framework_errors_of_gpu_configuration_get_a_hint(error: BaseException) -> None:
+    hint = magics.traceback_hint(error)
+    assert hint is not None and hint.startswith("jupyter_gpu: ") and "The kernel's GPU plan:" in hint
+    assert "\n" not in hint
+
+
+def test_other_errors_get_no_hint() -> None:
+    assert magics.traceback_hint(ValueError("invalid literal for int()")) is None
+    assert magics.traceback_hint(None) is None
+
+
+def test_loading_and_the_after_cell_check_import_no_adapter_while_no_framework_is_imported() -> None:
+    import subprocess
+
+    code = ("import sys\nfrom IPython.core.interactiveshell import InteractiveShell\n"
+            "ip = InteractiveShell.instance()\nip.run_line_magic('load_ext', 'jupyter_gpu')\n"
+            "ip.run_cell('x = 1')\n"
+            "print(sorted(m for m in ('jupyter_gpu.frameworks', 'jupyter_gpu.plan', 'jupyter_gpu.nvml', 'tensorflow',"
+            " 'torch', 'jax') if m in sys.modules))")
+    out = subprocess.check_output([sys.executable, "-c", code], text=True)
+    assert out.strip().splitlines()[-1] == "[]"

@@ -1,8 +1,8 @@
 """Real kernels (jupyter_client + ipykernel) with simulated GPUs and the real frameworks (CPU builds).
 
-TensorFlow on a CPU build lists no GPU, so kernel 1 adds simulated GPU ``PhysicalDevice`` entries to
-the eager context right after ``import tensorflow`` (a post-import callback registered before the
-extension's) and asserts what TensorFlow's config layer received: visible devices and logical
+TensorFlow on a CPU build lists no GPU, so kernel 1 imports the CUDA stand-in
+(``tests/standin/cuda_standin.py``), which lists the simulated GPUs as CUDA would, and asserts what
+TensorFlow's config layer received: visible devices and logical
 devices with their memory limits. Each kernel checks several transitions to keep the run short.
 """
 
@@ -12,6 +12,7 @@ import json
 import os
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -20,18 +21,12 @@ from jupyter_client.manager import start_new_kernel
 
 pytestmark = pytest.mark.frameworks
 
-INJECT_SIMULATED_TF_GPUS = """
-from jupyter_gpu import _import_hooks
-def _add_simulated_gpus(tf):
-    from tensorflow.python.eager import context
-    ctx = context.context()
-    ctx._initialize_physical_devices()
-    gpus = [context.PhysicalDevice(name=f"/physical_device:GPU:{i}", device_type="GPU") for i in range(2)]
-    ctx._physical_devices += gpus
-    ctx._physical_device_to_index = {d: i for i, d in enumerate(ctx._physical_devices)}
-    ctx._visible_device_list += gpus
-    ctx._memory_growth_map.update({d: None for d in gpus})
-_import_hooks.when_imported("tensorflow", _add_simulated_gpus)
+# The CUDA stand-in beneath TensorFlow's GPU listing (tests/standin/cuda_standin.py): physical GPU k
+# is NVML GPU k here, as the plan sets CUDA_DEVICE_ORDER=PCI_BUS_ID.
+INJECT_SIMULATED_TF_GPUS = f"""
+import sys
+sys.path.insert(0, {str(Path(__file__).parent / "standin")!r})
+import cuda_standin
 """
 
 TF_SEEN = """
@@ -127,10 +122,13 @@ def test_keras_first_gets_visible_and_logical_devices_then_a_narrower_selection(
 
 def test_compat_v1_import_then_first_op_then_the_warning(kernel: Kernel) -> None:
     kernel.run("%load_ext jupyter_gpu\n%gpu_select 1 --growth\n%gpu_limit 2GiB\n%gpu_threads --intra 2 --inter 1")
-    kernel.run("import tensorflow.compat.v1 as tf1\nimport tensorflow as tf")
-    out, _ = kernel.run("%gpu_status")
-    assert "TensorFlow: imported, GPUs listed (CUDA started), not initialized; plan applied" in out
-    kernel.run("x = tf.constant(1.0) * 2")  # initializes the context
+    out, err = kernel.run("import tensorflow.compat.v1 as tf1\nimport tensorflow as tf")  # the hook lists GPUs
+    assert "TensorFlow does not follow the GPU plan (GPU 1): it sees no GPU: this TensorFlow has no GPU support" in err
+    out, _ = kernel.run("%gpu_status")  # a CPU build lists no GPU: never "plan applied"
+    assert "TensorFlow: imported, GPUs listed (CUDA started), not initialized; plan NOT applied — does NOT follow " \
+           "the plan: it sees no GPU: this TensorFlow has no GPU support" in out
+    out, err = kernel.run("x = tf.constant(1.0) * 2")  # initializes the context
+    assert "GPUPlanMismatchWarning" not in err  # said once
     assert kernel.value("tf.config.threading.get_intra_op_parallelism_threads()") == 2
     before = kernel.value("state()")
     out, err = kernel.run("%gpu_select 0")
@@ -143,7 +141,7 @@ def test_compat_v1_import_then_first_op_then_the_warning(kernel: Kernel) -> None
     out, err = kernel.run("%gpu_threads --log-placement on")
     assert "device-placement logging on" in out and "Warning" not in err
     out, _ = kernel.run("%gpu_status")
-    assert "TensorFlow: initialized with the plan applied" in out
+    assert "TensorFlow: initialized; in effect: no visible GPU (CPU only)" in out and "does NOT follow" in out
 
 
 def test_torch_and_jax_through_importlib(kernel: Kernel) -> None:
@@ -169,11 +167,10 @@ def test_torch_and_jax_through_importlib(kernel: Kernel) -> None:
     assert "PyTorch: imported, GPU not initialized; plan applied" in out
     assert "JAX: imported, GPU not initialized; plan applied" in out
 
-    kernel.run("import jax.numpy as jnp\ny = jnp.ones(3).sum()")  # JAX creates its backends
-    before = kernel.value("state()")
-    out, err = kernel.run("%gpu_limit 5%")
-    assert "GPUAlreadyInitializedWarning: JAX already initialized the GPU" in err and "restart the kernel" in err
-    assert kernel.value("state()") == before
+    out, err = kernel.run("import jax.numpy as jnp\ny = jnp.ones(3).sum()")  # JAX creates its (CPU) backend
+    assert "JAX does not follow the GPU plan (GPU 1): it runs on the CPU only: this jaxlib has no GPU support" in err
+    out, err = kernel.run("%gpu_limit 5%")  # a CPU computation did not touch the GPU: not too late
+    assert "Warning" not in err and "GPU 1: at most 4 GiB" in out, err
 
 
 @pytest.fixture

@@ -139,6 +139,36 @@ def test_fences_by_uuid_and_nvidia_visible_devices() -> None:
     assert Fence({"CUDA_VISIBLE_DEVICES": "1,9,2"}).allowed(FOUR.gpus) == (1,)  # CUDA stops at 9
 
 
+def test_index_style_nvidia_visible_devices_was_applied_by_the_container_runtime() -> None:
+    # The runtime exposed host GPUs 2 and 3; NVML in the container numbers them 0 and 1.
+    inside = snap(gpu(0), gpu(1))
+    fence = Fence({"NVIDIA_VISIBLE_DEVICES": "2,3"})
+    assert fence.allowed(inside.gpus) == (0, 1)
+    assert build_plan(PlanRequest(selection="all"), inside, fence).selected_indices == (0, 1)
+    assert build_plan(PlanRequest(selection="auto"), inside, fence).selected_indices == (0,)
+    assert "applied by the container runtime" in fence.describe()
+
+
+def test_hostile_numbers_are_plan_errors() -> None:
+    for text in ("²", "1,²", "1" * 400):
+        with pytest.raises(PlanError):
+            build_plan(PlanRequest(selection=text), FOUR, NO_FENCE)
+    for size in ("9" * 400, "9" * 400 + "%", "1e5", "²"):
+        with pytest.raises(PlanError):
+            parse_size(size)
+
+
+def test_auto_does_not_count_a_graphics_only_process_as_a_job() -> None:
+    from jupyter_gpu.plan import other_users
+
+    display = GpuInfo(index=0, uuid="GPU-x", name="A6000", memory_total=48 * GIB, memory_free=47 * GIB,
+                      processes=(GpuProcess(pid=1, memory=GIB, user="dave", type="graphics"),))
+    busy = GpuInfo(index=1, uuid="GPU-y", name="A6000", memory_total=48 * GIB, memory_free=47 * GIB + 1,
+                   processes=(GpuProcess(pid=2, memory=GIB, user="erin"),))
+    assert other_users(display, own_pid=0, own_user="me") == []
+    assert select_idlest([display, busy], 1, own_pid=0, own_user="me") == (0,)
+
+
 def test_limits_per_gpu_percent_and_logical_split() -> None:
     plan = build_plan(PlanRequest(selection="1,2", limits=("25%",)), FOUR, NO_FENCE)
     assert plan.memory_limit_bytes(1) == 20 * GIB and plan.memory_limit_bytes(2) == 12 * GIB
@@ -193,3 +223,15 @@ def test_current_plan_defaults_to_an_empty_plan() -> None:
     plan = current_plan()
     assert isinstance(plan, GpuPlan)
     assert GpuPlan().selected_indices is None and GpuPlan().memory_limit_bytes(0) is None
+
+
+def test_a_start_fence_counted_fastest_first_between_models_is_refused_not_guessed() -> None:
+    mixed = snap(gpu(0), gpu(1), GpuInfo(index=2, uuid="GPU-22aa2-0000", name="NVIDIA RTX A6000",
+                                         memory_total=48 * GIB, memory_free=47 * GIB))
+    fence = Fence({"CUDA_VISIBLE_DEVICES": "1"})  # CUDA's 1 fastest first: which GPU is that?
+    with pytest.raises(PlanError, match="CUDA_DEVICE_ORDER=PCI_BUS_ID or GPU UUIDs"):
+        build_plan(PlanRequest(selection="all"), mixed, fence)
+    assert build_plan(PlanRequest(selection="none"), mixed, fence).selected_indices == ()
+    ordered = Fence({"CUDA_VISIBLE_DEVICES": "1"}, device_order="PCI_BUS_ID")
+    assert build_plan(PlanRequest(selection="all"), mixed, ordered).selected_indices == (1,)
+    assert Fence({"CUDA_VISIBLE_DEVICES": "GPU-22aa"}).allowed(mixed.gpus) == (2,)

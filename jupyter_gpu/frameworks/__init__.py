@@ -17,6 +17,13 @@ carry the plan; and which calls to make once it is imported.
    its ``import``, whatever path imports it (Keras first, ``tensorflow.compat.v1``, importlib).
    If a call fails, the environment and the previous plan are restored and the error is raised.
 
+What each framework sees (or will see) is computed in one place,
+:mod:`jupyter_gpu.visibility`, from the ``CUDA_VISIBLE_DEVICES``/``CUDA_DEVICE_ORDER`` in force
+when CUDA started in this process (recorded by wrappers that :meth:`Framework.observe` puts around
+the calls that start CUDA) and from the device names a framework reports. The plan printout,
+``%gpu_status`` and :func:`check_after_cell` all read :func:`planned_devices` and
+:func:`actual_devices`; where the mapping cannot be known, the plan is refused with the reason.
+
 Every cap is cooperative: it binds the framework's allocator, not the driver.
 """
 
@@ -24,18 +31,28 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from enum import Enum
 from types import ModuleType
 
 from .. import _import_hooks
-from ..plan import GpuPlan, PlanError, current_plan, set_current_plan
+from ..plan import GpuPlan, PlanError, current_plan, environment_at_process_start, set_current_plan
 from ..snapshots import Snapshot
 from ..units import format_bytes
+from ..visibility import (
+    UNKNOWN,
+    CudaEnv,
+    DeviceMap,
+    Gpu,
+    cuda_devices,
+    cuda_driver_loaded,
+    cuda_start,
+    record_cuda_start,
+)
 
-__all__ = ["FRAMEWORKS", "DeviceMemory", "Framework", "State", "apply_plan", "framework_memory", "framework_statuses",
-           "too_late"]
+__all__ = ["FRAMEWORKS", "DeviceMemory", "Framework", "State", "actual_devices", "apply_plan", "check_after_cell",
+           "framework_memory", "framework_statuses", "planned_devices", "too_late"]
 
 Environment = dict[str, "str | None"]  # None: the variable is removed
 
@@ -44,6 +61,7 @@ class State(str, Enum):
     NOT_IMPORTED = "not imported"
     IMPORTED = "imported, GPU not initialized"
     DEVICES_LISTED = "imported, GPUs listed (CUDA started), not initialized"
+    CPU_ONLY = "initialized on the CPU only (no GPU backend)"
     INITIALIZED = "initialized"
 
 
@@ -62,16 +80,38 @@ class Framework:
     name = ""
     module_name = ""
     env_keys: tuple[str, ...] = ()
+    can_narrow = False  # can it hide some of CUDA's devices after CUDA started (TensorFlow can)
+    observed = False  # observe() ran: its CUDA start is recorded from then on
+    gpu_build_hint = ""  # what to install when the build has no GPU support
 
     def state(self) -> State:
         """Where the framework is now, from ``sys.modules`` only (never imports, never initializes)."""
         raise NotImplementedError
 
+    def cuda_started(self) -> bool:
+        """Whether this framework started CUDA (then ``CUDA_VISIBLE_DEVICES`` is fixed for the process)."""
+        return self.state() in (State.DEVICES_LISTED, State.INITIALIZED)
+
+    def built_with_gpu(self) -> bool | None:
+        """Whether the imported build can use a GPU at all (None: not imported or unknown)."""
+        return None
+
+    def device_names(self) -> list[str] | None:
+        """The names of the GPUs the framework listed, in its order, where it tells without side effects."""
+        return None
+
+    def visible_positions(self) -> list[int] | None:
+        """Positions (in CUDA's numbering) of the GPUs the framework uses now, where it narrowed them."""
+        return None
+
+    def observe(self, module: ModuleType) -> None:
+        """Put wrappers around the calls that start CUDA, to record the variables CUDA reads then."""
+
     def environment(self, plan: GpuPlan, baseline: Mapping[str, str | None]) -> Environment:
         """The environment variables that carry ``plan`` (``baseline``: their kernel-start values)."""
         return {}
 
-    def apply(self, module: ModuleType, plan: GpuPlan) -> None:
+    def apply(self, module: ModuleType, plan: GpuPlan, old: GpuPlan | None = None) -> None:
         """Make the calls ``plan`` needs on the imported, not yet initialized framework."""
 
     def in_effect(self) -> str:
@@ -93,14 +133,24 @@ class Framework:
             return ["the GPU selection, memory limit and growth"]
         return []
 
-    def device_labels(self, plan: GpuPlan) -> dict[int, str]:
+    def device_labels(self, plan: GpuPlan, gpus: Sequence[Gpu] = ()) -> dict[int, str]:
         """How the framework will name each planned GPU, by NVML index (e.g. ``{2: "cuda:0"}``)."""
-        return {index: f"cuda:{position}" for position, index in enumerate(visible_order(plan))}
+        devices = planned_devices(self, plan, gpus)[0].indices
+        if devices is None and plan.selected_indices is None:
+            return {}  # CUDA's own order, which cannot be told here: no label rather than a wrong one
+        order = visible_order(plan) if devices is None else devices
+        return {index: f"cuda:{position}" for position, index in enumerate(order)}
 
     def hook(self, module: ModuleType) -> None:
-        """The post-import hook: apply the kernel's plan as it is when the import finishes."""
-        self.apply(module, current_plan())
-        _applied[self.name] = current_plan()
+        """The post-import hook: watch CUDA's start, then apply the kernel's plan."""
+        self.observe(module)
+        changed = selection_env_changed()
+        if changed:
+            _warn_once(changed)  # and the plan's GPU calls are not made: nothing changes behind the warning
+            return
+        if _plan_active:
+            self.apply(module, current_plan())
+            _applied[self.name] = current_plan()
 
 
 def gpu_settings(plan: GpuPlan) -> tuple[object, ...]:
@@ -108,43 +158,22 @@ def gpu_settings(plan: GpuPlan) -> tuple[object, ...]:
 
 
 def visible_order(plan: GpuPlan) -> tuple[int, ...]:
-    """NVML indices of the GPUs the frameworks will see, in their order (the selection, else all)."""
+    """NVML indices of the GPUs the plan names, in its order (the selection, else all)."""
     if plan.selected_indices is not None:
         return plan.selected_indices
     return tuple(gpu.index for gpu in plan.gpus)
 
 
-def cuda_visible_at_start_of_cuda(plan: GpuPlan) -> tuple[int, ...]:
-    """NVML indices CUDA made visible when it started: the ``CUDA_VISIBLE_DEVICES`` then in force.
-
-    jupyter_gpu never changes ``CUDA_VISIBLE_DEVICES`` once CUDA has started, so its value now is
-    the value CUDA read; unset means every GPU of the plan.
-    """
-    value = os.environ.get("CUDA_VISIBLE_DEVICES")
-    if value is None:
-        return tuple(gpu.index for gpu in plan.gpus)
-    indices: list[int] = []
-    for entry in value.split(","):
-        entry = entry.strip()
-        if entry.isdigit():
-            indices.append(int(entry))
-        else:
-            match = next((gpu.index for gpu in plan.gpus if gpu.uuid and gpu.uuid.startswith(entry)), None)
-            if match is None:
-                break
-            indices.append(match)
-    return tuple(indices)
-
-
-from .jax import JAX  # noqa: E402  (the adapters subclass Framework)
-from .tensorflow import TENSORFLOW  # noqa: E402
-from .torch import TORCH  # noqa: E402
-
-FRAMEWORKS: tuple[Framework, ...] = (TENSORFLOW, TORCH, JAX)
-
 COMMON_KEYS = ("CUDA_DEVICE_ORDER", "CUDA_VISIBLE_DEVICES")
 _baseline: dict[str, str | None] = {}
 _applied: dict[str, GpuPlan] = {}
+_plan_active = False  # a plan was applied: post-import hooks apply it
+_gpus: tuple[Gpu, ...] = ()  # every GPU NVML saw at the last magic (for the after-cell check)
+_written: CudaEnv | None = None  # the selection variables as jupyter_gpu last wrote or found them
+_warned: set[str] = set()
+_last_states: tuple[State, ...] = ()
+_checked: set[tuple[str, State]] = set()
+_unwatched: list[str] = []  # frameworks imported before jupyter_gpu watched them (CUDA may have started unseen)
 
 
 def _managed_keys() -> tuple[str, ...]:
@@ -159,9 +188,170 @@ def baseline() -> Mapping[str, str | None]:
     return _baseline
 
 
+def remember_gpus(gpus: Sequence[Gpu]) -> None:
+    """Keep the GPUs of the last snapshot, so checks after a cell need no NVML call."""
+    global _gpus
+    if gpus:
+        _gpus = tuple(gpus)
+
+
+def known_gpus() -> tuple[Gpu, ...]:
+    return _gpus
+
+
+# -- watching: CUDA's start and changes of the selection variables --------------------------------
+
+
+def start_watching(found: CudaEnv | None = None) -> None:
+    """Called when the extension loads (or, if no framework was imported then, when the first one
+    is): record the selection variables as the extension ``found`` them, watch every framework's
+    CUDA start (now if imported, else when imported), and note a CUDA start that happened before."""
+    global _written
+    if _written is None:
+        _written = CudaEnv.now() if found is None else found
+    for framework in FRAMEWORKS:
+        module = sys.modules.get(framework.module_name)
+        if module is not None:
+            if not framework.observed:
+                _unwatched.append(framework.name)
+            framework.observe(module)
+        elif not _hook_pending(framework):
+            _import_hooks.when_imported(framework.module_name, framework.hook)
+    process_cuda_start()
+
+
+def note_cuda_start(by: str) -> None:
+    """Called by the wrappers right before a framework starts CUDA: CUDA reads the variables now."""
+    record_cuda_start(CudaEnv.now(), by)
+
+
+def process_cuda_start() -> tuple[CudaEnv, str] | None:
+    """``(the variables CUDA read, who started it)`` for this process, or None if CUDA has not started.
+
+    A start that happened before jupyter_gpu watched (a framework listed GPUs before
+    ``%load_ext``) is recorded now: with the values in force now if they are still those the
+    kernel started with (nothing changed them), else as unknown.
+    """
+    recorded = cuda_start()
+    if recorded is not None:
+        return recorded
+    by = next((framework.name for framework in FRAMEWORKS if framework.cuda_started()), None)
+    if by is None and _unwatched and cuda_driver_loaded():
+        by = _unwatched[0]  # e.g. torch.cuda.is_available() before %load_ext: only the driver shows it
+    if by is None:
+        return None
+    now = CudaEnv.now()
+    start = environment_at_process_start()
+    at_start = CudaEnv(start.get("CUDA_VISIBLE_DEVICES"), start.get("CUDA_DEVICE_ORDER"))
+    record_cuda_start(now if now == at_start and (_written is None or _written == now) else UNKNOWN, by)
+    return cuda_start()
+
+
+def selection_env_changed() -> str | None:
+    """A one-line warning when code changed ``CUDA_VISIBLE_DEVICES``/``CUDA_DEVICE_ORDER`` behind the
+    magics' back before CUDA started (None when unchanged, or when CUDA already read them)."""
+    if _written is None or not _plan_active:
+        return None  # without a plan, the user's own CUDA_VISIBLE_DEVICES is simply the choice
+    now = CudaEnv.now()
+    if now == _written or cuda_start() is not None:
+        return None
+    plan = current_plan()
+    what = [f"{key}={new!r}" if new is not None else f"{key} unset"
+            for key, old, new in (("CUDA_VISIBLE_DEVICES", _written.visible_devices, now.visible_devices),
+                                  ("CUDA_DEVICE_ORDER", _written.device_order, now.device_order)) if old != new]
+    seen = cuda_devices(now, _gpus) if _gpus else None
+    sees = f"the frameworks will see {seen.describe()}" if seen is not None and seen.known else \
+        "the frameworks will not see what the plan says"
+    source = f"the plan ({_plan_words(plan)})" if plan.selected_indices is not None else "the kernel's start"
+    return (f"code in this kernel set {' and '.join(what)} after {source}: {sees}, not the plan. "
+            "Run %gpu_select with the GPUs you want (it replaces the value), or remove that assignment.")
+
+
+def set_by_code() -> bool:
+    """Whether ``CUDA_VISIBLE_DEVICES``/``CUDA_DEVICE_ORDER`` now differ from what the plan wrote
+    (or, before any plan, from what the kernel started with): code in the kernel set them."""
+    if _plan_active and _written is not None:
+        return CudaEnv.now() != _written
+    start = environment_at_process_start()
+    return CudaEnv.now() != CudaEnv(start.get("CUDA_VISIBLE_DEVICES"), start.get("CUDA_DEVICE_ORDER"))
+
+
+def _plan_words(plan: GpuPlan) -> str:
+    if plan.selected_indices == ():
+        return "CPU only"
+    return "GPU " + ",".join(map(str, plan.selected_indices or ()))
+
+
+def _warn_once(message: str) -> None:
+    if message in _warned:
+        return
+    _warned.add(message)
+    from ..errors import GPUPlanMismatchWarning, warn
+
+    warn(message, GPUPlanMismatchWarning)
+
+
+# -- what each framework sees ---------------------------------------------------------------------
+
+
+def expected_devices(plan: GpuPlan, gpus: Sequence[Gpu]) -> DeviceMap:
+    """What the plan means: the selection, or (no selection) what the kernel started with."""
+    if plan.selected_indices is not None:
+        return DeviceMap(plan.selected_indices)
+    start = environment_at_process_start()
+    return cuda_devices(CudaEnv(start.get("CUDA_VISIBLE_DEVICES"), start.get("CUDA_DEVICE_ORDER")), gpus)
+
+
+def _cuda_map(framework: Framework, gpus: Sequence[Gpu]) -> DeviceMap | None:
+    """CUDA's devices for the process once CUDA started (None: not started)."""
+    start = process_cuda_start()
+    if start is None:
+        return None
+    env, by = start
+    if env is UNKNOWN:
+        return DeviceMap(None, f"{by} started CUDA before jupyter_gpu watched, and the CUDA variables were "
+                               "changed since the kernel started")
+    return cuda_devices(env, gpus, framework.device_names())
+
+
+def planned_devices(framework: Framework, plan: GpuPlan, gpus: Sequence[Gpu]) -> tuple[DeviceMap, str | None]:
+    """The GPUs ``framework`` will have (NVML index per device position) once ``plan`` is applied,
+    and why that is not the plan (None when it is)."""
+    expected = expected_devices(plan, gpus)
+    cuda = _cuda_map(framework, gpus)
+    if cuda is None:  # CUDA reads the variables the plan writes
+        if plan.selected_indices is None and expected.known:
+            return expected, None
+        return DeviceMap(plan.selected_indices if plan.selected_indices is not None else None), None
+    if not cuda.known:
+        return cuda, f"cannot tell which GPU is which: {cuda.reason}"
+    wanted = expected.indices if expected.indices is not None else cuda.indices
+    if framework.can_narrow:
+        missing = [index for index in wanted if index not in cuda.indices]
+        narrowed = tuple(index for index in cuda.indices if index in wanted)
+        if missing:
+            return DeviceMap(narrowed), (f"CUDA started showing {cuda.describe()} only, so GPU {missing[0]} "
+                                         "cannot be added")
+        return DeviceMap(narrowed), None
+    if set(cuda.indices) != set(wanted):
+        return cuda, f"CUDA started showing {cuda.describe()}, and {framework.name} cannot narrow that"
+    return cuda, None
+
+
+def actual_devices(framework: Framework, gpus: Sequence[Gpu]) -> DeviceMap:
+    """The GPUs ``framework`` uses now (once CUDA started) or will use (from the variables now)."""
+    cuda = _cuda_map(framework, gpus)
+    if cuda is None:
+        return cuda_devices(CudaEnv.now(), gpus)
+    positions = framework.visible_positions()
+    if cuda.indices is None or positions is None:
+        return cuda
+    return DeviceMap(tuple(cuda.indices[p] for p in positions if p < len(cuda.indices)))
+
+
 def cuda_started() -> bool:
-    """Whether any framework started CUDA in this process (then ``CUDA_VISIBLE_DEVICES`` is fixed)."""
-    return any(framework.state() in (State.DEVICES_LISTED, State.INITIALIZED) for framework in FRAMEWORKS)
+    """Whether CUDA started in this process (then ``CUDA_VISIBLE_DEVICES`` is fixed)."""
+    return process_cuda_start() is not None
 
 
 def environment(plan: GpuPlan) -> Environment:
@@ -182,19 +372,21 @@ def environment(plan: GpuPlan) -> Environment:
 
 
 def too_late(old: GpuPlan, new: GpuPlan, snapshot: Snapshot | None) -> tuple[str, str] | None:
-    """``(who, what is in effect)`` when ``new`` cannot take effect without a restart, else None."""
+    """``(who, why)`` when ``new`` cannot take effect without a restart, else None."""
     for framework in FRAMEWORKS:
         blocked = framework.blocking_changes(old, new)
         if blocked:
-            return framework.name, f"it cannot change {blocked[0]} any more; in effect: {framework.in_effect()}"
-    if cuda_started() and new.selected_indices is not None:
-        visible = cuda_visible_at_start_of_cuda(new)
-        outside = [index for index in new.selected_indices if index not in visible]
-        if outside:
-            who = next(f.name for f in FRAMEWORKS if f.state() in (State.DEVICES_LISTED, State.INITIALIZED))
-            shown = ", ".join(map(str, visible)) or "none"
-            return who, (f"it listed the GPUs, which fixed CUDA_VISIBLE_DEVICES for this process to GPUs {shown}; "
-                         f"GPU {outside[0]} cannot be added")
+            return framework.name, f"it cannot change {blocked[0]} any more; in effect: {_in_effect(framework)}"
+    gpus = snapshot.gpus if snapshot is not None and snapshot.nvml_available else _gpus
+    start = process_cuda_start()
+    if start is not None and gpu_settings(old) != gpu_settings(new):
+        # Only a framework that can still narrow CUDA's devices (TensorFlow) can follow a new
+        # selection; PyTorch and JAX keep what CUDA showed, which the plan printout says.
+        for framework in FRAMEWORKS:
+            if framework.can_narrow:
+                problem = planned_devices(framework, new, gpus)[1]
+                if problem is not None:
+                    return start[1], problem
     if snapshot is not None and snapshot.nvml_available and gpu_settings(old) != gpu_settings(new):
         held = snapshot.processes_of(os.getpid())
         if held:
@@ -209,6 +401,7 @@ def apply_plan(old: GpuPlan, new: GpuPlan) -> None:
     The caller has checked :func:`too_late`. On a failing call everything is restored and a
     :class:`~jupyter_gpu.plan.PlanError` is raised.
     """
+    global _plan_active, _written
     env = environment(new)
     before = {key: os.environ.get(key) for key in env}
     _write(env)
@@ -219,18 +412,21 @@ def apply_plan(old: GpuPlan, new: GpuPlan) -> None:
             state = framework.state()
             if module is not None and state is not State.NOT_IMPORTED and (
                     state is not State.INITIALIZED or not framework.blocking_changes(old, new)):
-                framework.apply(module, new)
+                framework.apply(module, new, old)
                 done.append(framework)
     except Exception as error:
         _write(before)
         for framework in done:
             try:
-                framework.apply(sys.modules[framework.module_name], old)
+                framework.apply(sys.modules[framework.module_name], old, new)
             except Exception:
                 pass
         raise PlanError(f"{framework.name} refused the plan ({type(error).__name__}: {error}); "
                         "nothing was changed") from error
     set_current_plan(new)
+    _plan_active = True
+    if process_cuda_start() is None:
+        _written = CudaEnv.now()
     for framework in FRAMEWORKS:
         if framework in done:
             _applied[framework.name] = new
@@ -264,22 +460,133 @@ def framework_memory() -> dict[str, dict[str, DeviceMemory]]:
     return result
 
 
-def framework_statuses() -> list[tuple[Framework, str]]:
-    """Each framework with its state in words, for ``%gpu_status``."""
+# -- comparing what a framework does with the plan ------------------------------------------------
+
+
+def divergence(framework: Framework, plan: GpuPlan, gpus: Sequence[Gpu]) -> str | None:
+    """Why ``framework`` does not (or will not) use what ``plan`` says, in one clause; None if it does."""
+    state = framework.state()
+    if state is State.NOT_IMPORTED:
+        return None if process_cuda_start() is None else planned_devices(framework, plan, gpus)[1]
+    wanted = expected_devices(plan, gpus)
+    if state is State.CPU_ONLY:
+        if wanted.indices:
+            return f"it runs on the CPU only: {framework.gpu_build_hint}"
+        return None
+    if state in (State.DEVICES_LISTED, State.INITIALIZED) and framework.built_with_gpu() is False and wanted.indices:
+        return f"it sees no GPU: {framework.gpu_build_hint}"
+    changed = selection_env_changed()
+    if changed and framework.cuda_started() is False:
+        return "CUDA_VISIBLE_DEVICES/CUDA_DEVICE_ORDER were changed by code after the plan"
+    actual = actual_devices(framework, gpus)
+    if not actual.known:
+        return f"cannot tell which GPUs it uses: {actual.reason}"
+    if wanted.known and set(actual.indices or ()) != set(wanted.indices or ()):
+        start = process_cuda_start()
+        cause = f" (CUDA started with {start[0].describe()})" if start and start[0] is not UNKNOWN else ""
+        return f"it uses {actual.describe()}, the plan says {wanted.describe()}{cause}"
+    return None
+
+
+def check_after_cell() -> list[str]:
+    """The check after every cell: warnings for what changed behind the magics' back.
+
+    Cheap when nothing happened (two ``os.environ`` look-ups and each framework's state from
+    ``sys.modules``); compares a framework with the plan once, when it starts CUDA or initializes.
+    """
+    global _last_states
+    messages: list[str] = []
+    if _written is not None and (os.environ.get("CUDA_VISIBLE_DEVICES") != _written.visible_devices
+                                 or os.environ.get("CUDA_DEVICE_ORDER") != _written.device_order):
+        changed = selection_env_changed()
+        if changed and changed not in _warned:
+            _warned.add(changed)
+            messages.append(changed)
+    states = (TENSORFLOW.state(), TORCH.state(), JAX.state())
+    if states == _last_states:
+        return messages
+    _last_states = states
     plan = current_plan()
+    for framework, state in zip(FRAMEWORKS, states, strict=True):
+        if state in (State.NOT_IMPORTED, State.IMPORTED) or (framework.name, state) in _checked:
+            continue
+        _checked.add((framework.name, state))
+        if not _plan_active:
+            continue
+        gpus = _gpus or _snapshot_gpus()
+        problem = divergence(framework, plan, gpus)
+        if problem:
+            words = _plan_words(plan) if plan.selected_indices is not None else "no selection"
+            message = f"{framework.name} does not follow the GPU plan ({words}): {problem}."
+            if message not in _warned:
+                _warned.add(message)
+                messages.append(message)
+    return messages
+
+
+def _snapshot_gpus() -> tuple[Gpu, ...]:
+    from ..nvml import snapshot
+
+    remember_gpus(snapshot().gpus)
+    return _gpus
+
+
+def _in_effect(framework: Framework) -> str:
+    try:
+        return framework.in_effect()
+    except Exception as error:  # a status must never fail because a framework's query does
+        return f"unknown ({type(error).__name__}: {error})"
+
+
+def framework_statuses(gpus: Sequence[Gpu] = ()) -> list[tuple[Framework, str]]:
+    """Each framework with its state in words, for ``%gpu_status`` ("plan applied" only when it is)."""
+    plan = current_plan()
+    gpus = gpus or _gpus
     result = []
     for framework in FRAMEWORKS:
         state = framework.state()
+        problem = divergence(framework, plan, gpus) if _plan_active else None
         if state is State.NOT_IMPORTED:
-            waiting = _hook_pending(framework)
+            waiting = _hook_pending(framework) and _plan_active
             text = "not imported; the plan is applied when it is imported" if waiting else "not imported"
         elif state is State.INITIALIZED:
-            if framework.name in _applied and gpu_settings(_applied[framework.name]) == gpu_settings(plan):
-                text = f"initialized with the plan applied; in effect: {framework.in_effect()}"
+            if framework.name in _applied and gpu_settings(_applied[framework.name]) == gpu_settings(plan) \
+                    and not problem:
+                text = f"initialized with the plan applied; in effect: {_in_effect(framework)}"
+            elif framework.name in _applied and gpu_settings(_applied[framework.name]) == gpu_settings(plan):
+                text = f"initialized; in effect: {_in_effect(framework)}"
             else:
-                text = f"initialized before the plan; in effect: {framework.in_effect()}"
+                text = f"initialized before the plan; in effect: {_in_effect(framework)}"
+        elif state is State.CPU_ONLY:
+            text = f"{state.value}; in effect: {_in_effect(framework)}"
         else:
             applied = framework.name in _applied and _applied[framework.name] == plan
-            text = f"{state.value}; plan {'applied' if applied else 'not applied yet'}"
+            verdict = "NOT applied" if problem else "applied" if applied else "not applied yet"
+            text = f"{state.value}; plan {verdict}"
+        if problem:
+            text += f" — does NOT follow the plan: {problem}"
         result.append((framework, text))
     return result
+
+
+from .jax import JAX  # noqa: E402  (the adapters use this module)
+from .tensorflow import TENSORFLOW  # noqa: E402
+from .torch import TORCH  # noqa: E402
+
+FRAMEWORKS: tuple[Framework, ...] = (TENSORFLOW, TORCH, JAX)
+
+
+def reset_for_tests() -> None:
+    """Forget every observation (plan applied, CUDA start, warnings): for tests in one process only."""
+    global _plan_active, _written, _last_states, _gpus
+    from ..visibility import forget_cuda_start
+
+    _baseline.clear()
+    _applied.clear()
+    _warned.clear()
+    _checked.clear()
+    _plan_active, _written, _last_states, _gpus = False, None, (), ()
+    _unwatched.clear()
+    forget_cuda_start()
+    for framework in FRAMEWORKS:
+        _import_hooks.cancel(framework.module_name, framework.hook)

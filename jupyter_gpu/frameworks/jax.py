@@ -13,9 +13,13 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Mapping
+from types import ModuleType
+from typing import Any
 
 from ..plan import GpuPlan
 from . import DeviceMemory, Environment, Framework, State, visible_order
+
+_GPU_PLATFORMS = ("cuda", "rocm", "gpu")
 
 _OLD_FRACTION = "XLA_PYTHON_CLIENT_MEM_FRACTION"
 
@@ -25,13 +29,45 @@ class Jax(Framework):
     module_name = "jax"
     env_keys = ("XLA_PYTHON_CLIENT_PREALLOCATE", "XLA_CLIENT_MEM_FRACTION", _OLD_FRACTION)
 
+    gpu_build_hint = "this jaxlib has no GPU support: pip install 'jax[cuda12]' and restart the kernel"
+
     def state(self) -> State:
+        """Only a GPU backend counts as initialized: a CPU-only computation leaves the GPU untouched."""
         if self.module_name not in sys.modules:
             return State.NOT_IMPORTED
         bridge = sys.modules.get("jax._src.xla_bridge")
         if bridge is not None and bridge.backends_are_initialized():
-            return State.INITIALIZED
+            backends = getattr(bridge, "_backends", {})
+            if any(platform in _GPU_PLATFORMS for platform in backends):
+                return State.INITIALIZED
+            return State.CPU_ONLY
         return State.IMPORTED
+
+    def built_with_gpu(self) -> bool | None:
+        return False if self.state() is State.CPU_ONLY else None  # a GPU backend shows itself by initializing
+
+    def observe(self, module: ModuleType) -> None:
+        self.observed = True
+        bridge = sys.modules.get("jax._src.xla_bridge")
+        if bridge is None or getattr(bridge.backends, "_jupyter_gpu_wrapped", False):
+            return
+        original = bridge.backends
+
+        def backends() -> Any:
+            if getattr(bridge, "_backends", None):
+                return original()
+            from ..visibility import CudaEnv
+
+            before = CudaEnv.now()
+            result = original()
+            if any(platform in _GPU_PLATFORMS for platform in result):
+                from ..visibility import record_cuda_start
+
+                record_cuda_start(before, self.name)
+            return result
+
+        backends._jupyter_gpu_wrapped = True  # type: ignore[attr-defined]
+        bridge.backends = backends
 
     def memory_by_device(self) -> dict[str, DeviceMemory]:
         """``bytes_in_use`` and ``peak_bytes_in_use`` of each GPU device, keyed ``cuda:<id>``."""

@@ -8,6 +8,10 @@
   with ``torch.cuda._lazy_call`` so it runs inside PyTorch's own lazy CUDA initialization, never
   earlier. Several sizes per GPU are summed (PyTorch has no logical GPUs).
 - Threads: ``torch.set_num_threads`` / ``torch.set_num_interop_threads``.
+
+CUDA starts in PyTorch at ``torch._C._cuda_getDeviceCount()`` (``torch.cuda.is_available()``,
+``device_count()`` without NVML) or ``torch._C._cuda_init()`` (lazy init): :meth:`Torch.observe`
+wraps both to record the variables CUDA reads then. ``is_available()`` leaves no other trace.
 """
 
 from __future__ import annotations
@@ -19,7 +23,7 @@ from collections.abc import Callable, Mapping
 from types import ModuleType
 
 from ..plan import GpuPlan
-from . import DeviceMemory, Environment, Framework, State, visible_order
+from . import DeviceMemory, Environment, Framework, State, note_cuda_start, visible_order
 
 _EXPANDABLE = "expandable_segments:True"
 
@@ -29,8 +33,12 @@ class Torch(Framework):
     module_name = "torch"
     env_keys = ("PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_NVML_BASED_CUDA_CHECK")
 
+    gpu_build_hint = ("this PyTorch is a CPU-only build: install a CUDA build (pip install torch --index-url "
+                      "https://download.pytorch.org/whl/cu126) and restart the kernel")
+
     def __init__(self) -> None:
         self._queued: Callable[[], None] | None = None
+        self._started = False
 
     def state(self) -> State:
         if self.module_name not in sys.modules:
@@ -38,7 +46,37 @@ class Torch(Framework):
         cuda = sys.modules.get("torch.cuda")
         if cuda is not None and getattr(cuda, "_initialized", False):
             return State.INITIALIZED
-        return State.IMPORTED
+        return State.DEVICES_LISTED if self._started else State.IMPORTED
+
+    def built_with_gpu(self) -> bool | None:
+        torch = sys.modules.get("torch")
+        return None if torch is None else hasattr(torch._C, "_cuda_getDeviceCount")
+
+    def device_names(self) -> list[str] | None:
+        if self.state() is not State.INITIALIZED:
+            return None  # asking would initialize CUDA
+        cuda = sys.modules["torch"].cuda
+        try:
+            return [str(cuda.get_device_name(index)) for index in range(cuda.device_count())]
+        except Exception:
+            return None
+
+    def observe(self, module: ModuleType) -> None:
+        self.observed = True
+        c_module = module._C
+        for name in ("_cuda_getDeviceCount", "_cuda_init"):
+            original = getattr(c_module, name, None)
+            if original is None or getattr(original, "_jupyter_gpu_wrapped", False):
+                continue
+
+            def wrapper(*args: object, _original: Callable[..., object] = original) -> object:
+                if not self._started:
+                    note_cuda_start(self.name)
+                    self._started = True
+                return _original(*args)
+
+            wrapper._jupyter_gpu_wrapped = True  # type: ignore[attr-defined]
+            setattr(c_module, name, wrapper)
 
     def memory_by_device(self) -> dict[str, DeviceMemory]:
         """Allocated (``in_use``), peak allocated and reserved (``held``) bytes per GPU, keyed by
@@ -63,7 +101,7 @@ class Torch(Framework):
         nvml_check = "1" if plan.selected_indices is not None else baseline.get("PYTORCH_NVML_BASED_CUDA_CHECK")
         return {"PYTORCH_CUDA_ALLOC_CONF": alloc_conf, "PYTORCH_NVML_BASED_CUDA_CHECK": nvml_check}
 
-    def apply(self, module: ModuleType, plan: GpuPlan) -> None:
+    def apply(self, module: ModuleType, plan: GpuPlan, old: GpuPlan | None = None) -> None:
         request = plan.request
         if request.intra_op_threads is not None:
             module.set_num_threads(request.intra_op_threads)
@@ -77,7 +115,14 @@ class Torch(Framework):
         queued = cuda._queued_calls
         queued[:] = [entry for entry in queued if entry[0] is not self._queued]
         self._queued = None
-        fractions = [(position, plan.memory_fraction(index)) for position, index in enumerate(visible_order(plan))]
+        from . import actual_devices, known_gpus
+
+        # Only devices PyTorch will really have: what CUDA shows (or will show, from the variables
+        # in force now, whoever set them), never the plan's wish.
+        gpus = known_gpus() or plan.gpus
+        devices = actual_devices(self, gpus).indices if gpus else None
+        order = visible_order(plan) if devices is None else devices
+        fractions = [(position, plan.memory_fraction(index)) for position, index in enumerate(order)]
         fractions = [(position, fraction) for position, fraction in fractions if fraction is not None]
         if not fractions:
             return

@@ -1,0 +1,220 @@
+"""What each framework sees: CUDA's devices as NVML GPUs, computed from facts only.
+
+This is the one place that answers "which NVML GPU is TensorFlow's ``/GPU:k`` / PyTorch's
+``cuda:k`` / JAX's ``cuda:k``". The plan printout (``%gpu_select``), ``%gpu_status`` and the check
+after every cell all read it. It is pure: no IPython, no framework, no NVML call (the GPUs come in
+as arguments).
+
+The facts it uses (see ``docs/magics.md``, "How jupyter_gpu knows what a framework sees"):
+
+- CUDA reads ``CUDA_VISIBLE_DEVICES`` and ``CUDA_DEVICE_ORDER`` **once per process**, in ``cuInit``.
+  Whatever a framework does later, the devices every framework of the process can see are those
+  the two variables named *at that moment* (:func:`record_cuda_start` keeps them).
+- ``CUDA_DEVICE_ORDER=PCI_BUS_ID`` numbers GPUs as NVML and ``nvidia-smi`` do. Without it CUDA
+  numbers them fastest first; between GPUs of one model that is PCI bus order, but between models
+  NVML cannot tell CUDA's order. So an index in ``CUDA_VISIBLE_DEVICES``, or the position of a
+  device, is only mapped when the order is PCI bus order, when every GPU is of one model, or when
+  the framework names its devices (one model after another, PCI bus order within a model).
+- UUIDs (``GPU-…``) in ``CUDA_VISIBLE_DEVICES`` name GPUs whatever the order, and CUDA numbers
+  them in the order given. An entry CUDA cannot use ends the list (CUDA ignores the rest).
+
+Where the mapping cannot be known, the answer says why (:attr:`DeviceMap.reason`) instead of
+guessing; callers refuse with that reason and say what to do (restart the kernel).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+__all__ = ["SELECTION_KEYS", "CudaEnv", "DeviceMap", "cuda_devices", "cuda_start", "record_cuda_start"]
+
+SELECTION_KEYS = ("CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER")
+_INDEX = re.compile(r"[0-9]+")  # ASCII digits only: CUDA does not read '²' or '٣' as numbers
+
+
+class Gpu(Protocol):
+    """What is needed of a GPU (``snapshots.GpuInfo`` and ``plan.PlannedGpu`` both fit)."""
+
+    index: int
+    uuid: str
+    name: str
+
+
+@dataclass(frozen=True)
+class CudaEnv:
+    """The two variables that decide which GPUs CUDA shows a process (None: unset)."""
+
+    visible_devices: str | None = None
+    device_order: str | None = None
+
+    @classmethod
+    def now(cls) -> CudaEnv:
+        """The values in ``os.environ`` now (what CUDA would read if it started now)."""
+        return cls(os.environ.get("CUDA_VISIBLE_DEVICES"), os.environ.get("CUDA_DEVICE_ORDER"))
+
+    @property
+    def pci_order(self) -> bool:
+        return (self.device_order or "").strip() == "PCI_BUS_ID"
+
+    def describe(self) -> str:
+        visible = "unset" if self.visible_devices is None else repr(self.visible_devices)
+        order = self.device_order or "unset (fastest first)"
+        return f"CUDA_VISIBLE_DEVICES {visible}, CUDA_DEVICE_ORDER {order}"
+
+
+@dataclass(frozen=True)
+class DeviceMap:
+    """CUDA's devices in CUDA's numbering: ``indices[k]`` is the NVML index of device k.
+
+    ``indices`` is None when the mapping cannot be known from the facts; ``reason`` says why in
+    one clause (it follows "cannot tell which GPU is which: ").
+    """
+
+    indices: tuple[int, ...] | None
+    reason: str = ""
+
+    @property
+    def known(self) -> bool:
+        return self.indices is not None
+
+    def describe(self) -> str:
+        if self.indices is None:
+            return "unknown GPUs"
+        return "no GPU" if not self.indices else "GPU " + ", ".join(map(str, self.indices))
+
+
+def _order(env: CudaEnv, gpus: Sequence[Gpu], names: Sequence[str] | None) -> tuple[list[int] | None, str]:
+    """CUDA's enumeration of every GPU (NVML indices), or None and why it cannot be known."""
+    pci = [gpu.index for gpu in sorted(gpus, key=lambda gpu: gpu.index)]
+    if env.pci_order:
+        return pci, ""
+    models = sorted({gpu.name for gpu in gpus})
+    if len(models) <= 1:
+        return pci, ""  # one model: fastest first is PCI bus order
+    return None, (f"CUDA_DEVICE_ORDER was not PCI_BUS_ID when CUDA started, so CUDA numbered the "
+                  f"{len(gpus)} GPUs of {len(models)} models ({', '.join(models)}) fastest first, an "
+                  "order NVML does not tell")
+
+
+def same_model(nvml_name: str, framework_name: str) -> bool:
+    """Whether NVML's name and a framework's device name are one model. Both come from the driver
+    ("NVIDIA A100-SXM4-80GB"); case, an "NVIDIA " prefix and a suffix (a MIG profile) are tolerated."""
+    a, b = (name.strip().lower().removeprefix("nvidia ") for name in (nvml_name, framework_name))
+    return bool(a and b) and (a.startswith(b) or b.startswith(a))
+
+
+def _by_names(candidates: Sequence[Gpu], names: Sequence[str]) -> list[int] | None:
+    """Map the framework's device names (in its order) to ``candidates``: within a model, PCI order."""
+    remaining = sorted(candidates, key=lambda gpu: gpu.index)
+    result = []
+    for name in names:
+        match = next((gpu for gpu in remaining if same_model(gpu.name, name)), None)
+        if match is None:
+            return None
+        remaining.remove(match)
+        result.append(match.index)
+    return result if not remaining else None
+
+
+def cuda_devices(env: CudaEnv, gpus: Sequence[Gpu], names: Sequence[str] | None = None) -> DeviceMap:
+    """The GPUs CUDA shows a process started with ``env``, in CUDA's numbering.
+
+    ``gpus`` are all GPUs NVML sees. ``names`` are the device names a framework reports in its
+    own order, where it reports them; they resolve CUDA's fastest-first order between models and
+    are checked against the result (a mismatch makes the mapping unknown, never guessed).
+    """
+    order, why = _order(env, gpus, names)
+    by_index = {gpu.index: gpu for gpu in gpus}
+    value = env.visible_devices
+    if value is None:
+        if order is None:
+            if names is not None and (mapped := _by_names(gpus, names)) is not None \
+                    and _one_model_runs(mapped, by_index):
+                return DeviceMap(tuple(mapped))
+            return DeviceMap(None, why)
+        return _checked(order, by_index, names)
+    indices: list[int] = []
+    for entry in value.split(","):
+        entry = entry.strip()
+        if _INDEX.fullmatch(entry):
+            if order is None:
+                return DeviceMap(None, f"CUDA_VISIBLE_DEVICES={value!r} counts GPUs in that order: {why}")
+            position = int(entry)
+            if position >= len(order) or order[position] in indices:
+                break  # CUDA stops at the first entry it cannot use
+            indices.append(order[position])
+        else:
+            matches = [gpu.index for gpu in gpus if gpu.uuid and entry and gpu.uuid.lower().startswith(entry.lower())]
+            if len(matches) != 1 or matches[0] in indices:
+                break
+            indices.append(matches[0])
+    return _checked(indices, by_index, names)
+
+
+def _one_model_runs(mapped: Sequence[int], by_index: dict[int, Gpu]) -> bool:
+    """Fastest first keeps each model's GPUs together: the framework's names must show that."""
+    seen: list[str] = []
+    for index in mapped:
+        name = by_index[index].name
+        if seen and seen[-1] != name and name in seen:
+            return False
+        if not seen or seen[-1] != name:
+            seen.append(name)
+    return True
+
+
+def _checked(indices: Sequence[int], by_index: dict[int, Gpu], names: Sequence[str] | None) -> DeviceMap:
+    if names is not None and (len(names) != len(indices) or not all(
+            same_model(by_index[index].name, name) for index, name in zip(indices, names, strict=True))):
+        listed = ", ".join(names) or "none"
+        return DeviceMap(None, f"the framework lists {len(names)} GPU(s) ({listed}), not the "
+                               f"{len(indices)} that the CUDA variables name")
+    return DeviceMap(tuple(indices))
+
+
+# -- the moment CUDA started in this process ------------------------------------------------------
+
+
+def cuda_driver_loaded(maps: str = "/proc/self/maps") -> bool:
+    """Whether the CUDA driver library (``libcuda.so``) is mapped into this process.
+
+    Every framework loads it right before ``cuInit`` (``torch.cuda.is_available()`` does, and leaves
+    no other trace), so it is the process-wide fact that CUDA may have read its variables. Reading
+    the maps costs about a millisecond: it is only asked when a framework was imported before
+    jupyter_gpu could watch it. False where there is no ``/proc``.
+    """
+    try:
+        with open(maps, encoding="utf-8", errors="replace") as file:
+            return any("/libcuda.so" in line for line in file)
+    except OSError:
+        return False
+
+
+UNKNOWN = CudaEnv("?", "?")  # CUDA started, but the values it read are not known
+_start: tuple[CudaEnv, str] | None = None
+
+
+def record_cuda_start(env: CudaEnv, by: str) -> None:
+    """Record that CUDA started in this process with ``env`` (the first record wins: CUDA reads
+    the variables once). ``by`` names the framework, for messages."""
+    global _start
+    if _start is None:
+        _start = (env, by)
+
+
+def cuda_start() -> tuple[CudaEnv, str] | None:
+    """``(the values CUDA read, who started it)``, or None when no start was recorded.
+
+    The values are :data:`UNKNOWN` when CUDA started before jupyter_gpu could watch and the
+    values cannot be told (code changed them since the kernel started)."""
+    return _start
+
+
+def forget_cuda_start() -> None:
+    """For tests only: as if CUDA had not started."""
+    global _start
+    _start = None

@@ -1,0 +1,149 @@
+"""Test-only stand-in for the CUDA driver beneath TensorFlow's and PyTorch's GPU listing (CPU builds).
+
+Imported in a kernel from an IPython startup file (see ``tests/test_magics_frameworks.py``), never by
+the package. Like the real driver, :func:`cu_init` reads ``CUDA_VISIBLE_DEVICES`` and
+``CUDA_DEVICE_ORDER`` **once**, the first time anything lists GPUs, and numbers the simulated GPUs
+(read through nvidia-ml-py like any reader) fastest first unless ``CUDA_DEVICE_ORDER=PCI_BUS_ID``:
+this stand-in's "fastest" is the higher compute capability (an RTX A6000, 8.6, before an A100, 8.0),
+ties in PCI bus order. ``CUDA_VISIBLE_DEVICES`` entries are indices into that order or UUID prefixes;
+CUDA stops at the first entry it cannot use.
+
+- TensorFlow: ``Context._initialize_physical_devices`` adds one ``PhysicalDevice`` per CUDA device
+  and ``get_device_details`` answers the device's name; a ``tf.compat.v1.Session`` starts CUDA too.
+- The driver: a library named ``libcuda.so.1`` is mapped into the process at :func:`cu_init`, as
+  the real one is (``/proc/self/maps`` is the only trace ``torch.cuda.is_available()`` leaves).
+- PyTorch: ``torch._C._cuda_getDeviceCount``/``_cuda_init`` (so ``is_available()``,
+  ``device_count()`` and lazy init start CUDA), ``get_device_name``, and
+  ``set_per_process_memory_fraction`` that refuses a device that does not exist, as CUDA does.
+"""
+
+from __future__ import annotations
+
+import os
+import types
+from typing import Any
+
+from jupyter_gpu import _import_hooks
+
+CAPABILITY = {"NVIDIA A100-SXM4-80GB": (8, 0), "NVIDIA RTX A6000": (8, 6)}
+started: dict[str, Any] = {}  # "env": the variables read at cuInit; "devices": [(nvml index, name, uuid)]
+fractions: dict[int, float] = {}
+
+
+def _nvml_gpus() -> list[tuple[int, str, str]]:
+    import pynvml
+
+    pynvml.nvmlInit()
+    gpus = []
+    for index in range(pynvml.nvmlDeviceGetCount()):
+        handle = pynvml.nvmlDeviceGetHandleByIndex(index)
+        gpus.append((index, pynvml.nvmlDeviceGetName(handle), pynvml.nvmlDeviceGetUUID(handle)))
+    return gpus
+
+
+def _load_driver_library() -> None:
+    """Map a library named ``libcuda.so.1`` into the process, as the real driver is at ``cuInit``
+    (a copy of zlib: only its name in ``/proc/self/maps`` matters)."""
+    import ctypes
+    import ctypes.util
+    import shutil
+    import tempfile
+
+    source = ctypes.util.find_library("z")
+    directory = tempfile.mkdtemp(prefix="cuda-standin-")
+    target = os.path.join(directory, "libcuda.so.1")
+    for folder in ("/lib/x86_64-linux-gnu", "/usr/lib/x86_64-linux-gnu", "/lib64", "/usr/lib64", "/lib", "/usr/lib"):
+        if source and os.path.exists(os.path.join(folder, source)):
+            shutil.copy(os.path.join(folder, source), target)
+            started["driver"] = ctypes.CDLL(target)
+            return
+
+
+def cu_init() -> list[tuple[int, str, str]]:
+    """The CUDA devices of this process, fixed at the first call."""
+    if "devices" in started:
+        return started["devices"]
+    _load_driver_library()
+    visible, order = os.environ.get("CUDA_VISIBLE_DEVICES"), os.environ.get("CUDA_DEVICE_ORDER")
+    gpus = _nvml_gpus()
+    if order != "PCI_BUS_ID":
+        gpus.sort(key=lambda gpu: (tuple(-n for n in CAPABILITY.get(gpu[1], (0, 0))), gpu[0]))
+    devices = gpus
+    if visible is not None:
+        devices = []
+        for entry in visible.split(","):
+            entry = entry.strip()
+            if entry.isascii() and entry.isdigit() and int(entry) < len(gpus) and gpus[int(entry)] not in devices:
+                devices.append(gpus[int(entry)])
+                continue
+            matches = [gpu for gpu in gpus if entry and gpu[2].lower().startswith(entry.lower())]
+            if len(matches) != 1 or matches[0] in devices:
+                break
+            devices.append(matches[0])
+    started.update(env=(visible, order), devices=devices)
+    return devices
+
+
+def _patch_tensorflow(_tf: types.ModuleType) -> None:
+    from tensorflow.python.client import session
+    from tensorflow.python.eager import context
+
+    cls = context.Context
+    original = cls._initialize_physical_devices
+
+    def _initialize_physical_devices(ctx: Any, reinitialize: bool = False) -> None:
+        fresh = ctx._physical_devices is None
+        original(ctx, reinitialize)
+        if fresh:
+            gpus = [context.PhysicalDevice(name=f"/physical_device:GPU:{i}", device_type="GPU")
+                    for i in range(len(cu_init()))]
+            ctx._physical_devices += gpus
+            ctx._physical_device_to_index = {d: i for i, d in enumerate(ctx._physical_devices)}
+            ctx._visible_device_list += gpus
+            ctx._memory_growth_map.update({d: None for d in gpus})
+
+    original_details = cls.get_device_details
+
+    def get_device_details(ctx: Any, device: Any) -> dict[str, Any]:
+        if device.device_type == "GPU":
+            _, name, _ = cu_init()[int(device.name.rsplit(":", 1)[1])]
+            return {"device_name": name, "compute_capability": CAPABILITY.get(name, (0, 0))}
+        return original_details(ctx, device)
+
+    cls._initialize_physical_devices = _initialize_physical_devices
+    cls.get_device_details = get_device_details
+    original_init = session.BaseSession.__init__
+
+    def __init__(sess: Any, *args: Any, **kwargs: Any) -> None:
+        cu_init()  # a session creates its devices, which starts CUDA
+        original_init(sess, *args, **kwargs)
+
+    session.BaseSession.__init__ = __init__
+
+
+def _patch_torch(torch: types.ModuleType) -> None:
+    cuda = torch.cuda
+
+    def get_device_count() -> int:
+        return len(cu_init())
+
+    def cuda_init() -> None:
+        if not cu_init():
+            raise RuntimeError("No CUDA GPUs are available")
+
+    def set_memory_fraction(fraction: float, device: int) -> None:
+        if not 0 <= device < len(cu_init()):
+            raise RuntimeError("CUDA error: invalid device ordinal")
+        fractions[device] = fraction
+
+    torch._C._cuda_getDeviceCount = get_device_count
+    torch._C._cuda_init = cuda_init
+    torch._C._cuda_setMemoryFraction = set_memory_fraction
+    torch._C._cuda_getMemoryFraction = lambda device: fractions.get(device, 1.0)
+    cuda._cudart = types.SimpleNamespace()
+    cuda.get_device_name = lambda device=None: cu_init()[0 if device is None else int(device)][1]
+    cuda._device_count_nvml = lambda: -1  # as when NVML cannot be opened by torch: it asks CUDA
+
+
+_import_hooks.when_imported("tensorflow", _patch_tensorflow)
+_import_hooks.when_imported("torch", _patch_torch)

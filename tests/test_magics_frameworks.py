@@ -1,0 +1,256 @@
+"""Issue 9: the plan never silently diverges from what the frameworks do, in real kernels.
+
+Real ipykernel processes on the ``demo`` simulated GPUs (4 GPUs of 2 models), the real CPU builds
+of TensorFlow, PyTorch and JAX, and ``tests/standin/cuda_standin.py`` — imported from an IPython
+startup file — standing in for the CUDA driver beneath TensorFlow's and PyTorch's GPU listing: it
+reads ``CUDA_VISIBLE_DEVICES``/``CUDA_DEVICE_ORDER`` once, when something first lists GPUs, and
+numbers GPUs fastest first (the RTX A6000s, NVML 2 and 3, before the A100s) unless
+``CUDA_DEVICE_ORDER=PCI_BUS_ID``. Each case runs user code first and magic first, and ends with the
+framework seeing what the plan says, or with a clear warning and nothing changed.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from test_magics_kernel import Kernel, start
+
+pytestmark = pytest.mark.frameworks
+
+STANDIN = Path(__file__).parent / "standin"
+
+# NVML index of each physical GPU TensorFlow lists, and the ones it made visible, via the stand-in.
+TF_GPUS = """
+import cuda_standin
+from tensorflow.python.eager import context as _c
+_ctx = _c.context()
+_phys = [d for d in _ctx._physical_devices if d.device_type == "GPU"]
+print(json.dumps({"physical": [cuda_standin.started["devices"][i][0] for i in range(len(_phys))],
+                  "visible": [cuda_standin.started["devices"][_phys.index(d)][0]
+                              for d in _ctx._visible_device_list if d.device_type == "GPU"],
+                  "limits": {str(cuda_standin.started["devices"][_phys.index(d)][0]): [c.memory_limit for c in v]
+                             for d, v in _ctx._virtual_device_map.items()}}))
+"""
+
+
+def standin_kernel(tmp_path: Path, env: dict[str, str] | None = None) -> Iterator[Kernel]:
+    startup = tmp_path / "ipython" / "profile_default" / "startup"
+    startup.mkdir(parents=True)
+    code = f"import sys\nsys.path.insert(0, {str(STANDIN)!r})\nimport cuda_standin\n"
+    (startup / "00-cuda-standin.py").write_text(code)
+    yield from start({"IPYTHONDIR": str(tmp_path / "ipython"), "JUPYTER_GPU_SIMULATE": "demo", **(env or {})})
+
+
+@pytest.fixture
+def kernel(tmp_path: Path) -> Iterator[Kernel]:
+    yield from standin_kernel(tmp_path)
+
+
+def tf_gpus(kernel: Kernel) -> dict:
+    out, err = kernel.run(TF_GPUS)
+    assert out, err
+    return json.loads(out.strip().splitlines()[-1])
+
+
+def test_1_gpus_listed_before_the_magic_map_by_fact_not_by_position(kernel: Kernel) -> None:
+    kernel.run("import tensorflow as tf\ngpus = tf.config.list_physical_devices('GPU')")
+    assert tf_gpus(kernel)["physical"] == [2, 3, 0, 1]  # CUDA's fastest-first order, not nvidia-smi's
+    out, err = kernel.run("%load_ext jupyter_gpu\n%gpu_select 1")
+    assert "GPU 1 (A100-SXM4-80GB" in out and "TensorFlow /GPU:0" in out, err
+    assert tf_gpus(kernel)["visible"] == [1]  # NVML GPU 1 (TensorFlow's physical GPU:3), not NVML GPU 0
+    assert "PyTorch will NOT follow this" in out and "JAX will NOT follow this" in out  # cannot be narrowed
+    assert "PyTorch cuda:0" not in out
+    out, err = kernel.run("%gpu_select 3")
+    assert tf_gpus(kernel)["visible"] == [3] and "set by hand" not in err, err
+    kernel.run("tf.config.set_visible_devices(gpus[0], 'GPU')")  # by hand: TensorFlow's GPU:0 = NVML 2
+    _, err = kernel.run("%gpu_select 1")
+    assert "replacing the visible GPUs set by hand (GPU:0) with the plan's (GPU:3)" in err, err
+    assert tf_gpus(kernel)["visible"] == [1]
+    out, _ = kernel.run("%gpu_status")
+    assert "TensorFlow: imported, GPUs listed (CUDA started), not initialized; plan applied" in out
+
+
+def test_1_an_index_counted_fastest_first_cannot_be_mapped_so_the_plan_is_refused(kernel: Kernel) -> None:
+    kernel.run("import os\nos.environ['CUDA_VISIBLE_DEVICES'] = '0'\n"
+               "import tensorflow as tf\ngpus = tf.config.list_physical_devices('GPU')")
+    assert tf_gpus(kernel)["physical"] == [2]  # '0' was the fastest GPU, NVML 2
+    kernel.run("%load_ext jupyter_gpu")
+    before = kernel.value("state()")
+    out, err = kernel.run("%gpu_select 2")
+    assert "GPUAlreadyInitializedWarning: TensorFlow already started CUDA in this kernel" in err, (out, err)
+    assert "cannot tell which GPU is which" in err and "restart the kernel" in err
+    assert kernel.value("state()") == before and tf_gpus(kernel)["visible"] == [2]
+
+
+def test_1_magic_first_gpus_are_where_the_plan_says(kernel: Kernel) -> None:
+    kernel.run("%load_ext jupyter_gpu\n%gpu_select 3,1 --growth\n%gpu_limit 1GiB")
+    _, err = kernel.run("import tensorflow as tf\nimport torch\ngpus = tf.config.list_physical_devices('GPU')\n"
+                        "x = tf.constant(1.0)\ntorch.cuda.init()")
+    assert "jupyter_gpu" not in err, err  # the documented path: no warning, no hint
+    assert tf_gpus(kernel)["visible"] == [3, 1]
+    assert kernel.value("cuda_standin.fractions") == {"0": pytest.approx(1024 / 49140, abs=1e-6),
+                                                       "1": pytest.approx(1024 / 81920, abs=1e-6)}
+    out, _ = kernel.run("%gpu_status")
+    assert "TensorFlow: initialized with the plan applied" in out and "NOT" not in out
+    assert kernel.value("torch.cuda.device_count()") == 2
+    assert kernel.value("[torch.cuda.get_device_name(i) for i in range(2)]") == ["NVIDIA RTX A6000",
+                                                                                  "NVIDIA A100-SXM4-80GB"]
+
+
+def test_2_magic_first_then_the_users_cuda_visible_devices_is_noticed(kernel: Kernel) -> None:
+    kernel.run("%load_ext jupyter_gpu\n%gpu_select 1,2 --growth\n%gpu_limit 2048")
+    out, err = kernel.run("os.environ['CUDA_VISIBLE_DEVICES'] = '0'\nimport tensorflow as tf\nimport torch")
+    assert "GPUPlanMismatchWarning" in err and "CUDA_VISIBLE_DEVICES='0'" in err and "not the plan" in err, err
+    assert err.count("GPUPlanMismatchWarning") == 1  # one clear warning, not one per framework
+    out, _ = kernel.run("%gpu_status")
+    assert "plan applied" not in out and "does NOT follow the plan" in out
+    before = kernel.value("state()")
+    out, err = kernel.run("%gpu_limit 1024")
+    assert "UsageError" in err and "changes nothing" in err and err.count("\n") == 1, err
+    assert kernel.value("state()") == before and kernel.value("env()")["CUDA_VISIBLE_DEVICES"] == "0"
+    # PyTorch will have one GPU (NVML 0, uncapped): no cap may be queued for devices that will not exist
+    kernel.run("torch.cuda.init()")
+    assert kernel.value("cuda_standin.fractions") == {}
+    kernel.run("gpus = tf.config.list_physical_devices('GPU')")
+    seen = tf_gpus(kernel)  # TensorFlow was left as the user's variable made it, and said so
+    assert seen["physical"] == [0] == seen["visible"] and seen["limits"] == {}
+
+
+def test_2_user_first_a_selection_says_it_replaces_the_users_value(kernel: Kernel) -> None:
+    kernel.run("os.environ['CUDA_VISIBLE_DEVICES'] = '0'")
+    _out, err = kernel.run("%load_ext jupyter_gpu\n%gpu_select 1,2\n%gpu_limit 2048")
+    assert "replaces CUDA_VISIBLE_DEVICES='0'" in err, err
+    kernel.run("import torch\ntorch.cuda.init()")
+    assert kernel.value("cuda_standin.fractions") == {"0": pytest.approx(2048 / 81920, abs=1e-6),
+                                                       "1": pytest.approx(2048 / 49140, abs=1e-6)}
+
+
+def test_4_5_cpu_only_jax_is_not_gpu_initialized_and_a_tf1_session_is(kernel: Kernel) -> None:
+    kernel.run("import jax.numpy as jnp\nx = jnp.arange(3)")
+    out, err = kernel.run("%load_ext jupyter_gpu\n%gpu_select 1")
+    assert "already initialized" not in err and "GPU 1 (A100-SXM4-80GB" in out, err
+    assert "JAX does not follow the GPU plan (GPU 1): it runs on the CPU only" in err  # item 8, said once
+    assert kernel.value("env()")["CUDA_VISIBLE_DEVICES"] == "1"
+    kernel.run("import tensorflow as tf\ng = tf.Graph()\nwith g.as_default():\n    c = tf.constant(1)\n"
+               "sess = tf.compat.v1.Session(graph=g, config=tf.compat.v1.ConfigProto())\nsess.run(c)")
+    out, _ = kernel.run("%gpu_status")
+    assert "TensorFlow: initialized" in out
+    before = kernel.value("state()")
+    out, err = kernel.run("%gpu_limit 1024")
+    assert "GPUAlreadyInitializedWarning: TensorFlow already initialized the GPU" in err
+    assert kernel.value("state()") == before
+
+
+def test_6_7_user_settings_survive_and_framework_errors_get_a_hint(kernel: Kernel) -> None:
+    kernel.run("import tensorflow as tf\ntf.config.threading.set_intra_op_parallelism_threads(2)\n"
+               "tf.config.threading.set_inter_op_parallelism_threads(3)")
+    kernel.run("%load_ext jupyter_gpu\n%gpu_select 1\n%gpu_limit 2048")
+    assert kernel.value("[tf.config.threading.get_intra_op_parallelism_threads(), "
+                        "tf.config.threading.get_inter_op_parallelism_threads()]") == [2, 3]
+    _, err = kernel.run("for g in tf.config.list_physical_devices('GPU'):\n"
+                          "    tf.config.experimental.set_memory_growth(g, True)")
+    assert "ValueError: Cannot set memory growth on device when virtual devices configured" in err
+    assert "jupyter_gpu: TensorFlow refuses set_memory_growth" in err and "%gpu_select --growth" in err
+    assert "The kernel's GPU plan: GPU 1" in err
+    kernel.run("g = tf.config.get_visible_devices('GPU')[0]\n"
+               "tf.config.set_logical_device_configuration(g, [tf.config.LogicalDeviceConfiguration(512)])")
+    _, err = kernel.run("%gpu_limit 1024")
+    assert "replacing the logical devices set by hand" in err and "512 MiB" in err, err
+    assert tf_gpus(kernel)["limits"] == {"1": [1024]}
+    kernel.run("x = tf.constant(1.0)")
+    _out, err = kernel.run("tf.config.set_visible_devices([], 'GPU')")
+    assert "Visible devices cannot be modified after being initialized" in err and "%gpu_select SPEC" in err
+
+
+def test_8_a_cpu_only_tensorflow_is_not_reported_as_success(scenario) -> None:
+    for kernel in start({"JUPYTER_GPU_SIMULATE": "demo"}):  # no stand-in: the real CPU build lists no GPU
+        kernel.run("%load_ext jupyter_gpu\n%gpu_select 1")
+        out, err = kernel.run("import tensorflow as tf\nx = tf.constant(1.0)")
+        assert "TensorFlow does not follow the GPU plan (GPU 1): it sees no GPU" in err, err
+        assert "tensorflow[and-cuda]" in err
+        out, _ = kernel.run("%gpu_status")
+        assert "initialized with the plan applied" not in out and "does NOT follow the plan" in out
+
+
+def test_9_the_admin_ceiling_comes_from_the_kernels_start(tmp_path: Path) -> None:
+    for kernel in standin_kernel(tmp_path, {"JUPYTER_GPU_MAX_LIMIT": "10%"}):
+        kernel.run("os.environ.pop('JUPYTER_GPU_MAX_LIMIT')")
+        kernel.run("%load_ext jupyter_gpu")
+        _, err = kernel.run("%config GpuMagics.max_limit = ''")
+        assert "can only be tightened" in err
+        _, err = kernel.run("%gpu_limit 32GiB")
+        assert "UsageError" in err and "above the admin ceiling" in err, err
+        kernel.run("%reload_ext jupyter_gpu")
+        _out, err = kernel.run("%gpu_limit 32GiB")
+        assert "UsageError" in err and "above the admin ceiling" in err, err
+
+
+def test_3_index_style_nvidia_visible_devices_in_a_container(scenario) -> None:
+    for kernel in start({"NVIDIA_VISIBLE_DEVICES": "2,3"}):  # the scenario's 2 GPUs are the container's 0, 1
+        kernel.run("%load_ext jupyter_gpu")
+        out, err = kernel.run("%gpu_select")
+        assert " GPU 0 " in out and " GPU 1 " in out, (out, err)
+        out, err = kernel.run("%gpu_select all")
+        assert kernel.value("env()")["CUDA_VISIBLE_DEVICES"] == "0,1", err
+        out, err = kernel.run("%gpu_select auto")
+        assert "UsageError" not in err and kernel.value("env()")["CUDA_VISIBLE_DEVICES"] == "0"
+
+
+def test_10_auto_says_why_limits_warn_and_status_is_complete(kernel: Kernel) -> None:
+    out, err = kernel.run("%load_ext jupyter_gpu\n%gpu_select auto")
+    assert "GPU 3 " not in out or "Xorg" not in out
+    assert "chosen by auto: no other users" in out, (out, err)
+    out, err = kernel.run("%gpu_select 0\n%gpu_limit 10GiB")
+    assert "only 5.3 GiB of GPU 0 is free now (held by bob 74.2 GiB)" in out, (out, err)
+    kernel.run("%gpu_select none")
+    out, _ = kernel.run("%gpu_limit")
+    assert "applies again when GPUs are selected" in out
+    out, _ = kernel.run("%gpu_status")
+    assert "Threads: intra-op" in out and "(* selected)" not in out and "jupyter-gpu status" in out
+
+
+def test_5_a_session_made_before_the_extension_counts_too(kernel: Kernel) -> None:
+    kernel.run("import tensorflow as tf\ng = tf.Graph()\nwith g.as_default():\n    c = tf.constant(1)\n"
+               "sess = tf.compat.v1.Session(graph=g, config=tf.compat.v1.ConfigProto())\nsess.run(c)")
+    kernel.run("%load_ext jupyter_gpu")
+    before = kernel.value("state()")
+    _, err = kernel.run("%gpu_select 2")
+    assert "GPUAlreadyInitializedWarning: TensorFlow already initialized the GPU" in err, err
+    assert kernel.value("state()") == before
+    out, _ = kernel.run("%gpu_status")
+    assert "TensorFlow: initialized before the plan" in out
+
+
+def test_6_7_magic_first_then_the_users_settings_and_the_blog_loop(kernel: Kernel) -> None:
+    kernel.run("%load_ext jupyter_gpu\n%gpu_select 2 --growth\n%gpu_limit 2048")
+    kernel.run("import tensorflow as tf\ntf.config.threading.set_intra_op_parallelism_threads(2)")
+    kernel.run("%gpu_limit 1024")
+    assert kernel.value("tf.config.threading.get_intra_op_parallelism_threads()") == 2
+    assert tf_gpus(kernel) == {"physical": [2], "visible": [2], "limits": {"2": [1024]}}
+    _, err = kernel.run("for g in tf.config.list_physical_devices('GPU'):\n"
+                        "    tf.config.experimental.set_memory_growth(g, True)")
+    assert "Cannot set memory growth" in err and "growth is" not in err and "%gpu_select --growth" in err
+    assert "The kernel's GPU plan: GPU 2; growth on; limit GPU 2: 1 GiB" in err
+
+
+def test_1_torch_is_available_before_the_extension_starts_cuda_unseen(kernel: Kernel) -> None:
+    kernel.run("import torch\nprint(torch.cuda.is_available())")
+    kernel.run("%load_ext jupyter_gpu")
+    before = kernel.value("state()")
+    out, err = kernel.run("%gpu_select 1")
+    assert "PyTorch already started CUDA in this kernel" in err and "cannot tell which GPU is which" in err, (out, err)
+    assert "restart the kernel" in err and kernel.value("state()") == before
+    assert kernel.value("torch.cuda.device_count()") == 4
+
+
+def test_7_user_first_growth_set_by_hand_then_a_limit_says_what_tensorflow_will_do(kernel: Kernel) -> None:
+    kernel.run("import tensorflow as tf\nfor g in tf.config.list_physical_devices('GPU'):\n"
+               "    tf.config.experimental.set_memory_growth(g, True)")
+    _, err = kernel.run("%load_ext jupyter_gpu\n%gpu_limit 2048")
+    assert "the memory growth set by hand on GPU:0, GPU:1, GPU:2, GPU:3 does not hold next to a memory limit" in err
+    assert err.count("set by hand") == 1
+    assert "%gpu_select --growth" in err
+    assert tf_gpus(kernel)["limits"] == {"0": [2048], "1": [2048], "2": [2048], "3": [2048]}
