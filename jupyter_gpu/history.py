@@ -94,7 +94,7 @@ def _memory_code(gpu: GpuInfo) -> int:
     share = gpu.memory_used / gpu.memory_total
     if not math.isfinite(share):
         return _UNKNOWN_MEMORY
-    return int(round(1000 * min(1.0, max(0.0, share))))
+    return round(1000 * min(1.0, max(0.0, share)))
 
 
 class GpuHistory:

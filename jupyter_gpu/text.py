@@ -4,7 +4,7 @@ GPU names, user names, program names and notebook paths come from the driver, th
 users; every face shows them through :func:`display_text` (the sidebar has the TypeScript twin
 ``displayText`` in ``labextension/src/format.ts``, kept to the same rules):
 
-- **Bidirectional controls** (U+202A–U+202E embeddings and overrides, U+2066–U+2069 isolates,
+- **Bidirectional controls** (U+202A-U+202E embeddings and overrides, U+2066-U+2069 isolates,
   U+200E/U+200F/U+061C marks) let a string reorder what follows it: ``evil\\u202egnp.ipynb`` reads
   as "evilbnypi.png", user ``a\\u202eevil`` as "alive" (the "Trojan Source" trick, CVE-2021-42574).
   They are replaced by U+FFFD "�", so the spoof is visible and reorders nothing. Right-to-left

@@ -3,16 +3,15 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import time
+from collections.abc import Callable
 from typing import Any
 
 import pytest
-from pytest_jupyter.jupyter_server import *  # noqa: F403
-import functools
-from collections.abc import Callable
-
 from jupyter_core.utils import ensure_event_loop
+from pytest_jupyter.jupyter_server import *  # noqa: F403
 from tornado.httpclient import HTTPClientError
 
 from jupyter_gpu.server import GpuService

@@ -71,7 +71,7 @@ const plugin: JupyterFrontEndPlugin<IGpuMonitorModel> = {
     statusBar: IStatusBar | null,
     settingRegistry: ISettingRegistry | null
   ): IGpuMonitorModel => {
-    let historyMinutes = 5;
+    let historyMinutes = 15;
     const model = new GpuMonitorModel({ historyMinutes });
     const sidebar = new GpuSidebar(model, makeActions(app, model), () => historyMinutes * 60);
 

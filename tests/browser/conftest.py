@@ -8,6 +8,11 @@
   (Playwright never downloads a browser here); ``lab.open(page)`` loads JupyterLab in a page.
 - ``artifacts``: ``test-artifacts/`` (gitignored) for screenshots and server logs.
 
+The servers load *this checkout's* build of the extension (``jupyter_gpu/labextension``, built by
+``npm run build:prod`` in ``labextension/``) when there is one: a data directory first on
+``JUPYTER_PATH`` links to it, and JupyterLab takes the first ``jupyter-gpu`` it finds, so a venv
+whose installed copy is older (another checkout's) never hides the code under test.
+
 These tests live in their own folder because pytest-jupyter's autouse event-loop fixtures and
 Playwright's sync API fight over the event loop ("Cannot close a running event loop"); the two
 no-op overrides below keep pytest-jupyter away even if a parent conftest loads it.
@@ -48,6 +53,7 @@ CHROMIUM_ARGS = [
     "--no-first-run",
 ]
 LAB_START_TIMEOUT_S = 90
+BUILT_EXTENSION = REPO / "jupyter_gpu" / "labextension"
 
 # Settings every test server starts with (JUPYTERLAB_SETTINGS_DIR): no "Jupyter news" toast over
 # screenshots, a fast poll so tests wait for fractions of a second (not the 2 s default), and a
@@ -171,6 +177,16 @@ def start_lab(base: Path, scenario: dict[str, Any], *, extra_args: tuple[str, ..
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_text(json.dumps(values))
     scenario_file = ScenarioFile(base / "scenario.json", scenario)
+    jupyter_path = os.environ.get("JUPYTER_PATH", "")
+    if (BUILT_EXTENSION / "package.json").exists():
+        data_dir = base / "data"
+        target = data_dir / "labextensions" / "jupyter-gpu"
+        target.mkdir(parents=True, exist_ok=True)
+        for child in BUILT_EXTENSION.iterdir():  # linked, so a rebuild shows at the next page load
+            if not (target / child.name).exists():
+                (target / child.name).symlink_to(child)
+        (target / "install.json").write_text((REPO / "labextension" / "install.json").read_text())
+        jupyter_path = os.pathsep.join(filter(None, [str(data_dir), jupyter_path]))
 
     port = free_port()
     token = uuid.uuid4().hex
@@ -181,6 +197,7 @@ def start_lab(base: Path, scenario: dict[str, Any], *, extra_args: tuple[str, ..
         "JUPYTERLAB_WORKSPACES_DIR": str(base / "workspaces"),
         "JUPYTER_RUNTIME_DIR": str(base / "runtime"),
         "JUPYTER_CONFIG_DIR": str(base / "config"),  # no user config leaks in
+        "JUPYTER_PATH": jupyter_path,
         "PYTHONUNBUFFERED": "1",
     }
     cmd = [
