@@ -164,7 +164,7 @@ export class HistoryChart {
   private _grid = svg('g', { class: 'jp-GpuHistory-grids' });
   private _memory = svg('path', { class: 'jp-GpuHistory-memory' });
   private _utilization = svg('path', { class: 'jp-GpuHistory-utilization' });
-  private _utilNow = el('b', 'jp-GpuHistory-now jp-mod-utilization');
-  private _memNow = el('b', 'jp-GpuHistory-now jp-mod-memory');
+  private _utilNow = el('span', 'jp-GpuHistory-now jp-mod-utilization');
+  private _memNow = el('span', 'jp-GpuHistory-now jp-mod-memory');
   private _window = el('span', 'jp-GpuHistory-window');
 }
