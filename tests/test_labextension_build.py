@@ -75,7 +75,7 @@ def test_no_bundle_and_no_npm_is_one_clear_error(tmp_path):
     make_bundle(output, None)  # built by hand (npm run build:prod): no digest, rebuilt when possible
     assert hook.decide(package, output, npm_found=True) == "build"
     shutil.rmtree(output)
-    with pytest.raises(RuntimeError, match="npm is not on PATH: install Node.js"):
+    with pytest.raises(RuntimeError, match=r"npm is not on PATH: install Node\.js"):
         hook.decide(package, output, npm_found=False)
 
 
