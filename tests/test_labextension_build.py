@@ -123,25 +123,29 @@ def test_the_sdist_installs_without_npm_and_the_wheel_carries_the_shipped_bundle
     assert any(name.startswith("static/remoteEntry.") for name in shipped)
     assert f"{root}/labextension/build_hook.py" in names
 
-    # pip install of the sdist, npm nowhere on PATH: the shipped bundle is installed unchanged.
-    prefix = tmp_path / "prefix"
+    # pip builds the sdist's wheel with npm nowhere on PATH (where it failed with "Could not find cmd
+    # (npm) in path"); the wheel holds the shipped bundle byte for byte (the issue: a different
+    # remoteEntry hash). Nothing here installs into the running environment.
     result = subprocess.run(
-        [sys.executable, "-m", "pip", "install", "--no-deps", "--no-build-isolation", "--no-cache-dir",
-         "--prefix", str(prefix), str(sdist)], env=no_npm, capture_output=True, text=True)
-    assert result.returncode == 0, result.stdout + result.stderr
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "--no-cache-dir",
+         "-w", str(tmp_path / "wheel"), str(sdist)], env=no_npm, capture_output=True, text=True)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     assert "Could not find cmd (npm)" not in result.stdout + result.stderr
-    installed = prefix / "share" / "jupyter" / "labextensions" / "jupyter-gpu"
-    for name, data in shipped.items():
-        assert (installed / name).read_bytes() == data, name
-    assert (installed / "install.json").is_file()
-
-    # A wheel built from that sdist holds the same bytes (the issue: a different remoteEntry hash).
-    subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "--no-cache-dir",
-                    "-w", str(tmp_path / "wheel"), str(sdist)], env=no_npm, check=True, capture_output=True)
     wheel = next((tmp_path / "wheel").glob("*.whl"))
     with zipfile.ZipFile(wheel) as archive:
         for name, data in shipped.items():
             assert archive.read(f"jupyter_gpu-0.1.0.data/data/share/jupyter/labextensions/jupyter-gpu/{name}") == data
+
+    # Installed into a throwaway venv (pip, no network, no dependencies): the extension lands where
+    # JupyterLab looks for prebuilt extensions.
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, capture_output=True)
+    subprocess.run([str(venv / "bin" / "python"), "-m", "pip", "install", "--no-deps", "--no-index", str(wheel)],
+                   env=no_npm, check=True, capture_output=True)
+    installed = venv / "share" / "jupyter" / "labextensions" / "jupyter-gpu"
+    for name, data in shipped.items():
+        assert (installed / name).read_bytes() == data, name
+    assert (installed / "install.json").is_file()
 
 
 @pytest.mark.slow
