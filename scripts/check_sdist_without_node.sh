@@ -21,7 +21,7 @@ sdist="$(ls "$work"/dist/jupyter_gpu-*.tar.gz)"
 
 "$python" -m venv "$work/venv"
 mkdir "$work/bin"  # PATH: the venv and the basic tools, but no node/npm
-for tool in sh bash env uname git tar gzip; do
+for tool in sh bash env uname git tar gzip tee grep diff rm mkdir ls cat; do
   if command -v "$tool" >/dev/null; then ln -s "$(command -v "$tool")" "$work/bin/$tool"; fi
 done
 export PATH="$work/venv/bin:$work/bin"
