@@ -33,6 +33,64 @@ function percentText(value: number | null | undefined): string {
 }
 
 /**
+ * One sample's formatted coordinates: x, the y of utilization and of memory (null when unknown),
+ * and the two values they were formatted from (to notice a changed value at the same time).
+ */
+type Coords = [string, string | null, string | null, number | null, number | null];
+
+/**
+ * Formats each sample's coordinates once and reuses them while the sample stays in the window:
+ * samples are ordered by time, so matching the previous call's samples is a merge, and a poll
+ * formats only the new sample instead of the whole window (8 charts x 900 samples).
+ */
+export class CoordsCache {
+  constructor(readonly origin: number) {}
+
+  coords(samples: readonly IHistorySample[], first: number): Coords[] {
+    const times: number[] = [];
+    const coords: Coords[] = [];
+    let j = 0;
+    const prevTimes = this._times;
+    const prevCoords = this._coords;
+    for (let i = first; i < samples.length; i++) {
+      const sample = samples[i];
+      while (j < prevTimes.length && prevTimes[j] < sample.t) {
+        j++;
+      }
+      let c: Coords;
+      if (
+        j < prevTimes.length &&
+        prevTimes[j] === sample.t &&
+        prevCoords[j][3] === sample.utilization &&
+        prevCoords[j][4] === sample.memory
+      ) {
+        c = prevCoords[j];
+      } else {
+        c = [
+          (sample.t - this.origin).toFixed(1),
+          sample.utilization === null ? null : yOf(sample.utilization),
+          sample.memory === null ? null : yOf(sample.memory),
+          sample.utilization,
+          sample.memory
+        ];
+      }
+      times.push(sample.t);
+      coords.push(c);
+    }
+    this._times = times;
+    this._coords = coords;
+    return coords;
+  }
+
+  private _times: number[] = [];
+  private _coords: Coords[] = [];
+}
+
+function yOf(percent: number): string {
+  return (100 - Math.min(100, Math.max(0, percent))).toFixed(1);
+}
+
+/**
  * SVG path data for `samples` after `start` (seconds): the utilization line and the memory area.
  * x is seconds since `origin`, y is 100 − percent; a gap longer than `gapS` or an unknown value
  * starts a new segment. Exported for tests.
@@ -41,13 +99,13 @@ export function chartPaths(
   samples: readonly IHistorySample[],
   start: number,
   origin: number,
-  gapS: number
+  gapS: number,
+  cache: CoordsCache = new CoordsCache(origin)
 ): { utilization: string; memory: string } {
   const util: string[] = [];
   const memory: string[] = [];
   let utilOpen = false;
   let memOpen = false;
-  let memFirstX = '';
   let memLastX = '';
   let previousT = -Infinity;
   // Include the last sample before the window, so the line enters from the left edge.
@@ -55,41 +113,32 @@ export function chartPaths(
   while (first < samples.length - 1 && samples[first + 1].t < start) {
     first++;
   }
-  const closeMemory = (): void => {
-    if (memOpen) {
+  const coords = cache.coords(samples, first);
+  for (let k = 0; k < coords.length; k++) {
+    const t = samples[first + k].t;
+    const [x, uy, my] = coords[k];
+    const gap = t - previousT > gapS;
+    previousT = t;
+    if (uy === null || gap) {
+      utilOpen = false;
+    }
+    if (uy !== null) {
+      util.push(utilOpen ? `L${x},${uy}` : `M${x},${uy}`);
+      utilOpen = true;
+    }
+    if ((my === null || gap) && memOpen) {
       memory.push(`L${memLastX},100Z`);
       memOpen = false;
     }
-  };
-  for (let i = first; i < samples.length; i++) {
-    const sample = samples[i];
-    const x = (sample.t - origin).toFixed(1);
-    const gap = sample.t - previousT > gapS;
-    previousT = sample.t;
-    if (sample.utilization === null || gap) {
-      utilOpen = false;
-    }
-    if (sample.utilization !== null) {
-      const y = (100 - Math.min(100, Math.max(0, sample.utilization))).toFixed(1);
-      util.push(`${utilOpen ? 'L' : 'M'}${x},${y}`);
-      utilOpen = true;
-    }
-    if (sample.memory === null || gap) {
-      closeMemory();
-    }
-    if (sample.memory !== null) {
-      const y = (100 - Math.min(100, Math.max(0, sample.memory))).toFixed(1);
-      if (!memOpen) {
-        memFirstX = x;
-        memory.push(`M${memFirstX},100L${x},${y}`);
-        memOpen = true;
-      } else {
-        memory.push(`L${x},${y}`);
-      }
+    if (my !== null) {
+      memory.push(memOpen ? `L${x},${my}` : `M${x},100L${x},${my}`);
+      memOpen = true;
       memLastX = x;
     }
   }
-  closeMemory();
+  if (memOpen) {
+    memory.push(`L${memLastX},100Z`);
+  }
   return { utilization: util.join(''), memory: memory.join('') };
 }
 
@@ -135,8 +184,9 @@ export class HistoryChart {
     const start = now - windowS;
     if (!Number.isFinite(this._origin) || now - this._origin > 1e6) {
       this._origin = Math.floor(start);
+      this._cache = new CoordsCache(this._origin);
     }
-    const paths = chartPaths(samples, start, this._origin, gapS);
+    const paths = chartPaths(samples, start, this._origin, gapS, this._cache);
     setAttr(this._utilization, 'd', paths.utilization);
     setAttr(this._memory, 'd', paths.memory);
     setAttr(this._svg, 'viewBox', `${(start - this._origin).toFixed(1)} 0 ${windowS} 100`);
@@ -155,6 +205,7 @@ export class HistoryChart {
   }
 
   private _origin = NaN;
+  private _cache = new CoordsCache(0);
   private _svg = svg('svg', {
     class: 'jp-GpuHistory-chart',
     viewBox: '0 0 900 100',
