@@ -209,21 +209,26 @@ def test_missing_server_extension_is_actionable(lab, page):
     assert banner.get_attribute("role") == "alert"
 
 
-def test_dark_theme(lab, page, artifacts):
+def test_dark_theme(lab, page, artifacts, docs_screenshot):
     sidebar = open_sidebar(lab, page)
     sidebar.locator(".jp-GpuCard").first.wait_for()
+    if os.environ.get("JUPYTER_GPU_UPDATE_DOCS") == "1":
+        vary_load(lab, seconds=40)  # the docs' screenshot gets a history worth looking at
     page.evaluate("() => { window.jupyterapp.commands.execute('apputils:change-theme', {theme: 'JupyterLab Dark'}); }")
     page.wait_for_selector("body[data-jp-theme-light='false']", state="attached")
     page.wait_for_selector("#jupyterlab-splash", state="detached")
     background = sidebar.evaluate("node => getComputedStyle(node).backgroundColor")
     red, green, blue = (int(v) for v in re.findall(r"\d+", background)[:3])
     assert red + green + blue < 3 * 80, background  # follows the theme's variables
+    page.wait_for_timeout(1000)
     page.screenshot(path=str(artifacts / "sidebar-dark.png"))
+    docs_screenshot(page, "sidebar-dark.png")
     page.evaluate(
         "() => { window.jupyterapp.commands.execute('apputils:change-theme', {theme: 'JupyterLab Light'}); }")
 
 
 def test_charts_open_with_the_servers_history_and_read_at_a_glance(lab, page, artifacts):
+    lab.scenario.update(lambda s: s["gpus"][0].update(utilization=87))  # (another test may vary it)
     # The server samples while polled: five seconds of history before the page exists.
     loaded_at = time.time()
     deadline = loaded_at + 5
