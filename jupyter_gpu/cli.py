@@ -22,6 +22,7 @@ from typing import TextIO
 
 from . import __version__
 from .snapshots import GpuInfo, Snapshot
+from .text import display_text
 from .units import format_bytes
 
 
@@ -56,8 +57,8 @@ def format_table(snapshot: Snapshot) -> str:
     for gpu, row in zip(snapshot.gpus, rows[1:], strict=True):
         lines.append(render(row))
         for process in sorted(gpu.processes, key=lambda p: -(p.memory or 0)):
-            who = process.user or "?"
-            what = process.name or "?"
+            who = display_text(process.user, 16)
+            what = display_text(process.name, 40)
             lines.append(f"{'':>{widths[0]}}  └ {format_bytes(process.memory):>9}  pid {process.pid:<8} "
                          f"{who:<12} {what}")
     return "\n".join(lines)
@@ -65,7 +66,7 @@ def format_table(snapshot: Snapshot) -> str:
 
 def _gpu_row(gpu: GpuInfo) -> tuple[str, str, str, str, str, str]:
     if gpu.error:
-        return (str(gpu.index), gpu.name or "?", f"error: {gpu.error}", "", "", "")
+        return (str(gpu.index), display_text(gpu.name or None, 40), f"error: {display_text(gpu.error)}", "", "", "")
     share = 100 * gpu.memory_used / gpu.memory_total if gpu.memory_total else 0
     memory = f"{format_bytes(gpu.memory_used)} / {format_bytes(gpu.memory_total)} ({share:.0f}%)"
     if gpu.power is None:
@@ -74,7 +75,7 @@ def _gpu_row(gpu: GpuInfo) -> tuple[str, str, str, str, str, str]:
         power = f"{gpu.power:.0f} W"
     else:
         power = f"{gpu.power:.0f} / {gpu.power_limit:.0f} W"
-    return (str(gpu.index), gpu.name, memory, _optional(gpu.utilization, "%"),
+    return (str(gpu.index), display_text(gpu.name, 40), memory, _optional(gpu.utilization, "%"),
             _optional(gpu.temperature, "°C"), power)
 
 

@@ -1,9 +1,11 @@
 """The live GPU panel for notebooks: ``GPUMonitor`` (``%gpu_monitor``), ipywidgets over NVML.
 
-One row per GPU: index and name, a memory bar (used/total GiB as text, the kernel's memory limit
-drawn as a red mark), utilization, temperature and power, a small history chart of memory and
-utilization over the last ``history`` samples, and the processes on that GPU (user, PID, memory)
-with this kernel's own process marked. GPUs outside the kernel's selection (``%gpu_select``) are
+A grid of GPU cards (one column in a narrow output area, as many as fit in a wide one, for 1 to 16
+GPUs and more). Each card: index and name, a memory bar (used/total GiB as text, the kernel's memory
+limit drawn as a red mark), utilization, temperature and power in three aligned columns, a history
+chart of memory (filled area) and utilization (line) on a fixed 0-100 % scale with the current
+values in its legend, and the processes on that GPU (user, PID, memory) with this kernel's own
+process marked. GPUs outside the kernel's selection (``%gpu_select``) are
 dimmed. The panel says so when NVML is unavailable (and why), when a GPU is lost, and when the GPUs
 are simulated (``JUPYTER_GPU_SIMULATE``).
 
@@ -12,8 +14,15 @@ shared by every panel), never on the kernel's main thread, so cells keep running
 update. The thread runs at the shortest interval any open panel asks for and stops when every panel
 is closed or paused, or when the kernel exits.
 
-Everything rendered from data as HTML (GPU and process names, users, error texts) is escaped.
-Updates are cheap: only widget values that changed are sent to the front end.
+Everything rendered from data as HTML (GPU and process names, users, error texts) is escaped, with
+bidi control characters neutralised and long texts cut with "…" (the full text in the tooltip;
+:func:`jupyter_gpu.text.display_text`). Updates are cheap: only widget values that changed are sent
+to the front end.
+
+Only standard ipywidgets (``HTML``, ``Label``, ``ToggleButton``, ``Box``/``GridBox`` with
+``Layout``) and inline CSS with no JupyterLab-only dependency: the panel renders in JupyterLab,
+Notebook 7, VS Code and any other front end with the ipywidgets 8 manager. Colours are JupyterLab's
+theme variables with neutral fallbacks, so the light and dark themes of each of them work.
 """
 
 from __future__ import annotations
@@ -33,20 +42,57 @@ import ipywidgets as widgets
 
 from .sampler import Sampler
 from .snapshots import GpuInfo, Snapshot
+from .text import display_text
 from .units import GIB, format_bytes
 
 MIN_INTERVAL_S = 0.1
 SAMPLER_NAME = "jupyter-gpu-monitor"
 
 _STYLE = """<style>
-.jupyter-gpu-row { border-top: 1px solid #ddd; padding: 2px 0; }
+.jupyter-gpu-monitor { --jupyter-gpu-muted: rgba(128, 128, 128, 0.25); max-width: 100%; }
+.jupyter-gpu-grid { display: grid; gap: 8px;
+  grid-template-columns: repeat(auto-fill, minmax(min(100%, 330px), 1fr)); }
+.jupyter-gpu-row { display: grid; grid-template-columns: minmax(0, 1fr) auto; align-items: center;
+  grid-template-areas: "title title" "bar memory" "stats stats" "chart chart" "procs procs";
+  gap: 2px 8px; padding: 6px 8px; min-width: 0; box-sizing: border-box;
+  border: 1px solid var(--jp-border-color2, var(--jupyter-gpu-muted)); border-radius: 4px; }
+.jupyter-gpu-row > .widget-html, .jupyter-gpu-row > .widget-label, .jupyter-gpu-row > .widget-box {
+  margin: 0; min-width: 0; width: auto; }
+.jupyter-gpu-row .widget-html-content, .jupyter-gpu-row .widget-label { line-height: 1.35; height: auto;
+  min-width: 0; }
+.jupyter-gpu-title-cell { grid-area: title; }
+.jupyter-gpu-bar-cell { grid-area: bar; }
+.jupyter-gpu-memory-cell { grid-area: memory; font-variant-numeric: tabular-nums; }
+.jupyter-gpu-stats { grid-area: stats; display: grid; grid-template-columns: repeat(3, minmax(0, 1fr));
+  font-variant-numeric: tabular-nums; }
+.jupyter-gpu-chart-cell { grid-area: chart; }
+.jupyter-gpu-procs-cell { grid-area: procs; }
+.jupyter-gpu-title { display: block; max-width: 100%; overflow: hidden; text-overflow: ellipsis; white-space: nowrap;
+  unicode-bidi: isolate; }
+.jupyter-gpu-note { display: block; font-size: 11px; opacity: 0.8; }
 .jupyter-gpu-dimmed { opacity: 0.45; }
-.jupyter-gpu-lost .jupyter-gpu-title { color: #b00020; }
-.jupyter-gpu-procs { line-height: 1.3; margin: 0 0 4px 12px; }
-.jupyter-gpu-procs table { border-collapse: collapse; font-size: 11px; }
-.jupyter-gpu-row .widget-label { margin-right: 12px; }
-.jupyter-gpu-procs td, .jupyter-gpu-procs th { padding: 0 8px 0 0; text-align: left; }
-.jupyter-gpu-own { font-weight: bold; color: #1565c0; }
+.jupyter-gpu-lost { border-color: var(--jp-error-color1, #c62828); }
+.jupyter-gpu-lost .jupyter-gpu-title, .jupyter-gpu-error { color: var(--jp-error-color1, #c62828); }
+.jupyter-gpu-bar { position: relative; height: 10px; border-radius: 2px; background: var(--jupyter-gpu-muted); }
+.jupyter-gpu-bar > .jupyter-gpu-fill { height: 100%; border-radius: 2px; }
+.jupyter-gpu-plot { display: grid; grid-template-columns: auto minmax(0, 1fr); gap: 4px; height: 44px; }
+.jupyter-gpu-axis { display: flex; flex-direction: column; justify-content: space-between;
+  font-size: 9px; line-height: 1; text-align: right; opacity: 0.75; font-variant-numeric: tabular-nums; }
+.jupyter-gpu-plot svg { width: 100%; height: 100%; display: block;
+  border: 1px solid var(--jupyter-gpu-muted); box-sizing: border-box; }
+.jupyter-gpu-legend { display: flex; flex-wrap: wrap; gap: 0 12px; font-size: 11px; }
+.jupyter-gpu-legend b { font-variant-numeric: tabular-nums; }
+.jupyter-gpu-key-line { display: inline-block; width: 12px; height: 0; vertical-align: middle;
+  margin-right: 4px; border-top: 2px solid #fb8c00; }
+.jupyter-gpu-key-area { display: inline-block; width: 12px; height: 8px; vertical-align: middle;
+  margin-right: 4px; border: 1px solid #1e88e5; background: rgba(30, 136, 229, 0.3); box-sizing: border-box; }
+.jupyter-gpu-procs { line-height: 1.3; }
+.jupyter-gpu-procs table { border-collapse: collapse; font-size: 11px; width: 100%; table-layout: fixed; }
+.jupyter-gpu-procs td, .jupyter-gpu-procs th { padding: 0 8px 0 0; text-align: left; overflow: hidden;
+  text-overflow: ellipsis; white-space: nowrap; unicode-bidi: isolate; }
+.jupyter-gpu-procs .jupyter-gpu-num { text-align: right; font-variant-numeric: tabular-nums; }
+.jupyter-gpu-own { font-weight: bold; color: var(--jp-brand-color1, #1976d2); }
+.jupyter-gpu-warnings { margin: 4px 0; padding: 2px 8px; border-left: 3px solid var(--jp-warn-color1, #f57c00); }
 </style>"""
 
 # -- the one sampler shared by every panel of this kernel
@@ -135,8 +181,8 @@ def _set(widget: widgets.Widget, name: str, value: Any) -> bool:
     return False
 
 
-def memory_bar_html(used: int, total: int, limit: int | None, width_px: int = 220) -> str:
-    """A horizontal bar: the used fraction filled, the kernel's limit as a red mark."""
+def memory_bar_html(used: int, total: int, limit: int | None) -> str:
+    """A horizontal bar as wide as its cell: the used fraction filled, the kernel's limit as a red mark."""
     fraction = min(max(used / total, 0.0), 1.0) if total > 0 else 0.0
     color = "#2e7d32" if fraction < 0.75 else "#ef6c00" if fraction < 0.95 else "#c62828"
     mark = ""
@@ -145,23 +191,30 @@ def memory_bar_html(used: int, total: int, limit: int | None, width_px: int = 22
         title = html.escape(f"this kernel's limit: {format_bytes(limit)}", quote=True)
         mark = (
             f'<div class="jupyter-gpu-limit" title="{title}" style="position:absolute;left:{at:.1f}%;'
-            'top:-2px;bottom:-2px;width:2px;background:#d50000"></div>'
+            'top:-3px;bottom:-3px;width:2px;background:#d50000"></div>'
         )
     return (
-        f'<div style="position:relative;width:{width_px}px;height:12px;background:#eee;'
-        f'border:1px solid #bbb;margin-top:6px"><div style="width:{fraction * 100:.1f}%;height:100%;'
-        f'background:{color}"></div>{mark}</div>'
+        f'<div class="jupyter-gpu-bar" role="meter" aria-valuemin="0" aria-valuemax="100" '
+        f'aria-valuenow="{fraction * 100:.0f}" aria-label="memory"><div class="jupyter-gpu-fill" '
+        f'style="width:{fraction * 100:.1f}%;background:{color}"></div>{mark}</div>'
     )
 
 
-class Sparkline:
-    """A bounded history of memory and utilization (percent) drawn as an inline SVG.
+def _percent_text(value: float | None) -> str:
+    return "—" if value is None else f"{value:.0f} %"
 
-    Each sample's y coordinate is formatted once, when it arrives, and the x coordinates once per
-    chart, so redrawing costs a string join, not a float formatting per point.
+
+class Sparkline:
+    """A bounded history of memory and utilization (percent) drawn as an inline SVG chart.
+
+    A fixed 0-100 % scale (labelled 100/50/0 % beside the plot, dashed grid lines), memory as a
+    filled area and utilization as a line (told apart by shape, not only by colour: blue and orange
+    both read on light and dark backgrounds), and a legend with the current values. Each sample's
+    y coordinate is formatted once, when it arrives, and the x coordinates once per chart, so
+    redrawing costs a string join, not a float formatting per point.
     """
 
-    def __init__(self, capacity: int, width: int = 120, height: int = 28) -> None:
+    def __init__(self, capacity: int, width: int = 300, height: int = 40) -> None:
         self.capacity = capacity
         self.width = width
         self.height = height
@@ -171,11 +224,20 @@ class Sparkline:
         self._utilization_y: deque[str | None] = deque(maxlen=capacity)
         step = width / max(capacity - 1, 1)
         self._xs = [f"{i * step:.1f}," for i in range(capacity)]  # right-aligned: newest at the right
-        self._head = f'<svg width="{width}" height="{height}" style="background:#fafafa;border:1px solid #ddd">'
+        grid = "".join(
+            f'<line x1="0" x2="{width}" y1="{y}" y2="{y}" stroke="rgba(128,128,128,0.45)" '
+            'stroke-dasharray="2 3" vector-effect="non-scaling-stroke"/>'
+            for y in (0.5, height / 2, height - 0.5))
+        self._head = (
+            '<div class="jupyter-gpu-plot"><div class="jupyter-gpu-axis" aria-hidden="true">'
+            "<span>100 %</span><span>50 %</span><span>0 %</span></div>"
+            f'<svg viewBox="0 0 {width} {height}" preserveAspectRatio="none" role="img" '
+            f'aria-label="memory (area) and utilization (line), 0 to 100 %">{grid}'
+        )
 
     def _y(self, percent: float) -> str:
         percent = min(max(percent, 0.0), 100.0)
-        return f"{self.height - percent / 100 * (self.height - 2) - 1:.1f}"
+        return f"{self.height - percent / 100 * self.height:.1f}"
 
     def append(self, memory_percent: float, utilization_percent: float | None) -> None:
         self.memory.append(memory_percent)
@@ -183,18 +245,36 @@ class Sparkline:
         self._memory_y.append(self._y(memory_percent))
         self._utilization_y.append(None if utilization_percent is None else self._y(utilization_percent))
 
-    def svg(self) -> str:
-        """The chart: memory in blue, utilization in orange (gaps where it was unknown)."""
+    def svg(self, memory_now: float | None = None, utilization_now: float | None = None) -> str:
+        """The chart and its legend (current values: the arguments, else the newest samples)."""
         xs = self._xs[self.capacity - len(self._memory_y):]
         parts = [self._head]
         if len(self._memory_y) >= 2:
-            points = " ".join(map(operator.add, xs, self._memory_y))
-            parts.append(f'<polyline fill="none" stroke="#1565c0" stroke-width="1.5" points="{points}"/>')
+            line = " ".join(map(operator.add, xs, self._memory_y))
+            area = f"{xs[0]}{self.height} {line} {xs[-1]}{self.height}"
+            parts.append(f'<polygon fill="rgba(30,136,229,0.3)" stroke="#1e88e5" stroke-width="1" '
+                         f'vector-effect="non-scaling-stroke" points="{area}"/>')
         util = [x + y for x, y in zip(xs, self._utilization_y, strict=True) if y is not None]
         if len(util) >= 2:
-            parts.append(f'<polyline fill="none" stroke="#ef6c00" stroke-width="1" points="{" ".join(util)}"/>')
-        parts.append("</svg>")
+            parts.append('<polyline fill="none" stroke="#fb8c00" stroke-width="2" stroke-linejoin="round" '
+                         f'vector-effect="non-scaling-stroke" points="{" ".join(util)}"/>')
+        if memory_now is None and self.memory:
+            memory_now = self.memory[-1]
+        if utilization_now is None and self.utilization:
+            utilization_now = self.utilization[-1]
+        parts.append(
+            '</svg></div><div class="jupyter-gpu-legend">'
+            f'<span><span class="jupyter-gpu-key-line"></span>util <b>{_percent_text(utilization_now)}</b></span>'
+            f'<span><span class="jupyter-gpu-key-area"></span>mem <b>{_percent_text(memory_now)}</b></span>'
+            f"<span>last {len(self._memory_y)} samples</span></div>")
         return "".join(parts)
+
+
+def _cell(value: object, max_chars: int, missing: str = "?") -> str:
+    """A table cell's escaped text, cut with "…", the full (neutralised) text as its tooltip."""
+    short = html.escape(display_text(value, max_chars, missing))
+    full = html.escape(display_text(value, 1000, missing), quote=True)
+    return f'<td title="{full}">{short}</td>'
 
 
 def processes_html(gpu: GpuInfo, own_pid: int) -> str:
@@ -204,17 +284,17 @@ def processes_html(gpu: GpuInfo, own_pid: int) -> str:
     rows = []
     for process in sorted(gpu.processes, key=lambda p: -(p.memory or 0)):
         own = process.pid == own_pid
-        name = html.escape(process.name or "?")
-        user = html.escape(process.user or "?")
         mark = ' <span class="jupyter-gpu-own">◀ this kernel</span>' if own else ""
         css = ' class="jupyter-gpu-own"' if own else ""
+        name = _cell(process.name, 80)
         rows.append(
-            f"<tr{css}><td>{user}</td><td>{process.pid}</td><td>{format_bytes(process.memory)}</td>"
-            f"<td>{name}{mark}</td></tr>"
+            f"<tr{css}>{_cell(process.user, 40)}<td class=\"jupyter-gpu-num\">{process.pid}</td>"
+            f'<td class="jupyter-gpu-num">{format_bytes(process.memory)}</td>{name[:-5]}{mark}</td></tr>'
         )
     return (
-        '<div class="jupyter-gpu-procs"><table><tr><th>user</th><th>PID</th><th>memory</th>'
-        f"<th>process</th></tr>{''.join(rows)}</table></div>"
+        '<div class="jupyter-gpu-procs"><table><colgroup><col style="width:28%"><col style="width:10ch">'
+        '<col style="width:10ch"><col></colgroup><tr><th>user</th><th class="jupyter-gpu-num">PID</th>'
+        f'<th class="jupyter-gpu-num">memory</th><th>process</th></tr>{"".join(rows)}</table></div>'
     )
 
 
@@ -236,7 +316,7 @@ class GpuRow:
         self.sparkline = Sparkline(history)
         self.memory_history = self.sparkline.memory  # percent of total, oldest first
         self.utilization_history = self.sparkline.utilization
-        self.title = widgets.HTML(layout=widgets.Layout(width="260px"))
+        self.title = widgets.HTML()
         self.memory_bar = widgets.HTML()
         self.memory_text = widgets.Label()
         self.utilization = widgets.Label()
@@ -246,26 +326,30 @@ class GpuRow:
         self.processes = widgets.HTML()
         self.dimmed = False
         self.lost = False
-        readings = widgets.HBox([self.utilization, self.temperature, self.power])
-        numbers = widgets.VBox([self.memory_text, readings])
-        self.box = widgets.VBox([
-            widgets.HBox([self.title, widgets.VBox([self.memory_bar]), numbers, self.history_chart]),
-            self.processes,
-        ])
+        stats = widgets.Box([self.utilization, self.temperature, self.power])
+        # Each widget sits in a named area of the card's CSS grid (see _STYLE): title on top, bar and
+        # memory text side by side, the three readings in equal columns, chart, processes.
+        for widget, area in ((self.title, "title"), (self.memory_bar, "bar"), (self.memory_text, "memory"),
+                             (stats, "stats"), (self.history_chart, "chart"), (self.processes, "procs")):
+            widget.add_class(f"jupyter-gpu-{area}-cell" if area != "stats" else "jupyter-gpu-stats")
+        self.box = widgets.Box([self.title, self.memory_bar, self.memory_text, stats, self.history_chart,
+                                self.processes])
         self.box.add_class("jupyter-gpu-row")
 
     def update(self, gpu: GpuInfo, selected: tuple[int, ...] | None, limit: int | None, own_pid: int) -> None:
         """Show ``gpu``; append to the history; set only the values that changed."""
         lost = gpu.error is not None
         dimmed = selected is not None and gpu.index not in selected
-        name = html.escape(gpu.name or "unknown GPU")
+        name = html.escape(display_text(gpu.name or None, 60, "unknown GPU"))
+        full_name = html.escape(display_text(gpu.name or None, 1000, "unknown GPU"), quote=True)
         notes = []
         if lost:
-            notes.append(f'<span style="color:#b00020">⚠ {html.escape(gpu.error or "")}</span>')
+            notes.append(f'<span class="jupyter-gpu-error">⚠ {html.escape(display_text(gpu.error, 300))}</span>')
         if dimmed:
-            notes.append('<span style="color:#777">not selected in this kernel</span>')
-        note = f"<br><small>{' · '.join(notes)}</small>" if notes else ""
-        title = f'<span class="jupyter-gpu-title"><b>GPU {gpu.index}</b> {name}</span>{note}'
+            notes.append("<span>not selected in this kernel</span>")
+        note = f'<span class="jupyter-gpu-note">{" · ".join(notes)}</span>' if notes else ""
+        title = (f'<span class="jupyter-gpu-title" title="GPU {gpu.index} {full_name}"><b>GPU {gpu.index}</b> '
+                 f"{name}</span>{note}")
         _set(self.title, "value", title)
         self._set_class("jupyter-gpu-dimmed", dimmed, "dimmed")
         self._set_class("jupyter-gpu-lost", lost, "lost")
@@ -293,7 +377,11 @@ class GpuRow:
             _set(self.power, "value", power)
             self.sparkline.append(100.0 * used / total if total else 0.0,
                                   None if gpu.utilization is None else float(gpu.utilization))
-        _set(self.history_chart, "value", self.sparkline.svg())
+        if lost:
+            _set(self.history_chart, "value", self.sparkline.svg())
+        else:
+            share = 100.0 * gpu.memory_used / gpu.memory_total if gpu.memory_total else None
+            _set(self.history_chart, "value", self.sparkline.svg(share, gpu.utilization))
         _set(self.processes, "value", processes_html(gpu, own_pid))
 
     def _set_class(self, css: str, on: bool, attribute: str) -> None:
@@ -337,9 +425,12 @@ class GPUMonitor(widgets.VBox):
             value=False, description="Pause", icon="pause", tooltip="Pause or resume sampling",
             layout=widgets.Layout(width="90px"),
         )
-        self.rows_box = widgets.VBox()
+        self.warnings = widgets.HTML()
+        self.warnings.layout.display = "none"
+        self.rows_box = widgets.Box()
+        self.rows_box.add_class("jupyter-gpu-grid")
         header = widgets.HBox([self.pause_button, self.status])
-        super().__init__([widgets.HTML(_STYLE), header, self.rows_box], **kwargs)
+        super().__init__([widgets.HTML(_STYLE), header, self.warnings, self.rows_box], **kwargs)
         self.add_class("jupyter-gpu-monitor")
         self._interval_s = float(interval_s)
         self._history = history
@@ -460,6 +551,7 @@ class GPUMonitor(widgets.VBox):
         with self._update_lock:
             self._last_update = snapshot.timestamp
             self._show_status(snapshot)
+            self._show_warnings(snapshot)
             if snapshot.nvml_available:
                 selected, limit = _plan_view()
                 self._show_rows(snapshot.gpus, selected, limit)
@@ -471,24 +563,36 @@ class GPUMonitor(widgets.VBox):
     def _show_status(self, snapshot: Snapshot) -> None:
         parts = []
         if snapshot.simulated:
-            parts.append('<span style="background:#fff3cd;padding:0 4px">simulated GPUs</span>')
+            parts.append('<span style="background:#fff3cd;color:#3e2f00;padding:0 4px">simulated GPUs</span>')
         if not snapshot.nvml_available:
-            reason = html.escape(snapshot.error or "unknown reason")
-            parts.append(f'<span style="color:#b00020">NVML unavailable: {reason}</span>')
+            reason = html.escape(display_text(snapshot.error or None, 500, "unknown reason"))
+            parts.append(f'<span class="jupyter-gpu-error">NVML unavailable: {reason}</span>')
         else:
             count = len(snapshot.gpus)
             lost = sum(gpu.error is not None for gpu in snapshot.gpus)
             text = f"{count} GPU{'s' if count != 1 else ''}"
             if lost:
-                text += f', <span style="color:#b00020">{lost} lost</span>'
+                text += f', <span class="jupyter-gpu-error">{lost} lost</span>'
             if count == 0:
                 text = "no GPUs found"
             parts.append(text)
             if snapshot.driver_version:
-                parts.append(f"driver {html.escape(snapshot.driver_version)}")
+                parts.append(f"driver {html.escape(display_text(snapshot.driver_version, 40))}")
         stamp = time.strftime("%H:%M:%S", time.localtime(snapshot.timestamp))
         parts.append(f"every {self._interval_s:g} s · {stamp}")
         _set(self.status, "value", '<span style="line-height:28px">' + " · ".join(parts) + "</span>")
+
+    def _show_warnings(self, snapshot: Snapshot) -> None:
+        """The snapshot's ``warnings`` (e.g. a rejected simulated scenario) as escaped text lines."""
+        warnings = getattr(snapshot, "warnings", None)
+        if warnings is None:
+            warnings = snapshot.extra.get("warnings") if isinstance(snapshot.extra, dict) else None
+        lines = [w for w in warnings if isinstance(w, str)][:20] if isinstance(warnings, (list, tuple)) else []
+        value = "".join(f"<div>⚠ {html.escape(display_text(line, 300))}</div>" for line in lines)
+        if value:
+            value = f'<div class="jupyter-gpu-warnings" role="status">{value}</div>'
+        _set(self.warnings, "value", value)
+        _set(self.warnings.layout, "display", None if value else "none")
 
     def _show_rows(self, gpus: Iterable[GpuInfo], selected: tuple[int, ...] | None,
                    limit: Callable[[int], int | None]) -> None:

@@ -83,3 +83,14 @@ def test_console_script_runs_without_a_gpu(tmp_path):
     if "No GPUs can be read" not in done.stdout:
         pytest.skip("this machine has a real NVIDIA driver")
     assert done.returncode == 1 and "libnvidia-ml.so.1" in done.stdout
+
+
+def test_long_and_bidi_names_are_cut_and_neutralised(scenario):
+    scenario.write({"gpus": [{"name": "NVIDIA " + "X" * 80, "processes": [
+        {"pid": 4_000_001, "memory_mib": 1024, "user": "a\u202eevil" + "u" * 10_000, "name": "evil\u202egnp.py"}]}]})
+    code, out, _ = run("status")
+    assert code == 0
+    assert "\u202e" not in out
+    assert "a\ufffdevil" in out and "evil\ufffdgnp.py" in out
+    assert max(len(line) for line in out.splitlines()) < 160  # a 10,000-character user name is cut
+    assert "…" in out

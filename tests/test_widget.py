@@ -246,3 +246,61 @@ def test_the_kernels_plan_is_read(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(plan, "current_plan", lambda: fake)
     selected, limit = widget._plan_view()
     assert selected == (1,) and limit(1) == 2 * GIB and limit(0) is None
+
+
+def test_long_and_bidi_names_are_cut_and_neutralised_with_the_full_text_in_the_tooltip(scenario: Any) -> None:
+    def long_names(data: dict[str, Any]) -> None:
+        data["gpus"][0]["name"] = "NVIDIA " + "Z" * 88
+        data["gpus"][0]["processes"] = [
+            {"pid": 999993, "memory_mib": 10, "user": "a\u202eevil" + "u" * 10_000, "name": "evil\u202egnp.ipynb"}]
+
+    scenario.update(long_names)
+    panel = GPUMonitor(start=False)
+    panel.update(nvml.snapshot())
+    row = panel.rows[0]
+    procs = row.processes.value
+    assert "\u202e" not in procs and "\u202e" not in row.title.value
+    assert "a\ufffdevil" in procs and "evil\ufffdgnp.ipynb" in procs
+    assert len(procs) < 4000  # the 10,000-character user name is cut (cell and tooltip)
+    assert "…" in procs
+    # The GPU name: cut in the card, whole in the tooltip.
+    assert "Z" * 88 not in row.title.value.split(">", 1)[1]
+    assert f'title="GPU 0 NVIDIA {"Z" * 88}"' in row.title.value
+
+
+def test_snapshot_warnings_are_shown_as_text(scenario: Any) -> None:
+    panel = GPUMonitor(start=False)
+    snapshot = nvml.snapshot()
+    panel.update(snapshot)
+    assert panel.warnings.value == "" and panel.warnings.layout.display == "none"
+    warned = type(snapshot)(**{**snapshot.__dict__, "extra": {"warnings": [
+        "simulated scenario rejected: gpus[0].memory_used_mib must be ≥ 0", "<b>x</b>\u202e"]}})
+    panel.update(warned)
+    assert "simulated scenario rejected: gpus[0].memory_used_mib must be ≥ 0" in panel.warnings.value
+    assert "&lt;b&gt;x&lt;/b&gt;\ufffd" in panel.warnings.value
+    assert panel.warnings.layout.display is None
+    panel.update(snapshot)  # no key: nothing shown
+    assert panel.warnings.value == "" and panel.warnings.layout.display == "none"
+
+
+def test_cards_sit_in_a_grid_and_use_only_standard_widgets(scenario: Any) -> None:
+    import ipywidgets
+
+    panel = GPUMonitor(start=False)
+    panel.update(nvml.snapshot())
+    assert "jupyter-gpu-grid" in panel.rows_box._dom_classes
+    standard = {name for name in dir(ipywidgets) if isinstance(getattr(ipywidgets, name), type)}
+
+    def walk(w: Any) -> Iterator[Any]:
+        yield w
+        for child in getattr(w, "children", ()):
+            yield from walk(child)
+
+    for w in walk(panel):
+        # Every model is one of ipywidgets' own (no custom front-end code for VS Code etc. to lack).
+        assert w._model_module == "@jupyter-widgets/controls", w
+        assert type(w).__name__ in standard or type(w) is GPUMonitor
+    row = panel.rows[0]
+    areas = {c for w in row.box.children for c in w._dom_classes}
+    assert {"jupyter-gpu-title-cell", "jupyter-gpu-bar-cell", "jupyter-gpu-memory-cell", "jupyter-gpu-stats",
+            "jupyter-gpu-chart-cell", "jupyter-gpu-procs-cell"} <= areas

@@ -25,6 +25,7 @@ def _load_jupyter_server_extension(serverapp: Any) -> None:
     """Create the service, add the routes and bind the Prometheus collector (idempotent)."""
     from . import metrics
     from .handlers import routes
+    from .history_handler import routes as history_routes
 
     web_app = serverapp.web_app
     if web_app.settings.get(GpuService.SETTINGS_KEY) is not None:
@@ -41,7 +42,7 @@ def _load_jupyter_server_extension(serverapp: Any) -> None:
         report_dir=getattr(serverapp.kernel_manager, "connection_dir", None) or serverapp.runtime_dir,
     )
     web_app.settings[GpuService.SETTINGS_KEY] = service
-    web_app.add_handlers(".*$", routes(web_app.settings["base_url"]))
+    web_app.add_handlers(".*$", routes(web_app.settings["base_url"]) + history_routes(web_app.settings["base_url"]))
     if config.prometheus:
         metrics.bind(service)
 

@@ -68,7 +68,16 @@ class JupyterGpuServer(Configurable):
         longer than this.""",
     )
 
-    @validate("interval_s", "linger_s", "wait_s")
+    history_s = Float(
+        900.0,
+        config=True,
+        help="""Seconds of per-GPU utilization and memory history kept for jupyter-gpu/history (what the
+        sidebar's charts open with). Fixed memory: about 11 bytes per GPU and sample (15 minutes at
+        1 s on 8 GPUs: under 100 KB), at most 3600 samples per GPU. Times when nobody polled, and
+        the sampler therefore slept, are gaps.""",
+    )
+
+    @validate("interval_s", "linger_s", "wait_s", "history_s")
     def _positive(self, proposal: dict) -> float:
         value = proposal["value"]
         if value <= 0:

@@ -22,6 +22,7 @@ from typing import Any
 
 import psutil
 
+from ..history import GpuHistory
 from ..processes import PidCache, current_user
 from ..sampler import Sampler
 from ..snapshots import Snapshot
@@ -104,6 +105,7 @@ class GpuService:
         self._nvml_take = take
         self._ancestry = PidCache(ancestors)  # cached while the PID stays on a GPU
         self._report_reader = ReportReader()
+        self.history = GpuHistory(config.history_s, config.interval_s)  # served by history_handler
         self.sampler = Sampler(config.interval_s, take=self._take, linger_s=config.linger_s,
                                name="jupyter-gpu-server-sampler")
         self._kernels: dict[str, KernelInfo] = {}
@@ -133,6 +135,7 @@ class GpuService:
 
     def _take(self) -> Snapshot:
         snapshot = self._nvml_take()
+        self.history.record(snapshot)
         pids = {process.pid for gpu in snapshot.gpus for process in gpu.processes}
         ancestry = {pid: self._ancestry.get(pid) for pid in pids}
         self._ancestry.forget_all_but(pids)

@@ -47,3 +47,49 @@ export function percent(part: number, whole: number): number {
   }
   return Math.min(100, Math.max(0, (100 * part) / whole));
 }
+
+/**
+ * Unicode's explicit bidirectional formatting characters (ALM, LRM, RLM, LRE..RLO, LRI..PDI) and
+ * the C0/C1 control characters: replaced by U+FFFD wherever server text is shown, so `a\u202eevil`
+ * cannot read as "alive". The same rule as `jupyter_gpu/text.py` (`neutralize`).
+ */
+// eslint-disable-next-line no-control-regex
+const UNSAFE = /[\u0000-\u001f\u007f-\u009f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]/g;
+
+/** `text` with bidi controls and control characters replaced by U+FFFD. */
+export function neutralize(text: string): string {
+  return text.replace(UNSAFE, '\ufffd');
+}
+
+/** `text` cut to `maxChars` characters (code points), the last one "…" when it was cut. */
+export function truncate(text: string, maxChars: number): string {
+  if (text.length <= maxChars) {
+    return text;
+  }
+  const chars = Array.from(text);
+  if (chars.length <= maxChars) {
+    return text;
+  }
+  let cut = maxChars - 1;
+  // Keep a combining mark with its base character.
+  while (cut > 0 && /\p{M}/u.test(chars[cut])) {
+    cut--;
+  }
+  return chars.slice(0, cut).join('') + '…';
+}
+
+/**
+ * What the sidebar shows for a string from the server: neutralised, and cut at `maxChars` (CSS
+ * cuts it again to the width with an ellipsis; the element's tooltip holds the full text).
+ */
+export function displayText(value: string | null | undefined, missing: string, maxChars = 200): string {
+  if (value === null || value === undefined) {
+    return missing;
+  }
+  return truncate(neutralize(String(value)), maxChars);
+}
+
+/** The tooltip form: neutralised, long but bounded (a 10 KB name makes no 10 KB tooltip). */
+export function tooltipText(value: string | null | undefined, missing: string): string {
+  return displayText(value, missing, 1000);
+}

@@ -71,7 +71,7 @@ const plugin: JupyterFrontEndPlugin<IGpuMonitorModel> = {
     statusBar: IStatusBar | null,
     settingRegistry: ISettingRegistry | null
   ): IGpuMonitorModel => {
-    let historyMinutes = 5;
+    let historyMinutes = 15;
     const model = new GpuMonitorModel({ historyMinutes });
     const sidebar = new GpuSidebar(model, makeActions(app, model), () => historyMinutes * 60);
 
@@ -89,13 +89,18 @@ const plugin: JupyterFrontEndPlugin<IGpuMonitorModel> = {
     app.shell.add(sidebar, 'left', { rank: SIDEBAR_RANK, type: 'GPU Monitor' });
     restorer?.add(sidebar, SIDEBAR_ID);
 
+    const item = new GpuStatusItem(model, () => void app.commands.execute(CommandIDs.open));
     if (statusBar) {
-      const item = new GpuStatusItem(model, () => void app.commands.execute(CommandIDs.open));
       statusBar.registerStatusItem('jupyter-gpu:status', {
         item,
         align: 'left',
         rank: 5
       });
+    } else {
+      // Notebook 7 (and other shells built on JupyterLab components) has no status bar: the item
+      // goes to the top area, next to the notebook's title and kernel indicator.
+      item.addClass('jp-mod-top');
+      app.shell.add(item, 'top', { rank: 900 });
     }
 
     if (settingRegistry) {

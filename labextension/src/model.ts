@@ -5,12 +5,22 @@
  * request per interval. The poll stands by while the browser tab is hidden (`when-hidden`), but it
  * keeps running while the sidebar panel is merely collapsed: the status bar still needs the data and
  * the history chart must not have a hole when the panel is shown again.
+ *
+ * The charts open full: when polling starts, the model loads the server's own history once
+ * (`GET jupyter-gpu/history`, the last 15 minutes it sampled) and merges it under what the polls
+ * bring; a server without that route (an older jupyter_gpu) just means charts that start empty.
  */
 import { Poll } from '@lumino/polling';
 import { ISignal, Signal } from '@lumino/signaling';
 
 import { requestAPI, ServerExtensionMissingError } from './server';
-import type { IGpuMonitorModel, IHistorySample, ISnapshot, MonitorState } from './tokens';
+import type {
+  IGpuMonitorModel,
+  IHistoryAnswer,
+  IHistorySample,
+  ISnapshot,
+  MonitorState
+} from './tokens';
 
 export namespace GpuMonitorModel {
   export interface IOptions {
@@ -20,6 +30,8 @@ export namespace GpuMonitorModel {
     historyMinutes?: number;
     /** Where snapshots come from; defaults to the server extension's endpoint. */
     fetchSnapshot?: () => Promise<ISnapshot>;
+    /** Where the server's history comes from (once, at start); defaults to the history endpoint. */
+    fetchHistory?: () => Promise<IHistoryAnswer>;
     /** Start polling at once (tests and benchmarks may want to feed `ingest` themselves). */
     autoStart?: boolean;
   }
@@ -27,8 +39,9 @@ export namespace GpuMonitorModel {
 
 export class GpuMonitorModel implements IGpuMonitorModel {
   constructor(options: GpuMonitorModel.IOptions = {}) {
-    this._historyS = (options.historyMinutes ?? 5) * 60;
+    this._historyS = (options.historyMinutes ?? 15) * 60;
     this._fetch = options.fetchSnapshot ?? (() => requestAPI<ISnapshot>('snapshot'));
+    this._fetchHistory = options.fetchHistory ?? (() => requestAPI<IHistoryAnswer>('history'));
     this._poll = new Poll({
       auto: false,
       factory: () => this._tick(),
@@ -43,7 +56,73 @@ export class GpuMonitorModel implements IGpuMonitorModel {
     });
     if (options.autoStart ?? true) {
       void this._poll.start();
+      void this.loadHistory();
     }
+  }
+
+  /**
+   * Load the server's history once and merge it under the polled samples. Resolves to the number
+   * of samples added (0 when the server has no history route or fails: not an error worth showing).
+   */
+  async loadHistory(): Promise<number> {
+    let answer: IHistoryAnswer;
+    try {
+      answer = await this._fetchHistory();
+    } catch (error) {
+      console.debug('jupyter-gpu: no server history', error);
+      return 0;
+    }
+    return this.ingestHistory(answer);
+  }
+
+  /** Merge a history answer (older samples than those polled so far are put in front). */
+  ingestHistory(answer: IHistoryAnswer): number {
+    let added = 0;
+    if (answer.interval_s > 0) {
+      this._sampleIntervalS = answer.interval_s;
+    }
+    const newest = answer.gpus.reduce(
+      (t, gpu) => Math.max(t, gpu.t.length ? gpu.t[gpu.t.length - 1] : -Infinity),
+      this._snapshot?.timestamp ?? -Infinity
+    );
+    const oldest = newest - this._historyS;
+    for (const gpu of answer.gpus) {
+      const current = this._history.get(gpu.uuid) ?? [];
+      const firstPolled = current.length ? current[0].t : Infinity;
+      const older: IHistorySample[] = [];
+      for (let i = 0; i < gpu.t.length; i++) {
+        const t = gpu.t[i];
+        if (t >= firstPolled) {
+          break;
+        }
+        if (t < oldest) {
+          continue;
+        }
+        older.push({ t, utilization: gpu.utilization[i] ?? null, memory: gpu.memory[i] ?? null });
+      }
+      if (older.length) {
+        this._history.set(gpu.uuid, older.concat(current));
+        added += older.length;
+      }
+    }
+    if (added > 0) {
+      this._changed.emit();
+    }
+    return added;
+  }
+
+  /**
+   * Samples further apart than this (seconds) are not joined in a chart: three times the slower of
+   * the server's sampling and this page's polling.
+   */
+  get gapS(): number {
+    const pollS = (this._poll.frequency.interval ?? 2000) / 1000;
+    return 3 * Math.max(this._sampleIntervalS, pollS);
+  }
+
+  /** The server's sampling interval in seconds (what a gap in the history is measured against). */
+  get sampleIntervalS(): number {
+    return this._sampleIntervalS;
   }
 
   get snapshot(): ISnapshot | null {
@@ -82,6 +161,9 @@ export class GpuMonitorModel implements IGpuMonitorModel {
 
   ingest(snapshot: ISnapshot): void {
     this._snapshot = snapshot;
+    if (typeof snapshot.interval_s === 'number' && snapshot.interval_s > 0) {
+      this._sampleIntervalS = snapshot.interval_s;
+    }
     this._state = snapshot.nvml_available ? 'ok' : 'no-nvml';
     this._message = null;
     this._record(snapshot);
@@ -152,6 +234,8 @@ export class GpuMonitorModel implements IGpuMonitorModel {
   }
 
   private _fetch: () => Promise<ISnapshot>;
+  private _fetchHistory: () => Promise<IHistoryAnswer>;
+  private _sampleIntervalS = 1;
   private _poll: Poll;
   private _historyS: number;
   private _snapshot: ISnapshot | null = null;

@@ -55,6 +55,28 @@ export interface ISnapshot {
   attribution: Attribution;
   attribution_note: string | null;
   gpus: IGpu[];
+  /**
+   * Things the user should know that are not errors of one GPU, e.g. "simulated scenario rejected:
+   * …" (shown as text above the cards). Older servers do not send it: treat it as empty.
+   */
+  warnings?: string[];
+  /** The server's sampling interval in seconds. */
+  interval_s?: number;
+}
+
+/** The answer of `GET {baseUrl}jupyter-gpu/history`: per GPU, the server's samples as columns. */
+export interface IHistoryAnswer {
+  window_s: number;
+  interval_s: number;
+  gpus: {
+    index: number;
+    uuid: string;
+    /** Epoch seconds, oldest first. */
+    t: number[];
+    utilization: (number | null)[];
+    /** Percent of memory_total. */
+    memory: (number | null)[];
+  }[];
 }
 
 /** One point of a GPU's history chart. */
@@ -85,6 +107,10 @@ export interface IGpuMonitorModel {
   readonly message: string | null;
   readonly changed: ISignal<IGpuMonitorModel, void>;
   history(uuid: string): readonly IHistorySample[];
+  /** The server's sampling interval (seconds), to tell a gap in the history from a sample. */
+  readonly sampleIntervalS: number;
+  /** Samples further apart than this many seconds are drawn with a gap between them. */
+  readonly gapS: number;
   /** Apply one snapshot (what every poll does); exposed for tests and benchmarks. */
   ingest(snapshot: ISnapshot): void;
   /** Poll now (e.g. after shutting down a kernel). */

@@ -8,6 +8,11 @@
   (Playwright never downloads a browser here); ``lab.open(page)`` loads JupyterLab in a page.
 - ``artifacts``: ``test-artifacts/`` (gitignored) for screenshots and server logs.
 
+The servers load *this checkout's* build of the extension (``jupyter_gpu/labextension``, built by
+``npm run build:prod`` in ``labextension/``) when there is one: a data directory first on
+``JUPYTER_PATH`` links to it, and JupyterLab takes the first ``jupyter-gpu`` it finds, so a venv
+whose installed copy is older (another checkout's) never hides the code under test.
+
 These tests live in their own folder because pytest-jupyter's autouse event-loop fixtures and
 Playwright's sync API fight over the event loop ("Cannot close a running event loop"); the two
 no-op overrides below keep pytest-jupyter away even if a parent conftest loads it.
@@ -48,6 +53,7 @@ CHROMIUM_ARGS = [
     "--no-first-run",
 ]
 LAB_START_TIMEOUT_S = 90
+BUILT_EXTENSION = REPO / "jupyter_gpu" / "labextension"
 
 # Settings every test server starts with (JUPYTERLAB_SETTINGS_DIR): no "Jupyter news" toast over
 # screenshots, a fast poll so tests wait for fractions of a second (not the 2 s default), and a
@@ -102,7 +108,8 @@ class Lab:
     """A running ``jupyter lab`` with a REST helper; ``open(page)`` loads it in the browser."""
 
     def __init__(self, process: subprocess.Popen, url: str, token: str, root: Path,
-                 scenario: ScenarioFile, log: Path) -> None:
+                 scenario: ScenarioFile, log: Path, app: str = "jupyterlab") -> None:
+        self.app = app
         self.process = process
         self.url = url  # ends with "/"
         self.token = token
@@ -143,6 +150,11 @@ class Lab:
     def open(self, page: Any, path: str = "lab", reset: bool = True) -> None:
         """Load JupyterLab (a fresh workspace unless ``reset=False``) and wait until it is ready."""
         query = f"token={self.token}" + ("&reset" if reset else "")
+        if self.app == "notebook":  # Notebook 7: no dock panel, no splash; ready once the app is
+            page.goto(f"{self.url}{'tree' if path == 'lab' else path}?token={self.token}")
+            page.wait_for_function("() => window.jupyterapp && window.jupyterapp.started", timeout=60_000)
+            page.wait_for_function("() => document.querySelector('#main-panel') !== null", timeout=60_000)
+            return
         page.goto(f"{self.url}{path}?{query}")
         page.wait_for_selector("#jp-main-dock-panel", timeout=60_000)
         # Lab is interactive once the splash screen is gone and the status bar is populated.
@@ -159,8 +171,12 @@ class Lab:
 
 
 def start_lab(base: Path, scenario: dict[str, Any], *, extra_args: tuple[str, ...] = (),
-              settings: dict[str, dict[str, Any]] | None = None, name: str = "lab") -> Lab:
-    """Start ``jupyter lab`` with its own root, settings, workspaces and runtime dirs under ``base``."""
+              settings: dict[str, dict[str, Any]] | None = None, name: str = "lab",
+              app: str = "jupyterlab") -> Lab:
+    """Start ``jupyter lab`` with its own root, settings, workspaces and runtime dirs under ``base``.
+
+    ``app="notebook"`` starts Notebook 7 (``jupyter notebook``) instead, built on the same components.
+    """
     root = base / "root"
     settings_dir = base / "settings"
     for folder in (root, settings_dir, base / "workspaces", base / "runtime", base / "config"):
@@ -171,6 +187,16 @@ def start_lab(base: Path, scenario: dict[str, Any], *, extra_args: tuple[str, ..
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_text(json.dumps(values))
     scenario_file = ScenarioFile(base / "scenario.json", scenario)
+    jupyter_path = os.environ.get("JUPYTER_PATH", "")
+    if (BUILT_EXTENSION / "package.json").exists():
+        data_dir = base / "data"
+        target = data_dir / "labextensions" / "jupyter-gpu"
+        target.mkdir(parents=True, exist_ok=True)
+        for child in BUILT_EXTENSION.iterdir():  # linked, so a rebuild shows at the next page load
+            if not (target / child.name).exists():
+                (target / child.name).symlink_to(child)
+        (target / "install.json").write_text((REPO / "labextension" / "install.json").read_text())
+        jupyter_path = os.pathsep.join(filter(None, [str(data_dir), jupyter_path]))
 
     port = free_port()
     token = uuid.uuid4().hex
@@ -181,14 +207,16 @@ def start_lab(base: Path, scenario: dict[str, Any], *, extra_args: tuple[str, ..
         "JUPYTERLAB_WORKSPACES_DIR": str(base / "workspaces"),
         "JUPYTER_RUNTIME_DIR": str(base / "runtime"),
         "JUPYTER_CONFIG_DIR": str(base / "config"),  # no user config leaks in
+        "JUPYTER_PATH": jupyter_path,
         "PYTHONUNBUFFERED": "1",
     }
+    app_class = {"jupyterlab": "LabApp", "notebook": "JupyterNotebookApp"}[app]
     cmd = [
-        sys.executable, "-m", "jupyterlab", "--no-browser", "--allow-root",
+        sys.executable, "-m", app, "--no-browser", "--allow-root",
         "--ServerApp.ip=127.0.0.1", f"--port={port}", "--port-retries=0",
         f"--IdentityProvider.token={token}", f"--ServerApp.root_dir={root}",
         # The page exposes `window.jupyterapp`, so tests and benchmarks can reach the sidebar's model.
-        "--LabApp.expose_app_in_browser=True",
+        f"--{app_class}.expose_app_in_browser=True",
         "--JupyterGpuServer.interval_s=0.25",
         "--JupyterGpuServer.idle_threshold_s=3",
         *extra_args,
@@ -198,7 +226,7 @@ def start_lab(base: Path, scenario: dict[str, Any], *, extra_args: tuple[str, ..
     with log.open("w") as log_file:
         process = subprocess.Popen(cmd, env=env, stdout=log_file, stderr=subprocess.STDOUT,
                                    cwd=root, start_new_session=True)
-    lab = Lab(process, f"http://127.0.0.1:{port}/", token, root, scenario_file, log)
+    lab = Lab(process, f"http://127.0.0.1:{port}/", token, root, scenario_file, log, app)
     deadline = time.monotonic() + LAB_START_TIMEOUT_S
     while True:
         if process.poll() is not None:

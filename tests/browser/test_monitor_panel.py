@@ -73,13 +73,130 @@ def test_panel_renders_updates_and_escapes(lab: Any, page: Any, artifacts: Any, 
     assert rows.nth(1).locator(".jupyter-gpu-own").first.is_visible()
     assert "this kernel" in rows.nth(1).inner_text()
     assert rows.nth(1).locator("svg polyline").count() >= 1  # the history chart draws
+    assert "util 55 %" in rows.nth(1).locator(".jupyter-gpu-legend").inner_text()  # current values
+    assert "100 %" in rows.nth(1).locator(".jupyter-gpu-axis").inner_text()  # a 0-100 % scale
     page.wait_for_timeout(1500)  # a few more history samples for the screenshot
     panel.screenshot(path=str(artifacts / "monitor-panel.png"))
     page.screenshot(path=str(artifacts / "monitor-panel-page.png"))
     docs_screenshot(panel, "monitor-panel.png")  # refreshed only with JUPYTER_GPU_UPDATE_DOCS=1
+    page.evaluate("() => window.jupyterapp.commands.execute('apputils:change-theme', {theme: 'JupyterLab Dark'})")
+    page.wait_for_selector("body[data-jp-theme-light='false']", state="attached")
+    page.wait_for_timeout(1000)
+    panel.screenshot(path=str(artifacts / "monitor-panel-dark.png"))
+    docs_screenshot(panel, "monitor-panel-dark.png")
+    page.evaluate("() => window.jupyterapp.commands.execute('apputils:change-theme', {theme: 'JupyterLab Light'})")
+    page.wait_for_selector("body[data-jp-theme-light='true']", state="attached")
 
     # Pause stops updates in the browser.
     panel.get_by_role("button", name="Pause").click()
     wait_until(lambda: panel.get_by_role("button", name="Resume").count() == 1, what="Resume button")
+    assert not page.errors
+    lab.shutdown_all_kernels()
+
+
+def run_panel(lab: Any, page: Any, notebook: str, code: str) -> Any:
+    """Open ``notebook`` (one cell of ``code``) in the lab, run it, return the panel's locator."""
+    lab.write_notebook(notebook, [code])
+    lab.open(page, path=f"lab/tree/{notebook}")
+    page.locator(".jp-NotebookPanel .jp-Cell .jp-InputArea-editor").first.wait_for()
+    select = page.locator(".jp-Dialog").get_by_role("button", name="Select")
+
+    def kernel_idle() -> bool:
+        if select.is_visible():
+            select.click()
+        sessions = [s for s in lab.api("GET", "api/sessions") if s["path"] == notebook]
+        return bool(sessions) and sessions[0]["kernel"]["execution_state"] == "idle"
+
+    wait_until(kernel_idle, timeout_s=90, what="the notebook's kernel")
+    page.wait_for_timeout(500)
+    if select.is_visible():
+        select.click()
+    page.evaluate("window.jupyterapp.commands.execute('notebook:run-all-cells')")
+    panel = page.locator(".jp-NotebookPanel .jupyter-gpu-monitor").first
+    panel.wait_for(timeout=60_000)
+    return panel
+
+
+def boxes(locator: Any) -> list[dict[str, float]]:
+    return locator.evaluate_all("nodes => nodes.map(n => { const r = n.getBoundingClientRect();"
+                                " return {x: r.x, y: r.y, w: r.width, h: r.height}; })")
+
+
+def overlap(a: dict[str, float], b: dict[str, float]) -> bool:
+    return a["x"] < b["x"] + b["w"] - 0.5 and b["x"] < a["x"] + a["w"] - 0.5 and \
+        a["y"] < b["y"] + b["h"] - 0.5 and b["y"] < a["y"] + a["h"] - 0.5
+
+
+def check_grid(panel: Any, gpus: int) -> int:
+    """Cards inside the panel, never overlapping; readings aligned; returns the number of columns."""
+    frame = boxes(panel)[0]
+    cards = boxes(panel.locator(".jupyter-gpu-row"))
+    assert len(cards) == gpus
+    for card in cards:
+        assert card["x"] >= frame["x"] - 0.5 and card["x"] + card["w"] <= frame["x"] + frame["w"] + 0.5, (card, frame)
+    for i, a in enumerate(cards):
+        for b in cards[i + 1:]:
+            assert not overlap(a, b), (a, b)
+    # Inside each card: title, bar, readings, chart and processes stay within the card and apart.
+    for index in range(gpus):
+        row = panel.locator(".jupyter-gpu-row").nth(index)
+        card = cards[index]
+        parts = [boxes(row.locator(f".jupyter-gpu-{name}"))[0] for name in
+                 ("title-cell", "bar-cell", "memory-cell", "stats", "chart-cell", "procs-cell")]
+        for part in parts:
+            assert part["x"] >= card["x"] - 0.5 and part["x"] + part["w"] <= card["x"] + card["w"] + 0.5, (index, part)
+        for i, a in enumerate(parts):
+            for b in parts[i + 1:]:
+                assert not overlap(a, b), (index, a, b)
+    # The readings line up: util, °C and W start at the same x in every card of a column.
+    columns: dict[int, list[list[float]]] = {}
+    for index in range(gpus):
+        labels = boxes(panel.locator(".jupyter-gpu-row").nth(index).locator(".jupyter-gpu-stats .widget-label"))
+        columns.setdefault(round(cards[index]["x"]), []).append([round(b["x"]) for b in labels])
+    for starts in columns.values():
+        assert all(s == starts[0] for s in starts), starts
+    return len(columns)
+
+
+def test_panel_grid_holds_for_16_gpus_narrow_and_wide_light_and_dark(lab_factory: Any, page: Any, artifacts: Any,
+                                                                   docs_screenshot: Any) -> None:
+    from jupyter_gpu import simulate
+
+    scenario = simulate.plausible_gpus(16)
+    for index, gpu in enumerate(scenario["gpus"]):
+        gpu.update(utilization=(index * 37) % 100, memory_used_mib=(index * 5000) % 80000)
+    scenario["gpus"][0]["name"] = "NVIDIA " + "Very Long Model Name " * 4  # 91 characters
+    scenario["gpus"][1]["processes"] = [
+        {"pid": 4_000_010, "memory_mib": 2048, "user": "a\u202eevil" + "x" * 300, "name": "evil\u202egnp.ipynb"}]
+    lab = lab_factory(scenario, name="panel16")
+    panel = run_panel(lab, page, "grid16.ipynb",
+                      "%load_ext jupyter_gpu\n%gpu_monitor --interval 0.5 --history 60")
+    wait_until(lambda: panel.locator(".jupyter-gpu-row").count() == 16, what="16 cards")
+    assert check_grid(panel, 16) >= 2  # wide: several columns
+    # The long name is cut in the card with the whole name in the tooltip; the RLO spoof is gone.
+    title = panel.locator(".jupyter-gpu-row").nth(0).locator(".jupyter-gpu-title")
+    assert title.evaluate("n => n.scrollWidth > n.clientWidth")  # CSS ellipsis at work
+    assert "Very Long Model Name " * 4 in title.get_attribute("title")
+    assert "\u202e" not in panel.inner_text() and "a\ufffdevil" in panel.inner_text()
+    page.wait_for_timeout(2000)
+    panel.screenshot(path=str(artifacts / "panel-16-wide-light.png"))
+    docs_screenshot(panel, "monitor-panel-16.png")
+
+    page.evaluate("() => window.jupyterapp.shell.collapseLeft()")
+    page.set_viewport_size({"width": 600, "height": 900})  # an output area about 480 px wide
+    page.wait_for_timeout(500)
+    assert check_grid(panel, 16) == 1  # narrow: one column
+    panel.screenshot(path=str(artifacts / "panel-16-narrow-light.png"))
+
+    page.set_viewport_size({"width": 1280, "height": 800})
+    page.evaluate("() => window.jupyterapp.commands.execute('apputils:change-theme', {theme: 'JupyterLab Dark'})")
+    page.wait_for_selector("body[data-jp-theme-light='false']", state="attached")
+    page.wait_for_timeout(1000)
+    # Text follows the theme (light on dark), and the grid still holds.
+    color = panel.locator(".jupyter-gpu-memory-cell").first.evaluate("n => getComputedStyle(n).color")
+    assert sum(int(v) for v in re.findall(r"\d+", color)[:3]) > 3 * 150, color
+    assert check_grid(panel, 16) >= 2
+    panel.screenshot(path=str(artifacts / "panel-16-wide-dark.png"))
+    page.evaluate("() => window.jupyterapp.commands.execute('apputils:change-theme', {theme: 'JupyterLab Light'})")
     assert not page.errors
     lab.shutdown_all_kernels()

@@ -209,15 +209,92 @@ def test_missing_server_extension_is_actionable(lab, page):
     assert banner.get_attribute("role") == "alert"
 
 
-def test_dark_theme(lab, page, artifacts):
+def test_dark_theme(lab, page, artifacts, docs_screenshot):
     sidebar = open_sidebar(lab, page)
     sidebar.locator(".jp-GpuCard").first.wait_for()
+    if os.environ.get("JUPYTER_GPU_UPDATE_DOCS") == "1":
+        vary_load(lab, seconds=40)  # the docs' screenshot gets a history worth looking at
     page.evaluate("() => { window.jupyterapp.commands.execute('apputils:change-theme', {theme: 'JupyterLab Dark'}); }")
     page.wait_for_selector("body[data-jp-theme-light='false']", state="attached")
     page.wait_for_selector("#jupyterlab-splash", state="detached")
     background = sidebar.evaluate("node => getComputedStyle(node).backgroundColor")
     red, green, blue = (int(v) for v in re.findall(r"\d+", background)[:3])
     assert red + green + blue < 3 * 80, background  # follows the theme's variables
+    page.wait_for_timeout(1000)
     page.screenshot(path=str(artifacts / "sidebar-dark.png"))
+    docs_screenshot(page, "sidebar-dark.png")
     page.evaluate(
         "() => { window.jupyterapp.commands.execute('apputils:change-theme', {theme: 'JupyterLab Light'}); }")
+
+
+def test_charts_open_with_the_servers_history_and_read_at_a_glance(lab, page, artifacts):
+    lab.scenario.update(lambda s: s["gpus"][0].update(utilization=87))  # (another test may vary it)
+    # The server samples while polled: five seconds of history before the page exists.
+    loaded_at = time.time()
+    deadline = loaded_at + 5
+    while time.time() < deadline:
+        lab.snapshot()
+        time.sleep(0.25)
+    history = lab.api("GET", "jupyter-gpu/history")
+    assert len(history["gpus"][0]["t"]) >= 10
+    page_opened_at = time.time()
+    sidebar = open_sidebar(lab, page)
+    chart = card(sidebar, 0).locator(".jp-GpuHistory")
+    chart.wait_for()
+    oldest = page.evaluate("""() => {
+        const panel = Array.from(window.jupyterapp.shell.widgets('left')).find(w => w.id === 'jupyter-gpu-sidebar');
+        const uuid = panel.model.snapshot.gpus[0].uuid;
+        return panel.model.history(uuid)[0].t;
+    }""")
+    # Samples older than the page can only come from the server's history.
+    assert oldest < page_opened_at - 3, (oldest, page_opened_at)
+    path = chart.locator("path.jp-GpuHistory-utilization").get_attribute("d")
+    assert path.count("L") >= 10  # a line, not a few pixels at the right edge
+    # A fixed 0-100 % scale, the current values, memory as an area and utilization as a line.
+    assert chart.locator(".jp-GpuHistory-axis").inner_text().split() == ["100", "%", "50", "%", "0", "%"]
+    assert chart.locator(".jp-GpuHistory-now.jp-mod-utilization").inner_text() == "87 %"
+    assert chart.locator(".jp-GpuHistory-now.jp-mod-memory").inner_text() == "25 %"  # 20 of 80 GiB
+    assert chart.locator("path.jp-GpuHistory-memory").get_attribute("d").endswith("Z")  # a closed area
+    fill = chart.locator("path.jp-GpuHistory-utilization").evaluate("n => getComputedStyle(n).fill")
+    assert fill == "none"
+    page.screenshot(path=str(artifacts / "sidebar-history.png"))
+
+    # A reload loses nothing: the chart comes back just as full.
+    page.wait_for_timeout(1500)  # the layout (sidebar open) is saved on a debounce
+    lab.open(page, reset=False)
+    chart = page.locator('#jupyter-gpu-sidebar .jp-GpuCard[data-gpu-index="0"] path.jp-GpuHistory-utilization')
+    chart.wait_for(state="attached")
+    wait_until(lambda: (chart.get_attribute("d") or "").count("L") >= 10, what="a full chart after reload")
+    assert not page.errors
+
+
+def test_warnings_long_and_bidi_names_are_text_and_stay_in_the_card(lab, page):
+    def warn(route):
+        response = route.fetch()
+        data = response.json()
+        data["warnings"] = ["simulated scenario rejected: gpus[0].memory_used_mib must be ≥ 0",
+                            "<b>bold</b> \u202eevil"]
+        route.fulfill(response=response, json=data)
+
+    page.route("**/jupyter-gpu/snapshot*", warn)
+    lab.scenario.update(lambda s: s["gpus"][2].__setitem__("processes", [
+        {"pid": 4_000_003, "memory_mib": 2048, "user": "a\u202eevil" + "u" * 10_000, "name": "evil\u202egnp.ipynb"}]))
+    try:
+        sidebar = open_sidebar(lab, page)
+        warnings = sidebar.locator(".jp-GpuSidebar-warning")
+        warnings.first.wait_for()
+        assert warnings.nth(0).inner_text() == "simulated scenario rejected: gpus[0].memory_used_mib must be ≥ 0"
+        assert warnings.nth(1).inner_text() == "<b>bold</b> \ufffdevil"
+        assert sidebar.locator("b").count() == 0
+        row = card(sidebar, 2).locator(".jp-GpuProc.jp-mod-other")
+        row.wait_for()
+        user = row.locator(".jp-GpuProc-user").inner_text()
+        assert user.startswith("a\ufffdevil") and "\u202e" not in user and len(user) <= 64
+        assert "\u202e" not in row.get_attribute("title") and row.get_attribute("title").startswith("a\ufffdevil")
+        assert "\u202e" not in row.inner_text()  # (the server withholds other users' program names)
+        # The memory stays visible inside the card (a 10 KB name once pushed it 84,000 px away).
+        memory = row.locator(".jp-GpuProc-memory").bounding_box()
+        box = card(sidebar, 2).bounding_box()
+        assert box["x"] <= memory["x"] and memory["x"] + memory["width"] <= box["x"] + box["width"] + 0.5
+    finally:
+        lab.scenario.update(lambda s: s["gpus"][2].__setitem__("processes", []))

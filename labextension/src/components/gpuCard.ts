@@ -1,5 +1,6 @@
 /** One GPU: title, error, memory bar, utilization/temperature/power, history chart, processes. */
 import { el, reconcile, setAttr, setHidden, setText } from '../dom';
+import { displayText, tooltipText } from '../format';
 import type { IGpu, IGpuProcess, IHistorySample } from '../tokens';
 import { HistoryChart } from './historyChart';
 import { MemoryBar } from './memoryBar';
@@ -38,17 +39,21 @@ export class GpuCard {
     history: readonly IHistorySample[],
     now: number,
     historyS: number,
-    idleThresholdS: number
+    idleThresholdS: number,
+    gapS: number
   ): void {
     this._label = `GPU ${gpu.index}`;
-    const title = `GPU ${gpu.index} · ${gpu.name}`;
-    setText(this._title, title);
-    setAttr(this._title, 'title', title);
-    setAttr(this.node, 'aria-label', `GPU ${gpu.index}: ${gpu.name}`);
+    const name = displayText(gpu.name, 'unknown GPU', 120);
+    setText(this._title, `GPU ${gpu.index} · ${name}`);
+    setAttr(this._title, 'title', `GPU ${gpu.index} · ${tooltipText(gpu.name, 'unknown GPU')}`);
+    setAttr(this.node, 'aria-label', `GPU ${gpu.index}: ${name}`);
     setAttr(this.node, 'data-gpu-index', String(gpu.index));
     this.node.classList.toggle('jp-mod-error', gpu.error !== null);
     setHidden(this._error, gpu.error === null);
-    setText(this._error, gpu.error === null ? '' : `Cannot read this GPU: ${gpu.error}`);
+    setText(
+      this._error,
+      gpu.error === null ? '' : `Cannot read this GPU: ${displayText(gpu.error, '', 500)}`
+    );
 
     const own = gpu.processes.filter(p => p.own);
     const others = gpu.processes
@@ -70,7 +75,7 @@ export class GpuCard {
           ? `${Math.round(gpu.power)} W`
           : `${Math.round(gpu.power)} / ${Math.round(gpu.power_limit)} W`
     );
-    this._chart.update(history, now, historyS);
+    this._chart.update(history, now, historyS, gapS);
 
     reconcile(
       this._ownList,

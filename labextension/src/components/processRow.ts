@@ -3,7 +3,7 @@
  * users' processes (user, name, memory). All server strings are set as text.
  */
 import { el, setAttr, setHidden, setText } from '../dom';
-import { basename, formatBytes, formatDuration } from '../format';
+import { basename, displayText, formatBytes, formatDuration, tooltipText } from '../format';
 import type { IGpuProcess } from '../tokens';
 
 /** What a row can ask the application to do; implemented by the plugin. */
@@ -15,12 +15,12 @@ export interface IProcessActions {
 /** How this user's kernel is called in the UI: its notebook's name, or the kernel id. */
 export function kernelLabel(process: IGpuProcess): string {
   if (process.notebook) {
-    return basename(process.notebook);
+    return displayText(basename(process.notebook), '');
   }
   if (process.kernel_id) {
-    return `kernel ${process.kernel_id.slice(0, 8)}`;
+    return `kernel ${displayText(process.kernel_id.slice(0, 8), '')}`;
   }
-  return process.name ?? `pid ${process.pid}`;
+  return displayText(process.name, `pid ${process.pid}`);
 }
 
 /** A row for a process of one of this server's kernels. */
@@ -54,7 +54,11 @@ export class OwnProcessRow {
     this._process = process;
     const label = kernelLabel(process);
     setText(this._open, label);
-    setAttr(this._open, 'title', process.notebook ?? `pid ${process.pid}`);
+    setAttr(
+      this._open,
+      'title',
+      `${tooltipText(process.notebook, 'no notebook')} (pid ${process.pid})`
+    );
     setAttr(this._open, 'aria-label', process.notebook ? `Open ${label}` : label);
     this._open.disabled = !process.notebook;
     setText(this._memory, formatBytes(process.memory));
@@ -96,9 +100,15 @@ export class OtherProcessRow {
   }
 
   update(process: IGpuProcess): void {
-    setText(this._user, process.user ?? 'unknown user');
-    setText(this._name, process.name ?? `pid ${process.pid}`);
-    setAttr(this.node, 'title', `pid ${process.pid} (${process.type})`);
+    setText(this._user, displayText(process.user, 'unknown user', 64));
+    setText(this._name, displayText(process.name, `pid ${process.pid}`));
+    // The full (neutralised) texts are in the tooltip; the row itself cuts them with an ellipsis.
+    setAttr(
+      this.node,
+      'title',
+      `${tooltipText(process.user, 'unknown user')}: ${tooltipText(process.name, 'unknown program')}` +
+        ` (pid ${process.pid}, ${displayText(process.type, '?', 40)})`
+    );
     setText(this._memory, formatBytes(process.memory));
   }
 

@@ -10,7 +10,7 @@ import { Message } from '@lumino/messaging';
 import { Widget } from '@lumino/widgets';
 
 import { el, reconcile, setHidden, setText } from '../dom';
-import { formatDuration } from '../format';
+import { displayText, formatDuration } from '../format';
 import { gpuIcon } from '../icons';
 import type { IGpu, IGpuMonitorModel } from '../tokens';
 import { SIDEBAR_ID } from '../tokens';
@@ -42,7 +42,8 @@ export class GpuSidebar extends Widget {
     refreshIcon.element({ container: refresh, tag: 'span' });
     refresh.addEventListener('click', () => void this.model.refresh().catch(() => undefined));
     header.append(heading, refresh);
-    this.node.append(header, this._summary, this._note, this._banner, this._cards);
+    this._warnings.hidden = true;
+    this.node.append(header, this._summary, this._note, this._warnings, this._banner, this._cards);
 
     this.model.changed.connect(this._onChanged, this);
   }
@@ -82,7 +83,7 @@ export class GpuSidebar extends Widget {
     if (snapshot) {
       const parts = [];
       if (snapshot.driver_version) {
-        parts.push(`driver ${snapshot.driver_version}`);
+        parts.push(`driver ${displayText(snapshot.driver_version, '?', 40)}`);
       }
       if (snapshot.simulated) {
         parts.push('simulated');
@@ -97,14 +98,16 @@ export class GpuSidebar extends Widget {
             (snapshot.attribution === 'unavailable'
               ? 'Processes cannot be mapped to kernels on this server.'
               : ''));
-      setText(this._note, note);
+      setText(this._note, displayText(note, '', 1000));
       setHidden(this._note, note === '');
     } else {
       setText(this._summary, '');
       setHidden(this._note, true);
     }
+    this._renderWarnings(snapshot?.warnings);
 
     const historyS = this._historyS();
+    const gapS = model.gapS;
     const now = snapshot?.timestamp ?? 0;
     const threshold = snapshot?.idle_threshold_s ?? 0;
     reconcile(
@@ -113,7 +116,7 @@ export class GpuSidebar extends Widget {
       gpus,
       gpu => gpu.uuid,
       () => new GpuCard(this._actions),
-      (card, gpu) => card.update(gpu, model.history(gpu.uuid), now, historyS, threshold)
+      (card, gpu) => card.update(gpu, model.history(gpu.uuid), now, historyS, threshold, gapS)
     );
     if (snapshot && snapshot.nvml_available && gpus.length === 0) {
       this._showBanner('info', 'NVML is available but reports no GPUs.');
@@ -143,6 +146,25 @@ export class GpuSidebar extends Widget {
     }
   }
 
+  /** The snapshot's `warnings` (e.g. a rejected simulated scenario), one line each, as text. */
+  private _renderWarnings(warnings: unknown): void {
+    const list = Array.isArray(warnings) ? warnings.filter(w => typeof w === 'string') : [];
+    const lines = list.slice(0, 20).map(w => displayText(w as string, '', 500));
+    const key = lines.join('\n');
+    if (key === this._warningsKey) {
+      return;
+    }
+    this._warningsKey = key;
+    this._warnings.replaceChildren(
+      ...lines.map(line => {
+        const item = el('li', 'jp-GpuSidebar-warning');
+        item.textContent = line;
+        return item;
+      })
+    );
+    setHidden(this._warnings, lines.length === 0);
+  }
+
   private _showBanner(kind: 'info' | 'warn' | 'error' | null, text: string): void {
     setHidden(this._banner, kind === null);
     this._banner.dataset.kind = kind ?? '';
@@ -158,6 +180,8 @@ export class GpuSidebar extends Widget {
   private _summary = el('p', 'jp-GpuSidebar-summary');
   private _note = el('p', 'jp-GpuSidebar-note');
   private _banner = el('div', 'jp-GpuSidebar-banner');
+  private _warnings = el('ul', 'jp-GpuSidebar-warnings', { role: 'status', 'aria-label': 'Warnings' });
+  private _warningsKey = '';
   private _cards = el('div', 'jp-GpuSidebar-cards');
   private _cardViews = new Map<string, GpuCard>();
 }
