@@ -27,6 +27,7 @@ from IPython.core.magic_arguments import argument, magic_arguments, parse_argstr
 from traitlets import Bool, Unicode, default, observe
 
 from .errors import GPUAlreadyInitializedWarning
+from .text import display_text
 from .units import format_bytes
 
 if TYPE_CHECKING:
@@ -38,6 +39,7 @@ if TYPE_CHECKING:
 __all__ = ["GpuMagics", "register", "unregister"]
 
 _TRUE = {"1", "true", "yes", "on"}
+_NAME_CHARS = 40
 _COOPERATIVE = ("Caps are cooperative: they bind the framework's allocator, not the driver "
                 "(MIG or one GPU per container for hard isolation).")
 
@@ -98,6 +100,11 @@ def parse(magic: Any, line: str) -> Any:
         raise
     except (ValueError, OverflowError) as error:
         raise UsageError(f"cannot read the arguments {line.strip()!r}: {error}") from None
+
+
+def _shown(value: str | None, missing: str = "?") -> str:
+    """A name from the driver or another user, as the magics print it (bidi-safe, at most 40 characters)."""
+    return display_text(value, _NAME_CHARS, missing=missing)
 
 
 def _env_flag(name: str) -> bool:
@@ -489,7 +496,7 @@ def _selection_report(plan: GpuPlan) -> str:
         for index in plan.selected_indices:
             gpu = plan.gpu(index)
             about = "" if gpu is None or gpu.memory_free is None else \
-                f" ({gpu.name.removeprefix('NVIDIA ')}, {format_bytes(gpu.memory_free)} free)"
+                f" ({_shown(gpu.name.removeprefix('NVIDIA '))}, {format_bytes(gpu.memory_free)} free)"
             lines.append(f"GPU {index}{about} → {labels.get(index, 'no framework')}{why.get(index, '')}")
         if len(plan.selected_indices) > 1:
             lines.append(f"{len(plan.selected_indices)} GPUs selected. Selecting does not parallelize: use "
@@ -558,7 +565,7 @@ def _holders(index: int) -> str:
     processes = getattr(gpu, "processes", ())
     held: dict[str, int] = {}
     for process in processes:
-        who = "this kernel" if process.pid == os.getpid() else (process.user or f"PID {process.pid}")
+        who = "this kernel" if process.pid == os.getpid() else _shown(process.user, f"PID {process.pid}")
         held[who] = held.get(who, 0) + (process.memory or 0)
     if not held:
         return ""
@@ -606,10 +613,14 @@ def _gpu_listing(plan: GpuPlan, heading: str = "GPUs this kernel may use:", snap
         if gpu.index not in allowed:
             continue
         mark = "*" if selected is not None and gpu.index in selected else " "
+        if gpu.error:
+            lines.append(f" {mark} GPU {gpu.index}: cannot be read ({gpu.error})")
+            continue
         mine = sum(p.memory or 0 for p in gpu.processes if p.pid == own)
-        others = sorted({p.user or "?" for p in gpu.processes if p.pid != own})
+        others = sorted({_shown(p.user) for p in gpu.processes if p.pid != own})
         util = "" if gpu.utilization is None else f", {gpu.utilization}% busy"
-        lines.append(f" {mark} GPU {gpu.index} {gpu.name} ({gpu.uuid[:12]}…): {format_bytes(gpu.memory_used)} used, "
+        lines.append(f" {mark} GPU {gpu.index} {_shown(gpu.name)} ({_shown(gpu.uuid[:12])}…): "
+                     f"{format_bytes(gpu.memory_used)} used, "
                      f"{format_bytes(gpu.memory_free)} free of {format_bytes(gpu.memory_total)}{util}"
                      f"{f'; this kernel {format_bytes(mine)}' if mine else ''}"
                      f"{'; used by ' + ', '.join(others) if others else ''}")

@@ -112,6 +112,21 @@ def test_status_shows_plan_frameworks_and_gpus(shell, capsys) -> None:
     assert " * GPU 1 NVIDIA A100-SXM4-80GB" in out and "   GPU 0 NVIDIA A100-SXM4-80GB" in out
 
 
+def test_status_shows_names_from_elsewhere_bidi_safe_and_cut(shell, scenario, capsys) -> None:
+    def hostile(data: dict) -> None:
+        data["gpus"][0]["name"] = "NVIDIA " + "X" * 80  # NVML names hold at most 96 bytes
+        data["gpus"][0]["processes"] = [{"pid": 4242, "memory_mib": 512, "user": "a\u202eevil", "name": "python"}]
+        data["gpus"][1]["fault"] = "lost"
+
+    scenario.update(hostile)
+    shell.run_line_magic("gpu_status", "")
+    out = capsys.readouterr().out
+    assert "\u202e" not in out and "a\ufffdevil" in out
+    line = next(line for line in out.splitlines() if "GPU 0" in line)
+    assert "X" * 40 not in line and "…" in line
+    assert "GPU 1: cannot be read (GPU is lost" in out  # not "0 MiB used, 0 MiB free of 0 MiB"
+
+
 def test_threads_and_placement(shell, capsys) -> None:
     shell.run_line_magic("gpu_threads", "--intra 3 --inter 2 --soft-placement on")
     assert os.environ["TF_NUM_INTRAOP_THREADS"] == "3" and os.environ["TF_NUM_INTEROP_THREADS"] == "2"
