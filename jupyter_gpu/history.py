@@ -134,7 +134,9 @@ class GpuHistory:
         """
         if not snapshot.nvml_available or not math.isfinite(snapshot.timestamp):
             return
-        t = float(snapshot.timestamp)
+        # Kept to the millisecond, as served: a client's ``since`` (a time it was sent) then names
+        # exactly that sample, and ``since`` never returns it again.
+        t = round(float(snapshot.timestamp), 3)
         with self._lock:
             for gpu in snapshot.gpus:
                 key = gpu.uuid or f"index-{gpu.index}"
@@ -182,7 +184,7 @@ class GpuHistory:
             gpus.append({
                 "index": index,
                 "uuid": uuid,
-                "t": [round(t, 3) for t in times[first:]],
+                "t": list(times[first:]),
                 "utilization": [None if u == _UNKNOWN_UTIL else u for u in utilization[first:]],
                 "memory": [None if m == _UNKNOWN_MEMORY else m / 10 for m in memory[first:]],
             })

@@ -107,3 +107,14 @@ def test_eight_gpus_for_fifteen_minutes_at_one_second_take_less_than_one_mib():
     assert history.nbytes() <= 1024 * 1024
     # The accounting agrees with the measurement to within a few objects.
     assert abs(held - history.nbytes()) < 16 * 1024, (held, history.nbytes())
+
+
+def test_since_a_served_time_never_returns_that_sample_again():
+    history = GpuHistory(window_s=60, interval_s=1)
+    start = 1795265648.8651  # a sub-millisecond time: it is served rounded to the millisecond
+    for step in range(5):
+        history.record(snap(start + step + 0.0004))
+    served = history.to_dict()["gpus"][0]["t"]
+    since = json.loads(json.dumps(served[2]))
+    newer = history.to_dict(since=since)["gpus"][0]["t"]
+    assert newer == served[3:]
