@@ -130,6 +130,17 @@ class GpuMagics(Magics):
              "needs MIG or one GPU per container. Env: JUPYTER_GPU_MAX_LIMIT.",
     ).tag(config=True)
 
+    explain_oom = Bool(
+        True,
+        help="After a cell fails with a GPU out-of-memory error (TensorFlow, PyTorch, JAX), print under the "
+             "traceback which GPU ran out, who holds it and what to do next. False turns it off. "
+             "Env: JUPYTER_GPU_EXPLAIN_OOM=0.",
+    ).tag(config=True)
+
+    @default("explain_oom")
+    def _explain_oom_from_env(self) -> bool:
+        return os.environ.get("JUPYTER_GPU_EXPLAIN_OOM", "").strip().lower() not in {"0", "false", "no", "off"}
+
     @default("default_select")
     def _default_select_from_env(self) -> str:
         return os.environ.get("JUPYTER_GPU_DEFAULT_SELECT", "").strip()
@@ -747,15 +758,34 @@ def traceback_hint(error: BaseException | None) -> str | None:
     return None
 
 
+def error_notes(error: BaseException | None) -> list[str]:
+    """What to print under a failed cell's traceback: the hint for a framework error that GPU
+    configuration causes, and the out-of-memory report (:mod:`jupyter_gpu.oom`) unless turned off.
+    Nothing is imported for a cell without an error."""
+    if error is None:
+        return []
+    notes = []
+    hint = traceback_hint(error)
+    if hint:
+        notes.append(hint)
+    magics = next(iter(_registered.values()), None)
+    if magics is None or magics.explain_oom:
+        from .oom import explain_error
+
+        report = explain_error(error)
+        if report:
+            notes.append(report)
+    return notes
+
+
 def _after_cell(result: Any = None) -> None:
-    """``post_run_cell``: a hint under GPU-configuration errors, and the cheap check that nothing
-    changed behind the magics' back (see :func:`jupyter_gpu.frameworks.check_after_cell`)."""
+    """``post_run_cell``: notes under a failed cell (:func:`error_notes`), and the cheap check that
+    nothing changed behind the magics' back (see :func:`jupyter_gpu.frameworks.check_after_cell`)."""
     try:
         error = getattr(result, "error_in_exec", None)
         if error is not None:
-            hint = traceback_hint(error)
-            if hint:
-                print(hint, file=sys.stderr)
+            for note in error_notes(error):
+                print(note, file=sys.stderr)
         frameworks = sys.modules.get("jupyter_gpu.frameworks")
         if frameworks is None:
             return  # no plan was ever made and no framework imported: nothing can diverge
