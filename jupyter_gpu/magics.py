@@ -1,4 +1,4 @@
-"""``%gpu_select``, ``%gpu_limit``, ``%gpu_status`` and ``%gpu_threads``: the kernel's GPU plan.
+"""``%gpu_select``, ``%gpu_limit``, ``%gpu_status``, ``%gpu_threads`` and ``%gpu_free``: the kernel's GPU plan.
 
 Load with ``%load_ext jupyter_gpu``. The magics configure TensorFlow/Keras, PyTorch and JAX
 *before they first use a GPU* and never import them: a framework not imported yet is configured
@@ -398,6 +398,109 @@ class GpuMagics(Magics):
                 return
         print(_threads_report(current_plan()))
 
+    @magic_arguments()
+    @argument("names", nargs="*", help="your variables to delete as well (e.g. model optimizer); no other "
+              "variable of yours is touched")
+    @argument("--dry-run", action="store_true", help="list what would be dropped and released; change nothing")
+    @line_magic
+    def gpu_free(self, line: str) -> None:
+        """Give GPU memory back without restarting the kernel.
+
+        Drops what keeps framework arrays alive after an error or a finished experiment, then
+        measures what came back:
+
+        1. IPython's output cache (``Out``, ``_``, ``__``, ``___``, ``_N``);
+        2. the last error's traceback (``sys.last_traceback``/``last_value``): the frames of a
+           failed cell keep every local, tensors included;
+        3. the variables you name (``%gpu_free model optimizer``), and no other of yours;
+        4. ``gc.collect()``, then each framework that is *already imported and initialized* gives
+           its cache back: PyTorch ``torch.cuda.empty_cache()``, Keras ``clear_session()``, JAX
+           ``jax.clear_caches()``. No framework is imported or initialized by this magic.
+
+        It reports per GPU what NVML shows this kernel holding before and after ("GPU 1: this
+        kernel 9.8 GiB → 1.2 GiB"), each framework's own counters, the arrays that were freed (and
+        those still referenced elsewhere), and the process's resident memory (CPU arrays).
+
+        What cannot come back is said: TensorFlow never returns its memory pool to the driver (with
+        or without growth; only a restart does), and JAX keeps its preallocated pool.
+
+        Examples::
+
+            %gpu_free --dry-run       # what would be dropped, nothing changed
+            %gpu_free                 # output cache, last traceback, caches
+            %gpu_free model optimizer # and these two variables
+        """
+        from . import free
+
+        args = parse(self.gpu_free, line)
+        ns = self.shell.user_ns
+        for name in args.names:
+            if not name.isidentifier():
+                raise UsageError(f"{name!r} is not a variable name; give names like: %gpu_free model optimizer")
+            if name in self.shell.user_ns_hidden or name.startswith("_"):
+                raise UsageError(f"{name!r} belongs to IPython; %gpu_free drops the output cache by itself, "
+                                 "name only your own variables")
+            if name not in ns:
+                raise UsageError(f"there is no variable {name!r}; nothing was changed")
+        if len(set(args.names)) != len(args.names):
+            raise UsageError("a name is given twice; list each variable once")
+        displayhook = self.shell.displayhook
+        cache = dict(ns.get("_oh") or {})
+        recent = [ns.get(key) for key in ("_", "__", "___") if ns.get(key) not in (None, "")]
+        error, tb = free.last_error()
+        frames = free.traceback_frames(tb)
+        named = [ns[name] for name in args.names]
+        dropped = []
+        if cache or recent:
+            dropped.append(f"IPython's output cache (Out: {len(cache)} entr{'y' if len(cache) == 1 else 'ies'}, "
+                           "_, __, ___)")
+        if tb is not None:
+            dropped.append(f"the last error's traceback ({type(error).__name__}, {len(frames)} frame"
+                           f"{'' if len(frames) == 1 else 's'} and their locals)")
+        if args.names:
+            dropped.append("your variable" + ("s " if len(args.names) > 1 else " ") + ", ".join(args.names))
+        tracked = free.track([*cache.values(), *recent, *free.frame_values(frames), *named])
+        del cache, recent, named, frames, error
+        if args.dry_run:
+            lines = [f"Would drop: {'; '.join(dropped) if dropped else 'nothing (no output cache, no last error)'}."]
+            reachable = tracked.by_device()
+            if reachable:
+                lines.append("Framework arrays reachable from them: " + ", ".join(
+                    f"{framework} {format_bytes(size)} on {device}" for (framework, device), size in reachable.items())
+                    + " (freed unless referenced elsewhere).")
+            initialized: list[str] = []
+            if any(module in sys.modules for module in _FRAMEWORK_MODULES):
+                from . import frameworks as adapters
+
+                initialized = [f.name for f in adapters.FRAMEWORKS if f.state() is adapters.State.INITIALIZED]
+            lines.append(f"Then gc.collect() and the release of {', '.join(initialized)}." if initialized else
+                         "Then gc.collect(); no framework has initialized a GPU, so none has a cache to release.")
+            lines.append("Nothing was changed (--dry-run).")
+            print("\n".join(lines))
+            return
+        before = free.measure()
+        if displayhook.do_full_cache:
+            displayhook.flush()
+        for space in (ns, self.shell.user_ns_hidden):  # flush() leaves these when '_' is also a builtin
+            for key in ("_", "__", "___"):
+                if key in space:
+                    space[key] = ""
+        free.drop_last_error()
+        result = self.shell.last_execution_result
+        if result is not None and result.error_in_exec is not None:
+            result.error_in_exec = None  # the failed cell's result keeps the error, and so its frames
+        del result, tb
+        for name in args.names:
+            del ns[name]
+        collected, releases = free.release()
+        after = free.measure()
+        lines = [f"Dropped: {'; '.join(dropped) if dropped else 'nothing to drop (no output cache, no last error)'}.",
+                 f"gc.collect(): {collected} objects."]
+        for framework, called, note in releases:
+            lines.append(f"{framework}: {called}: {note}.")
+        lines += free.describe_change(before, after, tracked)
+        print("\n".join(lines))
+
     @line_magic
     def gpu_status(self, line: str = "") -> None:
         """Show the kernel's GPU plan, each framework's state and the GPUs with this kernel's usage.
@@ -679,7 +782,7 @@ def unregister(ipython: Any) -> None:
     if magics is None:
         return
     line_magics = ipython.magics_manager.magics["line"]
-    for name in ("gpu_select", "gpu_limit", "gpu_status", "gpu_threads"):
+    for name in ("gpu_select", "gpu_limit", "gpu_status", "gpu_threads", "gpu_free"):
         line_magics.pop(name, None)
     if magics in getattr(ipython, "configurables", []):
         ipython.configurables.remove(magics)
