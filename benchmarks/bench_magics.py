@@ -15,7 +15,9 @@ Every measurement runs in fresh interpreters with no framework imported beforeha
   ``torch.cuda.OutOfMemoryError``, on a simulated server where this process, another kernel of the
   user (found through its kernel report) and another user hold memory: the first error of a kernel
   (NVML started by it) and the median of --reps later ones; and whether a cell without an error
-  imports the explainer at all.
+  imports the explainer at all;
+- ``%gpu_select auto:1 --min-free 79GiB --wait 5s`` on GPUs where nothing fits, in real time:
+  how many times NVML was read per second of waiting (the target is at most one).
 """
 
 from __future__ import annotations
@@ -146,6 +148,32 @@ print(json.dumps({"oom_first": first, "oom": times[len(times) // 2], "clean_impo
 """
 
 
+CHILD_WAIT = r"""
+import contextlib, io, json, os, tempfile, time
+from pathlib import Path
+from jupyter_gpu import simulate
+folder = Path(tempfile.mkdtemp())
+simulate.write_scenario(folder / "gpus.json", {"gpus": [
+    {"name": "NVIDIA A100-SXM4-80GB", "memory_total_mib": 81920, "memory_reserved_mib": 512,
+     "processes": [{"pid": 910001, "memory_mib": 40000, "user": "bob"}]}] * 4})
+os.environ["JUPYTER_GPU_SIMULATE"] = str(folder / "gpus.json")
+os.environ["JUPYTER_GPU_CLAIMS_DIR"] = str(folder)
+from IPython.core.interactiveshell import InteractiveShell
+from IPython.core.error import UsageError
+ip = InteractiveShell.instance()
+ip.run_line_magic("load_ext", "jupyter_gpu")
+start = time.perf_counter()
+with contextlib.redirect_stdout(io.StringIO()):
+    try:
+        ip.run_line_magic("gpu_select", "auto:1 --min-free 79GiB --wait " + __import__("sys").argv[1])
+    except UsageError:
+        pass
+elapsed = time.perf_counter() - start
+reads = simulate.installed().calls.get("nvmlDeviceGetMemoryInfo_v2", 0) / 4  # one memory read per GPU per look
+print(json.dumps({"elapsed": elapsed, "looks": reads}))
+"""
+
+
 def run(code: str, *args: str) -> dict[str, float]:
     env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}
     env.setdefault("JUPYTER_GPU_SIMULATE", "4")
@@ -182,6 +210,9 @@ def main() -> None:
     print(f"out-of-memory explainer after a failed cell: first error of a kernel {med(ooms, 'oom_first') * 1e3:.1f} ms "
           f"(NVML starts), later errors {med(ooms, 'oom') * 1e3:.2f} ms (median of {max(1, args.reps // 10)} x "
           f"{args.runs} runs); a cell without an error imports it: {any(row['clean_imports'] for row in ooms)}")
+    wait = run(CHILD_WAIT, "5s")
+    print(f"%gpu_select --wait 5s where nothing fits: {wait['looks']:.0f} NVML looks in {wait['elapsed']:.2f} s = "
+          f"{wait['looks'] / wait['elapsed']:.2f} per second (target <= 1 per second, plus the first)")
     plain_s, planned_s, hook_s = med(plain, "import_tf"), med(planned, "import_tf"), med(planned, "hook")
     print(f"import tensorflow: {plain_s:.2f} s without a plan, {planned_s:.2f} s with a pending plan "
           f"(difference {(planned_s - plain_s) / plain_s * 100:+.1f} %, within noise); "

@@ -15,6 +15,7 @@ environment variables in the spawner (see :class:`GpuMagics`).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 import warnings
@@ -24,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 from IPython.core.error import UsageError
 from IPython.core.magic import Magics, line_magic, magics_class
 from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
-from traitlets import Bool, Unicode, default, observe
+from traitlets import Bool, Float, Unicode, default, observe
 
 from .errors import GPUAlreadyInitializedWarning
 from .units import format_bytes
@@ -42,11 +43,17 @@ _COOPERATIVE = ("Caps are cooperative: they bind the framework's allocator, not 
                 "(MIG or one GPU per container for hard isolation).")
 
 
+_nvml_started = False
+
+
 def take_snapshot() -> Any:
     """The GPUs now (NVML is imported on first use, so loading the extension stays cheap)."""
+    global _nvml_started
     from .nvml import snapshot
 
-    return snapshot()
+    taken = snapshot()
+    _nvml_started = True
+    return taken
 
 
 def _current_user() -> str | None:
@@ -137,6 +144,30 @@ class GpuMagics(Magics):
              "Env: JUPYTER_GPU_EXPLAIN_OOM=0.",
     ).tag(config=True)
 
+    claims = Bool(
+        True,
+        help="auto leaves a short-lived claim on the GPUs it chooses (a file in claims_dir) and counts other "
+             "kernels' claims as load, so kernels started at once spread over idle GPUs. Never required: an "
+             "unusable directory means auto works without claims. Env: JUPYTER_GPU_CLAIMS=0 turns them off.",
+    ).tag(config=True)
+    claims_dir = Unicode(
+        help="Directory of the host-wide GPU claims: every user must be able to write it, and it must have "
+             "the sticky bit when shared (default /tmp). Env: JUPYTER_GPU_CLAIMS_DIR.",
+    ).tag(config=True)
+    claim_ttl_s = Float(
+        600.0,
+        help="Seconds after which a claim no longer counts (it also stops counting once its process is gone or "
+             "shows up in NVML on that GPU).",
+    ).tag(config=True)
+
+    @default("claims")
+    def _claims_from_env(self) -> bool:
+        return os.environ.get("JUPYTER_GPU_CLAIMS", "").strip().lower() not in {"0", "false", "no", "off"}
+
+    @default("claims_dir")
+    def _claims_dir_from_env(self) -> str:
+        return os.environ.get("JUPYTER_GPU_CLAIMS_DIR", "").strip() or "/tmp"
+
     @default("explain_oom")
     def _explain_oom_from_env(self) -> bool:
         return os.environ.get("JUPYTER_GPU_EXPLAIN_OOM", "").strip().lower() not in {"0", "false", "no", "off"}
@@ -201,21 +232,50 @@ class GpuMagics(Magics):
         if plan is not None:
             print(f"jupyter_gpu: {_summary(plan)}")
 
-    def _change(self, magic: str, **changes: Any) -> GpuPlan | None:
-        """Rebuild the plan with ``changes``; apply it, or warn and change nothing. Returns the new plan."""
+    def _change(self, magic: str, require_idle: bool = False, **changes: Any) -> GpuPlan | None:
+        """Rebuild the plan with ``changes``; apply it, or warn and change nothing. Returns the new plan.
+
+        An ``auto`` selection is chosen and claimed under the claims lock (:mod:`jupyter_gpu.claims`),
+        counting other kernels' claims as load."""
+        auto = str(changes.get("selection") or "").strip().lower().startswith("auto")
+        board = self._claim_board() if auto else None
+        warm = None
+        if board is not None and not _nvml_started:
+            # NVML's start (tens of ms) happens before the claims lock, not while holding it
+            warm = (take_snapshot(), _clock())
+        with board.locked() if board is not None else contextlib.nullcontext(False):
+            fresh = warm[0] if warm is not None and _clock() - warm[1] < 0.5 else None
+            plan = self._change_locked(magic, board, require_idle, fresh, **changes)
+            if plan is not None and "selection" in changes:
+                if board is not None:
+                    self._claim(board, plan)
+                elif self._board is not None:
+                    self._board.release()  # a selection that is not auto (or claims off): no claim
+        return plan
+
+    def _change_locked(self, magic: str, board: Any, require_idle: bool, fresh: Any, **changes: Any
+                       ) -> GpuPlan | None:
         from . import frameworks
-        from .plan import PlanError, build_plan, current_plan, kernel_start_fence
+        from .plan import NoGpuFits, PlanError, build_plan, current_plan, kernel_start_fence
 
         old = current_plan()
         changes.setdefault("max_limit", self.max_limit.strip() or None)
         request = replace(old.request, **changes)
-        snapshot = take_snapshot()
+        snapshot = take_snapshot() if fresh is None else fresh
+        self._last_snapshot = snapshot
         frameworks.remember_gpus(snapshot.gpus)
         changed = frameworks.selection_env_changed()
         if changed and "selection" not in changes and gpu_settings_change(old.request, request):
             raise UsageError(changed.replace("Run %gpu_select", f"{magic} changes nothing; run %gpu_select"))
+        claims = board.load(snapshot.gpus) if board is not None and snapshot.nvml_available else {}
+        self._last_claims = claims
         try:
-            new = build_plan(request, snapshot, kernel_start_fence(), own_user=_current_user())
+            new = build_plan(request, snapshot, kernel_start_fence(), own_user=_current_user(), claims=claims,
+                             require_idle=require_idle)
+        except NoGpuFits as error:
+            usage = UsageError(str(error) + _fit_hints(snapshot, request))
+            usage.no_gpu_fits = True  # type: ignore[attr-defined]  # %gpu_select --wait waits on this one
+            raise usage from None
         except PlanError as error:
             raise UsageError(str(error)) from None
         late = frameworks.too_late(old, new, snapshot)
@@ -232,6 +292,46 @@ class GpuMagics(Magics):
             print(f"jupyter_gpu: {magic} replaces {replaced} set by code in this kernel.", file=sys.stderr)
         return new
 
+    # -- claims: kernels choosing at once spread over the idle GPUs
+
+    _board: Any = None
+    _claims_note_shown = False
+    _last_snapshot: Any = None
+    _last_claims: dict[int, int] = {}
+
+    def _claim_board(self) -> Any:
+        """The claims board, or None when claims are off or their directory cannot be used (said once)."""
+        if not self.claims:
+            return None
+        from .claims import ClaimBoard
+
+        if self._board is None or str(self._board.directory) != self.claims_dir or \
+                self._board.ttl_s != self.claim_ttl_s:
+            if self._board is not None:
+                self._board.release()
+            self._board = ClaimBoard(self.claims_dir, ttl_s=self.claim_ttl_s)
+            import atexit
+
+            atexit.register(self._board.release)
+        if self._board.problem is not None:
+            if not self._claims_note_shown:
+                self._claims_note_shown = True
+                print(f"jupyter_gpu: GPU claims are not used: {self._board.problem}; auto chooses without them.",
+                      file=sys.stderr)
+            return None
+        return self._board
+
+    def _claim(self, board: Any, plan: GpuPlan) -> None:
+        """Claim the GPUs ``auto`` chose (replacing this kernel's earlier claims)."""
+        uuids = [gpu.uuid for gpu in plan.gpus if gpu.index in plan.selected_indices and gpu.uuid]
+        try:
+            board.claim(uuids)
+        except OSError as error:
+            if not self._claims_note_shown:
+                self._claims_note_shown = True
+                print(f"jupyter_gpu: GPU claims are not used: cannot write in {board.directory} ({error.strerror}); "
+                      "auto chooses without them.", file=sys.stderr)
+
     # -- the magics
 
     @magic_arguments()
@@ -240,6 +340,8 @@ class GpuMagics(Magics):
     @argument("--growth", action="store_true", help="allocate GPU memory on demand instead of up front")
     @argument("--no-growth", action="store_true", help="turn memory growth off again")
     @argument("--min-free", metavar="SIZE", help="with auto: only GPUs with at least SIZE free (e.g. 8GiB)")
+    @argument("--wait", metavar="DURATION", help="with auto: wait up to DURATION (90s, 30m, 2h; a plain number is "
+              "seconds) until the GPUs fit, showing who holds them; interrupt to stop (nothing changes)")
     @line_magic
     def gpu_select(self, line: str) -> None:
         """Choose the GPUs this kernel's TensorFlow/Keras, PyTorch and JAX will use.
@@ -251,7 +353,16 @@ class GpuMagics(Magics):
         will name them (inside the kernel they are numbered from 0 in the order given).
 
         ``auto:N`` picks the N idlest GPUs: never one with less free memory than ``--min-free``;
-        GPUs without other users' processes first; then most free memory, then lowest utilization.
+        GPUs without other users' processes first; then the fewest claims of other kernels (kernels
+        that chose a GPU and have not allocated yet); then most free memory, then lowest utilization.
+        It leaves a short-lived claim on what it chose (see ``GpuMagics.claims``), so kernels
+        started at once spread over the idle GPUs. When nothing fits it says what would (``GPU 2
+        would fit if your idle kernel x.ipynb (22 GiB) were shut down``).
+
+        ``--wait 30m`` waits until N GPUs fit: with ``--min-free``, N GPUs with that much free; without
+        it, N GPUs without other users' work or claims. A progress line shows who holds the GPUs and
+        how long it has waited; NVML is read at most once a second. Interrupt the kernel to stop
+        waiting: nothing is changed. When the time is up, nothing is changed either.
 
         ``--growth`` allocates memory on demand: TensorFlow ``TF_FORCE_GPU_ALLOW_GROWTH=true``,
         JAX ``XLA_PYTHON_CLIENT_PREALLOCATE=false``, PyTorch ``expandable_segments:True``.
@@ -280,6 +391,7 @@ class GpuMagics(Magics):
             %gpu_select 0,2 --growth  # GPUs 0 and 2, memory on demand
             %gpu_select GPU-8f3c      # by UUID prefix
             %gpu_select auto:2 --min-free 8GiB
+            %gpu_select auto:1 --min-free 20GiB --wait 30m
             %gpu_select all
             %gpu_select none          # CPU only
         """
@@ -296,12 +408,53 @@ class GpuMagics(Magics):
         if args.spec is not None:
             changes["selection"] = args.spec
             changes["min_free"] = args.min_free
+        if args.wait is not None and not (args.spec or "").strip().lower().startswith("auto"):
+            raise UsageError("--wait needs a SPEC of auto or auto:N, e.g. %gpu_select auto:1 --wait 30m")
         if not changes:
             print(_gpu_listing(current_plan()))
             return
-        plan = self._change("%gpu_select", **changes)
+        if args.wait is not None:
+            plan = self._wait_and_select(args.spec, parse_duration(args.wait), changes)
+        else:
+            plan = self._change("%gpu_select", **changes)
         if plan is not None:
             print(_selection_report(plan))
+
+    def _wait_and_select(self, spec: str, wait_s: float, changes: dict[str, Any]) -> GpuPlan | None:
+        """``%gpu_select auto:N --wait``: try once a second until the GPUs fit, the time is up, or an
+        interrupt; a live line says who holds the GPUs. Nothing changes until the selection is made."""
+        from .plan import parse_size
+
+        if changes.get("min_free"):  # a malformed size is reported before any waiting
+            try:
+                parse_size(changes["min_free"])
+            except ValueError as error:
+                raise UsageError(str(error)) from None
+        started = _clock()
+        handle = None
+        while True:
+            try:
+                plan = self._change("%gpu_select", require_idle=not changes.get("min_free"), **changes)
+            except UsageError as error:
+                if not getattr(error, "no_gpu_fits", False):
+                    raise
+                waited = _clock() - started
+                if waited >= wait_s:
+                    raise UsageError(f"no GPUs fit after waiting {_duration_words(waited)}: {error}; nothing was "
+                                     "changed") from None
+                line = _waiting_line(spec, changes.get("min_free"), self._last_snapshot, self._last_claims, waited,
+                                     wait_s)
+                handle = _show_progress(handle, line)
+                try:
+                    _sleep(POLL_INTERVAL_S)
+                except KeyboardInterrupt:
+                    raise UsageError(f"stopped waiting for {spec} after {_duration_words(_clock() - started)} "
+                                     "(interrupted); nothing was changed") from None
+                continue
+            if handle is not None:
+                waited = _clock() - started
+                _show_progress(handle, f"Waited {_duration_words(waited)} for {spec}: the GPUs fit now.")
+            return plan
 
     @magic_arguments()
     @argument("sizes", nargs="*", help="a size per selected GPU: 2048 (MiB), 2GiB, 1.5G or 30%% (of that GPU); "
@@ -532,7 +685,92 @@ class GpuMagics(Magics):
         print("\n".join(lines))
 
 
+# -- waiting for GPUs ------------------------------------------------------------------------------
+
+POLL_INTERVAL_S = 1.0  # %gpu_select --wait reads NVML at most once a second
+_clock = __import__("time").monotonic
+_sleep = __import__("time").sleep
+_DURATION_UNITS = {"": 1, "s": 1, "sec": 1, "m": 60, "min": 60, "h": 3600}
+
+
+def parse_duration(text: str) -> float:
+    """``90``/``90s``, ``30m``, ``1.5h`` as seconds; a one-line UsageError otherwise."""
+    import re
+
+    match = re.fullmatch(r"\s*([0-9]{1,7}(?:\.[0-9]{1,3})?)\s*(s|sec|m|min|h)?\s*", text, re.IGNORECASE)
+    if match is None:
+        raise UsageError(f"--wait {text!r} is not a duration; give e.g. 90s, 30m or 2h (a plain number is seconds)")
+    seconds = float(match[1]) * _DURATION_UNITS[(match[2] or "").lower()]
+    if not 0 < seconds <= 7 * 86400:
+        raise UsageError(f"--wait {text!r} must be more than 0 and at most 7 days")
+    return seconds
+
+
+def _duration_words(seconds: float) -> str:
+    seconds = int(seconds)
+    if seconds < 60:
+        return f"{seconds} s"
+    if seconds < 3600:
+        return f"{seconds // 60} min {seconds % 60} s"
+    return f"{seconds // 3600} h {seconds % 3600 // 60} min"
+
+
+def _waiting_line(spec: str, min_free: str | None, snapshot: Any, claims: dict[int, int], waited: float,
+                  wait_s: float) -> str:
+    """One line: what is awaited, who holds each GPU now, how long it has waited."""
+    want = f"{spec} with at least {min_free} free" if min_free else f"{spec} without other users' work"
+    parts = []
+    own = os.getpid()
+    me = _current_user()
+    for gpu in getattr(snapshot, "gpus", ()):
+        holders: dict[str, int] = {}
+        for process in gpu.processes:
+            if process.pid == own or process.type == "graphics":
+                continue
+            who = "you" if me is not None and process.user == me else (process.user or f"PID {process.pid}")
+            holders[who] = holders.get(who, 0) + (process.memory or 0)
+        who = ", ".join(f"{name} {format_bytes(size)}" for name, size in holders.items())
+        claimed = f", {claims[gpu.index]} claim{'s' if claims[gpu.index] > 1 else ''}" if claims.get(gpu.index) else ""
+        parts.append(f"GPU {gpu.index}: {format_bytes(gpu.memory_free)} free{'; ' + who if who else ''}{claimed}")
+    gpus = " | ".join(parts) or "NVML shows no GPU"
+    return (f"Waiting for {want} — {gpus} — waited {_duration_words(waited)} of {_duration_words(wait_s)} "
+            "(interrupt the kernel to stop; nothing changes until the GPUs fit)")
+
+
+def _show_progress(handle: Any, text: str) -> Any:
+    """Show ``text`` in one output line that is replaced at each update (printed again outside Jupyter)."""
+    from IPython.display import Pretty, display
+
+    if handle is None:
+        return display(Pretty(text), display_id=True)
+    handle.update(Pretty(text))
+    return handle
+
+
 # -- reports --------------------------------------------------------------------------------------
+
+
+def _fit_hints(snapshot: Any, request: Any) -> str:
+    """``"; GPU 2 would fit if your idle kernel x.ipynb (22 GiB) were shut down"`` where this
+    user's own processes are all that keep a GPU from qualifying ("" when none)."""
+    try:
+        from .plan import fit_hints, parse_size
+
+        min_free = parse_size(request.min_free).resolve(None) if request.min_free else 0
+        if not min_free or not snapshot.nvml_available:
+            return ""
+        from .peers import find_peers
+
+        kernels = {}
+        for pid, peer in find_peers().by_pid.items():
+            if peer.notebook:
+                idle = "idle " if peer.idle or (peer.idle_s or 0) >= 600 else ""
+                kernels[pid] = f"{idle}kernel {peer.notebook}"
+        hints = fit_hints(snapshot.gpus, min_free, os.getpid(), _current_user(), kernels)
+    except Exception:
+        return ""
+    return "".join(f"; {hint}" for hint in hints[:3])
+
 
 
 def gpu_settings_change(old: Any, new: Any) -> bool:
