@@ -281,6 +281,8 @@ class GpuMagics(Magics):
         late = frameworks.too_late(old, new, snapshot)
         if late is not None:
             _warn_already_initialized(magic, *late)
+            self._pending_request = request
+            offer_restart(request, f"{late[0]} already uses the GPU in this kernel")
             return None
         replaced = _replaced_by_hand() if "selection" in changes and new.selected_indices is not None and \
             frameworks.set_by_code() and frameworks.process_cuda_start() is None else ""
@@ -291,6 +293,31 @@ class GpuMagics(Magics):
         if replaced:
             print(f"jupyter_gpu: {magic} replaces {replaced} set by code in this kernel.", file=sys.stderr)
         return new
+
+    _pending_request: Any = None  # the last plan refused as too late (what %gpu_restart applies)
+
+    @line_magic
+    def gpu_restart(self, line: str = "") -> None:
+        """Restart the kernel and apply the GPU plan in the new kernel before anything else runs.
+
+        In JupyterLab and Notebook 7 (with jupyter_gpu's extension) the frontend restarts the
+        kernel through its own session API, runs the plan's magics silently in the new kernel and
+        confirms in a notification; the variables of this kernel are lost, as with any restart.
+        The plan is the last one refused as too late (after a ``GPUAlreadyInitializedWarning``),
+        else the current one. Where the frontend cannot do it, the magic prints what to run after
+        restarting by hand.
+
+        Example::
+
+            %gpu_select 1 --growth    # warns: PyTorch already initialized the GPU
+            %gpu_restart              # new kernel on GPU 1 with growth
+        """
+        from .plan import current_plan
+
+        if line.strip():
+            raise UsageError("%gpu_restart takes no arguments; it applies the last refused (or the current) plan")
+        request = self._pending_request or current_plan().request
+        offer_restart(request, "%gpu_restart", automatic=True)
 
     # -- claims: kernels choosing at once spread over the idle GPUs
 
@@ -995,6 +1022,28 @@ def _warn_already_initialized(magic: str, who: str, detail: str) -> None:
                            module="jupyter_gpu.magics", registry={})
 
 
+RESTART_MIME = "application/vnd.jupyter-gpu.restart+json"
+
+
+def offer_restart(request: Any, reason: str, automatic: bool = False) -> None:
+    """Show "Restart kernel and apply": a MIME bundle the JupyterLab extension renders as a button
+    (``automatic``: it restarts at once, for ``%gpu_restart``), plain text everywhere else."""
+    import uuid
+
+    from IPython.display import display
+
+    from .kernel_report import kernel_identity
+    from .plan import plan_magics
+
+    lines = plan_magics(request)
+    text = ("To apply this GPU plan, restart the kernel and run first: " + "; ".join(lines[1:] or lines) +
+            (" (JupyterLab with jupyter_gpu's extension does it for you: %gpu_restart)" if not automatic else
+             " (this frontend cannot restart the kernel from code: restart it yourself)"))
+    data = {"version": 1, "lines": lines, "reason": reason, "automatic": automatic,
+            "kernel_id": kernel_identity()[0], "id": uuid.uuid4().hex}
+    display({RESTART_MIME: data, "text/plain": text}, raw=True)
+
+
 # -- registration ---------------------------------------------------------------------------------
 
 _registered: dict[int, GpuMagics] = {}
@@ -1020,7 +1069,7 @@ def unregister(ipython: Any) -> None:
     if magics is None:
         return
     line_magics = ipython.magics_manager.magics["line"]
-    for name in ("gpu_select", "gpu_limit", "gpu_status", "gpu_threads", "gpu_free"):
+    for name in ("gpu_select", "gpu_limit", "gpu_status", "gpu_threads", "gpu_free", "gpu_restart"):
         line_magics.pop(name, None)
     if magics in getattr(ipython, "configurables", []):
         ipython.configurables.remove(magics)

@@ -58,6 +58,7 @@ __all__ = [
     "kernel_start_fence",
     "parse_selection",
     "parse_size",
+    "plan_magics",
     "select_idlest",
     "set_current_plan",
 ]
@@ -536,6 +537,39 @@ def _planned(snapshot: Snapshot, index: int) -> PlannedGpu:
         return PlannedGpu(index=index, uuid="", name=f"GPU {index}", memory_total=None, memory_free=None)
     return PlannedGpu(index=gpu.index, uuid=gpu.uuid, name=gpu.name,
                       memory_total=gpu.memory_total or None, memory_free=gpu.memory_free)
+
+
+def plan_magics(request: PlanRequest) -> list[str]:
+    """The magic lines that make ``request`` the plan of a fresh kernel (for "restart and apply").
+
+    Only ``%load_ext jupyter_gpu`` and jupyter_gpu's own magics, with values that passed this
+    module's parsing; the JupyterLab renderer refuses anything else. The admin's ceiling is not
+    repeated (the new kernel gets it from its environment).
+    """
+    lines = ["%load_ext jupyter_gpu"]
+    select = []
+    if request.selection is not None:
+        select.append(request.selection.strip())
+        if request.min_free:
+            select.append(f"--min-free {request.min_free.strip()}")
+    if request.growth:
+        select.append("--growth")
+    if select:
+        lines.append("%gpu_select " + " ".join(select))
+    if request.limits:
+        lines.append("%gpu_limit " + " ".join(size.strip() for size in request.limits))
+    threads = []
+    if request.intra_op_threads is not None:
+        threads.append(f"--intra {request.intra_op_threads}")
+    if request.inter_op_threads is not None:
+        threads.append(f"--inter {request.inter_op_threads}")
+    if request.soft_placement is not None:
+        threads.append(f"--soft-placement {'on' if request.soft_placement else 'off'}")
+    if request.log_device_placement is not None:
+        threads.append(f"--log-placement {'on' if request.log_device_placement else 'off'}")
+    if threads:
+        lines.append("%gpu_threads " + " ".join(threads))
+    return lines
 
 
 def with_request(plan: GpuPlan, **changes: object) -> PlanRequest:
