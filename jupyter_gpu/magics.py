@@ -281,8 +281,9 @@ class GpuMagics(Magics):
         late = frameworks.too_late(old, new, snapshot)
         if late is not None:
             _warn_already_initialized(magic, *late)
-            self._pending_request = request
-            offer_restart(request, f"{late[0]} already uses the GPU in this kernel")
+            # Refused changes add up (select, then limit) into the plan a restart applies.
+            self._pending_request = replace(self._pending_request or old.request, **changes)
+            offer_restart(self._pending_request, f"{late[0]} already uses the GPU in this kernel")
             return None
         replaced = _replaced_by_hand() if "selection" in changes and new.selected_indices is not None and \
             frameworks.set_by_code() and frameworks.process_cuda_start() is None else ""
@@ -292,6 +293,8 @@ class GpuMagics(Magics):
             raise UsageError(str(error)) from None
         if replaced:
             print(f"jupyter_gpu: {magic} replaces {replaced} set by code in this kernel.", file=sys.stderr)
+        if self._pending_request is not None:
+            self._pending_request = replace(self._pending_request, **changes)
         return new
 
     _pending_request: Any = None  # the last plan refused as too late (what %gpu_restart applies)

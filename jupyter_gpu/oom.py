@@ -335,7 +335,7 @@ def _gpu_section(oom: OutOfMemory, gpu: Any, facts: Facts, steps: list[str], sev
                 steps.append(f"the limit is the admin's ceiling{ceiling_words}: use less memory (a smaller batch "
                              "or model)")
             elif need <= limit + gpu.memory_free:
-                steps.append(f"raise this kernel's limit: `%gpu_limit {_round_up_gib(need)}` after a restart "
+                steps.append(f"raise this kernel's limit: `%gpu_limit {_round_up_gib(need)}`, then `%gpu_restart` "
                              f"(GPU {gpu.index} has {format_bytes(gpu.memory_free)} free besides it)")
         else:
             lines.append(f"  This kernel's limit on GPU {gpu.index}: {format_bytes(limit)} ({whose}); the GPU ran "
@@ -346,7 +346,8 @@ def _gpu_section(oom: OutOfMemory, gpu: Any, facts: Facts, steps: list[str], sev
                      f"({oom.framework} reserved {format_bytes(reserved)}, in use {format_bytes(in_use)})")
     if oom.module == "tensorflow" and not facts.growth and own_nvml > 0:
         steps.append("TensorFlow without memory growth keeps its whole pool until the kernel restarts: "
-                     f"`%gpu_select {gpu.index} --growth` after a restart takes only what the model needs")
+                     f"`%gpu_select {gpu.index} --growth`, then `%gpu_restart`, and it takes only what the model "
+                     "needs")
     for holder in held:
         if holder.kind == "kernel" and holder.memory > 0:
             state = "idle " if holder.idle or (holder.idle_s or 0) >= 600 else ""
@@ -404,8 +405,8 @@ def _elsewhere(oom: OutOfMemory, gpus: list[Any], facts: Facts) -> list[str]:
     steps = []
     for busy, _, _, gpu in sorted(candidates)[:2]:
         who = " (other users work on it)" if busy else ""
-        steps.append(f"GPU {gpu.index} has {format_bytes(gpu.memory_free)} free{who}: `%gpu_select {gpu.index}` "
-                     "after a restart (run it before the framework starts)")
+        steps.append(f"GPU {gpu.index} has {format_bytes(gpu.memory_free)} free{who}: `%gpu_select {gpu.index}`, "
+                     "then `%gpu_restart` (restarts the kernel with it)")
     return steps
 
 

@@ -151,3 +151,15 @@ def test_auto_leaves_a_claim_and_counts_others(shell, clean, capsys, tmp_path: P
     finally:
         other.kill()
         other.wait()
+
+
+def test_an_unusable_claims_directory_changes_nothing_but_a_one_line_note(shell, clean, capsys,  # noqa: F811
+                                                                         monkeypatch, tmp_path: Path) -> None:
+    monkeypatch.setattr(shell.magics_manager.registry["GpuMagics"], "claims_dir", str(tmp_path / "nowhere"))
+    shell.run_line_magic("gpu_select", "auto")
+    shell.run_line_magic("gpu_select", "auto:2")
+    captured = capsys.readouterr()
+    notes = [line for line in captured.err.splitlines() if "claims" in line]
+    assert notes == [f"jupyter_gpu: GPU claims are not used: the claims directory {tmp_path / 'nowhere'} cannot be "
+                     "used (No such file or directory); auto chooses without them."]
+    assert os.environ["CUDA_VISIBLE_DEVICES"] == "0,1"

@@ -133,7 +133,7 @@ def test_pytorch_oom_names_the_gpu_holders_and_computed_next_steps(world: Scenar
     assert "your kernel `train_old.ipynb` holds 22 GiB on GPU 1" in report
     # 30 GiB held + 2 GiB asked: GPU 2 (47.7 GiB free, nobody) first, then GPU 3 (45.7 GiB, dave)
     steps = report[report.index("Next steps:"):]
-    assert "GPU 2 has 47.7 GiB free: `%gpu_select 2` after a restart" in steps
+    assert "GPU 2 has 47.7 GiB free: `%gpu_select 2`, then `%gpu_restart`" in steps
     assert "GPU 3 has 45.7 GiB free (other users work on it)" in steps
     assert steps.index("GPU 2 has") < steps.index("GPU 3 has")
     assert "ran out, not the GPU" not in report  # no limit in the plan
@@ -151,8 +151,8 @@ def test_tensorflow_oom_under_a_limit_says_the_limit_ran_out(world: ScenarioFile
     assert "GPU 2 RTX A6000 (TensorFlow /GPU:0): 48 GiB total, 16.3 GiB used, 31.4 GiB free." in report
     assert ("This kernel's limit on GPU 2 is 16 GiB (%gpu_limit), and it ran out, not the GPU (31.4 GiB free)."
             in report)
-    assert "`%gpu_limit 21GiB` after a restart" in report  # 16.3 GiB held + 4 GiB asked, rounded up
-    assert "`%gpu_select 2 --growth` after a restart" in report  # growth is off in this plan
+    assert "`%gpu_limit 21GiB`, then `%gpu_restart`" in report  # 16.3 GiB held + 4 GiB asked, rounded up
+    assert "`%gpu_select 2 --growth`, then `%gpu_restart`" in report  # growth is off in this plan
     assert "%gpu_free" not in report  # TensorFlow's pool is not returned by a cache release
 
 

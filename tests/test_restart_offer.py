@@ -43,7 +43,10 @@ def test_a_refused_plan_is_offered_for_a_restart_and_kept_for_gpu_restart(shell,
     offer = shown[-1][magics.RESTART_MIME]
     assert offer["lines"] == ["%load_ext jupyter_gpu", "%gpu_select 1 --growth"] and offer["automatic"] is False
     assert "restart the kernel and run first: %gpu_select 1 --growth" in shown[-1]["text/plain"]
+    with pytest.warns(magics.GPUAlreadyInitializedWarning):
+        shell.run_line_magic("gpu_limit", "4GiB")  # also refused: the offer now has both
+    assert shown[-1][magics.RESTART_MIME]["lines"][1:] == ["%gpu_select 1 --growth", "%gpu_limit 4GiB"]
     shell.run_line_magic("gpu_restart", "")
     assert shown[-1][magics.RESTART_MIME]["automatic"] is True
-    assert shown[-1][magics.RESTART_MIME]["lines"][1] == "%gpu_select 1 --growth"
+    assert shown[-1][magics.RESTART_MIME]["lines"][1:] == ["%gpu_select 1 --growth", "%gpu_limit 4GiB"]
     reset_plan_state()
