@@ -232,7 +232,7 @@ class GpuMagics(Magics):
         if plan is not None:
             print(f"jupyter_gpu: {_summary(plan)}")
 
-    def _change(self, magic: str, require_idle: bool = False, **changes: Any) -> GpuPlan | None:
+    def _change(self, magic: str, require_idle: bool = False, hints: bool = True, **changes: Any) -> GpuPlan | None:
         """Rebuild the plan with ``changes``; apply it, or warn and change nothing. Returns the new plan.
 
         An ``auto`` selection is chosen and claimed under the claims lock (:mod:`jupyter_gpu.claims`),
@@ -245,7 +245,7 @@ class GpuMagics(Magics):
             warm = (take_snapshot(), _clock())
         with board.locked() if board is not None else contextlib.nullcontext(False):
             fresh = warm[0] if warm is not None and _clock() - warm[1] < 0.5 else None
-            plan = self._change_locked(magic, board, require_idle, fresh, **changes)
+            plan = self._change_locked(magic, board, require_idle, fresh, hints, **changes)
             if plan is not None and "selection" in changes:
                 if board is not None:
                     self._claim(board, plan)
@@ -253,8 +253,8 @@ class GpuMagics(Magics):
                     self._board.release()  # a selection that is not auto (or claims off): no claim
         return plan
 
-    def _change_locked(self, magic: str, board: Any, require_idle: bool, fresh: Any, **changes: Any
-                       ) -> GpuPlan | None:
+    def _change_locked(self, magic: str, board: Any, require_idle: bool, fresh: Any, hints: bool,
+                       **changes: Any) -> GpuPlan | None:
         from . import frameworks
         from .plan import NoGpuFits, PlanError, build_plan, current_plan, kernel_start_fence
 
@@ -273,7 +273,7 @@ class GpuMagics(Magics):
             new = build_plan(request, snapshot, kernel_start_fence(), own_user=_current_user(), claims=claims,
                              require_idle=require_idle)
         except NoGpuFits as error:
-            usage = UsageError(str(error) + _fit_hints(snapshot, request))
+            usage = UsageError(str(error) + (_fit_hints(snapshot, request) if hints else ""))
             usage.no_gpu_fits = True  # type: ignore[attr-defined]  # %gpu_select --wait waits on this one
             raise usage from None
         except PlanError as error:
@@ -464,7 +464,8 @@ class GpuMagics(Magics):
         handle = None
         while True:
             try:
-                plan = self._change("%gpu_select", require_idle=not changes.get("min_free"), **changes)
+                last = _clock() - started + POLL_INTERVAL_S >= wait_s  # the "would fit if" hints only then
+                plan = self._change("%gpu_select", require_idle=not changes.get("min_free"), hints=last, **changes)
             except UsageError as error:
                 if not getattr(error, "no_gpu_fits", False):
                     raise
