@@ -10,7 +10,14 @@ Every measurement runs in fresh interpreters with no framework imported beforeha
   own time measured inside the import;
 - the check after every cell (``post_run_cell``: hint for framework errors, selection variables and
   framework states), median over --reps calls, with no framework imported and with TensorFlow,
-  PyTorch and JAX imported and idle (after the one comparison their import triggered).
+  PyTorch and JAX imported and idle (after the one comparison their import triggered);
+- the out-of-memory explainer (issue 11): ``post_run_cell`` after a cell that raised PyTorch's real
+  ``torch.cuda.OutOfMemoryError``, on a simulated server where this process, another kernel of the
+  user (found through its kernel report) and another user hold memory: the first error of a kernel
+  (NVML started by it) and the median of --reps later ones; and whether a cell without an error
+  imports the explainer at all;
+- ``%gpu_select auto:1 --min-free 79GiB --wait 5s`` on GPUs where nothing fits, in real time:
+  how many times NVML was read per second of waiting (the target is at most one).
 """
 
 from __future__ import annotations
@@ -94,6 +101,79 @@ print(json.dumps({"import_tf": time.perf_counter() - start, "hook": hook_time[0]
 """
 
 
+CHILD_OOM = r"""
+import contextlib, io, json, os, sys, tempfile, time
+from pathlib import Path
+folder = Path(tempfile.mkdtemp())
+from jupyter_gpu import simulate
+a100 = {"name": "NVIDIA A100-SXM4-80GB", "memory_total_mib": 81920, "memory_reserved_mib": 512}
+simulate.write_scenario(folder / "gpus.json", {"gpus": [
+    {**a100, "processes": [{"pid": os.getpid(), "memory_mib": 30720}, {"pid": os.getppid(), "memory_mib": 22528},
+                           {"pid": 910002, "memory_mib": 24576, "user": "carol"}]},
+    {**a100}, {**a100, "processes": [{"pid": 910001, "memory_mib": 60000, "user": "bob"}]}]})
+os.environ["JUPYTER_GPU_SIMULATE"] = str(folder / "gpus.json")
+for n, pid in enumerate((os.getppid(), 999991, 999992)):
+    (folder / f"jupyter-gpu-kernel-k{n}.json").write_text(json.dumps(
+        {"version": 1, "kernel_id": f"k{n}", "pid": pid, "session": f"/home/u/nb{n}.ipynb"}))
+from jupyter_gpu import kernel_report
+kernel_report.kernel_identity = lambda: ("me", folder)  # as inside a kernel started by a server
+from IPython.core.interactiveshell import InteractiveShell
+ip = InteractiveShell.instance()
+with contextlib.redirect_stdout(io.StringIO()):
+    ip.run_line_magic("load_ext", "jupyter_gpu")
+from jupyter_gpu.magics import _after_cell
+class Clean:
+    error_in_exec = None
+_after_cell(Clean)
+clean_imports = "jupyter_gpu.oom" in sys.modules
+import torch
+class Failed:
+    error_in_exec = torch.cuda.OutOfMemoryError(
+        "CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of 79.15 GiB of which 3.50 GiB "
+        "is free. Of the allocated memory 24.90 GiB is allocated by PyTorch, and 5.10 GiB is reserved by PyTorch "
+        "but unallocated.")
+sink = io.StringIO()
+with contextlib.redirect_stderr(sink):
+    start = time.perf_counter()
+    _after_cell(Failed)
+    first = time.perf_counter() - start
+    times = []
+    for _ in range(int(sys.argv[1])):
+        start = time.perf_counter()
+        _after_cell(Failed)
+        times.append(time.perf_counter() - start)
+times.sort()
+assert "your kernel nb0.ipynb" in sink.getvalue(), sink.getvalue()
+print(json.dumps({"oom_first": first, "oom": times[len(times) // 2], "clean_imports": clean_imports}))
+"""
+
+
+CHILD_WAIT = r"""
+import contextlib, io, json, os, tempfile, time
+from pathlib import Path
+from jupyter_gpu import simulate
+folder = Path(tempfile.mkdtemp())
+simulate.write_scenario(folder / "gpus.json", {"gpus": [
+    {"name": "NVIDIA A100-SXM4-80GB", "memory_total_mib": 81920, "memory_reserved_mib": 512,
+     "processes": [{"pid": 910001, "memory_mib": 40000, "user": "bob"}]}] * 4})
+os.environ["JUPYTER_GPU_SIMULATE"] = str(folder / "gpus.json")
+os.environ["JUPYTER_GPU_CLAIMS_DIR"] = str(folder)
+from IPython.core.interactiveshell import InteractiveShell
+from IPython.core.error import UsageError
+ip = InteractiveShell.instance()
+ip.run_line_magic("load_ext", "jupyter_gpu")
+start = time.perf_counter()
+with contextlib.redirect_stdout(io.StringIO()):
+    try:
+        ip.run_line_magic("gpu_select", "auto:1 --min-free 79GiB --wait " + __import__("sys").argv[1])
+    except UsageError:
+        pass
+elapsed = time.perf_counter() - start
+reads = simulate.installed().calls.get("nvmlDeviceGetMemoryInfo_v2", 0) / 4  # one memory read per GPU per look
+print(json.dumps({"elapsed": elapsed, "looks": reads}))
+"""
+
+
 def run(code: str, *args: str) -> dict[str, float]:
     env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}
     env.setdefault("JUPYTER_GPU_SIMULATE", "4")
@@ -107,6 +187,7 @@ def main() -> None:
     parser.add_argument("--reps", type=int, default=200)
     args = parser.parse_args()
     magics = [run(CHILD_MAGICS, str(args.reps)) for _ in range(args.runs)]
+    ooms = [run(CHILD_OOM, str(max(1, args.reps // 10))) for _ in range(args.runs)]
     plain, planned = [], []
     for _ in range(args.runs):  # interleaved, so drifting machine load hits both alike
         plain.append(run(CHILD_IMPORT, "plain"))
@@ -126,6 +207,12 @@ def main() -> None:
                       ("check_frameworks", "TensorFlow, PyTorch and JAX imported, idle")):
         print(f"after-cell check: {med(magics, key) * 1e6:.1f} µs median of {args.reps} cells x {args.runs} runs "
               f"({what})")
+    print(f"out-of-memory explainer after a failed cell: first error of a kernel {med(ooms, 'oom_first') * 1e3:.1f} ms "
+          f"(NVML starts), later errors {med(ooms, 'oom') * 1e3:.2f} ms (median of {max(1, args.reps // 10)} x "
+          f"{args.runs} runs); a cell without an error imports it: {any(row['clean_imports'] for row in ooms)}")
+    wait = run(CHILD_WAIT, "5s")
+    print(f"%gpu_select --wait 5s where nothing fits: {wait['looks']:.0f} NVML looks in {wait['elapsed']:.2f} s = "
+          f"{wait['looks'] / wait['elapsed']:.2f} per second (target <= 1 per second, plus the first)")
     plain_s, planned_s, hook_s = med(plain, "import_tf"), med(planned, "import_tf"), med(planned, "hook")
     print(f"import tensorflow: {plain_s:.2f} s without a plan, {planned_s:.2f} s with a pending plan "
           f"(difference {(planned_s - plain_s) / plain_s * 100:+.1f} %, within noise); "

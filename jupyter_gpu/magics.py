@@ -1,4 +1,4 @@
-"""``%gpu_select``, ``%gpu_limit``, ``%gpu_status`` and ``%gpu_threads``: the kernel's GPU plan.
+"""``%gpu_select``, ``%gpu_limit``, ``%gpu_status``, ``%gpu_threads`` and ``%gpu_free``: the kernel's GPU plan.
 
 Load with ``%load_ext jupyter_gpu``. The magics configure TensorFlow/Keras, PyTorch and JAX
 *before they first use a GPU* and never import them: a framework not imported yet is configured
@@ -15,6 +15,7 @@ environment variables in the spawner (see :class:`GpuMagics`).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 import warnings
@@ -24,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 from IPython.core.error import UsageError
 from IPython.core.magic import Magics, line_magic, magics_class
 from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
-from traitlets import Bool, Unicode, default, observe
+from traitlets import Bool, Float, Unicode, default, observe
 
 from .errors import GPUAlreadyInitializedWarning
 from .text import display_text
@@ -44,11 +45,17 @@ _COOPERATIVE = ("Caps are cooperative: they bind the framework's allocator, not 
                 "(MIG or one GPU per container for hard isolation).")
 
 
+_nvml_started = False
+
+
 def take_snapshot() -> Any:
     """The GPUs now (NVML is imported on first use, so loading the extension stays cheap)."""
+    global _nvml_started
     from .nvml import snapshot
 
-    return snapshot()
+    taken = snapshot()
+    _nvml_started = True
+    return taken
 
 
 def _current_user() -> str | None:
@@ -137,6 +144,41 @@ class GpuMagics(Magics):
              "needs MIG or one GPU per container. Env: JUPYTER_GPU_MAX_LIMIT.",
     ).tag(config=True)
 
+    explain_oom = Bool(
+        True,
+        help="After a cell fails with a GPU out-of-memory error (TensorFlow, PyTorch, JAX), print under the "
+             "traceback which GPU ran out, who holds it and what to do next. False turns it off. "
+             "Env: JUPYTER_GPU_EXPLAIN_OOM=0.",
+    ).tag(config=True)
+
+    claims = Bool(
+        True,
+        help="auto leaves a short-lived claim on the GPUs it chooses (a file in claims_dir) and counts other "
+             "kernels' claims as load, so kernels started at once spread over idle GPUs. Never required: an "
+             "unusable directory means auto works without claims. Env: JUPYTER_GPU_CLAIMS=0 turns them off.",
+    ).tag(config=True)
+    claims_dir = Unicode(
+        help="Directory of the host-wide GPU claims: every user must be able to write it, and it must have "
+             "the sticky bit when shared (default /tmp). Env: JUPYTER_GPU_CLAIMS_DIR.",
+    ).tag(config=True)
+    claim_ttl_s = Float(
+        600.0,
+        help="Seconds after which a claim no longer counts (it also stops counting once its process is gone or "
+             "shows up in NVML on that GPU).",
+    ).tag(config=True)
+
+    @default("claims")
+    def _claims_from_env(self) -> bool:
+        return os.environ.get("JUPYTER_GPU_CLAIMS", "").strip().lower() not in {"0", "false", "no", "off"}
+
+    @default("claims_dir")
+    def _claims_dir_from_env(self) -> str:
+        return os.environ.get("JUPYTER_GPU_CLAIMS_DIR", "").strip() or "/tmp"
+
+    @default("explain_oom")
+    def _explain_oom_from_env(self) -> bool:
+        return os.environ.get("JUPYTER_GPU_EXPLAIN_OOM", "").strip().lower() not in {"0", "false", "no", "off"}
+
     @default("default_select")
     def _default_select_from_env(self) -> str:
         return os.environ.get("JUPYTER_GPU_DEFAULT_SELECT", "").strip()
@@ -197,26 +239,58 @@ class GpuMagics(Magics):
         if plan is not None:
             print(f"jupyter_gpu: {_summary(plan)}")
 
-    def _change(self, magic: str, **changes: Any) -> GpuPlan | None:
-        """Rebuild the plan with ``changes``; apply it, or warn and change nothing. Returns the new plan."""
+    def _change(self, magic: str, require_idle: bool = False, hints: bool = True, **changes: Any) -> GpuPlan | None:
+        """Rebuild the plan with ``changes``; apply it, or warn and change nothing. Returns the new plan.
+
+        An ``auto`` selection is chosen and claimed under the claims lock (:mod:`jupyter_gpu.claims`),
+        counting other kernels' claims as load."""
+        auto = str(changes.get("selection") or "").strip().lower().startswith("auto")
+        board = self._claim_board() if auto else None
+        warm = None
+        if board is not None and not _nvml_started:
+            # NVML's start (tens of ms) happens before the claims lock, not while holding it
+            warm = (take_snapshot(), _clock())
+        with board.locked() if board is not None else contextlib.nullcontext(False):
+            fresh = warm[0] if warm is not None and _clock() - warm[1] < 0.5 else None
+            plan = self._change_locked(magic, board, require_idle, fresh, hints, **changes)
+            if plan is not None and "selection" in changes:
+                if board is not None:
+                    self._claim(board, plan)
+                elif self._board is not None:
+                    self._board.release()  # a selection that is not auto (or claims off): no claim
+        return plan
+
+    def _change_locked(self, magic: str, board: Any, require_idle: bool, fresh: Any, hints: bool,
+                       **changes: Any) -> GpuPlan | None:
         from . import frameworks
-        from .plan import PlanError, build_plan, current_plan, kernel_start_fence
+        from .plan import NoGpuFits, PlanError, build_plan, current_plan, kernel_start_fence
 
         old = current_plan()
         changes.setdefault("max_limit", self.max_limit.strip() or None)
         request = replace(old.request, **changes)
-        snapshot = take_snapshot()
+        snapshot = take_snapshot() if fresh is None else fresh
+        self._last_snapshot = snapshot
         frameworks.remember_gpus(snapshot.gpus)
         changed = frameworks.selection_env_changed()
         if changed and "selection" not in changes and gpu_settings_change(old.request, request):
             raise UsageError(changed.replace("Run %gpu_select", f"{magic} changes nothing; run %gpu_select"))
+        claims = board.load(snapshot.gpus) if board is not None and snapshot.nvml_available else {}
+        self._last_claims = claims
         try:
-            new = build_plan(request, snapshot, kernel_start_fence(), own_user=_current_user())
+            new = build_plan(request, snapshot, kernel_start_fence(), own_user=_current_user(), claims=claims,
+                             require_idle=require_idle)
+        except NoGpuFits as error:
+            usage = UsageError(str(error) + (_fit_hints(snapshot, request) if hints else ""))
+            usage.no_gpu_fits = True  # type: ignore[attr-defined]  # %gpu_select --wait waits on this one
+            raise usage from None
         except PlanError as error:
             raise UsageError(str(error)) from None
         late = frameworks.too_late(old, new, snapshot)
         if late is not None:
             _warn_already_initialized(magic, *late)
+            # Refused changes add up (select, then limit) into the plan a restart applies.
+            self._pending_request = replace(self._pending_request or old.request, **changes)
+            offer_restart(self._pending_request, f"{late[0]} already uses the GPU in this kernel")
             return None
         replaced = _replaced_by_hand() if "selection" in changes and new.selected_indices is not None and \
             frameworks.set_by_code() and frameworks.process_cuda_start() is None else ""
@@ -226,7 +300,74 @@ class GpuMagics(Magics):
             raise UsageError(str(error)) from None
         if replaced:
             print(f"jupyter_gpu: {magic} replaces {replaced} set by code in this kernel.", file=sys.stderr)
+        if self._pending_request is not None:
+            self._pending_request = replace(self._pending_request, **changes)
         return new
+
+    _pending_request: Any = None  # the last plan refused as too late (what %gpu_restart applies)
+
+    @line_magic
+    def gpu_restart(self, line: str = "") -> None:
+        """Restart the kernel and apply the GPU plan in the new kernel before anything else runs.
+
+        In JupyterLab and Notebook 7 (with jupyter_gpu's extension) the frontend restarts the
+        kernel through its own session API, runs the plan's magics silently in the new kernel and
+        confirms in a notification; the variables of this kernel are lost, as with any restart.
+        The plan is the last one refused as too late (after a ``GPUAlreadyInitializedWarning``),
+        else the current one. Where the frontend cannot do it, the magic prints what to run after
+        restarting by hand.
+
+        Example::
+
+            %gpu_select 1 --growth    # warns: PyTorch already initialized the GPU
+            %gpu_restart              # new kernel on GPU 1 with growth
+        """
+        from .plan import current_plan
+
+        if line.strip():
+            raise UsageError("%gpu_restart takes no arguments; it applies the last refused (or the current) plan")
+        request = self._pending_request or current_plan().request
+        offer_restart(request, "%gpu_restart", automatic=True)
+
+    # -- claims: kernels choosing at once spread over the idle GPUs
+
+    _board: Any = None
+    _claims_note_shown = False
+    _last_snapshot: Any = None
+    _last_claims: dict[int, int] = {}
+
+    def _claim_board(self) -> Any:
+        """The claims board, or None when claims are off or their directory cannot be used (said once)."""
+        if not self.claims:
+            return None
+        from .claims import ClaimBoard
+
+        if self._board is None or str(self._board.directory) != self.claims_dir or \
+                self._board.ttl_s != self.claim_ttl_s:
+            if self._board is not None:
+                self._board.release()
+            self._board = ClaimBoard(self.claims_dir, ttl_s=self.claim_ttl_s)
+            import atexit
+
+            atexit.register(self._board.release)
+        if self._board.problem is not None:
+            if not self._claims_note_shown:
+                self._claims_note_shown = True
+                print(f"jupyter_gpu: GPU claims are not used: {self._board.problem}; auto chooses without them.",
+                      file=sys.stderr)
+            return None
+        return self._board
+
+    def _claim(self, board: Any, plan: GpuPlan) -> None:
+        """Claim the GPUs ``auto`` chose (replacing this kernel's earlier claims)."""
+        uuids = [gpu.uuid for gpu in plan.gpus if gpu.index in plan.selected_indices and gpu.uuid]
+        try:
+            board.claim(uuids)
+        except OSError as error:
+            if not self._claims_note_shown:
+                self._claims_note_shown = True
+                print(f"jupyter_gpu: GPU claims are not used: cannot write in {board.directory} ({error.strerror}); "
+                      "auto chooses without them.", file=sys.stderr)
 
     # -- the magics
 
@@ -236,6 +377,8 @@ class GpuMagics(Magics):
     @argument("--growth", action="store_true", help="allocate GPU memory on demand instead of up front")
     @argument("--no-growth", action="store_true", help="turn memory growth off again")
     @argument("--min-free", metavar="SIZE", help="with auto: only GPUs with at least SIZE free (e.g. 8GiB)")
+    @argument("--wait", metavar="DURATION", help="with auto: wait up to DURATION (90s, 30m, 2h; a plain number is "
+              "seconds) until the GPUs fit, showing who holds them; interrupt to stop (nothing changes)")
     @line_magic
     def gpu_select(self, line: str) -> None:
         """Choose the GPUs this kernel's TensorFlow/Keras, PyTorch and JAX will use.
@@ -247,7 +390,16 @@ class GpuMagics(Magics):
         will name them (inside the kernel they are numbered from 0 in the order given).
 
         ``auto:N`` picks the N idlest GPUs: never one with less free memory than ``--min-free``;
-        GPUs without other users' processes first; then most free memory, then lowest utilization.
+        GPUs without other users' processes first; then the fewest claims of other kernels (kernels
+        that chose a GPU and have not allocated yet); then most free memory, then lowest utilization.
+        It leaves a short-lived claim on what it chose (see ``GpuMagics.claims``), so kernels
+        started at once spread over the idle GPUs. When nothing fits it says what would (``GPU 2
+        would fit if your idle kernel x.ipynb (22 GiB) were shut down``).
+
+        ``--wait 30m`` waits until N GPUs fit: with ``--min-free``, N GPUs with that much free; without
+        it, N GPUs without other users' work or claims. A progress line shows who holds the GPUs and
+        how long it has waited; NVML is read at most once a second. Interrupt the kernel to stop
+        waiting: nothing is changed. When the time is up, nothing is changed either.
 
         ``--growth`` allocates memory on demand: TensorFlow ``TF_FORCE_GPU_ALLOW_GROWTH=true``,
         JAX ``XLA_PYTHON_CLIENT_PREALLOCATE=false``, PyTorch ``expandable_segments:True``.
@@ -276,6 +428,7 @@ class GpuMagics(Magics):
             %gpu_select 0,2 --growth  # GPUs 0 and 2, memory on demand
             %gpu_select GPU-8f3c      # by UUID prefix
             %gpu_select auto:2 --min-free 8GiB
+            %gpu_select auto:1 --min-free 20GiB --wait 30m
             %gpu_select all
             %gpu_select none          # CPU only
         """
@@ -292,12 +445,54 @@ class GpuMagics(Magics):
         if args.spec is not None:
             changes["selection"] = args.spec
             changes["min_free"] = args.min_free
+        if args.wait is not None and not (args.spec or "").strip().lower().startswith("auto"):
+            raise UsageError("--wait needs a SPEC of auto or auto:N, e.g. %gpu_select auto:1 --wait 30m")
         if not changes:
             print(_gpu_listing(current_plan()))
             return
-        plan = self._change("%gpu_select", **changes)
+        if args.wait is not None:
+            plan = self._wait_and_select(args.spec, parse_duration(args.wait), changes)
+        else:
+            plan = self._change("%gpu_select", **changes)
         if plan is not None:
             print(_selection_report(plan))
+
+    def _wait_and_select(self, spec: str, wait_s: float, changes: dict[str, Any]) -> GpuPlan | None:
+        """``%gpu_select auto:N --wait``: try once a second until the GPUs fit, the time is up, or an
+        interrupt; a live line says who holds the GPUs. Nothing changes until the selection is made."""
+        from .plan import parse_size
+
+        if changes.get("min_free"):  # a malformed size is reported before any waiting
+            try:
+                parse_size(changes["min_free"])
+            except ValueError as error:
+                raise UsageError(str(error)) from None
+        started = _clock()
+        handle = None
+        while True:
+            try:
+                last = _clock() - started + POLL_INTERVAL_S >= wait_s  # the "would fit if" hints only then
+                plan = self._change("%gpu_select", require_idle=not changes.get("min_free"), hints=last, **changes)
+            except UsageError as error:
+                if not getattr(error, "no_gpu_fits", False):
+                    raise
+                waited = _clock() - started
+                if waited >= wait_s:
+                    raise UsageError(f"no GPUs fit after waiting {_duration_words(waited)}: {error}; nothing was "
+                                     "changed") from None
+                line = _waiting_line(spec, changes.get("min_free"), self._last_snapshot, self._last_claims, waited,
+                                     wait_s)
+                handle = _show_progress(handle, line)
+                try:
+                    _sleep(POLL_INTERVAL_S)
+                except KeyboardInterrupt:
+                    raise UsageError(f"stopped waiting for {spec} after {_duration_words(_clock() - started)} "
+                                     "(interrupted); nothing was changed") from None
+                continue
+            if handle is not None:
+                waited = _clock() - started
+                _show_progress(handle, f"Waited {_duration_words(waited)} for {spec}: the GPUs fit now.")
+            return plan
 
     @magic_arguments()
     @argument("sizes", nargs="*", help="a size per selected GPU: 2048 (MiB), 2GiB, 1.5G or 30%% (of that GPU); "
@@ -394,6 +589,109 @@ class GpuMagics(Magics):
                 return
         print(_threads_report(current_plan()))
 
+    @magic_arguments()
+    @argument("names", nargs="*", help="your variables to delete as well (e.g. model optimizer); no other "
+              "variable of yours is touched")
+    @argument("--dry-run", action="store_true", help="list what would be dropped and released; change nothing")
+    @line_magic
+    def gpu_free(self, line: str) -> None:
+        """Give GPU memory back without restarting the kernel.
+
+        Drops what keeps framework arrays alive after an error or a finished experiment, then
+        measures what came back:
+
+        1. IPython's output cache (``Out``, ``_``, ``__``, ``___``, ``_N``);
+        2. the last error's traceback (``sys.last_traceback``/``last_value``): the frames of a
+           failed cell keep every local, tensors included;
+        3. the variables you name (``%gpu_free model optimizer``), and no other of yours;
+        4. ``gc.collect()``, then each framework that is *already imported and initialized* gives
+           its cache back: PyTorch ``torch.cuda.empty_cache()``, Keras ``clear_session()``, JAX
+           ``jax.clear_caches()``. No framework is imported or initialized by this magic.
+
+        It reports per GPU what NVML shows this kernel holding before and after ("GPU 1: this
+        kernel 9.8 GiB → 1.2 GiB"), each framework's own counters, the arrays that were freed (and
+        those still referenced elsewhere), and the process's resident memory (CPU arrays).
+
+        What cannot come back is said: TensorFlow never returns its memory pool to the driver (with
+        or without growth; only a restart does), and JAX keeps its preallocated pool.
+
+        Examples::
+
+            %gpu_free --dry-run       # what would be dropped, nothing changed
+            %gpu_free                 # output cache, last traceback, caches
+            %gpu_free model optimizer # and these two variables
+        """
+        from . import free
+
+        args = parse(self.gpu_free, line)
+        ns = self.shell.user_ns
+        for name in args.names:
+            if not name.isidentifier():
+                raise UsageError(f"{name!r} is not a variable name; give names like: %gpu_free model optimizer")
+            if name in self.shell.user_ns_hidden or name.startswith("_"):
+                raise UsageError(f"{name!r} belongs to IPython; %gpu_free drops the output cache by itself, "
+                                 "name only your own variables")
+            if name not in ns:
+                raise UsageError(f"there is no variable {name!r}; nothing was changed")
+        if len(set(args.names)) != len(args.names):
+            raise UsageError("a name is given twice; list each variable once")
+        displayhook = self.shell.displayhook
+        cache = dict(ns.get("_oh") or {})
+        recent = [ns.get(key) for key in ("_", "__", "___") if ns.get(key) not in (None, "")]
+        error, tb = free.last_error()
+        frames = free.traceback_frames(tb)
+        named = [ns[name] for name in args.names]
+        dropped = []
+        if cache or recent:
+            dropped.append(f"IPython's output cache (Out: {len(cache)} entr{'y' if len(cache) == 1 else 'ies'}, "
+                           "_, __, ___)")
+        if tb is not None:
+            dropped.append(f"the last error's traceback ({type(error).__name__}, {len(frames)} frame"
+                           f"{'' if len(frames) == 1 else 's'} and their locals)")
+        if args.names:
+            dropped.append("your variable" + ("s " if len(args.names) > 1 else " ") + ", ".join(args.names))
+        tracked = free.track([*cache.values(), *recent, *free.frame_values(frames), *named])
+        del cache, recent, named, frames, error
+        if args.dry_run:
+            lines = [f"Would drop: {'; '.join(dropped) if dropped else 'nothing (no output cache, no last error)'}."]
+            reachable = tracked.by_device()
+            if reachable:
+                lines.append("Framework arrays reachable from them: " + ", ".join(
+                    f"{framework} {format_bytes(size)} on {device}" for (framework, device), size in reachable.items())
+                    + " (freed unless referenced elsewhere).")
+            initialized: list[str] = []
+            if any(module in sys.modules for module in _FRAMEWORK_MODULES):
+                from . import frameworks as adapters
+
+                initialized = [f.name for f in adapters.FRAMEWORKS if f.state() is adapters.State.INITIALIZED]
+            lines.append(f"Then gc.collect() and the release of {', '.join(initialized)}." if initialized else
+                         "Then gc.collect(); no framework has initialized a GPU, so none has a cache to release.")
+            lines.append("Nothing was changed (--dry-run).")
+            print("\n".join(lines))
+            return
+        before = free.measure()
+        if displayhook.do_full_cache:
+            displayhook.flush()
+        for space in (ns, self.shell.user_ns_hidden):  # flush() leaves these when '_' is also a builtin
+            for key in ("_", "__", "___"):
+                if key in space:
+                    space[key] = ""
+        free.drop_last_error()
+        result = self.shell.last_execution_result
+        if result is not None and result.error_in_exec is not None:
+            result.error_in_exec = None  # the failed cell's result keeps the error, and so its frames
+        del result, tb
+        for name in args.names:
+            del ns[name]
+        collected, releases = free.release()
+        after = free.measure()
+        lines = [f"Dropped: {'; '.join(dropped) if dropped else 'nothing to drop (no output cache, no last error)'}.",
+                 f"gc.collect(): {collected} objects."]
+        for framework, called, note in releases:
+            lines.append(f"{framework}: {called}: {note}.")
+        lines += free.describe_change(before, after, tracked)
+        print("\n".join(lines))
+
     @line_magic
     def gpu_status(self, line: str = "") -> None:
         """Show the kernel's GPU plan, each framework's state and the GPUs with this kernel's usage.
@@ -425,7 +723,92 @@ class GpuMagics(Magics):
         print("\n".join(lines))
 
 
+# -- waiting for GPUs ------------------------------------------------------------------------------
+
+POLL_INTERVAL_S = 1.0  # %gpu_select --wait reads NVML at most once a second
+_clock = __import__("time").monotonic
+_sleep = __import__("time").sleep
+_DURATION_UNITS = {"": 1, "s": 1, "sec": 1, "m": 60, "min": 60, "h": 3600}
+
+
+def parse_duration(text: str) -> float:
+    """``90``/``90s``, ``30m``, ``1.5h`` as seconds; a one-line UsageError otherwise."""
+    import re
+
+    match = re.fullmatch(r"\s*([0-9]{1,7}(?:\.[0-9]{1,3})?)\s*(s|sec|m|min|h)?\s*", text, re.IGNORECASE)
+    if match is None:
+        raise UsageError(f"--wait {text!r} is not a duration; give e.g. 90s, 30m or 2h (a plain number is seconds)")
+    seconds = float(match[1]) * _DURATION_UNITS[(match[2] or "").lower()]
+    if not 0 < seconds <= 7 * 86400:
+        raise UsageError(f"--wait {text!r} must be more than 0 and at most 7 days")
+    return seconds
+
+
+def _duration_words(seconds: float) -> str:
+    seconds = int(seconds)
+    if seconds < 60:
+        return f"{seconds} s"
+    if seconds < 3600:
+        return f"{seconds // 60} min {seconds % 60} s"
+    return f"{seconds // 3600} h {seconds % 3600 // 60} min"
+
+
+def _waiting_line(spec: str, min_free: str | None, snapshot: Any, claims: dict[int, int], waited: float,
+                  wait_s: float) -> str:
+    """One line: what is awaited, who holds each GPU now, how long it has waited."""
+    want = f"{spec} with at least {min_free} free" if min_free else f"{spec} without other users' work"
+    parts = []
+    own = os.getpid()
+    me = _current_user()
+    for gpu in getattr(snapshot, "gpus", ()):
+        holders: dict[str, int] = {}
+        for process in gpu.processes:
+            if process.pid == own or process.type == "graphics":
+                continue
+            who = "you" if me is not None and process.user == me else (process.user or f"PID {process.pid}")
+            holders[who] = holders.get(who, 0) + (process.memory or 0)
+        who = ", ".join(f"{name} {format_bytes(size)}" for name, size in holders.items())
+        claimed = f", {claims[gpu.index]} claim{'s' if claims[gpu.index] > 1 else ''}" if claims.get(gpu.index) else ""
+        parts.append(f"GPU {gpu.index}: {format_bytes(gpu.memory_free)} free{'; ' + who if who else ''}{claimed}")
+    gpus = " | ".join(parts) or "NVML shows no GPU"
+    return (f"Waiting for {want} — {gpus} — waited {_duration_words(waited)} of {_duration_words(wait_s)} "
+            "(interrupt the kernel to stop; nothing changes until the GPUs fit)")
+
+
+def _show_progress(handle: Any, text: str) -> Any:
+    """Show ``text`` in one output line that is replaced at each update (printed again outside Jupyter)."""
+    from IPython.display import Pretty, display
+
+    if handle is None:
+        return display(Pretty(text), display_id=True)
+    handle.update(Pretty(text))
+    return handle
+
+
 # -- reports --------------------------------------------------------------------------------------
+
+
+def _fit_hints(snapshot: Any, request: Any) -> str:
+    """``"; GPU 2 would fit if your idle kernel x.ipynb (22 GiB) were shut down"`` where this
+    user's own processes are all that keep a GPU from qualifying ("" when none)."""
+    try:
+        from .plan import fit_hints, parse_size
+
+        min_free = parse_size(request.min_free).resolve(None) if request.min_free else 0
+        if not min_free or not snapshot.nvml_available:
+            return ""
+        from .peers import find_peers
+
+        kernels = {}
+        for pid, peer in find_peers().by_pid.items():
+            if peer.notebook:
+                idle = "idle " if peer.idle or (peer.idle_s or 0) >= 600 else ""
+                kernels[pid] = f"{idle}kernel {peer.notebook}"
+        hints = fit_hints(snapshot.gpus, min_free, os.getpid(), _current_user(), kernels)
+    except Exception:
+        return ""
+    return "".join(f"; {hint}" for hint in hints[:3])
+
 
 
 def gpu_settings_change(old: Any, new: Any) -> bool:
@@ -654,6 +1037,28 @@ def _warn_already_initialized(magic: str, who: str, detail: str) -> None:
                            module="jupyter_gpu.magics", registry={})
 
 
+RESTART_MIME = "application/vnd.jupyter-gpu.restart+json"
+
+
+def offer_restart(request: Any, reason: str, automatic: bool = False) -> None:
+    """Show "Restart kernel and apply": a MIME bundle the JupyterLab extension renders as a button
+    (``automatic``: it restarts at once, for ``%gpu_restart``), plain text everywhere else."""
+    import uuid
+
+    from IPython.display import display
+
+    from .kernel_report import kernel_identity
+    from .plan import plan_magics
+
+    lines = plan_magics(request)
+    text = ("To apply this GPU plan, restart the kernel and run first: " + "; ".join(lines[1:] or lines) +
+            (" (JupyterLab with jupyter_gpu's extension does it for you: %gpu_restart)" if not automatic else
+             " (this frontend cannot restart the kernel from code: restart it yourself)"))
+    data = {"version": 1, "lines": lines, "reason": reason, "automatic": automatic,
+            "kernel_id": kernel_identity()[0], "id": uuid.uuid4().hex}
+    display({RESTART_MIME: data, "text/plain": text}, raw=True)
+
+
 # -- registration ---------------------------------------------------------------------------------
 
 _registered: dict[int, GpuMagics] = {}
@@ -679,7 +1084,7 @@ def unregister(ipython: Any) -> None:
     if magics is None:
         return
     line_magics = ipython.magics_manager.magics["line"]
-    for name in ("gpu_select", "gpu_limit", "gpu_status", "gpu_threads"):
+    for name in ("gpu_select", "gpu_limit", "gpu_status", "gpu_threads", "gpu_free", "gpu_restart"):
         line_magics.pop(name, None)
     if magics in getattr(ipython, "configurables", []):
         ipython.configurables.remove(magics)
@@ -758,15 +1163,34 @@ def traceback_hint(error: BaseException | None) -> str | None:
     return None
 
 
+def error_notes(error: BaseException | None) -> list[str]:
+    """What to print under a failed cell's traceback: the hint for a framework error that GPU
+    configuration causes, and the out-of-memory report (:mod:`jupyter_gpu.oom`) unless turned off.
+    Nothing is imported for a cell without an error."""
+    if error is None:
+        return []
+    notes = []
+    hint = traceback_hint(error)
+    if hint:
+        notes.append(hint)
+    magics = next(iter(_registered.values()), None)
+    if magics is None or magics.explain_oom:
+        from .oom import explain_error
+
+        report = explain_error(error)
+        if report:
+            notes.append(report)
+    return notes
+
+
 def _after_cell(result: Any = None) -> None:
-    """``post_run_cell``: a hint under GPU-configuration errors, and the cheap check that nothing
-    changed behind the magics' back (see :func:`jupyter_gpu.frameworks.check_after_cell`)."""
+    """``post_run_cell``: notes under a failed cell (:func:`error_notes`), and the cheap check that
+    nothing changed behind the magics' back (see :func:`jupyter_gpu.frameworks.check_after_cell`)."""
     try:
         error = getattr(result, "error_in_exec", None)
         if error is not None:
-            hint = traceback_hint(error)
-            if hint:
-                print(hint, file=sys.stderr)
+            for note in error_notes(error):
+                print(note, file=sys.stderr)
         frameworks = sys.modules.get("jupyter_gpu.frameworks")
         if frameworks is None:
             return  # no plan was ever made and no framework imported: nothing can diverge

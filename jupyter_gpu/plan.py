@@ -47,15 +47,18 @@ from .units import MIB, format_bytes
 __all__ = [
     "Fence",
     "GpuPlan",
+    "NoGpuFits",
     "PlanError",
     "PlanRequest",
     "PlannedGpu",
     "Size",
     "build_plan",
     "current_plan",
+    "fit_hints",
     "kernel_start_fence",
     "parse_selection",
     "parse_size",
+    "plan_magics",
     "select_idlest",
     "set_current_plan",
 ]
@@ -67,6 +70,10 @@ _SIZE = re.compile(r"^\s*(?P<number>[0-9]{0,30}\.?[0-9]{1,30})\s*(?P<unit>(?:[KM
 
 class PlanError(ValueError):
     """Bad input for a GPU plan; the message is one line naming the problem and the valid choices."""
+
+
+class NoGpuFits(PlanError):
+    """``auto:N`` found fewer than N GPUs that qualify now (``%gpu_select --wait`` waits on this one)."""
 
 
 # -- sizes ----------------------------------------------------------------------------------------
@@ -263,27 +270,64 @@ def other_users(gpu: GpuInfo, own_pid: int, own_user: str | None) -> list[str]:
 
 
 def select_idlest(gpus: Sequence[GpuInfo], count: int, *, min_free_bytes: int = 0,
-                  own_pid: int | None = None, own_user: str | None = None) -> tuple[int, ...]:
+                  own_pid: int | None = None, own_user: str | None = None,
+                  claims: Mapping[int, int] | None = None, require_idle: bool = False) -> tuple[int, ...]:
     """The policy behind ``auto:N``: the ``count`` idlest of ``gpus``, best first.
 
-    1. GPUs with less free memory than ``min_free_bytes`` (``--min-free``) are never chosen.
+    1. GPUs with less free memory than ``min_free_bytes`` (``--min-free``) are never chosen; with
+       ``require_idle`` (``--wait`` without ``--min-free``) neither are GPUs with other users'
+       compute processes or other kernels' claims.
     2. GPUs without compute processes of *other* users come first (this kernel's and this user's
        own processes, and graphics-only processes such as the display server, do not count).
-    3. Then the most free memory, then the lowest utilization, then the lowest index.
+    3. Then the fewest claims other kernels left (``claims``: NVML index → count, see
+       :mod:`jupyter_gpu.claims`), then the most free memory, the lowest utilization, the lowest index.
 
-    So a GPU another user works on is chosen only when not enough GPUs are free of others.
+    So a GPU another user works on is chosen only when not enough GPUs are free of others, and
+    kernels choosing at the same moment spread over the idle GPUs.
     Raises :class:`PlanError` when fewer than ``count`` GPUs qualify.
     """
     own_pid = os.getpid() if own_pid is None else own_pid
+    claims = claims or {}
     eligible = [gpu for gpu in gpus if gpu.error is None and gpu.memory_free >= min_free_bytes]
+    if require_idle:
+        eligible = [gpu for gpu in eligible if not _other_users_processes(gpu, own_pid, own_user)
+                    and not claims.get(gpu.index)]
     ranked = sorted(eligible, key=lambda gpu: (_other_users_processes(gpu, own_pid, own_user) > 0,
-                                               -gpu.memory_free, gpu.utilization or 0, gpu.index))
+                                               claims.get(gpu.index, 0), -gpu.memory_free, gpu.utilization or 0,
+                                               gpu.index))
     if len(ranked) < count:
         condition = f" with at least {format_bytes(min_free_bytes)} free" if min_free_bytes else ""
-        raise PlanError(f"auto:{count} needs {count} GPU{'s' if count > 1 else ''}{condition}, but only "
+        if require_idle:
+            condition += " and without other users' work"
+        raise NoGpuFits(f"auto:{count} needs {count} GPU{'s' if count > 1 else ''}{condition}, but only "
                         f"{len(ranked)} of the GPUs this kernel may use qualif{'ies' if len(ranked) == 1 else 'y'}"
                         f" ({_listing(gpus)}); ask for fewer or lower --min-free")
     return tuple(gpu.index for gpu in ranked[:count])
+
+
+def fit_hints(gpus: Sequence[GpuInfo], min_free_bytes: int, own_pid: int, own_user: str | None,
+              kernels: Mapping[int, str] | None = None) -> list[str]:
+    """For each GPU that does not qualify only because of this user's own processes: what would
+    make it fit, e.g. ``GPU 2 would fit if your idle kernel x.ipynb (22 GiB) were shut down``.
+
+    ``kernels`` names this user's processes (PID → e.g. ``"idle kernel x.ipynb"``); others are named
+    by PID. GPUs with other users' work are left out: only waiting helps there.
+    """
+    kernels = kernels or {}
+    hints = []
+    for gpu in gpus:
+        if gpu.error is not None or _others(gpu, own_pid, own_user):
+            continue
+        mine = [p for p in gpu.processes if p.pid != own_pid and p.type != "graphics"
+                and (own_user is None or p.user == own_user)]
+        if not mine or gpu.memory_free >= min_free_bytes:
+            continue
+        held = sum(p.memory or 0 for p in mine)
+        if gpu.memory_free + held < min_free_bytes:
+            continue
+        names = ", ".join(f"{kernels.get(p.pid, f'process PID {p.pid}')} ({format_bytes(p.memory)})" for p in mine[:3])
+        hints.append(f"GPU {gpu.index} would fit if your {names} {'were' if len(mine) == 1 else 'were all'} shut down")
+    return hints
 
 
 def _listing(gpus: Sequence[GpuInfo]) -> str:
@@ -293,7 +337,8 @@ def _listing(gpus: Sequence[GpuInfo]) -> str:
 
 
 def _resolve_selection(spec: SelectionSpec, snapshot: Snapshot, fence: Fence, min_free: Size | None,
-                       own_user: str | None) -> tuple[int, ...]:
+                       own_user: str | None, claims: Mapping[int, int] | None = None,
+                       require_idle: bool = False) -> tuple[int, ...]:
     gpus = snapshot.gpus
     if spec.kind != "none" and snapshot.nvml_available and (why := fence.unknown(gpus)):
         raise PlanError(f"{why}; until then select none")
@@ -315,7 +360,8 @@ def _resolve_selection(spec: SelectionSpec, snapshot: Snapshot, fence: Fence, mi
         return tuple(allowed)
     if spec.kind == "auto":
         min_free_bytes = 0 if min_free is None else min_free.resolve(None)
-        return select_idlest(fenced, spec.count, min_free_bytes=min_free_bytes, own_user=own_user)
+        return select_idlest(fenced, spec.count, min_free_bytes=min_free_bytes, own_user=own_user, claims=claims,
+                             require_idle=require_idle)
     choices = _choices(gpus, allowed, fence)
     indices: list[int] = []
     for item in spec.items:
@@ -432,8 +478,12 @@ class GpuPlan:
 
 
 def build_plan(request: PlanRequest, snapshot: Snapshot, fence: Fence | None = None,
-               own_user: str | None = None) -> GpuPlan:
-    """Validate ``request`` against the GPUs and the fence; raise :class:`PlanError` on any problem."""
+               own_user: str | None = None, claims: Mapping[int, int] | None = None,
+               require_idle: bool = False) -> GpuPlan:
+    """Validate ``request`` against the GPUs and the fence; raise :class:`PlanError` on any problem.
+
+    ``claims`` (other kernels' claims per NVML index) and ``require_idle`` only shape ``auto``
+    (see :func:`select_idlest`)."""
     fence = kernel_start_fence() if fence is None else fence
     min_free = None if request.min_free is None else parse_size(request.min_free)
     if min_free is not None and min_free.percent is not None:
@@ -442,7 +492,8 @@ def build_plan(request: PlanRequest, snapshot: Snapshot, fence: Fence | None = N
         raise PlanError("--min-free only applies to auto or auto:N; drop it or select with auto")
     selected: tuple[int, ...] | None = None
     if request.selection is not None:
-        selected = _resolve_selection(parse_selection(request.selection), snapshot, fence, min_free, own_user)
+        selected = _resolve_selection(parse_selection(request.selection), snapshot, fence, min_free, own_user,
+                                      claims, require_idle)
     if selected is not None:
         concerned = selected
     elif snapshot.nvml_available:
@@ -486,6 +537,39 @@ def _planned(snapshot: Snapshot, index: int) -> PlannedGpu:
         return PlannedGpu(index=index, uuid="", name=f"GPU {index}", memory_total=None, memory_free=None)
     return PlannedGpu(index=gpu.index, uuid=gpu.uuid, name=gpu.name,
                       memory_total=gpu.memory_total or None, memory_free=gpu.memory_free)
+
+
+def plan_magics(request: PlanRequest) -> list[str]:
+    """The magic lines that make ``request`` the plan of a fresh kernel (for "restart and apply").
+
+    Only ``%load_ext jupyter_gpu`` and jupyter_gpu's own magics, with values that passed this
+    module's parsing; the JupyterLab renderer refuses anything else. The admin's ceiling is not
+    repeated (the new kernel gets it from its environment).
+    """
+    lines = ["%load_ext jupyter_gpu"]
+    select = []
+    if request.selection is not None:
+        select.append(request.selection.strip())
+        if request.min_free:
+            select.append(f"--min-free {request.min_free.strip()}")
+    if request.growth:
+        select.append("--growth")
+    if select:
+        lines.append("%gpu_select " + " ".join(select))
+    if request.limits:
+        lines.append("%gpu_limit " + " ".join(size.strip() for size in request.limits))
+    threads = []
+    if request.intra_op_threads is not None:
+        threads.append(f"--intra {request.intra_op_threads}")
+    if request.inter_op_threads is not None:
+        threads.append(f"--inter {request.inter_op_threads}")
+    if request.soft_placement is not None:
+        threads.append(f"--soft-placement {'on' if request.soft_placement else 'off'}")
+    if request.log_device_placement is not None:
+        threads.append(f"--log-placement {'on' if request.log_device_placement else 'off'}")
+    if threads:
+        lines.append("%gpu_threads " + " ".join(threads))
+    return lines
 
 
 def with_request(plan: GpuPlan, **changes: object) -> PlanRequest:

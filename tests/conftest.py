@@ -17,6 +17,15 @@ def _no_ambient_simulation(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv(simulate.ENV_VAR, raising=False)
 
 
+@pytest.fixture(autouse=True)
+def _private_gpu_claims(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """GPU claims (``auto``) go to a folder of this test: simulated GPUs have the same UUIDs in every
+    test, and a claim left by another test process (or another engineer's run) must not steer ``auto``."""
+    folder = tmp_path / "gpu-claims"
+    folder.mkdir(exist_ok=True)
+    monkeypatch.setenv("JUPYTER_GPU_CLAIMS_DIR", str(folder))
+
+
 @pytest.fixture
 def scenario(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[ScenarioFile]:
     """Two idle simulated A100s, in a file this test may rewrite; child processes see it too."""

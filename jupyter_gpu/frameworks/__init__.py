@@ -127,6 +127,15 @@ class Framework:
         """
         return {}
 
+    def release(self) -> tuple[str, str] | None:
+        """Give cached GPU memory back, if the framework is imported and initialized (``%gpu_free``).
+
+        Returns ``(what was called, what it can and cannot return)``, or None when there is nothing
+        to call (not imported, or never initialized: then it holds no GPU memory). Never imports
+        anything; may raise whatever the framework raises (:func:`release_memory` is the safe way).
+        """
+        return None
+
     def blocking_changes(self, old: GpuPlan, new: GpuPlan) -> list[str]:
         """What of the change from ``old`` to ``new`` this framework can no longer take."""
         if self.state() is State.INITIALIZED and gpu_settings(old) != gpu_settings(new):
@@ -458,6 +467,21 @@ def framework_memory() -> dict[str, dict[str, DeviceMemory]]:
         if devices:
             result[framework.module_name] = devices
     return result
+
+
+def release_memory() -> list[tuple[str, str, str]]:
+    """Each imported, initialized framework's own release (``%gpu_free``), in order:
+    ``(framework, what was called, what it can return)``. A failing release is reported, not raised."""
+    done = []
+    for framework in FRAMEWORKS:
+        try:
+            released = framework.release()
+        except Exception as error:
+            done.append((framework.name, "release failed", f"{type(error).__name__}: {error}"))
+            continue
+        if released is not None:
+            done.append((framework.name, *released))
+    return done
 
 
 # -- comparing what a framework does with the plan ------------------------------------------------

@@ -84,6 +84,19 @@ class Jax(Framework):
                 devices[f"cuda:{device.id}"] = DeviceMemory(in_use=in_use, peak=peak)
         return devices
 
+    def release(self) -> tuple[str, str] | None:
+        """``jax.clear_caches()``: compiled functions and their constants; arrays go with their last reference."""
+        if self.state() is not State.INITIALIZED:
+            return None
+        sys.modules["jax"].clear_caches()
+        preallocated = os.environ.get("XLA_PYTHON_CLIENT_PREALLOCATE", "").lower() != "false" and \
+            os.environ.get("XLA_PYTHON_CLIENT_ALLOCATOR", "").lower() != "platform"
+        pool = ("JAX preallocated its pool (75 % of the GPU unless XLA_PYTHON_CLIENT_PREALLOCATE=false): freed "
+                "arrays are reused by JAX, the pool is not returned to the driver; only a restart returns it"
+                if preallocated else "freed arrays go back to JAX's allocator, which keeps what it grew for reuse "
+                "(XLA_PYTHON_CLIENT_ALLOCATOR=platform returns it at once, slowly)")
+        return "jax.clear_caches()", pool
+
     def environment(self, plan: GpuPlan, baseline: Mapping[str, str | None]) -> Environment:
         fractions = [plan.memory_fraction(index) for index in visible_order(plan)]
         fractions = [fraction for fraction in fractions if fraction is not None]

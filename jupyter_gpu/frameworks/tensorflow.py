@@ -152,6 +152,21 @@ class TensorFlow(Framework):
             devices[device.name] = DeviceMemory(in_use=int(info.get("current", 0)), peak=int(info.get("peak", 0)))
         return devices
 
+    def release(self) -> tuple[str, str] | None:
+        """Keras' ``clear_session()`` when Keras is imported; TensorFlow never returns its pool."""
+        if self.state() is not State.INITIALIZED:
+            return None
+        keras = sys.modules.get("keras")
+        called = "nothing to call (Keras not imported)"
+        if keras is not None and hasattr(getattr(keras, "backend", None), "clear_session"):
+            keras.backend.clear_session()
+            called = "keras.backend.clear_session()"
+        growth = os.environ.get("TF_FORCE_GPU_ALLOW_GROWTH") == "true"
+        pool = ("with memory growth TensorFlow grew its pool on demand, and it never gives it back"
+                if growth else "without memory growth TensorFlow took nearly the whole GPU at its start")
+        return called, (f"{pool}: freed tensors are reused by TensorFlow, the memory is not returned to the "
+                        "driver; only a restart of the kernel returns it")
+
     def environment(self, plan: GpuPlan, baseline: Mapping[str, str | None]) -> Environment:
         request = plan.request
         return {

@@ -94,6 +94,14 @@ class Torch(Framework):
             )
         return devices
 
+    def release(self) -> tuple[str, str] | None:
+        """``torch.cuda.empty_cache()``: the caching allocator returns the blocks no tensor uses."""
+        if self.state() is not State.INITIALIZED:
+            return None
+        sys.modules["torch"].cuda.empty_cache()
+        return ("torch.cuda.empty_cache()", "returns the cached blocks no live tensor uses to the driver; "
+                "memory of tensors still referenced stays")
+
     def environment(self, plan: GpuPlan, baseline: Mapping[str, str | None]) -> Environment:
         alloc_conf = baseline.get("PYTORCH_CUDA_ALLOC_CONF")
         if plan.growth and _EXPANDABLE not in (alloc_conf or ""):

@@ -1,0 +1,227 @@
+"""``%gpu_free``'s core: what keeps framework memory alive, and measuring what dropping it returned.
+
+After an error or a finished experiment, GPU memory stays taken by references nobody sees:
+IPython's output cache (``Out``, ``_``, ``__``, ``___``), the frames of the failed cell's
+traceback (``sys.last_traceback``: every local of every frame, tensors included), and each
+framework's own cache. :func:`measure` takes what NVML and the frameworks say (and the process's
+resident memory, for CPU tensors), :func:`track` follows the framework arrays reachable from what
+is about to be dropped, and :func:`release` clears traceback frames and calls each *already
+imported and initialized* framework's own release (:func:`jupyter_gpu.frameworks.release_memory`).
+
+Nothing here imports a framework: arrays are recognised through the framework modules already in
+``sys.modules``. What a framework cannot return to the driver is said, not hidden: TensorFlow keeps
+its pool until the kernel restarts; JAX keeps a preallocated pool.
+"""
+
+from __future__ import annotations
+
+import gc
+import inspect
+import os
+import sys
+import traceback
+import weakref
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from types import TracebackType
+from typing import Any
+
+from .units import format_bytes
+
+__all__ = ["Measure", "Tracked", "array_info", "measure", "release", "traceback_frames", "track"]
+
+_CONTAINER_LIMIT = 10_000
+
+
+@dataclass(frozen=True)
+class Measure:
+    """The memory this kernel holds at one moment."""
+
+    nvml: dict[int, int] = field(default_factory=dict)  # NVML index → bytes NVML shows this process holding
+    gpu_names: dict[int, str] = field(default_factory=dict)
+    counters: dict[str, dict[str, tuple[int, int | None]]] = field(default_factory=dict)  # framework → device
+    rss: int | None = None  # resident memory of the process (CPU tensors live there)
+    nvml_error: str | None = None
+
+
+def measure() -> Measure:
+    """NVML's figure for this process per GPU, each initialized framework's counters, and the RSS."""
+    from .nvml import snapshot
+
+    snap = snapshot()
+    nvml: dict[int, int] = {}
+    names = {}
+    for gpu, process in snap.processes_of(os.getpid()) if snap.nvml_available else ():
+        nvml[gpu.index] = nvml.get(gpu.index, 0) + (process.memory or 0)
+        names[gpu.index] = gpu.name
+    counters = {}
+    if any(name in sys.modules for name in ("torch", "tensorflow", "jax")):
+        from .frameworks import framework_memory
+
+        counters = {framework: {device: (memory.in_use, memory.held) for device, memory in devices.items()}
+                    for framework, devices in framework_memory().items()}
+    try:
+        import psutil
+
+        rss = int(psutil.Process().memory_info().rss)
+    except Exception:
+        rss = None
+    return Measure(nvml, names, counters, rss, None if snap.nvml_available else snap.error)
+
+
+def array_info(value: Any) -> tuple[str, str, int, int] | None:
+    """``(framework, device, bytes, identity)`` of a framework array, from the modules already imported."""
+    module = type(value).__module__ or ""
+    try:
+        if module.startswith("torch") and "torch" in sys.modules and isinstance(value, sys.modules["torch"].Tensor):
+            storage = value.untyped_storage()
+            return "PyTorch", str(value.device), int(storage.nbytes()), int(storage.data_ptr()) or id(value)
+        if module.startswith(("jax", "jaxlib")) and "jax" in sys.modules and \
+                isinstance(value, sys.modules["jax"].Array):
+            devices = sorted(str(device) for device in value.devices())
+            return "JAX", ",".join(devices), int(value.nbytes), id(value)
+        if module.startswith("tensorflow") and "tensorflow" in sys.modules:
+            tf = sys.modules["tensorflow"]
+            if isinstance(value, (tf.Tensor, tf.Variable)) and value.shape.num_elements() is not None:
+                return "TensorFlow", str(value.device) or "?", int(value.shape.num_elements() * value.dtype.size), \
+                    id(value)
+    except Exception:
+        return None
+    return None
+
+
+def _expand(value: Any) -> Iterable[Any]:
+    """The value, and one level into containers and PyTorch modules (their parameters and buffers)."""
+    yield value
+    if isinstance(value, dict):
+        yield from list(value.values())[:_CONTAINER_LIMIT]
+    elif isinstance(value, (list, tuple, set, frozenset)):
+        yield from list(value)[:_CONTAINER_LIMIT]
+    elif "torch" in sys.modules and isinstance(value, sys.modules["torch"].nn.Module):
+        yield from value.parameters()
+        yield from value.buffers()
+
+
+@dataclass
+class Tracked:
+    """Framework arrays reachable from what is dropped, followed by weak references."""
+
+    arrays: list[tuple[str, str, int, Any]] = field(default_factory=list)  # framework, device, bytes, weakref
+
+    def by_device(self, alive: bool | None = None) -> dict[tuple[str, str], int]:
+        """Bytes per (framework, device): all tracked arrays, or only the alive / freed ones."""
+        total: dict[tuple[str, str], int] = {}
+        for framework, device, size, ref in self.arrays:
+            if alive is None or (ref() is not None) == alive:
+                total[(framework, device)] = total.get((framework, device), 0) + size
+        return total
+
+
+def track(values: Iterable[Any]) -> Tracked:
+    """Follow the framework arrays among ``values`` (one level deep), each storage counted once."""
+    tracked = Tracked()
+    seen: set[int] = set()
+    for value in values:
+        for item in _expand(value):
+            info = array_info(item)
+            if info is None or info[3] in seen:
+                continue
+            seen.add(info[3])
+            try:
+                ref = weakref.ref(item)
+            except TypeError:
+                continue  # an array type without weak references cannot be followed
+            tracked.arrays.append((info[0], info[1], info[2], ref))
+    return tracked
+
+
+def traceback_frames(tb: TracebackType | None) -> list[Any]:
+    """The frames of a traceback (their locals keep a failed cell's tensors alive)."""
+    frames = []
+    while tb is not None and len(frames) < 1000:
+        frames.append(tb.tb_frame)
+        tb = tb.tb_next
+    return frames
+
+
+def frame_values(frames: list[Any]) -> list[Any]:
+    """The local values of ``frames`` (module-level frames are the user's namespace: left out)."""
+    values = []
+    for frame in frames:
+        if not frame.f_code.co_flags & inspect.CO_OPTIMIZED:  # a module frame's locals are the user's namespace
+            continue
+        try:
+            values.extend(frame.f_locals.values())
+        except Exception:
+            continue
+    return values
+
+
+def last_error() -> tuple[BaseException | None, TracebackType | None]:
+    """``sys.last_value`` and ``sys.last_traceback`` (set by IPython for the last failed cell)."""
+    return getattr(sys, "last_value", None), getattr(sys, "last_traceback", None)
+
+
+def drop_last_error() -> None:
+    """Clear the frames of the last traceback (their locals) and forget the last error."""
+    value, tb = last_error()
+    frames = traceback_frames(tb)
+    if tb is not None:
+        try:
+            traceback.clear_frames(tb)
+        except Exception:
+            pass
+    for frame in frames:  # a snapshot of a function's locals (f_locals) outlives frame.clear() on Python 3.11
+        try:
+            if frame.f_code.co_flags & inspect.CO_OPTIMIZED:  # never a module frame: its locals are the user's
+                frame.f_locals.clear()
+        except Exception:
+            pass
+    if value is not None:
+        value.__traceback__ = None
+    for name in ("last_type", "last_value", "last_traceback", "last_exc"):
+        if hasattr(sys, name):
+            setattr(sys, name, None)
+
+
+def release() -> tuple[int, list[tuple[str, str, str]]]:
+    """``gc.collect()``, then each imported and initialized framework's own release."""
+    collected = gc.collect()
+    if not any(name in sys.modules for name in ("torch", "tensorflow", "jax")):
+        return collected, []
+    from .frameworks import release_memory
+
+    return collected, release_memory()
+
+
+def describe_change(before: Measure, after: Measure, tracked: Tracked) -> list[str]:
+    """Per GPU and per framework: before → after, and the arrays that are gone."""
+    lines = []
+    for index in sorted(set(before.nvml) | set(after.nvml)):
+        name = (before.gpu_names.get(index) or after.gpu_names.get(index) or "").removeprefix("NVIDIA ")
+        lines.append(f"GPU {index}{f' ({name})' if name else ''}: this kernel {format_bytes(before.nvml.get(index, 0))}"
+                     f" → {format_bytes(after.nvml.get(index, 0))} (NVML)")
+    if not before.nvml and not after.nvml:
+        lines.append("NVML: this kernel holds no GPU memory" if before.nvml_error is None
+                     else f"NVML unavailable ({before.nvml_error})")
+    for framework in sorted(set(before.counters) | set(after.counters)):
+        devices = {**before.counters.get(framework, {}), **after.counters.get(framework, {})}
+        for device in devices:
+            old = before.counters.get(framework, {}).get(device)
+            new = after.counters.get(framework, {}).get(device)
+            if old is None or new is None:
+                continue
+            held = f", reserved {format_bytes(old[1])} → {format_bytes(new[1])}" if old[1] is not None and \
+                new[1] is not None else ""
+            shown = {"torch": "PyTorch", "tensorflow": "TensorFlow", "jax": "JAX"}.get(framework, framework)
+            lines.append(f"{shown} {device}: in use {format_bytes(old[0])} → {format_bytes(new[0])}{held}")
+    freed = tracked.by_device(alive=False)
+    kept = tracked.by_device(alive=True)
+    for (framework, device), size in sorted(freed.items()):
+        lines.append(f"{framework} arrays freed on {device}: {format_bytes(size)}")
+    for (framework, device), size in sorted(kept.items()):
+        lines.append(f"{framework} arrays still referenced elsewhere on {device}: {format_bytes(size)} "
+                     "(name them: %gpu_free NAME …)")
+    if before.rss is not None and after.rss is not None:
+        lines.append(f"process memory (RSS, CPU arrays): {format_bytes(before.rss)} → {format_bytes(after.rss)}")
+    return lines

@@ -1,0 +1,200 @@
+"""The user's other kernels, as a kernel can learn them: notebook name and idle time per PID.
+
+Two sources, best first:
+
+1. **The server extension**, when the Jupyter server that started this kernel runs it. The kernel
+   finds its server through jupyter_server's runtime files: the kernel's connection file lies in the
+   server's runtime directory, next to ``jpserver-<pid>.json`` (written by the server, readable by
+   its user only), which holds the server's URL and token. The server is the one whose PID is an
+   ancestor of this kernel. The kernel then asks ``GET {base_url}jupyter-gpu/snapshot`` with that
+   token (Jupyter's own authentication), which maps each GPU process to its kernel, notebook and
+   idle time.
+2. **The kernels' own reports** (:mod:`jupyter_gpu.kernel_report`): every kernel with the
+   extension loaded writes ``jupyter-gpu-kernel-<id>.json`` into the same directory, with its PID
+   and notebook (``JPY_SESSION_NAME``). Idle time is not in them.
+
+Every file and answer read here is untrusted input: runtime files must belong to this user (their
+``st_uid``) and stay small; every field is type-checked; anything malformed is skipped. Nothing here
+raises: without a server or reports the result is simply empty.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import urllib.request
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+__all__ = ["KernelPeer", "Peers", "find_peers", "find_server", "parse_server_snapshot"]
+
+_MAX_FILE = 64 * 1024
+_MAX_ANSWER = 8 * 1024 * 1024
+
+
+@dataclass(frozen=True)
+class KernelPeer:
+    """A kernel of this user's Jupyter server (or one that reported itself)."""
+
+    pid: int | None
+    kernel_id: str | None = None
+    notebook: str | None = None
+    idle_s: float | None = None
+    idle: bool | None = None
+
+
+@dataclass(frozen=True)
+class Peers:
+    """Kernels by the PIDs NVML may show (a kernel's child processes too, from the server)."""
+
+    by_pid: dict[int, KernelPeer] = field(default_factory=dict)
+    source: str = "none"  # "server extension", "kernel reports" or "none"
+    own_kernel_id: str | None = None
+
+
+def _text(value: Any, limit: int = 4096) -> str | None:
+    return value if isinstance(value, str) and 0 < len(value) <= limit else None
+
+
+def _number(value: Any) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
+        return None
+    return float(value)
+
+
+def _pid(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) and 0 < value < 2**31 else None
+
+
+def _read_own_json(path: Path) -> dict[str, Any] | None:
+    """A small JSON object from a file owned by this user; None for anything else."""
+    try:
+        stat = path.stat()
+        if (hasattr(os, "getuid") and stat.st_uid != os.getuid()) or stat.st_size > _MAX_FILE:
+            return None
+        data = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def _notebook_name(session: Any) -> str | None:
+    """A kernel's ``JPY_SESSION_NAME`` (the notebook's full path) as a name a person recognises."""
+    text = _text(session)
+    return os.path.basename(text) or text if text else None
+
+
+def _ancestors() -> set[int]:
+    try:
+        import psutil
+
+        return {parent.pid for parent in psutil.Process().parents()}
+    except Exception:
+        return set()
+
+
+def find_server(runtime_dir: Path) -> dict[str, Any] | None:
+    """The ``jpserver-<pid>.json`` of the server that started this kernel (an ancestor process)."""
+    ancestors = _ancestors()
+    try:
+        candidates = sorted(runtime_dir.glob("jpserver-*.json"))
+    except OSError:
+        return None
+    for path in candidates[:64]:
+        info = _read_own_json(path)
+        if info is None or _pid(info.get("pid")) not in ancestors:
+            continue
+        url, token = _text(info.get("url")), info.get("token")
+        if url is None or not url.startswith(("http://", "https://")) or not isinstance(token, str) or not token:
+            continue  # no token (password login or no auth): the kernel cannot authenticate
+        return {"url": url if url.endswith("/") else url + "/", "token": token}
+    return None
+
+
+def parse_server_snapshot(data: Any) -> dict[int, KernelPeer]:
+    """PID → kernel from the server's ``jupyter-gpu/snapshot`` answer (see docs/server.md)."""
+    peers: dict[int, KernelPeer] = {}
+    if not isinstance(data, dict):
+        return peers
+    kernels = data.get("kernels") if isinstance(data.get("kernels"), list) else []
+    by_id: dict[str, KernelPeer] = {}
+    for kernel in kernels[:10_000]:
+        if not isinstance(kernel, dict) or _text(kernel.get("kernel_id"), 256) is None:
+            continue
+        peer = KernelPeer(pid=_pid(kernel.get("pid")), kernel_id=kernel["kernel_id"],
+                          notebook=_text(kernel.get("notebook")), idle_s=_number(kernel.get("idle_s")),
+                          idle=kernel.get("idle") if isinstance(kernel.get("idle"), bool) else None)
+        by_id[peer.kernel_id] = peer  # type: ignore[index]
+        if peer.pid is not None:
+            peers[peer.pid] = peer
+    gpus = data.get("gpus") if isinstance(data.get("gpus"), list) else []
+    for gpu in gpus[:1024]:
+        processes = gpu.get("processes") if isinstance(gpu, dict) else None
+        for process in processes if isinstance(processes, list) else []:
+            if not isinstance(process, dict) or process.get("own") is not True:
+                continue
+            pid, kernel_id = _pid(process.get("pid")), _text(process.get("kernel_id"), 256)
+            if pid is None or kernel_id is None:
+                continue
+            known = by_id.get(kernel_id)
+            peers[pid] = KernelPeer(pid=pid, kernel_id=kernel_id,
+                                    notebook=_text(process.get("notebook")) or (known.notebook if known else None),
+                                    idle_s=_number(process.get("idle_s")),
+                                    idle=process.get("idle") if isinstance(process.get("idle"), bool) else None)
+    return peers
+
+
+def _ask_server(server: dict[str, Any], timeout_s: float) -> Any:
+    request = urllib.request.Request(server["url"] + "jupyter-gpu/snapshot",
+                                     headers={"Authorization": f"token {server['token']}"})
+    with urllib.request.urlopen(request, timeout=timeout_s) as response:
+        return json.loads(response.read(_MAX_ANSWER))
+
+
+def _from_reports(runtime_dir: Path) -> dict[int, KernelPeer]:
+    peers: dict[int, KernelPeer] = {}
+    from .kernel_report import REPORT_PREFIX
+
+    try:
+        paths = sorted(runtime_dir.glob(f"{REPORT_PREFIX}*.json"))
+    except OSError:
+        return peers
+    for path in paths[:1024]:
+        report = _read_own_json(path)
+        if report is None or _text(report.get("kernel_id"), 256) is None:
+            continue
+        peer = KernelPeer(pid=_pid(report.get("pid")), kernel_id=report["kernel_id"],
+                          notebook=_notebook_name(report.get("session")))
+        nvml_pids = report.get("nvml_pids") if isinstance(report.get("nvml_pids"), list) else []
+        pids = [peer.pid] + [_pid(p) for p in nvml_pids[:64]]
+        for pid in pids:
+            if pid is not None:
+                peers[pid] = peer
+    return peers
+
+
+def find_peers(timeout_s: float = 1.0) -> Peers:
+    """This user's kernels by PID: from the server extension when reachable, else the kernel
+    reports. Never raises; empty outside a Jupyter kernel."""
+    try:
+        from .kernel_report import kernel_identity
+
+        own_id, runtime_dir = kernel_identity()
+        if runtime_dir is None:
+            return Peers()
+        server = find_server(runtime_dir)
+        if server is not None:
+            try:
+                peers = {pid: peer for pid, peer in parse_server_snapshot(_ask_server(server, timeout_s)).items()
+                         if peer.kernel_id != own_id}
+                peers.pop(os.getpid(), None)
+                return Peers(peers, "server extension", own_id)
+            except Exception:
+                pass  # extension not loaded (404), slow, or unreachable: fall back to the reports
+        peers = {pid: peer for pid, peer in _from_reports(runtime_dir).items() if peer.kernel_id != own_id}
+        peers.pop(os.getpid(), None)
+        return Peers(peers, "kernel reports", own_id)
+    except Exception:
+        return Peers()

@@ -1,0 +1,123 @@
+"""Issue 11 item 4 in a real JupyterLab: warn → "Restart kernel and apply" → a new kernel with the plan.
+
+The JupyterLab extension is the one built from this checkout (``jupyter_gpu/labextension``, put
+first on ``JUPYTER_PATH``), so the MIME renderer under test is this code, not an older install.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from support import wait_until
+
+import jupyter_gpu
+from jupyter_gpu import simulate
+
+pytestmark = pytest.mark.browser
+
+NOTEBOOK = "restart.ipynb"
+BUILT = Path(jupyter_gpu.__file__).parent / "labextension"
+
+
+@pytest.fixture(scope="module")
+def lab(lab_factory: Callable[..., Any], tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    if not (BUILT / "package.json").exists():
+        pytest.skip("the JupyterLab extension of this checkout is not built (pip install -e . builds it)")
+    data = tmp_path_factory.mktemp("jupyter-path")
+    (data / "labextensions").mkdir()
+    (data / "labextensions" / "jupyter-gpu").symlink_to(BUILT)
+    saved = os.environ.get("JUPYTER_PATH")
+    os.environ["JUPYTER_PATH"] = os.pathsep.join(filter(None, [str(data), saved]))
+    try:
+        yield lab_factory(simulate.plausible_gpus(2), name="restart")
+    finally:
+        if saved is None:
+            os.environ.pop("JUPYTER_PATH", None)
+        else:
+            os.environ["JUPYTER_PATH"] = saved
+
+
+def kernel_id(lab: Any) -> str:
+    session = wait_until(lambda: next((s for s in lab.api("GET", "api/sessions") if s["path"] == NOTEBOOK
+                                       and s["kernel"]["execution_state"] == "idle"), None),
+                         timeout_s=60, what="the notebook's kernel idle")
+    return session["kernel"]["id"]
+
+
+def run_cell(page: Any, index: int) -> Any:
+    cell = page.locator(".jp-NotebookPanel .jp-Notebook .jp-Cell").nth(index)
+    cell.locator(".jp-InputArea-editor").click()
+    page.keyboard.press("Shift+Enter")
+    return cell
+
+
+def test_warning_button_restarts_the_kernel_and_applies_the_plan(lab: Any, page: Any, artifacts: Path) -> None:
+    lab.write_notebook(NOTEBOOK, ["%load_ext jupyter_gpu\nimport os\nprint('PID', os.getpid())",
+                                  "%gpu_select 1 --growth", "%gpu_status", "%gpu_restart", "%gpu_status"])
+    lab.open(page)
+    if not page.locator("#filebrowser").is_visible():
+        page.locator('.jp-SideBar .lm-TabBar-tab[data-id="filebrowser"]').click()
+    page.locator(".jp-DirListing-item", has_text=NOTEBOOK).dblclick()
+    page.locator(".jp-NotebookPanel .jp-Cell .jp-InputArea-editor").first.wait_for()
+    first_kernel = kernel_id(lab)
+    page.locator(".jp-NotebookPanel-toolbar .jp-Toolbar-kernelName", has_text="Python 3").first.wait_for()
+
+    output = run_cell(page, 0).locator(".jp-OutputArea-output", has_text="PID")
+    output.wait_for(timeout=60_000)
+    pid = int(re.search(r"PID (\d+)", output.inner_text()).group(1))
+    # This kernel now holds memory on GPU 0 (NVML says so): a new selection is too late.
+    lab.scenario.update(lambda s: s["gpus"][0].__setitem__("processes", [{"pid": pid, "memory_mib": 2048}]))
+
+    warned = run_cell(page, 1)
+    warned.locator(".jp-OutputArea-output", has_text="GPUAlreadyInitializedWarning").wait_for(timeout=30_000)
+    offer = warned.locator(".jp-GpuRestart")
+    offer.wait_for()
+    assert offer.locator(".jp-GpuRestart-text").inner_text() == \
+        "GPU plan for a fresh kernel: %gpu_select 1 --growth"
+    page.screenshot(path=str(artifacts / "restart-offer.png"))
+    offer.get_by_role("button", name="Restart kernel and apply").click()
+
+    page.get_by_text("Kernel restarted; GPU plan applied: GPU 1; growth on").wait_for(timeout=60_000)
+    assert lab.api("GET", f"api/kernels/{first_kernel}")["id"] == first_kernel  # the same kernel, restarted
+    status = run_cell(page, 2).locator(".jp-OutputArea-output", has_text="Plan:")
+    status.wait_for(timeout=30_000)
+    text = status.inner_text()
+    assert "Plan: GPU 1; growth on" in text, text
+    assert re.search(r"\* GPU 1 ", text), text  # marked as selected in the new kernel's listing
+    assert "GPUAlreadyInitializedWarning" not in text
+
+    # %gpu_restart from code: the frontend restarts at once and applies the plan again.
+    run_cell(page, 3).locator(".jp-GpuRestart").wait_for(timeout=30_000)
+    wait_until(lambda: page.get_by_text("Kernel restarted; GPU plan applied").count() >= 2, timeout_s=60,
+               what="the second notification")
+    status = run_cell(page, 4).locator(".jp-OutputArea-output", has_text="Plan:")
+    status.wait_for(timeout=30_000)
+    assert "Plan: GPU 1; growth on" in status.inner_text()
+    assert not page.errors, page.errors
+
+
+def test_an_untrusted_or_forged_offer_runs_nothing(lab: Any, page: Any) -> None:
+    """A notebook from elsewhere carrying the offer with other code: no button, nothing runs."""
+    forged = {"version": 1, "lines": ["%load_ext jupyter_gpu", "import os; os.system('touch /tmp/pwned')"],
+              "reason": "x", "automatic": True, "kernel_id": None, "id": "x"}
+    honest = {**forged, "lines": ["%load_ext jupyter_gpu", "%gpu_select 1"], "id": "y"}
+    cells = [{"cell_type": "code", "metadata": {}, "source": "", "execution_count": 1,
+              "outputs": [{"output_type": "display_data", "metadata": {},
+                           "data": {"application/vnd.jupyter-gpu.restart+json": data, "text/plain": "offer"}}]}
+             for data in (forged, honest)]
+    content = {"cells": cells, "metadata": {"kernelspec": {"name": "python3", "display_name": "Python 3",
+                                                           "language": "python"}},
+               "nbformat": 4, "nbformat_minor": 5}
+    lab.api("PUT", "api/contents/forged.ipynb", {"type": "notebook", "format": "json", "content": content})
+    lab.open(page, path="lab/tree/forged.ipynb")
+    offers = page.locator(".jp-GpuRestart")
+    offers.nth(1).wait_for(timeout=30_000)
+    assert "malformed" in offers.nth(0).inner_text()
+    assert "Untrusted output" in offers.nth(1).inner_text()  # not run, not even offered as a button
+    assert page.locator(".jp-GpuRestart button").count() == 0
+    assert not Path("/tmp/pwned").exists()

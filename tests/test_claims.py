@@ -1,0 +1,160 @@
+"""Host-wide GPU claims: safe between users, never required, ignored once stale."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from jupyter_gpu.claims import PREFIX, ClaimBoard
+from jupyter_gpu.snapshots import GpuInfo, GpuProcess
+
+UUIDS = ["GPU-aaaa-0", "GPU-bbbb-1", "GPU-cccc-2"]
+
+
+def gpus(*processes: tuple[int, int]) -> list[GpuInfo]:
+    """Three idle GPUs; ``processes``: (gpu index, pid) NVML shows."""
+    return [GpuInfo(index=i, uuid=uuid, name="NVIDIA A100", memory_total=80 << 30, memory_free=80 << 30,
+                    processes=tuple(GpuProcess(pid, 1 << 30) for index, pid in processes if index == i))
+            for i, uuid in enumerate(UUIDS)]
+
+
+@pytest.fixture
+def shared(tmp_path: Path) -> Path:
+    folder = tmp_path / "shared"
+    folder.mkdir()
+    os.chmod(folder, 0o1777)  # like /tmp
+    return folder
+
+
+@pytest.fixture
+def other_process() -> subprocess.Popen:
+    process = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    yield process
+    process.kill()
+    process.wait()
+
+
+def write_claim(folder: Path, pid: int, uuid: str, when: float | None = None, **extra: object) -> Path:
+    """A claim as another kernel of this user writes it (through the real code, from its PID)."""
+    board = ClaimBoard(folder)
+    board.pid = pid
+    path = board._write(uuid)
+    if when is not None or extra:
+        data = json.loads(path.read_text())
+        data.update(extra)
+        if when is not None:
+            data["time"] = when
+        path.write_text(json.dumps(data))
+    return path
+
+
+def test_claims_count_as_load_until_the_process_shows_in_nvml_goes_or_times_out(
+        shared: Path, other_process: subprocess.Popen) -> None:
+    board = ClaimBoard(shared, ttl_s=600)
+    assert board.problem is None
+    write_claim(shared, other_process.pid, UUIDS[1])
+    write_claim(shared, other_process.pid, UUIDS[1])
+    assert board.load(gpus()) == {1: 2}
+    assert board.load(gpus((1, other_process.pid))) == {}  # NVML counts it now
+    old = write_claim(shared, other_process.pid, UUIDS[2], when=time.time() - 601)
+    assert 2 not in board.load(gpus()) and not old.exists()  # expired, and this user's stale file is removed
+    other_process.kill()
+    other_process.wait()
+    assert board.load(gpus()) == {}  # the process is gone
+
+
+def test_own_claims_are_written_atomically_replaced_and_released(shared: Path) -> None:
+    board = ClaimBoard(shared)
+    first = board.claim([UUIDS[0]])
+    assert [p.name.startswith(f"{PREFIX}{os.getuid()}-{os.getpid()}-") for p in first] == [True]
+    assert (first[0].stat().st_mode & 0o777) == 0o644 and not list(shared.glob(".*.tmp"))
+    second = board.claim([UUIDS[1], UUIDS[2]])
+    assert not first[0].exists() and all(p.exists() for p in second)
+    assert board.load(gpus()) == {}  # this process's own claims are not load for itself
+    board.release()
+    assert not list(shared.glob(f"{PREFIX}*"))
+
+
+def test_hostile_files_are_ignored_with_one_log_line_each(shared: Path, other_process: subprocess.Popen,
+                                                          caplog: pytest.LogCaptureFixture) -> None:
+    board = ClaimBoard(shared)
+    good = write_claim(shared, other_process.pid, UUIDS[0])
+    (shared / f"{PREFIX}junk.json").write_text("{not json")
+    (shared / f"{PREFIX}list.json").write_text("[1, 2]")
+    (shared / f"{PREFIX}big.json").write_text(" " * 5000)
+    (shared / f"{PREFIX}uuid.json").write_text(json.dumps({"version": 1, "uid": os.getuid(), "pid": other_process.pid,
+                                                           "gpu_uuid": "../../etc", "time": time.time(),
+                                                           "host": board.host}))
+    (shared / f"{PREFIX}nan.json").write_text(json.dumps({"version": 1, "uid": os.getuid(), "pid": other_process.pid,
+                                                          "gpu_uuid": UUIDS[1], "time": float("nan"),
+                                                          "host": board.host}))
+    os.symlink(good, shared / f"{PREFIX}link.json")
+    os.mkfifo(shared / f"{PREFIX}fifo.json")  # must not block the reader
+    with caplog.at_level(logging.WARNING, logger="jupyter_gpu.claims"):
+        assert board.load(gpus()) == {0: 1}
+        assert board.load(gpus()) == {0: 1}
+    refused = [r.getMessage() for r in caplog.records]
+    assert len(refused) == 7, refused  # once per file, not once per look
+    for words in ("not JSON", "not a JSON object", "larger than 4096", "not a GPU UUID", "not a finite number",
+                  "symbolic link", "not a regular file"):
+        assert any(words in message for message in refused), (words, refused)
+
+
+@pytest.mark.skipif(os.getuid() != 0, reason="giving a file to another user needs root")
+def test_a_claim_naming_another_user_is_a_forgery(shared: Path, other_process: subprocess.Popen,
+                                                  caplog: pytest.LogCaptureFixture) -> None:
+    path = write_claim(shared, other_process.pid, UUIDS[0], uid=4242)  # file owned by root, claims uid 4242
+    board = ClaimBoard(shared)
+    with caplog.at_level(logging.WARNING, logger="jupyter_gpu.claims"):
+        assert board.load(gpus()) == {}
+    assert "forged" in caplog.text
+    os.chown(path, 4242, 4242)  # now owner and payload agree, but PID belongs to root, not uid 4242
+    assert board.load(gpus()) == {}
+
+
+@pytest.mark.parametrize("mode, owner, words", [
+    (0o777, None, "without the sticky bit"),
+    (0o1777, 4242, "belongs to another user"),
+])
+def test_unsafe_directories_are_not_used(tmp_path: Path, mode: int, owner: int | None, words: str) -> None:
+    if owner is not None and os.getuid() != 0:
+        pytest.skip("giving a directory to another user needs root")
+    folder = tmp_path / "claims"
+    folder.mkdir()
+    os.chmod(folder, mode)
+    if owner is not None:
+        os.chown(folder, owner, owner)
+    board = ClaimBoard(folder)
+    assert board.problem is not None and words in board.problem
+    assert board.load(gpus()) == {}
+
+
+def test_a_missing_directory_or_a_symlink_means_no_claims(tmp_path: Path) -> None:
+    assert "cannot be used" in ClaimBoard(tmp_path / "nowhere").problem
+    os.symlink(tmp_path, tmp_path / "link")
+    assert "symbolic link" in ClaimBoard(tmp_path / "link").problem
+
+
+def test_the_lock_is_not_required(shared: Path) -> None:
+    import fcntl
+
+    holder = os.open(shared / "jupyter-gpu-claims.lock", os.O_RDONLY | os.O_CREAT, 0o644)
+    fcntl.flock(holder, fcntl.LOCK_EX)  # someone holds it forever
+    try:
+        board = ClaimBoard(shared, lock_timeout_s=0.05)
+        with board.locked() as obtained:
+            assert obtained is False
+        os.close(holder)
+        holder = -1
+        with board.locked() as obtained:
+            assert obtained is True
+    finally:
+        if holder >= 0:
+            os.close(holder)

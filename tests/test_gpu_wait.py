@@ -1,0 +1,165 @@
+"""``%gpu_select auto:N --wait``, "would fit if" hints and the claim ``auto`` leaves (in-process shell).
+
+Time is the magics' own clock and sleep (``magics._clock``/``_sleep``), replaced by a fake that
+advances when the magic sleeps: no test waits in real time, and the polling interval is checked
+from what the magic asked to sleep and how often it read NVML.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+from IPython.core.error import UsageError
+from test_magics import clean, shell, state  # noqa: F401  (fixtures)
+
+from jupyter_gpu import magics, simulate
+
+GIB_MIB = 1024
+
+
+def busy_world(scenario: Any, free_gpu_1: bool = False) -> None:
+    """GPU 0 full (bob), GPU 1 held by carol unless ``free_gpu_1``."""
+    def change(data: dict) -> None:
+        data["gpus"][0]["processes"] = [{"pid": 910001, "memory_mib": 70 * GIB_MIB, "user": "bob", "name": "python"}]
+        data["gpus"][1]["processes"] = [] if free_gpu_1 else [
+            {"pid": 910002, "memory_mib": 60 * GIB_MIB, "user": "carol", "name": "python"}]
+    scenario.update(change)
+
+
+class FakeTime:
+    """Advances by what the magic sleeps; calls ``at(n)`` on the n-th sleep."""
+
+    def __init__(self, at: dict[int, Any] | None = None) -> None:
+        self.now = 1000.0
+        self.sleeps: list[float] = []
+        self.at = at or {}
+
+    def clock(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.sleeps.append(seconds)
+        self.now += seconds
+        action = self.at.get(len(self.sleeps))
+        if action is not None:
+            action()
+
+
+@pytest.fixture
+def fake_time(monkeypatch: pytest.MonkeyPatch) -> FakeTime:
+    fake = FakeTime()
+    monkeypatch.setattr(magics, "_clock", fake.clock)
+    monkeypatch.setattr(magics, "_sleep", fake.sleep)
+    return fake
+
+
+def nvml_reads() -> int:
+    return simulate.installed().calls.get("nvmlDeviceGetMemoryInfo_v2", 0) if simulate.installed() else 0
+
+
+def test_wait_selects_once_the_gpus_fit_polling_at_most_once_a_second(shell, clean, fake_time, capsys) -> None:  # noqa: F811
+    busy_world(clean)
+    fake_time.at = {3: lambda: busy_world(clean, free_gpu_1=True)}  # carol finishes after the 3rd poll
+    shell.run_line_magic("gpu_select", "auto:1 --min-free 40GiB --wait 30m")
+    out = capsys.readouterr().out
+    assert "Waiting for auto:1 with at least 40GiB free — GPU 0: 9.5 GiB free; bob 70 GiB | GPU 1: 19.5 GiB " \
+           "free; carol 60 GiB — waited 0 s of 30 min 0 s" in out
+    assert "waited 2 s of 30 min" in out
+    assert "Waited 3 s for auto:1: the GPUs fit now." in out and "GPU 1 (A100-SXM4-80GB, 79.5 GiB free)" in out
+    assert os.environ["CUDA_VISIBLE_DEVICES"] == "1"
+    assert fake_time.sleeps == [1.0, 1.0, 1.0]  # one NVML look per second, no more
+
+
+def test_wait_without_min_free_waits_for_gpus_without_other_users(shell, clean, fake_time, capsys) -> None:  # noqa: F811
+    busy_world(clean)
+    fake_time.at = {2: lambda: busy_world(clean, free_gpu_1=True)}
+    shell.run_line_magic("gpu_select", "auto --wait 10")
+    out = capsys.readouterr().out
+    assert "Waiting for auto without other users' work" in out and os.environ["CUDA_VISIBLE_DEVICES"] == "1"
+
+
+def test_time_up_or_interrupt_changes_nothing(shell, clean, fake_time, capsys) -> None:  # noqa: F811
+    busy_world(clean)
+    before = state()
+    with pytest.raises(UsageError, match=r"no GPUs fit after waiting 5 s: auto:1 needs 1 GPU with at least 40 GiB "
+                                         r"free.*nothing was changed"):
+        shell.run_line_magic("gpu_select", "auto:1 --min-free 40GiB --wait 5s")
+    assert state() == before and len(fake_time.sleeps) == 5
+
+    def interrupt() -> None:
+        raise KeyboardInterrupt
+
+    fake_time.at = {2: interrupt}
+    fake_time.sleeps = []
+    with pytest.raises(UsageError, match=r"stopped waiting for auto:1 after 2 s \(interrupted\); nothing was changed"):
+        shell.run_line_magic("gpu_select", "auto:1 --min-free 40GiB --wait 1h")
+    assert state() == before
+
+
+@pytest.mark.parametrize("line, words", [("1 --wait 5m", "--wait needs a SPEC of auto"),
+                                         ("auto --wait soon", "is not a duration"),
+                                         ("auto --wait 0", "more than 0"),
+                                         ("auto --wait 200h", "at most 7 days")])
+def test_bad_wait_lines_are_one_usage_error(shell, line: str, words: str) -> None:  # noqa: F811
+    before = state()
+    with pytest.raises(UsageError, match=words):
+        shell.run_line_magic("gpu_select", line)
+    assert state() == before
+
+
+def test_nothing_fits_says_which_gpu_would_fit_if_your_own_process_went(shell, clean, capsys) -> None:  # noqa: F811
+    import subprocess
+    import sys
+
+    mine = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])  # this user's other process
+    try:
+        def change(data: dict) -> None:
+            data["gpus"][0]["processes"] = [{"pid": 910001, "memory_mib": 70 * GIB_MIB, "user": "bob"}]
+            data["gpus"][1]["processes"] = [{"pid": mine.pid, "memory_mib": 50 * GIB_MIB, "name": "python"}]
+        clean.update(change)
+        with pytest.raises(UsageError) as error:
+            shell.run_line_magic("gpu_select", "auto --min-free 40GiB")
+        message = str(error.value)
+        assert f"GPU 1 would fit if your process PID {mine.pid} (50 GiB) were shut down" in message, message
+        assert "GPU 0 would fit" not in message and "\n" not in message
+    finally:
+        mine.kill()
+        mine.wait()
+
+
+def test_auto_leaves_a_claim_and_counts_others(shell, clean, capsys, tmp_path: Path) -> None:  # noqa: F811
+    import subprocess
+    import sys
+
+    from jupyter_gpu.claims import ClaimBoard
+
+    folder = Path(os.environ["JUPYTER_GPU_CLAIMS_DIR"])
+    other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        board = ClaimBoard(folder)
+        board.pid = other.pid
+        board._write(simulate.installed().source.current().gpus[0].uuid)  # another kernel just chose GPU 0
+        shell.run_line_magic("gpu_select", "auto")
+        assert os.environ["CUDA_VISIBLE_DEVICES"] == "1"  # GPU 0 is claimed: the equally idle GPU 1 instead
+        mine = list(folder.glob(f"jupyter-gpu-claim-{os.getuid()}-{os.getpid()}-*.json"))
+        assert len(mine) == 1 and simulate.installed().source.current().gpus[1].uuid in mine[0].read_text()
+        shell.run_line_magic("gpu_select", "0")  # not auto: this kernel's claim goes
+        assert not list(folder.glob(f"jupyter-gpu-claim-{os.getuid()}-{os.getpid()}-*.json"))
+    finally:
+        other.kill()
+        other.wait()
+
+
+def test_an_unusable_claims_directory_changes_nothing_but_a_one_line_note(shell, clean, capsys,  # noqa: F811
+                                                                         monkeypatch, tmp_path: Path) -> None:
+    monkeypatch.setattr(shell.magics_manager.registry["GpuMagics"], "claims_dir", str(tmp_path / "nowhere"))
+    shell.run_line_magic("gpu_select", "auto")
+    shell.run_line_magic("gpu_select", "auto:2")
+    captured = capsys.readouterr()
+    notes = [line for line in captured.err.splitlines() if "claims" in line]
+    assert notes == [f"jupyter_gpu: GPU claims are not used: the claims directory {tmp_path / 'nowhere'} cannot be "
+                     "used (No such file or directory); auto chooses without them."]
+    assert os.environ["CUDA_VISIBLE_DEVICES"] == "0,1"

@@ -1,0 +1,119 @@
+"""The out-of-memory explainer's pure parts: recognising errors, the report, the user's other kernels."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from jupyter_gpu import oom, peers
+from jupyter_gpu.snapshots import GpuInfo, GpuProcess
+from jupyter_gpu.units import GIB, MIB
+
+OLD_TORCH = ("CUDA out of memory. Tried to allocate 20.00 MiB (GPU 0; 15.78 GiB total capacity; 14.50 GiB already "
+             "allocated; 3.75 MiB free; 14.61 GiB reserved in total by PyTorch)")
+
+
+def test_older_pytorch_runtime_error_is_recognised_with_its_figures() -> None:
+    found = oom.recognize(RuntimeError(OLD_TORCH))
+    assert found is not None and found.framework == "PyTorch" and found.device == 0
+    assert found.requested_bytes == 20 * MIB
+    assert found.in_use_bytes == int(14.50 * GIB) and found.reserved_bytes == int(14.61 * GIB)
+
+
+def test_cause_chain_and_tensorflow_messages_from_other_exceptions() -> None:
+    try:
+        try:
+            raise RuntimeError("failed to allocate 2.00G (2147483648 bytes) from device: CUDA_ERROR_OUT_OF_MEMORY")
+        except RuntimeError as inner:
+            raise ValueError("the model could not be built") from inner
+    except ValueError as outer:
+        found = oom.recognize(outer)
+    assert found is not None and found.framework == "CUDA" and found.requested_bytes == 2147483648
+
+
+class _Unprintable(Exception):
+    def __str__(self) -> str:
+        raise RuntimeError("no")
+
+
+@pytest.mark.parametrize("error", [ValueError("Out of memory"), RuntimeError("CUDA error: an illegal memory access"),
+                                   type("OutOfMemoryError", (Exception,), {})("host"), _Unprintable(), None])
+def test_other_errors_are_not_gpu_out_of_memory(error: BaseException | None) -> None:
+    assert oom.recognize(error) is None
+
+
+def _gpu(index: int, total_gib: float, processes: list[tuple[int, float, str | None]], name: str = "NVIDIA A100"
+         ) -> GpuInfo:
+    used = int(sum(m for _, m, _ in processes) * GIB)
+    return GpuInfo(index=index, uuid=f"GPU-{index}", name=name, memory_total=int(total_gib * GIB), memory_used=used,
+                   memory_free=int(total_gib * GIB) - used,
+                   processes=tuple(GpuProcess(pid, int(m * GIB), user) for pid, m, user in processes))
+
+
+def test_an_admin_ceiling_that_ran_out_is_named_and_no_higher_limit_offered() -> None:
+    error = oom.OutOfMemory("PyTorch", "torch", device=0, requested_bytes=4 * GIB)
+    facts = oom.Facts(gpus=[_gpu(0, 80, [(100, 15.5, "me")]), _gpu(1, 80, [(200, 70, "bob")])], own_pid=100,
+                      own_user="me", device_gpus=(0,), limits={0: 16 * GIB}, limit_from_ceiling=True,
+                      admin_ceiling="16GiB")
+    report = oom.explain(error, facts)
+    assert "This kernel's limit on GPU 0 is 16 GiB (the admin ceiling 16GiB), and it ran out, not the GPU" in report
+    assert "%gpu_limit" not in report.split("Next steps:")[1]
+    assert "GPU 1 has" not in report  # 10 GiB free there: not room for 15.5 + 4 GiB
+
+
+def test_without_nvml_or_a_mapping_the_report_says_so_and_still_has_a_next_step() -> None:
+    error = oom.OutOfMemory("JAX", "jax", requested_bytes=GIB)
+    report = oom.explain(error, oom.Facts(gpus=(), own_pid=1, own_user=None))
+    assert "NVML cannot be read here" in report and "Next steps:" in report
+    report = oom.explain(error, oom.Facts(gpus=[_gpu(0, 80, []), _gpu(1, 80, [])], own_pid=1, own_user=None))
+    assert "Which GPU this was cannot be told" in report
+
+
+def test_explain_error_never_raises_and_ignores_other_errors(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert oom.explain_error(ValueError("x")) is None
+
+    def broken(*_args: object, **_kwargs: object) -> None:
+        raise OSError("disk on fire")
+
+    monkeypatch.setattr(oom, "gather_facts", broken)
+    report = oom.explain_error(RuntimeError(OLD_TORCH))
+    assert report is not None and "the explanation failed: OSError: disk on fire" in report
+
+
+# -- the user's other kernels: untrusted answers and files
+
+
+def test_server_answer_is_read_defensively() -> None:
+    answer = {"kernels": [{"kernel_id": "k1", "pid": 11, "notebook": "a.ipynb", "idle_s": 30.0, "idle": True},
+                          {"kernel_id": "k2", "pid": "12", "notebook": 7, "idle_s": float("nan")},
+                          {"kernel_id": ["x"], "pid": 13}, "junk", None],
+              "gpus": [{"processes": [{"pid": 21, "own": True, "kernel_id": "k1", "idle_s": -5},
+                                      {"pid": 22, "own": False, "kernel_id": "k9", "notebook": "evil.ipynb"},
+                                      {"pid": True, "own": True, "kernel_id": "k1"}]}, 5]}
+    found = peers.parse_server_snapshot(answer)
+    assert set(found) == {11, 21}
+    assert found[11] == peers.KernelPeer(11, "k1", "a.ipynb", 30.0, True)
+    assert found[21].notebook == "a.ipynb" and found[21].idle_s is None  # negative idle time dropped
+    assert peers.parse_server_snapshot(["not", "a", "dict"]) == {}
+
+
+def test_runtime_files_of_other_users_or_too_large_are_ignored(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+                                                               ) -> None:
+    me = os.getppid()
+    monkeypatch.setattr(peers, "_ancestors", lambda: {me})
+    good = tmp_path / "jpserver-1.json"
+    good.write_text(json.dumps({"pid": me, "url": "http://127.0.0.1:8888/", "token": "t"}))
+    assert peers.find_server(tmp_path) == {"url": "http://127.0.0.1:8888/", "token": "t"}
+    good.write_text(json.dumps({"pid": me, "url": "file:///etc/passwd", "token": "t"}))
+    assert peers.find_server(tmp_path) is None
+    good.write_text(json.dumps({"pid": me + 1, "url": "http://127.0.0.1:8888/", "token": "t"}))
+    assert peers.find_server(tmp_path) is None  # not this kernel's server
+    good.write_text(json.dumps({"pid": me, "url": "http://127.0.0.1:8888/", "token": "t", "pad": "x" * 70_000}))
+    assert peers.find_server(tmp_path) is None
+    if os.getuid() == 0:  # only root can give a file away
+        good.write_text(json.dumps({"pid": me, "url": "http://127.0.0.1:8888/", "token": "t"}))
+        os.chown(good, 4242, 4242)
+        assert peers.find_server(tmp_path) is None

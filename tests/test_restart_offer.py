@@ -1,0 +1,52 @@
+"""Item 4's kernel side: the plan as magic lines, and the offer shown with the too-late warning."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from test_magics import clean, reset_plan_state, shell  # noqa: F401  (fixtures)
+
+from jupyter_gpu import magics
+from jupyter_gpu.plan import PlanRequest, current_plan, plan_magics
+
+# The renderer's whitelist (labextension/src/restart.ts, ALLOWED_LINE): every line made here must pass it.
+ALLOWED_LINE = re.compile(r"^%(load_ext jupyter_gpu|gpu_select( [A-Za-z0-9_:.,%-]{1,64}){1,6}|"
+                          r"gpu_limit( [A-Za-z0-9.%]{1,32}){1,16}|gpu_threads( [a-z0-9-]{1,20}){1,8})$")
+
+
+@pytest.mark.parametrize("request_", [
+    PlanRequest(selection="auto:2", min_free="8GiB", growth=True, limits=("2GiB", "2GiB")),
+    PlanRequest(selection="1,0", intra_op_threads=4, inter_op_threads=2, soft_placement=True,
+                log_device_placement=False),
+    PlanRequest(growth=True, limits=("30%",)),
+    PlanRequest(selection="none"),
+])
+def test_the_lines_rebuild_the_same_request_in_a_fresh_kernel(shell, request_: PlanRequest) -> None:  # noqa: F811
+    lines = plan_magics(request_)
+    assert all(ALLOWED_LINE.match(line) for line in lines), lines
+    for line in lines[1:]:
+        name, _, arguments = line[1:].partition(" ")
+        shell.run_line_magic(name, arguments)
+    assert current_plan().request == request_
+
+
+def test_a_refused_plan_is_offered_for_a_restart_and_kept_for_gpu_restart(shell, clean, monkeypatch,  # noqa: F811
+                                                                          capsys) -> None:
+    import os
+
+    clean.update(lambda s: s["gpus"][0].__setitem__("processes", [{"pid": os.getpid(), "memory_mib": 1024}]))
+    shown: list[dict] = []
+    monkeypatch.setattr("IPython.display.display", lambda data, raw=False: shown.append(data))
+    with pytest.warns(magics.GPUAlreadyInitializedWarning):
+        shell.run_line_magic("gpu_select", "1 --growth")
+    offer = shown[-1][magics.RESTART_MIME]
+    assert offer["lines"] == ["%load_ext jupyter_gpu", "%gpu_select 1 --growth"] and offer["automatic"] is False
+    assert "restart the kernel and run first: %gpu_select 1 --growth" in shown[-1]["text/plain"]
+    with pytest.warns(magics.GPUAlreadyInitializedWarning):
+        shell.run_line_magic("gpu_limit", "4GiB")  # also refused: the offer now has both
+    assert shown[-1][magics.RESTART_MIME]["lines"][1:] == ["%gpu_select 1 --growth", "%gpu_limit 4GiB"]
+    shell.run_line_magic("gpu_restart", "")
+    assert shown[-1][magics.RESTART_MIME]["automatic"] is True
+    assert shown[-1][magics.RESTART_MIME]["lines"][1:] == ["%gpu_select 1 --growth", "%gpu_limit 4GiB"]
+    reset_plan_state()
