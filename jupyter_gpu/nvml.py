@@ -137,8 +137,10 @@ class NvmlReader:
             try:
                 self._initialize()
             except NvmlUnavailable as error:
-                simulated = simulate.installed() is not None or bool(os.environ.get(simulate.ENV_VAR, "").strip())
-                return Snapshot(nvml_available=False, timestamp=timestamp, error=str(error), simulated=simulated)
+                simulated = simulate.installed() is not None or simulate.simulation_requested(
+                    os.environ.get(simulate.ENV_VAR))
+                return Snapshot(nvml_available=False, timestamp=timestamp, error=str(error), simulated=simulated,
+                                warnings=_warnings())
             simulated = simulate.installed() is not None
             devices = list(self._devices or ())
             for index, device in enumerate(devices):
@@ -166,10 +168,10 @@ class NvmlReader:
         if global_failure is not None:
             self.reset()
             return Snapshot(nvml_available=False, timestamp=timestamp, error=global_failure,
-                            driver_version=driver_version, simulated=simulated)
+                            driver_version=driver_version, simulated=simulated, warnings=_warnings())
         self.processes.forget_all_but({p.pid for gpu in gpus for p in gpu.processes})
         return Snapshot(nvml_available=True, timestamp=timestamp, gpus=tuple(gpus),
-                        driver_version=driver_version, simulated=simulated)
+                        driver_version=driver_version, simulated=simulated, warnings=_warnings())
 
     def _read(self, device: _Device) -> GpuInfo:
         pynvml = self._pynvml
@@ -268,6 +270,13 @@ def explain_nvml_error(error: Exception) -> str:
     if explanation is None:
         return f"NVML error: {own_words}"
     return f"{explanation} (NVML: {own_words})"
+
+
+def _warnings() -> tuple[str, ...]:
+    """What the snapshot should warn about: a refused edit of the simulated scenario."""
+    library = simulate.installed()
+    rejection = library.source.rejection() if library is not None else None
+    return (rejection,) if rejection else ()
 
 
 def _text(value: str | bytes) -> str:

@@ -147,7 +147,7 @@ async def test_snapshot_serves_the_contract_under_base_url(jp_fetch, jp_base_url
     data = await until(jp_fetch, lambda d: d["gpus"])
     # Then it is the core contract plus the server's fields
     assert data["nvml_available"] is True and data["simulated"] is True
-    assert [gpu["name"] for gpu in data["gpus"]] == ["NVIDIA A100-SXM4-80GB"] * 2
+    assert [gpu["name"] for gpu in data["gpus"]] == ["NVIDIA A100-SXM4-80GB [simulated]"] * 2
     assert data["gpus"][0]["memory_total"] == 81920 * MIB
     assert data["idle_threshold_s"] == 0.5
     assert data["attribution"] == "pid" and data["attribution_note"] is None

@@ -41,12 +41,26 @@ class GpuHandler(APIHandler):
 
 
 class SnapshotHandler(GpuHandler):
-    """``GET {base_url}jupyter-gpu/snapshot``: every GPU, each process attributed to its kernel."""
+    """``GET {base_url}jupyter-gpu/snapshot``: every GPU, each process attributed to its kernel.
+
+    The body is built once per sample and kernel-table change for every client (see
+    :meth:`GpuService.answer`); this handler only sends it. It carries a strong ``ETag``: a client
+    that sends it back in ``If-None-Match`` gets ``304 Not Modified`` and no body until the answer
+    changes. ``Cache-Control: no-cache`` lets browsers keep it but makes them revalidate every time.
+    """
 
     @web.authenticated
     @authorized
     async def get(self) -> None:
-        self.write_json(await self.service.snapshot())
+        answer = await self.service.answer()
+        self.set_header("Content-Type", "application/json")
+        self.set_header("Cache-Control", "no-cache, private")
+        self.set_header("Etag", answer.etag)
+        if self.check_etag_header():
+            self.set_status(304)
+            self.finish()
+            return
+        self.finish(answer.body)
 
 
 def routes(base_url: str) -> list[tuple[str, type[GpuHandler]]]:
