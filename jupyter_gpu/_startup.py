@@ -16,7 +16,7 @@ from __future__ import annotations
 import sys
 from types import ModuleType
 
-from ._import_hooks import when_imported
+from ._import_hooks import pending, when_imported
 
 
 def _install(_pynvml: ModuleType) -> None:
@@ -35,4 +35,6 @@ def install_simulation_when_pynvml_is_imported() -> None:
     value = os.environ.get("JUPYTER_GPU_SIMULATE", "")
     if value.strip().lower() in ("", "0", "false", "off", "no"):  # simulate.OFF_VALUES, without importing it
         return
-    when_imported("pynvml", _install)
+    # Once, however often the .pth file is processed (a venv whose lib64 links to lib has it twice).
+    if _install not in pending("pynvml"):
+        when_imported("pynvml", _install)
