@@ -16,7 +16,7 @@ import os
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
@@ -70,6 +70,24 @@ def process_start(pid: int) -> int | float | None:
 _PROC = sys.platform.startswith("linux") and os.path.isdir("/proc/self")
 
 
+def process_starts(pids: Iterable[int]) -> dict[int, int | float | None]:
+    """:func:`process_start` of many PIDs at once.
+
+    With many PIDs (thousands of GPU processes, or host PIDs that do not exist in this namespace)
+    one listing of ``/proc`` answers "no such process" for the missing ones without a failed open
+    each.
+    """
+    pids = list(pids)
+    if _PROC and len(pids) > 64:
+        try:
+            existing = {int(name) for name in os.listdir("/proc") if name.isdigit()}
+        except OSError:
+            existing = None
+        if existing is not None:
+            return {pid: process_start(pid) if pid in existing else None for pid in pids}
+    return {pid: process_start(pid) for pid in pids}
+
+
 def process_key(pid: int) -> ProcessKey:
     """``(pid, process_start(pid))``: the identity of the process that has this PID now."""
     return pid, process_start(pid)
@@ -85,8 +103,10 @@ class PidCache(Generic[T]):
     the cache as small as the set of GPU processes.
     """
 
-    def __init__(self, lookup: Callable[[int], T], ttl_s: float = CACHE_TTL_S) -> None:
+    def __init__(self, lookup: Callable[[int], T], ttl_s: float = CACHE_TTL_S,
+                 missing: Callable[[int], T] | None = None) -> None:
         self.lookup = lookup
+        self.missing = missing  # for PIDs with no process here (start None), instead of lookup
         self.ttl_s = ttl_s
         self._cache: dict[int, tuple[int | float | None, float, T]] = {}
         self._lock = threading.Lock()
@@ -100,9 +120,12 @@ class PidCache(Generic[T]):
         cached = self._cache.get(pid)
         if cached is not None and cached[0] == start and now - cached[1] < self.ttl_s:
             return cached[2]
-        value = self.lookup(pid)
-        if process_start(pid) != start:  # the process changed while we looked: do not cache a mix
-            return value
+        if start is None and self.missing is not None:
+            value = self.missing(pid)  # a process appearing later has a start time: a new key
+        else:
+            value = self.lookup(pid)
+            if process_start(pid) != start:  # the process changed while we looked: do not cache a mix
+                return value
         with self._lock:
             self._cache[pid] = (start, now, value)
         return value
@@ -122,14 +145,22 @@ class ProcessDirectory:
 
     def __init__(self, ttl_s: float = CACHE_TTL_S) -> None:
         self.me = current_user()
-        self._identities = PidCache(self._lookup, ttl_s)
+        self._identities = PidCache(self._lookup, ttl_s, missing=self._not_here)
 
-    def identify(self, pid: int) -> ProcessIdentity:
-        return self._identities.get(pid)
+    def identify(self, pid: int, start: int | float | None = ...) -> ProcessIdentity:  # type: ignore[assignment]
+        """Who process ``pid`` is (``start``: its :func:`process_start`, when the caller has it)."""
+        return self._identities.get(pid, start)
 
     def forget_all_but(self, pids: set[int]) -> None:
         """Drop cached entries of processes no longer on any GPU (keeps the cache bounded)."""
         self._identities.forget_all_but(pids)
+
+    def _not_here(self, pid: int) -> ProcessIdentity:
+        """A PID with no process in this namespace (a host PID in a container, a simulated one)."""
+        override = self._simulated_identity(pid)
+        if override is not None:
+            return ProcessIdentity(user=override[0], name=override[1], command=None)
+        return ProcessIdentity(user=None, name=None, command=None)
 
     def _lookup(self, pid: int) -> ProcessIdentity:
         override = self._simulated_identity(pid)
@@ -158,4 +189,4 @@ class ProcessDirectory:
         library = simulate.installed()
         if library is None:
             return None
-        return library.source.current().process_identity(pid)
+        return library.source.last.process_identity(pid)  # as of this sample's NVML calls

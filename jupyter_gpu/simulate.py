@@ -525,6 +525,11 @@ class ScenarioSource:
                         self.last_error = str(error)
         return self._scenario
 
+    @property
+    def last(self) -> Scenario:
+        """The scenario as of the latest :meth:`current` call, without looking at the file again."""
+        return self._scenario
+
     def rejection(self) -> str | None:
         """One line for a snapshot's ``warnings`` while the newest edit is refused, else None."""
         error = self.last_error
