@@ -8,7 +8,7 @@ import sys
 import time
 
 import pytest
-from support import spawn_at_pid
+from support import spawn_at_pid, wait_until
 
 from jupyter_gpu import processes
 from jupyter_gpu.processes import PidCache, ProcessDirectory, process_start
@@ -54,6 +54,7 @@ def test_identity_of_a_recycled_pid_is_the_new_owners(monkeypatch):
     if second is None:
         pytest.skip("cannot choose the next PID here (needs root in this PID namespace)")
     try:
+        wait_until(lambda: open(f"/proc/{second.pid}/cmdline").read(), what="the new program's exec")
         identity = directory.identify(first.pid)
         assert identity.name == "sleep" and identity.command == "sleep 61"
     finally:
