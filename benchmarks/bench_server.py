@@ -20,6 +20,12 @@ Phases (bounded; the whole run takes about a minute and stops by itself):
 Usage::
 
     .venv/bin/python benchmarks/bench_server.py [--seconds 10] [--clients 50] [--json out.json]
+
+``--scale`` runs the big-machine phases instead (issue 10; no peer needed): scenarios of 8 GPUs x
+100, 1,000 and 8,000... processes (``--scale-processes``) with other users' PIDs; each second, 50
+clients fire ``GET jupyter-gpu/snapshot`` in the same instant, together with one
+``GET api/status`` (jupyter_server's own, cheap endpoint: it measures how long the event loop makes
+everybody else wait). Snapshot clients keep the ``ETag`` and send ``If-None-Match``, as browsers do.
 """
 
 from __future__ import annotations
@@ -106,8 +112,46 @@ async def _nvdashboard(ws_base: str, token: str, clients: int, seconds: float, f
     return {"messages": messages, "websockets": len(sockets)}
 
 
+async def _burst(base: str, token: str, clients: int, seconds: float, path: str) -> dict[str, Any]:
+    """Each second: ``clients`` snapshot requests and one /api/status request, all in the same instant."""
+    from tornado.httpclient import AsyncHTTPClient
+
+    AsyncHTTPClient.configure(None, max_clients=clients + 10)
+    http = AsyncHTTPClient()
+    headers = {"Authorization": f"token {token}"}
+    snapshot_ms: list[float] = []
+    status_ms: list[float] = []
+    codes: dict[str, int] = {}
+    etags: dict[int, str] = {}
+    start = time.monotonic() + 0.3
+
+    async def one(url: str, into: list[float], client: int | None) -> None:
+        extra = {"If-None-Match": etags[client]} if client in etags else {}
+        began = time.perf_counter()
+        try:
+            response = await http.fetch(url, headers={**headers, **extra}, raise_error=False, request_timeout=60)
+            code = str(response.code)
+            if client is not None and response.code == 200:
+                etags[client] = response.headers.get("Etag", "")
+        except Exception as error:
+            code = type(error).__name__
+        into.append((time.perf_counter() - began) * 1000)
+        codes[code] = codes.get(code, 0) + 1
+
+    tick = 0
+    while start + tick < start + seconds:
+        await asyncio.sleep(max(0.0, start + tick - time.monotonic()))
+        batch = [one(f"http://{base}{path}", snapshot_ms, c) for c in range(clients)]
+        batch.append(one(f"http://{base}api/status", status_ms, None))
+        await asyncio.gather(*batch)
+        tick += 1
+    return {"snapshot_ms": snapshot_ms, "status_ms": status_ms, "codes": codes}
+
+
 def client_main(spec: dict[str, Any]) -> None:
-    if spec["kind"] == "snapshot":
+    if spec["kind"] == "burst":
+        result = asyncio.run(_burst(spec["base"], spec["token"], spec["clients"], spec["seconds"], spec["path"]))
+    elif spec["kind"] == "snapshot":
         result = asyncio.run(_poll_snapshot(spec["url"], spec["token"], spec["clients"], spec["seconds"],
                                             spec["burst"]))
     else:
@@ -229,13 +273,90 @@ async def drive(app: Any, port: int, token: str, args: argparse.Namespace) -> di
     return results
 
 
+def scale_scenario(gpus: int, per_gpu: int) -> dict[str, Any]:
+    """Other users' processes (PIDs that do not exist here), ``per_gpu`` on each of ``gpus`` GPUs."""
+    return {"gpus": [{"name": "NVIDIA H100 80GB HBM3", "memory_total_mib": 81920, "utilization": 50,
+                      "processes": [{"pid": 3_000_000 + g * per_gpu + p, "memory_mib": 1 + p % 7,
+                                     "user": f"user{p % 50}", "name": "python"} for p in range(per_gpu)]}
+                     for g in range(gpus)]}
+
+
+async def drive_scale(app: Any, port: int, token: str, args: argparse.Namespace, path: str) -> dict[str, Any]:
+    from jupyter_gpu import simulate
+    from jupyter_gpu.server import GpuService
+
+    service: GpuService = app.web_app.settings[GpuService.SETTINGS_KEY]
+    base = f"127.0.0.1:{port}{app.base_url}"
+    probe = LagProbe()
+    probe.start()
+    if os.environ.get("BENCH_SLOW_CALLBACKS"):  # diagnose: log every loop step longer than 50 ms
+        import logging
+
+        logging.basicConfig()
+        loop = asyncio.get_running_loop()
+        loop.set_debug(True)
+        loop.slow_callback_duration = 0.05
+    results: dict[str, Any] = {"clients": args.clients, "seconds": args.seconds, "phases": []}
+    phases: list[tuple[int, str]] = [(per_gpu, "jupyter-gpu/snapshot") for per_gpu in args.scale_processes]
+    if args.control:  # the same burst of jupyter_server's own cheapest endpoint: the framework's floor
+        phases.insert(0, (args.scale_processes[0], "api/status"))
+    for per_gpu, endpoint in phases:
+        simulate.write_scenario(path, scale_scenario(8, per_gpu))
+        service.sampler.touch()
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:  # the first sample of the new scenario
+            latest = service.sampler.latest
+            if latest is not None and sum(len(g.processes) for g in latest.gpus) == 8 * per_gpu:
+                break
+            await asyncio.sleep(0.1)
+        await asyncio.sleep(1.0)
+        builds = getattr(service, "builds", 0)  # (getattr: the same script measures older versions)
+        probe.reset()
+        spec = {"kind": "burst", "base": base, "token": token, "clients": args.clients, "seconds": args.seconds,
+                "path": endpoint}
+        profiler = None
+        if os.environ.get("BENCH_PROFILE"):  # diagnose: where the event loop's time goes
+            import cProfile
+
+            profiler = cProfile.Profile()
+            profiler.enable()
+        process = await asyncio.create_subprocess_exec(
+            sys.executable, __file__, "--client", json.dumps(spec), stdout=asyncio.subprocess.PIPE)
+        stdout, _ = await asyncio.wait_for(process.communicate(), args.seconds + 120)
+        if profiler is not None:
+            profiler.disable()
+            profiler.dump_stats(os.environ["BENCH_PROFILE"])
+        out = json.loads(stdout)
+        snap, status = out["snapshot_ms"], out["status_ms"]
+        answer = getattr(service, "_answer", None)
+        body = answer.body if answer is not None else b""
+        row = {"burst_of": endpoint, "gpus": 8, "processes": 8 * per_gpu, "answer_kib": round(len(body) / 1024, 1),
+               "requests": len(snap) + len(status), "codes": out["codes"],
+               "snapshot_p50_ms": round(statistics.median(snap), 1), "snapshot_p99_ms": round(percentile(snap, 99), 1),
+               "snapshot_max_ms": round(max(snap), 1),
+               "status_p50_ms": round(statistics.median(status), 1), "status_p99_ms": round(percentile(status, 99), 1),
+               "status_max_ms": round(max(status), 1),
+               "answers_built": getattr(service, "builds", 0) - builds, "samples": service.sampler.samples_taken,
+               "loop_lag_p99_ms": round(percentile(probe.lags_ms, 99), 1),
+               "loop_lag_worst_ms": round(probe.worst_ms, 1)}
+        print(json.dumps(row), file=sys.stderr, flush=True)
+        results["phases"].append(row)
+    return results
+
+
 def server_main(args: argparse.Namespace) -> dict[str, Any]:
-    signal.alarm(int(args.seconds * 8 + 180))  # stops by itself, whatever happens
+    extra = 240 * len(args.scale_processes) if args.scale else 0
+    signal.alarm(int(args.seconds * 8 + 180 + extra))  # stops by itself, whatever happens
     work = tempfile.mkdtemp(prefix="bench-server-")
     for name in ("CONFIG", "DATA", "RUNTIME"):
         os.environ[f"JUPYTER_{name}_DIR"] = os.path.join(work, name.lower())
     os.environ["JUPYTER_GPU_SIMULATE"] = str(GPUS)
+    scenario_path = os.path.join(work, "scenario.json")
     from jupyter_gpu import simulate
+
+    if args.scale:
+        simulate.write_scenario(scenario_path, scale_scenario(8, 1))
+        os.environ["JUPYTER_GPU_SIMULATE"] = scenario_path
 
     simulate.install_from_environment()  # before nvdashboard's module-level nvmlInit()
 
@@ -248,7 +369,7 @@ def server_main(args: argparse.Namespace) -> dict[str, Any]:
         port = probe_socket.getsockname()[1]
     token = os.urandom(8).hex()
     config = Config()
-    config.ServerApp.jpserver_extensions = {"jupyter_gpu": True, "jupyterlab_nvdashboard": True}
+    config.ServerApp.jpserver_extensions = {"jupyter_gpu": True, "jupyterlab_nvdashboard": not args.scale}
     config.IdentityProvider.token = token
     config.JupyterGpuServer.interval_s = 1.0
     config.JupyterGpuServer.linger_s = 3.0
@@ -259,7 +380,10 @@ def server_main(args: argparse.Namespace) -> dict[str, Any]:
 
     async def run() -> None:
         try:
-            outcome.update(await drive(app, port, token, args))
+            if args.scale:
+                outcome.update(await drive_scale(app, port, token, args, scenario_path))
+            else:
+                outcome.update(await drive(app, port, token, args))
         finally:
             app.stop()
 
@@ -274,11 +398,16 @@ def main() -> None:
     parser.add_argument("--clients", type=int, default=50)
     parser.add_argument("--json", help="also write the results here")
     parser.add_argument("--client", help=argparse.SUPPRESS)
+    parser.add_argument("--scale", action="store_true", help="big-machine phases (issue 10) instead")
+    parser.add_argument("--control", action="store_true",
+                        help="with --scale, first a burst of /api/status alone (the framework's own cost)")
+    parser.add_argument("--scale-processes", type=int, nargs="+", default=[100, 1000],
+                        help="processes per GPU (8 GPUs) for --scale")
     args = parser.parse_args()
     if args.client:
         client_main(json.loads(args.client))
         return
-    if importlib.util.find_spec("jupyterlab_nvdashboard") is None:
+    if not args.scale and importlib.util.find_spec("jupyterlab_nvdashboard") is None:
         parser.error("the peer jupyterlab-nvdashboard is not installed: .venv/bin/pip install -e '.[bench]'")
     results = server_main(args)
     print(json.dumps(results, indent=1))
