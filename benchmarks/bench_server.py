@@ -344,8 +344,119 @@ async def drive_scale(app: Any, port: int, token: str, args: argparse.Namespace,
     return results
 
 
+FAKE_KERNEL = "jupyter-gpu-bench-stand-in"
+
+
+def install_stand_in_kernelspec(data_dir: str) -> None:
+    """A kernelspec whose program is ``sleep``: jupyter_server starts, tracks and stops it like any
+    kernel (provisioner, PID, sessions, events, shutdown), at a fraction of ipykernel's start-up."""
+    folder = os.path.join(data_dir, "kernels", FAKE_KERNEL)
+    os.makedirs(folder, exist_ok=True)
+    with open(os.path.join(folder, "kernel.json"), "w") as file:
+        json.dump({"argv": ["sleep", "3600", "{connection_file}"], "display_name": "stand-in",
+                   "language": "none"}, file)
+
+
+async def drive_kernels(app: Any, port: int, token: str, args: argparse.Namespace, path: str) -> dict[str, Any]:
+    """Start and stop kernels one after another; count wrong attributions, watch RSS and threads.
+
+    Per cycle: start a kernel through ``POST api/sessions``, put its PID on a GPU, wait for a
+    snapshot attributing it; ``DELETE`` it and fetch the snapshot at once (a deleted kernel must be
+    gone); then give its PID to another user's process (``ns_last_pid``) and check the next sample
+    shows that process as the other user's. Any process attributed to a kernel that is not this
+    server's current kernel with that PID, or shown as ``own`` while it is not, counts as wrong.
+    """
+    import psutil
+
+    from jupyter_gpu import simulate
+    from jupyter_gpu.server import GpuService
+
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests"))
+    from support import spawn_at_pid
+
+    service: GpuService = app.web_app.settings[GpuService.SETTINGS_KEY]
+    me = psutil.Process()
+    base = f"http://127.0.0.1:{port}{app.base_url}"
+    from tornado.httpclient import AsyncHTTPClient
+
+    http = AsyncHTTPClient()
+    headers = {"Authorization": f"token {token}"}
+    counts = {"cycles": 0, "real_kernels": 0, "wrong": 0, "attributed": 0, "reused_pids": 0,
+              "reuse_not_achieved": 0, "deleted_still_shown": 0}
+    wrong_examples: list[str] = []
+    memory: list[tuple[int, float, int]] = []
+
+    async def get(url: str) -> dict[str, Any]:
+        response = await http.fetch(base + url, headers=headers)
+        return json.loads(response.body)
+
+    def check(data: dict[str, Any], note: str) -> None:
+        kernels = {k["kernel_id"]: k["pid"] for k in data["kernels"]}
+        for gpu in data["gpus"]:
+            for process in gpu["processes"]:
+                bad = (process["kernel_id"] is not None and kernels.get(process["kernel_id"]) != process["pid"]) or (
+                    process["own"] and process["kernel_id"] is None) or (
+                    process.get("user") == "mallory" and (process["own"] or process["kernel_id"]))
+                if bad:
+                    counts["wrong"] += 1
+                    if len(wrong_examples) < 5:
+                        wrong_examples.append(f"{note}: {json.dumps(process)}")
+
+    async def until(predicate: Any, timeout: float = 20.0) -> dict[str, Any]:
+        deadline = time.monotonic() + timeout
+        while True:
+            data = await get("jupyter-gpu/snapshot")
+            check(data, "poll")
+            if predicate(data) or time.monotonic() > deadline:
+                return data
+            await asyncio.sleep(0.02)
+
+    def scenario(processes: list[dict[str, Any]]) -> None:
+        simulate.write_scenario(path, {"gpus": [{"processes": processes}, {}]})
+
+    for cycle in range(args.kernels):
+        real = cycle < args.real_kernels
+        body = {"path": f"bench/n{cycle}.ipynb", "type": "notebook",
+                "kernel": {"name": "python3" if real else FAKE_KERNEL}}
+        response = await http.fetch(base + "api/sessions", method="POST", body=json.dumps(body), headers=headers)
+        session = json.loads(response.body)
+        kernel_id = session["kernel"]["id"]
+        pid = app.kernel_manager.get_kernel(kernel_id).provisioner.pid
+        scenario([{"pid": pid, "memory_mib": 100}])
+        data = await until(lambda d, pid=pid: any(p["pid"] == pid and p["kernel_id"] for g in d["gpus"]
+                                                  for p in g["processes"]))
+        counts["attributed"] += any(p["pid"] == pid and p["kernel_id"] == kernel_id
+                                    for g in data["gpus"] for p in g["processes"])
+        await http.fetch(base + f"api/sessions/{session['id']}", method="DELETE", headers=headers)
+        data = await get("jupyter-gpu/snapshot")  # right after the DELETE returned
+        check(data, "after DELETE")
+        if any(k["kernel_id"] == kernel_id for k in data["kernels"]) or any(
+                p["kernel_id"] == kernel_id for g in data["gpus"] for p in g["processes"]):
+            counts["deleted_still_shown"] += 1
+        # Another user's process takes the dead kernel's PID
+        await asyncio.sleep(0.03)
+        intruder = spawn_at_pid(pid, ["sleep", "30"], tries=5)
+        if intruder is None:
+            counts["reuse_not_achieved"] += 1
+        else:
+            counts["reused_pids"] += 1
+            scenario([{"pid": pid, "memory_mib": 100, "user": "mallory"}])
+            await until(lambda d, pid=pid: any(p["pid"] == pid and p["user"] == "mallory"
+                                               for g in d["gpus"] for p in g["processes"]))
+            intruder.kill()
+            intruder.wait()
+        counts["cycles"] += 1
+        counts["real_kernels"] += real
+        if cycle % max(1, args.kernels // 20) == 0 or cycle == args.kernels - 1:
+            memory.append((cycle, round(me.memory_info().rss / 2**20, 1), me.num_threads()))
+            print(json.dumps({"cycle": cycle, "rss_mib": memory[-1][1], "threads": memory[-1][2], **counts}),
+                  file=sys.stderr, flush=True)
+    return {"counts": counts, "wrong_examples": wrong_examples, "rss_threads": memory,
+            "ancestry_cache": len(service._ancestry), "report_cache": len(service._report_reader._cache)}
+
+
 def server_main(args: argparse.Namespace) -> dict[str, Any]:
-    extra = 240 * len(args.scale_processes) if args.scale else 0
+    extra = (240 * len(args.scale_processes) if args.scale else 0) + 3 * args.kernels + 30 * args.real_kernels
     signal.alarm(int(args.seconds * 8 + 180 + extra))  # stops by itself, whatever happens
     work = tempfile.mkdtemp(prefix="bench-server-")
     for name in ("CONFIG", "DATA", "RUNTIME"):
@@ -354,9 +465,11 @@ def server_main(args: argparse.Namespace) -> dict[str, Any]:
     scenario_path = os.path.join(work, "scenario.json")
     from jupyter_gpu import simulate
 
-    if args.scale:
+    if args.scale or args.kernels:
         simulate.write_scenario(scenario_path, scale_scenario(8, 1))
         os.environ["JUPYTER_GPU_SIMULATE"] = scenario_path
+    if args.kernels:
+        install_stand_in_kernelspec(os.environ["JUPYTER_DATA_DIR"])
 
     simulate.install_from_environment()  # before nvdashboard's module-level nvmlInit()
 
@@ -369,9 +482,12 @@ def server_main(args: argparse.Namespace) -> dict[str, Any]:
         port = probe_socket.getsockname()[1]
     token = os.urandom(8).hex()
     config = Config()
-    config.ServerApp.jpserver_extensions = {"jupyter_gpu": True, "jupyterlab_nvdashboard": not args.scale}
+    config.ServerApp.jpserver_extensions = {"jupyter_gpu": True,
+                                            "jupyterlab_nvdashboard": not (args.scale or args.kernels)}
+    config.KernelManager.shutdown_wait_time = 0.5  # stand-in kernels do not answer shutdown requests
+
     config.IdentityProvider.token = token
-    config.JupyterGpuServer.interval_s = 1.0
+    config.JupyterGpuServer.interval_s = 0.1 if args.kernels else 1.0
     config.JupyterGpuServer.linger_s = 3.0
     app = ServerApp.instance(config=config, ip="127.0.0.1", port=port, port_retries=0, open_browser=False,
                              allow_root=True, root_dir=work, log_level="WARN")
@@ -380,7 +496,9 @@ def server_main(args: argparse.Namespace) -> dict[str, Any]:
 
     async def run() -> None:
         try:
-            if args.scale:
+            if args.kernels:
+                outcome.update(await drive_kernels(app, port, token, args, scenario_path))
+            elif args.scale:
                 outcome.update(await drive_scale(app, port, token, args, scenario_path))
             else:
                 outcome.update(await drive(app, port, token, args))
@@ -399,6 +517,10 @@ def main() -> None:
     parser.add_argument("--json", help="also write the results here")
     parser.add_argument("--client", help=argparse.SUPPRESS)
     parser.add_argument("--scale", action="store_true", help="big-machine phases (issue 10) instead")
+    parser.add_argument("--kernels", type=int, default=0,
+                        help="start and stop this many kernels, counting wrong attributions (issue 10)")
+    parser.add_argument("--real-kernels", type=int, default=20,
+                        help="with --kernels: how many of them are real ipykernels (the rest: stand-ins)")
     parser.add_argument("--control", action="store_true",
                         help="with --scale, first a burst of /api/status alone (the framework's own cost)")
     parser.add_argument("--scale-processes", type=int, nargs="+", default=[100, 1000],
@@ -407,7 +529,7 @@ def main() -> None:
     if args.client:
         client_main(json.loads(args.client))
         return
-    if not args.scale and importlib.util.find_spec("jupyterlab_nvdashboard") is None:
+    if not (args.scale or args.kernels) and importlib.util.find_spec("jupyterlab_nvdashboard") is None:
         parser.error("the peer jupyterlab-nvdashboard is not installed: .venv/bin/pip install -e '.[bench]'")
     results = server_main(args)
     print(json.dumps(results, indent=1))

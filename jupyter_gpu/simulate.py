@@ -8,12 +8,17 @@ jupyter_gpu, nvitop, gpustat or any other NVML reader in the process sees the sa
 Select it with the environment variable ``JUPYTER_GPU_SIMULATE``:
 
 ``JUPYTER_GPU_SIMULATE=4``
-    four plausible, idle GPUs.
+    four plausible, idle GPUs (1 to 64).
 ``JUPYTER_GPU_SIMULATE=demo``
     a shared server: 4 GPUs of 2 models, other users' processes, one GPU busy.
 ``JUPYTER_GPU_SIMULATE=/path/to/scenario.json``
     a scenario file (schema below). It is re-read whenever it changes, so a test can change
     utilization, add or remove processes or inject faults while a kernel or server is running.
+
+Unset, empty, ``0``, ``false``, ``off`` or ``no`` mean the real NVML. Anything else that is not a
+number from 1 to 64, ``demo`` or an existing file is refused with one line (and the real NVML is
+used by every other reader). Every simulated GPU's name ends with ``" [simulated]"``
+(:data:`SIMULATED_MARKER`), so no reader can mistake it for a real card.
 
 The package installs a ``jupyter_gpu_simulate.pth`` file that, when the variable is set, registers a
 hook at interpreter start (:mod:`jupyter_gpu._startup`) which installs the simulation the moment
@@ -48,6 +53,18 @@ Scenario schema (every key optional; sizes in MiB, power in W)::
 A process's ``user`` and ``name`` stand in for the operating system's answer (NVML itself knows only
 PIDs): they are used for PIDs that do not exist on this machine, and they override the real owner
 of a PID that does (to simulate another user's process with a real PID).
+
+The schema is strict (it drives every test and demo): unknown keys, wrong types, NaN/Infinity,
+negative sizes, percentages above 100, more memory used than the total, more than 64 GPUs are
+refused with one line naming the key and the rule (``gpus[0].memory_used_mib must be >= 0``). An
+edit that is refused keeps the last good scenario, and snapshots carry the rejection in their
+``warnings`` until a good edit arrives.
+
+Symbols of the C library: the ones implemented here answer from the scenario; every other ``nvml*``
+symbol answers ``NVML_ERROR_NOT_SUPPORTED``, as a real driver does for a feature a GPU lacks (so
+unmodified readers such as ``nvitop -1`` show "N/A"); only the scenario's ``missing_functions``
+are truly absent (``NVMLError_FunctionNotFound``, an old driver). Lookups are linear in the number
+of processes (64 GPUs x 2,000 processes sample in well under a second).
 """
 
 from __future__ import annotations

@@ -6,6 +6,7 @@ import os
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 from support import spawn_at_pid, wait_until
@@ -54,7 +55,7 @@ def test_identity_of_a_recycled_pid_is_the_new_owners(monkeypatch):
     if second is None:
         pytest.skip("cannot choose the next PID here (needs root in this PID namespace)")
     try:
-        wait_until(lambda: open(f"/proc/{second.pid}/cmdline").read(), what="the new program's exec")
+        wait_until(lambda: Path(f"/proc/{second.pid}/cmdline").read_bytes(), what="the new program's exec")
         identity = directory.identify(first.pid)
         assert identity.name == "sleep" and identity.command == "sleep 61"
     finally:

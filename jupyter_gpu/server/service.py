@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import atexit
 import concurrent.futures
+import gzip
 import hashlib
 import json
 import logging
@@ -100,6 +101,7 @@ class Answer:
     data: dict[str, Any]
     body: bytes
     etag: str
+    gzipped: bytes  # the same body, gzip-compressed once here for every client that accepts it
     kernel_memory: tuple[tuple[str, str, str, int], ...]  # (kernel_id, notebook, gpu, bytes)
     kernel_idle: tuple[tuple[str, str, float], ...]  # (kernel_id, notebook, idle seconds)
 
@@ -401,6 +403,7 @@ class GpuService:
         data = self.annotate(snapshot, table.kernels, now)
         body = json.dumps(data, allow_nan=False, separators=(",", ":")).encode()
         etag = '"' + hashlib.blake2b(body, digest_size=16).hexdigest() + '"'
+        gzipped = gzip.compress(body, compresslevel=5, mtime=0)
         kernel_memory: dict[tuple[str, str, str], int] = {}
         for gpu in data["gpus"]:
             for process in gpu["processes"]:
@@ -409,7 +412,7 @@ class GpuService:
                     kernel_memory[label] = kernel_memory.get(label, 0) + (process.get("memory") or 0)
         kernel_idle = tuple((k["kernel_id"], k["notebook"] or "", k["idle_s"]) for k in data["kernels"]
                             if k["gpu_memory"] and k["idle_s"] is not None)
-        return Answer(key=self._key(snapshot, table, now), data=data, body=body, etag=etag,
+        return Answer(key=self._key(snapshot, table, now), data=data, body=body, etag=etag, gzipped=gzipped,
                       kernel_memory=tuple((*label, used) for label, used in sorted(kernel_memory.items())),
                       kernel_idle=kernel_idle)
 
