@@ -289,6 +289,35 @@ async def drive_scale(app: Any, port: int, token: str, args: argparse.Namespace,
     base = f"127.0.0.1:{port}{app.base_url}"
     probe = LagProbe()
     probe.start()
+    if os.environ.get("BENCH_GC"):  # diagnose: how long the cyclic garbage collector pauses everything
+        import gc
+
+        pauses: dict[str, Any] = {}
+
+        def timing(phase: str, info: dict[str, Any]) -> None:
+            if phase == "start":
+                pauses["t"] = time.perf_counter()
+            else:
+                ms = (time.perf_counter() - pauses["t"]) * 1000
+                if ms > 20:
+                    print(f"gc generation {info['generation']}: {ms:.0f} ms, collected {info['collected']}",
+                          file=sys.stderr, flush=True)
+
+        gc.callbacks.append(timing)
+        import collections
+
+        def census() -> None:
+            objects = gc.get_objects()
+            top = collections.Counter(type(o).__name__ for o in objects).most_common(8)
+            print(f"gc: {len(objects)} tracked objects; {top}", file=sys.stderr, flush=True)
+
+        asyncio.get_running_loop().call_later(6, census)
+    if os.environ.get("BENCH_GC_FREEZE"):  # diagnose: start-up objects out of the collector's way
+        import gc
+
+        gc.freeze()
+    if os.environ.get("BENCH_SWITCH_INTERVAL"):  # diagnose: the GIL's switch interval (default 5 ms)
+        sys.setswitchinterval(float(os.environ["BENCH_SWITCH_INTERVAL"]))
     if os.environ.get("BENCH_SLOW_CALLBACKS"):  # diagnose: log every loop step longer than 50 ms
         import logging
 

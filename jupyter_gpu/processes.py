@@ -31,7 +31,7 @@ ProcessKey = tuple[int, "int | float | None"]
 """(pid, start time) — one process, never confused with a later process reusing the PID."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class ProcessIdentity:
     user: str | None
     name: str | None

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import gzip
 import inspect
 import json
 import os
@@ -691,3 +692,14 @@ async def test_a_rejected_scenario_edit_reaches_the_answer_as_a_warning(jp_fetch
     assert data["warnings"] == ["simulated scenario rejected: gpus[0].memory_used_mib must be >= 0 "
                                 "(keeping the last good scenario)"]
     assert data["gpus"][0]["memory_used"] == 0 and data["nvml_available"] is True
+
+
+@asynctest
+async def test_clients_accepting_gzip_get_the_body_compressed_once(jp_fetch, jp_serverapp, scenario):
+    plain = await jp_fetch("jupyter-gpu", "snapshot", headers={"Accept-Encoding": "identity"})
+    assert "Content-Encoding" not in plain.headers
+    # (tornado's client asks for gzip and decompresses; the raw bytes are checked on the service)
+    zipped = await jp_fetch("jupyter-gpu", "snapshot", headers={"Accept-Encoding": "gzip"})
+    assert json.loads(zipped.body)["gpus"] and zipped.headers["Etag"].endswith('-gzip"')
+    service: GpuService = jp_serverapp.web_app.settings[GpuService.SETTINGS_KEY]
+    assert gzip.decompress(service._answer.gzipped) == service._answer.body

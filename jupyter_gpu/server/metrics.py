@@ -61,9 +61,8 @@ class GpuCollector(Collector):
         if answer is None:
             up.add_metric([], 0)
             return [up]
-        view = answer.data
-        up.add_metric([], 1 if view["nvml_available"] else 0)
-        age.add_metric([], max(0.0, time.time() - view["timestamp"]))
+        up.add_metric([], 1 if answer.nvml_available else 0)
+        age.add_metric([], max(0.0, time.time() - answer.timestamp))
 
         families = {
             "memory_used": GaugeMetricFamily("jupyter_gpu_memory_used_bytes", "GPU memory in use",
@@ -84,13 +83,12 @@ class GpuCollector(Collector):
         kernel_idle = GaugeMetricFamily(
             "jupyter_gpu_kernel_idle_seconds", "Seconds since a kernel holding GPU memory was last busy",
             labels=["kernel_id", "notebook"])
-        for gpu in view["gpus"]:
-            labels = [str(gpu["index"]), gpu["uuid"], gpu["name"]]
-            errors.add_metric(labels, 1 if gpu["error"] else 0)
-            for key, family in families.items():
-                value = gpu.get(key)
-                if value is not None and not gpu["error"]:
-                    family.add_metric(labels, value)
+        for index, uuid, name, error, values in answer.gpu_rows:
+            labels = [index, uuid, name]
+            errors.add_metric(labels, 1 if error else 0)
+            for key, value in values:
+                if value is not None and not error:
+                    families[key].add_metric(labels, value)
         # Public /metrics (authenticate_prometheus = False): no notebook paths unless the admin opts in.
         hide = service.metrics_public and not service.config.prometheus_notebook_labels
         for kernel_id, notebook, gpu_index, used in answer.kernel_memory:
