@@ -377,12 +377,13 @@ FAKE_KERNEL = "jupyter-gpu-bench-stand-in"
 
 
 def install_stand_in_kernelspec(data_dir: str) -> None:
-    """A kernelspec whose program is ``sleep``: jupyter_server starts, tracks and stops it like any
-    kernel (provisioner, PID, sessions, events, shutdown), at a fraction of ipykernel's start-up."""
+    """A kernelspec whose program is ``sleep`` (``sh`` execs it: one PID): jupyter_server starts,
+    tracks and stops it like any kernel (provisioner, PID, sessions, events, shutdown), at a
+    fraction of ipykernel's start-up."""
     folder = os.path.join(data_dir, "kernels", FAKE_KERNEL)
     os.makedirs(folder, exist_ok=True)
     with open(os.path.join(folder, "kernel.json"), "w") as file:
-        json.dump({"argv": ["sleep", "3600", "{connection_file}"], "display_name": "stand-in",
+        json.dump({"argv": ["sh", "-c", "exec sleep 3600", "stand-in", "{connection_file}"], "display_name": "stand-in",
                    "language": "none"}, file)
 
 

@@ -177,7 +177,6 @@ class GpuService:
         self._waiting: asyncio.Future[Snapshot | None] | None = None
         self._executor: concurrent.futures.ThreadPoolExecutor | None = None
         self._wait_executor: concurrent.futures.ThreadPoolExecutor | None = None
-        self._known_kernels: set[str] = set()
         self.builds = 0
         _services.add(self)
         config.observe(self._reconfigure, names=["interval_s", "linger_s"])
@@ -199,7 +198,7 @@ class GpuService:
         for executor in (self._executor, self._wait_executor):
             if executor is not None:
                 executor.shutdown(wait=False, cancel_futures=True)
-        for kernel_id in set(self._table.kernels) | self._known_kernels:
+        for kernel_id in list(self._table.kernels):
             self.remove_report(kernel_id)
 
     # -- the sampling thread
@@ -314,7 +313,6 @@ class GpuService:
                     last_activity=last.timestamp() if last is not None else None,
                     start=start,
                 )
-        self._known_kernels.update(table)
         self._set_table(table)
         self._table_at = time.monotonic()
 
@@ -576,7 +574,7 @@ _services: weakref.WeakSet[GpuService] = weakref.WeakSet()
 def _remove_reports_at_exit() -> None:
     """The server process exits: no report of its kernels may outlive it."""
     for service in list(_services):
-        for kernel_id in set(service._table.kernels) | service._known_kernels:
+        for kernel_id in list(service._table.kernels):
             service.remove_report(kernel_id)
 
 
