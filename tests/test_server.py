@@ -703,3 +703,15 @@ async def test_clients_accepting_gzip_get_the_body_compressed_once(jp_fetch, jp_
     assert json.loads(zipped.body)["gpus"] and zipped.headers["Etag"].endswith('-gzip"')
     service: GpuService = jp_serverapp.web_app.settings[GpuService.SETTINGS_KEY]
     assert gzip.decompress(service._answer.gzipped) == service._answer.body
+
+
+@asynctest
+async def test_stopping_the_service_removes_its_kernels_reports(jp_fetch, jp_serverapp, scenario):
+    service: GpuService = jp_serverapp.web_app.settings[GpuService.SETTINGS_KEY]
+    kernel_id = await start_session(jp_fetch)
+    await service.refresh_kernels()
+    path = report_path(jp_serverapp, kernel_id)
+    with open(path, "w") as file:
+        json.dump({"version": 1, "kernel_id": kernel_id, "pid": 1, "timestamp": 0}, file)
+    service.close()  # what the server process does when it exits (atexit), kernels or not
+    assert not os.path.exists(path)
