@@ -404,7 +404,7 @@ async def drive_kernels(app: Any, port: int, token: str, args: argparse.Namespac
     sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests"))
     from support import spawn_at_pid
 
-    service: GpuService = app.web_app.settings[GpuService.SETTINGS_KEY]
+    service: GpuService | None = app.web_app.settings.get(GpuService.SETTINGS_KEY)  # None: --control
     me = psutil.Process()
     base = f"http://127.0.0.1:{port}{app.base_url}"
     from tornado.httpclient import AsyncHTTPClient
@@ -452,6 +452,22 @@ async def drive_kernels(app: Any, port: int, token: str, args: argparse.Namespac
         session = json.loads(response.body)
         kernel_id = session["kernel"]["id"]
         pid = app.kernel_manager.get_kernel(kernel_id).provisioner.pid
+        if service is None:  # control run without jupyter_gpu: the same kernel and PID churn only
+            await asyncio.sleep(0.2)
+            await http.fetch(base + f"api/sessions/{session['id']}", method="DELETE", headers=headers)
+            await asyncio.sleep(0.03)
+            intruder = spawn_at_pid(pid, ["sleep", "30"], tries=5)
+            if intruder is not None:
+                await asyncio.sleep(0.2)
+                intruder.kill()
+                intruder.wait()
+            counts["cycles"] += 1
+            counts["real_kernels"] += real
+            if cycle % max(1, args.kernels // 20) == 0 or cycle == args.kernels - 1:
+                memory.append((cycle, round(me.memory_info().rss / 2**20, 1), me.num_threads()))
+                print(json.dumps({"cycle": cycle, "rss_mib": memory[-1][1], "threads": memory[-1][2]}),
+                      file=sys.stderr, flush=True)
+            continue
         scenario([{"pid": pid, "memory_mib": 100}])
         data = await until(lambda d, pid=pid: any(p["pid"] == pid and p["kernel_id"] for g in d["gpus"]
                                                   for p in g["processes"]))
@@ -481,8 +497,13 @@ async def drive_kernels(app: Any, port: int, token: str, args: argparse.Namespac
             memory.append((cycle, round(me.memory_info().rss / 2**20, 1), me.num_threads()))
             print(json.dumps({"cycle": cycle, "rss_mib": memory[-1][1], "threads": memory[-1][2], **counts}),
                   file=sys.stderr, flush=True)
+    if service is None:
+        return {"counts": counts, "rss_threads": memory}
+    from jupyter_gpu.nvml import default_reader
+
     return {"counts": counts, "wrong_examples": wrong_examples, "rss_threads": memory,
-            "ancestry_cache": len(service._ancestry), "report_cache": len(service._report_reader._cache)}
+            "ancestry_cache": len(service._ancestry), "report_cache": len(service._report_reader._cache),
+            "identity_cache": len(default_reader().processes._identities), "kernel_table": len(service._table.kernels)}
 
 
 def server_main(args: argparse.Namespace) -> dict[str, Any]:
@@ -512,7 +533,7 @@ def server_main(args: argparse.Namespace) -> dict[str, Any]:
         port = probe_socket.getsockname()[1]
     token = os.urandom(8).hex()
     config = Config()
-    config.ServerApp.jpserver_extensions = {"jupyter_gpu": True,
+    config.ServerApp.jpserver_extensions = {"jupyter_gpu": not (args.kernels and args.control),
                                             "jupyterlab_nvdashboard": not (args.scale or args.kernels)}
     config.KernelManager.shutdown_wait_time = 0.5  # stand-in kernels do not answer shutdown requests
 
@@ -552,7 +573,8 @@ def main() -> None:
     parser.add_argument("--real-kernels", type=int, default=20,
                         help="with --kernels: how many of them are real ipykernels (the rest: stand-ins)")
     parser.add_argument("--control", action="store_true",
-                        help="with --scale, first a burst of /api/status alone (the framework's own cost)")
+                        help="with --scale, first a burst of /api/status alone (the framework's own cost); "
+                             "with --kernels, the same kernel churn without jupyter_gpu (RSS baseline)")
     parser.add_argument("--scale-processes", type=int, nargs="+", default=[100, 1000],
                         help="processes per GPU (8 GPUs) for --scale")
     args = parser.parse_args()

@@ -35,7 +35,7 @@ from typing import Any
 import psutil
 
 from ..kernel_report import REPORT_PREFIX, KernelReport, ReportReader
-from ..processes import PidCache, ProcessKey, current_user, process_key, process_start
+from ..processes import PidCache, ProcessKey, current_user, process_key, process_start, process_starts
 from ..sampler import Sampler
 from ..snapshots import Snapshot
 from .config import JupyterGpuServer
@@ -206,7 +206,7 @@ class GpuService:
     def _take(self) -> Snapshot:
         snapshot = self._nvml_take()
         pids = {process.pid for gpu in snapshot.gpus for process in gpu.processes}
-        keys = {pid: (pid, process_start(pid)) for pid in pids}
+        keys = {pid: (pid, start) for pid, start in process_starts(pids).items()}
         ancestry = {pid: self._ancestry.get(pid, keys[pid][1]) for pid in pids}
         self._ancestry.forget_all_but(pids)
         reports = self._report_reader.read(self.report_dir) if self.report_dir else {}
