@@ -112,8 +112,10 @@ async def _nvdashboard(ws_base: str, token: str, clients: int, seconds: float, f
     return {"messages": messages, "websockets": len(sockets)}
 
 
-async def _burst(base: str, token: str, clients: int, seconds: float, path: str) -> dict[str, Any]:
-    """Each second: ``clients`` snapshot requests and one /api/status request, all in the same instant."""
+async def _burst(base: str, token: str, clients: int, seconds: float, path: str, start: float,
+                 with_status: bool) -> dict[str, Any]:
+    """Each second from ``start`` (``time.monotonic()``, the same clock in every process): ``clients``
+    requests of ``path``, plus one /api/status request in the same instant when ``with_status``."""
     from tornado.httpclient import AsyncHTTPClient
 
     AsyncHTTPClient.configure(None, max_clients=clients + 10)
@@ -123,13 +125,15 @@ async def _burst(base: str, token: str, clients: int, seconds: float, path: str)
     status_ms: list[float] = []
     codes: dict[str, int] = {}
     etags: dict[int, str] = {}
-    start = time.monotonic() + 0.3
 
     async def one(url: str, into: list[float], client: int | None) -> None:
         extra = {"If-None-Match": etags[client]} if client in etags else {}
         began = time.perf_counter()
         try:
-            response = await http.fetch(url, headers={**headers, **extra}, raise_error=False, request_timeout=60)
+            # gzip accepted and left compressed, as a browser's network stack would hand it over:
+            # the time measured is the server's and the wire's, not this client's decompression.
+            response = await http.fetch(url, headers={**headers, **extra, "Accept-Encoding": "gzip"},
+                                        decompress_response=False, raise_error=False, request_timeout=60)
             code = str(response.code)
             if client is not None and response.code == 200:
                 etags[client] = response.headers.get("Etag", "")
@@ -142,7 +146,8 @@ async def _burst(base: str, token: str, clients: int, seconds: float, path: str)
     while start + tick < start + seconds:
         await asyncio.sleep(max(0.0, start + tick - time.monotonic()))
         batch = [one(f"http://{base}{path}", snapshot_ms, c) for c in range(clients)]
-        batch.append(one(f"http://{base}api/status", status_ms, None))
+        if with_status:
+            batch.append(one(f"http://{base}api/status", status_ms, None))
         await asyncio.gather(*batch)
         tick += 1
     return {"snapshot_ms": snapshot_ms, "status_ms": status_ms, "codes": codes}
@@ -150,7 +155,8 @@ async def _burst(base: str, token: str, clients: int, seconds: float, path: str)
 
 def client_main(spec: dict[str, Any]) -> None:
     if spec["kind"] == "burst":
-        result = asyncio.run(_burst(spec["base"], spec["token"], spec["clients"], spec["seconds"], spec["path"]))
+        result = asyncio.run(_burst(spec["base"], spec["token"], spec["clients"], spec["seconds"], spec["path"],
+                                    spec["start"], spec["with_status"]))
     elif spec["kind"] == "snapshot":
         result = asyncio.run(_poll_snapshot(spec["url"], spec["token"], spec["clients"], spec["seconds"],
                                             spec["burst"]))
@@ -341,21 +347,32 @@ async def drive_scale(app: Any, port: int, token: str, args: argparse.Namespace,
         await asyncio.sleep(1.0)
         builds = getattr(service, "builds", 0)  # (getattr: the same script measures older versions)
         probe.reset()
-        spec = {"kind": "burst", "base": base, "token": token, "clients": args.clients, "seconds": args.seconds,
-                "path": endpoint}
+        # Two client processes fire at the same instants: the burst, and the /api/status probe on
+        # its own (so its latency is the server's, not the burst client's own queue of responses).
+        start = time.monotonic() + 1.0
+        common = {"kind": "burst", "base": base, "token": token, "seconds": args.seconds, "start": start}
+        per_process = -(-args.clients // args.client_processes)
+        specs = [{**common, "clients": min(per_process, args.clients - i * per_process), "path": endpoint,
+                  "with_status": False} for i in range(args.client_processes)]
+        specs.append({**common, "clients": 0, "path": endpoint, "with_status": True})
         profiler = None
         if os.environ.get("BENCH_PROFILE"):  # diagnose: where the event loop's time goes
             import cProfile
 
             profiler = cProfile.Profile()
             profiler.enable()
-        process = await asyncio.create_subprocess_exec(
-            sys.executable, __file__, "--client", json.dumps(spec), stdout=asyncio.subprocess.PIPE)
-        stdout, _ = await asyncio.wait_for(process.communicate(), args.seconds + 120)
+        processes = [await asyncio.create_subprocess_exec(
+            sys.executable, __file__, "--client", json.dumps(spec), stdout=asyncio.subprocess.PIPE) for spec in specs]
+        outputs = [json.loads((await asyncio.wait_for(p.communicate(), args.seconds + 120))[0]) for p in processes]
         if profiler is not None:
             profiler.disable()
             profiler.dump_stats(os.environ["BENCH_PROFILE"])
-        out = json.loads(stdout)
+        codes: dict[str, int] = {}
+        for output in outputs:
+            for code, count in output["codes"].items():
+                codes[code] = codes.get(code, 0) + count
+        out = {"snapshot_ms": [ms for output in outputs[:-1] for ms in output["snapshot_ms"]],
+               "status_ms": outputs[-1]["status_ms"], "codes": codes}
         snap, status = out["snapshot_ms"], out["status_ms"]
         answer = getattr(service, "_answer", None)
         body = answer.body if answer is not None else b""
@@ -568,6 +585,9 @@ def main() -> None:
     parser.add_argument("--json", help="also write the results here")
     parser.add_argument("--client", help=argparse.SUPPRESS)
     parser.add_argument("--scale", action="store_true", help="big-machine phases (issue 10) instead")
+    parser.add_argument("--client-processes", type=int, default=5,
+                        help="with --scale: the burst's clients are spread over this many processes "
+                             "(like separate browsers; one process would queue 50 answers itself)")
     parser.add_argument("--kernels", type=int, default=0,
                         help="start and stop this many kernels, counting wrong attributions (issue 10)")
     parser.add_argument("--real-kernels", type=int, default=20,
