@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import atexit
 import concurrent.futures
+import functools
 import gzip
 import hashlib
 import json
@@ -28,7 +29,7 @@ import threading
 import time
 import weakref
 from collections.abc import Callable
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
@@ -137,6 +138,8 @@ def _kernel_pid(kernel: Any) -> int | None:
         pid = getattr(process, "pid", None)
     return pid if isinstance(pid, int) else None
 
+
+_dumps = functools.partial(json.dumps, allow_nan=False, separators=(",", ":"))
 
 _GAUGED = ("memory_used", "memory_total", "utilization", "temperature", "power")
 
@@ -408,28 +411,16 @@ class GpuService:
         return answer
 
     def _build(self, snapshot: Snapshot | None, table: KernelTable, now: float) -> Answer:
-        self.builds += 1
-        data = self.annotate(snapshot, table.kernels, now)
-        body = json.dumps(data, allow_nan=False, separators=(",", ":")).encode()
-        etag = '"' + hashlib.blake2b(body, digest_size=16).hexdigest() + '"'
-        gzipped = gzip.compress(body, compresslevel=5, mtime=0)
-        kernel_memory: dict[tuple[str, str, str], int] = {}
-        for gpu in data["gpus"]:
-            for process in gpu["processes"]:
-                if process.get("kernel_id"):
-                    label = (process["kernel_id"], process.get("notebook") or "", str(gpu["index"]))
-                    kernel_memory[label] = kernel_memory.get(label, 0) + (process.get("memory") or 0)
-        kernel_idle = tuple((k["kernel_id"], k["notebook"] or "", k["idle_s"]) for k in data["kernels"]
-                            if k["gpu_memory"] and k["idle_s"] is not None)
-        gpu_rows = tuple((str(gpu["index"]), gpu["uuid"], gpu["name"], gpu["error"],
-                          tuple((name, gpu.get(name)) for name in _GAUGED)) for gpu in data["gpus"])
-        return Answer(key=self._key(snapshot, table, now), nvml_available=data["nvml_available"],
-                      timestamp=data["timestamp"], gpu_rows=gpu_rows, body=body, etag=etag, gzipped=gzipped,
-                      kernel_memory=tuple((*label, used) for label, used in sorted(kernel_memory.items())),
-                      kernel_idle=kernel_idle)
+        """Join a snapshot to the kernel table and render the answer: the snapshot contract plus
+        attribution, idle time and staleness (see docs/server.md), as JSON bytes.
 
-    def annotate(self, snapshot: Snapshot | None, kernels: dict[str, KernelInfo], now: float) -> dict[str, Any]:
-        """Join a snapshot to the kernel table: the contract plus attribution, idle time, staleness."""
+        Each process is rendered to its JSON text as soon as it is annotated, so a sample of
+        thousands of processes never holds thousands of dicts at once: live dicts would be
+        promoted through the garbage collector's generations and make its full collections, which
+        pause every thread (the event loop too), more frequent.
+        """
+        self.builds += 1
+        kernels = table.kernels
         if snapshot is None:
             snapshot = Snapshot(
                 nvml_available=False, timestamp=now,
@@ -441,7 +432,6 @@ class GpuService:
         else:
             age_s = max(0.0, now - snapshot.timestamp)
             stale = age_s > self.stale_after_s
-        data = snapshot.to_dict()
         keys: dict[int, ProcessKey] = getattr(snapshot, "keys", {})
         ancestry: dict[int, tuple[ProcessKey, ...]] = getattr(snapshot, "ancestry", {})
         # A report counts only while the process that wrote it is this kernel's process now.
@@ -454,16 +444,21 @@ class GpuService:
             for pid in report.nvml_pids:
                 by_reported_pid.setdefault(pid, kernels[kernel_id])
 
+        dumps = _dumps
         idle_of = {kid: info.idle_s(now) for kid, info in kernels.items()}
         memory_of: dict[str, int] = {}
         gpus_of: dict[str, set[int]] = {}
+        kernel_memory: dict[tuple[str, str, str], int] = {}
         total = unknown = matched = 0
         show_others = self.config.show_other_users
-        for gpu in data["gpus"]:
-            shown = []
-            for process in gpu["processes"]:
+        me = self.me
+        gpu_texts = []
+        gpu_rows = []
+        for gpu in snapshot.gpus:
+            fragments = []
+            for process in gpu.processes:
                 total += 1
-                pid = process["pid"]
+                pid = process.pid
                 info = by_key.get(keys.get(pid)) if keys else None  # type: ignore[arg-type]
                 if info is None and by_key:
                     info = next((by_key[a] for a in ancestry.get(pid, ()) if a in by_key), None)
@@ -472,39 +467,61 @@ class GpuService:
                 if info is not None:
                     matched += 1
                     idle_s = idle_of[info.kernel_id]
-                    memory = process.get("memory") or 0
+                    memory = process.memory or 0
                     memory_of[info.kernel_id] = memory_of.get(info.kernel_id, 0) + memory
-                    gpus_of.setdefault(info.kernel_id, set()).add(gpu["index"])
+                    gpus_of.setdefault(info.kernel_id, set()).add(gpu.index)
                     report = reports.get(info.kernel_id)
-                    process.update(kernel_id=info.kernel_id,
-                                   notebook=info.notebook or (report.session if report else None),
-                                   own=True, idle_s=idle_s,
-                                   idle=bool(idle_s is not None and idle_s >= threshold and memory > 0))
-                    shown.append(process)
+                    notebook = info.notebook or (report.session if report else None)
+                    label = (info.kernel_id, notebook or "", str(gpu.index))
+                    kernel_memory[label] = kernel_memory.get(label, 0) + memory
+                    entry = process.to_dict()
+                    entry.update(kernel_id=info.kernel_id, notebook=notebook, own=True, idle_s=idle_s,
+                                 idle=bool(idle_s is not None and idle_s >= threshold and memory > 0))
+                    fragments.append(dumps(entry))
                     continue
-                if process.get("user") is None and process.get("name") is None:
+                if process.user is None and process.name is None:
                     unknown += 1  # a PID that does not exist here (another PID namespace)
-                user = process.get("user")
-                if user is None or user != self.me:
+                if process.user is None or process.user != me:
                     if not show_others:
                         continue
-                    process = {"pid": pid, "memory": process.get("memory"),
-                               "user": process.get("user"), "name": None, "type": process.get("type")}
-                process.update(kernel_id=None, notebook=None, own=False, idle_s=None, idle=False)
-                shown.append(process)
-            gpu["processes"] = shown
+                    entry = {"pid": pid, "memory": process.memory, "user": process.user, "name": None,
+                             "type": process.type}
+                else:
+                    entry = process.to_dict()
+                entry.update(kernel_id=None, notebook=None, own=False, idle_s=None, idle=False)
+                fragments.append(dumps(entry))
+            head = replace(gpu, processes=()).to_dict()
+            del head["processes"]
+            gpu_texts.append(dumps(head)[:-1] + ',"processes":[' + ",".join(fragments) + "]}")
+            gpu_rows.append((str(gpu.index), gpu.uuid, gpu.name, gpu.error,
+                             tuple((name, head.get(name)) for name in _GAUGED)))
 
-        data["kernels"] = [
+        summaries = [
             self._kernel_summary(info, idle_of[kid], memory_of.get(kid), gpus_of.get(kid), reports.get(kid), now)
             for kid, info in kernels.items()
         ]
-        data["idle_threshold_s"] = float(threshold)
-        data["attribution"], data["attribution_note"] = self._attribution(
-            snapshot, total, unknown, matched, reports)
-        data["stale"] = stale
-        data["age_s"] = None if age_s is None else round(age_s, 3)
-        data["interval_s"] = float(self.config.interval_s)
-        return data
+        top = replace(snapshot, gpus=()).to_dict()
+        del top["gpus"]
+        top["kernels"] = summaries
+        top["idle_threshold_s"] = float(threshold)
+        top["attribution"], top["attribution_note"] = self._attribution(snapshot, total, unknown, matched, reports)
+        top["stale"] = stale
+        top["age_s"] = None if age_s is None else round(age_s, 3)
+        top["interval_s"] = float(self.config.interval_s)
+        body = (dumps(top)[:-1] + ',"gpus":[' + ",".join(gpu_texts) + "]}").encode()
+        etag = '"' + hashlib.blake2b(body, digest_size=16).hexdigest() + '"'
+        gzipped = gzip.compress(body, compresslevel=5, mtime=0)
+        kernel_idle = tuple((k["kernel_id"], k["notebook"] or "", k["idle_s"]) for k in summaries
+                            if k["gpu_memory"] and k["idle_s"] is not None)
+        return Answer(key=self._key(snapshot if age_s is not None else None, table, now),
+                      nvml_available=snapshot.nvml_available, timestamp=snapshot.timestamp,
+                      gpu_rows=tuple(gpu_rows), body=body, etag=etag, gzipped=gzipped,
+                      kernel_memory=tuple((*label, used) for label, used in sorted(kernel_memory.items())),
+                      kernel_idle=kernel_idle)
+
+    def annotate(self, snapshot: Snapshot | None, kernels: dict[str, KernelInfo], now: float) -> dict[str, Any]:
+        """The answer for ``snapshot`` joined to ``kernels``, as a dict (what the endpoint sends)."""
+        return json.loads(self._build(snapshot, KernelTable(0, kernels), now).body)
 
     def _kernel_summary(self, info: KernelInfo, idle_s: float | None, memory: int | None,
                         gpus: set[int] | None, report: KernelReport | None, now: float) -> dict[str, Any]:
