@@ -61,6 +61,7 @@ class NvmlReader:
         self._memory_v2 = True
         self._process_calls: dict[str, Any] = {}
         self._raw_process_calls: dict[str, bool] = {}
+        self._previous: dict[int, dict[int, GpuProcess]] = {}  # per GPU index: last sample's processes
         self._simulation: simulate.SimulatedNvmlLibrary | None = None
 
     # -- initialisation
@@ -195,7 +196,7 @@ class NvmlReader:
             temperature=temperature,
             power=None if power_mw is None else power_mw / 1000,
             power_limit=device.power_limit,
-            processes=self._processes(handle),
+            processes=self._processes(handle, device.index),
         )
 
     def _memory(self, handle: Any) -> tuple[int, int, int, int | None]:
@@ -210,7 +211,7 @@ class NvmlReader:
         memory = pynvml.nvmlDeviceGetMemoryInfo(handle)
         return memory.total, memory.used, memory.free, None
 
-    def _processes(self, handle: Any) -> tuple[GpuProcess, ...]:
+    def _processes(self, handle: Any, index: int = -1) -> tuple[GpuProcess, ...]:
         merged: dict[int, tuple[int | None, str]] = {}
         for kind in ("compute", "graphics"):
             for pid, memory in self._running_processes(kind, handle):
@@ -222,12 +223,22 @@ class NvmlReader:
                     merged[pid] = (memory, kind)
         starts = process_starts(merged)
         identify = self.processes.identify
-        result = []
+        # A process whose every field is unchanged since the last sample is the same (immutable)
+        # object: with thousands of steady GPU processes a sample allocates almost nothing that
+        # lives on, which keeps the garbage collector's full collections rare.
+        previous = self._previous.get(index, {})
+        current: dict[int, GpuProcess] = {}
         for pid, (memory, kind) in merged.items():
             identity = identify(pid, starts[pid])
-            result.append(GpuProcess(pid=pid, memory=memory, user=identity.user, name=identity.name,
-                                     type=kind, command=identity.command))
-        return tuple(result)
+            known = previous.get(pid)
+            if (known is not None and known.memory == memory and known.type == kind and known.user == identity.user
+                    and known.name == identity.name and known.command == identity.command):
+                current[pid] = known
+            else:
+                current[pid] = GpuProcess(pid=pid, memory=memory, user=identity.user, name=identity.name,
+                                          type=kind, command=identity.command)
+        self._previous[index] = current
+        return tuple(current.values())
 
     def _running_processes(self, kind: str, handle: Any) -> list[tuple[int, int | None]]:
         """(pid, bytes or None) of one GPU's compute or graphics processes."""
