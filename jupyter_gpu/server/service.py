@@ -181,6 +181,7 @@ class GpuService:
         self._executor: concurrent.futures.ThreadPoolExecutor | None = None
         self._wait_executor: concurrent.futures.ThreadPoolExecutor | None = None
         self.builds = 0
+        self._gone: set[str] = set()  # shut down, maybe still listed by the kernel manager
         _services.add(self)
         config.observe(self._reconfigure, names=["interval_s", "linger_s"])
 
@@ -246,10 +247,14 @@ class GpuService:
         if data.get("status") != "success" or action not in ("start", "shutdown", "restart"):
             return
         if action == "shutdown" and isinstance(kernel_id, str):
-            # At once, before any await: the next request must not attribute anything to it.
+            # At once, before any await: the next request must not attribute anything to it, even
+            # while the kernel manager still lists it for a moment.
+            self._gone.add(kernel_id)
             kernels = {kid: info for kid, info in self._table.kernels.items() if kid != kernel_id}
             self._set_table(kernels)
             self.remove_report(kernel_id)
+        elif isinstance(kernel_id, str):
+            self._gone.discard(kernel_id)
         await self.refresh_kernels()
         if action == "restart" and isinstance(kernel_id, str):
             info = self._table.kernels.get(kernel_id)
@@ -295,7 +300,11 @@ class GpuService:
         table: dict[str, KernelInfo] = {}
         km = self.kernel_manager
         if km is not None:
-            for kernel_id in list(km.list_kernel_ids()):
+            listed = list(km.list_kernel_ids())
+            self._gone.intersection_update(listed)  # forgotten once the kernel manager forgot it
+            for kernel_id in listed:
+                if kernel_id in self._gone:
+                    continue
                 try:
                     kernel = km.get_kernel(kernel_id)
                 except KeyError:
