@@ -38,7 +38,7 @@ import psutil
 from ..kernel_report import REPORT_PREFIX, KernelReport, ReportReader
 from ..processes import PidCache, ProcessKey, current_user, process_key, process_start, process_starts
 from ..sampler import Sampler
-from ..snapshots import Snapshot
+from ..snapshots import GpuProcess, Snapshot
 from .config import JupyterGpuServer
 
 log = logging.getLogger(__name__)
@@ -182,6 +182,8 @@ class GpuService:
         self._wait_executor: concurrent.futures.ThreadPoolExecutor | None = None
         self.builds = 0
         self._gone: set[str] = set()  # shut down, maybe still listed by the kernel manager
+        self._texts: dict[int, dict[int, tuple[GpuProcess, str]]] = {}
+        self._texts_for: tuple[bool, str | None] | None = None
         _services.add(self)
         config.observe(self._reconfigure, names=["interval_s", "linger_s"])
 
@@ -463,8 +465,14 @@ class GpuService:
         me = self.me
         gpu_texts = []
         gpu_rows = []
+        # The JSON text of each process nobody's kernel owns, per GPU, kept while its (immutable)
+        # record is the same object: thousands of other users' steady processes cost no encoding.
+        previous_texts = self._texts if (show_others, me) == self._texts_for else {}
+        all_texts: dict[int, dict[int, tuple[GpuProcess, str]]] = {}
         for gpu in snapshot.gpus:
             fragments = []
+            old_texts = previous_texts.get(gpu.index, {})
+            texts = all_texts[gpu.index] = {}
             for process in gpu.processes:
                 total += 1
                 pid = process.pid
@@ -490,21 +498,29 @@ class GpuService:
                     continue
                 if process.user is None and process.name is None:
                     unknown += 1  # a PID that does not exist here (another PID namespace)
-                if process.user is None or process.user != me:
-                    if not show_others:
-                        continue
-                    entry = {"pid": pid, "memory": process.memory, "user": process.user, "name": None,
-                             "type": process.type}
+                others = process.user is None or process.user != me
+                if others and not show_others:
+                    continue
+                cached = old_texts.get(pid)
+                if cached is not None and cached[0] is process:  # the reader reuses unchanged records
+                    text = cached[1]
                 else:
-                    entry = process.to_dict()
-                entry.update(kernel_id=None, notebook=None, own=False, idle_s=None, idle=False)
-                fragments.append(dumps(entry))
+                    if others:
+                        entry = {"pid": pid, "memory": process.memory, "user": process.user, "name": None,
+                                 "type": process.type}
+                    else:
+                        entry = process.to_dict()
+                    entry.update(kernel_id=None, notebook=None, own=False, idle_s=None, idle=False)
+                    text = dumps(entry)
+                texts[pid] = (process, text)
+                fragments.append(text)
             head = replace(gpu, processes=()).to_dict()
             del head["processes"]
             gpu_texts.append(dumps(head)[:-1] + ',"processes":[' + ",".join(fragments) + "]}")
             gpu_rows.append((str(gpu.index), gpu.uuid, gpu.name, gpu.error,
                              tuple((name, head.get(name)) for name in _GAUGED)))
 
+        self._texts, self._texts_for = all_texts, (show_others, me)
         summaries = [
             self._kernel_summary(info, idle_of[kid], memory_of.get(kid), gpus_of.get(kid), reports.get(kid), now)
             for kid, info in kernels.items()
