@@ -503,7 +503,8 @@ class GpuService:
                     continue
                 cached = old_texts.get(pid)
                 if cached is not None and cached[0] is process:  # the reader reuses unchanged records
-                    text = cached[1]
+                    texts[pid] = cached  # the same tuple: nothing new for the garbage collector
+                    fragments.append(cached[1])
                 else:
                     if others:
                         entry = {"pid": pid, "memory": process.memory, "user": process.user, "name": None,
@@ -512,8 +513,8 @@ class GpuService:
                         entry = process.to_dict()
                     entry.update(kernel_id=None, notebook=None, own=False, idle_s=None, idle=False)
                     text = dumps(entry)
-                texts[pid] = (process, text)
-                fragments.append(text)
+                    texts[pid] = (process, text)
+                    fragments.append(text)
             head = replace(gpu, processes=()).to_dict()
             del head["processes"]
             gpu_texts.append(dumps(head)[:-1] + ',"processes":[' + ",".join(fragments) + "]}")
