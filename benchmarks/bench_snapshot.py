@@ -6,6 +6,11 @@ strictly needed for the contract's fields), and the time of ``import jupyter_gpu
 interpreters.
 
     .venv/bin/python benchmarks/bench_snapshot.py [--repeat 200] [--gpustat-repeat 5]
+
+``--big`` measures instead one simulated sample of a big machine (issue 10): 64 GPUs x 2,000
+processes each (128,000 processes of 50 other users, PIDs that do not exist here), the first sample
+and the median of ``--big-repeat`` later ones; ``--startup`` the interpreter start-up with and
+without the ``jupyter_gpu_simulate.pth`` line (variable unset).
 """
 
 from __future__ import annotations
@@ -103,12 +108,66 @@ def import_times(runs: int) -> list[float]:
     return [float(subprocess.check_output([sys.executable, "-c", code], text=True, env=env)) for _ in range(runs)]
 
 
+def big_machine(gpus: int, per_gpu: int, repeat: int) -> None:
+    from jupyter_gpu import simulate
+    from jupyter_gpu.nvml import NvmlReader
+
+    data = {"gpus": [{"memory_total_mib": 81920, "processes": [
+        {"pid": 3_000_000 + g * per_gpu + p, "memory_mib": 1, "user": f"user{p % 50}", "name": "python"}
+        for p in range(per_gpu)]} for g in range(gpus)]}
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "scenario.json"
+        simulate.write_scenario(path, data)
+        library = simulate.install(str(path))
+        reader = NvmlReader()
+        began = time.perf_counter()
+        first = reader.snapshot()
+        first_s = time.perf_counter() - began
+        samples = []
+        for _ in range(repeat):
+            began = time.perf_counter()
+            snap = reader.snapshot()
+            samples.append(time.perf_counter() - began)
+        assert sum(len(g.processes) for g in snap.gpus) == gpus * per_gpu == sum(len(g.processes) for g in first.gpus)
+        assert library.callback_errors == []
+        simulate.uninstall()
+    print(f"{gpus} GPUs x {per_gpu} processes ({gpus * per_gpu} processes): first sample {first_s:.3f} s, "
+          f"median of {repeat} later samples {statistics.median(samples):.3f} s "
+          f"(min {min(samples):.3f}, max {max(samples):.3f})")
+
+
+def startup(runs: int) -> None:
+    """``python -c pass`` with the .pth line processed (variable unset) vs without it, interleaved."""
+    root = Path(__file__).resolve().parents[1]
+    env = {key: value for key, value in os.environ.items() if key != "JUPYTER_GPU_SIMULATE"}
+    with_pth = f"import site; site.addpackage({str(root)!r}, 'jupyter_gpu_simulate.pth', set())"
+    times: dict[str, list[float]] = {"without": [], "with": []}
+    for _ in range(runs):
+        for name, code in (("without", "import site"), ("with", with_pth)):
+            began = time.perf_counter()
+            subprocess.run([sys.executable, "-S", "-c", code], env=env, check=True)
+            times[name].append(time.perf_counter() - began)
+    without, with_ = (statistics.median(times[k]) * 1000 for k in ("without", "with"))
+    print(f"interpreter start-up, variable unset, median of {runs}: without the .pth line {without:.1f} ms, "
+          f"with it {with_:.1f} ms (difference {with_ - without:+.1f} ms)")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--big", action="store_true", help="one sample of 64 GPUs x 2,000 processes")
+    parser.add_argument("--big-repeat", type=int, default=5)
+    parser.add_argument("--startup", type=int, default=0, metavar="RUNS",
+                        help="measure interpreter start-up with/without the .pth line")
     parser.add_argument("--repeat", type=int, default=200, help="snapshots per tool (steady state)")
     parser.add_argument("--gpustat-repeat", type=int, default=5, help="gpustat sleeps 0.1 s per GPU; keep small")
     parser.add_argument("--import-runs", type=int, default=15)
     args = parser.parse_args()
+    if args.big or args.startup:
+        if args.big:
+            big_machine(64, 2000, args.big_repeat)
+        if args.startup:
+            startup(args.startup)
+        return
 
     sleepers = [subprocess.Popen(["sleep", "600"]) for _ in range(GPUS * PROCESSES_PER_GPU)]
     try:

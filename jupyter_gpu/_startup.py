@@ -2,7 +2,13 @@
 
 It registers a post-import hook and nothing else: the simulation itself (:mod:`jupyter_gpu.simulate`)
 is imported and installed the moment some library imports ``pynvml``, so a process that never
-reads NVML pays a fraction of a millisecond.
+reads NVML pays a fraction of a millisecond. With the variable unset (or ``0``/``false``/``off``/
+``no``) the ``.pth`` line costs one dictionary look-up and imports nothing.
+
+Nothing here may print a traceback at interpreter start or break the user's import: the ``.pth``
+line catches any failure (jupyter_gpu uninstalled or broken) and prints one line; a malformed
+value of the variable is refused with one line when ``pynvml`` is imported, and then every NVML
+reader in the process sees the real GPUs.
 """
 
 from __future__ import annotations
@@ -10,7 +16,7 @@ from __future__ import annotations
 import sys
 from types import ModuleType
 
-from ._import_hooks import when_imported
+from ._import_hooks import pending, when_imported
 
 
 def _install(_pynvml: ModuleType) -> None:
@@ -19,8 +25,16 @@ def _install(_pynvml: ModuleType) -> None:
 
         install_from_environment()
     except Exception as error:  # interpreter start-up and the user's import must never fail because of us
-        print(f"jupyter_gpu: simulated GPUs not installed: {error}", file=sys.stderr)
+        first_line = str(error).splitlines()[0] if str(error) else type(error).__name__
+        print(f"jupyter_gpu: simulated GPUs not installed: {first_line}", file=sys.stderr)
 
 
 def install_simulation_when_pynvml_is_imported() -> None:
-    when_imported("pynvml", _install)
+    import os
+
+    value = os.environ.get("JUPYTER_GPU_SIMULATE", "")
+    if value.strip().lower() in ("", "0", "false", "off", "no"):  # simulate.OFF_VALUES, without importing it
+        return
+    # Once, however often the .pth file is processed (a venv whose lib64 links to lib has it twice).
+    if _install not in pending("pynvml"):
+        when_imported("pynvml", _install)

@@ -6,6 +6,9 @@ Usage::
     jupyter-gpu status --json          # the JSON contract (see jupyter_gpu.snapshots)
     jupyter-gpu status --watch 2       # refresh in place every 2 seconds (Ctrl-C to stop)
 
+Warnings (e.g. a simulated scenario edit that was refused) are printed above the table, and on
+stderr with ``--json`` (where they are also in the JSON's ``warnings``).
+
 Exit status: 0 when the GPUs were read, 1 when NVML is unavailable (the reason is printed on
 stderr; with ``--json`` the JSON is printed all the same), 2 for bad arguments.
 Set ``JUPYTER_GPU_SIMULATE=demo`` to see simulated GPUs on a machine without one.
@@ -31,10 +34,10 @@ def _optional(value: float | None, unit: str, digits: int = 0) -> str:
 
 
 def format_table(snapshot: Snapshot) -> str:
-    """The snapshot as a compact, aligned, plain-text table."""
+    """The snapshot as a compact, aligned, plain-text table, its warnings first."""
+    lines = [f"Warning: {warning}" for warning in snapshot.warnings]
     if not snapshot.nvml_available:
-        return f"No GPUs can be read: {snapshot.error}"
-    lines = []
+        return "\n".join([*lines, f"No GPUs can be read: {snapshot.error}"])
     header = f"Driver {snapshot.driver_version}"
     if snapshot.simulated:
         header += "  (simulated GPUs)"
@@ -92,8 +95,11 @@ def _status(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         else:
             out.write(text + "\n")
         out.flush()
-        if args.json and not snapshot.nvml_available:  # the table says why itself; JSON readers get it on stderr
-            err.write(f"jupyter-gpu: {snapshot.error}\n")
+        if args.json:  # the table says it itself; JSON readers get it on stderr too
+            for warning in snapshot.warnings:
+                err.write(f"jupyter-gpu: warning: {warning}\n")
+            if not snapshot.nvml_available:
+                err.write(f"jupyter-gpu: {snapshot.error}\n")
         if not args.watch:
             return 0 if snapshot.nvml_available else 1
         try:

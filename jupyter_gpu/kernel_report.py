@@ -17,7 +17,8 @@ The mechanism, which needs no user code:
 
 Report format (version 1)::
 
-    {"version": 1, "kernel_id": str, "pid": int, "nspid": [int, ...] | null,
+    {"version": 1, "kernel_id": str, "pid": int, "start_time": int | float | null,
+     "nspid": [int, ...] | null,
      "pid_namespace": str | null, "hostname": str, "session": str | null,
      "nvml_pids": [int, ...],               # NVML-visible PIDs of this kernel, when known (else [])
      "gpu_memory": {key: bytes},            # key: a GPU UUID ("GPU-...", PyTorch), "cuda:<id>" (JAX)
@@ -30,22 +31,35 @@ Framework figures are what the allocator holds (PyTorch ``memory_reserved``, Ten
 MiB per process and GPU), so they are lower than what NVML shows. ``nvml_pids`` is for setups where
 something knows the host PID (it can be passed to :func:`write_report`); the kernel cannot find it
 out by itself.
+
+The server treats every report as untrusted input (any code in the kernel can write the file):
+:class:`ReportReader` checks the schema, types, sizes and finite numbers and drops a bad report with
+one log line; the server then uses a report only while ``pid`` and ``start_time`` (see
+:func:`jupyter_gpu.processes.process_start`) name the running process of that kernel, so a report
+left behind by a killed kernel never describes its successor. The server deletes a kernel's report
+when the kernel is shut down, restarted, or the server stops.
 """
 
 from __future__ import annotations
 
 import functools
 import json
+import logging
+import math
 import os
 import socket
 import sys
 import threading
 import time
 from collections.abc import Iterable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-__all__ = ["REPORT_PREFIX", "framework_memory", "read_reports", "register", "unregister", "write_report"]
+log = logging.getLogger(__name__)
+
+__all__ = ["REPORT_PREFIX", "KernelReport", "ReportError", "framework_memory", "parse_report", "read_reports",
+           "register", "unregister", "write_report"]
 
 REPORT_PREFIX = "jupyter-gpu-kernel-"
 REPORT_VERSION = 1
@@ -89,6 +103,13 @@ def _nspid() -> tuple[list[int] | None, str | None]:
     return nspid, namespace
 
 
+@functools.cache
+def _own_start() -> int | float | None:
+    from .processes import process_start
+
+    return process_start(os.getpid())
+
+
 def framework_memory() -> dict[str, dict[str, int]]:
     """GPU memory held by each framework that has initialized its GPUs, per device.
 
@@ -122,6 +143,7 @@ def build_report(kernel_id: str, nvml_pids: Iterable[int] = (),
         "version": REPORT_VERSION,
         "kernel_id": kernel_id,
         "pid": os.getpid(),
+        "start_time": _own_start(),
         "nspid": nspid,
         "pid_namespace": namespace,
         "hostname": socket.gethostname(),
@@ -208,15 +230,98 @@ def unregister(ipython: Any) -> None:
 # -- in the server
 
 
+MAX_REPORT_BYTES = 64 * 1024
+MAX_ENTRIES = 256
+MAX_TEXT = 4096
+MAX_BYTES_VALUE = 2**53  # 8 PiB: more than any GPU, still exact in a float
+
+
+class ReportError(ValueError):
+    """A kernel report that cannot be used; the message says which field and why, in one line."""
+
+
+@dataclass(frozen=True)
+class KernelReport:
+    """A validated kernel report (see the module docstring for the file format)."""
+
+    kernel_id: str
+    pid: int
+    start_time: int | float | None
+    session: str | None
+    nvml_pids: tuple[int, ...]
+    gpu_memory: tuple[tuple[str, int], ...]  # (device key, bytes)
+    timestamp: float
+
+    @property
+    def key(self) -> tuple[int, int | float | None]:
+        """(pid, start time) of the process that wrote the report."""
+        return self.pid, self.start_time
+
+
+def _finite(value: Any) -> bool:
+    return not isinstance(value, bool) and isinstance(value, (int, float)) and math.isfinite(value)
+
+
+def parse_report(data: Any, kernel_id: str | None = None) -> KernelReport:
+    """Check a decoded report; raise :class:`ReportError` naming the first bad field.
+
+    ``kernel_id``: the id the file name says; the report must name the same kernel.
+    """
+    if not isinstance(data, dict):
+        raise ReportError("a report must be a JSON object")
+    if data.get("version") != REPORT_VERSION:
+        raise ReportError(f"version must be {REPORT_VERSION}")
+    kid = data.get("kernel_id")
+    if not isinstance(kid, str) or not kid or len(kid) > 256:
+        raise ReportError("kernel_id must be a non-empty string")
+    if kernel_id is not None and kid != kernel_id:
+        raise ReportError("kernel_id does not match the file name")
+    pid = data.get("pid")
+    if isinstance(pid, bool) or not isinstance(pid, int) or not 0 < pid < 2**32:
+        raise ReportError("pid must be a positive whole number")
+    start = data.get("start_time")
+    if start is not None and not _finite(start):
+        raise ReportError("start_time must be a finite number or null")
+    session = data.get("session")
+    if session is not None and (not isinstance(session, str) or len(session) > MAX_TEXT):
+        raise ReportError(f"session must be a string of at most {MAX_TEXT} characters, or null")
+    pids = data.get("nvml_pids", [])
+    if (not isinstance(pids, list) or len(pids) > MAX_ENTRIES
+            or not all(isinstance(p, int) and not isinstance(p, bool) and 0 < p < 2**32 for p in pids)):
+        raise ReportError(f"nvml_pids must be a list of at most {MAX_ENTRIES} positive whole numbers")
+    memory = data.get("gpu_memory", {})
+    if not isinstance(memory, dict) or len(memory) > MAX_ENTRIES:
+        raise ReportError(f"gpu_memory must be an object of at most {MAX_ENTRIES} entries")
+    for key, value in memory.items():
+        if len(key) > 256:
+            raise ReportError("gpu_memory keys must be at most 256 characters")
+        if not _finite(value) or not 0 <= value <= MAX_BYTES_VALUE:
+            raise ReportError(f"gpu_memory[{key[:40]!r}] must be a finite number of bytes >= 0")
+    timestamp = data.get("timestamp")
+    if not _finite(timestamp) or timestamp < 0:
+        raise ReportError("timestamp must be a finite number >= 0")
+    return KernelReport(kernel_id=kid, pid=pid, start_time=start, session=session,
+                        nvml_pids=tuple(pids), gpu_memory=tuple((k, int(v)) for k, v in memory.items()),
+                        timestamp=float(timestamp))
+
+
+def _refuse_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a number")
+
+
 class ReportReader:
-    """Reads the kernel reports in a folder, re-parsing only files whose stamp changed."""
+    """Reads and validates the kernel reports in a folder, re-parsing only files whose stamp changed.
+
+    A bad report (not JSON, too large, a wrong type, NaN or Infinity, a file named after another
+    kernel) is dropped with one warning in the log, once per version of the file.
+    """
 
     def __init__(self) -> None:
-        self._cache: dict[Path, tuple[tuple[int, int], dict[str, Any]]] = {}
+        self._cache: dict[Path, tuple[tuple[int, int, int], KernelReport | None]] = {}
 
-    def read(self, folder: str | os.PathLike[str]) -> dict[str, dict[str, Any]]:
-        """kernel_id → report, for every readable report in ``folder``."""
-        reports: dict[str, dict[str, Any]] = {}
+    def read(self, folder: str | os.PathLike[str]) -> dict[str, KernelReport]:
+        """kernel_id → report, for every valid report in ``folder``."""
+        reports: dict[str, KernelReport] = {}
         seen: set[Path] = set()
         try:
             entries = list(os.scandir(folder))
@@ -227,27 +332,41 @@ class ReportReader:
                 continue
             path = Path(entry.path)
             seen.add(path)
-            try:
-                stat = entry.stat()
-            except OSError:
-                continue
-            stamp = (stat.st_mtime_ns, stat.st_size)
-            cached = self._cache.get(path)
-            if cached is None or cached[0] != stamp:
-                try:
-                    data = json.loads(path.read_text())
-                except (OSError, ValueError):
-                    continue
-                if not isinstance(data, dict) or not isinstance(data.get("kernel_id"), str):
-                    continue
-                cached = (stamp, data)
-                self._cache[path] = cached
-            reports[cached[1]["kernel_id"]] = cached[1]
+            report = self.read_one(path)
+            if report is not None:
+                reports[report.kernel_id] = report
         for path in [path for path in self._cache if path not in seen]:
             del self._cache[path]
         return reports
 
+    def read_one(self, path: Path) -> KernelReport | None:
+        """The valid report in ``path``, or None (missing, unchanged-and-bad, or bad: logged once)."""
+        try:
+            stat = path.stat()
+        except OSError:
+            return None
+        stamp = (stat.st_mtime_ns, stat.st_size, stat.st_ino)
+        cached = self._cache.get(path)
+        if cached is not None and cached[0] == stamp:
+            return cached[1]
+        report: KernelReport | None = None
+        try:
+            if stat.st_size > MAX_REPORT_BYTES:
+                raise ReportError(f"larger than {MAX_REPORT_BYTES // 1024} KiB")
+            with open(path, "rb") as file:
+                raw = file.read(MAX_REPORT_BYTES + 1)
+            data = json.loads(raw, parse_constant=_refuse_constant)
+            report = parse_report(data, path.name[len(REPORT_PREFIX):-len(".json")])
+        except FileNotFoundError:
+            return None
+        except RecursionError:
+            log.warning("jupyter_gpu: ignoring kernel report %s: nested too deeply", path.name)
+        except (OSError, ValueError) as error:  # ReportError and JSON errors are ValueErrors
+            log.warning("jupyter_gpu: ignoring kernel report %s: %s", path.name, str(error)[:200])
+        self._cache[path] = (stamp, report)
+        return report
 
-def read_reports(folder: str | os.PathLike[str]) -> dict[str, dict[str, Any]]:
+
+def read_reports(folder: str | os.PathLike[str]) -> dict[str, KernelReport]:
     """kernel_id → report for every kernel report in ``folder`` (uncached; see :class:`ReportReader`)."""
     return ReportReader().read(folder)

@@ -20,14 +20,16 @@ processes exist, NVML's two-call protocol).
 
 from __future__ import annotations
 
+import functools
 import os
+import struct
 import threading
 import time
 from dataclasses import dataclass
 from typing import Any
 
 from . import simulate
-from .processes import ProcessDirectory
+from .processes import ProcessDirectory, process_starts
 from .snapshots import GpuInfo, GpuProcess, Snapshot
 
 __all__ = ["NvmlReader", "default_reader", "snapshot"]
@@ -58,6 +60,8 @@ class NvmlReader:
         self._driver_version: str | None = None
         self._memory_v2 = True
         self._process_calls: dict[str, Any] = {}
+        self._raw_process_calls: dict[str, bool] = {}
+        self._previous: dict[int, dict[int, GpuProcess]] = {}  # per GPU index: last sample's processes
         self._simulation: simulate.SimulatedNvmlLibrary | None = None
 
     # -- initialisation
@@ -137,8 +141,10 @@ class NvmlReader:
             try:
                 self._initialize()
             except NvmlUnavailable as error:
-                simulated = simulate.installed() is not None or bool(os.environ.get(simulate.ENV_VAR, "").strip())
-                return Snapshot(nvml_available=False, timestamp=timestamp, error=str(error), simulated=simulated)
+                simulated = simulate.installed() is not None or simulate.simulation_requested(
+                    os.environ.get(simulate.ENV_VAR))
+                return Snapshot(nvml_available=False, timestamp=timestamp, error=str(error), simulated=simulated,
+                                warnings=_warnings())
             simulated = simulate.installed() is not None
             devices = list(self._devices or ())
             for index, device in enumerate(devices):
@@ -166,10 +172,10 @@ class NvmlReader:
         if global_failure is not None:
             self.reset()
             return Snapshot(nvml_available=False, timestamp=timestamp, error=global_failure,
-                            driver_version=driver_version, simulated=simulated)
+                            driver_version=driver_version, simulated=simulated, warnings=_warnings())
         self.processes.forget_all_but({p.pid for gpu in gpus for p in gpu.processes})
         return Snapshot(nvml_available=True, timestamp=timestamp, gpus=tuple(gpus),
-                        driver_version=driver_version, simulated=simulated)
+                        driver_version=driver_version, simulated=simulated, warnings=_warnings())
 
     def _read(self, device: _Device) -> GpuInfo:
         pynvml = self._pynvml
@@ -190,7 +196,7 @@ class NvmlReader:
             temperature=temperature,
             power=None if power_mw is None else power_mw / 1000,
             power_limit=device.power_limit,
-            processes=self._processes(handle),
+            processes=self._processes(handle, device.index),
         )
 
     def _memory(self, handle: Any) -> tuple[int, int, int, int | None]:
@@ -205,37 +211,97 @@ class NvmlReader:
         memory = pynvml.nvmlDeviceGetMemoryInfo(handle)
         return memory.total, memory.used, memory.free, None
 
-    def _processes(self, handle: Any) -> tuple[GpuProcess, ...]:
+    def _processes(self, handle: Any, index: int = -1) -> tuple[GpuProcess, ...]:
         merged: dict[int, tuple[int | None, str]] = {}
         for kind in ("compute", "graphics"):
-            for entry in self._running_processes(kind, handle):
-                memory = entry.usedGpuMemory
-                if entry.pid in merged:
-                    known, known_kind = merged[entry.pid]
+            for pid, memory in self._running_processes(kind, handle):
+                if pid in merged:
+                    known, known_kind = merged[pid]
                     both = None if known is None and memory is None else max(known or 0, memory or 0)
-                    merged[entry.pid] = (both, f"{known_kind}+{kind}" if known_kind != kind else kind)
+                    merged[pid] = (both, f"{known_kind}+{kind}" if known_kind != kind else kind)
                 else:
-                    merged[entry.pid] = (memory, kind)
-        result = []
+                    merged[pid] = (memory, kind)
+        starts = process_starts(merged)
+        identify = self.processes.identify
+        # A process whose every field is unchanged since the last sample is the same (immutable)
+        # object: with thousands of steady GPU processes a sample allocates almost nothing that
+        # lives on, which keeps the garbage collector's full collections rare.
+        previous = self._previous.get(index, {})
+        current: dict[int, GpuProcess] = {}
         for pid, (memory, kind) in merged.items():
-            identity = self.processes.identify(pid)
-            result.append(GpuProcess(pid=pid, memory=memory, user=identity.user, name=identity.name,
-                                     type=kind, command=identity.command))
-        return tuple(result)
+            identity = identify(pid, starts[pid])
+            known = previous.get(pid)
+            if (known is not None and known.memory == memory and known.type == kind and known.user == identity.user
+                    and known.name == identity.name and known.command == identity.command):
+                current[pid] = known
+            else:
+                current[pid] = GpuProcess(pid=pid, memory=memory, user=identity.user, name=identity.name,
+                                          type=kind, command=identity.command)
+        self._previous[index] = current
+        return tuple(current.values())
 
-    def _running_processes(self, kind: str, handle: Any) -> list[Any]:
+    def _running_processes(self, kind: str, handle: Any) -> list[tuple[int, int | None]]:
+        """(pid, bytes or None) of one GPU's compute or graphics processes."""
         pynvml = self._pynvml
+        if self._raw_process_calls.get(kind, True):
+            try:
+                return _raw_processes(pynvml, _V3_SYMBOLS[kind], handle)
+            except (AttributeError, TypeError, pynvml.NVMLError_FunctionNotFound):
+                self._raw_process_calls[kind] = False  # bindings or driver differ: their own wrapper
+            except pynvml.NVMLError_NotSupported:
+                return []
         call = self._process_calls[kind]
         try:
-            return call(handle)
+            entries = call(handle)
         except pynvml.NVMLLibraryMismatchError:
             # The driver lacks the _v3 call (pynvml raises this, not an NVMLError): use _v2 from now on.
             older = {"compute": pynvml.nvmlDeviceGetComputeRunningProcesses_v2,
                      "graphics": pynvml.nvmlDeviceGetGraphicsRunningProcesses_v2}[kind]
             self._process_calls[kind] = older
-            return older(handle)
+            entries = older(handle)
         except (pynvml.NVMLError_NotSupported, pynvml.NVMLError_FunctionNotFound):
             return []
+        return [(entry.pid, entry.usedGpuMemory) for entry in entries]
+
+
+_V3_SYMBOLS = {"compute": "nvmlDeviceGetComputeRunningProcesses_v3",
+               "graphics": "nvmlDeviceGetGraphicsRunningProcesses_v3"}
+
+
+def _raw_processes(pynvml: Any, symbol: str, handle: Any) -> list[tuple[int, int | None]]:
+    """NVML's two-call process protocol as nvidia-ml-py's ``_v3`` wrapper does it, read in bulk.
+
+    nvidia-ml-py turns every entry into a "friendly object" (~7 us each: 0.9 s for 128,000
+    processes); here the array it would fill (its own ``c_nvmlProcessInfo_v3_t``, so the layout is
+    the bindings') is read with one ``struct`` pass. Raises what the bindings raise.
+    """
+    from ctypes import byref, c_uint, sizeof
+
+    entry = pynvml.c_nvmlProcessInfo_v3_t
+    function = pynvml._nvmlGetFunctionPointer(symbol)
+    count = c_uint(0)
+    ret = function(handle, byref(count), None)
+    if ret == pynvml.NVML_SUCCESS:
+        return []
+    if ret != pynvml.NVML_ERROR_INSUFFICIENT_SIZE:
+        raise pynvml.NVMLError(ret)
+    count.value = count.value * 2 + 5  # room for processes started meanwhile, as nvidia-ml-py does
+    array = (entry * count.value)()
+    ret = function(handle, byref(count), array)
+    if ret != pynvml.NVML_SUCCESS:
+        raise pynvml.NVMLError(ret)
+    layout = _layout(entry.pid.offset, entry.usedGpuMemory.offset, sizeof(entry))
+    missing = pynvml.NVML_VALUE_NOT_AVAILABLE_ulonglong.value
+    data = memoryview(array).cast("B")[: count.value * sizeof(entry)]
+    return [(pid, None if memory == missing else memory) for pid, memory in layout.iter_unpack(data)]
+
+
+@functools.cache
+def _layout(pid_offset: int, memory_offset: int, size: int) -> struct.Struct:
+    """A struct format reading (pid, usedGpuMemory) out of one process entry of ``size`` bytes."""
+    if memory_offset < pid_offset + 4:
+        raise TypeError("unexpected nvmlProcessInfo layout")
+    return struct.Struct(f"={pid_offset}xI{memory_offset - pid_offset - 4}xQ{size - memory_offset - 8}x")
 
 
 # --------------------------------------------------------------------------------------------
@@ -268,6 +334,13 @@ def explain_nvml_error(error: Exception) -> str:
     if explanation is None:
         return f"NVML error: {own_words}"
     return f"{explanation} (NVML: {own_words})"
+
+
+def _warnings() -> tuple[str, ...]:
+    """What the snapshot should warn about: a refused edit of the simulated scenario."""
+    library = simulate.installed()
+    rejection = library.source.rejection() if library is not None else None
+    return (rejection,) if rejection else ()
 
 
 def _text(value: str | bytes) -> str:

@@ -1,19 +1,22 @@
 """Who a GPU process belongs to: user, program name and (for this user only) command line.
 
-NVML reports PIDs only; the rest comes from the operating system through psutil. Lookups are
-cached per PID for ``CACHE_TTL_S`` (a snapshot every second must not re-read /proc for every
-process) and dropped as soon as the PID leaves the GPUs, which bounds both the cache and the time a
-reused PID could be mistaken for its predecessor. Other users' command lines are never read, let
-alone returned.
+NVML reports PIDs only; the rest comes from the operating system through psutil. PIDs are reused:
+when a process exits, the kernel hands its number to the next process, possibly another user's.
+So every fact remembered about a process is keyed by its **PID and start time**
+(:func:`process_start`), and a reused PID is a new process at once: :class:`PidCache` is the one
+place such facts are cached (identities here, process ancestry in the server). Entries also expire
+after ``CACHE_TTL_S`` and are dropped as soon as the PID leaves the GPUs, which bounds the cache.
+Other users' command lines are never read, let alone returned.
 """
 
 from __future__ import annotations
 
 import getpass
 import os
+import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
@@ -24,8 +27,11 @@ from . import simulate
 CACHE_TTL_S = 30.0
 T = TypeVar("T")
 
+ProcessKey = tuple[int, "int | float | None"]
+"""(pid, start time) — one process, never confused with a later process reusing the PID."""
 
-@dataclass(frozen=True)
+
+@dataclass(frozen=True, slots=True)
 class ProcessIdentity:
     user: str | None
     name: str | None
@@ -40,27 +46,88 @@ def current_user() -> str | None:
         return str(os.getuid()) if hasattr(os, "getuid") else None
 
 
-class PidCache(Generic[T]):
-    """``lookup(pid)`` results, each kept for ``ttl_s`` seconds; safe to use from several threads.
+def process_start(pid: int) -> int | float | None:
+    """When process ``pid`` started, or None when no such process exists (or it cannot be read).
 
-    Callers drop the PIDs that left the GPUs with :meth:`forget_all_but` after every snapshot, which
-    keeps the cache as small as the set of GPU processes.
+    On Linux the start time in clock ticks since boot (field 22 of ``/proc/<pid>/stat``: one small
+    read, the same value for as long as the process lives, and the same in the process itself and
+    in any reader in its PID namespace); elsewhere psutil's ``create_time()``. Compare values only
+    with values from this function.
+    """
+    if _PROC:
+        try:
+            with open(f"/proc/{pid}/stat", "rb") as file:
+                data = file.read()
+            return int(data[data.rindex(b")") + 2:].split(None, 20)[19])
+        except (OSError, ValueError, IndexError):
+            return None
+    try:
+        return psutil.Process(pid).create_time()
+    except (psutil.Error, OSError, ValueError):
+        return None
+
+
+_PROC = sys.platform.startswith("linux") and os.path.isdir("/proc/self")
+
+
+def process_starts(pids: Iterable[int]) -> dict[int, int | float | None]:
+    """:func:`process_start` of many PIDs at once.
+
+    With many PIDs (thousands of GPU processes, or host PIDs that do not exist in this namespace)
+    one listing of ``/proc`` answers "no such process" for the missing ones without a failed open
+    each.
+    """
+    pids = list(pids)
+    if _PROC and len(pids) > 64:
+        try:
+            existing = {int(name) for name in os.listdir("/proc") if name.isdigit()}
+        except OSError:
+            existing = None
+        if existing is not None:
+            return {pid: process_start(pid) if pid in existing else None for pid in pids}
+    return {pid: process_start(pid) for pid in pids}
+
+
+def process_key(pid: int) -> ProcessKey:
+    """``(pid, process_start(pid))``: the identity of the process that has this PID now."""
+    return pid, process_start(pid)
+
+
+class PidCache(Generic[T]):
+    """``lookup(pid)`` results keyed by (PID, start time); safe to use from several threads.
+
+    Each :meth:`get` reads the PID's start time (one small ``/proc`` read) and reuses a cached value
+    only if the process that has the PID now is the one it was computed for: a PID reused by
+    another process is looked up afresh at once. Entries expire after ``ttl_s`` seconds. Callers
+    drop the PIDs that left the GPUs with :meth:`forget_all_but` after every snapshot, which keeps
+    the cache as small as the set of GPU processes.
     """
 
-    def __init__(self, lookup: Callable[[int], T], ttl_s: float = CACHE_TTL_S) -> None:
+    def __init__(self, lookup: Callable[[int], T], ttl_s: float = CACHE_TTL_S,
+                 missing: Callable[[int], T] | None = None) -> None:
         self.lookup = lookup
+        self.missing = missing  # for PIDs with no process here (start None), instead of lookup
         self.ttl_s = ttl_s
-        self._cache: dict[int, tuple[float, T]] = {}
+        self._cache: dict[int, tuple[int | float | None, float, T]] = {}
         self._lock = threading.Lock()
 
-    def get(self, pid: int) -> T:
+    def get(self, pid: int, start: int | float | None = ...) -> T:  # type: ignore[assignment]
+        """The value for the process that has ``pid`` now (``start``: its :func:`process_start`,
+        when the caller read it already)."""
+        if start is ...:
+            start = process_start(pid)
         now = time.monotonic()
         cached = self._cache.get(pid)
-        if cached is not None and now - cached[0] < self.ttl_s:
-            return cached[1]
-        value = self.lookup(pid)
+        if cached is not None and cached[0] == start and now - cached[1] < self.ttl_s:
+            return cached[2]
+        if start is None and self.missing is not None:
+            value = self.missing(pid)  # a process appearing later has a start time: a new key
+        else:
+            value = self.lookup(pid)
+            if process_start(pid) != start:  # the process changed while we looked: do not cache a mix
+                return value
         with self._lock:
-            self._cache[pid] = (now, value)
+            self._cache[pid] = (start, now, value)
         return value
 
     def forget_all_but(self, pids: set[int]) -> None:
@@ -69,20 +136,31 @@ class PidCache(Generic[T]):
             for pid in [pid for pid in self._cache if pid not in pids]:
                 del self._cache[pid]
 
+    def __len__(self) -> int:
+        return len(self._cache)
+
 
 class ProcessDirectory:
     """Cached PID → :class:`ProcessIdentity` lookups, safe to use from several threads."""
 
     def __init__(self, ttl_s: float = CACHE_TTL_S) -> None:
         self.me = current_user()
-        self._identities = PidCache(self._lookup, ttl_s)
+        self._identities = PidCache(self._lookup, ttl_s, missing=self._not_here)
 
-    def identify(self, pid: int) -> ProcessIdentity:
-        return self._identities.get(pid)
+    def identify(self, pid: int, start: int | float | None = ...) -> ProcessIdentity:  # type: ignore[assignment]
+        """Who process ``pid`` is (``start``: its :func:`process_start`, when the caller has it)."""
+        return self._identities.get(pid, start)
 
     def forget_all_but(self, pids: set[int]) -> None:
         """Drop cached entries of processes no longer on any GPU (keeps the cache bounded)."""
         self._identities.forget_all_but(pids)
+
+    def _not_here(self, pid: int) -> ProcessIdentity:
+        """A PID with no process in this namespace (a host PID in a container, a simulated one)."""
+        override = self._simulated_identity(pid)
+        if override is not None:
+            return ProcessIdentity(user=override[0], name=override[1], command=None)
+        return ProcessIdentity(user=None, name=None, command=None)
 
     def _lookup(self, pid: int) -> ProcessIdentity:
         override = self._simulated_identity(pid)
@@ -111,4 +189,4 @@ class ProcessDirectory:
         library = simulate.installed()
         if library is None:
             return None
-        return library.source.current().process_identity(pid)
+        return library.source.last.process_identity(pid)  # as of this sample's NVML calls

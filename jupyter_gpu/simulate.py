@@ -8,12 +8,17 @@ jupyter_gpu, nvitop, gpustat or any other NVML reader in the process sees the sa
 Select it with the environment variable ``JUPYTER_GPU_SIMULATE``:
 
 ``JUPYTER_GPU_SIMULATE=4``
-    four plausible, idle GPUs.
+    four plausible, idle GPUs (1 to 64).
 ``JUPYTER_GPU_SIMULATE=demo``
     a shared server: 4 GPUs of 2 models, other users' processes, one GPU busy.
 ``JUPYTER_GPU_SIMULATE=/path/to/scenario.json``
     a scenario file (schema below). It is re-read whenever it changes, so a test can change
     utilization, add or remove processes or inject faults while a kernel or server is running.
+
+Unset, empty, ``0``, ``false``, ``off`` or ``no`` mean the real NVML. Anything else that is not a
+number from 1 to 64, ``demo`` or an existing file is refused with one line (and the real NVML is
+used by every other reader). Every simulated GPU's name ends with ``" [simulated]"``
+(:data:`SIMULATED_MARKER`), so no reader can mistake it for a real card.
 
 The package installs a ``jupyter_gpu_simulate.pth`` file that, when the variable is set, registers a
 hook at interpreter start (:mod:`jupyter_gpu._startup`) which installs the simulation the moment
@@ -48,6 +53,18 @@ Scenario schema (every key optional; sizes in MiB, power in W)::
 A process's ``user`` and ``name`` stand in for the operating system's answer (NVML itself knows only
 PIDs): they are used for PIDs that do not exist on this machine, and they override the real owner
 of a PID that does (to simulate another user's process with a real PID).
+
+The schema is strict (it drives every test and demo): unknown keys, wrong types, NaN/Infinity,
+negative sizes, percentages above 100, more memory used than the total, more than 64 GPUs are
+refused with one line naming the key and the rule (``gpus[0].memory_used_mib must be >= 0``). An
+edit that is refused keeps the last good scenario, and snapshots carry the rejection in their
+``warnings`` until a good edit arrives.
+
+Symbols of the C library: the ones implemented here answer from the scenario; every other ``nvml*``
+symbol answers ``NVML_ERROR_NOT_SUPPORTED``, as a real driver does for a feature a GPU lacks (so
+unmodified readers such as ``nvitop -1`` show "N/A"); only the scenario's ``missing_functions``
+are truly absent (``NVMLError_FunctionNotFound``, an old driver). Lookups are linear in the number
+of processes (64 GPUs x 2,000 processes sample in well under a second).
 """
 
 from __future__ import annotations
@@ -55,7 +72,9 @@ from __future__ import annotations
 import ctypes
 import hashlib
 import json
+import math
 import os
+import struct
 import threading
 import time
 from collections import Counter
@@ -164,11 +183,21 @@ class _ProcessInfoV1(ctypes.Structure):
 
 
 class ScenarioError(ValueError):
-    """The scenario (file, number or preset) cannot be used; the message says why."""
+    """The scenario (file, number or preset) cannot be used; the message says why, in one line."""
 
 
 # --------------------------------------------------------------------------------------------
 # Scenarios
+
+SIMULATED_MARKER = " [simulated]"
+"""Appended to every simulated GPU's name as NVML reports it, so no reader (jupyter_gpu, nvitop,
+gpustat, a training script) can mistake a simulated GPU for a real one."""
+
+MAX_GPUS = 64
+MAX_PROCESSES_PER_GPU = 100_000
+MAX_SCENARIO_BYTES = 64 * 1024 * 1024
+MAX_TEXT = 255  # characters of a name, user, UUID or driver version
+MAX_MIB = float(2**44)  # 16 EiB expressed in MiB: beyond any GPU, and still exact in a float
 
 
 @dataclass(frozen=True)
@@ -198,9 +227,104 @@ class SimulatedGpu:
     processes: tuple[SimulatedProcess, ...]
 
 
+_TOP_KEYS = {"driver_version", "cuda_driver_version", "fault", "latency_ms", "missing_functions", "gpus"}
+_GPU_KEYS = {"name", "uuid", "memory_total_mib", "memory_reserved_mib", "memory_used_mib", "utilization",
+             "memory_utilization", "temperature", "power_w", "power_limit_w", "unsupported", "fault",
+             "processes"}
+_PROCESS_KEYS = {"pid", "memory_mib", "user", "name", "type"}
+_PROCESS_TYPES = ("compute", "graphics")
+
+
+class _Reader:
+    """Typed reads of one JSON object, each failure a one-line :class:`ScenarioError` naming the key."""
+
+    def __init__(self, data: Any, where: str, known: set[str]) -> None:
+        if not isinstance(data, dict):
+            raise ScenarioError(f"{where or 'the scenario'} must be a JSON object")
+        unknown = sorted(str(key) for key in data if key not in known)
+        if unknown:
+            prefix = f"{where}." if where else ""
+            raise ScenarioError(f"{prefix}{unknown[0]} is not a scenario key; known keys: {', '.join(sorted(known))}")
+        self.data = data
+        self.where = where
+
+    def name(self, key: str) -> str:
+        return f"{self.where}.{key}" if self.where else key
+
+    def number(self, key: str, default: float, low: float, high: float) -> float:
+        value = self.data.get(key, default)
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise ScenarioError(f"{self.name(key)} must be a number, not {_kind(value)}")
+        if not math.isfinite(value):
+            raise ScenarioError(f"{self.name(key)} must be a finite number")
+        if value < low:
+            raise ScenarioError(f"{self.name(key)} must be >= {low:g}")
+        if value > high:
+            raise ScenarioError(f"{self.name(key)} must be <= {high:g}")
+        return float(value)
+
+    def integer(self, key: str, default: int, low: int, high: int) -> int:
+        value = self.data.get(key, default)
+        if isinstance(value, float) and value.is_integer():
+            value = int(value)
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ScenarioError(f"{self.name(key)} must be a whole number, not {_kind(value)}")
+        if value < low:
+            raise ScenarioError(f"{self.name(key)} must be >= {low}")
+        if value > high:
+            raise ScenarioError(f"{self.name(key)} must be <= {high}")
+        return value
+
+    def text(self, key: str, default: str | None, optional: bool = False) -> str | None:
+        value = self.data.get(key, default)
+        if value is None and optional:
+            return None
+        if not isinstance(value, str):
+            raise ScenarioError(f"{self.name(key)} must be a string, not {_kind(value)}")
+        if len(value) > MAX_TEXT:
+            raise ScenarioError(f"{self.name(key)} must be at most {MAX_TEXT} characters")
+        if "\0" in value:
+            raise ScenarioError(f"{self.name(key)} must not contain NUL characters")
+        return value
+
+    def choice(self, key: str, choices: Any) -> str | None:
+        value = self.data.get(key)
+        if value is not None and value not in choices:
+            raise ScenarioError(f"{self.name(key)}: unknown fault {value!r}; choose one of "
+                                f"{sorted(choices)} or null")
+        return value
+
+    def strings(self, key: str, allowed: set[str] | None = None, what: str = "") -> frozenset[str]:
+        value = self.data.get(key, [])
+        if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
+            raise ScenarioError(f"{self.name(key)} must be a list of strings")
+        if allowed is not None and set(value) - allowed:
+            raise ScenarioError(f"{self.name(key)}: cannot mark {sorted(set(value) - allowed)} {what}; "
+                                f"choose from {sorted(allowed)}")
+        return frozenset(value)
+
+    def items(self, key: str, limit: int) -> list[Any]:
+        value = self.data.get(key, [])
+        if not isinstance(value, list):
+            raise ScenarioError(f"{self.name(key)} must be a list, not {_kind(value)}")
+        if len(value) > limit:
+            raise ScenarioError(f"{self.name(key)} must have at most {limit} entries")
+        return value
+
+
+def _kind(value: Any) -> str:
+    return {bool: "true/false", type(None): "null", str: "a string", list: "a list", dict: "an object"}.get(
+        type(value), type(value).__name__)
+
+
 @dataclass(frozen=True)
 class Scenario:
-    """One state of the simulated world, as parsed from JSON (see the module docstring)."""
+    """One state of the simulated world, as parsed from JSON (see the module docstring).
+
+    :meth:`from_dict` checks every key's type and range (the scenario drives every test and demo,
+    so it must be strict): a bad value raises :class:`ScenarioError` with one line naming the key
+    and the rule, e.g. ``gpus[0].memory_used_mib must be >= 0``.
+    """
 
     gpus: tuple[SimulatedGpu, ...]
     driver_version: str = "550.54.15"
@@ -208,80 +332,84 @@ class Scenario:
     fault: str | None = None
     latency_ms: float = 0.0
     missing_functions: frozenset[str] = field(default_factory=frozenset)
+    identities: dict[int, tuple[str | None, str | None]] = field(default_factory=dict, compare=False, repr=False)
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Scenario:
-        if not isinstance(data, dict):
-            raise ScenarioError("a scenario must be a JSON object")
-        fault = data.get("fault")
-        if fault is not None and fault not in WHOLE_NVML_FAULTS:
-            raise ScenarioError(f"unknown fault {fault!r}; choose one of {sorted(WHOLE_NVML_FAULTS)} or null")
-        gpus = data.get("gpus", [])
-        if not isinstance(gpus, list):
-            raise ScenarioError("'gpus' must be a list")
+        top = _Reader(data, "", _TOP_KEYS)
+        fault = top.choice("fault", WHOLE_NVML_FAULTS)
+        gpus = tuple(_parse_gpu(i, g) for i, g in enumerate(top.items("gpus", MAX_GPUS)))
+        identities: dict[int, tuple[str | None, str | None]] = {}
+        for gpu in gpus:  # one pass: a PID's identity is a dictionary look-up, whatever the scale
+            for process in gpu.processes:
+                if (process.user or process.name) and process.pid not in identities:
+                    identities[process.pid] = (process.user, process.name)
         return cls(
-            gpus=tuple(_parse_gpu(i, g) for i, g in enumerate(gpus)),
-            driver_version=str(data.get("driver_version", "550.54.15")),
-            cuda_driver_version=int(data.get("cuda_driver_version", 12040)),
+            gpus=gpus,
+            driver_version=top.text("driver_version", "550.54.15") or "",
+            cuda_driver_version=top.integer("cuda_driver_version", 12040, 0, 2**31 - 1),
             fault=fault,
-            latency_ms=float(data.get("latency_ms", 0.0)),
-            missing_functions=frozenset(data.get("missing_functions", ())),
+            latency_ms=top.number("latency_ms", 0.0, 0, 600_000),
+            missing_functions=top.strings("missing_functions"),
+            identities=identities,
         )
 
     def process_identity(self, pid: int) -> tuple[str | None, str | None] | None:
         """The (user, name) the scenario gives a PID, or None when it gives neither."""
-        for gpu in self.gpus:
-            for process in gpu.processes:
-                if process.pid == pid and (process.user or process.name):
-                    return process.user, process.name
-        return None
+        return self.identities.get(pid)
 
 
-def _parse_gpu(index: int, data: dict[str, Any]) -> SimulatedGpu:
-    if not isinstance(data, dict):
-        raise ScenarioError(f"gpus[{index}] must be an object")
-    fault = data.get("fault")
-    if fault is not None and fault not in GPU_FAULTS:
-        raise ScenarioError(f"gpus[{index}]: unknown fault {fault!r}; choose one of {sorted(GPU_FAULTS)} or null")
-    unsupported = frozenset(data.get("unsupported", ()))
-    if unsupported - UNSUPPORTABLE_FIELDS:
-        raise ScenarioError(
-            f"gpus[{index}]: cannot mark {sorted(unsupported - UNSUPPORTABLE_FIELDS)} unsupported; "
-            f"choose from {sorted(UNSUPPORTABLE_FIELDS)}"
-        )
-    processes = tuple(
-        SimulatedProcess(
-            pid=int(p["pid"]),
-            memory_mib=None if p.get("memory_mib") is None else float(p["memory_mib"]),
-            user=p.get("user"),
-            name=p.get("name"),
-            type=p.get("type", "compute"),
-        )
-        for p in data.get("processes", [])
-    )
-    total = float(data.get("memory_total_mib", 81920))
-    used = data.get("memory_used_mib")
-    if used is None:
+def _parse_gpu(index: int, data: Any) -> SimulatedGpu:
+    where = f"gpus[{index}]"
+    gpu = _Reader(data, where, _GPU_KEYS)
+    fault = gpu.choice("fault", GPU_FAULTS)
+    unsupported = gpu.strings("unsupported", UNSUPPORTABLE_FIELDS, "unsupported")
+    processes = tuple(_parse_process(f"{where}.processes[{i}]", p)
+                      for i, p in enumerate(gpu.items("processes", MAX_PROCESSES_PER_GPU)))
+    total = gpu.number("memory_total_mib", 81920, 1, MAX_MIB)
+    reserved = gpu.number("memory_reserved_mib", 0, 0, total)
+    if "memory_used_mib" in data:
+        used = gpu.number("memory_used_mib", 0, 0, MAX_MIB)
+    else:
         used = sum(p.memory_mib or 0 for p in processes)
-    if float(used) > total:
-        raise ScenarioError(f"gpus[{index}]: memory_used_mib {used} exceeds memory_total_mib {total}")
+    if used + reserved > total:
+        raise ScenarioError(f"{where}.memory_used_mib ({used:g}) plus memory_reserved_mib ({reserved:g}) "
+                            f"exceeds memory_total_mib ({total:g})")
     digest = hashlib.sha1(f"jupyter-gpu-sim-{index}".encode()).hexdigest()
     default_uuid = f"GPU-{digest[:8]}-{digest[8:12]}-{digest[12:16]}-{digest[16:20]}-{digest[20:32]}"
+    power_limit = gpu.number("power_limit_w", 400, 0, 100_000)
     return SimulatedGpu(
         index=index,
-        name=str(data.get("name", "NVIDIA A100-SXM4-80GB")),
-        uuid=str(data.get("uuid", default_uuid)),
+        name=gpu.text("name", "NVIDIA A100-SXM4-80GB") or "",
+        uuid=gpu.text("uuid", default_uuid) or "",
         memory_total_mib=total,
-        memory_reserved_mib=float(data.get("memory_reserved_mib", 0)),
-        memory_used_mib=float(used),
-        utilization=int(data.get("utilization", 0)),
-        memory_utilization=int(data.get("memory_utilization", 0)),
-        temperature=int(data.get("temperature", 35)),
-        power_w=float(data.get("power_w", 60)),
-        power_limit_w=float(data.get("power_limit_w", 400)),
+        memory_reserved_mib=reserved,
+        memory_used_mib=used,
+        utilization=gpu.integer("utilization", 0, 0, 100),
+        memory_utilization=gpu.integer("memory_utilization", 0, 0, 100),
+        temperature=gpu.integer("temperature", 35, 0, 200),
+        power_w=gpu.number("power_w", 60, 0, 100_000),
+        power_limit_w=power_limit,
         unsupported=unsupported,
         fault=fault,
         processes=processes,
+    )
+
+
+def _parse_process(where: str, data: Any) -> SimulatedProcess:
+    process = _Reader(data, where, _PROCESS_KEYS)
+    if "pid" not in data:
+        raise ScenarioError(f"{where}.pid is required")
+    memory = None if data.get("memory_mib") is None else process.number("memory_mib", 0, 0, MAX_MIB)
+    kind = data.get("type", "compute")
+    if kind not in _PROCESS_TYPES:
+        raise ScenarioError(f"{where}.type must be one of {list(_PROCESS_TYPES)}, not {kind!r}")
+    return SimulatedProcess(
+        pid=process.integer("pid", 0, 1, 2**32 - 1),
+        memory_mib=memory,
+        user=process.text("user", None, optional=True),
+        name=process.text("name", None, optional=True),
+        type=kind,
     )
 
 
@@ -322,11 +450,25 @@ def demo_scenario() -> dict[str, Any]:
     }
 
 
+OFF_VALUES = ("", "0", "false", "off", "no")
+"""``JUPYTER_GPU_SIMULATE`` values that mean "no simulation" (case-insensitive): the real NVML."""
+
+
+def simulation_requested(value: str | None) -> bool:
+    """Whether a ``JUPYTER_GPU_SIMULATE`` value asks for simulated GPUs (see :data:`OFF_VALUES`)."""
+    return value is not None and value.strip().lower() not in OFF_VALUES
+
+
 class ScenarioSource:
     """Where the current scenario comes from: a fixed preset, or a file re-read when it changes.
 
-    A file that is briefly unreadable or half-written keeps the last good scenario; the problem is
-    kept in :attr:`last_error`. Write scenario files atomically (:func:`write_scenario`) in tests.
+    ``spec`` is what ``JUPYTER_GPU_SIMULATE`` holds: a number of GPUs (1 to 64), ``demo``, or the
+    path of a scenario file; anything else raises :class:`ScenarioError` with one line.
+
+    A file edit that cannot be used (unreadable, half-written, not JSON, or breaking a rule of the
+    schema) keeps the last good scenario; the reason is kept in :attr:`last_error` until a good
+    edit arrives, and snapshots carry it as a warning. Each bad edit is parsed once, not at every
+    NVML call. Write scenario files atomically (:func:`write_scenario`) in tests.
     """
 
     def __init__(self, spec: str) -> None:
@@ -337,27 +479,49 @@ class ScenarioSource:
         self._stamp: tuple[int, int, int] | None = None
         spec = spec.strip()
         if spec.isdigit():
-            self._scenario = Scenario.from_dict(plausible_gpus(int(spec)))
+            count = int(spec)
+            if not 1 <= count <= MAX_GPUS:
+                raise ScenarioError(f"{ENV_VAR}={spec!r}: the number of simulated GPUs must be 1 to {MAX_GPUS} "
+                                    "(unset the variable, or set it to 0, to read the real GPUs)")
+            self._scenario = Scenario.from_dict(plausible_gpus(count))
         elif spec == "demo":
             self._scenario = Scenario.from_dict(demo_scenario())
         else:
             self._path = Path(spec).expanduser()
-            if not self._path.is_file():
+            if not spec or "\0" in spec or not self._path.is_file():
                 raise ScenarioError(
-                    f"{ENV_VAR}={spec!r}: expected a number of GPUs, 'demo', or the path of a JSON "
-                    "scenario file, and no such file exists"
+                    f"{ENV_VAR}={spec[:200]!r}: expected a number of GPUs (1 to {MAX_GPUS}), 'demo', or the "
+                    "path of a JSON scenario file, and no such file exists (unset it, or set it to 0, for "
+                    "the real GPUs)"
                 )
-            self._scenario = self._load()
+            try:
+                self._scenario = self._load()
+            except ScenarioError as error:
+                raise ScenarioError(f"{ENV_VAR}={spec[:200]!r}: {_without_path(str(error), self._path)}") from None
 
     def _load(self) -> Scenario:
+        """Parse the file; remembers its stamp even when it is refused, so it is parsed once."""
         assert self._path is not None
-        stat = self._path.stat()
         try:
-            scenario = Scenario.from_dict(json.loads(self._path.read_text()))
-        except (ValueError, KeyError, TypeError) as error:
-            raise ScenarioError(f"{self._path}: {error}") from error
-        self._stamp = (stat.st_mtime_ns, stat.st_size, stat.st_ino)
-        return scenario
+            stat = self._path.stat()
+            self._stamp = (stat.st_mtime_ns, stat.st_size, stat.st_ino)
+            if stat.st_size > MAX_SCENARIO_BYTES:
+                raise ScenarioError(f"the file is larger than {MAX_SCENARIO_BYTES // 2**20} MiB")
+            text = self._path.read_text(encoding="utf-8")
+        except OSError as error:
+            raise ScenarioError(f"{self._path}: cannot be read ({error.strerror or error})") from error
+        except UnicodeDecodeError as error:
+            raise ScenarioError(f"{self._path}: not UTF-8 text") from error
+        try:
+            data = json.loads(text, parse_constant=_refuse_constant)
+        except RecursionError:
+            raise ScenarioError(f"{self._path}: JSON nested too deeply") from None
+        except ValueError as error:
+            raise ScenarioError(f"{self._path}: not valid JSON ({error})") from error
+        try:
+            return Scenario.from_dict(data)
+        except RecursionError:
+            raise ScenarioError(f"{self._path}: JSON nested too deeply") from None
 
     def current(self) -> Scenario:
         """The scenario now: for a file, re-read if its modification stamp changed."""
@@ -366,22 +530,44 @@ class ScenarioSource:
         try:
             stat = self._path.stat()
         except OSError as error:
-            self.last_error = str(error)
+            self.last_error = f"{self._path}: cannot be read ({error.strerror or error})"
             return self._scenario
         if (stat.st_mtime_ns, stat.st_size, stat.st_ino) != self._stamp:
             with self._lock:
-                try:
-                    self._scenario = self._load()
-                    self.last_error = None
-                except (OSError, ScenarioError) as error:
-                    self.last_error = str(error)
+                if (stat.st_mtime_ns, stat.st_size, stat.st_ino) != self._stamp:
+                    try:
+                        self._scenario = self._load()
+                        self.last_error = None
+                    except ScenarioError as error:
+                        self.last_error = str(error)
         return self._scenario
+
+    @property
+    def last(self) -> Scenario:
+        """The scenario as of the latest :meth:`current` call, without looking at the file again."""
+        return self._scenario
+
+    def rejection(self) -> str | None:
+        """One line for a snapshot's ``warnings`` while the newest edit is refused, else None."""
+        error = self.last_error
+        if error is None:
+            return None
+        return f"simulated scenario rejected: {_without_path(error, self._path)} (keeping the last good scenario)"
+
+
+def _refuse_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a number a scenario may hold")
+
+
+def _without_path(error: str, path: Path | None) -> str:
+    prefix = f"{path}: "
+    return error[len(prefix):] if path is not None and error.startswith(prefix) else error
 
 
 def write_scenario(path: str | os.PathLike[str], scenario: dict[str, Any]) -> None:
     """Write a scenario file atomically, so a running simulation never reads half of it."""
     path = Path(path)
-    Scenario.from_dict(scenario)  # refuse to write what the simulation would reject
+    Scenario.from_dict(json.loads(json.dumps(scenario)))  # refuse to write what the simulation would reject
     tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
     tmp.write_text(json.dumps(scenario, indent=1))
     os.replace(tmp, path)
@@ -409,7 +595,8 @@ class SimulatedNvmlLibrary:
         self._handle_to_index = {ctypes.addressof(cell): i for i, cell in enumerate(self._handle_cells)}
         self._error_strings = {code: ctypes.create_string_buffer(text) for code, text in _ERROR_STRINGS.items()}
         self._callbacks: dict[str, Any] = {}
-        missing = source.current().missing_functions
+        self._packed: dict[tuple[int, str, int], tuple[SimulatedGpu, int, bytes]] = {}
+        self._missing = missing = source.current().missing_functions
         symbols = self._symbols()
         for name in NOT_SUPPORTED_FUNCTIONS:
             symbols.setdefault(name, (c_int, (), self._not_supported))
@@ -419,6 +606,17 @@ class SimulatedNvmlLibrary:
             callback = ctypes.CFUNCTYPE(restype, *argtypes)(self._guard(name, implementation, restype))
             self._callbacks[name] = callback  # keep the thunk alive as long as the library
             setattr(self, name, callback)
+
+    def __getattr__(self, name: str) -> Any:
+        """Every other NVML symbol answers NVML_ERROR_NOT_SUPPORTED, as a real driver does for a
+        feature the GPU lacks (so unmodified readers such as ``nvitop`` show "N/A", never a
+        traceback). Only the scenario's ``missing_functions`` are truly absent (FunctionNotFound)."""
+        if not name.startswith("nvml") or name in self.__dict__.get("_missing", ()):
+            raise AttributeError(name)
+        callback = ctypes.CFUNCTYPE(c_int)(self._guard(name, self._not_supported, c_int))
+        self._callbacks[name] = callback
+        setattr(self, name, callback)
+        return callback
 
     # -- plumbing
 
@@ -590,7 +788,9 @@ class SimulatedNvmlLibrary:
 
     def _device_name(self, handle: int, buffer: int, length: int) -> int:
         gpu, error = self._gpu(handle)
-        return error or self._write_string(gpu.name, buffer, length)  # type: ignore[union-attr]
+        if gpu is None:
+            return error
+        return self._write_string(gpu.name + SIMULATED_MARKER, buffer, length)
 
     def _device_uuid(self, handle: int, buffer: int, length: int) -> int:
         gpu, error = self._gpu(handle)
@@ -661,32 +861,46 @@ class SimulatedNvmlLibrary:
         return SUCCESS
 
     def _processes(self, kind: str, version: int) -> Callable[[int, int, int], int]:
-        struct = _ProcessInfoV1 if version == 1 else _ProcessInfo
+        size = ctypes.sizeof(_ProcessInfoV1 if version == 1 else _ProcessInfo)
 
         def implementation(handle: int, count_pointer: int, infos: int | None) -> int:
             gpu, error = self._gpu(handle)
             if gpu is None:
                 return error
-            processes = [p for p in gpu.processes if p.type == kind]
-            count = ctypes.cast(count_pointer, POINTER(c_uint))
-            capacity = count[0]
-            count[0] = len(processes)
-            if not processes:
+            count, packed = self._packed_processes(gpu, kind, version)
+            counter = ctypes.cast(count_pointer, POINTER(c_uint))
+            capacity = counter[0]
+            counter[0] = count
+            if not count:
                 return SUCCESS
-            if capacity < len(processes) or not infos:
+            if capacity < count or not infos:
                 return ERROR_INSUFFICIENT_SIZE
-            array = ctypes.cast(infos, POINTER(struct))
-            for i, process in enumerate(processes):
-                array[i].pid = process.pid
-                array[i].usedGpuMemory = (
-                    2**64 - 1 if process.memory_mib is None else int(process.memory_mib * MIB)
-                )
-                if version != 1:
-                    array[i].gpuInstanceId = 0xFFFFFFFF
-                    array[i].computeInstanceId = 0xFFFFFFFF
+            ctypes.memmove(infos, packed, count * size)
             return SUCCESS
 
         return implementation
+
+    def _packed_processes(self, gpu: SimulatedGpu, kind: str, version: int) -> tuple[int, bytes]:
+        """A GPU's process entries as the C structs, packed once per scenario (linear in processes)."""
+        key = (gpu.index, kind, version)
+        cached = self._packed.get(key)
+        if cached is not None and cached[0] is gpu:
+            return cached[1], cached[2]
+        layout = _PACK_V1 if version == 1 else _PACK_V2
+        chunks = []
+        for process in gpu.processes:
+            if process.type != kind:
+                continue
+            memory = 2**64 - 1 if process.memory_mib is None else int(process.memory_mib * MIB)
+            chunks.append(layout.pack(process.pid, memory) if version == 1 else
+                          layout.pack(process.pid, memory, 0xFFFFFFFF, 0xFFFFFFFF))
+        packed = b"".join(chunks)
+        self._packed[key] = (gpu, len(chunks), packed)
+        return len(chunks), packed
+
+
+_PACK_V1 = struct.Struct("=I4xQ")  # nvmlProcessInfo_v1_t: pid, (padding), usedGpuMemory
+_PACK_V2 = struct.Struct("=I4xQII")  # nvmlProcessInfo_t (_v2/_v3): ..., gpuInstanceId, computeInstanceId
 
 
 # --------------------------------------------------------------------------------------------
@@ -746,7 +960,7 @@ def install_from_environment() -> SimulatedNvmlLibrary | None:
     """
     global _installed_from_environment
     spec = os.environ.get(ENV_VAR, "").strip()
-    if not spec:
+    if not simulation_requested(spec):
         if _installed_from_environment:  # the variable was removed: back to the real NVML
             uninstall()
         return None

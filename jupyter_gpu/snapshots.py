@@ -5,6 +5,7 @@ panel, the server's REST endpoint, the JupyterLab sidebar) and any script relies
 
     {"nvml_available": bool, "error": str|null, "driver_version": str|null, "timestamp": float,
      "simulated": bool,
+     "warnings": [str, ...],                                                  (always present)
      "gpus": [{"index": int, "uuid": str, "name": str,
                "memory_total": int, "memory_used": int, "memory_free": int,   (bytes)
                "memory_reserved": int|null,                                   (bytes, driver-reserved)
@@ -19,15 +20,22 @@ panel, the server's REST endpoint, the JupyterLab sidebar) and any script relies
 memory struct); on older drivers it includes it and ``memory_reserved`` is null. A GPU that could
 not be read has its ``error`` set and zeros/nulls elsewhere. ``command`` appears only on processes
 of the user running jupyter_gpu: other users' command lines are never collected.
+
+Processes and GPUs are slotted dataclasses: a server with thousands of GPU processes keeps one
+object per process per sample, not two (fewer objects for the cyclic garbage collector to walk).
+
+``warnings`` lists problems that do not stop the GPUs from being read, one line each, for every
+face to show (e.g. ``"simulated scenario rejected: gpus[0].memory_used_mib must be >= 0 (keeping
+the last good scenario)"``). It is always present and usually empty.
 """
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class GpuProcess:
     """A process holding memory on a GPU, as NVML and the operating system describe it."""
 
@@ -39,13 +47,13 @@ class GpuProcess:
     command: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        data = asdict(self)
-        if self.command is None:
-            del data["command"]
+        data = {"pid": self.pid, "memory": self.memory, "user": self.user, "name": self.name, "type": self.type}
+        if self.command is not None:
+            data["command"] = self.command
         return data
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class GpuInfo:
     """One GPU at one moment. Index and numbering are NVML's (PCI bus order, as nvidia-smi)."""
 
@@ -79,6 +87,7 @@ class Snapshot:
     error: str | None = None
     driver_version: str | None = None
     simulated: bool = False
+    warnings: tuple[str, ...] = ()
     extra: dict[str, Any] = field(default_factory=dict, compare=False)
 
     def to_dict(self) -> dict[str, Any]:
@@ -88,6 +97,7 @@ class Snapshot:
             "driver_version": self.driver_version,
             "timestamp": self.timestamp,
             "simulated": self.simulated,
+            "warnings": list(self.warnings),
             "gpus": [gpu.to_dict() for gpu in self.gpus],
             **self.extra,
         }

@@ -40,3 +40,24 @@ def wait_until(condition: Callable[[], Any], timeout_s: float = 30.0, what: str 
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {timeout_s} s waiting for {what}")
         time.sleep(interval_s)
+
+
+def spawn_at_pid(pid: int, argv: list[str], tries: int = 20) -> Any:
+    """Start ``argv`` as process number ``pid`` (a recycled PID), through /proc/sys/kernel/ns_last_pid.
+
+    Needs root in its PID namespace; the caller skips the test when it returns None.
+    """
+    import subprocess
+
+    for _ in range(tries):
+        try:
+            with open("/proc/sys/kernel/ns_last_pid", "w") as file:
+                file.write(str(pid - 1))
+        except OSError:
+            return None
+        process = subprocess.Popen(argv)
+        if process.pid == pid:
+            return process
+        process.kill()
+        process.wait()
+    return None

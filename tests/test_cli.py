@@ -94,3 +94,37 @@ def test_long_and_bidi_names_are_cut_and_neutralised(scenario):
     assert "a\ufffdevil" in out and "evil\ufffdgnp.py" in out
     assert max(len(line) for line in out.splitlines()) < 160  # a 10,000-character user name is cut
     assert "…" in out
+
+
+def test_a_rejected_scenario_edit_is_printed_and_the_last_good_one_kept(scenario):
+    # Given a scenario the reader has read once
+    assert run("status")[0] == 0
+    # When an edit breaks a rule (written by hand: write_scenario refuses it)
+    bad = json.loads(json.dumps(scenario.data))
+    bad["gpus"][0]["memory_used_mib"] = -5
+    scenario.path.write_text(json.dumps(bad))
+    code, out, err = run("status")
+    # Then the table still shows the last good scenario, under one warning line
+    rejected = ("simulated scenario rejected: gpus[0].memory_used_mib must be >= 0 "
+                "(keeping the last good scenario)")
+    assert code == 0 and out.splitlines()[0] == f"Warning: {rejected}"
+    assert "0 MiB / 80 GiB" in out
+    # And --json carries it in "warnings" and says it on stderr
+    code, out, err = run("status", "--json")
+    assert json.loads(out)["warnings"] == [rejected] and err == f"jupyter-gpu: warning: {rejected}\n"
+    # And a good edit clears it
+    scenario.write(scenario.data)
+    assert json.loads(run("status", "--json")[1])["warnings"] == []
+
+
+@pytest.mark.parametrize("text", ['{"gpus": [{"memory_total_mib": 1e400}]}', "[" * 100_000 + "]" * 100_000,
+                                  '{"gpus": [{"temperature": -300}]}'])
+def test_a_bad_scenario_from_the_start_is_one_line_not_a_traceback(tmp_path, text):
+    path = tmp_path / "s.json"
+    path.write_text(text)
+    env = {**os.environ, simulate.ENV_VAR: str(path)}
+    done = subprocess.run([sys.executable, "-m", "jupyter_gpu.cli", "status"], env=env,
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 1 and "Traceback" not in done.stdout + done.stderr
+    (line,) = done.stdout.splitlines()
+    assert line.startswith("No GPUs can be read: simulated GPUs could not be set up: JUPYTER_GPU_SIMULATE=")

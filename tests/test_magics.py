@@ -63,7 +63,7 @@ def state() -> tuple[Any, ...]:
 def test_select_sets_cuda_env_prints_the_mapping_and_waits_for_imports(shell, capsys) -> None:
     shell.run_line_magic("gpu_select", "1 --growth")
     out = capsys.readouterr().out
-    assert "GPU 1 (A100-SXM4-80GB, 79.5 GiB free) → TensorFlow /GPU:0, PyTorch cuda:0, JAX cuda:0" in out
+    assert "GPU 1 (A100-SXM4-80GB [simulated], 79.5 GiB free) → TensorFlow /GPU:0, PyTorch cuda:0, JAX cuda:0" in out
     assert "Applied to TensorFlow, PyTorch, JAX when imported" in out
     assert os.environ["CUDA_DEVICE_ORDER"] == "PCI_BUS_ID"
     assert os.environ["CUDA_VISIBLE_DEVICES"] == "1"

@@ -109,7 +109,7 @@ def test_keras_first_gets_visible_and_logical_devices_then_a_narrower_selection(
     assert kernel.value("env()")["TF_FORCE_GPU_ALLOW_GROWTH"] == "true"
 
     out, err = kernel.run("%gpu_select 1")  # TF listed its GPUs: it narrows with set_visible_devices
-    assert "GPU 1 (A100-SXM4-80GB, 79.5 GiB free) → TensorFlow /GPU:0…/GPU:1" in out, err
+    assert "GPU 1 (A100-SXM4-80GB [simulated], 79.5 GiB free) → TensorFlow /GPU:0…/GPU:1" in out, err
     seen = json.loads(kernel.run(TF_SEEN)[0])
     assert seen["visible"] == ["/physical_device:GPU:1"]
     assert seen["limits"] == {"/physical_device:GPU:1": [1024, 512]}

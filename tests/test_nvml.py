@@ -35,7 +35,7 @@ def test_every_field_matches_the_scenario(scenario):
     assert data["driver_version"] == "555.42.06"
     assert data["simulated"] is True
     first, second = data["gpus"]
-    assert first["index"] == 0 and first["name"] == "NVIDIA A100-SXM4-80GB"
+    assert first["index"] == 0 and first["name"] == "NVIDIA A100-SXM4-80GB [simulated]"  # marked as such
     assert first["uuid"].startswith("GPU-") and first["uuid"] != second["uuid"]
     assert first["memory_total"] == 81920 * MIB
     assert first["memory_used"] == 1000 * MIB  # v2: driver-reserved memory is not "used"
@@ -45,7 +45,7 @@ def test_every_field_matches_the_scenario(scenario):
     assert first["processes"] == [
         {"pid": 4000001, "memory": 1000 * MIB, "user": "alice", "name": "python", "type": "compute"}
     ]
-    assert second["name"] == "NVIDIA RTX A6000" and second["power"] == 21.5 and second["processes"] == []
+    assert second["name"] == "NVIDIA RTX A6000 [simulated]" and second["power"] == 21.5 and second["processes"] == []
     assert simulate.installed().callback_errors == []
 
 
@@ -153,7 +153,7 @@ def test_one_lost_gpu_does_not_hide_the_others(scenario):
     snap = jupyter_gpu.snapshot()
     assert snap.nvml_available
     assert "GPU is lost" in snap.gpus[0].error
-    assert snap.gpus[0].name == "NVIDIA A100-SXM4-80GB"  # still identified
+    assert snap.gpus[0].name == "NVIDIA A100-SXM4-80GB [simulated]"  # still identified
     assert snap.gpus[1].error is None and snap.gpus[1].utilization == 77
     scenario.update(lambda s: s["gpus"][0].update(fault=None))
     assert jupyter_gpu.snapshot().gpus[0].error is None
@@ -234,7 +234,7 @@ def test_simulation_reaches_child_processes_through_pynvml_alone(demo_gpus):
     code = "import pynvml; pynvml.nvmlInit(); print(pynvml.nvmlDeviceGetCount(), " \
            "pynvml.nvmlDeviceGetName(pynvml.nvmlDeviceGetHandleByIndex(2)))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
-    assert out.split(maxsplit=1) == ["4", "NVIDIA RTX A6000\n"]
+    assert out.split(maxsplit=1) == ["4", "NVIDIA RTX A6000 [simulated]\n"]
 
 
 def test_unsetting_the_variable_returns_to_real_nvml(demo_gpus, monkeypatch):

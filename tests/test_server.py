@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import gzip
 import inspect
 import json
 import os
@@ -147,7 +148,7 @@ async def test_snapshot_serves_the_contract_under_base_url(jp_fetch, jp_base_url
     data = await until(jp_fetch, lambda d: d["gpus"])
     # Then it is the core contract plus the server's fields
     assert data["nvml_available"] is True and data["simulated"] is True
-    assert [gpu["name"] for gpu in data["gpus"]] == ["NVIDIA A100-SXM4-80GB"] * 2
+    assert [gpu["name"] for gpu in data["gpus"]] == ["NVIDIA A100-SXM4-80GB [simulated]"] * 2
     assert data["gpus"][0]["memory_total"] == 81920 * MIB
     assert data["idle_threshold_s"] == 0.5
     assert data["attribution"] == "pid" and data["attribution_note"] is None
@@ -425,3 +426,292 @@ async def test_container_host_pids_fall_back_to_kernel_reports(jp_fetch, jp_serv
                    "kernel_report.write_report(nvml_pids=[3_000_001])")
     data = await until(jp_fetch, lambda d: processes(d)[3_000_001]["kernel_id"] == kernel_id)
     assert processes(data)[3_000_001]["notebook"] == NOTEBOOK
+
+
+# -- hostile kernel reports (issue 10, item 1)
+
+
+def report_path(serverapp: Any, kernel_id: str) -> str:
+    from jupyter_gpu.kernel_report import REPORT_PREFIX
+
+    return os.path.join(serverapp.kernel_manager.connection_dir, f"{REPORT_PREFIX}{kernel_id}.json")
+
+
+@pytest.mark.parametrize("change", [
+    {"nvml_pids": 5}, {"timestamp": "x"}, {"gpu_memory": {"GPU-x": float("nan")}},
+    {"gpu_memory": {"GPU-x": float("inf")}}, {"gpu_memory": {"GPU-x": "lots"}}, {"session": ["a"]},
+])
+@asynctest
+async def test_a_bad_kernel_report_costs_only_itself(jp_fetch, jp_serverapp, scenario, change):
+    # Given kernel K running and holding GPU memory
+    kernel_id = await start_session(jp_fetch)
+    pid = kernel_pid(jp_serverapp, kernel_id)
+    place(scenario, 0, pid=pid, memory_mib=1000)
+    await until(jp_fetch, lambda d: pid in processes(d))
+    # When something in the kernel writes a malformed report for K
+    report = {"version": 1, "kernel_id": kernel_id, "pid": pid, "nvml_pids": [], "gpu_memory": {},
+              "session": None, "timestamp": time.time(), **change}
+    with open(report_path(jp_serverapp, kernel_id), "w") as file:
+        file.write(json.dumps(report))  # NaN and Infinity as Python writes them
+    await asyncio.sleep(0.3)
+    # Then the snapshot and the whole /metrics still answer, the report ignored
+    data = await get_snapshot(jp_fetch)
+    (kernel,) = data["kernels"]
+    assert kernel["reported_gpu_memory"] is None and processes(data)[pid]["kernel_id"] == kernel_id
+    text = (await jp_fetch("metrics")).body.decode()
+    assert "jupyter_gpu_kernel_memory_used_bytes" in text and "http_request_duration_seconds" in text
+
+
+@asynctest
+async def test_a_failing_gpu_collector_costs_only_its_own_families(jp_fetch, jp_serverapp, scenario, monkeypatch):
+    service: GpuService = jp_serverapp.web_app.settings[GpuService.SETTINGS_KEY]
+    await until(jp_fetch, lambda d: d["gpus"])
+
+    def broken() -> None:
+        raise RuntimeError("something unexpected")
+
+    monkeypatch.setattr(service, "metrics_answer", broken)
+    response = await jp_fetch("metrics")
+    text = response.body.decode()
+    assert response.code == 200
+    assert "http_request_duration_seconds" in text and "jupyter_gpu_" not in text
+
+
+# -- reports tied to the process that wrote them (item 2)
+
+
+@asynctest
+async def test_a_report_of_another_process_is_ignored_and_removed_with_the_kernel(jp_fetch, jp_serverapp, scenario):
+    # Given kernel K whose report claims 5 GiB, written by a process that is not K's (a dead
+    # predecessor: same kernel id, another PID or start time)
+    kernel_id = await start_session(jp_fetch)
+    pid = kernel_pid(jp_serverapp, kernel_id)
+    path = report_path(jp_serverapp, kernel_id)
+    stale = {"version": 1, "kernel_id": kernel_id, "pid": pid, "start_time": 1, "nvml_pids": [],
+             "gpu_memory": {"GPU-x": 5 * 2**30}, "session": None, "timestamp": time.time()}
+    with open(path, "w") as file:
+        json.dump(stale, file)
+    # Then it is not shown as K's memory
+    await asyncio.sleep(0.3)
+    (kernel,) = (await get_snapshot(jp_fetch))["kernels"]
+    assert kernel["reported_gpu_memory"] is None
+    # And K's own report (its PID and start time) is
+    await run_code(jp_serverapp, kernel_id,
+                   "from jupyter_gpu import kernel_report\n"
+                   "kernel_report.write_report(gpu_memory={'GPU-x': 2**30})")
+    data = await until(jp_fetch, lambda d: d["kernels"][0]["reported_gpu_memory"])
+    assert data["kernels"][0]["reported_gpu_memory"] == {"GPU-x": 2**30}
+    # When the kernel is shut down (DELETE), its report goes with it
+    await jp_fetch("api", "kernels", kernel_id, method="DELETE")
+    await asyncio.sleep(0.2)
+    assert not os.path.exists(path)
+
+
+@pytest.mark.parametrize("jp_server_config", [{
+    "ServerApp": {"jpserver_extensions": {"jupyter_gpu": True}},
+    "JupyterGpuServer": {"interval_s": 0.1, "linger_s": 5.0, "idle_threshold_s": 0.5, "wait_s": 1.0},
+    "KernelRestarter": {"restart_limit": 5},
+}])
+@asynctest
+async def test_after_an_oom_kill_the_restarted_kernel_does_not_inherit_the_dead_ones_report(
+        jp_fetch, jp_serverapp, scenario, jp_server_config):
+    # Given a kernel that reported 5 GiB and holds GPU memory
+    kernel_id = await start_session(jp_fetch)
+    old_pid = kernel_pid(jp_serverapp, kernel_id)
+    await run_code(jp_serverapp, kernel_id,
+                   "from jupyter_gpu import kernel_report\n"
+                   "kernel_report.write_report(gpu_memory={'GPU-x': 5 * 2**30})")
+    await until(jp_fetch, lambda d: d["kernels"] and d["kernels"][0]["reported_gpu_memory"])
+    # When the kernel is killed (the OOM killer's SIGKILL: no atexit, the file stays)
+    os.kill(old_pid, 9)
+    # Then, once Jupyter restarted it, the new process is not shown with the dead one's 5 GiB
+    data = await until(jp_fetch, lambda d: d["kernels"] and d["kernels"][0]["pid"] not in (None, old_pid),
+                       timeout=30)
+    assert data["kernels"][0]["reported_gpu_memory"] is None
+    # And the dead process's report is gone
+    await asyncio.sleep(0.5)
+    path = report_path(jp_serverapp, kernel_id)
+    if os.path.exists(path):
+        with open(path) as file:
+            assert json.load(file)["pid"] != old_pid
+
+
+# -- attribution that is never wrong (items 4 and 5)
+
+
+@asynctest
+async def test_a_recycled_pid_of_a_kernels_child_is_not_the_kernels(jp_fetch, jp_serverapp, scenario):
+    from support import spawn_at_pid
+
+    # Given a kernel's worker on a GPU, attributed to the kernel
+    kernel_id = await start_session(jp_fetch)
+    out = await run_code(jp_serverapp, kernel_id,
+                         "import subprocess, sys\n"
+                         "worker = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(120)'])\n"
+                         "print(worker.pid)")
+    worker_pid = int(out.strip())
+    place(scenario, 0, pid=worker_pid, memory_mib=1500)
+    await until(jp_fetch, lambda d: worker_pid in processes(d) and processes(d)[worker_pid]["own"])
+    # When the worker dies and another user's process gets its PID
+    await run_code(jp_serverapp, kernel_id, "worker.kill(); worker.wait()")
+    await asyncio.sleep(0.05)
+    intruder = spawn_at_pid(worker_pid, ["sleep", "120"])
+    if intruder is None:
+        pytest.skip("cannot choose the next PID here (needs root in this PID namespace)")
+    try:
+        scenario.update(lambda data: data["gpus"][0]["processes"][0].update(user="mallory"))
+        # Then the next sample shows it as mallory's, never as the kernel's
+        data = await until(jp_fetch, lambda d: processes(d)[worker_pid]["user"] == "mallory")
+        process = processes(data)[worker_pid]
+        assert process["own"] is False and process["kernel_id"] is None and "command" not in process
+    finally:
+        intruder.kill()
+        intruder.wait()
+
+
+@asynctest
+async def test_a_dead_kernels_pid_reused_by_another_process_is_not_the_kernel(jp_fetch, jp_serverapp, scenario):
+    from support import spawn_at_pid
+
+    # Given a kernel on a GPU
+    kernel_id = await start_session(jp_fetch)
+    pid = kernel_pid(jp_serverapp, kernel_id)
+    jp_serverapp.kernel_manager.get_kernel(kernel_id).autorestart = False
+    place(scenario, 0, pid=pid, memory_mib=1000)
+    await until(jp_fetch, lambda d: processes(d).get(pid, {}).get("kernel_id") == kernel_id)
+    # When it is killed and another user's process gets its PID
+    os.kill(pid, 9)
+    jp_serverapp.kernel_manager.get_kernel(kernel_id).provisioner.process.wait()  # reaped (the restarter would)
+    await asyncio.sleep(0.05)
+    intruder = spawn_at_pid(pid, ["sleep", "120"])
+    if intruder is None:
+        pytest.skip("cannot choose the next PID here (needs root in this PID namespace)")
+    try:
+        scenario.update(lambda data: data["gpus"][0]["processes"][0].update(user="mallory"))
+        data = await until(jp_fetch, lambda d: processes(d)[pid]["user"] == "mallory")
+        # Then the process is mallory's at once, without the kernel's identity or a shutdown button
+        assert processes(data)[pid]["own"] is False and processes(data)[pid]["kernel_id"] is None
+    finally:
+        intruder.kill()
+        intruder.wait()
+
+
+@asynctest
+async def test_kernel_events_update_the_table_at_once(jp_fetch, jp_serverapp, scenario):
+    service: GpuService = jp_serverapp.web_app.settings[GpuService.SETTINGS_KEY]
+    # Given a kernel attributed on a GPU, and a timer that would refresh the table only every 30 s
+    kernel_id = await start_session(jp_fetch)
+    pid = kernel_pid(jp_serverapp, kernel_id)
+    place(scenario, 0, pid=pid, memory_mib=1000)
+    await until(jp_fetch, lambda d: processes(d).get(pid, {}).get("kernel_id") == kernel_id)
+    scrape = metric_samples((await jp_fetch("metrics")).body.decode())
+    assert [s.labels["kernel_id"] for s in scrape["jupyter_gpu_kernel_memory_used_bytes"]] == [kernel_id]
+    service.config.interval_s = 30.0
+    # When a new kernel starts, the next answer lists it
+    other = await start_session(jp_fetch, "other.ipynb")
+    assert {k["kernel_id"] for k in (await get_snapshot(jp_fetch))["kernels"]} == {kernel_id, other}
+    # When the first kernel's DELETE returned, nothing is attributed to it any more
+    await jp_fetch("api", "kernels", kernel_id, method="DELETE")
+    data = await get_snapshot(jp_fetch)
+    assert [k["kernel_id"] for k in data["kernels"]] == [other]
+    assert all(p["kernel_id"] != kernel_id for p in processes(data).values())
+    # And the very next scrape has no gauge for it
+    scrape = metric_samples((await jp_fetch("metrics")).body.decode())
+    assert scrape.get("jupyter_gpu_kernel_memory_used_bytes", []) == []
+
+
+@asynctest
+async def test_the_kernel_table_is_read_before_the_first_sample(jp_fetch, jp_serverapp, scenario):
+    service: GpuService = jp_serverapp.web_app.settings[GpuService.SETTINGS_KEY]
+    kernel_id = await start_session(jp_fetch)
+    await asyncio.sleep(0.4)
+    assert service.sampler.samples_taken == 0  # nobody asked for GPUs yet
+    assert list(service._table.kernels) == [kernel_id]
+
+
+# -- one answer for every client (item 3)
+
+
+@asynctest
+async def test_the_answer_is_built_once_and_revalidated_with_etag(jp_fetch, jp_serverapp, scenario):
+    service: GpuService = jp_serverapp.web_app.settings[GpuService.SETTINGS_KEY]
+    first = await jp_fetch("jupyter-gpu", "snapshot")
+    etag = first.headers["Etag"]
+    assert etag.startswith('"') and first.headers["Cache-Control"].startswith("no-cache")
+    # A client that has the answer gets 304 and no body while it is current
+    service.config.interval_s = 30.0  # no new sample meanwhile
+    await asyncio.sleep(0.2)
+    current = (await jp_fetch("jupyter-gpu", "snapshot")).headers["Etag"]
+    with pytest.raises(HTTPClientError) as raised:
+        await jp_fetch("jupyter-gpu", "snapshot", headers={"If-None-Match": current})
+    assert raised.value.code == 304 and not raised.value.response.body
+    # 30 clients at once share one built answer
+    builds = service.builds
+    answers = await asyncio.gather(*(jp_fetch("jupyter-gpu", "snapshot") for _ in range(30)))
+    assert {a.headers["Etag"] for a in answers} == {current} and service.builds == builds
+    # A change (here: a new kernel) gives a new answer and a new ETag
+    await start_session(jp_fetch)
+    changed = await jp_fetch("jupyter-gpu", "snapshot", headers={"If-None-Match": current})
+    assert changed.code == 200 and changed.headers["Etag"] != current and json.loads(changed.body)["kernels"]
+
+
+# -- Prometheus exposure (item 9)
+
+
+def public_metrics_config(opt_in: bool) -> dict[str, Any]:
+    return {"ServerApp": {"jpserver_extensions": {"jupyter_gpu": True}, "authenticate_prometheus": False},
+            "JupyterGpuServer": {"interval_s": 0.1, "linger_s": 5.0, "idle_threshold_s": 0.5, "wait_s": 1.0,
+                                 "prometheus_notebook_labels": opt_in}}
+
+
+@pytest.mark.parametrize(("jp_server_config", "shown"), [(public_metrics_config(False), ""),
+                                                         (public_metrics_config(True), NOTEBOOK)])
+@asynctest
+async def test_public_metrics_leave_notebook_paths_out_unless_the_admin_opts_in(
+        jp_fetch, jp_serverapp, scenario, jp_server_config, shown):
+    kernel_id = await start_session(jp_fetch)
+    pid = kernel_pid(jp_serverapp, kernel_id)
+    place(scenario, 0, pid=pid, memory_mib=1000)
+    await until(jp_fetch, lambda d: pid in processes(d))
+    text = (await jp_fetch("metrics", headers={"Authorization": ""})).body.decode()  # anybody may scrape
+    (sample,) = metric_samples(text)["jupyter_gpu_kernel_memory_used_bytes"]
+    assert sample.labels["kernel_id"] == kernel_id and sample.labels["notebook"] == shown
+    assert ("train model" in text) == bool(shown)
+
+
+# -- simulated scenarios (item 6)
+
+
+@asynctest
+async def test_a_rejected_scenario_edit_reaches_the_answer_as_a_warning(jp_fetch, scenario):
+    await until(jp_fetch, lambda d: d["gpus"])
+    bad = json.loads(json.dumps(scenario.data))
+    bad["gpus"][0]["memory_used_mib"] = -5
+    scenario.path.write_text(json.dumps(bad))
+    data = await until(jp_fetch, lambda d: d["warnings"])
+    assert data["warnings"] == ["simulated scenario rejected: gpus[0].memory_used_mib must be >= 0 "
+                                "(keeping the last good scenario)"]
+    assert data["gpus"][0]["memory_used"] == 0 and data["nvml_available"] is True
+
+
+@asynctest
+async def test_clients_accepting_gzip_get_the_body_compressed_once(jp_fetch, jp_serverapp, scenario):
+    plain = await jp_fetch("jupyter-gpu", "snapshot", headers={"Accept-Encoding": "identity"})
+    assert "Content-Encoding" not in plain.headers
+    # (tornado's client asks for gzip and decompresses; the raw bytes are checked on the service)
+    zipped = await jp_fetch("jupyter-gpu", "snapshot", headers={"Accept-Encoding": "gzip"})
+    assert json.loads(zipped.body)["gpus"] and zipped.headers["Etag"].endswith('-gzip"')
+    service: GpuService = jp_serverapp.web_app.settings[GpuService.SETTINGS_KEY]
+    assert gzip.decompress(service._answer.gzipped) == service._answer.body
+
+
+@asynctest
+async def test_stopping_the_service_removes_its_kernels_reports(jp_fetch, jp_serverapp, scenario):
+    service: GpuService = jp_serverapp.web_app.settings[GpuService.SETTINGS_KEY]
+    kernel_id = await start_session(jp_fetch)
+    await service.refresh_kernels()
+    path = report_path(jp_serverapp, kernel_id)
+    with open(path, "w") as file:
+        json.dump({"version": 1, "kernel_id": kernel_id, "pid": 1, "timestamp": 0}, file)
+    service.close()  # what the server process does when it exits (atexit), kernels or not
+    assert not os.path.exists(path)

@@ -17,6 +17,26 @@ from .service import GpuService, KernelInfo
 __all__ = ["GpuService", "JupyterGpuServer", "KernelInfo"]
 
 
+def _refresh_when_the_loop_runs(service: GpuService) -> None:
+    """Read the kernel table as soon as the server's loop runs (not only at the first sample)."""
+    try:
+        from tornado.ioloop import IOLoop
+
+        IOLoop.current().add_callback(service.refresh_kernels)
+    except Exception:  # no loop yet: the first request refreshes it
+        pass
+
+
+def _unload_jupyter_server_extension(serverapp: Any) -> None:
+    """The server stops: stop sampling, unbind the gauges, remove this server's kernel reports."""
+    from . import metrics
+
+    service = serverapp.web_app.settings.get(GpuService.SETTINGS_KEY)
+    if service is not None:
+        metrics.unbind(service)
+        service.close()
+
+
 def _jupyter_server_extension_points() -> list[dict[str, str]]:
     return [{"module": "jupyter_gpu.server"}]
 
@@ -40,11 +60,14 @@ def _load_jupyter_server_extension(serverapp: Any) -> None:
         kernel_manager=serverapp.kernel_manager,
         session_manager=serverapp.session_manager,
         report_dir=getattr(serverapp.kernel_manager, "connection_dir", None) or serverapp.runtime_dir,
+        metrics_public=not web_app.settings.get("authenticate_prometheus", True),
     )
     web_app.settings[GpuService.SETTINGS_KEY] = service
     web_app.add_handlers(".*$", routes(web_app.settings["base_url"]) + history_routes(web_app.settings["base_url"]))
+    service.attach_events(getattr(serverapp, "event_logger", None))
     if config.prometheus:
         metrics.bind(service)
+    _refresh_when_the_loop_runs(service)
 
     serverapp.log.info(
         "jupyter_gpu: GPU snapshot at %sjupyter-gpu/snapshot (sampling every %g s while polled)",

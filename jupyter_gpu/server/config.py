@@ -60,6 +60,15 @@ class JupyterGpuServer(Configurable):
         ServerApp.authenticate_prometheus protects). A scrape counts as demand, like a poll.""",
     )
 
+    prometheus_notebook_labels = Bool(
+        False,
+        config=True,
+        help="""Label the per-kernel gauges with notebook paths even when /metrics is public
+        (ServerApp.authenticate_prometheus = False). Paths often say what people work on
+        ("secret-project/payroll-2026.ipynb"), so in that mode the notebook label is left empty
+        unless this is True. With authentication on (the default), the label always carries the path.""",
+    )
+
     wait_s = Float(
         2.0,
         config=True,

@@ -10,9 +10,9 @@ says how old it is in ``jupyter_gpu_sample_age_seconds``.
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
-from collections.abc import Iterator
 from typing import Any
 
 from prometheus_client.core import GaugeMetricFamily
@@ -20,34 +20,49 @@ from prometheus_client.registry import REGISTRY, Collector
 
 from .service import GpuService
 
+log = logging.getLogger(__name__)
+
 GPU_LABELS = ["gpu", "uuid", "name"]
 
 
 class GpuCollector(Collector):
-    """Yields the ``jupyter_gpu_*`` gauges from the bound service's newest sample."""
+    """Yields the ``jupyter_gpu_*`` gauges from the bound service's newest answer.
+
+    The families are built completely before the first one is handed over: any exception costs
+    this scrape the ``jupyter_gpu_*`` families (logged once per kind of failure), never the rest of
+    ``/metrics`` (jupyter_server's own metrics, other collectors), which stays a 200.
+    """
 
     def __init__(self) -> None:
         self.service: GpuService | None = None
+        self._logged: set[str] = set()
 
     def describe(self) -> list[Any]:
         return []  # no collect() at registration time: that would touch NVML at start-up
 
-    def collect(self) -> Iterator[GaugeMetricFamily]:
+    def collect(self) -> list[GaugeMetricFamily]:  # type: ignore[override]
+        try:
+            return self._families()
+        except Exception as error:
+            kind = f"{type(error).__name__}: {error}"[:200]
+            if kind not in self._logged:
+                self._logged.add(kind)
+                log.exception("jupyter_gpu: the GPU gauges are left out of this scrape")
+            return []
+
+    def _families(self) -> list[GaugeMetricFamily]:
         service = self.service
         if service is None or not service.config.prometheus:
-            return
-        view = service.metrics_view()
+            return []
+        answer = service.metrics_answer()
         up = GaugeMetricFamily("jupyter_gpu_nvml_up", "1 when the newest sample could read NVML, else 0")
         age = GaugeMetricFamily("jupyter_gpu_sample_age_seconds",
                                 "Age of the newest GPU sample served (grows while NVML hangs)")
-        if view is None:
+        if answer is None:
             up.add_metric([], 0)
-            yield up
-            return
-        up.add_metric([], 1 if view["nvml_available"] else 0)
-        age.add_metric([], max(0.0, time.time() - view["timestamp"]))
-        yield up
-        yield age
+            return [up]
+        up.add_metric([], 1 if answer.nvml_available else 0)
+        age.add_metric([], max(0.0, time.time() - answer.timestamp))
 
         families = {
             "memory_used": GaugeMetricFamily("jupyter_gpu_memory_used_bytes", "GPU memory in use",
@@ -68,27 +83,19 @@ class GpuCollector(Collector):
         kernel_idle = GaugeMetricFamily(
             "jupyter_gpu_kernel_idle_seconds", "Seconds since a kernel holding GPU memory was last busy",
             labels=["kernel_id", "notebook"])
-        per_kernel: dict[tuple[str, str, str], float] = {}
-        for gpu in view["gpus"]:
-            labels = [str(gpu["index"]), gpu["uuid"], gpu["name"]]
-            errors.add_metric(labels, 1 if gpu["error"] else 0)
-            for key, family in families.items():
-                value = gpu.get(key)
-                if value is not None and not gpu["error"]:
-                    family.add_metric(labels, value)
-            for process in gpu["processes"]:
-                if process.get("kernel_id"):
-                    key = (process["kernel_id"], process.get("notebook") or "", str(gpu["index"]))
-                    per_kernel[key] = per_kernel.get(key, 0) + (process.get("memory") or 0)
-        for (kernel_id, notebook, gpu_index), used in sorted(per_kernel.items()):
-            kernel_memory.add_metric([kernel_id, notebook, gpu_index], used)
-        for kernel in view.get("kernels", ()):
-            if kernel["gpu_memory"] and kernel["idle_s"] is not None:
-                kernel_idle.add_metric([kernel["kernel_id"], kernel["notebook"] or ""], kernel["idle_s"])
-        yield from families.values()
-        yield errors
-        yield kernel_memory
-        yield kernel_idle
+        for index, uuid, name, error, values in answer.gpu_rows:
+            labels = [index, uuid, name]
+            errors.add_metric(labels, 1 if error else 0)
+            for key, value in values:
+                if value is not None and not error:
+                    families[key].add_metric(labels, value)
+        # Public /metrics (authenticate_prometheus = False): no notebook paths unless the admin opts in.
+        hide = service.metrics_public and not service.config.prometheus_notebook_labels
+        for kernel_id, notebook, gpu_index, used in answer.kernel_memory:
+            kernel_memory.add_metric([kernel_id, "" if hide else notebook, gpu_index], used)
+        for kernel_id, notebook, idle_s in answer.kernel_idle:
+            kernel_idle.add_metric([kernel_id, "" if hide else notebook], idle_s)
+        return [up, age, *families.values(), errors, kernel_memory, kernel_idle]
 
 
 _collector: GpuCollector | None = None

@@ -55,7 +55,7 @@ def test_sidebar_lists_every_gpu_and_is_restored_with_the_layout(lab, page, arti
     assert cards.count() == 3
     for index in range(3):
         title = card(sidebar, index).locator(".jp-GpuCard-title")
-        assert title.inner_text() == f"GPU {index} · NVIDIA A100-SXM4-80GB"
+        assert title.inner_text() == f"GPU {index} · NVIDIA A100-SXM4-80GB [simulated]"
     # Another user's process on GPU 0: user and memory, no kernel controls.
     other = card(sidebar, 0).locator(".jp-GpuProc.jp-mod-other")
     assert other.locator(".jp-GpuProc-user").inner_text() == "alice"

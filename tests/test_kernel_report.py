@@ -1,0 +1,73 @@
+"""Kernel reports as the server reads them: untrusted input, validated field by field."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import time
+
+import pytest
+
+from jupyter_gpu.kernel_report import REPORT_PREFIX, ReportReader, build_report, parse_report
+from jupyter_gpu.processes import process_start
+
+KERNEL = "0b6d3f8e-5a1c-4f3e-9a57-2d9c1f7e4b10"
+
+
+def good(**changes):
+    report = {"version": 1, "kernel_id": KERNEL, "pid": 4242, "start_time": 123456, "session": "a.ipynb",
+              "nvml_pids": [], "gpu_memory": {"GPU-1": 5 * 2**30}, "frameworks": {}, "timestamp": time.time()}
+    report.update(changes)
+    return report
+
+
+def write(folder, text, kernel_id=KERNEL):
+    path = folder / f"{REPORT_PREFIX}{kernel_id}.json"
+    path.write_text(text)
+    return path
+
+
+def test_a_kernel_reports_its_own_pid_and_start_time(monkeypatch):
+    report = build_report(KERNEL)
+    assert report["pid"] == os.getpid() and report["start_time"] == process_start(os.getpid())
+    parsed = parse_report(json.loads(json.dumps(report)), KERNEL)
+    assert parsed.key == (os.getpid(), process_start(os.getpid()))
+
+
+@pytest.mark.parametrize(("text", "words"), [
+    (json.dumps(good(nvml_pids=5)), "nvml_pids must be a list"),
+    (json.dumps(good(nvml_pids=[1, "2"])), "nvml_pids must be a list"),
+    (json.dumps(good(timestamp="x")), "timestamp must be a finite number"),
+    (json.dumps(good(gpu_memory={"GPU-1": float("nan")})), "NaN is not a number"),
+    (json.dumps(good(gpu_memory={"GPU-1": float("inf")})), "Infinity is not a number"),
+    (json.dumps(good(gpu_memory={"GPU-1": -1})), "gpu_memory['GPU-1'] must be a finite number of bytes >= 0"),
+    (json.dumps(good(gpu_memory=[1])), "gpu_memory must be an object"),
+    (json.dumps(good(pid="1")), "pid must be a positive whole number"),
+    (json.dumps(good(pid=True)), "pid must be a positive whole number"),
+    (json.dumps(good(session=7)), "session must be a string"),
+    (json.dumps(good(kernel_id="someone-else")), "kernel_id does not match the file name"),
+    (json.dumps(good(version=2)), "version must be 1"),
+    (json.dumps(good(session="x" * 70_000)), "larger than 64 KiB"),
+    ("[" * 100_000 + "]" * 100_000, "larger than 64 KiB"),
+    ("[" * 20_000 + "]" * 20_000, "nested too deeply"),
+    ("{not json", "Expecting property name"),
+    ("[]", "a report must be a JSON object"),
+])
+def test_a_bad_report_is_dropped_with_one_log_line(tmp_path, caplog, text, words):
+    write(tmp_path, json.dumps(good(kernel_id="other-kernel")), kernel_id="other-kernel")
+    write(tmp_path, text)
+    reader = ReportReader()
+    with caplog.at_level(logging.WARNING, logger="jupyter_gpu.kernel_report"):
+        reports = reader.read(tmp_path)
+        reader.read(tmp_path)  # unchanged file: not parsed (or logged) again
+    assert list(reports) == ["other-kernel"]
+    (record,) = caplog.records
+    assert words in record.getMessage() and "\n" not in record.getMessage()
+
+
+def test_a_good_report_is_parsed_into_typed_fields(tmp_path):
+    write(tmp_path, json.dumps(good(nvml_pids=[7, 8])))
+    (report,) = ReportReader().read(tmp_path).values()
+    assert report.kernel_id == KERNEL and report.key == (4242, 123456)
+    assert report.nvml_pids == (7, 8) and dict(report.gpu_memory) == {"GPU-1": 5 * 2**30}

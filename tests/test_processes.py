@@ -1,0 +1,71 @@
+"""Process identities: every cached fact is keyed by PID and start time, so a reused PID is new."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from support import spawn_at_pid, wait_until
+
+from jupyter_gpu import processes
+from jupyter_gpu.processes import PidCache, ProcessDirectory, process_start
+
+
+def test_process_start_is_stable_and_none_for_missing_pids():
+    assert process_start(os.getpid()) == process_start(os.getpid()) is not None
+    assert process_start(2**22 + 12345) is None  # above Linux's pid_max
+
+
+def test_a_reused_pid_is_looked_up_afresh_at_once():
+    # Given a cached fact about process P
+    first = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    pid = first.pid
+    calls: list[int] = []
+    cache = PidCache(lambda p: (calls.append(p), f"lookup {len(calls)}")[1])
+    assert cache.get(pid) == "lookup 1" and cache.get(pid) == "lookup 1" and calls == [pid]
+    # When P exits and another process gets its PID
+    first.kill()
+    first.wait()
+    time.sleep(0.05)  # start times tick at 100 Hz; real PID reuse takes far longer than a tick
+    second = spawn_at_pid(pid, ["sleep", "60"])
+    if second is None:
+        pytest.skip("cannot choose the next PID here (needs root in this PID namespace)")
+    try:
+        # Then the cache does not answer for the new process with the old one's fact
+        assert cache.get(pid) == "lookup 2" and calls == [pid, pid]
+    finally:
+        second.kill()
+        second.wait()
+
+
+def test_identity_of_a_recycled_pid_is_the_new_owners(monkeypatch):
+    # Given this user's process on a GPU, identified with its command line
+    first = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)", "--kernel-secret"])
+    directory = ProcessDirectory()
+    assert "--kernel-secret" in directory.identify(first.pid).command
+    first.kill()
+    first.wait()
+    time.sleep(0.05)
+    # When the PID is reused by another program
+    second = spawn_at_pid(first.pid, ["sleep", "61"])
+    if second is None:
+        pytest.skip("cannot choose the next PID here (needs root in this PID namespace)")
+    try:
+        wait_until(lambda: Path(f"/proc/{second.pid}/cmdline").read_bytes(), what="the new program's exec")
+        identity = directory.identify(first.pid)
+        assert identity.name == "sleep" and identity.command == "sleep 61"
+    finally:
+        second.kill()
+        second.wait()
+
+
+def test_a_cached_value_is_not_kept_when_the_process_changes_during_the_lookup(monkeypatch):
+    starts = iter([100, 200, 200])
+    monkeypatch.setattr(processes, "process_start", lambda pid: next(starts))
+    cache = PidCache(lambda pid: "old process's fact")
+    cache.get(42)  # start 100 before the lookup, 200 after: not cached
+    assert len(cache) == 0
