@@ -190,6 +190,8 @@ class ScenarioError(ValueError):
 # Scenarios
 
 SIMULATED_MARKER = " [simulated]"
+NAME_BUFFER_BYTES = 96  # NVML_DEVICE_NAME_V2_BUFFER_SIZE: what nvidia-ml-py hands nvmlDeviceGetName
+MAX_NAME_BYTES = NAME_BUFFER_BYTES - 1 - len(SIMULATED_MARKER.encode())  # the marker and the NUL fit too
 """Appended to every simulated GPU's name as NVML reports it, so no reader (jupyter_gpu, nvitop,
 gpustat, a training script) can mistake a simulated GPU for a real one."""
 
@@ -275,7 +277,8 @@ class _Reader:
             raise ScenarioError(f"{self.name(key)} must be <= {high}")
         return value
 
-    def text(self, key: str, default: str | None, optional: bool = False) -> str | None:
+    def text(self, key: str, default: str | None, optional: bool = False,
+             max_bytes: int | None = None) -> str | None:
         value = self.data.get(key, default)
         if value is None and optional:
             return None
@@ -285,6 +288,9 @@ class _Reader:
             raise ScenarioError(f"{self.name(key)} must be at most {MAX_TEXT} characters")
         if "\0" in value:
             raise ScenarioError(f"{self.name(key)} must not contain NUL characters")
+        if max_bytes is not None and len(value.encode()) > max_bytes:
+            raise ScenarioError(f"{self.name(key)} must be at most {max_bytes} bytes in UTF-8 "
+                                f"(NVML's {NAME_BUFFER_BYTES}-byte name, {SIMULATED_MARKER.strip()!r} included)")
         return value
 
     def choice(self, key: str, choices: Any) -> str | None:
@@ -380,7 +386,7 @@ def _parse_gpu(index: int, data: Any) -> SimulatedGpu:
     power_limit = gpu.number("power_limit_w", 400, 0, 100_000)
     return SimulatedGpu(
         index=index,
-        name=gpu.text("name", "NVIDIA A100-SXM4-80GB") or "",
+        name=gpu.text("name", "NVIDIA A100-SXM4-80GB", max_bytes=MAX_NAME_BYTES) or "",
         uuid=gpu.text("uuid", default_uuid) or "",
         memory_total_mib=total,
         memory_reserved_mib=reserved,

@@ -95,7 +95,7 @@ def test_gpu_free_on_simulated_nvml_reports_the_drivers_figures_before_and_after
                    "torch._C._cuda_emptyCache = returned_to_the_driver")
         out, err = kernel.run("%gpu_free")
         assert "PyTorch: torch.cuda.empty_cache(): returns the cached blocks" in out, (out, err)
-        assert "GPU 1 (A100-SXM4-80GB): this kernel 9.8 GiB → 1.2 GiB (NVML)" in out
+        assert "GPU 1 (A100-SXM4-80GB [simulated]): this kernel 9.8 GiB → 1.2 GiB (NVML)" in out
         kernel.run("import tensorflow as tf\nx = tf.constant(1.0)")  # TensorFlow initialized
         out, err = kernel.run("%gpu_free --dry-run")
         assert "release of TensorFlow, PyTorch" in out, (out, err)

@@ -74,7 +74,7 @@ def test_interrupt_stops_the_wait_and_changes_nothing_then_a_freed_gpu_is_taken(
         collect(client, msg_id, lambda ms: any(m["msg_type"] == "update_display_data" for m in ms))
         busy(scenario, free=True)  # bob's jobs end
         done = text(collect(client, msg_id, lambda ms: False))
-        assert "the GPUs fit now" in done and "GPU 0 (A100-SXM4-80GB, 79.5 GiB free)" in done, done
+        assert "the GPUs fit now" in done and "GPU 0 (A100-SXM4-80GB [simulated], 79.5 GiB free)" in done, done
     finally:
         client.stop_channels()
         manager.shutdown_kernel(now=True)

@@ -114,7 +114,7 @@ def test_status_shows_plan_frameworks_and_gpus(shell, capsys) -> None:
 
 def test_status_shows_names_from_elsewhere_bidi_safe_and_cut(shell, scenario, capsys) -> None:
     def hostile(data: dict) -> None:
-        data["gpus"][0]["name"] = "NVIDIA " + "X" * 80  # NVML names hold at most 96 bytes
+        data["gpus"][0]["name"] = "NVIDIA " + "X" * 70  # NVML names hold at most 96 bytes, " [simulated]" included
         data["gpus"][0]["processes"] = [{"pid": 4242, "memory_mib": 512, "user": "a\u202eevil", "name": "python"}]
         data["gpus"][1]["fault"] = "lost"
 

@@ -96,8 +96,8 @@ def test_1_magic_first_gpus_are_where_the_plan_says(kernel: Kernel) -> None:
     out, _ = kernel.run("%gpu_status")
     assert "TensorFlow: initialized with the plan applied" in out and "NOT" not in out
     assert kernel.value("torch.cuda.device_count()") == 2
-    assert kernel.value("[torch.cuda.get_device_name(i) for i in range(2)]") == ["NVIDIA RTX A6000",
-                                                                                  "NVIDIA A100-SXM4-80GB"]
+    assert kernel.value("[torch.cuda.get_device_name(i) for i in range(2)]") == ["NVIDIA RTX A6000 [simulated]",
+                                                                                  "NVIDIA A100-SXM4-80GB [simulated]"]
 
 
 def test_2_magic_first_then_the_users_cuda_visible_devices_is_noticed(kernel: Kernel) -> None:

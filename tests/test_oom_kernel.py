@@ -125,7 +125,7 @@ def test_pytorch_oom_names_the_gpu_holders_and_computed_next_steps(world: Scenar
     report = report_of(err)
     assert report.splitlines()[0] == "jupyter_gpu: PyTorch cuda:0 ran out of GPU memory; it tried to allocate 2 GiB."
     # 80 GiB total; 30 + 22 + 24 GiB held; 80 - 0.5 reserved - 76 = 3.5 GiB free
-    assert "GPU 1 A100-SXM4-80GB (PyTorch cuda:0): 80 GiB total, 76 GiB used, 3.5 GiB free." in report
+    assert "GPU 1 A100-SXM4-80GB [simulated] (PyTorch cuda:0): 80 GiB total, 76 GiB used, 3.5 GiB free." in report
     assert "this kernel (oom.ipynb): 30 GiB (PyTorch: in use 24.9 GiB, reserved 30 GiB)" in report
     assert "your kernel train_old.ipynb: 22 GiB, idle time unknown" in report  # its own report names it
     assert "carol: 24 GiB" in report and "bob" not in report  # bob is on GPU 0, not this one
@@ -148,7 +148,7 @@ def test_tensorflow_oom_under_a_limit_says_the_limit_ran_out(world: ScenarioFile
     # 1024**3 floats = 4 GiB, on TensorFlow's /GPU:0 = GPU 2 (the plan)
     assert report.splitlines()[0] == ("jupyter_gpu: TensorFlow /GPU:0 ran out of GPU memory; it tried to allocate "
                                       "4 GiB.")
-    assert "GPU 2 RTX A6000 (TensorFlow /GPU:0): 48 GiB total, 16.3 GiB used, 31.4 GiB free." in report
+    assert "GPU 2 RTX A6000 [simulated] (TensorFlow /GPU:0): 48 GiB total, 16.3 GiB used, 31.4 GiB free." in report
     assert ("This kernel's limit on GPU 2 is 16 GiB (%gpu_limit), and it ran out, not the GPU (31.4 GiB free)."
             in report)
     assert "`%gpu_limit 21GiB`, then `%gpu_restart`" in report  # 16.3 GiB held + 4 GiB asked, rounded up
@@ -168,7 +168,7 @@ def test_jax_oom_with_the_extension_autoloaded(world: ScenarioFile, tmp_path: Pa
         report = report_of(err[err.index("RESOURCE_EXHAUSTED"):])
         assert report.splitlines()[0] == "jupyter_gpu: JAX ran out of GPU memory; it tried to allocate 16 GiB."
         # JAX names no device; the plan has one GPU: GPU 0. 66000 + 8192 MiB used, 7 GiB free
-        assert "GPU 0 A100-SXM4-80GB: 80 GiB total, 72.5 GiB used, 7 GiB free." in report
+        assert "GPU 0 A100-SXM4-80GB [simulated]: 80 GiB total, 72.5 GiB used, 7 GiB free." in report
         assert "this kernel (jax.ipynb): 8 GiB" in report and "bob: 64.5 GiB" in report
         # 8 + 16 GiB needed: GPU 2 (47.7 GiB, nobody) before GPU 1 (55.5 GiB, carol); two offers at most
         steps = report[report.index("Next steps:"):]

@@ -37,6 +37,7 @@ def test_presets():
     ({"gpus": [{"memory_used_mb": 5}]}, "gpus[0].memory_used_mb is not a scenario key"),
     ({"gpus": [{}] * 65}, "gpus must have at most 64 entries"),
     ({"latency_ms": -1}, "latency_ms must be >= 0"),
+    ({"gpus": [{"name": "N" * 84}]}, "gpus[0].name must be at most 83 bytes in UTF-8"),  # a driver's 96-byte name
 ])
 def test_bad_scenarios_are_refused_with_one_line_naming_the_key_and_the_rule(tmp_path, scenario, words):
     with pytest.raises(simulate.ScenarioError) as raised:

@@ -165,9 +165,9 @@ def test_panel_grid_holds_for_16_gpus_narrow_and_wide_light_and_dark(lab_factory
     scenario = simulate.plausible_gpus(16)
     for index, gpu in enumerate(scenario["gpus"]):
         gpu.update(utilization=(index * 37) % 100, memory_used_mib=(index * 5000) % 80000)
-    scenario["gpus"][0]["name"] = "NVIDIA " + "Very Long Model Name " * 4  # 91 characters
+    scenario["gpus"][0]["name"] = "NVIDIA " + "Very Long Model Name " * 3 + "X" * 13  # 83 bytes: the longest allowed
     scenario["gpus"][1]["processes"] = [
-        {"pid": 4_000_010, "memory_mib": 2048, "user": "a\u202eevil" + "x" * 300, "name": "evil\u202egnp.ipynb"}]
+        {"pid": 4_000_010, "memory_mib": 2048, "user": "a\u202eevil" + "x" * 240, "name": "evil\u202egnp.ipynb"}]
     lab = lab_factory(scenario, name="panel16")
     panel = run_panel(lab, page, "grid16.ipynb",
                       "%load_ext jupyter_gpu\n%gpu_monitor --interval 0.5 --history 60")
@@ -176,7 +176,7 @@ def test_panel_grid_holds_for_16_gpus_narrow_and_wide_light_and_dark(lab_factory
     # The long name is cut in the card with the whole name in the tooltip; the RLO spoof is gone.
     title = panel.locator(".jupyter-gpu-row").nth(0).locator(".jupyter-gpu-title")
     assert title.evaluate("n => n.scrollWidth > n.clientWidth")  # CSS ellipsis at work
-    assert "Very Long Model Name " * 4 in title.get_attribute("title")
+    assert "Very Long Model Name " * 3 + "X" * 13 in title.get_attribute("title")
     assert "\u202e" not in panel.inner_text() and "a\ufffdevil" in panel.inner_text()
     page.wait_for_timeout(2000)
     panel.screenshot(path=str(artifacts / "panel-16-wide-light.png"))

@@ -26,6 +26,11 @@ from typing import Any
 from jupyter_gpu import _import_hooks
 
 CAPABILITY = {"NVIDIA A100-SXM4-80GB": (8, 0), "NVIDIA RTX A6000": (8, 6)}
+
+
+def capability(name: str) -> tuple[int, int]:
+    """The model's compute capability (the simulation marks its names: " [simulated]")."""
+    return CAPABILITY.get(name.removesuffix(" [simulated]"), (0, 0))
 started: dict[str, Any] = {}  # "env": the variables read at cuInit; "devices": [(nvml index, name, uuid)]
 fractions: dict[int, float] = {}
 
@@ -67,7 +72,7 @@ def cu_init() -> list[tuple[int, str, str]]:
     visible, order = os.environ.get("CUDA_VISIBLE_DEVICES"), os.environ.get("CUDA_DEVICE_ORDER")
     gpus = _nvml_gpus()
     if order != "PCI_BUS_ID":
-        gpus.sort(key=lambda gpu: (tuple(-n for n in CAPABILITY.get(gpu[1], (0, 0))), gpu[0]))
+        gpus.sort(key=lambda gpu: (tuple(-n for n in capability(gpu[1])), gpu[0]))
     devices = gpus
     if visible is not None:
         devices = []
@@ -107,7 +112,7 @@ def _patch_tensorflow(_tf: types.ModuleType) -> None:
     def get_device_details(ctx: Any, device: Any) -> dict[str, Any]:
         if device.device_type == "GPU":
             _, name, _ = cu_init()[int(device.name.rsplit(":", 1)[1])]
-            return {"device_name": name, "compute_capability": CAPABILITY.get(name, (0, 0))}
+            return {"device_name": name, "compute_capability": capability(name)}
         return original_details(ctx, device)
 
     cls._initialize_physical_devices = _initialize_physical_devices
