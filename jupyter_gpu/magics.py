@@ -373,7 +373,8 @@ class GpuMagics(Magics):
 
     @magic_arguments()
     @argument("spec", nargs="?", help="GPUs: indices like 0 or 1,3 (as nvidia-smi numbers them), UUIDs "
-              "(unique prefixes), auto, auto:N, all or none. Without SPEC: list the GPUs.")
+              "(unique prefixes), a MIG slice (0:1 = GPU 0's MIG device 1, or its MIG-… UUID), auto, auto:N, "
+              "all or none. Without SPEC: list the GPUs.")
     @argument("--growth", action="store_true", help="allocate GPU memory on demand instead of up front")
     @argument("--no-growth", action="store_true", help="turn memory growth off again")
     @argument("--min-free", metavar="SIZE", help="with auto: only GPUs with at least SIZE free (e.g. 8GiB)")
@@ -404,6 +405,15 @@ class GpuMagics(Magics):
         ``--growth`` allocates memory on demand: TensorFlow ``TF_FORCE_GPU_ALLOW_GROWTH=true``,
         JAX ``XLA_PYTHON_CLIENT_PREALLOCATE=false``, PyTorch ``expandable_segments:True``.
 
+        MIG slices (A100/H100 split into isolated instances, listed by ``jupyter-gpu status`` and the
+        monitors as ``0:0``, ``0:1``, …): ``%gpu_select 0:1`` or ``%gpu_select MIG-5e3d`` sets
+        ``CUDA_VISIBLE_DEVICES`` to the slice's MIG UUID. CUDA shows a process at most one MIG device,
+        so one slice is selected alone (several slices, or a slice with a GPU, are refused) and a GPU
+        in MIG mode cannot be selected whole. A MIG UUID in the kernel's start ``CUDA_VISIBLE_DEVICES``
+        (a spawner's slice) is the fence; when only slices can be selected, ``auto`` takes the idlest
+        slice and ``all`` the assigned one. ``%gpu_limit`` percentages are then of the slice's memory.
+        A slice's memory is isolated by the hardware; utilization is not measured per slice.
+
         Selecting 2+ GPUs does not parallelize anything by itself: use
         ``tf.distribute.MirroredStrategy()`` (Keras: build and compile the model in its scope),
         PyTorch ``DistributedDataParallel``, or JAX sharding.
@@ -427,6 +437,7 @@ class GpuMagics(Magics):
             %gpu_select 1             # GPU 1 only
             %gpu_select 0,2 --growth  # GPUs 0 and 2, memory on demand
             %gpu_select GPU-8f3c      # by UUID prefix
+            %gpu_select 0:1           # MIG slice 1 of GPU 0 (or its MIG UUID)
             %gpu_select auto:2 --min-free 8GiB
             %gpu_select auto:1 --min-free 20GiB --wait 30m
             %gpu_select all
