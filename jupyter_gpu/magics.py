@@ -841,10 +841,12 @@ def _summary(plan: GpuPlan) -> str:
         selection = "no selection (the frameworks see every GPU the kernel may use)"
     elif not plan.selected_indices:
         selection = "CPU only (no GPU)"
+    elif plan.selected_slice is not None:
+        selection = f"MIG slice {_shown(plan.selected_slice)} of GPU {plan.selected_indices[0]}"
     else:
         selection = "GPU " + ", ".join(map(str, plan.selected_indices))
-        if request.selection and request.selection.lower().startswith("auto"):
-            selection += f" ({request.selection})"
+    if plan.selected_indices and request.selection and request.selection.lower().startswith("auto"):
+        selection += f" ({request.selection})"
     parts = [selection, f"growth {'on' if plan.growth else 'off'}"]
     limits = {index: plan.memory_limit_bytes(index) for index in plan.limits_bytes}
     if limits:
@@ -1006,7 +1008,7 @@ def _gpu_listing(plan: GpuPlan, heading: str = "GPUs this kernel may use:", snap
     for gpu in snapshot.gpus:
         if gpu.index not in allowed:
             continue
-        mark = "*" if selected is not None and gpu.index in selected else " "
+        mark = "*" if selected is not None and gpu.index in selected and plan.selected_slice is None else " "
         if gpu.error:
             lines.append(f" {mark} GPU {gpu.index}: cannot be read ({gpu.error})")
             continue
@@ -1018,6 +1020,18 @@ def _gpu_listing(plan: GpuPlan, heading: str = "GPUs this kernel may use:", snap
                      f"{format_bytes(gpu.memory_free)} free of {format_bytes(gpu.memory_total)}{util}"
                      f"{f'; this kernel {format_bytes(mine)}' if mine else ''}"
                      f"{'; used by ' + ', '.join(others) if others else ''}")
+        fenced_slice = kernel_start_fence().allowed_slice(snapshot.gpus)
+        for slice_ in gpu.slices:  # MIG mode: the slices are what can be selected
+            if fenced_slice is not None and slice_.uuid != fenced_slice:
+                continue
+            mark = "*" if slice_.uuid == plan.selected_slice else " "
+            mine = sum(p.memory or 0 for p in slice_.processes if p.pid == own)
+            others = sorted({_shown(p.user) for p in slice_.processes if p.pid != own})
+            lines.append(f" {mark}   {gpu.index}:{slice_.index} MIG {_shown(slice_.profile)} ({_shown(slice_.uuid)}): "
+                         f"{format_bytes(slice_.memory_used)} used, {format_bytes(slice_.memory_free)} free of "
+                         f"{format_bytes(slice_.memory_total)}"
+                         f"{f'; this kernel {format_bytes(mine)}' if mine else ''}"
+                         f"{'; used by ' + ', '.join(others) if others else ''}")
     if len(lines) == 1:
         lines.append("  none")
     if any(line.startswith(" *") for line in lines):

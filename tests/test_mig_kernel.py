@@ -63,3 +63,17 @@ def test_auto_chooses_the_idlest_slice_when_only_slices_can_be_selected(scenario
         assert kernel.value("env()")["CUDA_VISIBLE_DEVICES"] == wanted
         out, err = kernel.run("%gpu_select auto:2")
         assert "CUDA enumerates at most one MIG device per process" in out + err
+
+
+def test_gpu_select_lists_slices_under_their_gpu_and_status_names_the_slice(mig_kernel: Kernel) -> None:
+    out, err = mig_kernel.run("%load_ext jupyter_gpu\n%gpu_select")
+    assert not err, err
+    lines = out.splitlines()
+    gpu0 = next(i for i, line in enumerate(lines) if "GPU 0 " in line)
+    assert [line.split()[:3] for line in lines[gpu0 + 1:gpu0 + 4]] == [
+        ["0:0", "MIG", "3g.40gb"], ["0:1", "MIG", "2g.20gb"], ["0:2", "MIG", "1g.10gb"]]
+    assert "used by bob" in lines[gpu0 + 1] and A100_MIG_UUIDS[1] in lines[gpu0 + 2]
+    mig_kernel.run("%gpu_select 0:1")
+    out, _ = mig_kernel.run("%gpu_status")
+    assert f"Plan: MIG slice {A100_MIG_UUIDS[1]} of GPU 0" in out
+    assert any(line.startswith(" *   0:1 MIG 2g.20gb") for line in out.splitlines())
