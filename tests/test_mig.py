@@ -173,3 +173,29 @@ def test_nvitop_reading_the_same_simulated_gpus_agrees_on_the_slices(scenario):
             (s.uuid, s.name, s.memory_total, s.memory_used, s.gpu_instance_id, s.compute_instance_id,
              sorted(p.pid for p in s.processes)) for s in gpu.slices]
     assert all(str(m.gpu_utilization()) == "N/A" for m in theirs[0].mig_devices())  # nvitop: n/a too
+
+
+# -- what CUDA shows (visibility.py)
+
+
+def test_cuda_shows_one_mig_device_whatever_the_variable_names(scenario):
+    from jupyter_gpu.visibility import CudaEnv, cuda_devices
+
+    scenario.write(a100_mig_scenario())
+    gpus = jupyter_gpu.snapshot().gpus
+    parent = gpus[0].uuid
+    cases = {
+        A100_MIG_UUIDS[1]: ((0,), (A100_MIG_UUIDS[1],)),
+        A100_MIG_UUIDS[2][:12]: ((0,), (A100_MIG_UUIDS[2],)),  # a unique prefix
+        f"MIG-{parent}/3/0": ((0,), (A100_MIG_UUIDS[1],)),  # the R450/R460 form
+        f"{A100_MIG_UUIDS[2]},{A100_MIG_UUIDS[0]}": ((0,), (A100_MIG_UUIDS[2],)),  # only the first MIG device
+        f"1,{A100_MIG_UUIDS[0]}": ((0,), (A100_MIG_UUIDS[0],)),  # a MIG device hides the whole GPU
+        "1,0": ((0,), (A100_MIG_UUIDS[0],)),  # a GPU in MIG mode shows its first MIG device, alone
+        "1": ((1,), ()),
+        "MIG-ffffffff": ((), ()),  # an unknown MIG UUID ends the list
+    }
+    for value, (indices, slices) in cases.items():
+        devices = cuda_devices(CudaEnv(value, "PCI_BUS_ID"), gpus)
+        assert (devices.indices, devices.slices) == (indices, slices), value
+    unset = cuda_devices(CudaEnv(None, None), gpus)
+    assert (unset.indices, unset.slices) == ((0,), (A100_MIG_UUIDS[0],))
