@@ -334,7 +334,7 @@ class GpuMagics(Magics):
     _board: Any = None
     _claims_note_shown = False
     _last_snapshot: Any = None
-    _last_claims: dict[int, int] = {}
+    _last_claims: dict[int | str, int] = {}
 
     def _claim_board(self) -> Any:
         """The claims board, or None when claims are off or their directory cannot be used (said once)."""

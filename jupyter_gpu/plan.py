@@ -49,7 +49,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 from ._environ import environment_at_process_start
-from .snapshots import GpuInfo, GpuProcess, Snapshot
+from .snapshots import GpuInfo, GpuProcess, MigSlice, Snapshot
 from .units import MIB, format_bytes
 
 __all__ = [
@@ -293,7 +293,7 @@ def other_users(gpu: GpuInfo, own_pid: int, own_user: str | None) -> list[str]:
 
 def select_idlest(gpus: Sequence[GpuInfo], count: int, *, min_free_bytes: int = 0,
                   own_pid: int | None = None, own_user: str | None = None,
-                  claims: Mapping[int, int] | None = None, require_idle: bool = False) -> tuple[int, ...]:
+                  claims: Mapping[int | str, int] | None = None, require_idle: bool = False) -> tuple[int, ...]:
     """The policy behind ``auto:N``: the ``count`` idlest of ``gpus``, best first.
 
     1. GPUs with less free memory than ``min_free_bytes`` (``--min-free``) are never chosen; with
@@ -363,7 +363,8 @@ def _slice_listing(gpu: GpuInfo) -> str:
 
 
 def _resolve_mig(spec: SelectionSpec, snapshot: Snapshot, fence: Fence, min_free: Size | None,
-                 own_user: str | None) -> tuple[int, str] | None:
+                 own_user: str | None, claims: Mapping[int | str, int] | None = None,
+                 require_idle: bool = False) -> tuple[int, str] | None:
     """The (GPU index, MIG UUID) a SPEC selects when it selects a slice; None when it selects whole
     GPUs. Raises :class:`PlanError` for what CUDA cannot do with slices (see :data:`ONE_MIG_DEVICE`)."""
     if spec.kind == "none" or not snapshot.nvml_available:
@@ -388,15 +389,24 @@ def _resolve_mig(spec: SelectionSpec, snapshot: Snapshot, fence: Fence, min_free
                 return candidates[0][0].index, candidates[0][1].uuid
             own_pid = os.getpid()
             min_free_bytes = 0 if min_free is None else min_free.resolve(None)
-            eligible = [(g, s) for g, s in candidates if s.error is None and s.memory_free >= min_free_bytes]
+            claims = claims or {}
+
+            def others(slice_: MigSlice) -> bool:
+                return any(p.pid != own_pid and (own_user is None or p.user != own_user) and p.type != "graphics"
+                           for p in slice_.processes)
+
+            eligible = [(g, s) for g, s in candidates if s.error is None and s.memory_free >= min_free_bytes
+                        and not (require_idle and (others(s) or claims.get(s.uuid)))]
             if not eligible:
-                raise NoGpuFits(f"auto needs a MIG slice with at least {format_bytes(min_free_bytes)} free, and none "
-                                "of the slices this kernel may use has it ("
-                                + ", ".join(f"{g.index}:{s.index}: {format_bytes(s.memory_free)} free"
-                                            for g, s in candidates) + ")")
-            best = min(eligible, key=lambda pair: (
-                any(p.pid != own_pid and (own_user is None or p.user != own_user) and p.type != "graphics"
-                    for p in pair[1].processes), -pair[1].memory_free, pair[0].index, pair[1].index))
+                condition = (f"at least {format_bytes(min_free_bytes)} free" if min_free_bytes else
+                             "no other users' work or claims" if require_idle else "that can be read")
+                raise NoGpuFits(f"auto needs a MIG slice with {condition}, and none of the slices this kernel may use "
+                                "has it (" + ", ".join(f"{g.index}:{s.index}: {format_bytes(s.memory_free)} free"
+                                                       for g, s in candidates) + ")")
+            # As for GPUs: slices without other users' work first, then the fewest claims of other
+            # kernels (so kernels started at once spread over the slices), then the most free memory.
+            best = min(eligible, key=lambda pair: (others(pair[1]), claims.get(pair[1].uuid, 0),
+                                                   -pair[1].memory_free, pair[0].index, pair[1].index))
             return best[0].index, best[1].uuid
         raise PlanError(f"{spec.text!r}: this kernel may use only MIG slices, and {ONE_MIG_DEVICE}; use auto")
     picked: list[tuple[int, str]] = []
@@ -436,7 +446,7 @@ def _resolve_mig(spec: SelectionSpec, snapshot: Snapshot, fence: Fence, min_free
 
 
 def _resolve_selection(spec: SelectionSpec, snapshot: Snapshot, fence: Fence, min_free: Size | None,
-                       own_user: str | None, claims: Mapping[int, int] | None = None,
+                       own_user: str | None, claims: Mapping[int | str, int] | None = None,
                        require_idle: bool = False) -> tuple[int, ...]:
     gpus = snapshot.gpus
     if spec.kind != "none" and snapshot.nvml_available and (why := fence.unknown(gpus)):
@@ -589,7 +599,7 @@ class GpuPlan:
 
 
 def build_plan(request: PlanRequest, snapshot: Snapshot, fence: Fence | None = None,
-               own_user: str | None = None, claims: Mapping[int, int] | None = None,
+               own_user: str | None = None, claims: Mapping[int | str, int] | None = None,
                require_idle: bool = False) -> GpuPlan:
     """Validate ``request`` against the GPUs and the fence; raise :class:`PlanError` on any problem.
 
@@ -607,7 +617,7 @@ def build_plan(request: PlanRequest, snapshot: Snapshot, fence: Fence | None = N
         spec = parse_selection(request.selection)
         if spec.kind != "none" and snapshot.nvml_available and (why := fence.unknown(snapshot.gpus)):
             raise PlanError(f"{why}; until then select none")
-        mig = _resolve_mig(spec, snapshot, fence, min_free, own_user)
+        mig = _resolve_mig(spec, snapshot, fence, min_free, own_user, claims, require_idle)
         if mig is not None:
             selected = (mig[0],)
         else:
