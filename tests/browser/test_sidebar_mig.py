@@ -54,3 +54,28 @@ def test_slices_are_shown_under_their_gpu(lab, page, artifacts):
     wait_until(lambda: slices.count() == 4, what="the new slice", timeout_s=20)
     page.screenshot(path=str(artifacts / "sidebar-mig.png"))
     assert not page.errors
+
+
+def test_your_kernel_on_a_slice_is_marked_yours(lab, page):
+    lab.write_notebook("on_a_slice.ipynb", ["1"])
+    session = lab.api("POST", "api/sessions", {"path": "on_a_slice.ipynb", "name": "on_a_slice.ipynb",
+                                               "type": "notebook", "kernel": {"name": "python3"}})
+    try:
+        kernel_id = session["kernel"]["id"]
+        pid = wait_until(lambda: next((k["pid"] for k in lab.snapshot()["kernels"]
+                                       if k["kernel_id"] == kernel_id and k["pid"]), None),
+                         timeout_s=60, what="the kernel's PID")
+        lab.scenario.update(lambda s: s["gpus"][0]["mig_slices"][1].__setitem__(
+            "processes", [{"pid": pid, "memory_mib": 2048}]))
+        sidebar = open_sidebar(lab, page)
+        slice_ = sidebar.locator(f'.jp-GpuSlice[data-mig-uuid="{A100_MIG_UUIDS[1]}"]')
+        mine = slice_.locator(".jp-GpuSlice-process.jp-mod-own")
+        mine.wait_for(timeout=30_000)
+        assert mine.inner_text() == "yours · on_a_slice.ipynb · 2.0 GiB"
+        assert "(yours: 2.0 GiB)" in slice_.locator(".jp-GpuMemory-label").inner_text()
+        # the card keeps its kernel controls for it
+        card = sidebar.locator('.jp-GpuCard[data-gpu-index="0"]')
+        assert card.locator(".jp-GpuProc.jp-mod-own .jp-GpuProc-notebook").inner_text() == "on_a_slice.ipynb"
+    finally:
+        lab.scenario.update(lambda s: s["gpus"][0]["mig_slices"][1].__setitem__("processes", []))
+        lab.shutdown_all_kernels()
