@@ -489,8 +489,12 @@ def _resolve_selection(spec: SelectionSpec, snapshot: Snapshot, fence: Fence, mi
                                 "give more of the UUID")
             index = matches[0]
         if _in_mig_mode(snapshot, index):
+            fenced = fence.allowed_slice(gpus)
+            gpu = snapshot.gpu(index)
+            listing = _slice_listing(gpu) if fenced is None else ", ".join(
+                f"{gpu.index}:{s.index} ({s.profile})" for s in gpu.slices if s.uuid == fenced) or "none assigned"
             raise PlanError(f"GPU {index} is in MIG mode: CUDA cannot use it whole; select one of its slices: "
-                            f"{_slice_listing(snapshot.gpu(index))}")
+                            f"{listing}")
         if index not in allowed:
             raise PlanError(f"GPU {index} is outside the GPUs assigned to this kernel ({fence.describe()}); "
                             f"{choices}")

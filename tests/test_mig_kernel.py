@@ -47,6 +47,8 @@ def test_a_slice_as_the_spawners_fence(scenario: Any) -> None:
         assert kernel.value("env()")["CUDA_VISIBLE_DEVICES"] == A100_MIG_UUIDS[0]
         out, err = kernel.run("%gpu_select 0:2")
         assert "outside the GPUs assigned to this kernel" in out + err
+        out, err = kernel.run("%gpu_select 0")  # names the one slice assigned, not every slice
+        assert "CUDA cannot use it whole; select one of its slices: 0:0 (3g.40gb)\n" in out + err + "\n"
         assert kernel.value("env()")["CUDA_VISIBLE_DEVICES"] == A100_MIG_UUIDS[0]
 
 
