@@ -23,6 +23,7 @@ from .service import GpuService
 log = logging.getLogger(__name__)
 
 GPU_LABELS = ["gpu", "uuid", "name"]
+MIG_LABELS = ["gpu", "parent_uuid", "mig_uuid", "profile"]  # one series per MIG slice
 
 
 class GpuCollector(Collector):
@@ -95,7 +96,16 @@ class GpuCollector(Collector):
             kernel_memory.add_metric([kernel_id, "" if hide else notebook, gpu_index], used)
         for kernel_id, notebook, idle_s in answer.kernel_idle:
             kernel_idle.add_metric([kernel_id, "" if hide else notebook], idle_s)
-        return [up, age, *families.values(), errors, kernel_memory, kernel_idle]
+        # MIG slices: memory only (NVML measures no utilization, temperature or power per slice).
+        mig_used = GaugeMetricFamily("jupyter_gpu_mig_memory_used_bytes", "MIG slice memory in use",
+                                     labels=MIG_LABELS)
+        mig_total = GaugeMetricFamily("jupyter_gpu_mig_memory_total_bytes", "MIG slice memory in total",
+                                      labels=MIG_LABELS)
+        for gpu_index, parent_uuid, mig_uuid, profile, used, total in answer.slice_rows:
+            mig_labels = [gpu_index, parent_uuid, mig_uuid, profile]
+            mig_used.add_metric(mig_labels, used)
+            mig_total.add_metric(mig_labels, total)
+        return [up, age, *families.values(), errors, kernel_memory, kernel_idle, mig_used, mig_total]
 
 
 _collector: GpuCollector | None = None

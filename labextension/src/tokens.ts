@@ -24,6 +24,23 @@ export interface IGpuProcess {
   idle_s: number | null;
   /** Idle beyond the server's threshold while holding GPU memory. */
   idle: boolean;
+  /** The MIG UUID of the slice it runs in (GPUs in MIG mode only). */
+  slice?: string;
+}
+
+/** One MIG device ("slice") of a GPU in MIG mode; NVML has no utilization/temperature/power for it. */
+export interface IMigSlice {
+  index: number;
+  uuid: string;
+  name: string;
+  profile: string;
+  gpu_instance_id: number;
+  compute_instance_id: number;
+  memory_total: number;
+  memory_used: number;
+  memory_free: number;
+  error: string | null;
+  processes: IGpuProcess[];
 }
 
 /** One GPU as NVML saw it at `ISnapshot.timestamp`. */
@@ -42,6 +59,9 @@ export interface IGpu {
   /** Set when this GPU could not be read (e.g. "GPU is lost"); the numbers are then stale or zero. */
   error: string | null;
   processes: IGpuProcess[];
+  /** MIG mode (absent from servers older than MIG support). */
+  mig_mode?: boolean;
+  slices?: IMigSlice[];
 }
 
 /** The whole endpoint answer. */
