@@ -44,7 +44,12 @@ def main(argv: list[str] | None = None) -> int:
     app.listen(url.port or 80, url.hostname or "127.0.0.1")
     logging.getLogger("jupyter_gpu.hub").info("jupyter-gpu console at %s (user servers through %s)",
                                               prefix, args.proxy_url)
-    IOLoop.current().start()
+    try:
+        IOLoop.current().start()
+    except KeyboardInterrupt:  # the hub stops its services with SIGINT
+        pass
+    finally:
+        service.sampler.close(timeout=1.0)
     return 0
 
 

@@ -125,7 +125,8 @@
   }
   function refresh() {
     clearTimeout(timer);
-    fetch("api/console", {credentials: "same-origin"}).then(function (response) {
+    // JupyterHub checks XSRF on every cookie-authenticated fetch, GET included.
+    fetch("api/console", {credentials: "same-origin", headers: {"X-XSRFToken": xsrf()}}).then(function (response) {
       if (!response.ok) return response.json().then(function (body) { throw new Error(body.message); });
       return response.json();
     }).then(render).catch(function (error) {
