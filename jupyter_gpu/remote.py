@@ -180,7 +180,7 @@ class RemoteSource:
     """
 
     def __init__(self, url: str, fallback: Callable[[], Snapshot], token: str | None = None,
-                 timeout_s: float = 2.0) -> None:
+                 timeout_s: float = 3.0) -> None:
         self.url = url
         self.fallback = fallback
         self.token = token if token is not None else os.environ.get("JUPYTERHUB_API_TOKEN")

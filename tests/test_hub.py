@@ -43,7 +43,7 @@ async def start(interval_s: float = 0.2) -> Running:
     hub = FakeHub()
     service = HubService(hub.url + "/hub/api", SERVICE_TOKEN, hub.url, interval_s=interval_s, linger_s=5)
     auth = HubOAuth(api_url=hub.url + "/hub/api", api_token=SERVICE_TOKEN, oauth_client_id="service-jupyter-gpu",
-                    access_scopes={"access:services!service=jupyter-gpu"}, cache_max_age=0)
+                    access_scopes={"access:services!service=jupyter-gpu"}, cache_max_age=60)
     sockets = netutil.bind_sockets(0, "127.0.0.1")
     HTTPServer(make_app(service, PREFIX, hub_auth=auth)).add_sockets(sockets)
     return Running(hub, service, sockets[0].getsockname()[1])

@@ -63,14 +63,15 @@ class HubService:
         return snapshot
 
     async def devices(self) -> Snapshot | None:
-        """The newest device sample (waking the sampler; waits up to 2 s for the first one)."""
+        """The newest device sample (waking the sampler; waits up to 1 s for a fresh one, less than
+        the user servers' 3 s timeout, so a slow NVML call never makes them fall back)."""
         latest = self.sampler.latest
         if latest is not None and time.time() - latest.timestamp < 2 * self.interval_s + 1:
             self.sampler.touch()
             return latest
         return await asyncio.get_running_loop().run_in_executor(
             None, lambda: self.sampler.wait_for_snapshot(
-                newer_than=latest.timestamp if latest else None, timeout=2.0))
+                newer_than=latest.timestamp if latest else None, timeout=1.0))
 
     async def devices_body(self) -> bytes:
         """``/api/devices``: JSON bytes built once per sample for every user server."""
