@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from traitlets import Bool, Float, validate
+from traitlets import Bool, Float, Unicode, validate
 from traitlets.config import Configurable
 
 
@@ -85,6 +85,23 @@ class JupyterGpuServer(Configurable):
         1 s on 8 GPUs: under 100 KB), at most 3600 samples per GPU. Times when nobody polled, and
         the sampler therefore slept, are gaps.""",
     )
+
+    source = Unicode(
+        "nvml",
+        config=True,
+        help="""Where GPU figures come from. "nvml" (default): this server reads NVML itself.
+        "hub-service": the host's jupyter-gpu JupyterHub service (URL in $JUPYTER_GPU_SERVICE_URL, else
+        http://127.0.0.1:10101/services/jupyter-gpu/), so one sampler serves every user server of the
+        host; this server only adds its own kernels' attribution. An http(s) URL: that service. When the
+        service cannot be reached, this server reads NVML itself and says so in the snapshot's warnings.""",
+    )
+
+    @validate("source")
+    def _source(self, proposal: dict) -> str:
+        from ..remote import resolve_source
+
+        resolve_source(proposal["value"])  # ValueError with one line for anything else
+        return proposal["value"]
 
     @validate("interval_s", "linger_s", "wait_s", "history_s")
     def _positive(self, proposal: dict) -> float:
