@@ -314,3 +314,12 @@ def test_an_empty_token_file_is_refused(tmp_path: Path, capsys: pytest.CaptureFi
     (tmp_path / "token").write_text("\n")
     assert service_main(["--prometheus-url", "http://p:9090", "--prometheus-token-file", str(tmp_path / "token")]) == 2
     assert "the file is empty" in capsys.readouterr().err
+
+
+def test_a_caller_asking_again_logs_each_kind_of_bad_series_once(caplog: pytest.LogCaptureFixture) -> None:
+    answer = vector(*two_nodes()["data"]["result"], series("jupyter_gpu_memory_used_bytes", "NaN", gpu="2", uuid="X"))
+    logged: set[str] = set()
+    with caplog.at_level(logging.WARNING, logger="jupyter_gpu.hub"):
+        for _ in range(3):
+            data = prom.console(answer, "root", "admin", logged=logged)
+    assert len(caplog.records) == 1 and len(data["gpus"]) == 4

@@ -64,6 +64,7 @@ class HubService:
         self.prometheus_url = prometheus_url.rstrip("/") if prometheus_url else None
         self.prometheus_token_file = prometheus_token_file
         self.idle_after_s = idle_after_s
+        self._logged: set[str] = set()  # dropped-series log lines already written (each kind once)
         self.history_s = history_s
         self._prometheus: tuple[float, Any, dict[str, Any], str | None] | None = None
         self._asking: asyncio.Future[tuple[float, Any, dict[str, Any], str | None]] | None = None
@@ -190,7 +191,8 @@ class HubService:
                 self._asking = asyncio.ensure_future(self._ask_prometheus())
             cached = await asyncio.shield(self._asking)
         now, instant, ranges, error = cached
-        data = prom.console(instant, viewer, role, prom.history(ranges), self.idle_after_s, error)
+        data = prom.console(instant, viewer, role, prom.history(ranges, logged=self._logged), self.idle_after_s,
+                            error, self._logged)
         data["timestamp"] = data["timestamp"] or now
         return data
 

@@ -78,15 +78,21 @@ def range_queries() -> dict[str, str]:
 class _Dropped:
     """Counts dropped series and logs the first few, one line each."""
 
-    def __init__(self) -> None:
+    def __init__(self, logged: set[str] | None = None) -> None:
         self.count = 0
+        self.logged = logged
 
     def __call__(self, reason: str, metric: Any) -> None:
+        name = metric.get("__name__") if isinstance(metric, dict) else None
+        what = name if isinstance(name, str) else type(metric).__name__
+        line = f"jupyter-gpu: Prometheus series dropped ({reason}): {what[:200]}"
+        if self.logged is not None:  # a caller asking every few seconds: each kind of drop once
+            if line in self.logged or len(self.logged) >= 1000:
+                return
+            self.logged.add(line)
         self.count += 1
         if self.count <= MAX_LOG_LINES:
-            name = metric.get("__name__") if isinstance(metric, dict) else None
-            log.warning("jupyter-gpu: Prometheus series dropped (%s): %.200s", reason,
-                        name if isinstance(name, str) else type(metric).__name__)
+            log.warning("%s", line)
 
     def summary(self) -> None:
         if self.count > MAX_LOG_LINES:
@@ -142,11 +148,15 @@ def _check_value(kind: str, value: float) -> bool:
     return value >= 0 and (kind in ("idle_s", "cull_in_s", "error") or value < 2**63)
 
 
-def devices_and_kernels(answer: Any) -> tuple[list[dict[str, Any]], list[dict[str, Any]], float | None]:
+def devices_and_kernels(answer: Any, logged: set[str] | None = None
+                        ) -> tuple[list[dict[str, Any]], list[dict[str, Any]], float | None]:
     """GPUs (one per UUID) and kernels (one per user and kernel id) in the answer to
-    :data:`INSTANT_QUERY`, plus the answer's evaluation time. Raises :class:`PrometheusError`."""
+    :data:`INSTANT_QUERY`, plus the answer's evaluation time. Raises :class:`PrometheusError`.
+
+    ``logged``: the log lines of dropped series already written (kept by the caller, updated here),
+    so a service asking every second logs each kind of bad series once."""
     result = _result(answer, "vector")
-    dropped = _Dropped()
+    dropped = _Dropped(logged)
     rows: list[tuple[str, dict[str, str], float]] = []
     stamp: float | None = None
     for series in result:
@@ -228,12 +238,13 @@ def devices_and_kernels(answer: Any) -> tuple[list[dict[str, Any]], list[dict[st
     return ordered, list(kernels.values()), stamp
 
 
-def history(answers: dict[str, Any], limit: int = MAX_HISTORY_POINTS) -> dict[str, dict[str, list[Any]]]:
+def history(answers: dict[str, Any], limit: int = MAX_HISTORY_POINTS,
+            logged: set[str] | None = None) -> dict[str, dict[str, list[Any]]]:
     """Per uuid ``{"t", "utilization", "memory"}`` columns (as :class:`jupyter_gpu.history.GpuHistory`
     gives them) from the matrix answers to :func:`range_queries` (``{"utilization": answer, ...}``).
     An unusable answer gives no history, never an error."""
     points: dict[str, dict[float, dict[str, float]]] = {}
-    dropped = _Dropped()
+    dropped = _Dropped(logged)
     for key, answer in answers.items():
         try:
             result = _result(answer, "matrix")
@@ -264,19 +275,20 @@ def history(answers: dict[str, Any], limit: int = MAX_HISTORY_POINTS) -> dict[st
 
 
 def console(answer: Any, viewer: str, role: str, past: dict[str, dict[str, list[Any]]] | None = None,
-            idle_after_s: float = 3600.0, error: str | None = None) -> dict[str, Any]:
+            idle_after_s: float = 3600.0, error: str | None = None,
+            logged: set[str] | None = None) -> dict[str, Any]:
     """The console's JSON for ``viewer`` with ``role`` ("admin" or "read") from Prometheus's answer
     to :data:`INSTANT_QUERY` (``answer`` None with ``error``: Prometheus could not be asked).
 
     ``idle_after_s``: a kernel idle this long is flagged ``idle`` (the user servers'
-    ``idle_threshold_s``, which Prometheus does not carry)."""
+    ``idle_threshold_s``, which Prometheus does not carry); ``logged``: see :func:`devices_and_kernels`."""
     admin = role == "admin"
     gpus: list[dict[str, Any]] = []
     kernels: list[dict[str, Any]] = []
     stamp = None
     if answer is not None and error is None:
         try:
-            gpus, kernels, stamp = devices_and_kernels(answer)
+            gpus, kernels, stamp = devices_and_kernels(answer, logged)
         except PrometheusError as problem:
             error = str(problem)
     hosts = sorted({g["host"] for g in gpus} | {k["host"] for k in kernels if k["host"]})
