@@ -323,3 +323,28 @@ def test_a_caller_asking_again_logs_each_kind_of_bad_series_once(caplog: pytest.
         for _ in range(3):
             data = prom.console(answer, "root", "admin", logged=logged)
     assert len(caplog.records) == 1 and len(data["gpus"]) == 4
+
+
+def test_a_failed_history_query_costs_the_history_not_the_console(tmp_path: Path) -> None:
+    stand_in = StandInPrometheus(two_nodes())
+    original = stand_in.server.RequestHandlerClass.do_GET
+
+    def do_get(handler: Any) -> None:
+        if handler.path.startswith("/api/v1/query_range"):
+            handler.send_error(503)
+        else:
+            original(handler)
+
+    stand_in.server.RequestHandlerClass.do_GET = do_get  # type: ignore[method-assign]
+
+    async def body() -> None:
+        hub, _, port = await start_service(stand_in.url, None)
+        code, data = await call(port, "api/console", "admin-token")
+        assert code == 200 and data["error"] is None and len(data["gpus"]) == 4
+        assert data["gpus"][0]["history"] == {"t": [], "utilization": [], "memory": []}
+        hub.stop()
+
+    try:
+        asyncio.run(body())
+    finally:
+        stand_in.stop()

@@ -68,6 +68,7 @@ class HubService:
         self.history_s = history_s
         self._prometheus: tuple[float, Any, dict[str, Any], str | None] | None = None
         self._asking: asyncio.Future[tuple[float, Any, dict[str, Any], str | None]] | None = None
+        self._ranges: tuple[float, dict[str, Any]] | None = None
         # Prometheus's answers are untrusted input: bounded in size before they are parsed.
         self.prometheus_client = AsyncHTTPClient(force_instance=True, max_body_size=prom.MAX_BODY_BYTES)
 
@@ -164,22 +165,32 @@ class HubService:
         return json.loads(response.body)
 
     async def _ask_prometheus(self) -> tuple[float, Any, dict[str, Any], str | None]:
+        """One instant query; the history's range queries once per history step (they are larger)."""
         now = time.time()
         step = max(self.interval_s, self.history_s / 300)
-        try:
-            instant, *ranges = await asyncio.gather(
-                self._prometheus_get("query", {"query": prom.INSTANT_QUERY}),
-                *(self._prometheus_get("query_range", {"query": query, "start": now - self.history_s, "end": now,
-                                                       "step": step})
-                  for query in prom.range_queries().values()))
-            answer = (now, instant, dict(zip(prom.range_queries(), ranges, strict=True)), None)
-        except HTTPClientError as error:
-            answer = (now, None, {}, f"cannot read Prometheus at {self.prometheus_url}: HTTP {error.code}")
-        except Exception as error:  # unreachable, not JSON, token file unreadable
-            answer = (now, None, {}, f"cannot read Prometheus at {self.prometheus_url}: "
-                                     f"{str(error)[:300] or type(error).__name__}")
-        if answer[3]:
-            log.warning("jupyter-gpu: %s", answer[3])
+        asks = [self._prometheus_get("query", {"query": prom.INSTANT_QUERY})]
+        renew = self._ranges is None or now - self._ranges[0] >= step
+        if renew:
+            asks += [self._prometheus_get("query_range", {"query": query, "start": now - self.history_s,
+                                                          "end": now, "step": step})
+                     for query in prom.range_queries().values()]
+        instant, *ranges = await asyncio.gather(*asks, return_exceptions=True)
+        if renew:  # a failed range query costs the history, never the console
+            for answer in ranges:
+                if isinstance(answer, Exception) and not isinstance(instant, Exception):
+                    log.warning("jupyter-gpu: no GPU history from Prometheus: %s", str(answer)[:300])
+            self._ranges = (now, {key: None if isinstance(answer, BaseException) else answer
+                                  for key, answer in zip(prom.range_queries(), ranges, strict=True)})
+        error = None
+        if isinstance(instant, HTTPClientError):
+            error = f"cannot read Prometheus at {self.prometheus_url}: HTTP {instant.code}"
+        elif isinstance(instant, Exception):  # unreachable, not JSON, token file unreadable
+            error = f"cannot read Prometheus at {self.prometheus_url}: {str(instant)[:300] or type(instant).__name__}"
+        elif isinstance(instant, BaseException):
+            raise instant
+        if error:
+            log.warning("jupyter-gpu: %s", error)
+        answer = (now, None if error else instant, self._ranges[1] if self._ranges else {}, error)
         self._prometheus = answer
         return answer
 

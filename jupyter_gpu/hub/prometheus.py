@@ -242,14 +242,20 @@ def history(answers: dict[str, Any], limit: int = MAX_HISTORY_POINTS,
             logged: set[str] | None = None) -> dict[str, dict[str, list[Any]]]:
     """Per uuid ``{"t", "utilization", "memory"}`` columns (as :class:`jupyter_gpu.history.GpuHistory`
     gives them) from the matrix answers to :func:`range_queries` (``{"utilization": answer, ...}``).
-    An unusable answer gives no history, never an error."""
+    An unusable answer (or None: the query failed) gives no history, never an error."""
     points: dict[str, dict[float, dict[str, float]]] = {}
     dropped = _Dropped(logged)
     for key, answer in answers.items():
+        if answer is None:  # the query failed (the caller said so)
+            continue
         try:
             result = _result(answer, "matrix")
         except PrometheusError as error:
-            log.warning("jupyter-gpu: no %s history from Prometheus: %s", key, error)
+            line = f"jupyter-gpu: no {key} history from Prometheus: {error}"
+            if logged is None or (line not in logged and len(logged) < 1000):
+                log.warning("%s", line)
+                if logged is not None:
+                    logged.add(line)
             continue
         for series in result:
             metric = series.get("metric") if isinstance(series, dict) else None
