@@ -348,3 +348,19 @@ def test_a_failed_history_query_costs_the_history_not_the_console(tmp_path: Path
         asyncio.run(body())
     finally:
         stand_in.stop()
+
+
+def test_an_oversized_answer_is_refused_before_it_is_parsed(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(prom, "MAX_BODY_BYTES", 4_000)
+    stand_in = StandInPrometheus(two_nodes())  # about 6.7 kB of JSON
+
+    async def body() -> None:
+        hub, _, port = await start_service(stand_in.url, None)
+        code, data = await call(port, "api/console", "admin-token")
+        assert code == 200 and data["error"].startswith("cannot read Prometheus at") and data["gpus"] == []
+        hub.stop()
+
+    try:
+        asyncio.run(body())
+    finally:
+        stand_in.stop()

@@ -70,7 +70,8 @@ class HubService:
         self._asking: asyncio.Future[tuple[float, Any, dict[str, Any], str | None]] | None = None
         self._ranges: tuple[float, dict[str, Any]] | None = None
         # Prometheus's answers are untrusted input: bounded in size before they are parsed.
-        self.prometheus_client = AsyncHTTPClient(force_instance=True, max_body_size=prom.MAX_BODY_BYTES)
+        self.prometheus_client = (AsyncHTTPClient(force_instance=True, max_body_size=prom.MAX_BODY_BYTES)
+                                  if self.prometheus_url else None)
 
     def _take(self) -> Snapshot:
         snapshot = self._nvml_take()
@@ -159,6 +160,7 @@ class HubService:
         return headers
 
     async def _prometheus_get(self, path: str, params: dict[str, Any]) -> Any:
+        assert self.prometheus_client is not None, "not in Prometheus mode"
         response = await self.prometheus_client.fetch(HTTPRequest(
             f"{self.prometheus_url}/api/v1/{path}?{urlencode(params)}", headers=self._prometheus_headers(),
             request_timeout=10, follow_redirects=False))
