@@ -9,6 +9,26 @@ import sys
 from urllib.parse import urlparse
 
 
+def _prometheus_problem(args: argparse.Namespace) -> str | None:
+    """A one-line error for bad Prometheus options (None: fine)."""
+    if args.prometheus_token_file and not args.prometheus_url:
+        return "--prometheus-token-file needs --prometheus-url"
+    if args.prometheus_url:
+        url = urlparse(args.prometheus_url)
+        if url.scheme not in ("http", "https") or not url.netloc or url.query or url.fragment:
+            return f"--prometheus-url {args.prometheus_url!r}: give the http(s) URL of Prometheus, e.g. http://prometheus:9090"
+    if args.prometheus_token_file:
+        try:
+            with open(args.prometheus_token_file, encoding="utf-8") as file:
+                if not file.read(4096).strip():
+                    return f"--prometheus-token-file {args.prometheus_token_file}: the file is empty"
+        except OSError as error:
+            return f"--prometheus-token-file: {error.strerror}: {args.prometheus_token_file}"
+    if not args.idle_after > 0:
+        return "--idle-after must be positive"
+    return None
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m jupyter_gpu.hub",
@@ -20,7 +40,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--interval", type=float, default=1.0, help="seconds between two NVML samples")
     parser.add_argument("--linger", type=float, default=90.0,
                         help="keep sampling this long after the last request (then no NVML calls at all)")
+    parser.add_argument("--prometheus-url", metavar="URL",
+                        help="read every node's GPUs and kernels from this Prometheus (its HTTP API, e.g. "
+                             "http://prometheus.monitoring:9090) instead of local NVML and the user servers")
+    parser.add_argument("--prometheus-token-file", metavar="FILE",
+                        help="a file holding a bearer token for --prometheus-url (read at each query)")
+    parser.add_argument("--idle-after", type=float, default=3600.0, metavar="SECONDS",
+                        help="with --prometheus-url: flag kernels idle this long (the user servers' "
+                             "c.JupyterGpuServer.idle_threshold_s, default %(default)s)")
     args = parser.parse_args(argv)
+    problem = _prometheus_problem(args)
+    if problem:
+        print(f"python -m jupyter_gpu.hub: {problem}", file=sys.stderr)
+        return 2
     missing = [name for name in ("JUPYTERHUB_SERVICE_URL", "JUPYTERHUB_API_TOKEN", "JUPYTERHUB_API_URL")
                if not os.environ.get(name)]
     if missing:
@@ -39,11 +71,14 @@ def main(argv: list[str] | None = None) -> int:
     url = urlparse(os.environ["JUPYTERHUB_SERVICE_URL"])
     prefix = os.environ.get("JUPYTERHUB_SERVICE_PREFIX", "/services/jupyter-gpu/")
     service = HubService(os.environ["JUPYTERHUB_API_URL"], os.environ["JUPYTERHUB_API_TOKEN"], args.proxy_url,
-                         interval_s=args.interval, linger_s=args.linger)
+                         interval_s=args.interval, linger_s=args.linger, prometheus_url=args.prometheus_url,
+                         prometheus_token_file=args.prometheus_token_file, idle_after_s=args.idle_after)
     app = make_app(service, prefix)
     app.listen(url.port or 80, url.hostname or "127.0.0.1")
-    logging.getLogger("jupyter_gpu.hub").info("jupyter-gpu console at %s (user servers through %s)",
-                                              prefix, args.proxy_url)
+    logging.getLogger("jupyter_gpu.hub").info(
+        "jupyter-gpu console at %s (%s)", prefix,
+        f"every node from Prometheus at {args.prometheus_url}" if args.prometheus_url
+        else f"user servers through {args.proxy_url}")
     try:
         IOLoop.current().start()
     except KeyboardInterrupt:  # the hub stops its services with SIGINT

@@ -3,7 +3,9 @@
 Routes under the service prefix (``/services/jupyter-gpu/``):
 
 - ``/`` — the admin's GPU console (HTML + ``static/console.js``), hub OAuth login;
-- ``api/console`` — its JSON (:func:`jupyter_gpu.hub.core.console`), same auth;
+- ``api/console`` — its JSON (:func:`jupyter_gpu.hub.core.console`), same auth; with
+  ``--prometheus-url``, every node's GPUs and kernels from Prometheus
+  (:func:`jupyter_gpu.hub.prometheus.console`) instead of local NVML and the user servers' snapshots;
 - ``api/users/<user>/kernels/<kernel_id>`` — ``DELETE``: shut one kernel down (admins only), through
   the hub's API (to find the server) and the user server's own kernel API, with the service's token;
 - ``api/devices`` — the host's device snapshot for user servers (any hub user or service token);
@@ -22,7 +24,7 @@ import os
 import time
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote
+from urllib.parse import quote, urlencode
 
 from jupyterhub.services.auth import HubAuthenticated, HubOAuth, HubOAuthCallbackHandler, HubOAuthenticated
 from jupyterhub.utils import url_path_join
@@ -33,6 +35,7 @@ from ..history import GpuHistory
 from ..sampler import Sampler
 from ..snapshots import Snapshot
 from . import core
+from . import prometheus as prom
 
 log = logging.getLogger("jupyter_gpu.hub")
 STATIC = Path(__file__).with_name("static")
@@ -42,7 +45,9 @@ class HubService:
     """One NVML sampler for the host, its history, and the user servers' answers (cached)."""
 
     def __init__(self, api_url: str, api_token: str, proxy_url: str, interval_s: float = 1.0,
-                 linger_s: float = 90.0, take: Any = None, history_s: float = 900.0) -> None:
+                 linger_s: float = 90.0, take: Any = None, history_s: float = 900.0,
+                 prometheus_url: str | None = None, prometheus_token_file: str | None = None,
+                 idle_after_s: float = 3600.0) -> None:
         if take is None:
             from ..nvml import snapshot as take
         self.api_url = api_url.rstrip("/")
@@ -56,6 +61,17 @@ class HubService:
         self._servers: tuple[float, list[core.UserServer]] | None = None
         self._collecting: asyncio.Future[list[core.UserServer]] | None = None
         self.client = AsyncHTTPClient()
+        self.prometheus_url = prometheus_url.rstrip("/") if prometheus_url else None
+        self.prometheus_token_file = prometheus_token_file
+        self.idle_after_s = idle_after_s
+        self._logged: set[str] = set()  # dropped-series log lines already written (each kind once)
+        self.history_s = history_s
+        self._prometheus: tuple[float, Any, dict[str, Any], str | None] | None = None
+        self._asking: asyncio.Future[tuple[float, Any, dict[str, Any], str | None]] | None = None
+        self._ranges: tuple[float, dict[str, Any]] | None = None
+        # Prometheus's answers are untrusted input: bounded in size before they are parsed.
+        self.prometheus_client = (AsyncHTTPClient(force_instance=True, max_body_size=prom.MAX_BODY_BYTES)
+                                  if self.prometheus_url else None)
 
     def _take(self) -> Snapshot:
         snapshot = self._nvml_take()
@@ -134,6 +150,65 @@ class HubService:
         self._servers = (time.monotonic(), answers)
         return answers
 
+    # -- Prometheus mode (--prometheus-url): every node's GPUs and kernels
+
+    def _prometheus_headers(self) -> dict[str, str]:
+        headers = {"Accept": "application/json"}
+        if self.prometheus_token_file:  # read each time: a rotated token is picked up
+            with open(self.prometheus_token_file, encoding="utf-8") as file:
+                headers["Authorization"] = "Bearer " + file.read(4096).strip()
+        return headers
+
+    async def _prometheus_get(self, path: str, params: dict[str, Any]) -> Any:
+        assert self.prometheus_client is not None, "not in Prometheus mode"
+        response = await self.prometheus_client.fetch(HTTPRequest(
+            f"{self.prometheus_url}/api/v1/{path}?{urlencode(params)}", headers=self._prometheus_headers(),
+            request_timeout=10, follow_redirects=False))
+        return json.loads(response.body)
+
+    async def _ask_prometheus(self) -> tuple[float, Any, dict[str, Any], str | None]:
+        """One instant query; the history's range queries once per history step (they are larger)."""
+        now = time.time()
+        step = max(self.interval_s, self.history_s / 300)
+        asks = [self._prometheus_get("query", {"query": prom.INSTANT_QUERY})]
+        renew = self._ranges is None or now - self._ranges[0] >= step
+        if renew:
+            asks += [self._prometheus_get("query_range", {"query": query, "start": now - self.history_s,
+                                                          "end": now, "step": step})
+                     for query in prom.range_queries().values()]
+        instant, *ranges = await asyncio.gather(*asks, return_exceptions=True)
+        if renew:  # a failed range query costs the history, never the console
+            for answer in ranges:
+                if isinstance(answer, Exception) and not isinstance(instant, Exception):
+                    log.warning("jupyter-gpu: no GPU history from Prometheus: %s", str(answer)[:300])
+            self._ranges = (now, {key: None if isinstance(answer, BaseException) else answer
+                                  for key, answer in zip(prom.range_queries(), ranges, strict=True)})
+        error = None
+        if isinstance(instant, HTTPClientError):
+            error = f"cannot read Prometheus at {self.prometheus_url}: HTTP {instant.code}"
+        elif isinstance(instant, Exception):  # unreachable, not JSON, token file unreadable
+            error = f"cannot read Prometheus at {self.prometheus_url}: {str(instant)[:300] or type(instant).__name__}"
+        elif isinstance(instant, BaseException):
+            raise instant
+        if error:
+            log.warning("jupyter-gpu: %s", error)
+        answer = (now, None if error else instant, self._ranges[1] if self._ranges else {}, error)
+        self._prometheus = answer
+        return answer
+
+    async def prometheus_console(self, viewer: str, role: str) -> dict[str, Any]:
+        """The console from Prometheus (asked at most once per interval, shared by requests)."""
+        cached = self._prometheus
+        if cached is None or time.time() - cached[0] >= self.interval_s:
+            if self._asking is None or self._asking.done():
+                self._asking = asyncio.ensure_future(self._ask_prometheus())
+            cached = await asyncio.shield(self._asking)
+        now, instant, ranges, error = cached
+        data = prom.console(instant, viewer, role, prom.history(ranges, logged=self._logged), self.idle_after_s,
+                            error, self._logged)
+        data["timestamp"] = data["timestamp"] or now
+        return data
+
     async def shutdown_kernel(self, user: str, kernel_id: str) -> None:
         """``DELETE {server}api/kernels/<id>`` on ``user``'s server (found through the hub's API)."""
         for name, url in await self.active_servers():
@@ -200,9 +275,12 @@ class ConsoleApi(_Api, _ConsoleBase):
     @web.authenticated
     async def get(self) -> None:
         role = self.role()
-        devices = await self.service.devices()
-        servers = await self.service.servers()
-        data = core.console(devices, self.service.history.to_dict(), servers, self.current_user["name"], role)
+        if self.service.prometheus_url:
+            data = await self.service.prometheus_console(self.current_user["name"], role)
+        else:
+            devices = await self.service.devices()
+            servers = await self.service.servers()
+            data = core.console(devices, self.service.history.to_dict(), servers, self.current_user["name"], role)
         self.set_header("Content-Type", "application/json")
         self.set_header("Cache-Control", "no-store")
         self.finish(json.dumps(data, allow_nan=False))

@@ -48,15 +48,26 @@
   }
   function renderGpus(data) {
     const box = document.getElementById("jg-gpus");
-    const cards = data.gpus.map(function (gpu) {
+    // Prometheus mode with several nodes: the GPUs under a heading per host.
+    const hosts = (data.hosts && data.hosts.length > 1) ? data.hosts : null;
+    let lastHost = null;
+    const cards = [];
+    data.gpus.forEach(function (gpu) {
+      if (hosts && gpu.host !== lastHost) {
+        lastHost = gpu.host;
+        const heading = el("h3", gpu.host, "jg-host");
+        heading.dataset.host = gpu.host;
+        cards.push(heading);
+      }
       const card = el("div", null, "jg-gpu");
       card.dataset.index = gpu.index;
+      if (gpu.host) card.dataset.host = gpu.host;
       card.appendChild(el("div", "GPU " + gpu.index + " · " + gpu.name));
       if (gpu.error) card.appendChild(el("div", gpu.error, "jg-error"));
       else card.appendChild(el("div", gib(gpu.memory_used) + " / " + gib(gpu.memory_total) + " · " +
         (gpu.utilization === null ? "–" : gpu.utilization + " %"), "jg-muted"));
       card.appendChild(chart(gpu.history));
-      return card;
+      cards.push(card);
     });
     box.replaceChildren.apply(box, cards);
   }
@@ -115,6 +126,7 @@
   function render(data) {
     const status = document.getElementById("jg-status");
     status.textContent = (data.admin ? "admin view" : "read-only view") + (data.simulated ? " · simulated GPUs" : "") +
+      (data.source === "prometheus" ? " · from Prometheus, " + data.hosts.length + " host(s)" : "") +
       " · " + new Date(data.timestamp * 1000).toLocaleTimeString();
     const warnings = document.getElementById("jg-warnings");
     const lines = (data.error ? [data.error] : []).concat(data.warnings);
