@@ -25,6 +25,7 @@ import gzip
 import hashlib
 import json
 import logging
+import os
 import threading
 import time
 import weakref
@@ -114,6 +115,9 @@ class Answer:
     gzipped: bytes  # the same body, gzip-compressed once here for every client that accepts it
     kernel_memory: tuple[tuple[str, str, str, int], ...]  # (kernel_id, notebook, gpu, bytes)
     kernel_idle: tuple[tuple[str, str, float], ...]  # (kernel_id, notebook, idle seconds)
+    # Kernels due for culling at build time: (kernel_id, notebook, idle_s, bytes, ((gpu, uuid), ...)).
+    due: tuple[tuple[str, str, float, int, tuple[tuple[int, str], ...]], ...] = ()
+    kernel_cull_in: tuple[tuple[str, str, float], ...] = ()  # (kernel_id, notebook, seconds to cull)
 
 
 def ancestors(pid: int) -> tuple[ProcessKey, ...]:
@@ -165,6 +169,11 @@ class GpuService:
         self.report_dir = report_dir
         self.metrics_public = metrics_public
         self.me = current_user()
+        # The user the kernel series are labelled with: JupyterHub's name for this server's owner
+        # (in a container the process user is often "jovyan" for everybody), else the process user.
+        self.user = os.environ.get("JUPYTERHUB_USER") or self.me or ""
+        self.culled = 0  # kernels shut down by the GPU-aware culler (jupyter_gpu_kernels_culled_total)
+        self._culling: asyncio.Task[None] | None = None
         if take is None:
             from ..nvml import snapshot as take
         self._nvml_take = take
@@ -203,6 +212,8 @@ class GpuService:
     def close(self) -> None:
         """Stop sampling and remove the reports of this server's kernels (the server stops)."""
         self.sampler.close(timeout=1.0)
+        if self._culling is not None:
+            self._culling.cancel()
         for executor in (self._executor, self._wait_executor):
             if executor is not None:
                 executor.shutdown(wait=False, cancel_futures=True)
@@ -537,16 +548,26 @@ class GpuService:
         top["stale"] = stale
         top["age_s"] = None if age_s is None else round(age_s, 3)
         top["interval_s"] = float(self.config.interval_s)
+        culling = self.config.cull_idle_after_s > 0
+        top["cull_idle_after_s"] = float(self.config.cull_idle_after_s) if culling else None
+        top["cull_warn_s"] = float(self.config.cull_warn_s) if culling else None
         body = (dumps(top)[:-1] + ',"gpus":[' + ",".join(gpu_texts) + "]}").encode()
         etag = '"' + hashlib.blake2b(body, digest_size=16).hexdigest() + '"'
         gzipped = gzip.compress(body, compresslevel=5, mtime=0)
         kernel_idle = tuple((k["kernel_id"], k["notebook"] or "", k["idle_s"]) for k in summaries
                             if k["gpu_memory"] and k["idle_s"] is not None)
+        uuids = {gpu.index: gpu.uuid for gpu in snapshot.gpus}
+        due = tuple((k["kernel_id"], k["notebook"] or "", k["idle_s"],
+                     k["gpu_memory"] or sum((k["reported_gpu_memory"] or {}).values()),
+                     tuple((index, uuids.get(index, "")) for index in k["gpus"]))
+                    for k in summaries if k["cull_in_s"] == 0)
+        cull_in = tuple((k["kernel_id"], k["notebook"] or "", k["cull_in_s"]) for k in summaries
+                        if k["cull_in_s"] is not None)
         return Answer(key=self._key(snapshot if age_s is not None else None, table, now),
                       nvml_available=snapshot.nvml_available, timestamp=snapshot.timestamp,
                       gpu_rows=tuple(gpu_rows), body=body, etag=etag, gzipped=gzipped,
                       kernel_memory=tuple((*label, used) for label, used in sorted(kernel_memory.items())),
-                      kernel_idle=kernel_idle)
+                      kernel_idle=kernel_idle, due=due, kernel_cull_in=cull_in)
 
     def annotate(self, snapshot: Snapshot | None, kernels: dict[str, KernelInfo], now: float) -> dict[str, Any]:
         """The answer for ``snapshot`` joined to ``kernels``, as a dict (what the endpoint sends)."""
@@ -556,6 +577,10 @@ class GpuService:
                         gpus: set[int] | None, report: KernelReport | None, now: float) -> dict[str, Any]:
         reported = dict(report.gpu_memory) if report is not None and report.gpu_memory else None
         holds = bool(memory) or bool(reported and any(reported.values()))
+        # GPU-aware culling: only an idle (not busy) kernel that holds GPU memory is ever a candidate.
+        after, warn = self.config.cull_idle_after_s, self.config.cull_warn_s
+        cull_in_s = (round(max(0.0, after - idle_s), 3)
+                     if after > 0 and holds and idle_s is not None and info.execution_state != "busy" else None)
         return {
             "kernel_id": info.kernel_id,
             "name": info.name,
@@ -568,6 +593,8 @@ class GpuService:
             "gpus": sorted(gpus or ()),
             "reported_gpu_memory": reported,  # bytes per GPU as the kernel itself reports (allocator)
             "report_age_s": None if report is None else round(max(0.0, now - report.timestamp), 3),
+            "cull_in_s": cull_in_s,  # seconds until the culler shuts it down; null: never (as things stand)
+            "cull_warning": cull_in_s is not None and cull_in_s <= warn,
         }
 
     def _attribution(self, snapshot: Snapshot, total: int, unknown: int, matched: int,
@@ -591,6 +618,60 @@ class GpuService:
             return "kernel-report", f"{CONTAINER_NOTE} {matched} matched by the NVML PIDs the kernels reported."
         return "unavailable", (f"{CONTAINER_NOTE} No kernel reported its GPU use: load the jupyter_gpu "
                                "IPython extension in kernels (see the server extension's documentation).")
+
+    # -- GPU-aware culling (event loop)
+
+    def start_culling(self) -> None:
+        """Start the culler on the running loop when ``cull_idle_after_s`` is set (idempotent)."""
+        if self.config.cull_idle_after_s > 0 and (self._culling is None or self._culling.done()):
+            self._culling = asyncio.ensure_future(self._cull_loop())
+
+    @property
+    def cull_every_s(self) -> float:
+        """How often the culler looks: a tenth of the idle limit, at most 30 s, at least interval_s."""
+        return max(self.config.interval_s, min(30.0, self.config.cull_idle_after_s / 10))
+
+    async def _cull_loop(self) -> None:
+        while self.config.cull_idle_after_s > 0:
+            await asyncio.sleep(self.cull_every_s)
+            try:
+                await self.cull_idle()
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("jupyter_gpu: the GPU-aware culler failed this round; it tries again")
+
+    async def cull_idle(self) -> list[str]:
+        """Shut down every kernel that holds GPU memory and has been idle ``cull_idle_after_s``.
+
+        The candidates come from the newest answer (the same figures the sidebar shows); each is
+        checked once more against the kernel manager right before its shutdown, so a kernel that
+        became busy meanwhile is spared. Returns the ids of the kernels shut down.
+        """
+        after = self.config.cull_idle_after_s
+        km = self.kernel_manager
+        if after <= 0 or km is None:
+            return []
+        answer = await self.answer()
+        culled = []
+        for kernel_id, notebook, idle_s, memory, gpus in answer.due:
+            try:
+                kernel = km.get_kernel(kernel_id)
+            except KeyError:
+                continue
+            last = getattr(kernel, "last_activity", None)
+            if getattr(kernel, "execution_state", None) == "busy" or (
+                    last is not None and time.time() - last.timestamp() < after):
+                continue  # it ran something since the answer was built
+            await km.shutdown_kernel(kernel_id)
+            self.culled += 1
+            culled.append(kernel_id)
+            where = ", ".join(f"GPU {index} ({uuid})" for index, uuid in gpus) or "GPUs unknown"
+            log.warning("jupyter_gpu: culled idle GPU kernel %s of user %s, notebook %s: idle %.0f s "
+                        "(cull_idle_after_s = %g), %d bytes (%.1f MiB) of GPU memory freed on %s",
+                        kernel_id, self.user or "?", notebook or "(no notebook)", idle_s, after,
+                        memory, memory / 2**20, where)
+        return culled
 
     # -- Prometheus
 
