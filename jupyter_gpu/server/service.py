@@ -463,6 +463,7 @@ class GpuService:
         reports = {kid: report for kid, report in getattr(snapshot, "reports", {}).items()
                    if kid in kernels and kernels[kid].key is not None and report.key == kernels[kid].key}
         threshold = self.config.idle_threshold_s
+        cull_after, cull_warn = self.config.cull_idle_after_s, self.config.cull_warn_s
         by_key = {info.key: info for info in kernels.values() if info.key is not None}
         by_reported_pid: dict[int, KernelInfo] = {}
         for kernel_id, report in reports.items():
@@ -506,8 +507,11 @@ class GpuService:
                     label = (info.kernel_id, notebook or "", str(gpu.index))
                     kernel_memory[label] = kernel_memory.get(label, 0) + memory
                     entry = process.to_dict()
+                    cull_in_s = (round(max(0.0, cull_after - idle_s), 3) if cull_after > 0 and memory > 0
+                                 and idle_s is not None and info.execution_state != "busy" else None)
                     entry.update(kernel_id=info.kernel_id, notebook=notebook, own=True, idle_s=idle_s,
-                                 idle=bool(idle_s is not None and idle_s >= threshold and memory > 0))
+                                 idle=bool(idle_s is not None and idle_s >= threshold and memory > 0),
+                                 cull_in_s=cull_in_s, cull_warning=cull_in_s is not None and cull_in_s <= cull_warn)
                     fragments.append(dumps(entry))
                     continue
                 if process.user is None and process.name is None:
