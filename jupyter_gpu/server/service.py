@@ -364,6 +364,43 @@ class GpuService:
         except OSError as error:
             log.warning("jupyter_gpu: cannot remove the kernel report %s: %s", path, error)
 
+    def remove_orphan_reports(self) -> list[str]:
+        """Delete the reports that a dead kernel left behind; returns their kernel ids.
+
+        A kernel removes its report when it exits, and this server removes its kernels' reports when
+        it stops; but a server killed outright (SIGKILL: the hub's last resort, the OOM killer)
+        does neither, and its kernels then exit through ipykernel's parent poller (``os._exit``)
+        without their own clean-up. So when a server starts, every report in its runtime directory
+        whose writer (PID and start time) no longer runs, in this PID namespace, is deleted. Files
+        of other owners, bad files and reports from another PID namespace are left alone.
+        """
+        if not self.report_dir:
+            return []
+        try:
+            namespace = os.readlink("/proc/self/ns/pid")
+        except OSError:
+            namespace = None
+        removed = []
+        for path in Path(self.report_dir).glob(f"{REPORT_PREFIX}*.json"):
+            try:
+                if path.stat().st_uid != os.getuid():
+                    continue
+                report = self._report_reader.read_one(path)
+                if report is None or report.start_time is None:
+                    continue
+                with open(path, "rb") as file:
+                    if json.loads(file.read(256 * 1024)).get("pid_namespace") != namespace:
+                        continue
+                if process_start(report.pid) == report.start_time:
+                    continue  # its kernel still runs (a server restarted next to running kernels)
+                path.unlink()
+                removed.append(report.kernel_id)
+            except (OSError, ValueError, AttributeError):
+                continue
+        if removed:
+            log.info("jupyter_gpu: removed %d kernel report(s) left by kernels that no longer run", len(removed))
+        return removed
+
     # -- answers (event loop picks, worker threads build)
 
     async def latest(self) -> Snapshot | None:
