@@ -704,7 +704,11 @@ class GpuService:
             if getattr(kernel, "execution_state", None) == "busy" or (
                     last is not None and time.time() - last.timestamp() < after):
                 continue  # it ran something since the answer was built
-            await km.shutdown_kernel(kernel_id)
+            try:
+                await km.shutdown_kernel(kernel_id)
+            except Exception:  # gone meanwhile, or a provisioner failure: the others are still culled
+                log.exception("jupyter_gpu: culling the idle GPU kernel %s failed", kernel_id)
+                continue
             self.culled += 1
             culled.append(kernel_id)
             where = ", ".join(f"GPU {index} ({uuid})" for index, uuid in gpus) or "GPUs unknown"
