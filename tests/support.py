@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import copy
+import functools
+import json
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+import pytest
 
 from jupyter_gpu import simulate
 
@@ -61,3 +65,37 @@ def spawn_at_pid(pid: int, argv: list[str], tries: int = 20) -> Any:
         process.kill()
         process.wait()
     return None
+
+
+# -- tests against a real Jupyter Server (pytest-jupyter's fixtures are star-imported by those modules)
+
+
+@pytest.fixture(autouse=True)
+def stop_sampler_after_test(jp_serverapp: Any) -> Any:
+    """Stop each test's sampler at once, so lingering threads never add NVML calls to the next test.
+    (Autouse where a server test module imports it.)"""
+    from jupyter_gpu.server import GpuService  # not for every test that imports this module
+
+    yield
+    service = jp_serverapp.web_app.settings.get(GpuService.SETTINGS_KEY)
+    if service is not None:
+        service.close()
+
+
+def asynctest(body: Callable[..., Any]) -> Callable[..., Any]:
+    """Run an async test body on pytest-jupyter's event loop (the one the server runs on)."""
+    from jupyter_core.utils import ensure_event_loop
+
+    @functools.wraps(body)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        return ensure_event_loop(prefer_selector_loop=True).run_until_complete(body(*args, **kwargs))
+
+    return wrapper
+
+
+async def get_snapshot(jp_fetch: Any) -> dict[str, Any]:
+    """``GET jupyter-gpu/snapshot`` as JSON (asserting a 200 JSON answer)."""
+    response = await jp_fetch("jupyter-gpu", "snapshot")
+    assert response.code == 200
+    assert response.headers["Content-Type"].startswith("application/json")
+    return json.loads(response.body)

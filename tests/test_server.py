@@ -7,7 +7,6 @@ autouse fixtures do not reach other test modules; async bodies run on its loop v
 from __future__ import annotations
 
 import asyncio
-import functools
 import gzip
 import inspect
 import json
@@ -19,9 +18,9 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from jupyter_core.utils import ensure_event_loop
 from prometheus_client.parser import text_string_to_metric_families
 from pytest_jupyter.jupyter_server import *  # noqa: F403
+from support import asynctest, get_snapshot, stop_sampler_after_test  # noqa: F401 (an autouse fixture)
 from tornado.httpclient import HTTPClientError
 
 from jupyter_gpu import simulate
@@ -39,33 +38,13 @@ def jp_server_config() -> dict[str, Any]:
     }
 
 
-@pytest.fixture(autouse=True)
-def stop_sampler_after_test(jp_serverapp: Any) -> Any:
-    """Stop each test's sampler at once, so lingering threads never add NVML calls to the next test."""
-    yield
-    service = jp_serverapp.web_app.settings.get(GpuService.SETTINGS_KEY)
-    if service is not None:
-        service.close()
 
 
-def asynctest(body: Callable[..., Any]) -> Callable[..., Any]:
-    """Run an async test body on pytest-jupyter's event loop (the one the server runs on)."""
-
-    @functools.wraps(body)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        return ensure_event_loop(prefer_selector_loop=True).run_until_complete(body(*args, **kwargs))
-
-    return wrapper
 
 
 # -- helpers
 
 
-async def get_snapshot(jp_fetch: Any) -> dict[str, Any]:
-    response = await jp_fetch("jupyter-gpu", "snapshot")
-    assert response.code == 200
-    assert response.headers["Content-Type"].startswith("application/json")
-    return json.loads(response.body)
 
 
 async def until(jp_fetch: Any, predicate: Callable[[dict[str, Any]], Any], timeout: float = 10.0) -> dict[str, Any]:

@@ -3,15 +3,13 @@
 from __future__ import annotations
 
 import asyncio
-import functools
 import json
 import time
-from collections.abc import Callable
 from typing import Any
 
 import pytest
-from jupyter_core.utils import ensure_event_loop
 from pytest_jupyter.jupyter_server import *  # noqa: F403
+from support import asynctest, get_snapshot, stop_sampler_after_test  # noqa: F401 (an autouse fixture)
 from tornado.httpclient import HTTPClientError
 
 from jupyter_gpu.server import GpuService
@@ -25,26 +23,10 @@ def jp_server_config() -> dict[str, Any]:
     }
 
 
-@pytest.fixture(autouse=True)
-def stop_sampler_after_test(jp_serverapp: Any) -> Any:
-    yield
-    service = jp_serverapp.web_app.settings.get(GpuService.SETTINGS_KEY)
-    if service is not None:
-        service.close()
 
 
-def asynctest(body: Callable[..., Any]) -> Callable[..., Any]:
-    """Run an async test body on pytest-jupyter's event loop (the one the server runs on)."""
-
-    @functools.wraps(body)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        return ensure_event_loop(prefer_selector_loop=True).run_until_complete(body(*args, **kwargs))
-
-    return wrapper
 
 
-async def get_snapshot(jp_fetch: Any) -> dict[str, Any]:
-    return json.loads((await jp_fetch("jupyter-gpu", "snapshot")).body)
 
 
 @asynctest
