@@ -11,17 +11,8 @@ from typing import Any
 
 import pytest
 from pytest_jupyter.jupyter_server import *  # noqa: F403
-from test_server import (
-    NOTEBOOK,
-    asynctest,
-    get_snapshot,
-    kernel_pid,
-    metric_samples,
-    place,
-    run_code,
-    start_session,
-    until,
-)
+from support import asynctest, get_snapshot, stop_sampler_after_test  # noqa: F401 (an autouse fixture)
+from test_server import NOTEBOOK, kernel_pid, metric_samples, place, run_code, start_session, until
 
 from jupyter_gpu.server import GpuService
 
@@ -37,14 +28,6 @@ def jp_server_config() -> dict[str, Any]:
         "JupyterGpuServer": {"interval_s": 0.1, "linger_s": 5.0, "wait_s": 1.0,
                              "cull_idle_after_s": AFTER, "cull_warn_s": WARN, "host_label": "node-7"},
     }
-
-
-@pytest.fixture(autouse=True)
-def stop_sampler_after_test(jp_serverapp: Any) -> Any:
-    yield
-    service = jp_serverapp.web_app.settings.get(GpuService.SETTINGS_KEY)
-    if service is not None:
-        service.close()
 
 
 def kernel(data: dict[str, Any], kernel_id: str) -> dict[str, Any]:
