@@ -139,3 +139,25 @@ async def test_culling_is_off_by_default_and_the_host_defaults_to_the_host_name(
     scrape = metric_samples((await jp_fetch("metrics")).body.decode())
     assert {s.labels["host"] for s in scrape["jupyter_gpu_gpu_info"]} == {socket.gethostname()}
     assert "jupyter_gpu_kernels_culled" not in scrape
+
+
+@asynctest
+async def test_a_kernel_known_only_by_its_report_is_culled_too(jp_fetch, jp_serverapp, scenario, caplog):
+    # Given a container-like server: NVML's PIDs are host PIDs, the kernel reports its own memory
+    caplog.set_level(logging.WARNING, logger="jupyter_gpu")
+    kernel_id = await start_session(jp_fetch)
+    place(scenario, 0, pid=3_000_001, memory_mib=6000)
+    data = await until(jp_fetch, lambda d: d["gpus"][0]["processes"])
+    uuid = data["gpus"][0]["uuid"]
+    await run_code(jp_serverapp, kernel_id,
+                   "from jupyter_gpu import kernel_report\n"
+                   f"kernel_report.write_report(gpu_memory={{{uuid!r}: 5 * 2**30}})")
+    data = await until(jp_fetch, lambda d: kernel(d, kernel_id)["reported_gpu_memory"])
+    assert kernel(data, kernel_id)["gpu_memory"] == 0  # nothing attributed by PID
+    # When it stays idle past cull_idle_after_s, it is culled like any GPU kernel
+    deadline = time.monotonic() + 10
+    while alive(jp_serverapp, kernel_id):
+        assert time.monotonic() < deadline, "the idle kernel holding reported GPU memory was not culled"
+        await asyncio.sleep(0.1)
+    (record,) = [r for r in caplog.records if "culled idle GPU kernel" in r.getMessage()]
+    assert f"{uuid} (the kernel's report)" in record.getMessage() and "5120.0 MiB" in record.getMessage()

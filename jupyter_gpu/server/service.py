@@ -115,8 +115,8 @@ class Answer:
     gzipped: bytes  # the same body, gzip-compressed once here for every client that accepts it
     kernel_memory: tuple[tuple[str, str, str, int], ...]  # (kernel_id, notebook, gpu, bytes)
     kernel_idle: tuple[tuple[str, str, float], ...]  # (kernel_id, notebook, idle seconds)
-    # Kernels due for culling at build time: (kernel_id, notebook, idle_s, bytes, ((gpu, uuid), ...)).
-    due: tuple[tuple[str, str, float, int, tuple[tuple[int, str], ...]], ...] = ()
+    # Kernels due for culling at build time: (kernel_id, notebook, idle_s, bytes, GPUs as words).
+    due: tuple[tuple[str, str, float, int, tuple[str, ...]], ...] = ()
     kernel_cull_in: tuple[tuple[str, str, float], ...] = ()  # (kernel_id, notebook, seconds to cull)
 
 
@@ -600,7 +600,8 @@ class GpuService:
         uuids = {gpu.index: gpu.uuid for gpu in snapshot.gpus}
         due = tuple((k["kernel_id"], k["notebook"] or "", k["idle_s"],
                      k["gpu_memory"] or sum((k["reported_gpu_memory"] or {}).values()),
-                     tuple((index, uuids.get(index, "")) for index in k["gpus"]))
+                     tuple(f"GPU {index} ({uuids.get(index, '?')})" for index in k["gpus"])
+                     or tuple(f"{key} (the kernel's report)" for key in (k["reported_gpu_memory"] or {})))
                     for k in summaries if k["cull_in_s"] == 0)
         cull_in = tuple((k["kernel_id"], k["notebook"] or "", k["cull_in_s"]) for k in summaries
                         if k["cull_in_s"] is not None)
@@ -711,7 +712,7 @@ class GpuService:
                 continue
             self.culled += 1
             culled.append(kernel_id)
-            where = ", ".join(f"GPU {index} ({uuid})" for index, uuid in gpus) or "GPUs unknown"
+            where = ", ".join(gpus) or "GPUs unknown"
             log.warning("jupyter_gpu: culled idle GPU kernel %s of user %s, notebook %s: idle %.0f s "
                         "(cull_idle_after_s = %g), %d bytes (%.1f MiB) of GPU memory freed on %s",
                         kernel_id, self.user or "?", notebook or "(no notebook)", idle_s, after,
