@@ -134,6 +134,21 @@ def stop(process: subprocess.Popen) -> None:
             process.wait(timeout=10)
 
 
+def kernel_child(server_pid: int) -> int:
+    """The PID of the server's ipykernel child (servers also start helpers, e.g. npm, now and then)."""
+
+    def find() -> int | None:
+        for child in psutil.Process(server_pid).children():
+            try:
+                if any("ipykernel" in part for part in child.cmdline()):
+                    return child.pid
+            except psutil.Error:
+                continue
+        return None
+
+    return wait_for("the kernel process", find, 30)
+
+
 class Server:
     """A real ``jupyter server`` (jupyter_gpu enabled) for one simulated hub user."""
 
@@ -166,8 +181,7 @@ class Server:
                                          headers={"Authorization": f"token {self.token}"})
         with urllib.request.urlopen(request, timeout=60):
             pass
-        children = wait_for("the kernel process", lambda: psutil.Process(self.process.pid).children(), 30)
-        return children[0].pid
+        return kernel_child(self.process.pid)
 
 
 @pytest.fixture

@@ -6,9 +6,9 @@ from __future__ import annotations
 import re
 from typing import Any
 
-import psutil
 import pytest
 from support import wait_until
+from test_deploy_prometheus import kernel_child
 
 from jupyter_gpu import simulate
 
@@ -36,8 +36,8 @@ def test_an_idle_gpu_kernel_counts_down_notifies_and_is_culled(lab, page, artifa
     session = lab.api("POST", "api/sessions", {"path": "train.ipynb", "type": "notebook",
                                                 "kernel": {"name": "python3"}})
     kernel_id = session["kernel"]["id"]
-    kernel = wait_until(lambda: psutil.Process(lab.process.pid).children(), what="the kernel process")[0]
-    lab.scenario.update(lambda s: s["gpus"][0].__setitem__("processes", [{"pid": kernel.pid, "memory_mib": 2048}]))
+    kernel = kernel_child(lab.process.pid)
+    lab.scenario.update(lambda s: s["gpus"][0].__setitem__("processes", [{"pid": kernel, "memory_mib": 2048}]))
     lab.open(page)
     sidebar = page.locator("#jupyter-gpu-sidebar")
     if not sidebar.is_visible():
