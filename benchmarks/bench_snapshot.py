@@ -10,7 +10,8 @@ interpreters.
 ``--big`` measures instead one simulated sample of a big machine (issue 10): 64 GPUs x 2,000
 processes each (128,000 processes of 50 other users, PIDs that do not exist here), the first sample
 and the median of ``--big-repeat`` later ones; ``--startup`` the interpreter start-up with and
-without the ``jupyter_gpu_simulate.pth`` line (variable unset).
+without the ``jupyter_gpu_simulate.pth`` line (variable unset); ``--mig`` a snapshot of 4 GPUs each
+split into 7 MIG slices against 4 whole GPUs with the same 28 processes (issue 13), interleaved.
 """
 
 from __future__ import annotations
@@ -136,6 +137,46 @@ def big_machine(gpus: int, per_gpu: int, repeat: int) -> None:
           f"(min {min(samples):.3f}, max {max(samples):.3f})")
 
 
+def mig_against_whole(rounds: int, per_round: int) -> None:
+    """Median snapshot time of 4 GPUs x 7 MIG slices against 4 whole GPUs, one process per slice
+    (the whole GPUs carry the same 7 processes each), in alternating rounds so load hits both alike."""
+    from jupyter_gpu import simulate
+    from jupyter_gpu.nvml import NvmlReader
+
+    def process(g: int, s: int) -> dict:
+        return {"pid": 3_500_000 + g * 7 + s, "memory_mib": 100 + s, "user": f"user{s}", "name": "python"}
+
+    whole = {"gpus": [{"memory_total_mib": 81920, "processes": [process(g, s) for s in range(7)]} for g in range(4)]}
+    mig = {"gpus": [{"memory_total_mib": 81920, "mig_slices": [
+        {"profile": "1g.10gb", "gpu_instance_id": 7 + s, "memory_total_mib": 9856, "processes": [process(g, s)]}
+        for s in range(7)]} for g in range(4)]}
+    medians: dict[str, list[float]] = {"whole": [], "mig": []}
+    with tempfile.TemporaryDirectory() as folder:
+        for _ in range(rounds):
+            for name, data in (("whole", whole), ("mig", mig)):
+                path = Path(folder) / f"{name}.json"
+                simulate.write_scenario(path, data)
+                library = simulate.install(str(path))
+                reader = NvmlReader()
+                snap = reader.snapshot()  # NVML start and identity look-ups: not measured
+                samples = []
+                for _ in range(per_round):
+                    began = time.perf_counter()
+                    snap = reader.snapshot()
+                    snap.to_dict()
+                    samples.append(time.perf_counter() - began)
+                medians[name].append(statistics.median(samples))
+                assert sum(len(g.processes) for g in snap.gpus) == 28 and library.callback_errors == []
+                assert sum(len(g.slices) for g in snap.gpus) == (28 if name == "mig" else 0)
+                reader.reset()
+                simulate.uninstall()
+    whole_s, mig_s = (statistics.median(medians[k]) for k in ("whole", "mig"))
+    print(f"snapshot + to_dict, median of {rounds} rounds x {per_round} samples: 4 whole GPUs (28 processes) "
+          f"{whole_s * 1000:.2f} ms, 4 GPUs x 7 MIG slices (28 processes) {mig_s * 1000:.2f} ms: "
+          f"ratio {mig_s / whole_s:.2f}x (target <= 2x); per-round ratios "
+          f"{', '.join(f'{m / w:.2f}' for m, w in zip(medians['mig'], medians['whole'], strict=True))}")
+
+
 def startup(runs: int) -> None:
     """``python -c pass`` with the .pth line processed (variable unset) vs without it, interleaved."""
     root = Path(__file__).resolve().parents[1]
@@ -161,7 +202,11 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=200, help="snapshots per tool (steady state)")
     parser.add_argument("--gpustat-repeat", type=int, default=5, help="gpustat sleeps 0.1 s per GPU; keep small")
     parser.add_argument("--import-runs", type=int, default=15)
+    parser.add_argument("--mig", action="store_true", help="4 GPUs x 7 MIG slices against 4 whole GPUs")
     args = parser.parse_args()
+    if args.mig:
+        mig_against_whole(rounds=7, per_round=args.repeat)
+        return
     if args.big or args.startup:
         if args.big:
             big_machine(64, 2000, args.big_repeat)

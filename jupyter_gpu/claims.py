@@ -216,13 +216,18 @@ class ClaimBoard:
             result.append(claim)
         return result
 
-    def load(self, gpus: Sequence[Any], now: float | None = None) -> dict[int, int]:
-        """NVML index → number of other processes' active claims on that GPU (``gpus``: GpuInfo)."""
+    def load(self, gpus: Sequence[Any], now: float | None = None) -> dict[int | str, int]:
+        """NVML index → number of other processes' active claims on that GPU (``gpus``: GpuInfo),
+        and MIG UUID → claims on that MIG slice (``auto`` among slices claims the slice)."""
         nvml_pids = {gpu.uuid: {p.pid for p in gpu.processes} for gpu in gpus}
+        slices = [s for gpu in gpus for s in getattr(gpu, "slices", ())]
+        nvml_pids.update({s.uuid: {p.pid for p in s.processes} for s in slices})
         by_uuid: dict[str, int] = {}
         for claim in self.active(nvml_pids, now):
             by_uuid[claim.gpu_uuid] = by_uuid.get(claim.gpu_uuid, 0) + 1
-        return {gpu.index: by_uuid[gpu.uuid] for gpu in gpus if gpu.uuid in by_uuid}
+        load: dict[int | str, int] = {gpu.index: by_uuid[gpu.uuid] for gpu in gpus if gpu.uuid in by_uuid}
+        load.update({s.uuid: by_uuid[s.uuid] for s in slices if s.uuid in by_uuid})
+        return load
 
     # -- writing
 

@@ -11,6 +11,10 @@ Other users' processes show their PID, user and memory only (their program names
 as in the server's snapshot and the notebook; ``--show-other-names`` or
 ``JUPYTER_GPU_SHOW_OTHER_NAMES=1`` widens that; command lines are never shown).
 
+A GPU in MIG mode is followed by one row per slice (``0:1`` is GPU 0's MIG device 1, the notation
+``%gpu_select`` takes), with its processes under it; NVML measures no utilization in MIG mode and
+no temperature or power per slice, which the table says ("n/a on MIG") instead of showing zeros.
+
 Warnings (e.g. a simulated scenario edit that was refused) are printed above the table, and on
 stderr with ``--json`` (where they are also in the JSON's ``warnings``).
 
@@ -29,9 +33,11 @@ from collections.abc import Sequence
 from typing import TextIO
 
 from . import __version__
-from .snapshots import GpuInfo, Snapshot
+from .snapshots import GpuInfo, GpuProcess, MigSlice, Snapshot
 from .text import display_text
 from .units import format_bytes
+
+NOT_ON_MIG = "n/a on MIG"
 
 
 def _optional(value: float | None, unit: str, digits: int = 0) -> str:
@@ -51,8 +57,17 @@ def format_table(snapshot: Snapshot) -> str:
         lines.append("NVML works, but this machine has no NVIDIA GPU.")
         return "\n".join(lines)
     rows = [("GPU", "Name", "Memory used / total", "Util", "Temp", "Power")]
+    groups: list[tuple[tuple[GpuProcess, ...], int]] = []  # under each row: its processes, how many rows
     for gpu in snapshot.gpus:
         rows.append(_gpu_row(gpu))
+        if gpu.mig_mode and not gpu.error:
+            unplaced = tuple(p for p in gpu.processes if p.slice not in {s.uuid for s in gpu.slices})
+            groups.append((unplaced, 1))
+            for slice_ in gpu.slices:
+                rows.append(_slice_row(gpu, slice_))
+                groups.append((slice_.processes, 2))
+        else:
+            groups.append((gpu.processes, 1))
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
     right_aligned = {0, 2, 3, 4, 5}
 
@@ -62,14 +77,24 @@ def format_table(snapshot: Snapshot) -> str:
         return "  ".join(cells).rstrip()
 
     lines.append(render(rows[0]))
-    for gpu, row in zip(snapshot.gpus, rows[1:], strict=True):
+    for (processes, depth), row in zip(groups, rows[1:], strict=True):
         lines.append(render(row))
-        for process in sorted(gpu.processes, key=lambda p: -(p.memory or 0)):
+        indent = " " * (widths[0] + 2 * depth)
+        for process in sorted(processes, key=lambda p: -(p.memory or 0)):
             who = display_text(process.user, 16)
             what = display_text(process.name, 40)
-            lines.append(f"{'':>{widths[0]}}  └ {format_bytes(process.memory):>9}  pid {process.pid:<8} "
+            lines.append(f"{indent}└ {format_bytes(process.memory):>9}  pid {process.pid:<8} "
                          f"{who:<12} {what}")
     return "\n".join(lines)
+
+
+def _slice_row(gpu: GpuInfo, slice_: MigSlice) -> tuple[str, str, str, str, str, str]:
+    name = f"└ MIG {display_text(slice_.profile, 16)}  {display_text(slice_.uuid, 48)}"
+    if slice_.error:
+        return (f"{gpu.index}:{slice_.index}", name, f"error: {display_text(slice_.error)}", "", "", "")
+    share = 100 * slice_.memory_used / slice_.memory_total if slice_.memory_total else 0
+    memory = f"{format_bytes(slice_.memory_used)} / {format_bytes(slice_.memory_total)} ({share:.0f}%)"
+    return (f"{gpu.index}:{slice_.index}", name, memory, NOT_ON_MIG, "n/a", "n/a")  # the card's are on its row
 
 
 def _gpu_row(gpu: GpuInfo) -> tuple[str, str, str, str, str, str]:
@@ -83,7 +108,8 @@ def _gpu_row(gpu: GpuInfo) -> tuple[str, str, str, str, str, str]:
         power = f"{gpu.power:.0f} W"
     else:
         power = f"{gpu.power:.0f} / {gpu.power_limit:.0f} W"
-    return (str(gpu.index), display_text(gpu.name, 40), memory, _optional(gpu.utilization, "%"),
+    utilization = NOT_ON_MIG if gpu.mig_mode and gpu.utilization is None else _optional(gpu.utilization, "%")
+    return (str(gpu.index), display_text(gpu.name, 40), memory, utilization,
             _optional(gpu.temperature, "°C"), power)
 
 

@@ -334,7 +334,7 @@ class GpuMagics(Magics):
     _board: Any = None
     _claims_note_shown = False
     _last_snapshot: Any = None
-    _last_claims: dict[int, int] = {}
+    _last_claims: dict[int | str, int] = {}
 
     def _claim_board(self) -> Any:
         """The claims board, or None when claims are off or their directory cannot be used (said once)."""
@@ -373,7 +373,8 @@ class GpuMagics(Magics):
 
     @magic_arguments()
     @argument("spec", nargs="?", help="GPUs: indices like 0 or 1,3 (as nvidia-smi numbers them), UUIDs "
-              "(unique prefixes), auto, auto:N, all or none. Without SPEC: list the GPUs.")
+              "(unique prefixes), a MIG slice (0:1 = GPU 0's MIG device 1, or its MIG-… UUID), auto, auto:N, "
+              "all or none. Without SPEC: list the GPUs.")
     @argument("--growth", action="store_true", help="allocate GPU memory on demand instead of up front")
     @argument("--no-growth", action="store_true", help="turn memory growth off again")
     @argument("--min-free", metavar="SIZE", help="with auto: only GPUs with at least SIZE free (e.g. 8GiB)")
@@ -404,6 +405,15 @@ class GpuMagics(Magics):
         ``--growth`` allocates memory on demand: TensorFlow ``TF_FORCE_GPU_ALLOW_GROWTH=true``,
         JAX ``XLA_PYTHON_CLIENT_PREALLOCATE=false``, PyTorch ``expandable_segments:True``.
 
+        MIG slices (A100/H100 split into isolated instances, listed by ``jupyter-gpu status`` and the
+        monitors as ``0:0``, ``0:1``, …): ``%gpu_select 0:1`` or ``%gpu_select MIG-5e3d`` sets
+        ``CUDA_VISIBLE_DEVICES`` to the slice's MIG UUID. CUDA shows a process at most one MIG device,
+        so one slice is selected alone (several slices, or a slice with a GPU, are refused) and a GPU
+        in MIG mode cannot be selected whole. A MIG UUID in the kernel's start ``CUDA_VISIBLE_DEVICES``
+        (a spawner's slice) is the fence; when only slices can be selected, ``auto`` takes the idlest
+        slice and ``all`` the assigned one. ``%gpu_limit`` percentages are then of the slice's memory.
+        A slice's memory is isolated by the hardware; utilization is not measured per slice.
+
         Selecting 2+ GPUs does not parallelize anything by itself: use
         ``tf.distribute.MirroredStrategy()`` (Keras: build and compile the model in its scope),
         PyTorch ``DistributedDataParallel``, or JAX sharding.
@@ -427,6 +437,7 @@ class GpuMagics(Magics):
             %gpu_select 1             # GPU 1 only
             %gpu_select 0,2 --growth  # GPUs 0 and 2, memory on demand
             %gpu_select GPU-8f3c      # by UUID prefix
+            %gpu_select 0:1           # MIG slice 1 of GPU 0 (or its MIG UUID)
             %gpu_select auto:2 --min-free 8GiB
             %gpu_select auto:1 --min-free 20GiB --wait 30m
             %gpu_select all
@@ -830,10 +841,12 @@ def _summary(plan: GpuPlan) -> str:
         selection = "no selection (the frameworks see every GPU the kernel may use)"
     elif not plan.selected_indices:
         selection = "CPU only (no GPU)"
+    elif plan.selected_slice is not None:
+        selection = f"MIG slice {_shown(plan.selected_slice)} of GPU {plan.selected_indices[0]}"
     else:
         selection = "GPU " + ", ".join(map(str, plan.selected_indices))
-        if request.selection and request.selection.lower().startswith("auto"):
-            selection += f" ({request.selection})"
+    if plan.selected_indices and request.selection and request.selection.lower().startswith("auto"):
+        selection += f" ({request.selection})"
     parts = [selection, f"growth {'on' if plan.growth else 'off'}"]
     limits = {index: plan.memory_limit_bytes(index) for index in plan.limits_bytes}
     if limits:
@@ -995,7 +1008,7 @@ def _gpu_listing(plan: GpuPlan, heading: str = "GPUs this kernel may use:", snap
     for gpu in snapshot.gpus:
         if gpu.index not in allowed:
             continue
-        mark = "*" if selected is not None and gpu.index in selected else " "
+        mark = "*" if selected is not None and gpu.index in selected and plan.selected_slice is None else " "
         if gpu.error:
             lines.append(f" {mark} GPU {gpu.index}: cannot be read ({gpu.error})")
             continue
@@ -1007,6 +1020,18 @@ def _gpu_listing(plan: GpuPlan, heading: str = "GPUs this kernel may use:", snap
                      f"{format_bytes(gpu.memory_free)} free of {format_bytes(gpu.memory_total)}{util}"
                      f"{f'; this kernel {format_bytes(mine)}' if mine else ''}"
                      f"{'; used by ' + ', '.join(others) if others else ''}")
+        fenced_slice = kernel_start_fence().allowed_slice(snapshot.gpus)
+        for slice_ in gpu.slices:  # MIG mode: the slices are what can be selected
+            if fenced_slice is not None and slice_.uuid != fenced_slice:
+                continue
+            mark = "*" if slice_.uuid == plan.selected_slice else " "
+            mine = sum(p.memory or 0 for p in slice_.processes if p.pid == own)
+            others = sorted({_shown(p.user) for p in slice_.processes if p.pid != own})
+            lines.append(f" {mark}   {gpu.index}:{slice_.index} MIG {_shown(slice_.profile)} ({_shown(slice_.uuid)}): "
+                         f"{format_bytes(slice_.memory_used)} used, {format_bytes(slice_.memory_free)} free of "
+                         f"{format_bytes(slice_.memory_total)}"
+                         f"{f'; this kernel {format_bytes(mine)}' if mine else ''}"
+                         f"{'; used by ' + ', '.join(others) if others else ''}")
     if len(lines) == 1:
         lines.append("  none")
     if any(line.startswith(" *") for line in lines):

@@ -16,6 +16,13 @@ Failures degrade the answer, never raise:
 The number of NVML calls per GPU per snapshot is the floor for the contract: memory, utilization,
 temperature, power, compute processes and graphics processes (a second call each only when
 processes exist, NVML's two-call protocol).
+
+MIG (docs/mig.md): a GPU in MIG mode is read as a whole GPU without utilization (NVML has none in
+MIG mode) plus one memory call per slice; its processes are read once on the parent, where NVML
+gives each its GPU and compute instance ids, and attributed to their slice from those. The slices
+themselves (MIG handles, UUIDs, names, instance ids) are enumerated when the GPU is opened and again
+every :data:`MIG_REFRESH_SECONDS`, or at once when a process names an instance no known slice has,
+or a slice cannot be read (slices are created and destroyed without a GPU reset).
 """
 
 from __future__ import annotations
@@ -30,9 +37,26 @@ from typing import Any
 
 from . import simulate
 from .processes import ProcessDirectory, process_starts
-from .snapshots import GpuInfo, GpuProcess, Snapshot
+from .snapshots import GpuInfo, GpuProcess, MigSlice, Snapshot
 
 __all__ = ["NvmlReader", "default_reader", "snapshot"]
+
+
+MIG_REFRESH_SECONDS = 5.0
+"""How old a GPU's list of MIG slices may get before it is enumerated again."""
+
+NO_INSTANCE = 0xFFFFFFFF  # gpuInstanceId/computeInstanceId of a process on a GPU not in MIG mode
+
+
+@dataclass
+class _Slice:
+    index: int
+    handle: Any
+    uuid: str
+    name: str
+    profile: str
+    gpu_instance_id: int
+    compute_instance_id: int
 
 
 @dataclass
@@ -42,6 +66,8 @@ class _Device:
     name: str
     uuid: str
     power_limit: float | None
+    slices: list[_Slice] | None = None  # None: not in MIG mode
+    slices_read_at: float = float("-inf")
 
 
 class NvmlUnavailable(Exception):
@@ -119,6 +145,38 @@ class NvmlReader:
             self._device_errors[index] = explain_nvml_error(error)
             return None
 
+    def _enumerate_slices(self, device: _Device) -> None:
+        """Read whether ``device`` is in MIG mode and, if so, its MIG devices (NVML errors propagate)."""
+        pynvml = self._pynvml
+        device.slices_read_at = time.monotonic()
+        try:
+            current, _pending = pynvml.nvmlDeviceGetMigMode(device.handle)
+        except (pynvml.NVMLError_NotSupported, pynvml.NVMLError_FunctionNotFound, AttributeError):
+            device.slices = None  # no MIG on this GPU, driver or bindings
+            return
+        if current != getattr(pynvml, "NVML_DEVICE_MIG_ENABLE", 1):
+            device.slices = None
+            return
+        known = {s.uuid: s for s in device.slices or ()}
+        slices: list[_Slice] = []
+        for position in range(pynvml.nvmlDeviceGetMaxMigDeviceCount(device.handle)):
+            try:
+                handle = pynvml.nvmlDeviceGetMigDeviceHandleByIndex(device.handle, position)
+            except (pynvml.NVMLError_NotFound, pynvml.NVMLError_InvalidArgument):
+                continue  # no MIG device at this index (indices may have gaps)
+            uuid = _text(pynvml.nvmlDeviceGetUUID(handle))
+            old = known.get(uuid)
+            if old is not None and old.index == position:
+                old.handle = handle
+                slices.append(old)
+                continue
+            name = _text(pynvml.nvmlDeviceGetName(handle))
+            slices.append(_Slice(
+                index=position, handle=handle, uuid=uuid, name=name, profile=mig_profile(name),
+                gpu_instance_id=pynvml.nvmlDeviceGetGpuInstanceId(handle),
+                compute_instance_id=pynvml.nvmlDeviceGetComputeInstanceId(handle)))
+        device.slices = slices
+
     def reset(self) -> None:
         """Forget NVML state; the next snapshot initialises again."""
         with self._lock:
@@ -180,7 +238,11 @@ class NvmlReader:
     def _read(self, device: _Device) -> GpuInfo:
         pynvml = self._pynvml
         handle = device.handle
+        if time.monotonic() - device.slices_read_at > MIG_REFRESH_SECONDS:
+            self._enumerate_slices(device)
         total, used, free, reserved = self._memory(handle)
+        if device.slices is not None:
+            return self._read_mig(device, total, used, free, reserved)
         utilization = _optional(pynvml, lambda: pynvml.nvmlDeviceGetUtilizationRates(handle).gpu)
         temperature = _optional(pynvml, lambda: pynvml.nvmlDeviceGetTemperature(handle, 0))
         power_mw = _optional(pynvml, lambda: pynvml.nvmlDeviceGetPowerUsage(handle))
@@ -199,6 +261,46 @@ class NvmlReader:
             processes=self._processes(handle, device.index),
         )
 
+    def _read_mig(self, device: _Device, total: int, used: int, free: int, reserved: int | None) -> GpuInfo:
+        """A GPU in MIG mode: the whole card's figures, then each slice's memory and processes."""
+        pynvml = self._pynvml
+        handle = device.handle
+        temperature = _optional(pynvml, lambda: pynvml.nvmlDeviceGetTemperature(handle, 0))
+        power_mw = _optional(pynvml, lambda: pynvml.nvmlDeviceGetPowerUsage(handle))
+        slices = device.slices or []
+        by_instance = {(s.gpu_instance_id, s.compute_instance_id): s.uuid for s in slices}
+        processes = self._processes(handle, device.index, by_instance)
+        if any(p.slice is None for p in processes):  # a slice created since the last enumeration
+            self._enumerate_slices(device)
+            slices = device.slices or []
+            by_instance = {(s.gpu_instance_id, s.compute_instance_id): s.uuid for s in slices}
+            processes = self._processes(handle, device.index, by_instance)
+        infos: list[MigSlice] = []
+        stale = False
+        for s in slices:
+            members = tuple(p for p in processes if p.slice == s.uuid)
+            try:
+                s_total, s_used, s_free, _ = self._memory(s.handle)
+            except pynvml.NVMLError as error:
+                if error.value in _GLOBAL_ERRORS:
+                    raise
+                stale = True
+                infos.append(MigSlice(index=s.index, uuid=s.uuid, name=s.name, profile=s.profile,
+                                      gpu_instance_id=s.gpu_instance_id, compute_instance_id=s.compute_instance_id,
+                                      error=explain_nvml_error(error), processes=members))
+                continue
+            infos.append(MigSlice(index=s.index, uuid=s.uuid, name=s.name, profile=s.profile,
+                                  gpu_instance_id=s.gpu_instance_id, compute_instance_id=s.compute_instance_id,
+                                  memory_total=s_total, memory_used=s_used, memory_free=s_free, processes=members))
+        if stale:
+            device.slices_read_at = float("-inf")  # enumerate again at the next snapshot
+        return GpuInfo(
+            index=device.index, uuid=device.uuid, name=device.name,
+            memory_total=total, memory_used=used, memory_free=free, memory_reserved=reserved,
+            utilization=None, temperature=temperature,
+            power=None if power_mw is None else power_mw / 1000, power_limit=device.power_limit,
+            processes=processes, mig_mode=True, slices=tuple(infos))
+
     def _memory(self, handle: Any) -> tuple[int, int, int, int | None]:
         pynvml = self._pynvml
         if self._memory_v2:
@@ -211,16 +313,18 @@ class NvmlReader:
         memory = pynvml.nvmlDeviceGetMemoryInfo(handle)
         return memory.total, memory.used, memory.free, None
 
-    def _processes(self, handle: Any, index: int = -1) -> tuple[GpuProcess, ...]:
-        merged: dict[int, tuple[int | None, str]] = {}
+    def _processes(self, handle: Any, index: int = -1,
+                   slices: dict[tuple[int, int], str] | None = None) -> tuple[GpuProcess, ...]:
+        """A GPU's processes; with ``slices`` ((GI id, CI id) -> MIG UUID) each carries its slice."""
+        merged: dict[int, tuple[int | None, str, tuple[int, int]]] = {}
         for kind in ("compute", "graphics"):
-            for pid, memory in self._running_processes(kind, handle):
+            for pid, memory, gi, ci in self._running_processes(kind, handle):
                 if pid in merged:
-                    known, known_kind = merged[pid]
+                    known, known_kind, instance = merged[pid]
                     both = None if known is None and memory is None else max(known or 0, memory or 0)
-                    merged[pid] = (both, f"{known_kind}+{kind}" if known_kind != kind else kind)
+                    merged[pid] = (both, f"{known_kind}+{kind}" if known_kind != kind else kind, instance)
                 else:
-                    merged[pid] = (memory, kind)
+                    merged[pid] = (memory, kind, (gi, ci))
         starts = process_starts(merged)
         identify = self.processes.identify
         # A process whose every field is unchanged since the last sample is the same (immutable)
@@ -228,20 +332,23 @@ class NvmlReader:
         # lives on, which keeps the garbage collector's full collections rare.
         previous = self._previous.get(index, {})
         current: dict[int, GpuProcess] = {}
-        for pid, (memory, kind) in merged.items():
+        for pid, (memory, kind, instance) in merged.items():
             identity = identify(pid, starts[pid])
             known = previous.get(pid)
+            slice_uuid = None if slices is None else slices.get(instance)
             if (known is not None and known.memory == memory and known.type == kind and known.user == identity.user
-                    and known.name == identity.name and known.command == identity.command):
+                    and known.name == identity.name and known.command == identity.command
+                    and known.slice == slice_uuid):
                 current[pid] = known
             else:
                 current[pid] = GpuProcess(pid=pid, memory=memory, user=identity.user, name=identity.name,
-                                          type=kind, command=identity.command)
+                                          type=kind, command=identity.command, slice=slice_uuid)
         self._previous[index] = current
         return tuple(current.values())
 
-    def _running_processes(self, kind: str, handle: Any) -> list[tuple[int, int | None]]:
-        """(pid, bytes or None) of one GPU's compute or graphics processes."""
+    def _running_processes(self, kind: str, handle: Any) -> list[tuple[int, int | None, int, int]]:
+        """(pid, bytes or None, GPU instance id, compute instance id) of one GPU's compute or graphics
+        processes (the ids are 0xFFFFFFFF outside MIG mode and on drivers without them)."""
         pynvml = self._pynvml
         if self._raw_process_calls.get(kind, True):
             try:
@@ -261,14 +368,15 @@ class NvmlReader:
             entries = older(handle)
         except (pynvml.NVMLError_NotSupported, pynvml.NVMLError_FunctionNotFound):
             return []
-        return [(entry.pid, entry.usedGpuMemory) for entry in entries]
+        return [(entry.pid, entry.usedGpuMemory, getattr(entry, "gpuInstanceId", NO_INSTANCE),
+                 getattr(entry, "computeInstanceId", NO_INSTANCE)) for entry in entries]
 
 
 _V3_SYMBOLS = {"compute": "nvmlDeviceGetComputeRunningProcesses_v3",
                "graphics": "nvmlDeviceGetGraphicsRunningProcesses_v3"}
 
 
-def _raw_processes(pynvml: Any, symbol: str, handle: Any) -> list[tuple[int, int | None]]:
+def _raw_processes(pynvml: Any, symbol: str, handle: Any) -> list[tuple[int, int | None, int, int]]:
     """NVML's two-call process protocol as nvidia-ml-py's ``_v3`` wrapper does it, read in bulk.
 
     nvidia-ml-py turns every entry into a "friendly object" (~7 us each: 0.9 s for 128,000
@@ -290,18 +398,30 @@ def _raw_processes(pynvml: Any, symbol: str, handle: Any) -> list[tuple[int, int
     ret = function(handle, byref(count), array)
     if ret != pynvml.NVML_SUCCESS:
         raise pynvml.NVMLError(ret)
-    layout = _layout(entry.pid.offset, entry.usedGpuMemory.offset, sizeof(entry))
+    layout = _layout(entry.pid.offset, entry.usedGpuMemory.offset, entry.gpuInstanceId.offset,
+                     entry.computeInstanceId.offset, sizeof(entry))
     missing = pynvml.NVML_VALUE_NOT_AVAILABLE_ulonglong.value
     data = memoryview(array).cast("B")[: count.value * sizeof(entry)]
-    return [(pid, None if memory == missing else memory) for pid, memory in layout.iter_unpack(data)]
+    return [(pid, None if memory == missing else memory, gi, ci) for pid, memory, gi, ci in layout.iter_unpack(data)]
 
 
 @functools.cache
-def _layout(pid_offset: int, memory_offset: int, size: int) -> struct.Struct:
-    """A struct format reading (pid, usedGpuMemory) out of one process entry of ``size`` bytes."""
-    if memory_offset < pid_offset + 4:
+def _layout(pid_offset: int, memory_offset: int, gi_offset: int, ci_offset: int, size: int) -> struct.Struct:
+    """A struct format reading (pid, usedGpuMemory, gpuInstanceId, computeInstanceId) out of one
+    process entry of ``size`` bytes."""
+    if memory_offset < pid_offset + 4 or gi_offset < memory_offset + 8 or ci_offset < gi_offset + 4:
         raise TypeError("unexpected nvmlProcessInfo layout")
-    return struct.Struct(f"={pid_offset}xI{memory_offset - pid_offset - 4}xQ{size - memory_offset - 8}x")
+    return struct.Struct(f"={pid_offset}xI{memory_offset - pid_offset - 4}xQ{gi_offset - memory_offset - 8}xI"
+                         f"{ci_offset - gi_offset - 4}xI{size - ci_offset - 4}x")
+
+
+def mig_profile(name: str) -> str:
+    """A MIG device's profile from the name NVML gives it: ``"NVIDIA A100-SXM4-80GB MIG 1g.10gb"``
+    -> ``"1g.10gb"`` (a simulation marker after it is dropped); the whole name if it has no " MIG "."""
+    _, found, profile = name.rpartition(" MIG ")
+    if not found:
+        return name
+    return profile.removesuffix(simulate.SIMULATED_MARKER).strip()
 
 
 # --------------------------------------------------------------------------------------------

@@ -33,7 +33,7 @@ import math
 import os
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from .units import GIB, MIB, format_bytes
@@ -425,6 +425,23 @@ def explain_error(error: BaseException | None, *, server_timeout_s: float = 1.0)
                 f"{type(failure).__name__}: {failure}); %gpu_status shows the GPUs.")
 
 
+def slice_views(gpus: Sequence[Any], slice_uuid: str | None) -> tuple[Any, ...]:
+    """MIG (docs/mig.md): the kernel's slice stands in for its GPU, since the memory that ran out is
+    the slice's (its total, use, free and processes, its MIG UUID and name); other GPUs in MIG mode
+    are left out, as they cannot be selected whole. GPUs not in MIG mode are kept as they are."""
+    views = []
+    for gpu in gpus:
+        if not getattr(gpu, "mig_mode", False):
+            views.append(gpu)
+            continue
+        slice_ = next((s for s in gpu.slices if s.uuid == slice_uuid), None)
+        if slice_ is not None:
+            views.append(replace(gpu, uuid=slice_.uuid, name=slice_.name, memory_total=slice_.memory_total,
+                                 memory_used=slice_.memory_used, memory_free=slice_.memory_free,
+                                 memory_reserved=None, processes=slice_.processes, mig_mode=False, slices=()))
+    return tuple(views)
+
+
 def gather_facts(oom: OutOfMemory, *, server_timeout_s: float = 1.0) -> Facts:
     """NVML, the kernel's plan, the framework's counters and the user's other kernels, now."""
     from . import frameworks
@@ -440,8 +457,13 @@ def gather_facts(oom: OutOfMemory, *, server_timeout_s: float = 1.0) -> Facts:
     plan = current_plan()
     adapter = next((f for f in frameworks.FRAMEWORKS if f.module_name == oom.module), None)
     device_gpus = None
-    if adapter is not None and gpus:
-        device_gpus = frameworks.actual_devices(adapter, gpus).indices
+    seen = frameworks.actual_devices(adapter, gpus) if adapter is not None and gpus else None
+    if seen is not None:
+        device_gpus = seen.indices
+    if gpus and any(gpu.mig_mode for gpu in gpus):  # the slice this kernel uses stands in for its GPU
+        slice_uuid = (seen.slices[0] if seen is not None and seen.slices else None) or plan.selected_slice \
+            or kernel_start_fence().allowed_slice(gpus)
+        gpus = slice_views(gpus, slice_uuid)
     logical = max((len(sizes) for sizes in plan.limits_bytes.values()), default=1)
     counters: dict[int, tuple[int, int | None]] = {}
     for key, memory in frameworks.framework_memory().get(oom.module, {}).items():
@@ -472,7 +494,7 @@ def gather_facts(oom: OutOfMemory, *, server_timeout_s: float = 1.0) -> Facts:
 
 def _counter_gpu(key: str, gpus: Sequence[Any], device_gpus: tuple[int, ...] | None, logical: int) -> int | None:
     """The NVML index of a framework counter's device key (``GPU-<uuid>``, ``cuda:N``, ``/device:GPU:N``)."""
-    if key.startswith("GPU-"):
+    if key.startswith(("GPU-", "MIG-")):  # a MIG slice's view carries its MIG UUID
         return next((gpu.index for gpu in gpus if gpu.uuid.lower() == key.lower()), None)
     match = re.search(r"(?:cuda:|GPU:)(\d+)$", key)
     if match is None or not device_gpus:

@@ -18,11 +18,19 @@ Selections (``SPEC``), always in NVML's numbering (PCI bus order, as ``nvidia-sm
     every GPU the kernel may use (the whole fence, or every GPU when there is none).
 ``none``
     no GPU: CPU only.
+``0:1`` / ``MIG-5e3d`` …
+    a MIG slice (docs/mig.md): GPU 0's MIG device 1 (the numbering ``jupyter-gpu status``, the
+    panel and the sidebar show), or a MIG UUID (a unique prefix, or ``MIG-GPU-<uuid>/<gi>/<ci>``).
+    CUDA enumerates at most one MIG device per process, so a slice is selected alone; a GPU in MIG
+    mode cannot be selected whole. When the kernel may use only slices (its fence names slices, or
+    every GPU it may use is in MIG mode) ``auto`` chooses the idlest slice and ``all`` the one slice
+    of the fence. ``%gpu_limit`` percentages are of the slice's memory.
 
 Sizes: ``2048`` (MiB), ``512MiB``, ``2GiB``, ``1.5G``, ``1T`` (K, M, G, T with or without ``B``/``iB``
 are all binary multiples, as ``nvidia-smi`` counts), or ``30%`` of that GPU's total memory.
 
-The admin fence: a ``CUDA_VISIBLE_DEVICES`` the kernel was *started* with is an assignment. GPUs
+The admin fence: a ``CUDA_VISIBLE_DEVICES`` the kernel was *started* with is an assignment (GPU
+indices or UUIDs, or a MIG UUID: the usual way a spawner hands out a slice). GPUs
 outside it are refused and ``all`` means the fence; the fence is never widened. An
 ``NVIDIA_VISIBLE_DEVICES`` was already applied by the container runtime (NVML inside sees only those
 GPUs, numbered from 0; its indices are the host's): only UUIDs in it narrow anything.
@@ -41,7 +49,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 from ._environ import environment_at_process_start
-from .snapshots import GpuInfo, GpuProcess, Snapshot
+from .snapshots import GpuInfo, GpuProcess, MigSlice, Snapshot
 from .units import MIB, format_bytes
 
 __all__ = [
@@ -166,6 +174,16 @@ class Fence:
                 parts.append(f"{name}={value!r}")
         return " and ".join(parts)
 
+    def allowed_slice(self, gpus: Sequence[GpuInfo]) -> str | None:
+        """The MIG UUID of the slice the fence assigns (CUDA shows one MIG device at most), or None."""
+        value = self.variables.get("CUDA_VISIBLE_DEVICES")
+        if value is None or self.unknown(gpus):
+            return None
+        from .visibility import CudaEnv, cuda_devices
+
+        devices = cuda_devices(CudaEnv(value, self.device_order), gpus)
+        return devices.slices[0] if devices.slices else None
+
     def allowed(self, gpus: Sequence[GpuInfo]) -> tuple[int, ...]:
         """NVML indices inside the fence, in the admin's order (all GPUs when there is no fence)."""
         allowed: list[int] | None = None
@@ -221,7 +239,11 @@ class SelectionSpec:
     count: int = 0
 
 
-SELECT_CHOICES = "GPU indices like 0 or 1,3, UUIDs (unique prefixes), auto, auto:N, all or none"
+SELECT_CHOICES = ("GPU indices like 0 or 1,3, UUIDs (unique prefixes), a MIG slice like 0:1 or its MIG UUID, "
+                  "auto, auto:N, all or none")
+_SLICE_NOTATION = re.compile(r"([0-9]{1,6}):([0-9]{1,3})")
+ONE_MIG_DEVICE = ("CUDA enumerates at most one MIG device per process (a second slice, or a slice next to a GPU, "
+                  "would be invisible to the frameworks)")
 
 
 def parse_selection(text: str) -> SelectionSpec:
@@ -271,7 +293,7 @@ def other_users(gpu: GpuInfo, own_pid: int, own_user: str | None) -> list[str]:
 
 def select_idlest(gpus: Sequence[GpuInfo], count: int, *, min_free_bytes: int = 0,
                   own_pid: int | None = None, own_user: str | None = None,
-                  claims: Mapping[int, int] | None = None, require_idle: bool = False) -> tuple[int, ...]:
+                  claims: Mapping[int | str, int] | None = None, require_idle: bool = False) -> tuple[int, ...]:
     """The policy behind ``auto:N``: the ``count`` idlest of ``gpus``, best first.
 
     1. GPUs with less free memory than ``min_free_bytes`` (``--min-free``) are never chosen; with
@@ -336,13 +358,102 @@ def _listing(gpus: Sequence[GpuInfo]) -> str:
     return ", ".join(f"{gpu.index}: {format_bytes(gpu.memory_free)} free" for gpu in gpus)
 
 
+def _slice_listing(gpu: GpuInfo) -> str:
+    return ", ".join(f"{gpu.index}:{s.index} ({s.profile})" for s in gpu.slices) or "none"
+
+
+def _resolve_mig(spec: SelectionSpec, snapshot: Snapshot, fence: Fence, min_free: Size | None,
+                 own_user: str | None, claims: Mapping[int | str, int] | None = None,
+                 require_idle: bool = False) -> tuple[int, str] | None:
+    """The (GPU index, MIG UUID) a SPEC selects when it selects a slice; None when it selects whole
+    GPUs. Raises :class:`PlanError` for what CUDA cannot do with slices (see :data:`ONE_MIG_DEVICE`)."""
+    if spec.kind == "none" or not snapshot.nvml_available:
+        return None
+    gpus = snapshot.gpus
+    fenced_slice = fence.allowed_slice(gpus)
+    allowed = fence.allowed(gpus)
+    candidates = [(gpu, s) for gpu in gpus if gpu.index in allowed and gpu.mig_mode for s in gpu.slices
+                  if fenced_slice is None or s.uuid == fenced_slice]
+    only_slices = fenced_slice is not None or (
+        bool(allowed) and all(gpu.mig_mode for gpu in gpus if gpu.index in allowed))
+    if spec.kind in ("auto", "all"):
+        if not only_slices:
+            return None  # whole GPUs to choose from (GPUs in MIG mode are left out, see _resolve_selection)
+        if spec.kind == "all" or spec.count == 1:
+            if not candidates:
+                raise PlanError(f"{spec.text!r}: this kernel may use only MIG slices and none exists now; select none")
+            if spec.kind == "all":
+                if len(candidates) > 1:
+                    raise PlanError(f"'all' would be {len(candidates)} MIG slices, and {ONE_MIG_DEVICE}; select one: "
+                                    + ", ".join(f"{g.index}:{s.index} ({s.profile})" for g, s in candidates))
+                return candidates[0][0].index, candidates[0][1].uuid
+            own_pid = os.getpid()
+            min_free_bytes = 0 if min_free is None else min_free.resolve(None)
+            claims = claims or {}
+
+            def others(slice_: MigSlice) -> bool:
+                return any(p.pid != own_pid and (own_user is None or p.user != own_user) and p.type != "graphics"
+                           for p in slice_.processes)
+
+            eligible = [(g, s) for g, s in candidates if s.error is None and s.memory_free >= min_free_bytes
+                        and not (require_idle and (others(s) or claims.get(s.uuid)))]
+            if not eligible:
+                condition = (f"at least {format_bytes(min_free_bytes)} free" if min_free_bytes else
+                             "no other users' work or claims" if require_idle else "that can be read")
+                raise NoGpuFits(f"auto needs a MIG slice with {condition}, and none of the slices this kernel may use "
+                                "has it (" + ", ".join(f"{g.index}:{s.index}: {format_bytes(s.memory_free)} free"
+                                                       for g, s in candidates) + ")")
+            # As for GPUs: slices without other users' work first, then the fewest claims of other
+            # kernels (so kernels started at once spread over the slices), then the most free memory.
+            best = min(eligible, key=lambda pair: (others(pair[1]), claims.get(pair[1].uuid, 0),
+                                                   -pair[1].memory_free, pair[0].index, pair[1].index))
+            return best[0].index, best[1].uuid
+        raise PlanError(f"{spec.text!r}: this kernel may use only MIG slices, and {ONE_MIG_DEVICE}; use auto")
+    picked: list[tuple[int, str]] = []
+    for item in spec.items:
+        notation = _SLICE_NOTATION.fullmatch(item)
+        if notation is not None:
+            gpu_index, position = int(notation[1]), int(notation[2])
+            gpu = next((g for g in gpus if g.index == gpu_index), None)
+            if gpu is None:
+                raise PlanError(f"there is no GPU {gpu_index}; {_choices(gpus, allowed, fence)}")
+            slice_ = next((s for s in gpu.slices if s.index == position), None)
+            if slice_ is None:
+                what = "is not in MIG mode" if not gpu.mig_mode else f"has no MIG slice {position}"
+                raise PlanError(f"GPU {gpu_index} {what}; its slices: {_slice_listing(gpu)}")
+            picked.append((gpu.index, slice_.uuid))
+        elif item.upper().startswith("MIG-"):
+            from .visibility import _find_slice
+
+            found = _find_slice(item, gpus)
+            if found is None:
+                known = "; ".join(f"{g.index}:{s.index} {s.uuid}" for g in gpus for s in g.slices) or "none"
+                raise PlanError(f"no MIG slice has a UUID starting with {item!r} (or it is not unique); "
+                                f"MIG slices: {known}")
+            picked.append(found)
+    if not picked:
+        return None
+    if len(spec.items) > 1:
+        raise PlanError(f"{spec.text!r}: {ONE_MIG_DEVICE}; select one slice per kernel")
+    index, uuid = picked[0]
+    if fenced_slice is not None and uuid != fenced_slice:
+        raise PlanError(f"slice {uuid} is outside the GPUs assigned to this kernel ({fence.describe()}); "
+                        f"the slice assigned is {fenced_slice}")
+    if fenced_slice is None and index not in allowed:
+        raise PlanError(f"GPU {index} is outside the GPUs assigned to this kernel ({fence.describe()}); "
+                        f"{_choices(gpus, allowed, fence)}")
+    return index, uuid
+
+
 def _resolve_selection(spec: SelectionSpec, snapshot: Snapshot, fence: Fence, min_free: Size | None,
-                       own_user: str | None, claims: Mapping[int, int] | None = None,
+                       own_user: str | None, claims: Mapping[int | str, int] | None = None,
                        require_idle: bool = False) -> tuple[int, ...]:
     gpus = snapshot.gpus
     if spec.kind != "none" and snapshot.nvml_available and (why := fence.unknown(gpus)):
         raise PlanError(f"{why}; until then select none")
     allowed = fence.allowed(gpus) if snapshot.nvml_available else ()
+    if snapshot.nvml_available and fence.allowed_slice(gpus) is None:
+        allowed = tuple(i for i in allowed if not _in_mig_mode(snapshot, i))  # usable by slice only
     fenced = [gpu for gpu in gpus if gpu.index in allowed]
     if spec.kind == "none":
         return ()
@@ -377,6 +488,13 @@ def _resolve_selection(spec: SelectionSpec, snapshot: Snapshot, fence: Fence, mi
                 raise PlanError(f"{item!r} matches the UUIDs of GPUs {', '.join(map(str, matches))}; "
                                 "give more of the UUID")
             index = matches[0]
+        if _in_mig_mode(snapshot, index):
+            fenced = fence.allowed_slice(gpus)
+            gpu = snapshot.gpu(index)
+            listing = _slice_listing(gpu) if fenced is None else ", ".join(
+                f"{gpu.index}:{s.index} ({s.profile})" for s in gpu.slices if s.uuid == fenced) or "none assigned"
+            raise PlanError(f"GPU {index} is in MIG mode: CUDA cannot use it whole; select one of its slices: "
+                            f"{listing}")
         if index not in allowed:
             raise PlanError(f"GPU {index} is outside the GPUs assigned to this kernel ({fence.describe()}); "
                             f"{choices}")
@@ -384,6 +502,10 @@ def _resolve_selection(spec: SelectionSpec, snapshot: Snapshot, fence: Fence, mi
             raise PlanError(f"GPU {index} is given twice in {spec.text!r}; list each GPU once")
         indices.append(index)
     return tuple(indices)
+
+
+def _in_mig_mode(snapshot: Snapshot, index: int) -> bool:
+    return any(gpu.index == index and gpu.mig_mode for gpu in snapshot.gpus)
 
 
 def _choices(gpus: Sequence[GpuInfo], allowed: Sequence[int], fence: Fence) -> str:
@@ -440,6 +562,7 @@ class GpuPlan:
     gpus: tuple[PlannedGpu, ...] = ()
     limits_bytes: Mapping[int, tuple[int, ...]] = field(default_factory=dict)
     limit_from_ceiling: bool = False
+    selected_slice: str | None = None  # MIG: the MIG UUID selected (its GPU is selected_indices[0])
 
     @property
     def growth(self) -> bool:
@@ -462,6 +585,8 @@ class GpuPlan:
         """The ``CUDA_VISIBLE_DEVICES`` this plan asks for (``"-1"``: none); None: leave it alone."""
         if self.selected_indices is None:
             return None
+        if self.selected_slice is not None:
+            return self.selected_slice
         return ",".join(map(str, self.selected_indices)) or "-1"
 
     @property
@@ -478,7 +603,7 @@ class GpuPlan:
 
 
 def build_plan(request: PlanRequest, snapshot: Snapshot, fence: Fence | None = None,
-               own_user: str | None = None, claims: Mapping[int, int] | None = None,
+               own_user: str | None = None, claims: Mapping[int | str, int] | None = None,
                require_idle: bool = False) -> GpuPlan:
     """Validate ``request`` against the GPUs and the fence; raise :class:`PlanError` on any problem.
 
@@ -491,16 +616,27 @@ def build_plan(request: PlanRequest, snapshot: Snapshot, fence: Fence | None = N
     if min_free is not None and (request.selection is None or not request.selection.lower().startswith("auto")):
         raise PlanError("--min-free only applies to auto or auto:N; drop it or select with auto")
     selected: tuple[int, ...] | None = None
+    mig: tuple[int, str] | None = None
     if request.selection is not None:
-        selected = _resolve_selection(parse_selection(request.selection), snapshot, fence, min_free, own_user,
-                                      claims, require_idle)
+        spec = parse_selection(request.selection)
+        if spec.kind != "none" and snapshot.nvml_available and (why := fence.unknown(snapshot.gpus)):
+            raise PlanError(f"{why}; until then select none")
+        mig = _resolve_mig(spec, snapshot, fence, min_free, own_user, claims, require_idle)
+        if mig is not None:
+            selected = (mig[0],)
+        else:
+            selected = _resolve_selection(spec, snapshot, fence, min_free, own_user, claims, require_idle)
+    if selected is None and snapshot.nvml_available and (fenced := fence.allowed_slice(snapshot.gpus)):
+        found = snapshot.find_slice(fenced)
+        mig = None if found is None else (found[0].index, fenced)  # the spawner's slice: limits are of it
     if selected is not None:
         concerned = selected
     elif snapshot.nvml_available:
         concerned = fence.allowed(snapshot.gpus)
     else:
         concerned = ()
-    gpus = tuple(_planned(snapshot, index) for index in concerned)
+    gpus = tuple(_planned(snapshot, index, mig[1] if mig is not None and index == mig[0] else None)
+                 for index in concerned)
     sizes = tuple(parse_size(text) for text in request.limits)
     ceiling = None if not request.max_limit else parse_size(request.max_limit)
     limit_from_ceiling = not sizes and ceiling is not None
@@ -527,14 +663,21 @@ def build_plan(request: PlanRequest, snapshot: Snapshot, fence: Fence | None = N
         if per_device:
             limits[gpu.index] = per_device
     return GpuPlan(request=request, selected_indices=selected, gpus=gpus, limits_bytes=limits,
-                   limit_from_ceiling=limit_from_ceiling and bool(limits))
+                   limit_from_ceiling=limit_from_ceiling and bool(limits),
+                   selected_slice=None if mig is None else mig[1])
 
 
-def _planned(snapshot: Snapshot, index: int) -> PlannedGpu:
+def _planned(snapshot: Snapshot, index: int, slice_uuid: str | None = None) -> PlannedGpu:
+    """The GPU as planned; a selected MIG slice stands in for its GPU (its UUID, name and memory:
+    what the frameworks will see as the device, so limits in percent are of the slice)."""
     try:
         gpu = snapshot.gpu(index)
     except KeyError:
         return PlannedGpu(index=index, uuid="", name=f"GPU {index}", memory_total=None, memory_free=None)
+    if slice_uuid is not None:
+        slice_ = gpu.slice(slice_uuid)
+        return PlannedGpu(index=gpu.index, uuid=slice_.uuid, name=slice_.name,
+                          memory_total=slice_.memory_total or None, memory_free=slice_.memory_free)
     return PlannedGpu(index=gpu.index, uuid=gpu.uuid, name=gpu.name,
                       memory_total=gpu.memory_total or None, memory_free=gpu.memory_free)
 

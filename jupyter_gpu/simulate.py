@@ -46,9 +46,25 @@ Scenario schema (every key optional; sizes in MiB, power in W)::
         "unsupported": [],             # of "utilization", "temperature", "power", "power_limit"
         "fault": null | "lost",
         "processes": [{"pid": 12345, "memory_mib": 1000, "user": "alice", "name": "python",
-                       "type": "compute" | "graphics"}]
+                       "type": "compute" | "graphics"}],
+        "mig_slices": [{               # present (even empty) = MIG mode enabled on this GPU
+          "profile": "3g.40gb",        # the MIG device's profile; its NVML name is "<GPU name> MIG <profile>"
+          "uuid": "MIG-...",           # default: derived from the GPU and slice index (R470+ format)
+          "gpu_instance_id": 2, "compute_instance_id": 0,   # default: 1 + slice index, 0
+          "memory_total_mib": 40192,   # default: the profile's "<n>gb" in MiB
+          "memory_used_mib": 0,        # default: the sum of the slice's processes' memory
+          "processes": [...]           # as above; the GPU's own "processes" must then be empty
+        }]
       }]
     }
+
+MIG (see docs/mig.md for the driver facts this follows): on a GPU with ``mig_slices``,
+``nvmlDeviceGetMigMode`` answers enabled, ``nvmlDeviceGetMaxMigDeviceCount`` 7, and
+``nvmlDeviceGetMigDeviceHandleByIndex`` a handle per slice (NOT_FOUND past the last one). A MIG
+handle answers name, UUID, memory, processes (with their GPU/compute instance ids), its instance
+ids and its parent handle; utilization, temperature and power on it answer NOT_SUPPORTED, and so
+does utilization on the parent in MIG mode (nvidia-smi prints "N/A" there). The parent's processes
+are every slice's, each with its instance ids; its used memory is the slices' sum unless given.
 
 A process's ``user`` and ``name`` stand in for the operating system's answer (NVML itself knows only
 PIDs): they are used for PIDs that do not exist on this machine, and they override the real owner
@@ -74,6 +90,7 @@ import hashlib
 import json
 import math
 import os
+import re
 import struct
 import threading
 import time
@@ -132,7 +149,7 @@ NOT_SUPPORTED_FUNCTIONS = (
     "nvmlDeviceGetDecoderUtilization", "nvmlDeviceGetProcessUtilization", "nvmlDeviceGetPerformanceState",
     "nvmlDeviceGetClockInfo", "nvmlDeviceGetMaxClockInfo", "nvmlDeviceGetPciInfo_v3",
     "nvmlDeviceGetPcieThroughput", "nvmlDeviceGetPersistenceMode", "nvmlDeviceGetDisplayActive",
-    "nvmlDeviceGetDisplayMode", "nvmlDeviceGetComputeMode", "nvmlDeviceGetMigMode",
+    "nvmlDeviceGetDisplayMode", "nvmlDeviceGetComputeMode",
     "nvmlDeviceGetCurrentClocksThrottleReasons", "nvmlDeviceGetCurrentClocksEventReasons",
     "nvmlDeviceGetTotalEccErrors", "nvmlDeviceGetBAR1MemoryInfo", "nvmlDeviceGetNvLinkState",
     "nvmlDeviceGetSamples", "nvmlDeviceGetTotalEnergyConsumption", "nvmlDeviceGetMemoryBusWidth",
@@ -227,12 +244,39 @@ class SimulatedGpu:
     unsupported: frozenset[str]
     fault: str | None
     processes: tuple[SimulatedProcess, ...]
+    mig_slices: tuple[SimulatedSlice, ...] | None = None  # None: MIG mode disabled
 
+    @property
+    def all_processes(self) -> tuple[SimulatedProcess, ...]:
+        """The processes NVML lists on this GPU's own handle: in MIG mode, every slice's."""
+        if self.mig_slices is None:
+            return self.processes
+        return tuple(p for s in self.mig_slices for p in s.processes)
+
+
+@dataclass(frozen=True)
+class SimulatedSlice:
+    """One MIG device (a GPU instance's compute instance) of a simulated GPU."""
+
+    index: int
+    profile: str
+    uuid: str
+    gpu_instance_id: int
+    compute_instance_id: int
+    memory_total_mib: float
+    memory_used_mib: float
+    processes: tuple[SimulatedProcess, ...]
+
+
+MAX_MIG_SLICES = 7  # what nvmlDeviceGetMaxMigDeviceCount answers on an A100/H100
+_PROFILE_MEMORY = re.compile(r"(\d+)gb$")
 
 _TOP_KEYS = {"driver_version", "cuda_driver_version", "fault", "latency_ms", "missing_functions", "gpus"}
 _GPU_KEYS = {"name", "uuid", "memory_total_mib", "memory_reserved_mib", "memory_used_mib", "utilization",
              "memory_utilization", "temperature", "power_w", "power_limit_w", "unsupported", "fault",
-             "processes"}
+             "processes", "mig_slices"}
+_SLICE_KEYS = {"profile", "uuid", "gpu_instance_id", "compute_instance_id", "memory_total_mib",
+               "memory_used_mib", "processes"}
 _PROCESS_KEYS = {"pid", "memory_mib", "user", "name", "type"}
 _PROCESS_TYPES = ("compute", "graphics")
 
@@ -347,7 +391,7 @@ class Scenario:
         gpus = tuple(_parse_gpu(i, g) for i, g in enumerate(top.items("gpus", MAX_GPUS)))
         identities: dict[int, tuple[str | None, str | None]] = {}
         for gpu in gpus:  # one pass: a PID's identity is a dictionary look-up, whatever the scale
-            for process in gpu.processes:
+            for process in gpu.all_processes:
                 if (process.user or process.name) and process.pid not in identities:
                     identities[process.pid] = (process.user, process.name)
         return cls(
@@ -374,8 +418,16 @@ def _parse_gpu(index: int, data: Any) -> SimulatedGpu:
                       for i, p in enumerate(gpu.items("processes", MAX_PROCESSES_PER_GPU)))
     total = gpu.number("memory_total_mib", 81920, 1, MAX_MIB)
     reserved = gpu.number("memory_reserved_mib", 0, 0, total)
+    slices = None
+    if data.get("mig_slices") is not None:
+        if processes:
+            raise ScenarioError(f"{where}.processes must be empty when mig_slices is given: on a GPU in MIG "
+                                "mode every process runs in a slice (list it under its slice)")
+        slices = _parse_slices(index, where, gpu.items("mig_slices", MAX_MIG_SLICES), total - reserved)
     if "memory_used_mib" in data:
         used = gpu.number("memory_used_mib", 0, 0, MAX_MIB)
+    elif slices is not None:
+        used = sum(s.memory_used_mib for s in slices)
     else:
         used = sum(p.memory_mib or 0 for p in processes)
     if used + reserved > total:
@@ -384,9 +436,14 @@ def _parse_gpu(index: int, data: Any) -> SimulatedGpu:
     digest = hashlib.sha1(f"jupyter-gpu-sim-{index}".encode()).hexdigest()
     default_uuid = f"GPU-{digest[:8]}-{digest[8:12]}-{digest[12:16]}-{digest[16:20]}-{digest[20:32]}"
     power_limit = gpu.number("power_limit_w", 400, 0, 100_000)
+    name = gpu.text("name", "NVIDIA A100-SXM4-80GB", max_bytes=MAX_NAME_BYTES) or ""
+    for s in slices or ():
+        if len(f"{name} MIG {s.profile}".encode()) > MAX_NAME_BYTES:
+            raise ScenarioError(f"{where}.mig_slices[{s.index}].profile: the MIG device's name "
+                                f"\"{name} MIG {s.profile}\" does not fit NVML's {NAME_BUFFER_BYTES}-byte name")
     return SimulatedGpu(
         index=index,
-        name=gpu.text("name", "NVIDIA A100-SXM4-80GB", max_bytes=MAX_NAME_BYTES) or "",
+        name=name,
         uuid=gpu.text("uuid", default_uuid) or "",
         memory_total_mib=total,
         memory_reserved_mib=reserved,
@@ -399,7 +456,64 @@ def _parse_gpu(index: int, data: Any) -> SimulatedGpu:
         unsupported=unsupported,
         fault=fault,
         processes=processes,
+        mig_slices=slices,
     )
+
+
+def _parse_slices(gpu_index: int, where: str, items: list[Any], room_mib: float) -> tuple[SimulatedSlice, ...]:
+    """A GPU's MIG slices: unique UUIDs and instance-id pairs, memory that fits the GPU."""
+    slices: list[SimulatedSlice] = []
+    for i, data in enumerate(items):
+        at = f"{where}.mig_slices[{i}]"
+        reader = _Reader(data, at, _SLICE_KEYS)
+        if "profile" not in data:
+            raise ScenarioError(f"{at}.profile is required (e.g. \"1g.10gb\")")
+        profile = reader.text("profile", "") or ""
+        if not profile.strip() or len(profile) > 32:
+            raise ScenarioError(f"{at}.profile must be a profile name such as \"1g.10gb\" (1 to 32 characters)")
+        processes = tuple(_parse_process(f"{at}.processes[{j}]", p)
+                          for j, p in enumerate(reader.items("processes", MAX_PROCESSES_PER_GPU)))
+        match = _PROFILE_MEMORY.search(profile)
+        if "memory_total_mib" not in data and match is None:
+            raise ScenarioError(f"{at}.memory_total_mib is required when the profile does not end in \"<n>gb\"")
+        default_total = int(match.group(1)) * 1024 if match else 1
+        total = reader.number("memory_total_mib", default_total, 1, MAX_MIB)
+        if "memory_used_mib" in data:
+            used = reader.number("memory_used_mib", 0, 0, total)
+        else:
+            used = sum(p.memory_mib or 0 for p in processes)
+            if used > total:
+                raise ScenarioError(f"{at}: its processes' memory ({used:g} MiB) exceeds memory_total_mib ({total:g})")
+        digest = hashlib.sha1(f"jupyter-gpu-sim-{gpu_index}-mig-{i}".encode()).hexdigest()
+        default_uuid = f"MIG-{digest[:8]}-{digest[8:12]}-{digest[12:16]}-{digest[16:20]}-{digest[20:32]}"
+        uuid = reader.text("uuid", default_uuid) or ""
+        if not uuid.startswith("MIG-") or len(uuid) > 80 or any(c.isspace() or c == "," for c in uuid):
+            raise ScenarioError(f"{at}.uuid must start with \"MIG-\" and hold no spaces or commas "
+                                "(at most 80 characters, NVML's UUID buffer)")
+        slices.append(SimulatedSlice(
+            index=i, profile=profile, uuid=uuid,
+            gpu_instance_id=reader.integer("gpu_instance_id", i + 1, 0, 2**32 - 2),
+            compute_instance_id=reader.integer("compute_instance_id", 0, 0, 2**32 - 2),
+            memory_total_mib=total, memory_used_mib=used, processes=processes))
+    seen_uuids: set[str] = set()
+    seen_ids: set[tuple[int, int]] = set()
+    for s in slices:
+        ids = (s.gpu_instance_id, s.compute_instance_id)
+        if s.uuid in seen_uuids:
+            raise ScenarioError(f"{where}.mig_slices[{s.index}].uuid {s.uuid!r} is used by another slice")
+        if ids in seen_ids:
+            raise ScenarioError(f"{where}.mig_slices[{s.index}]: gpu_instance_id {ids[0]} with compute_instance_id "
+                                f"{ids[1]} is used by another slice")
+        seen_uuids.add(s.uuid)
+        seen_ids.add(ids)
+    # Compute instances of one GPU instance share its memory: count each GPU instance once.
+    per_instance: dict[int, float] = {}
+    for s in slices:
+        per_instance[s.gpu_instance_id] = max(per_instance.get(s.gpu_instance_id, 0), s.memory_total_mib)
+    if sum(per_instance.values()) > room_mib:
+        raise ScenarioError(f"{where}.mig_slices: the GPU instances' memory ({sum(per_instance.values()):g} MiB) "
+                            f"exceeds the GPU's memory_total_mib less memory_reserved_mib ({room_mib:g})")
+    return tuple(slices)
 
 
 def _parse_process(where: str, data: Any) -> SimulatedProcess:
@@ -599,9 +713,12 @@ class SimulatedNvmlLibrary:
         self._initialized = 0
         self._handle_cells = [ctypes.c_int(i) for i in range(64)]
         self._handle_to_index = {ctypes.addressof(cell): i for i, cell in enumerate(self._handle_cells)}
+        self._mig_cells = [ctypes.c_int(i) for i in range(64 * MAX_MIG_SLICES)]
+        self._handle_to_slice = {ctypes.addressof(cell): divmod(i, MAX_MIG_SLICES)
+                                 for i, cell in enumerate(self._mig_cells)}
         self._error_strings = {code: ctypes.create_string_buffer(text) for code, text in _ERROR_STRINGS.items()}
         self._callbacks: dict[str, Any] = {}
-        self._packed: dict[tuple[int, str, int], tuple[SimulatedGpu, int, bytes]] = {}
+        self._packed: dict[tuple[int, int, str, int], tuple[SimulatedGpu, int, bytes]] = {}
         self._missing = missing = source.current().missing_functions
         symbols = self._symbols()
         for name in NOT_SUPPORTED_FUNCTIONS:
@@ -678,6 +795,13 @@ class SimulatedNvmlLibrary:
             "nvmlDeviceGetGraphicsRunningProcesses_v3": (c_int, (p, p, p), self._processes("graphics", 3)),
             "nvmlDeviceGetGraphicsRunningProcesses_v2": (c_int, (p, p, p), self._processes("graphics", 2)),
             "nvmlDeviceGetGraphicsRunningProcesses": (c_int, (p, p, p), self._processes("graphics", 1)),
+            "nvmlDeviceGetMigMode": (c_int, (p, p, p), self._mig_mode),
+            "nvmlDeviceGetMaxMigDeviceCount": (c_int, (p, p), self._max_mig_count),
+            "nvmlDeviceGetMigDeviceHandleByIndex": (c_int, (p, c_uint, p), self._mig_handle_by_index),
+            "nvmlDeviceGetDeviceHandleFromMigDeviceHandle": (c_int, (p, p), self._parent_handle),
+            "nvmlDeviceIsMigDeviceHandle": (c_int, (p, p), self._is_mig_handle),
+            "nvmlDeviceGetGpuInstanceId": (c_int, (p, p), self._instance_id("gpu_instance_id")),
+            "nvmlDeviceGetComputeInstanceId": (c_int, (p, p), self._instance_id("compute_instance_id")),
         }
 
     @staticmethod
@@ -702,16 +826,34 @@ class SimulatedNvmlLibrary:
         return scenario, SUCCESS
 
     def _gpu(self, handle: int | None) -> tuple[SimulatedGpu | None, int]:
+        """The GPU of a whole-GPU handle (a MIG handle here is an invalid argument)."""
+        gpu, slice_, error = self._device(handle)
+        if slice_ is not None:
+            return None, ERROR_INVALID_ARGUMENT
+        return gpu, error
+
+    def _device(self, handle: int | None) -> tuple[SimulatedGpu | None, SimulatedSlice | None, int]:
+        """(GPU, MIG slice or None, error) of a whole-GPU or MIG device handle."""
         scenario, error = self._ready()
         if error:
-            return None, error
+            return None, None, error
         index = self._handle_to_index.get(handle or 0)
-        if index is None or index >= len(scenario.gpus):
-            return None, ERROR_INVALID_ARGUMENT
+        position = None
+        if index is None:
+            found = self._handle_to_slice.get(handle or 0)
+            if found is None:
+                return None, None, ERROR_INVALID_ARGUMENT
+            index, position = found
+        if index >= len(scenario.gpus):
+            return None, None, ERROR_INVALID_ARGUMENT
         gpu = scenario.gpus[index]
         if gpu.fault is not None:
-            return None, GPU_FAULTS[gpu.fault]
-        return gpu, SUCCESS
+            return None, None, GPU_FAULTS[gpu.fault]
+        if position is None:
+            return gpu, None, SUCCESS
+        if gpu.mig_slices is None or position >= len(gpu.mig_slices):
+            return None, None, ERROR_INVALID_ARGUMENT  # the slice was destroyed: its handle is stale
+        return gpu, gpu.mig_slices[position], SUCCESS
 
     def _not_supported(self, *_args: Any) -> int:
         return self._ready()[1] or ERROR_NOT_SUPPORTED
@@ -784,53 +926,81 @@ class SimulatedNvmlLibrary:
         for gpu in scenario.gpus:
             if gpu.uuid.encode() == uuid:
                 return self._handle_by_index(gpu.index, out)
+            for slice_ in gpu.mig_slices or ():
+                if slice_.uuid.encode() == uuid:
+                    return self._mig_handle_by_index(ctypes.addressof(self._handle_cells[gpu.index]),
+                                                     slice_.index, out)
         return ERROR_NOT_FOUND
 
     def _device_index(self, handle: int, out: int) -> int:
-        gpu, error = self._gpu(handle)
-        if gpu is not None:
-            self._write_uint(out, gpu.index)
-        return error
+        gpu, slice_, error = self._device(handle)
+        if gpu is None:
+            return error
+        if slice_ is not None:
+            return ERROR_NOT_SUPPORTED  # a MIG device has no NVML index of its own
+        self._write_uint(out, gpu.index)
+        return SUCCESS
 
     def _device_name(self, handle: int, buffer: int, length: int) -> int:
-        gpu, error = self._gpu(handle)
+        gpu, slice_, error = self._device(handle)
         if gpu is None:
             return error
-        return self._write_string(gpu.name + SIMULATED_MARKER, buffer, length)
+        name = gpu.name if slice_ is None else f"{gpu.name} MIG {slice_.profile}"
+        return self._write_string(name + SIMULATED_MARKER, buffer, length)
 
     def _device_uuid(self, handle: int, buffer: int, length: int) -> int:
-        gpu, error = self._gpu(handle)
-        return error or self._write_string(gpu.uuid, buffer, length)  # type: ignore[union-attr]
-
-    def _memory_v1(self, handle: int, out: int) -> int:
-        gpu, error = self._gpu(handle)
+        gpu, slice_, error = self._device(handle)
         if gpu is None:
             return error
+        return self._write_string(gpu.uuid if slice_ is None else slice_.uuid, buffer, length)
+
+    def _memory_figures(self, handle: int) -> tuple[tuple[float, float, float] | None, int]:
+        """(total, reserved, used) MiB of a GPU or MIG device."""
+        gpu, slice_, error = self._device(handle)
+        if gpu is None:
+            return None, error
+        if slice_ is not None:
+            return (slice_.memory_total_mib, 0.0, slice_.memory_used_mib), SUCCESS
+        return (gpu.memory_total_mib, gpu.memory_reserved_mib, gpu.memory_used_mib), SUCCESS
+
+    def _memory_v1(self, handle: int, out: int) -> int:
+        figures, error = self._memory_figures(handle)
+        if figures is None:
+            return error
+        total_mib, reserved_mib, used_mib = figures
         memory = ctypes.cast(out, POINTER(_Memory))[0]
-        used = int((gpu.memory_used_mib + gpu.memory_reserved_mib) * MIB)
-        memory.total = int(gpu.memory_total_mib * MIB)
+        used = int((used_mib + reserved_mib) * MIB)
+        memory.total = int(total_mib * MIB)
         memory.used = used
         memory.free = memory.total - used
         return SUCCESS
 
     def _memory_v2(self, handle: int, out: int) -> int:
-        gpu, error = self._gpu(handle)
-        if gpu is None:
+        figures, error = self._memory_figures(handle)
+        if figures is None:
             return error
+        total_mib, reserved_mib, used_mib = figures
         memory = ctypes.cast(out, POINTER(_MemoryV2))[0]
         if memory.version != MEMORY_V2_VERSION:
             return ERROR_ARGUMENT_VERSION_MISMATCH
-        memory.total = int(gpu.memory_total_mib * MIB)
-        memory.reserved = int(gpu.memory_reserved_mib * MIB)
-        memory.used = int(gpu.memory_used_mib * MIB)
+        memory.total = int(total_mib * MIB)
+        memory.reserved = int(reserved_mib * MIB)
+        memory.used = int(used_mib * MIB)
         memory.free = memory.total - memory.reserved - memory.used
         return SUCCESS
 
+    def _whole_gpu(self, handle: int) -> tuple[SimulatedGpu | None, int]:
+        """A whole GPU for figures a MIG device does not have (NOT_SUPPORTED on a MIG handle)."""
+        gpu, slice_, error = self._device(handle)
+        if slice_ is not None:
+            return None, ERROR_NOT_SUPPORTED
+        return gpu, error
+
     def _utilization(self, handle: int, out: int) -> int:
-        gpu, error = self._gpu(handle)
+        gpu, error = self._whole_gpu(handle)
         if gpu is None:
             return error
-        if "utilization" in gpu.unsupported:
+        if "utilization" in gpu.unsupported or gpu.mig_slices is not None:
             return ERROR_NOT_SUPPORTED
         rates = ctypes.cast(out, POINTER(_Utilization))[0]
         rates.gpu = gpu.utilization
@@ -838,7 +1008,7 @@ class SimulatedNvmlLibrary:
         return SUCCESS
 
     def _temperature(self, handle: int, sensor: int, out: int) -> int:
-        gpu, error = self._gpu(handle)
+        gpu, error = self._whole_gpu(handle)
         if gpu is None:
             return error
         if "temperature" in gpu.unsupported:
@@ -849,7 +1019,7 @@ class SimulatedNvmlLibrary:
         return SUCCESS
 
     def _power_usage(self, handle: int, out: int) -> int:
-        gpu, error = self._gpu(handle)
+        gpu, error = self._whole_gpu(handle)
         if gpu is None:
             return error
         if "power" in gpu.unsupported:
@@ -858,7 +1028,7 @@ class SimulatedNvmlLibrary:
         return SUCCESS
 
     def _power_limit(self, handle: int, out: int) -> int:
-        gpu, error = self._gpu(handle)
+        gpu, error = self._whole_gpu(handle)
         if gpu is None:
             return error
         if "power_limit" in gpu.unsupported:
@@ -870,10 +1040,10 @@ class SimulatedNvmlLibrary:
         size = ctypes.sizeof(_ProcessInfoV1 if version == 1 else _ProcessInfo)
 
         def implementation(handle: int, count_pointer: int, infos: int | None) -> int:
-            gpu, error = self._gpu(handle)
+            gpu, slice_, error = self._device(handle)
             if gpu is None:
                 return error
-            count, packed = self._packed_processes(gpu, kind, version)
+            count, packed = self._packed_processes(gpu, slice_, kind, version)
             counter = ctypes.cast(count_pointer, POINTER(c_uint))
             capacity = counter[0]
             counter[0] = count
@@ -886,23 +1056,95 @@ class SimulatedNvmlLibrary:
 
         return implementation
 
-    def _packed_processes(self, gpu: SimulatedGpu, kind: str, version: int) -> tuple[int, bytes]:
-        """A GPU's process entries as the C structs, packed once per scenario (linear in processes)."""
-        key = (gpu.index, kind, version)
+    def _packed_processes(self, gpu: SimulatedGpu, slice_: SimulatedSlice | None, kind: str,
+                          version: int) -> tuple[int, bytes]:
+        """A GPU's (or MIG device's) process entries as the C structs, packed once per scenario
+        (linear in processes). In MIG mode each entry carries its slice's instance ids; a whole
+        GPU's carry 0xFFFFFFFF, as real drivers report."""
+        key = (gpu.index, -1 if slice_ is None else slice_.index, kind, version)
         cached = self._packed.get(key)
         if cached is not None and cached[0] is gpu:
             return cached[1], cached[2]
         layout = _PACK_V1 if version == 1 else _PACK_V2
+        if gpu.mig_slices is None:
+            groups = [(0xFFFFFFFF, 0xFFFFFFFF, gpu.processes)]
+        else:
+            groups = [(s.gpu_instance_id, s.compute_instance_id, s.processes)
+                      for s in (gpu.mig_slices if slice_ is None else (slice_,))]
         chunks = []
-        for process in gpu.processes:
-            if process.type != kind:
-                continue
-            memory = 2**64 - 1 if process.memory_mib is None else int(process.memory_mib * MIB)
-            chunks.append(layout.pack(process.pid, memory) if version == 1 else
-                          layout.pack(process.pid, memory, 0xFFFFFFFF, 0xFFFFFFFF))
+        for gi, ci, processes in groups:
+            for process in processes:
+                if process.type != kind:
+                    continue
+                memory = 2**64 - 1 if process.memory_mib is None else int(process.memory_mib * MIB)
+                chunks.append(layout.pack(process.pid, memory) if version == 1 else
+                              layout.pack(process.pid, memory, gi, ci))
         packed = b"".join(chunks)
         self._packed[key] = (gpu, len(chunks), packed)
         return len(chunks), packed
+
+
+    # -- MIG
+
+    def _mig_mode(self, handle: int, current: int, pending: int) -> int:
+        gpu, slice_, error = self._device(handle)
+        if gpu is None:
+            return error
+        if slice_ is not None or gpu.mig_slices is None:
+            return ERROR_NOT_SUPPORTED  # a GPU without mig_slices stands for one that cannot do MIG
+        self._write_uint(current, 1)  # NVML_DEVICE_MIG_ENABLE
+        self._write_uint(pending, 1)
+        return SUCCESS
+
+    def _max_mig_count(self, handle: int, out: int) -> int:
+        gpu, slice_, error = self._device(handle)
+        if gpu is None:
+            return error
+        if slice_ is not None:
+            return ERROR_NOT_SUPPORTED
+        self._write_uint(out, 0 if gpu.mig_slices is None else MAX_MIG_SLICES)  # zero when MIG is off
+        return SUCCESS
+
+    def _mig_handle_by_index(self, handle: int, index: int, out: int) -> int:
+        gpu, slice_, error = self._device(handle)
+        if gpu is None:
+            return error
+        if slice_ is not None or gpu.mig_slices is None:
+            return ERROR_NOT_SUPPORTED if slice_ is None else ERROR_INVALID_ARGUMENT
+        if index >= MAX_MIG_SLICES:
+            return ERROR_INVALID_ARGUMENT
+        if index >= len(gpu.mig_slices):
+            return ERROR_NOT_FOUND
+        ctypes.cast(out, POINTER(c_void_p))[0] = ctypes.addressof(self._mig_cells[gpu.index * MAX_MIG_SLICES + index])
+        return SUCCESS
+
+    def _parent_handle(self, handle: int, out: int) -> int:
+        gpu, slice_, error = self._device(handle)
+        if gpu is None:
+            return error
+        if slice_ is None:
+            return ERROR_INVALID_ARGUMENT  # not a MIG device handle
+        ctypes.cast(out, POINTER(c_void_p))[0] = ctypes.addressof(self._handle_cells[gpu.index])
+        return SUCCESS
+
+    def _is_mig_handle(self, handle: int, out: int) -> int:
+        gpu, slice_, error = self._device(handle)
+        if gpu is None:
+            return error
+        self._write_uint(out, 0 if slice_ is None else 1)
+        return SUCCESS
+
+    def _instance_id(self, field_name: str) -> Callable[[int, int], int]:
+        def implementation(handle: int, out: int) -> int:
+            gpu, slice_, error = self._device(handle)
+            if gpu is None:
+                return error
+            if slice_ is None:
+                return ERROR_NOT_SUPPORTED  # a whole GPU is no GPU/compute instance
+            self._write_uint(out, getattr(slice_, field_name))
+            return SUCCESS
+
+        return implementation
 
 
 _PACK_V1 = struct.Struct("=I4xQ")  # nvmlProcessInfo_v1_t: pid, (padding), usedGpuMemory

@@ -14,7 +14,23 @@ panel, the server's REST endpoint, the JupyterLab sidebar) and any script relies
                "error": str|null,
                "processes": [{"pid": int, "memory": int|null, "user": str|null, "name": str|null,
                               "type": "compute"|"graphics"|"compute+graphics",
-                              "command": str}]}]}                             (own processes only)
+                              "command": str,                                 (own processes only)
+                              "slice": str}],                                 (MIG UUID; MIG mode only)
+               "mig_mode": bool,                                              (always present)
+               "slices": [{"index": int, "uuid": str, "name": str, "profile": str,   (MIG devices)
+                           "gpu_instance_id": int, "compute_instance_id": int,
+                           "memory_total": int, "memory_used": int, "memory_free": int,
+                           "error": str|null,
+                           "processes": [...]}]}]}                            (as above)
+
+MIG (additive, see docs/mig.md): a GPU in MIG mode has ``mig_mode`` true and lists its MIG devices
+("slices") under ``slices``, each with its MIG UUID (``MIG-<uuid>``, or ``MIG-GPU-<uuid>/<gi>/<ci>``
+on R450/R460 drivers), profile (``"1g.10gb"``, from the name NVML gives the MIG device), its own
+memory and its processes. The GPU's own figures stay the whole card's: its memory is every slice's
+plus the driver's, its ``processes`` lists every slice's processes, each carrying the ``slice`` it
+runs in. Utilization is null on a GPU in MIG mode and slices have no utilization, temperature or
+power at all: NVML does not measure them per MIG device (faces say "n/a on MIG"). A GPU not in MIG
+mode has ``mig_mode`` false and ``slices`` empty, so clients that ignore both keep working.
 
 ``memory_used`` excludes driver-reserved memory where the driver can tell it apart (NVML's v2
 memory struct); on older drivers it includes it and ``memory_reserved`` is null. A GPU that could
@@ -45,11 +61,40 @@ class GpuProcess:
     name: str | None = None
     type: str = "compute"
     command: str | None = None
+    slice: str | None = None  # the MIG UUID of the slice it runs in (GPUs in MIG mode only)
 
     def to_dict(self) -> dict[str, Any]:
         data = {"pid": self.pid, "memory": self.memory, "user": self.user, "name": self.name, "type": self.type}
         if self.command is not None:
             data["command"] = self.command
+        if self.slice is not None:
+            data["slice"] = self.slice
+        return data
+
+
+@dataclass(frozen=True, slots=True)
+class MigSlice:
+    """One MIG device ("slice") of a GPU in MIG mode: a GPU instance's compute instance.
+
+    ``index`` is NVML's MIG device index under its GPU (``nvmlDeviceGetMigDeviceHandleByIndex``);
+    jupyter_gpu's short notation ``<gpu>:<index>`` (e.g. ``0:1``) names it.
+    """
+
+    index: int
+    uuid: str
+    name: str
+    profile: str
+    gpu_instance_id: int
+    compute_instance_id: int
+    memory_total: int = 0
+    memory_used: int = 0
+    memory_free: int = 0
+    error: str | None = None
+    processes: tuple[GpuProcess, ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        data = {name: getattr(self, name) for name in self.__dataclass_fields__ if name != "processes"}
+        data["processes"] = [process.to_dict() for process in self.processes]
         return data
 
 
@@ -70,11 +115,22 @@ class GpuInfo:
     power_limit: float | None = None
     error: str | None = None
     processes: tuple[GpuProcess, ...] = ()
+    mig_mode: bool = False
+    slices: tuple[MigSlice, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
-        data = {name: getattr(self, name) for name in self.__dataclass_fields__ if name != "processes"}
+        data = {name: getattr(self, name) for name in self.__dataclass_fields__
+                if name not in ("processes", "slices")}
         data["processes"] = [process.to_dict() for process in self.processes]
+        data["slices"] = [slice_.to_dict() for slice_ in self.slices]
         return data
+
+    def slice(self, key: int | str) -> MigSlice:
+        """The slice with MIG device index ``key`` (int) or MIG UUID ``key`` (str); KeyError if none."""
+        for slice_ in self.slices:
+            if slice_.index == key or slice_.uuid == key:
+                return slice_
+        raise KeyError(f"GPU {self.index} has no MIG slice {key!r}")
 
 
 @dataclass(frozen=True)
@@ -108,6 +164,14 @@ class Snapshot:
             if gpu.index == index:
                 return gpu
         raise KeyError(f"no GPU with index {index}")
+
+    def find_slice(self, uuid: str) -> tuple[GpuInfo, MigSlice] | None:
+        """The (GPU, slice) whose MIG UUID is ``uuid``, or None."""
+        for gpu in self.gpus:
+            for slice_ in gpu.slices:
+                if slice_.uuid == uuid:
+                    return gpu, slice_
+        return None
 
     def processes_of(self, pid: int) -> list[tuple[GpuInfo, GpuProcess]]:
         """Where the process ``pid`` holds GPU memory: (gpu, process entry) pairs."""

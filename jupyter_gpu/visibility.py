@@ -17,6 +17,11 @@ The facts it uses (see ``docs/magics.md``, "How jupyter_gpu knows what a framewo
   the framework names its devices (one model after another, PCI bus order within a model).
 - UUIDs (``GPU-…``) in ``CUDA_VISIBLE_DEVICES`` name GPUs whatever the order, and CUDA numbers
   them in the order given. An entry CUDA cannot use ends the list (CUDA ignores the rest).
+- MIG (``docs/mig.md``): a MIG device is named by its UUID (``MIG-<uuid>``, or
+  ``MIG-GPU-<uuid>/<gi>/<ci>`` on R450/R460 drivers), never by an index. A CUDA process
+  enumerates at most one MIG device: the first MIG device the list names; or, when it names only
+  whole GPUs (or is unset) and one of them is in MIG mode, that GPU's first MIG device, with the
+  whole GPUs dropped. :attr:`DeviceMap.slices` then holds the MIG UUID of CUDA's device.
 
 Where the mapping cannot be known, the answer says why (:attr:`DeviceMap.reason`) instead of
 guessing; callers refuse with that reason and say what to do (restart the kernel).
@@ -76,6 +81,7 @@ class DeviceMap:
 
     indices: tuple[int, ...] | None
     reason: str = ""
+    slices: tuple[str, ...] = ()  # MIG: the MIG UUID of CUDA's one device (its GPU in ``indices``)
 
     @property
     def known(self) -> bool:
@@ -84,7 +90,45 @@ class DeviceMap:
     def describe(self) -> str:
         if self.indices is None:
             return "unknown GPUs"
+        if self.slices:
+            return f"MIG slice {self.slices[0]} of GPU {self.indices[0]}"
         return "no GPU" if not self.indices else "GPU " + ", ".join(map(str, self.indices))
+
+
+def _mig_slices(gpu: Gpu) -> tuple[object, ...]:
+    """The MIG slices of ``gpu`` when it is in MIG mode (``GpuInfo`` carries them), else ()."""
+    return tuple(getattr(gpu, "slices", ()) or ()) if getattr(gpu, "mig_mode", False) else ()
+
+
+def _find_slice(entry: str, gpus: Sequence[Gpu]) -> tuple[int, str] | None:
+    """(GPU index, MIG UUID) of the slice a ``MIG-…`` entry names (unique prefix or the R450 form)."""
+    lowered = entry.lower()
+    found = []
+    for gpu in gpus:
+        for slice_ in _mig_slices(gpu):
+            uuid = str(getattr(slice_, "uuid", ""))
+            old_form = f"mig-{gpu.uuid.lower()}/{getattr(slice_, 'gpu_instance_id', '')}/" \
+                       f"{getattr(slice_, 'compute_instance_id', '')}"
+            if uuid.lower().startswith(lowered) or lowered == old_form:
+                found.append((gpu.index, uuid))
+    return found[0] if len(found) == 1 else None
+
+
+def _mig_rule(indices: Sequence[int], named_slices: Sequence[tuple[int, str]],
+              by_index: dict[int, Gpu]) -> DeviceMap | None:
+    """CUDA's one-MIG-device rule (module docstring); None when no MIG device is involved."""
+    if named_slices:
+        index, uuid = named_slices[0]
+        return DeviceMap((index,), slices=(uuid,))
+    for index in indices:
+        slices = _mig_slices(by_index[index])
+        if slices:
+            return DeviceMap((index,), slices=(str(getattr(slices[0], "uuid", "")),))
+        if getattr(by_index[index], "mig_mode", False):
+            continue  # MIG mode without a MIG device: CUDA cannot use it
+    if any(getattr(by_index[index], "mig_mode", False) for index in indices):
+        return DeviceMap(tuple(i for i in indices if not getattr(by_index[i], "mig_mode", False)))
+    return None
 
 
 def _order(env: CudaEnv, gpus: Sequence[Gpu], names: Sequence[str] | None) -> tuple[list[int] | None, str]:
@@ -130,6 +174,8 @@ def cuda_devices(env: CudaEnv, gpus: Sequence[Gpu], names: Sequence[str] | None 
     order, why = _order(env, gpus, names)
     by_index = {gpu.index: gpu for gpu in gpus}
     value = env.visible_devices
+    if value is None and order is not None and (mig := _mig_rule(order, (), by_index)) is not None:
+        return mig
     if value is None:
         if order is None:
             if names is not None and (mapped := _by_names(gpus, names)) is not None \
@@ -138,9 +184,15 @@ def cuda_devices(env: CudaEnv, gpus: Sequence[Gpu], names: Sequence[str] | None 
             return DeviceMap(None, why)
         return _checked(order, by_index, names)
     indices: list[int] = []
+    named_slices: list[tuple[int, str]] = []
     for entry in value.split(","):
         entry = entry.strip()
-        if _INDEX.fullmatch(entry):
+        if entry.upper().startswith("MIG-"):
+            found = _find_slice(entry, gpus)
+            if found is None or found in named_slices:
+                break
+            named_slices.append(found)
+        elif _INDEX.fullmatch(entry):
             if order is None:
                 return DeviceMap(None, f"CUDA_VISIBLE_DEVICES={value!r} counts GPUs in that order: {why}")
             position = int(entry)
@@ -152,6 +204,10 @@ def cuda_devices(env: CudaEnv, gpus: Sequence[Gpu], names: Sequence[str] | None 
             if len(matches) != 1 or matches[0] in indices:
                 break
             indices.append(matches[0])
+    if (mig := _mig_rule(indices, named_slices, by_index)) is not None:
+        if mig.slices and names is not None and len(names) != 1:
+            return DeviceMap(None, f"the framework lists {len(names)} GPU(s), not the one MIG device CUDA shows")
+        return mig if mig.slices else _checked(mig.indices or (), by_index, names)
     return _checked(indices, by_index, names)
 
 

@@ -5,7 +5,9 @@ GPUs and more). Each card: index and name, a memory bar (used/total GiB as text,
 limit drawn as a red mark), utilization, temperature and power in three aligned columns, a history
 chart of memory (filled area) and utilization (line) on a fixed 0-100 % scale with the current
 values in its legend, and the processes on that GPU (user, PID, memory) with this kernel's own
-process marked. GPUs outside the kernel's selection (``%gpu_select``) are
+process marked. A GPU in MIG mode lists its slices under it instead (profile, MIG UUID, a memory
+bar, the slice's processes, "this kernel" marked) and says "n/a on MIG" for the utilization NVML
+does not measure there. GPUs outside the kernel's selection (``%gpu_select``) are
 dimmed. The panel says so when NVML is unavailable (and why), when a GPU is lost, and when the GPUs
 are simulated (``JUPYTER_GPU_SIMULATE``).
 
@@ -41,7 +43,7 @@ from typing import Any
 import ipywidgets as widgets
 
 from .sampler import Sampler
-from .snapshots import GpuInfo, Snapshot
+from .snapshots import GpuInfo, GpuProcess, Snapshot
 from .text import display_text
 from .units import GIB, format_bytes
 
@@ -87,6 +89,8 @@ _STYLE = """<style>
 .jupyter-gpu-key-area { display: inline-block; width: 12px; height: 8px; vertical-align: middle;
   margin-right: 4px; border: 1px solid #1e88e5; background: rgba(30, 136, 229, 0.3); box-sizing: border-box; }
 .jupyter-gpu-procs { line-height: 1.3; }
+.jupyter-gpu-slice { margin: 4px 0 0 8px; padding-left: 6px; border-left: 2px solid var(--jp-border-color2, #ccc); }
+.jupyter-gpu-slice-title { font-size: 11px; overflow: hidden; text-overflow: ellipsis; white-space: nowrap; }
 .jupyter-gpu-procs table { border-collapse: collapse; font-size: 11px; width: 100%; table-layout: fixed; }
 .jupyter-gpu-procs td, .jupyter-gpu-procs th { padding: 0 8px 0 0; text-align: left; overflow: hidden;
   text-overflow: ellipsis; white-space: nowrap; unicode-bidi: isolate; }
@@ -277,12 +281,39 @@ def _cell(value: object, max_chars: int, missing: str = "?") -> str:
     return f'<td title="{full}">{short}</td>'
 
 
+def slices_html(gpu: GpuInfo, own_pid: int) -> str:
+    """A GPU in MIG mode: each slice (profile, MIG UUID, memory bar and text, its processes), escaped."""
+    if not gpu.slices:
+        return '<div class="jupyter-gpu-procs"><i>MIG mode, no slices</i></div>'
+    parts = []
+    for slice_ in gpu.slices:
+        label = (f'<div class="jupyter-gpu-slice-title"><b>{gpu.index}:{slice_.index}</b> MIG '
+                 f'{html.escape(display_text(slice_.profile, 24))} '
+                 f'<span title="{html.escape(display_text(slice_.uuid, 200), quote=True)}">'
+                 f'{html.escape(display_text(slice_.uuid, 48))}</span> · util n/a on MIG</div>')
+        if slice_.error:
+            body = f'<span class="jupyter-gpu-error">⚠ {html.escape(display_text(slice_.error, 300))}</span>'
+        else:
+            body = (memory_bar_html(slice_.memory_used, slice_.memory_total, None)
+                    + f"<div>{slice_.memory_used / GIB:.1f} / {slice_.memory_total / GIB:.1f} GiB</div>"
+                    + _process_table(slice_.processes, own_pid))
+        parts.append(f'<div class="jupyter-gpu-slice">{label}{body}</div>')
+    return "".join(parts)
+
+
 def processes_html(gpu: GpuInfo, own_pid: int) -> str:
-    """The processes on ``gpu`` as an escaped table; this kernel's process is marked."""
-    if not gpu.processes:
+    """The processes on ``gpu`` as an escaped table; this kernel's process is marked (by slice in MIG mode)."""
+    if gpu.mig_mode and not gpu.error:
+        return slices_html(gpu, own_pid)
+    return _process_table(gpu.processes, own_pid)
+
+
+def _process_table(processes: Iterable[GpuProcess], own_pid: int) -> str:
+    processes = tuple(processes)
+    if not processes:
         return '<div class="jupyter-gpu-procs"><i>no processes</i></div>'
     rows = []
-    for process in sorted(gpu.processes, key=lambda p: -(p.memory or 0)):
+    for process in sorted(processes, key=lambda p: -(p.memory or 0)):
         own = process.pid == own_pid
         mark = ' <span class="jupyter-gpu-own">◀ this kernel</span>' if own else ""
         css = ' class="jupyter-gpu-own"' if own else ""
@@ -368,7 +399,10 @@ class GpuRow:
                 memory_text += f" (limit {format_bytes(limit)})"
             _set(self.memory_bar, "value", memory_bar_html(used, total, limit))
             _set(self.memory_text, "value", memory_text)
-            utilization = "util —" if gpu.utilization is None else f"util {gpu.utilization} %"
+            if gpu.utilization is not None:
+                utilization = f"util {gpu.utilization} %"
+            else:
+                utilization = "util n/a on MIG" if gpu.mig_mode else "util —"
             _set(self.utilization, "value", utilization)
             _set(self.temperature, "value", "" if gpu.temperature is None else f"{gpu.temperature} °C")
             power = "" if gpu.power is None else f"{gpu.power:.0f} W"

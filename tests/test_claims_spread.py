@@ -24,8 +24,8 @@ pytestmark = pytest.mark.frameworks  # starts many kernels (slow), like the fram
 KERNELS = 16
 
 
-def choices(tmp_path: Path, claims: bool) -> Counter[str]:
-    scenario = ScenarioFile(tmp_path / "gpus.json", simulate.plausible_gpus(4))
+def choices(tmp_path: Path, claims: bool, gpus: dict | None = None, kernels: int = KERNELS) -> Counter[str]:
+    scenario = ScenarioFile(tmp_path / "gpus.json", gpus or simulate.plausible_gpus(4))
     profile = tmp_path / "ipython" / "profile_default"
     profile.mkdir(parents=True, exist_ok=True)
     (profile / "ipython_kernel_config.py").write_text('c.InteractiveShellApp.extensions = ["jupyter_gpu"]\n')
@@ -37,7 +37,7 @@ def choices(tmp_path: Path, claims: bool) -> Counter[str]:
            "JUPYTER_GPU_CLAIMS": "1" if claims else "0"}
     managers = []
     try:
-        for _ in range(KERNELS):  # launched back to back: nobody waits for another kernel to be ready
+        for _ in range(kernels):  # launched back to back: nobody waits for another kernel to be ready
             manager = KernelManager(kernel_name="python3")
             manager.start_kernel(env=env)
             managers.append(manager)
@@ -62,3 +62,12 @@ def test_sixteen_kernels_with_claims_spread_four_per_gpu(tmp_path: Path) -> None
 
 def test_without_claims_they_all_take_the_same_idle_gpu(tmp_path: Path) -> None:
     assert choices(tmp_path, claims=False) == Counter({"'0'": 16})
+
+
+def test_seven_kernels_with_claims_take_the_seven_slices_of_a_split_h100(tmp_path: Path) -> None:
+    from support import h100_split_scenario
+
+    data = h100_split_scenario()
+    chosen = choices(tmp_path, claims=True, gpus=data, kernels=7)
+    assert len(chosen) == 7 and set(chosen.values()) == {1}  # one kernel per slice
+    assert all(value.strip("'").startswith("MIG-") for value in chosen)

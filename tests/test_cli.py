@@ -142,3 +142,26 @@ def test_a_bad_scenario_from_the_start_is_one_line_not_a_traceback(tmp_path, tex
     assert done.returncode == 1 and "Traceback" not in done.stdout + done.stderr
     (line,) = done.stdout.splitlines()
     assert line.startswith("No GPUs can be read: simulated GPUs could not be set up: JUPYTER_GPU_SIMULATE=")
+
+
+def test_slices_are_rows_under_their_gpu_with_their_processes(scenario):
+    from support import A100_MIG_UUIDS, a100_mig_scenario
+
+    scenario.write(a100_mig_scenario())
+    code, out, _ = run("status")
+    assert code == 0
+    lines = out.splitlines()
+    parent = next(i for i, line in enumerate(lines) if line.lstrip().startswith("0  "))
+    assert "n/a on MIG" in lines[parent] and "44°C" in lines[parent] and "150 / 400 W" in lines[parent]
+    assert "33.2 GiB / 80 GiB" in lines[parent]  # the whole card: both slices' processes
+    slices = [line for line in lines if line.startswith("0:")]
+    assert [line.split()[:4] for line in slices] == [
+        ["0:0", "└", "MIG", "3g.40gb"], ["0:1", "└", "MIG", "2g.20gb"], ["0:2", "└", "MIG", "1g.10gb"]]
+    assert all(uuid in row for uuid, row in zip(A100_MIG_UUIDS, slices, strict=True))
+    assert "29.3 GiB / 39.2 GiB" in slices[0] and "n/a on MIG" in slices[0]
+    # each process is printed once, under its slice
+    assert out.count("4100001") == 1 and lines.index(slices[0]) + 1 == next(
+        i for i, line in enumerate(lines) if "4100001" in line)
+    assert lines.index(slices[2]) + 1 == next(i for i, line in enumerate(lines) if "4100002" in line)
+    whole = next(line for line in lines if line.lstrip().startswith("1  "))
+    assert "20%" in whole and "n/a" not in whole

@@ -117,3 +117,25 @@ def test_runtime_files_of_other_users_or_too_large_are_ignored(tmp_path: Path, m
         good.write_text(json.dumps({"pid": me, "url": "http://127.0.0.1:8888/", "token": "t"}))
         os.chown(good, 4242, 4242)
         assert peers.find_server(tmp_path) is None
+
+
+def test_on_a_mig_slice_the_slice_is_what_ran_out() -> None:
+    from jupyter_gpu.snapshots import MigSlice
+
+    bob = GpuProcess(200, 30 * GIB, "bob", slice="MIG-a")
+    mine = GpuProcess(100, int(9.4 * GIB), "me", slice="MIG-c")
+    slices = (MigSlice(0, "MIG-a", "NVIDIA A100 MIG 3g.40gb", "3g.40gb", 2, 0, 40 * GIB, 30 * GIB, 10 * GIB,
+                       processes=(bob,)),
+              MigSlice(2, "MIG-c", "NVIDIA A100 MIG 1g.10gb", "1g.10gb", 9, 0, int(9.5 * GIB), int(9.4 * GIB),
+                       int(0.1 * GIB), processes=(mine,)))
+    parent = GpuInfo(index=0, uuid="GPU-0", name="NVIDIA A100", memory_total=80 * GIB, memory_used=int(39.4 * GIB),
+                     memory_free=int(40.6 * GIB), processes=(bob, mine), mig_mode=True, slices=slices)
+    other_mig = GpuInfo(index=2, uuid="GPU-2", name="NVIDIA A100", memory_total=80 * GIB, memory_free=80 * GIB,
+                        mig_mode=True)
+    views = oom.slice_views([parent, _gpu(1, 80, []), other_mig], "MIG-c")
+    assert [(g.index, g.uuid) for g in views] == [(0, "MIG-c"), (1, "GPU-1")]  # GPU 2 cannot be selected whole
+    error = oom.OutOfMemory("PyTorch", "torch", device=0, requested_bytes=GIB)
+    report = oom.explain(error, oom.Facts(gpus=views, own_pid=100, own_user="me", device_gpus=(0,)))
+    assert "GPU 0 A100 MIG 1g.10gb" in report and "9.5 GiB total" in report  # the slice, not the 80 GiB card
+    assert "bob" not in report  # bob works on another slice: he does not hold this memory
+    assert "%gpu_select 1" in report and "%gpu_select 2" not in report

@@ -696,3 +696,76 @@ async def test_stopping_the_service_removes_its_kernels_reports(jp_fetch, jp_ser
         json.dump({"version": 1, "kernel_id": kernel_id, "pid": 1, "timestamp": 0}, file)
     service.close()  # what the server process does when it exits (atexit), kernels or not
     assert not os.path.exists(path)
+
+
+# -- MIG slices (issue 13)
+
+
+def on_slice(scenario: Any, gpu: int, slice_index: int, **process: Any) -> None:
+    """Put a process on a MIG slice of a simulated GPU (memory in MiB)."""
+
+    def change(data: dict[str, Any]) -> None:
+        data["gpus"][gpu]["mig_slices"][slice_index].setdefault("processes", []).append(process)
+
+    scenario.update(change)
+
+
+@asynctest
+async def test_a_kernel_on_a_slice_is_attributed_to_the_slice_and_gauged_per_slice(jp_fetch, jp_serverapp, scenario):
+    from support import A100_MIG_UUIDS, a100_mig_scenario
+
+    scenario.write(a100_mig_scenario())
+    kernel_id = await start_session(jp_fetch)
+    pid = kernel_pid(jp_serverapp, kernel_id)
+    on_slice(scenario, 0, 1, pid=pid, memory_mib=3000)
+    data = await until(jp_fetch, lambda d: pid in processes(d))
+    gpu = data["gpus"][0]
+    assert gpu["mig_mode"] is True and [s["profile"] for s in gpu["slices"]] == ["3g.40gb", "2g.20gb", "1g.10gb"]
+    mine = next(p for p in gpu["slices"][1]["processes"] if p["pid"] == pid)
+    assert mine["kernel_id"] == kernel_id and mine["own"] is True and mine["slice"] == A100_MIG_UUIDS[1]
+    assert processes(data)[pid]["slice"] == A100_MIG_UUIDS[1]
+    assert [p["pid"] for p in gpu["slices"][0]["processes"]] == [4100001]  # another user's, annotated too
+    assert gpu["slices"][0]["processes"][0]["own"] is False
+    (kernel,) = data["kernels"]
+    assert kernel["gpus"] == [0] and kernel["slices"] == [A100_MIG_UUIDS[1]]
+    families = metric_samples((await jp_fetch("metrics")).body.decode())
+    used = {(s.labels["gpu"], s.labels["parent_uuid"], s.labels["mig_uuid"], s.labels["profile"]): s.value
+            for s in families["jupyter_gpu_mig_memory_used_bytes"]}
+    assert used == {("0", gpu["uuid"], A100_MIG_UUIDS[0], "3g.40gb"): 30000 * MIB,
+                    ("0", gpu["uuid"], A100_MIG_UUIDS[1], "2g.20gb"): 3000 * MIB,
+                    ("0", gpu["uuid"], A100_MIG_UUIDS[2], "1g.10gb"): 4000 * MIB}
+    assert len(families["jupyter_gpu_mig_memory_total_bytes"]) == 3
+    assert [s.labels["gpu"] for s in families["jupyter_gpu_utilization_percent"]] == ["1"]  # none in MIG mode
+
+
+@asynctest
+async def test_hidden_other_users_stay_hidden_on_their_slices(jp_fetch, jp_serverapp, scenario):
+    from support import a100_mig_scenario
+
+    jp_serverapp.web_app.settings[GpuService.SETTINGS_KEY].config.show_other_users = False
+    scenario.write(a100_mig_scenario())
+    data = await until(jp_fetch, lambda d: d["gpus"] and d["gpus"][0]["slices"])
+    assert processes(data) == {}
+    assert all(s["processes"] == [] for s in data["gpus"][0]["slices"])
+    assert data["gpus"][0]["slices"][0]["memory_used"] == 30000 * MIB  # the figures stay
+
+
+@asynctest
+async def test_container_kernel_reports_name_their_slice(jp_fetch, jp_serverapp, scenario):
+    from support import A100_MIG_UUIDS, a100_mig_scenario
+
+    # Given a kernel in a container whose NVML PID exists nowhere here, on the 2g.20gb slice
+    data = a100_mig_scenario()
+    data["gpus"][0]["mig_slices"][1]["processes"] = [{"pid": 3_000_002, "memory_mib": 2000}]
+    scenario.write(data)
+    kernel_id = await start_session(jp_fetch)
+    await until(jp_fetch, lambda d: 3_000_002 in processes(d))
+    # When it reports its memory by the MIG UUID (what PyTorch calls the device in a MIG container)
+    await run_code(jp_serverapp, kernel_id,
+                   "from jupyter_gpu import kernel_report\n"
+                   "kernel_report.register(get_ipython())\n"
+                   f"kernel_report.write_report(gpu_memory={{{A100_MIG_UUIDS[1]!r}: 2 * 2**30}})")
+    answer = await until(jp_fetch, lambda d: d["kernels"] and d["kernels"][0]["reported_gpu_memory"])
+    (kernel,) = answer["kernels"]
+    assert kernel["gpus"] == []  # NVML's process could not be matched: the report names the slice
+    assert kernel["slices"] == [A100_MIG_UUIDS[1]] and kernel["reported_gpu_memory"] == {A100_MIG_UUIDS[1]: 2 * 2**30}

@@ -125,7 +125,7 @@ def test_symbols_it_does_not_implement_answer_not_supported_like_a_driver(tmp_pa
         handle = pynvml.nvmlDeviceGetHandleByIndex(0)
         # symbols nobody listed: "Not Supported", as a real driver says for a feature the GPU lacks
         for call in (lambda: pynvml.nvmlDeviceGetEccMode(handle), lambda: pynvml.nvmlDeviceGetFanSpeed_v2(handle, 0),
-                     lambda: pynvml.nvmlDeviceGetMaxMigDeviceCount(handle),
+                     lambda: pynvml.nvmlDeviceGetMultiGpuBoard(handle),
                      lambda: pynvml.nvmlDeviceGetGpcClkVfOffset(handle)):
             with pytest.raises(pynvml.NVMLError_NotSupported):
                 call()

@@ -308,3 +308,28 @@ def test_cards_sit_in_a_grid_and_use_only_standard_widgets(scenario: Any) -> Non
     areas = {c for w in row.box.children for c in w._dom_classes}
     assert {"jupyter-gpu-title-cell", "jupyter-gpu-bar-cell", "jupyter-gpu-memory-cell", "jupyter-gpu-stats",
             "jupyter-gpu-chart-cell", "jupyter-gpu-procs-cell"} <= areas
+
+
+def test_slices_are_shown_under_their_gpu_with_this_kernels_process_marked(scenario: Any) -> None:
+    from support import A100_MIG_UUIDS, a100_mig_scenario
+
+    data = a100_mig_scenario()
+    data["gpus"][0]["mig_slices"][1]["processes"] = [{"pid": os.getpid(), "memory_mib": 1024}]
+    data["gpus"][0]["mig_slices"][2]["profile"] = "1g<i>x</i>"  # data rendered as HTML stays text
+    data["gpus"][0]["mig_slices"][2]["memory_total_mib"] = 9728
+    scenario.write(data)
+    panel = GPUMonitor(start=False)
+    panel.update(nvml.snapshot())
+    mig, whole = panel.rows
+    assert mig.utilization.value == "util n/a on MIG" and whole.utilization.value == "util 20 %"
+    html_text = mig.processes.value
+    starts = [html_text.index(uuid) for uuid in A100_MIG_UUIDS]
+    assert starts == sorted(starts)  # slices in NVML's order, each with its UUID
+    assert "0:0</b> MIG 3g.40gb" in html_text and "0:1</b> MIG 2g.20gb" in html_text
+    assert html_text.count('role="meter"') == 3  # a memory bar per slice
+    # each process under its slice; this kernel's marked once, in the 2g.20gb slice
+    assert starts[0] < html_text.index("4100001") < starts[1] < html_text.index(str(os.getpid())) < starts[2]
+    assert starts[2] < html_text.index("4100002")
+    assert html_text.count("this kernel") == 1 and starts[1] < html_text.index("this kernel") < starts[2]
+    assert "<i>x" not in html_text and "1g&lt;i&gt;x" in html_text
+    assert "4100003" in whole.processes.value and "MIG" not in whole.processes.value

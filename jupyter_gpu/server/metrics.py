@@ -25,6 +25,7 @@ from .service import GpuService
 log = logging.getLogger(__name__)
 
 GPU_LABELS = ["gpu", "uuid", "name"]
+MIG_LABELS = ["gpu", "parent_uuid", "mig_uuid", "profile"]  # one series per MIG slice
 
 
 class GpuCollector(Collector):
@@ -116,8 +117,17 @@ class GpuCollector(Collector):
             kernel_idle.add_metric([kernel_id, "" if hide else notebook, user], idle_s)
         for kernel_id, notebook, seconds in answer.kernel_cull_in:
             cull_in.add_metric([kernel_id, "" if hide else notebook, user], seconds)
+        # MIG slices: memory only (NVML measures no utilization, temperature or power per slice).
+        mig_used = GaugeMetricFamily("jupyter_gpu_mig_memory_used_bytes", "MIG slice memory in use",
+                                     labels=MIG_LABELS)
+        mig_total = GaugeMetricFamily("jupyter_gpu_mig_memory_total_bytes", "MIG slice memory in total",
+                                      labels=MIG_LABELS)
+        for gpu_index, parent_uuid, mig_uuid, profile, used, total in answer.slice_rows:
+            mig_labels = [gpu_index, parent_uuid, mig_uuid, profile]
+            mig_used.add_metric(mig_labels, used)
+            mig_total.add_metric(mig_labels, total)
         families_out: list[GaugeMetricFamily | CounterMetricFamily] = [
-            up, age, info, *families.values(), errors, kernel_memory, kernel_idle, cull_in]
+            up, age, info, *families.values(), errors, kernel_memory, kernel_idle, cull_in, mig_used, mig_total]
         if service.config.cull_idle_after_s > 0 or service.culled:
             culled.add_metric([user], service.culled)
             families_out.append(culled)

@@ -118,6 +118,8 @@ class Answer:
     # Kernels due for culling at build time: (kernel_id, notebook, idle_s, bytes, GPUs as words).
     due: tuple[tuple[str, str, float, int, tuple[str, ...]], ...] = ()
     kernel_cull_in: tuple[tuple[str, str, float], ...] = ()  # (kernel_id, notebook, seconds to cull)
+    slice_rows: tuple[tuple[str, str, str, str, int, int], ...] = ()  # MIG: (gpu, parent uuid, MIG uuid,
+    # profile, memory used, memory total) of every readable slice
 
 
 def ancestors(pid: int) -> tuple[ProcessKey, ...]:
@@ -511,6 +513,8 @@ class GpuService:
         idle_of = {kid: info.idle_s(now) for kid, info in kernels.items()}
         memory_of: dict[str, int] = {}
         gpus_of: dict[str, set[int]] = {}
+        slices_of: dict[str, set[str]] = {}
+        slice_rows: list[tuple[str, str, str, str, int, int]] = []
         kernel_memory: dict[tuple[str, str, str], int] = {}
         total = unknown = matched = 0
         show_others = self.config.show_other_users
@@ -523,6 +527,7 @@ class GpuService:
         all_texts: dict[int, dict[int, tuple[GpuProcess, str]]] = {}
         for gpu in snapshot.gpus:
             fragments = []
+            fragment_of: dict[int, str] = {}  # pid -> its JSON text, for the GPU's slices (MIG mode)
             old_texts = previous_texts.get(gpu.index, {})
             texts = all_texts[gpu.index] = {}
             for process in gpu.processes:
@@ -539,6 +544,8 @@ class GpuService:
                     memory = process.memory or 0
                     memory_of[info.kernel_id] = memory_of.get(info.kernel_id, 0) + memory
                     gpus_of.setdefault(info.kernel_id, set()).add(gpu.index)
+                    if process.slice is not None:
+                        slices_of.setdefault(info.kernel_id, set()).add(process.slice)
                     report = reports.get(info.kernel_id)
                     notebook = info.notebook or (report.session if report else None)
                     label = (info.kernel_id, notebook or "", str(gpu.index))
@@ -550,6 +557,7 @@ class GpuService:
                                  idle=bool(idle_s is not None and idle_s >= threshold and memory > 0),
                                  cull_in_s=cull_in_s, cull_warning=cull_in_s is not None and cull_in_s <= cull_warn)
                     fragments.append(dumps(entry))
+                    fragment_of[pid] = fragments[-1]
                     continue
                 if process.user is None and process.name is None:
                     unknown += 1  # a PID that does not exist here (another PID namespace)
@@ -560,25 +568,43 @@ class GpuService:
                 if cached is not None and cached[0] is process:  # the reader reuses unchanged records
                     texts[pid] = cached  # the same tuple: nothing new for the garbage collector
                     fragments.append(cached[1])
+                    fragment_of[pid] = cached[1]
                 else:
                     if others:
                         entry = {"pid": pid, "memory": process.memory, "user": process.user, "name": None,
                                  "type": process.type}
+                        if process.slice is not None:
+                            entry["slice"] = process.slice
                     else:
                         entry = process.to_dict()
                     entry.update(kernel_id=None, notebook=None, own=False, idle_s=None, idle=False)
                     text = dumps(entry)
                     texts[pid] = (process, text)
                     fragments.append(text)
-            head = replace(gpu, processes=()).to_dict()
-            del head["processes"]
-            gpu_texts.append(dumps(head)[:-1] + ',"processes":[' + ",".join(fragments) + "]}")
+                    fragment_of[pid] = text
+            head = replace(gpu, processes=(), slices=()).to_dict()
+            del head["processes"], head["slices"]
+            # A slice lists the same process entries as its GPU (annotated and filtered the same way:
+            # another user's process hidden on the GPU is hidden on its slice too).
+            slice_texts = []
+            for slice_ in gpu.slices:
+                slice_head = replace(slice_, processes=()).to_dict()
+                del slice_head["processes"]
+                members = ",".join(fragment_of[p.pid] for p in slice_.processes if p.pid in fragment_of)
+                slice_texts.append(dumps(slice_head)[:-1] + ',"processes":[' + members + "]}")
+                if slice_.error is None:
+                    slice_rows.append((str(gpu.index), gpu.uuid, slice_.uuid, slice_.profile, slice_.memory_used,
+                                       slice_.memory_total))
+            gpu_texts.append(dumps(head)[:-1] + ',"processes":[' + ",".join(fragments) + '],"slices":['
+                             + ",".join(slice_texts) + "]}")
             gpu_rows.append((str(gpu.index), gpu.uuid, gpu.name, gpu.error,
                              tuple((name, head.get(name)) for name in _GAUGED)))
 
         self._texts, self._texts_for = all_texts, (show_others, me)
+        known_slices = {s.uuid for gpu in snapshot.gpus for s in gpu.slices}
         summaries = [
-            self._kernel_summary(info, idle_of[kid], memory_of.get(kid), gpus_of.get(kid), reports.get(kid), now)
+            self._kernel_summary(info, idle_of[kid], memory_of.get(kid), gpus_of.get(kid), reports.get(kid), now,
+                                 slices_of.get(kid), known_slices)
             for kid, info in kernels.items()
         ]
         top = replace(snapshot, gpus=()).to_dict()
@@ -609,15 +635,22 @@ class GpuService:
                       nvml_available=snapshot.nvml_available, timestamp=snapshot.timestamp,
                       gpu_rows=tuple(gpu_rows), body=body, etag=etag, gzipped=gzipped,
                       kernel_memory=tuple((*label, used) for label, used in sorted(kernel_memory.items())),
-                      kernel_idle=kernel_idle, due=due, kernel_cull_in=cull_in)
+                      kernel_idle=kernel_idle, due=due, kernel_cull_in=cull_in, slice_rows=tuple(slice_rows))
 
     def annotate(self, snapshot: Snapshot | None, kernels: dict[str, KernelInfo], now: float) -> dict[str, Any]:
         """The answer for ``snapshot`` joined to ``kernels``, as a dict (what the endpoint sends)."""
         return json.loads(self._build(snapshot, KernelTable(0, kernels), now).body)
 
     def _kernel_summary(self, info: KernelInfo, idle_s: float | None, memory: int | None,
-                        gpus: set[int] | None, report: KernelReport | None, now: float) -> dict[str, Any]:
+                        gpus: set[int] | None, report: KernelReport | None, now: float,
+                        slices: set[str] | None = None, known_slices: set[str] | frozenset[str] = frozenset()
+                        ) -> dict[str, Any]:
         reported = dict(report.gpu_memory) if report is not None and report.gpu_memory else None
+        # MIG slices the kernel uses: from NVML's processes (by PID), or, where PIDs cannot be
+        # matched (a container), from the MIG UUIDs its own report names.
+        slices = set(slices or ())
+        if reported:
+            slices.update(key for key, used in reported.items() if used and key in known_slices)
         holds = bool(memory) or bool(reported and any(reported.values()))
         # GPU-aware culling: only an idle (not busy) kernel that holds GPU memory is ever a candidate.
         after, warn = self.config.cull_idle_after_s, self.config.cull_warn_s
@@ -633,6 +666,7 @@ class GpuService:
             "idle": bool(idle_s is not None and idle_s >= self.config.idle_threshold_s and holds),
             "gpu_memory": memory or 0,  # bytes NVML attributes to the kernel and its children
             "gpus": sorted(gpus or ()),
+            "slices": sorted(slices),  # MIG UUIDs of the slices it holds memory on (MIG only)
             "reported_gpu_memory": reported,  # bytes per GPU as the kernel itself reports (allocator)
             "report_age_s": None if report is None else round(max(0.0, now - report.timestamp), 3),
             "cull_in_s": cull_in_s,  # seconds until the culler shuts it down; null: never (as things stand)

@@ -28,6 +28,23 @@ export interface IGpuProcess {
   cull_in_s?: number | null;
   /** True within the server's `cull_warn_s` of that shutdown: count down and warn the user. */
   cull_warning?: boolean;
+  /** The MIG UUID of the slice it runs in (GPUs in MIG mode only). */
+  slice?: string;
+}
+
+/** One MIG device ("slice") of a GPU in MIG mode; NVML has no utilization/temperature/power for it. */
+export interface IMigSlice {
+  index: number;
+  uuid: string;
+  name: string;
+  profile: string;
+  gpu_instance_id: number;
+  compute_instance_id: number;
+  memory_total: number;
+  memory_used: number;
+  memory_free: number;
+  error: string | null;
+  processes: IGpuProcess[];
 }
 
 /** One GPU as NVML saw it at `ISnapshot.timestamp`. */
@@ -46,6 +63,9 @@ export interface IGpu {
   /** Set when this GPU could not be read (e.g. "GPU is lost"); the numbers are then stale or zero. */
   error: string | null;
   processes: IGpuProcess[];
+  /** MIG mode (absent from servers older than MIG support). */
+  mig_mode?: boolean;
+  slices?: IMigSlice[];
 }
 
 /** The whole endpoint answer. */

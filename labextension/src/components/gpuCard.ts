@@ -4,6 +4,7 @@ import { displayText, tooltipText } from '../format';
 import type { IGpu, IGpuProcess, IHistorySample } from '../tokens';
 import { HistoryChart } from './historyChart';
 import { MemoryBar } from './memoryBar';
+import { MigSlices } from './migSlices';
 import { IProcessActions, OtherProcessRow, OwnProcessRow } from './processRow';
 
 function orNone<T>(value: T | null, show: (v: T) => string): string {
@@ -28,6 +29,7 @@ export class GpuCard {
       this._memory.node,
       this._stats,
       this._chart.node,
+      this._slices.node,
       this._ownSection,
       this._otherSection,
       this._empty
@@ -56,8 +58,9 @@ export class GpuCard {
     );
 
     const own = gpu.processes.filter(p => p.own);
+    // In MIG mode other processes are listed under their slice (yours stay here, with their controls).
     const others = gpu.processes
-      .filter(p => !p.own)
+      .filter(p => !p.own && !gpu.mig_mode)
       .sort((a, b) => (b.memory ?? 0) - (a.memory ?? 0));
     const ownBytes = own.reduce((sum, p) => sum + (p.memory ?? 0), 0);
     setText(this._inUse, gpu.processes.length > 0 ? `${gpu.processes.length} proc` : 'free');
@@ -65,7 +68,13 @@ export class GpuCard {
     // A GPU that cannot be read has no numbers worth showing (NVML answers zeros): hide them.
     setHidden(this._memory.node, gpu.error !== null);
     setHidden(this._stats, gpu.error !== null);
-    setText(this._utilization, `util ${orNone(gpu.utilization, v => `${v} %`)}`);
+    setText(
+      this._utilization,
+      gpu.mig_mode && gpu.utilization === null
+        ? 'util n/a on MIG'
+        : `util ${orNone(gpu.utilization, v => `${v} %`)}`
+    );
+    this._slices.update(gpu.index, gpu.mig_mode ? gpu.slices : undefined);
     setText(this._temperature, orNone(gpu.temperature, v => `${v} °C`));
     setText(
       this._power,
@@ -108,6 +117,7 @@ export class GpuCard {
   private _temperature = el('span', 'jp-GpuCard-temperature');
   private _power = el('span', 'jp-GpuCard-power');
   private _chart = new HistoryChart();
+  private _slices = new MigSlices();
   private _ownSection = el('div', 'jp-GpuCard-section jp-mod-own');
   private _ownHeading = el('h4', 'jp-GpuCard-sectionTitle');
   private _ownList = el('ul', 'jp-GpuCard-processes', { 'aria-label': 'Your kernels' });

@@ -1,0 +1,81 @@
+"""The sidebar on a GPU in MIG mode: slices under their GPU, "n/a on MIG", processes per slice."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from support import A100_MIG_UUIDS, a100_mig_scenario, wait_until
+
+pytestmark = pytest.mark.browser
+
+
+@pytest.fixture(scope="module")
+def lab(lab_factory: Any) -> Any:
+    return lab_factory(a100_mig_scenario(), name="sidebar_mig")
+
+
+def open_sidebar(lab: Any, page: Any) -> Any:
+    lab.open(page)
+    sidebar = page.locator("#jupyter-gpu-sidebar")
+    if not sidebar.is_visible():
+        page.locator('.jp-SideBar [title="GPU monitor"]').click()
+    sidebar.wait_for(state="visible")
+    return sidebar
+
+
+def test_slices_are_shown_under_their_gpu(lab, page, artifacts):
+    sidebar = open_sidebar(lab, page)
+    mig = sidebar.locator('.jp-GpuCard[data-gpu-index="0"]')
+    whole = sidebar.locator('.jp-GpuCard[data-gpu-index="1"]')
+    slices = mig.locator(".jp-GpuSlice")
+    slices.first.wait_for()
+    assert slices.count() == 3
+    assert [slices.nth(i).locator(".jp-GpuSlice-title").inner_text() for i in range(3)] == [
+        "0:0 · MIG 3g.40gb", "0:1 · MIG 2g.20gb", "0:2 · MIG 1g.10gb"]
+    assert [slices.nth(i).get_attribute("data-mig-uuid") for i in range(3)] == list(A100_MIG_UUIDS)
+    assert A100_MIG_UUIDS[0] in slices.nth(0).locator(".jp-GpuSlice-title").get_attribute("title")
+    # "n/a on MIG" rather than 0 where NVML measures nothing
+    assert mig.locator(".jp-GpuCard-utilization").inner_text() == "util n/a on MIG"
+    assert slices.nth(1).locator(".jp-GpuSlice-utilization").inner_text() == "util n/a on MIG"
+    assert whole.locator(".jp-GpuCard-utilization").inner_text() == "util 20 %"
+    assert whole.locator(".jp-GpuSlices").is_hidden()
+    # each slice's memory bar and processes; other users' processes only under their slice
+    meter = slices.nth(0).get_by_role("meter", name="Memory")
+    assert "29.3 GiB of 39.3 GiB used" in meter.get_attribute("aria-valuetext")
+    assert slices.nth(0).locator(".jp-GpuSlice-process").inner_text().startswith("bob · ")
+    assert slices.nth(1).locator(".jp-GpuSlice-process").count() == 0
+    assert slices.nth(2).locator(".jp-GpuSlice-process").inner_text().startswith("carol · ")
+    assert mig.locator(".jp-GpuProc.jp-mod-other").count() == 0
+    # a slice created while the page is open appears without a reload
+    lab.scenario.update(lambda s: s["gpus"][0]["mig_slices"].append(
+        {"profile": "1g.10gb", "gpu_instance_id": 10, "compute_instance_id": 0, "memory_total_mib": 9728,
+         "processes": [{"pid": 4_100_005, "memory_mib": 100, "user": "erin", "name": "python"}]}))
+    wait_until(lambda: slices.count() == 4, what="the new slice", timeout_s=20)
+    page.screenshot(path=str(artifacts / "sidebar-mig.png"))
+    assert not page.errors
+
+
+def test_your_kernel_on_a_slice_is_marked_yours(lab, page):
+    lab.write_notebook("on_a_slice.ipynb", ["1"])
+    session = lab.api("POST", "api/sessions", {"path": "on_a_slice.ipynb", "name": "on_a_slice.ipynb",
+                                               "type": "notebook", "kernel": {"name": "python3"}})
+    try:
+        kernel_id = session["kernel"]["id"]
+        pid = wait_until(lambda: next((k["pid"] for k in lab.snapshot()["kernels"]
+                                       if k["kernel_id"] == kernel_id and k["pid"]), None),
+                         timeout_s=60, what="the kernel's PID")
+        lab.scenario.update(lambda s: s["gpus"][0]["mig_slices"][1].__setitem__(
+            "processes", [{"pid": pid, "memory_mib": 2048}]))
+        sidebar = open_sidebar(lab, page)
+        slice_ = sidebar.locator(f'.jp-GpuSlice[data-mig-uuid="{A100_MIG_UUIDS[1]}"]')
+        mine = slice_.locator(".jp-GpuSlice-process.jp-mod-own")
+        mine.wait_for(timeout=30_000)
+        assert mine.inner_text() == "yours · on_a_slice.ipynb · 2.0 GiB"
+        assert "(yours: 2.0 GiB)" in slice_.locator(".jp-GpuMemory-label").inner_text()
+        # the card keeps its kernel controls for it
+        card = sidebar.locator('.jp-GpuCard[data-gpu-index="0"]')
+        assert card.locator(".jp-GpuProc.jp-mod-own .jp-GpuProc-notebook").inner_text() == "on_a_slice.ipynb"
+    finally:
+        lab.scenario.update(lambda s: s["gpus"][0]["mig_slices"][1].__setitem__("processes", []))
+        lab.shutdown_all_kernels()
