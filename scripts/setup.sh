@@ -26,3 +26,22 @@ if [ "$(cat "$stamp" 2>/dev/null)" != "$inputs" ] || [ ! -f jupyter_gpu/labexten
 else
   echo "==> .venv is up to date"
 fi
+
+# The real-JupyterHub test (tests/browser/test_hub_real.py): the hub's proxy from npm, and a Python
+# environment the test's system users can run. .venv may come from a Python under /root (mode 0700
+# here), so this one is built from /usr/bin/python3 and made world-readable.
+if [ "$extras" = test ] && command -v npm >/dev/null 2>&1; then
+  if [ ! -x .venv-hub/proxy/node_modules/.bin/configurable-http-proxy ]; then
+    echo "==> installing configurable-http-proxy (npm) into .venv-hub/proxy"
+    mkdir -p .venv-hub/proxy
+    npm install --silent --no-fund --no-audit --prefix .venv-hub/proxy configurable-http-proxy@5 >/dev/null
+  fi
+  if [ ! -x .venv-hub/bin/jupyterhub-singleuser ] && [ -x /usr/bin/python3 ]; then
+    echo "==> creating .venv-hub (users' servers for the JupyterHub test) from /usr/bin/python3"
+    /usr/bin/python3 -m venv .venv-hub
+    .venv-hub/bin/python -m pip install --quiet "jupyterhub>=6,<7" "jupyter_server>=2.4" ipykernel \
+      "nvidia-ml-py>=12.535" "psutil>=5.9" "prometheus_client>=0.17" "traitlets>=5.9" \
+      2> >(grep -v "^WARNING: Location" >&2)
+    chmod -R a+rX .venv-hub
+  fi
+fi

@@ -86,6 +86,23 @@ class JupyterGpuServer(Configurable):
         the sampler therefore slept, are gaps.""",
     )
 
+    source = Unicode(
+        "nvml",
+        config=True,
+        help="""Where GPU figures come from. "nvml" (default): this server reads NVML itself.
+        "hub-service": the host's jupyter-gpu JupyterHub service (URL in $JUPYTER_GPU_SERVICE_URL, else
+        http://127.0.0.1:10101/services/jupyter-gpu/), so one sampler serves every user server of the
+        host; this server only adds its own kernels' attribution. An http(s) URL: that service. When the
+        service cannot be reached, this server reads NVML itself and says so in the snapshot's warnings.""",
+    )
+
+    @validate("source")
+    def _source(self, proposal: dict) -> str:
+        from ..remote import resolve_source
+
+        resolve_source(proposal["value"])  # ValueError with one line for anything else
+        return proposal["value"]
+
     cull_idle_after_s = Float(
         0.0,
         config=True,

@@ -178,6 +178,11 @@ class GpuService:
         self._culling: asyncio.Task[None] | None = None
         if take is None:
             from ..nvml import snapshot as take
+            from ..remote import RemoteSource, resolve_source
+
+            url = resolve_source(config.source)  # "nvml", "hub-service" or a URL (issue 12)
+            if url is not None:
+                take = RemoteSource(url, fallback=take)
         self._nvml_take = take
         self._ancestry = PidCache(ancestors)  # per (pid, start), while the PID stays on a GPU
         self._report_reader = ReportReader()

@@ -1,0 +1,138 @@
+"""The JupyterHub service: NVML calls per second against the number of user servers, and the
+console's first paint with 50 users' kernels.
+
+    PYTHONPATH=. .venv/bin/python benchmarks/bench_hub.py [--seconds 5] [--runs 5]
+
+1. NVML calls/s with 1, 2, 5 and 10 user servers polling once per second, counted by the simulated
+   library beneath nvidia-ml-py (every reader in this process goes through it, so the count is
+   exact): user servers on ``source = <the service>`` against the same servers on ``source =
+   "nvml"`` (today's default: one sampler each), in one run.
+2. Console first paint: headless Chromium (Debian's) opens ``/services/jupyter-gpu/`` with an admin
+   token; time from navigation to the table showing all 50 users (2 GPU kernels each, answers of a
+   stand-in hub API and user servers, ``tests/hub_fake.py``). Median over ``--runs`` fresh contexts.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import statistics
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "tests"))
+os.environ.setdefault("JUPYTER_GPU_SIMULATE", "demo")
+
+from hub_fake import SERVICE_TOKEN, FakeHub, user_snapshot  # noqa: E402
+from jupyterhub.services.auth import HubOAuth  # noqa: E402
+from tornado import netutil  # noqa: E402
+from tornado.httpserver import HTTPServer  # noqa: E402
+
+from jupyter_gpu import simulate  # noqa: E402
+from jupyter_gpu.hub.app import HubService, make_app  # noqa: E402
+from jupyter_gpu.server import GpuService, JupyterGpuServer  # noqa: E402
+
+PREFIX = "/services/jupyter-gpu/"
+
+
+def start_service(hub: FakeHub, interval_s: float) -> tuple[HubService, str]:
+    """The service on its own loop and thread; returns it and its URL."""
+    ready = threading.Event()
+    box: dict[str, Any] = {}
+
+    def serve() -> None:
+        loop = asyncio.new_event_loop()
+        asyncio.set_event_loop(loop)
+        service = HubService(hub.url + "/hub/api", SERVICE_TOKEN, hub.url, interval_s=interval_s, linger_s=3)
+        auth = HubOAuth(api_url=hub.url + "/hub/api", api_token=SERVICE_TOKEN, oauth_client_id="service-jupyter-gpu",
+                        access_scopes={"access:services!service=jupyter-gpu"}, cache_max_age=300)
+        sockets = netutil.bind_sockets(0, "127.0.0.1")
+        HTTPServer(make_app(service, PREFIX, hub_auth=auth)).add_sockets(sockets)
+        box["service"], box["url"] = service, f"http://127.0.0.1:{sockets[0].getsockname()[1]}{PREFIX}"
+        ready.set()
+        loop.run_forever()
+
+    threading.Thread(target=serve, daemon=True).start()
+    ready.wait(10)
+    return box["service"], box["url"]
+
+
+def calls() -> int:
+    library = simulate.installed()
+    return sum(library.calls.values()) if library else 0
+
+
+def nvml_phase(source: str, servers: int, seconds: float, service: HubService) -> float:
+    config = JupyterGpuServer(source=source, interval_s=1.0, linger_s=5)
+    services = [GpuService(config) for _ in range(servers)]
+    for service in services:
+        if source != "nvml":
+            service._nvml_take.token = "server-token"
+    for service in services:  # warm-up: first samples (NVML initialisation in this process)
+        service.sampler.wait_for_snapshot(timeout=5)
+    time.sleep(1.0)
+    while source == "nvml" and service.sampler.running:  # the control: the service's sampler stopped
+        time.sleep(0.2)
+    before, began = calls(), time.monotonic()
+    while time.monotonic() - began < seconds:
+        for service in services:
+            service.sampler.touch()  # a sidebar polling
+        time.sleep(0.5)
+    rate = (calls() - before) / (time.monotonic() - began)
+    for service in services:
+        service.sampler.close()
+    return rate
+
+
+def first_paint(url: str, runs: int) -> list[float]:
+    from playwright.sync_api import sync_playwright
+
+    times = []
+    with sync_playwright() as playwright:
+        chromium = os.environ.get("JUPYTER_GPU_CHROMIUM", "/usr/bin/chromium")
+        browser = playwright.chromium.launch(executable_path=chromium, headless=True,
+                                             args=["--headless", "--no-sandbox", "--disable-gpu"])
+        for _ in range(runs + 1):
+            context = browser.new_context(extra_http_headers={"Authorization": "token admin-token"})
+            page = context.new_page()
+            began = time.perf_counter()
+            page.goto(url)
+            page.locator("tr.jg-user").nth(49).wait_for(timeout=30_000)  # the CSP forbids eval
+            times.append((time.perf_counter() - began) * 1000)
+            context.close()
+        browser.close()
+    return times[1:]  # the first run also starts the service's sampler and HTTP clients
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--seconds", type=float, default=5.0)
+    parser.add_argument("--runs", type=int, default=5)
+    args = parser.parse_args()
+    hub = FakeHub()
+    hub.add_user("server", "server-token")
+    hub.add_user("admin", "admin-token", admin=True)
+    service, url = start_service(hub, interval_s=1.0)
+    results: dict[str, Any] = {"nvml_calls_per_s": {}}
+    for servers in (1, 2, 5, 10):
+        via_service = nvml_phase(url, servers, args.seconds, service)
+        direct = nvml_phase("nvml", servers, args.seconds, service)
+        results["nvml_calls_per_s"][servers] = {"source=service": round(via_service, 1),
+                                                "source=nvml": round(direct, 1)}
+        print(json.dumps({"servers": servers, **results["nvml_calls_per_s"][servers]}), flush=True)
+    for i in range(50):
+        hub.snapshots[f"user{i:02d}"] = user_snapshot(f"user{i:02d}", 2, gpu=i % 4)
+    paints = first_paint(url, args.runs)
+    results["first_paint_ms"] = {"median": round(statistics.median(paints), 1), "runs": [round(t, 1) for t in paints]}
+    print(json.dumps(results["first_paint_ms"]), flush=True)
+    service.sampler.close()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,265 @@
+"""The jupyter-gpu JupyterHub service: tornado app, hub OAuth, the collector of user servers.
+
+Routes under the service prefix (``/services/jupyter-gpu/``):
+
+- ``/`` — the admin's GPU console (HTML + ``static/console.js``), hub OAuth login;
+- ``api/console`` — its JSON (:func:`jupyter_gpu.hub.core.console`), same auth;
+- ``api/users/<user>/kernels/<kernel_id>`` — ``DELETE``: shut one kernel down (admins only), through
+  the hub's API (to find the server) and the user server's own kernel API, with the service's token;
+- ``api/devices`` — the host's device snapshot for user servers (any hub user or service token);
+- ``oauth_callback`` — hub OAuth.
+
+Who may see the console: hub admins, holders of ``custom:jupyter-gpu:admin`` (act) and of
+``custom:jupyter-gpu:read`` (look, privacy-filtered). See ``docs/jupyterhub.md``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+import time
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+from jupyterhub.services.auth import HubAuthenticated, HubOAuth, HubOAuthCallbackHandler, HubOAuthenticated
+from jupyterhub.utils import url_path_join
+from tornado import web
+from tornado.httpclient import AsyncHTTPClient, HTTPClientError, HTTPRequest
+
+from ..history import GpuHistory
+from ..sampler import Sampler
+from ..snapshots import Snapshot
+from . import core
+
+log = logging.getLogger("jupyter_gpu.hub")
+STATIC = Path(__file__).with_name("static")
+
+
+class HubService:
+    """One NVML sampler for the host, its history, and the user servers' answers (cached)."""
+
+    def __init__(self, api_url: str, api_token: str, proxy_url: str, interval_s: float = 1.0,
+                 linger_s: float = 90.0, take: Any = None, history_s: float = 900.0) -> None:
+        if take is None:
+            from ..nvml import snapshot as take
+        self.api_url = api_url.rstrip("/")
+        self.api_token = api_token
+        self.proxy_url = proxy_url.rstrip("/")
+        self.interval_s = interval_s
+        self._nvml_take = take
+        self.history = GpuHistory(history_s, interval_s)
+        self.sampler = Sampler(interval_s, take=self._take, linger_s=linger_s, name="jupyter-gpu-hub-sampler")
+        self._devices_body: tuple[float, bytes] | None = None
+        self._servers: tuple[float, list[core.UserServer]] | None = None
+        self._collecting: asyncio.Future[list[core.UserServer]] | None = None
+        self.client = AsyncHTTPClient()
+
+    def _take(self) -> Snapshot:
+        snapshot = self._nvml_take()
+        self.history.record(snapshot)
+        return snapshot
+
+    async def devices(self) -> Snapshot | None:
+        """The newest device sample (waking the sampler; waits up to 1 s for a fresh one, less than
+        the user servers' 3 s timeout, so a slow NVML call never makes them fall back)."""
+        latest = self.sampler.latest
+        if latest is not None and time.time() - latest.timestamp < 2 * self.interval_s + 1:
+            self.sampler.touch()
+            return latest
+        return await asyncio.get_running_loop().run_in_executor(
+            None, lambda: self.sampler.wait_for_snapshot(
+                newer_than=latest.timestamp if latest else None, timeout=1.0))
+
+    async def devices_body(self) -> bytes:
+        """``/api/devices``: JSON bytes built once per sample for every user server."""
+        snapshot = await self.devices()
+        if snapshot is None:
+            return json.dumps({"nvml_available": False, "error": "no GPU sample yet", "timestamp": time.time(),
+                               "gpus": [], "warnings": []}).encode()
+        cached = self._devices_body
+        if cached is None or cached[0] != snapshot.timestamp:
+            cached = (snapshot.timestamp, json.dumps(core.devices_answer(snapshot), allow_nan=False).encode())
+            self._devices_body = cached
+        return cached[1]
+
+    # -- the hub and the user servers
+
+    def _headers(self) -> dict[str, str]:
+        return {"Authorization": f"token {self.api_token}", "Accept": "application/json"}
+
+    async def _get_json(self, url: str, timeout: float = 5.0) -> Any:
+        response = await self.client.fetch(HTTPRequest(url, headers=self._headers(), request_timeout=timeout,
+                                                        follow_redirects=False))
+        return json.loads(response.body)
+
+    async def active_servers(self) -> list[tuple[str, str]]:
+        """(user, server url path) of every ready server, from ``GET /hub/api/users?state=active``."""
+        users = await self._get_json(f"{self.api_url}/users?state=active")
+        found = []
+        for user in users if isinstance(users, list) else ():
+            servers = user.get("servers") if isinstance(user, dict) else None
+            for server in (servers or {}).values():
+                if isinstance(server, dict) and server.get("ready") and isinstance(server.get("url"), str):
+                    found.append((str(user.get("name")), server["url"]))
+        return found
+
+    async def _server_snapshot(self, user: str, url: str) -> core.UserServer:
+        try:
+            data = await self._get_json(url_path_join(self.proxy_url + url, "jupyter-gpu/snapshot"))
+            if not isinstance(data, dict):
+                raise ValueError("not a JSON object")
+            return core.UserServer(user, url, data)
+        except HTTPClientError as error:
+            reason = f"HTTP {error.code}" + (" (is jupyter_gpu installed in the user's environment?)"
+                                             if error.code == 404 else "")
+        except Exception as error:
+            reason = str(error) or type(error).__name__
+        return core.UserServer(user, url, None, f"cannot read this server's GPU kernels: {reason}")
+
+    async def servers(self) -> list[core.UserServer]:
+        """Every running server's answer, gathered at most once per interval (shared by requests)."""
+        cached = self._servers
+        if cached is not None and time.monotonic() - cached[0] < self.interval_s:
+            return cached[1]
+        if self._collecting is None or self._collecting.done():
+            self._collecting = asyncio.ensure_future(self._collect())
+        return await asyncio.shield(self._collecting)
+
+    async def _collect(self) -> list[core.UserServer]:
+        servers = await self.active_servers()
+        answers = list(await asyncio.gather(*(self._server_snapshot(u, url) for u, url in servers)))
+        self._servers = (time.monotonic(), answers)
+        return answers
+
+    async def shutdown_kernel(self, user: str, kernel_id: str) -> None:
+        """``DELETE {server}api/kernels/<id>`` on ``user``'s server (found through the hub's API)."""
+        for name, url in await self.active_servers():
+            if name == user:
+                await self.client.fetch(HTTPRequest(
+                    url_path_join(self.proxy_url + url, "api/kernels", quote(kernel_id, safe="")),
+                    method="DELETE", headers=self._headers(), request_timeout=30))
+                self._servers = None
+                return
+        raise web.HTTPError(404, f"{user} has no running server")
+
+
+class _Base(web.RequestHandler):
+    @property
+    def service(self) -> HubService:
+        return self.settings["jupyter_gpu_hub"]
+
+    def write_error(self, status_code: int, **kwargs: Any) -> None:
+        reason = self._reason
+        exc = kwargs.get("exc_info", (None, None))[1]
+        if isinstance(exc, web.HTTPError) and exc.log_message:
+            reason = exc.log_message % exc.args if exc.args else exc.log_message
+        self.set_header("Content-Type", "application/json")
+        self.finish(json.dumps({"message": reason}))
+
+
+class _HubAuthFromSettings:
+    """The app's one HubOAuth (``settings["hub_auth"]``) rather than a process-wide singleton."""
+
+    @property
+    def hub_auth(self) -> HubOAuth:
+        return self.settings["hub_auth"]  # type: ignore[attr-defined]
+
+    @hub_auth.setter
+    def hub_auth(self, value: Any) -> None:
+        pass
+
+
+class _Api:
+    def get_login_url(self) -> str:
+        raise web.HTTPError(403, "authentication required (a hub token or the console's login)")
+
+
+class _ConsoleBase(_HubAuthFromSettings, HubOAuthenticated, _Base):
+    def role(self) -> str:
+        role = core.access(self.current_user)
+        if role is None:
+            raise web.HTTPError(403, "the GPU console is for hub admins and holders of "
+                                f"{core.READ_SCOPE}")
+        return role
+
+
+class ConsolePage(_ConsoleBase):
+    @web.authenticated
+    def get(self) -> None:
+        self.role()
+        self.xsrf_token  # sets the _xsrf cookie the page's DELETE sends back  # noqa: B018
+        self.set_header("Content-Type", "text/html; charset=utf-8")
+        self.set_header("Content-Security-Policy", "default-src 'self'; style-src 'self'; script-src 'self'")
+        self.finish((STATIC / "console.html").read_bytes())
+
+
+class ConsoleApi(_Api, _ConsoleBase):
+    @web.authenticated
+    async def get(self) -> None:
+        role = self.role()
+        devices = await self.service.devices()
+        servers = await self.service.servers()
+        data = core.console(devices, self.service.history.to_dict(), servers, self.current_user["name"], role)
+        self.set_header("Content-Type", "application/json")
+        self.set_header("Cache-Control", "no-store")
+        self.finish(json.dumps(data, allow_nan=False))
+
+
+class KernelApi(_Api, _ConsoleBase):
+    @web.authenticated
+    async def delete(self, user: str, kernel_id: str) -> None:
+        if self.role() != "admin":
+            raise web.HTTPError(403, "only admins can shut down other users' kernels")
+        who = self.current_user["name"]
+        try:
+            await self.service.shutdown_kernel(user, kernel_id)
+        except HTTPClientError as error:
+            log.warning("jupyter-gpu: %s could not shut down kernel %s of %s: HTTP %s",
+                        who, kernel_id, user, error.code)
+            raise web.HTTPError(502 if error.code != 404 else 404,
+                                f"{user}'s server answered HTTP {error.code}") from None
+        log.warning("jupyter-gpu: %s shut down kernel %s of user %s", who, kernel_id, user)
+        self.set_status(204)
+        self.finish()
+
+
+class DevicesApi(_Api, _HubAuthFromSettings, HubAuthenticated, _Base):
+    """Any hub user or service (user servers use their own token): what nvidia-smi shows anybody."""
+
+    @property
+    def hub_scopes(self) -> None:  # type: ignore[override]
+        return None  # every identified hub user or service (allow_all)
+
+    @web.authenticated
+    async def get(self) -> None:
+        body = await self.service.devices_body()
+        self.set_header("Content-Type", "application/json")
+        self.set_header("Cache-Control", "no-store")
+        self.finish(body)
+
+
+class OAuthCallback(_HubAuthFromSettings, HubOAuthCallbackHandler):
+    pass
+
+
+def make_app(service: HubService, prefix: str, hub_auth: HubOAuth | None = None) -> web.Application:
+    """The tornado application of the service under ``prefix`` (``/services/jupyter-gpu/``)."""
+    if hub_auth is None:
+        hub_auth = HubOAuth(api_token=service.api_token, cache_max_age=60)
+    prefix = prefix.rstrip("/")
+    return web.Application(
+        [
+            (prefix + "/?", ConsolePage),
+            (prefix + "/api/console", ConsoleApi),
+            (prefix + "/api/devices", DevicesApi),
+            (prefix + r"/api/users/([^/]+)/kernels/([^/]+)", KernelApi),
+            (prefix + "/oauth_callback", OAuthCallback),
+            (prefix + "/static/(.*)", web.StaticFileHandler, {"path": str(STATIC)}),
+        ],
+        cookie_secret=os.urandom(32),
+        hub_auth=hub_auth,
+        jupyter_gpu_hub=service,
+    )

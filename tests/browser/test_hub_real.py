@@ -1,0 +1,288 @@
+"""A real JupyterHub 6 (LocalProcessSpawner, two system users, DummyAuthenticator) with the
+jupyter-gpu service, each user's kernel on simulated GPUs, the console in headless Chromium.
+
+Needs root (useradd, spawning as other users), ``configurable-http-proxy`` (npm) and a Python
+environment the users can run (``.venv-hub``, built by ``scripts/setup.sh test`` from
+``/usr/bin/python3``: the usual ``.venv`` may come from a Python under ``/root``, which other users
+cannot read). Skipped with the reason otherwise. Override the paths with ``JUPYTER_GPU_HUB_VENV``
+and ``JUPYTER_GPU_CHP``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from support import wait_until
+
+from jupyter_gpu import simulate
+
+pytestmark = pytest.mark.browser
+
+REPO = Path(__file__).resolve().parents[2]
+HUB_VENV = Path(os.environ.get("JUPYTER_GPU_HUB_VENV", REPO / ".venv-hub"))
+CHP = os.environ.get("JUPYTER_GPU_CHP") or str(REPO / ".venv-hub" / "proxy" / "node_modules" / ".bin"
+                                               / "configurable-http-proxy")
+USERS = ("jgpu-alice", "jgpu-bob")
+ADMIN = "jgpu-admin"
+TESTER_TOKEN = "jgpu-tester-" + os.urandom(8).hex()
+MIB = 1 << 20
+
+
+def _port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _skip_reason() -> str | None:
+    if os.geteuid() != 0:
+        return "a real JupyterHub with LocalProcessSpawner needs root (it creates system users and spawns as them)"
+    if not (HUB_VENV / "bin" / "jupyterhub-singleuser").exists():
+        return f"no users' Python environment at {HUB_VENV} (scripts/setup.sh test builds it)"
+    if not Path(CHP).exists() and not shutil.which("configurable-http-proxy"):
+        return f"configurable-http-proxy not found at {CHP} (scripts/setup.sh test installs it with npm)"
+    if not shutil.which("useradd"):
+        return "useradd is missing"
+    return None
+
+
+class Hub:
+    def __init__(self, url: str, service_url: str, root: Path, scenario: Path) -> None:
+        self.url, self.service_url, self.root, self.scenario = url, service_url, root, scenario
+
+    def api(self, method: str, path: str, token: str = TESTER_TOKEN, body: Any = None,
+            timeout: float = 30) -> tuple[int, Any]:
+        data = None if body is None else json.dumps(body).encode()
+        request = urllib.request.Request(self.url + path, data=data, method=method,
+                                         headers={"Authorization": f"token {token}"})
+        try:
+            with urllib.request.urlopen(request, timeout=timeout) as response:
+                raw = response.read()
+                return response.status, json.loads(raw) if raw else None
+        except urllib.error.HTTPError as error:
+            return error.code, error.read().decode(errors="replace")
+        except (urllib.error.URLError, ConnectionError) as error:  # not listening (yet)
+            return 0, str(error)
+
+    def token_for(self, user: str) -> str:
+        code, body = self.api("POST", f"/hub/api/users/{user}/tokens", body={"note": "jupyter-gpu test"})
+        assert code in (200, 201), body
+        return body["token"]
+
+
+CONFIG = """
+import json
+c = get_config()  # noqa
+c.JupyterHub.bind_url = {proxy_url!r}
+c.JupyterHub.hub_port = {hub_port}
+c.JupyterHub.hub_ip = "127.0.0.1"
+c.ConfigurableHTTPProxy.api_url = "http://127.0.0.1:{proxy_api_port}"
+c.ConfigurableHTTPProxy.command = [{chp!r}]
+c.JupyterHub.db_url = "sqlite:///{root}/hub.sqlite"
+c.JupyterHub.cookie_secret_file = "{root}/cookie_secret"
+c.JupyterHub.pid_file = "{root}/hub.pid"
+c.JupyterHub.authenticator_class = "dummy"
+c.Authenticator.allow_all = True
+c.Authenticator.admin_users = {{{admin!r}}}
+c.JupyterHub.spawner_class = "localprocess"
+c.Spawner.cmd = [{singleuser!r}]
+c.Spawner.default_url = "/lab"
+c.Spawner.args = ['--ServerApp.jpserver_extensions={{"jupyter_gpu": True}}']
+c.Spawner.start_timeout = 120
+c.Spawner.http_timeout = 120
+
+# --- the documented jupyter-gpu snippet (docs/jupyterhub.md) ---
+c.JupyterHub.custom_scopes = {{
+    "custom:jupyter-gpu:read": {{"description": "See every user's GPU use in the jupyter-gpu console"}},
+    "custom:jupyter-gpu:admin": {{"description": "Shut down other users' idle GPU kernels",
+                                  "subscopes": ["custom:jupyter-gpu:read"]}},
+}}
+c.JupyterHub.services = [{{
+    "name": "jupyter-gpu",
+    "url": {service_url!r},
+    "command": [{python!r}, "-m", "jupyter_gpu.hub", "--proxy-url", {proxy_url!r}, "--interval", "0.5"],
+    "oauth_no_confirm": True,
+    "oauth_client_allowed_scopes": ["custom:jupyter-gpu:read", "custom:jupyter-gpu:admin"],
+    "environment": {{"PYTHONPATH": {pythonpath!r}, "JUPYTER_GPU_SIMULATE": {scenario!r}}},
+}}]
+c.JupyterHub.load_roles = [
+    {{"name": "jupyter-gpu-service", "services": ["jupyter-gpu"],
+      "scopes": ["list:users", "read:users:activity", "read:servers", "access:servers"]}},
+    {{"name": "jupyter-gpu-readers", "users": [{alice!r}],
+      "scopes": ["custom:jupyter-gpu:read", "access:services!service=jupyter-gpu"]}},
+    {{"name": "tester", "services": ["tester"],
+      "scopes": ["admin:users", "admin:servers", "tokens", "access:servers"]}},
+]
+c.JupyterHub.services.append({{"name": "tester", "api_token": {tester!r}}})
+c.Spawner.environment = {{
+    "PATH": {path!r},
+    "PYTHONPATH": {pythonpath!r},
+    "JUPYTER_GPU_SIMULATE": {scenario!r},
+    "JUPYTER_GPU_SERVICE_URL": {service_prefix_url!r},
+}}
+c.Spawner.args.append("--JupyterGpuServer.source=hub-service")
+c.Spawner.args.append("--JupyterGpuServer.interval_s=0.5")
+"""
+
+
+@pytest.fixture(scope="module")
+def hub(artifacts: Path) -> Iterator[Hub]:
+    reason = _skip_reason()
+    if reason:
+        pytest.skip(reason)
+    for user in USERS:
+        if subprocess.run(["id", user], capture_output=True).returncode != 0:
+            subprocess.run(["useradd", "-m", user], check=True)
+    root = Path("/tmp") / f"jupyter-gpu-hub-test-{os.getpid()}"
+    root.mkdir(mode=0o755, exist_ok=True)
+    scenario = root / "scenario.json"
+    scenario.write_text(json.dumps(simulate.plausible_gpus(2)))
+    scenario.chmod(0o644)
+    proxy_port, service_port = _port(), _port()
+    proxy_url = f"http://127.0.0.1:{proxy_port}"
+    chp = CHP if Path(CHP).exists() else shutil.which("configurable-http-proxy")
+    (root / "jupyterhub_config.py").write_text(CONFIG.format(
+        proxy_url=proxy_url, hub_port=_port(), proxy_api_port=_port(), chp=chp, root=root, admin=ADMIN,
+        singleuser=str(HUB_VENV / "bin" / "jupyterhub-singleuser"), service_url=f"http://127.0.0.1:{service_port}",
+        python=sys.executable, pythonpath=str(REPO), scenario=str(scenario), alice=USERS[0], tester=TESTER_TOKEN,
+        path=f"{HUB_VENV / 'bin'}:/usr/local/bin:/usr/bin:/bin",
+        service_prefix_url=f"http://127.0.0.1:{service_port}/services/jupyter-gpu/"))
+    log = open(artifacts / "hub-real.log", "wb")  # noqa: SIM115
+    jupyterhub = Path(sys.executable).with_name("jupyterhub")
+    process = subprocess.Popen([str(jupyterhub), "-f", str(root / "jupyterhub_config.py")], cwd=root,
+                               stdout=log, stderr=subprocess.STDOUT, env={**os.environ, "PYTHONPATH": str(REPO)})
+    hub = Hub(proxy_url, f"{proxy_url}/services/jupyter-gpu/", root, scenario)
+    try:
+        wait_until(lambda: hub.api("GET", "/hub/api/")[0] == 200, 60, "the hub to answer")
+        yield hub
+    finally:
+        for user in USERS:
+            hub.api("DELETE", f"/hub/api/users/{user}/server")
+        process.terminate()
+        try:
+            process.wait(30)
+        except subprocess.TimeoutExpired:
+            process.kill()
+        log.close()
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def _start_servers_and_kernels(hub: Hub) -> dict[str, dict[str, Any]]:
+    for user in USERS:
+        hub.api("POST", f"/hub/api/users/{user}")  # 201, or 409 when the hub knows the user already
+        code, body = hub.api("POST", f"/hub/api/users/{user}/server")
+        assert code in (201, 202, 400), body  # 400: already running
+    wait_until(lambda: all((hub.api("GET", f"/hub/api/users/{u}")[1].get("servers", {}).get("", {})
+                            .get("ready")) for u in USERS), 120, "both user servers to be ready")
+    sessions = {}
+    for user in USERS:
+        code, body = hub.api("POST", f"/user/{user}/api/sessions", body={
+            "path": f"{user}-training.ipynb", "type": "notebook", "kernel": {"name": "python3"}})
+        assert code == 201, body
+        sessions[user] = body
+    pids: dict[str, int] = {}
+
+    def kernel_pids() -> bool:
+        for user in USERS:
+            code, snapshot = hub.api("GET", f"/user/{user}/jupyter-gpu/snapshot")
+            if code != 200:
+                return False
+            for kernel in snapshot["kernels"]:
+                if kernel["kernel_id"] == sessions[user]["kernel"]["id"] and kernel["pid"]:
+                    pids[user] = kernel["pid"]
+        return len(pids) == len(USERS)
+
+    wait_until(kernel_pids, 60, "both kernels' PIDs")
+    scenario = simulate.plausible_gpus(2)
+    for index, user in enumerate(USERS):
+        scenario["gpus"][index]["processes"] = [{"pid": pids[user], "memory_mib": 4096 * (index + 1), "user": user}]
+    hub.scenario.write_text(json.dumps(scenario))
+    return sessions
+
+
+def test_console_shows_both_users_kernels_and_keeps_privacy(hub: Hub, page: Any, artifacts: Path) -> None:
+    sessions = _start_servers_and_kernels(hub)
+    hub.api("POST", f"/hub/api/users/{ADMIN}")
+    admin_token = hub.token_for(ADMIN)
+
+    def console_ready() -> Any:
+        code, data = hub.api("GET", "/services/jupyter-gpu/api/console", token=admin_token)
+        if code != 200:
+            return None
+        users = {u["name"]: u for u in data["users"]}
+        if all(users.get(u, {}).get("gpu_memory") for u in USERS):
+            return data
+        return None
+
+    data = wait_until(console_ready, 60, "both users' GPU kernels in the console")
+    users = {u["name"]: u for u in data["users"]}
+    assert users[USERS[0]]["memory_by_gpu"] == {"0": 4096 * MIB}
+    assert users[USERS[1]]["memory_by_gpu"] == {"1": 8192 * MIB}
+    assert users[USERS[1]]["kernels"][0]["notebook"] == f"{USERS[1]}-training.ipynb"
+
+    # User servers took their GPU data from the service: no fallback warning
+    for user in USERS:
+        code, snapshot = hub.api("GET", f"/user/{user}/jupyter-gpu/snapshot")
+        assert code == 200 and not [w for w in snapshot["warnings"] if "jupyter-gpu service" in w], snapshot
+
+    # alice holds the read scope: figures of everybody, bob's notebook and kernel id withheld
+    alice_token, bob_token = hub.token_for(USERS[0]), hub.token_for(USERS[1])
+    code, data = hub.api("GET", "/services/jupyter-gpu/api/console", token=alice_token)
+    assert code == 200, data
+    bob = next(u for u in data["users"] if u["name"] == USERS[1])
+    assert bob["gpu_memory"] == 8192 * MIB
+    assert all(k["notebook"] is None and k["kernel_id"] is None for k in bob["kernels"])
+    assert f"{USERS[1]}-training" not in json.dumps(data)
+    # bob holds no console scope: nothing; and his token cannot read alice's server
+    code, body = hub.api("GET", "/services/jupyter-gpu/api/console", token=bob_token)
+    assert code == 403 and "training" not in str(body)
+    code, body = hub.api("GET", f"/user/{USERS[0]}/jupyter-gpu/snapshot", token=bob_token)
+    assert code in (403, 404) or "training" not in str(body)
+    assert code != 200
+
+    # The admin's browser: hub login, then the console (hub OAuth) shows both users, text only
+    page.goto(hub.url + "/hub/login?next=/services/jupyter-gpu/")
+    page.fill("#username_input", ADMIN)
+    page.fill("#password_input", "any")
+    page.click("#login_submit")
+    page.wait_for_url(hub.service_url)
+    page.wait_for_selector(f"tr.jg-user[data-user='{USERS[0]}']")
+    page.wait_for_selector(f"tr.jg-user[data-user='{USERS[1]}']")
+    text = page.inner_text("#jg-users")
+    assert f"{USERS[0]}-training.ipynb" in text and f"{USERS[1]}-training.ipynb" in text
+    assert page.locator(".jg-gpu").count() == 2
+    page.screenshot(path=str(artifacts / "hub-console.png"))
+
+    # The admin shuts bob's kernel down from the console; the service log says who
+    page.locator(f"tr[data-user='{USERS[1]}'] button").first.click()
+    kernel_id = sessions[USERS[1]]["kernel"]["id"]
+    wait_until(lambda: all(k["id"] != kernel_id for k in hub.api("GET", f"/user/{USERS[1]}/api/kernels")[1]),
+               30, "bob's kernel to be shut down")
+    line = f"{ADMIN} shut down kernel {kernel_id} of user {USERS[1]}"
+    wait_until(lambda: line in (artifacts / "hub-real.log").read_text(errors="replace"), 10, "the service's log line")
+    assert page.errors == []
+
+
+def test_user_servers_serve_the_services_sample(hub: Hub) -> None:
+    """User servers on hub-service serve the service's devices and never fell back to their own NVML.
+
+    The exact count (NVML calls flat with 1, 2 and 5 user servers) is in tests/test_hub.py, where the
+    simulated library of one process sees every call."""
+    code, devices = hub.api("GET", "/services/jupyter-gpu/api/devices", token=hub.token_for(USERS[0]))
+    assert code == 200 and len(devices["gpus"]) == 2
+    for user in USERS:
+        code, snapshot = hub.api("GET", f"/user/{user}/jupyter-gpu/snapshot")
+        assert code == 200
+        assert [g["uuid"] for g in snapshot["gpus"]] == [g["uuid"] for g in devices["gpus"]]
+        assert not [w for w in snapshot["warnings"] if "unreachable" in w]

@@ -1,0 +1,121 @@
+"""A stand-in for the JupyterHub REST API and the user servers' answers, on one loopback port.
+
+Used where a real hub would add minutes and nothing the test checks (privacy filtering, the admin
+action's permission check, 50 users for the benchmark). ``tests/test_hub_real.py`` runs a real hub.
+
+- ``GET /hub/api/user``: the model of the token's owner (``tokens``), 403 for an unknown token;
+- ``GET /hub/api/users?state=active``: ``servers`` (service token only);
+- ``GET /user/<name>/jupyter-gpu/snapshot``: that user's canned snapshot (service token only);
+- ``DELETE /user/<name>/api/kernels/<id>``: recorded in ``deleted`` (service token only).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+from typing import Any
+
+from tornado import netutil, web
+from tornado.httpserver import HTTPServer
+
+SERVICE_TOKEN = "service-secret-token"
+
+
+class FakeHub:
+    def __init__(self) -> None:
+        self.tokens: dict[str, dict[str, Any]] = {
+            SERVICE_TOKEN: {"kind": "service", "name": "jupyter-gpu", "scopes": ["list:users", "read:servers",
+                                                                              "access:servers"]}}
+        self.snapshots: dict[str, dict[str, Any]] = {}
+        self.deleted: list[tuple[str, str, str]] = []  # (user, kernel_id, token)
+        self.user_calls = 0
+        sockets = netutil.bind_sockets(0, "127.0.0.1")
+        self.port = sockets[0].getsockname()[1]
+        self.url = f"http://127.0.0.1:{self.port}"
+        started = threading.Event()
+        # Its own thread and loop, like a real hub in its own process: HubAuth checks tokens with a
+        # blocking call, which would deadlock against a hub on the service's own loop.
+        self.loop: asyncio.AbstractEventLoop | None = None
+
+        def serve() -> None:
+            self.loop = asyncio.new_event_loop()
+            asyncio.set_event_loop(self.loop)
+            self.server = HTTPServer(web.Application([
+                (r"/hub/api/user", _Whoami, {"hub": self}),
+                (r"/hub/api/users", _Users, {"hub": self}),
+                (r"/user/([^/]+)/jupyter-gpu/snapshot", _Snapshot, {"hub": self}),
+                (r"/user/([^/]+)/api/kernels/([^/]+)", _Kernel, {"hub": self}),
+            ]))
+            self.server.add_sockets(sockets)
+            started.set()
+            self.loop.run_forever()
+
+        threading.Thread(target=serve, name="fake-hub", daemon=True).start()
+        started.wait(10)
+
+    def add_user(self, name: str, token: str, admin: bool = False, scopes: list[str] | None = None) -> None:
+        base = ["access:services!service=jupyter-gpu", f"read:users:name!user={name}"]
+        self.tokens[token] = {"kind": "user", "name": name, "admin": admin, "scopes": base + (scopes or [])}
+
+    def stop(self) -> None:
+        if self.loop is not None:
+            self.loop.call_soon_threadsafe(self.loop.stop)
+
+
+class _Handler(web.RequestHandler):
+    def initialize(self, hub: FakeHub) -> None:
+        self.hub = hub
+
+    def token(self) -> str:
+        return self.request.headers.get("Authorization", "").removeprefix("token ").strip()
+
+    def service_only(self) -> None:
+        if self.token() != SERVICE_TOKEN:
+            raise web.HTTPError(403)
+
+
+class _Whoami(_Handler):
+    def get(self) -> None:
+        self.hub.user_calls += 1
+        model = self.hub.tokens.get(self.token())
+        if model is None:
+            raise web.HTTPError(403)
+        self.finish(json.dumps(model))
+
+
+class _Users(_Handler):
+    def get(self) -> None:
+        self.service_only()
+        self.finish(json.dumps([{"name": name, "servers": {"": {"url": f"/user/{name}/", "ready": True}}}
+                                for name in self.hub.snapshots]))
+
+
+class _Snapshot(_Handler):
+    def get(self, user: str) -> None:
+        self.service_only()
+        self.finish(json.dumps(self.hub.snapshots[user]))
+
+
+class _Kernel(_Handler):
+    def delete(self, user: str, kernel_id: str) -> None:
+        self.service_only()
+        self.hub.deleted.append((user, kernel_id, self.token()))
+        self.set_status(204)
+
+
+def user_snapshot(user: str, kernels: int, gpu: int = 0, mib: int = 1024) -> dict[str, Any]:
+    """A user server's answer: ``kernels`` idle kernels, each holding ``mib`` on GPU ``gpu``."""
+    processes, table = [], []
+    for k in range(kernels):
+        kernel_id = f"{user}-kernel-{k}"
+        processes.append({"pid": 1000 + k, "memory": mib << 20, "user": user, "name": "python",
+                          "type": "compute", "command": f"python -m ipykernel secret-{user}-{k}",
+                          "kernel_id": kernel_id, "notebook": f"{user}/secret-{k}.ipynb", "own": True,
+                          "idle_s": 7200.0, "idle": True})
+        table.append({"kernel_id": kernel_id, "name": "python3", "notebook": f"{user}/secret-{k}.ipynb",
+                      "pid": 1000 + k, "execution_state": "idle", "idle_s": 7200.0, "idle": True,
+                      "gpu_memory": mib << 20, "gpus": [gpu], "reported_gpu_memory": None, "report_age_s": None})
+    return {"nvml_available": True, "error": None, "timestamp": 0, "simulated": True, "warnings": [],
+            "gpus": [{"index": gpu, "uuid": f"GPU-{gpu}", "name": "A100", "processes": processes}],
+            "kernels": table}

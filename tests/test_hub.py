@@ -1,0 +1,243 @@
+"""The JupyterHub service (console, JSON API, admin action, device API) against a stand-in hub API,
+and user servers taking their GPU data from it (one NVML sampler per host), on simulated GPUs."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import socket
+import time
+from typing import Any
+
+import pytest
+from hub_fake import SERVICE_TOKEN, FakeHub, user_snapshot
+from jupyterhub.services.auth import HubOAuth
+from tornado import netutil
+from tornado.httpclient import AsyncHTTPClient, HTTPClientError
+from tornado.httpserver import HTTPServer
+
+from jupyter_gpu import remote, simulate
+from jupyter_gpu.hub import core
+from jupyter_gpu.hub.app import HubService, make_app
+from jupyter_gpu.server import GpuService, JupyterGpuServer
+
+PREFIX = "/services/jupyter-gpu/"
+
+
+class Running:
+    def __init__(self, hub: FakeHub, service: HubService, port: int) -> None:
+        self.hub, self.service, self.port = hub, service, port
+        self.url = f"http://127.0.0.1:{port}{PREFIX}"
+
+    async def call(self, path: str, token: str, method: str = "GET") -> tuple[int, Any]:
+        try:
+            response = await AsyncHTTPClient().fetch(self.url + path, method=method, follow_redirects=False,
+                                                     headers={"Authorization": f"token {token}"})
+        except HTTPClientError as error:
+            return error.code, error.response.body if error.response else b""
+        return response.code, response.body
+
+
+async def start(interval_s: float = 0.2) -> Running:
+    hub = FakeHub()
+    service = HubService(hub.url + "/hub/api", SERVICE_TOKEN, hub.url, interval_s=interval_s, linger_s=5)
+    auth = HubOAuth(api_url=hub.url + "/hub/api", api_token=SERVICE_TOKEN, oauth_client_id="service-jupyter-gpu",
+                    access_scopes={"access:services!service=jupyter-gpu"}, cache_max_age=60)
+    sockets = netutil.bind_sockets(0, "127.0.0.1")
+    HTTPServer(make_app(service, PREFIX, hub_auth=auth)).add_sockets(sockets)
+    return Running(hub, service, sockets[0].getsockname()[1])
+
+
+def people(hub: FakeHub) -> None:
+    hub.add_user("root-admin", "admin-token", admin=True)
+    hub.add_user("alice", "alice-token", scopes=[core.READ_SCOPE])
+    hub.add_user("bob", "bob-token")
+    hub.snapshots["alice"] = user_snapshot("alice", 1, gpu=0)
+    hub.snapshots["bob"] = user_snapshot("bob", 2, gpu=1, mib=2048)
+
+
+def test_console_admin_sees_every_users_kernels_by_notebook(demo_gpus: None) -> None:
+    async def body() -> None:
+        run = await start()
+        people(run.hub)
+        code, raw = await run.call("api/console", "admin-token")
+        assert code == 200, raw
+        data = json.loads(raw)
+        assert data["admin"] is True and data["simulated"] is True
+        assert [gpu["index"] for gpu in data["gpus"]] == [0, 1, 2, 3]
+        assert {user["name"] for user in data["users"]} == {"alice", "bob"}
+        bob = next(user for user in data["users"] if user["name"] == "bob")
+        assert [k["notebook"] for k in bob["kernels"]] == ["bob/secret-0.ipynb", "bob/secret-1.ipynb"]
+        assert bob["memory_by_gpu"] == {"1": 2 * (2048 << 20)}
+        assert bob["kernels"][0]["idle_s"] == 7200.0 and bob["kernels"][0]["idle"] is True
+        assert b"ipykernel secret" not in raw  # command lines never leave the service, even for admins
+        run.service.sampler.close()
+    asyncio.run(body())
+
+
+def test_reader_gets_no_other_users_notebooks_or_commands(demo_gpus: None) -> None:
+    async def body() -> None:
+        run = await start()
+        people(run.hub)
+        code, raw = await run.call("api/console", "alice-token")
+        assert code == 200, raw
+        data = json.loads(raw)
+        assert data["admin"] is False
+        alice = next(user for user in data["users"] if user["name"] == "alice")
+        bob = next(user for user in data["users"] if user["name"] == "bob")
+        assert alice["kernels"][0]["notebook"] == "alice/secret-0.ipynb"
+        assert [(k["notebook"], k["kernel_id"]) for k in bob["kernels"]] == [(None, None), (None, None)]
+        assert bob["gpu_memory"] == 2 * (2048 << 20)  # the figures stay
+        assert b"bob/secret" not in raw and b"bob-kernel" not in raw and b"ipykernel" not in raw
+        run.service.sampler.close()
+    asyncio.run(body())
+
+
+def test_plain_user_and_unknown_tokens_cannot_read_the_console(demo_gpus: None) -> None:
+    async def body() -> None:
+        run = await start()
+        people(run.hub)
+        for token in ("bob-token", "no-such-token", ""):
+            code, raw = await run.call("api/console", token)
+            assert code == 403, (token, raw)
+            assert b"secret" not in raw
+        code, _ = await run.call("", "bob-token")
+        assert code == 403
+        run.service.sampler.close()
+    asyncio.run(body())
+
+
+def test_only_admins_shut_kernels_down_and_the_log_says_who(demo_gpus: None, caplog: pytest.LogCaptureFixture) -> None:
+    async def body() -> None:
+        run = await start()
+        people(run.hub)
+        code, _ = await run.call("api/users/bob/kernels/bob-kernel-0", "alice-token", method="DELETE")
+        assert code == 403 and run.hub.deleted == []
+        code, _ = await run.call("api/users/bob/kernels/bob-kernel-0", "bob-token", method="DELETE")
+        assert code == 403 and run.hub.deleted == []
+        with caplog.at_level(logging.INFO, logger="jupyter_gpu.hub"):
+            code, raw = await run.call("api/users/bob/kernels/bob-kernel-0", "admin-token", method="DELETE")
+        assert code == 204, raw
+        assert run.hub.deleted == [("bob", "bob-kernel-0", SERVICE_TOKEN)]  # the service's own token
+        assert "root-admin shut down kernel bob-kernel-0 of user bob" in caplog.text
+        code, _ = await run.call("api/users/carol/kernels/x", "admin-token", method="DELETE")
+        assert code == 404
+        run.service.sampler.close()
+    asyncio.run(body())
+
+
+def test_devices_api_serves_any_hub_identity_without_names_or_commands(demo_gpus: None) -> None:
+    async def body() -> None:
+        run = await start()
+        people(run.hub)
+        code, raw = await run.call("api/devices", "bob-token")
+        assert code == 200, raw
+        data = json.loads(raw)
+        processes = [p for gpu in data["gpus"] for p in gpu["processes"]]
+        assert processes and all(p["name"] is None and "command" not in p for p in processes)
+        assert remote.snapshot_from_dict(data).gpus  # the contract user servers parse
+        code, _ = await run.call("api/devices", "no-such-token")
+        assert code == 403
+        run.service.sampler.close()
+    asyncio.run(body())
+
+
+def nvml_calls() -> int:
+    library = simulate.installed()
+    return 0 if library is None else sum(library.calls.values())
+
+
+@pytest.mark.parametrize("servers", [1, 2, 5])
+def test_one_nvml_sampler_for_every_user_server(demo_gpus: None, servers: int) -> None:
+    """NVML is read by the service only: calls = the service's samples x calls per sample, whatever N."""
+    async def body() -> None:
+        run = await start(interval_s=0.1)
+        run.hub.add_user("user-server", "server-token")
+        await run.call("api/devices", "server-token")  # the first sample (installs the simulation)
+        sampler = run.service.sampler
+        first = sampler.latest
+        await asyncio.get_running_loop().run_in_executor(None, sampler.wait_for_snapshot, first.timestamp, 5.0)
+        calls_before, samples_before = nvml_calls(), sampler.samples_taken
+        second = sampler.latest
+        await asyncio.get_running_loop().run_in_executor(None, sampler.wait_for_snapshot, second.timestamp, 5.0)
+        per_sample = (nvml_calls() - calls_before) / (sampler.samples_taken - samples_before)
+        per_sample_before = nvml_calls(), sampler.samples_taken
+        config = JupyterGpuServer(source=run.url, interval_s=0.1, linger_s=5)
+        services = []
+        for _ in range(servers):
+            service = GpuService(config, take=None)
+            service._nvml_take.token = "server-token"
+            services.append(service)
+        for _ in range(10):
+            for service in services:
+                await asyncio.get_running_loop().run_in_executor(None, service.sampler.wait_for_snapshot, None, 2.0)
+            await asyncio.sleep(0.05)
+        for service in services:
+            service.sampler.close()
+            assert service.sampler.samples_taken >= 1
+            assert service.sampler.latest is not None and service.sampler.latest.warnings == ()
+            assert service._nvml_take.fallbacks == 0
+        run.service.sampler.close()
+        calls = nvml_calls() - per_sample_before[0]
+        samples = run.service.sampler.samples_taken - per_sample_before[1]
+        assert per_sample > 0 and samples > 0
+        assert calls == samples * per_sample  # nobody but the service read NVML
+    asyncio.run(body())
+
+
+def test_unreachable_service_falls_back_to_own_sampler_and_says_so(demo_gpus: None) -> None:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]  # closed once the block ends: connection refused
+    config = JupyterGpuServer(source=f"http://127.0.0.1:{port}/services/jupyter-gpu/", interval_s=0.1)
+    service = GpuService(config)
+    before = nvml_calls()
+    snapshot = service.sampler.wait_for_snapshot(timeout=5)
+    service.sampler.close()
+    assert snapshot is not None and len(snapshot.gpus) == 4  # read locally
+    assert nvml_calls() > before
+    assert any("jupyter-gpu service" in w and "unreachable" in w and "reads NVML itself" in w
+               for w in snapshot.warnings)
+
+
+def test_source_setting_refuses_anything_else() -> None:
+    with pytest.raises(Exception, match="must be \"nvml\", \"hub-service\" or an http"):
+        JupyterGpuServer(source="gpu-service")
+    assert JupyterGpuServer().source == "nvml"
+    assert remote.resolve_source("nvml") is None
+    assert remote.resolve_source("https://hub.example/services/jupyter-gpu").endswith("/jupyter-gpu/api/devices")
+
+
+@pytest.mark.parametrize("bad", [
+    [], {"nvml_available": "yes", "timestamp": 1}, {"nvml_available": True, "timestamp": 1, "gpus": [{"index": -1}]},
+    {"nvml_available": True, "timestamp": 1, "gpus": [{"index": 0, "uuid": "u", "name": "n",
+                                                       "processes": [{"pid": "1"}]}]},
+    {"nvml_available": True, "timestamp": float("nan")},
+])
+def test_a_bad_service_answer_is_refused_with_one_line(bad: Any) -> None:
+    with pytest.raises(remote.BadAnswer):
+        remote.snapshot_from_dict(bad)
+
+
+def test_names_from_the_service_are_dropped_and_own_ones_read_here() -> None:
+    import os
+
+    from jupyter_gpu.processes import current_user
+    data = {"nvml_available": True, "timestamp": time.time(), "gpus": [{
+        "index": 0, "uuid": "GPU-0", "name": "A100", "processes": [
+            {"pid": os.getpid(), "memory": 1, "user": current_user(), "name": "forged", "command": "forged"},
+            {"pid": 1, "memory": 1, "user": "someone-else", "name": "leak", "command": "leak --secret"}]}]}
+    snapshot = remote.fill_own_names(remote.snapshot_from_dict(data), current_user())
+    mine, other = snapshot.gpus[0].processes
+    assert mine.name != "forged" and mine.command and "forged" not in mine.command
+    assert other.name is None and other.command is None
+
+
+def test_access_roles() -> None:
+    assert core.access({"kind": "user", "name": "a", "admin": True, "scopes": []}) == "admin"
+    assert core.access({"kind": "user", "name": "a", "admin": False, "scopes": [core.ADMIN_SCOPE]}) == "admin"
+    assert core.access({"kind": "user", "name": "a", "admin": False, "scopes": [core.READ_SCOPE]}) == "read"
+    assert core.access({"kind": "user", "name": "a", "admin": False, "scopes": ["access:services"]}) is None
+    assert core.access({"kind": "service", "name": "s", "admin": True, "scopes": []}) is None
+    assert core.access(None) is None
