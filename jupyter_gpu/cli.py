@@ -5,6 +5,11 @@ Usage::
     jupyter-gpu status                 # a compact table of every GPU and its processes
     jupyter-gpu status --json          # the JSON contract (see jupyter_gpu.snapshots)
     jupyter-gpu status --watch 2       # refresh in place every 2 seconds (Ctrl-C to stop)
+    jupyter-gpu status --show-other-names   # admins: other users' program names too
+
+Other users' processes show their PID, user and memory only (their program names are withheld,
+as in the server's snapshot and the notebook; ``--show-other-names`` or
+``JUPYTER_GPU_SHOW_OTHER_NAMES=1`` widens that; command lines are never shown).
 
 A GPU in MIG mode is followed by one row per slice (``0:1`` is GPU 0's MIG device 1, the notation
 ``%gpu_select`` takes), with its processes under it; NVML measures no utilization in MIG mode and
@@ -109,7 +114,12 @@ def _gpu_row(gpu: GpuInfo) -> tuple[str, str, str, str, str, str]:
 
 
 def _status(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    from .nvml import NvmlReader
     from .nvml import snapshot as take
+    from .processes import ProcessDirectory
+
+    if args.show_other_names:
+        take = NvmlReader(ProcessDirectory(show_other_names=True)).snapshot
 
     clear = "\x1b[H\x1b[2J" if out.isatty() else ""
     while True:
@@ -159,6 +169,9 @@ def build_parser() -> argparse.ArgumentParser:
                     "Exit status 0 when GPUs were read, 1 when NVML is unavailable.",
     )
     status.add_argument("--json", action="store_true", help="print the JSON snapshot instead of a table")
+    status.add_argument("--show-other-names", action="store_true",
+                        help="show the program names of other users' GPU processes (withheld by default, as "
+                             "in the server and the notebook; for admins; command lines are never shown)")
     status.add_argument("--watch", metavar="SECONDS", type=_positive_seconds,
                         help="refresh in place every SECONDS until Ctrl-C")
     return parser

@@ -6,7 +6,11 @@ So every fact remembered about a process is keyed by its **PID and start time**
 (:func:`process_start`), and a reused PID is a new process at once: :class:`PidCache` is the one
 place such facts are cached (identities here, process ancestry in the server). Entries also expire
 after ``CACHE_TTL_S`` and are dropped as soon as the PID leaves the GPUs, which bounds the cache.
-Other users' command lines are never read, let alone returned.
+Other users' command lines are never read, let alone returned, and their program names are
+withheld too (the same rule as the server's snapshot, for every face: ``jupyter-gpu status``, the
+magics, the panel): another user's process shows its PID, user and memory only. An admin widens
+this to program names with ``JUPYTER_GPU_SHOW_OTHER_NAMES=1`` (``jupyter-gpu status
+--show-other-names``); command lines stay private whatever the setting.
 """
 
 from __future__ import annotations
@@ -25,6 +29,12 @@ import psutil
 from . import simulate
 
 CACHE_TTL_S = 30.0
+SHOW_OTHER_NAMES_ENV = "JUPYTER_GPU_SHOW_OTHER_NAMES"
+
+
+def show_other_names() -> bool:
+    """Whether other users' program names may be shown (an admin's choice; default: no)."""
+    return os.environ.get(SHOW_OTHER_NAMES_ENV, "").strip().lower() in ("1", "true", "yes")
 T = TypeVar("T")
 
 ProcessKey = tuple[int, "int | float | None"]
@@ -143,8 +153,9 @@ class PidCache(Generic[T]):
 class ProcessDirectory:
     """Cached PID → :class:`ProcessIdentity` lookups, safe to use from several threads."""
 
-    def __init__(self, ttl_s: float = CACHE_TTL_S) -> None:
+    def __init__(self, ttl_s: float = CACHE_TTL_S, show_other_names: bool | None = None) -> None:
         self.me = current_user()
+        self.show_other_names = show_other_names  # None: $JUPYTER_GPU_SHOW_OTHER_NAMES decides
         self._identities = PidCache(self._lookup, ttl_s, missing=self._not_here)
 
     def identify(self, pid: int, start: int | float | None = ...) -> ProcessIdentity:  # type: ignore[assignment]
@@ -159,8 +170,15 @@ class ProcessDirectory:
         """A PID with no process in this namespace (a host PID in a container, a simulated one)."""
         override = self._simulated_identity(pid)
         if override is not None:
-            return ProcessIdentity(user=override[0], name=override[1], command=None)
+            return ProcessIdentity(user=override[0], name=self._shown_name(override[0], override[1]), command=None)
         return ProcessIdentity(user=None, name=None, command=None)
+
+    def _shown_name(self, user: str | None, name: str | None) -> str | None:
+        """The program name, unless the process is another user's (or nobody knows whose)."""
+        if user is not None and user == self.me:
+            return name
+        widened = show_other_names() if self.show_other_names is None else self.show_other_names
+        return name if widened else None
 
     def _lookup(self, pid: int) -> ProcessIdentity:
         override = self._simulated_identity(pid)
@@ -171,7 +189,8 @@ class ProcessDirectory:
                 name = process.name()
         except (psutil.Error, OSError):
             if override is not None:
-                return ProcessIdentity(user=override[0], name=override[1], command=None)
+                return ProcessIdentity(user=override[0], name=self._shown_name(override[0], override[1]),
+                                       command=None)
             return ProcessIdentity(user=None, name=None, command=None)
         if override is not None:
             user = override[0] or user
@@ -182,7 +201,7 @@ class ProcessDirectory:
                 command = " ".join(process.cmdline()) or None
             except (psutil.Error, OSError):
                 command = None
-        return ProcessIdentity(user=user, name=name, command=command)
+        return ProcessIdentity(user=user, name=self._shown_name(user, name), command=command)
 
     @staticmethod
     def _simulated_identity(pid: int) -> tuple[str | None, str | None] | None:

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Set everything up from a fresh clone and run the whole test suite: lint, unit and kernel tests,
-# server tests, browser tests (Debian's chromium, installed here if missing) and the example
+# server tests, browser tests (Debian's chromium, installed here if missing), the Prometheus checks
+# (Debian's prometheus, installed here if missing when root) and the example
 # notebooks under nbval. Extra arguments go to pytest.
 #   scripts/test.sh [-x -k sidebar ...]
 set -euo pipefail
@@ -13,6 +14,16 @@ if ! command -v chromium >/dev/null 2>&1; then
   else
     echo "The browser tests need Debian's chromium: sudo apt-get install chromium" >&2
     exit 1
+  fi
+fi
+
+# promtool and prometheus (deploy/prometheus checks and the scrape integration test): Debian's package.
+if ! command -v promtool >/dev/null 2>&1; then
+  if [ "$(id -u)" = 0 ]; then
+    echo "==> installing Debian's prometheus (promtool) for the deploy/prometheus tests"
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq prometheus >/dev/null
+  else
+    echo "Note: without promtool (sudo apt-get install prometheus) the deploy/prometheus tests are skipped" >&2
   fi
 fi
 

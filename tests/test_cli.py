@@ -28,7 +28,18 @@ def test_table_lists_gpus_and_processes(demo_gpus):
     assert "74.2 GiB / 80 GiB (93%)" in out and "97%" in out and "71°C" in out and "372 / 400 W" in out
     assert "NVIDIA RTX A6000" in out
     bob = next(line for line in lines if "910001" in line)
-    assert "bob" in bob and "74.2 GiB" in bob and "python" in bob
+    assert "bob" in bob and "74.2 GiB" in bob and "python" not in bob  # another user's program: withheld
+
+
+def test_other_users_program_names_are_withheld_unless_the_admin_widens_it(demo_gpus):
+    # The server's rule, here too: bob's process shows PID, user and memory only
+    code, out, _ = run("status", "--json")
+    bob = next(p for gpu in json.loads(out)["gpus"] for p in gpu["processes"] if p["pid"] == 910001)
+    assert bob["user"] == "bob" and bob["name"] is None and "command" not in bob
+    # An admin widens it with a flag, or the environment variable
+    code, out, _ = run("status", "--show-other-names")
+    assert code == 0 and "python" in next(line for line in out.splitlines() if "910001" in line)
+    # (the environment variable, for kernels and panels: tests/test_processes.py)
 
 
 def test_json_is_the_snapshot_contract(demo_gpus):
@@ -85,7 +96,8 @@ def test_console_script_runs_without_a_gpu(tmp_path):
     assert done.returncode == 1 and "libnvidia-ml.so.1" in done.stdout
 
 
-def test_long_and_bidi_names_are_cut_and_neutralised(scenario):
+def test_long_and_bidi_names_are_cut_and_neutralised(scenario, monkeypatch):
+    monkeypatch.setenv("JUPYTER_GPU_SHOW_OTHER_NAMES", "1")  # other users' names shown (admin)
     longest_name = "NVIDIA " + "X" * 76  # the longest a scenario may give: NVML's 96-byte name holds it whole
     scenario.write({"gpus": [{"name": longest_name, "processes": [
         {"pid": 4_000_001, "memory_mib": 1024, "user": "a\u202eevil" + "u" * 240, "name": "evil\u202egnp.py"}]}]})

@@ -90,7 +90,8 @@ def test_mig_scenario_keys_are_validated_like_every_key(change, message):
 # -- the snapshot contract
 
 
-def test_a_gpu_in_mig_mode_lists_its_slices_next_to_a_whole_gpu(scenario):
+def test_a_gpu_in_mig_mode_lists_its_slices_next_to_a_whole_gpu(scenario, monkeypatch):
+    monkeypatch.setenv("JUPYTER_GPU_SHOW_OTHER_NAMES", "1")  # other users' program names too (admin)
     scenario.write(a100_mig_scenario())
     snap = jupyter_gpu.snapshot()
     mig, whole = snap.gpus

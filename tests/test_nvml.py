@@ -23,7 +23,8 @@ def gpu(**fields):
     return {**base, **fields}
 
 
-def test_every_field_matches_the_scenario(scenario):
+def test_every_field_matches_the_scenario(scenario, monkeypatch):
+    monkeypatch.setenv("JUPYTER_GPU_SHOW_OTHER_NAMES", "1")  # other users' program names too (admin)
     scenario.write({"driver_version": "555.42.06", "gpus": [
         gpu(processes=[{"pid": 4000001, "memory_mib": 1000, "user": "alice", "name": "python"}]),
         gpu(name="NVIDIA RTX A6000", memory_total_mib=49140, utilization=3, temperature=30, power_w=21.5,

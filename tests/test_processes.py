@@ -69,3 +69,29 @@ def test_a_cached_value_is_not_kept_when_the_process_changes_during_the_lookup(m
     cache = PidCache(lambda pid: "old process's fact")
     cache.get(42)  # start 100 before the lookup, 200 after: not cached
     assert len(cache) == 0
+
+
+def test_other_users_program_names_are_withheld_unless_widened(monkeypatch):
+    # Given a process that, to the directory, is another user's (its "me" is someone else)
+    other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)", "--secret"])
+    try:
+        monkeypatch.delenv(processes.SHOW_OTHER_NAMES_ENV, raising=False)
+        directory = ProcessDirectory()
+        directory.me = "somebody-else"
+        identity = directory.identify(other.pid)
+        # Then it shows its user only: no program name, no command line
+        assert identity.user == processes.current_user() and identity.name is None and identity.command is None
+        # When an admin widens it (environment), the program name is shown; the command line never
+        monkeypatch.setenv(processes.SHOW_OTHER_NAMES_ENV, "1")
+        widened = ProcessDirectory()
+        widened.me = "somebody-else"
+        assert widened.identify(other.pid).name and widened.identify(other.pid).command is None
+        # and an explicit choice beats the environment
+        narrow = ProcessDirectory(show_other_names=False)
+        narrow.me = "somebody-else"
+        assert narrow.identify(other.pid).name is None
+        # while one's own processes keep their name and command line
+        assert ProcessDirectory(show_other_names=False).identify(other.pid).command.endswith("--secret")
+    finally:
+        other.kill()
+        other.wait()

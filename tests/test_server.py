@@ -344,7 +344,9 @@ async def test_prometheus_gauges_per_gpu_and_per_kernel(jp_fetch, jp_serverapp, 
                  "jupyter_gpu_temperature_celsius", "jupyter_gpu_power_watts"):
         assert len(families[name]) == 2, name
     (kernel,) = families["jupyter_gpu_kernel_memory_used_bytes"]
-    assert kernel.labels == {"kernel_id": kernel_id, "notebook": NOTEBOOK, "gpu": "1"}
+    service: GpuService = jp_serverapp.web_app.settings[GpuService.SETTINGS_KEY]
+    assert kernel.labels == {"kernel_id": kernel_id, "notebook": NOTEBOOK, "gpu": "1", "user": service.user,
+                             "UUID": families["jupyter_gpu_gpu_info"][1].labels["UUID"]}
     assert kernel.value == 5000 * MIB
     assert families["jupyter_gpu_nvml_up"][0].value == 1
 

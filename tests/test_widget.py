@@ -67,7 +67,8 @@ def test_simulated_gpus_are_announced(scenario: Any) -> None:
     assert "2 GPUs" in panel.status.value
 
 
-def test_data_rendered_as_html_is_escaped(scenario: Any) -> None:
+def test_data_rendered_as_html_is_escaped(scenario: Any, monkeypatch: Any) -> None:
+    monkeypatch.setenv("JUPYTER_GPU_SHOW_OTHER_NAMES", "1")  # other users' names shown (admin)
     def evil(data: dict[str, Any]) -> None:
         data["gpus"][0]["name"] = f"A100 {EVIL}"
         data["gpus"][0]["processes"] = [{"pid": 999991, "memory_mib": 10, "user": "<b>eve</b>", "name": EVIL}]
@@ -249,7 +250,9 @@ def test_the_kernels_plan_is_read(monkeypatch: pytest.MonkeyPatch) -> None:
     assert selected == (1,) and limit(1) == 2 * GIB and limit(0) is None
 
 
-def test_long_and_bidi_names_are_cut_and_neutralised_with_the_full_text_in_the_tooltip(scenario: Any) -> None:
+def test_long_and_bidi_names_are_cut_and_neutralised_with_the_full_text_in_the_tooltip(
+        scenario: Any, monkeypatch: Any) -> None:
+    monkeypatch.setenv("JUPYTER_GPU_SHOW_OTHER_NAMES", "1")  # other users' names shown (admin)
     def long_names(data: dict[str, Any]) -> None:
         data["gpus"][0]["name"] = "NVIDIA " + "Z" * 70  # NVML names hold 96 bytes, " [simulated]" included
         data["gpus"][0]["processes"] = [

@@ -23,6 +23,7 @@ def _refresh_when_the_loop_runs(service: GpuService) -> None:
         from tornado.ioloop import IOLoop
 
         IOLoop.current().add_callback(service.refresh_kernels)
+        IOLoop.current().add_callback(service.start_culling)
     except Exception:  # no loop yet: the first request refreshes it
         pass
 
@@ -63,6 +64,7 @@ def _load_jupyter_server_extension(serverapp: Any) -> None:
         metrics_public=not web_app.settings.get("authenticate_prometheus", True),
     )
     web_app.settings[GpuService.SETTINGS_KEY] = service
+    service.remove_orphan_reports()
     web_app.add_handlers(".*$", routes(web_app.settings["base_url"]) + history_routes(web_app.settings["base_url"]))
     service.attach_events(getattr(serverapp, "event_logger", None))
     if config.prometheus:

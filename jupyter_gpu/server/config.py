@@ -103,6 +103,38 @@ class JupyterGpuServer(Configurable):
         resolve_source(proposal["value"])  # ValueError with one line for anything else
         return proposal["value"]
 
+    cull_idle_after_s = Float(
+        0.0,
+        config=True,
+        help="""Shut down a kernel that holds GPU memory and has not been busy for this many seconds
+        (0, the default: never). Busy kernels and kernels holding no GPU memory are never culled;
+        each cull is logged with the user, notebook, GPUs and memory freed. While it is on, the
+        server samples the GPUs continuously (one NVML sample per interval_s), polled or not.""",
+    )
+
+    cull_warn_s = Float(
+        300.0,
+        config=True,
+        help="""With cull_idle_after_s set: this many seconds before a kernel is culled, the snapshot
+        marks it (kernels[].cull_warning, cull_in_s) and JupyterLab shows a countdown in the GPU
+        sidebar and status bar, and a notification. 0: no warning.""",
+    )
+
+    host_label = Unicode(
+        "",
+        config=True,
+        help="""The host label of the jupyter_gpu_gpu_info Prometheus series (the machine the GPUs are
+        in). Empty: $JUPYTER_GPU_HOST, else the host name (in a Kubernetes pod that is the pod's
+        name: pass the node's name, e.g. from the downward API's spec.nodeName, in JUPYTER_GPU_HOST).""",
+    )
+
+    @validate("cull_idle_after_s", "cull_warn_s")
+    def _not_negative(self, proposal: dict) -> float:
+        value = proposal["value"]
+        if not value >= 0:
+            raise ValueError(f"{proposal['trait'].name} must be 0 (off) or positive, not {value}")
+        return value
+
     @validate("interval_s", "linger_s", "wait_s", "history_s")
     def _positive(self, proposal: dict) -> float:
         value = proposal["value"]

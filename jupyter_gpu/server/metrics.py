@@ -11,11 +11,13 @@ says how old it is in ``jupyter_gpu_sample_age_seconds``.
 from __future__ import annotations
 
 import logging
+import os
+import socket
 import threading
 import time
 from typing import Any
 
-from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import REGISTRY, Collector
 
 from .service import GpuService
@@ -41,7 +43,7 @@ class GpuCollector(Collector):
     def describe(self) -> list[Any]:
         return []  # no collect() at registration time: that would touch NVML at start-up
 
-    def collect(self) -> list[GaugeMetricFamily]:  # type: ignore[override]
+    def collect(self) -> list[GaugeMetricFamily | CounterMetricFamily]:  # type: ignore[override]
         try:
             return self._families()
         except Exception as error:
@@ -51,7 +53,7 @@ class GpuCollector(Collector):
                 log.exception("jupyter_gpu: the GPU gauges are left out of this scrape")
             return []
 
-    def _families(self) -> list[GaugeMetricFamily]:
+    def _families(self) -> list[GaugeMetricFamily | CounterMetricFamily]:
         service = self.service
         if service is None or not service.config.prometheus:
             return []
@@ -77,25 +79,44 @@ class GpuCollector(Collector):
             "power": GaugeMetricFamily("jupyter_gpu_power_watts", "GPU power draw", labels=GPU_LABELS),
         }
         errors = GaugeMetricFamily("jupyter_gpu_error", "1 when the GPU could not be read", labels=GPU_LABELS)
+        # Kernel series carry the server's user; UUID is spelled as DCGM's exporter spells it, so
+        # PromQL joins ours with DCGM's device series "on (UUID)" (docs/prometheus.md).
         kernel_memory = GaugeMetricFamily(
             "jupyter_gpu_kernel_memory_used_bytes",
             "GPU memory held by a kernel of this server and its child processes (NVML, by PID)",
-            labels=["kernel_id", "notebook", "gpu"])
+            labels=["kernel_id", "notebook", "user", "gpu", "UUID"])
         kernel_idle = GaugeMetricFamily(
             "jupyter_gpu_kernel_idle_seconds", "Seconds since a kernel holding GPU memory was last busy",
-            labels=["kernel_id", "notebook"])
+            labels=["kernel_id", "notebook", "user"])
+        cull_in = GaugeMetricFamily(
+            "jupyter_gpu_kernel_cull_in_seconds",
+            "Seconds until the GPU-aware culler shuts down this idle kernel holding GPU memory",
+            labels=["kernel_id", "notebook", "user"])
+        culled = CounterMetricFamily("jupyter_gpu_kernels_culled",
+                                     "Idle kernels holding GPU memory shut down by the GPU-aware culler",
+                                     labels=["user"])
+        info = GaugeMetricFamily("jupyter_gpu_gpu_info", "1 per GPU: its index, UUID, model and host",
+                                 labels=["gpu", "UUID", "name", "host"])
+        host = service.config.host_label or os.environ.get("JUPYTER_GPU_HOST") or socket.gethostname()
+        uuids = {}
         for index, uuid, name, error, values in answer.gpu_rows:
             labels = [index, uuid, name]
+            uuids[index] = uuid
+            info.add_metric([index, uuid, name, host], 1)
             errors.add_metric(labels, 1 if error else 0)
             for key, value in values:
                 if value is not None and not error:
                     families[key].add_metric(labels, value)
         # Public /metrics (authenticate_prometheus = False): no notebook paths unless the admin opts in.
         hide = service.metrics_public and not service.config.prometheus_notebook_labels
+        user = service.user
         for kernel_id, notebook, gpu_index, used in answer.kernel_memory:
-            kernel_memory.add_metric([kernel_id, "" if hide else notebook, gpu_index], used)
+            kernel_memory.add_metric([kernel_id, "" if hide else notebook, user, gpu_index, uuids.get(gpu_index, "")],
+                                     used)
         for kernel_id, notebook, idle_s in answer.kernel_idle:
-            kernel_idle.add_metric([kernel_id, "" if hide else notebook], idle_s)
+            kernel_idle.add_metric([kernel_id, "" if hide else notebook, user], idle_s)
+        for kernel_id, notebook, seconds in answer.kernel_cull_in:
+            cull_in.add_metric([kernel_id, "" if hide else notebook, user], seconds)
         # MIG slices: memory only (NVML measures no utilization, temperature or power per slice).
         mig_used = GaugeMetricFamily("jupyter_gpu_mig_memory_used_bytes", "MIG slice memory in use",
                                      labels=MIG_LABELS)
@@ -105,7 +126,12 @@ class GpuCollector(Collector):
             mig_labels = [gpu_index, parent_uuid, mig_uuid, profile]
             mig_used.add_metric(mig_labels, used)
             mig_total.add_metric(mig_labels, total)
-        return [up, age, *families.values(), errors, kernel_memory, kernel_idle, mig_used, mig_total]
+        families_out: list[GaugeMetricFamily | CounterMetricFamily] = [
+            up, age, info, *families.values(), errors, kernel_memory, kernel_idle, cull_in, mig_used, mig_total]
+        if service.config.cull_idle_after_s > 0 or service.culled:
+            culled.add_metric([user], service.culled)
+            families_out.append(culled)
+        return families_out
 
 
 _collector: GpuCollector | None = None

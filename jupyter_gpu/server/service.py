@@ -25,6 +25,7 @@ import gzip
 import hashlib
 import json
 import logging
+import os
 import threading
 import time
 import weakref
@@ -114,6 +115,9 @@ class Answer:
     gzipped: bytes  # the same body, gzip-compressed once here for every client that accepts it
     kernel_memory: tuple[tuple[str, str, str, int], ...]  # (kernel_id, notebook, gpu, bytes)
     kernel_idle: tuple[tuple[str, str, float], ...]  # (kernel_id, notebook, idle seconds)
+    # Kernels due for culling at build time: (kernel_id, notebook, idle_s, bytes, GPUs as words).
+    due: tuple[tuple[str, str, float, int, tuple[str, ...]], ...] = ()
+    kernel_cull_in: tuple[tuple[str, str, float], ...] = ()  # (kernel_id, notebook, seconds to cull)
     slice_rows: tuple[tuple[str, str, str, str, int, int], ...] = ()  # MIG: (gpu, parent uuid, MIG uuid,
     # profile, memory used, memory total) of every readable slice
 
@@ -167,6 +171,11 @@ class GpuService:
         self.report_dir = report_dir
         self.metrics_public = metrics_public
         self.me = current_user()
+        # The user the kernel series are labelled with: JupyterHub's name for this server's owner
+        # (in a container the process user is often "jovyan" for everybody), else the process user.
+        self.user = os.environ.get("JUPYTERHUB_USER") or self.me or ""
+        self.culled = 0  # kernels shut down by the GPU-aware culler (jupyter_gpu_kernels_culled_total)
+        self._culling: asyncio.Task[None] | None = None
         if take is None:
             from ..nvml import snapshot as take
             from ..remote import RemoteSource, resolve_source
@@ -210,6 +219,8 @@ class GpuService:
     def close(self) -> None:
         """Stop sampling and remove the reports of this server's kernels (the server stops)."""
         self.sampler.close(timeout=1.0)
+        if self._culling is not None:
+            self._culling.cancel()
         for executor in (self._executor, self._wait_executor):
             if executor is not None:
                 executor.shutdown(wait=False, cancel_futures=True)
@@ -360,6 +371,43 @@ class GpuService:
         except OSError as error:
             log.warning("jupyter_gpu: cannot remove the kernel report %s: %s", path, error)
 
+    def remove_orphan_reports(self) -> list[str]:
+        """Delete the reports that a dead kernel left behind; returns their kernel ids.
+
+        A kernel removes its report when it exits, and this server removes its kernels' reports when
+        it stops; but a server killed outright (SIGKILL: the hub's last resort, the OOM killer)
+        does neither, and its kernels then exit through ipykernel's parent poller (``os._exit``)
+        without their own clean-up. So when a server starts, every report in its runtime directory
+        whose writer (PID and start time) no longer runs, in this PID namespace, is deleted. Files
+        of other owners, bad files and reports from another PID namespace are left alone.
+        """
+        if not self.report_dir:
+            return []
+        try:
+            namespace = os.readlink("/proc/self/ns/pid")
+        except OSError:
+            namespace = None
+        removed = []
+        for path in Path(self.report_dir).glob(f"{REPORT_PREFIX}*.json"):
+            try:
+                if path.stat().st_uid != os.getuid():
+                    continue
+                report = self._report_reader.read_one(path)
+                if report is None or report.start_time is None:
+                    continue
+                with open(path, "rb") as file:
+                    if json.loads(file.read(256 * 1024)).get("pid_namespace") != namespace:
+                        continue
+                if process_start(report.pid) == report.start_time:
+                    continue  # its kernel still runs (a server restarted next to running kernels)
+                path.unlink()
+                removed.append(report.kernel_id)
+            except (OSError, ValueError, AttributeError):
+                continue
+        if removed:
+            log.info("jupyter_gpu: removed %d kernel report(s) left by kernels that no longer run", len(removed))
+        return removed
+
     # -- answers (event loop picks, worker threads build)
 
     async def latest(self) -> Snapshot | None:
@@ -459,6 +507,7 @@ class GpuService:
         reports = {kid: report for kid, report in getattr(snapshot, "reports", {}).items()
                    if kid in kernels and kernels[kid].key is not None and report.key == kernels[kid].key}
         threshold = self.config.idle_threshold_s
+        cull_after, cull_warn = self.config.cull_idle_after_s, self.config.cull_warn_s
         by_key = {info.key: info for info in kernels.values() if info.key is not None}
         by_reported_pid: dict[int, KernelInfo] = {}
         for kernel_id, report in reports.items():
@@ -507,8 +556,11 @@ class GpuService:
                     label = (info.kernel_id, notebook or "", str(gpu.index))
                     kernel_memory[label] = kernel_memory.get(label, 0) + memory
                     entry = process.to_dict()
+                    cull_in_s = (round(max(0.0, cull_after - idle_s), 3) if cull_after > 0 and memory > 0
+                                 and idle_s is not None and info.execution_state != "busy" else None)
                     entry.update(kernel_id=info.kernel_id, notebook=notebook, own=True, idle_s=idle_s,
-                                 idle=bool(idle_s is not None and idle_s >= threshold and memory > 0))
+                                 idle=bool(idle_s is not None and idle_s >= threshold and memory > 0),
+                                 cull_in_s=cull_in_s, cull_warning=cull_in_s is not None and cull_in_s <= cull_warn)
                     fragments.append(dumps(entry))
                     fragment_of[pid] = fragments[-1]
                     continue
@@ -568,16 +620,27 @@ class GpuService:
         top["stale"] = stale
         top["age_s"] = None if age_s is None else round(age_s, 3)
         top["interval_s"] = float(self.config.interval_s)
+        culling = self.config.cull_idle_after_s > 0
+        top["cull_idle_after_s"] = float(self.config.cull_idle_after_s) if culling else None
+        top["cull_warn_s"] = float(self.config.cull_warn_s) if culling else None
         body = (dumps(top)[:-1] + ',"gpus":[' + ",".join(gpu_texts) + "]}").encode()
         etag = '"' + hashlib.blake2b(body, digest_size=16).hexdigest() + '"'
         gzipped = gzip.compress(body, compresslevel=5, mtime=0)
         kernel_idle = tuple((k["kernel_id"], k["notebook"] or "", k["idle_s"]) for k in summaries
                             if k["gpu_memory"] and k["idle_s"] is not None)
+        uuids = {gpu.index: gpu.uuid for gpu in snapshot.gpus}
+        due = tuple((k["kernel_id"], k["notebook"] or "", k["idle_s"],
+                     k["gpu_memory"] or sum((k["reported_gpu_memory"] or {}).values()),
+                     tuple(f"GPU {index} ({uuids.get(index, '?')})" for index in k["gpus"])
+                     or tuple(f"{key} (the kernel's report)" for key in (k["reported_gpu_memory"] or {})))
+                    for k in summaries if k["cull_in_s"] == 0)
+        cull_in = tuple((k["kernel_id"], k["notebook"] or "", k["cull_in_s"]) for k in summaries
+                        if k["cull_in_s"] is not None)
         return Answer(key=self._key(snapshot if age_s is not None else None, table, now),
                       nvml_available=snapshot.nvml_available, timestamp=snapshot.timestamp,
                       gpu_rows=tuple(gpu_rows), body=body, etag=etag, gzipped=gzipped,
                       kernel_memory=tuple((*label, used) for label, used in sorted(kernel_memory.items())),
-                      kernel_idle=kernel_idle, slice_rows=tuple(slice_rows))
+                      kernel_idle=kernel_idle, due=due, kernel_cull_in=cull_in, slice_rows=tuple(slice_rows))
 
     def annotate(self, snapshot: Snapshot | None, kernels: dict[str, KernelInfo], now: float) -> dict[str, Any]:
         """The answer for ``snapshot`` joined to ``kernels``, as a dict (what the endpoint sends)."""
@@ -594,6 +657,10 @@ class GpuService:
         if reported:
             slices.update(key for key, used in reported.items() if used and key in known_slices)
         holds = bool(memory) or bool(reported and any(reported.values()))
+        # GPU-aware culling: only an idle (not busy) kernel that holds GPU memory is ever a candidate.
+        after, warn = self.config.cull_idle_after_s, self.config.cull_warn_s
+        cull_in_s = (round(max(0.0, after - idle_s), 3)
+                     if after > 0 and holds and idle_s is not None and info.execution_state != "busy" else None)
         return {
             "kernel_id": info.kernel_id,
             "name": info.name,
@@ -607,6 +674,8 @@ class GpuService:
             "slices": sorted(slices),  # MIG UUIDs of the slices it holds memory on (MIG only)
             "reported_gpu_memory": reported,  # bytes per GPU as the kernel itself reports (allocator)
             "report_age_s": None if report is None else round(max(0.0, now - report.timestamp), 3),
+            "cull_in_s": cull_in_s,  # seconds until the culler shuts it down; null: never (as things stand)
+            "cull_warning": cull_in_s is not None and cull_in_s <= warn,
         }
 
     def _attribution(self, snapshot: Snapshot, total: int, unknown: int, matched: int,
@@ -630,6 +699,64 @@ class GpuService:
             return "kernel-report", f"{CONTAINER_NOTE} {matched} matched by the NVML PIDs the kernels reported."
         return "unavailable", (f"{CONTAINER_NOTE} No kernel reported its GPU use: load the jupyter_gpu "
                                "IPython extension in kernels (see the server extension's documentation).")
+
+    # -- GPU-aware culling (event loop)
+
+    def start_culling(self) -> None:
+        """Start the culler on the running loop when ``cull_idle_after_s`` is set (idempotent)."""
+        if self.config.cull_idle_after_s > 0 and (self._culling is None or self._culling.done()):
+            self._culling = asyncio.ensure_future(self._cull_loop())
+
+    @property
+    def cull_every_s(self) -> float:
+        """How often the culler looks: a tenth of the idle limit, at most 30 s, at least interval_s."""
+        return max(self.config.interval_s, min(30.0, self.config.cull_idle_after_s / 10))
+
+    async def _cull_loop(self) -> None:
+        while self.config.cull_idle_after_s > 0:
+            await asyncio.sleep(self.cull_every_s)
+            try:
+                await self.cull_idle()
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("jupyter_gpu: the GPU-aware culler failed this round; it tries again")
+
+    async def cull_idle(self) -> list[str]:
+        """Shut down every kernel that holds GPU memory and has been idle ``cull_idle_after_s``.
+
+        The candidates come from the newest answer (the same figures the sidebar shows); each is
+        checked once more against the kernel manager right before its shutdown, so a kernel that
+        became busy meanwhile is spared. Returns the ids of the kernels shut down.
+        """
+        after = self.config.cull_idle_after_s
+        km = self.kernel_manager
+        if after <= 0 or km is None:
+            return []
+        answer = await self.answer()
+        culled = []
+        for kernel_id, notebook, idle_s, memory, gpus in answer.due:
+            try:
+                kernel = km.get_kernel(kernel_id)
+            except KeyError:
+                continue
+            last = getattr(kernel, "last_activity", None)
+            if getattr(kernel, "execution_state", None) == "busy" or (
+                    last is not None and time.time() - last.timestamp() < after):
+                continue  # it ran something since the answer was built
+            try:
+                await km.shutdown_kernel(kernel_id)
+            except Exception:  # gone meanwhile, or a provisioner failure: the others are still culled
+                log.exception("jupyter_gpu: culling the idle GPU kernel %s failed", kernel_id)
+                continue
+            self.culled += 1
+            culled.append(kernel_id)
+            where = ", ".join(gpus) or "GPUs unknown"
+            log.warning("jupyter_gpu: culled idle GPU kernel %s of user %s, notebook %s: idle %.0f s "
+                        "(cull_idle_after_s = %g), %d bytes (%.1f MiB) of GPU memory freed on %s",
+                        kernel_id, self.user or "?", notebook or "(no notebook)", idle_s, after,
+                        memory, memory / 2**20, where)
+        return culled
 
     # -- Prometheus
 

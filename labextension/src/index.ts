@@ -11,7 +11,7 @@ import {
   JupyterFrontEnd,
   JupyterFrontEndPlugin
 } from '@jupyterlab/application';
-import { Dialog, showDialog, showErrorMessage } from '@jupyterlab/apputils';
+import { Dialog, Notification, showDialog, showErrorMessage } from '@jupyterlab/apputils';
 import { ISettingRegistry } from '@jupyterlab/settingregistry';
 import { IStatusBar } from '@jupyterlab/statusbar';
 
@@ -19,9 +19,10 @@ import type { IProcessActions } from './components/processRow';
 import { kernelLabel } from './components/processRow';
 import { GpuSidebar } from './components/sidebar';
 import { GpuStatusItem } from './components/statusItem';
-import { formatBytes } from './format';
+import { formatBytes, formatDuration } from './format';
 import { gpuIcon } from './icons';
 import { GpuMonitorModel } from './model';
+import type { IGpuProcess } from './tokens';
 import { CommandIDs, IGpuMonitorModel, PLUGIN_ID, SIDEBAR_ID } from './tokens';
 
 /** The left sidebar's order: after the file browser, running kernels, commands and TOC. */
@@ -57,6 +58,39 @@ function makeActions(app: JupyterFrontEnd, model: GpuMonitorModel): IProcessActi
       });
     }
   };
+}
+
+/**
+ * One JupyterLab notification per kernel the server's GPU-aware culler is about to shut down
+ * (`cull_warning`), dismissed when the kernel runs again or is gone. Text only.
+ */
+function notifyCulling(model: IGpuMonitorModel): void {
+  const shown = new Map<string, string>();
+  model.changed.connect(() => {
+    const due = new Map<string, IGpuProcess>();
+    for (const gpu of model.snapshot?.gpus ?? []) {
+      for (const p of gpu.processes) {
+        if (p.own && p.kernel_id && p.cull_warning && typeof p.cull_in_s === 'number') {
+          due.set(p.kernel_id, p);
+        }
+      }
+    }
+    for (const [kernelId, id] of shown) {
+      if (!due.has(kernelId)) {
+        Notification.dismiss(id);
+        shown.delete(kernelId);
+      }
+    }
+    for (const [kernelId, p] of due) {
+      if (!shown.has(kernelId)) {
+        // Notifications are plain text and meant to be short (under 140 characters).
+        const message =
+          `Idle GPU kernel ${kernelLabel(p).slice(0, 40)} (${formatBytes(p.memory)}) ` +
+          `shuts down in ${formatDuration(p.cull_in_s)}. Run a cell to keep it.`;
+        shown.set(kernelId, Notification.warning(message, { autoClose: false }));
+      }
+    }
+  });
 }
 
 const plugin: JupyterFrontEndPlugin<IGpuMonitorModel> = {
@@ -102,6 +136,8 @@ const plugin: JupyterFrontEndPlugin<IGpuMonitorModel> = {
       item.addClass('jp-mod-top');
       app.shell.add(item, 'top', { rank: 900 });
     }
+
+    notifyCulling(model);
 
     if (settingRegistry) {
       const apply = (settings: ISettingRegistry.ISettings): void => {

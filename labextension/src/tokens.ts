@@ -24,6 +24,10 @@ export interface IGpuProcess {
   idle_s: number | null;
   /** Idle beyond the server's threshold while holding GPU memory. */
   idle: boolean;
+  /** Seconds until the server's GPU-aware culler shuts this kernel down; null/absent: it will not. */
+  cull_in_s?: number | null;
+  /** True within the server's `cull_warn_s` of that shutdown: count down and warn the user. */
+  cull_warning?: boolean;
   /** The MIG UUID of the slice it runs in (GPUs in MIG mode only). */
   slice?: string;
 }
@@ -82,6 +86,9 @@ export interface ISnapshot {
   warnings?: string[];
   /** The server's sampling interval in seconds. */
   interval_s?: number;
+  /** GPU-aware culling: idle seconds after which a kernel holding GPU memory is shut down (null: off). */
+  cull_idle_after_s?: number | null;
+  cull_warn_s?: number | null;
 }
 
 /** The answer of `GET {baseUrl}jupyter-gpu/history`: per GPU, the server's samples as columns. */

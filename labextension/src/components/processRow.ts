@@ -62,10 +62,14 @@ export class OwnProcessRow {
     setAttr(this._open, 'aria-label', process.notebook ? `Open ${label}` : label);
     this._open.disabled = !process.notebook;
     setText(this._memory, formatBytes(process.memory));
+    const idleText =
+      process.idle_s === null ? 'busy or unknown' : `idle for ${formatDuration(process.idle_s)}`;
+    const culling = process.cull_warning === true && typeof process.cull_in_s === 'number';
     setText(
       this._idle,
-      process.idle_s === null ? 'busy or unknown' : `idle for ${formatDuration(process.idle_s)}`
+      culling ? `${idleText} · shut down in ${formatDuration(process.cull_in_s)}` : idleText
     );
+    this.node.classList.toggle('jp-mod-culling', culling);
     this.node.classList.toggle('jp-mod-idle', process.idle);
     setHidden(this._idleBadge, !process.idle);
     setAttr(

@@ -5,7 +5,7 @@
 import { Widget } from '@lumino/widgets';
 
 import { setAttr, setText } from '../dom';
-import { formatBytes } from '../format';
+import { formatBytes, formatDuration } from '../format';
 import type { IGpuMonitorModel } from '../tokens';
 
 export class GpuStatusItem extends Widget {
@@ -26,6 +26,7 @@ export class GpuStatusItem extends Widget {
     let text: string;
     let title: string;
     let idle = 0;
+    let cullInS: number | null = null;
     if (!snapshot || state === 'missing-extension' || state === 'no-nvml') {
       text = 'GPU: n/a';
       title =
@@ -42,6 +43,9 @@ export class GpuStatusItem extends Widget {
             if (p.idle) {
               idle++;
             }
+            if (p.cull_warning && typeof p.cull_in_s === 'number') {
+              cullInS = Math.min(cullInS ?? Infinity, p.cull_in_s);
+            }
           }
         }
       }
@@ -51,6 +55,9 @@ export class GpuStatusItem extends Widget {
       if (failed > 0) {
         text += ` · ${failed} failed`;
       }
+      if (cullInS !== null) {
+        text += ` · idle kernel shut down in ${formatDuration(cullInS)}`;
+      }
       title =
         `${inUse} of ${snapshot.gpus.length} GPUs in use; your kernels hold ${formatBytes(own)}` +
         (idle > 0 ? `; ${idle} of your kernels idle while holding GPU memory` : '') +
@@ -59,7 +66,7 @@ export class GpuStatusItem extends Widget {
     setText(this.node, text);
     setAttr(this.node, 'title', title);
     setAttr(this.node, 'aria-label', `${title}. Open the GPU monitor.`);
-    this.node.classList.toggle('jp-mod-warning', idle > 0);
+    this.node.classList.toggle('jp-mod-warning', idle > 0 || cullInS !== null);
     this.node.classList.toggle('jp-mod-error', state === 'error' || state === 'missing-extension');
   }
 

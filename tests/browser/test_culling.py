@@ -1,0 +1,70 @@
+"""GPU-aware culling as the user sees it, in headless Chromium: the sidebar row and the status bar
+count down to the cull, a JupyterLab notification warns, and the kernel is then shut down."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import pytest
+from support import wait_until
+from test_deploy_prometheus import kernel_child
+
+from jupyter_gpu import simulate
+
+pytestmark = pytest.mark.browser
+
+AFTER_S = 14
+WARN_S = 12
+
+
+@pytest.fixture(scope="module")
+def lab(lab_factory: Any) -> Any:
+    return lab_factory(simulate.plausible_gpus(2), name="culling",
+                       extra_args=(f"--JupyterGpuServer.cull_idle_after_s={AFTER_S}",
+                                   f"--JupyterGpuServer.cull_warn_s={WARN_S}"))
+
+
+def seconds(text: str) -> int:
+    match = re.search(r"shut(?:s)? down in (\d+) s", text)
+    assert match, text
+    return int(match.group(1))
+
+
+def test_an_idle_gpu_kernel_counts_down_notifies_and_is_culled(lab, page, artifacts):
+    # Given a notebook's kernel holding 2 GiB on GPU 0, left idle
+    session = lab.api("POST", "api/sessions", {"path": "train.ipynb", "type": "notebook",
+                                                "kernel": {"name": "python3"}})
+    kernel_id = session["kernel"]["id"]
+    kernel = kernel_child(lab.process.pid)
+    lab.scenario.update(lambda s: s["gpus"][0].__setitem__("processes", [{"pid": kernel, "memory_mib": 2048}]))
+    lab.open(page)
+    sidebar = page.locator("#jupyter-gpu-sidebar")
+    if not sidebar.is_visible():
+        page.locator('.jp-SideBar [title="GPU monitor"]').click()
+    row = sidebar.locator('.jp-GpuCard[data-gpu-index="0"] .jp-GpuProc.jp-mod-own')
+    row.wait_for(timeout=30_000)
+    # Then, within cull_warn_s of the cull, the row counts down in the warning style
+    idle = row.locator(".jp-GpuProc-idle")
+    wait_until(lambda: "shut down in" in idle.inner_text(), timeout_s=30, what="the countdown in the row")
+    assert "jp-mod-culling" in row.get_attribute("class")
+    first = seconds(idle.inner_text())
+    assert first <= WARN_S
+    # and the status bar says it too
+    status = page.locator(".jp-GpuStatus")
+    assert "idle kernel shut down in" in status.inner_text()
+    assert "jp-mod-warning" in status.get_attribute("class")
+    # and one JupyterLab notification warns, as text
+    toast = page.locator(".Toastify__toast", has_text="shuts down in")
+    toast.wait_for(timeout=20_000)
+    assert "train.ipynb" in toast.inner_text() and "Run a cell to keep it" in toast.inner_text()
+    page.screenshot(path=str(artifacts / "culling-countdown.png"))
+    # The countdown moves
+    wait_until(lambda: seconds(idle.inner_text()) < first, timeout_s=10, what="the countdown to move")
+    # When the time is up, the server shuts the kernel down; the row and the notification go
+    wait_until(lambda: kernel_id not in lab.kernel_ids(), timeout_s=AFTER_S + 30, what="the cull")
+    lab.scenario.update(lambda s: s["gpus"][0].__setitem__("processes", []))
+    row.wait_for(state="detached", timeout=20_000)
+    toast.wait_for(state="detached", timeout=20_000)
+    assert "shut down in" not in status.inner_text()
+    assert not page.errors

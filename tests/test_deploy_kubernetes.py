@@ -1,0 +1,36 @@
+"""deploy/kubernetes/z2jh-values.yaml (docs/jupyterhub.md): valid YAML that says what the docs say."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import yaml
+
+from jupyter_gpu.server import JupyterGpuServer
+
+VALUES = Path(__file__).resolve().parent.parent / "deploy" / "kubernetes" / "z2jh-values.yaml"
+
+
+def test_the_zero_to_jupyterhub_values_parse_and_hold_the_documented_pieces() -> None:
+    values = yaml.safe_load(VALUES.read_text())
+    singleuser = values["singleuser"]
+    # GPU profiles ask the device plugin for whole GPUs
+    limits = [p["kubespawner_override"]["extra_resource_limits"]["nvidia.com/gpu"]
+              for p in singleuser["profileList"] if "kubespawner_override" in p]
+    assert limits == ["1", "2"]
+    # kernels report their own memory (host PIDs in pods), from the file kernels read
+    autoload = singleuser["extraFiles"]["jupyter-gpu-kernel-autoload"]
+    assert autoload["mountPath"].endswith("/ipython_kernel_config.py")
+    assert 'c.InteractiveShellApp.extensions = ["jupyter_gpu"]' in autoload["stringData"]
+    # the culling settings are real traits of the server extension, with valid values
+    server = singleuser["extraFiles"]["jupyter-gpu-server-config"]
+    settings = json.loads(json.dumps(server["data"]))["JupyterGpuServer"]
+    assert set(settings) <= set(JupyterGpuServer.class_trait_names(config=True))
+    config = JupyterGpuServer(**settings)
+    assert config.cull_idle_after_s == 7200 and config.cull_warn_s == 600
+    # the node's name is the host label; hostPID stays off
+    assert singleuser["extraEnv"]["JUPYTER_GPU_HOST"]["valueFrom"]["fieldRef"]["fieldPath"] == "spec.nodeName"
+    assert "extraPodConfig" not in singleuser
+    # Prometheus' service and role (the scopes deploy/prometheus documents)
+    assert values["hub"]["loadRoles"]["prometheus"]["scopes"] == ["access:servers", "read:metrics"]

@@ -1,0 +1,163 @@
+"""GPU-aware culling in the server extension, against a real Jupyter Server and real kernels on
+simulated GPUs, with short timeouts (``cull_idle_after_s`` 2 s, warning 1.5 s before)."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import socket
+import time
+from typing import Any
+
+import pytest
+from pytest_jupyter.jupyter_server import *  # noqa: F403
+from support import asynctest, get_snapshot, stop_sampler_after_test  # noqa: F401 (an autouse fixture)
+from test_server import NOTEBOOK, kernel_pid, metric_samples, place, run_code, start_session, until
+
+from jupyter_gpu.server import GpuService
+
+MIB = 1024 * 1024
+AFTER = 2.0
+WARN = 1.5
+
+
+@pytest.fixture
+def jp_server_config() -> dict[str, Any]:
+    return {
+        "ServerApp": {"jpserver_extensions": {"jupyter_gpu": True}},
+        "JupyterGpuServer": {"interval_s": 0.1, "linger_s": 5.0, "wait_s": 1.0,
+                             "cull_idle_after_s": AFTER, "cull_warn_s": WARN, "host_label": "node-7"},
+    }
+
+
+def kernel(data: dict[str, Any], kernel_id: str) -> dict[str, Any]:
+    return next(k for k in data["kernels"] if k["kernel_id"] == kernel_id)
+
+
+def alive(serverapp: Any, kernel_id: str) -> bool:
+    return kernel_id in serverapp.kernel_manager.list_kernel_ids()
+
+
+@asynctest
+async def test_an_idle_kernel_holding_gpu_memory_is_warned_then_culled_and_logged(
+        jp_fetch, jp_serverapp, scenario, caplog):
+    caplog.set_level(logging.WARNING, logger="jupyter_gpu")
+    # Given a notebook's kernel holding 3 GiB on GPU 1 and then left alone
+    kernel_id = await start_session(jp_fetch)
+    place(scenario, 1, pid=kernel_pid(jp_serverapp, kernel_id), memory_mib=3072)
+    data = await until(jp_fetch, lambda d: kernel(d, kernel_id)["gpu_memory"])
+    assert data["cull_idle_after_s"] == AFTER and data["cull_warn_s"] == WARN
+    first = kernel(data, kernel_id)
+    assert first["cull_in_s"] is not None and first["cull_in_s"] <= AFTER
+    # Then, cull_warn_s before the cull, the snapshot warns and counts down
+    warned = kernel(await until(jp_fetch, lambda d: kernel(d, kernel_id)["cull_warning"]), kernel_id)
+    assert 0 <= warned["cull_in_s"] <= WARN
+    later = kernel(await until(jp_fetch, lambda d: kernel(d, kernel_id)["cull_in_s"] < warned["cull_in_s"]),
+                   kernel_id)
+    assert later["cull_warning"] is True
+    # and /metrics exposes the idle figure and the countdown, with the user
+    scrape = metric_samples((await jp_fetch("metrics")).body.decode())
+    (countdown,) = scrape["jupyter_gpu_kernel_cull_in_seconds"]
+    assert countdown.labels["kernel_id"] == kernel_id and countdown.labels["notebook"] == NOTEBOOK
+    assert countdown.value <= WARN
+    (idle,) = scrape["jupyter_gpu_kernel_idle_seconds"]
+    service: GpuService = jp_serverapp.web_app.settings[GpuService.SETTINGS_KEY]
+    assert idle.labels["user"] == service.user != ""
+    # When cull_idle_after_s has passed, the kernel is shut down through the kernel manager
+    deadline = time.monotonic() + 10
+    while alive(jp_serverapp, kernel_id):
+        assert time.monotonic() < deadline, "the idle GPU kernel was not culled"
+        await asyncio.sleep(0.1)
+    assert service.culled == 1
+    # and the cull is logged with user, notebook, GPU and memory freed
+    (record,) = [r for r in caplog.records if "culled idle GPU kernel" in r.getMessage()]
+    message = record.getMessage()
+    uuid = data["gpus"][1]["uuid"]
+    for words in (kernel_id, f"user {service.user}", NOTEBOOK, f"GPU 1 ({uuid})", "3072.0 MiB"):
+        assert words in message
+    scrape = metric_samples((await jp_fetch("metrics")).body.decode())
+    culled = [(s.name, s.value) for s in scrape["jupyter_gpu_kernels_culled"]]
+    assert culled == [("jupyter_gpu_kernels_culled_total", 1)]
+
+
+@asynctest
+async def test_busy_kernels_and_kernels_without_gpu_memory_are_never_culled(jp_fetch, jp_serverapp, scenario):
+    # Given a kernel holding no GPU memory and a kernel holding GPU memory that runs a long cell
+    plain = await start_session(jp_fetch, "plain.ipynb")
+    busy = await start_session(jp_fetch, "busy.ipynb")
+    place(scenario, 0, pid=kernel_pid(jp_serverapp, busy), memory_mib=1024)
+    cell = asyncio.ensure_future(run_code(jp_serverapp, busy, "import time; time.sleep(5)"))
+    await until(jp_fetch, lambda d: kernel(d, busy)["execution_state"] == "busy" and kernel(d, busy)["gpu_memory"])
+    # When more than twice cull_idle_after_s passes
+    for _ in range(45):
+        data = await get_snapshot(jp_fetch)
+        # Then neither is a candidate nor culled
+        assert kernel(data, plain)["cull_in_s"] is None and kernel(data, plain)["cull_warning"] is False
+        if not cell.done():
+            assert kernel(data, busy)["cull_in_s"] in (None, AFTER)
+        assert alive(jp_serverapp, plain) and alive(jp_serverapp, busy)
+        await asyncio.sleep(0.1)
+    await cell
+    # and once the busy one is idle (still holding memory), it is culled; the other never
+    deadline = time.monotonic() + 10
+    while alive(jp_serverapp, busy):
+        assert time.monotonic() < deadline, "the formerly busy GPU kernel was not culled once idle"
+        await asyncio.sleep(0.1)
+    assert alive(jp_serverapp, plain)
+
+
+@asynctest
+async def test_gpu_info_series_carries_uuid_and_host_and_kernel_series_the_user(jp_fetch, jp_serverapp, scenario):
+    kernel_id = await start_session(jp_fetch)
+    place(scenario, 0, pid=kernel_pid(jp_serverapp, kernel_id), memory_mib=512)
+    data = await until(jp_fetch, lambda d: kernel(d, kernel_id)["gpu_memory"])
+    scrape = metric_samples((await jp_fetch("metrics")).body.decode())
+    infos = {s.labels["gpu"]: s for s in scrape["jupyter_gpu_gpu_info"]}
+    assert sorted(infos) == ["0", "1"]
+    for gpu in data["gpus"]:
+        sample = infos[str(gpu["index"])]
+        assert sample.value == 1 and sample.labels["UUID"] == gpu["uuid"] and sample.labels["host"] == "node-7"
+    (memory,) = scrape["jupyter_gpu_kernel_memory_used_bytes"]
+    service: GpuService = jp_serverapp.web_app.settings[GpuService.SETTINGS_KEY]
+    assert memory.labels["user"] == service.user and memory.labels["UUID"] == data["gpus"][0]["uuid"]
+    assert memory.value == 512 * MIB
+
+
+@asynctest
+async def test_culling_is_off_by_default_and_the_host_defaults_to_the_host_name(jp_fetch, jp_serverapp, scenario,
+                                                                                monkeypatch):
+    service: GpuService = jp_serverapp.web_app.settings[GpuService.SETTINGS_KEY]
+    service.config.cull_idle_after_s = 0
+    service.config.host_label = ""
+    monkeypatch.delenv("JUPYTER_GPU_HOST", raising=False)
+    kernel_id = await start_session(jp_fetch)
+    await run_code(jp_serverapp, kernel_id, "x = 1")
+    place(scenario, 0, pid=kernel_pid(jp_serverapp, kernel_id), memory_mib=512)
+    data = await until(jp_fetch, lambda d: kernel(d, kernel_id)["gpu_memory"])
+    assert data["cull_idle_after_s"] is None and kernel(data, kernel_id)["cull_in_s"] is None
+    assert await service.cull_idle() == []
+    scrape = metric_samples((await jp_fetch("metrics")).body.decode())
+    assert {s.labels["host"] for s in scrape["jupyter_gpu_gpu_info"]} == {socket.gethostname()}
+    assert "jupyter_gpu_kernels_culled" not in scrape
+
+
+@asynctest
+async def test_a_kernel_known_only_by_its_report_is_culled_too(jp_fetch, jp_serverapp, scenario, caplog):
+    # Given a container-like server: NVML's PIDs are host PIDs, the kernel reports its own memory
+    caplog.set_level(logging.WARNING, logger="jupyter_gpu")
+    kernel_id = await start_session(jp_fetch)
+    place(scenario, 0, pid=3_000_001, memory_mib=6000)
+    data = await until(jp_fetch, lambda d: d["gpus"][0]["processes"])
+    uuid = data["gpus"][0]["uuid"]
+    await run_code(jp_serverapp, kernel_id,
+                   "from jupyter_gpu import kernel_report\n"
+                   f"kernel_report.write_report(gpu_memory={{{uuid!r}: 5 * 2**30}})")
+    data = await until(jp_fetch, lambda d: kernel(d, kernel_id)["reported_gpu_memory"])
+    assert kernel(data, kernel_id)["gpu_memory"] == 0  # nothing attributed by PID
+    # When it stays idle past cull_idle_after_s, it is culled like any GPU kernel
+    deadline = time.monotonic() + 10
+    while alive(jp_serverapp, kernel_id):
+        assert time.monotonic() < deadline, "the idle kernel holding reported GPU memory was not culled"
+        await asyncio.sleep(0.1)
+    (record,) = [r for r in caplog.records if "culled idle GPU kernel" in r.getMessage()]
+    assert f"{uuid} (the kernel's report)" in record.getMessage() and "5120.0 MiB" in record.getMessage()
