@@ -127,7 +127,7 @@ def test_pytorch_oom_names_the_gpu_holders_and_computed_next_steps(world: Scenar
     # 80 GiB total; 30 + 22 + 24 GiB held; 80 - 0.5 reserved - 76 = 3.5 GiB free
     assert "GPU 1 A100-SXM4-80GB [simulated] (PyTorch cuda:0): 80 GiB total, 76 GiB used, 3.5 GiB free." in report
     assert "this kernel (oom.ipynb): 30 GiB (PyTorch: in use 24.9 GiB, reserved 30 GiB)" in report
-    assert "your kernel train_old.ipynb: 22 GiB, idle time unknown" in report  # its own report names it
+    assert "your kernel train_old.ipynb: 22 GiB, idle time unknown" in report, report  # its own report names it
     assert "carol: 24 GiB" in report and "bob" not in report  # bob is on GPU 0, not this one
     assert "`%gpu_free` may return 5.1 GiB held by this kernel's cache" in report
     assert "your kernel `train_old.ipynb` holds 22 GiB on GPU 1" in report
