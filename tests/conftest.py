@@ -13,8 +13,13 @@ from jupyter_gpu import simulate
 
 @pytest.fixture(autouse=True)
 def _no_ambient_simulation(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Each test starts on real NVML unless it asks for simulated GPUs (the fixtures below)."""
+    """Each test starts on real NVML unless it asks for simulated GPUs (the fixtures below).
+
+    A simulation an earlier test installed in this process is removed too: its scenario's PIDs
+    would otherwise still name the owners of real processes that happen to get those PIDs (PIDs wrap
+    at 32,768 here, and the PID-reuse tests choose PIDs on purpose)."""
     monkeypatch.delenv(simulate.ENV_VAR, raising=False)
+    simulate.uninstall()
 
 
 @pytest.fixture(autouse=True)

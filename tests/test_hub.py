@@ -183,7 +183,10 @@ def test_one_nvml_sampler_for_every_user_server(demo_gpus: None, servers: int) -
         calls = nvml_calls() - per_sample_before[0]
         samples = run.service.sampler.samples_taken - per_sample_before[1]
         assert per_sample > 0 and samples > 0
-        assert calls == samples * per_sample  # nobody but the service read NVML
+        # Nobody but the service read NVML: its samples account for the calls, within the few extra
+        # calls of the reader's periodic MIG re-check (one per GPU every 5 s); a single user server
+        # sampling for itself would add as many calls again.
+        assert abs(calls - samples * per_sample) <= 0.02 * samples * per_sample
     asyncio.run(body())
 
 

@@ -22,7 +22,9 @@ def test_panel_renders_updates_and_escapes(lab: Any, page: Any, artifacts: Any, 
     lab.scenario.update(lambda s: s["gpus"][2].__setitem__(
         "processes", [{"pid": 4_000_002, "memory_mib": 1024, "user": "mallory", "name": EVIL_NAME}]))
     lab.write_notebook(NOTEBOOK, [
-        "import os\n%load_ext jupyter_gpu\n%gpu_monitor --interval 0.3 --history 30\nprint('PID', os.getpid())",
+        "import os\n"
+        "os.environ['JUPYTER_GPU_SHOW_OTHER_NAMES'] = '1'  # an admin's view: other users' program names too\n"
+        "%load_ext jupyter_gpu\n%gpu_monitor --interval 0.3 --history 30\nprint('PID', os.getpid())",
     ])
     lab.open(page, path=f"lab/tree/{NOTEBOOK}")
     page.locator(".jp-NotebookPanel .jp-Cell .jp-InputArea-editor").first.wait_for()
