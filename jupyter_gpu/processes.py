@@ -49,7 +49,14 @@ class ProcessIdentity:
 
 
 def current_user() -> str | None:
-    """The name of the user this process runs as."""
+    """The name of the user this process runs as: its real user id's account name, as psutil names
+    the owner of any process (never ``$USER``/``$LOGNAME``, which code can set to anything)."""
+    try:
+        import pwd
+
+        return pwd.getpwuid(os.getuid()).pw_name
+    except (ImportError, KeyError):  # no pwd module (Windows), or a uid without an account
+        pass
     try:
         return getpass.getuser()
     except Exception:

@@ -15,7 +15,7 @@ import pytest
 from IPython.core.error import UsageError
 from test_magics import clean, shell, state  # noqa: F401  (fixtures)
 
-from jupyter_gpu import magics, simulate
+from jupyter_gpu import magics, nvml, simulate
 
 GIB_MIB = 1024
 
@@ -142,11 +142,12 @@ def test_auto_leaves_a_claim_and_counts_others(shell, clean, capsys, tmp_path: P
     try:
         board = ClaimBoard(folder)
         board.pid = other.pid
-        board._write(simulate.installed().source.current().gpus[0].uuid)  # another kernel just chose GPU 0
+        uuids = [gpu.uuid for gpu in nvml.snapshot().gpus]
+        board._write(uuids[0])  # another kernel just chose GPU 0
         shell.run_line_magic("gpu_select", "auto")
         assert os.environ["CUDA_VISIBLE_DEVICES"] == "1"  # GPU 0 is claimed: the equally idle GPU 1 instead
         mine = list(folder.glob(f"jupyter-gpu-claim-{os.getuid()}-{os.getpid()}-*.json"))
-        assert len(mine) == 1 and simulate.installed().source.current().gpus[1].uuid in mine[0].read_text()
+        assert len(mine) == 1 and uuids[1] in mine[0].read_text()
         shell.run_line_magic("gpu_select", "0")  # not auto: this kernel's claim goes
         assert not list(folder.glob(f"jupyter-gpu-claim-{os.getuid()}-{os.getpid()}-*.json"))
     finally:
