@@ -43,6 +43,9 @@ def test_a_reused_pid_is_looked_up_afresh_at_once():
 
 
 def test_identity_of_a_recycled_pid_is_the_new_owners(monkeypatch):
+    # The operating system's answer only: no simulated scenario (one another test's thread may still
+    # hold in this process) names the owner of the real PIDs this test uses.
+    monkeypatch.setattr(ProcessDirectory, "_simulated_identity", staticmethod(lambda pid: None))
     # Given this user's process on a GPU, identified with its command line
     first = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)", "--kernel-secret"])
     directory = ProcessDirectory()
@@ -72,6 +75,9 @@ def test_a_cached_value_is_not_kept_when_the_process_changes_during_the_lookup(m
 
 
 def test_other_users_program_names_are_withheld_unless_widened(monkeypatch):
+    # The operating system's answer only: no simulated scenario (one another test's thread may still
+    # hold in this process) names the owner of the real PIDs this test uses.
+    monkeypatch.setattr(ProcessDirectory, "_simulated_identity", staticmethod(lambda pid: None))
     # Given a process that, to the directory, is another user's (its "me" is someone else)
     other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)", "--secret"])
     try:
