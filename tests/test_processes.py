@@ -48,6 +48,8 @@ def test_identity_of_a_recycled_pid_is_the_new_owners(monkeypatch):
     monkeypatch.setattr(ProcessDirectory, "_simulated_identity", staticmethod(lambda pid: None))
     # Given this user's process on a GPU, identified with its command line
     first = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)", "--kernel-secret"])
+    wait_until(lambda: b"--kernel-secret" in Path(f"/proc/{first.pid}/cmdline").read_bytes(),
+               what="the program's exec")  # before it, /proc shows the forking parent's command line
     directory = ProcessDirectory()
     assert "--kernel-secret" in directory.identify(first.pid).command
     first.kill()
@@ -80,6 +82,7 @@ def test_other_users_program_names_are_withheld_unless_widened(monkeypatch):
     monkeypatch.setattr(ProcessDirectory, "_simulated_identity", staticmethod(lambda pid: None))
     # Given a process that, to the directory, is another user's (its "me" is someone else)
     other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)", "--secret"])
+    wait_until(lambda: b"--secret" in Path(f"/proc/{other.pid}/cmdline").read_bytes(), what="the program's exec")
     try:
         monkeypatch.delenv(processes.SHOW_OTHER_NAMES_ENV, raising=False)
         directory = ProcessDirectory()
