@@ -11,20 +11,17 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import signal
-import socket
 import subprocess
 import sys
-import time
 import urllib.parse
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import psutil
 import pytest
 import yaml
+from live_processes import free_port, get_json, kernel_child, stop, wait_for
 
 REPO = Path(__file__).resolve().parent.parent
 DEPLOY = REPO / "deploy" / "prometheus"
@@ -91,62 +88,6 @@ def test_promtool_rule_unit_tests_pass() -> None:
 
 
 # -- integration: a real Prometheus scrapes two real Jupyter servers
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def get_json(url: str, token: str | None = None, timeout: float = 5) -> Any:
-    headers = {"Authorization": f"token {token}"} if token else {}
-    request = urllib.request.Request(url, headers=headers)
-    with urllib.request.urlopen(request, timeout=timeout) as response:
-        return json.loads(response.read())
-
-
-def wait_for(what: str, check: Any, timeout: float, process: subprocess.Popen | None = None,
-             log: Path | None = None) -> Any:
-    deadline = time.monotonic() + timeout
-    last: Any = None
-    while time.monotonic() < deadline:
-        if process is not None and process.poll() is not None:
-            raise AssertionError(f"{what}: the process exited ({process.returncode}); "
-                                 f"log: {log.read_text()[-3000:] if log else ''}")
-        try:
-            last = check()
-            if last:
-                return last
-        except (OSError, ValueError) as error:
-            last = error
-        time.sleep(0.3)
-    raise AssertionError(f"{what}: not within {timeout} s; last: {str(last)[:3000]}")
-
-
-def stop(process: subprocess.Popen) -> None:
-    if process.poll() is None:
-        process.send_signal(signal.SIGTERM)
-        try:
-            process.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait(timeout=10)
-
-
-def kernel_child(server_pid: int) -> int:
-    """The PID of the server's ipykernel child (servers also start helpers, e.g. npm, now and then)."""
-
-    def find() -> int | None:
-        for child in psutil.Process(server_pid).children():
-            try:
-                if any("ipykernel" in part for part in child.cmdline()):
-                    return child.pid
-            except psutil.Error:
-                continue
-        return None
-
-    return wait_for("the kernel process", find, 30)
 
 
 class Server:

@@ -13,22 +13,19 @@ import asyncio
 import json
 import os
 import shutil
-import signal
-import socket
 import subprocess
 import sys
-import time
 import urllib.parse
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import psutil
 import pytest
 import yaml
 from hub_fake import SERVICE_TOKEN, FakeHub
 from jupyterhub.services.auth import HubOAuth
+from live_processes import free_port, get_json, kernel_child, stop, wait_for
 from support import ScenarioFile
 from tornado import netutil
 from tornado.httpclient import AsyncHTTPClient
@@ -43,46 +40,6 @@ PROMETHEUS = shutil.which("prometheus")
 pytestmark = pytest.mark.skipif(
     PROMETHEUS is None, reason="prometheus is not installed (Debian: apt-get install prometheus)")
 MIB = 2**20
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def get_json(url: str, token: str | None = None, timeout: float = 5) -> Any:
-    headers = {"Authorization": f"token {token}"} if token else {}
-    with urllib.request.urlopen(urllib.request.Request(url, headers=headers), timeout=timeout) as response:
-        return json.loads(response.read())
-
-
-def wait_for(what: str, check: Any, timeout: float, process: subprocess.Popen | None = None,
-             log: Path | None = None) -> Any:
-    deadline = time.monotonic() + timeout
-    last: Any = None
-    while time.monotonic() < deadline:
-        if process is not None and process.poll() is not None:
-            raise AssertionError(f"{what}: the process exited ({process.returncode}); "
-                                 f"log: {log.read_text()[-3000:] if log else ''}")
-        try:
-            last = check()
-            if last:
-                return last
-        except (OSError, ValueError) as error:
-            last = error
-        time.sleep(0.3)
-    raise AssertionError(f"{what}: not within {timeout} s; last: {str(last)[:3000]}")
-
-
-def stop(process: subprocess.Popen) -> None:
-    if process.poll() is None:
-        os.killpg(process.pid, signal.SIGTERM)
-        try:
-            process.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            os.killpg(process.pid, signal.SIGKILL)
-            process.wait(timeout=10)
 
 
 class Server:
@@ -119,16 +76,7 @@ class Server:
         with urllib.request.urlopen(request, timeout=60):
             pass
 
-        def kernel_pid() -> int | None:
-            for child in psutil.Process(self.process.pid).children():
-                try:
-                    if any("ipykernel" in part for part in child.cmdline()):
-                        return child.pid
-                except psutil.Error:
-                    continue
-            return None
-
-        pid = wait_for("the kernel process", kernel_pid, 30)
+        pid = kernel_child(self.process.pid)
         self.scenario.update(lambda d: d["gpus"][gpu].setdefault("processes", []).append(
             {"pid": pid, "memory_mib": mib}))
 

@@ -1,0 +1,79 @@
+"""Helpers for tests that run real servers as subprocesses (Jupyter servers, Prometheus).
+
+Importable as ``live_processes`` (pytest puts tests/ on sys.path). Processes are started with
+``start_new_session=True`` so that :func:`stop` ends each one with everything it started.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import time
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+import psutil
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on now."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def get_json(url: str, token: str | None = None, timeout: float = 5) -> Any:
+    """``GET url`` as JSON, with a Jupyter token when given."""
+    headers = {"Authorization": f"token {token}"} if token else {}
+    with urllib.request.urlopen(urllib.request.Request(url, headers=headers), timeout=timeout) as response:
+        return json.loads(response.read())
+
+
+def wait_for(what: str, check: Any, timeout: float, process: subprocess.Popen | None = None,
+             log: Path | None = None) -> Any:
+    """Poll ``check()`` until it returns something truthy; fail early (with the log's tail) when
+    ``process`` exits, and after ``timeout`` seconds with the last answer or error."""
+    deadline = time.monotonic() + timeout
+    last: Any = None
+    while time.monotonic() < deadline:
+        if process is not None and process.poll() is not None:
+            raise AssertionError(f"{what}: the process exited ({process.returncode}); "
+                                 f"log: {log.read_text()[-3000:] if log else ''}")
+        try:
+            last = check()
+            if last:
+                return last
+        except (OSError, ValueError) as error:
+            last = error
+        time.sleep(0.3)
+    raise AssertionError(f"{what}: not within {timeout} s; last: {str(last)[:3000]}")
+
+
+def stop(process: subprocess.Popen) -> None:
+    """SIGTERM to the process's session (it and its kernels), SIGKILL after 20 s."""
+    if process.poll() is None:
+        os.killpg(process.pid, signal.SIGTERM)
+        try:
+            process.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait(timeout=10)
+
+
+def kernel_child(server_pid: int) -> int:
+    """The PID of the server's ipykernel child (servers also start helpers, e.g. npm, now and then)."""
+
+    def find() -> int | None:
+        for child in psutil.Process(server_pid).children():
+            try:
+                if any("ipykernel" in part for part in child.cmdline()):
+                    return child.pid
+            except psutil.Error:
+                continue
+        return None
+
+    return wait_for("the kernel process", find, 30)
