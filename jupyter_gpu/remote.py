@@ -10,7 +10,7 @@ every field's type and size and refuses the answer with one line otherwise. When
 be reached or answers badly, :class:`RemoteSource` reads NVML itself for that sample and says so in
 the snapshot's ``warnings``; the next sample asks the service again.
 
-Pure: the standard library's ``urllib`` and ``psutil``, no tornado.
+Pure: the standard library's ``urllib`` and :mod:`jupyter_gpu.processes`, no tornado.
 """
 
 from __future__ import annotations
@@ -21,18 +21,18 @@ import os
 import urllib.error
 import urllib.request
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
-import psutil
-
-from .processes import current_user
-from .snapshots import GpuInfo, GpuProcess, Snapshot
+from .processes import ProcessDirectory
+from .snapshots import GpuInfo, GpuProcess, MigSlice, Snapshot
 
 log = logging.getLogger(__name__)
 
 MAX_BYTES = 8 * 1024 * 1024
 MAX_GPUS = 64
 MAX_PROCESSES_PER_GPU = 10_000
+MAX_SLICES_PER_GPU = 7  # what one GPU can be split into (MIG)
 SERVICE_URL_ENV = "JUPYTER_GPU_SERVICE_URL"
 DEFAULT_SERVICE_URL = "http://127.0.0.1:10101/services/jupyter-gpu/"
 
@@ -65,11 +65,57 @@ def _str(value: Any, where: str, optional: bool = True, limit: int = 1024) -> st
     return value
 
 
+def _processes(items: Any, where: str) -> tuple[GpuProcess, ...]:
+    if not isinstance(items, list) or len(items) > MAX_PROCESSES_PER_GPU:
+        raise BadAnswer(f"{where} must be a list of at most {MAX_PROCESSES_PER_GPU}")
+    processes = []
+    for j, process in enumerate(items):
+        pwhere = f"{where}[{j}]"
+        if not isinstance(process, dict):
+            raise BadAnswer(f"{pwhere} must be an object")
+        kind = process.get("type", "compute")
+        if kind not in ("compute", "graphics", "compute+graphics"):
+            raise BadAnswer(f"{pwhere}.type is not a process type")
+        processes.append(GpuProcess(
+            pid=_int(process.get("pid"), f"{pwhere}.pid") or 0,
+            memory=_int(process.get("memory"), f"{pwhere}.memory", optional=True),
+            user=_str(process.get("user"), f"{pwhere}.user", limit=256),
+            type=kind,
+            slice=_str(process.get("slice"), f"{pwhere}.slice", limit=128),
+        ))
+    return tuple(processes)
+
+
+def _slices(items: Any, where: str) -> tuple[MigSlice, ...]:
+    if not isinstance(items, list) or len(items) > MAX_SLICES_PER_GPU:
+        raise BadAnswer(f"{where} must be a list of at most {MAX_SLICES_PER_GPU}")
+    slices = []
+    for k, item in enumerate(items):
+        swhere = f"{where}[{k}]"
+        if not isinstance(item, dict):
+            raise BadAnswer(f"{swhere} must be an object")
+        slices.append(MigSlice(
+            index=_int(item.get("index"), f"{swhere}.index") or 0,
+            uuid=_str(item.get("uuid"), f"{swhere}.uuid", optional=False, limit=128) or "",
+            name=_str(item.get("name"), f"{swhere}.name", optional=False, limit=256) or "",
+            profile=_str(item.get("profile"), f"{swhere}.profile", optional=False, limit=64) or "",
+            gpu_instance_id=_int(item.get("gpu_instance_id"), f"{swhere}.gpu_instance_id") or 0,
+            compute_instance_id=_int(item.get("compute_instance_id"), f"{swhere}.compute_instance_id") or 0,
+            memory_total=_int(item.get("memory_total", 0), f"{swhere}.memory_total") or 0,
+            memory_used=_int(item.get("memory_used", 0), f"{swhere}.memory_used") or 0,
+            memory_free=_int(item.get("memory_free", 0), f"{swhere}.memory_free") or 0,
+            error=_str(item.get("error"), f"{swhere}.error"),
+            processes=_processes(item.get("processes", []), f"{swhere}.processes"),
+        ))
+    return tuple(slices)
+
+
 def snapshot_from_dict(data: Any) -> Snapshot:
     """A :class:`Snapshot` from its ``to_dict()`` form, checked field by field (BadAnswer otherwise).
 
-    Program names and command lines are dropped whatever the answer says: they are filled in here
-    for this user's own processes only (:func:`fill_own_names`).
+    MIG slices (``mig_mode``, ``slices``, each process's ``slice``) are carried over. Program names
+    and command lines are dropped whatever the answer says: they are filled in here for this user's
+    own processes only (:func:`fill_own_names`).
     """
     if not isinstance(data, dict):
         raise BadAnswer("the answer must be a JSON object")
@@ -81,23 +127,9 @@ def snapshot_from_dict(data: Any) -> Snapshot:
         where = f"gpus[{i}]"
         if not isinstance(gpu, dict):
             raise BadAnswer(f"{where} must be an object")
-        processes_in = gpu.get("processes", [])
-        if not isinstance(processes_in, list) or len(processes_in) > MAX_PROCESSES_PER_GPU:
-            raise BadAnswer(f"{where}.processes must be a list of at most {MAX_PROCESSES_PER_GPU}")
-        processes = []
-        for j, process in enumerate(processes_in):
-            pwhere = f"{where}.processes[{j}]"
-            if not isinstance(process, dict):
-                raise BadAnswer(f"{pwhere} must be an object")
-            kind = process.get("type", "compute")
-            if kind not in ("compute", "graphics", "compute+graphics"):
-                raise BadAnswer(f"{pwhere}.type is not a process type")
-            processes.append(GpuProcess(
-                pid=_int(process.get("pid"), f"{pwhere}.pid") or 0,
-                memory=_int(process.get("memory"), f"{pwhere}.memory", optional=True),
-                user=_str(process.get("user"), f"{pwhere}.user", limit=256),
-                type=kind,
-            ))
+        mig_mode = gpu.get("mig_mode", False)
+        if not isinstance(mig_mode, bool):
+            raise BadAnswer(f"{where}.mig_mode must be true or false")
         gpus.append(GpuInfo(
             index=_int(gpu.get("index"), f"{where}.index") or 0,
             uuid=_str(gpu.get("uuid"), f"{where}.uuid", optional=False, limit=128) or "",
@@ -111,7 +143,9 @@ def snapshot_from_dict(data: Any) -> Snapshot:
             power=_number(gpu.get("power"), f"{where}.power"),
             power_limit=_number(gpu.get("power_limit"), f"{where}.power_limit"),
             error=_str(gpu.get("error"), f"{where}.error"),
-            processes=tuple(processes),
+            processes=_processes(gpu.get("processes", []), f"{where}.processes"),
+            mig_mode=mig_mode,
+            slices=_slices(gpu.get("slices", []), f"{where}.slices"),
         ))
     warnings = data.get("warnings", [])
     if not isinstance(warnings, list) or len(warnings) > 32:
@@ -132,26 +166,27 @@ def snapshot_from_dict(data: Any) -> Snapshot:
     )
 
 
-def fill_own_names(snapshot: Snapshot, me: str | None) -> Snapshot:
-    """Program name and command line of ``me``'s processes, read from ``/proc`` here (as NVML does)."""
+def fill_own_names(snapshot: Snapshot, directory: ProcessDirectory) -> Snapshot:
+    """Program name and command line of this user's processes (on the GPUs and in their MIG
+    slices), as ``directory`` tells them: keyed by PID and start time, like NVML readings here."""
+    me = directory.me
     if me is None:
         return snapshot
-    gpus = []
-    for gpu in snapshot.gpus:
-        processes = []
-        for process in gpu.processes:
+
+    def named(processes: tuple[GpuProcess, ...]) -> tuple[GpuProcess, ...]:
+        out = []
+        for process in processes:
             if process.user == me:
-                try:
-                    proc = psutil.Process(process.pid)
-                    process = GpuProcess(process.pid, process.memory, process.user, proc.name(),
-                                         process.type, " ".join(proc.cmdline()))
-                except (psutil.Error, OSError):
-                    pass
-            processes.append(process)
-        gpus.append(GpuInfo(**{name: getattr(gpu, name) for name in GpuInfo.__dataclass_fields__
-                               if name != "processes"}, processes=tuple(processes)))
-    return Snapshot(snapshot.nvml_available, snapshot.timestamp, tuple(gpus), snapshot.error,
-                    snapshot.driver_version, snapshot.simulated, snapshot.warnings)
+                identity = directory.identify(process.pid)
+                if identity.user == me:  # the PID is still this user's process
+                    process = replace(process, name=identity.name, command=identity.command)
+            out.append(process)
+        return tuple(out)
+
+    gpus = tuple(replace(gpu, processes=named(gpu.processes),
+                         slices=tuple(replace(part, processes=named(part.processes)) for part in gpu.slices))
+                 for gpu in snapshot.gpus)
+    return replace(snapshot, gpus=gpus)
 
 
 def resolve_source(source: str) -> str | None:
@@ -185,7 +220,7 @@ class RemoteSource:
         self.fallback = fallback
         self.token = token if token is not None else os.environ.get("JUPYTERHUB_API_TOKEN")
         self.timeout_s = timeout_s
-        self.me = current_user()
+        self.directory = ProcessDirectory()  # this user's processes: names and command lines
         self.last_error: str | None = None
         self.fallbacks = 0
 
@@ -202,7 +237,9 @@ class RemoteSource:
             data = json.loads(body, parse_constant=lambda name: (_ for _ in ()).throw(BadAnswer(name)))
         except ValueError as error:
             raise BadAnswer(f"the answer is not JSON ({error})") from None
-        return fill_own_names(snapshot_from_dict(data), self.me)
+        snapshot = fill_own_names(snapshot_from_dict(data), self.directory)
+        self.directory.forget_all_but({p.pid for gpu in snapshot.gpus for p in gpu.processes})
+        return snapshot
 
     def __call__(self) -> Snapshot:
         try:

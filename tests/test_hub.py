@@ -8,6 +8,7 @@ import json
 import logging
 import socket
 import time
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -227,12 +228,12 @@ def test_a_bad_service_answer_is_refused_with_one_line(bad: Any) -> None:
 def test_names_from_the_service_are_dropped_and_own_ones_read_here() -> None:
     import os
 
-    from jupyter_gpu.processes import current_user
+    from jupyter_gpu.processes import ProcessDirectory, current_user
     data = {"nvml_available": True, "timestamp": time.time(), "gpus": [{
         "index": 0, "uuid": "GPU-0", "name": "A100", "processes": [
             {"pid": os.getpid(), "memory": 1, "user": current_user(), "name": "forged", "command": "forged"},
             {"pid": 1, "memory": 1, "user": "someone-else", "name": "leak", "command": "leak --secret"}]}]}
-    snapshot = remote.fill_own_names(remote.snapshot_from_dict(data), current_user())
+    snapshot = remote.fill_own_names(remote.snapshot_from_dict(data), ProcessDirectory())
     mine, other = snapshot.gpus[0].processes
     assert mine.name != "forged" and mine.command and "forged" not in mine.command
     assert other.name is None and other.command is None
@@ -245,3 +246,31 @@ def test_access_roles() -> None:
     assert core.access({"kind": "user", "name": "a", "admin": False, "scopes": ["access:services"]}) is None
     assert core.access({"kind": "service", "name": "s", "admin": True, "scopes": []}) is None
     assert core.access(None) is None
+
+
+def test_a_mig_gpu_from_the_service_keeps_its_slices(tmp_path, monkeypatch) -> None:
+    """User servers on the service see the same MIG slices (and each process's slice) as NVML."""
+    from support import ScenarioFile, a100_mig_scenario
+
+    from jupyter_gpu import nvml, simulate
+
+    scenario = ScenarioFile(tmp_path / "mig.json", a100_mig_scenario())
+    monkeypatch.setenv(simulate.ENV_VAR, str(scenario.path))
+    local = nvml.snapshot()
+    assert local.gpus[0].slices  # the scenario's A100 is in MIG mode
+    parsed = remote.snapshot_from_dict(json.loads(json.dumps(local.to_dict())))
+    assert parsed.gpus[0].mig_mode and [s.to_dict() for s in parsed.gpus[0].slices] == \
+        [{**s.to_dict(), "processes": [{**p, "name": None} for p in s.to_dict()["processes"]]}
+         for s in local.gpus[0].slices]
+    assert [p.slice for p in parsed.gpus[0].processes] == [p.slice for p in local.gpus[0].processes]
+    # and the service sends no program name or command line, in a slice either
+    from jupyter_gpu.hub.core import devices_answer
+
+    sent = devices_answer(replace(local, gpus=(replace(local.gpus[0], slices=tuple(
+        replace(part, processes=tuple(replace(p, name="secret-name", command="secret --cmd") for p in part.processes))
+        for part in local.gpus[0].slices)),)))
+    assert "secret" not in json.dumps(sent)
+    bad = local.to_dict()
+    bad["gpus"][0]["slices"] = [{"index": -1}]
+    with pytest.raises(remote.BadAnswer, match=r"gpus\[0\].slices\[0\].index"):
+        remote.snapshot_from_dict(bad)

@@ -63,7 +63,7 @@ def devices_answer(snapshot: Snapshot) -> dict[str, Any]:
     """The device snapshot user servers take (``/api/devices``): names and command lines removed."""
     data = snapshot.to_dict()
     for gpu in data["gpus"]:
-        for process in gpu["processes"]:
+        for process in [*gpu["processes"], *(p for part in gpu.get("slices", []) for p in part["processes"])]:
             process["name"] = None
             process.pop("command", None)
     return data
