@@ -154,24 +154,18 @@ def _ask_server(server: dict[str, Any], timeout_s: float) -> Any:
 
 
 def _from_reports(runtime_dir: Path) -> dict[int, KernelPeer]:
-    peers: dict[int, KernelPeer] = {}
-    from .kernel_report import REPORT_PREFIX
+    """This user's kernels from their own reports (validated like the server reads them), each
+    counted only while the process that wrote it still runs (PID and start time)."""
+    from .kernel_report import read_reports
+    from .processes import process_key
 
-    try:
-        paths = sorted(runtime_dir.glob(f"{REPORT_PREFIX}*.json"))
-    except OSError:
-        return peers
-    for path in paths[:1024]:
-        report = _read_own_json(path)
-        if report is None or _text(report.get("kernel_id"), 256) is None:
-            continue
-        peer = KernelPeer(pid=_pid(report.get("pid")), kernel_id=report["kernel_id"],
-                          notebook=_notebook_name(report.get("session")))
-        nvml_pids = report.get("nvml_pids") if isinstance(report.get("nvml_pids"), list) else []
-        pids = [peer.pid] + [_pid(p) for p in nvml_pids[:64]]
-        for pid in pids:
-            if pid is not None:
-                peers[pid] = peer
+    peers: dict[int, KernelPeer] = {}
+    for report in read_reports(runtime_dir).values():
+        if process_key(report.pid) != report.key:
+            continue  # its kernel is gone, or the PID now belongs to another process
+        peer = KernelPeer(pid=report.pid, kernel_id=report.kernel_id, notebook=_notebook_name(report.session))
+        for pid in (report.pid, *report.nvml_pids):
+            peers[pid] = peer
     return peers
 
 

@@ -139,3 +139,26 @@ def test_on_a_mig_slice_the_slice_is_what_ran_out() -> None:
     assert "GPU 0 A100 MIG 1g.10gb" in report and "9.5 GiB total" in report  # the slice, not the 80 GiB card
     assert "bob" not in report  # bob works on another slice: he does not hold this memory
     assert "%gpu_select 1" in report and "%gpu_select 2" not in report
+
+
+def test_kernel_reports_count_only_while_their_writer_runs(tmp_path, monkeypatch) -> None:
+    """A report left by a dead kernel (or naming a PID now reused) is no peer; a live one is."""
+    import json
+    import subprocess
+    import sys
+
+    from jupyter_gpu import peers
+    from jupyter_gpu.kernel_report import REPORT_PREFIX, build_report
+
+    monkeypatch.setenv("JPY_SESSION_NAME", "work/train_old.ipynb")
+    live = build_report("live-kernel", nvml_pids=[4_000_111])
+    (tmp_path / f"{REPORT_PREFIX}live-kernel.json").write_text(json.dumps(live))
+    dead_process = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                                  capture_output=True, text=True, check=True)
+    dead = {**live, "kernel_id": "dead-kernel", "pid": int(dead_process.stdout), "nvml_pids": [4_000_222]}
+    (tmp_path / f"{REPORT_PREFIX}dead-kernel.json").write_text(json.dumps(dead))
+    (tmp_path / f"{REPORT_PREFIX}bad-kernel.json").write_text('{"kernel_id": "bad-kernel", "pid": NaN}')
+    found = peers._from_reports(tmp_path)
+    assert {pid: peer.kernel_id for pid, peer in found.items()} == {live["pid"]: "live-kernel",
+                                                                   4_000_111: "live-kernel"}
+    assert found[4_000_111].notebook == "train_old.ipynb"
