@@ -180,8 +180,8 @@ def test_a_real_prometheus_scrapes_two_servers_kernel_series_with_their_users(tm
         # and the GPU info series joins by UUID, with the host
         info = series('jupyter_gpu_gpu_info{job="jupyter-alice"}')
         assert {s["metric"]["UUID"] for s in info} == set(uuids) and {s["metric"]["host"] for s in info} == {"sim-host"}
-        joined = series("sum by (user, host) (jupyter_gpu_kernel_memory_used_bytes * on (instance, UUID) "
-                        "group_left (host) jupyter_gpu_gpu_info)")
+        joined = series("sum by (user, host) (jupyter_gpu_kernel_memory_used_bytes * on (UUID) "
+                        "group_left (host) max by (UUID, host) (jupyter_gpu_gpu_info))")  # docs/prometheus.md
         assert {(s["metric"]["user"], s["metric"]["host"]) for s in joined} == {("alice", "sim-host"),
                                                                                ("bob", "sim-host")}
     finally:

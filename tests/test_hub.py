@@ -274,3 +274,69 @@ def test_a_mig_gpu_from_the_service_keeps_its_slices(tmp_path, monkeypatch) -> N
     bad["gpus"][0]["slices"] = [{"index": -1}]
     with pytest.raises(remote.BadAnswer, match=r"gpus\[0\].slices\[0\].index"):
         remote.snapshot_from_dict(bad)
+
+
+def _families(text: str) -> dict[str, list[Any]]:
+    from prometheus_client.parser import text_string_to_metric_families
+
+    found: dict[str, list[Any]] = {}
+    for family in text_string_to_metric_families(text):
+        found.setdefault(family.name, []).extend(family.samples)
+    return found
+
+
+DEVICE_SERIES = ("jupyter_gpu_gpu_info", "jupyter_gpu_memory_used_bytes", "jupyter_gpu_memory_total_bytes",
+                 "jupyter_gpu_utilization_percent", "jupyter_gpu_error")
+
+
+def test_service_metrics_export_each_gpu_of_the_host_once(demo_gpus: None) -> None:
+    """/services/jupyter-gpu/metrics: the host's per-GPU series, for a token with the service's access scope."""
+    from jupyter_gpu import nvml
+
+    async def body() -> None:
+        run = await start()
+        run.service.host = "gpu-node-7"
+        people(run.hub)
+        code, raw = await run.call("metrics", "bob-token")  # any token with access:services!service=jupyter-gpu
+        assert code == 200, raw
+        families = _families(raw.decode())
+        truth = nvml.snapshot()
+        info = {s.labels["UUID"]: s.labels for s in families["jupyter_gpu_gpu_info"]}
+        assert set(info) == {gpu.uuid for gpu in truth.gpus} and len(families["jupyter_gpu_gpu_info"]) == 4
+        assert {labels["host"] for labels in info.values()} == {"gpu-node-7"}
+        used = {s.labels["uuid"]: s.value for s in families["jupyter_gpu_memory_used_bytes"]}
+        assert used == {gpu.uuid: gpu.memory_used for gpu in truth.gpus}
+        assert families["jupyter_gpu_nvml_up"][0].value == 1
+        assert not any(name.startswith("jupyter_gpu_kernel") for name in families)  # the user servers' part
+        # The service's token has no access scope for itself; no token: the hub's login is not offered.
+        assert (await run.call("metrics", SERVICE_TOKEN))[0] == 403
+        assert (await run.call("metrics", "no-such-token"))[0] == 403
+        run.service.sampler.close()
+    asyncio.run(body())
+
+
+def test_user_servers_on_the_service_export_kernel_series_only(demo_gpus: None) -> None:
+    """One source of per-GPU series per host: a server taking its GPUs from the service leaves them
+    to the service (even while it has fallen back to its own sampler); one reading NVML exports them."""
+    from jupyter_gpu.server.metrics import GpuCollector
+
+    async def body() -> None:
+        run = await start(interval_s=0.1)
+        run.hub.add_user("user-server", "server-token")
+        exported = {}
+        for source in ("hub-service", "nvml"):
+            config = JupyterGpuServer(source=run.url if source == "hub-service" else "nvml", interval_s=0.1)
+            service = GpuService(config)
+            if source == "hub-service":
+                service._nvml_take.token = "server-token"
+                service._nvml_take.timeout_s = 60.0
+            await asyncio.get_running_loop().run_in_executor(None, service.sampler.wait_for_snapshot, None, 30.0)
+            collector = GpuCollector()
+            collector.service = service
+            exported[source] = {family.name for family in collector.collect()}
+            service.sampler.close()
+        run.service.sampler.close()
+        assert exported["nvml"] >= set(DEVICE_SERIES)
+        assert not exported["hub-service"] & set(DEVICE_SERIES), exported["hub-service"]
+        assert {"jupyter_gpu_kernel_memory_used_bytes", "jupyter_gpu_nvml_up"} <= exported["hub-service"]
+    asyncio.run(body())

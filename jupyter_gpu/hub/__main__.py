@@ -48,6 +48,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--idle-after", type=float, default=3600.0, metavar="SECONDS",
                         help="with --prometheus-url: flag kernels idle this long (the user servers' "
                              "c.JupyterGpuServer.idle_threshold_s, default %(default)s)")
+    parser.add_argument("--host-label", metavar="NAME",
+                        help="the host label of jupyter_gpu_gpu_info on /metrics (default: $JUPYTER_GPU_HOST, "
+                             "else the host name; give user servers the same c.JupyterGpuServer.host_label)")
     args = parser.parse_args(argv)
     problem = _prometheus_problem(args)
     if problem:
@@ -72,7 +75,8 @@ def main(argv: list[str] | None = None) -> int:
     prefix = os.environ.get("JUPYTERHUB_SERVICE_PREFIX", "/services/jupyter-gpu/")
     service = HubService(os.environ["JUPYTERHUB_API_URL"], os.environ["JUPYTERHUB_API_TOKEN"], args.proxy_url,
                          interval_s=args.interval, linger_s=args.linger, prometheus_url=args.prometheus_url,
-                         prometheus_token_file=args.prometheus_token_file, idle_after_s=args.idle_after)
+                         prometheus_token_file=args.prometheus_token_file, idle_after_s=args.idle_after,
+                         host=args.host_label)
     app = make_app(service, prefix)
     app.listen(url.port or 80, url.hostname or "127.0.0.1")
     logging.getLogger("jupyter_gpu.hub").info(

@@ -9,6 +9,9 @@ Routes under the service prefix (``/services/jupyter-gpu/``):
 - ``api/users/<user>/kernels/<kernel_id>`` — ``DELETE``: shut one kernel down (admins only), through
   the hub's API (to find the server) and the user server's own kernel API, with the service's token;
 - ``api/devices`` — the host's device snapshot for user servers (any hub user or service token);
+- ``metrics`` — the host's per-GPU Prometheus series (:mod:`jupyter_gpu.gauges`), once for every
+  user server taking its GPU data from here; a token with ``access:services!service=jupyter-gpu``
+  (Prometheus's, ``deploy/prometheus/prometheus.yml``);
 - ``oauth_callback`` — hub OAuth.
 
 Who may see the console: hub admins, holders of ``custom:jupyter-gpu:admin`` (act) and of
@@ -28,9 +31,12 @@ from urllib.parse import quote, urlencode
 
 from jupyterhub.services.auth import HubAuthenticated, HubOAuth, HubOAuthCallbackHandler, HubOAuthenticated
 from jupyterhub.utils import url_path_join
+from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
+from prometheus_client.registry import Collector, CollectorRegistry
 from tornado import web
 from tornado.httpclient import AsyncHTTPClient, HTTPClientError, HTTPRequest
 
+from .. import gauges
 from ..history import GpuHistory
 from ..sampler import Sampler
 from ..snapshots import Snapshot
@@ -47,7 +53,7 @@ class HubService:
     def __init__(self, api_url: str, api_token: str, proxy_url: str, interval_s: float = 1.0,
                  linger_s: float = 90.0, take: Any = None, history_s: float = 900.0,
                  prometheus_url: str | None = None, prometheus_token_file: str | None = None,
-                 idle_after_s: float = 3600.0) -> None:
+                 idle_after_s: float = 3600.0, host: str | None = None) -> None:
         if take is None:
             from ..nvml import snapshot as take
         self.api_url = api_url.rstrip("/")
@@ -64,6 +70,7 @@ class HubService:
         self.prometheus_url = prometheus_url.rstrip("/") if prometheus_url else None
         self.prometheus_token_file = prometheus_token_file
         self.idle_after_s = idle_after_s
+        self.host = gauges.host_label(host)  # the "host" label of jupyter_gpu_gpu_info
         self._logged: set[str] = set()  # dropped-series log lines already written (each kind once)
         self.history_s = history_s
         self._prometheus: tuple[float, Any, dict[str, Any], str | None] | None = None
@@ -319,6 +326,40 @@ class DevicesApi(_Api, _HubAuthFromSettings, HubAuthenticated, _Base):
         self.finish(body)
 
 
+class _DeviceSeries(Collector):
+    """The per-GPU families of one sample (a registry per scrape: nothing shared between requests)."""
+
+    def __init__(self, snapshot: Snapshot | None, host: str) -> None:
+        self.snapshot, self.host = snapshot, host
+
+    def describe(self) -> list[Any]:
+        return []
+
+    def collect(self) -> list[Any]:  # type: ignore[override]
+        snapshot = self.snapshot
+        if snapshot is None:
+            return gauges.health_families(None, None)
+        try:
+            devices = gauges.device_families(gauges.gpu_rows(snapshot), gauges.slice_rows(snapshot), self.host)
+        except Exception:  # a scrape without the GPUs, never a 500 (logged: it is a bug)
+            log.exception("jupyter-gpu: the GPU series are left out of this scrape")
+            return gauges.health_families(None, None)
+        return [*gauges.health_families(snapshot.nvml_available, snapshot.timestamp), *devices]
+
+
+class MetricsApi(_Api, _HubAuthFromSettings, HubAuthenticated, _Base):
+    """``/metrics``: the host's GPUs for Prometheus (the service's access scope, as for any service
+    endpoint: ``access:services!service=<name>``). Kernel series stay with the user servers."""
+
+    @web.authenticated
+    async def get(self) -> None:
+        registry = CollectorRegistry(auto_describe=False)
+        registry.register(_DeviceSeries(await self.service.devices(), self.service.host))
+        self.set_header("Content-Type", CONTENT_TYPE_LATEST)
+        self.set_header("Cache-Control", "no-store")
+        self.finish(generate_latest(registry))
+
+
 class OAuthCallback(_HubAuthFromSettings, HubOAuthCallbackHandler):
     pass
 
@@ -333,6 +374,7 @@ def make_app(service: HubService, prefix: str, hub_auth: HubOAuth | None = None)
             (prefix + "/?", ConsolePage),
             (prefix + "/api/console", ConsoleApi),
             (prefix + "/api/devices", DevicesApi),
+            (prefix + "/metrics", MetricsApi),
             (prefix + r"/api/users/([^/]+)/kernels/([^/]+)", KernelApi),
             (prefix + "/oauth_callback", OAuthCallback),
             (prefix + "/static/(.*)", web.StaticFileHandler, {"path": str(STATIC)}),

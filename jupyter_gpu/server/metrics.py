@@ -6,27 +6,27 @@ it to the newest service. ``/metrics`` itself belongs to jupyter_server, so
 ``ServerApp.authenticate_prometheus`` decides who may scrape. A scrape records demand (the sampler
 keeps running while Prometheus scrapes) and never waits for NVML: it serves the newest sample and
 says how old it is in ``jupyter_gpu_sample_age_seconds``.
+
+The per-GPU series (:mod:`jupyter_gpu.gauges`) are exported here only when this server reads NVML
+itself. A server that takes its GPU data from the jupyter-gpu hub service
+(``c.JupyterGpuServer.source = "hub-service"``) exports its kernels' series only: the service
+exports the host's GPUs once, at ``/services/jupyter-gpu/metrics`` — also while this server has
+fallen back to its own sampler, so that a host never has two sources of one GPU's series.
 """
 
 from __future__ import annotations
 
 import logging
-import os
-import socket
 import threading
-import time
 from typing import Any
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import REGISTRY, Collector
 
+from ..gauges import device_families, health_families, host_label
 from .service import GpuService
 
 log = logging.getLogger(__name__)
-
-GPU_LABELS = ["gpu", "uuid", "name"]
-MIG_LABELS = ["gpu", "parent_uuid", "mig_uuid", "profile"]  # one series per MIG slice
-
 
 class GpuCollector(Collector):
     """Yields the ``jupyter_gpu_*`` gauges from the bound service's newest answer.
@@ -58,27 +58,12 @@ class GpuCollector(Collector):
         if service is None or not service.config.prometheus:
             return []
         answer = service.metrics_answer()
-        up = GaugeMetricFamily("jupyter_gpu_nvml_up", "1 when the newest sample could read NVML, else 0")
-        age = GaugeMetricFamily("jupyter_gpu_sample_age_seconds",
-                                "Age of the newest GPU sample served (grows while NVML hangs)")
         if answer is None:
-            up.add_metric([], 0)
-            return [up]
-        up.add_metric([], 1 if answer.nvml_available else 0)
-        age.add_metric([], max(0.0, time.time() - answer.timestamp))
-
-        families = {
-            "memory_used": GaugeMetricFamily("jupyter_gpu_memory_used_bytes", "GPU memory in use",
-                                             labels=GPU_LABELS),
-            "memory_total": GaugeMetricFamily("jupyter_gpu_memory_total_bytes", "GPU memory in total",
-                                              labels=GPU_LABELS),
-            "utilization": GaugeMetricFamily("jupyter_gpu_utilization_percent",
-                                             "GPU utilization (percent of time a kernel ran)", labels=GPU_LABELS),
-            "temperature": GaugeMetricFamily("jupyter_gpu_temperature_celsius", "GPU temperature",
-                                             labels=GPU_LABELS),
-            "power": GaugeMetricFamily("jupyter_gpu_power_watts", "GPU power draw", labels=GPU_LABELS),
-        }
-        errors = GaugeMetricFamily("jupyter_gpu_error", "1 when the GPU could not be read", labels=GPU_LABELS)
+            return list(health_families(None, None))
+        families: list[GaugeMetricFamily | CounterMetricFamily] = list(
+            health_families(answer.nvml_available, answer.timestamp))
+        if service.device_source is None:  # with the hub service, the host's GPUs are its series
+            families += device_families(answer.gpu_rows, answer.slice_rows, host_label(service.config.host_label))
         # Kernel series carry the server's user; UUID is spelled as DCGM's exporter spells it, so
         # PromQL joins ours with DCGM's device series "on (UUID)" (docs/prometheus.md).
         kernel_memory = GaugeMetricFamily(
@@ -95,18 +80,7 @@ class GpuCollector(Collector):
         culled = CounterMetricFamily("jupyter_gpu_kernels_culled",
                                      "Idle kernels holding GPU memory shut down by the GPU-aware culler",
                                      labels=["user"])
-        info = GaugeMetricFamily("jupyter_gpu_gpu_info", "1 per GPU: its index, UUID, model and host",
-                                 labels=["gpu", "UUID", "name", "host"])
-        host = service.config.host_label or os.environ.get("JUPYTER_GPU_HOST") or socket.gethostname()
-        uuids = {}
-        for index, uuid, name, error, values in answer.gpu_rows:
-            labels = [index, uuid, name]
-            uuids[index] = uuid
-            info.add_metric([index, uuid, name, host], 1)
-            errors.add_metric(labels, 1 if error else 0)
-            for key, value in values:
-                if value is not None and not error:
-                    families[key].add_metric(labels, value)
+        uuids = {index: uuid for index, uuid, *_ in answer.gpu_rows}
         # Public /metrics (authenticate_prometheus = False): no notebook paths unless the admin opts in.
         hide = service.metrics_public and not service.config.prometheus_notebook_labels
         user = service.user
@@ -117,21 +91,11 @@ class GpuCollector(Collector):
             kernel_idle.add_metric([kernel_id, "" if hide else notebook, user], idle_s)
         for kernel_id, notebook, seconds in answer.kernel_cull_in:
             cull_in.add_metric([kernel_id, "" if hide else notebook, user], seconds)
-        # MIG slices: memory only (NVML measures no utilization, temperature or power per slice).
-        mig_used = GaugeMetricFamily("jupyter_gpu_mig_memory_used_bytes", "MIG slice memory in use",
-                                     labels=MIG_LABELS)
-        mig_total = GaugeMetricFamily("jupyter_gpu_mig_memory_total_bytes", "MIG slice memory in total",
-                                      labels=MIG_LABELS)
-        for gpu_index, parent_uuid, mig_uuid, profile, used, total in answer.slice_rows:
-            mig_labels = [gpu_index, parent_uuid, mig_uuid, profile]
-            mig_used.add_metric(mig_labels, used)
-            mig_total.add_metric(mig_labels, total)
-        families_out: list[GaugeMetricFamily | CounterMetricFamily] = [
-            up, age, info, *families.values(), errors, kernel_memory, kernel_idle, cull_in, mig_used, mig_total]
+        families += [kernel_memory, kernel_idle, cull_in]
         if service.config.cull_idle_after_s > 0 or service.culled:
             culled.add_metric([user], service.culled)
-            families_out.append(culled)
-        return families_out
+            families.append(culled)
+        return families
 
 
 _collector: GpuCollector | None = None

@@ -36,6 +36,7 @@ from typing import Any
 
 import psutil
 
+from ..gauges import GAUGED
 from ..history import GpuHistory
 from ..kernel_report import REPORT_PREFIX, KernelReport, ReportReader
 from ..processes import PidCache, ProcessKey, current_user, process_key, process_start, process_starts
@@ -148,9 +149,6 @@ def _kernel_pid(kernel: Any) -> int | None:
 
 _dumps = functools.partial(json.dumps, allow_nan=False, separators=(",", ":"))
 
-_GAUGED = ("memory_used", "memory_total", "utilization", "temperature", "power")
-
-
 class GpuService:
     """Everything the handlers and the Prometheus collector need; kept in ``web_app.settings``."""
 
@@ -176,13 +174,16 @@ class GpuService:
         self.user = os.environ.get("JUPYTERHUB_USER") or self.me or ""
         self.culled = 0  # kernels shut down by the GPU-aware culler (jupyter_gpu_kernels_culled_total)
         self._culling: asyncio.Task[None] | None = None
+        # The hub service this server takes its GPU data from (None: it reads NVML itself). Then the
+        # service exports the host's per-GPU series, and this server's /metrics only its kernels'.
+        self.device_source: str | None = None
         if take is None:
             from ..nvml import snapshot as take
             from ..remote import RemoteSource, resolve_source
 
-            url = resolve_source(config.source)  # "nvml", "hub-service" or a URL (issue 12)
-            if url is not None:
-                take = RemoteSource(url, fallback=take)
+            self.device_source = resolve_source(config.source)  # "nvml", "hub-service" or a URL (issue 12)
+            if self.device_source is not None:
+                take = RemoteSource(self.device_source, fallback=take)
         self._nvml_take = take
         self._ancestry = PidCache(ancestors)  # per (pid, start), while the PID stays on a GPU
         self._report_reader = ReportReader()
@@ -603,7 +604,7 @@ class GpuService:
             gpu_texts.append(dumps(head)[:-1] + ',"processes":[' + ",".join(fragments) + '],"slices":['
                              + ",".join(slice_texts) + "]}")
             gpu_rows.append((str(gpu.index), gpu.uuid, gpu.name, gpu.error,
-                             tuple((name, head.get(name)) for name in _GAUGED)))
+                             tuple((name, head.get(name)) for name in GAUGED)))
 
         self._texts, self._texts_for = all_texts, (show_others, me)
         known_slices = {s.uuid for gpu in snapshot.gpus for s in gpu.slices}
