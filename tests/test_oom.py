@@ -265,3 +265,15 @@ def test_reports_of_other_users_and_symbolic_links_are_no_kernels_of_this_user(
         pytest.skip("only root can give a file to another user")
     os.chown(mine, 4242, 4242)
     assert _peers_in(tmp_path, monkeypatch).peers == {}
+
+
+def test_a_kernel_report_cannot_make_another_users_process_one_of_this_users_kernels() -> None:
+    """Reports are untrusted: one listing another user's PID among its ``nvml_pids`` does not
+    relabel that process; a PID whose owner is unknown here (a host PID in a container) may be the kernel's."""
+    gpu = _gpu(0, 80, [(1, 10, "me"), (4_100_002, 24, "carol"), (4_100_003, 8, None)])
+    kernel = oom.PeerKernel("train_old.ipynb", "k1")
+    facts = oom.Facts(gpus=(gpu,), own_pid=1, own_user="me", device_gpus=(0,),
+                      peers={4_100_002: kernel, 4_100_003: kernel}, peers_source="kernel reports")
+    report = oom.explain(oom.OutOfMemory("PyTorch", "torch", device=0), facts)
+    assert "carol: 24 GiB" in report
+    assert "your kernel train_old.ipynb: 8 GiB" in report
