@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from jupyter_gpu import oom, peers
+from jupyter_gpu.processes import process_start
 from jupyter_gpu.snapshots import GpuInfo, GpuProcess
 from jupyter_gpu.units import GIB, MIB
 
@@ -208,8 +209,6 @@ def test_the_live_kernels_report_is_found_among_thousands_left_by_killed_kernels
     files (and so their reports) in /tmp, and killed kernels leave their reports behind. With 1,100
     of them sorting before the live kernel's report, the explainer (which once read the first 1,024
     names only) lost the live kernel and showed it as 'your process PID n'."""
-    from jupyter_gpu.processes import process_start
-
     start = process_start(other_kernel)
     assert isinstance(start, int)
     for number in range(1100):  # reports of dead kernels; some had this very PID before it wrapped
@@ -227,8 +226,6 @@ def test_a_report_without_a_start_time_never_names_a_process(tmp_path: Path, mon
                                                              other_kernel: int) -> None:
     """A report whose start time is null matches any PID with no process here: a dead kernel's PID,
     or a host PID NVML shows inside a container, which may be another user's process."""
-    from jupyter_gpu.processes import process_start
-
     host_pid = 4_100_002  # no such process in this PID namespace (pid_max is far lower)
     assert process_start(host_pid) is None
     _write_report(tmp_path, "ghost", pid=host_pid, start_time=None, session="ghost.ipynb")
@@ -251,8 +248,6 @@ def test_reports_of_other_users_and_symbolic_links_are_no_kernels_of_this_user(
     """In a folder others may write to (/tmp), a file of another user names nothing of this user's,
     even with the PID and start time of a running process (anyone can read those in /proc)."""
     monkeypatch.setenv("JPY_SESSION_NAME", "mine.ipynb")
-    from jupyter_gpu.processes import process_start
-
     running = {"pid": other_kernel, "start_time": process_start(other_kernel)}
     mine = _write_report(tmp_path, "real", **running)
     (tmp_path / "store").mkdir()
