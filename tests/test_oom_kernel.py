@@ -139,8 +139,8 @@ def test_pytorch_oom_names_the_gpu_holders_and_computed_next_steps(world: Scenar
     out, err = new_kernel.run("%load_ext jupyter_gpu\n%gpu_select 1\nimport torch")
     assert "GPU 1" in out, err
     world.write(server_gpus(pid(new_kernel), {1: 30720}, old=pid(old_kernel)))
-    leave_stale_reports(runtime, pid(old_kernel), old_kernel.value("__import__('jupyter_gpu.processes').processes"
-                                                                   ".process_start(os.getpid())"))
+    old_kernel.run("from jupyter_gpu.processes import process_start")
+    leave_stale_reports(runtime, pid(old_kernel), old_kernel.value("process_start(os.getpid())"))
     _, err = new_kernel.run(f"raise torch.cuda.OutOfMemoryError({TORCH_OOM!r})")
     assert err.index("OutOfMemoryError: CUDA out of memory") < err.index("jupyter_gpu:")  # under the traceback
     report = report_of(err)
