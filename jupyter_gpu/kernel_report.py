@@ -319,8 +319,14 @@ class ReportReader:
     def __init__(self) -> None:
         self._cache: dict[Path, tuple[tuple[int, int, int], KernelReport | None]] = {}
 
-    def read(self, folder: str | os.PathLike[str]) -> dict[str, KernelReport]:
-        """kernel_id → report, for every valid report in ``folder``."""
+    def read(self, folder: str | os.PathLike[str], owner: int | None = None) -> dict[str, KernelReport]:
+        """kernel_id → report, for every valid report in ``folder``.
+
+        ``owner``: a user id; only regular files (not symbolic links) of that owner are read. A
+        reader in a folder others can write to (the system's temporary folder, where kernels
+        started by a bare ``jupyter_client.KernelManager`` put their connection files) passes its
+        own, so another user's file cannot pose as one of its kernels.
+        """
         reports: dict[str, KernelReport] = {}
         seen: set[Path] = set()
         try:
@@ -330,6 +336,12 @@ class ReportReader:
         for entry in entries:
             if not (entry.name.startswith(REPORT_PREFIX) and entry.name.endswith(".json")):
                 continue
+            if owner is not None:
+                try:
+                    if not entry.is_file(follow_symlinks=False) or entry.stat(follow_symlinks=False).st_uid != owner:
+                        continue
+                except OSError:
+                    continue
             path = Path(entry.path)
             seen.add(path)
             report = self.read_one(path)
@@ -367,6 +379,9 @@ class ReportReader:
         return report
 
 
-def read_reports(folder: str | os.PathLike[str]) -> dict[str, KernelReport]:
-    """kernel_id → report for every kernel report in ``folder`` (uncached; see :class:`ReportReader`)."""
-    return ReportReader().read(folder)
+def read_reports(folder: str | os.PathLike[str], owner: int | None = None) -> dict[str, KernelReport]:
+    """kernel_id → report for every kernel report in ``folder`` (uncached; see :class:`ReportReader`).
+
+    Every report is read, however many there are: a folder where killed kernels left thousands of
+    reports still yields the live kernel's (see :func:`jupyter_gpu.peers.find_peers`)."""
+    return ReportReader().read(folder, owner)

@@ -246,7 +246,9 @@ def holders(gpu: Any, facts: Facts) -> list[Holder]:
         memory = process.memory or 0
         if process.pid == facts.own_pid:
             key, holder = ("self", ""), Holder("self", memory, "this kernel", process.pid)
-        elif process.pid in facts.peers:
+        elif process.pid in facts.peers and (process.user is None or process.user == facts.own_user):
+            # a kernel's report (or the server) names PIDs; one the OS or NVML gives to another user
+            # stays that user's, whatever a report claims: never name the wrong owner
             peer = facts.peers[process.pid]
             label = peer.notebook or (f"kernel {peer.kernel_id[:8]}" if peer.kernel_id else f"PID {process.pid}")
             key = ("kernel", peer.kernel_id or str(process.pid))

@@ -154,15 +154,24 @@ def _ask_server(server: dict[str, Any], timeout_s: float) -> Any:
 
 
 def _from_reports(runtime_dir: Path) -> dict[int, KernelPeer]:
-    """This user's kernels from their own reports (validated like the server reads them), each
-    counted only while the process that wrote it still runs (PID and start time)."""
+    """This user's kernels from their own reports (validated like the server reads them).
+
+    A report counts only when it is a file of this user and the process that wrote it still runs:
+    its PID and start time name a process here now. A report without a start time never counts:
+    its key would equal that of any PID with no process here (an exited kernel's, or a host PID
+    NVML shows inside a container), so a stale file could name another user's process as one of
+    this user's kernels. Every report in the folder is read (no cap): the folder can hold
+    thousands left by killed kernels (``/tmp`` for kernels started by a bare KernelManager), and
+    the live kernel's report must not be the one dropped.
+    """
     from .kernel_report import read_reports
     from .processes import process_key
 
     peers: dict[int, KernelPeer] = {}
-    for report in read_reports(runtime_dir).values():
-        if process_key(report.pid) != report.key:
-            continue  # its kernel is gone, or the PID now belongs to another process
+    owner = os.getuid() if hasattr(os, "getuid") else None
+    for report in read_reports(runtime_dir, owner=owner).values():
+        if report.start_time is None or process_key(report.pid) != report.key:
+            continue  # its kernel is gone, the PID now belongs to another process, or it cannot tell
         peer = KernelPeer(pid=report.pid, kernel_id=report.kernel_id, notebook=_notebook_name(report.session))
         for pid in (report.pid, *report.nvml_pids):
             peers[pid] = peer

@@ -10,14 +10,16 @@ from __future__ import annotations
 
 import json
 import os
+import tempfile
 import time
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from jupyter_client.blocking.client import BlockingKernelClient
-from jupyter_client.manager import start_new_kernel
+from jupyter_client.manager import KernelManager
 
 pytestmark = pytest.mark.frameworks
 
@@ -79,16 +81,30 @@ class Kernel:
         return json.loads(out.strip().splitlines()[-1])
 
 
-def start(env: dict[str, str] | None = None) -> Iterator[Kernel]:
+def start(env: dict[str, str] | None = None, connection_dir: Path | None = None) -> Iterator[Kernel]:
+    """A real kernel with ``env`` added to this process's environment.
+
+    Its connection file, and so the kernel report jupyter_gpu writes next to it, lies in
+    ``connection_dir`` (a Jupyter runtime directory of the test), else in a temporary folder removed
+    afterwards. Not in jupyter_client's default, the system's /tmp: the kernel is killed at the end,
+    so its report stays, and every later kernel that reads reports from its folder (the OOM
+    explainer) would read thousands of them, other test runs' too.
+    """
     kernel_env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", **(env or {})}
-    manager, client = start_new_kernel(kernel_name="python3", startup_timeout=90, env=kernel_env)
-    try:
-        kernel = Kernel(client)
-        kernel.run(ENV)
-        yield kernel
-    finally:
-        client.stop_channels()
-        manager.shutdown_kernel(now=True)
+    with tempfile.TemporaryDirectory(prefix="jupyter-gpu-kernel-test-") as scratch:
+        folder = connection_dir or Path(scratch)
+        manager = KernelManager(kernel_name="python3", connection_file=str(folder / f"kernel-{uuid.uuid4()}.json"))
+        manager.start_kernel(env=kernel_env)
+        client = manager.client()
+        client.start_channels()
+        try:
+            client.wait_for_ready(timeout=90)
+            kernel = Kernel(client)
+            kernel.run(ENV)
+            yield kernel
+        finally:
+            client.stop_channels()
+            manager.shutdown_kernel(now=True)
 
 
 @pytest.fixture

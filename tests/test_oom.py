@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from jupyter_gpu import oom, peers
+from jupyter_gpu.processes import process_start
 from jupyter_gpu.snapshots import GpuInfo, GpuProcess
 from jupyter_gpu.units import GIB, MIB
 
@@ -162,3 +164,111 @@ def test_kernel_reports_count_only_while_their_writer_runs(tmp_path, monkeypatch
     assert {pid: peer.kernel_id for pid, peer in found.items()} == {live["pid"]: "live-kernel",
                                                                    4_000_111: "live-kernel"}
     assert found[4_000_111].notebook == "train_old.ipynb"
+
+
+# -- the user's other kernels from reports in a crowded, shared folder (the flake of the PyTorch kernel test)
+
+
+def _peers_in(folder: Path, monkeypatch: pytest.MonkeyPatch) -> oom.Facts:
+    """find_peers as a kernel whose connection file lies in ``folder`` (no server), as facts for explain."""
+    from jupyter_gpu import kernel_report
+
+    monkeypatch.setattr(kernel_report, "kernel_identity", lambda: ("this-kernel", folder))
+    found = peers.find_peers()
+    assert found.source == "kernel reports"
+    return oom.Facts(gpus=(), own_pid=1, own_user="me",
+                     peers={pid: oom.PeerKernel(k.notebook, k.kernel_id, k.idle_s, k.idle)
+                            for pid, k in found.by_pid.items()}, peers_source=found.source)
+
+
+@pytest.fixture
+def other_kernel() -> Iterator[int]:
+    """A running process of this user, standing in for another kernel (find_peers leaves out its own PID)."""
+    import subprocess
+    import sys
+
+    process = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
+    try:
+        yield process.pid
+    finally:
+        process.kill()
+        process.wait()
+
+
+def _write_report(folder: Path, kernel_id: str, **fields: object) -> Path:
+    from jupyter_gpu.kernel_report import REPORT_PREFIX, build_report
+
+    path = folder / f"{REPORT_PREFIX}{kernel_id}.json"
+    path.write_text(json.dumps({**build_report(kernel_id), **fields}))
+    return path
+
+
+def test_the_live_kernels_report_is_found_among_thousands_left_by_killed_kernels(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, other_kernel: int) -> None:
+    """What the full suite did to /tmp: kernels started by a bare KernelManager keep their connection
+    files (and so their reports) in /tmp, and killed kernels leave their reports behind. With 1,100
+    of them sorting before the live kernel's report, the explainer (which once read the first 1,024
+    names only) lost the live kernel and showed it as 'your process PID n'."""
+    start = process_start(other_kernel)
+    assert isinstance(start, int)
+    for number in range(1100):  # reports of dead kernels; some had this very PID before it wrapped
+        _write_report(tmp_path, f"a-stale-{number:04d}",
+                      pid=other_kernel if number % 100 == 0 else 4_000_000 + number,
+                      start_time=start - 1 - number, session=f"stale-{number}.ipynb")
+    monkeypatch.setenv("JPY_SESSION_NAME", "work/train_old.ipynb")
+    _write_report(tmp_path, "z-live", pid=other_kernel, start_time=start, nvml_pids=[4_000_111])
+    facts = _peers_in(tmp_path, monkeypatch)
+    assert {pid: peer.notebook for pid, peer in facts.peers.items()} == {other_kernel: "train_old.ipynb",
+                                                                        4_000_111: "train_old.ipynb"}
+
+
+def test_a_report_without_a_start_time_never_names_a_process(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                             other_kernel: int) -> None:
+    """A report whose start time is null matches any PID with no process here: a dead kernel's PID,
+    or a host PID NVML shows inside a container, which may be another user's process."""
+    host_pid = 4_100_002  # no such process in this PID namespace (pid_max is far lower)
+    assert process_start(host_pid) is None
+    _write_report(tmp_path, "ghost", pid=host_pid, start_time=None, session="ghost.ipynb")
+    _write_report(tmp_path, "ghost-2", pid=other_kernel, start_time=None, session="ghost-2.ipynb")  # running
+    facts = _peers_in(tmp_path, monkeypatch)
+    assert facts.peers == {}
+    gpu = _gpu(0, 80, [(1, 10, "me"), (host_pid, 24, "carol")])
+    report = oom.explain(oom.OutOfMemory("PyTorch", "torch", device=0), replace_gpus(facts, gpu))
+    assert "carol: 24 GiB" in report and "ghost" not in report
+
+
+def replace_gpus(facts: oom.Facts, *gpus: GpuInfo) -> oom.Facts:
+    from dataclasses import replace
+
+    return replace(facts, gpus=gpus, device_gpus=tuple(gpu.index for gpu in gpus))
+
+
+def test_reports_of_other_users_and_symbolic_links_are_no_kernels_of_this_user(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, other_kernel: int) -> None:
+    """In a folder others may write to (/tmp), a file of another user names nothing of this user's,
+    even with the PID and start time of a running process (anyone can read those in /proc)."""
+    monkeypatch.setenv("JPY_SESSION_NAME", "mine.ipynb")
+    running = {"pid": other_kernel, "start_time": process_start(other_kernel)}
+    mine = _write_report(tmp_path, "real", **running)
+    (tmp_path / "store").mkdir()
+    (tmp_path / "links").mkdir()
+    target = _write_report(tmp_path / "store", "linked", **running)
+    (tmp_path / "links" / target.name).symlink_to(target)
+    assert _peers_in(tmp_path / "links", monkeypatch).peers == {}  # a link is not a report
+    assert set(_peers_in(tmp_path, monkeypatch).peers) == {other_kernel}
+    if os.getuid() != 0:
+        pytest.skip("only root can give a file to another user")
+    os.chown(mine, 4242, 4242)
+    assert _peers_in(tmp_path, monkeypatch).peers == {}
+
+
+def test_a_kernel_report_cannot_make_another_users_process_one_of_this_users_kernels() -> None:
+    """Reports are untrusted: one listing another user's PID among its ``nvml_pids`` does not
+    relabel that process; a PID whose owner is unknown here (a host PID in a container) may be the kernel's."""
+    gpu = _gpu(0, 80, [(1, 10, "me"), (4_100_002, 24, "carol"), (4_100_003, 8, None)])
+    kernel = oom.PeerKernel("train_old.ipynb", "k1")
+    facts = oom.Facts(gpus=(gpu,), own_pid=1, own_user="me", device_gpus=(0,),
+                      peers={4_100_002: kernel, 4_100_003: kernel}, peers_source="kernel reports")
+    report = oom.explain(oom.OutOfMemory("PyTorch", "torch", device=0), facts)
+    assert "carol: 24 GiB" in report
+    assert "your kernel train_old.ipynb: 8 GiB" in report

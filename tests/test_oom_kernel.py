@@ -79,20 +79,22 @@ def world(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, runtime: Path) -> Sce
     return file
 
 
-def kernel_named(notebook: str, autoload: Path | None = None) -> Iterator[Kernel]:
+def kernel_named(notebook: str, runtime: Path, autoload: Path | None = None) -> Iterator[Kernel]:
+    """A kernel of ``notebook`` whose connection file (and report) lies in the test's ``runtime`` folder,
+    as a Jupyter server's kernels' do: the explainer reads its peers' reports from there."""
     env = {"JPY_SESSION_NAME": notebook}
     if autoload is not None:  # the admin's way: the extension loaded in every kernel
         profile = autoload / "profile_default"
         profile.mkdir(parents=True, exist_ok=True)
         (profile / "ipython_kernel_config.py").write_text('c.InteractiveShellApp.extensions = ["jupyter_gpu"]\n')
         env["IPYTHONDIR"] = str(autoload)
-    yield from start(env)
+    yield from start(env, connection_dir=runtime)
 
 
 @pytest.fixture
-def old_kernel(world: ScenarioFile) -> Iterator[Kernel]:
+def old_kernel(world: ScenarioFile, runtime: Path) -> Iterator[Kernel]:
     """The user's other kernel, train_old.ipynb, with the extension (so it reports itself)."""
-    generator = kernel_named("train_old.ipynb")
+    generator = kernel_named("train_old.ipynb", runtime)
     kernel = next(generator)
     kernel.run("%load_ext jupyter_gpu")
     yield kernel
@@ -100,8 +102,8 @@ def old_kernel(world: ScenarioFile) -> Iterator[Kernel]:
 
 
 @pytest.fixture
-def new_kernel(world: ScenarioFile) -> Iterator[Kernel]:
-    generator = kernel_named("oom.ipynb")
+def new_kernel(world: ScenarioFile, runtime: Path) -> Iterator[Kernel]:
+    generator = kernel_named("oom.ipynb", runtime)
     yield next(generator)
     generator.close()
 
@@ -115,13 +117,30 @@ def report_of(err: str) -> str:
     return err[err.index("jupyter_gpu:"):]
 
 
-@pytest.mark.xfail(strict=False, reason="order-dependent in the full suite: the other kernel's own report is "
-                   "sometimes not found and it shows as 'your process PID n' (passes alone; under investigation)")
-def test_pytorch_oom_names_the_gpu_holders_and_computed_next_steps(world: ScenarioFile, old_kernel: Kernel,
-                                                                   new_kernel: Kernel) -> None:
+def leave_stale_reports(runtime: Path, old_pid: int, old_start: int) -> None:
+    """What killed kernels leave in a runtime folder, as the full suite once piled up in /tmp (the
+    kernels' folder then): 1,100 reports whose names sort before the live kernel's (the explainer
+    read the first 1,024 only, lost train_old.ipynb and showed it as "your process PID n"); one of
+    a kernel that had train_old.ipynb's PID before PIDs wrapped; one without a start time that
+    names carol's PID (no such process here, like a host PID in a container)."""
+    def stale(kernel_id: str, pid: int, start: int | None, session: str) -> None:
+        report = {"version": 1, "kernel_id": kernel_id, "pid": pid, "start_time": start, "session": session,
+                  "nvml_pids": [], "gpu_memory": {}, "frameworks": {}, "timestamp": time.time() - 3600}
+        (runtime / f"jupyter-gpu-kernel-{kernel_id}.json").write_text(json.dumps(report))
+
+    for number in range(1100):
+        stale(f"0-stale-{number:04d}", 920_000 + number, old_start - 1 - number, f"stale-{number}.ipynb")
+    stale("0-before-the-wrap", old_pid, old_start - 5000, "before_the_wrap.ipynb")
+    stale("0-no-start-time", 910002, None, "ghost.ipynb")
+
+
+def test_pytorch_oom_names_the_gpu_holders_and_computed_next_steps(world: ScenarioFile, runtime: Path,
+                                                                   old_kernel: Kernel, new_kernel: Kernel) -> None:
     out, err = new_kernel.run("%load_ext jupyter_gpu\n%gpu_select 1\nimport torch")
     assert "GPU 1" in out, err
     world.write(server_gpus(pid(new_kernel), {1: 30720}, old=pid(old_kernel)))
+    old_kernel.run("from jupyter_gpu.processes import process_start")
+    leave_stale_reports(runtime, pid(old_kernel), old_kernel.value("process_start(os.getpid())"))
     _, err = new_kernel.run(f"raise torch.cuda.OutOfMemoryError({TORCH_OOM!r})")
     assert err.index("OutOfMemoryError: CUDA out of memory") < err.index("jupyter_gpu:")  # under the traceback
     report = report_of(err)
@@ -131,6 +150,7 @@ def test_pytorch_oom_names_the_gpu_holders_and_computed_next_steps(world: Scenar
     assert "this kernel (oom.ipynb): 30 GiB (PyTorch: in use 24.9 GiB, reserved 30 GiB)" in report
     assert "your kernel train_old.ipynb: 22 GiB, idle time unknown" in report, report  # its own report names it
     assert "carol: 24 GiB" in report and "bob" not in report  # bob is on GPU 0, not this one
+    assert "stale" not in report and "before_the_wrap" not in report and "ghost" not in report
     assert "`%gpu_free` may return 5.1 GiB held by this kernel's cache" in report
     assert "your kernel `train_old.ipynb` holds 22 GiB on GPU 1" in report
     # 30 GiB held + 2 GiB asked: GPU 2 (47.7 GiB free, nobody) first, then GPU 3 (45.7 GiB, dave)
@@ -158,8 +178,8 @@ def test_tensorflow_oom_under_a_limit_says_the_limit_ran_out(world: ScenarioFile
     assert "%gpu_free" not in report  # TensorFlow's pool is not returned by a cache release
 
 
-def test_jax_oom_with_the_extension_autoloaded(world: ScenarioFile, tmp_path: Path) -> None:
-    generator = kernel_named("jax.ipynb", autoload=tmp_path / "ipython")
+def test_jax_oom_with_the_extension_autoloaded(world: ScenarioFile, tmp_path: Path, runtime: Path) -> None:
+    generator = kernel_named("jax.ipynb", runtime, autoload=tmp_path / "ipython")
     kernel = next(generator)
     try:
         out, err = kernel.run("%gpu_select 0")  # autoloaded: no %load_ext

@@ -91,3 +91,46 @@ def test_the_docs_name_the_config_file_kernels_read(tmp_path: Path) -> None:
         text = (repo / doc).read_text()
         assert "ipython_kernel_config.py" in text, doc
         assert "/ipython_config.py" not in text, doc  # no autoload advice naming the other file
+
+
+def test_the_refresh_after_a_kernel_start_is_the_services_and_ends_with_it(demo_gpus: None) -> None:
+    """A kernel start refreshes the kernel table at once and again shortly after (its session is
+    saved just after). jupyter_events runs the listener as a task; the late refresh is a task the
+    service keeps, so closing the service leaves nothing pending ("Task was destroyed but it is
+    pending" at the loop's end) and nothing refreshes after it closed."""
+    import asyncio
+
+    from jupyter_gpu.server import GpuService, JupyterGpuServer
+
+    loop = asyncio.new_event_loop()
+    service = GpuService(JupyterGpuServer(interval_s=60))
+    refreshes: list[str] = []
+    real_refresh = service._refresh_kernels
+
+    async def counted() -> None:
+        refreshes.append("refresh")
+        await real_refresh()
+
+    service._refresh_kernels = counted  # type: ignore[method-assign]
+    start = {"action": "start", "kernel_id": "k1", "status": "success"}
+    listeners = []  # jupyter_events keeps its listeners' tasks too
+
+    async def event_then_until(count: int) -> None:
+        listeners.append(loop.create_task(service._on_kernel_action(data=start)))  # as jupyter_events does
+        for _ in range(3000):
+            if len(refreshes) >= count:
+                return
+            await asyncio.sleep(0.01)
+
+    try:
+        service.follow_up_s = 0.05
+        loop.run_until_complete(event_then_until(2))
+        assert len(refreshes) == 2  # at once, and the follow-up
+        service.follow_up_s = 3600.0
+        loop.run_until_complete(event_then_until(3))  # the immediate refresh; the follow-up waits
+        service.close()
+        assert [task for task in asyncio.all_tasks(loop) if not task.done()] == []
+        assert len(refreshes) == 3  # the cancelled follow-up never refreshed
+    finally:
+        service.close()
+        loop.close()

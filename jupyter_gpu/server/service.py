@@ -177,6 +177,8 @@ class GpuService:
         # The hub service this server takes its GPU data from (None: it reads NVML itself). Then the
         # service exports the host's per-GPU series, and this server's /metrics only its kernels'.
         self.device_source: str | None = None
+        self._follow_ups: set[asyncio.Task[None]] = set()  # delayed refreshes after kernel events
+        self._event_logger: Any = None
         if take is None:
             from ..nvml import snapshot as take
             from ..remote import RemoteSource, resolve_source
@@ -220,8 +222,15 @@ class GpuService:
     def close(self) -> None:
         """Stop sampling and remove the reports of this server's kernels (the server stops)."""
         self.sampler.close(timeout=1.0)
+        if self._event_logger is not None:
+            try:
+                self._event_logger.remove_listener(schema_id=KERNEL_ACTIONS_SCHEMA, listener=self._on_kernel_action)
+            except Exception:
+                pass
+            self._event_logger = None
         if self._culling is not None:
             self._culling.cancel()
+        self._cancel_follow_ups()
         for executor in (self._executor, self._wait_executor):
             if executor is not None:
                 executor.shutdown(wait=False, cancel_futures=True)
@@ -254,9 +263,44 @@ class GpuService:
             return
         try:
             event_logger.add_listener(schema_id=KERNEL_ACTIONS_SCHEMA, listener=self._on_kernel_action)
+            self._event_logger = event_logger
         except Exception:
             log.warning("jupyter_gpu: cannot listen to kernel events; the kernel table is refreshed "
                         "every interval only", exc_info=True)
+
+    follow_up_s = 0.25
+    """After a kernel start, the kernel table is read again this much later (its session is saved
+    just after the start, in the same request)."""
+
+    def _follow_up(self, delay_s: float) -> None:
+        """Refresh the kernel table once more after ``delay_s``, in a task this service keeps (and
+        :meth:`close` cancels), so that none is left pending when the server stops."""
+        async def refresh_later() -> None:
+            await asyncio.sleep(delay_s)
+            try:
+                await self.refresh_kernels()
+            except Exception:
+                log.exception("jupyter_gpu: refreshing the kernel table after a kernel event failed")
+
+        task = asyncio.ensure_future(refresh_later())
+        self._follow_ups.add(task)
+        task.add_done_callback(self._follow_ups.discard)
+
+    def _cancel_follow_ups(self) -> None:
+        """Cancel the pending follow-up refreshes and let them finish: at once when the loop runs
+        (they end on its next turn), else by running their stopped loop until they have."""
+        tasks = [task for task in self._follow_ups if not task.done()]
+        for task in tasks:
+            task.cancel()
+        by_loop: dict[asyncio.AbstractEventLoop, list[asyncio.Task[None]]] = {}
+        for task in tasks:
+            by_loop.setdefault(task.get_loop(), []).append(task)
+        for loop, pending in by_loop.items():
+            if not loop.is_running() and not loop.is_closed():
+                try:
+                    loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
+                except RuntimeError:  # another loop runs in this thread: they end when theirs runs
+                    pass
 
     async def _on_kernel_action(self, logger: Any = None, schema_id: str = "", data: Any = None) -> None:
         """jupyter_events listener (called with keywords). Never raises: a failure is logged."""
@@ -287,8 +331,7 @@ class GpuService:
             # The session (notebook path) is saved right after the kernel starts, in the same
             # request: the next request or scrape reads the table again, and so do we, shortly.
             self._table_at = float("-inf")
-            await asyncio.sleep(0.25)
-            await self.refresh_kernels()
+            self._follow_up(self.follow_up_s)
 
     async def kernels(self) -> dict[str, KernelInfo]:
         """This server's kernels, refreshed at most once per sampling interval (and on events)."""
