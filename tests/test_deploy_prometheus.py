@@ -511,6 +511,7 @@ def test_a_real_prometheus_relabels_kubernetes_pods_as_the_config_says(tmp_path,
             z2jh_user_pod("alice", "alice", "127.0.0.1", "gpu-node-1", port=alice.port),
             z2jh_user_pod("élodie@example.org", "lodie-example-org---3f9a0c1b", "192.0.2.10", "gpu-node-2",
                           server="gpu-2"),
+            z2jh_user_pod("ann+gpu@example.org", "ann-gpu-example-org---77d0e2a1", "192.0.2.13", "gpu-node-2"),
             z2jh_user_pod("bob", "bob", "192.0.2.11", "gpu-node-2", phase="Pending"),
             z2jh_user_pod("carol", "carol", "192.0.2.12", "gpu-node-2", namespace="staging"),
             z2jh_user_pod("dave", "dave", None, "gpu-node-2", phase="Failed"),
@@ -560,7 +561,9 @@ def test_a_real_prometheus_relabels_kubernetes_pods_as_the_config_says(tmp_path,
         # Then only the running single-user servers are scraped, once per pod, at <pod IP>:<notebook-port>
         # under /user/<name>/[<server>/]metrics (escaped as JupyterHub escapes it), labelled with the node
         elodie = "jupyter-lodie-example-org---3f9a0c1b--gpu-2"
+        ann = "jupyter-ann-gpu-example-org---77d0e2a1"
         assert set(active) == {("jupyter-user-pods", "jupyter-alice"), ("jupyter-user-pods", elodie),
+                               ("jupyter-user-pods", ann),
                                ("nvidia-dcgm-exporter", "nvidia-dcgm-exporter-x7k2p"),
                                ("nvidia-dcgm-exporter", "dcgm-exporter-m4n5b")}
         alice_target = active["jupyter-user-pods", "jupyter-alice"]
@@ -573,12 +576,17 @@ def test_a_real_prometheus_relabels_kubernetes_pods_as_the_config_says(tmp_path,
         assert active["jupyter-user-pods", elodie]["scrapeUrl"] == (
             "http://192.0.2.10:8888" + hub_server_prefix("élodie@example.org", "gpu-2") + "metrics")
         assert active["jupyter-user-pods", elodie]["labels"]["host"] == "gpu-node-2"
+        # (the documented limit: "+", like $&,:;=, is percent-encoded by JupyterHub but not by Prometheus,
+        # so that server answers 404 to Prometheus and its target is down)
+        assert active["jupyter-user-pods", ann]["scrapeUrl"] == "http://192.0.2.13:8888/user/ann+gpu@example.org/metrics"
+        assert hub_server_prefix("ann+gpu@example.org") == "/user/ann%2Bgpu@example.org/"
         # and dropped: alice's init container, the pending pod, the hub, the device plugin, the DCGM
         # exporters' init containers; the other namespace's pod and the pod without IP are not discovered
         assert dropped == {("jupyter-user-pods", "jupyter-alice", "block-cloud-metadata"),
                            ("jupyter-user-pods", "jupyter-bob", "notebook"),
                            ("jupyter-user-pods", "jupyter-bob", "block-cloud-metadata"),
                            ("jupyter-user-pods", elodie, "block-cloud-metadata"),
+                           ("jupyter-user-pods", ann, "block-cloud-metadata"),
                            ("jupyter-user-pods", "hub-7d9c6b5f4-q2w8e", "hub"),
                            ("nvidia-dcgm-exporter", "nvidia-dcgm-exporter-x7k2p", "toolkit-validation"),
                            ("nvidia-dcgm-exporter", "dcgm-exporter-m4n5b", "toolkit-validation"),
