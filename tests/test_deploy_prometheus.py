@@ -509,9 +509,9 @@ def test_a_real_prometheus_relabels_kubernetes_pods_as_the_config_says(tmp_path,
         # (a stand-in serving DCGM-shaped series), one of the standalone chart, the device plugin.
         pods = [
             z2jh_user_pod("alice", "alice", "127.0.0.1", "gpu-node-1", port=alice.port),
-            z2jh_user_pod("élodie@example.org", "lodie-example-org---3f9a0c1b", "192.0.2.10", "gpu-node-2",
+            z2jh_user_pod("élodie@example.org", "lodie-example-org---049c3d3a", "192.0.2.10", "gpu-node-2",
                           server="gpu-2"),
-            z2jh_user_pod("ann+gpu@example.org", "ann-gpu-example-org---77d0e2a1", "192.0.2.13", "gpu-node-2"),
+            z2jh_user_pod("ann+gpu@example.org", "ann-gpu-example-org---9bc2a3f5", "192.0.2.13", "gpu-node-2"),
             z2jh_user_pod("bob", "bob", "192.0.2.11", "gpu-node-2", phase="Pending"),
             z2jh_user_pod("carol", "carol", "192.0.2.12", "gpu-node-2", namespace="staging"),
             z2jh_user_pod("dave", "dave", None, "gpu-node-2", phase="Failed"),
@@ -560,8 +560,8 @@ def test_a_real_prometheus_relabels_kubernetes_pods_as_the_config_says(tmp_path,
 
         # Then only the running single-user servers are scraped, once per pod, at <pod IP>:<notebook-port>
         # under /user/<name>/[<server>/]metrics (escaped as JupyterHub escapes it), labelled with the node
-        elodie = "jupyter-lodie-example-org---3f9a0c1b--gpu-2"
-        ann = "jupyter-ann-gpu-example-org---77d0e2a1"
+        elodie = "jupyter-lodie-example-org---049c3d3a--gpu-2"
+        ann = "jupyter-ann-gpu-example-org---9bc2a3f5"
         assert set(active) == {("jupyter-user-pods", "jupyter-alice"), ("jupyter-user-pods", elodie),
                                ("jupyter-user-pods", ann),
                                ("nvidia-dcgm-exporter", "nvidia-dcgm-exporter-x7k2p"),
