@@ -61,3 +61,14 @@ def test_the_values_admit_prometheus_to_the_port_the_scrape_config_scrapes() -> 
     assert values["hub"].get("baseUrl", "/") == "/"
     assert {rule["replacement"] for rule in job["relabel_configs"] if rule.get("target_label") == "__metrics_path__"} \
         == {"/user/${1}/metrics", "/user/${1}/${2}/metrics"}
+
+
+def test_the_values_admit_prometheus_to_the_hub_port_the_hub_job_scrapes() -> None:
+    values = yaml.safe_load(VALUES.read_text())
+    job = next(job for job in yaml.safe_load(SCRAPE.read_text())["scrape_configs"] if job["job_name"] == "jupyterhub")
+    # the chart's hub pod: component=hub, container port "http" (templates/hub/deployment.yaml)
+    assert job["relabel_configs"][0]["regex"] == "hub;http" and job["metrics_path"] == "/hub/metrics"
+    [rule] = values["hub"]["networkPolicy"]["ingress"]
+    assert rule["ports"] == [{"port": "http"}]
+    assert rule["from"] == values["singleuser"]["networkPolicy"]["ingress"][0]["from"]  # the same Prometheus
+    assert "read:metrics" in values["hub"]["loadRoles"]["prometheus"]["scopes"]  # JupyterHub's metrics_authentication

@@ -270,7 +270,7 @@ def undocumented_meta_labels(job: dict[str, Any]) -> list[str]:
 def test_the_kubernetes_discovery_blocks_use_only_documented_fields_roles_and_meta_labels() -> None:
     config = yaml.safe_load(K8S_CONFIG.read_text())
     discovered = {job["job_name"]: job for job in config["scrape_configs"] if "kubernetes_sd_configs" in job}
-    assert set(discovered) == {"jupyter-user-pods", "nvidia-dcgm-exporter"}
+    assert set(discovered) == {"jupyter-user-pods", "jupyterhub", "nvidia-dcgm-exporter"}
     for name, job in discovered.items():
         for sd in job["kubernetes_sd_configs"]:
             assert kubernetes_sd_problems(sd) == [], name
@@ -556,14 +556,14 @@ def test_a_real_prometheus_relabels_kubernetes_pods_as_the_config_says(tmp_path,
                   for t in targets["activeTargets"]}
         dropped = {(t["discoveredLabels"]["job"], t["discoveredLabels"]["__meta_kubernetes_pod_name"],
                     t["discoveredLabels"]["__meta_kubernetes_pod_container_name"])
-                   for t in targets["droppedTargets"]}
+                   for t in targets["droppedTargets"] if t["discoveredLabels"]["job"] != "jupyterhub"}
 
         # Then only the running single-user servers are scraped, once per pod, at <pod IP>:<notebook-port>
         # under /user/<name>/[<server>/]metrics (escaped as JupyterHub escapes it), labelled with the node
         elodie = "jupyter-lodie-example-org---049c3d3a--gpu-2"
         ann = "jupyter-ann-gpu-example-org---9bc2a3f5"
         assert set(active) == {("jupyter-user-pods", "jupyter-alice"), ("jupyter-user-pods", elodie),
-                               ("jupyter-user-pods", ann),
+                               ("jupyter-user-pods", ann), ("jupyterhub", "hub-7d9c6b5f4-q2w8e"),
                                ("nvidia-dcgm-exporter", "nvidia-dcgm-exporter-x7k2p"),
                                ("nvidia-dcgm-exporter", "dcgm-exporter-m4n5b")}
         alice_target = active["jupyter-user-pods", "jupyter-alice"]
@@ -591,6 +591,8 @@ def test_a_real_prometheus_relabels_kubernetes_pods_as_the_config_says(tmp_path,
                            ("nvidia-dcgm-exporter", "nvidia-dcgm-exporter-x7k2p", "toolkit-validation"),
                            ("nvidia-dcgm-exporter", "dcgm-exporter-m4n5b", "toolkit-validation"),
                            ("nvidia-dcgm-exporter", "nvidia-device-plugin-daemonset-8h2jk", "nvidia-device-plugin")}
+        # the hub's own metrics, on its http port, with the same token (scope read:metrics)
+        assert active["jupyterhub", "hub-7d9c6b5f4-q2w8e"]["scrapeUrl"] == "http://192.0.2.2:8081/hub/metrics"
         dcgm_target = active["nvidia-dcgm-exporter", "nvidia-dcgm-exporter-x7k2p"]
         assert dcgm_target["scrapeUrl"] == f"http://127.0.0.1:{dcgm.port}/metrics"
         assert dcgm_target["labels"]["host"] == "gpu-node-1" and dcgm_target["health"] == "up"
