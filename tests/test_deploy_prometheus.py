@@ -544,14 +544,18 @@ def test_a_real_prometheus_relabels_kubernetes_pods_as_the_config_says(tmp_path,
         def series(query: str) -> list[dict[str, Any]]:
             return get_json(api + "query?query=" + urllib.parse.quote(query))["data"]["result"]
 
-        # When Prometheus has tried every target it keeps at least once
-        def scraped_all() -> dict[str, Any] | None:
+        # When Prometheus has tried every target it keeps, and the two that listen (on loopback) are up
+        def settled() -> dict[str, Any] | None:
             data = get_json(api + "targets?state=any")["data"]
             tried = data["activeTargets"] and all(not t["lastScrape"].startswith("0001-")
                                                   for t in data["activeTargets"])
-            return data if tried else None
+            listening = [t for t in data["activeTargets"] if t["scrapeUrl"].startswith("http://127.0.0.1:")]
+            return data if tried and listening and all(t["health"] == "up" for t in listening) else None
 
-        targets = wait_for("every target scraped once", scraped_all, 90, prometheus, log)
+        try:
+            targets = wait_for("every target tried, alice's server and the exporter up", settled, 60, prometheus, log)
+        except AssertionError:  # the assertions below say what is wrong
+            targets = get_json(api + "targets?state=any")["data"]
         active = {(t["labels"]["job"], t["discoveredLabels"]["__meta_kubernetes_pod_name"]): t
                   for t in targets["activeTargets"]}
         dropped = {(t["discoveredLabels"]["job"], t["discoveredLabels"]["__meta_kubernetes_pod_name"],
