@@ -34,3 +34,41 @@ def test_the_zero_to_jupyterhub_values_parse_and_hold_the_documented_pieces() ->
     assert "extraPodConfig" not in singleuser
     # Prometheus' service and role (the scopes deploy/prometheus documents)
     assert values["hub"]["loadRoles"]["prometheus"]["scopes"] == ["access:servers", "read:metrics"]
+
+
+SCRAPE = VALUES.parent.parent / "prometheus" / "kubernetes" / "prometheus.yml"
+
+
+def test_the_values_admit_prometheus_to_the_port_the_scrape_config_scrapes() -> None:
+    values = yaml.safe_load(VALUES.read_text())
+    job = next(job for job in yaml.safe_load(SCRAPE.read_text())["scrape_configs"]
+               if job["job_name"] == "jupyter-user-pods")
+    kept_port = next(rule["regex"] for rule in job["relabel_configs"]
+                     if rule.get("source_labels") == ["__meta_kubernetes_pod_container_port_name"])
+    # Z2JH's NetworkPolicy admits only its own labelled pods to the user pods (templates/singleuser/
+    # netpol.yaml); the extra rule opens the port Prometheus scrapes (KubeSpawner's notebook-port) ...
+    [rule] = values["singleuser"]["networkPolicy"]["ingress"]
+    assert kept_port == "notebook-port" and rule["ports"] == [{"port": kept_port}]
+    # ... to Prometheus's pods in its namespace only: one peer holding both selectors (AND); two peers
+    # would admit every pod of that namespace and every pod so labelled in the hub's namespace (OR)
+    [peer] = rule["from"]
+    assert peer == {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "monitoring"}},
+                    "podSelector": {"matchLabels": {"app.kubernetes.io/name": "prometheus"}}}
+    # the scrape config discovers the namespace the values are installed into, and its paths assume
+    # the hub's default base URL
+    [sd] = job["kubernetes_sd_configs"]
+    assert sd["namespaces"]["names"] == ["jhub"] and " -n jhub " in VALUES.read_text()
+    assert values["hub"].get("baseUrl", "/") == "/"
+    assert {rule["replacement"] for rule in job["relabel_configs"] if rule.get("target_label") == "__metrics_path__"} \
+        == {"/user/${1}/metrics", "/user/${1}/${2}/metrics"}
+
+
+def test_the_values_admit_prometheus_to_the_hub_port_the_hub_job_scrapes() -> None:
+    values = yaml.safe_load(VALUES.read_text())
+    job = next(job for job in yaml.safe_load(SCRAPE.read_text())["scrape_configs"] if job["job_name"] == "jupyterhub")
+    # the chart's hub pod: component=hub, container port "http" (templates/hub/deployment.yaml)
+    assert job["relabel_configs"][0]["regex"] == "hub;http" and job["metrics_path"] == "/hub/metrics"
+    [rule] = values["hub"]["networkPolicy"]["ingress"]
+    assert rule["ports"] == [{"port": "http"}]
+    assert rule["from"] == values["singleuser"]["networkPolicy"]["ingress"][0]["from"]  # the same Prometheus
+    assert "read:metrics" in values["hub"]["loadRoles"]["prometheus"]["scopes"]  # JupyterHub's metrics_authentication

@@ -8,11 +8,14 @@ when run as root); without them these tests are skipped with that reason.
 
 from __future__ import annotations
 
+import http.server
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
+import threading
 import urllib.parse
 import urllib.request
 from collections.abc import Iterator
@@ -60,6 +63,9 @@ def test_every_shipped_file_is_yaml_and_points_at_the_documented_token_file() ->
     for name in ("prometheus.yml", "kubernetes/prometheus.yml"):
         config = yaml.safe_load((DEPLOY / name).read_text())
         for job in config["scrape_configs"]:
+            if job["job_name"] == "nvidia-dcgm-exporter":  # not a Jupyter server: the hub's token stays home
+                assert "authorization" not in job
+                continue
             assert job["authorization"] == {"type": "Bearer", "credentials_file": TOKEN_PATH}, job["job_name"]
 
 
@@ -186,3 +192,435 @@ def test_a_real_prometheus_scrapes_two_servers_kernel_series_with_their_users(tm
                                                                                ("bob", "sim-host")}
     finally:
         stop(prometheus)
+
+
+# -- Kubernetes (deploy/prometheus/kubernetes/prometheus.yml) -----------------------------------
+#
+# Debian's promtool and prometheus are built without Kubernetes discovery, so the discovery block
+# is checked against Prometheus's documented fields (below), and everything after it by the real
+# tools: each `kubernetes_sd_configs` is replaced by a `file_sd_configs` whose target groups carry
+# the labels Prometheus's pod role sets (docs/configuration/configuration.md, "pod"; the code:
+# discovery/kubernetes/pod.go, buildPod and podLabels, v2.42.0). Every discovery mechanism hands
+# its target groups to the same scrape.TargetsFromGroup, which merges group and target labels and
+# relabels them, so a file-discovered target with those labels is relabelled as a discovered pod.
+
+K8S_CONFIG = DEPLOY / "kubernetes" / "prometheus.yml"
+K8S_TOKEN = "not-a-real-token"  # what deploy_copy writes into the token file
+
+# <kubernetes_sd_config> as documented for Prometheus 2.42 (Debian's) and still in 3.x:
+# https://prometheus.io/docs/prometheus/latest/configuration/configuration/#kubernetes_sd_config
+# (and v2.42.0's discovery/kubernetes/kubernetes.go, SDConfig.UnmarshalYAML).
+K8S_SD_FIELDS = {"api_server", "role", "kubeconfig_file", "basic_auth", "authorization", "oauth2",
+                 "proxy_url", "proxy_connect_header", "follow_redirects", "enable_http2", "tls_config",
+                 "namespaces", "selectors", "attach_metadata"}
+K8S_SD_ROLES = {"node", "service", "pod", "endpoints", "endpointslice", "ingress"}
+K8S_SELECTOR_ROLES = {"pod": {"pod"}, "service": {"service"}, "node": {"node"}, "ingress": {"ingress"},
+                      "endpoints": {"pod", "service", "endpoints"},
+                      "endpointslice": {"pod", "service", "endpointslice"}}
+# The pod role's meta labels (same page, "pod"); <name> is the label or annotation name with every
+# character outside [a-zA-Z0-9_] replaced by "_" (strutil.SanitizeLabelName).
+POD_ROLE_META = {"__meta_kubernetes_namespace"} | {f"__meta_kubernetes_pod_{name}" for name in (
+    "name", "ip", "container_init", "container_name", "container_id", "container_image",
+    "container_port_name", "container_port_number", "container_port_protocol", "ready", "phase",
+    "node_name", "host_ip", "uid", "controller_kind", "controller_name")}
+POD_ROLE_META_PREFIXES = tuple(f"__meta_kubernetes_pod_{kind}_" for kind in (
+    "label", "labelpresent", "annotation", "annotationpresent"))
+
+
+def kubernetes_sd_problems(sd: dict[str, Any]) -> list[str]:
+    """What is wrong with one ``kubernetes_sd_configs`` entry, by the documented fields."""
+    problems = [f"unknown field {key!r}" for key in sorted(set(sd) - K8S_SD_FIELDS)]
+    role = sd.get("role")
+    if role not in K8S_SD_ROLES:
+        problems.append(f"role {role!r} is not one of {sorted(K8S_SD_ROLES)}")
+    if "api_server" in sd and "kubeconfig_file" in sd:
+        problems.append("api_server and kubeconfig_file are mutually exclusive")
+    namespaces = sd.get("namespaces", {})
+    if not isinstance(namespaces, dict) or set(namespaces) - {"own_namespace", "names"}:
+        problems.append(f"namespaces takes own_namespace and names only: {namespaces!r}")
+    else:
+        names = namespaces.get("names", [])
+        if not isinstance(names, list) or not all(isinstance(name, str) and name for name in names):
+            problems.append(f"namespaces.names must be a list of names: {names!r}")
+        if not isinstance(namespaces.get("own_namespace", False), bool):
+            problems.append("namespaces.own_namespace must be true or false")
+        if namespaces.get("own_namespace") and ("api_server" in sd or "kubeconfig_file" in sd):
+            problems.append("namespaces.own_namespace works only inside the cluster")
+    seen: set[str] = set()
+    for selector in sd.get("selectors", []):
+        if set(selector) - {"role", "label", "field"}:
+            problems.append(f"a selector takes role, label and field only: {selector!r}")
+        if selector.get("role") in seen:
+            problems.append(f"duplicated selector role {selector.get('role')!r}")
+        seen.add(selector.get("role"))
+        if role in K8S_SELECTOR_ROLES and selector.get("role") not in K8S_SELECTOR_ROLES[role]:
+            problems.append(f"role {role} supports only {sorted(K8S_SELECTOR_ROLES[role])} selectors")
+    if set(sd.get("attach_metadata", {})) - {"node"}:
+        problems.append("attach_metadata takes node only (in 2.42)")
+    return problems
+
+
+def undocumented_meta_labels(job: dict[str, Any]) -> list[str]:
+    """The ``__meta_kubernetes_*`` labels a pod-role job relabels by that the pod role never sets."""
+    used = {label for rule in job.get("relabel_configs", []) for label in rule.get("source_labels", [])}
+    return sorted(label for label in used if label.startswith("__meta_kubernetes_")
+                  and label not in POD_ROLE_META and not label.startswith(POD_ROLE_META_PREFIXES))
+
+
+def test_the_kubernetes_discovery_blocks_use_only_documented_fields_roles_and_meta_labels() -> None:
+    config = yaml.safe_load(K8S_CONFIG.read_text())
+    discovered = {job["job_name"]: job for job in config["scrape_configs"] if "kubernetes_sd_configs" in job}
+    assert set(discovered) == {"jupyter-user-pods", "jupyterhub", "nvidia-dcgm-exporter"}
+    for name, job in discovered.items():
+        for sd in job["kubernetes_sd_configs"]:
+            assert kubernetes_sd_problems(sd) == [], name
+            assert sd["role"] == "pod" and sd["namespaces"]["names"], name
+        assert undocumented_meta_labels(job) == [], name
+    # the checks can fail: what a typo or a misremembered field looks like
+    assert kubernetes_sd_problems({"role": "pods"}) == [
+        "role 'pods' is not one of ['endpoints', 'endpointslice', 'ingress', 'node', 'pod', 'service']"]
+    assert kubernetes_sd_problems({"role": "pod", "namespace": {"names": ["jhub"]}}) == ["unknown field 'namespace'"]
+    assert kubernetes_sd_problems({"role": "pod", "namespaces": {"names": "jhub"}}) == [
+        "namespaces.names must be a list of names: 'jhub'"]
+    assert kubernetes_sd_problems({"role": "pod", "selectors": [{"role": "service", "label": "a=b"}]}) == [
+        "role pod supports only ['pod'] selectors"]
+    assert undocumented_meta_labels({"relabel_configs": [
+        {"source_labels": ["__meta_kubernetes_pod_annotations_hub_jupyter_org_username"]},
+        {"source_labels": ["__meta_kubernetes_pod_container_port"]}]}) == [
+        "__meta_kubernetes_pod_annotations_hub_jupyter_org_username", "__meta_kubernetes_pod_container_port"]
+
+
+def sanitize_label_name(name: str) -> str:
+    """Prometheus's strutil.SanitizeLabelName: every character outside [a-zA-Z0-9_] becomes "_"."""
+    return re.sub(r"[^a-zA-Z0-9_]", "_", name)
+
+
+def pod_role_target_groups(pod: dict[str, Any]) -> list[dict[str, Any]]:
+    """What Prometheus's Kubernetes discovery (role: pod) makes of one Pod object, as file_sd target
+    groups: one target per declared container port and one (the pod IP alone) per container
+    without ports, init containers included; nothing for a pod without an IP (v2.42.0
+    discovery/kubernetes/pod.go). One group per target, since file_sd has no per-target labels."""
+    status, meta, spec = pod["status"], pod["metadata"], pod["spec"]
+    if not status.get("podIP"):
+        return []
+    ip = status["podIP"]
+    common = {"__meta_kubernetes_namespace": meta["namespace"], "__meta_kubernetes_pod_name": meta["name"],
+              "__meta_kubernetes_pod_ip": ip, "__meta_kubernetes_pod_ready": status.get("ready", "unknown"),
+              "__meta_kubernetes_pod_phase": status["phase"], "__meta_kubernetes_pod_node_name": spec["nodeName"],
+              "__meta_kubernetes_pod_host_ip": status["hostIP"], "__meta_kubernetes_pod_uid": meta["uid"]}
+    if "controller" in meta:
+        common["__meta_kubernetes_pod_controller_kind"], common["__meta_kubernetes_pod_controller_name"] = \
+            meta["controller"]
+    for kind, values in (("label", meta.get("labels", {})), ("annotation", meta.get("annotations", {}))):
+        for key, value in values.items():
+            common[f"__meta_kubernetes_pod_{kind}_{sanitize_label_name(key)}"] = value
+            common[f"__meta_kubernetes_pod_{kind}present_{sanitize_label_name(key)}"] = "true"
+    groups = []
+    containers = [(c, False) for c in spec["containers"]] + [(c, True) for c in spec.get("initContainers", [])]
+    for container, init in containers:
+        labels = {**common, "__meta_kubernetes_pod_container_name": container["name"],
+                  "__meta_kubernetes_pod_container_image": container["image"],
+                  "__meta_kubernetes_pod_container_init": "true" if init else "false"}
+        if not container.get("ports"):
+            groups.append({"targets": [ip], "labels": labels})
+        for port in container.get("ports", []):
+            groups.append({"targets": [f"{ip}:{port['containerPort']}"], "labels": {
+                **labels, "__meta_kubernetes_pod_container_port_name": port.get("name", ""),
+                "__meta_kubernetes_pod_container_port_number": str(port["containerPort"]),
+                "__meta_kubernetes_pod_container_port_protocol": "TCP"}})
+    return groups
+
+
+def with_file_discovery(config_path: Path, pods: list[dict[str, Any]], folder: Path) -> dict[str, Any]:
+    """The config with each ``kubernetes_sd_configs`` replaced by ``file_sd_configs`` listing what the
+    pod role would discover of ``pods``: the pods of the listed namespaces (all when none are)."""
+    config = yaml.safe_load(config_path.read_text())
+    for job in config["scrape_configs"]:
+        sds = job.pop("kubernetes_sd_configs", None)
+        if sds is None:
+            continue
+        groups = []
+        for sd in sds:
+            assert sd["role"] == "pod", "only the pod role is simulated"
+            names = sd.get("namespaces", {}).get("names")
+            groups += [group for pod in pods if names is None or pod["metadata"]["namespace"] in names
+                       for group in pod_role_target_groups(pod)]
+        targets = folder / f"{job['job_name']}.targets.json"
+        targets.write_text(json.dumps(groups, indent=1))
+        job["file_sd_configs"] = [{"files": [str(targets)]}]
+    return config
+
+
+def k8s_pod(name: str, namespace: str, ip: str | None, node: str, *, labels: dict[str, str],
+            annotations: dict[str, str] | None = None, containers: list[dict[str, Any]],
+            init_containers: list[dict[str, Any]] | None = None, phase: str = "Running",
+            controller: tuple[str, str] | None = None) -> dict[str, Any]:
+    """The fields of a Kubernetes Pod object that the pod role reads."""
+    meta: dict[str, Any] = {"name": name, "namespace": namespace, "uid": f"uid-{name}", "labels": labels,
+                            "annotations": annotations or {}}
+    if controller:
+        meta["controller"] = controller
+    return {"metadata": meta, "spec": {"nodeName": node, "containers": containers,
+                                       "initContainers": init_containers or []},
+            "status": {"podIP": ip, "hostIP": "192.0.2.200", "phase": phase,
+                       "ready": "true" if phase == "Running" else "false"}}
+
+
+def z2jh_user_pod(user: str, escaped: str, ip: str | None, node: str, port: int = 8888,
+                  server: str = "", phase: str = "Running", namespace: str = "jhub") -> dict[str, Any]:
+    """A user pod as KubeSpawner 7 (Z2JH 4) makes it: labels component=singleuser-server and the
+    escaped user name, annotations with the raw user (and server) name, the notebook container's
+    port named notebook-port, and the chart's block-cloud-metadata init container (no ports).
+    Sources: kubespawner/spawner.py (_build_pod_labels, _build_common_annotations, _get_pod_port),
+    kubespawner/objects.py (make_pod), z2jh jupyterhub/values.yaml (singleuser.cloudMetadata)."""
+    annotations = {"hub.jupyter.org/username": user, "hub.jupyter.org/kubespawner-version": "7.0.0"}
+    if server:
+        annotations["hub.jupyter.org/servername"] = server
+    slug = escaped + (f"--{server}" if server else "")
+    return k8s_pod(
+        f"jupyter-{slug}", namespace, ip, node, phase=phase, annotations=annotations,
+        labels={"component": "singleuser-server", "app.kubernetes.io/component": "singleuser-server",
+                "app": "jupyterhub", "release": "jhub", "hub.jupyter.org/username": escaped,
+                "hub.jupyter.org/servername": server, "hub.jupyter.org/network-access-hub": "true"},
+        containers=[{"name": "notebook", "image": "registry.example.org/jupyter-gpu-notebook:2026.11",
+                     "ports": [{"name": "notebook-port", "containerPort": port}]}],
+        init_containers=[{"name": "block-cloud-metadata", "image": "quay.io/jupyterhub/k8s-network-tools:4.0.0"}])
+
+
+def dcgm_exporter_pod(name: str, ip: str, node: str, port: int, labels: dict[str, str]) -> dict[str, Any]:
+    """NVIDIA's DCGM exporter as GPU Operator deploys it (assets/state-dcgm-exporter/0800_daemonset.yaml:
+    pod label app=nvidia-dcgm-exporter, container port "metrics" 9400, init container toolkit-validation)."""
+    return k8s_pod(name, "gpu-operator", ip, node, labels=labels, controller=("DaemonSet", "nvidia-dcgm-exporter"),
+                   containers=[{"name": "nvidia-dcgm-exporter", "image": "nvcr.io/nvidia/k8s/dcgm-exporter:4.2.3",
+                                "ports": [{"name": "metrics", "containerPort": port}]}],
+                   init_containers=[{"name": "toolkit-validation",
+                                     "image": "nvcr.io/nvidia/cloud-native/gpu-operator-validator"}])
+
+
+def hub_server_prefix(user: str, server: str = "") -> str:
+    """The URL prefix JupyterHub gives a user's server (hub base_url "/"): /user/<name>/[<server>/],
+    each part escaped by jupyterhub.utils.url_escape_path (quote(value, safe="@~"))."""
+    prefix = "/user/" + urllib.parse.quote(user, safe="@~") + "/"
+    return prefix + (urllib.parse.quote(server, safe="@~") + "/" if server else "")
+
+
+@needs_promtool
+def test_promtool_accepts_the_kubernetes_config_with_its_discovery_replaced_by_files(deploy_copy: Path) -> None:
+    pods = [z2jh_user_pod("alice", "alice", "10.1.0.5", "gpu-node-1"),
+            dcgm_exporter_pod("nvidia-dcgm-exporter-x7k2p", "10.1.0.9", "gpu-node-1", 9400,
+                              {"app": "nvidia-dcgm-exporter"})]
+    config = with_file_discovery(deploy_copy / "kubernetes" / "prometheus.yml", pods, deploy_copy)
+    checked = deploy_copy / "kubernetes" / "prometheus.file-sd.yml"
+    checked.write_text(yaml.safe_dump(config))
+    result = promtool("check", "config", "kubernetes/prometheus.file-sd.yml", cwd=deploy_copy)
+    output = result.stdout + result.stderr
+    assert result.returncode == 0, output
+    assert "SUCCESS: 1 rule files found" in output
+
+
+DCGM_LABELS = ('gpu="0",UUID="{uuid}",pci_bus_id="00000000:07:00.0",device="nvidia0",'
+               'modelName="NVIDIA A100-SXM4-80GB",Hostname="gpu-node-1",container="notebook",namespace="jhub",'
+               'pod="jupyter-alice"')
+DCGM_SERIES = "".join(
+    f"# HELP {name} {text}\n# TYPE {name} gauge\n{name}{{{DCGM_LABELS}}} {value}\n"
+    for name, text, value in (("DCGM_FI_DEV_GPU_UTIL", "GPU utilization (in %).", 37),
+                              ("DCGM_FI_DEV_FB_USED", "Framebuffer memory used (in MiB).", 1536),
+                              ("DCGM_FI_DEV_FB_FREE", "Framebuffer memory free (in MiB).", 80384)))
+
+
+class DcgmStandIn:
+    """An HTTP endpoint serving series shaped like dcgm-exporter's (its text template in
+    internal/pkg/rendermetrics/render_metrics.go, with GPU Operator's Kubernetes pod mapping), for the
+    GPU with ``uuid``. A stand-in: there is no DCGM here; the point is the scrape job and the join."""
+
+    def __init__(self, uuid: str) -> None:
+        body = DCGM_SERIES.replace("{uuid}", uuid).encode()
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                status = 200 if self.path == "/metrics" else 404
+                self.send_response(status)
+                self.send_header("Content-Type", "text/plain; version=0.0.4")
+                self.end_headers()
+                self.wfile.write(body if status == 200 else b"")
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.port = self.server.server_address[1]
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+class UserPodServer:
+    """A real ``jupyter server`` as it runs in a Z2JH user pod: under the prefix JupyterHub gives it
+    (``/user/<name>/``), ``JUPYTERHUB_USER`` set, ``JUPYTER_GPU_HOST`` the node's name (the values
+    file's downward API), the token the Prometheus config reads from its file."""
+
+    def __init__(self, base: Path, user: str, node: str, token: str) -> None:
+        self.user, self.token, self.port = user, token, free_port()
+        self.base_url = hub_server_prefix(user)
+        self.url = f"http://127.0.0.1:{self.port}{self.base_url}"
+        for folder in ("root", "runtime", "config"):
+            (base / folder).mkdir(parents=True, exist_ok=True)
+        (base / "config" / "jupyter_server_config.json").write_text(json.dumps({
+            "ServerApp": {"jpserver_extensions": {"jupyter_gpu": True}},
+            "JupyterGpuServer": {"interval_s": 0.5, "linger_s": 30}}))
+        env = {**os.environ, "JUPYTER_CONFIG_DIR": str(base / "config"), "JUPYTER_RUNTIME_DIR": str(base / "runtime"),
+               "JUPYTERHUB_USER": user, "JUPYTER_GPU_HOST": node}
+        self.log = base / "server.log"
+        with open(self.log, "w") as log:
+            self.process = subprocess.Popen(
+                [sys.executable, "-m", "jupyter_server", "--no-browser", "--allow-root", "--ServerApp.ip=127.0.0.1",
+                 f"--ServerApp.port={self.port}", "--ServerApp.port_retries=0", f"--ServerApp.base_url={self.base_url}",
+                 f"--IdentityProvider.token={token}", f"--ServerApp.root_dir={base / 'root'}"],
+                env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        wait_for(f"{user}'s server", lambda: get_json(self.url + "api/status", token), 60, self.process, self.log)
+
+    def start_kernel(self) -> int:
+        data = json.dumps({"path": f"{self.user}.ipynb", "type": "notebook", "kernel": {"name": "python3"}})
+        request = urllib.request.Request(self.url + "api/sessions", data=data.encode(), method="POST",
+                                         headers={"Authorization": f"token {self.token}"})
+        with urllib.request.urlopen(request, timeout=60):
+            pass
+        return kernel_child(self.process.pid)
+
+
+@needs_prometheus
+def test_a_real_prometheus_relabels_kubernetes_pods_as_the_config_says(tmp_path, deploy_copy, scenario):
+    # Given alice's user pod (a real server under /user/alice/ whose kernel holds 1 GiB of GPU 0)
+    alice = UserPodServer(tmp_path / "alice", "alice", "gpu-node-1", K8S_TOKEN)
+    dcgm = None
+    prometheus = None
+    try:
+        pid = alice.start_kernel()
+        scenario.update(lambda data: data["gpus"][0].setdefault("processes", []).append(
+            {"pid": pid, "memory_mib": 1024}))
+        uuid = get_json(alice.url + "jupyter-gpu/snapshot", K8S_TOKEN)["gpus"][0]["uuid"]
+        dcgm = DcgmStandIn(uuid)
+        # and what discovery sees in the cluster: in jhub, alice's pod (its init container too), a named
+        # server of a user whose name needs escaping, a pending user pod, the hub; a user pod in
+        # another namespace; an evicted pod without IP; in gpu-operator, GPU Operator's DCGM exporter
+        # (a stand-in serving DCGM-shaped series), one of the standalone chart, the device plugin.
+        pods = [
+            z2jh_user_pod("alice", "alice", "127.0.0.1", "gpu-node-1", port=alice.port),
+            z2jh_user_pod("élodie@example.org", "lodie-example-org---049c3d3a", "192.0.2.10", "gpu-node-2",
+                          server="gpu-2"),
+            z2jh_user_pod("ann+gpu@example.org", "ann-gpu-example-org---9bc2a3f5", "192.0.2.13", "gpu-node-2"),
+            z2jh_user_pod("bob", "bob", "192.0.2.11", "gpu-node-2", phase="Pending"),
+            z2jh_user_pod("carol", "carol", "192.0.2.12", "gpu-node-2", namespace="staging"),
+            z2jh_user_pod("dave", "dave", None, "gpu-node-2", phase="Failed"),
+            k8s_pod("hub-7d9c6b5f4-q2w8e", "jhub", "192.0.2.2", "core-node", controller=("ReplicaSet", "hub-7d9c6b5f4"),
+                    labels={"component": "hub", "app": "jupyterhub", "release": "jhub"},
+                    containers=[{"name": "hub", "image": "quay.io/jupyterhub/k8s-hub:4.0.0",
+                                 "ports": [{"name": "http", "containerPort": 8081}]}]),
+            dcgm_exporter_pod("nvidia-dcgm-exporter-x7k2p", "127.0.0.1", "gpu-node-1", dcgm.port,
+                              {"app": "nvidia-dcgm-exporter", "controller-revision-hash": "5c9f7d8b6"}),
+            dcgm_exporter_pod("dcgm-exporter-m4n5b", "192.0.2.21", "gpu-node-2", 9400,
+                              {"app.kubernetes.io/name": "dcgm-exporter", "app.kubernetes.io/instance": "dcgm"}),
+            k8s_pod("nvidia-device-plugin-daemonset-8h2jk", "gpu-operator", "192.0.2.22", "gpu-node-2",
+                    labels={"app": "nvidia-device-plugin-daemonset"},
+                    containers=[{"name": "nvidia-device-plugin", "image": "nvcr.io/nvidia/k8s-device-plugin:v0.17.0"}]),
+        ]
+        # (the shipped config, scraping every second, its discovery replaced by files with those labels)
+        config = with_file_discovery(deploy_copy / "kubernetes" / "prometheus.yml", pods, tmp_path)
+        config["global"]["scrape_interval"] = "1s"
+        config_path = deploy_copy / "kubernetes" / "prometheus.file-sd.yml"
+        config_path.write_text(yaml.safe_dump(config))
+        port = free_port()
+        log = tmp_path / "prometheus.log"
+        with open(log, "w") as out:
+            prometheus = subprocess.Popen(
+                [PROMETHEUS, f"--config.file={config_path}", f"--storage.tsdb.path={tmp_path / 'tsdb'}",
+                 f"--web.listen-address=127.0.0.1:{port}", "--log.level=warn"],
+                stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+        api = f"http://127.0.0.1:{port}/api/v1/"
+
+        def series(query: str) -> list[dict[str, Any]]:
+            return get_json(api + "query?query=" + urllib.parse.quote(query))["data"]["result"]
+
+        # When Prometheus has tried every target it keeps, and the two that listen (on loopback) are up
+        def settled() -> dict[str, Any] | None:
+            data = get_json(api + "targets?state=any")["data"]
+            tried = data["activeTargets"] and all(not t["lastScrape"].startswith("0001-")
+                                                  for t in data["activeTargets"])
+            listening = [t for t in data["activeTargets"] if t["scrapeUrl"].startswith("http://127.0.0.1:")]
+            return data if tried and listening and all(t["health"] == "up" for t in listening) else None
+
+        try:
+            targets = wait_for("every target tried, alice's server and the exporter up", settled, 60, prometheus, log)
+        except AssertionError:  # the assertions below say what is wrong
+            targets = get_json(api + "targets?state=any")["data"]
+        active = {(t["labels"]["job"], t["discoveredLabels"]["__meta_kubernetes_pod_name"]): t
+                  for t in targets["activeTargets"]}
+        dropped = {(t["discoveredLabels"]["job"], t["discoveredLabels"]["__meta_kubernetes_pod_name"],
+                    t["discoveredLabels"]["__meta_kubernetes_pod_container_name"])
+                   for t in targets["droppedTargets"] if t["discoveredLabels"]["job"] != "jupyterhub"}
+
+        # Then only the running single-user servers are scraped, once per pod, at <pod IP>:<notebook-port>
+        # under /user/<name>/[<server>/]metrics (escaped as JupyterHub escapes it), labelled with the node
+        elodie = "jupyter-lodie-example-org---049c3d3a--gpu-2"
+        ann = "jupyter-ann-gpu-example-org---9bc2a3f5"
+        assert set(active) == {("jupyter-user-pods", "jupyter-alice"), ("jupyter-user-pods", elodie),
+                               ("jupyter-user-pods", ann), ("jupyterhub", "hub-7d9c6b5f4-q2w8e"),
+                               ("nvidia-dcgm-exporter", "nvidia-dcgm-exporter-x7k2p"),
+                               ("nvidia-dcgm-exporter", "dcgm-exporter-m4n5b")}
+        alice_target = active["jupyter-user-pods", "jupyter-alice"]
+        assert alice_target["scrapeUrl"] == f"http://127.0.0.1:{alice.port}/user/alice/metrics"
+        assert alice_target["health"] == "up", alice_target["lastError"]  # the hub token's path, the real server
+        assert {k: v for k, v in alice_target["labels"].items() if k != "__scrape_interval__"
+                and k != "__scrape_timeout__"} == {
+            "instance": f"127.0.0.1:{alice.port}", "job": "jupyter-user-pods", "host": "gpu-node-1",
+            "namespace": "jhub", "pod": "jupyter-alice"}
+        assert active["jupyter-user-pods", elodie]["scrapeUrl"] == (
+            "http://192.0.2.10:8888" + hub_server_prefix("élodie@example.org", "gpu-2") + "metrics")
+        assert active["jupyter-user-pods", elodie]["labels"]["host"] == "gpu-node-2"
+        # (the documented limit: "+", like $&,:;=, is percent-encoded by JupyterHub but not by Prometheus,
+        # so that server answers 404 to Prometheus and its target is down)
+        assert active["jupyter-user-pods", ann]["scrapeUrl"] == "http://192.0.2.13:8888/user/ann+gpu@example.org/metrics"
+        assert hub_server_prefix("ann+gpu@example.org") == "/user/ann%2Bgpu@example.org/"
+        # and dropped: alice's init container, the pending pod, the hub, the device plugin, the DCGM
+        # exporters' init containers; the other namespace's pod and the pod without IP are not discovered
+        assert dropped == {("jupyter-user-pods", "jupyter-alice", "block-cloud-metadata"),
+                           ("jupyter-user-pods", "jupyter-bob", "notebook"),
+                           ("jupyter-user-pods", "jupyter-bob", "block-cloud-metadata"),
+                           ("jupyter-user-pods", elodie, "block-cloud-metadata"),
+                           ("jupyter-user-pods", ann, "block-cloud-metadata"),
+                           ("jupyter-user-pods", "hub-7d9c6b5f4-q2w8e", "hub"),
+                           ("nvidia-dcgm-exporter", "nvidia-dcgm-exporter-x7k2p", "toolkit-validation"),
+                           ("nvidia-dcgm-exporter", "dcgm-exporter-m4n5b", "toolkit-validation"),
+                           ("nvidia-dcgm-exporter", "nvidia-device-plugin-daemonset-8h2jk", "nvidia-device-plugin")}
+        # the hub's own metrics, on its http port, with the same token (scope read:metrics)
+        assert active["jupyterhub", "hub-7d9c6b5f4-q2w8e"]["scrapeUrl"] == "http://192.0.2.2:8081/hub/metrics"
+        dcgm_target = active["nvidia-dcgm-exporter", "nvidia-dcgm-exporter-x7k2p"]
+        assert dcgm_target["scrapeUrl"] == f"http://127.0.0.1:{dcgm.port}/metrics"
+        assert dcgm_target["labels"]["host"] == "gpu-node-1" and dcgm_target["health"] == "up"
+
+        # and the series: alice's kernel with its user and node; the node the server exports too
+        kernels = wait_for("alice's kernel series", lambda: series(
+            'jupyter_gpu_kernel_memory_used_bytes{job="jupyter-user-pods"}'), 30, prometheus, log)
+        assert [(s["metric"]["user"], s["metric"]["host"], s["metric"]["pod"], s["metric"]["UUID"], s["value"][1])
+                for s in kernels] == [("alice", "gpu-node-1", "jupyter-alice", uuid, str(1024 * 2**20))]
+        info = series('jupyter_gpu_gpu_info{job="jupyter-user-pods"}')
+        assert {(s["metric"]["host"], s["metric"]["exported_host"]) for s in info} == {("gpu-node-1", "gpu-node-1")}
+        # and the kernel series join DCGM's by UUID: alice's share of the GPU's framebuffer
+        share = wait_for("the join with DCGM's series", lambda: series(
+            "sum by (UUID, user) (jupyter_gpu_kernel_memory_used_bytes) / on (UUID) group_left () "
+            "max by (UUID) ((DCGM_FI_DEV_FB_USED + DCGM_FI_DEV_FB_FREE) * 1024 * 1024)"), 30, prometheus, log)
+        assert [(s["metric"]["user"], s["metric"]["UUID"], float(s["value"][1])) for s in share] == [
+            ("alice", uuid, 1024 / 81920)]
+        # (GPU Operator's pod mapping gives a second way in: DCGM's pod and namespace labels)
+        by_pod = series("DCGM_FI_DEV_GPU_UTIL * on (namespace, pod) group_left (user) "
+                        "group by (namespace, pod, user) (jupyter_gpu_kernel_memory_used_bytes)")
+        assert [(s["metric"]["user"], s["value"][1]) for s in by_pod] == [("alice", "37")]
+    finally:
+        if prometheus is not None:
+            stop(prometheus)
+        if dcgm is not None:
+            dcgm.close()
+        stop(alice.process)
