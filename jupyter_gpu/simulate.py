@@ -76,6 +76,13 @@ refused with one line naming the key and the rule (``gpus[0].memory_used_mib mus
 edit that is refused keeps the last good scenario, and snapshots carry the rejection in their
 ``warnings`` until a good edit arrives.
 
+Counting calls: every simulated library counts its calls per symbol (:attr:`SimulatedNvmlLibrary.calls`,
+this process only). With ``JUPYTER_GPU_SIMULATE_CALLS_DIR`` set to a directory, each process also
+keeps its total in its own file there (``<pid>-<start>.nvml-calls``, 8 bytes, mmap'd, current at
+every call), and :func:`calls_in` sums every process's: a JupyterHub's service, user servers and
+kernels, even those of other users (make the directory mode 1777). Unset, nothing is counted in
+files and the calls cost what they cost without it.
+
 Symbols of the C library: the ones implemented here answer from the scenario; every other ``nvml*``
 symbol answers ``NVML_ERROR_NOT_SUPPORTED``, as a real driver does for a feature a GPU lacks (so
 unmodified readers such as ``nvitop -1`` show "N/A"); only the scenario's ``missing_functions``

@@ -18,6 +18,7 @@ directory (mode 1777) where each process keeps its count (:func:`jupyter_gpu.sim
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -66,7 +67,7 @@ def _port() -> int:
         return s.getsockname()[1]
 
 
-def _skip_reason() -> str | None:
+def skip_reason() -> str | None:
     if os.geteuid() != 0:
         return "a real JupyterHub with LocalProcessSpawner needs root (it creates system users and spawns as them)"
     if not (HUB_VENV / "bin" / "jupyterhub-singleuser").exists():
@@ -174,9 +175,17 @@ c.Spawner.pre_spawn_hook = own_sampler_for_nvml_servers
 
 @pytest.fixture(scope="module")
 def hub(artifacts: Path) -> Iterator[Hub]:
-    reason = _skip_reason()
+    reason = skip_reason()
     if reason:
         pytest.skip(reason)
+    with real_hub(artifacts) as running:
+        yield running
+
+
+@contextlib.contextmanager
+def real_hub(artifacts: Path) -> Iterator[Hub]:
+    """A real hub with the jupyter-gpu service, its log in ``artifacts/hub-real.log``; the system
+    users are created when missing and those created are removed at the end (benchmarks use it too)."""
     created = [user for user in USERS if subprocess.run(["id", user], capture_output=True).returncode != 0]
     spawned: list[psutil.Process] = []
     try:
@@ -372,7 +381,7 @@ def _server_path(user: str, name: str) -> str:
     return f"/user/{user}/{name + '/' if name else ''}"
 
 
-def _start_servers(hub: Hub, servers: tuple[tuple[str, str], ...]) -> None:
+def start_servers(hub: Hub, servers: tuple[tuple[str, str], ...]) -> None:
     for user, name in servers:
         hub.api("POST", f"/hub/api/users/{user}")  # 201, or 409 when the hub knows the user already
         code, body = hub.api("POST", f"/hub/api/users/{user}/servers/{name}" if name else
@@ -389,7 +398,7 @@ def _start_servers(hub: Hub, servers: tuple[tuple[str, str], ...]) -> None:
     wait_until(ready, 180, f"{len(servers)} user servers to be ready", interval_s=0.5)
 
 
-def _process_label(pid: int) -> str:
+def process_label(pid: int) -> str:
     """Which hub process a PID is, for the failure message: service, user server or kernel."""
     try:
         process = psutil.Process(pid)
@@ -406,7 +415,8 @@ def _process_label(pid: int) -> str:
     return f"{pid} {cmdline[:80]}"
 
 
-def _calls_while_polled(hub: Hub, servers: tuple[tuple[str, str], ...]) -> tuple[float, dict[int, int]]:
+def calls_while_polled(hub: Hub, servers: tuple[tuple[str, str], ...],
+                       window_s: float = WINDOW_S) -> tuple[float, dict[int, int]]:
     """NVML calls per second across every process of the hub while a client polls each server's
     snapshot once per second (an open sidebar), and the window's calls per PID."""
     stop = threading.Event()
@@ -423,7 +433,7 @@ def _calls_while_polled(hub: Hub, servers: tuple[tuple[str, str], ...]) -> tuple
     try:
         time.sleep(3.0)  # every polled server's sampler is running (and the service's)
         before, began = simulate.calls_by_process(hub.calls_dir), time.monotonic()
-        time.sleep(WINDOW_S)
+        time.sleep(window_s)
         after, ended = simulate.calls_by_process(hub.calls_dir), time.monotonic()
     finally:
         stop.set()
@@ -433,7 +443,7 @@ def _calls_while_polled(hub: Hub, servers: tuple[tuple[str, str], ...]) -> tuple
     return sum(window.values()) / (ended - began), window
 
 
-def _service_pid(hub: Hub) -> int:
+def service_pid(hub: Hub) -> int:
     for child in psutil.Process(hub.pid).children(recursive=True):
         if "jupyter_gpu.hub" in " ".join(child.cmdline()):
             return child.pid
@@ -455,12 +465,12 @@ def test_nvml_calls_stay_flat_with_1_2_and_5_user_servers_polled(hub: Hub) -> No
     6-second window holds 12 +- 1 samples (+-8 %), and a busier 2-core machine lengthens the period
     (fewer samples, never more). One user server sampling for itself adds as many calls as the
     service (+100 % per server), far outside it; the control shows it."""
-    _start_servers(hub, SERVERS + CONTROL)  # at once (faster); a server nobody polls does not sample
-    service = _service_pid(hub)
+    start_servers(hub, SERVERS + CONTROL)  # at once (faster); a server nobody polls does not sample
+    service = service_pid(hub)
     rates, windows = {}, {}
     for count in (1, 2, 5):
-        rates[count], windows[count] = _calls_while_polled(hub, SERVERS[:count])
-    described = {n: {_process_label(pid): calls for pid, calls in w.items()} for n, w in windows.items()}
+        rates[count], windows[count] = calls_while_polled(hub, SERVERS[:count])
+    described = {n: {process_label(pid): calls for pid, calls in w.items()} for n, w in windows.items()}
     print(f"NVML calls/s across the hub's processes: {rates}; per process: {described}")
     for count in (1, 2, 5):
         # Nobody but the service read NVML (no user server fell back to its own sampler) ...
@@ -470,8 +480,8 @@ def test_nvml_calls_stay_flat_with_1_2_and_5_user_servers_polled(hub: Hub) -> No
 
     # The control: 2 servers on their own samplers, polled too, each reads NVML and the calls multiply
     try:
-        rate, window = _calls_while_polled(hub, (SERVERS[0], *CONTROL))
-        described_control = {_process_label(pid): calls for pid, calls in window.items()}
+        rate, window = calls_while_polled(hub, (SERVERS[0], *CONTROL))
+        described_control = {process_label(pid): calls for pid, calls in window.items()}
         print(f"control (2 servers on source=nvml): {rate:.1f} calls/s; per process: {described_control}")
         own = [pid for pid in window if pid != service]
         assert len(own) == 2 and all(window[pid] > 0.5 * window[service] for pid in own), described_control
