@@ -420,10 +420,12 @@ def calls_while_polled(hub: Hub, servers: tuple[tuple[str, str], ...],
     """NVML calls per second across every process of the hub while a client polls each server's
     snapshot once per second (an open sidebar), and the window's calls per PID."""
     stop = threading.Event()
+    answers: list[tuple[str, int]] = []
 
     def sidebar(user: str, name: str) -> None:
         while True:
-            hub.api("GET", _server_path(user, name) + "jupyter-gpu/snapshot", timeout=10)
+            answers.append((f"{user}/{name}", hub.api("GET", _server_path(user, name) + "jupyter-gpu/snapshot",
+                                                      timeout=10)[0]))
             if stop.wait(1.0):
                 return
 
@@ -439,6 +441,8 @@ def calls_while_polled(hub: Hub, servers: tuple[tuple[str, str], ...],
         stop.set()
         for thread in threads:
             thread.join(15)
+    failed = [answer for answer in answers if answer[1] != 200]
+    assert not failed and len(answers) >= len(servers), f"a polled server did not answer: {failed}"
     window = {key[0]: count - before.get(key, 0) for key, count in after.items() if count != before.get(key, 0)}
     return sum(window.values()) / (ended - began), window
 
@@ -472,6 +476,7 @@ def test_nvml_calls_stay_flat_with_1_2_and_5_user_servers_polled(hub: Hub) -> No
         rates[count], windows[count] = calls_while_polled(hub, SERVERS[:count])
     described = {n: {process_label(pid): calls for pid, calls in w.items()} for n, w in windows.items()}
     print(f"NVML calls/s across the hub's processes: {rates}; per process: {described}")
+    assert rates[1] > 0, "the service made no NVML calls while a sidebar was open"
     for count in (1, 2, 5):
         # Nobody but the service read NVML (no user server fell back to its own sampler) ...
         assert set(windows[count]) == {service}, described[count]
