@@ -7,6 +7,17 @@ console's first paint with 50 users' kernels.
    library beneath nvidia-ml-py (every reader in this process goes through it, so the count is
    exact): user servers on ``source = <the service>`` against the same servers on ``source =
    "nvml"`` (today's default: one sampler each), in one run.
+   With ``--real-hub`` (root only; skipped with the reason otherwise): the same figure across
+   processes, on a real JupyterHub 6 (``tests/browser/test_hub_real.py``'s: LocalProcessSpawner,
+   the service as root, 1 to 10 user servers as two system users and their named servers, each
+   sampling every 0.5 s while a client polls its ``jupyter-gpu/snapshot`` once per second). The
+   calls are counted by the simulated library in every process (``JUPYTER_GPU_SIMULATE_CALLS_DIR``)
+   and split into the service's and everybody else's. Control first (servers on ``source =
+   "nvml"``, the service untouched), then the same numbers of servers on ``source = "hub-service"``.
+   Median calls/s over ``--runs`` windows of ``--seconds``.
+
+       PYTHONPATH=. .venv/bin/python benchmarks/bench_hub.py --real-hub [--seconds 6] [--runs 3]
+
 2. Console first paint: headless Chromium (Debian's) opens ``/services/jupyter-gpu/`` with an admin
    token; time from navigation to the table showing all 50 users (2 GPU kernels each, answers of a
    stand-in hub API and user servers, ``tests/hub_fake.py``). Median over ``--runs`` fresh contexts.
@@ -110,11 +121,55 @@ def first_paint(url: str, runs: int) -> list[float]:
     return times[1:]  # the first run also starts the service's sampler and HTTP clients
 
 
+def real_hub_calls(seconds: float, runs: int, counts: tuple[int, ...] = (1, 2, 5, 10)) -> None:
+    """NVML calls/s across a real hub's processes with N user servers polled (see the docstring)."""
+    sys.path.insert(0, str(REPO / "tests" / "browser"))
+    import test_hub_real as real  # a test module: its hub, users and helpers
+
+    reason = real.skip_reason()
+    if reason:
+        print(json.dumps({"real_hub": "skipped", "reason": reason}), flush=True)
+        return
+    alice, bob = real.USERS
+    via_service = [(user, name) for name in ("", "s1", "s2", "s3", "s4") for user in (alice, bob)]
+    own = [(user, f"nvml-{i}") for i in range(1, 6) for user in (alice, bob)]  # pre_spawn_hook: source=nvml
+    artifacts = REPO / "test-artifacts"
+    artifacts.mkdir(exist_ok=True)
+    with real.real_hub(artifacts) as hub:
+        real.start_servers(hub, tuple(via_service[:max(counts)] + own[:max(counts)]))
+        service = real.service_pid(hub)
+        results: dict[str, dict[int, dict[str, float]]] = {"source=nvml": {}, "source=hub-service": {}}
+        for mode, servers in (("source=nvml", own), ("source=hub-service", via_service)):
+            for count in counts:
+                totals, by_service = [], []
+                for _ in range(runs):
+                    rate, window = real.calls_while_polled(hub, tuple(servers[:count]), seconds)
+                    totals.append(rate)
+                    by_service.append(rate * window.get(service, 0) / max(1, sum(window.values())))
+                results[mode][count] = {"calls_per_s": round(statistics.median(totals), 1),
+                                        "of_which_service": round(statistics.median(by_service), 1)}
+                print(json.dumps({"real_hub": mode, "servers": count, **results[mode][count]}), flush=True)
+            if mode == "source=nvml":  # a polled server samples on for linger_s: stop them first
+                for user, name in own[:max(counts)]:
+                    hub.api("DELETE", f"/hub/api/users/{user}/servers/{name}")
+                real.wait_until(lambda: not any(name.startswith("nvml-") and server.get("ready")
+                                                for user in real.USERS
+                                                for name, server in (hub.api("GET", f"/hub/api/users/{user}")[1]
+                                                                     .get("servers") or {}).items()),
+                                60, "the source=nvml servers to stop", interval_s=0.5)
+                time.sleep(2.0)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--seconds", type=float, default=5.0)
     parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--real-hub", action="store_true",
+                        help="NVML calls/s across the processes of a real JupyterHub (root only)")
     args = parser.parse_args()
+    if args.real_hub:
+        real_hub_calls(args.seconds, args.runs)
+        return
     hub = FakeHub()
     hub.add_user("server", "server-token")
     hub.add_user("admin", "admin-token", admin=True)

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -172,3 +174,137 @@ def test_a_raising_callback_returns_unknown_and_is_recorded(tmp_path):
     library.nvmlInit_v2()
     assert library.nvmlDeviceGetCount_v2(None) == simulate.ERROR_UNKNOWN  # NULL out-pointer
     assert library.callback_errors and "nvmlDeviceGetCount_v2" in library.callback_errors[0]
+
+
+# -- NVML calls counted across processes (JUPYTER_GPU_SIMULATE_CALLS_DIR)
+
+COUNTING_CHILD = r"""
+import os, sys
+import pynvml
+from jupyter_gpu import simulate
+
+def calls(n):
+    for _ in range(n):
+        pynvml.nvmlDeviceGetCount()
+
+pynvml.nvmlInit()  # the startup hook installed the simulation at "import pynvml"
+assert simulate.installed() is not None and simulate.installed().calls_directory
+mode, n = sys.argv[1], int(sys.argv[2])
+calls(n)
+if mode == "wait":  # report, then stay alive until told to exit
+    print(os.getpid(), sum(simulate.installed().calls.values()), flush=True)
+    sys.stdin.readline()
+elif mode == "fork":  # a forked child makes 7 calls of its own, then the parent 3 more
+    child = os.fork()
+    if child == 0:
+        calls(7)
+        os._exit(0)
+    os.waitpid(child, 0)
+    calls(3)
+    print(os.getpid(), sum(simulate.installed().calls.values()), child, flush=True)
+elif mode == "exec":  # the same process (PID, start time) runs a new program that counts on
+    os.execv(sys.executable, [sys.executable, "-c", sys.argv[3], "wait", "5"])
+"""
+
+
+def counting_child(directory, *args, wait=False):
+    env = {**os.environ, simulate.ENV_VAR: "2", simulate.CALLS_DIR_VAR: str(directory),
+           "PYTHONPATH": str(Path(simulate.__file__).parents[1])}
+    return subprocess.Popen([sys.executable, "-c", COUNTING_CHILD, *args], env=env, text=True,
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+
+
+def test_calls_are_counted_across_processes_while_they_run_and_after_they_exit(tmp_path):
+    # Given two processes on simulated GPUs, each counting in the shared directory
+    children = [counting_child(tmp_path, "wait", str(n)) for n in (10, 250)]
+    reported = {}
+    for child in children:
+        pid, total = child.stdout.readline().split()
+        reported[int(pid)] = int(total)
+    # Then while they run, the directory holds each one's exact count (mmap'd: always current)
+    by_process = simulate.calls_by_process(tmp_path)
+    assert {pid: count for (pid, _), count in by_process.items()} == reported
+    assert simulate.calls_in(tmp_path) == sum(reported.values()) > 260
+    # And the counts stay after they exit
+    for child in children:
+        child.communicate("\n", timeout=30)
+    assert simulate.calls_in(tmp_path) == sum(reported.values())
+    # And a later process adds its own calls (the difference is that window's calls)
+    child = counting_child(tmp_path, "wait", "40")
+    pid, total = child.stdout.readline().split()
+    child.communicate("\n", timeout=30)
+    assert simulate.calls_in(tmp_path) == sum(reported.values()) + int(total)
+
+
+def test_a_forked_child_counts_in_a_file_of_its_own(tmp_path):
+    child = counting_child(tmp_path, "fork", "20")
+    out, _ = child.communicate(timeout=60)
+    parent_pid, parent_total, fork_pid = map(int, out.split())
+    counts = {pid: count for (pid, _), count in simulate.calls_by_process(tmp_path).items()}
+    assert counts == {parent_pid: parent_total, fork_pid: 7}
+
+
+def test_a_process_that_execs_keeps_counting_in_its_file(tmp_path):
+    child = counting_child(tmp_path, "exec", "11", COUNTING_CHILD)
+    pid, total = child.stdout.readline().split()
+    child.communicate("\n", timeout=30)
+    # one process, one file: nvmlInit and 11 calls before the exec, and the new program's own
+    assert [(p, c) for (p, _), c in simulate.calls_by_process(tmp_path).items()] == [
+        (int(pid), 1 + 11 + int(total))]
+
+
+def test_without_the_variable_calls_are_not_counted_in_files(monkeypatch):
+    monkeypatch.delenv(simulate.CALLS_DIR_VAR, raising=False)
+
+    def no_file_counting(directory):
+        raise AssertionError("a file counter was set up without the variable")
+
+    monkeypatch.setattr(simulate, "_call_ticker", no_file_counting)
+    library = simulate.SimulatedNvmlLibrary(simulate.ScenarioSource("1"))
+    assert library.nvmlInit_v2() == simulate.SUCCESS
+    assert library.nvmlDeviceGetNvLinkState() == simulate.ERROR_NOT_SUPPORTED
+    assert library.calls_directory is None and sum(library.calls.values()) == 2 and library.callback_errors == []
+
+
+def test_counter_files_are_read_as_untrusted_input(tmp_path):
+    def counter(name, value, size=8):
+        (tmp_path / name).write_bytes(value.to_bytes(8, sys.byteorder).ljust(size, b"\0")[:size])
+
+    counter("100-5.nvml-calls", 7)
+    counter("target", 1000)
+    (tmp_path / "101-5.nvml-calls").symlink_to(tmp_path / "target")  # not followed
+    counter("102-5.nvml-calls", 1000, size=16)  # wrong sizes
+    counter("103-5.nvml-calls", 0, size=0)
+    os.mkfifo(tmp_path / "104-5.nvml-calls")  # opened without blocking, then skipped
+    (tmp_path / "105-5.nvml-calls").mkdir()
+    os.link(tmp_path / "100-5.nvml-calls", tmp_path / "106-5.nvml-calls")  # one inode counts once
+    counter("x-5.nvml-calls", 1000)  # names that are not <pid>-<start>.nvml-calls
+    counter("100-5.nvml-calls.tmp", 1000)
+    counter("1" * 11 + "-5.nvml-calls", 1000)
+    counts = simulate.calls_by_process(tmp_path)
+    assert sum(counts.values()) == 7 and len(counts) == 1 and next(iter(counts))[1] == 5
+    assert simulate.calls_in(tmp_path) == 7
+
+
+@pytest.mark.parametrize("trap", ["symlink", "other user's file"])
+def test_a_trap_set_at_this_processs_name_is_never_written_through(tmp_path, monkeypatch, capsys, trap):
+    # Given a shared directory where somebody put a file at the name this process will use
+    name = f"{os.getpid()}-{simulate._process_start()}.nvml-calls"
+    target = tmp_path / "target"
+    target.write_bytes(bytes(8))
+    if trap == "symlink":
+        (tmp_path / name).symlink_to(target)
+    else:
+        if os.geteuid() != 0:
+            pytest.skip("giving a file to another user needs root")
+        os.link(target, tmp_path / name)
+        os.chown(target, 65534, 65534)
+    monkeypatch.setenv(simulate.CALLS_DIR_VAR, str(tmp_path))
+    monkeypatch.setattr(simulate, "_process_counters", {})
+    # When the simulated library in this process makes calls
+    library = simulate.SimulatedNvmlLibrary(simulate.ScenarioSource("1"))
+    assert library.nvmlInit_v2() == simulate.SUCCESS and library.nvmlDeviceGetCount_v2(None) != simulate.SUCCESS
+    # Then NVML works, the target is untouched and one line says the calls are not counted
+    assert target.read_bytes() == bytes(8) and library.callback_errors[0].startswith("nvmlDeviceGetCount_v2")
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and f"NVML calls not counted in {simulate.CALLS_DIR_VAR}=" in err

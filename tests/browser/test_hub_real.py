@@ -5,23 +5,35 @@ Needs root (useradd, spawning as other users), ``configurable-http-proxy`` (npm)
 environment the users can run (``.venv-hub``, built by ``scripts/setup.sh test`` from
 ``/usr/bin/python3``: the usual ``.venv`` may come from a Python under ``/root``, which other users
 cannot read). Skipped with the reason otherwise. Override the paths with ``JUPYTER_GPU_HUB_VENV``
-and ``JUPYTER_GPU_CHP``.
+and ``JUPYTER_GPU_CHP``; by default they are looked for in this checkout, then next to the
+virtual environment running the tests (a git worktree shares the main checkout's).
+
+The system users (``JUPYTER_GPU_HUB_TEST_USERS``, default ``jgpu-alice,jgpu-bob``) are created
+when missing and removed again (``userdel -r``) at the end; users that existed before are left.
+
+NVML calls are counted across every process of the hub (the service as root, user servers and
+kernels as the users) by the simulated library itself: ``JUPYTER_GPU_SIMULATE_CALLS_DIR`` names a
+directory (mode 1777) where each process keeps its count (:func:`jupyter_gpu.simulate.calls_in`).
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
 import socket
 import subprocess
 import sys
+import threading
+import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import psutil
 import pytest
 from support import wait_until
 
@@ -30,10 +42,20 @@ from jupyter_gpu import simulate
 pytestmark = pytest.mark.browser
 
 REPO = Path(__file__).resolve().parents[2]
-HUB_VENV = Path(os.environ.get("JUPYTER_GPU_HUB_VENV", REPO / ".venv-hub"))
-CHP = os.environ.get("JUPYTER_GPU_CHP") or str(REPO / ".venv-hub" / "proxy" / "node_modules" / ".bin"
-                                               / "configurable-http-proxy")
-USERS = ("jgpu-alice", "jgpu-bob")
+
+
+def _hub_venv() -> Path:
+    """This checkout's ``.venv-hub``, else the one beside the venv running pytest (a worktree's)."""
+    for candidate in (REPO / ".venv-hub", Path(sys.executable).parents[2] / ".venv-hub"):
+        if (candidate / "bin" / "jupyterhub-singleuser").exists():
+            return candidate
+    return REPO / ".venv-hub"
+
+
+HUB_VENV = Path(os.environ.get("JUPYTER_GPU_HUB_VENV") or _hub_venv())
+CHP = os.environ.get("JUPYTER_GPU_CHP") or str(HUB_VENV / "proxy" / "node_modules" / ".bin" / "configurable-http-proxy")
+USERS = tuple(os.environ.get("JUPYTER_GPU_HUB_TEST_USERS", "jgpu-alice,jgpu-bob").split(","))
+assert len(USERS) == 2 and all(USERS), "JUPYTER_GPU_HUB_TEST_USERS: two user names, comma-separated"
 ADMIN = "jgpu-admin"
 TESTER_TOKEN = "jgpu-tester-" + os.urandom(8).hex()
 MIB = 1 << 20
@@ -45,7 +67,7 @@ def _port() -> int:
         return s.getsockname()[1]
 
 
-def _skip_reason() -> str | None:
+def skip_reason() -> str | None:
     if os.geteuid() != 0:
         return "a real JupyterHub with LocalProcessSpawner needs root (it creates system users and spawns as them)"
     if not (HUB_VENV / "bin" / "jupyterhub-singleuser").exists():
@@ -58,8 +80,10 @@ def _skip_reason() -> str | None:
 
 
 class Hub:
-    def __init__(self, url: str, service_url: str, root: Path, scenario: Path) -> None:
+    def __init__(self, url: str, service_url: str, root: Path, scenario: Path, calls_dir: Path) -> None:
         self.url, self.service_url, self.root, self.scenario = url, service_url, root, scenario
+        self.calls_dir = calls_dir  # every hub process's NVML call count (JUPYTER_GPU_SIMULATE_CALLS_DIR)
+        self.pid = 0
 
     def api(self, method: str, path: str, token: str = TESTER_TOKEN, body: Any = None,
             timeout: float = 30) -> tuple[int, Any]:
@@ -93,6 +117,7 @@ c.JupyterHub.db_url = "sqlite:///{root}/hub.sqlite"
 c.JupyterHub.cookie_secret_file = "{root}/cookie_secret"
 c.JupyterHub.pid_file = "{root}/hub.pid"
 c.JupyterHub.authenticator_class = "dummy"
+c.JupyterHub.allow_named_servers = True  # 5 user servers from 2 system users (test_nvml_calls_...)
 c.Authenticator.allow_all = True
 c.Authenticator.admin_users = {{{admin!r}}}
 c.JupyterHub.spawner_class = "localprocess"
@@ -114,7 +139,8 @@ c.JupyterHub.services = [{{
     "command": [{python!r}, "-m", "jupyter_gpu.hub", "--proxy-url", {proxy_url!r}, "--interval", "0.5"],
     "oauth_no_confirm": True,
     "oauth_client_allowed_scopes": ["custom:jupyter-gpu:read", "custom:jupyter-gpu:admin"],
-    "environment": {{"PYTHONPATH": {pythonpath!r}, "JUPYTER_GPU_SIMULATE": {scenario!r}}},
+    "environment": {{"PYTHONPATH": {pythonpath!r}, "JUPYTER_GPU_SIMULATE": {scenario!r},
+                    "JUPYTER_GPU_SIMULATE_CALLS_DIR": {calls_dir!r}}},
 }}]
 c.JupyterHub.load_roles = [
     {{"name": "jupyter-gpu-service", "services": ["jupyter-gpu"],
@@ -130,25 +156,75 @@ c.Spawner.environment = {{
     "PYTHONPATH": {pythonpath!r},
     "JUPYTER_GPU_SIMULATE": {scenario!r},
     "JUPYTER_GPU_SERVICE_URL": {service_prefix_url!r},
+    "JUPYTER_GPU_SIMULATE_CALLS_DIR": {calls_dir!r},
 }}
 c.Spawner.args.append("--JupyterGpuServer.source=hub-service")
 c.Spawner.args.append("--JupyterGpuServer.interval_s=0.5")
+
+
+def own_sampler_for_nvml_servers(spawner):
+    # The control: named servers "nvml-..." sample NVML themselves (source=nvml, today's default)
+    if spawner.name.startswith("nvml-"):
+        spawner.args = [a for a in spawner.args if not a.startswith("--JupyterGpuServer.source=")]
+        spawner.args.append("--JupyterGpuServer.source=nvml")
+
+
+c.Spawner.pre_spawn_hook = own_sampler_for_nvml_servers
 """
 
 
 @pytest.fixture(scope="module")
 def hub(artifacts: Path) -> Iterator[Hub]:
-    reason = _skip_reason()
+    reason = skip_reason()
     if reason:
         pytest.skip(reason)
-    for user in USERS:
-        if subprocess.run(["id", user], capture_output=True).returncode != 0:
+    with real_hub(artifacts) as running:
+        yield running
+
+
+@contextlib.contextmanager
+def real_hub(artifacts: Path) -> Iterator[Hub]:
+    """A real hub with the jupyter-gpu service, its log in ``artifacts/hub-real.log``; the system
+    users are created when missing and those created are removed at the end (benchmarks use it too)."""
+    created = [user for user in USERS if subprocess.run(["id", user], capture_output=True).returncode != 0]
+    spawned: list[psutil.Process] = []
+    try:
+        for user in created:
             subprocess.run(["useradd", "-m", user], check=True)
+        yield from _run_hub(artifacts, spawned)
+    finally:
+        _remove_users(created, spawned)
+
+
+def _remove_users(created: list[str], spawned: list[psutil.Process]) -> None:
+    """``userdel -r`` the users this test created, once the processes the hub started are gone
+    (userdel refuses a user with running processes). Any straggler of ours is killed by PID
+    (psutil checks its start time, so a reused PID is never hit); users that existed before the
+    test are not touched."""
+    if not created:
+        return
+    _, alive = psutil.wait_procs(spawned, timeout=20)
+    for process in alive:
+        try:
+            process.kill()
+        except psutil.Error:
+            pass
+    psutil.wait_procs(alive, timeout=10)
+    for user in created:
+        result = subprocess.run(["userdel", "-r", user], capture_output=True, text=True)
+        if result.returncode not in (0, 12):  # 12: the home directory could not be removed (gone)
+            raise AssertionError(f"userdel -r {user} failed: {result.stderr.strip()}")
+
+
+def _run_hub(artifacts: Path, spawned: list[psutil.Process]) -> Iterator[Hub]:
     root = Path("/tmp") / f"jupyter-gpu-hub-test-{os.getpid()}"
     root.mkdir(mode=0o755, exist_ok=True)
     scenario = root / "scenario.json"
     scenario.write_text(json.dumps(simulate.plausible_gpus(2)))
     scenario.chmod(0o644)
+    calls_dir = root / "nvml-calls"
+    calls_dir.mkdir(exist_ok=True)
+    calls_dir.chmod(0o1777)  # written by the service (root) and by the users' servers and kernels
     proxy_port, service_port = _port(), _port()
     proxy_url = f"http://127.0.0.1:{proxy_port}"
     chp = CHP if Path(CHP).exists() else shutil.which("configurable-http-proxy")
@@ -156,19 +232,27 @@ def hub(artifacts: Path) -> Iterator[Hub]:
         proxy_url=proxy_url, hub_port=_port(), proxy_api_port=_port(), chp=chp, root=root, admin=ADMIN,
         singleuser=str(HUB_VENV / "bin" / "jupyterhub-singleuser"), service_url=f"http://127.0.0.1:{service_port}",
         python=sys.executable, pythonpath=str(REPO), scenario=str(scenario), alice=USERS[0], tester=TESTER_TOKEN,
+        calls_dir=str(calls_dir),
         path=f"{HUB_VENV / 'bin'}:/usr/local/bin:/usr/bin:/bin",
         service_prefix_url=f"http://127.0.0.1:{service_port}/services/jupyter-gpu/"))
     log = open(artifacts / "hub-real.log", "wb")  # noqa: SIM115
     jupyterhub = Path(sys.executable).with_name("jupyterhub")
     process = subprocess.Popen([str(jupyterhub), "-f", str(root / "jupyterhub_config.py")], cwd=root,
                                stdout=log, stderr=subprocess.STDOUT, env={**os.environ, "PYTHONPATH": str(REPO)})
-    hub = Hub(proxy_url, f"{proxy_url}/services/jupyter-gpu/", root, scenario)
+    hub = Hub(proxy_url, f"{proxy_url}/services/jupyter-gpu/", root, scenario, calls_dir)
+    hub.pid = process.pid
     try:
         wait_until(lambda: hub.api("GET", "/hub/api/")[0] == 200, 60, "the hub to answer")
         yield hub
     finally:
         for user in USERS:
-            hub.api("DELETE", f"/hub/api/users/{user}/server")
+            code, model = hub.api("GET", f"/hub/api/users/{user}")
+            for name in (model.get("servers") or {}) if code == 200 else ():
+                hub.api("DELETE", f"/hub/api/users/{user}/servers/{name}" if name else f"/hub/api/users/{user}/server")
+        try:
+            spawned.extend(psutil.Process(process.pid).children(recursive=True))
+        except psutil.Error:
+            pass
         process.terminate()
         try:
             process.wait(30)
@@ -275,10 +359,8 @@ def test_console_shows_both_users_kernels_and_keeps_privacy(hub: Hub, page: Any,
 
 
 def test_user_servers_serve_the_services_sample(hub: Hub) -> None:
-    """User servers on hub-service serve the service's devices and never fell back to their own NVML.
-
-    The exact count (NVML calls flat with 1, 2 and 5 user servers) is in tests/test_hub.py, where the
-    simulated library of one process sees every call."""
+    """User servers on hub-service serve the service's devices and never fell back to their own NVML
+    (the NVML call count itself: test_nvml_calls_stay_flat_with_1_2_and_5_user_servers_polled)."""
     code, devices = hub.api("GET", "/services/jupyter-gpu/api/devices", token=hub.token_for(USERS[0]))
     assert code == 200 and len(devices["gpus"]) == 2
     for user in USERS:
@@ -286,3 +368,129 @@ def test_user_servers_serve_the_services_sample(hub: Hub) -> None:
         assert code == 200
         assert [g["uuid"] for g in snapshot["gpus"]] == [g["uuid"] for g in devices["gpus"]]
         assert not [w for w in snapshot["warnings"] if "unreachable" in w]
+
+
+# -- NVML calls per second across the hub's processes, 1, 2 and 5 user servers with sidebars open
+
+SERVERS = ((USERS[0], ""), (USERS[1], ""), (USERS[0], "second"), (USERS[1], "second"), (USERS[0], "third"))
+CONTROL = ((USERS[0], "nvml-a"), (USERS[1], "nvml-b"))  # source=nvml (pre_spawn_hook in CONFIG)
+WINDOW_S = 6.0  # about 12 samples of the service (interval 0.5 s) per measurement
+
+
+def _server_path(user: str, name: str) -> str:
+    return f"/user/{user}/{name + '/' if name else ''}"
+
+
+def start_servers(hub: Hub, servers: tuple[tuple[str, str], ...]) -> None:
+    for user, name in servers:
+        hub.api("POST", f"/hub/api/users/{user}")  # 201, or 409 when the hub knows the user already
+        code, body = hub.api("POST", f"/hub/api/users/{user}/servers/{name}" if name else
+                             f"/hub/api/users/{user}/server")
+        assert code in (201, 202, 400), body  # 400: already running
+
+    def ready() -> bool:
+        for user, name in servers:
+            code, model = hub.api("GET", f"/hub/api/users/{user}")
+            if code != 200 or not (model.get("servers") or {}).get(name, {}).get("ready"):
+                return False
+        return True
+
+    wait_until(ready, 180, f"{len(servers)} user servers to be ready", interval_s=0.5)
+
+
+def process_label(pid: int) -> str:
+    """Which hub process a PID is, for the failure message: service, user server or kernel."""
+    try:
+        process = psutil.Process(pid)
+        cmdline, environ = " ".join(process.cmdline()), process.environ()
+    except psutil.Error:
+        return f"{pid} (exited)"
+    who = f"{environ.get('JUPYTERHUB_USER', '')}/{environ.get('JUPYTERHUB_SERVER_NAME', '')}"
+    if "jupyter_gpu.hub" in cmdline:
+        return f"{pid} service"
+    if "jupyterhub-singleuser" in cmdline:
+        return f"{pid} server {who}"
+    if "ipykernel" in cmdline:
+        return f"{pid} kernel {who}"
+    return f"{pid} {cmdline[:80]}"
+
+
+def calls_while_polled(hub: Hub, servers: tuple[tuple[str, str], ...],
+                       window_s: float = WINDOW_S) -> tuple[float, dict[int, int]]:
+    """NVML calls per second across every process of the hub while a client polls each server's
+    snapshot once per second (an open sidebar), and the window's calls per PID."""
+    stop = threading.Event()
+    answers: list[tuple[str, int]] = []
+
+    def sidebar(user: str, name: str) -> None:
+        while True:
+            answers.append((f"{user}/{name}", hub.api("GET", _server_path(user, name) + "jupyter-gpu/snapshot",
+                                                      timeout=10)[0]))
+            if stop.wait(1.0):
+                return
+
+    threads = [threading.Thread(target=sidebar, args=server, daemon=True) for server in servers]
+    for thread in threads:
+        thread.start()
+    try:
+        time.sleep(3.0)  # every polled server's sampler is running (and the service's)
+        before, began = simulate.calls_by_process(hub.calls_dir), time.monotonic()
+        time.sleep(window_s)
+        after, ended = simulate.calls_by_process(hub.calls_dir), time.monotonic()
+    finally:
+        stop.set()
+        for thread in threads:
+            thread.join(15)
+    failed = [answer for answer in answers if answer[1] != 200]
+    assert not failed and len(answers) >= len(servers), f"a polled server did not answer: {failed}"
+    window = {key[0]: count - before.get(key, 0) for key, count in after.items() if count != before.get(key, 0)}
+    return sum(window.values()) / (ended - began), window
+
+
+def service_pid(hub: Hub) -> int:
+    for child in psutil.Process(hub.pid).children(recursive=True):
+        if "jupyter_gpu.hub" in " ".join(child.cmdline()):
+            return child.pid
+    raise AssertionError("the jupyter-gpu service is not running")
+
+
+def test_nvml_calls_stay_flat_with_1_2_and_5_user_servers_polled(hub: Hub) -> None:
+    """Issue 12: with ``source = "hub-service"``, NVML calls per second across every process of a
+    real hub (the service as root, user servers and kernels as two system users) are the same with 1,
+    2 and 5 user servers whose sidebars are open, and all of them are the service's. The control,
+    2 more servers sampling for themselves (``source = "nvml"``), multiplies them.
+
+    5 servers are named servers of the two users (``allow_named_servers``): each is its own
+    ``jupyterhub-singleuser`` process with its own sampler, which is what the count is about; more
+    system users would only add useradd/userdel and home directories to the test.
+
+    Tolerance: calls/s with N servers within 25 % of calls/s with 1. The service samples on a timer
+    (every 0.5 s plus the sample's own duration, plus the reader's MIG re-check every 5 s), so a
+    6-second window holds 12 +- 1 samples (+-8 %), and a busier 2-core machine lengthens the period
+    (fewer samples, never more). One user server sampling for itself adds as many calls as the
+    service (+100 % per server), far outside it; the control shows it."""
+    start_servers(hub, SERVERS + CONTROL)  # at once (faster); a server nobody polls does not sample
+    service = service_pid(hub)
+    rates, windows = {}, {}
+    for count in (1, 2, 5):
+        rates[count], windows[count] = calls_while_polled(hub, SERVERS[:count])
+    described = {n: {process_label(pid): calls for pid, calls in w.items()} for n, w in windows.items()}
+    print(f"NVML calls/s across the hub's processes: {rates}; per process: {described}")
+    assert rates[1] > 0, "the service made no NVML calls while a sidebar was open"
+    for count in (1, 2, 5):
+        # Nobody but the service read NVML (no user server fell back to its own sampler) ...
+        assert set(windows[count]) == {service}, described[count]
+        # ... and the rate is the same with 1, 2 and 5 servers polled
+        assert 0.75 <= rates[count] / rates[1] <= 1.25, (rates, described)
+
+    # The control: 2 servers on their own samplers, polled too, each reads NVML and the calls multiply
+    try:
+        rate, window = calls_while_polled(hub, (SERVERS[0], *CONTROL))
+        described_control = {process_label(pid): calls for pid, calls in window.items()}
+        print(f"control (2 servers on source=nvml): {rate:.1f} calls/s; per process: {described_control}")
+        own = [pid for pid in window if pid != service]
+        assert len(own) == 2 and all(window[pid] > 0.5 * window[service] for pid in own), described_control
+        assert rate / rates[1] >= 2.0, (rate, rates, described_control)
+    finally:
+        for user, name in CONTROL:
+            hub.api("DELETE", f"/hub/api/users/{user}/servers/{name}")
