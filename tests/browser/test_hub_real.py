@@ -58,6 +58,7 @@ USERS = tuple(os.environ.get("JUPYTER_GPU_HUB_TEST_USERS", "jgpu-alice,jgpu-bob"
 assert len(USERS) == 2 and all(USERS), "JUPYTER_GPU_HUB_TEST_USERS: two user names, comma-separated"
 ADMIN = "jgpu-admin"
 TESTER_TOKEN = "jgpu-tester-" + os.urandom(8).hex()
+PROMETHEUS_TOKEN = "jgpu-prometheus-" + os.urandom(8).hex()
 MIB = 1 << 20
 
 
@@ -151,6 +152,10 @@ c.JupyterHub.load_roles = [
       "scopes": ["admin:users", "admin:servers", "tokens", "access:servers"]}},
 ]
 c.JupyterHub.services.append({{"name": "tester", "api_token": {tester!r}}})
+# Prometheus, as deploy/prometheus/prometheus.yml documents its token's scopes
+c.JupyterHub.services.append({{"name": "prometheus", "api_token": {prometheus!r}}})
+c.JupyterHub.load_roles.append({{"name": "prometheus", "services": ["prometheus"],
+                                 "scopes": ["access:servers", "access:services!service=jupyter-gpu"]}})
 c.Spawner.environment = {{
     "PATH": {path!r},
     "PYTHONPATH": {pythonpath!r},
@@ -232,6 +237,7 @@ def _run_hub(artifacts: Path, spawned: list[psutil.Process]) -> Iterator[Hub]:
         proxy_url=proxy_url, hub_port=_port(), proxy_api_port=_port(), chp=chp, root=root, admin=ADMIN,
         singleuser=str(HUB_VENV / "bin" / "jupyterhub-singleuser"), service_url=f"http://127.0.0.1:{service_port}",
         python=sys.executable, pythonpath=str(REPO), scenario=str(scenario), alice=USERS[0], tester=TESTER_TOKEN,
+        prometheus=PROMETHEUS_TOKEN,
         calls_dir=str(calls_dir),
         path=f"{HUB_VENV / 'bin'}:/usr/local/bin:/usr/bin:/bin",
         service_prefix_url=f"http://127.0.0.1:{service_port}/services/jupyter-gpu/"))
@@ -361,6 +367,7 @@ def test_console_shows_both_users_kernels_and_keeps_privacy(hub: Hub, page: Any,
 def test_user_servers_serve_the_services_sample(hub: Hub) -> None:
     """User servers on hub-service serve the service's devices and never fell back to their own NVML
     (the NVML call count itself: test_nvml_calls_stay_flat_with_1_2_and_5_user_servers_polled)."""
+    start_servers(hub, tuple((user, "") for user in USERS))
     code, devices = hub.api("GET", "/services/jupyter-gpu/api/devices", token=hub.token_for(USERS[0]))
     assert code == 200 and len(devices["gpus"]) == 2
     for user in USERS:
@@ -368,6 +375,41 @@ def test_user_servers_serve_the_services_sample(hub: Hub) -> None:
         assert code == 200
         assert [g["uuid"] for g in snapshot["gpus"]] == [g["uuid"] for g in devices["gpus"]]
         assert not [w for w in snapshot["warnings"] if "unreachable" in w]
+
+
+def _scrape(hub: Hub, path: str, token: str | None) -> tuple[int, dict[str, list[Any]]]:
+    """GET a /metrics page as Prometheus does (a Bearer token); its families by name."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    request = urllib.request.Request(hub.url + path, headers=headers)
+    try:
+        with urllib.request.urlopen(request, timeout=30) as response:
+            text = response.read().decode()
+    except urllib.error.HTTPError as error:
+        return error.code, {}
+    families: dict[str, list[Any]] = {}
+    for family in text_string_to_metric_families(text):
+        families.setdefault(family.name, []).extend(family.samples)
+    return 200, families
+
+
+def test_prometheus_reads_each_gpu_from_the_service_and_kernels_from_the_user_servers(hub: Hub) -> None:
+    """The shipped scrape jobs' token (deploy/prometheus/prometheus.yml) on a real hub: the service's
+    /metrics has the host's GPUs once; a user server on it exports no per-GPU series of its own."""
+    start_servers(hub, tuple((user, "") for user in USERS))
+    code, service = _scrape(hub, "/services/jupyter-gpu/metrics", PROMETHEUS_TOKEN)
+    assert code == 200
+    assert len(service["jupyter_gpu_gpu_info"]) == 2 and len(service["jupyter_gpu_memory_used_bytes"]) == 2
+    assert service["jupyter_gpu_nvml_up"][0].value == 1
+    for user in USERS:
+        code, server = _scrape(hub, f"/user/{user}/metrics", PROMETHEUS_TOKEN)
+        assert code == 200, user
+        assert "jupyter_gpu_nvml_up" in server and "jupyter_gpu_kernel_memory_used_bytes" in server
+        assert not {"jupyter_gpu_gpu_info", "jupyter_gpu_memory_used_bytes", "jupyter_gpu_error"} & set(server)
+    # Without the service's access scope (the tester service), or without a token: refused
+    assert _scrape(hub, "/services/jupyter-gpu/metrics", TESTER_TOKEN)[0] == 403
+    assert _scrape(hub, "/services/jupyter-gpu/metrics", None)[0] == 403
 
 
 # -- NVML calls per second across the hub's processes, 1, 2 and 5 user servers with sidebars open
