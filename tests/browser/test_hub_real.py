@@ -106,6 +106,13 @@ class Hub:
         return body["token"]
 
 
+def documented_snippet() -> str:
+    """The copy-paste ``jupyterhub_config.py`` of docs/jupyterhub.md, as admins read it."""
+    text = (REPO / "docs" / "jupyterhub.md").read_text()
+    start = text.index("```python\n", text.index("### `jupyterhub_config.py` (copy-paste)")) + len("```python\n")
+    return text[start:text.index("```", start)]
+
+
 CONFIG = """
 import json
 c = get_config()  # noqa
@@ -124,47 +131,36 @@ c.Authenticator.admin_users = {{{admin!r}}}
 c.JupyterHub.spawner_class = "localprocess"
 c.Spawner.cmd = [{singleuser!r}]
 c.Spawner.default_url = "/lab"
-c.Spawner.args = ['--ServerApp.jpserver_extensions={{"jupyter_gpu": True}}']
 c.Spawner.start_timeout = 120
 c.Spawner.http_timeout = 120
 
-# --- the documented jupyter-gpu snippet (docs/jupyterhub.md) ---
-c.JupyterHub.custom_scopes = {{
-    "custom:jupyter-gpu:read": {{"description": "See every user's GPU use in the jupyter-gpu console"}},
-    "custom:jupyter-gpu:admin": {{"description": "Shut down other users' idle GPU kernels",
-                                  "subscopes": ["custom:jupyter-gpu:read"]}},
-}}
-c.JupyterHub.services = [{{
-    "name": "jupyter-gpu",
-    "url": {service_url!r},
-    "command": [{python!r}, "-m", "jupyter_gpu.hub", "--proxy-url", {proxy_url!r}, "--interval", "0.5"],
-    "oauth_no_confirm": True,
-    "oauth_client_allowed_scopes": ["custom:jupyter-gpu:read", "custom:jupyter-gpu:admin"],
-    "environment": {{"PYTHONPATH": {pythonpath!r}, "JUPYTER_GPU_SIMULATE": {scenario!r},
-                    "JUPYTER_GPU_SIMULATE_CALLS_DIR": {calls_dir!r}}},
-}}]
-c.JupyterHub.load_roles = [
-    {{"name": "jupyter-gpu-service", "services": ["jupyter-gpu"],
-      "scopes": ["list:users", "read:users:activity", "read:servers", "access:servers"]}},
-    {{"name": "jupyter-gpu-readers", "users": [{alice!r}],
-      "scopes": ["custom:jupyter-gpu:read", "access:services!service=jupyter-gpu"]}},
+# --- the documented jupyter-gpu snippet (docs/jupyterhub.md), run as written ---
+exec(compile({snippet!r}, "docs/jupyterhub.md", "exec"))
+# --- what this machine needs beyond it: its ports, the simulation, the test's users ---
+service = c.JupyterHub.services[0]
+service["url"] = {service_url!r}
+service["command"] = [{proxy_url!r} if part == "http://127.0.0.1:8000" else part for part in service["command"]]
+service["command"] += ["--interval", "0.5"]
+service["environment"] = {{"PYTHONPATH": {pythonpath!r}, "JUPYTER_GPU_SIMULATE": {scenario!r},
+                          "JUPYTER_GPU_SIMULATE_CALLS_DIR": {calls_dir!r}}}
+c.JupyterHub.load_roles[1]["users"] = [{alice!r}]  # the documented readers' role, for alice
+c.JupyterHub.load_roles.append(
     {{"name": "tester", "services": ["tester"],
-      "scopes": ["admin:users", "admin:servers", "tokens", "access:servers"]}},
-]
+      "scopes": ["admin:users", "admin:servers", "tokens", "access:servers"]}})
 c.JupyterHub.services.append({{"name": "tester", "api_token": {tester!r}}})
 # Prometheus, as deploy/prometheus/prometheus.yml documents its token's scopes
 c.JupyterHub.services.append({{"name": "prometheus", "api_token": {prometheus!r}}})
 c.JupyterHub.load_roles.append({{"name": "prometheus", "services": ["prometheus"],
                                  "scopes": ["access:servers", "access:services!service=jupyter-gpu"]}})
-c.Spawner.environment = {{
+c.Spawner.environment.update({{
     "PATH": {path!r},
     "PYTHONPATH": {pythonpath!r},
     "JUPYTER_GPU_SIMULATE": {scenario!r},
     "JUPYTER_GPU_SERVICE_URL": {service_prefix_url!r},
     "JUPYTER_GPU_SIMULATE_CALLS_DIR": {calls_dir!r},
-}}
-c.Spawner.args.append("--JupyterGpuServer.source=hub-service")
-c.Spawner.args.append("--JupyterGpuServer.interval_s=0.5")
+}})
+c.Spawner.args = ['--ServerApp.jpserver_extensions={{"jupyter_gpu": True}}', *c.Spawner.args,
+                  "--JupyterGpuServer.interval_s=0.5"]
 
 
 def own_sampler_for_nvml_servers(spawner):
@@ -237,7 +233,7 @@ def _run_hub(artifacts: Path, spawned: list[psutil.Process]) -> Iterator[Hub]:
         proxy_url=proxy_url, hub_port=_port(), proxy_api_port=_port(), chp=chp, root=root, admin=ADMIN,
         singleuser=str(HUB_VENV / "bin" / "jupyterhub-singleuser"), service_url=f"http://127.0.0.1:{service_port}",
         python=sys.executable, pythonpath=str(REPO), scenario=str(scenario), alice=USERS[0], tester=TESTER_TOKEN,
-        prometheus=PROMETHEUS_TOKEN,
+        prometheus=PROMETHEUS_TOKEN, snippet=documented_snippet(),
         calls_dir=str(calls_dir),
         path=f"{HUB_VENV / 'bin'}:/usr/local/bin:/usr/bin:/bin",
         service_prefix_url=f"http://127.0.0.1:{service_port}/services/jupyter-gpu/"))
