@@ -136,3 +136,25 @@ async def get_snapshot(jp_fetch: Any) -> dict[str, Any]:
     assert response.code == 200
     assert response.headers["Content-Type"].startswith("application/json")
     return json.loads(response.body)
+
+
+def start_kernel(folder: Path, env: dict[str, str] | None = None, timeout_s: float = 90) -> tuple[Any, Any]:
+    """A real ipykernel whose connection file (and so its kernel report) lies in ``folder``; its
+    (manager, started client). Not jupyter_client's default, the system's /tmp: a kernel killed at
+    the end leaves its report there, and the OOM explainer of every later kernel reads that folder."""
+    import os
+    import uuid
+
+    from jupyter_client.manager import KernelManager
+
+    manager = KernelManager(kernel_name="python3", connection_file=str(folder / f"kernel-{uuid.uuid4()}.json"))
+    manager.start_kernel(env=env if env is not None else dict(os.environ))
+    client = manager.client()
+    client.start_channels()
+    try:
+        client.wait_for_ready(timeout=timeout_s)
+    except BaseException:
+        client.stop_channels()
+        manager.shutdown_kernel(now=True)
+        raise
+    return manager, client

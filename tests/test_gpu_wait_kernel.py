@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import os
 import time
+from pathlib import Path
 from typing import Any
 
 import pytest
-from jupyter_client.manager import start_new_kernel
-from support import ScenarioFile
+from support import ScenarioFile, start_kernel
 
 pytestmark = pytest.mark.frameworks  # a real kernel (slow)
 
@@ -53,10 +53,11 @@ def text(messages: list[dict]) -> str:
     return "".join(parts)
 
 
-def test_interrupt_stops_the_wait_and_changes_nothing_then_a_freed_gpu_is_taken(scenario: ScenarioFile) -> None:
+def test_interrupt_stops_the_wait_and_changes_nothing_then_a_freed_gpu_is_taken(scenario: ScenarioFile,
+                                                                               tmp_path: Path) -> None:
     busy(scenario)
     env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}
-    manager, client = start_new_kernel(kernel_name="python3", startup_timeout=90, env=env)
+    manager, client = start_kernel(tmp_path, env)
     try:
         client.execute("%load_ext jupyter_gpu\nimport os", reply=True, timeout=60)
         msg_id = client.execute("%gpu_select auto:1 --min-free 40GiB --wait 1h")

@@ -5,17 +5,19 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 from jupyter_client.blocking.client import BlockingKernelClient
-from jupyter_client.manager import KernelManager, start_new_kernel
+from jupyter_client.manager import KernelManager
+from support import start_kernel
 
 
 @pytest.fixture
-def kernel(scenario: Any) -> Iterator[BlockingKernelClient]:
+def kernel(scenario: Any, tmp_path: Path) -> Iterator[BlockingKernelClient]:
     manager: KernelManager
-    manager, client = start_new_kernel(kernel_name="python3", startup_timeout=60)
+    manager, client = start_kernel(tmp_path)
     try:
         yield client
     finally:
