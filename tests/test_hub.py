@@ -12,8 +12,9 @@ from dataclasses import replace
 from typing import Any
 
 import pytest
-from hub_fake import SERVICE_TOKEN, FakeHub, user_snapshot
+from hub_fake import SERVICE_TOKEN, FakeHub, scenario_of, user_snapshot
 from jupyterhub.services.auth import HubOAuth
+from support import ScenarioFile
 from tornado import netutil
 from tornado.httpclient import AsyncHTTPClient, HTTPClientError
 from tornado.httpserver import HTTPServer
@@ -50,18 +51,30 @@ async def start(interval_s: float = 0.2) -> Running:
     return Running(hub, service, sockets[0].getsockname()[1])
 
 
-def people(hub: FakeHub) -> None:
+@pytest.fixture
+def hub_gpus(tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> ScenarioFile:
+    """Four simulated GPUs; :func:`people` puts the users' kernel processes on them."""
+    scenario = ScenarioFile(tmp_path / "gpus.json", simulate.plausible_gpus(4))
+    monkeypatch.setenv(simulate.ENV_VAR, str(scenario.path))
+    return scenario
+
+
+def people(hub: FakeHub, gpus: ScenarioFile | None = None) -> None:
+    """An admin, a reader (alice) and a plain user (bob) with their servers' kernels; with ``gpus``,
+    NVML shows the service those kernels' processes, each owned by its user."""
     hub.add_user("root-admin", "admin-token", admin=True)
     hub.add_user("alice", "alice-token", scopes=[core.READ_SCOPE])
     hub.add_user("bob", "bob-token")
     hub.snapshots["alice"] = user_snapshot("alice", 1, gpu=0)
     hub.snapshots["bob"] = user_snapshot("bob", 2, gpu=1, mib=2048)
+    if gpus is not None:
+        gpus.write(scenario_of(hub.snapshots))
 
 
-def test_console_admin_sees_every_users_kernels_by_notebook(demo_gpus: None) -> None:
+def test_console_admin_sees_every_users_kernels_by_notebook(hub_gpus: ScenarioFile) -> None:
     async def body() -> None:
         run = await start()
-        people(run.hub)
+        people(run.hub, hub_gpus)
         code, raw = await run.call("api/console", "admin-token")
         assert code == 200, raw
         data = json.loads(raw)
@@ -77,10 +90,10 @@ def test_console_admin_sees_every_users_kernels_by_notebook(demo_gpus: None) -> 
     asyncio.run(body())
 
 
-def test_reader_gets_no_other_users_notebooks_or_commands(demo_gpus: None) -> None:
+def test_reader_gets_no_other_users_notebooks_or_commands(hub_gpus: ScenarioFile) -> None:
     async def body() -> None:
         run = await start()
-        people(run.hub)
+        people(run.hub, hub_gpus)
         code, raw = await run.call("api/console", "alice-token")
         assert code == 200, raw
         data = json.loads(raw)
