@@ -184,8 +184,9 @@ class HubService:
             if problem is not None or url is None:
                 raise Unusable(problem or "no server URL")
             data = await self._get_json(self._on_proxy(url, "jupyter-gpu/snapshot"), SERVER_TIMEOUT_S, self.client)
-            if not isinstance(data, dict):
-                raise Unusable("the answer is not a JSON object")
+            problem = core.snapshot_problem(data)
+            if problem is not None:
+                raise Unusable(problem)
             return core.UserServer(user, url, data)
         except HTTPClientError as error:
             if error.code == 599:  # tornado: no HTTP answer (timeout, size cap, connection closed)

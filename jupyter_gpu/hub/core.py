@@ -146,6 +146,15 @@ class Truth:
         return cls(by_pid, by_owner, total)
 
 
+def snapshot_problem(snapshot: Any) -> str | None:
+    """Why ``snapshot`` is not a user server's ``jupyter-gpu/snapshot`` answer at all (None: it is)."""
+    if not isinstance(snapshot, dict):
+        return "the answer is not a JSON object"
+    if not isinstance(snapshot.get("gpus", []), list) or not isinstance(snapshot.get("kernels", []), list):
+        return "the answer is not a jupyter-gpu snapshot (gpus and kernels must be lists)"
+    return None
+
+
 def user_kernels(snapshot: dict[str, Any], truth: Truth | None = None, account: str | None = None,
                  notes: list[str] | None = None) -> list[dict[str, Any]]:
     """A user server's kernels with their GPU memory per GPU index (untrusted input, checked).
@@ -159,21 +168,25 @@ def user_kernels(snapshot: dict[str, Any], truth: Truth | None = None, account: 
     ``memory_source: "report"`` and bounded by the host's GPU memory.
     """
     truth = truth or Truth({}, {}, 0)
+    if snapshot_problem(snapshot) is not None:
+        return []
     claimed: dict[str, list[int]] = {}
     seen: set[int] = set()
-    claims = 0
+    malformed = 0
     gpus = snapshot.get("gpus")
     for gpu in (gpus if isinstance(gpus, list) else ())[:MAX_GPUS]:
         processes = gpu.get("processes") if isinstance(gpu, dict) else None
         for process in (processes if isinstance(processes, list) else ())[:MAX_CLAIMS]:
-            if not isinstance(process, dict):
-                continue
+            if not isinstance(process, dict) or process.get("kernel_id") is None:
+                malformed += not isinstance(process, dict)
+                continue  # not one of this server's kernels
             kernel_id, pid = _kernel_id(process.get("kernel_id")), process.get("pid")
-            if kernel_id is None or isinstance(pid, bool) or not isinstance(pid, int) or pid in seen:
+            if kernel_id is None or isinstance(pid, bool) or not isinstance(pid, int):
+                malformed += 1
                 continue
-            seen.add(pid)
-            claims += 1
-            claimed.setdefault(kernel_id, []).append(pid)
+            if pid not in seen:  # a PID counts once, for the first kernel claiming it
+                seen.add(pid)
+                claimed.setdefault(kernel_id, []).append(pid)
     foreign = unknown = 0
     by_kernel: dict[str, dict[str, int]] = {}
     for kernel_id, pids in claimed.items():
@@ -203,6 +216,7 @@ def user_kernels(snapshot: dict[str, Any], truth: Truth | None = None, account: 
     for kernel in (listed if isinstance(listed, list) else ())[:MAX_KERNELS_PER_USER]:
         kernel_id = _kernel_id(kernel.get("kernel_id")) if isinstance(kernel, dict) else None
         if kernel_id is None or kernel_id in known:
+            malformed += 1
             continue
         known.add(kernel_id)
         memory_by_gpu = {index: used for index, used in by_kernel.get(kernel_id, {}).items() if used}
@@ -224,6 +238,9 @@ def user_kernels(snapshot: dict[str, Any], truth: Truth | None = None, account: 
             "memory_by_gpu": memory_by_gpu,
             "memory_source": source,
         })
+    if notes is not None and malformed:
+        notes.append(f"{malformed} malformed or repeated entr{'y' if malformed == 1 else 'ies'} in this "
+                     "server's answer: left out")
     kernels.sort(key=lambda k: (-k["gpu_memory"], k["notebook"] or "", k["kernel_id"]))
     return kernels
 
@@ -261,7 +278,10 @@ def console(devices: Snapshot | None, history: dict[str, Any], servers: list[Use
         notes: list[str] = []
         errors = []
         for server in by_user[name]:
-            if server.snapshot is not None:
+            problem = None if server.snapshot is None else snapshot_problem(server.snapshot)
+            if problem is not None:
+                errors.append(f"cannot read this server's GPU kernels: {problem}")
+            elif server.snapshot is not None:
                 kernels += user_kernels(server.snapshot, truth, account, notes)
             if server.error:
                 errors.append(_text(server.error) or "")
