@@ -33,8 +33,12 @@ class Running:
         self.url = f"http://127.0.0.1:{port}{PREFIX}"
 
     async def call(self, path: str, token: str, method: str = "GET") -> tuple[int, Any]:
+        # The test's own client: tornado's per-loop shared one would queue the service's requests
+        # (same loop) behind the test's (10 at a time), a deadlock no real browser causes.
+        if getattr(self, "client", None) is None:
+            self.client = AsyncHTTPClient(force_instance=True, max_clients=100)
         try:
-            response = await AsyncHTTPClient().fetch(self.url + path, method=method, follow_redirects=False,
+            response = await self.client.fetch(self.url + path, method=method, follow_redirects=False,
                                                      headers={"Authorization": f"token {token}"})
         except HTTPClientError as error:
             return error.code, error.response.body if error.response else b""

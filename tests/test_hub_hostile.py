@@ -304,6 +304,8 @@ def test_hung_servers_do_not_hold_up_200_others(gpus: ScenarioFile) -> None:
             run.hub.snapshots[f"user{i:03d}"] = user_snapshot(f"user{i:03d}", 1, gpu=i % 4, mib=1)
         gpus.write(scenario_of(run.hub.snapshots))
         run.hub.hang.update(f"hung{i:02d}" for i in range(12))
+        names = [*sorted(run.hub.hang), *run.hub.snapshots]  # the hung ones asked first
+        run.hub.users_answer = [{"name": n, "servers": {"": {"url": f"/user/{n}/", "ready": True}}} for n in names]
         data = await console(run)
         rows = {user["name"]: user for user in data["users"]}
         assert len(rows) == 2 + 200 + 12
