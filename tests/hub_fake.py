@@ -36,6 +36,7 @@ class FakeHub:
         self.deleted: list[tuple[str, str, str]] = []  # (user, kernel_id, token)
         self.user_calls = 0
         self.raw: dict[str, bytes] = {}
+        self.raw_headers: dict[str, dict[str, str]] = {}
         self.hang: set[str] = set()
         self.users_answer: Any = None
         self.snapshot_calls: dict[str, int] = {}
@@ -116,6 +117,8 @@ class _Snapshot(_Handler):
         if user in self.hub.hang:
             await asyncio.sleep(3600)  # accepted, never answered
         if user in self.hub.raw:
+            for name, value in self.hub.raw_headers.get(user, {}).items():
+                self.set_header(name, value)
             self.finish(self.hub.raw[user])
             return
         if user not in self.hub.snapshots:

@@ -5,6 +5,7 @@ row, the other rows are unaffected, and nobody's GPU memory is shown as somebody
 from __future__ import annotations
 
 import asyncio
+import gzip
 import json
 from typing import Any
 
@@ -125,6 +126,22 @@ def test_a_hostile_answer_is_an_error_line_in_its_own_row(gpus: ScenarioFile, ca
         mallory = row(data, "mallory")
         assert mallory["error"] and mallory["error"].startswith("cannot read this server's GPU kernels"), mallory
         assert mallory["kernels"] == []
+        run.service.sampler.close()
+    asyncio.run(body())
+
+
+def test_a_gzip_bomb_is_refused_not_inflated(gpus: ScenarioFile) -> None:
+    """50 KiB of gzip that inflates past the 8 MiB cap (a real bomb inflates to gigabytes): refused
+    (tornado counts the inflated bytes against max_body_size: this held before the audit)."""
+    async def body() -> None:
+        run = await start()
+        people(run.hub, gpus)
+        inflated = b'{"gpus": [], "kernels": [], "pad": "' + b"x" * (50 << 20) + b'"}'
+        run.hub.raw["mallory"] = gzip.compress(inflated, compresslevel=9)
+        run.hub.raw_headers["mallory"] = {"Content-Encoding": "gzip", "Content-Type": "application/json"}
+        data = await console(run)
+        bob_is_intact(data)
+        assert row(data, "mallory")["error"].startswith("cannot read this server's GPU kernels")
         run.service.sampler.close()
     asyncio.run(body())
 
