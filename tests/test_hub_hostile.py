@@ -443,6 +443,27 @@ def test_a_reader_gets_no_other_users_kernel_or_notebook_in_any_field(gpus: Scen
     asyncio.run(body())
 
 
+def test_a_bug_in_the_join_is_an_error_line_not_a_500(gpus: ScenarioFile, monkeypatch: pytest.MonkeyPatch,
+                                                       caplog: pytest.LogCaptureFixture) -> None:
+    """Whatever slips through (here: the join raising), the console answers 200 and says so."""
+    async def body() -> None:
+        run = await start()
+        people(run.hub, gpus)
+        real = core.console
+
+        def broken(devices: Any, *args: Any, **kwargs: Any) -> Any:
+            if devices is not None:
+                raise KeyError("surprise")
+            return real(devices, *args, **kwargs)
+
+        monkeypatch.setattr(core, "console", broken)
+        data = await console(run)
+        assert data["error"].startswith("the console could not be built (KeyError") and data["users"] == []
+        assert "the console could not be built" in caplog.text
+        run.service.sampler.close()
+    asyncio.run(body())
+
+
 def test_pure_console_survives_any_server_object() -> None:
     """core.console with odd UserServer snapshots (the pure join alone): no exception, an error line."""
     servers = [core.UserServer("a", "/user/a/", [1, 2]), core.UserServer("b", "/user/b/", {"gpus": "x"}),

@@ -368,17 +368,25 @@ class ConsoleApi(_Api, _ConsoleBase):
     @web.authenticated
     async def get(self) -> None:
         role = self.role()
-        if self.service.prometheus_url:
-            data = await self.service.prometheus_console(self.current_user["name"], role)
-        else:
-            devices = await self.service.devices()
-            servers = await self.service.servers()
-            data = core.console(devices, self.service.history.to_dict(), servers, self.current_user["name"], role,
-                                self.service.system_user,
-                                [self.service.hub_warning] if self.service.hub_warning else [])
+        viewer = self.current_user["name"]
+        try:
+            if self.service.prometheus_url:
+                data = await self.service.prometheus_console(viewer, role)
+            else:
+                devices = await self.service.devices()
+                servers = await self.service.servers()
+                data = core.console(devices, self.service.history.to_dict(), servers, viewer, role,
+                                    self.service.system_user,
+                                    [self.service.hub_warning] if self.service.hub_warning else [])
+            body = json.dumps(data, allow_nan=False)
+        except Exception as error:  # a bug: logged, and the page says so instead of a 500
+            log.exception("jupyter-gpu: the console could not be built")
+            body = json.dumps({**core.console(None, {}, [], viewer, role),
+                               "error": f"the console could not be built ({type(error).__name__}; see the "
+                                        "service's log)"})
         self.set_header("Content-Type", "application/json")
         self.set_header("Cache-Control", "no-store")
-        self.finish(json.dumps(data, allow_nan=False))
+        self.finish(body)
 
 
 class KernelApi(_Api, _ConsoleBase):
