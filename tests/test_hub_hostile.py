@@ -76,6 +76,36 @@ def test_alice_cannot_take_bobs_process_nor_inflate_her_own(gpus: ScenarioFile) 
     asyncio.run(body())
 
 
+def test_system_user_template_maps_hub_users_to_their_accounts(gpus: ScenarioFile) -> None:
+    """The Littlest JupyterHub: hub user alice runs as jupyter-alice (--system-user jupyter-{name});
+    with the default template the same PIDs are nobody's kernels (never somebody else's)."""
+    async def body() -> None:
+        run = await start()
+        people(run.hub)
+        scenario = scenario_of(run.hub.snapshots)
+        for gpu in scenario["gpus"]:
+            for process in gpu.get("processes", []):
+                process["user"] = "jupyter-" + process["user"]
+        gpus.write(scenario)
+        data = await console(run)
+        assert all(user["gpu_memory"] == 0 for user in data["users"])
+        assert all(any("another account" in w for w in user["warnings"]) for user in data["users"])
+        run.service.system_user = "jupyter-{name}"
+        run.service._servers = None
+        data = await console(run)
+        bob_is_intact(data)
+        assert row(data, "alice")["memory_by_gpu"] == {"0": GIB}
+        run.service.sampler.close()
+    asyncio.run(body())
+
+
+def test_system_user_option_needs_the_name(capsys: pytest.CaptureFixture[str]) -> None:
+    from jupyter_gpu.hub.__main__ import main
+
+    assert main(["--system-user", "jupyter-"]) == 2
+    assert "--system-user 'jupyter-': the template must contain {name}" in capsys.readouterr().err
+
+
 def test_a_silent_or_lying_server_cannot_hide_its_users_gpu_memory(gpus: ScenarioFile) -> None:
     """bob's server answers no GPU processes at all: his row still shows what NVML says he holds."""
     async def body() -> None:
