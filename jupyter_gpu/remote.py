@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import os
 import urllib.error
 import urllib.request
@@ -52,9 +53,14 @@ def _int(value: Any, where: str, optional: bool = False) -> int | None:
 def _number(value: Any, where: str) -> float | None:
     if value is None:
         return None
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or value != value:
-        raise BadAnswer(f"{where} must be a number")
-    return float(value)
+    # finite: json.loads reads 1e400 as infinity even with NaN and Infinity refused
+    try:
+        number = float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else math.nan
+    except OverflowError:  # an integer beyond any float
+        number = math.nan
+    if not math.isfinite(number):
+        raise BadAnswer(f"{where} must be a finite number")
+    return number
 
 
 def _str(value: Any, where: str, optional: bool = True, limit: int = 1024) -> str | None:

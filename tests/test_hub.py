@@ -236,6 +236,9 @@ def test_source_setting_refuses_anything_else() -> None:
     {"nvml_available": True, "timestamp": 1, "gpus": [{"index": 0, "uuid": "u", "name": "n",
                                                        "processes": [{"pid": "1"}]}]},
     {"nvml_available": True, "timestamp": float("nan")},
+    json.loads('{"nvml_available": true, "timestamp": 1e400}'),  # infinity, though not spelled so
+    {"nvml_available": True, "timestamp": 1, "gpus": [{"index": 0, "uuid": "u", "name": "n", "power": 1e999}]},
+    {"nvml_available": True, "timestamp": 10**400},  # an int too large for a float
 ])
 def test_a_bad_service_answer_is_refused_with_one_line(bad: Any) -> None:
     with pytest.raises(remote.BadAnswer):

@@ -189,6 +189,7 @@ def test_odd_fields_are_cleaned_and_counted(gpus: ScenarioFile) -> None:
             {"kernel_id": "oscar-kernel-0"},  # repeated
             {"kernel_id": "../../api/kernels", "notebook": "x"}, {"kernel_id": 7}, "not an object", None,
             {"kernel_id": "k-" + "9" * 10_000},
+            {"kernel_id": "oscar-huge", "idle_s": 10 ** 400, "cull_in_s": 10 ** 400},
             {"kernel_id": "oscar-report", "idle_s": -5, "cull_in_s": 1e308,
              "reported_gpu_memory": {"0": 2 ** 70, "1": -1, "2": "many", "3": True}, "execution_state": ["busy"]},
         ]
@@ -204,7 +205,8 @@ def test_odd_fields_are_cleaned_and_counted(gpus: ScenarioFile) -> None:
                    for line in mallory["warnings"])
         oscar = row(data, "oscar")
         kernels = {k["kernel_id"]: k for k in oscar["kernels"]}
-        assert set(kernels) == {"oscar-kernel-0", "oscar-report"}
+        assert set(kernels) == {"oscar-kernel-0", "oscar-report", "oscar-huge"}
+        assert kernels["oscar-huge"]["idle_s"] is None and kernels["oscar-huge"]["cull_in_s"] is None
         assert kernels["oscar-kernel-0"]["memory_by_gpu"] == {"2": GIB}
         report = kernels["oscar-report"]
         total = sum(gpu["memory_total"] for gpu in data["gpus"])

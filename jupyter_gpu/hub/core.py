@@ -85,9 +85,13 @@ def devices_answer(snapshot: Snapshot) -> dict[str, Any]:
 
 
 def _finite(value: Any, low: float = 0.0) -> float | None:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
         return None
-    return max(low, float(value))
+    try:
+        number = float(value)
+    except OverflowError:  # an integer beyond any float (JSON allows 10**400)
+        return None
+    return max(low, number) if math.isfinite(number) else None
 
 
 def _bytes(value: Any, ceiling: int = MAX_BYTES) -> int:
