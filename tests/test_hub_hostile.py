@@ -161,8 +161,9 @@ def test_a_hostile_answer_is_an_error_line_in_its_own_row(gpus: ScenarioFile, ca
 
 
 def test_a_gzip_bomb_is_refused_not_inflated(gpus: ScenarioFile) -> None:
-    """50 KiB of gzip that inflates past the 8 MiB cap (a real bomb inflates to gigabytes): refused
-    (tornado counts the inflated bytes against max_body_size: this held before the audit)."""
+    """50 KiB of gzip that inflates to 50 MiB (a real bomb: gigabytes) is refused: tornado counts the
+    inflated bytes against the client's max_body_size, 8 MiB for user servers (it was tornado's
+    default, 100 MiB per server, before the audit)."""
     async def body() -> None:
         run = await start()
         people(run.hub, gpus)
