@@ -6,7 +6,8 @@ action's permission check, 50 users for the benchmark). ``tests/test_hub_real.py
 - ``GET /hub/api/user``: the model of the token's owner (``tokens``), 403 for an unknown token;
 - ``GET /hub/api/users?state=active``: ``servers`` (service token only);
 - ``GET /user/<name>/jupyter-gpu/snapshot``: that user's canned snapshot (service token only);
-- ``DELETE /user/<name>/api/kernels/<id>``: recorded in ``deleted`` (service token only).
+- ``DELETE /user/<name>/api/kernels/<id>``: recorded in ``deleted`` (service token only);
+- named servers (``named[(user, server)]``): the same under ``/user/<name>/<server>/``.
 
 Hostile answers for the adversarial tests: ``raw[user]`` (bytes sent instead of the snapshot),
 ``hang`` (users whose server accepts the request and never answers), ``users_answer`` (what
@@ -37,6 +38,7 @@ class FakeHub:
         self.user_calls = 0
         self.raw: dict[str, bytes] = {}
         self.raw_headers: dict[str, dict[str, str]] = {}
+        self.named: dict[tuple[str, str], dict[str, Any]] = {}  # (user, server name): snapshot
         self.hang: set[str] = set()
         self.users_answer: Any = None
         self.snapshot_calls: dict[str, int] = {}
@@ -57,6 +59,8 @@ class FakeHub:
                 (r"/hub/api/users", _Users, {"hub": self}),
                 (r"/user/([^/]+)/jupyter-gpu/snapshot", _Snapshot, {"hub": self}),
                 (r"/user/([^/]+)/api/kernels/([^/]+)", _Kernel, {"hub": self}),
+                (r"/user/([^/]+)/([^/]+)/jupyter-gpu/snapshot", _NamedSnapshot, {"hub": self}),
+                (r"/user/([^/]+)/([^/]+)/api/kernels/([^/]+)", _NamedKernel, {"hub": self}),
             ]))
             self.server.add_sockets(sockets)
             started.set()
@@ -107,6 +111,12 @@ class _Users(_Handler):
             names = dict.fromkeys([*self.hub.snapshots, *self.hub.raw, *self.hub.hang])
             answer = [{"name": name, "servers": {"": {"url": f"/user/{quote(name, safe='@~')}/", "ready": True}}}
                       for name in names]
+            for (name, server), _ in self.hub.named.items():
+                entry = next((a for a in answer if a["name"] == name), None)
+                if entry is None:
+                    entry = {"name": name, "servers": {}}
+                    answer.append(entry)
+                entry["servers"][server] = {"url": f"/user/{quote(name, safe='@~')}/{server}/", "ready": True}
         self.finish(json.dumps(answer))
 
 
@@ -154,13 +164,28 @@ def user_snapshot(user: str, kernels: int, gpu: int = 0, mib: int = 1024) -> dic
             "kernels": table}
 
 
-def scenario_of(snapshots: dict[str, dict[str, Any]], gpus: int = 4) -> dict[str, Any]:
+class _NamedSnapshot(_Handler):
+    def get(self, user: str, server: str) -> None:
+        self.service_only()
+        if (user, server) not in self.hub.named:
+            raise web.HTTPError(404)
+        self.finish(json.dumps(self.hub.named[(user, server)]))
+
+
+class _NamedKernel(_Handler):
+    def delete(self, user: str, server: str, kernel_id: str) -> None:
+        self.service_only()
+        self.hub.deleted.append((f"{user}/{server}", kernel_id, self.token()))
+        self.set_status(204)
+
+
+def scenario_of(snapshots: dict[Any, dict[str, Any]] | list[dict[str, Any]], gpus: int = 4) -> dict[str, Any]:
     """Simulated GPUs holding the processes of ``snapshots`` (as ``user_snapshot`` makes them): what
     NVML shows the service, each PID owned by the user whose server reports it."""
     from jupyter_gpu import simulate
 
     scenario = simulate.plausible_gpus(gpus)
-    for snapshot in snapshots.values():
+    for snapshot in snapshots.values() if isinstance(snapshots, dict) else snapshots:
         for gpu in snapshot["gpus"]:
             scenario["gpus"][gpu["index"]].setdefault("processes", []).extend([
                 {"pid": p["pid"], "memory_mib": p["memory"] >> 20, "user": p["user"], "name": "python"}

@@ -341,6 +341,30 @@ def test_odd_user_names_get_their_own_row(gpus: ScenarioFile, name: str) -> None
     asyncio.run(body())
 
 
+def test_a_users_named_servers_are_one_row_and_shutdown_finds_the_right_server(gpus: ScenarioFile) -> None:
+    """alice has her default server and a named one ("gpu"), each with a kernel: one row, her NVML
+    memory counted once; the admin's shutdown goes to the server that lists the kernel."""
+    async def body() -> None:
+        run = await start()
+        people(run.hub)
+        named = user_snapshot("alice-gpu", 1, gpu=2, mib=3072)  # its own PID range
+        for process in named["gpus"][0]["processes"]:
+            process["user"] = "alice"
+        run.hub.named[("alice", "gpu")] = named
+        gpus.write(scenario_of([*run.hub.snapshots.values(), named]))
+        data = await console(run)
+        bob_is_intact(data)
+        [alice] = [user for user in data["users"] if user["name"] == "alice"]
+        assert {k["kernel_id"]: k["memory_by_gpu"] for k in alice["kernels"]} == {
+            "alice-kernel-0": {"0": GIB}, "alice-gpu-kernel-0": {"2": 3 * GIB}}
+        assert alice["memory_by_gpu"] == {"0": GIB, "2": 3 * GIB} and alice["gpu_memory"] == 4 * GIB
+        code, raw = await run.call("api/users/alice/kernels/alice-gpu-kernel-0", "admin-token", method="DELETE")
+        assert code == 204, raw
+        assert run.hub.deleted == [("alice/gpu", "alice-gpu-kernel-0", SERVICE_TOKEN)]
+        run.service.sampler.close()
+    asyncio.run(body())
+
+
 # -- 3. slow, dead and many servers
 
 
