@@ -82,6 +82,11 @@ def test_system_user_template_maps_hub_users_to_their_accounts(gpus: ScenarioFil
     async def body() -> None:
         run = await start()
         people(run.hub)
+        # PIDs of their own: NVML's reader caches who owns a PID (here simulated), and the other
+        # tests' processes with these users' PIDs belonged to "alice" and "bob"
+        for snapshot in run.hub.snapshots.values():
+            for item in [*snapshot["gpus"][0]["processes"], *snapshot["kernels"]]:
+                item["pid"] += 500
         scenario = scenario_of(run.hub.snapshots)
         for gpu in scenario["gpus"]:
             for process in gpu.get("processes", []):

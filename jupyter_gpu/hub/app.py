@@ -25,6 +25,7 @@ import json
 import logging
 import os
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote, urlencode, urlsplit
@@ -99,6 +100,7 @@ class HubService:
         self.client = AsyncHTTPClient(force_instance=True, max_clients=MAX_CONNECTIONS,
                                       max_body_size=SERVER_MAX_BYTES)
         self.hub_client = AsyncHTTPClient(force_instance=True, max_body_size=HUB_MAX_BYTES)
+        self._parser = ThreadPoolExecutor(1, thread_name_prefix="jupyter-gpu-hub-json")
         self.prometheus_url = prometheus_url.rstrip("/") if prometheus_url else None
         self.prometheus_token_file = prometheus_token_file
         self.idle_after_s = idle_after_s
@@ -148,8 +150,11 @@ class HubService:
     async def _get_json(self, url: str, timeout: float, client: AsyncHTTPClient) -> Any:
         response = await client.fetch(HTTPRequest(url, headers=self._headers(), request_timeout=timeout,
                                                   connect_timeout=timeout, follow_redirects=False))
-        # NaN and Infinity are not JSON: refused rather than carried into the console's answer
-        return json.loads(response.body, parse_constant=_refuse_constant)
+        # NaN and Infinity are not JSON: refused rather than carried into the console's answer.
+        # Parsed on the service's parser thread: up to 8 MiB (~70 ms) per answer, and a user may run
+        # many named servers; the event loop keeps serving api/devices to every user server meanwhile.
+        return await asyncio.get_running_loop().run_in_executor(
+            self._parser, lambda: json.loads(response.body, parse_constant=_refuse_constant))
 
     def _on_proxy(self, path: str, *more: str) -> str:
         """``path`` (checked by :func:`server_path`) on the proxy; never another host."""
