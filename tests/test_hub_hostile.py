@@ -535,3 +535,28 @@ def test_pure_console_survives_any_server_object() -> None:
         "cannot read this server's GPU kernels: the answer is not a JSON object",
         "cannot read this server's GPU kernels: the answer is not a jupyter-gpu snapshot (gpus and kernels "
         "must be lists)", "down"]
+
+
+def test_a_user_server_does_not_follow_a_redirect_with_its_token(gpus: ScenarioFile) -> None:
+    """remote.py asks the service with the user server's own token: a redirect (a misconfigured
+    proxy, a wrong URL) is an error and a local sample, never the token sent to another host."""
+    from jupyter_gpu import nvml, remote
+
+    async def body() -> None:
+        evil = Evil()
+        target = f"http://127.0.0.1:{evil.port}/collect"
+
+        class Redirect(web.RequestHandler):
+            def get(self) -> None:
+                self.redirect(target)
+
+        sockets = netutil.bind_sockets(0, "127.0.0.1")
+        HTTPServer(web.Application([(r".*", Redirect)])).add_sockets(sockets)
+        url = f"http://127.0.0.1:{sockets[0].getsockname()[1]}/services/jupyter-gpu/api/devices"
+        source = remote.RemoteSource(url, fallback=nvml.snapshot,
+                                     token="user-server-secret")
+        snapshot = await asyncio.get_running_loop().run_in_executor(None, source)
+        assert evil.seen == []
+        assert source.fallbacks == 1 and "HTTP 302" in (source.last_error or "")
+        assert snapshot.gpus and any("reads NVML itself" in w for w in snapshot.warnings)
+    asyncio.run(body())
