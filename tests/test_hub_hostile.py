@@ -265,8 +265,8 @@ class Evil:
 
 
 @pytest.mark.parametrize("url", ["http://127.0.0.1:{port}/user/x/", "//127.0.0.1:{port}/user/x/",
-                                 "@127.0.0.1:{port}/user/x/", "/user/../../hub/api/", "user/x/",
-                                 "/user/x/?next=http://127.0.0.1:{port}/", "\\\\127.0.0.1:{port}/"])
+                                 "@127.0.0.1:{port}/user/x/", "/user/../../hub/api/", "/user/%2e%2E/hub/api/",
+                                 "user/x/", "/user/x/?next=http://127.0.0.1:{port}/", "\\\\127.0.0.1:{port}/"])
 def test_the_service_sends_its_token_only_to_the_proxy(gpus: ScenarioFile, url: str) -> None:
     async def body() -> None:
         run = await start()

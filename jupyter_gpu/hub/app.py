@@ -28,7 +28,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote, urlencode, urlsplit
+from urllib.parse import quote, unquote, urlencode, urlsplit
 
 from jupyterhub.services.auth import HubAuthenticated, HubOAuth, HubOAuthCallbackHandler, HubOAuthenticated
 from jupyterhub.utils import url_path_join
@@ -70,7 +70,7 @@ def server_path(url: Any) -> str:
     if not isinstance(url, str) or not url.startswith("/") or url.startswith("//") or len(url) > 2048:
         raise Unusable("the hub gave a server URL that is not a path on its proxy")
     parts = url.split("/")
-    if any(part in (".", "..") for part in parts) or any(ch in url for ch in "\\?#") or not url.isprintable():
+    if any(unquote(part) in (".", "..") for part in parts) or any(ch in url for ch in "\\?#") or not url.isprintable():
         raise Unusable("the hub gave a server URL that is not a plain path on its proxy")
     return url
 
