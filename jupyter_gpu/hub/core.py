@@ -136,6 +136,17 @@ class Truth:
 
     @classmethod
     def of(cls, devices: Snapshot | None) -> Truth:
+        """The index of ``devices``, built once per sample (every console request of that second
+        shares it: 64 GPUs x 2,000 processes take about 0.1 s to index)."""
+        cached = _TRUTH
+        if cached is not None and cached[0] is devices:
+            return cached[1]
+        truth = cls._build(devices)
+        globals()["_TRUTH"] = (devices, truth)
+        return truth
+
+    @classmethod
+    def _build(cls, devices: Snapshot | None) -> Truth:
         by_pid: dict[int, list[tuple[int, str | None, int]]] = {}
         by_owner: dict[str, dict[str, int]] = {}
         total = 0
@@ -148,6 +159,9 @@ class Truth:
                     per_gpu = by_owner.setdefault(process.user, {})
                     per_gpu[str(gpu.index)] = per_gpu.get(str(gpu.index), 0) + memory
         return cls(by_pid, by_owner, total)
+
+
+_TRUTH: tuple[Snapshot | None, Truth] | None = None  # the latest sample's index (Truth.of)
 
 
 def snapshot_problem(snapshot: Any) -> str | None:
