@@ -526,6 +526,22 @@ def test_a_bug_in_the_join_is_an_error_line_not_a_500(gpus: ScenarioFile, monkey
     asyncio.run(body())
 
 
+def test_a_service_named_like_a_user_is_not_that_user(gpus: ScenarioFile) -> None:
+    """A service token called "bob" with the read scope sees bob's kernels as anybody else's."""
+    async def body() -> None:
+        run = await start()
+        people(run.hub, gpus)
+        run.hub.tokens["bob-service-token"] = {"kind": "service", "name": "bob", "scopes": [
+            core.READ_SCOPE, "access:services!service=jupyter-gpu"]}
+        code, raw = await run.call("api/console", "bob-service-token")
+        assert code == 200, raw
+        data = json.loads(raw)
+        assert data["viewer"] == "service:bob" and data["admin"] is False
+        assert b"bob-kernel" not in raw and b"bob/secret" not in raw and row(data, "bob")["server_url"] is None
+        run.service.sampler.close()
+    asyncio.run(body())
+
+
 def test_pure_console_survives_any_server_object() -> None:
     """core.console with odd UserServer snapshots (the pure join alone): no exception, an error line."""
     servers = [core.UserServer("a", "/user/a/", [1, 2]), core.UserServer("b", "/user/b/", {"gpus": "x"}),

@@ -351,6 +351,13 @@ class _Api:
 
 
 class _ConsoleBase(_HubAuthFromSettings, HubOAuthenticated, _Base):
+    def viewer(self) -> str:
+        """Who asks: a user's name, or ``service:<name>`` for a service's token (a service named
+        like a user must not see that user's notebooks as its own)."""
+        model = self.current_user
+        name = str(model.get("name"))
+        return name if model.get("kind", "user") == "user" else f"service:{name}"
+
     def role(self) -> str:
         role = core.access(self.current_user)
         if role is None:
@@ -373,7 +380,7 @@ class ConsoleApi(_Api, _ConsoleBase):
     @web.authenticated
     async def get(self) -> None:
         role = self.role()
-        viewer = self.current_user["name"]
+        viewer = self.viewer()
         try:
             if self.service.prometheus_url:
                 data = await self.service.prometheus_console(viewer, role)
@@ -399,7 +406,7 @@ class KernelApi(_Api, _ConsoleBase):
     async def delete(self, user: str, kernel_id: str) -> None:
         if self.role() != "admin":
             raise web.HTTPError(403, "only admins can shut down other users' kernels")
-        who = self.current_user["name"]
+        who = self.viewer()
         try:
             await self.service.shutdown_kernel(user, kernel_id)
         except HTTPClientError as error:
