@@ -420,6 +420,7 @@ def test_fifty_concurrent_console_requests_share_one_gather(gpus: ScenarioFile) 
     ("api/users/%00/kernels/bob-kernel-0", 404),
     ("api/users/" + "b" * 10_000 + "/kernels/bob-kernel-0", 404),
     ("api/users/bob/kernels/no-such-kernel", 404),
+    ("api/users/%25d%25s%25(x)s/kernels/bob-kernel-0", 404),  # a name that is a format string
 ])
 def test_odd_shutdown_requests_delete_nothing(gpus: ScenarioFile, path: str, code: int) -> None:
     async def body() -> None:
