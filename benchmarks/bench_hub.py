@@ -31,6 +31,7 @@ import json
 import os
 import statistics
 import sys
+import tempfile
 import threading
 import time
 from pathlib import Path
@@ -40,7 +41,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests"))
 os.environ.setdefault("JUPYTER_GPU_SIMULATE", "demo")
 
-from hub_fake import SERVICE_TOKEN, FakeHub, user_snapshot  # noqa: E402
+from hub_fake import SERVICE_TOKEN, FakeHub, scenario_of, user_snapshot  # noqa: E402
 from jupyterhub.services.auth import HubOAuth  # noqa: E402
 from tornado import netutil  # noqa: E402
 from tornado.httpserver import HTTPServer  # noqa: E402
@@ -183,6 +184,10 @@ def main() -> None:
         print(json.dumps({"servers": servers, **results["nvml_calls_per_s"][servers]}), flush=True)
     for i in range(50):
         hub.snapshots[f"user{i:02d}"] = user_snapshot(f"user{i:02d}", 2, gpu=i % 4)
+    # The service attributes memory by NVML's PID owner: its simulated GPUs hold those kernels.
+    scenario = Path(tempfile.mkdtemp()) / "fifty-users.json"
+    simulate.write_scenario(scenario, scenario_of(hub.snapshots))
+    os.environ[simulate.ENV_VAR] = str(scenario)
     paints = first_paint(url, args.runs)
     results["first_paint_ms"] = {"median": round(statistics.median(paints), 1), "runs": [round(t, 1) for t in paints]}
     print(json.dumps(results["first_paint_ms"]), flush=True)

@@ -8,7 +8,8 @@ for the host, see :mod:`jupyter_gpu.hub`) and only adds its own kernels' attribu
 The service's answer is untrusted input (it crosses a socket): :func:`snapshot_from_dict` checks
 every field's type and size and refuses the answer with one line otherwise. When the service cannot
 be reached or answers badly, :class:`RemoteSource` reads NVML itself for that sample and says so in
-the snapshot's ``warnings``; the next sample asks the service again.
+the snapshot's ``warnings``; the next sample asks the service again. A redirect counts as a bad
+answer: it is not followed (urllib would carry this server's token to wherever it points).
 
 Pure: the standard library's ``urllib`` and :mod:`jupyter_gpu.processes`, no tornado.
 """
@@ -17,6 +18,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import os
 import urllib.error
 import urllib.request
@@ -52,9 +54,14 @@ def _int(value: Any, where: str, optional: bool = False) -> int | None:
 def _number(value: Any, where: str) -> float | None:
     if value is None:
         return None
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or value != value:
-        raise BadAnswer(f"{where} must be a number")
-    return float(value)
+    # finite: json.loads reads 1e400 as infinity even with NaN and Infinity refused
+    try:
+        number = float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else math.nan
+    except OverflowError:  # an integer beyond any float
+        number = math.nan
+    if not math.isfinite(number):
+        raise BadAnswer(f"{where} must be a finite number")
+    return number
 
 
 def _str(value: Any, where: str, optional: bool = True, limit: int = 1024) -> str | None:
@@ -206,6 +213,16 @@ def resolve_source(source: str) -> str | None:
     return base.rstrip("/") + "/api/devices"
 
 
+class _NoRedirects(urllib.request.HTTPRedirectHandler):
+    """A redirect is an error: urllib would send this server's token along to wherever it points."""
+
+    def redirect_request(self, req: Any, fp: Any, code: int, msg: str, headers: Any, newurl: str) -> None:
+        return None  # urllib then raises HTTPError with the 3xx code
+
+
+_OPENER = urllib.request.build_opener(_NoRedirects)
+
+
 class RemoteSource:
     """A ``take()`` for :class:`jupyter_gpu.sampler.Sampler`: the service's snapshot, else NVML.
 
@@ -229,7 +246,7 @@ class RemoteSource:
         request = urllib.request.Request(self.url, headers={"Accept": "application/json"})
         if self.token:
             request.add_header("Authorization", f"token {self.token}")
-        with urllib.request.urlopen(request, timeout=self.timeout_s) as response:
+        with _OPENER.open(request, timeout=self.timeout_s) as response:
             body = response.read(MAX_BYTES + 1)
         if len(body) > MAX_BYTES:
             raise BadAnswer(f"the answer is larger than {MAX_BYTES} bytes")

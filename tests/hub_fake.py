@@ -6,7 +6,12 @@ action's permission check, 50 users for the benchmark). ``tests/test_hub_real.py
 - ``GET /hub/api/user``: the model of the token's owner (``tokens``), 403 for an unknown token;
 - ``GET /hub/api/users?state=active``: ``servers`` (service token only);
 - ``GET /user/<name>/jupyter-gpu/snapshot``: that user's canned snapshot (service token only);
-- ``DELETE /user/<name>/api/kernels/<id>``: recorded in ``deleted`` (service token only).
+- ``DELETE /user/<name>/api/kernels/<id>``: recorded in ``deleted`` (service token only);
+- named servers (``named[(user, server)]``): the same under ``/user/<name>/<server>/``.
+
+Hostile answers for the adversarial tests: ``raw[user]`` (bytes sent instead of the snapshot),
+``hang`` (users whose server accepts the request and never answers), ``users_answer`` (what
+``/hub/api/users`` answers instead of the generated list: any JSON value, or bytes).
 """
 
 from __future__ import annotations
@@ -15,6 +20,7 @@ import asyncio
 import json
 import threading
 from typing import Any
+from urllib.parse import quote
 
 from tornado import netutil, web
 from tornado.httpserver import HTTPServer
@@ -30,6 +36,13 @@ class FakeHub:
         self.snapshots: dict[str, dict[str, Any]] = {}
         self.deleted: list[tuple[str, str, str]] = []  # (user, kernel_id, token)
         self.user_calls = 0
+        self.raw: dict[str, bytes] = {}
+        self.raw_headers: dict[str, dict[str, str]] = {}
+        self.named: dict[tuple[str, str], dict[str, Any]] = {}  # (user, server name): snapshot
+        self.hang: set[str] = set()
+        self.users_answer: Any = None
+        self.snapshot_calls: dict[str, int] = {}
+        self.users_calls = 0
         sockets = netutil.bind_sockets(0, "127.0.0.1")
         self.port = sockets[0].getsockname()[1]
         self.url = f"http://127.0.0.1:{self.port}"
@@ -46,6 +59,8 @@ class FakeHub:
                 (r"/hub/api/users", _Users, {"hub": self}),
                 (r"/user/([^/]+)/jupyter-gpu/snapshot", _Snapshot, {"hub": self}),
                 (r"/user/([^/]+)/api/kernels/([^/]+)", _Kernel, {"hub": self}),
+                (r"/user/([^/]+)/([^/]+)/jupyter-gpu/snapshot", _NamedSnapshot, {"hub": self}),
+                (r"/user/([^/]+)/([^/]+)/api/kernels/([^/]+)", _NamedKernel, {"hub": self}),
             ]))
             self.server.add_sockets(sockets)
             started.set()
@@ -87,13 +102,37 @@ class _Whoami(_Handler):
 class _Users(_Handler):
     def get(self) -> None:
         self.service_only()
-        self.finish(json.dumps([{"name": name, "servers": {"": {"url": f"/user/{name}/", "ready": True}}}
-                                for name in self.hub.snapshots]))
+        self.hub.users_calls += 1
+        answer = self.hub.users_answer
+        if isinstance(answer, bytes):
+            self.finish(answer)
+            return
+        if answer is None:  # server URLs escaped as JupyterHub escapes them (url_escape_path)
+            names = dict.fromkeys([*self.hub.snapshots, *self.hub.raw, *self.hub.hang])
+            answer = [{"name": name, "servers": {"": {"url": f"/user/{quote(name, safe='@~')}/", "ready": True}}}
+                      for name in names]
+            for (name, server), _ in self.hub.named.items():
+                entry = next((a for a in answer if a["name"] == name), None)
+                if entry is None:
+                    entry = {"name": name, "servers": {}}
+                    answer.append(entry)
+                entry["servers"][server] = {"url": f"/user/{quote(name, safe='@~')}/{server}/", "ready": True}
+        self.finish(json.dumps(answer))
 
 
 class _Snapshot(_Handler):
-    def get(self, user: str) -> None:
+    async def get(self, user: str) -> None:
         self.service_only()
+        self.hub.snapshot_calls[user] = self.hub.snapshot_calls.get(user, 0) + 1
+        if user in self.hub.hang:
+            await asyncio.sleep(3600)  # accepted, never answered
+        if user in self.hub.raw:
+            for name, value in self.hub.raw_headers.get(user, {}).items():
+                self.set_header(name, value)
+            self.finish(self.hub.raw[user])
+            return
+        if user not in self.hub.snapshots:
+            raise web.HTTPError(404)
         self.finish(json.dumps(self.hub.snapshots[user]))
 
 
@@ -104,18 +143,51 @@ class _Kernel(_Handler):
         self.set_status(204)
 
 
+_PID_BASE: dict[str, int] = {}
+
+
 def user_snapshot(user: str, kernels: int, gpu: int = 0, mib: int = 1024) -> dict[str, Any]:
     """A user server's answer: ``kernels`` idle kernels, each holding ``mib`` on GPU ``gpu``."""
     processes, table = [], []
+    base = _PID_BASE.setdefault(user, 1000 + 1000 * len(_PID_BASE))  # one PID range per user
     for k in range(kernels):
         kernel_id = f"{user}-kernel-{k}"
-        processes.append({"pid": 1000 + k, "memory": mib << 20, "user": user, "name": "python",
+        processes.append({"pid": base + k, "memory": mib << 20, "user": user, "name": "python",
                           "type": "compute", "command": f"python -m ipykernel secret-{user}-{k}",
                           "kernel_id": kernel_id, "notebook": f"{user}/secret-{k}.ipynb", "own": True,
                           "idle_s": 7200.0, "idle": True})
         table.append({"kernel_id": kernel_id, "name": "python3", "notebook": f"{user}/secret-{k}.ipynb",
-                      "pid": 1000 + k, "execution_state": "idle", "idle_s": 7200.0, "idle": True,
+                      "pid": base + k, "execution_state": "idle", "idle_s": 7200.0, "idle": True,
                       "gpu_memory": mib << 20, "gpus": [gpu], "reported_gpu_memory": None, "report_age_s": None})
     return {"nvml_available": True, "error": None, "timestamp": 0, "simulated": True, "warnings": [],
             "gpus": [{"index": gpu, "uuid": f"GPU-{gpu}", "name": "A100", "processes": processes}],
             "kernels": table}
+
+
+class _NamedSnapshot(_Handler):
+    def get(self, user: str, server: str) -> None:
+        self.service_only()
+        if (user, server) not in self.hub.named:
+            raise web.HTTPError(404)
+        self.finish(json.dumps(self.hub.named[(user, server)]))
+
+
+class _NamedKernel(_Handler):
+    def delete(self, user: str, server: str, kernel_id: str) -> None:
+        self.service_only()
+        self.hub.deleted.append((f"{user}/{server}", kernel_id, self.token()))
+        self.set_status(204)
+
+
+def scenario_of(snapshots: dict[Any, dict[str, Any]] | list[dict[str, Any]], gpus: int = 4) -> dict[str, Any]:
+    """Simulated GPUs holding the processes of ``snapshots`` (as ``user_snapshot`` makes them): what
+    NVML shows the service, each PID owned by the user whose server reports it."""
+    from jupyter_gpu import simulate
+
+    scenario = simulate.plausible_gpus(gpus)
+    for snapshot in snapshots.values() if isinstance(snapshots, dict) else snapshots:
+        for gpu in snapshot["gpus"]:
+            scenario["gpus"][gpu["index"]].setdefault("processes", []).extend([
+                {"pid": p["pid"], "memory_mib": p["memory"] >> 20, "user": p["user"], "name": "python"}
+                for p in gpu["processes"]])
+    return scenario

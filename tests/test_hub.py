@@ -12,8 +12,9 @@ from dataclasses import replace
 from typing import Any
 
 import pytest
-from hub_fake import SERVICE_TOKEN, FakeHub, user_snapshot
+from hub_fake import SERVICE_TOKEN, FakeHub, scenario_of, user_snapshot
 from jupyterhub.services.auth import HubOAuth
+from support import ScenarioFile
 from tornado import netutil
 from tornado.httpclient import AsyncHTTPClient, HTTPClientError
 from tornado.httpserver import HTTPServer
@@ -32,8 +33,12 @@ class Running:
         self.url = f"http://127.0.0.1:{port}{PREFIX}"
 
     async def call(self, path: str, token: str, method: str = "GET") -> tuple[int, Any]:
+        # The test's own client: tornado's per-loop shared one would queue the service's requests
+        # (same loop) behind the test's (10 at a time), a deadlock no real browser causes.
+        if getattr(self, "client", None) is None:
+            self.client = AsyncHTTPClient(force_instance=True, max_clients=100)
         try:
-            response = await AsyncHTTPClient().fetch(self.url + path, method=method, follow_redirects=False,
+            response = await self.client.fetch(self.url + path, method=method, follow_redirects=False,
                                                      headers={"Authorization": f"token {token}"})
         except HTTPClientError as error:
             return error.code, error.response.body if error.response else b""
@@ -50,18 +55,30 @@ async def start(interval_s: float = 0.2) -> Running:
     return Running(hub, service, sockets[0].getsockname()[1])
 
 
-def people(hub: FakeHub) -> None:
+@pytest.fixture
+def hub_gpus(tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> ScenarioFile:
+    """Four simulated GPUs; :func:`people` puts the users' kernel processes on them."""
+    scenario = ScenarioFile(tmp_path / "gpus.json", simulate.plausible_gpus(4))
+    monkeypatch.setenv(simulate.ENV_VAR, str(scenario.path))
+    return scenario
+
+
+def people(hub: FakeHub, gpus: ScenarioFile | None = None) -> None:
+    """An admin, a reader (alice) and a plain user (bob) with their servers' kernels; with ``gpus``,
+    NVML shows the service those kernels' processes, each owned by its user."""
     hub.add_user("root-admin", "admin-token", admin=True)
     hub.add_user("alice", "alice-token", scopes=[core.READ_SCOPE])
     hub.add_user("bob", "bob-token")
     hub.snapshots["alice"] = user_snapshot("alice", 1, gpu=0)
     hub.snapshots["bob"] = user_snapshot("bob", 2, gpu=1, mib=2048)
+    if gpus is not None:
+        gpus.write(scenario_of(hub.snapshots))
 
 
-def test_console_admin_sees_every_users_kernels_by_notebook(demo_gpus: None) -> None:
+def test_console_admin_sees_every_users_kernels_by_notebook(hub_gpus: ScenarioFile) -> None:
     async def body() -> None:
         run = await start()
-        people(run.hub)
+        people(run.hub, hub_gpus)
         code, raw = await run.call("api/console", "admin-token")
         assert code == 200, raw
         data = json.loads(raw)
@@ -77,10 +94,10 @@ def test_console_admin_sees_every_users_kernels_by_notebook(demo_gpus: None) -> 
     asyncio.run(body())
 
 
-def test_reader_gets_no_other_users_notebooks_or_commands(demo_gpus: None) -> None:
+def test_reader_gets_no_other_users_notebooks_or_commands(hub_gpus: ScenarioFile) -> None:
     async def body() -> None:
         run = await start()
-        people(run.hub)
+        people(run.hub, hub_gpus)
         code, raw = await run.call("api/console", "alice-token")
         assert code == 200, raw
         data = json.loads(raw)
@@ -219,6 +236,9 @@ def test_source_setting_refuses_anything_else() -> None:
     {"nvml_available": True, "timestamp": 1, "gpus": [{"index": 0, "uuid": "u", "name": "n",
                                                        "processes": [{"pid": "1"}]}]},
     {"nvml_available": True, "timestamp": float("nan")},
+    json.loads('{"nvml_available": true, "timestamp": 1e400}'),  # infinity, though not spelled so
+    {"nvml_available": True, "timestamp": 1, "gpus": [{"index": 0, "uuid": "u", "name": "n", "power": 1e999}]},
+    {"nvml_available": True, "timestamp": 10**400},  # an int too large for a float
 ])
 def test_a_bad_service_answer_is_refused_with_one_line(bad: Any) -> None:
     with pytest.raises(remote.BadAnswer):

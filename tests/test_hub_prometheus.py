@@ -122,6 +122,22 @@ def test_user_from_the_scrape_configs_target_label_and_host_without_gpu_info() -
     assert data["users"][0]["name"] == "carol" and data["users"][0]["kernels"][0]["host"] == "node-x"
 
 
+def test_a_server_cannot_put_its_kernels_under_another_user(caplog: pytest.LogCaptureFixture) -> None:
+    """mallory's server (scrape target jupyterhub_user="mallory") exports a kernel series with
+    user="bob": dropped with a log line, never shown as bob's; bob's own stays."""
+    answer = two_nodes()
+    answer["data"]["result"] += kernel("bob", "k-forged", "bob/fake.ipynb", "0", "GPU-b0", 70 * GIB, 99999,
+                                       "10.0.1.9:8888")
+    for item in answer["data"]["result"][-2:]:
+        item["metric"]["jupyterhub_user"] = "mallory"
+    with caplog.at_level(logging.WARNING, logger="jupyter_gpu.hub"):
+        data = prom.console(answer, "root", "admin")
+    users = {u["name"]: u for u in data["users"]}
+    assert set(users) == {"alice", "bob"}
+    assert [k["kernel_id"] for k in users["bob"]["kernels"]] == ["k-bob-1"] and users["bob"]["gpu_memory"] == 5 * GIB
+    assert "not the scrape target's jupyterhub_user" in caplog.text
+
+
 def test_the_same_kernel_scraped_twice_counts_once() -> None:
     twice = kernel("alice", "k1", "a.ipynb", "0", "GPU-a0", GIB, None, "h:1")
     data = prom.console(vector(*node("node-a", "h:1", ["GPU-a0"]), *twice, *twice), "root", "admin")

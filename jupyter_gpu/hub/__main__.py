@@ -26,6 +26,8 @@ def _prometheus_problem(args: argparse.Namespace) -> str | None:
             return f"--prometheus-token-file: {error.strerror}: {args.prometheus_token_file}"
     if not args.idle_after > 0:
         return "--idle-after must be positive"
+    if "{name}" not in args.system_user:
+        return f"--system-user {args.system_user!r}: the template must contain {{name}}"
     return None
 
 
@@ -51,6 +53,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--host-label", metavar="NAME",
                         help="the host label of jupyter_gpu_gpu_info on /metrics (default: $JUPYTER_GPU_HOST, "
                              "else the host name; give user servers the same c.JupyterGpuServer.host_label)")
+    parser.add_argument("--system-user", default="{name}", metavar="TEMPLATE",
+                        help="the system account owning a hub user's processes, {name} standing for the "
+                             "hub user name (default %(default)s; The Littlest JupyterHub: jupyter-{name}). "
+                             "GPU memory is attributed to a user only through processes NVML shows owned "
+                             "by that account")
     args = parser.parse_args(argv)
     problem = _prometheus_problem(args)
     if problem:
@@ -76,7 +83,7 @@ def main(argv: list[str] | None = None) -> int:
     service = HubService(os.environ["JUPYTERHUB_API_URL"], os.environ["JUPYTERHUB_API_TOKEN"], args.proxy_url,
                          interval_s=args.interval, linger_s=args.linger, prometheus_url=args.prometheus_url,
                          prometheus_token_file=args.prometheus_token_file, idle_after_s=args.idle_after,
-                         host=args.host_label)
+                         host=args.host_label, system_user=args.system_user)
     app = make_app(service, prefix)
     app.listen(url.port or 80, url.hostname or "127.0.0.1")
     logging.getLogger("jupyter_gpu.hub").info(

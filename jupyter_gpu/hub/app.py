@@ -25,9 +25,10 @@ import json
 import logging
 import os
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote, urlencode
+from urllib.parse import quote, unquote, urlencode, urlsplit
 
 from jupyterhub.services.auth import HubAuthenticated, HubOAuth, HubOAuthCallbackHandler, HubOAuthenticated
 from jupyterhub.utils import url_path_join
@@ -46,6 +47,33 @@ from . import prometheus as prom
 log = logging.getLogger("jupyter_gpu.hub")
 STATIC = Path(__file__).with_name("static")
 
+# Bounds on what the hub and the user servers may cost the service (user servers are untrusted).
+SERVER_TIMEOUT_S = 3.0  # one user server's snapshot, connection included
+HUB_TIMEOUT_S = 5.0  # the hub's list of running servers
+SERVER_MAX_BYTES = 8 * 1024 * 1024  # one user server's snapshot
+HUB_MAX_BYTES = 64 * 1024 * 1024  # the hub's list of running servers
+MAX_CONNECTIONS = 256  # user servers asked at once (more wait in tornado's queue)
+
+
+class Unusable(Exception):
+    """A hub or user server answer the service refuses (one line: why)."""
+
+
+def server_path(url: Any) -> str:
+    """A server URL from the hub as a path on the proxy, or :class:`Unusable`.
+
+    The service sends its token with every request to a user server: it only ever asks the hub's
+    own proxy, so the URL must be an absolute path (``/user/alice/``), not a URL of another host
+    (``http://...``, ``//host/``, ``@host/`` that would turn the proxy's address into a user name),
+    nor one that climbs out of it (``..``) or carries a query.
+    """
+    if not isinstance(url, str) or not url.startswith("/") or url.startswith("//") or len(url) > 2048:
+        raise Unusable("the hub gave a server URL that is not a path on its proxy")
+    parts = url.split("/")
+    if any(unquote(part) in (".", "..") for part in parts) or any(ch in url for ch in "\\?#") or not url.isprintable():
+        raise Unusable("the hub gave a server URL that is not a plain path on its proxy")
+    return url
+
 
 class HubService:
     """One NVML sampler for the host, its history, and the user servers' answers (cached)."""
@@ -53,7 +81,7 @@ class HubService:
     def __init__(self, api_url: str, api_token: str, proxy_url: str, interval_s: float = 1.0,
                  linger_s: float = 90.0, take: Any = None, history_s: float = 900.0,
                  prometheus_url: str | None = None, prometheus_token_file: str | None = None,
-                 idle_after_s: float = 3600.0, host: str | None = None) -> None:
+                 idle_after_s: float = 3600.0, host: str | None = None, system_user: str = "{name}") -> None:
         if take is None:
             from ..nvml import snapshot as take
         self.api_url = api_url.rstrip("/")
@@ -66,7 +94,13 @@ class HubService:
         self._devices_body: tuple[float, bytes] | None = None
         self._servers: tuple[float, list[core.UserServer]] | None = None
         self._collecting: asyncio.Future[list[core.UserServer]] | None = None
-        self.client = AsyncHTTPClient()
+        self.system_user = system_user  # the account owning a hub user's processes (core.account_of)
+        self.hub_warning: str | None = None  # why the last gather could not list the servers
+        # The hub's and the user servers' answers are bounded in size and time (untrusted input).
+        self.client = AsyncHTTPClient(force_instance=True, max_clients=MAX_CONNECTIONS,
+                                      max_body_size=SERVER_MAX_BYTES)
+        self.hub_client = AsyncHTTPClient(force_instance=True, max_body_size=HUB_MAX_BYTES)
+        self._parser = ThreadPoolExecutor(1, thread_name_prefix="jupyter-gpu-hub-json")
         self.prometheus_url = prometheus_url.rstrip("/") if prometheus_url else None
         self.prometheus_token_file = prometheus_token_file
         self.idle_after_s = idle_after_s
@@ -113,33 +147,64 @@ class HubService:
     def _headers(self) -> dict[str, str]:
         return {"Authorization": f"token {self.api_token}", "Accept": "application/json"}
 
-    async def _get_json(self, url: str, timeout: float = 5.0) -> Any:
-        response = await self.client.fetch(HTTPRequest(url, headers=self._headers(), request_timeout=timeout,
-                                                        follow_redirects=False))
-        return json.loads(response.body)
+    async def _get_json(self, url: str, timeout: float, client: AsyncHTTPClient) -> Any:
+        response = await client.fetch(HTTPRequest(url, headers=self._headers(), request_timeout=timeout,
+                                                  connect_timeout=timeout, follow_redirects=False))
+        # NaN and Infinity are not JSON: refused rather than carried into the console's answer.
+        # Parsed on the service's parser thread: up to 8 MiB (~70 ms) per answer, and a user may run
+        # many named servers; the event loop keeps serving api/devices to every user server meanwhile.
+        return await asyncio.get_running_loop().run_in_executor(
+            self._parser, lambda: json.loads(response.body, parse_constant=_refuse_constant))
 
-    async def active_servers(self) -> list[tuple[str, str]]:
-        """(user, server url path) of every ready server, from ``GET /hub/api/users?state=active``."""
-        users = await self._get_json(f"{self.api_url}/users?state=active")
-        found = []
-        for user in users if isinstance(users, list) else ():
-            servers = user.get("servers") if isinstance(user, dict) else None
-            for server in (servers or {}).values():
-                if isinstance(server, dict) and server.get("ready") and isinstance(server.get("url"), str):
-                    found.append((str(user.get("name")), server["url"]))
+    def _on_proxy(self, path: str, *more: str) -> str:
+        """``path`` (checked by :func:`server_path`) on the proxy; never another host."""
+        url = url_path_join(self.proxy_url + server_path(path), *more)
+        if urlsplit(url).netloc != urlsplit(self.proxy_url).netloc:
+            raise Unusable("the hub gave a server URL that leaves the proxy")
+        return url
+
+    async def active_servers(self) -> list[tuple[str, str | None, str | None]]:
+        """(user, server url path, why it is unusable) of every ready server, from
+        ``GET /hub/api/users?state=active`` (raises when the hub cannot be asked)."""
+        users = await self._get_json(f"{self.api_url}/users?state=active", HUB_TIMEOUT_S, self.hub_client)
+        if not isinstance(users, list):
+            raise Unusable("the hub's list of users is not a JSON list")
+        found: list[tuple[str, str | None, str | None]] = []
+        for user in users:
+            name = user.get("name") if isinstance(user, dict) else None
+            if not isinstance(name, str) or not name or len(name) > 255 or not name.isprintable():
+                continue  # not a hub user name: nothing to show it under
+            servers = user.get("servers")
+            for server in (servers.values() if isinstance(servers, dict) else ()):
+                if not isinstance(server, dict) or server.get("ready") is not True:
+                    continue
+                try:
+                    found.append((name, server_path(server.get("url")), None))
+                except Unusable as error:
+                    found.append((name, None, str(error)))
         return found
 
-    async def _server_snapshot(self, user: str, url: str) -> core.UserServer:
+    async def _server_snapshot(self, user: str, url: str | None, problem: str | None = None) -> core.UserServer:
         try:
-            data = await self._get_json(url_path_join(self.proxy_url + url, "jupyter-gpu/snapshot"))
-            if not isinstance(data, dict):
-                raise ValueError("not a JSON object")
+            if problem is not None or url is None:
+                raise Unusable(problem or "no server URL")
+            data = await self._get_json(self._on_proxy(url, "jupyter-gpu/snapshot"), SERVER_TIMEOUT_S, self.client)
+            problem = core.snapshot_problem(data)
+            if problem is not None:
+                raise Unusable(problem)
             return core.UserServer(user, url, data)
         except HTTPClientError as error:
-            reason = f"HTTP {error.code}" + (" (is jupyter_gpu installed in the user's environment?)"
-                                             if error.code == 404 else "")
-        except Exception as error:
-            reason = str(error) or type(error).__name__
+            if error.code == 599:  # tornado: no HTTP answer (timeout, size cap, connection closed)
+                reason = (f"no answer within {SERVER_TIMEOUT_S:g} s" if "Timeout" in str(error)
+                          else f"no usable answer ({error.message or 'connection closed'}; answers are "
+                               f"capped at {SERVER_MAX_BYTES >> 20} MiB)")
+            else:
+                reason = f"HTTP {error.code}" + (" (is jupyter_gpu installed in the user's environment?)"
+                                                 if error.code == 404 else "")
+        except RecursionError:
+            reason = "the answer is nested too deeply"
+        except Exception as error:  # refused connection, not JSON, ...: this row's error, never a 500
+            reason = str(error)[:300] or type(error).__name__
         return core.UserServer(user, url, None, f"cannot read this server's GPU kernels: {reason}")
 
     async def servers(self) -> list[core.UserServer]:
@@ -152,8 +217,19 @@ class HubService:
         return await asyncio.shield(self._collecting)
 
     async def _collect(self) -> list[core.UserServer]:
-        servers = await self.active_servers()
-        answers = list(await asyncio.gather(*(self._server_snapshot(u, url) for u, url in servers)))
+        try:
+            servers = await self.active_servers()
+        except Exception as error:  # the hub is down or answers nonsense: GPUs only, and say why
+            if isinstance(error, HTTPClientError):
+                reason = f"HTTP {error.code}" + (f" {error.message}" if error.code == 599 else "")
+            else:
+                reason = str(error)[:300] or type(error).__name__
+            self.hub_warning = f"cannot list the running servers from the hub: {reason}"
+            log.warning("jupyter-gpu: %s", self.hub_warning)
+            self._servers = (time.monotonic(), [])
+            return []
+        self.hub_warning = None
+        answers = list(await asyncio.gather(*(self._server_snapshot(*server) for server in servers)))
         self._servers = (time.monotonic(), answers)
         return answers
 
@@ -217,15 +293,30 @@ class HubService:
         return data
 
     async def shutdown_kernel(self, user: str, kernel_id: str) -> None:
-        """``DELETE {server}api/kernels/<id>`` on ``user``'s server (found through the hub's API)."""
-        for name, url in await self.active_servers():
-            if name == user:
+        """``DELETE {server}api/kernels/<id>`` on the server of ``user`` (found through the hub's API)
+        that lists that kernel; 404 when none of the user's running servers does."""
+        if core.KERNEL_ID.fullmatch(kernel_id) is None:
+            raise web.HTTPError(400, "not a kernel id")
+        self._servers = None  # a fresh gather: the kernel must be there now
+        candidates = [s for s in await self.servers() if s.user == user]
+        if self.hub_warning:
+            raise web.HTTPError(502, self.hub_warning)
+        if not candidates:
+            raise web.HTTPError(404, f"{user} has no running server")
+        for server in candidates:
+            listed = (server.snapshot or {}).get("kernels")
+            if server.server_url and isinstance(listed, list) and any(
+                    isinstance(k, dict) and k.get("kernel_id") == kernel_id for k in listed):
                 await self.client.fetch(HTTPRequest(
-                    url_path_join(self.proxy_url + url, "api/kernels", quote(kernel_id, safe="")),
-                    method="DELETE", headers=self._headers(), request_timeout=30))
+                    self._on_proxy(server.server_url, "api/kernels", quote(kernel_id, safe="")),
+                    method="DELETE", headers=self._headers(), request_timeout=30, follow_redirects=False))
                 self._servers = None
                 return
-        raise web.HTTPError(404, f"{user} has no running server")
+        raise web.HTTPError(404, f"no running server of {user} lists that kernel")
+
+
+def _refuse_constant(name: str) -> Any:
+    raise Unusable(f"{name} is not JSON")
 
 
 class _Base(web.RequestHandler):
@@ -260,6 +351,13 @@ class _Api:
 
 
 class _ConsoleBase(_HubAuthFromSettings, HubOAuthenticated, _Base):
+    def viewer(self) -> str:
+        """Who asks: a user's name, or ``service:<name>`` for a service's token (a service named
+        like a user must not see that user's notebooks as its own)."""
+        model = self.current_user
+        name = str(model.get("name"))
+        return name if model.get("kind", "user") == "user" else f"service:{name}"
+
     def role(self) -> str:
         role = core.access(self.current_user)
         if role is None:
@@ -282,15 +380,25 @@ class ConsoleApi(_Api, _ConsoleBase):
     @web.authenticated
     async def get(self) -> None:
         role = self.role()
-        if self.service.prometheus_url:
-            data = await self.service.prometheus_console(self.current_user["name"], role)
-        else:
-            devices = await self.service.devices()
-            servers = await self.service.servers()
-            data = core.console(devices, self.service.history.to_dict(), servers, self.current_user["name"], role)
+        viewer = self.viewer()
+        try:
+            if self.service.prometheus_url:
+                data = await self.service.prometheus_console(viewer, role)
+            else:
+                devices = await self.service.devices()
+                servers = await self.service.servers()
+                data = core.console(devices, self.service.history.to_dict(), servers, viewer, role,
+                                    self.service.system_user,
+                                    [self.service.hub_warning] if self.service.hub_warning else [])
+            body = json.dumps(data, allow_nan=False)
+        except Exception as error:  # a bug: logged, and the page says so instead of a 500
+            log.exception("jupyter-gpu: the console could not be built")
+            body = json.dumps({**core.console(None, {}, [], viewer, role),
+                               "error": f"the console could not be built ({type(error).__name__}; see the "
+                                        "service's log)"})
         self.set_header("Content-Type", "application/json")
         self.set_header("Cache-Control", "no-store")
-        self.finish(json.dumps(data, allow_nan=False))
+        self.finish(body)
 
 
 class KernelApi(_Api, _ConsoleBase):
@@ -298,14 +406,18 @@ class KernelApi(_Api, _ConsoleBase):
     async def delete(self, user: str, kernel_id: str) -> None:
         if self.role() != "admin":
             raise web.HTTPError(403, "only admins can shut down other users' kernels")
-        who = self.current_user["name"]
+        who = self.viewer()
         try:
             await self.service.shutdown_kernel(user, kernel_id)
         except HTTPClientError as error:
-            log.warning("jupyter-gpu: %s could not shut down kernel %s of %s: HTTP %s",
-                        who, kernel_id, user, error.code)
+            log.warning("jupyter-gpu: %s could not shut down kernel %r of %r: HTTP %s",
+                        who, kernel_id[:200], user[:200], error.code)
             raise web.HTTPError(502 if error.code != 404 else 404,
                                 f"{user}'s server answered HTTP {error.code}") from None
+        except (OSError, Unusable) as error:  # refused connection, a server URL off the proxy
+            log.warning("jupyter-gpu: %s could not shut down kernel %r of %r: %s", who, kernel_id[:200],
+                        user[:200], error)
+            raise web.HTTPError(502, f"cannot reach {user}'s server: {error}") from None
         log.warning("jupyter-gpu: %s shut down kernel %s of user %s", who, kernel_id, user)
         self.set_status(204)
         self.finish()

@@ -8,11 +8,19 @@ each running user server answered at ``GET {server_url}jupyter-gpu/snapshot``. O
      "nvml_available": bool, "error": str|null, "warnings": [str],
      "gpus": [{"index", "uuid", "name", "memory_total", "memory_used", "utilization", "error",
                "history": {"t": [float], "utilization": [int|null], "memory": [float|null]}}],
-     "users": [{"name": str, "server_url": str|null, "error": str|null,
+     "users": [{"name": str, "server_url": str|null, "error": str|null, "warnings": [str],
                 "gpu_memory": int, "memory_by_gpu": {"<index>": int},
                 "kernels": [{"kernel_id": str|null, "notebook": str|null, "execution_state": str|null,
                              "idle_s": float|null, "idle": bool, "cull_in_s": float|null,
-                             "gpu_memory": int, "memory_by_gpu": {"<index>": int}}]}]}
+                             "gpu_memory": int, "memory_by_gpu": {"<index>": int},
+                             "memory_source": "nvml"|"report"|null}]}]}
+
+**Attribution rule**: a user server is untrusted input (its user can run anything there). Memory
+is attributed by what the service itself reads: NVML's PIDs and their owners. A user's row shows
+what NVML says that user's account holds; a kernel's memory is that of the PIDs its server names
+*and* NVML shows owned by the same account (never another account's PID, never the claimed bytes).
+Strings are cut to one visible line (control and bidi characters replaced), numbers bounded,
+kernel ids checked, lists capped; a server whose answer cannot be read gets an ``error`` line.
 
 **Privacy rule** (the same as every other face): command lines and program names never leave the
 service (they are not even copied from the user servers' answers); a viewer who is not an admin
@@ -23,6 +31,8 @@ only). The viewer's own kernels keep theirs.
 from __future__ import annotations
 
 import math
+import re
+import unicodedata
 from dataclasses import dataclass
 from typing import Any
 
@@ -31,6 +41,11 @@ from ..snapshots import Snapshot
 READ_SCOPE = "custom:jupyter-gpu:read"
 ADMIN_SCOPE = "custom:jupyter-gpu:admin"
 MAX_KERNELS_PER_USER = 1000
+MAX_GPUS = 64  # GPUs read from one user server's answer
+MAX_CLAIMS = 10_000  # GPU processes read per GPU from one user server's answer
+MAX_TEXT = 1024  # characters of a notebook name or an error line
+MAX_BYTES = 1 << 53  # no GPU holds more (and JavaScript numbers stay exact)
+KERNEL_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,127}")
 
 
 @dataclass(frozen=True)
@@ -69,44 +84,169 @@ def devices_answer(snapshot: Snapshot) -> dict[str, Any]:
     return data
 
 
-def _finite(value: Any) -> float | None:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+def _finite(value: Any, low: float = 0.0) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
         return None
-    return float(value)
+    try:
+        number = float(value)
+    except OverflowError:  # an integer beyond any float (JSON allows 10**400)
+        return None
+    return max(low, number) if math.isfinite(number) else None
 
 
-def _bytes(value: Any) -> int:
-    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else 0
+def _bytes(value: Any, ceiling: int = MAX_BYTES) -> int:
+    ok = isinstance(value, int) and not isinstance(value, bool) and value >= 0
+    return min(value, ceiling) if ok else 0
 
 
-def _text(value: Any, limit: int = 4096) -> str | None:
-    return value[:limit] if isinstance(value, str) else None
+# Control and format characters (newlines, NUL, bidi overrides and isolates, zero-width joiners):
+# a notebook name is shown as one line of text, never reordered or hidden by what it contains.
+_INVISIBLE = {"Cc", "Cf", "Cs", "Co", "Cn", "Zl", "Zp"}
 
 
-def user_kernels(snapshot: dict[str, Any]) -> list[dict[str, Any]]:
-    """A user server's kernels with their GPU memory per GPU index (untrusted input, checked)."""
-    by_kernel: dict[str, dict[str, int]] = {}
+def _text(value: Any, limit: int = MAX_TEXT) -> str | None:
+    """A user server's string as one visible line of at most ``limit`` characters (None otherwise)."""
+    if not isinstance(value, str):
+        return None
+    value = value[: limit * 4]
+    if not value.isprintable():
+        value = "".join(ch if unicodedata.category(ch) not in _INVISIBLE else "\N{REPLACEMENT CHARACTER}"
+                        for ch in value)
+    return value[:limit - 1] + "…" if len(value) > limit else value
+
+
+def _kernel_id(value: Any) -> str | None:
+    """A kernel id as Jupyter makes them (UUIDs; any short id of letters, digits, ``-``, ``_``)."""
+    return value if isinstance(value, str) and KERNEL_ID.fullmatch(value) else None
+
+
+def account_of(user: str, template: str = "{name}") -> str:
+    """The system account that owns ``user``'s processes (``--system-user``, e.g. TLJH's
+    ``jupyter-{name}``): the owner NVML's PIDs must have for the service to attribute them."""
+    return template.replace("{name}", user)
+
+
+@dataclass
+class Truth:
+    """What the service itself knows of the GPUs' processes: NVML's PIDs, memory and owners."""
+
+    by_pid: dict[int, list[tuple[int, str | None, int]]]  # pid -> [(gpu index, owner, bytes)]
+    by_owner: dict[str, dict[str, int]]  # owner -> {"<gpu index>": bytes}
+    total_memory: int  # the host's GPU memory (bounds a kernel's own report)
+
+    @classmethod
+    def of(cls, devices: Snapshot | None) -> Truth:
+        """The index of ``devices``, built once per sample (every console request of that second
+        shares it: 64 GPUs x 2,000 processes take about 0.1 s to index)."""
+        cached = _TRUTH
+        if cached is not None and cached[0] is devices:
+            return cached[1]
+        truth = cls._build(devices)
+        globals()["_TRUTH"] = (devices, truth)
+        return truth
+
+    @classmethod
+    def _build(cls, devices: Snapshot | None) -> Truth:
+        by_pid: dict[int, list[tuple[int, str | None, int]]] = {}
+        by_owner: dict[str, dict[str, int]] = {}
+        total = 0
+        for gpu in devices.gpus if devices is not None else ():
+            total += gpu.memory_total or 0
+            for process in gpu.processes:  # a MIG parent lists every slice's processes
+                memory = process.memory or 0
+                by_pid.setdefault(process.pid, []).append((gpu.index, process.user, memory))
+                if process.user is not None:
+                    per_gpu = by_owner.setdefault(process.user, {})
+                    per_gpu[str(gpu.index)] = per_gpu.get(str(gpu.index), 0) + memory
+        return cls(by_pid, by_owner, total)
+
+
+_TRUTH: tuple[Snapshot | None, Truth] | None = None  # the latest sample's index (Truth.of)
+
+
+def snapshot_problem(snapshot: Any) -> str | None:
+    """Why ``snapshot`` is not a user server's ``jupyter-gpu/snapshot`` answer at all (None: it is)."""
+    if not isinstance(snapshot, dict):
+        return "the answer is not a JSON object"
+    if not isinstance(snapshot.get("gpus", []), list) or not isinstance(snapshot.get("kernels", []), list):
+        return "the answer is not a jupyter-gpu snapshot (gpus and kernels must be lists)"
+    return None
+
+
+def user_kernels(snapshot: dict[str, Any], truth: Truth | None = None, account: str | None = None,
+                 notes: list[str] | None = None) -> list[dict[str, Any]]:
+    """A user server's kernels with their GPU memory per GPU index (untrusted input, checked).
+
+    The server says which of its kernels each GPU process belongs to (``gpus[].processes[].kernel_id``);
+    the service believes only what it can check: a claimed PID counts for the kernel when the
+    service's own NVML sample (``truth``) shows that PID with ``account`` as its owner, and then with
+    the memory and GPU NVML gives, never the claimed ones. Claims the service cannot check or that
+    name another account's PID are left out, and counted in ``notes``. A kernel without checked
+    memory may show its own report (``reported_gpu_memory``: containers), marked
+    ``memory_source: "report"`` and bounded by the host's GPU memory.
+    """
+    truth = truth or Truth({}, {}, 0)
+    if snapshot_problem(snapshot) is not None:
+        return []
+    claimed: dict[str, list[int]] = {}
+    seen: set[int] = set()
+    malformed = 0
     gpus = snapshot.get("gpus")
-    for gpu in gpus if isinstance(gpus, list) else ():
-        if not isinstance(gpu, dict) or not isinstance(gpu.get("processes"), list):
-            continue
-        index = str(_bytes(gpu.get("index")))
-        for process in gpu["processes"]:
-            if isinstance(process, dict) and isinstance(process.get("kernel_id"), str):
-                memory = by_kernel.setdefault(process["kernel_id"], {})
-                memory[index] = memory.get(index, 0) + _bytes(process.get("memory"))
+    for gpu in (gpus if isinstance(gpus, list) else ())[:MAX_GPUS]:
+        processes = gpu.get("processes") if isinstance(gpu, dict) else None
+        for process in (processes if isinstance(processes, list) else ())[:MAX_CLAIMS]:
+            if not isinstance(process, dict) or process.get("kernel_id") is None:
+                malformed += not isinstance(process, dict)
+                continue  # not one of this server's kernels
+            kernel_id, pid = _kernel_id(process.get("kernel_id")), process.get("pid")
+            if kernel_id is None or isinstance(pid, bool) or not isinstance(pid, int):
+                malformed += 1
+                continue
+            if pid not in seen:  # a PID counts once, for the first kernel claiming it
+                seen.add(pid)
+                claimed.setdefault(kernel_id, []).append(pid)
+    foreign = unknown = 0
+    by_kernel: dict[str, dict[str, int]] = {}
+    for kernel_id, pids in claimed.items():
+        memory = by_kernel.setdefault(kernel_id, {})
+        for pid in pids:
+            entries = truth.by_pid.get(pid)
+            if not entries:
+                unknown += 1
+                continue
+            for index, owner, used in entries:
+                if owner is not None and owner == account:
+                    memory[str(index)] = memory.get(str(index), 0) + used
+                elif owner is None:
+                    unknown += 1
+                else:
+                    foreign += 1
+    if notes is not None:
+        if foreign:
+            notes.append(f"{foreign} GPU process(es) this server claims for its kernels belong to another "
+                         "account (NVML's PID owner): not counted")
+        if unknown:
+            notes.append(f"{unknown} GPU process(es) this server claims for its kernels are not on this "
+                         "host's GPUs as the service sees them: not counted")
     kernels = []
     listed = snapshot.get("kernels")
+    known: set[str] = set()
     for kernel in (listed if isinstance(listed, list) else ())[:MAX_KERNELS_PER_USER]:
-        if not isinstance(kernel, dict) or not isinstance(kernel.get("kernel_id"), str):
+        kernel_id = _kernel_id(kernel.get("kernel_id")) if isinstance(kernel, dict) else None
+        if kernel_id is None or kernel_id in known:
+            malformed += 1
             continue
-        memory_by_gpu = by_kernel.get(kernel["kernel_id"], {})
+        known.add(kernel_id)
+        memory_by_gpu = {index: used for index, used in by_kernel.get(kernel_id, {}).items() if used}
+        gpu_memory = sum(memory_by_gpu.values())
+        source = "nvml" if gpu_memory else None
         reported = kernel.get("reported_gpu_memory")
-        gpu_memory = sum(memory_by_gpu.values()) or _bytes(kernel.get("gpu_memory"))
         if not gpu_memory and isinstance(reported, dict):  # containers: the kernel's own report
-            gpu_memory = sum(_bytes(v) for v in reported.values())
+            values = list(reported.values())[:MAX_GPUS]
+            gpu_memory = min(sum(_bytes(v) for v in values), truth.total_memory or MAX_BYTES)
+            source = "report" if gpu_memory else None
         kernels.append({
-            "kernel_id": kernel["kernel_id"][:64],
+            "kernel_id": kernel_id,
             "notebook": _text(kernel.get("notebook")),
             "execution_state": _text(kernel.get("execution_state"), 32),
             "idle_s": _finite(kernel.get("idle_s")),
@@ -114,15 +254,27 @@ def user_kernels(snapshot: dict[str, Any]) -> list[dict[str, Any]]:
             "cull_in_s": _finite(kernel.get("cull_in_s")),
             "gpu_memory": gpu_memory,
             "memory_by_gpu": memory_by_gpu,
+            "memory_source": source,
         })
+    if notes is not None and malformed:
+        notes.append(f"{malformed} malformed or repeated entr{'y' if malformed == 1 else 'ies'} in this "
+                     "server's answer: left out")
     kernels.sort(key=lambda k: (-k["gpu_memory"], k["notebook"] or "", k["kernel_id"]))
     return kernels
 
 
 def console(devices: Snapshot | None, history: dict[str, Any], servers: list[UserServer],
-            viewer: str, role: str) -> dict[str, Any]:
-    """The console's JSON for ``viewer`` with ``role`` ("admin" or "read"), privacy applied."""
+            viewer: str, role: str, system_user: str = "{name}", warnings: list[str] | None = None
+            ) -> dict[str, Any]:
+    """The console's JSON for ``viewer`` with ``role`` ("admin" or "read"), privacy applied.
+
+    One row per user (a user's named servers are merged). A row's ``gpu_memory``/``memory_by_gpu``
+    is what NVML shows the user's account holding (``system_user``, see :func:`account_of`), plus
+    kernels known only by their own report: what the user's server answers cannot change it.
+    ``warnings``: the service's own lines (the hub could not be asked, ...), added to the device ones.
+    """
     admin = role == "admin"
+    truth = Truth.of(devices)
     series = {gpu["uuid"]: gpu for gpu in history.get("gpus", [])}
     gpus = []
     for gpu in devices.gpus if devices is not None else ():
@@ -133,23 +285,37 @@ def console(devices: Snapshot | None, history: dict[str, Any], servers: list[Use
             "utilization": gpu.utilization, "error": gpu.error,
             "history": {key: past.get(key, []) for key in ("t", "utilization", "memory")},
         })
+    by_user: dict[str, list[UserServer]] = {}
+    for server in servers:
+        by_user.setdefault(server.user, []).append(server)
     users = []
-    for server in sorted(servers, key=lambda s: s.user):
-        kernels = user_kernels(server.snapshot) if server.snapshot is not None else []
-        mine = server.user == viewer
+    for name in sorted(by_user):
+        mine = name == viewer
+        account = account_of(name, system_user)
+        kernels: list[dict[str, Any]] = []
+        notes: list[str] = []
+        errors = []
+        for server in by_user[name]:
+            problem = None if server.snapshot is None else snapshot_problem(server.snapshot)
+            if problem is not None:
+                errors.append(f"cannot read this server's GPU kernels: {problem}")
+            elif server.snapshot is not None:
+                kernels += user_kernels(server.snapshot, truth, account, notes)
+            if server.error:
+                errors.append(_text(server.error) or "")
         if not (admin or mine):
             for kernel in kernels:
                 kernel["kernel_id"] = None
                 kernel["notebook"] = None
-        total: dict[str, int] = {}
-        for kernel in kernels:
-            for index, memory in kernel["memory_by_gpu"].items():
-                total[index] = total.get(index, 0) + memory
+        total = dict(truth.by_owner.get(account, {}))
+        reported = sum(k["gpu_memory"] for k in kernels if k["memory_source"] == "report")
+        urls = [s.server_url for s in by_user[name] if s.server_url]
         users.append({
-            "name": server.user,
-            "server_url": server.server_url if (admin or mine) else None,
-            "error": server.error,
-            "gpu_memory": sum(k["gpu_memory"] for k in kernels),
+            "name": name,
+            "server_url": urls[0] if urls and (admin or mine) else None,
+            "error": "; ".join(errors) or None,
+            "warnings": notes,
+            "gpu_memory": sum(total.values()) + reported,
             "memory_by_gpu": total,
             "kernels": kernels,
         })
@@ -160,7 +326,7 @@ def console(devices: Snapshot | None, history: dict[str, Any], servers: list[Use
         "simulated": devices.simulated if devices is not None else False,
         "nvml_available": devices.nvml_available if devices is not None else False,
         "error": devices.error if devices is not None else "no GPU sample yet",
-        "warnings": list(devices.warnings) if devices is not None else [],
+        "warnings": [*(devices.warnings if devices is not None else ()), *(warnings or ())],
         "gpus": gpus,
         "users": users,
     }

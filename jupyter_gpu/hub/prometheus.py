@@ -18,9 +18,12 @@ Series used (names and labels as ``jupyter_gpu.server.metrics`` exports them):
   ``jupyter_gpu_kernel_idle_seconds{kernel_id, notebook, user}``,
   ``jupyter_gpu_kernel_cull_in_seconds{kernel_id, notebook, user}``.
 
-A kernel's user is its ``user`` label or else ``jupyterhub_user`` (the target label of the shipped
-scrape config's per-user targets); a GPU's or kernel's host is ``jupyter_gpu_gpu_info``'s ``host``
-for its UUID, else the series' own ``host`` label (a target label), else its ``instance``.
+A kernel's user is ``jupyterhub_user``, the target label of the shipped scrape config's per-user
+targets (the admin's word, which a scraped series cannot override while ``honor_labels`` is off, as
+by default), else its own ``user`` label; a series whose ``user`` differs from its target's
+``jupyterhub_user`` is dropped (a server claiming its kernels are another user's). A GPU's or
+kernel's host is ``jupyter_gpu_gpu_info``'s ``host`` for its UUID, else the series' own ``host``
+label (a target label), else its ``instance``.
 
 **Untrusted input.** Whatever answers at the configured URL is checked like any other process's
 file: the answer's shape, at most :data:`MAX_SERIES` series, label values that are strings of
@@ -205,7 +208,13 @@ def devices_and_kernels(answer: Any, logged: set[str] | None = None
     for kind, labels, value in rows:
         if kind not in KERNEL_SERIES.values():
             continue
-        user = labels.get("user") or labels.get("jupyterhub_user")
+        # The scrape target's jupyterhub_user (set by the admin's scrape config) outranks the user
+        # label the server exports about itself: a server cannot put its kernels under another user.
+        claimed, target = labels.get("user"), labels.get("jupyterhub_user")
+        if claimed and target and claimed != target:
+            dropped("a user label that is not the scrape target's jupyterhub_user", labels)
+            continue
+        user = target or claimed
         kernel_id = labels.get("kernel_id")
         if not user or not kernel_id or len(kernel_id) > 64:
             dropped("no user or kernel_id label", labels)

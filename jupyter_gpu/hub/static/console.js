@@ -87,7 +87,9 @@
     const parts = Object.keys(kernel.memory_by_gpu).sort().map(function (index) {
       return "GPU " + index + ": " + gib(kernel.memory_by_gpu[index]);
     });
-    return parts.length ? parts.join(", ") : (kernel.gpu_memory ? gib(kernel.gpu_memory) : "–");
+    if (parts.length) return parts.join(", ");
+    if (!kernel.gpu_memory) return "–";
+    return gib(kernel.gpu_memory) + (kernel.memory_source === "report" ? " (the kernel's report)" : "");
   }
   function renderUsers(data) {
     const body = document.querySelector("#jg-users tbody");
@@ -96,7 +98,9 @@
       const head = el("tr", null, "jg-user");
       head.dataset.user = user.name;
       head.appendChild(el("td", user.name));
-      head.appendChild(el("td", user.error || (user.kernels.length + " kernel(s)"), user.error ? "jg-error" : ""));
+      const status = el("td", user.error || (user.kernels.length + " kernel(s)"), user.error ? "jg-error" : "");
+      (user.warnings || []).forEach(function (text) { status.appendChild(el("div", text, "jg-warning")); });
+      head.appendChild(status);
       head.appendChild(el("td", ""));
       head.appendChild(el("td", user.gpu_memory ? gib(user.gpu_memory) : "–"));
       head.appendChild(el("td", "")); head.appendChild(el("td", "")); head.appendChild(el("td", ""));

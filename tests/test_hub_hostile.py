@@ -1,0 +1,595 @@
+"""The JupyterHub service attacked: hostile user servers, odd hub answers, hung servers, odd admin
+requests, NVML faults. The rule: the console answers 200, a bad server gets an error line in its own
+row, the other rows are unaffected, and nobody's GPU memory is shown as somebody else's."""
+
+from __future__ import annotations
+
+import asyncio
+import gzip
+import json
+from typing import Any
+
+import pytest
+from hub_fake import SERVICE_TOKEN, scenario_of, user_snapshot
+from support import ScenarioFile
+from test_hub import Running, people, start
+from tornado import netutil, web
+from tornado.httpserver import HTTPServer
+
+from jupyter_gpu import simulate
+from jupyter_gpu.hub import app as hub_app
+from jupyter_gpu.hub import core
+
+GIB = 1 << 30
+
+
+@pytest.fixture
+def gpus(tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> ScenarioFile:
+    scenario = ScenarioFile(tmp_path / "gpus.json", simulate.plausible_gpus(4))
+    monkeypatch.setenv(simulate.ENV_VAR, str(scenario.path))
+    return scenario
+
+
+def row(data: dict[str, Any], name: str) -> dict[str, Any]:
+    return next(user for user in data["users"] if user["name"] == name)
+
+
+async def console(run: Running, token: str = "admin-token") -> dict[str, Any]:
+    code, raw = await run.call("api/console", token)
+    assert code == 200, raw
+    return json.loads(raw)
+
+
+def bob_is_intact(data: dict[str, Any]) -> None:
+    bob = row(data, "bob")
+    assert bob["error"] is None and bob["warnings"] == []
+    assert [(k["kernel_id"], k["memory_by_gpu"]) for k in bob["kernels"]] == [
+        ("bob-kernel-0", {"1": 2 * GIB}), ("bob-kernel-1", {"1": 2 * GIB})]
+    assert bob["memory_by_gpu"] == {"1": 4 * GIB} and bob["gpu_memory"] == 4 * GIB
+
+
+# -- 1. hostile user servers
+
+
+def test_alice_cannot_take_bobs_process_nor_inflate_her_own(gpus: ScenarioFile) -> None:
+    """alice's server names bob's PID as her kernel and claims 2**70 bytes for her own: the console
+    attributes by NVML's PID owner and NVML's bytes, so bob keeps his, alice gets only hers."""
+    async def body() -> None:
+        run = await start()
+        people(run.hub, gpus)
+        bob_pid = run.hub.snapshots["bob"]["gpus"][0]["processes"][0]["pid"]
+        alice = run.hub.snapshots["alice"]
+        alice["gpus"][0]["processes"][0]["memory"] = 2 ** 70
+        alice["gpus"].append({"index": 1, "uuid": "GPU-1", "name": "A100", "processes": [
+            {"pid": bob_pid, "memory": 60 * GIB, "user": "alice", "kernel_id": "alice-forged"}]})
+        alice["kernels"].append({"kernel_id": "alice-forged", "notebook": "bob-looks-idle.ipynb",
+                                 "execution_state": "idle", "idle_s": 1e9, "idle": True, "gpu_memory": 60 * GIB})
+        data = await console(run)
+        bob_is_intact(data)
+        mine = row(data, "alice")
+        kernels = {k["kernel_id"]: k for k in mine["kernels"]}
+        assert kernels["alice-kernel-0"]["memory_by_gpu"] == {"0": GIB}  # NVML's figure, not 2**70
+        assert kernels["alice-forged"]["gpu_memory"] == 0 and kernels["alice-forged"]["memory_by_gpu"] == {}
+        assert mine["memory_by_gpu"] == {"0": GIB} and mine["gpu_memory"] == GIB
+        assert any("belong to another account" in line for line in mine["warnings"])
+        run.service.sampler.close()
+    asyncio.run(body())
+
+
+def test_system_user_template_maps_hub_users_to_their_accounts(gpus: ScenarioFile) -> None:
+    """The Littlest JupyterHub: hub user alice runs as jupyter-alice (--system-user jupyter-{name});
+    with the default template the same PIDs are nobody's kernels (never somebody else's)."""
+    async def body() -> None:
+        run = await start()
+        people(run.hub)
+        # PIDs of their own: NVML's reader caches who owns a PID (here simulated), and the other
+        # tests' processes with these users' PIDs belonged to "alice" and "bob"
+        for snapshot in run.hub.snapshots.values():
+            for item in [*snapshot["gpus"][0]["processes"], *snapshot["kernels"]]:
+                item["pid"] += 500
+        scenario = scenario_of(run.hub.snapshots)
+        for gpu in scenario["gpus"]:
+            for process in gpu.get("processes", []):
+                process["user"] = "jupyter-" + process["user"]
+        gpus.write(scenario)
+        data = await console(run)
+        assert all(user["gpu_memory"] == 0 for user in data["users"])
+        assert all(any("another account" in w for w in user["warnings"]) for user in data["users"])
+        run.service.system_user = "jupyter-{name}"
+        run.service._servers = None
+        data = await console(run)
+        bob_is_intact(data)
+        assert row(data, "alice")["memory_by_gpu"] == {"0": GIB}
+        run.service.sampler.close()
+    asyncio.run(body())
+
+
+def test_system_user_option_needs_the_name(capsys: pytest.CaptureFixture[str]) -> None:
+    from jupyter_gpu.hub.__main__ import main
+
+    assert main(["--system-user", "jupyter-"]) == 2
+    assert "--system-user 'jupyter-': the template must contain {name}" in capsys.readouterr().err
+
+
+def test_a_silent_or_lying_server_cannot_hide_its_users_gpu_memory(gpus: ScenarioFile) -> None:
+    """bob's server answers no GPU processes at all: his row still shows what NVML says he holds."""
+    async def body() -> None:
+        run = await start()
+        people(run.hub, gpus)
+        for gpu in run.hub.snapshots["bob"]["gpus"]:
+            gpu["processes"] = []
+        data = await console(run)
+        assert row(data, "bob")["memory_by_gpu"] == {"1": 4 * GIB}
+        run.hub.raw["bob"] = b"not json"
+        run.service._servers = None
+        data = await console(run)
+        bob = row(data, "bob")
+        assert bob["error"] and bob["kernels"] == [] and bob["memory_by_gpu"] == {"1": 4 * GIB}
+        run.service.sampler.close()
+    asyncio.run(body())
+
+
+def _many_processes() -> bytes:
+    processes = [{"pid": 500_000 + i, "memory": 1, "kernel_id": f"k{i % 7}"} for i in range(100_000)]
+    return json.dumps({"gpus": [{"index": 0, "processes": processes}],
+                       "kernels": [{"kernel_id": f"k{i}"} for i in range(7)]}).encode()
+
+
+HOSTILE = {
+    "not-json": b"<html>hello</html>",
+    "a-list": b"[1, 2, 3]",
+    "a-string": b'"snapshot"',
+    "nan": b'{"gpus": [], "kernels": [{"kernel_id": "k1", "idle_s": NaN}]}',
+    "infinity": b'{"gpus": [], "kernels": [{"kernel_id": "k1", "cull_in_s": -Infinity}]}',
+    "wrong-types": b'{"gpus": 5, "kernels": {"a": 1}}',
+    "deep": b"[" * 200_000 + b"]" * 200_000,
+    "deep-object": b'{"gpus": [], "kernels": [' + b'{"a":' * 50_000 + b"1" + b"}" * 50_000 + b"]}",
+    "huge": b'{"gpus": [], "kernels": [], "pad": "' + b"x" * (9 << 20) + b'"}',
+    "empty": b"",
+}
+
+
+@pytest.mark.parametrize("case", sorted(HOSTILE))
+def test_a_hostile_answer_is_an_error_line_in_its_own_row(gpus: ScenarioFile, case: str) -> None:
+    async def body() -> None:
+        run = await start()
+        people(run.hub, gpus)
+        run.hub.raw["mallory"] = HOSTILE[case]
+        data = await console(run)
+        bob_is_intact(data)
+        assert row(data, "alice")["error"] is None
+        mallory = row(data, "mallory")
+        assert mallory["error"] and mallory["error"].startswith("cannot read this server's GPU kernels"), mallory
+        assert mallory["kernels"] == []
+        run.service.sampler.close()
+    asyncio.run(body())
+
+
+def test_a_gzip_bomb_is_refused_not_inflated(gpus: ScenarioFile) -> None:
+    """50 KiB of gzip that inflates to 50 MiB (a real bomb: gigabytes) is refused: tornado counts the
+    inflated bytes against the client's max_body_size, 8 MiB for user servers (it was tornado's
+    default, 100 MiB per server, before the audit)."""
+    async def body() -> None:
+        run = await start()
+        people(run.hub, gpus)
+        inflated = b'{"gpus": [], "kernels": [], "pad": "' + b"x" * (50 << 20) + b'"}'
+        run.hub.raw["mallory"] = gzip.compress(inflated, compresslevel=9)
+        run.hub.raw_headers["mallory"] = {"Content-Encoding": "gzip", "Content-Type": "application/json"}
+        data = await console(run)
+        bob_is_intact(data)
+        assert row(data, "mallory")["error"].startswith("cannot read this server's GPU kernels")
+        run.service.sampler.close()
+    asyncio.run(body())
+
+
+def test_odd_fields_are_cleaned_and_counted(gpus: ScenarioFile) -> None:
+    """Wrong types, negative, huge and non-finite numbers, repeated and bad kernel ids, 100k
+    processes claiming PIDs that are not on the GPUs: one row, figures bounded, nothing counted."""
+    async def body() -> None:
+        run = await start()
+        people(run.hub, gpus)
+        run.hub.raw["mallory"] = _many_processes()
+        odd = user_snapshot("oscar", 1, gpu=2)
+        gpus.write(scenario_of({**run.hub.snapshots, "oscar": odd}))
+        odd["kernels"] += [
+            {"kernel_id": "oscar-kernel-0"},  # repeated
+            {"kernel_id": "../../api/kernels", "notebook": "x"}, {"kernel_id": 7}, "not an object", None,
+            {"kernel_id": "k-" + "9" * 10_000},
+            {"kernel_id": "oscar-huge", "idle_s": 10 ** 400, "cull_in_s": 10 ** 400},
+            {"kernel_id": "oscar-report", "idle_s": -5, "cull_in_s": 1e308,
+             "reported_gpu_memory": {"0": 2 ** 70, "1": -1, "2": "many", "3": True}, "execution_state": ["busy"]},
+        ]
+        odd["gpus"].append("not a gpu")
+        odd["gpus"][0]["processes"] += [{"pid": "12", "kernel_id": "oscar-kernel-0"}, {"pid": True, "kernel_id": "x"}]
+        run.hub.snapshots["oscar"] = odd
+        data = await console(run)
+        bob_is_intact(data)
+        mallory = row(data, "mallory")
+        assert mallory["error"] is None and mallory["memory_by_gpu"] == {}
+        assert all(k["gpu_memory"] == 0 for k in mallory["kernels"]) and len(mallory["kernels"]) == 7
+        assert any(f"{core.MAX_CLAIMS} GPU process(es)" in line and "not on this host's GPUs" in line
+                   for line in mallory["warnings"])
+        oscar = row(data, "oscar")
+        kernels = {k["kernel_id"]: k for k in oscar["kernels"]}
+        assert set(kernels) == {"oscar-kernel-0", "oscar-report", "oscar-huge"}
+        assert kernels["oscar-huge"]["idle_s"] is None and kernels["oscar-huge"]["cull_in_s"] is None
+        assert kernels["oscar-kernel-0"]["memory_by_gpu"] == {"2": GIB}
+        report = kernels["oscar-report"]
+        total = sum(gpu["memory_total"] for gpu in data["gpus"])
+        assert report["memory_source"] == "report" and report["gpu_memory"] == total  # bounded by the host
+        assert report["idle_s"] == 0.0 and report["execution_state"] is None
+        assert any("malformed" in line for line in oscar["warnings"])
+        run.service.sampler.close()
+    asyncio.run(body())
+
+
+@pytest.mark.parametrize("name", [
+    '<img src=x onerror="alert(1)">.ipynb',
+    "safe\u202egnp.exe.ipynb",  # a right-to-left override
+    "two\nlines\r\x00\u2028.ipynb",
+    "\u200bhidden\u2066isolate\u2069.ipynb",
+    "long-" + "x" * 10_000 + ".ipynb",
+])
+def test_notebook_names_are_one_visible_line(gpus: ScenarioFile, name: str) -> None:
+    async def body() -> None:
+        run = await start()
+        people(run.hub, gpus)
+        run.hub.snapshots["alice"]["kernels"][0]["notebook"] = name
+        shown = row(await console(run), "alice")["kernels"][0]["notebook"]
+        assert shown.isprintable() and len(shown) <= core.MAX_TEXT
+        assert "\u202e" not in shown and "\n" not in shown and "\u2066" not in shown
+        visible = [ch for ch in name if ch.isprintable()][:3]
+        assert [ch for ch in shown if ch != "\ufffd"][:3] == visible  # text stays text (shown with textContent)
+        run.service.sampler.close()
+    asyncio.run(body())
+
+
+# -- 2. odd hub answers
+
+
+class Evil:
+    """Another host that would like the service's token."""
+
+    def __init__(self) -> None:
+        self.seen: list[tuple[str, str]] = []
+        seen = self.seen
+
+        class Record(web.RequestHandler):
+            def get(self, _: str) -> None:
+                seen.append((self.request.path, self.request.headers.get("Authorization", "")))
+                self.finish("{}")
+
+        sockets = netutil.bind_sockets(0, "127.0.0.1")
+        self.port = sockets[0].getsockname()[1]
+        HTTPServer(web.Application([(r"(.*)", Record)])).add_sockets(sockets)
+
+
+@pytest.mark.parametrize("url", ["http://127.0.0.1:{port}/user/x/", "//127.0.0.1:{port}/user/x/",
+                                 "@127.0.0.1:{port}/user/x/", "/user/../../hub/api/", "/user/%2e%2E/hub/api/",
+                                 "user/x/", "/user/x/?next=http://127.0.0.1:{port}/", "\\\\127.0.0.1:{port}/"])
+def test_the_service_sends_its_token_only_to_the_proxy(gpus: ScenarioFile, url: str) -> None:
+    async def body() -> None:
+        run = await start()
+        people(run.hub, gpus)
+        evil = Evil()
+        users = [{"name": n, "servers": {"": {"url": f"/user/{n}/", "ready": True}}} for n in ("alice", "bob")]
+        users.append({"name": "eve", "servers": {"": {"url": url.format(port=evil.port), "ready": True}}})
+        run.hub.users_answer = users
+        data = await console(run)
+        bob_is_intact(data)
+        assert evil.seen == []
+        assert "not a" in row(data, "eve")["error"] and "path on its proxy" in row(data, "eve")["error"]
+        run.service.sampler.close()
+    asyncio.run(body())
+
+
+HUB_ANSWERS: dict[str, Any] = {
+    "an-object": {"users": []},
+    "not-json": b"<html>",
+    "nan": b"[NaN]",
+    "odd-users": [None, 5, "alice", {"name": None}, {"name": ""}, {"name": "bob"},
+                  {"name": "carol", "servers": None}, {"name": "dave", "servers": ["/user/dave/"]},
+                  {"name": "erin", "servers": {"": None, "x": {"ready": "yes", "url": "/user/erin/"}}},
+                  {"name": "line\nbreak", "servers": {"": {"ready": True, "url": "/user/x/"}}}],
+}
+
+
+@pytest.mark.parametrize("case", sorted(HUB_ANSWERS))
+def test_odd_hub_answers_degrade_to_the_gpus(gpus: ScenarioFile, case: str) -> None:
+    async def body() -> None:
+        run = await start()
+        people(run.hub, gpus)
+        run.hub.users_answer = HUB_ANSWERS[case]
+        data = await console(run)
+        assert len(data["gpus"]) == 4
+        if case == "odd-users":
+            assert data["users"] == []  # nobody with a ready server and a usable name
+        else:
+            assert data["users"] == []
+            assert any(w.startswith("cannot list the running servers from the hub") for w in data["warnings"])
+        run.service.sampler.close()
+    asyncio.run(body())
+
+
+def test_the_hub_down_degrades_to_the_gpus(gpus: ScenarioFile) -> None:
+    async def body() -> None:
+        run = await start()
+        people(run.hub, gpus)
+        await console(run)  # the viewer's token is checked (and cached) while the hub is up
+        run.service.api_url = "http://127.0.0.1:9/hub/api"  # nothing listens there
+        run.service._servers = None
+        data = await console(run)
+        assert len(data["gpus"]) == 4 and data["users"] == []
+        assert any("cannot list the running servers from the hub" in w for w in data["warnings"])
+        run.service.sampler.close()
+    asyncio.run(body())
+
+
+@pytest.mark.parametrize("name", ["a/b", "..", "a+b", "wéi 魏", "@evil.com", "x%2F..", "~tilde"])
+def test_odd_user_names_get_their_own_row(gpus: ScenarioFile, name: str) -> None:
+    async def body() -> None:
+        run = await start()
+        people(run.hub, gpus)
+        snapshot = run.hub.snapshots[name] = user_snapshot(name, 1, gpu=3)
+        snapshot["gpus"][0]["processes"][0]["kernel_id"] = snapshot["kernels"][0]["kernel_id"] = "odd-kernel-0"
+        gpus.write(scenario_of(run.hub.snapshots))
+        data = await console(run)
+        bob_is_intact(data)
+        odd = row(data, name)
+        if name == "..":  # "/user/../" climbs out of the user's prefix: refused, not asked
+            assert "path on its proxy" in odd["error"]
+        else:
+            assert odd["error"] is None, odd
+            assert [(k["kernel_id"], k["memory_by_gpu"]) for k in odd["kernels"]] == [("odd-kernel-0", {"3": GIB})]
+            assert odd["memory_by_gpu"] == {"3": GIB}
+        run.service.sampler.close()
+    asyncio.run(body())
+
+
+def test_a_users_named_servers_are_one_row_and_shutdown_finds_the_right_server(gpus: ScenarioFile) -> None:
+    """alice has her default server and a named one ("gpu"), each with a kernel: one row, her NVML
+    memory counted once; the admin's shutdown goes to the server that lists the kernel."""
+    async def body() -> None:
+        run = await start()
+        people(run.hub)
+        named = user_snapshot("alice-gpu", 1, gpu=2, mib=3072)  # its own PID range
+        for process in named["gpus"][0]["processes"]:
+            process["user"] = "alice"
+        run.hub.named[("alice", "gpu")] = named
+        gpus.write(scenario_of([*run.hub.snapshots.values(), named]))
+        data = await console(run)
+        bob_is_intact(data)
+        [alice] = [user for user in data["users"] if user["name"] == "alice"]
+        assert {k["kernel_id"]: k["memory_by_gpu"] for k in alice["kernels"]} == {
+            "alice-kernel-0": {"0": GIB}, "alice-gpu-kernel-0": {"2": 3 * GIB}}
+        assert alice["memory_by_gpu"] == {"0": GIB, "2": 3 * GIB} and alice["gpu_memory"] == 4 * GIB
+        code, raw = await run.call("api/users/alice/kernels/alice-gpu-kernel-0", "admin-token", method="DELETE")
+        assert code == 204, raw
+        assert run.hub.deleted == [("alice/gpu", "alice-gpu-kernel-0", SERVICE_TOKEN)]
+        run.service.sampler.close()
+    asyncio.run(body())
+
+
+# -- 3. slow, dead and many servers
+
+
+def test_hung_servers_do_not_hold_up_200_others(gpus: ScenarioFile) -> None:
+    """12 servers accept and never answer; 200 others answer: every one of those has its row, the
+    hung ones an error saying the bound (tornado would otherwise queue the others behind them)."""
+    async def body() -> None:
+        run = await start()
+        people(run.hub, gpus)
+        for i in range(200):
+            run.hub.snapshots[f"user{i:03d}"] = user_snapshot(f"user{i:03d}", 1, gpu=i % 4, mib=1)
+        gpus.write(scenario_of(run.hub.snapshots))
+        run.hub.hang.update(f"hung{i:02d}" for i in range(12))
+        names = [*sorted(run.hub.hang), *run.hub.snapshots]  # the hung ones asked first
+        run.hub.users_answer = [{"name": n, "servers": {"": {"url": f"/user/{n}/", "ready": True}}} for n in names]
+        data = await console(run)
+        rows = {user["name"]: user for user in data["users"]}
+        assert len(rows) == 2 + 200 + 12
+        for i in range(200):
+            user = rows[f"user{i:03d}"]
+            assert user["error"] is None and user["kernels"][0]["memory_by_gpu"] == {str(i % 4): 1 << 20}, user
+        for i in range(12):
+            assert rows[f"hung{i:02d}"]["error"] == (
+                f"cannot read this server's GPU kernels: no answer within {hub_app.SERVER_TIMEOUT_S:g} s")
+        run.service.sampler.close()
+    asyncio.run(body())
+
+
+def test_fifty_concurrent_console_requests_share_one_gather(gpus: ScenarioFile) -> None:
+    async def body() -> None:
+        run = await start(interval_s=30.0)
+        people(run.hub, gpus)
+        answers = await asyncio.gather(*(run.call("api/console", "admin-token") for _ in range(50)))
+        assert [code for code, _ in answers] == [200] * 50
+        assert run.hub.users_calls == 1 and run.hub.snapshot_calls == {"alice": 1, "bob": 1}
+        run.service.sampler.close()
+    asyncio.run(body())
+
+
+@pytest.mark.parametrize("path, code", [
+    ("api/users/bob/kernels/..%2F..%2Fapi", 400),
+    ("api/users/bob/kernels/%2E%2E", 400),
+    ("api/users/bob/kernels/" + "a" * 10_000, 400),
+    ("api/users/bob/kernels/", 404),
+    ("api/users/bob/kernels/bob-kernel-0%0A", 400),
+    ("api/users/alice/kernels/bob-kernel-0", 404),  # bob's kernel id, asked of alice's server
+    ("api/users/..%2Fbob/kernels/bob-kernel-0", 404),
+    ("api/users/%00/kernels/bob-kernel-0", 404),
+    ("api/users/" + "b" * 10_000 + "/kernels/bob-kernel-0", 404),
+    ("api/users/bob/kernels/no-such-kernel", 404),
+    ("api/users/%25d%25s%25(x)s/kernels/bob-kernel-0", 404),  # a name that is a format string
+])
+def test_odd_shutdown_requests_delete_nothing(gpus: ScenarioFile, path: str, code: int) -> None:
+    async def body() -> None:
+        run = await start()
+        people(run.hub, gpus)
+        got, raw = await run.call(path, "admin-token", method="DELETE")
+        assert got == code, raw
+        assert run.hub.deleted == []
+        got, _ = await run.call("api/users/bob/kernels/bob-kernel-1", "admin-token", method="DELETE")
+        assert got == 204 and run.hub.deleted == [("bob", "bob-kernel-1", SERVICE_TOKEN)]
+        run.service.sampler.close()
+    asyncio.run(body())
+
+
+# -- 4. NVML faults
+
+
+FAULTS: dict[str, Any] = {
+    "driver-not-loaded": lambda s: s.update(fault="driver_not_loaded"),
+    "library-not-found": lambda s: s.update(fault="library_not_found"),
+    "no-permission": lambda s: s.update(fault="no_permission"),
+    "gpu-lost": lambda s: s["gpus"][1].update(fault="lost"),
+    "old-driver": lambda s: s.update(missing_functions=["nvmlDeviceGetComputeRunningProcesses_v3",
+                                                        "nvmlDeviceGetUtilizationRates"]),
+}
+
+
+@pytest.mark.parametrize("fault", sorted(FAULTS))
+def test_nvml_faults_degrade_every_endpoint(gpus: ScenarioFile, fault: str) -> None:
+    async def body() -> None:
+        run = await start()
+        people(run.hub, gpus)
+        gpus.update(FAULTS[fault])
+        for path in ("api/console", "api/devices", "metrics"):
+            code, raw = await run.call(path, "admin-token")
+            assert code == 200, (path, raw)
+        data = await console(run)
+        assert row(data, "bob")["error"] is None
+        if fault == "gpu-lost":
+            assert data["gpus"][1]["error"] and data["gpus"][0]["error"] is None
+        elif fault != "old-driver":
+            assert data["error"] and data["gpus"] == []
+        run.service.sampler.close()
+    asyncio.run(body())
+
+
+def test_a_hung_driver_answers_without_a_sample(gpus: ScenarioFile) -> None:
+    """Every NVML call takes 3 s: the console, devices and metrics answer (without GPUs) instead of
+    waiting on the driver."""
+    async def body() -> None:
+        gpus.update(lambda s: s.update(latency_ms=3000))
+        run = await start()
+        people(run.hub)
+        for path in ("api/console", "api/devices", "metrics"):
+            code, raw = await run.call(path, "admin-token")
+            assert code == 200, (path, raw)
+        data = await console(run)
+        assert data["error"] == "no GPU sample yet" and data["gpus"] == []
+        run.service.sampler.close(timeout=0.1)
+    asyncio.run(body())
+
+
+# -- 5. privacy
+
+
+def test_a_reader_gets_no_other_users_kernel_or_notebook_in_any_field(gpus: ScenarioFile) -> None:
+    """alice (custom:jupyter-gpu:read) looks at a console where bob's server is odd in every way."""
+    async def body() -> None:
+        run = await start()
+        people(run.hub, gpus)
+        bob = run.hub.snapshots["bob"]
+        bob["kernels"].append({"kernel_id": "bob-kernel-9", "notebook": "bob/secret-9.ipynb",
+                               "reported_gpu_memory": {"0": 5}})
+        bob["kernels"].append({"kernel_id": "bob-kernel-0"})  # repeated: a warning line
+        code, raw = await run.call("api/console", "alice-token")
+        assert code == 200
+        text = raw.decode()
+        for secret in ("bob-kernel", "bob/secret", "secret-bob", "ipykernel", "/user/bob"):
+            assert secret not in text, secret
+        data = json.loads(raw)
+        assert row(data, "bob")["server_url"] is None and row(data, "alice")["server_url"] == "/user/alice/"
+        run.service.sampler.close()
+    asyncio.run(body())
+
+
+def test_a_bug_in_the_join_is_an_error_line_not_a_500(gpus: ScenarioFile, monkeypatch: pytest.MonkeyPatch,
+                                                       caplog: pytest.LogCaptureFixture) -> None:
+    """Whatever slips through (here: the join raising), the console answers 200 and says so."""
+    async def body() -> None:
+        run = await start()
+        people(run.hub, gpus)
+        real = core.console
+
+        def broken(devices: Any, *args: Any, **kwargs: Any) -> Any:
+            if devices is not None:
+                raise KeyError("surprise")
+            return real(devices, *args, **kwargs)
+
+        monkeypatch.setattr(core, "console", broken)
+        data = await console(run)
+        assert data["error"].startswith("the console could not be built (KeyError") and data["users"] == []
+        assert "the console could not be built" in caplog.text
+        run.service.sampler.close()
+    asyncio.run(body())
+
+
+def test_a_service_named_like_a_user_is_not_that_user(gpus: ScenarioFile) -> None:
+    """A service token called "bob" with the read scope sees bob's kernels as anybody else's."""
+    async def body() -> None:
+        run = await start()
+        people(run.hub, gpus)
+        run.hub.tokens["bob-service-token"] = {"kind": "service", "name": "bob", "scopes": [
+            core.READ_SCOPE, "access:services!service=jupyter-gpu"]}
+        code, raw = await run.call("api/console", "bob-service-token")
+        assert code == 200, raw
+        data = json.loads(raw)
+        assert data["viewer"] == "service:bob" and data["admin"] is False
+        assert b"bob-kernel" not in raw and b"bob/secret" not in raw and row(data, "bob")["server_url"] is None
+        run.service.sampler.close()
+    asyncio.run(body())
+
+
+def test_pure_console_survives_any_server_object() -> None:
+    """core.console with odd UserServer snapshots (the pure join alone): no exception, an error line."""
+    servers = [core.UserServer("a", "/user/a/", [1, 2]), core.UserServer("b", "/user/b/", {"gpus": "x"}),
+               core.UserServer("c", None, None, "down")]
+    data = core.console(None, {}, servers, "a", "admin")
+    assert [u["error"] for u in data["users"]] == [
+        "cannot read this server's GPU kernels: the answer is not a JSON object",
+        "cannot read this server's GPU kernels: the answer is not a jupyter-gpu snapshot (gpus and kernels "
+        "must be lists)", "down"]
+
+
+def test_a_user_server_does_not_follow_a_redirect_with_its_token(gpus: ScenarioFile) -> None:
+    """remote.py asks the service with the user server's own token: a redirect (a misconfigured
+    proxy, a wrong URL) is an error and a local sample, never the token sent to another host."""
+    from jupyter_gpu import nvml, remote
+
+    async def body() -> None:
+        evil = Evil()
+        target = f"http://127.0.0.1:{evil.port}/collect"
+
+        class Redirect(web.RequestHandler):
+            def get(self) -> None:
+                self.redirect(target)
+
+        sockets = netutil.bind_sockets(0, "127.0.0.1")
+        HTTPServer(web.Application([(r".*", Redirect)])).add_sockets(sockets)
+        url = f"http://127.0.0.1:{sockets[0].getsockname()[1]}/services/jupyter-gpu/api/devices"
+        source = remote.RemoteSource(url, fallback=nvml.snapshot,
+                                     token="user-server-secret")
+        snapshot = await asyncio.get_running_loop().run_in_executor(None, source)
+        assert evil.seen == []
+        assert source.fallbacks == 1 and "HTTP 302" in (source.last_error or "")
+        assert snapshot.gpus and any("reads NVML itself" in w for w in snapshot.warnings)
+    asyncio.run(body())
+
+
+def test_the_processes_index_is_built_once_per_sample() -> None:
+    """Every console request of a second joins against the same sample: its index of PIDs and owners
+    (0.1 s at 64 GPUs x 2,000 processes, benchmarks/README.md) is built once, not per request."""
+    from jupyter_gpu.snapshots import GpuInfo, GpuProcess, Snapshot
+
+    def sample() -> Snapshot:
+        gpu = GpuInfo(index=0, uuid="GPU-0", name="x", memory_total=GIB, memory_used=GIB, memory_free=0,
+                      processes=(GpuProcess(pid=7, memory=GIB, user="alice"),))
+        return Snapshot(True, 1.0, (gpu,), None, None, True, ())
+
+    first, second = sample(), sample()
+    assert core.Truth.of(first) is core.Truth.of(first)
+    assert core.Truth.of(second) is not core.Truth.of(first)  # a new sample: a new index
+    assert core.Truth.of(second).by_owner == {"alice": {"0": GIB}}
