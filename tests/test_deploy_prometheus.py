@@ -576,10 +576,11 @@ def test_a_real_prometheus_relabels_kubernetes_pods_as_the_config_says(tmp_path,
         assert {k: v for k, v in alice_target["labels"].items() if k != "__scrape_interval__"
                 and k != "__scrape_timeout__"} == {
             "instance": f"127.0.0.1:{alice.port}", "job": "jupyter-user-pods", "host": "gpu-node-1",
-            "namespace": "jhub", "pod": "jupyter-alice"}
+            "namespace": "jhub", "pod": "jupyter-alice", "jupyterhub_user": "alice"}
         assert active["jupyter-user-pods", elodie]["scrapeUrl"] == (
             "http://192.0.2.10:8888" + hub_server_prefix("élodie@example.org", "gpu-2") + "metrics")
         assert active["jupyter-user-pods", elodie]["labels"]["host"] == "gpu-node-2"
+        assert active["jupyter-user-pods", elodie]["labels"]["jupyterhub_user"] == "élodie@example.org"  # raw
         # (the documented limit: "+", like $&,:;=, is percent-encoded by JupyterHub but not by Prometheus,
         # so that server answers 404 to Prometheus and its target is down)
         assert active["jupyter-user-pods", ann]["scrapeUrl"] == "http://192.0.2.13:8888/user/ann+gpu@example.org/metrics"
