@@ -295,11 +295,18 @@ class GpuMagics(Magics):
         replaced = _replaced_by_hand() if "selection" in changes and new.selected_indices is not None and \
             frameworks.set_by_code() and frameworks.process_cuda_start() is None else ""
         try:
-            frameworks.apply_plan(old, new)
+            settings_replaced = frameworks.apply_plan(old, new)
         except PlanError as error:
             raise UsageError(str(error)) from None
         if replaced:
             print(f"jupyter_gpu: {magic} replaces {replaced} set by code in this kernel.", file=sys.stderr)
+        if settings_replaced:
+            print(f"jupyter_gpu: {magic} replaces {', '.join(settings_replaced)} set by code in this kernel "
+                  "(the plan needs it).", file=sys.stderr)
+        from .errors import GPUPlanMismatchWarning, warn
+
+        for message in frameworks.env_conflict_messages():
+            warn(message, GPUPlanMismatchWarning)
         if self._pending_request is not None:
             self._pending_request = replace(self._pending_request, **changes)
         return new

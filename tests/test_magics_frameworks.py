@@ -254,3 +254,51 @@ def test_7_user_first_growth_set_by_hand_then_a_limit_says_what_tensorflow_will_
     assert err.count("set by hand") == 1
     assert "%gpu_select --growth" in err
     assert tf_gpus(kernel)["limits"] == {"0": [2048], "1": [2048], "2": [2048], "3": [2048]}
+
+
+ALLOC = "torch._C._accelerator_getAllocatorSettings()"  # the allocator settings PyTorch parsed (once, lazily)
+
+
+def test_11_allocator_settings_set_by_code_are_kept_and_a_conflict_is_warned(kernel: Kernel) -> None:
+    kernel.run("%load_ext jupyter_gpu\n%gpu_select 1")
+    kernel.run("os.environ['PYTORCH_CUDA_ALLOC_CONF'] = 'max_split_size_mb:128'")  # the plan needs none of it
+    kernel.run("%gpu_select 2")
+    assert kernel.value("env()")["PYTORCH_CUDA_ALLOC_CONF"] == "max_split_size_mb:128"  # not reset behind the back
+    kernel.run("%gpu_select 2 --growth")
+    assert kernel.value("env()")["PYTORCH_CUDA_ALLOC_CONF"] == "max_split_size_mb:128,expandable_segments:True"
+    _, err = kernel.run("os.environ['PYTORCH_CUDA_ALLOC_CONF'] = 'expandable_segments:False'\n"
+                        "os.environ['XLA_PYTHON_CLIENT_PREALLOCATE'] = 'true'")
+    assert "GPUPlanMismatchWarning: code in this kernel changed PyTorch's settings" in err, err
+    assert "PYTORCH_CUDA_ALLOC_CONF='expandable_segments:False', without expandable_segments:True" in err
+    assert "changed JAX's settings" in err and "XLA_PYTHON_CLIENT_PREALLOCATE is 'true'" in err
+    out, _ = kernel.run("%gpu_status")
+    assert "PyTorch: not imported; the plan is applied when it is imported — does NOT follow the plan" in out, out
+    _, err = kernel.run("%gpu_limit 1GiB")
+    assert "replaces PYTORCH_CUDA_ALLOC_CONF='expandable_segments:False' (now 'expandable_segments:True')" in err
+    assert "XLA_PYTHON_CLIENT_PREALLOCATE='true' (now 'false')" in err and "Warning" not in err, err
+    kernel.run("import torch\ntorch.cuda.init()")
+    assert kernel.value(ALLOC) == "expandable_segments:True"  # what PyTorch's allocator really read
+    out, _ = kernel.run("%gpu_status")
+    assert "PyTorch: initialized with the plan applied" in out and "NOT" not in out, out
+
+
+def test_11_a_users_pytorch_alloc_conf_is_carried_into_the_variable_pytorch_reads(tmp_path: Path) -> None:
+    for kernel in standin_kernel(tmp_path, {"PYTORCH_ALLOC_CONF": "max_split_size_mb:64"}):
+        kernel.run("%load_ext jupyter_gpu\n%gpu_select 1 --growth")
+        _, err = kernel.run("import torch\ntorch.cuda.init()")
+        assert "jupyter_gpu" not in err, err
+        # PyTorch parses PYTORCH_CUDA_ALLOC_CONF when set and then never PYTORCH_ALLOC_CONF
+        assert kernel.value(ALLOC) == "max_split_size_mb:64,expandable_segments:True"
+
+
+def test_11_jax_platform_allocator_has_no_memory_fraction_so_the_limit_is_said_not_to_hold(kernel: Kernel) -> None:
+    kernel.run("os.environ['XLA_PYTHON_CLIENT_ALLOCATOR'] = 'platform'")
+    _, err = kernel.run("%load_ext jupyter_gpu\n%gpu_select 1\n%gpu_limit 2GiB")
+    assert "GPUPlanMismatchWarning: JAX will not follow the GPU plan (GPU 1; limit GPU 1: 2 GiB)" in err, err
+    assert "platform allocator has no memory fraction" in err
+    kernel.run("del os.environ['XLA_PYTHON_CLIENT_ALLOCATOR']")
+    _, err = kernel.run("os.environ['XLA_PYTHON_CLIENT_MEM_FRACTION'] = '.9'")
+    assert "JAX refuses both" in err, err
+    kernel.run("del os.environ['XLA_PYTHON_CLIENT_MEM_FRACTION']")
+    out, _ = kernel.run("%gpu_status")
+    assert "JAX: not imported; the plan is applied when it is imported" in out and "NOT" not in out, out

@@ -114,6 +114,11 @@ class Framework:
     def apply(self, module: ModuleType, plan: GpuPlan, old: GpuPlan | None = None) -> None:
         """Make the calls ``plan`` needs on the imported, not yet initialized framework."""
 
+    def env_conflicts(self, plan: GpuPlan, env: Mapping[str, str | None]) -> list[str]:
+        """Why the framework, reading ``env`` (its variables as they are now) when it starts the
+        GPU, would not do what ``plan`` says: one clause per problem, [] when it would."""
+        return []
+
     def in_effect(self) -> str:
         """What the framework uses now, in words (for the already-initialized warning and the status)."""
         return ""
@@ -183,6 +188,7 @@ _warned: set[str] = set()
 _last_states: tuple[State, ...] = ()
 _checked: set[tuple[str, State]] = set()
 _unwatched: list[str] = []  # frameworks imported before jupyter_gpu watched them (CUDA may have started unseen)
+_written_env: dict[str, str | None] = {}  # each framework variable as the last plan left it
 
 
 def _managed_keys() -> tuple[str, ...]:
@@ -195,6 +201,18 @@ def baseline() -> Mapping[str, str | None]:
         if key not in _baseline:
             _baseline[key] = os.environ.get(key)
     return _baseline
+
+
+def framework_env() -> dict[str, str | None]:
+    """Every framework variable (``FRAMEWORKS``' ``env_keys``) as ``os.environ`` has it now."""
+    return {key: os.environ.get(key) for framework in FRAMEWORKS for key in framework.env_keys}
+
+
+def settings_set_by_code() -> dict[str, str | None]:
+    """The framework variables code in the kernel changed since the last plan wrote them
+    (``os.environ["PYTORCH_CUDA_ALLOC_CONF"] = ...``, ``%env``, ``del os.environ[...]``): key → value now."""
+    now = framework_env()
+    return {key: value for key, value in now.items() if key in _written_env and value != _written_env[key]}
 
 
 def remember_gpus(gpus: Sequence[Gpu]) -> None:
@@ -286,6 +304,8 @@ def set_by_code() -> bool:
 
 
 def _plan_words(plan: GpuPlan) -> str:
+    if plan.selected_indices is None:
+        return "no selection"
     if plan.selected_indices == ():
         return "CPU only"
     return "GPU " + ",".join(map(str, plan.selected_indices or ()))
@@ -364,8 +384,13 @@ def cuda_started() -> bool:
 
 
 def environment(plan: GpuPlan) -> Environment:
-    """Every variable that carries ``plan``, for all frameworks."""
+    """Every variable that carries ``plan``, for all frameworks.
+
+    A framework variable code set since the last plan is the user's setting: it replaces the
+    kernel-start value as what the plan builds on (merged, as ``PYTORCH_CUDA_ALLOC_CONF``, or kept
+    where the plan needs nothing of it), instead of being reset behind the user's back."""
     start = baseline()
+    _baseline.update(settings_set_by_code())
     env: Environment = {}
     if cuda_started():
         pass  # CUDA read CUDA_VISIBLE_DEVICES already; the frameworks narrow further with their own calls
@@ -404,13 +429,16 @@ def too_late(old: GpuPlan, new: GpuPlan, snapshot: Snapshot | None) -> tuple[str
     return None
 
 
-def apply_plan(old: GpuPlan, new: GpuPlan) -> None:
+def apply_plan(old: GpuPlan, new: GpuPlan) -> list[str]:
     """Make ``new`` the kernel's plan: environment, calls on imported frameworks, post-import hooks.
 
     The caller has checked :func:`too_late`. On a failing call everything is restored and a
-    :class:`~jupyter_gpu.plan.PlanError` is raised.
+    :class:`~jupyter_gpu.plan.PlanError` is raised. Returns the framework settings code had made
+    that the plan replaces (``"XLA_PYTHON_CLIENT_PREALLOCATE='true' (now 'false')"``), for the
+    magic to say so.
     """
     global _plan_active, _written
+    by_code = settings_set_by_code()
     env = environment(new)
     before = {key: os.environ.get(key) for key in env}
     _write(env)
@@ -436,11 +464,47 @@ def apply_plan(old: GpuPlan, new: GpuPlan) -> None:
     _plan_active = True
     if process_cuda_start() is None:
         _written = CudaEnv.now()
+    _written_env.clear()
+    _written_env.update(framework_env())
     for framework in FRAMEWORKS:
         if framework in done:
             _applied[framework.name] = new
         elif framework.state() is State.NOT_IMPORTED and not _hook_pending(framework):
             _import_hooks.when_imported(framework.module_name, framework.hook)
+    return [f"{key}={value!r} (now {_written_env[key]!r})" if value is not None else f"the removal of {key}"
+            for key, value in by_code.items() if _written_env.get(key) != value
+            and not (value and _written_env.get(key) and value in str(_written_env[key]))]
+
+
+_READ = (State.INITIALIZED, State.CPU_ONLY)  # the framework has read its variables (GPU or CPU backend made)
+
+
+def env_conflicts(framework: Framework, plan: GpuPlan | None = None) -> list[str]:
+    """Why ``framework`` will not follow the plan because of its variables as they are now ([] when
+    it will, or when it already read them: then changing them no longer matters)."""
+    if not _plan_active or framework.state() in _READ:
+        return []
+    return framework.env_conflicts(current_plan() if plan is None else plan, framework_env())
+
+
+def env_conflict_messages() -> list[str]:
+    """One warning per framework whose variables, as they are now, contradict the plan."""
+    plan = current_plan()
+    messages = []
+    for framework in FRAMEWORKS:
+        conflicts = env_conflicts(framework, plan)
+        if conflicts:
+            messages.append(f"{framework.name} will not follow the GPU plan ({_plan_words(plan)}"
+                            f"{_memory_words(plan)}): {'; '.join(conflicts)}.")
+    return messages
+
+
+def _memory_words(plan: GpuPlan) -> str:
+    parts = ["growth on"] if plan.growth else []
+    if plan.limits_bytes:
+        parts.append("limit " + ", ".join(f"GPU {index}: {format_bytes(plan.memory_limit_bytes(index) or 0)}"
+                                          for index in plan.limits_bytes))
+    return "".join(f"; {part}" for part in parts)
 
 
 def _hook_pending(framework: Framework) -> bool:
@@ -490,6 +554,9 @@ def release_memory() -> list[tuple[str, str, str]]:
 def divergence(framework: Framework, plan: GpuPlan, gpus: Sequence[Gpu]) -> str | None:
     """Why ``framework`` does not (or will not) use what ``plan`` says, in one clause; None if it does."""
     state = framework.state()
+    conflicts = env_conflicts(framework, plan)
+    if conflicts:
+        return "; ".join(conflicts)
     if state is State.NOT_IMPORTED:
         return None if process_cuda_start() is None else planned_devices(framework, plan, gpus)[1]
     wanted = expected_devices(plan, gpus)
@@ -527,6 +594,21 @@ def check_after_cell() -> list[str]:
             _warned.add(changed)
             messages.append(changed)
     states = (TENSORFLOW.state(), TORCH.state(), JAX.state())
+    if _plan_active and settings_set_by_code():
+        # Code changed a framework variable after the plan: a framework that had not read its
+        # variables before this cell reads the new value (now, or when it starts the GPU).
+        plan = current_plan()
+        before = _last_states or (State.NOT_IMPORTED,) * len(FRAMEWORKS)
+        for framework, state in zip(FRAMEWORKS, before, strict=True):
+            if state in _READ:
+                continue
+            conflicts = framework.env_conflicts(plan, framework_env())
+            message = (f"code in this kernel changed {framework.name}'s settings after the GPU plan "
+                       f"({_plan_words(plan)}{_memory_words(plan)}): {'; '.join(conflicts)}. Run the magic "
+                       "again (e.g. %gpu_limit) to build the plan on your value, or remove that assignment.")
+            if conflicts and message not in _warned:
+                _warned.add(message)
+                messages.append(message)
     if states == _last_states:
         return messages
     _last_states = states
@@ -611,6 +693,7 @@ def reset_for_tests() -> None:
     _checked.clear()
     _plan_active, _written, _last_states, _gpus = False, None, (), ()
     _unwatched.clear()
+    _written_env.clear()
     forget_cuda_start()
     for framework in FRAMEWORKS:
         _import_hooks.cancel(framework.module_name, framework.hook)

@@ -175,6 +175,16 @@ class TensorFlow(Framework):
             "TF_NUM_INTEROP_THREADS": _text(request.inter_op_threads, baseline.get("TF_NUM_INTEROP_THREADS")),
         }
 
+    def env_conflicts(self, plan: GpuPlan, env: Mapping[str, str | None]) -> list[str]:
+        value = env.get("TF_FORCE_GPU_ALLOW_GROWTH")
+        if value is None and _growth_set_by_hand():
+            return []  # unset: TensorFlow's own config decides, and code turned growth on for every GPU
+        if plan.growth and value != "true":
+            said = "unset" if value is None else repr(value)
+            return [f"TF_FORCE_GPU_ALLOW_GROWTH is {said}, and TensorFlow grows memory only with exactly 'true' "
+                    "(the plan's growth)"]
+        return []
+
     def blocking_changes(self, old: GpuPlan, new: GpuPlan) -> list[str]:
         blocked = super().blocking_changes(old, new)
         if self.state() is State.INITIALIZED:
@@ -292,6 +302,14 @@ def _say(message: str) -> None:
 
 def _text(value: int | None, default: str | None) -> str | None:
     return default if value is None else str(value)
+
+
+def _growth_set_by_hand() -> bool:
+    """Whether TensorFlow's config has memory growth on for every GPU it listed (no side effect)."""
+    context_module = sys.modules.get("tensorflow.python.eager.context")
+    ctx = None if context_module is None else context_module.context_safe()
+    growth = getattr(ctx, "_memory_growth_map", None) or {}
+    return bool(growth) and all(growth.values())
 
 
 TENSORFLOW = TensorFlow()
