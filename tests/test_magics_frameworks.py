@@ -302,3 +302,26 @@ def test_11_jax_platform_allocator_has_no_memory_fraction_so_the_limit_is_said_n
     kernel.run("del os.environ['XLA_PYTHON_CLIENT_MEM_FRACTION']")
     out, _ = kernel.run("%gpu_status")
     assert "JAX: not imported; the plan is applied when it is imported" in out and "NOT" not in out, out
+
+
+def test_12_a_memory_fraction_set_by_hand_after_the_plan_is_not_reported_as_the_plan(kernel: Kernel) -> None:
+    kernel.run("%load_ext jupyter_gpu\n%gpu_select 1\n%gpu_limit 1GiB")
+    _, err = kernel.run("import torch\ntorch.cuda.init()")
+    assert "jupyter_gpu" not in err, err  # the plan's cap: nothing to say
+    _, err = kernel.run("torch.cuda.set_per_process_memory_fraction(0.5, 0)")  # a later cell, no state change
+    assert "GPUPlanMismatchWarning: PyTorch does not follow the GPU plan (GPU 1): cuda:0 may use 50.0% of its " \
+           "memory (set_per_process_memory_fraction by code), the plan 1." in err, err
+    out, _ = kernel.run("%gpu_status")
+    assert "PyTorch: initialized with the plan applied" not in out and "does NOT follow the plan" in out, out
+    kernel.run(f"torch.cuda.set_per_process_memory_fraction({1024 / 81920!r}, 0)")  # back to the plan's cap
+    out, _ = kernel.run("%gpu_status")
+    assert "PyTorch: initialized with the plan applied" in out, out
+
+
+def test_12_jax_told_to_use_the_cpu_is_not_sent_to_install_a_gpu_jaxlib(kernel: Kernel) -> None:
+    kernel.run("%load_ext jupyter_gpu\n%gpu_select 1")
+    _, err = kernel.run("import jax\njax.config.update('jax_platforms', 'cpu')\nimport jax.numpy as jnp\n"
+                        "x = jnp.arange(3)")
+    assert "JAX does not follow the GPU plan (GPU 1): it runs on the CPU only: the code set " \
+           "jax_platforms='cpu'" in err, err
+    assert "jax[cuda12]" not in err

@@ -114,6 +114,17 @@ class Framework:
     def apply(self, module: ModuleType, plan: GpuPlan, old: GpuPlan | None = None) -> None:
         """Make the calls ``plan`` needs on the imported, not yet initialized framework."""
 
+    def cpu_only_reason(self) -> str:
+        """Why the framework runs on the CPU only (state ``CPU_ONLY``): by default, its build."""
+        return self.gpu_build_hint
+
+    def settings_divergence(self, plan: GpuPlan) -> list[str]:
+        """Once initialized: what the framework uses now that differs from ``plan`` beyond the GPUs
+        (a memory cap code set by hand), one clause each. Never imports or initializes anything."""
+        return []
+
+    settings_touched = False  # code called one of the framework's own setters (a wrapper noted it)
+
     def env_conflicts(self, plan: GpuPlan, env: Mapping[str, str | None]) -> list[str]:
         """Why the framework, reading ``env`` (its variables as they are now) when it starts the
         GPU, would not do what ``plan`` says: one clause per problem, [] when it would."""
@@ -562,7 +573,7 @@ def divergence(framework: Framework, plan: GpuPlan, gpus: Sequence[Gpu]) -> str 
     wanted = expected_devices(plan, gpus)
     if state is State.CPU_ONLY:
         if wanted.indices:
-            return f"it runs on the CPU only: {framework.gpu_build_hint}"
+            return f"it runs on the CPU only: {framework.cpu_only_reason()}"
         return None
     if state in (State.DEVICES_LISTED, State.INITIALIZED) and framework.built_with_gpu() is False and wanted.indices:
         return f"it sees no GPU: {framework.gpu_build_hint}"
@@ -576,6 +587,13 @@ def divergence(framework: Framework, plan: GpuPlan, gpus: Sequence[Gpu]) -> str 
         start = process_cuda_start()
         cause = f" (CUDA started with {start[0].describe()})" if start and start[0] is not UNKNOWN else ""
         return f"it uses {actual.describe()}, the plan says {wanted.describe()}{cause}"
+    if state is State.INITIALIZED:
+        try:
+            settings = framework.settings_divergence(plan)
+        except Exception:  # asking must never break a check
+            settings = []
+        if settings:
+            return "; ".join(settings)
     return None
 
 
@@ -609,7 +627,12 @@ def check_after_cell() -> list[str]:
             if conflicts and message not in _warned:
                 _warned.add(message)
                 messages.append(message)
-    if states == _last_states:
+    touched = [framework for framework in FRAMEWORKS if framework.settings_touched]
+    for framework in touched:  # a setter called by code (e.g. set_per_process_memory_fraction): compare again
+        framework.settings_touched = False
+        if _plan_active and framework.state() is State.INITIALIZED:
+            _checked.discard((framework.name, State.INITIALIZED))
+    if states == _last_states and not touched:
         return messages
     _last_states = states
     plan = current_plan()

@@ -47,6 +47,17 @@ class Jax(Framework):
             return State.CPU_ONLY
         return State.IMPORTED
 
+    def cpu_only_reason(self) -> str:
+        """``jax_platforms`` (``JAX_PLATFORMS`` or ``jax.config.update``) without a GPU platform is a
+        choice of the code, not a CPU-only jaxlib."""
+        config = getattr(sys.modules.get("jax"), "config", None)
+        platforms = getattr(config, "jax_platforms", None) if config is not None else None
+        if isinstance(platforms, str) and platforms.strip() and \
+                not any(p.strip() in _GPU_PLATFORMS for p in platforms.split(",")):
+            return (f"the code set jax_platforms={platforms!r} (JAX_PLATFORMS or jax.config.update), so JAX "
+                    "made no GPU backend; to use the GPU, leave jax_platforms unset and restart the kernel")
+        return self.gpu_build_hint
+
     def built_with_gpu(self) -> bool | None:
         return False if self.state() is State.CPU_ONLY else None  # a GPU backend shows itself by initializing
 

@@ -81,6 +81,31 @@ class Torch(Framework):
 
             wrapper._jupyter_gpu_wrapped = True  # type: ignore[attr-defined]
             setattr(c_module, name, wrapper)
+        setter = getattr(c_module, "_cuda_setMemoryFraction", None)  # set_per_process_memory_fraction's core
+        if setter is not None and not getattr(setter, "_jupyter_gpu_wrapped", False):
+
+            def set_fraction(*args: object, _original: Callable[..., object] = setter) -> object:
+                result = _original(*args)
+                self.settings_touched = True  # the after-cell check compares the caps with the plan again
+                return result
+
+            set_fraction._jupyter_gpu_wrapped = True  # type: ignore[attr-defined]
+            c_module._cuda_setMemoryFraction = set_fraction
+
+    def settings_divergence(self, plan: GpuPlan) -> list[str]:
+        """The plan's memory caps that PyTorch does not have now: code called
+        ``torch.cuda.set_per_process_memory_fraction`` itself (it runs after the plan's queued
+        call, so the last caller wins)."""
+        if self.state() is not State.INITIALIZED:
+            return []
+        c_module = sys.modules["torch"]._C
+        problems = []
+        for position, fraction in self.queued_fractions():
+            actual = float(c_module._cuda_getMemoryFraction(position))
+            if abs(actual - fraction) > 1e-6:
+                problems.append(f"cuda:{position} may use {actual:.1%} of its memory (set_per_process_memory_fraction "
+                                f"by code), the plan {fraction:.1%}")
+        return problems
 
     def memory_by_device(self) -> dict[str, DeviceMemory]:
         """Allocated (``in_use``), peak allocated and reserved (``held``) bytes per GPU, keyed by
