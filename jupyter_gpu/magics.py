@@ -45,6 +45,10 @@ _COOPERATIVE = ("Caps are cooperative: they bind the framework's allocator, not 
                 "(MIG or one GPU per container for hard isolation).")
 
 
+_CHILDREN = ("Programs this kernel starts (subprocess, multiprocessing with spawn) inherit the GPU selection, "
+             "growth and JAX's share (environment variables), not the TensorFlow and PyTorch caps (calls made in "
+             "this kernel): cap them in the program itself.")
+
 _nvml_started = False
 
 
@@ -534,6 +538,10 @@ class GpuMagics(Magics):
         cap raises out-of-memory in the framework. For hard isolation use MIG or one GPU per
         container. An admin ceiling (``max_limit``) cannot be exceeded nor switched off.
 
+        Programs the kernel starts (``subprocess.run([sys.executable, "train.py"])``,
+        ``multiprocessing`` with ``spawn``) inherit the environment: the selection, growth and JAX's
+        share hold there, the TensorFlow and PyTorch caps (calls in this kernel) do not.
+
         Examples::
 
             %gpu_limit                # show the limit
@@ -958,6 +966,7 @@ def _limit_report(plan: GpuPlan) -> str:
     if plan.limit_from_ceiling:
         lines.append(f"(the admin ceiling max_limit={plan.request.max_limit} applies)")
     lines.append(_COOPERATIVE)
+    lines.append(_CHILDREN)
     return "Memory limit:\n  " + "\n  ".join(lines)
 
 

@@ -325,3 +325,23 @@ def test_12_jax_told_to_use_the_cpu_is_not_sent_to_install_a_gpu_jaxlib(kernel: 
     assert "JAX does not follow the GPU plan (GPU 1): it runs on the CPU only: the code set " \
            "jax_platforms='cpu'" in err, err
     assert "jax[cuda12]" not in err
+
+
+CHILD_ENV = ("import json, os\nprint(json.dumps({k: os.environ.get(k) for k in ['CUDA_VISIBLE_DEVICES', "
+             "'CUDA_DEVICE_ORDER', 'TF_FORCE_GPU_ALLOW_GROWTH', 'PYTORCH_CUDA_ALLOC_CONF', "
+             "'XLA_PYTHON_CLIENT_PREALLOCATE', 'XLA_CLIENT_MEM_FRACTION']}))")
+
+
+def test_13_programs_the_kernel_starts_inherit_the_selection_and_growth_and_the_limit_says_what_not(
+        kernel: Kernel) -> None:
+    out, _ = kernel.run("%load_ext jupyter_gpu\n%gpu_select 3,1 --growth\n%gpu_limit 1GiB")
+    assert "inherit the GPU selection, growth and JAX's share" in out and "not the TensorFlow and PyTorch caps" in out
+    planned = kernel.value("env()")
+    child = kernel.value(f"json.loads(__import__('subprocess').run([sys.executable, '-c', {CHILD_ENV!r}], "
+                         "capture_output=True, text=True, check=True).stdout)")
+    assert child == {key: planned[key] for key in child}
+    assert child["CUDA_VISIBLE_DEVICES"] == "3,1" and child["CUDA_DEVICE_ORDER"] == "PCI_BUS_ID"
+    assert child["PYTORCH_CUDA_ALLOC_CONF"] == "expandable_segments:True" and child["XLA_CLIENT_MEM_FRACTION"]
+    kernel.run("import multiprocessing\nwith multiprocessing.get_context('spawn').Pool(1) as pool:\n"
+               "    spawned = pool.apply(os.getenv, ('CUDA_VISIBLE_DEVICES',))")
+    assert kernel.value("spawned") == "3,1"
