@@ -345,3 +345,15 @@ def test_13_programs_the_kernel_starts_inherit_the_selection_and_growth_and_the_
     kernel.run("import multiprocessing\nwith multiprocessing.get_context('spawn').Pool(1) as pool:\n"
                "    spawned = pool.apply(os.getenv, ('CUDA_VISIBLE_DEVICES',))")
     assert kernel.value("spawned") == "3,1"
+
+
+def test_12_jax_narrowed_by_its_own_flag_is_not_reported_as_the_plan(kernel: Kernel) -> None:
+    kernel.run("%load_ext jupyter_gpu\n%gpu_select 3,1\nimport jax")
+    _, err = kernel.run("jax.config.update('jax_cuda_visible_devices', '1')")  # CUDA device 1 of the plan's: GPU 1
+    assert "GPUPlanMismatchWarning: JAX does not follow the GPU plan (GPU 3,1): it uses GPU 1, the plan says " \
+           "GPU 3, 1" in err, err
+    out, _ = kernel.run("%gpu_status")
+    assert "JAX: imported, GPU not initialized; plan NOT applied — does NOT follow the plan" in out, out
+    _, err = kernel.run("jax.config.update('jax_cuda_visible_devices', 'all')")
+    out, _ = kernel.run("%gpu_status")
+    assert "JAX: imported, GPU not initialized; plan applied" in out and "NOT" not in out, out

@@ -381,9 +381,12 @@ def planned_devices(framework: Framework, plan: GpuPlan, gpus: Sequence[Gpu]) ->
 def actual_devices(framework: Framework, gpus: Sequence[Gpu]) -> DeviceMap:
     """The GPUs ``framework`` uses now (once CUDA started) or will use (from the variables now)."""
     cuda = _cuda_map(framework, gpus)
-    if cuda is None:
-        return cuda_devices(CudaEnv.now(), gpus)
     positions = framework.visible_positions()
+    if cuda is None:
+        cuda = cuda_devices(CudaEnv.now(), gpus)
+        if cuda.indices is None or positions is None:
+            return cuda
+        return DeviceMap(tuple(cuda.indices[p] for p in positions if p < len(cuda.indices)))
     if cuda.indices is None or positions is None:
         return cuda
     return DeviceMap(tuple(cuda.indices[p] for p in positions if p < len(cuda.indices)))
@@ -630,8 +633,12 @@ def check_after_cell() -> list[str]:
     touched = [framework for framework in FRAMEWORKS if framework.settings_touched]
     for framework in touched:  # a setter called by code (e.g. set_per_process_memory_fraction): compare again
         framework.settings_touched = False
-        if _plan_active and framework.state() is State.INITIALIZED:
-            _checked.discard((framework.name, State.INITIALIZED))
+        if _plan_active and framework.state() not in (State.NOT_IMPORTED, State.CPU_ONLY):
+            problem = divergence(framework, current_plan(), _gpus or _snapshot_gpus())
+            message = f"{framework.name} does not follow the GPU plan ({_plan_words(current_plan())}): {problem}."
+            if problem and message not in _warned:
+                _warned.add(message)
+                messages.append(message)
     if states == _last_states and not touched:
         return messages
     _last_states = states

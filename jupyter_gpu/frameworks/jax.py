@@ -47,6 +47,34 @@ class Jax(Framework):
             return State.CPU_ONLY
         return State.IMPORTED
 
+    _seen_visible = "all"
+
+    def _visible_flag(self) -> str:
+        """``jax_cuda_visible_devices`` ('all', or CUDA ordinals: positions among what CUDA shows);
+        ``jax.distributed.initialize(local_device_ids=...)`` sets it too. Read when the GPU backend is made."""
+        bridge = sys.modules.get("jax._src.xla_bridge")
+        flag = getattr(bridge, "CUDA_VISIBLE_DEVICES", None)
+        value = getattr(flag, "value", "all")
+        return value if isinstance(value, str) else "all"
+
+    def visible_positions(self) -> list[int] | None:
+        value = self._visible_flag().strip()
+        if value == "all":
+            return None
+        try:
+            return [int(entry) for entry in value.split(",")]
+        except ValueError:
+            return None  # JAX itself refuses it when it makes the backend
+
+    @property  # type: ignore[override]
+    def settings_touched(self) -> bool:
+        """Whether code changed ``jax_cuda_visible_devices`` since the last look (a cheap flag read)."""
+        return self.module_name in sys.modules and self._visible_flag() != self._seen_visible
+
+    @settings_touched.setter
+    def settings_touched(self, _value: bool) -> None:
+        self._seen_visible = self._visible_flag()
+
     def cpu_only_reason(self) -> str:
         """``jax_platforms`` (``JAX_PLATFORMS`` or ``jax.config.update``) without a GPU platform is a
         choice of the code, not a CPU-only jaxlib."""
