@@ -357,3 +357,15 @@ def test_12_jax_narrowed_by_its_own_flag_is_not_reported_as_the_plan(kernel: Ker
     _, err = kernel.run("jax.config.update('jax_cuda_visible_devices', 'all')")
     out, _ = kernel.run("%gpu_status")
     assert "JAX: imported, GPU not initialized; plan applied" in out and "NOT" not in out, out
+
+
+def test_12_logical_devices_set_by_hand_after_the_limit_are_not_reported_as_the_plan(kernel: Kernel) -> None:
+    kernel.run("%load_ext jupyter_gpu\n%gpu_select 1\n%gpu_limit 1GiB\nimport tensorflow as tf")
+    assert tf_gpus(kernel)["limits"] == {"1": [1024]}
+    _, err = kernel.run("g = tf.config.list_physical_devices('GPU')[0]\n"
+                        "tf.config.set_logical_device_configuration(g, [tf.config.LogicalDeviceConfiguration(4096)])")
+    assert "GPUPlanMismatchWarning: TensorFlow does not follow the GPU plan (GPU 1): GPU:0 has logical devices " \
+           "of 4096 MiB (set by code), the plan 1024 MiB" in err, err
+    kernel.run("x = tf.constant(1.0)")
+    out, _ = kernel.run("%gpu_status")
+    assert "TensorFlow: initialized with the plan applied" not in out and "does NOT follow the plan" in out, out

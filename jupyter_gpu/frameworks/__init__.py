@@ -590,7 +590,7 @@ def divergence(framework: Framework, plan: GpuPlan, gpus: Sequence[Gpu]) -> str 
         start = process_cuda_start()
         cause = f" (CUDA started with {start[0].describe()})" if start and start[0] is not UNKNOWN else ""
         return f"it uses {actual.describe()}, the plan says {wanted.describe()}{cause}"
-    if state is State.INITIALIZED:
+    if state in (State.DEVICES_LISTED, State.INITIALIZED):
         try:
             settings = framework.settings_divergence(plan)
         except Exception:  # asking must never break a check

@@ -28,7 +28,7 @@ from collections.abc import Mapping
 from types import ModuleType
 from typing import Any
 
-from ..plan import GpuPlan
+from ..plan import GpuPlan, current_plan
 from ..units import MIB, format_bytes
 from ..visibility import cuda_devices
 from . import (
@@ -129,6 +129,15 @@ class TensorFlow(Framework):
 
                 setattr(_initialize_physical_devices, _WRAPPED, True)
                 cls._initialize_physical_devices = _initialize_physical_devices
+            original_set = cls.set_logical_device_configuration
+            if not getattr(original_set, _WRAPPED, False):
+                def set_logical_device_configuration(context: Any, *args: Any, **kwargs: Any) -> Any:
+                    result = original_set(context, *args, **kwargs)
+                    self.settings_touched = True  # the after-cell check compares the limits with the plan again
+                    return result
+
+                setattr(set_logical_device_configuration, _WRAPPED, True)
+                cls.set_logical_device_configuration = set_logical_device_configuration
         session_module = sys.modules.get(_SESSION_MODULE)
         if session_module is not None:
             cls = session_module.BaseSession
@@ -140,6 +149,21 @@ class TensorFlow(Framework):
 
                 setattr(__init__, _WRAPPED, True)
                 cls.__init__ = __init__
+
+    def settings_divergence(self, plan: GpuPlan) -> list[str]:
+        """The plan's memory limits that TensorFlow's config no longer holds: code called
+        ``tf.config.set_logical_device_configuration`` after the magic (the last call wins)."""
+        context = self._context()
+        if context is None or context._physical_devices is None or plan != current_plan():
+            return []
+        problems = []
+        for gpu, ours in self._ours.items():
+            current = [c.memory_limit for c in context._virtual_device_map.get(gpu, [])]
+            if gpu in context._visible_device_list and current != ours:
+                problems.append(f"{_names([gpu])} has logical devices of "
+                                f"{' + '.join(f'{m} MiB' for m in current) or 'no limit'} (set by code), the plan "
+                                f"{' + '.join(f'{m} MiB' for m in ours)}")
+        return problems
 
     def memory_by_device(self) -> dict[str, DeviceMemory]:
         """``current`` and ``peak`` bytes of each logical GPU, keyed by TensorFlow's device name."""
