@@ -369,3 +369,21 @@ def test_12_logical_devices_set_by_hand_after_the_limit_are_not_reported_as_the_
     kernel.run("x = tf.constant(1.0)")
     out, _ = kernel.run("%gpu_status")
     assert "TensorFlow: initialized with the plan applied" not in out and "does NOT follow the plan" in out, out
+
+
+def test_14_torch_device_count_before_the_magic_counts_with_nvml_and_starts_no_cuda(tmp_path: Path) -> None:
+    # PyTorch 2.13 torch/cuda/__init__.py device_count(): NVML first (no cuInit), not cached before init
+    for kernel in standin_kernel(tmp_path, {"CUDA_STANDIN_TORCH_NVML": "1"}):
+        kernel.run("import torch")
+        assert kernel.value("torch.cuda.device_count()") == 4
+        assert kernel.value("'env' in cuda_standin.started") is False  # CUDA did not start
+        out, err = kernel.run("%load_ext jupyter_gpu\n%gpu_select 1")
+        assert "PyTorch cuda:0" in out and "Warning" not in err, (out, err)
+        assert kernel.value("torch.cuda.device_count()") == 1  # the plan's variables, counted again
+        # what Keras' torch backend asks at import: with the plan's PYTORCH_NVML_BASED_CUDA_CHECK=1, NVML answers
+        assert kernel.value("torch.cuda.is_available()") is True
+        assert kernel.value("'env' in cuda_standin.started") is False
+        kernel.run("torch.cuda.init()")
+        assert kernel.value("cuda_standin.started['env']") == ["1", "PCI_BUS_ID"]
+        out, _ = kernel.run("%gpu_status")
+        assert "PyTorch: initialized with the plan applied" in out, out
