@@ -305,8 +305,8 @@ class GpuMagics(Magics):
         if replaced:
             print(f"jupyter_gpu: {magic} replaces {replaced} set by code in this kernel.", file=sys.stderr)
         if settings_replaced:
-            print(f"jupyter_gpu: {magic} replaces {', '.join(settings_replaced)} set by code in this kernel "
-                  "(the plan needs it).", file=sys.stderr)
+            print(f"jupyter_gpu: {magic} replaces {', '.join(settings_replaced)}: the plan needs it.",
+                  file=sys.stderr)
         from .errors import GPUPlanMismatchWarning, warn
 
         for message in frameworks.env_conflict_messages():

@@ -292,8 +292,11 @@ def test_11_a_users_pytorch_alloc_conf_is_carried_into_the_variable_pytorch_read
 
 
 def test_11_jax_platform_allocator_has_no_memory_fraction_so_the_limit_is_said_not_to_hold(kernel: Kernel) -> None:
-    kernel.run("os.environ['XLA_PYTHON_CLIENT_ALLOCATOR'] = 'platform'")
-    _, err = kernel.run("%load_ext jupyter_gpu\n%gpu_select 1\n%gpu_limit 2GiB")
+    kernel.run("os.environ['XLA_PYTHON_CLIENT_ALLOCATOR'] = 'platform'\n"
+               "os.environ['XLA_PYTHON_CLIENT_PREALLOCATE'] = 'true'")
+    _, err = kernel.run("%load_ext jupyter_gpu\n%gpu_select 1 --growth")  # the first plan replaces a value too
+    assert "%gpu_select replaces XLA_PYTHON_CLIENT_PREALLOCATE='true' (now 'false'): the plan needs it." in err, err
+    _, err = kernel.run("%gpu_select 1 --no-growth\n%gpu_limit 2GiB")
     assert "GPUPlanMismatchWarning: JAX will not follow the GPU plan (GPU 1; limit GPU 1: 2 GiB)" in err, err
     assert "platform allocator has no memory fraction" in err
     kernel.run("del os.environ['XLA_PYTHON_CLIENT_ALLOCATOR']")

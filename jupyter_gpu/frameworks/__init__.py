@@ -447,12 +447,14 @@ def apply_plan(old: GpuPlan, new: GpuPlan) -> list[str]:
     """Make ``new`` the kernel's plan: environment, calls on imported frameworks, post-import hooks.
 
     The caller has checked :func:`too_late`. On a failing call everything is restored and a
-    :class:`~jupyter_gpu.plan.PlanError` is raised. Returns the framework settings code had made
-    that the plan replaces (``"XLA_PYTHON_CLIENT_PREALLOCATE='true' (now 'false')"``), for the
-    magic to say so.
+    :class:`~jupyter_gpu.plan.PlanError` is raised. Returns the framework settings (set by code, or
+    there before the first plan) that the plan replaces (``"XLA_PYTHON_CLIENT_PREALLOCATE='true'
+    (now 'false')"``), for the magic to say so.
     """
     global _plan_active, _written
-    by_code = settings_set_by_code()
+    # What the plan may replace: values code set since the last plan, or (first plan) whatever was there.
+    by_code = settings_set_by_code() if _written_env else \
+        {key: value for key, value in framework_env().items() if value is not None}
     env = environment(new)
     before = {key: os.environ.get(key) for key in env}
     _write(env)
