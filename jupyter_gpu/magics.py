@@ -225,9 +225,15 @@ class GpuMagics(Magics):
                 self.set_trait("max_limit", admin)
 
     def apply_defaults(self) -> None:
-        """Apply the configured defaults (called when the extension loads); problems go to stderr."""
+        """Apply the configured defaults (called when the extension loads); problems go to stderr.
+
+        Only while the kernel has no plan: ``%reload_ext jupyter_gpu`` keeps the plan in force (the
+        defaults were applied at the first load, or the user chose since) instead of replacing it."""
         if not (self.default_select or self.default_limit or self.growth or self.max_limit):
             return  # nothing configured: loading touches neither NVML nor the environment
+        frameworks = sys.modules.get("jupyter_gpu.frameworks")
+        if frameworks is not None and frameworks.plan_active():
+            return  # %reload_ext: the kernel's plan (the defaults of the first load, or the user's own) stays
         from .plan import current_plan
 
         changes: dict[str, Any] = {"growth": self.growth or current_plan().request.growth}

@@ -390,3 +390,17 @@ def test_14_torch_device_count_before_the_magic_counts_with_nvml_and_starts_no_c
         assert kernel.value("cuda_standin.started['env']") == ["1", "PCI_BUS_ID"]
         out, _ = kernel.run("%gpu_status")
         assert "PyTorch: initialized with the plan applied" in out, out
+
+
+def test_15_reload_ext_keeps_the_kernels_plan_instead_of_the_admin_defaults(tmp_path: Path) -> None:
+    for kernel in standin_kernel(tmp_path, {"JUPYTER_GPU_DEFAULT_SELECT": "3", "JUPYTER_GPU_DEFAULT_LIMIT": "10%"}):
+        out, _ = kernel.run("%load_ext jupyter_gpu")
+        assert "GPU 3" in out  # the defaults, at the first load
+        kernel.run("%gpu_select 1\n%gpu_limit 2GiB\nimport torch")
+        before = kernel.value("state()")
+        out, err = kernel.run("%reload_ext jupyter_gpu")
+        assert kernel.value("state()") == before and "jupyter_gpu" not in out + err, (out, err)
+        kernel.run("torch.cuda.init()")
+        _, err = kernel.run("%reload_ext jupyter_gpu")  # no spurious "too late" warning, no restart offer
+        assert "Warning" not in err and "restart" not in err, err
+        assert kernel.value("cuda_standin.fractions") == {"0": pytest.approx(2048 / 81920, abs=1e-6)}

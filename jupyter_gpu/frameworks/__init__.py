@@ -214,6 +214,11 @@ def baseline() -> Mapping[str, str | None]:
     return _baseline
 
 
+def plan_active() -> bool:
+    """Whether a plan was applied in this kernel (by a magic or the configured defaults)."""
+    return _plan_active
+
+
 def framework_env() -> dict[str, str | None]:
     """Every framework variable (``FRAMEWORKS``' ``env_keys``) as ``os.environ`` has it now."""
     return {key: os.environ.get(key) for framework in FRAMEWORKS for key in framework.env_keys}
@@ -487,7 +492,8 @@ def apply_plan(old: GpuPlan, new: GpuPlan) -> list[str]:
             _applied[framework.name] = new
         elif framework.state() is State.NOT_IMPORTED and not _hook_pending(framework):
             _import_hooks.when_imported(framework.module_name, framework.hook)
-    return [f"{key}={value!r} (now {_written_env[key]!r})" if value is not None else f"the removal of {key}"
+    return [f"{key}={value!r} (now {'unset' if _written_env[key] is None else repr(_written_env[key])})"
+            if value is not None else f"the removal of {key}"
             for key, value in by_code.items() if _written_env.get(key) != value
             and not (value and _written_env.get(key) and value in str(_written_env[key]))]
 
