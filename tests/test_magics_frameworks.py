@@ -345,6 +345,8 @@ def test_13_programs_the_kernel_starts_inherit_the_selection_and_growth_and_the_
     assert child == {key: planned[key] for key in child}
     assert child["CUDA_VISIBLE_DEVICES"] == "3,1" and child["CUDA_DEVICE_ORDER"] == "PCI_BUS_ID"
     assert child["PYTORCH_CUDA_ALLOC_CONF"] == "expandable_segments:True" and child["XLA_CLIENT_MEM_FRACTION"]
+    out, _ = kernel.run("!{sys.executable} -c \"import os; print(os.environ['CUDA_VISIBLE_DEVICES'])\"")
+    assert out.strip() == "3,1"  # a shell escape too
     kernel.run("import multiprocessing\nwith multiprocessing.get_context('spawn').Pool(1) as pool:\n"
                "    spawned = pool.apply(os.getenv, ('CUDA_VISIBLE_DEVICES',))")
     assert kernel.value("spawned") == "3,1"
@@ -404,3 +406,10 @@ def test_15_reload_ext_keeps_the_kernels_plan_instead_of_the_admin_defaults(tmp_
         _, err = kernel.run("%reload_ext jupyter_gpu")  # no spurious "too late" warning, no restart offer
         assert "Warning" not in err and "restart" not in err, err
         assert kernel.value("cuda_standin.fractions") == {"0": pytest.approx(2048 / 81920, abs=1e-6)}
+
+
+def test_12_tensorflow_narrowed_by_hand_in_a_later_cell_is_noticed_at_once(kernel: Kernel) -> None:
+    kernel.run("%load_ext jupyter_gpu\n%gpu_select 3,1\n%gpu_limit 1GiB\nimport tensorflow as tf")  # lists the GPUs
+    _, err = kernel.run("tf.config.set_visible_devices([], 'GPU')")  # no state change: TensorFlow stays listed
+    assert "GPUPlanMismatchWarning: TensorFlow does not follow the GPU plan (GPU 3,1): it uses no GPU, the plan " \
+           "says GPU 3, 1" in err, err

@@ -129,15 +129,18 @@ class TensorFlow(Framework):
 
                 setattr(_initialize_physical_devices, _WRAPPED, True)
                 cls._initialize_physical_devices = _initialize_physical_devices
-            original_set = cls.set_logical_device_configuration
-            if not getattr(original_set, _WRAPPED, False):
-                def set_logical_device_configuration(context: Any, *args: Any, **kwargs: Any) -> Any:
-                    result = original_set(context, *args, **kwargs)
-                    self.settings_touched = True  # the after-cell check compares the limits with the plan again
+            for name in ("set_logical_device_configuration", "set_visible_devices"):
+                original_set = getattr(cls, name)
+                if getattr(original_set, _WRAPPED, False):
+                    continue
+
+                def setter(context: Any, *args: Any, _original: Any = original_set, **kwargs: Any) -> Any:
+                    result = _original(context, *args, **kwargs)
+                    self.settings_touched = True  # the after-cell check compares TensorFlow with the plan again
                     return result
 
-                setattr(set_logical_device_configuration, _WRAPPED, True)
-                cls.set_logical_device_configuration = set_logical_device_configuration
+                setattr(setter, _WRAPPED, True)
+                setattr(cls, name, setter)
         session_module = sys.modules.get(_SESSION_MODULE)
         if session_module is not None:
             cls = session_module.BaseSession
