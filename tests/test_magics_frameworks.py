@@ -413,3 +413,17 @@ def test_12_tensorflow_narrowed_by_hand_in_a_later_cell_is_noticed_at_once(kerne
     _, err = kernel.run("tf.config.set_visible_devices([], 'GPU')")  # no state change: TensorFlow stays listed
     assert "GPUPlanMismatchWarning: TensorFlow does not follow the GPU plan (GPU 3,1): it uses no GPU, the plan " \
            "says GPU 3, 1" in err, err
+
+
+def test_2_the_same_gpus_spelled_otherwise_and_a_value_set_back_are_not_a_divergence(kernel: Kernel) -> None:
+    kernel.run("%load_ext jupyter_gpu\n%gpu_select 1\n%gpu_limit 2048")
+    uuid = kernel.value("cuda_standin._nvml_gpus()[1][2]")
+    _, err = kernel.run(f"os.environ['CUDA_VISIBLE_DEVICES'] = {uuid!r}")  # GPU 1 by its UUID: the same GPU
+    assert "Warning" not in err, err
+    _, err = kernel.run("os.environ['CUDA_VISIBLE_DEVICES'] = '0'\nimport torch")
+    assert "GPUPlanMismatchWarning" in err and "not the plan" in err, err
+    kernel.run("os.environ['CUDA_VISIBLE_DEVICES'] = '1'")  # set back before PyTorch starts CUDA
+    kernel.run("torch.cuda.init()")
+    assert kernel.value("cuda_standin.fractions") == {"0": pytest.approx(2048 / 81920, abs=1e-6)}  # the cap holds
+    out, _ = kernel.run("%gpu_status")
+    assert "PyTorch: initialized with the plan applied" in out, out

@@ -172,6 +172,8 @@ class Framework:
         changed = selection_env_changed()
         if changed:
             _warn_once(changed)  # and the plan's GPU calls are not made: nothing changes behind the warning
+            if _plan_active:
+                _missed.append(self)  # made once the variables are the plan's again (check_after_cell)
             return
         if _plan_active:
             self.apply(module, current_plan())
@@ -200,6 +202,7 @@ _last_states: tuple[State, ...] = ()
 _checked: set[tuple[str, State]] = set()
 _unwatched: list[str] = []  # frameworks imported before jupyter_gpu watched them (CUDA may have started unseen)
 _written_env: dict[str, str | None] = {}  # each framework variable as the last plan left it
+_missed: list[Framework] = []  # imported while code had changed the selection variables: the plan's calls wait
 
 
 def _managed_keys() -> tuple[str, ...]:
@@ -298,6 +301,8 @@ def selection_env_changed() -> str | None:
     now = CudaEnv.now()
     if now == _written or cuda_start() is not None:
         return None
+    if _gpus and (same := cuda_devices(now, _gpus)).known and same == cuda_devices(_written, _gpus):
+        return None  # another spelling of the same GPUs in the same order (a UUID for an index)
     plan = current_plan()
     what = [f"{key}={new!r}" if new is not None else f"{key} unset"
             for key, old, new in (("CUDA_VISIBLE_DEVICES", _written.visible_devices, now.visible_devices),
@@ -487,6 +492,7 @@ def apply_plan(old: GpuPlan, new: GpuPlan) -> list[str]:
         _written = CudaEnv.now()
     _written_env.clear()
     _written_env.update(framework_env())
+    _missed[:] = [framework for framework in _missed if framework not in done]
     for framework in FRAMEWORKS:
         if framework in done:
             _applied[framework.name] = new
@@ -622,6 +628,10 @@ def check_after_cell() -> list[str]:
         if changed and changed not in _warned:
             _warned.add(changed)
             messages.append(changed)
+    if _missed and cuda_start() is not None:
+        _missed.clear()  # CUDA read the variables code set: the plan's calls would now be wrong
+    elif _missed and _written is not None and selection_env_changed() is None:
+        messages.extend(_apply_missed())
     states = (TENSORFLOW.state(), TORCH.state(), JAX.state())
     if _plan_active and settings_set_by_code():
         # Code changed a framework variable after the plan: a framework that had not read its
@@ -666,6 +676,25 @@ def check_after_cell() -> list[str]:
                 _warned.add(message)
                 messages.append(message)
     return messages
+
+
+def _apply_missed() -> list[str]:
+    """The selection variables are the plan's again: give the frameworks imported meanwhile the
+    plan's calls they missed (caps, TensorFlow's devices), unless they already started their GPU."""
+    notes = []
+    plan = current_plan()
+    for framework in list(_missed):
+        _missed.remove(framework)
+        module = sys.modules.get(framework.module_name)
+        if module is None or framework.state() in (State.INITIALIZED, State.CPU_ONLY) or not _plan_active:
+            continue
+        try:
+            framework.apply(module, plan)
+        except Exception as error:  # a check must never break the kernel; say what did not happen
+            notes.append(f"{framework.name} did not take the plan's calls ({type(error).__name__}: {error}).")
+            continue
+        _applied[framework.name] = plan
+    return notes
 
 
 def _snapshot_gpus() -> tuple[Gpu, ...]:
@@ -732,6 +761,7 @@ def reset_for_tests() -> None:
     _plan_active, _written, _last_states, _gpus = False, None, (), ()
     _unwatched.clear()
     _written_env.clear()
+    _missed.clear()
     forget_cuda_start()
     for framework in FRAMEWORKS:
         _import_hooks.cancel(framework.module_name, framework.hook)
