@@ -427,3 +427,15 @@ def test_2_the_same_gpus_spelled_otherwise_and_a_value_set_back_are_not_a_diverg
     assert kernel.value("cuda_standin.fractions") == {"0": pytest.approx(2048 / 81920, abs=1e-6)}  # the cap holds
     out, _ = kernel.run("%gpu_status")
     assert "PyTorch: initialized with the plan applied" in out, out
+
+
+def test_16_a_plan_without_a_selection_is_not_called_a_divergence_on_gpus_of_two_models(kernel: Kernel) -> None:
+    # No CUDA_DEVICE_ORDER and two models: CUDA's order is unknown, but with no selection every GPU is the plan's
+    kernel.run("%load_ext jupyter_gpu\n%gpu_threads --intra 4 --inter 2\nimport tensorflow as tf\nimport torch")
+    out, _ = kernel.run("%gpu_status")
+    assert "does NOT follow" not in out and "TensorFlow: imported, GPU not initialized; plan applied" in out, out
+    assert "PyTorch: imported, GPU not initialized; plan applied" in out
+    _, err = kernel.run("os.environ['CUDA_VISIBLE_DEVICES'] = '0'")  # a change still counts
+    assert "GPUPlanMismatchWarning" in err, err
+    out, _ = kernel.run("%gpu_status")
+    assert "does NOT follow" in out, out

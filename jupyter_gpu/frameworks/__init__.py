@@ -597,6 +597,10 @@ def divergence(framework: Framework, plan: GpuPlan, gpus: Sequence[Gpu]) -> str 
     changed = selection_env_changed()
     if changed and framework.cuda_started() is False:
         return "CUDA_VISIBLE_DEVICES/CUDA_DEVICE_ORDER were changed by code after the plan"
+    start = environment_at_process_start()
+    if plan.selected_indices is None and process_cuda_start() is None and framework.visible_positions() is None \
+            and CudaEnv.now() == CudaEnv(start.get("CUDA_VISIBLE_DEVICES"), start.get("CUDA_DEVICE_ORDER")):
+        return None  # no selection, nothing changed: it will see the kernel's GPUs, whatever CUDA's order
     actual = actual_devices(framework, gpus)
     if not actual.known:
         return f"cannot tell which GPUs it uses: {actual.reason}"
