@@ -1191,6 +1191,13 @@ _HINTS = (
     ("Visible devices cannot be modified after being initialized",
      "TensorFlow already initialized its GPUs, so set_visible_devices can no longer change them. Restart the "
      "kernel and choose the GPUs first: %gpu_select SPEC."),
+    ("Memory growth cannot differ between GPU devices",
+     "TensorFlow needs the same memory growth on every GPU it uses, and code set it on some of them only. "
+     "Growth on all of the plan's GPUs: %gpu_select ... --growth (TF_FORCE_GPU_ALLOW_GROWTH); drop the "
+     "set_memory_growth calls."),
+    ("invalid device ordinal",
+     "CUDA has no device with that index. Device indices (cuda:N, /GPU:N, set_per_process_memory_fraction's "
+     "device) count the GPUs the plan selected, from 0 in the plan's order, not nvidia-smi's numbers."),
     ("Torch not compiled with CUDA enabled",
      "this PyTorch is a CPU-only build: the GPU plan cannot apply to it. Install a CUDA build of PyTorch and "
      "restart the kernel."),

@@ -439,3 +439,14 @@ def test_16_a_plan_without_a_selection_is_not_called_a_divergence_on_gpus_of_two
     assert "GPUPlanMismatchWarning" in err, err
     out, _ = kernel.run("%gpu_status")
     assert "does NOT follow" in out, out
+
+
+def test_7_growth_on_some_gpus_and_an_nvidia_smi_index_get_a_hint(kernel: Kernel) -> None:
+    kernel.run("%load_ext jupyter_gpu\n%gpu_select 3,1\nimport tensorflow as tf")
+    _, err = kernel.run("tf.config.experimental.set_memory_growth(tf.config.list_physical_devices('GPU')[0], True)\n"
+                        "x = tf.constant(1.0)")
+    assert "ValueError: Memory growth cannot differ between GPU devices" in err, err  # TensorFlow's own check
+    assert "jupyter_gpu: TensorFlow needs the same memory growth on every GPU" in err and "--growth" in err
+    assert "The kernel's GPU plan: GPU 3, 1" in err
+    _, err = kernel.run("import torch\ntorch.cuda.set_per_process_memory_fraction(0.5, 3)")  # nvidia-smi's GPU 3
+    assert "invalid device ordinal" in err and "count the GPUs the plan selected, from 0" in err, err

@@ -621,8 +621,12 @@ def divergence(framework: Framework, plan: GpuPlan, gpus: Sequence[Gpu]) -> str 
 def check_after_cell() -> list[str]:
     """The check after every cell: warnings for what changed behind the magics' back.
 
-    Cheap when nothing happened (two ``os.environ`` look-ups and each framework's state from
-    ``sys.modules``); compares a framework with the plan once, when it starts CUDA or initializes.
+    Cheap when nothing happened (the selection and framework variables in ``os.environ``, JAX's
+    device flag, and each framework's state from ``sys.modules``: about 10 µs); compares a framework
+    with the plan when it starts CUDA or initializes, when code changed one of its variables before
+    it read them, and when code called one of its own setters that the plan also uses
+    (``set_per_process_memory_fraction``, ``set_logical_device_configuration``,
+    ``set_visible_devices``, ``jax_cuda_visible_devices``).
     """
     global _last_states
     messages: list[str] = []
