@@ -450,3 +450,13 @@ def test_7_growth_on_some_gpus_and_an_nvidia_smi_index_get_a_hint(kernel: Kernel
     assert "The kernel's GPU plan: GPU 3, 1" in err
     _, err = kernel.run("import torch\ntorch.cuda.set_per_process_memory_fraction(0.5, 3)")  # nvidia-smi's GPU 3
     assert "invalid device ordinal" in err and "count the GPUs the plan selected, from 0" in err, err
+
+
+def test_2_a_cuda_visible_devices_set_after_cuda_started_is_said_to_have_no_effect(kernel: Kernel) -> None:
+    kernel.run("%load_ext jupyter_gpu\n%gpu_select 1,2\nimport tensorflow as tf\n"
+               "gpus = tf.config.list_physical_devices('GPU')")  # CUDA starts with the plan's variables
+    _, err = kernel.run("os.environ['CUDA_VISIBLE_DEVICES'] = '0'")
+    assert "GPUPlanMismatchWarning: code in this kernel set CUDA_VISIBLE_DEVICES='0' after CUDA started " \
+           "(TensorFlow started it with CUDA_VISIBLE_DEVICES '1,2'" in err and "has no effect" in err, err
+    kernel.run("import torch\ntorch.cuda.init()")
+    assert kernel.value("cuda_standin.started['env']") == ["1,2", "PCI_BUS_ID"]  # indeed: CUDA read them once

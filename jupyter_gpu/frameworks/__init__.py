@@ -636,6 +636,10 @@ def check_after_cell() -> list[str]:
         if changed and changed not in _warned:
             _warned.add(changed)
             messages.append(changed)
+    late = _set_after_cuda_start()
+    if late and late not in _warned:
+        _warned.add(late)
+        messages.append(late)
     if _missed and cuda_start() is not None:
         _missed.clear()  # CUDA read the variables code set: the plan's calls would now be wrong
     elif _missed and _written is not None and selection_env_changed() is None:
@@ -684,6 +688,26 @@ def check_after_cell() -> list[str]:
                 _warned.add(message)
                 messages.append(message)
     return messages
+
+
+def _set_after_cuda_start() -> str | None:
+    """A note when code set ``CUDA_VISIBLE_DEVICES``/``CUDA_DEVICE_ORDER`` after CUDA read them: the
+    value has no effect on any framework of this process (None when unchanged or the same GPUs)."""
+    start = cuda_start()
+    if start is None or _written is None:
+        return None
+    env, by = start
+    now = CudaEnv.now()
+    if env is UNKNOWN or now == env:
+        return None
+    if _gpus and (same := cuda_devices(now, _gpus)).known and same == cuda_devices(env, _gpus):
+        return None
+    what = [f"{key}={new!r}" if new is not None else f"{key} unset"
+            for key, old, new in (("CUDA_VISIBLE_DEVICES", env.visible_devices, now.visible_devices),
+                                  ("CUDA_DEVICE_ORDER", env.device_order, now.device_order)) if old != new]
+    return (f"code in this kernel set {' and '.join(what)} after CUDA started ({by} started it with "
+            f"{env.describe()}): CUDA reads them once per process, so this has no effect on TensorFlow, PyTorch "
+            "or JAX here. To use other GPUs, restart the kernel and run %gpu_select first.")
 
 
 def _apply_missed() -> list[str]:
