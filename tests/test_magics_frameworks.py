@@ -460,3 +460,17 @@ def test_2_a_cuda_visible_devices_set_after_cuda_started_is_said_to_have_no_effe
            "(TensorFlow started it with CUDA_VISIBLE_DEVICES '1,2'" in err and "has no effect" in err, err
     kernel.run("import torch\ntorch.cuda.init()")
     assert kernel.value("cuda_standin.started['env']") == ["1,2", "PCI_BUS_ID"]  # indeed: CUDA read them once
+
+
+def test_17_a_limit_then_another_selection_caps_the_new_gpus_and_selecting_twice_keeps_your_settings(
+        kernel: Kernel) -> None:
+    kernel.run("%load_ext jupyter_gpu\n%gpu_select 1 --growth\n%gpu_limit 2GiB\nimport torch")
+    _, err = kernel.run("os.environ['PYTORCH_ALLOC_CONF'] = 'max_split_size_mb:64'")  # the newer name, after the plan
+    assert "PyTorch ignores PYTORCH_ALLOC_CONF='max_split_size_mb:64' while PYTORCH_CUDA_ALLOC_CONF is set" in err, err
+    _, err = kernel.run("%gpu_select 3,2")  # PyTorch imported, CUDA not started: the caps move with the GPUs
+    assert "Warning" not in err, err
+    assert kernel.value("env()")["PYTORCH_CUDA_ALLOC_CONF"] == "max_split_size_mb:64,expandable_segments:True"
+    kernel.run("torch.cuda.init()")
+    assert kernel.value("cuda_standin.fractions") == {"0": pytest.approx(2048 / 49140, abs=1e-6),
+                                                       "1": pytest.approx(2048 / 49140, abs=1e-6)}
+    assert kernel.value(ALLOC) == "max_split_size_mb:64,expandable_segments:True"
