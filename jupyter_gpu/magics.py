@@ -45,6 +45,10 @@ _COOPERATIVE = ("Caps are cooperative: they bind the framework's allocator, not 
                 "(MIG or one GPU per container for hard isolation).")
 
 
+_CHILDREN = ("Programs this kernel starts (subprocess, multiprocessing with spawn) inherit the GPU selection, "
+             "growth and JAX's share (environment variables), not the TensorFlow and PyTorch caps (calls made in "
+             "this kernel): cap them in the program itself.")
+
 _nvml_started = False
 
 
@@ -221,9 +225,15 @@ class GpuMagics(Magics):
                 self.set_trait("max_limit", admin)
 
     def apply_defaults(self) -> None:
-        """Apply the configured defaults (called when the extension loads); problems go to stderr."""
+        """Apply the configured defaults (called when the extension loads); problems go to stderr.
+
+        Only while the kernel has no plan: ``%reload_ext jupyter_gpu`` keeps the plan in force (the
+        defaults were applied at the first load, or the user chose since) instead of replacing it."""
         if not (self.default_select or self.default_limit or self.growth or self.max_limit):
             return  # nothing configured: loading touches neither NVML nor the environment
+        frameworks = sys.modules.get("jupyter_gpu.frameworks")
+        if frameworks is not None and frameworks.plan_active():
+            return  # %reload_ext: the kernel's plan (the defaults of the first load, or the user's own) stays
         from .plan import current_plan
 
         changes: dict[str, Any] = {"growth": self.growth or current_plan().request.growth}
@@ -295,11 +305,18 @@ class GpuMagics(Magics):
         replaced = _replaced_by_hand() if "selection" in changes and new.selected_indices is not None and \
             frameworks.set_by_code() and frameworks.process_cuda_start() is None else ""
         try:
-            frameworks.apply_plan(old, new)
+            settings_replaced = frameworks.apply_plan(old, new)
         except PlanError as error:
             raise UsageError(str(error)) from None
         if replaced:
             print(f"jupyter_gpu: {magic} replaces {replaced} set by code in this kernel.", file=sys.stderr)
+        if settings_replaced:
+            print(f"jupyter_gpu: {magic} replaces {', '.join(settings_replaced)}: the plan needs it.",
+                  file=sys.stderr)
+        from .errors import GPUPlanMismatchWarning, warn
+
+        for message in frameworks.env_conflict_messages():
+            warn(message, GPUPlanMismatchWarning)
         if self._pending_request is not None:
             self._pending_request = replace(self._pending_request, **changes)
         return new
@@ -526,6 +543,10 @@ class GpuMagics(Magics):
         Caps are cooperative: they bind the framework's allocator, not the driver; memory beyond the
         cap raises out-of-memory in the framework. For hard isolation use MIG or one GPU per
         container. An admin ceiling (``max_limit``) cannot be exceeded nor switched off.
+
+        Programs the kernel starts (``subprocess.run([sys.executable, "train.py"])``,
+        ``multiprocessing`` with ``spawn``) inherit the environment: the selection, growth and JAX's
+        share hold there, the TensorFlow and PyTorch caps (calls in this kernel) do not.
 
         Examples::
 
@@ -951,6 +972,7 @@ def _limit_report(plan: GpuPlan) -> str:
     if plan.limit_from_ceiling:
         lines.append(f"(the admin ceiling max_limit={plan.request.max_limit} applies)")
     lines.append(_COOPERATIVE)
+    lines.append(_CHILDREN)
     return "Memory limit:\n  " + "\n  ".join(lines)
 
 
@@ -1169,6 +1191,13 @@ _HINTS = (
     ("Visible devices cannot be modified after being initialized",
      "TensorFlow already initialized its GPUs, so set_visible_devices can no longer change them. Restart the "
      "kernel and choose the GPUs first: %gpu_select SPEC."),
+    ("Memory growth cannot differ between GPU devices",
+     "TensorFlow needs the same memory growth on every GPU it uses, and code set it on some of them only. "
+     "Growth on all of the plan's GPUs: %gpu_select ... --growth (TF_FORCE_GPU_ALLOW_GROWTH); drop the "
+     "set_memory_growth calls."),
+    ("invalid device ordinal",
+     "CUDA has no device with that index. Device indices (cuda:N, /GPU:N, set_per_process_memory_fraction's "
+     "device) count the GPUs the plan selected, from 0 in the plan's order, not nvidia-smi's numbers."),
     ("Torch not compiled with CUDA enabled",
      "this PyTorch is a CPU-only build: the GPU plan cannot apply to it. Install a CUDA build of PyTorch and "
      "restart the kernel."),

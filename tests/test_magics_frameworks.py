@@ -254,3 +254,223 @@ def test_7_user_first_growth_set_by_hand_then_a_limit_says_what_tensorflow_will_
     assert err.count("set by hand") == 1
     assert "%gpu_select --growth" in err
     assert tf_gpus(kernel)["limits"] == {"0": [2048], "1": [2048], "2": [2048], "3": [2048]}
+
+
+ALLOC = "torch._C._accelerator_getAllocatorSettings()"  # the allocator settings PyTorch parsed (once, lazily)
+
+
+def test_11_allocator_settings_set_by_code_are_kept_and_a_conflict_is_warned(kernel: Kernel) -> None:
+    kernel.run("%load_ext jupyter_gpu\n%gpu_select 1")
+    kernel.run("os.environ['PYTORCH_CUDA_ALLOC_CONF'] = 'max_split_size_mb:128'")  # the plan needs none of it
+    kernel.run("%gpu_select 2")
+    assert kernel.value("env()")["PYTORCH_CUDA_ALLOC_CONF"] == "max_split_size_mb:128"  # not reset behind the back
+    kernel.run("%gpu_select 2 --growth")
+    assert kernel.value("env()")["PYTORCH_CUDA_ALLOC_CONF"] == "max_split_size_mb:128,expandable_segments:True"
+    _, err = kernel.run("os.environ['PYTORCH_CUDA_ALLOC_CONF'] = 'expandable_segments:False'\n"
+                        "os.environ['XLA_PYTHON_CLIENT_PREALLOCATE'] = 'true'")
+    assert "GPUPlanMismatchWarning: code in this kernel changed PyTorch's settings" in err, err
+    assert "PYTORCH_CUDA_ALLOC_CONF='expandable_segments:False', without expandable_segments:True" in err
+    assert "changed JAX's settings" in err and "XLA_PYTHON_CLIENT_PREALLOCATE is 'true'" in err
+    out, _ = kernel.run("%gpu_status")
+    assert "PyTorch: not imported; the plan is applied when it is imported — does NOT follow the plan" in out, out
+    _, err = kernel.run("%gpu_limit 1GiB")
+    assert "replaces PYTORCH_CUDA_ALLOC_CONF='expandable_segments:False' (now 'expandable_segments:True')" in err
+    assert "XLA_PYTHON_CLIENT_PREALLOCATE='true' (now 'false')" in err and "Warning" not in err, err
+    kernel.run("import torch\ntorch.cuda.init()")
+    assert kernel.value(ALLOC) == "expandable_segments:True"  # what PyTorch's allocator really read
+    out, _ = kernel.run("%gpu_status")
+    assert "PyTorch: initialized with the plan applied" in out and "NOT" not in out, out
+
+
+def test_11_a_users_pytorch_alloc_conf_is_carried_into_the_variable_pytorch_reads(tmp_path: Path) -> None:
+    for kernel in standin_kernel(tmp_path, {"PYTORCH_ALLOC_CONF": "max_split_size_mb:64"}):
+        kernel.run("%load_ext jupyter_gpu\n%gpu_select 1 --growth")
+        _, err = kernel.run("import torch\ntorch.cuda.init()")
+        assert "jupyter_gpu" not in err, err
+        # PyTorch parses PYTORCH_CUDA_ALLOC_CONF when set and then never PYTORCH_ALLOC_CONF
+        assert kernel.value(ALLOC) == "max_split_size_mb:64,expandable_segments:True"
+
+
+def test_11_jax_platform_allocator_has_no_memory_fraction_so_the_limit_is_said_not_to_hold(kernel: Kernel) -> None:
+    kernel.run("os.environ['XLA_PYTHON_CLIENT_ALLOCATOR'] = 'platform'\n"
+               "os.environ['XLA_PYTHON_CLIENT_PREALLOCATE'] = 'true'")
+    _, err = kernel.run("%load_ext jupyter_gpu\n%gpu_select 1 --growth")  # the first plan replaces a value too
+    assert "%gpu_select replaces XLA_PYTHON_CLIENT_PREALLOCATE='true' (now 'false'): the plan needs it." in err, err
+    _, err = kernel.run("%gpu_select 1 --no-growth\n%gpu_limit 2GiB")
+    assert "GPUPlanMismatchWarning: JAX will not follow the GPU plan (GPU 1; limit GPU 1: 2 GiB)" in err, err
+    assert "platform allocator has no memory fraction" in err
+    kernel.run("del os.environ['XLA_PYTHON_CLIENT_ALLOCATOR']")
+    _, err = kernel.run("os.environ['XLA_PYTHON_CLIENT_MEM_FRACTION'] = '.9'")
+    assert "JAX refuses both" in err, err
+    kernel.run("del os.environ['XLA_PYTHON_CLIENT_MEM_FRACTION']")
+    out, _ = kernel.run("%gpu_status")
+    assert "JAX: not imported; the plan is applied when it is imported" in out and "NOT" not in out, out
+
+
+def test_12_a_memory_fraction_set_by_hand_after_the_plan_is_not_reported_as_the_plan(kernel: Kernel) -> None:
+    kernel.run("%load_ext jupyter_gpu\n%gpu_select 1\n%gpu_limit 1GiB")
+    _, err = kernel.run("import torch\ntorch.cuda.init()")
+    assert "jupyter_gpu" not in err, err  # the plan's cap: nothing to say
+    _, err = kernel.run("torch.cuda.set_per_process_memory_fraction(0.5, 0)")  # a later cell, no state change
+    assert "GPUPlanMismatchWarning: PyTorch does not follow the GPU plan (GPU 1): cuda:0 may use 50.0% of its " \
+           "memory (set_per_process_memory_fraction by code), the plan 1." in err, err
+    out, _ = kernel.run("%gpu_status")
+    assert "PyTorch: initialized with the plan applied" not in out and "does NOT follow the plan" in out, out
+    kernel.run(f"torch.cuda.set_per_process_memory_fraction({1024 / 81920!r}, 0)")  # back to the plan's cap
+    out, _ = kernel.run("%gpu_status")
+    assert "PyTorch: initialized with the plan applied" in out, out
+
+
+def test_12_jax_told_to_use_the_cpu_is_not_sent_to_install_a_gpu_jaxlib(kernel: Kernel) -> None:
+    kernel.run("%load_ext jupyter_gpu\n%gpu_select 1")
+    _, err = kernel.run("import jax\njax.config.update('jax_platforms', 'cpu')\nimport jax.numpy as jnp\n"
+                        "x = jnp.arange(3)")
+    assert "JAX does not follow the GPU plan (GPU 1): it runs on the CPU only: the code set " \
+           "jax_platforms='cpu'" in err, err
+    assert "jax[cuda12]" not in err
+
+
+CHILD_ENV = ("import json, os\nprint(json.dumps({k: os.environ.get(k) for k in ['CUDA_VISIBLE_DEVICES', "
+             "'CUDA_DEVICE_ORDER', 'TF_FORCE_GPU_ALLOW_GROWTH', 'PYTORCH_CUDA_ALLOC_CONF', "
+             "'XLA_PYTHON_CLIENT_PREALLOCATE', 'XLA_CLIENT_MEM_FRACTION']}))")
+
+
+def test_13_programs_the_kernel_starts_inherit_the_selection_and_growth_and_the_limit_says_what_not(
+        kernel: Kernel) -> None:
+    out, _ = kernel.run("%load_ext jupyter_gpu\n%gpu_select 3,1 --growth\n%gpu_limit 1GiB")
+    assert "inherit the GPU selection, growth and JAX's share" in out and "not the TensorFlow and PyTorch caps" in out
+    planned = kernel.value("env()")
+    child = kernel.value(f"json.loads(__import__('subprocess').run([sys.executable, '-c', {CHILD_ENV!r}], "
+                         "capture_output=True, text=True, check=True).stdout)")
+    assert child == {key: planned[key] for key in child}
+    assert child["CUDA_VISIBLE_DEVICES"] == "3,1" and child["CUDA_DEVICE_ORDER"] == "PCI_BUS_ID"
+    assert child["PYTORCH_CUDA_ALLOC_CONF"] == "expandable_segments:True" and child["XLA_CLIENT_MEM_FRACTION"]
+    out, _ = kernel.run("!{sys.executable} -c \"import os; print(os.environ['CUDA_VISIBLE_DEVICES'])\"")
+    assert out.strip() == "3,1"  # a shell escape too
+    kernel.run("import multiprocessing\nwith multiprocessing.get_context('spawn').Pool(1) as pool:\n"
+               "    spawned = pool.apply(os.getenv, ('CUDA_VISIBLE_DEVICES',))")
+    assert kernel.value("spawned") == "3,1"
+
+
+def test_12_jax_narrowed_by_its_own_flag_is_not_reported_as_the_plan(kernel: Kernel) -> None:
+    kernel.run("%load_ext jupyter_gpu\n%gpu_select 3,1\nimport jax")
+    _, err = kernel.run("jax.config.update('jax_cuda_visible_devices', '1')")  # CUDA device 1 of the plan's: GPU 1
+    assert "GPUPlanMismatchWarning: JAX does not follow the GPU plan (GPU 3,1): it uses GPU 1, the plan says " \
+           "GPU 3, 1" in err, err
+    out, _ = kernel.run("%gpu_status")
+    assert "JAX: imported, GPU not initialized; plan NOT applied — does NOT follow the plan" in out, out
+    _, err = kernel.run("jax.config.update('jax_cuda_visible_devices', 'all')")
+    out, _ = kernel.run("%gpu_status")
+    assert "JAX: imported, GPU not initialized; plan applied" in out and "NOT" not in out, out
+
+
+def test_12_logical_devices_set_by_hand_after_the_limit_are_not_reported_as_the_plan(kernel: Kernel) -> None:
+    kernel.run("%load_ext jupyter_gpu\n%gpu_select 1\n%gpu_limit 1GiB\nimport tensorflow as tf")
+    assert tf_gpus(kernel)["limits"] == {"1": [1024]}
+    _, err = kernel.run("g = tf.config.list_physical_devices('GPU')[0]\n"
+                        "tf.config.set_logical_device_configuration(g, [tf.config.LogicalDeviceConfiguration(4096)])")
+    assert "GPUPlanMismatchWarning: TensorFlow does not follow the GPU plan (GPU 1): GPU:0 has logical devices " \
+           "of 4096 MiB (set by code), the plan 1024 MiB" in err, err
+    kernel.run("x = tf.constant(1.0)")
+    out, _ = kernel.run("%gpu_status")
+    assert "TensorFlow: initialized with the plan applied" not in out and "does NOT follow the plan" in out, out
+
+
+def test_14_torch_device_count_before_the_magic_counts_with_nvml_and_starts_no_cuda(tmp_path: Path) -> None:
+    # PyTorch 2.13 torch/cuda/__init__.py device_count(): NVML first (no cuInit), not cached before init
+    for kernel in standin_kernel(tmp_path, {"CUDA_STANDIN_TORCH_NVML": "1"}):
+        kernel.run("import torch")
+        assert kernel.value("torch.cuda.device_count()") == 4
+        assert kernel.value("'env' in cuda_standin.started") is False  # CUDA did not start
+        out, err = kernel.run("%load_ext jupyter_gpu\n%gpu_select 1")
+        assert "PyTorch cuda:0" in out and "Warning" not in err, (out, err)
+        assert kernel.value("torch.cuda.device_count()") == 1  # the plan's variables, counted again
+        # what Keras' torch backend asks at import: with the plan's PYTORCH_NVML_BASED_CUDA_CHECK=1, NVML answers
+        assert kernel.value("torch.cuda.is_available()") is True
+        assert kernel.value("'env' in cuda_standin.started") is False
+        kernel.run("torch.cuda.init()")
+        assert kernel.value("cuda_standin.started['env']") == ["1", "PCI_BUS_ID"]
+        out, _ = kernel.run("%gpu_status")
+        assert "PyTorch: initialized with the plan applied" in out, out
+
+
+def test_15_reload_ext_keeps_the_kernels_plan_instead_of_the_admin_defaults(tmp_path: Path) -> None:
+    for kernel in standin_kernel(tmp_path, {"JUPYTER_GPU_DEFAULT_SELECT": "3", "JUPYTER_GPU_DEFAULT_LIMIT": "10%"}):
+        out, _ = kernel.run("%load_ext jupyter_gpu")
+        assert "GPU 3" in out  # the defaults, at the first load
+        kernel.run("%gpu_select 1\n%gpu_limit 2GiB\nimport torch")
+        before = kernel.value("state()")
+        out, err = kernel.run("%reload_ext jupyter_gpu")
+        assert kernel.value("state()") == before and "jupyter_gpu" not in out + err, (out, err)
+        kernel.run("torch.cuda.init()")
+        _, err = kernel.run("%reload_ext jupyter_gpu")  # no spurious "too late" warning, no restart offer
+        assert "Warning" not in err and "restart" not in err, err
+        assert kernel.value("cuda_standin.fractions") == {"0": pytest.approx(2048 / 81920, abs=1e-6)}
+
+
+def test_12_tensorflow_narrowed_by_hand_in_a_later_cell_is_noticed_at_once(kernel: Kernel) -> None:
+    kernel.run("%load_ext jupyter_gpu\n%gpu_select 3,1\n%gpu_limit 1GiB\nimport tensorflow as tf")  # lists the GPUs
+    _, err = kernel.run("tf.config.set_visible_devices([], 'GPU')")  # no state change: TensorFlow stays listed
+    assert "GPUPlanMismatchWarning: TensorFlow does not follow the GPU plan (GPU 3,1): it uses no GPU, the plan " \
+           "says GPU 3, 1" in err, err
+
+
+def test_2_the_same_gpus_spelled_otherwise_and_a_value_set_back_are_not_a_divergence(kernel: Kernel) -> None:
+    kernel.run("%load_ext jupyter_gpu\n%gpu_select 1\n%gpu_limit 2048")
+    uuid = kernel.value("cuda_standin._nvml_gpus()[1][2]")
+    _, err = kernel.run(f"os.environ['CUDA_VISIBLE_DEVICES'] = {uuid!r}")  # GPU 1 by its UUID: the same GPU
+    assert "Warning" not in err, err
+    _, err = kernel.run("os.environ['CUDA_VISIBLE_DEVICES'] = '0'\nimport torch")
+    assert "GPUPlanMismatchWarning" in err and "not the plan" in err, err
+    kernel.run("os.environ['CUDA_VISIBLE_DEVICES'] = '1'")  # set back before PyTorch starts CUDA
+    kernel.run("torch.cuda.init()")
+    assert kernel.value("cuda_standin.fractions") == {"0": pytest.approx(2048 / 81920, abs=1e-6)}  # the cap holds
+    out, _ = kernel.run("%gpu_status")
+    assert "PyTorch: initialized with the plan applied" in out, out
+
+
+def test_16_a_plan_without_a_selection_is_not_called_a_divergence_on_gpus_of_two_models(kernel: Kernel) -> None:
+    # No CUDA_DEVICE_ORDER and two models: CUDA's order is unknown, but with no selection every GPU is the plan's
+    kernel.run("%load_ext jupyter_gpu\n%gpu_threads --intra 4 --inter 2\nimport tensorflow as tf\nimport torch")
+    out, _ = kernel.run("%gpu_status")
+    assert "does NOT follow" not in out and "TensorFlow: imported, GPU not initialized; plan applied" in out, out
+    assert "PyTorch: imported, GPU not initialized; plan applied" in out
+    _, err = kernel.run("os.environ['CUDA_VISIBLE_DEVICES'] = '0'")  # a change still counts
+    assert "GPUPlanMismatchWarning" in err, err
+    out, _ = kernel.run("%gpu_status")
+    assert "does NOT follow" in out, out
+
+
+def test_7_growth_on_some_gpus_and_an_nvidia_smi_index_get_a_hint(kernel: Kernel) -> None:
+    kernel.run("%load_ext jupyter_gpu\n%gpu_select 3,1\nimport tensorflow as tf")
+    _, err = kernel.run("tf.config.experimental.set_memory_growth(tf.config.list_physical_devices('GPU')[0], True)\n"
+                        "x = tf.constant(1.0)")
+    assert "ValueError: Memory growth cannot differ between GPU devices" in err, err  # TensorFlow's own check
+    assert "jupyter_gpu: TensorFlow needs the same memory growth on every GPU" in err and "--growth" in err
+    assert "The kernel's GPU plan: GPU 3, 1" in err
+    _, err = kernel.run("import torch\ntorch.cuda.set_per_process_memory_fraction(0.5, 3)")  # nvidia-smi's GPU 3
+    assert "invalid device ordinal" in err and "count the GPUs the plan selected, from 0" in err, err
+
+
+def test_2_a_cuda_visible_devices_set_after_cuda_started_is_said_to_have_no_effect(kernel: Kernel) -> None:
+    kernel.run("%load_ext jupyter_gpu\n%gpu_select 1,2\nimport tensorflow as tf\n"
+               "gpus = tf.config.list_physical_devices('GPU')")  # CUDA starts with the plan's variables
+    _, err = kernel.run("os.environ['CUDA_VISIBLE_DEVICES'] = '0'")
+    assert "GPUPlanMismatchWarning: code in this kernel set CUDA_VISIBLE_DEVICES='0' after CUDA started " \
+           "(TensorFlow started it with CUDA_VISIBLE_DEVICES '1,2'" in err and "has no effect" in err, err
+    kernel.run("import torch\ntorch.cuda.init()")
+    assert kernel.value("cuda_standin.started['env']") == ["1,2", "PCI_BUS_ID"]  # indeed: CUDA read them once
+
+
+def test_17_a_limit_then_another_selection_caps_the_new_gpus_and_selecting_twice_keeps_your_settings(
+        kernel: Kernel) -> None:
+    kernel.run("%load_ext jupyter_gpu\n%gpu_select 1 --growth\n%gpu_limit 2GiB\nimport torch")
+    _, err = kernel.run("os.environ['PYTORCH_ALLOC_CONF'] = 'max_split_size_mb:64'")  # the newer name, after the plan
+    assert "PyTorch ignores PYTORCH_ALLOC_CONF='max_split_size_mb:64' while PYTORCH_CUDA_ALLOC_CONF is set" in err, err
+    _, err = kernel.run("%gpu_select 3,2")  # PyTorch imported, CUDA not started: the caps move with the GPUs
+    assert "Warning" not in err, err
+    assert kernel.value("env()")["PYTORCH_CUDA_ALLOC_CONF"] == "max_split_size_mb:64,expandable_segments:True"
+    kernel.run("torch.cuda.init()")
+    assert kernel.value("cuda_standin.fractions") == {"0": pytest.approx(2048 / 49140, abs=1e-6),
+                                                       "1": pytest.approx(2048 / 49140, abs=1e-6)}
+    assert kernel.value(ALLOC) == "max_split_size_mb:64,expandable_segments:True"

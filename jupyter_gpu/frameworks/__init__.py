@@ -114,6 +114,22 @@ class Framework:
     def apply(self, module: ModuleType, plan: GpuPlan, old: GpuPlan | None = None) -> None:
         """Make the calls ``plan`` needs on the imported, not yet initialized framework."""
 
+    def cpu_only_reason(self) -> str:
+        """Why the framework runs on the CPU only (state ``CPU_ONLY``): by default, its build."""
+        return self.gpu_build_hint
+
+    def settings_divergence(self, plan: GpuPlan) -> list[str]:
+        """Once initialized: what the framework uses now that differs from ``plan`` beyond the GPUs
+        (a memory cap code set by hand), one clause each. Never imports or initializes anything."""
+        return []
+
+    settings_touched = False  # code called one of the framework's own setters (a wrapper noted it)
+
+    def env_conflicts(self, plan: GpuPlan, env: Mapping[str, str | None]) -> list[str]:
+        """Why the framework, reading ``env`` (its variables as they are now) when it starts the
+        GPU, would not do what ``plan`` says: one clause per problem, [] when it would."""
+        return []
+
     def in_effect(self) -> str:
         """What the framework uses now, in words (for the already-initialized warning and the status)."""
         return ""
@@ -156,6 +172,8 @@ class Framework:
         changed = selection_env_changed()
         if changed:
             _warn_once(changed)  # and the plan's GPU calls are not made: nothing changes behind the warning
+            if _plan_active:
+                _missed.append(self)  # made once the variables are the plan's again (check_after_cell)
             return
         if _plan_active:
             self.apply(module, current_plan())
@@ -183,6 +201,8 @@ _warned: set[str] = set()
 _last_states: tuple[State, ...] = ()
 _checked: set[tuple[str, State]] = set()
 _unwatched: list[str] = []  # frameworks imported before jupyter_gpu watched them (CUDA may have started unseen)
+_written_env: dict[str, str | None] = {}  # each framework variable as the last plan left it
+_missed: list[Framework] = []  # imported while code had changed the selection variables: the plan's calls wait
 
 
 def _managed_keys() -> tuple[str, ...]:
@@ -195,6 +215,23 @@ def baseline() -> Mapping[str, str | None]:
         if key not in _baseline:
             _baseline[key] = os.environ.get(key)
     return _baseline
+
+
+def plan_active() -> bool:
+    """Whether a plan was applied in this kernel (by a magic or the configured defaults)."""
+    return _plan_active
+
+
+def framework_env() -> dict[str, str | None]:
+    """Every framework variable (``FRAMEWORKS``' ``env_keys``) as ``os.environ`` has it now."""
+    return {key: os.environ.get(key) for framework in FRAMEWORKS for key in framework.env_keys}
+
+
+def settings_set_by_code() -> dict[str, str | None]:
+    """The framework variables code in the kernel changed since the last plan wrote them
+    (``os.environ["PYTORCH_CUDA_ALLOC_CONF"] = ...``, ``%env``, ``del os.environ[...]``): key → value now."""
+    now = framework_env()
+    return {key: value for key, value in now.items() if key in _written_env and value != _written_env[key]}
 
 
 def remember_gpus(gpus: Sequence[Gpu]) -> None:
@@ -264,6 +301,8 @@ def selection_env_changed() -> str | None:
     now = CudaEnv.now()
     if now == _written or cuda_start() is not None:
         return None
+    if _gpus and (same := cuda_devices(now, _gpus)).known and same == cuda_devices(_written, _gpus):
+        return None  # another spelling of the same GPUs in the same order (a UUID for an index)
     plan = current_plan()
     what = [f"{key}={new!r}" if new is not None else f"{key} unset"
             for key, old, new in (("CUDA_VISIBLE_DEVICES", _written.visible_devices, now.visible_devices),
@@ -286,6 +325,8 @@ def set_by_code() -> bool:
 
 
 def _plan_words(plan: GpuPlan) -> str:
+    if plan.selected_indices is None:
+        return "no selection"
     if plan.selected_indices == ():
         return "CPU only"
     return "GPU " + ",".join(map(str, plan.selected_indices or ()))
@@ -350,9 +391,12 @@ def planned_devices(framework: Framework, plan: GpuPlan, gpus: Sequence[Gpu]) ->
 def actual_devices(framework: Framework, gpus: Sequence[Gpu]) -> DeviceMap:
     """The GPUs ``framework`` uses now (once CUDA started) or will use (from the variables now)."""
     cuda = _cuda_map(framework, gpus)
-    if cuda is None:
-        return cuda_devices(CudaEnv.now(), gpus)
     positions = framework.visible_positions()
+    if cuda is None:
+        cuda = cuda_devices(CudaEnv.now(), gpus)
+        if cuda.indices is None or positions is None:
+            return cuda
+        return DeviceMap(tuple(cuda.indices[p] for p in positions if p < len(cuda.indices)))
     if cuda.indices is None or positions is None:
         return cuda
     return DeviceMap(tuple(cuda.indices[p] for p in positions if p < len(cuda.indices)))
@@ -364,8 +408,13 @@ def cuda_started() -> bool:
 
 
 def environment(plan: GpuPlan) -> Environment:
-    """Every variable that carries ``plan``, for all frameworks."""
+    """Every variable that carries ``plan``, for all frameworks.
+
+    A framework variable code set since the last plan is the user's setting: it replaces the
+    kernel-start value as what the plan builds on (merged, as ``PYTORCH_CUDA_ALLOC_CONF``, or kept
+    where the plan needs nothing of it), instead of being reset behind the user's back."""
     start = baseline()
+    _baseline.update(settings_set_by_code())
     env: Environment = {}
     if cuda_started():
         pass  # CUDA read CUDA_VISIBLE_DEVICES already; the frameworks narrow further with their own calls
@@ -404,13 +453,18 @@ def too_late(old: GpuPlan, new: GpuPlan, snapshot: Snapshot | None) -> tuple[str
     return None
 
 
-def apply_plan(old: GpuPlan, new: GpuPlan) -> None:
+def apply_plan(old: GpuPlan, new: GpuPlan) -> list[str]:
     """Make ``new`` the kernel's plan: environment, calls on imported frameworks, post-import hooks.
 
     The caller has checked :func:`too_late`. On a failing call everything is restored and a
-    :class:`~jupyter_gpu.plan.PlanError` is raised.
+    :class:`~jupyter_gpu.plan.PlanError` is raised. Returns the framework settings (set by code, or
+    there before the first plan) that the plan replaces (``"XLA_PYTHON_CLIENT_PREALLOCATE='true'
+    (now 'false')"``), for the magic to say so.
     """
     global _plan_active, _written
+    # What the plan may replace: values code set since the last plan, or (first plan) whatever was there.
+    by_code = settings_set_by_code() if _written_env else \
+        {key: value for key, value in framework_env().items() if value is not None}
     env = environment(new)
     before = {key: os.environ.get(key) for key in env}
     _write(env)
@@ -436,11 +490,49 @@ def apply_plan(old: GpuPlan, new: GpuPlan) -> None:
     _plan_active = True
     if process_cuda_start() is None:
         _written = CudaEnv.now()
+    _written_env.clear()
+    _written_env.update(framework_env())
+    _missed[:] = [framework for framework in _missed if framework not in done]
     for framework in FRAMEWORKS:
         if framework in done:
             _applied[framework.name] = new
         elif framework.state() is State.NOT_IMPORTED and not _hook_pending(framework):
             _import_hooks.when_imported(framework.module_name, framework.hook)
+    return [f"{key}={value!r} (now {'unset' if _written_env[key] is None else repr(_written_env[key])})"
+            if value is not None else f"the removal of {key}"
+            for key, value in by_code.items() if _written_env.get(key) != value
+            and not (value and _written_env.get(key) and value in str(_written_env[key]))]
+
+
+_READ = (State.INITIALIZED, State.CPU_ONLY)  # the framework has read its variables (GPU or CPU backend made)
+
+
+def env_conflicts(framework: Framework, plan: GpuPlan | None = None) -> list[str]:
+    """Why ``framework`` will not follow the plan because of its variables as they are now ([] when
+    it will, or when it already read them: then changing them no longer matters)."""
+    if not _plan_active or framework.state() in _READ:
+        return []
+    return framework.env_conflicts(current_plan() if plan is None else plan, framework_env())
+
+
+def env_conflict_messages() -> list[str]:
+    """One warning per framework whose variables, as they are now, contradict the plan."""
+    plan = current_plan()
+    messages = []
+    for framework in FRAMEWORKS:
+        conflicts = env_conflicts(framework, plan)
+        if conflicts:
+            messages.append(f"{framework.name} will not follow the GPU plan ({_plan_words(plan)}"
+                            f"{_memory_words(plan)}): {'; '.join(conflicts)}.")
+    return messages
+
+
+def _memory_words(plan: GpuPlan) -> str:
+    parts = ["growth on"] if plan.growth else []
+    if plan.limits_bytes:
+        parts.append("limit " + ", ".join(f"GPU {index}: {format_bytes(plan.memory_limit_bytes(index) or 0)}"
+                                          for index in plan.limits_bytes))
+    return "".join(f"; {part}" for part in parts)
 
 
 def _hook_pending(framework: Framework) -> bool:
@@ -490,18 +582,25 @@ def release_memory() -> list[tuple[str, str, str]]:
 def divergence(framework: Framework, plan: GpuPlan, gpus: Sequence[Gpu]) -> str | None:
     """Why ``framework`` does not (or will not) use what ``plan`` says, in one clause; None if it does."""
     state = framework.state()
+    conflicts = env_conflicts(framework, plan)
+    if conflicts:
+        return "; ".join(conflicts)
     if state is State.NOT_IMPORTED:
         return None if process_cuda_start() is None else planned_devices(framework, plan, gpus)[1]
     wanted = expected_devices(plan, gpus)
     if state is State.CPU_ONLY:
         if wanted.indices:
-            return f"it runs on the CPU only: {framework.gpu_build_hint}"
+            return f"it runs on the CPU only: {framework.cpu_only_reason()}"
         return None
     if state in (State.DEVICES_LISTED, State.INITIALIZED) and framework.built_with_gpu() is False and wanted.indices:
         return f"it sees no GPU: {framework.gpu_build_hint}"
     changed = selection_env_changed()
     if changed and framework.cuda_started() is False:
         return "CUDA_VISIBLE_DEVICES/CUDA_DEVICE_ORDER were changed by code after the plan"
+    start = environment_at_process_start()
+    if plan.selected_indices is None and process_cuda_start() is None and framework.visible_positions() is None \
+            and CudaEnv.now() == CudaEnv(start.get("CUDA_VISIBLE_DEVICES"), start.get("CUDA_DEVICE_ORDER")):
+        return None  # no selection, nothing changed: it will see the kernel's GPUs, whatever CUDA's order
     actual = actual_devices(framework, gpus)
     if not actual.known:
         return f"cannot tell which GPUs it uses: {actual.reason}"
@@ -509,14 +608,25 @@ def divergence(framework: Framework, plan: GpuPlan, gpus: Sequence[Gpu]) -> str 
         start = process_cuda_start()
         cause = f" (CUDA started with {start[0].describe()})" if start and start[0] is not UNKNOWN else ""
         return f"it uses {actual.describe()}, the plan says {wanted.describe()}{cause}"
+    if state in (State.DEVICES_LISTED, State.INITIALIZED):
+        try:
+            settings = framework.settings_divergence(plan)
+        except Exception:  # asking must never break a check
+            settings = []
+        if settings:
+            return "; ".join(settings)
     return None
 
 
 def check_after_cell() -> list[str]:
     """The check after every cell: warnings for what changed behind the magics' back.
 
-    Cheap when nothing happened (two ``os.environ`` look-ups and each framework's state from
-    ``sys.modules``); compares a framework with the plan once, when it starts CUDA or initializes.
+    Cheap when nothing happened (the selection and framework variables in ``os.environ``, JAX's
+    device flag, and each framework's state from ``sys.modules``: about 10 µs); compares a framework
+    with the plan when it starts CUDA or initializes, when code changed one of its variables before
+    it read them, and when code called one of its own setters that the plan also uses
+    (``set_per_process_memory_fraction``, ``set_logical_device_configuration``,
+    ``set_visible_devices``, ``jax_cuda_visible_devices``).
     """
     global _last_states
     messages: list[str] = []
@@ -526,8 +636,40 @@ def check_after_cell() -> list[str]:
         if changed and changed not in _warned:
             _warned.add(changed)
             messages.append(changed)
+    late = _set_after_cuda_start()
+    if late and late not in _warned:
+        _warned.add(late)
+        messages.append(late)
+    if _missed and cuda_start() is not None:
+        _missed.clear()  # CUDA read the variables code set: the plan's calls would now be wrong
+    elif _missed and _written is not None and selection_env_changed() is None:
+        messages.extend(_apply_missed())
     states = (TENSORFLOW.state(), TORCH.state(), JAX.state())
-    if states == _last_states:
+    if _plan_active and settings_set_by_code():
+        # Code changed a framework variable after the plan: a framework that had not read its
+        # variables before this cell reads the new value (now, or when it starts the GPU).
+        plan = current_plan()
+        before = _last_states or (State.NOT_IMPORTED,) * len(FRAMEWORKS)
+        for framework, state in zip(FRAMEWORKS, before, strict=True):
+            if state in _READ:
+                continue
+            conflicts = framework.env_conflicts(plan, framework_env())
+            message = (f"code in this kernel changed {framework.name}'s settings after the GPU plan "
+                       f"({_plan_words(plan)}{_memory_words(plan)}): {'; '.join(conflicts)}. Run the magic "
+                       "again (e.g. %gpu_limit) to build the plan on your value, or remove that assignment.")
+            if conflicts and message not in _warned:
+                _warned.add(message)
+                messages.append(message)
+    touched = [framework for framework in FRAMEWORKS if framework.settings_touched]
+    for framework in touched:  # a setter called by code (e.g. set_per_process_memory_fraction): compare again
+        framework.settings_touched = False
+        if _plan_active and framework.state() not in (State.NOT_IMPORTED, State.CPU_ONLY):
+            problem = divergence(framework, current_plan(), _gpus or _snapshot_gpus())
+            message = f"{framework.name} does not follow the GPU plan ({_plan_words(current_plan())}): {problem}."
+            if problem and message not in _warned:
+                _warned.add(message)
+                messages.append(message)
+    if states == _last_states and not touched:
         return messages
     _last_states = states
     plan = current_plan()
@@ -546,6 +688,45 @@ def check_after_cell() -> list[str]:
                 _warned.add(message)
                 messages.append(message)
     return messages
+
+
+def _set_after_cuda_start() -> str | None:
+    """A note when code set ``CUDA_VISIBLE_DEVICES``/``CUDA_DEVICE_ORDER`` after CUDA read them: the
+    value has no effect on any framework of this process (None when unchanged or the same GPUs)."""
+    start = cuda_start()
+    if start is None or _written is None:
+        return None
+    env, by = start
+    now = CudaEnv.now()
+    if env is UNKNOWN or now == env:
+        return None
+    if _gpus and (same := cuda_devices(now, _gpus)).known and same == cuda_devices(env, _gpus):
+        return None
+    what = [f"{key}={new!r}" if new is not None else f"{key} unset"
+            for key, old, new in (("CUDA_VISIBLE_DEVICES", env.visible_devices, now.visible_devices),
+                                  ("CUDA_DEVICE_ORDER", env.device_order, now.device_order)) if old != new]
+    return (f"code in this kernel set {' and '.join(what)} after CUDA started ({by} started it with "
+            f"{env.describe()}): CUDA reads them once per process, so this has no effect on TensorFlow, PyTorch "
+            "or JAX here. To use other GPUs, restart the kernel and run %gpu_select first.")
+
+
+def _apply_missed() -> list[str]:
+    """The selection variables are the plan's again: give the frameworks imported meanwhile the
+    plan's calls they missed (caps, TensorFlow's devices), unless they already started their GPU."""
+    notes = []
+    plan = current_plan()
+    for framework in list(_missed):
+        _missed.remove(framework)
+        module = sys.modules.get(framework.module_name)
+        if module is None or framework.state() in (State.INITIALIZED, State.CPU_ONLY) or not _plan_active:
+            continue
+        try:
+            framework.apply(module, plan)
+        except Exception as error:  # a check must never break the kernel; say what did not happen
+            notes.append(f"{framework.name} did not take the plan's calls ({type(error).__name__}: {error}).")
+            continue
+        _applied[framework.name] = plan
+    return notes
 
 
 def _snapshot_gpus() -> tuple[Gpu, ...]:
@@ -611,6 +792,8 @@ def reset_for_tests() -> None:
     _checked.clear()
     _plan_active, _written, _last_states, _gpus = False, None, (), ()
     _unwatched.clear()
+    _written_env.clear()
+    _missed.clear()
     forget_cuda_start()
     for framework in FRAMEWORKS:
         _import_hooks.cancel(framework.module_name, framework.hook)

@@ -5,7 +5,10 @@
 - Growth: ``XLA_PYTHON_CLIENT_PREALLOCATE=false`` (JAX otherwise takes 75 % of each GPU up front).
 - Limits: ``XLA_CLIENT_MEM_FRACTION``, one share for every GPU, so the smallest share of the planned
   GPUs is used; the deprecated ``XLA_PYTHON_CLIENT_MEM_FRACTION`` is removed meanwhile (JAX refuses
-  both together). Several sizes per GPU are summed (JAX has no logical GPUs).
+  both together). Several sizes per GPU are summed (JAX has no logical GPUs). The memory fraction
+  binds JAX's BFC and ``cuda_async`` allocators only: with ``XLA_PYTHON_CLIENT_ALLOCATOR=platform``
+  XLA uses the plain device allocator and no fraction (XLA ``se_gpu_pjrt_client.cc``,
+  ``GetStreamExecutorGpuDeviceAllocator``), which :meth:`Jax.env_conflicts` says.
 """
 
 from __future__ import annotations
@@ -27,7 +30,8 @@ _OLD_FRACTION = "XLA_PYTHON_CLIENT_MEM_FRACTION"
 class Jax(Framework):
     name = "JAX"
     module_name = "jax"
-    env_keys = ("XLA_PYTHON_CLIENT_PREALLOCATE", "XLA_CLIENT_MEM_FRACTION", _OLD_FRACTION)
+    env_keys = ("XLA_PYTHON_CLIENT_PREALLOCATE", "XLA_CLIENT_MEM_FRACTION", _OLD_FRACTION,
+                "XLA_PYTHON_CLIENT_ALLOCATOR")
 
     gpu_build_hint = "this jaxlib has no GPU support: pip install 'jax[cuda12]' and restart the kernel"
 
@@ -42,6 +46,45 @@ class Jax(Framework):
                 return State.INITIALIZED
             return State.CPU_ONLY
         return State.IMPORTED
+
+    _seen_visible = "all"
+
+    def _visible_flag(self) -> str:
+        """``jax_cuda_visible_devices`` ('all', or CUDA ordinals: positions among what CUDA shows);
+        ``jax.distributed.initialize(local_device_ids=...)`` sets it too. Read when the GPU backend is made."""
+        bridge = sys.modules.get("jax._src.xla_bridge")
+        flag = getattr(bridge, "CUDA_VISIBLE_DEVICES", None)
+        value = getattr(flag, "value", "all")
+        return value if isinstance(value, str) else "all"
+
+    def visible_positions(self) -> list[int] | None:
+        value = self._visible_flag().strip()
+        if value == "all":
+            return None
+        try:
+            return [int(entry) for entry in value.split(",")]
+        except ValueError:
+            return None  # JAX itself refuses it when it makes the backend
+
+    @property  # type: ignore[override]
+    def settings_touched(self) -> bool:
+        """Whether code changed ``jax_cuda_visible_devices`` since the last look (a cheap flag read)."""
+        return self.module_name in sys.modules and self._visible_flag() != self._seen_visible
+
+    @settings_touched.setter
+    def settings_touched(self, _value: bool) -> None:
+        self._seen_visible = self._visible_flag()
+
+    def cpu_only_reason(self) -> str:
+        """``jax_platforms`` (``JAX_PLATFORMS`` or ``jax.config.update``) without a GPU platform is a
+        choice of the code, not a CPU-only jaxlib."""
+        config = getattr(sys.modules.get("jax"), "config", None)
+        platforms = getattr(config, "jax_platforms", None) if config is not None else None
+        if isinstance(platforms, str) and platforms.strip() and \
+                not any(p.strip() in _GPU_PLATFORMS for p in platforms.split(",")):
+            return (f"the code set jax_platforms={platforms!r} (JAX_PLATFORMS or jax.config.update), so JAX "
+                    "made no GPU backend; to use the GPU, leave jax_platforms unset and restart the kernel")
+        return self.gpu_build_hint
 
     def built_with_gpu(self) -> bool | None:
         return False if self.state() is State.CPU_ONLY else None  # a GPU backend shows itself by initializing
@@ -110,6 +153,32 @@ class Jax(Framework):
             env["XLA_CLIENT_MEM_FRACTION"] = f"{int(min(fractions) * 1000) / 1000:.3f}"
             env[_OLD_FRACTION] = None
         return env
+
+    def env_conflicts(self, plan: GpuPlan, env: Mapping[str, str | None]) -> list[str]:
+        """What jaxlib's ``make_gpu_client`` (``jaxlib/xla_client.py``) will make of the variables."""
+        conflicts = []
+        preallocate = env.get("XLA_PYTHON_CLIENT_PREALLOCATE")
+        allocator = (env.get("XLA_PYTHON_CLIENT_ALLOCATOR") or "default").lower()
+        if plan.growth and preallocate not in ("false", "False", "0") and allocator != "platform":
+            said = "unset" if preallocate is None else repr(preallocate)
+            conflicts.append(f"XLA_PYTHON_CLIENT_PREALLOCATE is {said}, so JAX takes 75% of each GPU at start "
+                             "(the plan's growth needs 'false')")
+        planned = self.environment(plan, {}).get("XLA_CLIENT_MEM_FRACTION")
+        if planned is None:
+            return conflicts
+        fraction, old = env.get("XLA_CLIENT_MEM_FRACTION"), env.get(_OLD_FRACTION)
+        if old and fraction:
+            conflicts.append(f"{_OLD_FRACTION}={old!r} is set next to XLA_CLIENT_MEM_FRACTION, and JAX refuses "
+                             "both (ValueError: XLA_CLIENT_MEM_FRACTION is specified together with "
+                             f"{_OLD_FRACTION}) when it starts the GPU")
+        elif (fraction or old) != planned:
+            said = f"XLA_CLIENT_MEM_FRACTION={fraction!r}" if fraction else \
+                f"{_OLD_FRACTION}={old!r}" if old else "XLA_CLIENT_MEM_FRACTION unset"
+            conflicts.append(f"JAX reads {said}, not the plan's {planned!r}")
+        if allocator == "platform":
+            conflicts.append("XLA_PYTHON_CLIENT_ALLOCATOR='platform': JAX's platform allocator has no memory "
+                             "fraction, so the memory limit does not hold for JAX (unset it, or use 'bfc')")
+        return conflicts
 
     def in_effect(self) -> str:
         jax = sys.modules.get("jax")

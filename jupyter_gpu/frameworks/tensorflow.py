@@ -28,7 +28,7 @@ from collections.abc import Mapping
 from types import ModuleType
 from typing import Any
 
-from ..plan import GpuPlan
+from ..plan import GpuPlan, current_plan
 from ..units import MIB, format_bytes
 from ..visibility import cuda_devices
 from . import (
@@ -129,6 +129,18 @@ class TensorFlow(Framework):
 
                 setattr(_initialize_physical_devices, _WRAPPED, True)
                 cls._initialize_physical_devices = _initialize_physical_devices
+            for name in ("set_logical_device_configuration", "set_visible_devices"):
+                original_set = getattr(cls, name)
+                if getattr(original_set, _WRAPPED, False):
+                    continue
+
+                def setter(context: Any, *args: Any, _original: Any = original_set, **kwargs: Any) -> Any:
+                    result = _original(context, *args, **kwargs)
+                    self.settings_touched = True  # the after-cell check compares TensorFlow with the plan again
+                    return result
+
+                setattr(setter, _WRAPPED, True)
+                setattr(cls, name, setter)
         session_module = sys.modules.get(_SESSION_MODULE)
         if session_module is not None:
             cls = session_module.BaseSession
@@ -140,6 +152,21 @@ class TensorFlow(Framework):
 
                 setattr(__init__, _WRAPPED, True)
                 cls.__init__ = __init__
+
+    def settings_divergence(self, plan: GpuPlan) -> list[str]:
+        """The plan's memory limits that TensorFlow's config no longer holds: code called
+        ``tf.config.set_logical_device_configuration`` after the magic (the last call wins)."""
+        context = self._context()
+        if context is None or context._physical_devices is None or plan != current_plan():
+            return []
+        problems = []
+        for gpu, ours in self._ours.items():
+            current = [c.memory_limit for c in context._virtual_device_map.get(gpu, [])]
+            if gpu in context._visible_device_list and current != ours:
+                problems.append(f"{_names([gpu])} has logical devices of "
+                                f"{' + '.join(f'{m} MiB' for m in current) or 'no limit'} (set by code), the plan "
+                                f"{' + '.join(f'{m} MiB' for m in ours)}")
+        return problems
 
     def memory_by_device(self) -> dict[str, DeviceMemory]:
         """``current`` and ``peak`` bytes of each logical GPU, keyed by TensorFlow's device name."""
@@ -174,6 +201,16 @@ class TensorFlow(Framework):
             "TF_NUM_INTRAOP_THREADS": _text(request.intra_op_threads, baseline.get("TF_NUM_INTRAOP_THREADS")),
             "TF_NUM_INTEROP_THREADS": _text(request.inter_op_threads, baseline.get("TF_NUM_INTEROP_THREADS")),
         }
+
+    def env_conflicts(self, plan: GpuPlan, env: Mapping[str, str | None]) -> list[str]:
+        value = env.get("TF_FORCE_GPU_ALLOW_GROWTH")
+        if value is None and _growth_set_by_hand():
+            return []  # unset: TensorFlow's own config decides, and code turned growth on for every GPU
+        if plan.growth and value != "true":
+            said = "unset" if value is None else repr(value)
+            return [f"TF_FORCE_GPU_ALLOW_GROWTH is {said}, and TensorFlow grows memory only with exactly 'true' "
+                    "(the plan's growth)"]
+        return []
 
     def blocking_changes(self, old: GpuPlan, new: GpuPlan) -> list[str]:
         blocked = super().blocking_changes(old, new)
@@ -292,6 +329,14 @@ def _say(message: str) -> None:
 
 def _text(value: int | None, default: str | None) -> str | None:
     return default if value is None else str(value)
+
+
+def _growth_set_by_hand() -> bool:
+    """Whether TensorFlow's config has memory growth on for every GPU it listed (no side effect)."""
+    context_module = sys.modules.get("tensorflow.python.eager.context")
+    ctx = None if context_module is None else context_module.context_safe()
+    growth = getattr(ctx, "_memory_growth_map", None) or {}
+    return bool(growth) and all(growth.values())
 
 
 TENSORFLOW = TensorFlow()

@@ -3,7 +3,11 @@
 - Selection: ``CUDA_VISIBLE_DEVICES`` (read when PyTorch first touches CUDA), and
   ``PYTORCH_NVML_BASED_CUDA_CHECK=1`` so that ``torch.cuda.is_available()`` asks NVML instead of
   starting CUDA (which would fix the visible GPUs early while ``is_initialized()`` still says False).
-- Growth: ``expandable_segments:True`` in ``PYTORCH_CUDA_ALLOC_CONF`` (read when the allocator starts).
+- Growth: ``expandable_segments:True`` in ``PYTORCH_CUDA_ALLOC_CONF`` (read when the allocator starts),
+  merged with the user's own settings: PyTorch (2.13, ``c10/cuda/CUDAAllocatorConfig.h``) parses
+  ``PYTORCH_CUDA_ALLOC_CONF`` if it is set and only otherwise the newer ``PYTORCH_ALLOC_CONF``, so a
+  user's ``PYTORCH_ALLOC_CONF`` is carried into the variable the plan writes; it accepts exactly
+  ``True``/``False`` as the value.
 - Limits: ``torch.cuda.set_per_process_memory_fraction(limit / total, device)`` for each GPU, queued
   with ``torch.cuda._lazy_call`` so it runs inside PyTorch's own lazy CUDA initialization, never
   earlier. Several sizes per GPU are summed (PyTorch has no logical GPUs).
@@ -31,7 +35,7 @@ _EXPANDABLE = "expandable_segments:True"
 class Torch(Framework):
     name = "PyTorch"
     module_name = "torch"
-    env_keys = ("PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_NVML_BASED_CUDA_CHECK")
+    env_keys = ("PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_NVML_BASED_CUDA_CHECK", "PYTORCH_ALLOC_CONF")
 
     gpu_build_hint = ("this PyTorch is a CPU-only build: install a CUDA build (pip install torch --index-url "
                       "https://download.pytorch.org/whl/cu126) and restart the kernel")
@@ -77,6 +81,31 @@ class Torch(Framework):
 
             wrapper._jupyter_gpu_wrapped = True  # type: ignore[attr-defined]
             setattr(c_module, name, wrapper)
+        setter = getattr(c_module, "_cuda_setMemoryFraction", None)  # set_per_process_memory_fraction's core
+        if setter is not None and not getattr(setter, "_jupyter_gpu_wrapped", False):
+
+            def set_fraction(*args: object, _original: Callable[..., object] = setter) -> object:
+                result = _original(*args)
+                self.settings_touched = True  # the after-cell check compares the caps with the plan again
+                return result
+
+            set_fraction._jupyter_gpu_wrapped = True  # type: ignore[attr-defined]
+            c_module._cuda_setMemoryFraction = set_fraction
+
+    def settings_divergence(self, plan: GpuPlan) -> list[str]:
+        """The plan's memory caps that PyTorch does not have now: code called
+        ``torch.cuda.set_per_process_memory_fraction`` itself (it runs after the plan's queued
+        call, so the last caller wins)."""
+        if self.state() is not State.INITIALIZED:
+            return []
+        c_module = sys.modules["torch"]._C
+        problems = []
+        for position, fraction in self.queued_fractions():
+            actual = float(c_module._cuda_getMemoryFraction(position))
+            if abs(actual - fraction) > 1e-6:
+                problems.append(f"cuda:{position} may use {actual:.1%} of its memory (set_per_process_memory_fraction "
+                                f"by code), the plan {fraction:.1%}")
+        return problems
 
     def memory_by_device(self) -> dict[str, DeviceMemory]:
         """Allocated (``in_use``), peak allocated and reserved (``held``) bytes per GPU, keyed by
@@ -103,11 +132,32 @@ class Torch(Framework):
                 "memory of tensors still referenced stays")
 
     def environment(self, plan: GpuPlan, baseline: Mapping[str, str | None]) -> Environment:
-        alloc_conf = baseline.get("PYTORCH_CUDA_ALLOC_CONF")
-        if plan.growth and _EXPANDABLE not in (alloc_conf or ""):
-            alloc_conf = f"{alloc_conf},{_EXPANDABLE}" if alloc_conf else _EXPANDABLE
+        cuda_conf, generic = baseline.get("PYTORCH_CUDA_ALLOC_CONF"), baseline.get("PYTORCH_ALLOC_CONF")
+        read = cuda_conf if cuda_conf is not None else generic  # PyTorch parses only one of the two
+        alloc_conf = cuda_conf
+        if plan.growth and not expandable(read):
+            # The user's settings stay; an expandable_segments:False of theirs gives way to the plan's growth.
+            kept = [entry for entry in alloc_conf_entries(read)
+                    if entry.partition(":")[0].strip() != "expandable_segments"]
+            alloc_conf = ",".join([*kept, _EXPANDABLE])
         nvml_check = "1" if plan.selected_indices is not None else baseline.get("PYTORCH_NVML_BASED_CUDA_CHECK")
         return {"PYTORCH_CUDA_ALLOC_CONF": alloc_conf, "PYTORCH_NVML_BASED_CUDA_CHECK": nvml_check}
+
+    def env_conflicts(self, plan: GpuPlan, env: Mapping[str, str | None]) -> list[str]:
+        if not plan.growth:
+            return []
+        cuda_conf, generic = env.get("PYTORCH_CUDA_ALLOC_CONF"), env.get("PYTORCH_ALLOC_CONF")
+        conflicts = []
+        if cuda_conf is not None and generic is not None and \
+                not set(alloc_conf_entries(generic)) <= set(alloc_conf_entries(cuda_conf)):
+            conflicts.append(f"PyTorch ignores PYTORCH_ALLOC_CONF={generic!r} while PYTORCH_CUDA_ALLOC_CONF is set "
+                             "(it reads only one, PYTORCH_CUDA_ALLOC_CONF first)")
+        read = cuda_conf if cuda_conf is not None else generic
+        if not expandable(read):
+            name = "PYTORCH_CUDA_ALLOC_CONF" if cuda_conf is not None else "PYTORCH_ALLOC_CONF"
+            said = f"{name}={read!r}" if read is not None else "PYTORCH_CUDA_ALLOC_CONF unset"
+            conflicts.append(f"its allocator reads {said}, without expandable_segments:True (the plan's growth)")
+        return conflicts
 
     def apply(self, module: ModuleType, plan: GpuPlan, old: GpuPlan | None = None) -> None:
         request = plan.request
@@ -158,6 +208,29 @@ class Torch(Framework):
                 if fraction is not None and fraction < 1:
                     parts.append(f"cuda:{device} memory fraction {fraction:.2f}")
         return ", ".join(parts)
+
+
+def alloc_conf_entries(conf: str | None) -> list[str]:
+    """The ``key:value`` entries of an allocator setting, split at commas outside brackets
+    (``roundup_power2_divisions:[64:8,256:4]`` is one entry)."""
+    entries, depth, current = [], 0, ""
+    for char in conf or "":
+        depth += (char == "[") - (char == "]")
+        if char == "," and depth <= 0:
+            entries.append(current.strip())
+            current = ""
+        else:
+            current += char
+    entries.append(current.strip())
+    return [entry for entry in entries if entry]
+
+
+def expandable(conf: str | None) -> bool:
+    """Whether PyTorch's allocator, reading ``conf``, turns expandable segments on: the last
+    ``expandable_segments`` entry is ``True`` (PyTorch accepts exactly ``True``/``False``)."""
+    values = [entry.partition(":")[2].strip() for entry in alloc_conf_entries(conf)
+              if entry.partition(":")[0].strip() == "expandable_segments"]
+    return bool(values) and values[-1] == "True"
 
 
 TORCH = Torch()

@@ -15,6 +15,9 @@ CUDA stops at the first entry it cannot use.
 - PyTorch: ``torch._C._cuda_getDeviceCount``/``_cuda_init`` (so ``is_available()``,
   ``device_count()`` and lazy init start CUDA), ``get_device_name``, and
   ``set_per_process_memory_fraction`` that refuses a device that does not exist, as CUDA does.
+  PyTorch's own NVML count (``device_count()``, ``is_available()`` with
+  ``PYTORCH_NVML_BASED_CUDA_CHECK=1``) fails, so those ask CUDA, unless ``CUDA_STANDIN_TORCH_NVML=1``:
+  then it reads the simulated GPUs as torch's ctypes NVML reading would on a machine with the driver.
 """
 
 from __future__ import annotations
@@ -147,7 +150,13 @@ def _patch_torch(torch: types.ModuleType) -> None:
     torch._C._cuda_getMemoryFraction = lambda device: fractions.get(device, 1.0)
     cuda._cudart = types.SimpleNamespace()
     cuda.get_device_name = lambda device=None: cu_init()[0 if device is None else int(device)][1]
-    cuda._device_count_nvml = lambda: -1  # as when NVML cannot be opened by torch: it asks CUDA
+    if os.environ.get("CUDA_STANDIN_TORCH_NVML") == "1":
+        # As on a machine with the driver: PyTorch's own NVML reading (ctypes, libnvidia-ml.so.1)
+        # answers with NVML's GPUs, and torch's real _device_count_nvml applies CUDA_VISIBLE_DEVICES.
+        cuda._raw_device_count_nvml = lambda: len(_nvml_gpus())
+        cuda._raw_device_uuid_nvml = lambda: [uuid for _, _, uuid in _nvml_gpus()]
+    else:
+        cuda._device_count_nvml = lambda: -1  # as when NVML cannot be opened by torch: it asks CUDA
 
 
 _import_hooks.when_imported("tensorflow", _patch_tensorflow)
