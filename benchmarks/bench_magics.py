@@ -112,9 +112,11 @@ simulate.write_scenario(folder / "gpus.json", {"gpus": [
                            {"pid": 910002, "memory_mib": 24576, "user": "carol"}]},
     {**a100}, {**a100, "processes": [{"pid": 910001, "memory_mib": 60000, "user": "bob"}]}]})
 os.environ["JUPYTER_GPU_SIMULATE"] = str(folder / "gpus.json")
-for n, pid in enumerate((os.getppid(), 999991, 999992)):
+from jupyter_gpu.processes import process_start
+for n, pid in enumerate((os.getppid(), 999991, 999992)):  # a report counts while its writer runs (PID + start)
     (folder / f"jupyter-gpu-kernel-k{n}.json").write_text(json.dumps(
-        {"version": 1, "kernel_id": f"k{n}", "pid": pid, "session": f"/home/u/nb{n}.ipynb"}))
+        {"version": 1, "kernel_id": f"k{n}", "pid": pid, "start_time": process_start(pid) or 1,
+         "session": f"/home/u/nb{n}.ipynb", "timestamp": time.time()}))
 from jupyter_gpu import kernel_report
 kernel_report.kernel_identity = lambda: ("me", folder)  # as inside a kernel started by a server
 from IPython.core.interactiveshell import InteractiveShell
