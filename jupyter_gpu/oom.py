@@ -34,9 +34,12 @@ import os
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .units import GIB, MIB, format_bytes
+
+if TYPE_CHECKING:
+    from .peers import KernelPeer
 
 __all__ = ["Holder", "OutOfMemory", "explain", "explain_error", "recognize"]
 
@@ -177,16 +180,6 @@ class Holder:
 
 
 @dataclass(frozen=True)
-class PeerKernel:
-    """Another kernel of this user, as the server extension or the kernel reports name it."""
-
-    notebook: str | None
-    kernel_id: str | None = None
-    idle_s: float | None = None
-    idle: bool | None = None
-
-
-@dataclass(frozen=True)
 class Facts:
     """Everything :func:`explain` reads. ``gpus`` are :class:`~jupyter_gpu.snapshots.GpuInfo`."""
 
@@ -201,7 +194,7 @@ class Facts:
     admin_ceiling: str | None = None
     growth: bool = False
     counters: Mapping[int, tuple[int, int | None]] = field(default_factory=dict)  # index → (in use, held)
-    peers: Mapping[int, PeerKernel] = field(default_factory=dict)  # pid → the user's other kernel
+    peers: Mapping[int, KernelPeer] = field(default_factory=dict)  # pid → the user's other kernel (find_peers)
     peers_source: str = ""  # where the peers came from, in words
     own_notebook: str | None = None
 
@@ -487,8 +480,7 @@ def gather_facts(oom: OutOfMemory, *, server_timeout_s: float = 1.0) -> Facts:
         admin_ceiling=plan.request.max_limit,
         growth=plan.growth,
         counters=counters,
-        peers={} if peers is None else {pid: PeerKernel(k.notebook, k.kernel_id, k.idle_s, k.idle)
-                                        for pid, k in peers.by_pid.items()},
+        peers={} if peers is None else peers.by_pid,
         peers_source="" if peers is None else peers.source,
         own_notebook=os.path.basename(os.environ.get("JPY_SESSION_NAME", "")) or None,
     )

@@ -177,8 +177,7 @@ def _peers_in(folder: Path, monkeypatch: pytest.MonkeyPatch) -> oom.Facts:
     found = peers.find_peers()
     assert found.source == "kernel reports"
     return oom.Facts(gpus=(), own_pid=1, own_user="me",
-                     peers={pid: oom.PeerKernel(k.notebook, k.kernel_id, k.idle_s, k.idle)
-                            for pid, k in found.by_pid.items()}, peers_source=found.source)
+                     peers=found.by_pid, peers_source=found.source)
 
 
 @pytest.fixture
@@ -266,7 +265,7 @@ def test_a_kernel_report_cannot_make_another_users_process_one_of_this_users_ker
     """Reports are untrusted: one listing another user's PID among its ``nvml_pids`` does not
     relabel that process; a PID whose owner is unknown here (a host PID in a container) may be the kernel's."""
     gpu = _gpu(0, 80, [(1, 10, "me"), (4_100_002, 24, "carol"), (4_100_003, 8, None)])
-    kernel = oom.PeerKernel("train_old.ipynb", "k1")
+    kernel = peers.KernelPeer(None, "k1", "train_old.ipynb")
     facts = oom.Facts(gpus=(gpu,), own_pid=1, own_user="me", device_gpus=(0,),
                       peers={4_100_002: kernel, 4_100_003: kernel}, peers_source="kernel reports")
     report = oom.explain(oom.OutOfMemory("PyTorch", "torch", device=0), facts)
