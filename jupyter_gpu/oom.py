@@ -36,6 +36,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
+from .text import display_text
 from .units import GIB, MIB, format_bytes
 
 if TYPE_CHECKING:
@@ -44,6 +45,7 @@ if TYPE_CHECKING:
 __all__ = ["Holder", "OutOfMemory", "explain", "explain_error", "recognize"]
 
 _MAX_TEXT = 20_000  # characters of an error message that are read (a message can be huge)
+_NAME_CHARS = 40  # a name from the driver, a report or another user, as the report shows it (as the magics do)
 _UNITS = {"B": 1, "BYTES": 1, "KIB": 1024, "KB": 1024, "K": 1024, "MIB": MIB, "MB": MIB, "M": MIB,
           "GIB": GIB, "GB": GIB, "G": GIB, "TIB": 1024 * GIB, "TB": 1024 * GIB, "T": 1024 * GIB}
 _SIZE = r"([0-9]+(?:\.[0-9]+)?)\s*(bytes|B|KiB|MiB|GiB|TiB|KB|MB|GB|TB|K|M|G|T)\b"
@@ -243,17 +245,18 @@ def holders(gpu: Any, facts: Facts) -> list[Holder]:
             # a kernel's report (or the server) names PIDs; one the OS or NVML gives to another user
             # stays that user's, whatever a report claims: never name the wrong owner
             peer = facts.peers[process.pid]
-            label = peer.notebook or (f"kernel {peer.kernel_id[:8]}" if peer.kernel_id else f"PID {process.pid}")
+            label = _shown(peer.notebook) if peer.notebook else (
+                f"kernel {_shown(peer.kernel_id[:8])}" if peer.kernel_id else f"PID {process.pid}")
             key = ("kernel", peer.kernel_id or str(process.pid))
             holder = Holder("kernel", memory, label, process.pid, peer.idle_s, peer.idle)
         elif process.user is not None and process.user == facts.own_user:
             if process.type == "graphics":
                 continue
             key = ("process", str(process.pid))
-            holder = Holder("process", memory, f"PID {process.pid}" + (f" ({process.name})" if process.name else ""),
-                            process.pid)
+            name = f" ({_shown(process.name)})" if process.name else ""
+            holder = Holder("process", memory, f"PID {process.pid}{name}", process.pid)
         else:
-            user = process.user or f"unknown user (PID {process.pid})"
+            user = _shown(process.user) if process.user else f"unknown user (PID {process.pid})"
             key, holder = ("user", user), Holder("user", memory, user)
         if key in found:  # a kernel's child processes, or several processes of one user, add up
             old = found[key]
@@ -261,6 +264,11 @@ def holders(gpu: Any, facts: Facts) -> list[Holder]:
         found[key] = holder
     order = {"self": 0, "kernel": 1, "process": 2, "user": 3}
     return sorted(found.values(), key=lambda h: (order[h.kind], -h.memory, h.label))
+
+
+def _shown(value: str) -> str:
+    """A notebook, process, user or GPU name from elsewhere (untrusted): bidi-safe, one line, short."""
+    return display_text(value, _NAME_CHARS)
 
 
 def _round_up_gib(value: int) -> str:
@@ -294,7 +302,7 @@ def _unique(items: list[str]) -> list[str]:
 
 
 def _gpu_section(oom: OutOfMemory, gpu: Any, facts: Facts, steps: list[str], several: bool) -> list[str]:
-    name = gpu.name.removeprefix("NVIDIA ")
+    name = _shown(gpu.name.removeprefix("NVIDIA "))
     label = f" ({oom.framework} {oom.device_label})" if oom.device_label and not several else ""
     lines = [f"GPU {gpu.index} {name}{label}: {format_bytes(gpu.memory_total)} total, "
              f"{format_bytes(gpu.memory_used)} used, {format_bytes(gpu.memory_free)} free."]
@@ -359,7 +367,7 @@ def _gpu_section(oom: OutOfMemory, gpu: Any, facts: Facts, steps: list[str], sev
 
 def _holder_text(holder: Holder, oom: OutOfMemory, in_use: int | None, reserved: int | None, facts: Facts) -> str:
     if holder.kind == "self":
-        nb = f" ({facts.own_notebook})" if facts.own_notebook else ""
+        nb = f" ({_shown(facts.own_notebook)})" if facts.own_notebook else ""
         own = [f"in use {format_bytes(in_use)}" if in_use is not None else "",
                f"reserved {format_bytes(reserved)}" if reserved is not None else ""]
         told = ", ".join(part for part in own if part)

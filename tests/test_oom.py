@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -271,3 +272,20 @@ def test_a_kernel_report_cannot_make_another_users_process_one_of_this_users_ker
     report = oom.explain(oom.OutOfMemory("PyTorch", "torch", device=0), facts)
     assert "carol: 24 GiB" in report
     assert "your kernel train_old.ipynb: 8 GiB" in report
+
+
+def test_names_from_reports_nvml_and_other_users_are_shown_bidi_safe_on_one_short_line() -> None:
+    """A notebook name (another kernel's report or the server), a process, user or GPU name is untrusted:
+    a bidi control or a newline in it must not reorder or split the report, and a huge one must not flood it."""
+    evil = "a\nb\u202e" + "x" * 3000 + ".ipynb"
+    gpu = _gpu(0, 80, [(1, 10, "me"), (2, 10, "me"), (3, 5, "ev\u202eil\nuser")], name="NVIDIA A100\u2067")
+    gpu = replace(gpu, processes=(*gpu.processes, GpuProcess(4, 5 * GIB, "me", name="p\u202e" * 500)))
+    facts = oom.Facts(gpus=(gpu,), own_pid=1, own_user="me", device_gpus=(0,), own_notebook="mine\u2066.ipynb",
+                      peers={2: peers.KernelPeer(2, "k1", evil, 700.0, True)}, peers_source="server extension")
+    report = oom.explain(oom.OutOfMemory("PyTorch", "torch", device=0), facts)
+    assert not any(char in report for char in "\u202e\u2066\u2067"), report
+    lines = report.splitlines()
+    assert not any(line.startswith(("b", "user")) for line in lines), report  # no name split the report
+    assert max(len(line) for line in lines) < 200, report
+    assert "your kernel a\ufffdb\ufffdxxx" in report and "ev\ufffdil\ufffduser: 5 GiB" in report
+    assert "GPU 0 A100\ufffd (PyTorch cuda:0)" in report and "this kernel (mine\ufffd.ipynb)" in report
