@@ -195,7 +195,8 @@ def cuda_devices(env: CudaEnv, gpus: Sequence[Gpu], names: Sequence[str] | None 
         elif _INDEX.fullmatch(entry):
             if order is None:
                 return DeviceMap(None, f"CUDA_VISIBLE_DEVICES={value!r} counts GPUs in that order: {why}")
-            position = int(entry)
+            digits = entry.lstrip("0") or "0"  # CUDA reads "01" as 1; int() refuses over 4300 digits
+            position = int(digits) if len(digits) < 10 else len(order)
             if position >= len(order) or order[position] in indices:
                 break  # CUDA stops at the first entry it cannot use
             indices.append(order[position])

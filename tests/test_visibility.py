@@ -50,6 +50,13 @@ def test_cuda_stops_at_the_first_unusable_entry() -> None:
     assert cuda_devices(CudaEnv("²", "PCI_BUS_ID"), DEMO).indices == ()
 
 
+def test_a_huge_index_ends_the_list_and_leading_zeros_count_as_cuda_reads_them() -> None:
+    # int() refuses more than 4300 digits: a value set by code or a spawner must not crash the magics
+    assert cuda_devices(CudaEnv("1," + "9" * 5000, "PCI_BUS_ID"), DEMO).indices == (1,)
+    assert cuda_devices(CudaEnv("0" * 5000 + "2,3", "PCI_BUS_ID"), DEMO).indices == (2, 3)
+    assert cuda_devices(CudaEnv("4294967297", "PCI_BUS_ID"), DEMO).indices == ()  # not 1 modulo 2**32
+
+
 def test_the_frameworks_device_names_resolve_fastest_first_and_are_checked() -> None:
     names = [A6000, A6000, A100, A100]  # the A6000s reported first: one model after another, PCI order within
     assert cuda_devices(CudaEnv(None, None), DEMO, names).indices == (2, 3, 0, 1)
