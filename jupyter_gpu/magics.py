@@ -1208,7 +1208,10 @@ def traceback_hint(error: BaseException | None) -> str | None:
     """The hint to show under a framework error that GPU configuration causes (None for any other)."""
     if error is None:
         return None
-    text = str(error)
+    try:
+        text = str(error)
+    except Exception:
+        return None  # the user's exception cannot print itself: IPython says so, and nothing here may add to it
     for needle, hint in _HINTS:
         if needle in text:
             from .plan import current_plan

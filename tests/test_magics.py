@@ -332,6 +332,20 @@ def test_other_errors_get_no_hint() -> None:
     assert magics.traceback_hint(None) is None
 
 
+class _Unprintable(Exception):
+    def __str__(self) -> str:
+        raise RuntimeError("no")
+
+
+def test_an_error_that_cannot_print_itself_adds_no_note_of_its_own(shell, capsys) -> None:
+    assert magics.traceback_hint(_Unprintable()) is None
+    assert magics.error_notes(_Unprintable()) == []
+    capsys.readouterr()
+    shell.run_cell("class E(Exception):\n    def __str__(self):\n        raise RuntimeError('no')\nraise E()")
+    captured = capsys.readouterr()
+    assert "jupyter_gpu" not in captured.out + captured.err, captured
+
+
 def test_loading_and_the_after_cell_check_import_no_adapter_while_no_framework_is_imported() -> None:
     import subprocess
 
