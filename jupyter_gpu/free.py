@@ -26,11 +26,13 @@ from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any
 
+from .text import display_text
 from .units import format_bytes
 
 __all__ = ["Measure", "Tracked", "array_info", "measure", "release", "traceback_frames", "track"]
 
 _CONTAINER_LIMIT = 10_000
+_NAME_CHARS = 40  # a GPU name, as the magics show it
 
 
 @dataclass(frozen=True)
@@ -199,6 +201,7 @@ def describe_change(before: Measure, after: Measure, tracked: Tracked) -> list[s
     lines = []
     for index in sorted(set(before.nvml) | set(after.nvml)):
         name = (before.gpu_names.get(index) or after.gpu_names.get(index) or "").removeprefix("NVIDIA ")
+        name = display_text(name, _NAME_CHARS) if name else ""  # the driver's text, as the magics show it
         lines.append(f"GPU {index}{f' ({name})' if name else ''}: this kernel {format_bytes(before.nvml.get(index, 0))}"
                      f" → {format_bytes(after.nvml.get(index, 0))} (NVML)")
     if not before.nvml and not after.nvml:

@@ -37,3 +37,9 @@ def test_report_lines_before_and_after() -> None:
                      "PyTorch arrays freed on cuda:0: 2 GiB",
                      "PyTorch arrays still referenced elsewhere on cuda:0: 1 GiB (name them: %gpu_free NAME …)",
                      "process memory (RSS, CPU arrays): 3 GiB → 2 GiB"]
+
+
+def test_a_gpu_name_from_the_driver_is_shown_bidi_safe_and_cut() -> None:
+    before = Measure(nvml={0: 1024**3}, gpu_names={0: "NVIDIA a\u202eb" + "X" * 70})
+    (line,) = free.describe_change(before, Measure(nvml={0: 0}), Tracked())
+    assert "\u202e" not in line and "a\ufffdb" in line and "X" * 40 not in line and "…" in line, line
