@@ -19,7 +19,8 @@ Safety between users (every claim file is untrusted input):
   (``st_uid``), and its PID must be a running process of that user. Files are opened with
   ``O_NOFOLLOW``, must be regular files of at most 4 KiB, and are parsed like a network request
   (schema, types, finite numbers, a GPU UUID's form); a malformed or hostile file is ignored with
-  one log line (logger ``jupyter_gpu.claims``) and costs only itself.
+  one log line (logger ``jupyter_gpu.claims``; its name bidi-safe; the first ten files, then one
+  line for the rest) and costs only itself.
 - Choosing and claiming happen under an advisory lock (``flock`` on ``jupyter-gpu-claims.lock`` in
   the directory), waited for at most ``lock_timeout_s``: a user holding the lock forever delays
   others by that much, then they choose without it.
@@ -47,6 +48,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from .text import display_text
+
 __all__ = ["DEFAULT_DIRECTORY", "DEFAULT_TTL_S", "Claim", "ClaimBoard"]
 
 log = logging.getLogger(__name__)
@@ -57,6 +60,7 @@ PREFIX = "jupyter-gpu-claim-"
 LOCK_NAME = "jupyter-gpu-claims.lock"
 MAX_FILE_BYTES = 4096
 MAX_FILES = 4096
+MAX_LOGGED = 10  # refused files logged per board, one line each (then one line for the rest)
 _UUID = re.compile(r"^(GPU|MIG)-[0-9A-Za-z/\-]{1,120}$")
 _VERSION = 1
 
@@ -143,9 +147,16 @@ class ClaimBoard:
     # -- reading
 
     def _refuse(self, path: Path, stamp: int, why: str) -> None:
-        if (path.name, stamp) not in self._warned:
-            self._warned.add((path.name, stamp))
-            log.warning("jupyter_gpu: ignoring GPU claim %s: %s", path, why)
+        """One log line per refused file, for the first :data:`MAX_LOGGED`: in a kernel the line shows
+        in the notebook, and anyone can leave thousands of files in ``/tmp``."""
+        if (path.name, stamp) in self._warned:
+            return
+        self._warned.add((path.name, stamp))
+        if len(self._warned) <= MAX_LOGGED:
+            log.warning("jupyter_gpu: ignoring GPU claim %s: %s", display_text(str(path), 200), why)
+        elif len(self._warned) == MAX_LOGGED + 1:
+            log.warning("jupyter_gpu: ignoring more malformed GPU claims in %s; they are no longer logged",
+                        display_text(str(self.directory), 200))
 
     def _read(self, path: Path) -> Claim | None:
         try:

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from jupyter_gpu.claims import PREFIX, ClaimBoard
+from jupyter_gpu.claims import MAX_LOGGED, PREFIX, ClaimBoard
 from jupyter_gpu.snapshots import GpuInfo, GpuProcess
 
 UUIDS = ["GPU-aaaa-0", "GPU-bbbb-1", "GPU-cccc-2"]
@@ -105,6 +105,20 @@ def test_hostile_files_are_ignored_with_one_log_line_each(shared: Path, other_pr
     for words in ("not JSON", "not a JSON object", "larger than 4096", "not a GPU UUID", "not a finite number",
                   "symbolic link", "not a regular file"):
         assert any(words in message for message in refused), (words, refused)
+
+
+def test_thousands_of_hostile_files_do_not_flood_the_notebook(shared: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """In a kernel the log lines show under the cell: anyone can leave any number of files in /tmp."""
+    for number in range(300):
+        (shared / f"{PREFIX}{number}\u202e.json").write_text("{not json")
+    board = ClaimBoard(shared)
+    with caplog.at_level(logging.WARNING, logger="jupyter_gpu.claims"):
+        assert board.load(gpus()) == {}
+        assert board.load(gpus()) == {}
+    refused = [r.getMessage() for r in caplog.records]
+    assert len(refused) == MAX_LOGGED + 1, len(refused)
+    assert "no longer logged" in refused[-1]
+    assert not any("\u202e" in message for message in refused), refused
 
 
 @pytest.mark.skipif(os.getuid() != 0, reason="giving a file to another user needs root")
