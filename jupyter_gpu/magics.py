@@ -797,7 +797,7 @@ def _waiting_line(spec: str, min_free: str | None, snapshot: Any, claims: dict[i
         for process in gpu.processes:
             if process.pid == own or process.type == "graphics":
                 continue
-            who = "you" if me is not None and process.user == me else (process.user or f"PID {process.pid}")
+            who = "you" if me is not None and process.user == me else _shown(process.user, f"PID {process.pid}")
             holders[who] = holders.get(who, 0) + (process.memory or 0)
         who = ", ".join(f"{name} {format_bytes(size)}" for name, size in holders.items())
         claimed = f", {claims[gpu.index]} claim{'s' if claims[gpu.index] > 1 else ''}" if claims.get(gpu.index) else ""
@@ -835,7 +835,7 @@ def _fit_hints(snapshot: Any, request: Any) -> str:
         for pid, peer in find_peers().by_pid.items():
             if peer.notebook:
                 idle = "idle " if peer.idle or (peer.idle_s or 0) >= 600 else ""
-                kernels[pid] = f"{idle}kernel {peer.notebook}"
+                kernels[pid] = f"{idle}kernel {_shown(peer.notebook)}"
         hints = fit_hints(snapshot.gpus, min_free, os.getpid(), _current_user(), kernels)
     except Exception:
         return ""

@@ -165,3 +165,37 @@ def test_an_unusable_claims_directory_changes_nothing_but_a_one_line_note(shell,
     assert notes == [f"jupyter_gpu: GPU claims are not used: the claims directory {tmp_path / 'nowhere'} cannot be "
                      "used (No such file or directory); auto chooses without them."]
     assert os.environ["CUDA_VISIBLE_DEVICES"] == "0,1"
+
+
+def test_the_waiting_line_shows_other_users_names_bidi_safe(shell, clean, fake_time, capsys) -> None:  # noqa: F811
+    def change(data: dict) -> None:
+        data["gpus"][0]["processes"] = [{"pid": 910001, "memory_mib": 70 * GIB_MIB, "user": "a\u202eevil"}]
+        data["gpus"][1]["processes"] = [{"pid": 910002, "memory_mib": 60 * GIB_MIB, "user": "x" * 200}]
+    clean.update(change)
+
+    def interrupt() -> None:
+        raise KeyboardInterrupt
+
+    fake_time.at = {1: interrupt}
+    with pytest.raises(UsageError, match="interrupted"):
+        shell.run_line_magic("gpu_select", "auto:1 --min-free 40GiB --wait 1h")
+    out = capsys.readouterr().out
+    assert "a\ufffdevil 70 GiB" in out and "\u202e" not in out, out
+    assert "x" * 40 not in out and "…" in out, out
+
+
+def test_the_fit_hint_names_a_kernel_by_its_notebook_on_one_safe_line(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The notebook name comes from another kernel's report or the server: untrusted, and the
+    hint ends up in a one-line UsageError."""
+    from jupyter_gpu import peers, plan
+    from jupyter_gpu.snapshots import GpuInfo, GpuProcess, Snapshot
+
+    gib = 1024**3
+    gpu = GpuInfo(index=0, uuid="GPU-0", name="A100", memory_total=80 * gib, memory_free=10 * gib,
+                  processes=(GpuProcess(910003, 70 * gib, "me"),))
+    found = peers.Peers({910003: peers.KernelPeer(910003, "k1", "a\n\u202e" + "y" * 200 + ".ipynb")})
+    monkeypatch.setattr(peers, "find_peers", lambda **_: found)
+    monkeypatch.setattr(magics, "_current_user", lambda: "me")
+    hint = magics._fit_hints(Snapshot(True, 0.0, (gpu,)), plan.PlanRequest(selection="auto", min_free="40GiB"))
+    assert hint.startswith("; GPU 0 would fit if your kernel a\ufffd\ufffdyyy"), hint
+    assert "\n" not in hint and "\u202e" not in hint and "y" * 40 not in hint, hint
