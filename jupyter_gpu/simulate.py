@@ -219,10 +219,10 @@ class ScenarioError(ValueError):
 # Scenarios
 
 SIMULATED_MARKER = " [simulated]"
-NAME_BUFFER_BYTES = 96  # NVML_DEVICE_NAME_V2_BUFFER_SIZE: what nvidia-ml-py hands nvmlDeviceGetName
-MAX_NAME_BYTES = NAME_BUFFER_BYTES - 1 - len(SIMULATED_MARKER.encode())  # the marker and the NUL fit too
 """Appended to every simulated GPU's name as NVML reports it, so no reader (jupyter_gpu, nvitop,
 gpustat, a training script) can mistake a simulated GPU for a real one."""
+NAME_BUFFER_BYTES = 96  # NVML_DEVICE_NAME_V2_BUFFER_SIZE: what nvidia-ml-py hands nvmlDeviceGetName
+MAX_NAME_BYTES = NAME_BUFFER_BYTES - 1 - len(SIMULATED_MARKER.encode())  # the marker and the NUL fit too
 
 MAX_GPUS = 64
 MAX_PROCESSES_PER_GPU = 100_000
