@@ -219,10 +219,10 @@ class ScenarioError(ValueError):
 # Scenarios
 
 SIMULATED_MARKER = " [simulated]"
-NAME_BUFFER_BYTES = 96  # NVML_DEVICE_NAME_V2_BUFFER_SIZE: what nvidia-ml-py hands nvmlDeviceGetName
-MAX_NAME_BYTES = NAME_BUFFER_BYTES - 1 - len(SIMULATED_MARKER.encode())  # the marker and the NUL fit too
 """Appended to every simulated GPU's name as NVML reports it, so no reader (jupyter_gpu, nvitop,
 gpustat, a training script) can mistake a simulated GPU for a real one."""
+NAME_BUFFER_BYTES = 96  # NVML_DEVICE_NAME_V2_BUFFER_SIZE: what nvidia-ml-py hands nvmlDeviceGetName
+MAX_NAME_BYTES = NAME_BUFFER_BYTES - 1 - len(SIMULATED_MARKER.encode())  # the marker and the NUL fit too
 
 MAX_GPUS = 64
 MAX_PROCESSES_PER_GPU = 100_000
@@ -1293,16 +1293,14 @@ if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_forget_process_counters)
 
 
-def _process_start(pid: int | str = "self") -> int:
-    """A process's start time as the kernel records it (clock ticks since boot on Linux; elsewhere
-    psutil's creation time in microseconds): with the PID, a name no later process can take."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as file:
-            return int(file.read().rsplit(b")", 1)[1].split()[19])  # field 22, starttime
-    except (OSError, ValueError, IndexError):
-        import psutil
+def _process_start() -> int:
+    """This process's start time as :func:`jupyter_gpu.processes.process_start` reads it (clock
+    ticks since boot on Linux; elsewhere psutil's creation time, here in microseconds): with the
+    PID, a name no later process can take."""
+    from .processes import process_start  # that module imports this one: imported when first needed
 
-        return int(psutil.Process(None if pid == "self" else int(pid)).create_time() * 1_000_000)
+    start = process_start(os.getpid())
+    return round(start * 1_000_000) if isinstance(start, float) else start or 0
 
 
 def _call_ticker(directory: str) -> Callable[[], None]:

@@ -7,21 +7,18 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-if ! command -v chromium >/dev/null 2>&1; then
+# Debian's packages the tests need: chromium (the browser tests) and prometheus (promtool and the
+# server: the deploy/prometheus checks and the scrape integration test). One apt-get run for both.
+missing=()
+command -v chromium >/dev/null 2>&1 || missing+=(chromium)
+command -v promtool >/dev/null 2>&1 || missing+=(prometheus)
+if [ ${#missing[@]} -gt 0 ]; then
   if [ "$(id -u)" = 0 ]; then
-    echo "==> installing Debian's chromium for the browser tests"
-    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null
-  else
-    echo "The browser tests need Debian's chromium: sudo apt-get install chromium" >&2
+    echo "==> installing Debian's ${missing[*]} for the tests"
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
+  elif [ "${missing[0]}" = chromium ]; then
+    echo "The browser tests need Debian's chromium: sudo apt-get install ${missing[*]}" >&2
     exit 1
-  fi
-fi
-
-# promtool and prometheus (deploy/prometheus checks and the scrape integration test): Debian's package.
-if ! command -v promtool >/dev/null 2>&1; then
-  if [ "$(id -u)" = 0 ]; then
-    echo "==> installing Debian's prometheus (promtool) for the deploy/prometheus tests"
-    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq prometheus >/dev/null
   else
     echo "Note: without promtool (sudo apt-get install prometheus) the deploy/prometheus tests are skipped" >&2
   fi

@@ -22,7 +22,6 @@ import contextlib
 import json
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import threading
@@ -35,6 +34,7 @@ from typing import Any
 
 import psutil
 import pytest
+from live_processes import free_port
 from support import wait_until
 
 from jupyter_gpu import simulate
@@ -60,12 +60,6 @@ ADMIN = "jgpu-admin"
 TESTER_TOKEN = "jgpu-tester-" + os.urandom(8).hex()
 PROMETHEUS_TOKEN = "jgpu-prometheus-" + os.urandom(8).hex()
 MIB = 1 << 20
-
-
-def _port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def skip_reason() -> str | None:
@@ -226,11 +220,11 @@ def _run_hub(artifacts: Path, spawned: list[psutil.Process]) -> Iterator[Hub]:
     calls_dir = root / "nvml-calls"
     calls_dir.mkdir(exist_ok=True)
     calls_dir.chmod(0o1777)  # written by the service (root) and by the users' servers and kernels
-    proxy_port, service_port = _port(), _port()
+    proxy_port, service_port = free_port(), free_port()
     proxy_url = f"http://127.0.0.1:{proxy_port}"
     chp = CHP if Path(CHP).exists() else shutil.which("configurable-http-proxy")
     (root / "jupyterhub_config.py").write_text(CONFIG.format(
-        proxy_url=proxy_url, hub_port=_port(), proxy_api_port=_port(), chp=chp, root=root, admin=ADMIN,
+        proxy_url=proxy_url, hub_port=free_port(), proxy_api_port=free_port(), chp=chp, root=root, admin=ADMIN,
         singleuser=str(HUB_VENV / "bin" / "jupyterhub-singleuser"), service_url=f"http://127.0.0.1:{service_port}",
         python=sys.executable, pythonpath=str(REPO), scenario=str(scenario), alice=USERS[0], tester=TESTER_TOKEN,
         prometheus=PROMETHEUS_TOKEN, snippet=documented_snippet(),

@@ -21,31 +21,10 @@ EVIL_NAME = '<img src=x onerror="window.__jupyterGpuXss=1">'
 def test_panel_renders_updates_and_escapes(lab: Any, page: Any, artifacts: Any, docs_screenshot: Any) -> None:
     lab.scenario.update(lambda s: s["gpus"][2].__setitem__(
         "processes", [{"pid": 4_000_002, "memory_mib": 1024, "user": "mallory", "name": EVIL_NAME}]))
-    lab.write_notebook(NOTEBOOK, [
-        "import os\n"
-        "os.environ['JUPYTER_GPU_SHOW_OTHER_NAMES'] = '1'  # an admin's view: other users' program names too\n"
-        "%load_ext jupyter_gpu\n%gpu_monitor --interval 0.3 --history 30\nprint('PID', os.getpid())",
-    ])
-    lab.open(page, path=f"lab/tree/{NOTEBOOK}")
-    page.locator(".jp-NotebookPanel .jp-Cell .jp-InputArea-editor").first.wait_for()
-    # Opened by URL before the kernel specs have loaded, JupyterLab may ask which kernel to start;
-    # the dialog can come late, so answer it until the notebook's kernel exists and is idle.
-    select = page.locator(".jp-Dialog").get_by_role("button", name="Select")
-
-    def kernel_idle() -> bool:
-        if select.is_visible():
-            select.click()
-        sessions = [s for s in lab.api("GET", "api/sessions") if s["path"] == NOTEBOOK]
-        return bool(sessions) and sessions[0]["kernel"]["execution_state"] == "idle"
-
-    wait_until(kernel_idle, timeout_s=90, what="the notebook's kernel")
-    page.wait_for_timeout(500)
-    if select.is_visible():
-        select.click()
-    page.evaluate("window.jupyterapp.commands.execute('notebook:run-all-cells')")
-
-    panel = page.locator(".jp-NotebookPanel .jupyter-gpu-monitor").first
-    panel.wait_for(timeout=60_000)
+    panel = run_panel(lab, page, NOTEBOOK,
+                      "import os\n"
+                      "os.environ['JUPYTER_GPU_SHOW_OTHER_NAMES'] = '1'  # an admin's view: other users' names too\n"
+                      "%load_ext jupyter_gpu\n%gpu_monitor --interval 0.3 --history 30\nprint('PID', os.getpid())")
     rows = panel.locator(".jupyter-gpu-row")
     wait_until(lambda: rows.count() == 3, what="three GPU rows")
     assert "simulated GPUs" in panel.inner_text()
@@ -101,6 +80,8 @@ def run_panel(lab: Any, page: Any, notebook: str, code: str) -> Any:
     lab.write_notebook(notebook, [code])
     lab.open(page, path=f"lab/tree/{notebook}")
     page.locator(".jp-NotebookPanel .jp-Cell .jp-InputArea-editor").first.wait_for()
+    # Opened by URL before the kernel specs have loaded, JupyterLab may ask which kernel to start;
+    # the dialog can come late, so answer it until the notebook's kernel exists and is idle.
     select = page.locator(".jp-Dialog").get_by_role("button", name="Select")
 
     def kernel_idle() -> bool:
