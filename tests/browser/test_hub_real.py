@@ -71,6 +71,9 @@ def skip_reason() -> str | None:
         return f"configurable-http-proxy not found at {CHP} (scripts/setup.sh test installs it with npm)"
     if not shutil.which("useradd"):
         return "useradd is missing"
+    closed = next((folder for folder in (REPO, *REPO.parents) if not folder.stat().st_mode & 0o001), None)
+    if closed is not None:  # the hub's users import jupyter_gpu from this checkout and run its .venv-hub
+        return f"the hub's system users cannot enter {closed} (mode {closed.stat().st_mode & 0o777:o}): clone elsewhere"
     return None
 
 
