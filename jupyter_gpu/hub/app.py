@@ -114,6 +114,14 @@ class HubService:
         self.prometheus_client = (AsyncHTTPClient(force_instance=True, max_body_size=prom.MAX_BODY_BYTES)
                                   if self.prometheus_url else None)
 
+    def close(self) -> None:
+        """Stop sampling, the JSON parser's thread and the HTTP clients (the service stops)."""
+        self.sampler.close(timeout=1.0)
+        self._parser.shutdown(wait=False, cancel_futures=True)
+        for client in (self.client, self.hub_client, self.prometheus_client):
+            if client is not None:
+                client.close()
+
     def _take(self) -> Snapshot:
         snapshot = self._nvml_take()
         self.history.record(snapshot)
