@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -17,6 +18,8 @@ from pathlib import Path
 from typing import Any
 
 import psutil
+
+PROMETHEUS = shutil.which("prometheus")  # Debian's, for the tests with a real Prometheus
 
 
 def free_port() -> int:
@@ -77,3 +80,17 @@ def kernel_child(server_pid: int) -> int:
         return None
 
     return wait_for("the kernel process", find, 30)
+
+
+def start_prometheus(config: Path, folder: Path) -> tuple[subprocess.Popen, str, Path]:
+    """A real Prometheus with ``config`` on a free loopback port, its data and log in ``folder``:
+    the process (end it with :func:`stop`), its URL and its log."""
+    assert PROMETHEUS is not None, "prometheus is not installed (Debian: apt-get install prometheus)"
+    port = free_port()
+    log = folder / "prometheus.log"
+    with open(log, "w") as out:
+        process = subprocess.Popen(
+            [PROMETHEUS, f"--config.file={config}", f"--storage.tsdb.path={folder / 'tsdb'}",
+             f"--web.listen-address=127.0.0.1:{port}", "--log.level=warn"],
+            stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+    return process, f"http://127.0.0.1:{port}", log

@@ -24,14 +24,13 @@ from typing import Any
 
 import pytest
 import yaml
-from live_processes import free_port, get_json, kernel_child, stop, wait_for
+from live_processes import PROMETHEUS, free_port, get_json, kernel_child, start_prometheus, stop, wait_for
 
 REPO = Path(__file__).resolve().parent.parent
 DEPLOY = REPO / "deploy" / "prometheus"
 TOKEN_PATH = "/etc/prometheus/jupyterhub-token"
 
 PROMTOOL = shutil.which("promtool")
-PROMETHEUS = shutil.which("prometheus")
 needs_promtool = pytest.mark.skipif(
     PROMTOOL is None, reason="promtool is not installed (Debian: apt-get install prometheus; "
                              "scripts/test.sh installs it when run as root)")
@@ -160,15 +159,9 @@ def test_a_real_prometheus_scrapes_two_servers_kernel_series_with_their_users(tm
                      "static_configs": [{"targets": [f"127.0.0.1:{server.port}"]}]})
     config = tmp_path / "prometheus.yml"
     config.write_text(yaml.safe_dump({"global": {"scrape_interval": "1s"}, "scrape_configs": jobs}))
-    port = free_port()
-    log = tmp_path / "prometheus.log"
-    with open(log, "w") as out:
-        prometheus = subprocess.Popen(
-            [PROMETHEUS, f"--config.file={config}", f"--storage.tsdb.path={tmp_path / 'tsdb'}",
-             f"--web.listen-address=127.0.0.1:{port}", "--log.level=warn"],
-            stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+    prometheus, url, log = start_prometheus(config, tmp_path)
     try:
-        api = f"http://127.0.0.1:{port}/api/v1/query?query="
+        api = f"{url}/api/v1/query?query="
 
         def series(query: str) -> list[dict[str, Any]]:
             return get_json(api + urllib.parse.quote(query))["data"]["result"]
@@ -532,14 +525,8 @@ def test_a_real_prometheus_relabels_kubernetes_pods_as_the_config_says(tmp_path,
         config["global"]["scrape_interval"] = "1s"
         config_path = deploy_copy / "kubernetes" / "prometheus.file-sd.yml"
         config_path.write_text(yaml.safe_dump(config))
-        port = free_port()
-        log = tmp_path / "prometheus.log"
-        with open(log, "w") as out:
-            prometheus = subprocess.Popen(
-                [PROMETHEUS, f"--config.file={config_path}", f"--storage.tsdb.path={tmp_path / 'tsdb'}",
-                 f"--web.listen-address=127.0.0.1:{port}", "--log.level=warn"],
-                stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
-        api = f"http://127.0.0.1:{port}/api/v1/"
+        prometheus, url, log = start_prometheus(config_path, tmp_path)
+        api = f"{url}/api/v1/"
 
         def series(query: str) -> list[dict[str, Any]]:
             return get_json(api + "query?query=" + urllib.parse.quote(query))["data"]["result"]

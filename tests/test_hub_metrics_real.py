@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 import urllib.parse
@@ -24,12 +23,11 @@ from typing import Any
 import pytest
 import yaml
 from hub_fake import SERVICE_TOKEN, FakeHub
-from live_processes import free_port, get_json, kernel_child, stop, wait_for
+from live_processes import PROMETHEUS, free_port, get_json, kernel_child, start_prometheus, stop, wait_for
 from support import ScenarioFile
 
 from jupyter_gpu import simulate
 
-PROMETHEUS = shutil.which("prometheus")
 pytestmark = pytest.mark.skipif(
     PROMETHEUS is None, reason="prometheus is not installed (Debian: apt-get install prometheus)")
 PREFIX = "/services/jupyter-gpu/"
@@ -135,14 +133,10 @@ def test_each_gpu_is_exported_once_per_host_and_kernels_join_it_by_uuid(tmp_path
         jobs[-1]["job_name"] += "-" + user
     config = tmp_path / "prometheus.yml"
     config.write_text(yaml.safe_dump({"global": {"scrape_interval": "1s"}, "scrape_configs": jobs}))
-    port = free_port()
-    log = tmp_path / "prometheus.log"
-    prometheus = _spawn([PROMETHEUS, f"--config.file={config}", f"--storage.tsdb.path={tmp_path / 'tsdb'}",
-                         f"--web.listen-address=127.0.0.1:{port}", "--log.level=warn"], dict(os.environ), log)
+    prometheus, url, log = start_prometheus(config, tmp_path)
     try:
         def series(query: str) -> list[dict[str, Any]]:
-            return get_json(f"http://127.0.0.1:{port}/api/v1/query?" + urllib.parse.urlencode({"query": query}))[
-                "data"]["result"]
+            return get_json(f"{url}/api/v1/query?" + urllib.parse.urlencode({"query": query}))["data"]["result"]
 
         # When every target has been scraped and both kernels' series are in
         wait_for("three targets up", lambda: len([s for s in series("up") if s["value"][1] == "1"]) == 3,

@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import shutil
 import subprocess
 import sys
 import urllib.parse
@@ -25,7 +24,7 @@ import pytest
 import yaml
 from hub_fake import SERVICE_TOKEN, FakeHub
 from jupyterhub.services.auth import HubOAuth
-from live_processes import free_port, get_json, kernel_child, stop, wait_for
+from live_processes import PROMETHEUS, free_port, get_json, kernel_child, start_prometheus, stop, wait_for
 from support import ScenarioFile
 from tornado import netutil
 from tornado.httpclient import AsyncHTTPClient
@@ -36,7 +35,6 @@ from jupyter_gpu.hub import core
 from jupyter_gpu.hub import prometheus as prom
 from jupyter_gpu.hub.app import HubService, make_app
 
-PROMETHEUS = shutil.which("prometheus")
 pytestmark = pytest.mark.skipif(
     PROMETHEUS is None, reason="prometheus is not installed (Debian: apt-get install prometheus)")
 MIB = 2**20
@@ -107,14 +105,7 @@ def prometheus(tmp_path: Path, servers: list[Server]) -> Iterator[str]:
                                          "labels": {"jupyterhub_user": server.user, "host": f"node-{node}"}}]})
     config = tmp_path / "prometheus.yml"
     config.write_text(yaml.safe_dump({"global": {"scrape_interval": "1s"}, "scrape_configs": jobs}))
-    port = free_port()
-    log = tmp_path / "prometheus.log"
-    with open(log, "w") as out:
-        process = subprocess.Popen(
-            [PROMETHEUS, f"--config.file={config}", f"--storage.tsdb.path={tmp_path / 'tsdb'}",
-             f"--web.listen-address=127.0.0.1:{port}", "--log.level=warn"],
-            stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
-    url = f"http://127.0.0.1:{port}"
+    process, url, log = start_prometheus(config, tmp_path)
     try:
         wait_for("Prometheus ready", lambda: urllib.request.urlopen(url + "/-/ready", timeout=2).status == 200,
                  60, process, log)
