@@ -109,7 +109,7 @@ class HubService:
         self.history_s = history_s
         self._prometheus: tuple[float, Any, dict[str, Any], str | None] | None = None
         self._asking: asyncio.Future[tuple[float, Any, dict[str, Any], str | None]] | None = None
-        self._ranges: tuple[float, dict[str, Any]] | None = None
+        self._ranges: tuple[float, dict[str, Any]] | None = None  # (when asked, prom.history of the answers)
         # Prometheus's answers are untrusted input: bounded in size before they are parsed.
         self.prometheus_client = (AsyncHTTPClient(force_instance=True, max_body_size=prom.MAX_BODY_BYTES)
                                   if self.prometheus_url else None)
@@ -272,8 +272,10 @@ class HubService:
             for answer in ranges:
                 if isinstance(answer, Exception) and not isinstance(instant, Exception):
                     log.warning("jupyter-gpu: no GPU history from Prometheus: %s", str(answer)[:300])
-            self._ranges = (now, {key: None if isinstance(answer, BaseException) else answer
-                                  for key, answer in zip(prom.range_queries(), ranges, strict=True)})
+            # The history columns are built here, once per history step, not per console request.
+            self._ranges = (now, prom.history({key: None if isinstance(answer, BaseException) else answer
+                                               for key, answer in zip(prom.range_queries(), ranges, strict=True)},
+                                              logged=self._logged))
         error = None
         if isinstance(instant, HTTPClientError):
             error = f"cannot read Prometheus at {self.prometheus_url}: HTTP {instant.code}"
@@ -294,9 +296,8 @@ class HubService:
             if self._asking is None or self._asking.done():
                 self._asking = asyncio.ensure_future(self._ask_prometheus())
             cached = await asyncio.shield(self._asking)
-        now, instant, ranges, error = cached
-        data = prom.console(instant, viewer, role, prom.history(ranges, logged=self._logged), self.idle_after_s,
-                            error, self._logged)
+        now, instant, past, error = cached
+        data = prom.console(instant, viewer, role, past, self.idle_after_s, error, self._logged)
         data["timestamp"] = data["timestamp"] or now
         return data
 
