@@ -9,6 +9,7 @@ import http.server
 import json
 import logging
 import threading
+import types
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +20,7 @@ from tornado import netutil
 from tornado.httpclient import AsyncHTTPClient, HTTPClientError
 from tornado.httpserver import HTTPServer
 
+from jupyter_gpu.hub import app as hub_app
 from jupyter_gpu.hub import core
 from jupyter_gpu.hub import prometheus as prom
 from jupyter_gpu.hub.__main__ import main as service_main
@@ -324,6 +326,31 @@ def test_the_history_is_built_once_per_history_step_not_per_console_request(monk
         stand_in.stop()
     assert len(builds) == 1
     assert sum(path.startswith("/api/v1/query_range") for path, _ in stand_in.requests) == 2  # both queries once
+
+
+def test_prometheus_answers_are_parsed_off_the_event_loop(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Answers of up to MAX_BODY_BYTES are parsed on the service's parser thread, as the user
+    servers' answers are, never on the loop that serves api/devices to every user server."""
+    stand_in = StandInPrometheus(two_nodes())
+    parsed_on: list[str] = []
+
+    def loads(raw: Any, **kwargs: Any) -> Any:
+        parsed_on.append(threading.current_thread().name)
+        return json.loads(raw, **kwargs)
+
+    monkeypatch.setattr(hub_app, "json", types.SimpleNamespace(loads=loads, dumps=json.dumps))
+
+    async def body() -> None:
+        hub, _, port = await start_service(stand_in.url, None)
+        code, data = await call(port, "api/console", "admin-token")
+        assert code == 200 and len(data["gpus"]) == 4, data
+        hub.stop()
+
+    try:
+        asyncio.run(body())
+    finally:
+        stand_in.stop()
+    assert len(parsed_on) == 3 and all(name.startswith("jupyter-gpu-hub-json") for name in parsed_on), parsed_on
 
 
 def test_unreachable_prometheus_is_the_consoles_error_not_a_failure(tmp_path: Path) -> None:

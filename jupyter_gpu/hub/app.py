@@ -255,7 +255,9 @@ class HubService:
         response = await self.prometheus_client.fetch(HTTPRequest(
             f"{self.prometheus_url}/api/v1/{path}?{urlencode(params)}", headers=self._prometheus_headers(),
             request_timeout=10, follow_redirects=False))
-        return json.loads(response.body)
+        # Up to MAX_BODY_BYTES of JSON: parsed on the service's parser thread, like the user servers'
+        # answers, so the event loop keeps serving api/devices meanwhile.
+        return await asyncio.get_running_loop().run_in_executor(self._parser, json.loads, response.body)
 
     async def _ask_prometheus(self) -> tuple[float, Any, dict[str, Any], str | None]:
         """One instant query; the history's range queries once per history step (they are larger)."""
