@@ -10,11 +10,9 @@ from __future__ import annotations
 
 import http.server
 import json
-import os
 import re
 import shutil
 import subprocess
-import sys
 import threading
 import urllib.parse
 import urllib.request
@@ -24,7 +22,7 @@ from typing import Any
 
 import pytest
 import yaml
-from live_processes import PROMETHEUS, free_port, get_json, kernel_child, start_prometheus, stop, wait_for
+from live_processes import PROMETHEUS, LiveServer, get_json, start_prometheus, stop, wait_for
 
 REPO = Path(__file__).resolve().parent.parent
 DEPLOY = REPO / "deploy" / "prometheus"
@@ -95,47 +93,14 @@ def test_promtool_rule_unit_tests_pass() -> None:
 # -- integration: a real Prometheus scrapes two real Jupyter servers
 
 
-class Server:
-    """A real ``jupyter server`` (jupyter_gpu enabled) for one simulated hub user."""
-
-    def __init__(self, base: Path, user: str, token: str) -> None:
-        self.user = user
-        self.token = token
-        self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}/"
-        for folder in ("root", "runtime", "config"):
-            (base / folder).mkdir(parents=True, exist_ok=True)
-        (base / "config" / "jupyter_server_config.json").write_text(json.dumps({
-            "ServerApp": {"jpserver_extensions": {"jupyter_gpu": True}},
-            "JupyterGpuServer": {"interval_s": 0.5, "linger_s": 30, "host_label": "sim-host"},
-        }))
-        env = {**os.environ, "JUPYTER_CONFIG_DIR": str(base / "config"),
-               "JUPYTER_RUNTIME_DIR": str(base / "runtime"), "JUPYTERHUB_USER": user}
-        self.log = base / "server.log"
-        with open(self.log, "w") as log:
-            self.process = subprocess.Popen(
-                [sys.executable, "-m", "jupyter_server", "--no-browser", "--allow-root", "--ServerApp.ip=127.0.0.1",
-                 f"--ServerApp.port={self.port}", "--ServerApp.port_retries=0",
-                 f"--IdentityProvider.token={token}", f"--ServerApp.root_dir={base / 'root'}"],
-                env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-        wait_for(f"{user}'s server", lambda: get_json(self.url + "api/status", token), 60, self.process, self.log)
-
-    def start_kernel(self) -> int:
-        """Start a notebook session; return the kernel's PID (the server's child process)."""
-        data = json.dumps({"path": f"{self.user}.ipynb", "type": "notebook", "kernel": {"name": "python3"}})
-        request = urllib.request.Request(self.url + "api/sessions", data=data.encode(), method="POST",
-                                         headers={"Authorization": f"token {self.token}"})
-        with urllib.request.urlopen(request, timeout=60):
-            pass
-        return kernel_child(self.process.pid)
-
-
 @pytest.fixture
-def servers(tmp_path: Path, scenario: Any) -> Iterator[list[Server]]:
-    started: list[Server] = []
+def servers(tmp_path: Path, scenario: Any) -> Iterator[list[LiveServer]]:
+    """Two real servers for two simulated hub users (alice, bob) on the simulated GPUs."""
+    started: list[LiveServer] = []
     try:
         for user in ("alice", "bob"):
-            started.append(Server(tmp_path / user, user, f"token-of-{user}"))
+            started.append(LiveServer(tmp_path / user, user, f"token-of-{user}",
+                                      {"interval_s": 0.5, "linger_s": 30, "host_label": "sim-host"}))
         yield started
     finally:
         for server in started:
@@ -450,44 +415,18 @@ class DcgmStandIn:
         self.server.server_close()
 
 
-class UserPodServer:
+def user_pod_server(base: Path, user: str, node: str, token: str) -> LiveServer:
     """A real ``jupyter server`` as it runs in a Z2JH user pod: under the prefix JupyterHub gives it
     (``/user/<name>/``), ``JUPYTERHUB_USER`` set, ``JUPYTER_GPU_HOST`` the node's name (the values
     file's downward API), the token the Prometheus config reads from its file."""
-
-    def __init__(self, base: Path, user: str, node: str, token: str) -> None:
-        self.user, self.token, self.port = user, token, free_port()
-        self.base_url = hub_server_prefix(user)
-        self.url = f"http://127.0.0.1:{self.port}{self.base_url}"
-        for folder in ("root", "runtime", "config"):
-            (base / folder).mkdir(parents=True, exist_ok=True)
-        (base / "config" / "jupyter_server_config.json").write_text(json.dumps({
-            "ServerApp": {"jpserver_extensions": {"jupyter_gpu": True}},
-            "JupyterGpuServer": {"interval_s": 0.5, "linger_s": 30}}))
-        env = {**os.environ, "JUPYTER_CONFIG_DIR": str(base / "config"), "JUPYTER_RUNTIME_DIR": str(base / "runtime"),
-               "JUPYTERHUB_USER": user, "JUPYTER_GPU_HOST": node}
-        self.log = base / "server.log"
-        with open(self.log, "w") as log:
-            self.process = subprocess.Popen(
-                [sys.executable, "-m", "jupyter_server", "--no-browser", "--allow-root", "--ServerApp.ip=127.0.0.1",
-                 f"--ServerApp.port={self.port}", "--ServerApp.port_retries=0", f"--ServerApp.base_url={self.base_url}",
-                 f"--IdentityProvider.token={token}", f"--ServerApp.root_dir={base / 'root'}"],
-                env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-        wait_for(f"{user}'s server", lambda: get_json(self.url + "api/status", token), 60, self.process, self.log)
-
-    def start_kernel(self) -> int:
-        data = json.dumps({"path": f"{self.user}.ipynb", "type": "notebook", "kernel": {"name": "python3"}})
-        request = urllib.request.Request(self.url + "api/sessions", data=data.encode(), method="POST",
-                                         headers={"Authorization": f"token {self.token}"})
-        with urllib.request.urlopen(request, timeout=60):
-            pass
-        return kernel_child(self.process.pid)
+    return LiveServer(base, user, token, {"interval_s": 0.5, "linger_s": 30}, env={"JUPYTER_GPU_HOST": node},
+                      base_url=hub_server_prefix(user))
 
 
 @needs_prometheus
 def test_a_real_prometheus_relabels_kubernetes_pods_as_the_config_says(tmp_path, deploy_copy, scenario):
     # Given alice's user pod (a real server under /user/alice/ whose kernel holds 1 GiB of GPU 0)
-    alice = UserPodServer(tmp_path / "alice", "alice", "gpu-node-1", K8S_TOKEN)
+    alice = user_pod_server(tmp_path / "alice", "alice", "gpu-node-1", K8S_TOKEN)
     dcgm = None
     prometheus = None
     try:

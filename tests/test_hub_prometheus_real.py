@@ -11,9 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
-import subprocess
-import sys
 import urllib.parse
 import urllib.request
 from collections.abc import Iterator
@@ -24,7 +21,7 @@ import pytest
 import yaml
 from hub_fake import SERVICE_TOKEN, FakeHub
 from jupyterhub.services.auth import HubOAuth
-from live_processes import PROMETHEUS, free_port, get_json, kernel_child, start_prometheus, stop, wait_for
+from live_processes import PROMETHEUS, LiveServer, get_json, start_prometheus, stop, wait_for
 from support import ScenarioFile
 from tornado import netutil
 from tornado.httpclient import AsyncHTTPClient
@@ -40,41 +37,21 @@ pytestmark = pytest.mark.skipif(
 MIB = 2**20
 
 
-class Server:
+class Server(LiveServer):
     """A real ``jupyter server`` (jupyter_gpu enabled) for one hub user, on its own simulated node."""
 
     def __init__(self, base: Path, user: str, node: int) -> None:
-        self.user, self.token, self.port = user, f"token-of-{user}", free_port()
-        self.url = f"http://127.0.0.1:{self.port}/"
-        for folder in ("root", "runtime", "config"):
-            (base / folder).mkdir(parents=True, exist_ok=True)
+        base.mkdir(parents=True, exist_ok=True)
         gpus = simulate.plausible_gpus(2)
         for index, gpu in enumerate(gpus["gpus"]):  # every node's GPUs have their own UUIDs
             gpu["uuid"] = f"GPU-{node:08d}-0000-4000-8000-{index:012d}"
         self.scenario = ScenarioFile(base / "scenario.json", gpus)
-        (base / "config" / "jupyter_server_config.json").write_text(json.dumps({
-            "ServerApp": {"jpserver_extensions": {"jupyter_gpu": True}},
-            "JupyterGpuServer": {"interval_s": 0.5, "linger_s": 30}}))
-        env = {**os.environ, "JUPYTER_CONFIG_DIR": str(base / "config"), "JUPYTER_RUNTIME_DIR": str(base / "runtime"),
-               "JUPYTERHUB_USER": user, simulate.ENV_VAR: str(self.scenario.path)}
-        self.log = base / "server.log"
-        with open(self.log, "w") as log:
-            self.process = subprocess.Popen(
-                [sys.executable, "-m", "jupyter_server", "--no-browser", "--allow-root", "--ServerApp.ip=127.0.0.1",
-                 f"--ServerApp.port={self.port}", "--ServerApp.port_retries=0",
-                 f"--IdentityProvider.token={self.token}", f"--ServerApp.root_dir={base / 'root'}"],
-                env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-        wait_for(f"{user}'s server", lambda: get_json(self.url + "api/status", self.token), 90, self.process, self.log)
+        super().__init__(base, user, f"token-of-{user}", {"interval_s": 0.5, "linger_s": 30},
+                         env={simulate.ENV_VAR: str(self.scenario.path)})
 
     def start_kernel_on(self, gpu: int, mib: int) -> None:
         """Start a notebook session whose kernel holds ``mib`` on ``gpu`` of this node."""
-        data = json.dumps({"path": f"{self.user}.ipynb", "type": "notebook", "kernel": {"name": "python3"}})
-        request = urllib.request.Request(self.url + "api/sessions", data=data.encode(), method="POST",
-                                         headers={"Authorization": f"token {self.token}"})
-        with urllib.request.urlopen(request, timeout=60):
-            pass
-
-        pid = kernel_child(self.process.pid)
+        pid = self.start_kernel()
         self.scenario.update(lambda d: d["gpus"][gpu].setdefault("processes", []).append(
             {"pid": pid, "memory_mib": mib}))
 
