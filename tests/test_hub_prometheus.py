@@ -170,6 +170,8 @@ def test_hostile_series_are_dropped_one_log_line_each_and_the_rest_kept(caplog: 
         {"metric": {"__name__": "jupyter_gpu_memory_used_bytes", "gpu": 2, "uuid": "GPU-int"}, "value": [T, "1"]},
         {"metric": {"__name__": "jupyter_gpu_memory_used_bytes", "gpu": "2", "uuid": "GPU-val"}, "value": [T, 1]},
         {"metric": {"__name__": "jupyter_gpu_memory_used_bytes", "gpu": "2", "uuid": "GPU-ts"}, "value": ["x", "1"]},
+        {"metric": {"__name__": "jupyter_gpu_memory_used_bytes", "gpu": "2", "uuid": "GPU-big"},
+         "value": [10**400, "1"]},  # a timestamp beyond any float
         series("jupyter_gpu_memory_used_bytes", 1, gpu="../2", uuid="GPU-idx", name="x"),
         series("jupyter_gpu_kernel_memory_used_bytes", GIB, kernel_id="k-nouser", gpu="0", UUID="GPU-a0"),
         series("jupyter_gpu_kernel_memory_used_bytes", GIB, kernel_id="k-long", user="eve", gpu="0",
@@ -214,6 +216,9 @@ def test_a_bad_range_answer_gives_no_history_not_an_error() -> None:
         "GPU-a0": {"t": [], "utilization": [], "memory": []}}
     assert prom.history({"memory": {"status": "success", "data": {"resultType": "matrix",
                                                                    "result": [{"metric": {}, "values": 3}]}}}) == {}
+    # a timestamp beyond any float (an integer JSON allows) drops its point, not the console
+    assert prom.history({"memory": matrix("GPU-a0", [(10**400, "5"), (T, "6")])}) == {
+        "GPU-a0": {"t": [T], "utilization": [None], "memory": [6.0]}}
 
 
 # -- the service app in Prometheus mode, against a stand-in Prometheus
