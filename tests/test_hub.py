@@ -7,6 +7,7 @@ import asyncio
 import json
 import logging
 import socket
+import threading
 import time
 from dataclasses import replace
 from typing import Any
@@ -23,6 +24,7 @@ from jupyter_gpu import remote, simulate
 from jupyter_gpu.hub import core
 from jupyter_gpu.hub.app import HubService, make_app
 from jupyter_gpu.server import GpuService, JupyterGpuServer
+from jupyter_gpu.snapshots import Snapshot
 
 PREFIX = "/services/jupyter-gpu/"
 
@@ -131,6 +133,37 @@ def test_reader_gets_no_other_users_notebooks_or_commands(hub_gpus: ScenarioFile
         assert [(k["notebook"], k["kernel_id"]) for k in bob["kernels"]] == [(None, None), (None, None)]
         assert bob["gpu_memory"] == 2 * (2048 << 20)  # the figures stay
         assert b"bob/secret" not in raw and b"bob-kernel" not in raw and b"ipykernel" not in raw
+    asyncio.run(body())
+
+
+def test_requests_waiting_for_a_hung_nvml_share_one_waiter() -> None:
+    """While the first sample hangs in NVML, every user server asking api/devices waits on one
+    thread (at most 1 s), not one thread each from the loop's small default executor."""
+    release = threading.Event()
+
+    def hung_nvml() -> Any:
+        release.wait(30)
+        return Snapshot(nvml_available=False, timestamp=time.time(), gpus=(), error="released")
+
+    async def body() -> None:
+        service = HubService("http://127.0.0.1:9/hub/api", SERVICE_TOKEN, "http://127.0.0.1:9", interval_s=0.1,
+                             take=hung_nvml)
+        waits = []
+        wait_for_snapshot = service.sampler.wait_for_snapshot
+
+        def counted(*args: Any, **kwargs: Any) -> Any:
+            waits.append(threading.current_thread().name)
+            return wait_for_snapshot(*args, **kwargs)
+
+        service.sampler.wait_for_snapshot = counted  # type: ignore[method-assign]
+        try:
+            answers = await asyncio.gather(*(service.devices() for _ in range(20)))
+        finally:
+            release.set()
+            service.close()
+        assert answers == [None] * 20  # no sample yet: each request says so (devices_body)
+        assert len(waits) == 1 and waits[0].startswith("jupyter-gpu-hub-wait"), waits
+
     asyncio.run(body())
 
 

@@ -101,6 +101,8 @@ class HubService:
                                       max_body_size=SERVER_MAX_BYTES)
         self.hub_client = AsyncHTTPClient(force_instance=True, max_body_size=HUB_MAX_BYTES)
         self._parser = ThreadPoolExecutor(1, thread_name_prefix="jupyter-gpu-hub-json")
+        self._waiter = ThreadPoolExecutor(1, thread_name_prefix="jupyter-gpu-hub-wait")
+        self._waiting: asyncio.Future[Snapshot | None] | None = None  # devices(): the shared wait
         self.prometheus_url = prometheus_url.rstrip("/") if prometheus_url else None
         self.prometheus_token_file = prometheus_token_file
         self.idle_after_s = idle_after_s
@@ -117,7 +119,8 @@ class HubService:
     def close(self) -> None:
         """Stop sampling, the JSON parser's thread and the HTTP clients (the service stops)."""
         self.sampler.close(timeout=1.0)
-        self._parser.shutdown(wait=False, cancel_futures=True)
+        for executor in (self._parser, self._waiter):
+            executor.shutdown(wait=False, cancel_futures=True)
         for client in (self.client, self.hub_client, self.prometheus_client):
             if client is not None:
                 client.close()
@@ -134,9 +137,14 @@ class HubService:
         if latest is not None and time.time() - latest.timestamp < 2 * self.interval_s + 1:
             self.sampler.touch()
             return latest
-        return await asyncio.get_running_loop().run_in_executor(
-            None, lambda: self.sampler.wait_for_snapshot(
-                newer_than=latest.timestamp if latest else None, timeout=1.0))
+        # One waiter for every request of that moment, as GpuService._wait_for_sample: while NVML
+        # hangs, N user servers asking tie up one thread, not N of the loop's default executor (whose
+        # queue would outlast their 3 s timeout and send them all to NVML themselves).
+        if self._waiting is None or self._waiting.done():
+            self._waiting = asyncio.get_running_loop().run_in_executor(
+                self._waiter, lambda: self.sampler.wait_for_snapshot(
+                    newer_than=latest.timestamp if latest else None, timeout=1.0))
+        return await asyncio.shield(self._waiting)
 
     async def devices_body(self) -> bytes:
         """``/api/devices``: JSON bytes built once per sample for every user server."""
