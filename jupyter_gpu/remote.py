@@ -271,8 +271,7 @@ class RemoteSource:
             self.last_error = message
             self.fallbacks += 1
             local = self.fallback()
-            return Snapshot(local.nvml_available, local.timestamp, local.gpus, local.error,
-                            local.driver_version, local.simulated, (*local.warnings, message))
+            return replace(local, warnings=(*local.warnings, message))
         if self.last_error is not None:
             log.info("jupyter_gpu: the jupyter-gpu service answers again (%s)", self.url)
         self.last_error = None

@@ -65,8 +65,10 @@ class FakeHub:
             self.server.add_sockets(sockets)
             started.set()
             self.loop.run_forever()
+            self.loop.close()
 
-        threading.Thread(target=serve, name="fake-hub", daemon=True).start()
+        self._thread = threading.Thread(target=serve, name="fake-hub", daemon=True)
+        self._thread.start()
         started.wait(10)
 
     def add_user(self, name: str, token: str, admin: bool = False, scopes: list[str] | None = None) -> None:
@@ -74,8 +76,23 @@ class FakeHub:
         self.tokens[token] = {"kind": "user", "name": name, "admin": admin, "scopes": base + (scopes or [])}
 
     def stop(self) -> None:
-        if self.loop is not None:
-            self.loop.call_soon_threadsafe(self.loop.stop)
+        """Stop listening, close the open connections, end the hub's loop and thread (idempotent)."""
+        loop = self.loop
+        if loop is None or loop.is_closed():
+            return
+
+        async def shut() -> None:
+            self.server.stop()
+            try:
+                await asyncio.wait_for(self.server.close_all_connections(), 5)
+            finally:
+                loop.stop()
+
+        try:
+            loop.call_soon_threadsafe(lambda: loop.create_task(shut()))
+        except RuntimeError:  # closed meanwhile
+            return
+        self._thread.join(10)
 
 
 class _Handler(web.RequestHandler):

@@ -8,15 +8,19 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
+import sys
 import time
 import urllib.request
 from pathlib import Path
 from typing import Any
 
 import psutil
+
+PROMETHEUS = shutil.which("prometheus")  # Debian's, for the tests with a real Prometheus
 
 
 def free_port() -> int:
@@ -77,3 +81,63 @@ def kernel_child(server_pid: int) -> int:
         return None
 
     return wait_for("the kernel process", find, 30)
+
+
+def start_prometheus(config: Path, folder: Path) -> tuple[subprocess.Popen, str, Path]:
+    """A real Prometheus with ``config`` on a free loopback port, its data and log in ``folder``:
+    the process (end it with :func:`stop`), its URL and its log."""
+    assert PROMETHEUS is not None, "prometheus is not installed (Debian: apt-get install prometheus)"
+    port = free_port()
+    log = folder / "prometheus.log"
+    with open(log, "w") as out:
+        process = subprocess.Popen(
+            [PROMETHEUS, f"--config.file={config}", f"--storage.tsdb.path={folder / 'tsdb'}",
+             f"--web.listen-address=127.0.0.1:{port}", "--log.level=warn"],
+            stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+    return process, f"http://127.0.0.1:{port}", log
+
+
+class LiveServer:
+    """A real ``jupyter server`` with jupyter_gpu enabled for one hub user, in its own session.
+
+    Its config (``gpu_config``: the ``JupyterGpuServer`` traits), runtime and root folders are under
+    ``base``; ``JUPYTERHUB_USER`` is ``user`` and ``env`` adds to the environment. Waits until it
+    answers unless ``wait_s`` is None (then call :meth:`wait`); end it with :meth:`stop`.
+    """
+
+    def __init__(self, base: Path, user: str, token: str, gpu_config: dict[str, Any],
+                 env: dict[str, str] | None = None, base_url: str = "/", wait_s: float | None = 90) -> None:
+        self.user, self.token, self.port, self.base_url = user, token, free_port(), base_url
+        self.url = f"http://127.0.0.1:{self.port}{base_url}"
+        for folder in ("root", "runtime", "config"):
+            (base / folder).mkdir(parents=True, exist_ok=True)
+        (base / "config" / "jupyter_server_config.json").write_text(json.dumps({
+            "ServerApp": {"jpserver_extensions": {"jupyter_gpu": True}}, "JupyterGpuServer": gpu_config}))
+        full_env = {**os.environ, "JUPYTER_CONFIG_DIR": str(base / "config"),
+                    "JUPYTER_RUNTIME_DIR": str(base / "runtime"), "JUPYTERHUB_USER": user, **(env or {})}
+        self.log = base / "server.log"
+        with open(self.log, "w") as log:
+            self.process = subprocess.Popen(
+                [sys.executable, "-m", "jupyter_server", "--no-browser", "--allow-root", "--ServerApp.ip=127.0.0.1",
+                 f"--ServerApp.port={self.port}", "--ServerApp.port_retries=0", f"--ServerApp.base_url={base_url}",
+                 f"--IdentityProvider.token={token}", f"--ServerApp.root_dir={base / 'root'}"],
+                env=full_env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        if wait_s is not None:
+            self.wait(wait_s)
+
+    def wait(self, timeout: float = 90) -> None:
+        """Until the server answers ``api/status`` (fails early, with its log, if it exits)."""
+        wait_for(f"{self.user}'s server", lambda: get_json(self.url + "api/status", self.token), timeout,
+                 self.process, self.log)
+
+    def start_kernel(self) -> int:
+        """Start a notebook session (``<user>.ipynb``); return the kernel's PID (the server's child)."""
+        data = json.dumps({"path": f"{self.user}.ipynb", "type": "notebook", "kernel": {"name": "python3"}})
+        request = urllib.request.Request(self.url + "api/sessions", data=data.encode(), method="POST",
+                                         headers={"Authorization": f"token {self.token}"})
+        with urllib.request.urlopen(request, timeout=60):
+            pass
+        return kernel_child(self.process.pid)
+
+    def stop(self) -> None:
+        stop(self.process)

@@ -10,11 +10,9 @@ from __future__ import annotations
 
 import http.server
 import json
-import os
 import re
 import shutil
 import subprocess
-import sys
 import threading
 import urllib.parse
 import urllib.request
@@ -24,14 +22,13 @@ from typing import Any
 
 import pytest
 import yaml
-from live_processes import free_port, get_json, kernel_child, stop, wait_for
+from live_processes import PROMETHEUS, LiveServer, get_json, start_prometheus, stop, wait_for
 
 REPO = Path(__file__).resolve().parent.parent
 DEPLOY = REPO / "deploy" / "prometheus"
 TOKEN_PATH = "/etc/prometheus/jupyterhub-token"
 
 PROMTOOL = shutil.which("promtool")
-PROMETHEUS = shutil.which("prometheus")
 needs_promtool = pytest.mark.skipif(
     PROMTOOL is None, reason="promtool is not installed (Debian: apt-get install prometheus; "
                              "scripts/test.sh installs it when run as root)")
@@ -96,47 +93,14 @@ def test_promtool_rule_unit_tests_pass() -> None:
 # -- integration: a real Prometheus scrapes two real Jupyter servers
 
 
-class Server:
-    """A real ``jupyter server`` (jupyter_gpu enabled) for one simulated hub user."""
-
-    def __init__(self, base: Path, user: str, token: str) -> None:
-        self.user = user
-        self.token = token
-        self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}/"
-        for folder in ("root", "runtime", "config"):
-            (base / folder).mkdir(parents=True, exist_ok=True)
-        (base / "config" / "jupyter_server_config.json").write_text(json.dumps({
-            "ServerApp": {"jpserver_extensions": {"jupyter_gpu": True}},
-            "JupyterGpuServer": {"interval_s": 0.5, "linger_s": 30, "host_label": "sim-host"},
-        }))
-        env = {**os.environ, "JUPYTER_CONFIG_DIR": str(base / "config"),
-               "JUPYTER_RUNTIME_DIR": str(base / "runtime"), "JUPYTERHUB_USER": user}
-        self.log = base / "server.log"
-        with open(self.log, "w") as log:
-            self.process = subprocess.Popen(
-                [sys.executable, "-m", "jupyter_server", "--no-browser", "--allow-root", "--ServerApp.ip=127.0.0.1",
-                 f"--ServerApp.port={self.port}", "--ServerApp.port_retries=0",
-                 f"--IdentityProvider.token={token}", f"--ServerApp.root_dir={base / 'root'}"],
-                env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-        wait_for(f"{user}'s server", lambda: get_json(self.url + "api/status", token), 60, self.process, self.log)
-
-    def start_kernel(self) -> int:
-        """Start a notebook session; return the kernel's PID (the server's child process)."""
-        data = json.dumps({"path": f"{self.user}.ipynb", "type": "notebook", "kernel": {"name": "python3"}})
-        request = urllib.request.Request(self.url + "api/sessions", data=data.encode(), method="POST",
-                                         headers={"Authorization": f"token {self.token}"})
-        with urllib.request.urlopen(request, timeout=60):
-            pass
-        return kernel_child(self.process.pid)
-
-
 @pytest.fixture
-def servers(tmp_path: Path, scenario: Any) -> Iterator[list[Server]]:
-    started: list[Server] = []
+def servers(tmp_path: Path, scenario: Any) -> Iterator[list[LiveServer]]:
+    """Two real servers for two simulated hub users (alice, bob) on the simulated GPUs."""
+    started: list[LiveServer] = []
     try:
         for user in ("alice", "bob"):
-            started.append(Server(tmp_path / user, user, f"token-of-{user}"))
+            started.append(LiveServer(tmp_path / user, user, f"token-of-{user}",
+                                      {"interval_s": 0.5, "linger_s": 30, "host_label": "sim-host"}))
         yield started
     finally:
         for server in started:
@@ -160,15 +124,9 @@ def test_a_real_prometheus_scrapes_two_servers_kernel_series_with_their_users(tm
                      "static_configs": [{"targets": [f"127.0.0.1:{server.port}"]}]})
     config = tmp_path / "prometheus.yml"
     config.write_text(yaml.safe_dump({"global": {"scrape_interval": "1s"}, "scrape_configs": jobs}))
-    port = free_port()
-    log = tmp_path / "prometheus.log"
-    with open(log, "w") as out:
-        prometheus = subprocess.Popen(
-            [PROMETHEUS, f"--config.file={config}", f"--storage.tsdb.path={tmp_path / 'tsdb'}",
-             f"--web.listen-address=127.0.0.1:{port}", "--log.level=warn"],
-            stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+    prometheus, url, log = start_prometheus(config, tmp_path)
     try:
-        api = f"http://127.0.0.1:{port}/api/v1/query?query="
+        api = f"{url}/api/v1/query?query="
 
         def series(query: str) -> list[dict[str, Any]]:
             return get_json(api + urllib.parse.quote(query))["data"]["result"]
@@ -457,44 +415,18 @@ class DcgmStandIn:
         self.server.server_close()
 
 
-class UserPodServer:
+def user_pod_server(base: Path, user: str, node: str, token: str) -> LiveServer:
     """A real ``jupyter server`` as it runs in a Z2JH user pod: under the prefix JupyterHub gives it
     (``/user/<name>/``), ``JUPYTERHUB_USER`` set, ``JUPYTER_GPU_HOST`` the node's name (the values
     file's downward API), the token the Prometheus config reads from its file."""
-
-    def __init__(self, base: Path, user: str, node: str, token: str) -> None:
-        self.user, self.token, self.port = user, token, free_port()
-        self.base_url = hub_server_prefix(user)
-        self.url = f"http://127.0.0.1:{self.port}{self.base_url}"
-        for folder in ("root", "runtime", "config"):
-            (base / folder).mkdir(parents=True, exist_ok=True)
-        (base / "config" / "jupyter_server_config.json").write_text(json.dumps({
-            "ServerApp": {"jpserver_extensions": {"jupyter_gpu": True}},
-            "JupyterGpuServer": {"interval_s": 0.5, "linger_s": 30}}))
-        env = {**os.environ, "JUPYTER_CONFIG_DIR": str(base / "config"), "JUPYTER_RUNTIME_DIR": str(base / "runtime"),
-               "JUPYTERHUB_USER": user, "JUPYTER_GPU_HOST": node}
-        self.log = base / "server.log"
-        with open(self.log, "w") as log:
-            self.process = subprocess.Popen(
-                [sys.executable, "-m", "jupyter_server", "--no-browser", "--allow-root", "--ServerApp.ip=127.0.0.1",
-                 f"--ServerApp.port={self.port}", "--ServerApp.port_retries=0", f"--ServerApp.base_url={self.base_url}",
-                 f"--IdentityProvider.token={token}", f"--ServerApp.root_dir={base / 'root'}"],
-                env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-        wait_for(f"{user}'s server", lambda: get_json(self.url + "api/status", token), 60, self.process, self.log)
-
-    def start_kernel(self) -> int:
-        data = json.dumps({"path": f"{self.user}.ipynb", "type": "notebook", "kernel": {"name": "python3"}})
-        request = urllib.request.Request(self.url + "api/sessions", data=data.encode(), method="POST",
-                                         headers={"Authorization": f"token {self.token}"})
-        with urllib.request.urlopen(request, timeout=60):
-            pass
-        return kernel_child(self.process.pid)
+    return LiveServer(base, user, token, {"interval_s": 0.5, "linger_s": 30}, env={"JUPYTER_GPU_HOST": node},
+                      base_url=hub_server_prefix(user))
 
 
 @needs_prometheus
 def test_a_real_prometheus_relabels_kubernetes_pods_as_the_config_says(tmp_path, deploy_copy, scenario):
     # Given alice's user pod (a real server under /user/alice/ whose kernel holds 1 GiB of GPU 0)
-    alice = UserPodServer(tmp_path / "alice", "alice", "gpu-node-1", K8S_TOKEN)
+    alice = user_pod_server(tmp_path / "alice", "alice", "gpu-node-1", K8S_TOKEN)
     dcgm = None
     prometheus = None
     try:
@@ -532,14 +464,8 @@ def test_a_real_prometheus_relabels_kubernetes_pods_as_the_config_says(tmp_path,
         config["global"]["scrape_interval"] = "1s"
         config_path = deploy_copy / "kubernetes" / "prometheus.file-sd.yml"
         config_path.write_text(yaml.safe_dump(config))
-        port = free_port()
-        log = tmp_path / "prometheus.log"
-        with open(log, "w") as out:
-            prometheus = subprocess.Popen(
-                [PROMETHEUS, f"--config.file={config_path}", f"--storage.tsdb.path={tmp_path / 'tsdb'}",
-                 f"--web.listen-address=127.0.0.1:{port}", "--log.level=warn"],
-                stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
-        api = f"http://127.0.0.1:{port}/api/v1/"
+        prometheus, url, log = start_prometheus(config_path, tmp_path)
+        api = f"{url}/api/v1/"
 
         def series(query: str) -> list[dict[str, Any]]:
             return get_json(api + "query?query=" + urllib.parse.quote(query))["data"]["result"]

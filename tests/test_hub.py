@@ -7,6 +7,7 @@ import asyncio
 import json
 import logging
 import socket
+import threading
 import time
 from dataclasses import replace
 from typing import Any
@@ -23,14 +24,24 @@ from jupyter_gpu import remote, simulate
 from jupyter_gpu.hub import core
 from jupyter_gpu.hub.app import HubService, make_app
 from jupyter_gpu.server import GpuService, JupyterGpuServer
+from jupyter_gpu.snapshots import Snapshot
 
 PREFIX = "/services/jupyter-gpu/"
 
 
 class Running:
-    def __init__(self, hub: FakeHub, service: HubService, port: int) -> None:
-        self.hub, self.service, self.port = hub, service, port
+    def __init__(self, hub: FakeHub, service: HubService, port: int, server: HTTPServer | None = None) -> None:
+        self.hub, self.service, self.port, self.server = hub, service, port, server
         self.url = f"http://127.0.0.1:{port}{PREFIX}"
+
+    def close(self) -> None:
+        """Stop the stand-in hub (its thread and sockets), the service and its listening socket."""
+        self.hub.stop()
+        if self.server is not None:
+            self.server.stop()
+        self.service.close()
+        if getattr(self, "client", None) is not None:
+            self.client.close()
 
     async def call(self, path: str, token: str, method: str = "GET") -> tuple[int, Any]:
         # The test's own client: tornado's per-loop shared one would queue the service's requests
@@ -51,8 +62,23 @@ async def start(interval_s: float = 0.2) -> Running:
     auth = HubOAuth(api_url=hub.url + "/hub/api", api_token=SERVICE_TOKEN, oauth_client_id="service-jupyter-gpu",
                     access_scopes={"access:services!service=jupyter-gpu"}, cache_max_age=60)
     sockets = netutil.bind_sockets(0, "127.0.0.1")
-    HTTPServer(make_app(service, PREFIX, hub_auth=auth)).add_sockets(sockets)
-    return Running(hub, service, sockets[0].getsockname()[1])
+    server = HTTPServer(make_app(service, PREFIX, hub_auth=auth))
+    server.add_sockets(sockets)
+    run = Running(hub, service, sockets[0].getsockname()[1], server)
+    _STARTED.append(run)
+    return run
+
+
+_STARTED: list[Running] = []  # what start() made, closed after each test by stop_started
+
+
+@pytest.fixture(autouse=True)
+def stop_started() -> Any:
+    """Closes every :func:`start` of the test, passed or failed: a test leaves no hub thread,
+    sampler, parser thread or listening socket behind."""
+    yield
+    while _STARTED:
+        _STARTED.pop().close()
 
 
 @pytest.fixture
@@ -90,7 +116,6 @@ def test_console_admin_sees_every_users_kernels_by_notebook(hub_gpus: ScenarioFi
         assert bob["memory_by_gpu"] == {"1": 2 * (2048 << 20)}
         assert bob["kernels"][0]["idle_s"] == 7200.0 and bob["kernels"][0]["idle"] is True
         assert b"ipykernel secret" not in raw  # command lines never leave the service, even for admins
-        run.service.sampler.close()
     asyncio.run(body())
 
 
@@ -108,7 +133,37 @@ def test_reader_gets_no_other_users_notebooks_or_commands(hub_gpus: ScenarioFile
         assert [(k["notebook"], k["kernel_id"]) for k in bob["kernels"]] == [(None, None), (None, None)]
         assert bob["gpu_memory"] == 2 * (2048 << 20)  # the figures stay
         assert b"bob/secret" not in raw and b"bob-kernel" not in raw and b"ipykernel" not in raw
-        run.service.sampler.close()
+    asyncio.run(body())
+
+
+def test_requests_waiting_for_a_hung_nvml_share_one_waiter() -> None:
+    """While the first sample hangs in NVML, every user server asking api/devices waits on one
+    thread (at most 1 s), not one thread each from the loop's small default executor."""
+    release = threading.Event()
+
+    def hung_nvml() -> Any:
+        release.wait(30)
+        return Snapshot(nvml_available=False, timestamp=time.time(), gpus=(), error="released")
+
+    async def body() -> None:
+        service = HubService("http://127.0.0.1:9/hub/api", SERVICE_TOKEN, "http://127.0.0.1:9", interval_s=0.1,
+                             take=hung_nvml)
+        waits = []
+        wait_for_snapshot = service.sampler.wait_for_snapshot
+
+        def counted(*args: Any, **kwargs: Any) -> Any:
+            waits.append(threading.current_thread().name)
+            return wait_for_snapshot(*args, **kwargs)
+
+        service.sampler.wait_for_snapshot = counted  # type: ignore[method-assign]
+        try:
+            answers = await asyncio.gather(*(service.devices() for _ in range(20)))
+        finally:
+            release.set()
+            service.close()
+        assert answers == [None] * 20  # no sample yet: each request says so (devices_body)
+        assert len(waits) == 1 and waits[0].startswith("jupyter-gpu-hub-wait"), waits
+
     asyncio.run(body())
 
 
@@ -122,7 +177,6 @@ def test_plain_user_and_unknown_tokens_cannot_read_the_console(demo_gpus: None) 
             assert b"secret" not in raw
         code, _ = await run.call("", "bob-token")
         assert code == 403
-        run.service.sampler.close()
     asyncio.run(body())
 
 
@@ -141,7 +195,6 @@ def test_only_admins_shut_kernels_down_and_the_log_says_who(demo_gpus: None, cap
         assert "root-admin shut down kernel bob-kernel-0 of user bob" in caplog.text
         code, _ = await run.call("api/users/carol/kernels/x", "admin-token", method="DELETE")
         assert code == 404
-        run.service.sampler.close()
     asyncio.run(body())
 
 
@@ -157,7 +210,6 @@ def test_devices_api_serves_any_hub_identity_without_names_or_commands(demo_gpus
         assert remote.snapshot_from_dict(data).gpus  # the contract user servers parse
         code, _ = await run.call("api/devices", "no-such-token")
         assert code == 403
-        run.service.sampler.close()
     asyncio.run(body())
 
 
@@ -331,7 +383,6 @@ def test_service_metrics_export_each_gpu_of_the_host_once(demo_gpus: None) -> No
         # The service's token has no access scope for itself; no token: the hub's login is not offered.
         assert (await run.call("metrics", SERVICE_TOKEN))[0] == 403
         assert (await run.call("metrics", "no-such-token"))[0] == 403
-        run.service.sampler.close()
     asyncio.run(body())
 
 

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from hub_fake import SERVICE_TOKEN, scenario_of, user_snapshot
 from support import ScenarioFile
-from test_hub import Running, people, start
+from test_hub import Running, people, start, stop_started  # noqa: F401 (an autouse fixture)
 from tornado import netutil, web
 from tornado.httpserver import HTTPServer
 
@@ -72,7 +72,6 @@ def test_alice_cannot_take_bobs_process_nor_inflate_her_own(gpus: ScenarioFile) 
         assert kernels["alice-forged"]["gpu_memory"] == 0 and kernels["alice-forged"]["memory_by_gpu"] == {}
         assert mine["memory_by_gpu"] == {"0": GIB} and mine["gpu_memory"] == GIB
         assert any("belong to another account" in line for line in mine["warnings"])
-        run.service.sampler.close()
     asyncio.run(body())
 
 
@@ -100,7 +99,6 @@ def test_system_user_template_maps_hub_users_to_their_accounts(gpus: ScenarioFil
         data = await console(run)
         bob_is_intact(data)
         assert row(data, "alice")["memory_by_gpu"] == {"0": GIB}
-        run.service.sampler.close()
     asyncio.run(body())
 
 
@@ -125,7 +123,6 @@ def test_a_silent_or_lying_server_cannot_hide_its_users_gpu_memory(gpus: Scenari
         data = await console(run)
         bob = row(data, "bob")
         assert bob["error"] and bob["kernels"] == [] and bob["memory_by_gpu"] == {"1": 4 * GIB}
-        run.service.sampler.close()
     asyncio.run(body())
 
 
@@ -161,7 +158,6 @@ def test_a_hostile_answer_is_an_error_line_in_its_own_row(gpus: ScenarioFile, ca
         mallory = row(data, "mallory")
         assert mallory["error"] and mallory["error"].startswith("cannot read this server's GPU kernels"), mallory
         assert mallory["kernels"] == []
-        run.service.sampler.close()
     asyncio.run(body())
 
 
@@ -178,7 +174,6 @@ def test_a_gzip_bomb_is_refused_not_inflated(gpus: ScenarioFile) -> None:
         data = await console(run)
         bob_is_intact(data)
         assert row(data, "mallory")["error"].startswith("cannot read this server's GPU kernels")
-        run.service.sampler.close()
     asyncio.run(body())
 
 
@@ -219,7 +214,6 @@ def test_odd_fields_are_cleaned_and_counted(gpus: ScenarioFile) -> None:
         assert report["memory_source"] == "report" and report["gpu_memory"] == total  # bounded by the host
         assert report["idle_s"] == 0.0 and report["execution_state"] is None
         assert any("malformed" in line for line in oscar["warnings"])
-        run.service.sampler.close()
     asyncio.run(body())
 
 
@@ -240,7 +234,6 @@ def test_notebook_names_are_one_visible_line(gpus: ScenarioFile, name: str) -> N
         assert "\u202e" not in shown and "\n" not in shown and "\u2066" not in shown
         visible = [ch for ch in name if ch.isprintable()][:3]
         assert [ch for ch in shown if ch != "\ufffd"][:3] == visible  # text stays text (shown with textContent)
-        run.service.sampler.close()
     asyncio.run(body())
 
 
@@ -279,7 +272,6 @@ def test_the_service_sends_its_token_only_to_the_proxy(gpus: ScenarioFile, url: 
         bob_is_intact(data)
         assert evil.seen == []
         assert "not a" in row(data, "eve")["error"] and "path on its proxy" in row(data, "eve")["error"]
-        run.service.sampler.close()
     asyncio.run(body())
 
 
@@ -307,7 +299,6 @@ def test_odd_hub_answers_degrade_to_the_gpus(gpus: ScenarioFile, case: str) -> N
         else:
             assert data["users"] == []
             assert any(w.startswith("cannot list the running servers from the hub") for w in data["warnings"])
-        run.service.sampler.close()
     asyncio.run(body())
 
 
@@ -321,7 +312,6 @@ def test_the_hub_down_degrades_to_the_gpus(gpus: ScenarioFile) -> None:
         data = await console(run)
         assert len(data["gpus"]) == 4 and data["users"] == []
         assert any("cannot list the running servers from the hub" in w for w in data["warnings"])
-        run.service.sampler.close()
     asyncio.run(body())
 
 
@@ -342,7 +332,6 @@ def test_odd_user_names_get_their_own_row(gpus: ScenarioFile, name: str) -> None
             assert odd["error"] is None, odd
             assert [(k["kernel_id"], k["memory_by_gpu"]) for k in odd["kernels"]] == [("odd-kernel-0", {"3": GIB})]
             assert odd["memory_by_gpu"] == {"3": GIB}
-        run.service.sampler.close()
     asyncio.run(body())
 
 
@@ -366,7 +355,6 @@ def test_a_users_named_servers_are_one_row_and_shutdown_finds_the_right_server(g
         code, raw = await run.call("api/users/alice/kernels/alice-gpu-kernel-0", "admin-token", method="DELETE")
         assert code == 204, raw
         assert run.hub.deleted == [("alice/gpu", "alice-gpu-kernel-0", SERVICE_TOKEN)]
-        run.service.sampler.close()
     asyncio.run(body())
 
 
@@ -394,7 +382,6 @@ def test_hung_servers_do_not_hold_up_200_others(gpus: ScenarioFile) -> None:
         for i in range(12):
             assert rows[f"hung{i:02d}"]["error"] == (
                 f"cannot read this server's GPU kernels: no answer within {hub_app.SERVER_TIMEOUT_S:g} s")
-        run.service.sampler.close()
     asyncio.run(body())
 
 
@@ -405,7 +392,6 @@ def test_fifty_concurrent_console_requests_share_one_gather(gpus: ScenarioFile) 
         answers = await asyncio.gather(*(run.call("api/console", "admin-token") for _ in range(50)))
         assert [code for code, _ in answers] == [200] * 50
         assert run.hub.users_calls == 1 and run.hub.snapshot_calls == {"alice": 1, "bob": 1}
-        run.service.sampler.close()
     asyncio.run(body())
 
 
@@ -431,7 +417,6 @@ def test_odd_shutdown_requests_delete_nothing(gpus: ScenarioFile, path: str, cod
         assert run.hub.deleted == []
         got, _ = await run.call("api/users/bob/kernels/bob-kernel-1", "admin-token", method="DELETE")
         assert got == 204 and run.hub.deleted == [("bob", "bob-kernel-1", SERVICE_TOKEN)]
-        run.service.sampler.close()
     asyncio.run(body())
 
 
@@ -463,7 +448,6 @@ def test_nvml_faults_degrade_every_endpoint(gpus: ScenarioFile, fault: str) -> N
             assert data["gpus"][1]["error"] and data["gpus"][0]["error"] is None
         elif fault != "old-driver":
             assert data["error"] and data["gpus"] == []
-        run.service.sampler.close()
     asyncio.run(body())
 
 
@@ -502,7 +486,6 @@ def test_a_reader_gets_no_other_users_kernel_or_notebook_in_any_field(gpus: Scen
             assert secret not in text, secret
         data = json.loads(raw)
         assert row(data, "bob")["server_url"] is None and row(data, "alice")["server_url"] == "/user/alice/"
-        run.service.sampler.close()
     asyncio.run(body())
 
 
@@ -523,7 +506,6 @@ def test_a_bug_in_the_join_is_an_error_line_not_a_500(gpus: ScenarioFile, monkey
         data = await console(run)
         assert data["error"].startswith("the console could not be built (KeyError") and data["users"] == []
         assert "the console could not be built" in caplog.text
-        run.service.sampler.close()
     asyncio.run(body())
 
 
@@ -539,7 +521,6 @@ def test_a_service_named_like_a_user_is_not_that_user(gpus: ScenarioFile) -> Non
         data = json.loads(raw)
         assert data["viewer"] == "service:bob" and data["admin"] is False
         assert b"bob-kernel" not in raw and b"bob/secret" not in raw and row(data, "bob")["server_url"] is None
-        run.service.sampler.close()
     asyncio.run(body())
 
 

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 import urllib.parse
@@ -24,12 +23,11 @@ from typing import Any
 import pytest
 import yaml
 from hub_fake import SERVICE_TOKEN, FakeHub
-from live_processes import free_port, get_json, kernel_child, stop, wait_for
+from live_processes import PROMETHEUS, LiveServer, free_port, get_json, start_prometheus, stop, wait_for
 from support import ScenarioFile
 
 from jupyter_gpu import simulate
 
-PROMETHEUS = shutil.which("prometheus")
 pytestmark = pytest.mark.skipif(
     PROMETHEUS is None, reason="prometheus is not installed (Debian: apt-get install prometheus)")
 PREFIX = "/services/jupyter-gpu/"
@@ -62,43 +60,25 @@ class Host:
         self.service = _spawn([sys.executable, "-m", "jupyter_gpu.hub", "--proxy-url", self.hub.url,
                                "--interval", "0.5", "--host-label", "sim-host"], service_env, self.service_log)
         self.processes.append(self.service)
-        self.servers: dict[str, tuple[int, str, subprocess.Popen[bytes]]] = {}
-        for user in ("alice", "bob"):
+        self.servers: dict[str, LiveServer] = {}
+        for user in ("alice", "bob"):  # both start at once, then both are waited for
             self.hub.add_user(user, f"hub-token-of-{user}")
-            folder = base / user
-            for sub in ("root", "runtime", "config"):
-                (folder / sub).mkdir(parents=True, exist_ok=True)
-            (folder / "config" / "jupyter_server_config.json").write_text(json.dumps({
-                "ServerApp": {"jpserver_extensions": {"jupyter_gpu": True}},
-                "JupyterGpuServer": {"interval_s": 0.5, "linger_s": 30, "source": self.service_url}}))
-            port = free_port()
-            server_env = {**env, "JUPYTER_CONFIG_DIR": str(folder / "config"),
-                          "JUPYTER_RUNTIME_DIR": str(folder / "runtime"), "JUPYTERHUB_USER": user,
-                          "JUPYTERHUB_API_TOKEN": f"hub-token-of-{user}"}  # what the hub gives a server
-            process = _spawn([sys.executable, "-m", "jupyter_server", "--no-browser", "--allow-root",
-                              "--ServerApp.ip=127.0.0.1", f"--ServerApp.port={port}", "--ServerApp.port_retries=0",
-                              f"--IdentityProvider.token=token-of-{user}", f"--ServerApp.root_dir={folder / 'root'}"],
-                             server_env, folder / "server.log")
-            self.processes.append(process)
-            self.servers[user] = (port, f"token-of-{user}", process)
-        for user, (port, token, process) in self.servers.items():
-            wait_for(f"{user}'s server", lambda p=port, t=token: get_json(f"http://127.0.0.1:{p}/api/status", t),
-                     90, process, base / user / "server.log")
+            self.servers[user] = LiveServer(
+                base / user, user, f"token-of-{user}", {"interval_s": 0.5, "linger_s": 30, "source": self.service_url},
+                env={**env, "JUPYTERHUB_API_TOKEN": f"hub-token-of-{user}"},  # what the hub gives a server
+                wait_s=None)
+            self.processes.append(self.servers[user].process)
+        for server in self.servers.values():
+            server.wait(90)
 
     def start_kernel_on(self, user: str, gpu: int, mib: int) -> None:
-        port, token, process = self.servers[user]
-        data = json.dumps({"path": f"{user}.ipynb", "type": "notebook", "kernel": {"name": "python3"}})
-        request = urllib.request.Request(f"http://127.0.0.1:{port}/api/sessions", data=data.encode(),
-                                         method="POST", headers={"Authorization": f"token {token}"})
-        with urllib.request.urlopen(request, timeout=60):
-            pass
-        pid = kernel_child(process.pid)
+        pid = self.servers[user].start_kernel()
         self.scenario.update(lambda d: d["gpus"][gpu].setdefault("processes", []).append(
             {"pid": pid, "memory_mib": mib}))
 
     def snapshot(self, user: str) -> dict[str, Any]:
-        port, token, _ = self.servers[user]
-        return get_json(f"http://127.0.0.1:{port}/jupyter-gpu/snapshot", token)
+        server = self.servers[user]
+        return get_json(server.url + "jupyter-gpu/snapshot", server.token)
 
     def stop(self) -> None:
         for process in self.processes:
@@ -126,23 +106,20 @@ def test_each_gpu_is_exported_once_per_host_and_kernels_join_it_by_uuid(tmp_path
         "job_name": "jupyter-gpu-service", "metrics_path": PREFIX + "metrics", "scrape_interval": "1s",
         "authorization": {"type": "Bearer", "credentials_file": str(prometheus_token)},
         "static_configs": [{"targets": [f"127.0.0.1:{host.service_port}"]}]}]
-    for user, (port, token, _) in host.servers.items():
+    for user, server in host.servers.items():
         token_file = tmp_path / f"{user}.token"
-        token_file.write_text(token)
+        token_file.write_text(server.token)
         jobs.append({"job_name": "jupyter-user-servers", "scrape_interval": "1s",
                      "authorization": {"type": "Bearer", "credentials_file": str(token_file)},
-                     "static_configs": [{"targets": [f"127.0.0.1:{port}"], "labels": {"jupyterhub_user": user}}]})
+                     "static_configs": [{"targets": [f"127.0.0.1:{server.port}"],
+                                         "labels": {"jupyterhub_user": user}}]})
         jobs[-1]["job_name"] += "-" + user
     config = tmp_path / "prometheus.yml"
     config.write_text(yaml.safe_dump({"global": {"scrape_interval": "1s"}, "scrape_configs": jobs}))
-    port = free_port()
-    log = tmp_path / "prometheus.log"
-    prometheus = _spawn([PROMETHEUS, f"--config.file={config}", f"--storage.tsdb.path={tmp_path / 'tsdb'}",
-                         f"--web.listen-address=127.0.0.1:{port}", "--log.level=warn"], dict(os.environ), log)
+    prometheus, url, log = start_prometheus(config, tmp_path)
     try:
         def series(query: str) -> list[dict[str, Any]]:
-            return get_json(f"http://127.0.0.1:{port}/api/v1/query?" + urllib.parse.urlencode({"query": query}))[
-                "data"]["result"]
+            return get_json(f"{url}/api/v1/query?" + urllib.parse.urlencode({"query": query}))["data"]["result"]
 
         # When every target has been scraped and both kernels' series are in
         wait_for("three targets up", lambda: len([s for s in series("up") if s["value"][1] == "1"]) == 3,

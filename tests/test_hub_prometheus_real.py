@@ -11,10 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
-import shutil
-import subprocess
-import sys
 import urllib.parse
 import urllib.request
 from collections.abc import Iterator
@@ -25,7 +21,7 @@ import pytest
 import yaml
 from hub_fake import SERVICE_TOKEN, FakeHub
 from jupyterhub.services.auth import HubOAuth
-from live_processes import free_port, get_json, kernel_child, stop, wait_for
+from live_processes import PROMETHEUS, LiveServer, get_json, start_prometheus, stop, wait_for
 from support import ScenarioFile
 from tornado import netutil
 from tornado.httpclient import AsyncHTTPClient
@@ -36,47 +32,26 @@ from jupyter_gpu.hub import core
 from jupyter_gpu.hub import prometheus as prom
 from jupyter_gpu.hub.app import HubService, make_app
 
-PROMETHEUS = shutil.which("prometheus")
 pytestmark = pytest.mark.skipif(
     PROMETHEUS is None, reason="prometheus is not installed (Debian: apt-get install prometheus)")
 MIB = 2**20
 
 
-class Server:
+class Server(LiveServer):
     """A real ``jupyter server`` (jupyter_gpu enabled) for one hub user, on its own simulated node."""
 
     def __init__(self, base: Path, user: str, node: int) -> None:
-        self.user, self.token, self.port = user, f"token-of-{user}", free_port()
-        self.url = f"http://127.0.0.1:{self.port}/"
-        for folder in ("root", "runtime", "config"):
-            (base / folder).mkdir(parents=True, exist_ok=True)
+        base.mkdir(parents=True, exist_ok=True)
         gpus = simulate.plausible_gpus(2)
         for index, gpu in enumerate(gpus["gpus"]):  # every node's GPUs have their own UUIDs
             gpu["uuid"] = f"GPU-{node:08d}-0000-4000-8000-{index:012d}"
         self.scenario = ScenarioFile(base / "scenario.json", gpus)
-        (base / "config" / "jupyter_server_config.json").write_text(json.dumps({
-            "ServerApp": {"jpserver_extensions": {"jupyter_gpu": True}},
-            "JupyterGpuServer": {"interval_s": 0.5, "linger_s": 30}}))
-        env = {**os.environ, "JUPYTER_CONFIG_DIR": str(base / "config"), "JUPYTER_RUNTIME_DIR": str(base / "runtime"),
-               "JUPYTERHUB_USER": user, simulate.ENV_VAR: str(self.scenario.path)}
-        self.log = base / "server.log"
-        with open(self.log, "w") as log:
-            self.process = subprocess.Popen(
-                [sys.executable, "-m", "jupyter_server", "--no-browser", "--allow-root", "--ServerApp.ip=127.0.0.1",
-                 f"--ServerApp.port={self.port}", "--ServerApp.port_retries=0",
-                 f"--IdentityProvider.token={self.token}", f"--ServerApp.root_dir={base / 'root'}"],
-                env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-        wait_for(f"{user}'s server", lambda: get_json(self.url + "api/status", self.token), 90, self.process, self.log)
+        super().__init__(base, user, f"token-of-{user}", {"interval_s": 0.5, "linger_s": 30},
+                         env={simulate.ENV_VAR: str(self.scenario.path)})
 
     def start_kernel_on(self, gpu: int, mib: int) -> None:
         """Start a notebook session whose kernel holds ``mib`` on ``gpu`` of this node."""
-        data = json.dumps({"path": f"{self.user}.ipynb", "type": "notebook", "kernel": {"name": "python3"}})
-        request = urllib.request.Request(self.url + "api/sessions", data=data.encode(), method="POST",
-                                         headers={"Authorization": f"token {self.token}"})
-        with urllib.request.urlopen(request, timeout=60):
-            pass
-
-        pid = kernel_child(self.process.pid)
+        pid = self.start_kernel()
         self.scenario.update(lambda d: d["gpus"][gpu].setdefault("processes", []).append(
             {"pid": pid, "memory_mib": mib}))
 
@@ -107,14 +82,7 @@ def prometheus(tmp_path: Path, servers: list[Server]) -> Iterator[str]:
                                          "labels": {"jupyterhub_user": server.user, "host": f"node-{node}"}}]})
     config = tmp_path / "prometheus.yml"
     config.write_text(yaml.safe_dump({"global": {"scrape_interval": "1s"}, "scrape_configs": jobs}))
-    port = free_port()
-    log = tmp_path / "prometheus.log"
-    with open(log, "w") as out:
-        process = subprocess.Popen(
-            [PROMETHEUS, f"--config.file={config}", f"--storage.tsdb.path={tmp_path / 'tsdb'}",
-             f"--web.listen-address=127.0.0.1:{port}", "--log.level=warn"],
-            stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
-    url = f"http://127.0.0.1:{port}"
+    process, url, log = start_prometheus(config, tmp_path)
     try:
         wait_for("Prometheus ready", lambda: urllib.request.urlopen(url + "/-/ready", timeout=2).status == 200,
                  60, process, log)

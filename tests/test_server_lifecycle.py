@@ -14,9 +14,11 @@ from pathlib import Path
 
 import psutil
 import pytest
-from test_deploy_prometheus import Server, stop, wait_for
+from live_processes import LiveServer, stop, wait_for
 
 from jupyter_gpu.kernel_report import REPORT_PREFIX
+
+SERVER_CONFIG = {"interval_s": 0.5, "linger_s": 30, "host_label": "sim-host"}
 
 
 @pytest.fixture
@@ -33,7 +35,7 @@ def reports(runtime: Path) -> list[str]:
 
 @pytest.mark.parametrize("how", ["SIGTERM", "SIGINT"])
 def test_a_server_stopped_by_a_signal_leaves_no_report(tmp_path, scenario, kernels_load_the_extension, how):
-    server = Server(tmp_path / "alice", "alice", "token-a")
+    server = LiveServer(tmp_path / "alice", "alice", "token-a", SERVER_CONFIG)
     try:
         kernel = server.start_kernel()
         runtime = tmp_path / "alice" / "runtime"
@@ -52,7 +54,7 @@ def test_reports_of_a_killed_server_are_removed_when_a_server_starts_again(tmp_p
     # Given a server killed outright (SIGKILL) while its kernel ran: the kernel dies through
     # ipykernel's parent poller (os._exit) and its report stays behind
     base = tmp_path / "alice"
-    server = Server(base, "alice", "token-a")
+    server = LiveServer(base, "alice", "token-a", SERVER_CONFIG)
     try:
         kernel = server.start_kernel()
         runtime = base / "runtime"
@@ -73,7 +75,7 @@ def test_reports_of_a_killed_server_are_removed_when_a_server_starts_again(tmp_p
         still = runtime / f"{REPORT_PREFIX}still-running.json"
         still.write_text(json.dumps(data))
         # When the hub starts the server again on the same runtime directory
-        again = Server(base, "alice", "token-a")
+        again = LiveServer(base, "alice", "token-a", SERVER_CONFIG)
         try:
             # Then the dead kernel's report is gone, the live process's kept
             assert reports(runtime) == [still.name]

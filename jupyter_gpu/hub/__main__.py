@@ -95,7 +95,7 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:  # the hub stops its services with SIGINT
         pass
     finally:
-        service.sampler.close(timeout=1.0)
+        service.close()
     return 0
 
 

@@ -101,6 +101,8 @@ class HubService:
                                       max_body_size=SERVER_MAX_BYTES)
         self.hub_client = AsyncHTTPClient(force_instance=True, max_body_size=HUB_MAX_BYTES)
         self._parser = ThreadPoolExecutor(1, thread_name_prefix="jupyter-gpu-hub-json")
+        self._waiter = ThreadPoolExecutor(1, thread_name_prefix="jupyter-gpu-hub-wait")
+        self._waiting: asyncio.Future[Snapshot | None] | None = None  # devices(): the shared wait
         self.prometheus_url = prometheus_url.rstrip("/") if prometheus_url else None
         self.prometheus_token_file = prometheus_token_file
         self.idle_after_s = idle_after_s
@@ -109,10 +111,19 @@ class HubService:
         self.history_s = history_s
         self._prometheus: tuple[float, Any, dict[str, Any], str | None] | None = None
         self._asking: asyncio.Future[tuple[float, Any, dict[str, Any], str | None]] | None = None
-        self._ranges: tuple[float, dict[str, Any]] | None = None
+        self._ranges: tuple[float, dict[str, Any]] | None = None  # (when asked, prom.history of the answers)
         # Prometheus's answers are untrusted input: bounded in size before they are parsed.
         self.prometheus_client = (AsyncHTTPClient(force_instance=True, max_body_size=prom.MAX_BODY_BYTES)
                                   if self.prometheus_url else None)
+
+    def close(self) -> None:
+        """Stop sampling, the JSON parser's thread and the HTTP clients (the service stops)."""
+        self.sampler.close(timeout=1.0)
+        for executor in (self._parser, self._waiter):
+            executor.shutdown(wait=False, cancel_futures=True)
+        for client in (self.client, self.hub_client, self.prometheus_client):
+            if client is not None:
+                client.close()
 
     def _take(self) -> Snapshot:
         snapshot = self._nvml_take()
@@ -126,9 +137,14 @@ class HubService:
         if latest is not None and time.time() - latest.timestamp < 2 * self.interval_s + 1:
             self.sampler.touch()
             return latest
-        return await asyncio.get_running_loop().run_in_executor(
-            None, lambda: self.sampler.wait_for_snapshot(
-                newer_than=latest.timestamp if latest else None, timeout=1.0))
+        # One waiter for every request of that moment, as GpuService._wait_for_sample: while NVML
+        # hangs, N user servers asking tie up one thread, not N of the loop's default executor (whose
+        # queue would outlast their 3 s timeout and send them all to NVML themselves).
+        if self._waiting is None or self._waiting.done():
+            self._waiting = asyncio.get_running_loop().run_in_executor(
+                self._waiter, lambda: self.sampler.wait_for_snapshot(
+                    newer_than=latest.timestamp if latest else None, timeout=1.0))
+        return await asyncio.shield(self._waiting)
 
     async def devices_body(self) -> bytes:
         """``/api/devices``: JSON bytes built once per sample for every user server."""
@@ -247,7 +263,9 @@ class HubService:
         response = await self.prometheus_client.fetch(HTTPRequest(
             f"{self.prometheus_url}/api/v1/{path}?{urlencode(params)}", headers=self._prometheus_headers(),
             request_timeout=10, follow_redirects=False))
-        return json.loads(response.body)
+        # Up to MAX_BODY_BYTES of JSON: parsed on the service's parser thread, like the user servers'
+        # answers, so the event loop keeps serving api/devices meanwhile.
+        return await asyncio.get_running_loop().run_in_executor(self._parser, json.loads, response.body)
 
     async def _ask_prometheus(self) -> tuple[float, Any, dict[str, Any], str | None]:
         """One instant query; the history's range queries once per history step (they are larger)."""
@@ -264,8 +282,10 @@ class HubService:
             for answer in ranges:
                 if isinstance(answer, Exception) and not isinstance(instant, Exception):
                     log.warning("jupyter-gpu: no GPU history from Prometheus: %s", str(answer)[:300])
-            self._ranges = (now, {key: None if isinstance(answer, BaseException) else answer
-                                  for key, answer in zip(prom.range_queries(), ranges, strict=True)})
+            # The history columns are built here, once per history step, not per console request.
+            self._ranges = (now, prom.history({key: None if isinstance(answer, BaseException) else answer
+                                               for key, answer in zip(prom.range_queries(), ranges, strict=True)},
+                                              logged=self._logged))
         error = None
         if isinstance(instant, HTTPClientError):
             error = f"cannot read Prometheus at {self.prometheus_url}: HTTP {instant.code}"
@@ -286,9 +306,8 @@ class HubService:
             if self._asking is None or self._asking.done():
                 self._asking = asyncio.ensure_future(self._ask_prometheus())
             cached = await asyncio.shield(self._asking)
-        now, instant, ranges, error = cached
-        data = prom.console(instant, viewer, role, prom.history(ranges, logged=self._logged), self.idle_after_s,
-                            error, self._logged)
+        now, instant, past, error = cached
+        data = prom.console(instant, viewer, role, past, self.idle_after_s, error, self._logged)
         data["timestamp"] = data["timestamp"] or now
         return data
 

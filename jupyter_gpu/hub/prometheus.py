@@ -132,13 +132,13 @@ def _number(sample: Any) -> tuple[float, float] | None:
     if not isinstance(sample, list) or len(sample) != 2 or not isinstance(sample[1], str) or len(sample[1]) > 64:
         return None
     stamp = sample[0]
-    if isinstance(stamp, bool) or not isinstance(stamp, (int, float)) or not math.isfinite(stamp):
+    if isinstance(stamp, bool) or not isinstance(stamp, (int, float)):
         return None
-    try:
-        value = float(sample[1])
-    except ValueError:
+    try:  # an integer beyond any float (JSON allows 10**400) overflows instead of being infinite
+        stamp, value = float(stamp), float(sample[1])
+    except (ValueError, OverflowError):
         return None
-    return (float(stamp), value) if math.isfinite(value) else None
+    return (stamp, value) if math.isfinite(stamp) and math.isfinite(value) else None
 
 
 def _host(labels: dict[str, str], uuid: str | None, hosts: dict[str, str]) -> str:

@@ -7,8 +7,8 @@ import re
 from typing import Any
 
 import pytest
+from live_processes import kernel_child
 from support import wait_until
-from test_deploy_prometheus import kernel_child
 
 from jupyter_gpu import simulate
 
