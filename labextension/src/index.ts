@@ -18,11 +18,11 @@ import { IStatusBar } from '@jupyterlab/statusbar';
 import type { IProcessActions } from './components/processRow';
 import { kernelLabel } from './components/processRow';
 import { GpuSidebar } from './components/sidebar';
+import { cullsDue } from './culling';
 import { GpuStatusItem } from './components/statusItem';
 import { formatBytes, formatDuration } from './format';
 import { gpuIcon } from './icons';
 import { GpuMonitorModel } from './model';
-import type { IGpuProcess } from './tokens';
 import { CommandIDs, IGpuMonitorModel, PLUGIN_ID, SIDEBAR_ID } from './tokens';
 
 /** The left sidebar's order: after the file browser, running kernels, commands and TOC. */
@@ -67,26 +67,19 @@ function makeActions(app: JupyterFrontEnd, model: GpuMonitorModel): IProcessActi
 function notifyCulling(model: IGpuMonitorModel): void {
   const shown = new Map<string, string>();
   model.changed.connect(() => {
-    const due = new Map<string, IGpuProcess>();
-    for (const gpu of model.snapshot?.gpus ?? []) {
-      for (const p of gpu.processes) {
-        if (p.own && p.kernel_id && p.cull_warning && typeof p.cull_in_s === 'number') {
-          due.set(p.kernel_id, p);
-        }
-      }
-    }
+    const due = cullsDue(model.snapshot);
     for (const [kernelId, id] of shown) {
       if (!due.has(kernelId)) {
         Notification.dismiss(id);
         shown.delete(kernelId);
       }
     }
-    for (const [kernelId, p] of due) {
+    for (const [kernelId, cull] of due) {
       if (!shown.has(kernelId)) {
         // Notifications are plain text and meant to be short (under 140 characters).
         const message =
-          `Idle GPU kernel ${kernelLabel(p).slice(0, 40)} (${formatBytes(p.memory)}) ` +
-          `shuts down in ${formatDuration(p.cull_in_s)}. Run a cell to keep it.`;
+          `Idle GPU kernel ${cull.label.slice(0, 40)} (${formatBytes(cull.memory)}) ` +
+          `shuts down in ${formatDuration(cull.cullInS)}. Run a cell to keep it.`;
         shown.set(kernelId, Notification.warning(message, { autoClose: false }));
       }
     }

@@ -68,6 +68,19 @@ export interface IGpu {
   slices?: IMigSlice[];
 }
 
+/** One of this server's kernels (`ISnapshot.kernels`), as the server's idle check and culler see it. */
+export interface IKernelSummary {
+  kernel_id: string;
+  notebook: string | null;
+  /** Bytes NVML attributes to the kernel and its children (0 where PIDs cannot be matched). */
+  gpu_memory: number;
+  /** Bytes per device as the kernel itself reports them (its framework's allocator), or null. */
+  reported_gpu_memory: Record<string, number> | null;
+  /** Seconds until the GPU-aware culler shuts it down; null: it will not (as things stand). */
+  cull_in_s: number | null;
+  cull_warning: boolean;
+}
+
 /** The whole endpoint answer. */
 export interface ISnapshot {
   nvml_available: boolean;
@@ -89,6 +102,11 @@ export interface ISnapshot {
   /** GPU-aware culling: idle seconds after which a kernel holding GPU memory is shut down (null: off). */
   cull_idle_after_s?: number | null;
   cull_warn_s?: number | null;
+  /**
+   * This server's kernels. The culler decides from these, so the countdown comes from here: in a
+   * container no GPU process matches a kernel, yet a kernel known by its own report is culled.
+   */
+  kernels?: IKernelSummary[];
 }
 
 /** The answer of `GET {baseUrl}jupyter-gpu/history`: per GPU, the server's samples as columns. */

@@ -68,3 +68,41 @@ def test_an_idle_gpu_kernel_counts_down_notifies_and_is_culled(lab, page, artifa
     toast.wait_for(state="detached", timeout=20_000)
     assert "shut down in" not in status.inner_text()
     assert not page.errors
+
+
+def test_a_kernel_known_only_by_its_report_is_counted_down_and_notified(lab, page):
+    """In a container no GPU process matches a kernel (NVML shows host PIDs); the server still knows
+    and culls a kernel whose own report shows framework memory, so the user must see it coming too."""
+    import json
+    import time
+
+    from jupyter_gpu.kernel_report import REPORT_PREFIX
+    from jupyter_gpu.processes import process_start
+
+    session = lab.api("POST", "api/sessions", {"path": "in_container.ipynb", "type": "notebook",
+                                                "kernel": {"name": "python3"}})
+    kernel_id = session["kernel"]["id"]
+    kernel = kernel_child(lab.process.pid)
+    uuid = lab.snapshot()["gpus"][1]["uuid"]
+    # NVML shows a host PID nobody here has; the kernel's report (beside its connection file) says
+    # its framework holds 3 GiB on GPU 1
+    lab.scenario.update(lambda s: s["gpus"][1].__setitem__("processes", [{"pid": 4_000_000 - 7, "memory_mib": 3072}]))
+    report = lab.root.parent / "runtime" / f"{REPORT_PREFIX}{kernel_id}.json"
+    report.write_text(json.dumps({"version": 1, "kernel_id": kernel_id, "pid": kernel,
+                                  "start_time": process_start(kernel), "session": "in_container.ipynb",
+                                  "nvml_pids": [], "gpu_memory": {uuid: 3 << 30}, "timestamp": time.time()}))
+    wait_until(lambda: any(k["kernel_id"] == kernel_id and k["cull_warning"] for k in lab.snapshot()["kernels"]),
+               timeout_s=30, what="the server to count the reported kernel down")
+    lab.open(page)
+    # Then the status bar counts down and one notification names the notebook and the memory
+    status = page.locator(".jp-GpuStatus")
+    wait_until(lambda: "idle kernel shut down in" in status.inner_text(), timeout_s=20, what="the status bar")
+    toast = page.locator(".Toastify__toast", has_text="in_container.ipynb")
+    toast.wait_for(timeout=20_000)
+    assert "3 GiB" in toast.inner_text() or "3.0 GiB" in toast.inner_text(), toast.inner_text()
+    # and after the cull both go
+    wait_until(lambda: kernel_id not in lab.kernel_ids(), timeout_s=AFTER_S + 30, what="the cull")
+    toast.wait_for(state="detached", timeout=20_000)
+    assert "shut down in" not in status.inner_text()
+    lab.scenario.update(lambda s: s["gpus"][1].__setitem__("processes", []))
+    assert not page.errors

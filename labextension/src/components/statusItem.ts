@@ -5,6 +5,7 @@
 import { Widget } from '@lumino/widgets';
 
 import { setAttr, setText } from '../dom';
+import { cullsDue } from '../culling';
 import { formatBytes, formatDuration } from '../format';
 import type { IGpuMonitorModel } from '../tokens';
 
@@ -43,11 +44,11 @@ export class GpuStatusItem extends Widget {
             if (p.idle) {
               idle++;
             }
-            if (p.cull_warning && typeof p.cull_in_s === 'number') {
-              cullInS = Math.min(cullInS ?? Infinity, p.cull_in_s);
-            }
           }
         }
+      }
+      for (const cull of cullsDue(snapshot).values()) {
+        cullInS = Math.min(cullInS ?? Infinity, cull.cullInS);
       }
       const failed = snapshot.gpus.filter(g => g.error !== null).length;
       // "GPU 2/4" is what a glance needs; the user's own share only when there is one.

@@ -1,0 +1,63 @@
+/**
+ * The kernels the server's GPU-aware culler is about to shut down, for the status bar and the
+ * notification. The server's kernel summaries (`ISnapshot.kernels`) are the culler's own view and
+ * cover kernels known only by their reports (containers, where no GPU process matches a kernel);
+ * process entries are read only from servers that send no summaries.
+ */
+import { basename, displayText } from './format';
+import type { ISnapshot } from './tokens';
+
+export interface ICullDue {
+  kernelId: string;
+  /** The notebook's file name (or "kernel <id>"), as text. */
+  label: string;
+  /** GPU memory the cull frees, in bytes (NVML's, else what the kernel reports). */
+  memory: number;
+  cullInS: number;
+}
+
+function label(kernelId: string, notebook: string | null | undefined): string {
+  return notebook ? displayText(basename(notebook), '') : `kernel ${displayText(kernelId.slice(0, 8), '')}`;
+}
+
+function finite(value: unknown): value is number {
+  return typeof value === 'number' && Number.isFinite(value);
+}
+
+/** Kernels within the server's `cull_warn_s` of being culled, by kernel id. */
+export function cullsDue(snapshot: ISnapshot | null): Map<string, ICullDue> {
+  const due = new Map<string, ICullDue>();
+  if (!snapshot) {
+    return due;
+  }
+  if (Array.isArray(snapshot.kernels)) {
+    for (const k of snapshot.kernels) {
+      if (k.cull_warning === true && finite(k.cull_in_s) && typeof k.kernel_id === 'string') {
+        const reported = Object.values(k.reported_gpu_memory ?? {}).filter(finite);
+        const memory =
+          finite(k.gpu_memory) && k.gpu_memory > 0 ? k.gpu_memory : reported.reduce((a, b) => a + b, 0);
+        due.set(k.kernel_id, {
+          kernelId: k.kernel_id,
+          label: label(k.kernel_id, k.notebook),
+          memory,
+          cullInS: k.cull_in_s
+        });
+      }
+    }
+    return due;
+  }
+  for (const gpu of snapshot.gpus) {
+    for (const p of gpu.processes) {
+      if (p.own && p.kernel_id && p.cull_warning && finite(p.cull_in_s)) {
+        const known = due.get(p.kernel_id);
+        due.set(p.kernel_id, {
+          kernelId: p.kernel_id,
+          label: label(p.kernel_id, p.notebook),
+          memory: (known?.memory ?? 0) + (p.memory ?? 0),
+          cullInS: p.cull_in_s
+        });
+      }
+    }
+  }
+  return due;
+}
