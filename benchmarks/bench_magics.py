@@ -35,8 +35,8 @@ import ipykernel.ipkernel  # a kernel has it (and jupyter_client) loaded before 
 from IPython.core.interactiveshell import InteractiveShell
 ip = InteractiveShell.instance()
 start = time.perf_counter()
-import jupyter_gpu.magics
-jupyter_gpu.magics.register(ip)
+import jupyter_gpu.kernel.magics
+jupyter_gpu.kernel.magics.register(ip)
 face = time.perf_counter() - start
 start = time.perf_counter()
 ip.run_line_magic("load_ext", "jupyter_gpu")
@@ -54,7 +54,7 @@ def median_of(magic, lines, reps):
 reps = int(__import__("sys").argv[1])
 select = median_of("gpu_select", ["1", "0,2 --growth", "auto:2"], reps)
 limit = median_of("gpu_limit", ["2GiB", "30%", "1GiB 1GiB"], reps)
-from jupyter_gpu.magics import _after_cell
+from jupyter_gpu.kernel.magics import _after_cell
 class Result:
     error_in_exec = None
 def check_median(reps):
@@ -112,22 +112,22 @@ simulate.write_scenario(folder / "gpus.json", {"gpus": [
                            {"pid": 910002, "memory_mib": 24576, "user": "carol"}]},
     {**a100}, {**a100, "processes": [{"pid": 910001, "memory_mib": 60000, "user": "bob"}]}]})
 os.environ["JUPYTER_GPU_SIMULATE"] = str(folder / "gpus.json")
-from jupyter_gpu.processes import process_start
+from jupyter_gpu.sources.processes import process_start
 for n, pid in enumerate((os.getppid(), 999991, 999992)):  # a report counts while its writer runs (PID + start)
     (folder / f"jupyter-gpu-kernel-k{n}.json").write_text(json.dumps(
         {"version": 1, "kernel_id": f"k{n}", "pid": pid, "start_time": process_start(pid) or 1,
          "session": f"/home/u/nb{n}.ipynb", "timestamp": time.time()}))
-from jupyter_gpu import kernel_report
-kernel_report.kernel_identity = lambda: ("me", folder)  # as inside a kernel started by a server
+from jupyter_gpu.sources import kernel_reports
+kernel_reports.kernel_identity = lambda: ("me", folder)  # as inside a kernel started by a server
 from IPython.core.interactiveshell import InteractiveShell
 ip = InteractiveShell.instance()
 with contextlib.redirect_stdout(io.StringIO()):
     ip.run_line_magic("load_ext", "jupyter_gpu")
-from jupyter_gpu.magics import _after_cell
+from jupyter_gpu.kernel.magics import _after_cell
 class Clean:
     error_in_exec = None
 _after_cell(Clean)
-clean_imports = "jupyter_gpu.oom" in sys.modules
+clean_imports = "jupyter_gpu.kernel.oom" in sys.modules
 import torch
 class Failed:
     error_in_exec = torch.cuda.OutOfMemoryError(

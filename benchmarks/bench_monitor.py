@@ -69,7 +69,8 @@ def main() -> None:
 
     with tempfile.TemporaryDirectory() as tmp:
         os.environ["JUPYTER_GPU_SIMULATE"] = str(scenario_file(Path(tmp)))
-        from jupyter_gpu import nvml, widget
+        from jupyter_gpu.panel import widget
+        from jupyter_gpu.sources import nvml
 
         snapshot = nvml.snapshot()
         assert snapshot.nvml_available and len(snapshot.gpus) == 8, snapshot

@@ -516,7 +516,7 @@ async def drive_kernels(app: Any, port: int, token: str, args: argparse.Namespac
                   file=sys.stderr, flush=True)
     if service is None:
         return {"counts": counts, "rss_threads": memory}
-    from jupyter_gpu.nvml import default_reader
+    from jupyter_gpu.sources.nvml import default_reader
 
     return {"counts": counts, "wrong_examples": wrong_examples, "rss_threads": memory,
             "ancestry_cache": len(service._ancestry), "report_cache": len(service._report_reader._cache),

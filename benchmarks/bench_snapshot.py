@@ -64,7 +64,7 @@ def nvml_calls(library, take: Callable[[], object]) -> int:
 
 
 def jupyter_gpu_take() -> Callable[[], object]:
-    from jupyter_gpu.nvml import NvmlReader
+    from jupyter_gpu.sources.nvml import NvmlReader
 
     reader = NvmlReader()
     return lambda: reader.snapshot().to_dict()
@@ -111,7 +111,7 @@ def import_times(runs: int) -> list[float]:
 
 def big_machine(gpus: int, per_gpu: int, repeat: int) -> None:
     from jupyter_gpu import simulate
-    from jupyter_gpu.nvml import NvmlReader
+    from jupyter_gpu.sources.nvml import NvmlReader
 
     data = {"gpus": [{"memory_total_mib": 81920, "processes": [
         {"pid": 3_000_000 + g * per_gpu + p, "memory_mib": 1, "user": f"user{p % 50}", "name": "python"}
@@ -141,7 +141,7 @@ def mig_against_whole(rounds: int, per_round: int) -> None:
     """Median snapshot time of 4 GPUs x 7 MIG slices against 4 whole GPUs, one process per slice
     (the whole GPUs carry the same 7 processes each), in alternating rounds so load hits both alike."""
     from jupyter_gpu import simulate
-    from jupyter_gpu.nvml import NvmlReader
+    from jupyter_gpu.sources.nvml import NvmlReader
 
     def process(g: int, s: int) -> dict:
         return {"pid": 3_500_000 + g * 7 + s, "memory_mib": 100 + s, "user": f"user{s}", "name": "python"}

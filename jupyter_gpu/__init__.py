@@ -14,29 +14,32 @@ binding or framework. Each face is imported when first used.
 
 from __future__ import annotations
 
-from .errors import GPUAlreadyInitializedWarning, GPUPlanMismatchWarning
+from . import _moved
+from .core.errors import GPUAlreadyInitializedWarning, GPUPlanMismatchWarning
+
+_moved.install()  # the 0.1 module paths (jupyter_gpu.nvml, jupyter_gpu.widget, ...) for one release
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (type checkers read it as True)
 if TYPE_CHECKING:
     from typing import Any
 
-    from .snapshots import Snapshot
-    from .widget import GPUMonitor
+    from .core.snapshot import Snapshot
+    from .panel.widget import GPUMonitor
 
 __version__ = "0.1.0"
 __all__ = ["GPUAlreadyInitializedWarning", "GPUMonitor", "GPUPlanMismatchWarning", "__version__", "snapshot"]
 
 
 def snapshot() -> Snapshot:
-    """A snapshot of every GPU on this machine (see ``jupyter_gpu.snapshots.Snapshot``)."""
-    from .nvml import snapshot as take
+    """A snapshot of every GPU on this machine (see ``jupyter_gpu.core.snapshot.Snapshot``)."""
+    from .sources.nvml import snapshot as take
 
     return take()
 
 
 def __getattr__(name: str) -> Any:
     if name == "GPUMonitor":
-        from .widget import GPUMonitor
+        from .panel.widget import GPUMonitor
 
         return GPUMonitor
     raise AttributeError(f"module 'jupyter_gpu' has no attribute {name!r}")
@@ -47,13 +50,13 @@ def __getattr__(name: str) -> Any:
 
 def load_ipython_extension(ipython: Any) -> None:
     """``%load_ext jupyter_gpu``: register the magics and apply the configured defaults."""
-    from .ipython_extension import load_ipython_extension as load
+    from .kernel.extension import load_ipython_extension as load
 
     load(ipython)
 
 
 def unload_ipython_extension(ipython: Any) -> None:
-    from .ipython_extension import unload_ipython_extension as unload
+    from .kernel.extension import unload_ipython_extension as unload
 
     unload(ipython)
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 import sys
 from types import ModuleType
 
-from ._import_hooks import pending, when_imported
+from .core.import_hooks import pending, when_imported
 
 
 def _install(_pynvml: ModuleType) -> None:

@@ -3,7 +3,7 @@
 Usage::
 
     jupyter-gpu status                 # a compact table of every GPU and its processes
-    jupyter-gpu status --json          # the JSON contract (see jupyter_gpu.snapshots)
+    jupyter-gpu status --json          # the JSON contract (see jupyter_gpu.core.snapshot)
     jupyter-gpu status --watch 2       # refresh in place every 2 seconds (Ctrl-C to stop)
     jupyter-gpu status --show-other-names   # admins: other users' program names too
 
@@ -33,9 +33,9 @@ from collections.abc import Sequence
 from typing import TextIO
 
 from . import __version__
-from .snapshots import GpuInfo, GpuProcess, MigSlice, Snapshot
-from .text import display_text
-from .units import format_bytes
+from .core.snapshot import GpuInfo, GpuProcess, MigSlice, Snapshot
+from .core.text import display_text
+from .core.units import format_bytes
 
 NOT_ON_MIG = "n/a on MIG"
 
@@ -114,9 +114,9 @@ def _gpu_row(gpu: GpuInfo) -> tuple[str, str, str, str, str, str]:
 
 
 def _status(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
-    from .nvml import NvmlReader
-    from .nvml import snapshot as take
-    from .processes import ProcessDirectory
+    from .sources.nvml import NvmlReader
+    from .sources.nvml import snapshot as take
+    from .sources.processes import ProcessDirectory
 
     if args.show_other_names:
         take = NvmlReader(ProcessDirectory(show_other_names=True)).snapshot

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from jupyter_gpu.claims import MAX_LOGGED, PREFIX, ClaimBoard
-from jupyter_gpu.snapshots import GpuInfo, GpuProcess
+from jupyter_gpu.core.snapshot import GpuInfo, GpuProcess
+from jupyter_gpu.sources.claims import MAX_LOGGED, PREFIX, ClaimBoard
 
 UUIDS = ["GPU-aaaa-0", "GPU-bbbb-1", "GPU-cccc-2"]
 
@@ -97,7 +97,7 @@ def test_hostile_files_are_ignored_with_one_log_line_each(shared: Path, other_pr
                                                           "host": board.host}))
     os.symlink(good, shared / f"{PREFIX}link.json")
     os.mkfifo(shared / f"{PREFIX}fifo.json")  # must not block the reader
-    with caplog.at_level(logging.WARNING, logger="jupyter_gpu.claims"):
+    with caplog.at_level(logging.WARNING, logger="jupyter_gpu.sources.claims"):
         assert board.load(gpus()) == {0: 1}
         assert board.load(gpus()) == {0: 1}
     refused = [r.getMessage() for r in caplog.records]
@@ -112,7 +112,7 @@ def test_thousands_of_hostile_files_do_not_flood_the_notebook(shared: Path, capl
     for number in range(300):
         (shared / f"{PREFIX}{number}\u202e.json").write_text("{not json")
     board = ClaimBoard(shared)
-    with caplog.at_level(logging.WARNING, logger="jupyter_gpu.claims"):
+    with caplog.at_level(logging.WARNING, logger="jupyter_gpu.sources.claims"):
         assert board.load(gpus()) == {}
         assert board.load(gpus()) == {}
     refused = [r.getMessage() for r in caplog.records]
@@ -126,7 +126,7 @@ def test_a_claim_naming_another_user_is_a_forgery(shared: Path, other_process: s
                                                   caplog: pytest.LogCaptureFixture) -> None:
     path = write_claim(shared, other_process.pid, UUIDS[0], uid=4242)  # file owned by root, claims uid 4242
     board = ClaimBoard(shared)
-    with caplog.at_level(logging.WARNING, logger="jupyter_gpu.claims"):
+    with caplog.at_level(logging.WARNING, logger="jupyter_gpu.sources.claims"):
         assert board.load(gpus()) == {}
     assert "forged" in caplog.text
     os.chown(path, 4242, 4242)  # now owner and payload agree, but PID belongs to root, not uid 4242

@@ -8,9 +8,9 @@ import types
 
 import pytest
 
+from jupyter_gpu.core.snapshot import GpuInfo, Snapshot
 from jupyter_gpu.frameworks import JAX, TENSORFLOW, TORCH, State
 from jupyter_gpu.plan import Fence, PlanRequest, build_plan
-from jupyter_gpu.snapshots import GpuInfo, Snapshot
 
 GIB = 1024**3
 SNAP = Snapshot(nvml_available=True, timestamp=time.time(), gpus=(

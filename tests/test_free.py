@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from jupyter_gpu import frameworks, free
-from jupyter_gpu.free import Measure, Tracked
+from jupyter_gpu import frameworks
+from jupyter_gpu.kernel import free
+from jupyter_gpu.kernel.free import Measure, Tracked
 
 
 def test_no_framework_imported_means_no_release_and_nothing_imported() -> None:

@@ -15,7 +15,9 @@ import pytest
 from IPython.core.error import UsageError
 from test_magics import clean, shell, state  # noqa: F401  (fixtures)
 
-from jupyter_gpu import magics, nvml, simulate
+from jupyter_gpu import simulate
+from jupyter_gpu.kernel import magics
+from jupyter_gpu.sources import nvml
 
 GIB_MIB = 1024
 
@@ -135,7 +137,7 @@ def test_auto_leaves_a_claim_and_counts_others(shell, clean, capsys, tmp_path: P
     import subprocess
     import sys
 
-    from jupyter_gpu.claims import ClaimBoard
+    from jupyter_gpu.sources.claims import ClaimBoard
 
     folder = Path(os.environ["JUPYTER_GPU_CLAIMS_DIR"])
     other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
@@ -187,8 +189,9 @@ def test_the_waiting_line_shows_other_users_names_bidi_safe(shell, clean, fake_t
 def test_the_fit_hint_names_a_kernel_by_its_notebook_on_one_safe_line(monkeypatch: pytest.MonkeyPatch) -> None:
     """The notebook name comes from another kernel's report or the server: untrusted, and the
     hint ends up in a one-line UsageError."""
-    from jupyter_gpu import peers, plan
-    from jupyter_gpu.snapshots import GpuInfo, GpuProcess, Snapshot
+    from jupyter_gpu import plan
+    from jupyter_gpu.core.snapshot import GpuInfo, GpuProcess, Snapshot
+    from jupyter_gpu.sources import peers
 
     gib = 1024**3
     gpu = GpuInfo(index=0, uuid="GPU-0", name="A100", memory_total=80 * gib, memory_free=10 * gib,

@@ -8,8 +8,8 @@ import tracemalloc
 
 import pytest
 
-from jupyter_gpu.history import MAX_GPUS, MAX_SAMPLES_PER_GPU, GpuHistory
-from jupyter_gpu.snapshots import GpuInfo, Snapshot
+from jupyter_gpu.core.history import MAX_GPUS, MAX_SAMPLES_PER_GPU, GpuHistory
+from jupyter_gpu.core.snapshot import GpuInfo, Snapshot
 
 GIB = 1024**3
 

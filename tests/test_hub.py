@@ -20,11 +20,12 @@ from tornado import netutil
 from tornado.httpclient import AsyncHTTPClient, HTTPClientError
 from tornado.httpserver import HTTPServer
 
-from jupyter_gpu import remote, simulate
+from jupyter_gpu import simulate
+from jupyter_gpu.core.snapshot import Snapshot
 from jupyter_gpu.hub import core
 from jupyter_gpu.hub.app import HubService, make_app
 from jupyter_gpu.server import GpuService, JupyterGpuServer
-from jupyter_gpu.snapshots import Snapshot
+from jupyter_gpu.sources import remote
 
 PREFIX = "/services/jupyter-gpu/"
 
@@ -300,7 +301,7 @@ def test_a_bad_service_answer_is_refused_with_one_line(bad: Any) -> None:
 def test_names_from_the_service_are_dropped_and_own_ones_read_here() -> None:
     import os
 
-    from jupyter_gpu.processes import ProcessDirectory, current_user
+    from jupyter_gpu.sources.processes import ProcessDirectory, current_user
     data = {"nvml_available": True, "timestamp": time.time(), "gpus": [{
         "index": 0, "uuid": "GPU-0", "name": "A100", "processes": [
             {"pid": os.getpid(), "memory": 1, "user": current_user(), "name": "forged", "command": "forged"},
@@ -324,7 +325,8 @@ def test_a_mig_gpu_from_the_service_keeps_its_slices(tmp_path, monkeypatch) -> N
     """User servers on the service see the same MIG slices (and each process's slice) as NVML."""
     from support import ScenarioFile, a100_mig_scenario
 
-    from jupyter_gpu import nvml, simulate
+    from jupyter_gpu import simulate
+    from jupyter_gpu.sources import nvml
 
     scenario = ScenarioFile(tmp_path / "mig.json", a100_mig_scenario())
     monkeypatch.setenv(simulate.ENV_VAR, str(scenario.path))
@@ -363,7 +365,7 @@ DEVICE_SERIES = ("jupyter_gpu_gpu_info", "jupyter_gpu_memory_used_bytes", "jupyt
 
 def test_service_metrics_export_each_gpu_of_the_host_once(demo_gpus: None) -> None:
     """/services/jupyter-gpu/metrics: the host's per-GPU series, for a token with the service's access scope."""
-    from jupyter_gpu import nvml
+    from jupyter_gpu.sources import nvml
 
     async def body() -> None:
         run = await start()

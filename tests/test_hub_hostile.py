@@ -538,7 +538,7 @@ def test_pure_console_survives_any_server_object() -> None:
 def test_a_user_server_does_not_follow_a_redirect_with_its_token(gpus: ScenarioFile) -> None:
     """remote.py asks the service with the user server's own token: a redirect (a misconfigured
     proxy, a wrong URL) is an error and a local sample, never the token sent to another host."""
-    from jupyter_gpu import nvml, remote
+    from jupyter_gpu.sources import nvml, remote
 
     async def body() -> None:
         evil = Evil()
@@ -563,7 +563,7 @@ def test_a_user_server_does_not_follow_a_redirect_with_its_token(gpus: ScenarioF
 def test_the_processes_index_is_built_once_per_sample() -> None:
     """Every console request of a second joins against the same sample: its index of PIDs and owners
     (0.1 s at 64 GPUs x 2,000 processes, benchmarks/README.md) is built once, not per request."""
-    from jupyter_gpu.snapshots import GpuInfo, GpuProcess, Snapshot
+    from jupyter_gpu.core.snapshot import GpuInfo, GpuProcess, Snapshot
 
     def sample() -> Snapshot:
         gpu = GpuInfo(index=0, uuid="GPU-0", name="x", memory_total=GIB, memory_used=GIB, memory_free=0,

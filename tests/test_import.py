@@ -19,5 +19,5 @@ def test_import_pulls_in_nothing_heavy():
 
 def test_faces_are_loaded_lazily():
     code = ("import sys, jupyter_gpu; jupyter_gpu.snapshot; "
-            "print('jupyter_gpu.nvml' in sys.modules, 'jupyter_gpu.cli' in sys.modules)")
+            "print('jupyter_gpu.sources.nvml' in sys.modules, 'jupyter_gpu.cli' in sys.modules)")
     assert subprocess.check_output([sys.executable, "-c", code], text=True).split() == ["False", "False"]

@@ -13,7 +13,7 @@ def run(code: str) -> str:
 
 def test_callback_runs_after_the_module_body_once():
     out = run("""
-        from jupyter_gpu._import_hooks import when_imported
+        from jupyter_gpu.core.import_hooks import when_imported
         seen = []
         when_imported("json", lambda m: seen.append(hasattr(m, "dumps")))
         assert seen == []
@@ -27,7 +27,7 @@ def test_callback_runs_after_the_module_body_once():
 def test_callback_runs_now_when_already_imported_and_errors_never_escape():
     out = run("""
         import json
-        from jupyter_gpu._import_hooks import when_imported
+        from jupyter_gpu.core.import_hooks import when_imported
         seen = []
         when_imported("json", lambda m: seen.append("now"))
         when_imported("csv", lambda m: 1 / 0)
@@ -39,7 +39,7 @@ def test_callback_runs_now_when_already_imported_and_errors_never_escape():
 
 def test_cancel_forgets_a_callback():
     out = run("""
-        from jupyter_gpu._import_hooks import when_imported, cancel, pending
+        from jupyter_gpu.core.import_hooks import when_imported, cancel, pending
         seen = []
         callback = lambda m: seen.append(1)
         when_imported("csv", callback)

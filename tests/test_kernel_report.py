@@ -9,8 +9,8 @@ import time
 
 import pytest
 
-from jupyter_gpu.kernel_report import REPORT_PREFIX, ReportReader, build_report, parse_report
-from jupyter_gpu.processes import process_start
+from jupyter_gpu.kernel.report import REPORT_PREFIX, ReportReader, build_report, parse_report
+from jupyter_gpu.sources.processes import process_start
 
 KERNEL = "0b6d3f8e-5a1c-4f3e-9a57-2d9c1f7e4b10"
 
@@ -58,7 +58,7 @@ def test_a_bad_report_is_dropped_with_one_log_line(tmp_path, caplog, text, words
     write(tmp_path, json.dumps(good(kernel_id="other-kernel")), kernel_id="other-kernel")
     write(tmp_path, text)
     reader = ReportReader()
-    with caplog.at_level(logging.WARNING, logger="jupyter_gpu.kernel_report"):
+    with caplog.at_level(logging.WARNING, logger="jupyter_gpu.kernel.report"):
         reports = reader.read(tmp_path)
         reader.read(tmp_path)  # unchanged file: not parsed (or logged) again
     assert list(reports) == ["other-kernel"]

@@ -13,7 +13,9 @@ import pytest
 from IPython.core.error import UsageError
 from IPython.core.interactiveshell import InteractiveShell
 
-from jupyter_gpu import GPUAlreadyInitializedWarning, _import_hooks, frameworks, magics, plan
+from jupyter_gpu import GPUAlreadyInitializedWarning, frameworks, plan
+from jupyter_gpu.core import import_hooks as _import_hooks
+from jupyter_gpu.kernel import magics
 from jupyter_gpu.plan import Fence, GpuPlan, current_plan
 
 MANAGED = (*frameworks._managed_keys(), "JUPYTER_GPU_DEFAULT_SELECT", "JUPYTER_GPU_GROWTH",
@@ -352,7 +354,7 @@ def test_loading_and_the_after_cell_check_import_no_adapter_while_no_framework_i
     code = ("import sys\nfrom IPython.core.interactiveshell import InteractiveShell\n"
             "ip = InteractiveShell.instance()\nip.run_line_magic('load_ext', 'jupyter_gpu')\n"
             "ip.run_cell('x = 1')\n"
-            "print(sorted(m for m in ('jupyter_gpu.frameworks', 'jupyter_gpu.plan', 'jupyter_gpu.nvml', 'tensorflow',"
-            " 'torch', 'jax') if m in sys.modules))")
+            "print(sorted(m for m in ('jupyter_gpu.frameworks', 'jupyter_gpu.plan', 'jupyter_gpu.sources.nvml',"
+            " 'tensorflow', 'torch', 'jax') if m in sys.modules))")
     out = subprocess.check_output([sys.executable, "-c", code], text=True)
     assert out.strip().splitlines()[-1] == "[]"

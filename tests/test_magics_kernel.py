@@ -46,7 +46,8 @@ ENV = ("import json, os\n"
        "            'TF_NUM_INTRAOP_THREADS']\n"
        "    return {k: os.environ.get(k) for k in keys}\n"
        "def state():\n"
-       "    from jupyter_gpu import plan, frameworks, _import_hooks\n"
+       "    from jupyter_gpu import plan, frameworks\n"
+       "    from jupyter_gpu.core import import_hooks as _import_hooks\n"
        "    hooks = {f.module_name: len(_import_hooks.pending(f.module_name)) for f in frameworks.FRAMEWORKS}\n"
        "    return repr((plan.current_plan(), env(), hooks))\n")
 

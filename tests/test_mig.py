@@ -9,7 +9,7 @@ from support import A100_MIG_UUIDS, a100_mig_scenario, h100_split_scenario
 
 import jupyter_gpu
 from jupyter_gpu import simulate
-from jupyter_gpu.nvml import NvmlReader, mig_profile
+from jupyter_gpu.sources.nvml import NvmlReader, mig_profile
 
 MIB = 1024 * 1024
 
@@ -180,7 +180,7 @@ def test_nvitop_reading_the_same_simulated_gpus_agrees_on_the_slices(scenario):
 
 
 def test_cuda_shows_one_mig_device_whatever_the_variable_names(scenario):
-    from jupyter_gpu.visibility import CudaEnv, cuda_devices
+    from jupyter_gpu.core.visibility import CudaEnv, cuda_devices
 
     scenario.write(a100_mig_scenario())
     gpus = jupyter_gpu.snapshot().gpus

@@ -50,10 +50,10 @@ def execute(client: BlockingKernelClient, code: str, timeout: float = 60) -> tup
 
 def test_a_cell_runs_while_the_panel_polls(kernel: BlockingKernelClient, scenario: Any) -> None:
     out, messages = execute(kernel, (
-        "from jupyter_gpu import monitor_magics\n"
+        "from jupyter_gpu.kernel import monitor_magics\n"
         "monitor_magics.register(get_ipython())\n"
         "%gpu_monitor --interval 0.1\n"
-        "from jupyter_gpu import widget\n"
+        "from jupyter_gpu.panel import widget\n"
         "import threading, time\n"
         "panel = widget.open_panels()[0]\n"
         "deadline = time.monotonic() + 10\n"

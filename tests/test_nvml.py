@@ -11,8 +11,8 @@ import pytest
 
 import jupyter_gpu
 from jupyter_gpu import simulate
-from jupyter_gpu.nvml import NvmlReader
-from jupyter_gpu.processes import current_user
+from jupyter_gpu.sources.nvml import NvmlReader
+from jupyter_gpu.sources.processes import current_user
 
 MIB = 1024 * 1024
 

@@ -10,10 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from jupyter_gpu import oom, peers
-from jupyter_gpu.processes import process_start
-from jupyter_gpu.snapshots import GpuInfo, GpuProcess
-from jupyter_gpu.units import GIB, MIB
+from jupyter_gpu.core.snapshot import GpuInfo, GpuProcess
+from jupyter_gpu.core.units import GIB, MIB
+from jupyter_gpu.kernel import oom
+from jupyter_gpu.sources import peers
+from jupyter_gpu.sources.processes import process_start
 
 OLD_TORCH = ("CUDA out of memory. Tried to allocate 20.00 MiB (GPU 0; 15.78 GiB total capacity; 14.50 GiB already "
              "allocated; 3.75 MiB free; 14.61 GiB reserved in total by PyTorch)")
@@ -123,7 +124,7 @@ def test_runtime_files_of_other_users_or_too_large_are_ignored(tmp_path: Path, m
 
 
 def test_on_a_mig_slice_the_slice_is_what_ran_out() -> None:
-    from jupyter_gpu.snapshots import MigSlice
+    from jupyter_gpu.core.snapshot import MigSlice
 
     bob = GpuProcess(200, 30 * GIB, "bob", slice="MIG-a")
     mine = GpuProcess(100, int(9.4 * GIB), "me", slice="MIG-c")
@@ -150,8 +151,8 @@ def test_kernel_reports_count_only_while_their_writer_runs(tmp_path, monkeypatch
     import subprocess
     import sys
 
-    from jupyter_gpu import peers
-    from jupyter_gpu.kernel_report import REPORT_PREFIX, build_report
+    from jupyter_gpu.kernel.report import REPORT_PREFIX, build_report
+    from jupyter_gpu.sources import peers
 
     monkeypatch.setenv("JPY_SESSION_NAME", "work/train_old.ipynb")
     live = build_report("live-kernel", nvml_pids=[4_000_111])
@@ -172,9 +173,9 @@ def test_kernel_reports_count_only_while_their_writer_runs(tmp_path, monkeypatch
 
 def _peers_in(folder: Path, monkeypatch: pytest.MonkeyPatch) -> oom.Facts:
     """find_peers as a kernel whose connection file lies in ``folder`` (no server), as facts for explain."""
-    from jupyter_gpu import kernel_report
+    from jupyter_gpu.sources import kernel_reports
 
-    monkeypatch.setattr(kernel_report, "kernel_identity", lambda: ("this-kernel", folder))
+    monkeypatch.setattr(kernel_reports, "kernel_identity", lambda: ("this-kernel", folder))
     found = peers.find_peers()
     assert found.source == "kernel reports"
     return oom.Facts(gpus=(), own_pid=1, own_user="me",
@@ -196,7 +197,7 @@ def other_kernel() -> Iterator[int]:
 
 
 def _write_report(folder: Path, kernel_id: str, **fields: object) -> Path:
-    from jupyter_gpu.kernel_report import REPORT_PREFIX, build_report
+    from jupyter_gpu.kernel.report import REPORT_PREFIX, build_report
 
     path = folder / f"{REPORT_PREFIX}{kernel_id}.json"
     path.write_text(json.dumps({**build_report(kernel_id), **fields}))

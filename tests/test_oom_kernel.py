@@ -139,7 +139,7 @@ def test_pytorch_oom_names_the_gpu_holders_and_computed_next_steps(world: Scenar
     out, err = new_kernel.run("%load_ext jupyter_gpu\n%gpu_select 1\nimport torch")
     assert "GPU 1" in out, err
     world.write(server_gpus(pid(new_kernel), {1: 30720}, old=pid(old_kernel)))
-    old_kernel.run("from jupyter_gpu.processes import process_start")
+    old_kernel.run("from jupyter_gpu.sources.processes import process_start")
     leave_stale_reports(runtime, pid(old_kernel), old_kernel.value("process_start(os.getpid())"))
     _, err = new_kernel.run(f"raise torch.cuda.OutOfMemoryError({TORCH_OOM!r})")
     assert err.index("OutOfMemoryError: CUDA out of memory") < err.index("jupyter_gpu:")  # under the traceback
@@ -206,7 +206,7 @@ def test_jax_oom_with_the_extension_autoloaded(world: ScenarioFile, tmp_path: Pa
 def test_cells_without_an_error_load_nothing_and_other_errors_get_no_report(world: ScenarioFile,
                                                                             new_kernel: Kernel) -> None:
     new_kernel.run("%load_ext jupyter_gpu\nimport sys\nx = 1")
-    assert new_kernel.value("'jupyter_gpu.oom' in sys.modules") is False
+    assert new_kernel.value("'jupyter_gpu.kernel.oom' in sys.modules") is False
     _, err = new_kernel.run("raise RuntimeError('CUDA error: device-side assert triggered')")
     assert "jupyter_gpu" not in err
     _, err = new_kernel.run("class OutOfMemoryError(Exception): pass\nraise OutOfMemoryError('host RAM')")

@@ -6,6 +6,7 @@ import time
 
 import pytest
 
+from jupyter_gpu.core.snapshot import GpuInfo, GpuProcess, Snapshot
 from jupyter_gpu.plan import (
     MIB,
     Fence,
@@ -16,7 +17,6 @@ from jupyter_gpu.plan import (
     parse_size,
     select_idlest,
 )
-from jupyter_gpu.snapshots import GpuInfo, GpuProcess, Snapshot
 
 GIB = 1024**3
 NO_FENCE = Fence({})

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 from support import spawn_at_pid, wait_until
 
-from jupyter_gpu import processes
-from jupyter_gpu.processes import PidCache, ProcessDirectory, process_start
+from jupyter_gpu.sources import processes
+from jupyter_gpu.sources.processes import PidCache, ProcessDirectory, process_start
 
 
 def test_process_start_is_stable_and_none_for_missing_pids():

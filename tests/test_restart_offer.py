@@ -7,7 +7,7 @@ import re
 import pytest
 from test_magics import clean, reset_plan_state, shell  # noqa: F401  (fixtures)
 
-from jupyter_gpu import magics
+from jupyter_gpu.kernel import magics
 from jupyter_gpu.plan import PlanRequest, current_plan, plan_magics
 
 # The renderer's whitelist (labextension/src/restart.ts, ALLOWED_LINE): every line made here must pass it.

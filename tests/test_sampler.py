@@ -8,8 +8,8 @@ import time
 import pytest
 from support import wait_until
 
-from jupyter_gpu.sampler import Sampler
-from jupyter_gpu.snapshots import Snapshot
+from jupyter_gpu.core.snapshot import Snapshot
+from jupyter_gpu.sources.sampler import Sampler
 
 
 class CountingTake:

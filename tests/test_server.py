@@ -392,7 +392,7 @@ async def test_container_host_pids_fall_back_to_kernel_reports(jp_fetch, jp_serv
     # the framework's figure is given by hand here: no GPU framework runs on simulated GPUs)
     uuid = data["gpus"][0]["uuid"]
     await run_code(jp_serverapp, kernel_id,
-                   "from jupyter_gpu import kernel_report\n"
+                   "from jupyter_gpu.kernel import report as kernel_report\n"
                    "kernel_report.register(get_ipython())\n"
                    f"kernel_report.write_report(gpu_memory={{{uuid!r}: 5 * 2**30}})")
     await run_code(jp_serverapp, kernel_id, "x = 1")  # the refresh after a cell keeps the figure
@@ -413,7 +413,7 @@ async def test_container_host_pids_fall_back_to_kernel_reports(jp_fetch, jp_serv
 
 
 def report_path(serverapp: Any, kernel_id: str) -> str:
-    from jupyter_gpu.kernel_report import REPORT_PREFIX
+    from jupyter_gpu.sources.kernel_reports import REPORT_PREFIX
 
     return os.path.join(serverapp.kernel_manager.connection_dir, f"{REPORT_PREFIX}{kernel_id}.json")
 
@@ -478,7 +478,7 @@ async def test_a_report_of_another_process_is_ignored_and_removed_with_the_kerne
     assert kernel["reported_gpu_memory"] is None
     # And K's own report (its PID and start time) is
     await run_code(jp_serverapp, kernel_id,
-                   "from jupyter_gpu import kernel_report\n"
+                   "from jupyter_gpu.kernel import report as kernel_report\n"
                    "kernel_report.write_report(gpu_memory={'GPU-x': 2**30})")
     data = await until(jp_fetch, lambda d: d["kernels"][0]["reported_gpu_memory"])
     assert data["kernels"][0]["reported_gpu_memory"] == {"GPU-x": 2**30}
@@ -500,7 +500,7 @@ async def test_after_an_oom_kill_the_restarted_kernel_does_not_inherit_the_dead_
     kernel_id = await start_session(jp_fetch)
     old_pid = kernel_pid(jp_serverapp, kernel_id)
     await run_code(jp_serverapp, kernel_id,
-                   "from jupyter_gpu import kernel_report\n"
+                   "from jupyter_gpu.kernel import report as kernel_report\n"
                    "kernel_report.write_report(gpu_memory={'GPU-x': 5 * 2**30})")
     await until(jp_fetch, lambda d: d["kernels"] and d["kernels"][0]["reported_gpu_memory"])
     # When the kernel is killed (the OOM killer's SIGKILL: no atexit, the file stays)
@@ -762,7 +762,7 @@ async def test_container_kernel_reports_name_their_slice(jp_fetch, jp_serverapp,
     await until(jp_fetch, lambda d: 3_000_002 in processes(d))
     # When it reports its memory by the MIG UUID (what PyTorch calls the device in a MIG container)
     await run_code(jp_serverapp, kernel_id,
-                   "from jupyter_gpu import kernel_report\n"
+                   "from jupyter_gpu.kernel import report as kernel_report\n"
                    "kernel_report.register(get_ipython())\n"
                    f"kernel_report.write_report(gpu_memory={{{A100_MIG_UUIDS[1]!r}: 2 * 2**30}})")
     answer = await until(jp_fetch, lambda d: d["kernels"] and d["kernels"][0]["reported_gpu_memory"])

@@ -150,7 +150,7 @@ async def test_a_kernel_known_only_by_its_report_is_culled_too(jp_fetch, jp_serv
     data = await until(jp_fetch, lambda d: d["gpus"][0]["processes"])
     uuid = data["gpus"][0]["uuid"]
     await run_code(jp_serverapp, kernel_id,
-                   "from jupyter_gpu import kernel_report\n"
+                   "from jupyter_gpu.kernel import report as kernel_report\n"
                    f"kernel_report.write_report(gpu_memory={{{uuid!r}: 5 * 2**30}})")
     data = await until(jp_fetch, lambda d: kernel(d, kernel_id)["reported_gpu_memory"])
     assert kernel(data, kernel_id)["gpu_memory"] == 0  # nothing attributed by PID

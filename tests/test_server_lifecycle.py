@@ -16,7 +16,7 @@ import psutil
 import pytest
 from live_processes import LiveServer, stop, wait_for
 
-from jupyter_gpu.kernel_report import REPORT_PREFIX
+from jupyter_gpu.sources.kernel_reports import REPORT_PREFIX
 
 SERVER_CONFIG = {"interval_s": 0.5, "linger_s": 30, "host_label": "sim-host"}
 
@@ -68,7 +68,7 @@ def test_reports_of_a_killed_server_are_removed_when_a_server_starts_again(tmp_p
     # and a report of a process that still runs (a kernel outliving its server, say)
     alive = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
     try:
-        from jupyter_gpu.processes import process_start
+        from jupyter_gpu.sources.processes import process_start
 
         data = json.loads((runtime / left).read_text())
         data.update(kernel_id="still-running", pid=alive.pid, start_time=process_start(alive.pid))

@@ -33,7 +33,7 @@ def test_unset_variable_imports_nothing():
 
 @pytest.mark.parametrize("value", ["0", "off"])
 def test_off_values_register_no_hook(value):
-    result = run_pth(value, "import jupyter_gpu._import_hooks as h; print(sorted(h._callbacks))")
+    result = run_pth(value, "import jupyter_gpu.core.import_hooks as h; print(sorted(h._callbacks))")
     assert result.stdout.strip() == "[]" and result.stderr == ""
 
 

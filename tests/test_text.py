@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from jupyter_gpu.text import BIDI_CONTROLS, ELLIPSIS, REPLACEMENT, display_text, neutralize, truncate
+from jupyter_gpu.core.text import BIDI_CONTROLS, ELLIPSIS, REPLACEMENT, display_text, neutralize, truncate
 
 
 @pytest.mark.parametrize(("raw", "shown"), [

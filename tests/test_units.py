@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from jupyter_gpu.units import GIB, MIB, format_bytes
+from jupyter_gpu.core.units import GIB, MIB, format_bytes
 
 
 def test_format_bytes() -> None:

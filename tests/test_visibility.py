@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from hypothesis import given
 from hypothesis import strategies as st
 
-from jupyter_gpu.visibility import CudaEnv, cuda_devices
+from jupyter_gpu.core.visibility import CudaEnv, cuda_devices
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,4 @@
-"""``%gpu_watch`` and its core (jupyter_gpu.watch): figures against scenario changes during a cell."""
+"""``%gpu_watch`` and its core (jupyter_gpu.kernel.watch): figures against scenario changes during a cell."""
 
 from __future__ import annotations
 
@@ -15,8 +15,8 @@ import pytest
 from IPython.core.error import UsageError
 from IPython.core.interactiveshell import InteractiveShell
 
-from jupyter_gpu import monitor_magics
-from jupyter_gpu.watch import FRAMEWORK_PROBES, SAMPLER_NAME, CellWatch, format_change
+from jupyter_gpu.kernel import monitor_magics
+from jupyter_gpu.kernel.watch import FRAMEWORK_PROBES, SAMPLER_NAME, CellWatch, format_change
 
 MIB = 1024**2
 PID = os.getpid()
@@ -161,7 +161,7 @@ def test_an_old_framework_peak_is_not_this_cells_peak(scenario: Any, monkeypatch
 def test_measuring_never_imports_or_initializes_a_framework(scenario: Any) -> None:
     code = (
         "import sys\n"
-        "from jupyter_gpu.watch import CellWatch\n"
+        "from jupyter_gpu.kernel.watch import CellWatch\n"
         "w = CellWatch(interval_s=0.05); w.start(); line = w.stop().line()\n"
         "print(sorted(m for m in ('torch', 'jax', 'tensorflow', 'keras') if m in sys.modules))\n"
         "import torch\n"

@@ -1,4 +1,4 @@
-"""The notebook panel (jupyter_gpu.widget): model values, states, escaping, one shared sampler.
+"""The notebook panel (jupyter_gpu.panel.widget): model values, states, escaping, one shared sampler.
 
 No browser and no kernel: ipywidgets falls back to a dummy comm, so the widget models (the values a
 front end would render) can be read directly.
@@ -16,8 +16,9 @@ from typing import Any
 import pytest
 from support import wait_until
 
-from jupyter_gpu import nvml, widget
-from jupyter_gpu.widget import GIB, SAMPLER_NAME, GPUMonitor
+from jupyter_gpu.panel import widget
+from jupyter_gpu.panel.widget import GIB, SAMPLER_NAME, GPUMonitor
+from jupyter_gpu.sources import nvml
 
 EVIL = "<img src=x onerror=alert(1)>"
 
@@ -218,7 +219,7 @@ def test_gpu_monitor_magic(scenario: Any) -> None:
     from IPython.core.error import UsageError
     from IPython.core.interactiveshell import InteractiveShell
 
-    from jupyter_gpu import monitor_magics
+    from jupyter_gpu.kernel import monitor_magics
 
     ip = InteractiveShell.instance()
     monitor_magics.register(ip)

@@ -13,12 +13,12 @@ carry the plan; and which calls to make once it is imported.
 2. The environment variables of every framework are written (read by CUDA and the frameworks when
    they start the GPU, which is after the magic as long as the framework has not initialized).
 3. Each imported framework receives its calls now; each framework not yet imported gets a
-   post-import hook (:mod:`jupyter_gpu._import_hooks`) that applies the kernel's plan right after
+   post-import hook (:mod:`jupyter_gpu.core.import_hooks`) that applies the kernel's plan right after
    its ``import``, whatever path imports it (Keras first, ``tensorflow.compat.v1``, importlib).
    If a call fails, the environment and the previous plan are restored and the error is raised.
 
 What each framework sees (or will see) is computed in one place,
-:mod:`jupyter_gpu.visibility`, from the ``CUDA_VISIBLE_DEVICES``/``CUDA_DEVICE_ORDER`` in force
+:mod:`jupyter_gpu.core.visibility`, from the ``CUDA_VISIBLE_DEVICES``/``CUDA_DEVICE_ORDER`` in force
 when CUDA started in this process (recorded by wrappers that :meth:`Framework.observe` puts around
 the calls that start CUDA) and from the device names a framework reports. The plan printout,
 ``%gpu_status`` and :func:`check_after_cell` all read :func:`planned_devices` and
@@ -36,11 +36,10 @@ from dataclasses import dataclass
 from enum import Enum
 from types import ModuleType
 
-from .. import _import_hooks
-from ..plan import GpuPlan, PlanError, current_plan, environment_at_process_start, set_current_plan
-from ..snapshots import Snapshot
-from ..units import format_bytes
-from ..visibility import (
+from ..core import import_hooks as _import_hooks
+from ..core.snapshot import Snapshot
+from ..core.units import format_bytes
+from ..core.visibility import (
     UNKNOWN,
     CudaEnv,
     DeviceMap,
@@ -50,6 +49,7 @@ from ..visibility import (
     cuda_start,
     record_cuda_start,
 )
+from ..plan import GpuPlan, PlanError, current_plan, environment_at_process_start, set_current_plan
 
 __all__ = ["FRAMEWORKS", "DeviceMemory", "Framework", "State", "actual_devices", "apply_plan", "check_after_cell",
            "framework_memory", "framework_statuses", "planned_devices", "too_late"]
@@ -336,7 +336,7 @@ def _warn_once(message: str) -> None:
     if message in _warned:
         return
     _warned.add(message)
-    from ..errors import GPUPlanMismatchWarning, warn
+    from ..core.errors import GPUPlanMismatchWarning, warn
 
     warn(message, GPUPlanMismatchWarning)
 
@@ -730,7 +730,7 @@ def _apply_missed() -> list[str]:
 
 
 def _snapshot_gpus() -> tuple[Gpu, ...]:
-    from ..nvml import snapshot
+    from ..sources.nvml import snapshot
 
     remember_gpus(snapshot().gpus)
     return _gpus
@@ -784,7 +784,7 @@ FRAMEWORKS: tuple[Framework, ...] = (TENSORFLOW, TORCH, JAX)
 def reset_for_tests() -> None:
     """Forget every observation (plan applied, CUDA start, warnings): for tests in one process only."""
     global _plan_active, _written, _last_states, _gpus
-    from ..visibility import forget_cuda_start
+    from ..core.visibility import forget_cuda_start
 
     _baseline.clear()
     _applied.clear()

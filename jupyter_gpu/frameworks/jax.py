@@ -99,12 +99,12 @@ class Jax(Framework):
         def backends() -> Any:
             if getattr(bridge, "_backends", None):
                 return original()
-            from ..visibility import CudaEnv
+            from ..core.visibility import CudaEnv
 
             before = CudaEnv.now()
             result = original()
             if any(platform in _GPU_PLATFORMS for platform in result):
-                from ..visibility import record_cuda_start
+                from ..core.visibility import record_cuda_start
 
                 record_cuda_start(before, self.name)
             return result

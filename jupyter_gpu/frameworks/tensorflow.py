@@ -28,9 +28,9 @@ from collections.abc import Mapping
 from types import ModuleType
 from typing import Any
 
+from ..core.units import MIB, format_bytes
+from ..core.visibility import cuda_devices
 from ..plan import GpuPlan, current_plan
-from ..units import MIB, format_bytes
-from ..visibility import cuda_devices
 from . import (
     DeviceMemory,
     Environment,

@@ -9,7 +9,7 @@ Routes under the service prefix (``/services/jupyter-gpu/``):
 - ``api/users/<user>/kernels/<kernel_id>`` — ``DELETE``: shut one kernel down (admins only), through
   the hub's API (to find the server) and the user server's own kernel API, with the service's token;
 - ``api/devices`` — the host's device snapshot for user servers (any hub user or service token);
-- ``metrics`` — the host's per-GPU Prometheus series (:mod:`jupyter_gpu.gauges`), once for every
+- ``metrics`` — the host's per-GPU Prometheus series (:mod:`jupyter_gpu.core.gauges`), once for every
   user server taking its GPU data from here; a token with ``access:services!service=jupyter-gpu``
   (Prometheus's, ``deploy/prometheus/prometheus.yml``);
 - ``oauth_callback`` — hub OAuth.
@@ -37,10 +37,10 @@ from prometheus_client.registry import Collector, CollectorRegistry
 from tornado import web
 from tornado.httpclient import AsyncHTTPClient, HTTPClientError, HTTPRequest
 
-from .. import gauges
-from ..history import GpuHistory
-from ..sampler import Sampler
-from ..snapshots import Snapshot
+from ..core import gauges
+from ..core.history import GpuHistory
+from ..core.snapshot import Snapshot
+from ..sources.sampler import Sampler
 from . import core
 from . import prometheus as prom
 
@@ -83,7 +83,7 @@ class HubService:
                  prometheus_url: str | None = None, prometheus_token_file: str | None = None,
                  idle_after_s: float = 3600.0, host: str | None = None, system_user: str = "{name}") -> None:
         if take is None:
-            from ..nvml import snapshot as take
+            from ..sources.nvml import snapshot as take
         self.api_url = api_url.rstrip("/")
         self.api_token = api_token
         self.proxy_url = proxy_url.rstrip("/")

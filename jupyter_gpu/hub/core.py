@@ -36,7 +36,7 @@ import unicodedata
 from dataclasses import dataclass
 from typing import Any
 
-from ..snapshots import Snapshot
+from ..core.snapshot import Snapshot
 
 READ_SCOPE = "custom:jupyter-gpu:read"
 ADMIN_SCOPE = "custom:jupyter-gpu:admin"

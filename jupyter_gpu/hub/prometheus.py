@@ -249,7 +249,7 @@ def devices_and_kernels(answer: Any, logged: set[str] | None = None
 
 def history(answers: dict[str, Any], limit: int = MAX_HISTORY_POINTS,
             logged: set[str] | None = None) -> dict[str, dict[str, list[Any]]]:
-    """Per uuid ``{"t", "utilization", "memory"}`` columns (as :class:`jupyter_gpu.history.GpuHistory`
+    """Per uuid ``{"t", "utilization", "memory"}`` columns (as :class:`jupyter_gpu.core.history.GpuHistory`
     gives them) from the matrix answers to :func:`range_queries` (``{"utilization": answer, ...}``).
     An unusable answer (or None: the query failed) gives no history, never an error."""
     points: dict[str, dict[float, dict[str, float]]] = {}

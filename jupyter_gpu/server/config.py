@@ -98,7 +98,7 @@ class JupyterGpuServer(Configurable):
 
     @validate("source")
     def _source(self, proposal: dict) -> str:
-        from ..remote import resolve_source
+        from ..sources.remote import resolve_source
 
         resolve_source(proposal["value"])  # ValueError with one line for anything else
         return proposal["value"]

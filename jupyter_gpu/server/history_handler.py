@@ -1,4 +1,4 @@
-"""``GET {base_url}jupyter-gpu/history``: the server's bounded GPU history (:mod:`jupyter_gpu.history`).
+"""``GET {base_url}jupyter-gpu/history``: the server's bounded GPU history (:mod:`jupyter_gpu.core.history`).
 
 The sidebar loads it once when the page opens, then appends its polls, so its charts open full and
 a page reload loses nothing. Authenticated and authorized exactly like the snapshot (it lives on the

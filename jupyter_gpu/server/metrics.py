@@ -7,7 +7,7 @@ it to the newest service. ``/metrics`` itself belongs to jupyter_server, so
 keeps running while Prometheus scrapes) and never waits for NVML: it serves the newest sample and
 says how old it is in ``jupyter_gpu_sample_age_seconds``.
 
-The per-GPU series (:mod:`jupyter_gpu.gauges`) are exported here only when this server reads NVML
+The per-GPU series (:mod:`jupyter_gpu.core.gauges`) are exported here only when this server reads NVML
 itself. A server that takes its GPU data from the jupyter-gpu hub service
 (``c.JupyterGpuServer.source = "hub-service"``) exports its kernels' series only: the service
 exports the host's GPUs once, at ``/services/jupyter-gpu/metrics`` — also while this server has
@@ -23,7 +23,7 @@ from typing import Any
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import REGISTRY, Collector
 
-from ..gauges import device_families, health_families, host_label
+from ..core.gauges import device_families, health_families, host_label
 from .service import GpuService
 
 log = logging.getLogger(__name__)

@@ -3,9 +3,9 @@
 Work is split by thread so the event loop never waits on NVML, walks ``/proc`` or joins thousands
 of processes to kernels:
 
-- the sampling thread (:class:`jupyter_gpu.sampler.Sampler`) reads NVML, keys each GPU process by
+- the sampling thread (:class:`jupyter_gpu.sources.sampler.Sampler`) reads NVML, keys each GPU process by
   PID **and start time**, looks up its ancestors (cached per process in
-  :class:`jupyter_gpu.processes.PidCache`), reads and validates the kernels' self-reports, and then
+  :class:`jupyter_gpu.sources.processes.PidCache`), reads and validates the kernels' self-reports, and then
   builds the answer (:class:`Answer`: the annotated snapshot, its JSON bytes, an ETag and the
   Prometheus rows) once for every client;
 - the event loop keeps a table of this server's kernels (PID and start time from the provisioner,
@@ -36,12 +36,12 @@ from typing import Any
 
 import psutil
 
-from ..gauges import GAUGED
-from ..history import GpuHistory
-from ..kernel_report import REPORT_PREFIX, KernelReport, ReportReader
-from ..processes import PidCache, ProcessKey, current_user, process_key, process_start, process_starts
-from ..sampler import Sampler
-from ..snapshots import GpuProcess, Snapshot
+from ..core.gauges import GAUGED
+from ..core.history import GpuHistory
+from ..core.snapshot import GpuProcess, Snapshot
+from ..sources.kernel_reports import REPORT_PREFIX, KernelReport, ReportReader
+from ..sources.processes import PidCache, ProcessKey, current_user, process_key, process_start, process_starts
+from ..sources.sampler import Sampler
 from .config import JupyterGpuServer
 
 log = logging.getLogger(__name__)
@@ -180,8 +180,8 @@ class GpuService:
         self._follow_ups: set[asyncio.Task[None]] = set()  # delayed refreshes after kernel events
         self._event_logger: Any = None
         if take is None:
-            from ..nvml import snapshot as take
-            from ..remote import RemoteSource, resolve_source
+            from ..sources.nvml import snapshot as take
+            from ..sources.remote import RemoteSource, resolve_source
 
             self.device_source = resolve_source(config.source)  # "nvml", "hub-service" or a URL (issue 12)
             if self.device_source is not None:

@@ -76,8 +76,8 @@ def test_a_kernel_known_only_by_its_report_is_counted_down_and_notified(lab, pag
     import json
     import time
 
-    from jupyter_gpu.kernel_report import REPORT_PREFIX
-    from jupyter_gpu.processes import process_start
+    from jupyter_gpu.sources.kernel_reports import REPORT_PREFIX
+    from jupyter_gpu.sources.processes import process_start
 
     session = lab.api("POST", "api/sessions", {"path": "in_container.ipynb", "type": "notebook",
                                                 "kernel": {"name": "python3"}})

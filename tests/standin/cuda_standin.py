@@ -26,7 +26,7 @@ import os
 import types
 from typing import Any
 
-from jupyter_gpu import _import_hooks
+from jupyter_gpu.core import import_hooks as _import_hooks
 
 CAPABILITY = {"NVIDIA A100-SXM4-80GB": (8, 0), "NVIDIA RTX A6000": (8, 6)}
 

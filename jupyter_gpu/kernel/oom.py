@@ -24,7 +24,7 @@ recognising costs nothing until an error happens, and the framework need not be 
 
 :func:`recognize` finds the error (also as the cause or context of another exception),
 :func:`explain` turns facts into the report (pure), :func:`explain_error` gathers the facts
-(NVML, the plan, the frameworks' counters, :mod:`jupyter_gpu.peers`) and never raises.
+(NVML, the plan, the frameworks' counters, :mod:`jupyter_gpu.sources.peers`) and never raises.
 """
 
 from __future__ import annotations
@@ -36,11 +36,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
-from .text import display_text
-from .units import GIB, MIB, format_bytes
+from ..core.text import display_text
+from ..core.units import GIB, MIB, format_bytes
 
 if TYPE_CHECKING:
-    from .peers import KernelPeer
+    from ..sources.peers import KernelPeer
 
 __all__ = ["Holder", "OutOfMemory", "explain", "explain_error", "recognize"]
 
@@ -183,7 +183,7 @@ class Holder:
 
 @dataclass(frozen=True)
 class Facts:
-    """Everything :func:`explain` reads. ``gpus`` are :class:`~jupyter_gpu.snapshots.GpuInfo`."""
+    """Everything :func:`explain` reads. ``gpus`` are :class:`~jupyter_gpu.core.snapshot.GpuInfo`."""
 
     gpus: Sequence[Any]
     own_pid: int
@@ -447,11 +447,11 @@ def slice_views(gpus: Sequence[Any], slice_uuid: str | None) -> tuple[Any, ...]:
 
 def gather_facts(oom: OutOfMemory, *, server_timeout_s: float = 1.0) -> Facts:
     """NVML, the kernel's plan, the framework's counters and the user's other kernels, now."""
-    from . import frameworks
-    from .nvml import snapshot
-    from .peers import find_peers
-    from .plan import current_plan, kernel_start_fence
-    from .processes import current_user
+    from .. import frameworks
+    from ..plan import current_plan, kernel_start_fence
+    from ..sources.nvml import snapshot
+    from ..sources.peers import find_peers
+    from ..sources.processes import current_user
 
     snap = snapshot()
     gpus = snap.gpus if snap.nvml_available else ()

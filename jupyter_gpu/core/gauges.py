@@ -28,7 +28,7 @@ from typing import Any
 
 from prometheus_client.core import GaugeMetricFamily
 
-from .snapshots import Snapshot
+from .snapshot import Snapshot
 
 GPU_LABELS = ["gpu", "uuid", "name"]
 MIG_LABELS = ["gpu", "parent_uuid", "mig_uuid", "profile"]

@@ -11,7 +11,7 @@ be reached or answers badly, :class:`RemoteSource` reads NVML itself for that sa
 the snapshot's ``warnings``; the next sample asks the service again. A redirect counts as a bad
 answer: it is not followed (urllib would carry this server's token to wherever it points).
 
-Pure: the standard library's ``urllib`` and :mod:`jupyter_gpu.processes`, no tornado.
+Pure: the standard library's ``urllib`` and :mod:`jupyter_gpu.sources.processes`, no tornado.
 """
 
 from __future__ import annotations
@@ -26,8 +26,8 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
+from ..core.snapshot import GpuInfo, GpuProcess, MigSlice, Snapshot
 from .processes import ProcessDirectory
-from .snapshots import GpuInfo, GpuProcess, MigSlice, Snapshot
 
 log = logging.getLogger(__name__)
 
@@ -224,7 +224,7 @@ _OPENER = urllib.request.build_opener(_NoRedirects)
 
 
 class RemoteSource:
-    """A ``take()`` for :class:`jupyter_gpu.sampler.Sampler`: the service's snapshot, else NVML.
+    """A ``take()`` for :class:`jupyter_gpu.sources.sampler.Sampler`: the service's snapshot, else NVML.
 
     ``token`` (default: ``$JUPYTERHUB_API_TOKEN``, the user server's own token) authenticates this
     server with the service. ``fallback`` reads NVML in this process when the service fails; that

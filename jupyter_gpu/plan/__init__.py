@@ -48,9 +48,9 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
-from ._environ import environment_at_process_start
-from .snapshots import GpuInfo, GpuProcess, MigSlice, Snapshot
-from .units import MIB, format_bytes
+from ..core.environ import environment_at_process_start
+from ..core.snapshot import GpuInfo, GpuProcess, MigSlice, Snapshot
+from ..core.units import MIB, format_bytes
 
 __all__ = [
     "Fence",
@@ -153,7 +153,7 @@ class Fence:
         """Why the GPUs of the fence cannot be told (None when they can): an index in
         ``CUDA_VISIBLE_DEVICES`` counts CUDA's fastest-first order unless ``CUDA_DEVICE_ORDER`` is
         ``PCI_BUS_ID``, which NVML cannot reproduce between GPU models."""
-        from .visibility import CudaEnv, cuda_devices
+        from ..core.visibility import CudaEnv, cuda_devices
 
         value = self.variables.get("CUDA_VISIBLE_DEVICES")
         if value is None:
@@ -179,7 +179,7 @@ class Fence:
         value = self.variables.get("CUDA_VISIBLE_DEVICES")
         if value is None or self.unknown(gpus):
             return None
-        from .visibility import CudaEnv, cuda_devices
+        from ..core.visibility import CudaEnv, cuda_devices
 
         devices = cuda_devices(CudaEnv(value, self.device_order), gpus)
         return devices.slices[0] if devices.slices else None
@@ -198,7 +198,7 @@ class Fence:
 def _resolve_fence_entries(name: str, value: str, gpus: Sequence[GpuInfo], order: str | None = None) -> list[int]:
     value = value.strip()
     if name == "CUDA_VISIBLE_DEVICES":
-        from .visibility import CudaEnv, cuda_devices
+        from ..core.visibility import CudaEnv, cuda_devices
 
         return list(cuda_devices(CudaEnv(value, order), gpus).indices or ())
     if name == "NVIDIA_VISIBLE_DEVICES":
@@ -302,7 +302,7 @@ def select_idlest(gpus: Sequence[GpuInfo], count: int, *, min_free_bytes: int = 
     2. GPUs without compute processes of *other* users come first (this kernel's and this user's
        own processes, and graphics-only processes such as the display server, do not count).
     3. Then the fewest claims other kernels left (``claims``: NVML index → count, see
-       :mod:`jupyter_gpu.claims`), then the most free memory, the lowest utilization, the lowest index.
+       :mod:`jupyter_gpu.sources.claims`), then the most free memory, the lowest utilization, the lowest index.
 
     So a GPU another user works on is chosen only when not enough GPUs are free of others, and
     kernels choosing at the same moment spread over the idle GPUs.
@@ -423,7 +423,7 @@ def _resolve_mig(spec: SelectionSpec, snapshot: Snapshot, fence: Fence, min_free
                 raise PlanError(f"GPU {gpu_index} {what}; its slices: {_slice_listing(gpu)}")
             picked.append((gpu.index, slice_.uuid))
         elif item.upper().startswith("MIG-"):
-            from .visibility import _find_slice
+            from ..core.visibility import _find_slice
 
             found = _find_slice(item, gpus)
             if found is None:

@@ -26,8 +26,8 @@ from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any
 
-from .text import display_text
-from .units import format_bytes
+from ..core.text import display_text
+from ..core.units import format_bytes
 
 __all__ = ["Measure", "Tracked", "array_info", "measure", "release", "traceback_frames", "track"]
 
@@ -48,7 +48,7 @@ class Measure:
 
 def measure() -> Measure:
     """NVML's figure for this process per GPU, each initialized framework's counters, and the RSS."""
-    from .nvml import snapshot
+    from ..sources.nvml import snapshot
 
     snap = snapshot()
     nvml: dict[int, int] = {}
@@ -58,7 +58,7 @@ def measure() -> Measure:
         names[gpu.index] = gpu.name
     counters = {}
     if any(name in sys.modules for name in ("torch", "tensorflow", "jax")):
-        from .frameworks import framework_memory
+        from ..frameworks import framework_memory
 
         counters = {framework: {device: (memory.in_use, memory.held) for device, memory in devices.items()}
                     for framework, devices in framework_memory().items()}
@@ -191,7 +191,7 @@ def release() -> tuple[int, list[tuple[str, str, str]]]:
     collected = gc.collect()
     if not any(name in sys.modules for name in ("torch", "tensorflow", "jax")):
         return collected, []
-    from .frameworks import release_memory
+    from ..frameworks import release_memory
 
     return collected, release_memory()
 

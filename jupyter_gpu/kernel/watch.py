@@ -31,10 +31,10 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from .frameworks import FRAMEWORKS, Framework
-from .sampler import Sampler
-from .snapshots import Snapshot
-from .units import format_bytes
+from ..core.snapshot import Snapshot
+from ..core.units import format_bytes
+from ..frameworks import FRAMEWORKS, Framework
+from ..sources.sampler import Sampler
 
 SAMPLER_NAME = "jupyter-gpu-watch"
 
@@ -150,7 +150,7 @@ def own_memory(snapshot: Snapshot, pid: int) -> tuple[int, tuple[int, ...]]:
 class CellWatch:
     """Measure one process's GPU memory from :meth:`start` to :meth:`stop` (one cell).
 
-    ``take`` reads a snapshot (default: :func:`jupyter_gpu.nvml.snapshot`); ``interval_s`` is the
+    ``take`` reads a snapshot (default: :func:`jupyter_gpu.sources.nvml.snapshot`); ``interval_s`` is the
     background sampling period while the cell runs (the thread exists only between start and stop).
     ``probes`` maps a framework name to its probe (default :data:`FRAMEWORK_PROBES`).
     """
@@ -165,7 +165,7 @@ class CellWatch:
         if interval_s <= 0:
             raise ValueError(f"interval_s must be positive, not {interval_s}")
         if take is None:
-            from .nvml import snapshot as take
+            from ..sources.nvml import snapshot as take
         self.pid = os.getpid() if pid is None else pid
         self.interval_s = interval_s
         self._take = take

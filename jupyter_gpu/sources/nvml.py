@@ -35,9 +35,9 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from . import simulate
+from .. import simulate
+from ..core.snapshot import GpuInfo, GpuProcess, MigSlice, Snapshot
 from .processes import ProcessDirectory, process_starts
-from .snapshots import GpuInfo, GpuProcess, MigSlice, Snapshot
 
 __all__ = ["NvmlReader", "default_reader", "snapshot"]
 

@@ -1,6 +1,6 @@
 """``%gpu_monitor`` and ``%gpu_watch``: the live GPU panel and the per-cell GPU memory report.
 
-Registered by ``%load_ext jupyter_gpu`` (see :mod:`jupyter_gpu.ipython_extension`);
+Registered by ``%load_ext jupyter_gpu`` (see :mod:`jupyter_gpu.kernel.extension`);
 ``%unload_ext jupyter_gpu`` removes the event hooks and closes the panels.
 
 Defaults are configurable (``%config MonitorMagics.monitor_interval_s = 2`` or
@@ -83,7 +83,7 @@ class MonitorMagics(Magics):
             raise UsageError(f"--history must be at least 2 samples, not {history}")
         from IPython.display import display
 
-        from .widget import GPUMonitor
+        from ..panel.widget import GPUMonitor
 
         self.panels = [panel for panel in self.panels if not panel.closed]
         panel = GPUMonitor(interval_s=interval_s, history=history)
@@ -184,7 +184,7 @@ def unregister(ipython: Any) -> None:
     if magics is None:
         return
     magics.close()
-    widget = sys.modules.get("jupyter_gpu.widget")  # never import ipywidgets just to unload
+    widget = sys.modules.get("jupyter_gpu.panel.widget")  # never import ipywidgets just to unload
     if widget is not None:
         widget.close_all()
     line_magics = ipython.magics_manager.magics["line"]

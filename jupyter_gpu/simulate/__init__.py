@@ -111,7 +111,7 @@ from pathlib import Path
 from stat import S_ISREG
 from typing import Any
 
-from .units import MIB
+from ..core.units import MIB
 
 ENV_VAR = "JUPYTER_GPU_SIMULATE"
 CALLS_DIR_VAR = "JUPYTER_GPU_SIMULATE_CALLS_DIR"
@@ -1202,6 +1202,9 @@ def install(spec: str) -> SimulatedNvmlLibrary:
         pynvml._nvmlLib_refcount = 0
         _installed = library
         _installed_from_environment = False
+    from ..sources import processes
+
+    processes.simulated_identity = lambda pid: library.source.last.process_identity(pid)  # as of the last sample
     return library
 
 
@@ -1219,6 +1222,9 @@ def uninstall() -> None:
             pynvml._nvmlLib_refcount = 0
         _installed = None
         _installed_from_environment = False
+    from ..sources import processes
+
+    processes.simulated_identity = None
 
 
 def installed() -> SimulatedNvmlLibrary | None:
@@ -1294,10 +1300,10 @@ if hasattr(os, "register_at_fork"):
 
 
 def _process_start() -> int:
-    """This process's start time as :func:`jupyter_gpu.processes.process_start` reads it (clock
+    """This process's start time as :func:`jupyter_gpu.sources.processes.process_start` reads it (clock
     ticks since boot on Linux; elsewhere psutil's creation time, here in microseconds): with the
     PID, a name no later process can take."""
-    from .processes import process_start  # that module imports this one: imported when first needed
+    from ..sources.processes import process_start
 
     start = process_start(os.getpid())
     return round(start * 1_000_000) if isinstance(start, float) else start or 0

@@ -26,7 +26,6 @@ from typing import Generic, TypeVar
 
 import psutil
 
-from . import simulate
 
 CACHE_TTL_S = 30.0
 SHOW_OTHER_NAMES_ENV = "JUPYTER_GPU_SHOW_OTHER_NAMES"
@@ -85,6 +84,12 @@ def process_start(pid: int) -> int | float | None:
 
 
 _PROC = sys.platform.startswith("linux") and os.path.isdir("/proc/self")
+
+#: ``(user, program name)`` of a PID the OS does not know, or None. Set by :mod:`jupyter_gpu.simulate`
+#: while simulated GPUs are installed (their processes exist only in the scenario); None otherwise.
+#: The simulation registers itself here so that this module, which it reads process start times
+#: from, need not import it.
+simulated_identity: Callable[[int], tuple[str | None, str | None] | None] | None = None
 
 
 def process_starts(pids: Iterable[int]) -> dict[int, int | float | None]:
@@ -212,7 +217,5 @@ class ProcessDirectory:
 
     @staticmethod
     def _simulated_identity(pid: int) -> tuple[str | None, str | None] | None:
-        library = simulate.installed()
-        if library is None:
-            return None
-        return library.source.last.process_identity(pid)  # as of this sample's NVML calls
+        lookup = simulated_identity
+        return None if lookup is None else lookup(pid)

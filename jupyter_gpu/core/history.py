@@ -28,7 +28,7 @@ import threading
 from array import array
 from typing import Any
 
-from .snapshots import GpuInfo, Snapshot
+from .snapshot import GpuInfo, Snapshot
 
 MAX_GPUS = 64
 MAX_SAMPLES_PER_GPU = 3600

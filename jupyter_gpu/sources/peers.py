@@ -9,7 +9,7 @@ Two sources, best first:
    ancestor of this kernel. The kernel then asks ``GET {base_url}jupyter-gpu/snapshot`` with that
    token (Jupyter's own authentication), which maps each GPU process to its kernel, notebook and
    idle time.
-2. **The kernels' own reports** (:mod:`jupyter_gpu.kernel_report`): every kernel with the
+2. **The kernels' own reports** (:mod:`jupyter_gpu.kernel.report`): every kernel with the
    extension loaded writes ``jupyter-gpu-kernel-<id>.json`` into the same directory, with its PID
    and notebook (``JPY_SESSION_NAME``). Idle time is not in them.
 
@@ -164,7 +164,7 @@ def _from_reports(runtime_dir: Path) -> dict[int, KernelPeer]:
     thousands left by killed kernels (``/tmp`` for kernels started by a bare KernelManager), and
     the live kernel's report must not be the one dropped.
     """
-    from .kernel_report import read_reports
+    from .kernel_reports import read_reports
     from .processes import process_key
 
     peers: dict[int, KernelPeer] = {}
@@ -182,7 +182,7 @@ def find_peers(timeout_s: float = 1.0) -> Peers:
     """This user's kernels by PID: from the server extension when reachable, else the kernel
     reports. Never raises; empty outside a Jupyter kernel."""
     try:
-        from .kernel_report import kernel_identity
+        from .kernel_reports import kernel_identity
 
         own_id, runtime_dir = kernel_identity()
         if runtime_dir is None:

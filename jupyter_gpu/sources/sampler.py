@@ -21,7 +21,7 @@ import threading
 import time
 from collections.abc import Callable
 
-from .snapshots import Snapshot
+from ..core.snapshot import Snapshot
 
 log = logging.getLogger(__name__)
 

@@ -27,12 +27,12 @@ from IPython.core.magic import Magics, line_magic, magics_class
 from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
 from traitlets import Bool, Float, Unicode, default, observe
 
-from .errors import GPUAlreadyInitializedWarning
-from .text import display_text
-from .units import format_bytes
+from ..core.errors import GPUAlreadyInitializedWarning
+from ..core.text import display_text
+from ..core.units import format_bytes
 
 if TYPE_CHECKING:
-    from .plan import GpuPlan
+    from ..plan import GpuPlan
 
 # jupyter_gpu.plan and jupyter_gpu.frameworks are imported inside the functions that use them, so
 # %load_ext jupyter_gpu stays cheap in a kernel that never runs a GPU magic.
@@ -55,7 +55,7 @@ _nvml_started = False
 def take_snapshot() -> Any:
     """The GPUs now (NVML is imported on first use, so loading the extension stays cheap)."""
     global _nvml_started
-    from .nvml import snapshot
+    from ..sources.nvml import snapshot
 
     taken = snapshot()
     _nvml_started = True
@@ -63,7 +63,7 @@ def take_snapshot() -> Any:
 
 
 def _current_user() -> str | None:
-    from .processes import current_user
+    from ..sources.processes import current_user
 
     return current_user()
 
@@ -74,7 +74,7 @@ def _loosens_admin_ceiling(requested: str) -> str | None:
     From inside the kernel the ceiling may only be tightened: a value is refused when it is empty
     or larger than the administrator's on any GPU. None when it is acceptable.
     """
-    from .plan import PlanError, parse_size
+    from ..plan import PlanError, parse_size
 
     admin = _admin_ceiling()
     if not admin or requested == admin:
@@ -98,7 +98,7 @@ def _admin_ceiling() -> str:
     plan = sys.modules.get("jupyter_gpu.plan")
     if plan is not None:  # the same function (tests replace it there)
         return plan.environment_at_process_start().get("JUPYTER_GPU_MAX_LIMIT", "").strip()
-    from ._environ import environment_at_process_start
+    from ..core.environ import environment_at_process_start
 
     return environment_at_process_start().get("JUPYTER_GPU_MAX_LIMIT", "").strip()
 
@@ -234,7 +234,7 @@ class GpuMagics(Magics):
         frameworks = sys.modules.get("jupyter_gpu.frameworks")
         if frameworks is not None and frameworks.plan_active():
             return  # %reload_ext: the kernel's plan (the defaults of the first load, or the user's own) stays
-        from .plan import current_plan
+        from ..plan import current_plan
 
         changes: dict[str, Any] = {"growth": self.growth or current_plan().request.growth}
         if self.default_select:
@@ -252,7 +252,7 @@ class GpuMagics(Magics):
     def _change(self, magic: str, require_idle: bool = False, hints: bool = True, **changes: Any) -> GpuPlan | None:
         """Rebuild the plan with ``changes``; apply it, or warn and change nothing. Returns the new plan.
 
-        An ``auto`` selection is chosen and claimed under the claims lock (:mod:`jupyter_gpu.claims`),
+        An ``auto`` selection is chosen and claimed under the claims lock (:mod:`jupyter_gpu.sources.claims`),
         counting other kernels' claims as load."""
         auto = str(changes.get("selection") or "").strip().lower().startswith("auto")
         board = self._claim_board() if auto else None
@@ -272,8 +272,8 @@ class GpuMagics(Magics):
 
     def _change_locked(self, magic: str, board: Any, require_idle: bool, fresh: Any, hints: bool,
                        **changes: Any) -> GpuPlan | None:
-        from . import frameworks
-        from .plan import NoGpuFits, PlanError, build_plan, current_plan, kernel_start_fence
+        from .. import frameworks
+        from ..plan import NoGpuFits, PlanError, build_plan, current_plan, kernel_start_fence
 
         old = current_plan()
         changes.setdefault("max_limit", self.max_limit.strip() or None)
@@ -313,7 +313,7 @@ class GpuMagics(Magics):
         if settings_replaced:
             print(f"jupyter_gpu: {magic} replaces {', '.join(settings_replaced)}: the plan needs it.",
                   file=sys.stderr)
-        from .errors import GPUPlanMismatchWarning, warn
+        from ..core.errors import GPUPlanMismatchWarning, warn
 
         for message in frameworks.env_conflict_messages():
             warn(message, GPUPlanMismatchWarning)
@@ -339,7 +339,7 @@ class GpuMagics(Magics):
             %gpu_select 1 --growth    # warns: PyTorch already initialized the GPU
             %gpu_restart              # new kernel on GPU 1 with growth
         """
-        from .plan import current_plan
+        from ..plan import current_plan
 
         if line.strip():
             raise UsageError("%gpu_restart takes no arguments; it applies the last refused (or the current) plan")
@@ -357,7 +357,7 @@ class GpuMagics(Magics):
         """The claims board, or None when claims are off or their directory cannot be used (said once)."""
         if not self.claims:
             return None
-        from .claims import ClaimBoard
+        from ..sources.claims import ClaimBoard
 
         if self._board is None or str(self._board.directory) != self.claims_dir or \
                 self._board.ttl_s != self.claim_ttl_s:
@@ -460,7 +460,7 @@ class GpuMagics(Magics):
             %gpu_select all
             %gpu_select none          # CPU only
         """
-        from .plan import current_plan
+        from ..plan import current_plan
 
         args = parse(self.gpu_select, line)
         if args.growth and args.no_growth:
@@ -488,7 +488,7 @@ class GpuMagics(Magics):
     def _wait_and_select(self, spec: str, wait_s: float, changes: dict[str, Any]) -> GpuPlan | None:
         """``%gpu_select auto:N --wait``: try once a second until the GPUs fit, the time is up, or an
         interrupt; a live line says who holds the GPUs. Nothing changes until the selection is made."""
-        from .plan import parse_size
+        from ..plan import parse_size
 
         if changes.get("min_free"):  # a malformed size is reported before any waiting
             try:
@@ -556,7 +556,7 @@ class GpuMagics(Magics):
             %gpu_limit 2048 2048      # two logical GPUs of 2 GiB each (TensorFlow)
             %gpu_limit off
         """
-        from .plan import PlanError, current_plan, parse_size
+        from ..plan import PlanError, current_plan, parse_size
 
         sizes = parse(self.gpu_limit, line).sizes
         if not sizes:
@@ -601,7 +601,7 @@ class GpuMagics(Magics):
             %gpu_threads --intra 4 --inter 2
             %gpu_threads --soft-placement on --log-placement on
         """
-        from .plan import current_plan
+        from ..plan import current_plan
 
         args = parse(self.gpu_threads, line)
         changes: dict[str, Any] = {}
@@ -693,7 +693,7 @@ class GpuMagics(Magics):
                     + " (freed unless referenced elsewhere).")
             initialized: list[str] = []
             if any(module in sys.modules for module in _FRAMEWORK_MODULES):
-                from . import frameworks as adapters
+                from .. import frameworks as adapters
 
                 initialized = [f.name for f in adapters.FRAMEWORKS if f.state() is adapters.State.INITIALIZED]
             lines.append(f"Then gc.collect() and the release of {', '.join(initialized)}." if initialized else
@@ -738,8 +738,8 @@ class GpuMagics(Magics):
 
             %gpu_status
         """
-        from . import frameworks
-        from .plan import current_plan, kernel_start_fence
+        from .. import frameworks
+        from ..plan import current_plan, kernel_start_fence
 
         plan = current_plan()
         lines = [f"Plan: {_summary(plan)}"]
@@ -824,12 +824,12 @@ def _fit_hints(snapshot: Any, request: Any) -> str:
     """``"; GPU 2 would fit if your idle kernel x.ipynb (22 GiB) were shut down"`` where this
     user's own processes are all that keep a GPU from qualifying ("" when none)."""
     try:
-        from .plan import fit_hints, parse_size
+        from ..plan import fit_hints, parse_size
 
         min_free = parse_size(request.min_free).resolve(None) if request.min_free else 0
         if not min_free or not snapshot.nvml_available:
             return ""
-        from .peers import find_peers
+        from ..sources.peers import find_peers
 
         kernels = {}
         for pid, peer in find_peers().by_pid.items():
@@ -850,7 +850,7 @@ def gpu_settings_change(old: Any, new: Any) -> bool:
 
 
 def _replaced_by_hand() -> str:
-    from .visibility import SELECTION_KEYS
+    from ..core.visibility import SELECTION_KEYS
 
     values = [f"{key}={os.environ[key]!r}" if key in os.environ else f"{key} (unset)" for key in SELECTION_KEYS]
     return " and ".join(values)
@@ -882,9 +882,9 @@ def _summary(plan: GpuPlan) -> str:
 
 
 def _labels(plan: GpuPlan) -> tuple[dict[int, str], list[str]]:
-    """How each framework will name each planned GPU (from :mod:`jupyter_gpu.visibility`), and a
+    """How each framework will name each planned GPU (from :mod:`jupyter_gpu.core.visibility`), and a
     line for each framework that will not follow the plan."""
-    from . import frameworks
+    from .. import frameworks
 
     gpus = frameworks.known_gpus()
     labels: dict[int, list[str]] = {index: [] for index in frameworks.visible_order(plan)}
@@ -931,8 +931,8 @@ def _auto_reasons(plan: GpuPlan) -> dict[int, str]:
     """Why ``auto`` chose each GPU, e.g. ``": no other users, 46.8 GiB free, 3 % busy"``."""
     if not (plan.request.selection or "").lower().startswith("auto"):
         return {}
-    from . import frameworks
-    from .plan import other_users
+    from .. import frameworks
+    from ..plan import other_users
 
     reasons = {}
     by_index = {gpu.index: gpu for gpu in frameworks.known_gpus()}
@@ -948,7 +948,7 @@ def _auto_reasons(plan: GpuPlan) -> dict[int, str]:
 
 
 def _limit_report(plan: GpuPlan) -> str:
-    from . import frameworks
+    from .. import frameworks
 
     if not plan.limits_bytes:
         if plan.selected_indices == () and plan.request.limits:
@@ -977,7 +977,7 @@ def _limit_report(plan: GpuPlan) -> str:
 
 
 def _holders(index: int) -> str:
-    from . import frameworks
+    from .. import frameworks
 
     gpu = next((gpu for gpu in frameworks.known_gpus() if gpu.index == index), None)
     processes = getattr(gpu, "processes", ())
@@ -1003,7 +1003,7 @@ def _threads_report(plan: GpuPlan) -> str:
 
 
 def _where_applied() -> str:
-    from . import frameworks
+    from .. import frameworks
 
     now, later = [], []
     for framework in frameworks.FRAMEWORKS:
@@ -1018,7 +1018,7 @@ def _where_applied() -> str:
 
 
 def _gpu_listing(plan: GpuPlan, heading: str = "GPUs this kernel may use:", snapshot: Any = None) -> str:
-    from .plan import kernel_start_fence
+    from ..plan import kernel_start_fence
 
     snapshot = take_snapshot() if snapshot is None else snapshot
     if not snapshot.nvml_available:
@@ -1067,7 +1067,7 @@ def _gpu_listing(plan: GpuPlan, heading: str = "GPUs this kernel may use:", snap
 
 
 def _warn_already_initialized(magic: str, who: str, detail: str) -> None:
-    from . import frameworks
+    from .. import frameworks
 
     state = next((f.state() for f in frameworks.FRAMEWORKS if f.name == who), None)
     if who == "CUDA":
@@ -1081,7 +1081,7 @@ def _warn_already_initialized(magic: str, who: str, detail: str) -> None:
     # warn_explicit with a fresh registry: the warning shows every time (unless a filter ignores it),
     # not just the first time from this line.
     warnings.warn_explicit(message, GPUAlreadyInitializedWarning, filename=magic, lineno=1,
-                           module="jupyter_gpu.magics", registry={})
+                           module="jupyter_gpu.kernel.magics", registry={})
 
 
 RESTART_MIME = "application/vnd.jupyter-gpu.restart+json"
@@ -1094,8 +1094,8 @@ def offer_restart(request: Any, reason: str, automatic: bool = False) -> None:
 
     from IPython.display import display
 
-    from .kernel_report import kernel_identity
-    from .plan import plan_magics
+    from ..plan import plan_magics
+    from ..sources.kernel_reports import kernel_identity
 
     lines = plan_magics(request)
     text = ("To apply this GPU plan, restart the kernel and run first: " + "; ".join(lines[1:] or lines) +
@@ -1150,11 +1150,11 @@ def _watch() -> None:
     """Watch the frameworks' CUDA start from now on. Cheap while none is imported: the adapters
     (:mod:`jupyter_gpu.frameworks`) are imported only when a framework is."""
     if "jupyter_gpu.frameworks" in sys.modules or any(name in sys.modules for name in _FRAMEWORK_MODULES):
-        from . import frameworks
+        from .. import frameworks
 
         frameworks.start_watching()
         return
-    from . import _import_hooks
+    from ..core import import_hooks as _import_hooks
 
     found = (os.environ.get("CUDA_VISIBLE_DEVICES"), os.environ.get("CUDA_DEVICE_ORDER"))
     for name in _FRAMEWORK_MODULES:
@@ -1167,8 +1167,8 @@ _found: list[Any] = []  # the selection variables as the extension found them (b
 
 
 def _on_import(_module: Any) -> None:
-    from . import frameworks
-    from .visibility import CudaEnv
+    from .. import frameworks
+    from ..core.visibility import CudaEnv
 
     frameworks.start_watching(CudaEnv(*_found[0]) if _found else None)
 
@@ -1214,7 +1214,7 @@ def traceback_hint(error: BaseException | None) -> str | None:
         return None  # the user's exception cannot print itself: IPython says so, and nothing here may add to it
     for needle, hint in _HINTS:
         if needle in text:
-            from .plan import current_plan
+            from ..plan import current_plan
 
             return f"jupyter_gpu: {hint} The kernel's GPU plan: {_summary(current_plan())} (%gpu_status shows more)."
     return None
@@ -1222,7 +1222,7 @@ def traceback_hint(error: BaseException | None) -> str | None:
 
 def error_notes(error: BaseException | None) -> list[str]:
     """What to print under a failed cell's traceback: the hint for a framework error that GPU
-    configuration causes, and the out-of-memory report (:mod:`jupyter_gpu.oom`) unless turned off.
+    configuration causes, and the out-of-memory report (:mod:`jupyter_gpu.kernel.oom`) unless turned off.
     Nothing is imported for a cell without an error."""
     if error is None:
         return []
@@ -1251,7 +1251,7 @@ def _after_cell(result: Any = None) -> None:
         frameworks = sys.modules.get("jupyter_gpu.frameworks")
         if frameworks is None:
             return  # no plan was ever made and no framework imported: nothing can diverge
-        from .errors import GPUPlanMismatchWarning, warn
+        from ..core.errors import GPUPlanMismatchWarning, warn
 
         for message in frameworks.check_after_cell():
             warn(message, GPUPlanMismatchWarning)

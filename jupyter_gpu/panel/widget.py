@@ -11,14 +11,14 @@ does not measure there. GPUs outside the kernel's selection (``%gpu_select``) ar
 dimmed. The panel says so when NVML is unavailable (and why), when a GPU is lost, and when the GPUs
 are simulated (``JUPYTER_GPU_SIMULATE``).
 
-Sampling happens on one background thread per kernel (a :class:`jupyter_gpu.sampler.Sampler`
+Sampling happens on one background thread per kernel (a :class:`jupyter_gpu.sources.sampler.Sampler`
 shared by every panel), never on the kernel's main thread, so cells keep running while panels
 update. The thread runs at the shortest interval any open panel asks for and stops when every panel
 is closed or paused, or when the kernel exits.
 
 Everything rendered from data as HTML (GPU and process names, users, error texts) is escaped, with
 bidi control characters neutralised and long texts cut with "…" (the full text in the tooltip;
-:func:`jupyter_gpu.text.display_text`). Updates are cheap: only widget values that changed are sent
+:func:`jupyter_gpu.core.text.display_text`). Updates are cheap: only widget values that changed are sent
 to the front end.
 
 Only standard ipywidgets (``HTML``, ``Label``, ``ToggleButton``, ``Box``/``GridBox`` with
@@ -42,10 +42,10 @@ from typing import Any
 
 import ipywidgets as widgets
 
-from .sampler import Sampler
-from .snapshots import GpuInfo, GpuProcess, Snapshot
-from .text import display_text
-from .units import GIB, format_bytes
+from ..core.snapshot import GpuInfo, GpuProcess, Snapshot
+from ..core.text import display_text
+from ..core.units import GIB, format_bytes
+from ..sources.sampler import Sampler
 
 MIN_INTERVAL_S = 0.1
 SAMPLER_NAME = "jupyter-gpu-monitor"
@@ -155,7 +155,7 @@ def _retune_sampler() -> None:
 def _plan_view() -> tuple[tuple[int, ...] | None, Callable[[int], int | None]]:
     """(selected NVML indices or None, limit-of-index function) from ``jupyter_gpu.plan``."""
     try:
-        from .plan import current_plan
+        from ..plan import current_plan
     except ImportError:
         return None, lambda index: None
     try:

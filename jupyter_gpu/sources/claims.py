@@ -19,7 +19,7 @@ Safety between users (every claim file is untrusted input):
   (``st_uid``), and its PID must be a running process of that user. Files are opened with
   ``O_NOFOLLOW``, must be regular files of at most 4 KiB, and are parsed like a network request
   (schema, types, finite numbers, a GPU UUID's form); a malformed or hostile file is ignored with
-  one log line (logger ``jupyter_gpu.claims``; its name bidi-safe; the first ten files, then one
+  one log line (logger ``jupyter_gpu.sources.claims``; its name bidi-safe; the first ten files, then one
   line for the rest) and costs only itself.
 - Choosing and claiming happen under an advisory lock (``flock`` on ``jupyter-gpu-claims.lock`` in
   the directory), waited for at most ``lock_timeout_s``: a user holding the lock forever delays
@@ -48,7 +48,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .text import display_text
+from ..core.text import display_text
 
 __all__ = ["DEFAULT_DIRECTORY", "DEFAULT_TTL_S", "Claim", "ClaimBoard"]
 

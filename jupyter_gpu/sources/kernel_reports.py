@@ -1,0 +1,200 @@
+"""Kernel reports, read: the files kernels write about themselves, parsed as untrusted input.
+
+The format, and why kernels write them, is described in :mod:`jupyter_gpu.kernel.report` (the
+writer, part of the kernel face). This module is the server's side (and that of anything else that
+reads them, such as :mod:`jupyter_gpu.sources.peers`): :class:`ReportReader` checks the schema, types,
+sizes and finite numbers and drops a bad report with one log line; :func:`kernel_identity` tells a
+kernel its own id and the folder its report goes to.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+log = logging.getLogger(__name__)
+
+__all__ = ["REPORT_PREFIX", "REPORT_VERSION", "KernelReport", "ReportError", "ReportReader", "kernel_identity",
+           "parse_report", "read_reports"]
+
+REPORT_PREFIX = "jupyter-gpu-kernel-"
+REPORT_VERSION = 1
+
+
+def kernel_identity() -> tuple[str | None, Path | None]:
+    """This kernel's id and the folder of its connection file, or (None, None) outside a kernel."""
+    try:
+        from ipykernel.connect import get_connection_file
+
+        connection_file = Path(get_connection_file())
+    except Exception:
+        return None, None
+    stem = connection_file.stem
+    kernel_id = stem[len("kernel-"):] if stem.startswith("kernel-") else stem
+    return kernel_id, connection_file.parent
+
+
+
+# -- in the server
+
+
+MAX_REPORT_BYTES = 64 * 1024
+MAX_ENTRIES = 256
+MAX_TEXT = 4096
+MAX_BYTES_VALUE = 2**53  # 8 PiB: more than any GPU, still exact in a float
+
+
+class ReportError(ValueError):
+    """A kernel report that cannot be used; the message says which field and why, in one line."""
+
+
+@dataclass(frozen=True)
+class KernelReport:
+    """A validated kernel report (see the module docstring for the file format)."""
+
+    kernel_id: str
+    pid: int
+    start_time: int | float | None
+    session: str | None
+    nvml_pids: tuple[int, ...]
+    gpu_memory: tuple[tuple[str, int], ...]  # (device key, bytes)
+    timestamp: float
+
+    @property
+    def key(self) -> tuple[int, int | float | None]:
+        """(pid, start time) of the process that wrote the report."""
+        return self.pid, self.start_time
+
+
+def _finite(value: Any) -> bool:
+    return not isinstance(value, bool) and isinstance(value, (int, float)) and math.isfinite(value)
+
+
+def parse_report(data: Any, kernel_id: str | None = None) -> KernelReport:
+    """Check a decoded report; raise :class:`ReportError` naming the first bad field.
+
+    ``kernel_id``: the id the file name says; the report must name the same kernel.
+    """
+    if not isinstance(data, dict):
+        raise ReportError("a report must be a JSON object")
+    if data.get("version") != REPORT_VERSION:
+        raise ReportError(f"version must be {REPORT_VERSION}")
+    kid = data.get("kernel_id")
+    if not isinstance(kid, str) or not kid or len(kid) > 256:
+        raise ReportError("kernel_id must be a non-empty string")
+    if kernel_id is not None and kid != kernel_id:
+        raise ReportError("kernel_id does not match the file name")
+    pid = data.get("pid")
+    if isinstance(pid, bool) or not isinstance(pid, int) or not 0 < pid < 2**32:
+        raise ReportError("pid must be a positive whole number")
+    start = data.get("start_time")
+    if start is not None and not _finite(start):
+        raise ReportError("start_time must be a finite number or null")
+    session = data.get("session")
+    if session is not None and (not isinstance(session, str) or len(session) > MAX_TEXT):
+        raise ReportError(f"session must be a string of at most {MAX_TEXT} characters, or null")
+    pids = data.get("nvml_pids", [])
+    if (not isinstance(pids, list) or len(pids) > MAX_ENTRIES
+            or not all(isinstance(p, int) and not isinstance(p, bool) and 0 < p < 2**32 for p in pids)):
+        raise ReportError(f"nvml_pids must be a list of at most {MAX_ENTRIES} positive whole numbers")
+    memory = data.get("gpu_memory", {})
+    if not isinstance(memory, dict) or len(memory) > MAX_ENTRIES:
+        raise ReportError(f"gpu_memory must be an object of at most {MAX_ENTRIES} entries")
+    for key, value in memory.items():
+        if len(key) > 256:
+            raise ReportError("gpu_memory keys must be at most 256 characters")
+        if not _finite(value) or not 0 <= value <= MAX_BYTES_VALUE:
+            raise ReportError(f"gpu_memory[{key[:40]!r}] must be a finite number of bytes >= 0")
+    timestamp = data.get("timestamp")
+    if not _finite(timestamp) or timestamp < 0:
+        raise ReportError("timestamp must be a finite number >= 0")
+    return KernelReport(kernel_id=kid, pid=pid, start_time=start, session=session,
+                        nvml_pids=tuple(pids), gpu_memory=tuple((k, int(v)) for k, v in memory.items()),
+                        timestamp=float(timestamp))
+
+
+def _refuse_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a number")
+
+
+class ReportReader:
+    """Reads and validates the kernel reports in a folder, re-parsing only files whose stamp changed.
+
+    A bad report (not JSON, too large, a wrong type, NaN or Infinity, a file named after another
+    kernel) is dropped with one warning in the log, once per version of the file.
+    """
+
+    def __init__(self) -> None:
+        self._cache: dict[Path, tuple[tuple[int, int, int], KernelReport | None]] = {}
+
+    def read(self, folder: str | os.PathLike[str], owner: int | None = None) -> dict[str, KernelReport]:
+        """kernel_id → report, for every valid report in ``folder``.
+
+        ``owner``: a user id; only regular files (not symbolic links) of that owner are read. A
+        reader in a folder others can write to (the system's temporary folder, where kernels
+        started by a bare ``jupyter_client.KernelManager`` put their connection files) passes its
+        own, so another user's file cannot pose as one of its kernels.
+        """
+        reports: dict[str, KernelReport] = {}
+        seen: set[Path] = set()
+        try:
+            entries = list(os.scandir(folder))
+        except OSError:
+            return reports
+        for entry in entries:
+            if not (entry.name.startswith(REPORT_PREFIX) and entry.name.endswith(".json")):
+                continue
+            if owner is not None:
+                try:
+                    if not entry.is_file(follow_symlinks=False) or entry.stat(follow_symlinks=False).st_uid != owner:
+                        continue
+                except OSError:
+                    continue
+            path = Path(entry.path)
+            seen.add(path)
+            report = self.read_one(path)
+            if report is not None:
+                reports[report.kernel_id] = report
+        for path in [path for path in self._cache if path not in seen]:
+            del self._cache[path]
+        return reports
+
+    def read_one(self, path: Path) -> KernelReport | None:
+        """The valid report in ``path``, or None (missing, unchanged-and-bad, or bad: logged once)."""
+        try:
+            stat = path.stat()
+        except OSError:
+            return None
+        stamp = (stat.st_mtime_ns, stat.st_size, stat.st_ino)
+        cached = self._cache.get(path)
+        if cached is not None and cached[0] == stamp:
+            return cached[1]
+        report: KernelReport | None = None
+        try:
+            if stat.st_size > MAX_REPORT_BYTES:
+                raise ReportError(f"larger than {MAX_REPORT_BYTES // 1024} KiB")
+            with open(path, "rb") as file:
+                raw = file.read(MAX_REPORT_BYTES + 1)
+            data = json.loads(raw, parse_constant=_refuse_constant)
+            report = parse_report(data, path.name[len(REPORT_PREFIX):-len(".json")])
+        except FileNotFoundError:
+            return None
+        except RecursionError:
+            log.warning("jupyter_gpu: ignoring kernel report %s: nested too deeply", path.name)
+        except (OSError, ValueError) as error:  # ReportError and JSON errors are ValueErrors
+            log.warning("jupyter_gpu: ignoring kernel report %s: %s", path.name, str(error)[:200])
+        self._cache[path] = (stamp, report)
+        return report
+
+
+def read_reports(folder: str | os.PathLike[str], owner: int | None = None) -> dict[str, KernelReport]:
+    """kernel_id → report for every kernel report in ``folder`` (uncached; see :class:`ReportReader`).
+
+    Every report is read, however many there are: a folder where killed kernels left thousands of
+    reports still yields the live kernel's (see :func:`jupyter_gpu.sources.peers.find_peers`)."""
+    return ReportReader().read(folder, owner)
