@@ -62,8 +62,13 @@ def start_service(hub: FakeHub, interval_s: float) -> tuple[HubService, str]:
         loop = asyncio.new_event_loop()
         asyncio.set_event_loop(loop)
         service = HubService(hub.url + "/hub/api", SERVICE_TOKEN, hub.url, interval_s=interval_s, linger_s=3)
-        auth = HubOAuth(api_url=hub.url + "/hub/api", api_token=SERVICE_TOKEN, oauth_client_id="service-jupyter-gpu",
-                        access_scopes={"access:services!service=jupyter-gpu"}, cache_max_age=300)
+        auth = HubOAuth(
+            api_url=hub.url + "/hub/api",
+            api_token=SERVICE_TOKEN,
+            oauth_client_id="service-jupyter-gpu",
+            access_scopes={"access:services!service=jupyter-gpu"},
+            cache_max_age=300,
+        )
         sockets = netutil.bind_sockets(0, "127.0.0.1")
         HTTPServer(make_app(service, PREFIX, hub_auth=auth)).add_sockets(sockets)
         box["service"], box["url"] = service, f"http://127.0.0.1:{sockets[0].getsockname()[1]}{PREFIX}"
@@ -108,8 +113,9 @@ def first_paint(url: str, runs: int) -> list[float]:
     times = []
     with sync_playwright() as playwright:
         chromium = os.environ.get("JUPYTER_GPU_CHROMIUM", "/usr/bin/chromium")
-        browser = playwright.chromium.launch(executable_path=chromium, headless=True,
-                                             args=["--headless", "--no-sandbox", "--disable-gpu"])
+        browser = playwright.chromium.launch(
+            executable_path=chromium, headless=True, args=["--headless", "--no-sandbox", "--disable-gpu"]
+        )
         for _ in range(runs + 1):
             context = browser.new_context(extra_http_headers={"Authorization": "token admin-token"})
             page = context.new_page()
@@ -137,7 +143,7 @@ def real_hub_calls(seconds: float, runs: int, counts: tuple[int, ...] = (1, 2, 5
     artifacts = REPO / "test-artifacts"
     artifacts.mkdir(exist_ok=True)
     with real.real_hub(artifacts) as hub:
-        real.start_servers(hub, tuple(via_service[:max(counts)] + own[:max(counts)]))
+        real.start_servers(hub, tuple(via_service[: max(counts)] + own[: max(counts)]))
         service = real.service_pid(hub)
         results: dict[str, dict[int, dict[str, float]]] = {"source=nvml": {}, "source=hub-service": {}}
         for mode, servers in (("source=nvml", own), ("source=hub-service", via_service)):
@@ -147,17 +153,28 @@ def real_hub_calls(seconds: float, runs: int, counts: tuple[int, ...] = (1, 2, 5
                     rate, window = real.calls_while_polled(hub, tuple(servers[:count]), seconds)
                     totals.append(rate)
                     by_service.append(rate * window.get(service, 0) / max(1, sum(window.values())))
-                results[mode][count] = {"calls_per_s": round(statistics.median(totals), 1),
-                                        "of_which_service": round(statistics.median(by_service), 1)}
+                results[mode][count] = {
+                    "calls_per_s": round(statistics.median(totals), 1),
+                    "of_which_service": round(statistics.median(by_service), 1),
+                }
                 print(json.dumps({"real_hub": mode, "servers": count, **results[mode][count]}), flush=True)
             if mode == "source=nvml":  # a polled server samples on for linger_s: stop them first
-                for user, name in own[:max(counts)]:
+                for user, name in own[: max(counts)]:
                     hub.api("DELETE", f"/hub/api/users/{user}/servers/{name}")
-                real.wait_until(lambda: not any(name.startswith("nvml-") and server.get("ready")
-                                                for user in real.USERS
-                                                for name, server in (hub.api("GET", f"/hub/api/users/{user}")[1]
-                                                                     .get("servers") or {}).items()),
-                                60, "the source=nvml servers to stop", interval_s=0.5)
+                real.wait_until(
+                    lambda: (
+                        not any(
+                            name.startswith("nvml-") and server.get("ready")
+                            for user in real.USERS
+                            for name, server in (
+                                hub.api("GET", f"/hub/api/users/{user}")[1].get("servers") or {}
+                            ).items()
+                        )
+                    ),
+                    60,
+                    "the source=nvml servers to stop",
+                    interval_s=0.5,
+                )
                 time.sleep(2.0)
 
 
@@ -165,8 +182,9 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--seconds", type=float, default=5.0)
     parser.add_argument("--runs", type=int, default=5)
-    parser.add_argument("--real-hub", action="store_true",
-                        help="NVML calls/s across the processes of a real JupyterHub (root only)")
+    parser.add_argument(
+        "--real-hub", action="store_true", help="NVML calls/s across the processes of a real JupyterHub (root only)"
+    )
     args = parser.parse_args()
     if args.real_hub:
         real_hub_calls(args.seconds, args.runs)
@@ -179,8 +197,10 @@ def main() -> None:
     for servers in (1, 2, 5, 10):
         via_service = nvml_phase(url, servers, args.seconds, service)
         direct = nvml_phase("nvml", servers, args.seconds, service)
-        results["nvml_calls_per_s"][servers] = {"source=service": round(via_service, 1),
-                                                "source=nvml": round(direct, 1)}
+        results["nvml_calls_per_s"][servers] = {
+            "source=service": round(via_service, 1),
+            "source=nvml": round(direct, 1),
+        }
         print(json.dumps({"servers": servers, **results["nvml_calls_per_s"][servers]}), flush=True)
     for i in range(50):
         hub.snapshots[f"user{i:02d}"] = user_snapshot(f"user{i:02d}", 2, gpu=i % 4)

@@ -45,8 +45,11 @@ async def measure(runs: int, scenario: ScenarioFile) -> None:
             code, _ = await run.call("api/console", "admin-token")
             times.append(time.perf_counter() - start)
             assert code == 200
-        print(f"202 answering servers + {hung} hung: console answer median "
-              f"{statistics.median(times) * 1000:.0f} ms ({[round(t * 1000) for t in times]} ms)", flush=True)
+        print(
+            f"202 answering servers + {hung} hung: console answer median "
+            f"{statistics.median(times) * 1000:.0f} ms ({[round(t * 1000) for t in times]} ms)",
+            flush=True,
+        )
     run.service.sampler.close()
 
 

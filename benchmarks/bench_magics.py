@@ -199,26 +199,39 @@ def main() -> None:
         return statistics.median(row[key] for row in rows)
 
     import_tf = med(magics, "import_tf")
-    print(f"%load_ext jupyter_gpu: {med(magics, 'load') * 1e3:.2f} ms in all faces, of which the GPU-plan magics "
-          f"(import + register) {med(magics, 'face') * 1e3:.2f} ms (median of {args.runs} fresh kernel-like processes)")
+    print(
+        f"%load_ext jupyter_gpu: {med(magics, 'load') * 1e3:.2f} ms in all faces, of which the GPU-plan magics "
+        f"(import + register) {med(magics, 'face') * 1e3:.2f} ms (median of {args.runs} fresh kernel-like processes)"
+    )
     for key, name in (("select", "%gpu_select"), ("limit", "%gpu_limit")):
         value = med(magics, key)
-        print(f"{name}: {value * 1e3:.3f} ms median of {args.reps} calls x {args.runs} runs "
-              f"(import tensorflow in the same runs: {import_tf:.2f} s; ratio 1:{import_tf / value:,.0f})")
-    for key, what in (("check_bare", "no framework imported"),
-                      ("check_frameworks", "TensorFlow, PyTorch and JAX imported, idle")):
-        print(f"after-cell check: {med(magics, key) * 1e6:.1f} µs median of {args.reps} cells x {args.runs} runs "
-              f"({what})")
-    print(f"out-of-memory explainer after a failed cell: first error of a kernel {med(ooms, 'oom_first') * 1e3:.1f} ms "
-          f"(NVML starts), later errors {med(ooms, 'oom') * 1e3:.2f} ms (median of {max(1, args.reps // 10)} x "
-          f"{args.runs} runs); a cell without an error imports it: {any(row['clean_imports'] for row in ooms)}")
+        print(
+            f"{name}: {value * 1e3:.3f} ms median of {args.reps} calls x {args.runs} runs "
+            f"(import tensorflow in the same runs: {import_tf:.2f} s; ratio 1:{import_tf / value:,.0f})"
+        )
+    for key, what in (
+        ("check_bare", "no framework imported"),
+        ("check_frameworks", "TensorFlow, PyTorch and JAX imported, idle"),
+    ):
+        print(
+            f"after-cell check: {med(magics, key) * 1e6:.1f} µs median of {args.reps} cells x {args.runs} runs ({what})"
+        )
+    print(
+        f"out-of-memory explainer after a failed cell: first error of a kernel {med(ooms, 'oom_first') * 1e3:.1f} ms "
+        f"(NVML starts), later errors {med(ooms, 'oom') * 1e3:.2f} ms (median of {max(1, args.reps // 10)} x "
+        f"{args.runs} runs); a cell without an error imports it: {any(row['clean_imports'] for row in ooms)}"
+    )
     wait = run(CHILD_WAIT, "5s")
-    print(f"%gpu_select --wait 5s where nothing fits: {wait['looks']:.0f} NVML looks in {wait['elapsed']:.2f} s = "
-          f"{wait['looks'] / wait['elapsed']:.2f} per second (target <= 1 per second, plus the first)")
+    print(
+        f"%gpu_select --wait 5s where nothing fits: {wait['looks']:.0f} NVML looks in {wait['elapsed']:.2f} s = "
+        f"{wait['looks'] / wait['elapsed']:.2f} per second (target <= 1 per second, plus the first)"
+    )
     plain_s, planned_s, hook_s = med(plain, "import_tf"), med(planned, "import_tf"), med(planned, "hook")
-    print(f"import tensorflow: {plain_s:.2f} s without a plan, {planned_s:.2f} s with a pending plan "
-          f"(difference {(planned_s - plain_s) / plain_s * 100:+.1f} %, within noise); "
-          f"the hook itself: {hook_s * 1e3:.2f} ms = {hook_s / planned_s * 100:.2f} % of the import")
+    print(
+        f"import tensorflow: {plain_s:.2f} s without a plan, {planned_s:.2f} s with a pending plan "
+        f"(difference {(planned_s - plain_s) / plain_s * 100:+.1f} %, within noise); "
+        f"the hook itself: {hook_s * 1e3:.2f} ms = {hook_s / planned_s * 100:.2f} % of the import"
+    )
 
 
 if __name__ == "__main__":

@@ -53,9 +53,13 @@ def cpu_over(seconds: float) -> float:
 def varied(snapshot, step: int):  # type: ignore[no-untyped-def]
     """``snapshot`` with memory and utilization changed on every GPU (forces every value to change)."""
     gpus = tuple(
-        dataclasses.replace(gpu, memory_used=(gpu.memory_used + step * 7 * 1024**3) % gpu.memory_total,
-                            utilization=(step * 13 + gpu.index) % 101, temperature=40 + step % 30,
-                            power=50.0 + step % 300)
+        dataclasses.replace(
+            gpu,
+            memory_used=(gpu.memory_used + step * 7 * 1024**3) % gpu.memory_total,
+            utilization=(step * 13 + gpu.index) % 101,
+            temperature=40 + step % 30,
+            power=50.0 + step % 300,
+        )
         for gpu in snapshot.gpus
     )
     return dataclasses.replace(snapshot, gpus=gpus, timestamp=snapshot.timestamp + step)
@@ -90,8 +94,10 @@ def main() -> None:
         with_panel = cpu_over(args.seconds)
         panel_samples = sampler.samples_taken - taken
         panel.close()
-        print(f"CPU over {args.seconds:g} s at 1 s: idle {idle:.3f} %, sampler alone {bare:.3f} % "
-              f"({bare_samples} samples), sampler + panel {with_panel:.3f} % ({panel_samples} samples) of one core")
+        print(
+            f"CPU over {args.seconds:g} s at 1 s: idle {idle:.3f} %, sampler alone {bare:.3f} % "
+            f"({bare_samples} samples), sampler + panel {with_panel:.3f} % ({panel_samples} samples) of one core"
+        )
 
         # 2. one widget update
         panel = widget.GPUMonitor(interval_s=1.0, start=False)
@@ -109,10 +115,14 @@ def main() -> None:
             start = time.perf_counter()
             panel.update(snapshots[0])
             unchanged.append(time.perf_counter() - start)
-        print(f"one update, 8 GPUs, every value changed: median {1e3 * statistics.median(changing):.3f} ms, "
-              f"p95 {1e3 * sorted(changing)[int(0.95 * len(changing))]:.3f} ms")
-        print(f"one update, 8 GPUs, unchanged values (history chart only): "
-              f"median {1e3 * statistics.median(unchanged):.3f} ms")
+        print(
+            f"one update, 8 GPUs, every value changed: median {1e3 * statistics.median(changing):.3f} ms, "
+            f"p95 {1e3 * sorted(changing)[int(0.95 * len(changing))]:.3f} ms"
+        )
+        print(
+            f"one update, 8 GPUs, unchanged values (history chart only): "
+            f"median {1e3 * statistics.median(unchanged):.3f} ms"
+        )
         panel.close()
 
         # 3. memory over 10,000 samples
@@ -125,9 +135,11 @@ def main() -> None:
             panel.update(snapshots[step % len(snapshots)])
         after_10k, _peak = tracemalloc.get_traced_memory()
         tracemalloc.stop()
-        print(f"traced memory after 1,000 updates {after_1k / 1024:.1f} KiB, after 10,000 "
-              f"{after_10k / 1024:.1f} KiB (change {(after_10k - after_1k) / 1024:+.1f} KiB), "
-              f"history length {len(panel.rows[0].memory_history)}")
+        print(
+            f"traced memory after 1,000 updates {after_1k / 1024:.1f} KiB, after 10,000 "
+            f"{after_10k / 1024:.1f} KiB (change {(after_10k - after_1k) / 1024:+.1f} KiB), "
+            f"history length {len(panel.rows[0].memory_history)}"
+        )
         panel.close()
         widget.close_all()
 

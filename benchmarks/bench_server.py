@@ -112,8 +112,9 @@ async def _nvdashboard(ws_base: str, token: str, clients: int, seconds: float, f
     return {"messages": messages, "websockets": len(sockets)}
 
 
-async def _burst(base: str, token: str, clients: int, seconds: float, path: str, start: float,
-                 with_status: bool) -> dict[str, Any]:
+async def _burst(
+    base: str, token: str, clients: int, seconds: float, path: str, start: float, with_status: bool
+) -> dict[str, Any]:
     """Each second from ``start`` (``time.monotonic()``, the same clock in every process): ``clients``
     requests of ``path``, plus one /api/status request in the same instant when ``with_status``."""
     from tornado.httpclient import AsyncHTTPClient
@@ -132,8 +133,13 @@ async def _burst(base: str, token: str, clients: int, seconds: float, path: str,
         try:
             # gzip accepted and left compressed, as a browser's network stack would hand it over:
             # the time measured is the server's and the wire's, not this client's decompression.
-            response = await http.fetch(url, headers={**headers, **extra, "Accept-Encoding": "gzip"},
-                                        decompress_response=False, raise_error=False, request_timeout=60)
+            response = await http.fetch(
+                url,
+                headers={**headers, **extra, "Accept-Encoding": "gzip"},
+                decompress_response=False,
+                raise_error=False,
+                request_timeout=60,
+            )
             code = str(response.code)
             if client is not None and response.code == 200:
                 etags[client] = response.headers.get("Etag", "")
@@ -155,14 +161,25 @@ async def _burst(base: str, token: str, clients: int, seconds: float, path: str,
 
 def client_main(spec: dict[str, Any]) -> None:
     if spec["kind"] == "burst":
-        result = asyncio.run(_burst(spec["base"], spec["token"], spec["clients"], spec["seconds"], spec["path"],
-                                    spec["start"], spec["with_status"]))
+        result = asyncio.run(
+            _burst(
+                spec["base"],
+                spec["token"],
+                spec["clients"],
+                spec["seconds"],
+                spec["path"],
+                spec["start"],
+                spec["with_status"],
+            )
+        )
     elif spec["kind"] == "snapshot":
-        result = asyncio.run(_poll_snapshot(spec["url"], spec["token"], spec["clients"], spec["seconds"],
-                                            spec["burst"]))
+        result = asyncio.run(
+            _poll_snapshot(spec["url"], spec["token"], spec["clients"], spec["seconds"], spec["burst"])
+        )
     else:
-        result = asyncio.run(_nvdashboard(spec["ws_base"], spec["token"], spec["clients"], spec["seconds"],
-                                          spec["frequency_ms"]))
+        result = asyncio.run(
+            _nvdashboard(spec["ws_base"], spec["token"], spec["clients"], spec["seconds"], spec["frequency_ms"])
+        )
     print(json.dumps(result))
 
 
@@ -212,8 +229,13 @@ async def drive(app: Any, port: int, token: str, args: argparse.Namespace) -> di
     base = f"127.0.0.1:{port}{app.base_url}"
     probe = LagProbe()
     probe.start()
-    results: dict[str, Any] = {"gpus": GPUS, "seconds": args.seconds, "clients": args.clients,
-                               "interval_s": service.config.interval_s, "phases": []}
+    results: dict[str, Any] = {
+        "gpus": GPUS,
+        "seconds": args.seconds,
+        "clients": args.clients,
+        "interval_s": service.config.interval_s,
+        "phases": [],
+    }
 
     async def wait_idle() -> None:
         deadline = time.monotonic() + service.config.linger_s + 10
@@ -236,20 +258,27 @@ async def drive(app: Any, port: int, token: str, args: argparse.Namespace) -> di
         else:
             spec = {**spec, "token": token, "seconds": seconds}
             process = await asyncio.create_subprocess_exec(
-                sys.executable, __file__, "--client", json.dumps(spec), stdout=asyncio.subprocess.PIPE)
+                sys.executable, __file__, "--client", json.dumps(spec), stdout=asyncio.subprocess.PIPE
+            )
             stdout, _ = await asyncio.wait_for(process.communicate(), seconds + 60)
             out = json.loads(stdout)
         elapsed = time.monotonic() - began
-        row: dict[str, Any] = {"phase": name,
-                               "nvml_calls_per_s": round((sum(library.calls.values()) - calls_before) / elapsed, 1),
-                               "samples_per_s": round((service.sampler.samples_taken - samples_before) / elapsed, 2),
-                               "loop_lag_p99_ms": round(percentile(probe.lags_ms, 99), 2),
-                               "loop_lag_worst_ms": round(probe.worst_ms, 2)}
+        row: dict[str, Any] = {
+            "phase": name,
+            "nvml_calls_per_s": round((sum(library.calls.values()) - calls_before) / elapsed, 1),
+            "samples_per_s": round((service.sampler.samples_taken - samples_before) / elapsed, 2),
+            "loop_lag_p99_ms": round(percentile(probe.lags_ms, 99), 2),
+            "loop_lag_worst_ms": round(probe.worst_ms, 2),
+        }
         if "latencies_ms" in out:
             latencies = out["latencies_ms"]
-            row.update(requests=len(latencies), errors=out["errors"],
-                       p50_ms=round(statistics.median(latencies), 2), p99_ms=round(percentile(latencies, 99), 2),
-                       max_ms=round(max(latencies), 2))
+            row.update(
+                requests=len(latencies),
+                errors=out["errors"],
+                p50_ms=round(statistics.median(latencies), 2),
+                p99_ms=round(percentile(latencies, 99), 2),
+                max_ms=round(max(latencies), 2),
+            )
         if "messages" in out:
             row.update(websockets=out["websockets"], messages_per_s=round(out["messages"] / seconds, 1))
         print(json.dumps(row), file=sys.stderr, flush=True)
@@ -261,19 +290,30 @@ async def drive(app: Any, port: int, token: str, args: argparse.Namespace) -> di
     await phase("idle server (nobody polls)", None, 3)
     await phase("jupyter_gpu: sampling only (demand recorded in-process, no HTTP)", {"kind": "touch"}, seconds)
     await wait_idle()
-    await phase("jupyter_gpu: 1 client, 1 poll/s", {"kind": "snapshot", "url": snapshot_url, "clients": 1,
-                                                    "burst": False}, seconds)
-    await phase(f"jupyter_gpu: {clients} clients, 1 poll/s each", {"kind": "snapshot", "url": snapshot_url,
-                                                                   "clients": clients, "burst": False}, seconds)
-    await phase(f"jupyter_gpu: {clients} clients, synchronized burst each second",
-                {"kind": "snapshot", "url": snapshot_url, "clients": clients, "burst": True}, seconds)
+    await phase(
+        "jupyter_gpu: 1 client, 1 poll/s",
+        {"kind": "snapshot", "url": snapshot_url, "clients": 1, "burst": False},
+        seconds,
+    )
+    await phase(
+        f"jupyter_gpu: {clients} clients, 1 poll/s each",
+        {"kind": "snapshot", "url": snapshot_url, "clients": clients, "burst": False},
+        seconds,
+    )
+    await phase(
+        f"jupyter_gpu: {clients} clients, synchronized burst each second",
+        {"kind": "snapshot", "url": snapshot_url, "clients": clients, "burst": True},
+        seconds,
+    )
     await wait_idle()
     await phase("jupyter_gpu: idle again after linger_s", None, 3)
     ws_base = f"ws://{base}"
     for count, frequency in ((1, 1000), (clients, 1000), (clients, 100)):
-        await phase(f"nvdashboard: {count} client(s), 2 charts, every {frequency} ms",
-                    {"kind": "nvdashboard", "ws_base": ws_base, "clients": count, "frequency_ms": frequency},
-                    seconds if frequency == 1000 else max(3.0, seconds / 2))
+        await phase(
+            f"nvdashboard: {count} client(s), 2 charts, every {frequency} ms",
+            {"kind": "nvdashboard", "ws_base": ws_base, "clients": count, "frequency_ms": frequency},
+            seconds if frequency == 1000 else max(3.0, seconds / 2),
+        )
     results["sampler_samples_taken"] = service.sampler.samples_taken
     results["callback_errors"] = len(library.callback_errors)
     return results
@@ -281,10 +321,25 @@ async def drive(app: Any, port: int, token: str, args: argparse.Namespace) -> di
 
 def scale_scenario(gpus: int, per_gpu: int) -> dict[str, Any]:
     """Other users' processes (PIDs that do not exist here), ``per_gpu`` on each of ``gpus`` GPUs."""
-    return {"gpus": [{"name": "NVIDIA H100 80GB HBM3", "memory_total_mib": 81920, "utilization": 50,
-                      "processes": [{"pid": 3_000_000 + g * per_gpu + p, "memory_mib": 1 + p % 7,
-                                     "user": f"user{p % 50}", "name": "python"} for p in range(per_gpu)]}
-                     for g in range(gpus)]}
+    return {
+        "gpus": [
+            {
+                "name": "NVIDIA H100 80GB HBM3",
+                "memory_total_mib": 81920,
+                "utilization": 50,
+                "processes": [
+                    {
+                        "pid": 3_000_000 + g * per_gpu + p,
+                        "memory_mib": 1 + p % 7,
+                        "user": f"user{p % 50}",
+                        "name": "python",
+                    }
+                    for p in range(per_gpu)
+                ],
+            }
+            for g in range(gpus)
+        ]
+    }
 
 
 async def drive_scale(app: Any, port: int, token: str, args: argparse.Namespace, path: str) -> dict[str, Any]:
@@ -306,8 +361,11 @@ async def drive_scale(app: Any, port: int, token: str, args: argparse.Namespace,
             else:
                 ms = (time.perf_counter() - pauses["t"]) * 1000
                 if ms > 20:
-                    print(f"gc generation {info['generation']}: {ms:.0f} ms, collected {info['collected']}",
-                          file=sys.stderr, flush=True)
+                    print(
+                        f"gc generation {info['generation']}: {ms:.0f} ms, collected {info['collected']}",
+                        file=sys.stderr,
+                        flush=True,
+                    )
 
         gc.callbacks.append(timing)
         import collections
@@ -352,8 +410,15 @@ async def drive_scale(app: Any, port: int, token: str, args: argparse.Namespace,
         start = time.monotonic() + 1.0
         common = {"kind": "burst", "base": base, "token": token, "seconds": args.seconds, "start": start}
         per_process = -(-args.clients // args.client_processes)
-        specs = [{**common, "clients": min(per_process, args.clients - i * per_process), "path": endpoint,
-                  "with_status": False} for i in range(args.client_processes)]
+        specs = [
+            {
+                **common,
+                "clients": min(per_process, args.clients - i * per_process),
+                "path": endpoint,
+                "with_status": False,
+            }
+            for i in range(args.client_processes)
+        ]
         specs.append({**common, "clients": 0, "path": endpoint, "with_status": True})
         profiler = None
         if os.environ.get("BENCH_PROFILE"):  # diagnose: where the event loop's time goes
@@ -361,8 +426,12 @@ async def drive_scale(app: Any, port: int, token: str, args: argparse.Namespace,
 
             profiler = cProfile.Profile()
             profiler.enable()
-        processes = [await asyncio.create_subprocess_exec(
-            sys.executable, __file__, "--client", json.dumps(spec), stdout=asyncio.subprocess.PIPE) for spec in specs]
+        processes = [
+            await asyncio.create_subprocess_exec(
+                sys.executable, __file__, "--client", json.dumps(spec), stdout=asyncio.subprocess.PIPE
+            )
+            for spec in specs
+        ]
         outputs = [json.loads((await asyncio.wait_for(p.communicate(), args.seconds + 120))[0]) for p in processes]
         if profiler is not None:
             profiler.disable()
@@ -371,20 +440,32 @@ async def drive_scale(app: Any, port: int, token: str, args: argparse.Namespace,
         for output in outputs:
             for code, count in output["codes"].items():
                 codes[code] = codes.get(code, 0) + count
-        out = {"snapshot_ms": [ms for output in outputs[:-1] for ms in output["snapshot_ms"]],
-               "status_ms": outputs[-1]["status_ms"], "codes": codes}
+        out = {
+            "snapshot_ms": [ms for output in outputs[:-1] for ms in output["snapshot_ms"]],
+            "status_ms": outputs[-1]["status_ms"],
+            "codes": codes,
+        }
         snap, status = out["snapshot_ms"], out["status_ms"]
         answer = getattr(service, "_answer", None)
         body = answer.body if answer is not None else b""
-        row = {"burst_of": endpoint, "gpus": 8, "processes": 8 * per_gpu, "answer_kib": round(len(body) / 1024, 1),
-               "requests": len(snap) + len(status), "codes": out["codes"],
-               "snapshot_p50_ms": round(statistics.median(snap), 1), "snapshot_p99_ms": round(percentile(snap, 99), 1),
-               "snapshot_max_ms": round(max(snap), 1),
-               "status_p50_ms": round(statistics.median(status), 1), "status_p99_ms": round(percentile(status, 99), 1),
-               "status_max_ms": round(max(status), 1),
-               "answers_built": getattr(service, "builds", 0) - builds, "samples": service.sampler.samples_taken,
-               "loop_lag_p99_ms": round(percentile(probe.lags_ms, 99), 1),
-               "loop_lag_worst_ms": round(probe.worst_ms, 1)}
+        row = {
+            "burst_of": endpoint,
+            "gpus": 8,
+            "processes": 8 * per_gpu,
+            "answer_kib": round(len(body) / 1024, 1),
+            "requests": len(snap) + len(status),
+            "codes": out["codes"],
+            "snapshot_p50_ms": round(statistics.median(snap), 1),
+            "snapshot_p99_ms": round(percentile(snap, 99), 1),
+            "snapshot_max_ms": round(max(snap), 1),
+            "status_p50_ms": round(statistics.median(status), 1),
+            "status_p99_ms": round(percentile(status, 99), 1),
+            "status_max_ms": round(max(status), 1),
+            "answers_built": getattr(service, "builds", 0) - builds,
+            "samples": service.sampler.samples_taken,
+            "loop_lag_p99_ms": round(percentile(probe.lags_ms, 99), 1),
+            "loop_lag_worst_ms": round(probe.worst_ms, 1),
+        }
         print(json.dumps(row), file=sys.stderr, flush=True)
         results["phases"].append(row)
     return results
@@ -400,8 +481,14 @@ def install_stand_in_kernelspec(data_dir: str) -> None:
     folder = os.path.join(data_dir, "kernels", FAKE_KERNEL)
     os.makedirs(folder, exist_ok=True)
     with open(os.path.join(folder, "kernel.json"), "w") as file:
-        json.dump({"argv": ["sh", "-c", "exec sleep 3600", "stand-in", "{connection_file}"], "display_name": "stand-in",
-                   "language": "none"}, file)
+        json.dump(
+            {
+                "argv": ["sh", "-c", "exec sleep 3600", "stand-in", "{connection_file}"],
+                "display_name": "stand-in",
+                "language": "none",
+            },
+            file,
+        )
 
 
 async def drive_kernels(app: Any, port: int, token: str, args: argparse.Namespace, path: str) -> dict[str, Any]:
@@ -428,8 +515,15 @@ async def drive_kernels(app: Any, port: int, token: str, args: argparse.Namespac
 
     http = AsyncHTTPClient()
     headers = {"Authorization": f"token {token}"}
-    counts = {"cycles": 0, "real_kernels": 0, "wrong": 0, "attributed": 0, "reused_pids": 0,
-              "reuse_not_achieved": 0, "deleted_still_shown": 0}
+    counts = {
+        "cycles": 0,
+        "real_kernels": 0,
+        "wrong": 0,
+        "attributed": 0,
+        "reused_pids": 0,
+        "reuse_not_achieved": 0,
+        "deleted_still_shown": 0,
+    }
     wrong_examples: list[str] = []
     memory: list[tuple[int, float, int]] = []
 
@@ -441,9 +535,11 @@ async def drive_kernels(app: Any, port: int, token: str, args: argparse.Namespac
         kernels = {k["kernel_id"]: k["pid"] for k in data["kernels"]}
         for gpu in data["gpus"]:
             for process in gpu["processes"]:
-                bad = (process["kernel_id"] is not None and kernels.get(process["kernel_id"]) != process["pid"]) or (
-                    process["own"] and process["kernel_id"] is None) or (
-                    process.get("user") == "mallory" and (process["own"] or process["kernel_id"]))
+                bad = (
+                    (process["kernel_id"] is not None and kernels.get(process["kernel_id"]) != process["pid"])
+                    or (process["own"] and process["kernel_id"] is None)
+                    or (process.get("user") == "mallory" and (process["own"] or process["kernel_id"]))
+                )
                 if bad:
                     counts["wrong"] += 1
                     if len(wrong_examples) < 5:
@@ -463,8 +559,11 @@ async def drive_kernels(app: Any, port: int, token: str, args: argparse.Namespac
 
     for cycle in range(args.kernels):
         real = cycle < args.real_kernels
-        body = {"path": f"bench/n{cycle}.ipynb", "type": "notebook",
-                "kernel": {"name": "python3" if real else FAKE_KERNEL}}
+        body = {
+            "path": f"bench/n{cycle}.ipynb",
+            "type": "notebook",
+            "kernel": {"name": "python3" if real else FAKE_KERNEL},
+        }
         response = await http.fetch(base + "api/sessions", method="POST", body=json.dumps(body), headers=headers)
         session = json.loads(response.body)
         kernel_id = session["kernel"]["id"]
@@ -482,19 +581,25 @@ async def drive_kernels(app: Any, port: int, token: str, args: argparse.Namespac
             counts["real_kernels"] += real
             if cycle % max(1, args.kernels // 20) == 0 or cycle == args.kernels - 1:
                 memory.append((cycle, round(me.memory_info().rss / 2**20, 1), me.num_threads()))
-                print(json.dumps({"cycle": cycle, "rss_mib": memory[-1][1], "threads": memory[-1][2]}),
-                      file=sys.stderr, flush=True)
+                print(
+                    json.dumps({"cycle": cycle, "rss_mib": memory[-1][1], "threads": memory[-1][2]}),
+                    file=sys.stderr,
+                    flush=True,
+                )
             continue
         scenario([{"pid": pid, "memory_mib": 100}])
-        data = await until(lambda d, pid=pid: any(p["pid"] == pid and p["kernel_id"] for g in d["gpus"]
-                                                  for p in g["processes"]))
-        counts["attributed"] += any(p["pid"] == pid and p["kernel_id"] == kernel_id
-                                    for g in data["gpus"] for p in g["processes"])
+        data = await until(
+            lambda d, pid=pid: any(p["pid"] == pid and p["kernel_id"] for g in d["gpus"] for p in g["processes"])
+        )
+        counts["attributed"] += any(
+            p["pid"] == pid and p["kernel_id"] == kernel_id for g in data["gpus"] for p in g["processes"]
+        )
         await http.fetch(base + f"api/sessions/{session['id']}", method="DELETE", headers=headers)
         data = await get("jupyter-gpu/snapshot")  # right after the DELETE returned
         check(data, "after DELETE")
         if any(k["kernel_id"] == kernel_id for k in data["kernels"]) or any(
-                p["kernel_id"] == kernel_id for g in data["gpus"] for p in g["processes"]):
+            p["kernel_id"] == kernel_id for g in data["gpus"] for p in g["processes"]
+        ):
             counts["deleted_still_shown"] += 1
         # Another user's process takes the dead kernel's PID
         await asyncio.sleep(0.03)
@@ -504,23 +609,35 @@ async def drive_kernels(app: Any, port: int, token: str, args: argparse.Namespac
         else:
             counts["reused_pids"] += 1
             scenario([{"pid": pid, "memory_mib": 100, "user": "mallory"}])
-            await until(lambda d, pid=pid: any(p["pid"] == pid and p["user"] == "mallory"
-                                               for g in d["gpus"] for p in g["processes"]))
+            await until(
+                lambda d, pid=pid: any(
+                    p["pid"] == pid and p["user"] == "mallory" for g in d["gpus"] for p in g["processes"]
+                )
+            )
             intruder.kill()
             intruder.wait()
         counts["cycles"] += 1
         counts["real_kernels"] += real
         if cycle % max(1, args.kernels // 20) == 0 or cycle == args.kernels - 1:
             memory.append((cycle, round(me.memory_info().rss / 2**20, 1), me.num_threads()))
-            print(json.dumps({"cycle": cycle, "rss_mib": memory[-1][1], "threads": memory[-1][2], **counts}),
-                  file=sys.stderr, flush=True)
+            print(
+                json.dumps({"cycle": cycle, "rss_mib": memory[-1][1], "threads": memory[-1][2], **counts}),
+                file=sys.stderr,
+                flush=True,
+            )
     if service is None:
         return {"counts": counts, "rss_threads": memory}
     from jupyter_gpu.sources.nvml import default_reader
 
-    return {"counts": counts, "wrong_examples": wrong_examples, "rss_threads": memory,
-            "ancestry_cache": len(service._ancestry), "report_cache": len(service._report_reader._cache),
-            "identity_cache": len(default_reader().processes._identities), "kernel_table": len(service._table.kernels)}
+    return {
+        "counts": counts,
+        "wrong_examples": wrong_examples,
+        "rss_threads": memory,
+        "ancestry_cache": len(service._ancestry),
+        "report_cache": len(service._report_reader._cache),
+        "identity_cache": len(default_reader().processes._identities),
+        "kernel_table": len(service._table.kernels),
+    }
 
 
 def server_main(args: argparse.Namespace) -> dict[str, Any]:
@@ -550,15 +667,25 @@ def server_main(args: argparse.Namespace) -> dict[str, Any]:
         port = probe_socket.getsockname()[1]
     token = os.urandom(8).hex()
     config = Config()
-    config.ServerApp.jpserver_extensions = {"jupyter_gpu": not (args.kernels and args.control),
-                                            "jupyterlab_nvdashboard": not (args.scale or args.kernels)}
+    config.ServerApp.jpserver_extensions = {
+        "jupyter_gpu": not (args.kernels and args.control),
+        "jupyterlab_nvdashboard": not (args.scale or args.kernels),
+    }
     config.KernelManager.shutdown_wait_time = 0.5  # stand-in kernels do not answer shutdown requests
 
     config.IdentityProvider.token = token
     config.JupyterGpuServer.interval_s = 0.1 if args.kernels else 1.0
     config.JupyterGpuServer.linger_s = 3.0
-    app = ServerApp.instance(config=config, ip="127.0.0.1", port=port, port_retries=0, open_browser=False,
-                             allow_root=True, root_dir=work, log_level="WARN")
+    app = ServerApp.instance(
+        config=config,
+        ip="127.0.0.1",
+        port=port,
+        port_retries=0,
+        open_browser=False,
+        allow_root=True,
+        root_dir=work,
+        log_level="WARN",
+    )
     app.initialize(argv=[])
     outcome: dict[str, Any] = {}
 
@@ -585,18 +712,34 @@ def main() -> None:
     parser.add_argument("--json", help="also write the results here")
     parser.add_argument("--client", help=argparse.SUPPRESS)
     parser.add_argument("--scale", action="store_true", help="big-machine phases (issue 10) instead")
-    parser.add_argument("--client-processes", type=int, default=5,
-                        help="with --scale: the burst's clients are spread over this many processes "
-                             "(like separate browsers; one process would queue 50 answers itself)")
-    parser.add_argument("--kernels", type=int, default=0,
-                        help="start and stop this many kernels, counting wrong attributions (issue 10)")
-    parser.add_argument("--real-kernels", type=int, default=20,
-                        help="with --kernels: how many of them are real ipykernels (the rest: stand-ins)")
-    parser.add_argument("--control", action="store_true",
-                        help="with --scale, first a burst of /api/status alone (the framework's own cost); "
-                             "with --kernels, the same kernel churn without jupyter_gpu (RSS baseline)")
-    parser.add_argument("--scale-processes", type=int, nargs="+", default=[100, 1000],
-                        help="processes per GPU (8 GPUs) for --scale")
+    parser.add_argument(
+        "--client-processes",
+        type=int,
+        default=5,
+        help="with --scale: the burst's clients are spread over this many processes "
+        "(like separate browsers; one process would queue 50 answers itself)",
+    )
+    parser.add_argument(
+        "--kernels",
+        type=int,
+        default=0,
+        help="start and stop this many kernels, counting wrong attributions (issue 10)",
+    )
+    parser.add_argument(
+        "--real-kernels",
+        type=int,
+        default=20,
+        help="with --kernels: how many of them are real ipykernels (the rest: stand-ins)",
+    )
+    parser.add_argument(
+        "--control",
+        action="store_true",
+        help="with --scale, first a burst of /api/status alone (the framework's own cost); "
+        "with --kernels, the same kernel churn without jupyter_gpu (RSS baseline)",
+    )
+    parser.add_argument(
+        "--scale-processes", type=int, nargs="+", default=[100, 1000], help="processes per GPU (8 GPUs) for --scale"
+    )
     args = parser.parse_args()
     if args.client:
         client_main(json.loads(args.client))

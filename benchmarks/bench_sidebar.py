@@ -106,10 +106,21 @@ async ({base, polls, historyS}) => {
 def scenario() -> dict:
     gpus = []
     for g in range(GPUS):
-        processes = [{"pid": 5_000_000 + g * 100 + p, "memory_mib": 1024 + 256 * p,
-                      "user": f"user{p % 5}", "name": "python"} for p in range(PROCESSES)]
-        gpus.append({"name": "NVIDIA H100 80GB HBM3", "memory_total_mib": 81920, "utilization": 50,
-                     "temperature": 50, "power_w": 300, "power_limit_w": 700, "processes": processes})
+        processes = [
+            {"pid": 5_000_000 + g * 100 + p, "memory_mib": 1024 + 256 * p, "user": f"user{p % 5}", "name": "python"}
+            for p in range(PROCESSES)
+        ]
+        gpus.append(
+            {
+                "name": "NVIDIA H100 80GB HBM3",
+                "memory_total_mib": 81920,
+                "utilization": 50,
+                "temperature": 50,
+                "power_w": 300,
+                "power_limit_w": 700,
+                "processes": processes,
+            }
+        )
     return {"gpus": gpus}
 
 
@@ -118,9 +129,15 @@ def with_own_kernels(snapshot: dict) -> dict:
     so the server reports them as other users'); the sidebar renders what the endpoint says."""
     for gpu in snapshot["gpus"]:
         for n, process in enumerate(gpu["processes"][:OWN_PER_GPU]):
-            process.update(own=True, kernel_id=f"{gpu['index']:04d}{n:04d}-0000-0000-0000-000000000000",
-                           notebook=f"experiments/gpu{gpu['index']}/train_{n}.ipynb", idle_s=10.0,
-                           idle=False, user=None, name=None)
+            process.update(
+                own=True,
+                kernel_id=f"{gpu['index']:04d}{n:04d}-0000-0000-0000-000000000000",
+                notebook=f"experiments/gpu{gpu['index']}/train_{n}.ipynb",
+                idle_s=10.0,
+                idle=False,
+                user=None,
+                name=None,
+            )
     return snapshot
 
 
@@ -140,20 +157,26 @@ def main() -> None:
 
     with tempfile.TemporaryDirectory() as tmp:
         # A poll interval of an hour: the page's own poll does not interleave with the timed ones.
-        lab = browser_fixtures.start_lab(Path(tmp), scenario(), name="bench_sidebar",
-                                         settings={"jupyter-gpu/plugin": {"refreshIntervalMs": 3_600_000,
-                                                                          "historyMinutes": HISTORY_S / 60}})
+        lab = browser_fixtures.start_lab(
+            Path(tmp),
+            scenario(),
+            name="bench_sidebar",
+            settings={"jupyter-gpu/plugin": {"refreshIntervalMs": 3_600_000, "historyMinutes": HISTORY_S / 60}},
+        )
         try:
             base = with_own_kernels(lab.snapshot())
             assert len(base["gpus"]) == GPUS and all(len(g["processes"]) == PROCESSES for g in base["gpus"])
             with sync_playwright() as playwright:
-                browser = playwright.chromium.launch(executable_path=browser_fixtures.CHROMIUM,
-                                                     args=browser_fixtures.CHROMIUM_ARGS)
+                browser = playwright.chromium.launch(
+                    executable_path=browser_fixtures.CHROMIUM, args=browser_fixtures.CHROMIUM_ARGS
+                )
                 page = browser.new_page(viewport={"width": 1280, "height": 800})
                 lab.open(page)  # the sidebar stays closed until the first-render measurement opens it
-                page.wait_for_function("() => window.jupyterapp.shell.widgets && Array.from("
-                                       "window.jupyterapp.shell.widgets('left')).some(w => w.id === "
-                                       "'jupyter-gpu-sidebar' && w.model.snapshot)")
+                page.wait_for_function(
+                    "() => window.jupyterapp.shell.widgets && Array.from("
+                    "window.jupyterapp.shell.widgets('left')).some(w => w.id === "
+                    "'jupyter-gpu-sidebar' && w.model.snapshot)"
+                )
                 result = page.evaluate(MEASURE_JS, {"base": base, "polls": args.polls, "historyS": HISTORY_S})
                 browser.close()
         finally:
@@ -163,12 +186,20 @@ def main() -> None:
     p95 = times[int(0.95 * (len(times) - 1))]
     raw, gz = bundle_size()
     report = {
-        "gpus": GPUS, "processes_per_gpu": PROCESSES, "cards": result["cards"], "rows": result["rows"],
-        "polls": len(times), "history_points_per_gpu": [result["points"], result["pointsAfter"]],
-        "first_render_ms": round(result["first"], 2), "first_render_budget_ms": 50,
-        "apply_ms_median": round(statistics.median(times), 3), "apply_ms_p95": round(p95, 3),
-        "apply_ms_max": round(times[-1], 3), "budget_ms": 16,
-        "bundle_bytes": raw, "bundle_js_gzip_bytes": gz,
+        "gpus": GPUS,
+        "processes_per_gpu": PROCESSES,
+        "cards": result["cards"],
+        "rows": result["rows"],
+        "polls": len(times),
+        "history_points_per_gpu": [result["points"], result["pointsAfter"]],
+        "first_render_ms": round(result["first"], 2),
+        "first_render_budget_ms": 50,
+        "apply_ms_median": round(statistics.median(times), 3),
+        "apply_ms_p95": round(p95, 3),
+        "apply_ms_max": round(times[-1], 3),
+        "budget_ms": 16,
+        "bundle_bytes": raw,
+        "bundle_js_gzip_bytes": gz,
     }
     print(json.dumps(report, indent=1))
     if report["apply_ms_median"] > 16:

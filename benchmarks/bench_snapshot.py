@@ -35,13 +35,23 @@ FLOOR_PER_GPU = 4 + 2 + 1
 
 
 def build_scenario(pids: list[int]) -> dict:
-    return {"gpus": [
-        {"name": "NVIDIA A100-SXM4-80GB", "memory_total_mib": 81920, "utilization": 10 * g, "temperature": 40 + g,
-         "power_w": 100 + g, "power_limit_w": 400,
-         "processes": [{"pid": pids[(g * PROCESSES_PER_GPU + p) % len(pids)], "memory_mib": 512 + p}
-                       for p in range(PROCESSES_PER_GPU)]}
-        for g in range(GPUS)
-    ]}
+    return {
+        "gpus": [
+            {
+                "name": "NVIDIA A100-SXM4-80GB",
+                "memory_total_mib": 81920,
+                "utilization": 10 * g,
+                "temperature": 40 + g,
+                "power_w": 100 + g,
+                "power_limit_w": 400,
+                "processes": [
+                    {"pid": pids[(g * PROCESSES_PER_GPU + p) % len(pids)], "memory_mib": 512 + p}
+                    for p in range(PROCESSES_PER_GPU)
+                ],
+            }
+            for g in range(GPUS)
+        ]
+    }
 
 
 def time_calls(take: Callable[[], object], repeat: int) -> tuple[float, float]:
@@ -79,18 +89,26 @@ def nvitop_take(with_host_info: bool) -> Callable[[], object]:
         for device in Device.all():
             found = device.processes().values()
             if with_host_info:
-                processes = [(p.pid, p.gpu_memory, p.username, p.name)
-                             for p in GpuProcess.take_snapshots(found, failsafe=True)]
+                processes = [
+                    (p.pid, p.gpu_memory, p.username, p.name) for p in GpuProcess.take_snapshots(found, failsafe=True)
+                ]
             else:
                 processes = [(p.pid, p.gpu_memory()) for p in found]
-            rows.append({
-                "index": device.index, "name": device.name(), "uuid": device.uuid(),
-                "memory_total": device.memory_total(), "memory_used": device.memory_used(),
-                "memory_free": device.memory_free(), "utilization": device.gpu_utilization(),
-                "temperature": device.temperature(), "power": device.power_usage(),
-                "power_limit": device.power_limit(),
-                "processes": processes,
-            })
+            rows.append(
+                {
+                    "index": device.index,
+                    "name": device.name(),
+                    "uuid": device.uuid(),
+                    "memory_total": device.memory_total(),
+                    "memory_used": device.memory_used(),
+                    "memory_free": device.memory_free(),
+                    "utilization": device.gpu_utilization(),
+                    "temperature": device.temperature(),
+                    "power": device.power_usage(),
+                    "power_limit": device.power_limit(),
+                    "processes": processes,
+                }
+            )
         return rows
 
     return take
@@ -113,9 +131,18 @@ def big_machine(gpus: int, per_gpu: int, repeat: int) -> None:
     from jupyter_gpu import simulate
     from jupyter_gpu.sources.nvml import NvmlReader
 
-    data = {"gpus": [{"memory_total_mib": 81920, "processes": [
-        {"pid": 3_000_000 + g * per_gpu + p, "memory_mib": 1, "user": f"user{p % 50}", "name": "python"}
-        for p in range(per_gpu)]} for g in range(gpus)]}
+    data = {
+        "gpus": [
+            {
+                "memory_total_mib": 81920,
+                "processes": [
+                    {"pid": 3_000_000 + g * per_gpu + p, "memory_mib": 1, "user": f"user{p % 50}", "name": "python"}
+                    for p in range(per_gpu)
+                ],
+            }
+            for g in range(gpus)
+        ]
+    }
     with tempfile.TemporaryDirectory() as folder:
         path = Path(folder) / "scenario.json"
         simulate.write_scenario(path, data)
@@ -132,9 +159,11 @@ def big_machine(gpus: int, per_gpu: int, repeat: int) -> None:
         assert sum(len(g.processes) for g in snap.gpus) == gpus * per_gpu == sum(len(g.processes) for g in first.gpus)
         assert library.callback_errors == []
         simulate.uninstall()
-    print(f"{gpus} GPUs x {per_gpu} processes ({gpus * per_gpu} processes): first sample {first_s:.3f} s, "
-          f"median of {repeat} later samples {statistics.median(samples):.3f} s "
-          f"(min {min(samples):.3f}, max {max(samples):.3f})")
+    print(
+        f"{gpus} GPUs x {per_gpu} processes ({gpus * per_gpu} processes): first sample {first_s:.3f} s, "
+        f"median of {repeat} later samples {statistics.median(samples):.3f} s "
+        f"(min {min(samples):.3f}, max {max(samples):.3f})"
+    )
 
 
 def mig_against_whole(rounds: int, per_round: int) -> None:
@@ -147,9 +176,23 @@ def mig_against_whole(rounds: int, per_round: int) -> None:
         return {"pid": 3_500_000 + g * 7 + s, "memory_mib": 100 + s, "user": f"user{s}", "name": "python"}
 
     whole = {"gpus": [{"memory_total_mib": 81920, "processes": [process(g, s) for s in range(7)]} for g in range(4)]}
-    mig = {"gpus": [{"memory_total_mib": 81920, "mig_slices": [
-        {"profile": "1g.10gb", "gpu_instance_id": 7 + s, "memory_total_mib": 9856, "processes": [process(g, s)]}
-        for s in range(7)]} for g in range(4)]}
+    mig = {
+        "gpus": [
+            {
+                "memory_total_mib": 81920,
+                "mig_slices": [
+                    {
+                        "profile": "1g.10gb",
+                        "gpu_instance_id": 7 + s,
+                        "memory_total_mib": 9856,
+                        "processes": [process(g, s)],
+                    }
+                    for s in range(7)
+                ],
+            }
+            for g in range(4)
+        ]
+    }
     medians: dict[str, list[float]] = {"whole": [], "mig": []}
     with tempfile.TemporaryDirectory() as folder:
         for _ in range(rounds):
@@ -171,10 +214,12 @@ def mig_against_whole(rounds: int, per_round: int) -> None:
                 reader.reset()
                 simulate.uninstall()
     whole_s, mig_s = (statistics.median(medians[k]) for k in ("whole", "mig"))
-    print(f"snapshot + to_dict, median of {rounds} rounds x {per_round} samples: 4 whole GPUs (28 processes) "
-          f"{whole_s * 1000:.2f} ms, 4 GPUs x 7 MIG slices (28 processes) {mig_s * 1000:.2f} ms: "
-          f"ratio {mig_s / whole_s:.2f}x (target <= 2x); per-round ratios "
-          f"{', '.join(f'{m / w:.2f}' for m, w in zip(medians['mig'], medians['whole'], strict=True))}")
+    print(
+        f"snapshot + to_dict, median of {rounds} rounds x {per_round} samples: 4 whole GPUs (28 processes) "
+        f"{whole_s * 1000:.2f} ms, 4 GPUs x 7 MIG slices (28 processes) {mig_s * 1000:.2f} ms: "
+        f"ratio {mig_s / whole_s:.2f}x (target <= 2x); per-round ratios "
+        f"{', '.join(f'{m / w:.2f}' for m, w in zip(medians['mig'], medians['whole'], strict=True))}"
+    )
 
 
 def startup(runs: int) -> None:
@@ -189,16 +234,19 @@ def startup(runs: int) -> None:
             subprocess.run([sys.executable, "-S", "-c", code], env=env, check=True)
             times[name].append(time.perf_counter() - began)
     without, with_ = (statistics.median(times[k]) * 1000 for k in ("without", "with"))
-    print(f"interpreter start-up, variable unset, median of {runs}: without the .pth line {without:.1f} ms, "
-          f"with it {with_:.1f} ms (difference {with_ - without:+.1f} ms)")
+    print(
+        f"interpreter start-up, variable unset, median of {runs}: without the .pth line {without:.1f} ms, "
+        f"with it {with_:.1f} ms (difference {with_ - without:+.1f} ms)"
+    )
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--big", action="store_true", help="one sample of 64 GPUs x 2,000 processes")
     parser.add_argument("--big-repeat", type=int, default=5)
-    parser.add_argument("--startup", type=int, default=0, metavar="RUNS",
-                        help="measure interpreter start-up with/without the .pth line")
+    parser.add_argument(
+        "--startup", type=int, default=0, metavar="RUNS", help="measure interpreter start-up with/without the .pth line"
+    )
     parser.add_argument("--repeat", type=int, default=200, help="snapshots per tool (steady state)")
     parser.add_argument("--gpustat-repeat", type=int, default=5, help="gpustat sleeps 0.1 s per GPU; keep small")
     parser.add_argument("--import-runs", type=int, default=15)
@@ -224,15 +272,20 @@ def main() -> None:
             os.environ[simulate.ENV_VAR] = str(path)
             library = simulate.install(str(path))
             results = {}
-            tools = (("jupyter_gpu", jupyter_gpu_take, args.repeat),
-                     ("nvitop", lambda: nvitop_take(with_host_info=False), args.repeat),
-                     ("nvitop + user/name", lambda: nvitop_take(with_host_info=True), args.repeat),
-                     ("gpustat", gpustat_take, args.gpustat_repeat))
+            tools = (
+                ("jupyter_gpu", jupyter_gpu_take, args.repeat),
+                ("nvitop", lambda: nvitop_take(with_host_info=False), args.repeat),
+                ("nvitop + user/name", lambda: nvitop_take(with_host_info=True), args.repeat),
+                ("gpustat", gpustat_take, args.gpustat_repeat),
+            )
             for name, factory, repeat in tools:
                 take = factory()
                 median, first = time_calls(take, repeat)
-                results[name] = {"median_ms": median * 1000, "first_ms": first * 1000,
-                                 "nvml_calls": nvml_calls(library, take)}
+                results[name] = {
+                    "median_ms": median * 1000,
+                    "first_ms": first * 1000,
+                    "nvml_calls": nvml_calls(library, take),
+                }
             assert library.callback_errors == [], library.callback_errors
     finally:
         for sleeper in sleepers:
@@ -242,17 +295,23 @@ def main() -> None:
     imports = import_times(args.import_runs)
     floor = FLOOR_PER_GPU * GPUS
     ours = results["jupyter_gpu"]
-    print(f"{GPUS} simulated GPUs x {PROCESSES_PER_GPU} processes; median of {args.repeat} snapshots "
-          f"(gpustat: {args.gpustat_repeat})\n")
+    print(
+        f"{GPUS} simulated GPUs x {PROCESSES_PER_GPU} processes; median of {args.repeat} snapshots "
+        f"(gpustat: {args.gpustat_repeat})\n"
+    )
     print(f"| tool | median per snapshot | first snapshot | NVML calls per snapshot (floor {floor}) |")
     print("|---|---|---|---|")
     for name, row in results.items():
         print(f"| {name} | {row['median_ms']:.2f} ms | {row['first_ms']:.1f} ms | {row['nvml_calls']} |")
-    print(f"\njupyter_gpu / nvitop time ratio: {ours['median_ms'] / results['nvitop']['median_ms']:.2f} "
-          f"(target <= 0.5; nvitop without host lookups)")
+    print(
+        f"\njupyter_gpu / nvitop time ratio: {ours['median_ms'] / results['nvitop']['median_ms']:.2f} "
+        f"(target <= 0.5; nvitop without host lookups)"
+    )
     print(f"jupyter_gpu / gpustat time ratio: {ours['median_ms'] / results['gpustat']['median_ms']:.4f}")
-    print(f"import jupyter_gpu: median {statistics.median(imports) * 1000:.1f} ms over {len(imports)} fresh "
-          f"interpreters (target <= 30 ms)")
+    print(
+        f"import jupyter_gpu: median {statistics.median(imports) * 1000:.1f} ms over {len(imports)} fresh "
+        f"interpreters (target <= 30 ms)"
+    )
     print(json.dumps({"results": results, "import_ms": [t * 1000 for t in imports]}), file=sys.stderr)
 
 

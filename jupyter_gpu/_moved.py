@@ -71,10 +71,12 @@ class _Alias(importlib.abc.Loader):
 class MovedModuleFinder(importlib.abc.MetaPathFinder):
     """Finds ``jupyter_gpu.<old>`` for every old name in :data:`MOVED`, and nothing else."""
 
-    def find_spec(self, fullname: str, path: object = None, target: object = None) -> importlib.machinery.ModuleSpec | None:
+    def find_spec(
+        self, fullname: str, path: object = None, target: object = None
+    ) -> importlib.machinery.ModuleSpec | None:
         if not fullname.startswith(_PREFIX):
             return None
-        new = MOVED.get(fullname[len(_PREFIX):])
+        new = MOVED.get(fullname[len(_PREFIX) :])
         if new is None:
             return None
         return importlib.machinery.ModuleSpec(fullname, _Alias(_PREFIX + new))

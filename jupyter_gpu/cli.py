@@ -72,8 +72,10 @@ def format_table(snapshot: Snapshot) -> str:
     right_aligned = {0, 2, 3, 4, 5}
 
     def render(row: Sequence[str]) -> str:
-        cells = [cell.rjust(w) if i in right_aligned else cell.ljust(w)
-                 for i, (cell, w) in enumerate(zip(row, widths, strict=True))]
+        cells = [
+            cell.rjust(w) if i in right_aligned else cell.ljust(w)
+            for i, (cell, w) in enumerate(zip(row, widths, strict=True))
+        ]
         return "  ".join(cells).rstrip()
 
     lines.append(render(rows[0]))
@@ -83,8 +85,7 @@ def format_table(snapshot: Snapshot) -> str:
         for process in sorted(processes, key=lambda p: -(p.memory or 0)):
             who = display_text(process.user, 16)
             what = display_text(process.name, 40)
-            lines.append(f"{indent}└ {format_bytes(process.memory):>9}  pid {process.pid:<8} "
-                         f"{who:<12} {what}")
+            lines.append(f"{indent}└ {format_bytes(process.memory):>9}  pid {process.pid:<8} {who:<12} {what}")
     return "\n".join(lines)
 
 
@@ -109,8 +110,7 @@ def _gpu_row(gpu: GpuInfo) -> tuple[str, str, str, str, str, str]:
     else:
         power = f"{gpu.power:.0f} / {gpu.power_limit:.0f} W"
     utilization = NOT_ON_MIG if gpu.mig_mode and gpu.utilization is None else _optional(gpu.utilization, "%")
-    return (str(gpu.index), display_text(gpu.name, 40), memory, utilization,
-            _optional(gpu.temperature, "°C"), power)
+    return (str(gpu.index), display_text(gpu.name, 40), memory, utilization, _optional(gpu.temperature, "°C"), power)
 
 
 def _status(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
@@ -166,14 +166,18 @@ def build_parser() -> argparse.ArgumentParser:
         "status",
         help="show every GPU: memory, utilization, temperature, power, processes",
         description="Show every GPU: memory, utilization, temperature, power and processes. "
-                    "Exit status 0 when GPUs were read, 1 when NVML is unavailable.",
+        "Exit status 0 when GPUs were read, 1 when NVML is unavailable.",
     )
     status.add_argument("--json", action="store_true", help="print the JSON snapshot instead of a table")
-    status.add_argument("--show-other-names", action="store_true",
-                        help="show the program names of other users' GPU processes (withheld by default, as "
-                             "in the server and the notebook; for admins; command lines are never shown)")
-    status.add_argument("--watch", metavar="SECONDS", type=_positive_seconds,
-                        help="refresh in place every SECONDS until Ctrl-C")
+    status.add_argument(
+        "--show-other-names",
+        action="store_true",
+        help="show the program names of other users' GPU processes (withheld by default, as "
+        "in the server and the notebook; for admins; command lines are never shown)",
+    )
+    status.add_argument(
+        "--watch", metavar="SECONDS", type=_positive_seconds, help="refresh in place every SECONDS until Ctrl-C"
+    )
     return parser
 
 

@@ -27,6 +27,7 @@ fi
 scripts/setup.sh test
 echo "==> ruff"
 .venv/bin/ruff check .
+.venv/bin/ruff format --check .
 echo "==> pytest"
 export PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1
 exec .venv/bin/python -m pytest --nbval tests example_notebooks "$@"

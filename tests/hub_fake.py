@@ -31,8 +31,12 @@ SERVICE_TOKEN = "service-secret-token"
 class FakeHub:
     def __init__(self) -> None:
         self.tokens: dict[str, dict[str, Any]] = {
-            SERVICE_TOKEN: {"kind": "service", "name": "jupyter-gpu", "scopes": ["list:users", "read:servers",
-                                                                              "access:servers"]}}
+            SERVICE_TOKEN: {
+                "kind": "service",
+                "name": "jupyter-gpu",
+                "scopes": ["list:users", "read:servers", "access:servers"],
+            }
+        }
         self.snapshots: dict[str, dict[str, Any]] = {}
         self.deleted: list[tuple[str, str, str]] = []  # (user, kernel_id, token)
         self.user_calls = 0
@@ -54,14 +58,18 @@ class FakeHub:
         def serve() -> None:
             self.loop = asyncio.new_event_loop()
             asyncio.set_event_loop(self.loop)
-            self.server = HTTPServer(web.Application([
-                (r"/hub/api/user", _Whoami, {"hub": self}),
-                (r"/hub/api/users", _Users, {"hub": self}),
-                (r"/user/([^/]+)/jupyter-gpu/snapshot", _Snapshot, {"hub": self}),
-                (r"/user/([^/]+)/api/kernels/([^/]+)", _Kernel, {"hub": self}),
-                (r"/user/([^/]+)/([^/]+)/jupyter-gpu/snapshot", _NamedSnapshot, {"hub": self}),
-                (r"/user/([^/]+)/([^/]+)/api/kernels/([^/]+)", _NamedKernel, {"hub": self}),
-            ]))
+            self.server = HTTPServer(
+                web.Application(
+                    [
+                        (r"/hub/api/user", _Whoami, {"hub": self}),
+                        (r"/hub/api/users", _Users, {"hub": self}),
+                        (r"/user/([^/]+)/jupyter-gpu/snapshot", _Snapshot, {"hub": self}),
+                        (r"/user/([^/]+)/api/kernels/([^/]+)", _Kernel, {"hub": self}),
+                        (r"/user/([^/]+)/([^/]+)/jupyter-gpu/snapshot", _NamedSnapshot, {"hub": self}),
+                        (r"/user/([^/]+)/([^/]+)/api/kernels/([^/]+)", _NamedKernel, {"hub": self}),
+                    ]
+                )
+            )
             self.server.add_sockets(sockets)
             started.set()
             self.loop.run_forever()
@@ -126,8 +134,10 @@ class _Users(_Handler):
             return
         if answer is None:  # server URLs escaped as JupyterHub escapes them (url_escape_path)
             names = dict.fromkeys([*self.hub.snapshots, *self.hub.raw, *self.hub.hang])
-            answer = [{"name": name, "servers": {"": {"url": f"/user/{quote(name, safe='@~')}/", "ready": True}}}
-                      for name in names]
+            answer = [
+                {"name": name, "servers": {"": {"url": f"/user/{quote(name, safe='@~')}/", "ready": True}}}
+                for name in names
+            ]
             for (name, server), _ in self.hub.named.items():
                 entry = next((a for a in answer if a["name"] == name), None)
                 if entry is None:
@@ -169,16 +179,45 @@ def user_snapshot(user: str, kernels: int, gpu: int = 0, mib: int = 1024) -> dic
     base = _PID_BASE.setdefault(user, 1000 + 1000 * len(_PID_BASE))  # one PID range per user
     for k in range(kernels):
         kernel_id = f"{user}-kernel-{k}"
-        processes.append({"pid": base + k, "memory": mib << 20, "user": user, "name": "python",
-                          "type": "compute", "command": f"python -m ipykernel secret-{user}-{k}",
-                          "kernel_id": kernel_id, "notebook": f"{user}/secret-{k}.ipynb", "own": True,
-                          "idle_s": 7200.0, "idle": True})
-        table.append({"kernel_id": kernel_id, "name": "python3", "notebook": f"{user}/secret-{k}.ipynb",
-                      "pid": base + k, "execution_state": "idle", "idle_s": 7200.0, "idle": True,
-                      "gpu_memory": mib << 20, "gpus": [gpu], "reported_gpu_memory": None, "report_age_s": None})
-    return {"nvml_available": True, "error": None, "timestamp": 0, "simulated": True, "warnings": [],
-            "gpus": [{"index": gpu, "uuid": f"GPU-{gpu}", "name": "A100", "processes": processes}],
-            "kernels": table}
+        processes.append(
+            {
+                "pid": base + k,
+                "memory": mib << 20,
+                "user": user,
+                "name": "python",
+                "type": "compute",
+                "command": f"python -m ipykernel secret-{user}-{k}",
+                "kernel_id": kernel_id,
+                "notebook": f"{user}/secret-{k}.ipynb",
+                "own": True,
+                "idle_s": 7200.0,
+                "idle": True,
+            }
+        )
+        table.append(
+            {
+                "kernel_id": kernel_id,
+                "name": "python3",
+                "notebook": f"{user}/secret-{k}.ipynb",
+                "pid": base + k,
+                "execution_state": "idle",
+                "idle_s": 7200.0,
+                "idle": True,
+                "gpu_memory": mib << 20,
+                "gpus": [gpu],
+                "reported_gpu_memory": None,
+                "report_age_s": None,
+            }
+        )
+    return {
+        "nvml_available": True,
+        "error": None,
+        "timestamp": 0,
+        "simulated": True,
+        "warnings": [],
+        "gpus": [{"index": gpu, "uuid": f"GPU-{gpu}", "name": "A100", "processes": processes}],
+        "kernels": table,
+    }
 
 
 class _NamedSnapshot(_Handler):
@@ -204,7 +243,10 @@ def scenario_of(snapshots: dict[Any, dict[str, Any]] | list[dict[str, Any]], gpu
     scenario = simulate.plausible_gpus(gpus)
     for snapshot in snapshots.values() if isinstance(snapshots, dict) else snapshots:
         for gpu in snapshot["gpus"]:
-            scenario["gpus"][gpu["index"]].setdefault("processes", []).extend([
-                {"pid": p["pid"], "memory_mib": p["memory"] >> 20, "user": p["user"], "name": "python"}
-                for p in gpu["processes"]])
+            scenario["gpus"][gpu["index"]].setdefault("processes", []).extend(
+                [
+                    {"pid": p["pid"], "memory_mib": p["memory"] >> 20, "user": p["user"], "name": "python"}
+                    for p in gpu["processes"]
+                ]
+            )
     return scenario

@@ -37,16 +37,18 @@ def get_json(url: str, token: str | None = None, timeout: float = 5) -> Any:
         return json.loads(response.read())
 
 
-def wait_for(what: str, check: Any, timeout: float, process: subprocess.Popen | None = None,
-             log: Path | None = None) -> Any:
+def wait_for(
+    what: str, check: Any, timeout: float, process: subprocess.Popen | None = None, log: Path | None = None
+) -> Any:
     """Poll ``check()`` until it returns something truthy; fail early (with the log's tail) when
     ``process`` exits, and after ``timeout`` seconds with the last answer or error."""
     deadline = time.monotonic() + timeout
     last: Any = None
     while time.monotonic() < deadline:
         if process is not None and process.poll() is not None:
-            raise AssertionError(f"{what}: the process exited ({process.returncode}); "
-                                 f"log: {log.read_text()[-3000:] if log else ''}")
+            raise AssertionError(
+                f"{what}: the process exited ({process.returncode}); log: {log.read_text()[-3000:] if log else ''}"
+            )
         try:
             last = check()
             if last:
@@ -91,9 +93,17 @@ def start_prometheus(config: Path, folder: Path) -> tuple[subprocess.Popen, str,
     log = folder / "prometheus.log"
     with open(log, "w") as out:
         process = subprocess.Popen(
-            [PROMETHEUS, f"--config.file={config}", f"--storage.tsdb.path={folder / 'tsdb'}",
-             f"--web.listen-address=127.0.0.1:{port}", "--log.level=warn"],
-            stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+            [
+                PROMETHEUS,
+                f"--config.file={config}",
+                f"--storage.tsdb.path={folder / 'tsdb'}",
+                f"--web.listen-address=127.0.0.1:{port}",
+                "--log.level=warn",
+            ],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
     return process, f"http://127.0.0.1:{port}", log
 
 
@@ -105,36 +115,73 @@ class LiveServer:
     answers unless ``wait_s`` is None (then call :meth:`wait`); end it with :meth:`stop`.
     """
 
-    def __init__(self, base: Path, user: str, token: str, gpu_config: dict[str, Any],
-                 env: dict[str, str] | None = None, base_url: str = "/", wait_s: float | None = 90) -> None:
+    def __init__(
+        self,
+        base: Path,
+        user: str,
+        token: str,
+        gpu_config: dict[str, Any],
+        env: dict[str, str] | None = None,
+        base_url: str = "/",
+        wait_s: float | None = 90,
+    ) -> None:
         self.user, self.token, self.port, self.base_url = user, token, free_port(), base_url
         self.url = f"http://127.0.0.1:{self.port}{base_url}"
         for folder in ("root", "runtime", "config"):
             (base / folder).mkdir(parents=True, exist_ok=True)
-        (base / "config" / "jupyter_server_config.json").write_text(json.dumps({
-            "ServerApp": {"jpserver_extensions": {"jupyter_gpu": True}}, "JupyterGpuServer": gpu_config}))
-        full_env = {**os.environ, "JUPYTER_CONFIG_DIR": str(base / "config"),
-                    "JUPYTER_RUNTIME_DIR": str(base / "runtime"), "JUPYTERHUB_USER": user, **(env or {})}
+        (base / "config" / "jupyter_server_config.json").write_text(
+            json.dumps({"ServerApp": {"jpserver_extensions": {"jupyter_gpu": True}}, "JupyterGpuServer": gpu_config})
+        )
+        full_env = {
+            **os.environ,
+            "JUPYTER_CONFIG_DIR": str(base / "config"),
+            "JUPYTER_RUNTIME_DIR": str(base / "runtime"),
+            "JUPYTERHUB_USER": user,
+            **(env or {}),
+        }
         self.log = base / "server.log"
         with open(self.log, "w") as log:
             self.process = subprocess.Popen(
-                [sys.executable, "-m", "jupyter_server", "--no-browser", "--allow-root", "--ServerApp.ip=127.0.0.1",
-                 f"--ServerApp.port={self.port}", "--ServerApp.port_retries=0", f"--ServerApp.base_url={base_url}",
-                 f"--IdentityProvider.token={token}", f"--ServerApp.root_dir={base / 'root'}"],
-                env=full_env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+                [
+                    sys.executable,
+                    "-m",
+                    "jupyter_server",
+                    "--no-browser",
+                    "--allow-root",
+                    "--ServerApp.ip=127.0.0.1",
+                    f"--ServerApp.port={self.port}",
+                    "--ServerApp.port_retries=0",
+                    f"--ServerApp.base_url={base_url}",
+                    f"--IdentityProvider.token={token}",
+                    f"--ServerApp.root_dir={base / 'root'}",
+                ],
+                env=full_env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
         if wait_s is not None:
             self.wait(wait_s)
 
     def wait(self, timeout: float = 90) -> None:
         """Until the server answers ``api/status`` (fails early, with its log, if it exits)."""
-        wait_for(f"{self.user}'s server", lambda: get_json(self.url + "api/status", self.token), timeout,
-                 self.process, self.log)
+        wait_for(
+            f"{self.user}'s server",
+            lambda: get_json(self.url + "api/status", self.token),
+            timeout,
+            self.process,
+            self.log,
+        )
 
     def start_kernel(self) -> int:
         """Start a notebook session (``<user>.ipynb``); return the kernel's PID (the server's child)."""
         data = json.dumps({"path": f"{self.user}.ipynb", "type": "notebook", "kernel": {"name": "python3"}})
-        request = urllib.request.Request(self.url + "api/sessions", data=data.encode(), method="POST",
-                                         headers={"Authorization": f"token {self.token}"})
+        request = urllib.request.Request(
+            self.url + "api/sessions",
+            data=data.encode(),
+            method="POST",
+            headers={"Authorization": f"token {self.token}"},
+        )
         with urllib.request.urlopen(request, timeout=60):
             pass
         return kernel_child(self.process.pid)

@@ -33,8 +33,9 @@ class ScenarioFile:
         self.write(data)
 
 
-def wait_until(condition: Callable[[], Any], timeout_s: float = 30.0, what: str = "condition",
-               interval_s: float = 0.02) -> Any:
+def wait_until(
+    condition: Callable[[], Any], timeout_s: float = 30.0, what: str = "condition", interval_s: float = 0.02
+) -> Any:
     """Poll ``condition`` until it returns something truthy and return that; fail after ``timeout_s``."""
     deadline = time.monotonic() + timeout_s
     while True:
@@ -67,8 +68,11 @@ def spawn_at_pid(pid: int, argv: list[str], tries: int = 20) -> Any:
     return None
 
 
-A100_MIG_UUIDS = ("MIG-3c1b2f9a-7d4e-5a61-9b0c-1e2f3a4b5c6d", "MIG-4d2c3e0b-8e5f-5b72-8c1d-2f3a4b5c6d7e",
-                  "MIG-5e3d4f1c-9f60-5c83-9d2e-3a4b5c6d7e8f")
+A100_MIG_UUIDS = (
+    "MIG-3c1b2f9a-7d4e-5a61-9b0c-1e2f3a4b5c6d",
+    "MIG-4d2c3e0b-8e5f-5b72-8c1d-2f3a4b5c6d7e",
+    "MIG-5e3d4f1c-9f60-5c83-9d2e-3a4b5c6d7e8f",
+)
 
 
 def a100_mig_scenario() -> dict[str, Any]:
@@ -76,32 +80,74 @@ def a100_mig_scenario() -> dict[str, Any]:
 
     Other users run on the 3g.40gb slice (bob) and the 1g.10gb slice (carol); the 2g.20gb slice is free.
     """
-    return {"gpus": [
-        {"name": "NVIDIA A100-SXM4-80GB", "memory_total_mib": 81920, "memory_reserved_mib": 512,
-         "temperature": 44, "power_w": 150, "power_limit_w": 400,
-         "mig_slices": [
-             {"profile": "3g.40gb", "uuid": A100_MIG_UUIDS[0], "gpu_instance_id": 2, "compute_instance_id": 0,
-              "memory_total_mib": 40192,
-              "processes": [{"pid": 4100001, "memory_mib": 30000, "user": "bob", "name": "python"}]},
-             {"profile": "2g.20gb", "uuid": A100_MIG_UUIDS[1], "gpu_instance_id": 3, "compute_instance_id": 0,
-              "memory_total_mib": 19968},
-             {"profile": "1g.10gb", "uuid": A100_MIG_UUIDS[2], "gpu_instance_id": 9, "compute_instance_id": 0,
-              "memory_total_mib": 9728,
-              "processes": [{"pid": 4100002, "memory_mib": 4000, "user": "carol", "name": "python"}]}]},
-        {"name": "NVIDIA A100-SXM4-80GB", "memory_total_mib": 81920, "memory_reserved_mib": 512,
-         "utilization": 20, "temperature": 40, "power_w": 120, "power_limit_w": 400,
-         "processes": [{"pid": 4100003, "memory_mib": 2000, "user": "dave", "name": "python"}]},
-    ]}
+    return {
+        "gpus": [
+            {
+                "name": "NVIDIA A100-SXM4-80GB",
+                "memory_total_mib": 81920,
+                "memory_reserved_mib": 512,
+                "temperature": 44,
+                "power_w": 150,
+                "power_limit_w": 400,
+                "mig_slices": [
+                    {
+                        "profile": "3g.40gb",
+                        "uuid": A100_MIG_UUIDS[0],
+                        "gpu_instance_id": 2,
+                        "compute_instance_id": 0,
+                        "memory_total_mib": 40192,
+                        "processes": [{"pid": 4100001, "memory_mib": 30000, "user": "bob", "name": "python"}],
+                    },
+                    {
+                        "profile": "2g.20gb",
+                        "uuid": A100_MIG_UUIDS[1],
+                        "gpu_instance_id": 3,
+                        "compute_instance_id": 0,
+                        "memory_total_mib": 19968,
+                    },
+                    {
+                        "profile": "1g.10gb",
+                        "uuid": A100_MIG_UUIDS[2],
+                        "gpu_instance_id": 9,
+                        "compute_instance_id": 0,
+                        "memory_total_mib": 9728,
+                        "processes": [{"pid": 4100002, "memory_mib": 4000, "user": "carol", "name": "python"}],
+                    },
+                ],
+            },
+            {
+                "name": "NVIDIA A100-SXM4-80GB",
+                "memory_total_mib": 81920,
+                "memory_reserved_mib": 512,
+                "utilization": 20,
+                "temperature": 40,
+                "power_w": 120,
+                "power_limit_w": 400,
+                "processes": [{"pid": 4100003, "memory_mib": 2000, "user": "dave", "name": "python"}],
+            },
+        ]
+    }
 
 
 def h100_split_scenario(gpus: int = 1) -> dict[str, Any]:
     """``gpus`` H100-80GB each fully split into 7 x 1g.10gb (GPU instances 7 to 13), all idle."""
-    return {"gpus": [
-        {"name": "NVIDIA H100 80GB HBM3", "memory_total_mib": 81559, "memory_reserved_mib": 512,
-         "temperature": 36, "power_w": 90, "power_limit_w": 700,
-         "mig_slices": [{"profile": "1g.10gb", "gpu_instance_id": 7 + i, "compute_instance_id": 0,
-                         "memory_total_mib": 9856} for i in range(7)]}
-        for _ in range(gpus)]}
+    return {
+        "gpus": [
+            {
+                "name": "NVIDIA H100 80GB HBM3",
+                "memory_total_mib": 81559,
+                "memory_reserved_mib": 512,
+                "temperature": 36,
+                "power_w": 90,
+                "power_limit_w": 700,
+                "mig_slices": [
+                    {"profile": "1g.10gb", "gpu_instance_id": 7 + i, "compute_instance_id": 0, "memory_total_mib": 9856}
+                    for i in range(7)
+                ],
+            }
+            for _ in range(gpus)
+        ]
+    }
 
 
 # -- tests against a real Jupyter Server (pytest-jupyter's fixtures are star-imported by those modules)

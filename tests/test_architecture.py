@@ -29,8 +29,7 @@ import pytest
 import jupyter_gpu
 
 PACKAGE = Path(jupyter_gpu.__file__).parent
-FACE_LIBRARIES = ("pynvml", "psutil", "IPython", "ipykernel", "ipywidgets", "tornado", "jupyter_server",
-                  "jupyterhub")
+FACE_LIBRARIES = ("pynvml", "psutil", "IPython", "ipykernel", "ipywidgets", "tornado", "jupyter_server", "jupyterhub")
 
 #: layer -> the layers it may import (besides itself)
 MAY_IMPORT = {
@@ -44,8 +43,7 @@ MAY_IMPORT = {
     "kernel": {"core", "plan", "processes", "simulate", "sources", "frameworks", "panel"},
     "server": {"core", "plan", "processes", "simulate", "sources", "frameworks"},
     "hub": {"core", "plan", "processes", "simulate", "sources", "frameworks"},
-    "entry": {"core", "plan", "processes", "simulate", "sources", "frameworks", "panel", "kernel", "server",
-              "hub"},
+    "entry": {"core", "plan", "processes", "simulate", "sources", "frameworks", "panel", "kernel", "server", "hub"},
 }
 
 
@@ -166,4 +164,3 @@ def test_the_rule_test_sees_lazy_imports() -> None:
     assert "jupyter_gpu.sources.nvml" in graph()["jupyter_gpu"]
     assert layer("jupyter_gpu.kernel.magics") == "kernel"
     assert layer("jupyter_gpu.sources.processes") == "processes"
-

@@ -20,9 +20,17 @@ UUIDS = ["GPU-aaaa-0", "GPU-bbbb-1", "GPU-cccc-2"]
 
 def gpus(*processes: tuple[int, int]) -> list[GpuInfo]:
     """Three idle GPUs; ``processes``: (gpu index, pid) NVML shows."""
-    return [GpuInfo(index=i, uuid=uuid, name="NVIDIA A100", memory_total=80 << 30, memory_free=80 << 30,
-                    processes=tuple(GpuProcess(pid, 1 << 30) for index, pid in processes if index == i))
-            for i, uuid in enumerate(UUIDS)]
+    return [
+        GpuInfo(
+            index=i,
+            uuid=uuid,
+            name="NVIDIA A100",
+            memory_total=80 << 30,
+            memory_free=80 << 30,
+            processes=tuple(GpuProcess(pid, 1 << 30) for index, pid in processes if index == i),
+        )
+        for i, uuid in enumerate(UUIDS)
+    ]
 
 
 @pytest.fixture
@@ -56,7 +64,8 @@ def write_claim(folder: Path, pid: int, uuid: str, when: float | None = None, **
 
 
 def test_claims_count_as_load_until_the_process_shows_in_nvml_goes_or_times_out(
-        shared: Path, other_process: subprocess.Popen) -> None:
+    shared: Path, other_process: subprocess.Popen
+) -> None:
     board = ClaimBoard(shared, ttl_s=600)
     assert board.problem is None
     write_claim(shared, other_process.pid, UUIDS[1])
@@ -82,19 +91,38 @@ def test_own_claims_are_written_atomically_replaced_and_released(shared: Path) -
     assert not list(shared.glob(f"{PREFIX}*"))
 
 
-def test_hostile_files_are_ignored_with_one_log_line_each(shared: Path, other_process: subprocess.Popen,
-                                                          caplog: pytest.LogCaptureFixture) -> None:
+def test_hostile_files_are_ignored_with_one_log_line_each(
+    shared: Path, other_process: subprocess.Popen, caplog: pytest.LogCaptureFixture
+) -> None:
     board = ClaimBoard(shared)
     good = write_claim(shared, other_process.pid, UUIDS[0])
     (shared / f"{PREFIX}junk.json").write_text("{not json")
     (shared / f"{PREFIX}list.json").write_text("[1, 2]")
     (shared / f"{PREFIX}big.json").write_text(" " * 5000)
-    (shared / f"{PREFIX}uuid.json").write_text(json.dumps({"version": 1, "uid": os.getuid(), "pid": other_process.pid,
-                                                           "gpu_uuid": "../../etc", "time": time.time(),
-                                                           "host": board.host}))
-    (shared / f"{PREFIX}nan.json").write_text(json.dumps({"version": 1, "uid": os.getuid(), "pid": other_process.pid,
-                                                          "gpu_uuid": UUIDS[1], "time": float("nan"),
-                                                          "host": board.host}))
+    (shared / f"{PREFIX}uuid.json").write_text(
+        json.dumps(
+            {
+                "version": 1,
+                "uid": os.getuid(),
+                "pid": other_process.pid,
+                "gpu_uuid": "../../etc",
+                "time": time.time(),
+                "host": board.host,
+            }
+        )
+    )
+    (shared / f"{PREFIX}nan.json").write_text(
+        json.dumps(
+            {
+                "version": 1,
+                "uid": os.getuid(),
+                "pid": other_process.pid,
+                "gpu_uuid": UUIDS[1],
+                "time": float("nan"),
+                "host": board.host,
+            }
+        )
+    )
     os.symlink(good, shared / f"{PREFIX}link.json")
     os.mkfifo(shared / f"{PREFIX}fifo.json")  # must not block the reader
     with caplog.at_level(logging.WARNING, logger="jupyter_gpu.sources.claims"):
@@ -102,8 +130,15 @@ def test_hostile_files_are_ignored_with_one_log_line_each(shared: Path, other_pr
         assert board.load(gpus()) == {0: 1}
     refused = [r.getMessage() for r in caplog.records]
     assert len(refused) == 7, refused  # once per file, not once per look
-    for words in ("not JSON", "not a JSON object", "larger than 4096", "not a GPU UUID", "not a finite number",
-                  "symbolic link", "not a regular file"):
+    for words in (
+        "not JSON",
+        "not a JSON object",
+        "larger than 4096",
+        "not a GPU UUID",
+        "not a finite number",
+        "symbolic link",
+        "not a regular file",
+    ):
         assert any(words in message for message in refused), (words, refused)
 
 
@@ -122,8 +157,9 @@ def test_thousands_of_hostile_files_do_not_flood_the_notebook(shared: Path, capl
 
 
 @pytest.mark.skipif(os.getuid() != 0, reason="giving a file to another user needs root")
-def test_a_claim_naming_another_user_is_a_forgery(shared: Path, other_process: subprocess.Popen,
-                                                  caplog: pytest.LogCaptureFixture) -> None:
+def test_a_claim_naming_another_user_is_a_forgery(
+    shared: Path, other_process: subprocess.Popen, caplog: pytest.LogCaptureFixture
+) -> None:
     path = write_claim(shared, other_process.pid, UUIDS[0], uid=4242)  # file owned by root, claims uid 4242
     board = ClaimBoard(shared)
     with caplog.at_level(logging.WARNING, logger="jupyter_gpu.sources.claims"):
@@ -133,10 +169,13 @@ def test_a_claim_naming_another_user_is_a_forgery(shared: Path, other_process: s
     assert board.load(gpus()) == {}
 
 
-@pytest.mark.parametrize("mode, owner, words", [
-    (0o777, None, "without the sticky bit"),
-    (0o1777, 4242, "belongs to another user"),
-])
+@pytest.mark.parametrize(
+    "mode, owner, words",
+    [
+        (0o777, None, "without the sticky bit"),
+        (0o1777, 4242, "belongs to another user"),
+    ],
+)
 def test_unsafe_directories_are_not_used(tmp_path: Path, mode: int, owner: int | None, words: str) -> None:
     if owner is not None and os.getuid() != 0:
         pytest.skip("giving a directory to another user needs root")

@@ -32,9 +32,14 @@ def choices(tmp_path: Path, claims: bool, gpus: dict | None = None, kernels: int
     claims_dir = tmp_path / "claims"
     claims_dir.mkdir(exist_ok=True)
     os.chmod(claims_dir, 0o1777)
-    env = {**os.environ, "JUPYTER_GPU_SIMULATE": str(scenario.path), "IPYTHONDIR": str(tmp_path / "ipython"),
-           "JUPYTER_GPU_DEFAULT_SELECT": "auto:1", "JUPYTER_GPU_CLAIMS_DIR": str(claims_dir),
-           "JUPYTER_GPU_CLAIMS": "1" if claims else "0"}
+    env = {
+        **os.environ,
+        "JUPYTER_GPU_SIMULATE": str(scenario.path),
+        "IPYTHONDIR": str(tmp_path / "ipython"),
+        "JUPYTER_GPU_DEFAULT_SELECT": "auto:1",
+        "JUPYTER_GPU_CLAIMS_DIR": str(claims_dir),
+        "JUPYTER_GPU_CLAIMS": "1" if claims else "0",
+    }
     managers = []
     try:
         for _ in range(kernels):  # launched back to back: nobody waits for another kernel to be ready
@@ -46,8 +51,9 @@ def choices(tmp_path: Path, claims: bool, gpus: dict | None = None, kernels: int
             client = manager.blocking_client()
             client.start_channels()
             client.wait_for_ready(timeout=120)
-            reply = client.execute("import os", user_expressions={"v": "os.environ.get('CUDA_VISIBLE_DEVICES')"},
-                                   reply=True, timeout=60)
+            reply = client.execute(
+                "import os", user_expressions={"v": "os.environ.get('CUDA_VISIBLE_DEVICES')"}, reply=True, timeout=60
+            )
             chosen[reply["content"]["user_expressions"]["v"]["data"]["text/plain"]] += 1
             client.stop_channels()
         return chosen

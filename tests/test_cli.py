@@ -89,8 +89,7 @@ def test_bad_watch_interval_is_a_usage_error(bad, capsys):
 def test_console_script_runs_without_a_gpu(tmp_path):
     env = {k: v for k, v in os.environ.items() if k != simulate.ENV_VAR}
     env["LD_LIBRARY_PATH"] = str(tmp_path)  # no libnvidia-ml.so.1 anywhere here
-    done = subprocess.run([sys.executable, "-m", "jupyter_gpu.cli", "status"], env=env,
-                          capture_output=True, text=True)
+    done = subprocess.run([sys.executable, "-m", "jupyter_gpu.cli", "status"], env=env, capture_output=True, text=True)
     if "No GPUs can be read" not in done.stdout:
         pytest.skip("this machine has a real NVIDIA driver")
     assert done.returncode == 1 and "libnvidia-ml.so.1" in done.stdout
@@ -99,8 +98,23 @@ def test_console_script_runs_without_a_gpu(tmp_path):
 def test_long_and_bidi_names_are_cut_and_neutralised(scenario, monkeypatch):
     monkeypatch.setenv("JUPYTER_GPU_SHOW_OTHER_NAMES", "1")  # other users' names shown (admin)
     longest_name = "NVIDIA " + "X" * 76  # the longest a scenario may give: NVML's 96-byte name holds it whole
-    scenario.write({"gpus": [{"name": longest_name, "processes": [
-        {"pid": 4_000_001, "memory_mib": 1024, "user": "a\u202eevil" + "u" * 240, "name": "evil\u202egnp.py"}]}]})
+    scenario.write(
+        {
+            "gpus": [
+                {
+                    "name": longest_name,
+                    "processes": [
+                        {
+                            "pid": 4_000_001,
+                            "memory_mib": 1024,
+                            "user": "a\u202eevil" + "u" * 240,
+                            "name": "evil\u202egnp.py",
+                        }
+                    ],
+                }
+            ]
+        }
+    )
     code, out, _ = run("status")
     assert code == 0
     assert "\u202e" not in out
@@ -119,8 +133,7 @@ def test_a_rejected_scenario_edit_is_printed_and_the_last_good_one_kept(scenario
     scenario.path.write_text(json.dumps(bad))
     code, out, err = run("status")
     # Then the table still shows the last good scenario, under one warning line
-    rejected = ("simulated scenario rejected: gpus[0].memory_used_mib must be >= 0 "
-                "(keeping the last good scenario)")
+    rejected = "simulated scenario rejected: gpus[0].memory_used_mib must be >= 0 (keeping the last good scenario)"
     assert code == 0 and out.splitlines()[0] == f"Warning: {rejected}"
     assert "0 MiB / 80 GiB" in out
     # And --json carries it in "warnings" and says it on stderr
@@ -131,14 +144,17 @@ def test_a_rejected_scenario_edit_is_printed_and_the_last_good_one_kept(scenario
     assert json.loads(run("status", "--json")[1])["warnings"] == []
 
 
-@pytest.mark.parametrize("text", ['{"gpus": [{"memory_total_mib": 1e400}]}', "[" * 100_000 + "]" * 100_000,
-                                  '{"gpus": [{"temperature": -300}]}'])
+@pytest.mark.parametrize(
+    "text",
+    ['{"gpus": [{"memory_total_mib": 1e400}]}', "[" * 100_000 + "]" * 100_000, '{"gpus": [{"temperature": -300}]}'],
+)
 def test_a_bad_scenario_from_the_start_is_one_line_not_a_traceback(tmp_path, text):
     path = tmp_path / "s.json"
     path.write_text(text)
     env = {**os.environ, simulate.ENV_VAR: str(path)}
-    done = subprocess.run([sys.executable, "-m", "jupyter_gpu.cli", "status"], env=env,
-                          capture_output=True, text=True, timeout=60)
+    done = subprocess.run(
+        [sys.executable, "-m", "jupyter_gpu.cli", "status"], env=env, capture_output=True, text=True, timeout=60
+    )
     assert done.returncode == 1 and "Traceback" not in done.stdout + done.stderr
     (line,) = done.stdout.splitlines()
     assert line.startswith("No GPUs can be read: simulated GPUs could not be set up: JUPYTER_GPU_SIMULATE=")
@@ -156,12 +172,16 @@ def test_slices_are_rows_under_their_gpu_with_their_processes(scenario):
     assert "33.2 GiB / 80 GiB" in lines[parent]  # the whole card: both slices' processes
     slices = [line for line in lines if line.startswith("0:")]
     assert [line.split()[:4] for line in slices] == [
-        ["0:0", "└", "MIG", "3g.40gb"], ["0:1", "└", "MIG", "2g.20gb"], ["0:2", "└", "MIG", "1g.10gb"]]
+        ["0:0", "└", "MIG", "3g.40gb"],
+        ["0:1", "└", "MIG", "2g.20gb"],
+        ["0:2", "└", "MIG", "1g.10gb"],
+    ]
     assert all(uuid in row for uuid, row in zip(A100_MIG_UUIDS, slices, strict=True))
     assert "29.3 GiB / 39.2 GiB" in slices[0] and "n/a on MIG" in slices[0]
     # each process is printed once, under its slice
     assert out.count("4100001") == 1 and lines.index(slices[0]) + 1 == next(
-        i for i, line in enumerate(lines) if "4100001" in line)
+        i for i, line in enumerate(lines) if "4100001" in line
+    )
     assert lines.index(slices[2]) + 1 == next(i for i, line in enumerate(lines) if "4100002" in line)
     whole = next(line for line in lines if line.lstrip().startswith("1  "))
     assert "20%" in whole and "n/a" not in whole

@@ -16,8 +16,11 @@ def test_the_zero_to_jupyterhub_values_parse_and_hold_the_documented_pieces() ->
     values = yaml.safe_load(VALUES.read_text())
     singleuser = values["singleuser"]
     # GPU profiles ask the device plugin for whole GPUs
-    limits = [p["kubespawner_override"]["extra_resource_limits"]["nvidia.com/gpu"]
-              for p in singleuser["profileList"] if "kubespawner_override" in p]
+    limits = [
+        p["kubespawner_override"]["extra_resource_limits"]["nvidia.com/gpu"]
+        for p in singleuser["profileList"]
+        if "kubespawner_override" in p
+    ]
     assert limits == ["1", "2"]
     # kernels report their own memory (host PIDs in pods), from the file kernels read
     autoload = singleuser["extraFiles"]["jupyter-gpu-kernel-autoload"]
@@ -41,10 +44,14 @@ SCRAPE = VALUES.parent.parent / "prometheus" / "kubernetes" / "prometheus.yml"
 
 def test_the_values_admit_prometheus_to_the_port_the_scrape_config_scrapes() -> None:
     values = yaml.safe_load(VALUES.read_text())
-    job = next(job for job in yaml.safe_load(SCRAPE.read_text())["scrape_configs"]
-               if job["job_name"] == "jupyter-user-pods")
-    kept_port = next(rule["regex"] for rule in job["relabel_configs"]
-                     if rule.get("source_labels") == ["__meta_kubernetes_pod_container_port_name"])
+    job = next(
+        job for job in yaml.safe_load(SCRAPE.read_text())["scrape_configs"] if job["job_name"] == "jupyter-user-pods"
+    )
+    kept_port = next(
+        rule["regex"]
+        for rule in job["relabel_configs"]
+        if rule.get("source_labels") == ["__meta_kubernetes_pod_container_port_name"]
+    )
     # Z2JH's NetworkPolicy admits only its own labelled pods to the user pods (templates/singleuser/
     # netpol.yaml); the extra rule opens the port Prometheus scrapes (KubeSpawner's notebook-port) ...
     [rule] = values["singleuser"]["networkPolicy"]["ingress"]
@@ -52,15 +59,18 @@ def test_the_values_admit_prometheus_to_the_port_the_scrape_config_scrapes() -> 
     # ... to Prometheus's pods in its namespace only: one peer holding both selectors (AND); two peers
     # would admit every pod of that namespace and every pod so labelled in the hub's namespace (OR)
     [peer] = rule["from"]
-    assert peer == {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "monitoring"}},
-                    "podSelector": {"matchLabels": {"app.kubernetes.io/name": "prometheus"}}}
+    assert peer == {
+        "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "monitoring"}},
+        "podSelector": {"matchLabels": {"app.kubernetes.io/name": "prometheus"}},
+    }
     # the scrape config discovers the namespace the values are installed into, and its paths assume
     # the hub's default base URL
     [sd] = job["kubernetes_sd_configs"]
     assert sd["namespaces"]["names"] == ["jhub"] and " -n jhub " in VALUES.read_text()
     assert values["hub"].get("baseUrl", "/") == "/"
-    assert {rule["replacement"] for rule in job["relabel_configs"] if rule.get("target_label") == "__metrics_path__"} \
-        == {"/user/${1}/metrics", "/user/${1}/${2}/metrics"}
+    assert {
+        rule["replacement"] for rule in job["relabel_configs"] if rule.get("target_label") == "__metrics_path__"
+    } == {"/user/${1}/metrics", "/user/${1}/${2}/metrics"}
 
 
 def test_the_values_admit_prometheus_to_the_hub_port_the_hub_job_scrapes() -> None:

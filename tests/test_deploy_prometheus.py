@@ -30,11 +30,15 @@ TOKEN_PATH = "/etc/prometheus/jupyterhub-token"
 
 PROMTOOL = shutil.which("promtool")
 needs_promtool = pytest.mark.skipif(
-    PROMTOOL is None, reason="promtool is not installed (Debian: apt-get install prometheus; "
-                             "scripts/test.sh installs it when run as root)")
+    PROMTOOL is None,
+    reason="promtool is not installed (Debian: apt-get install prometheus; "
+    "scripts/test.sh installs it when run as root)",
+)
 needs_prometheus = pytest.mark.skipif(
-    PROMETHEUS is None, reason="prometheus is not installed (Debian: apt-get install prometheus; "
-                               "scripts/test.sh installs it when run as root)")
+    PROMETHEUS is None,
+    reason="prometheus is not installed (Debian: apt-get install prometheus; "
+    "scripts/test.sh installs it when run as root)",
+)
 
 
 def promtool(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
@@ -99,8 +103,14 @@ def servers(tmp_path: Path, scenario: Any) -> Iterator[list[LiveServer]]:
     started: list[LiveServer] = []
     try:
         for user in ("alice", "bob"):
-            started.append(LiveServer(tmp_path / user, user, f"token-of-{user}",
-                                      {"interval_s": 0.5, "linger_s": 30, "host_label": "sim-host"}))
+            started.append(
+                LiveServer(
+                    tmp_path / user,
+                    user,
+                    f"token-of-{user}",
+                    {"interval_s": 0.5, "linger_s": 30, "host_label": "sim-host"},
+                )
+            )
         yield started
     finally:
         for server in started:
@@ -112,16 +122,24 @@ def test_a_real_prometheus_scrapes_two_servers_kernel_series_with_their_users(tm
     # Given two users' servers whose kernels hold memory on the two simulated GPUs
     for gpu, server in enumerate(servers):
         pid = server.start_kernel()
-        scenario.update(lambda data, gpu=gpu, pid=pid: data["gpus"][gpu].setdefault("processes", []).append(
-            {"pid": pid, "memory_mib": 1024 * (gpu + 1)}))
+        scenario.update(
+            lambda data, gpu=gpu, pid=pid: (
+                data["gpus"][gpu].setdefault("processes", []).append({"pid": pid, "memory_mib": 1024 * (gpu + 1)})
+            )
+        )
     # and a Prometheus scraping both every second with a bearer token from a file (as shipped)
     jobs = []
     for server in servers:
         token_file = tmp_path / f"{server.user}.token"
         token_file.write_text(server.token)
-        jobs.append({"job_name": f"jupyter-{server.user}", "scrape_interval": "1s",
-                     "authorization": {"type": "Bearer", "credentials_file": str(token_file)},
-                     "static_configs": [{"targets": [f"127.0.0.1:{server.port}"]}]})
+        jobs.append(
+            {
+                "job_name": f"jupyter-{server.user}",
+                "scrape_interval": "1s",
+                "authorization": {"type": "Bearer", "credentials_file": str(token_file)},
+                "static_configs": [{"targets": [f"127.0.0.1:{server.port}"]}],
+            }
+        )
     config = tmp_path / "prometheus.yml"
     config.write_text(yaml.safe_dump({"global": {"scrape_interval": "1s"}, "scrape_configs": jobs}))
     prometheus, url, log = start_prometheus(config, tmp_path)
@@ -132,9 +150,13 @@ def test_a_real_prometheus_scrapes_two_servers_kernel_series_with_their_users(tm
             return get_json(api + urllib.parse.quote(query))["data"]["result"]
 
         # When Prometheus has scraped them, its API returns both servers' kernel series with users
-        found = wait_for("both kernels in Prometheus",
-                         lambda: (lambda r: r if len(r) == 2 else None)(series("jupyter_gpu_kernel_memory_used_bytes")),
-                         60, prometheus, log)
+        found = wait_for(
+            "both kernels in Prometheus",
+            lambda: (lambda r: r if len(r) == 2 else None)(series("jupyter_gpu_kernel_memory_used_bytes")),
+            60,
+            prometheus,
+            log,
+        )
         by_user = {s["metric"]["user"]: s for s in found}
         assert sorted(by_user) == ["alice", "bob"]
         uuids = [gpu["uuid"] for gpu in get_json(servers[0].url + "jupyter-gpu/snapshot", servers[0].token)["gpus"]]
@@ -144,10 +166,14 @@ def test_a_real_prometheus_scrapes_two_servers_kernel_series_with_their_users(tm
         # and the GPU info series joins by UUID, with the host
         info = series('jupyter_gpu_gpu_info{job="jupyter-alice"}')
         assert {s["metric"]["UUID"] for s in info} == set(uuids) and {s["metric"]["host"] for s in info} == {"sim-host"}
-        joined = series("sum by (user, host) (jupyter_gpu_kernel_memory_used_bytes * on (UUID) "
-                        "group_left (host) max by (UUID, host) (jupyter_gpu_gpu_info))")  # docs/prometheus.md
-        assert {(s["metric"]["user"], s["metric"]["host"]) for s in joined} == {("alice", "sim-host"),
-                                                                               ("bob", "sim-host")}
+        joined = series(
+            "sum by (user, host) (jupyter_gpu_kernel_memory_used_bytes * on (UUID) "
+            "group_left (host) max by (UUID, host) (jupyter_gpu_gpu_info))"
+        )  # docs/prometheus.md
+        assert {(s["metric"]["user"], s["metric"]["host"]) for s in joined} == {
+            ("alice", "sim-host"),
+            ("bob", "sim-host"),
+        }
     finally:
         stop(prometheus)
 
@@ -168,21 +194,57 @@ K8S_TOKEN = "not-a-real-token"  # what deploy_copy writes into the token file
 # <kubernetes_sd_config> as documented for Prometheus 2.42 (Debian's) and still in 3.x:
 # https://prometheus.io/docs/prometheus/latest/configuration/configuration/#kubernetes_sd_config
 # (and v2.42.0's discovery/kubernetes/kubernetes.go, SDConfig.UnmarshalYAML).
-K8S_SD_FIELDS = {"api_server", "role", "kubeconfig_file", "basic_auth", "authorization", "oauth2",
-                 "proxy_url", "proxy_connect_header", "follow_redirects", "enable_http2", "tls_config",
-                 "namespaces", "selectors", "attach_metadata"}
+K8S_SD_FIELDS = {
+    "api_server",
+    "role",
+    "kubeconfig_file",
+    "basic_auth",
+    "authorization",
+    "oauth2",
+    "proxy_url",
+    "proxy_connect_header",
+    "follow_redirects",
+    "enable_http2",
+    "tls_config",
+    "namespaces",
+    "selectors",
+    "attach_metadata",
+}
 K8S_SD_ROLES = {"node", "service", "pod", "endpoints", "endpointslice", "ingress"}
-K8S_SELECTOR_ROLES = {"pod": {"pod"}, "service": {"service"}, "node": {"node"}, "ingress": {"ingress"},
-                      "endpoints": {"pod", "service", "endpoints"},
-                      "endpointslice": {"pod", "service", "endpointslice"}}
+K8S_SELECTOR_ROLES = {
+    "pod": {"pod"},
+    "service": {"service"},
+    "node": {"node"},
+    "ingress": {"ingress"},
+    "endpoints": {"pod", "service", "endpoints"},
+    "endpointslice": {"pod", "service", "endpointslice"},
+}
 # The pod role's meta labels (same page, "pod"); <name> is the label or annotation name with every
 # character outside [a-zA-Z0-9_] replaced by "_" (strutil.SanitizeLabelName).
-POD_ROLE_META = {"__meta_kubernetes_namespace"} | {f"__meta_kubernetes_pod_{name}" for name in (
-    "name", "ip", "container_init", "container_name", "container_id", "container_image",
-    "container_port_name", "container_port_number", "container_port_protocol", "ready", "phase",
-    "node_name", "host_ip", "uid", "controller_kind", "controller_name")}
-POD_ROLE_META_PREFIXES = tuple(f"__meta_kubernetes_pod_{kind}_" for kind in (
-    "label", "labelpresent", "annotation", "annotationpresent"))
+POD_ROLE_META = {"__meta_kubernetes_namespace"} | {
+    f"__meta_kubernetes_pod_{name}"
+    for name in (
+        "name",
+        "ip",
+        "container_init",
+        "container_name",
+        "container_id",
+        "container_image",
+        "container_port_name",
+        "container_port_number",
+        "container_port_protocol",
+        "ready",
+        "phase",
+        "node_name",
+        "host_ip",
+        "uid",
+        "controller_kind",
+        "controller_name",
+    )
+}
+POD_ROLE_META_PREFIXES = tuple(
+    f"__meta_kubernetes_pod_{kind}_" for kind in ("label", "labelpresent", "annotation", "annotationpresent")
+)
 
 
 def kubernetes_sd_problems(sd: dict[str, Any]) -> list[str]:
@@ -221,8 +283,13 @@ def kubernetes_sd_problems(sd: dict[str, Any]) -> list[str]:
 def undocumented_meta_labels(job: dict[str, Any]) -> list[str]:
     """The ``__meta_kubernetes_*`` labels a pod-role job relabels by that the pod role never sets."""
     used = {label for rule in job.get("relabel_configs", []) for label in rule.get("source_labels", [])}
-    return sorted(label for label in used if label.startswith("__meta_kubernetes_")
-                  and label not in POD_ROLE_META and not label.startswith(POD_ROLE_META_PREFIXES))
+    return sorted(
+        label
+        for label in used
+        if label.startswith("__meta_kubernetes_")
+        and label not in POD_ROLE_META
+        and not label.startswith(POD_ROLE_META_PREFIXES)
+    )
 
 
 def test_the_kubernetes_discovery_blocks_use_only_documented_fields_roles_and_meta_labels() -> None:
@@ -236,16 +303,23 @@ def test_the_kubernetes_discovery_blocks_use_only_documented_fields_roles_and_me
         assert undocumented_meta_labels(job) == [], name
     # the checks can fail: what a typo or a misremembered field looks like
     assert kubernetes_sd_problems({"role": "pods"}) == [
-        "role 'pods' is not one of ['endpoints', 'endpointslice', 'ingress', 'node', 'pod', 'service']"]
+        "role 'pods' is not one of ['endpoints', 'endpointslice', 'ingress', 'node', 'pod', 'service']"
+    ]
     assert kubernetes_sd_problems({"role": "pod", "namespace": {"names": ["jhub"]}}) == ["unknown field 'namespace'"]
     assert kubernetes_sd_problems({"role": "pod", "namespaces": {"names": "jhub"}}) == [
-        "namespaces.names must be a list of names: 'jhub'"]
+        "namespaces.names must be a list of names: 'jhub'"
+    ]
     assert kubernetes_sd_problems({"role": "pod", "selectors": [{"role": "service", "label": "a=b"}]}) == [
-        "role pod supports only ['pod'] selectors"]
-    assert undocumented_meta_labels({"relabel_configs": [
-        {"source_labels": ["__meta_kubernetes_pod_annotations_hub_jupyter_org_username"]},
-        {"source_labels": ["__meta_kubernetes_pod_container_port"]}]}) == [
-        "__meta_kubernetes_pod_annotations_hub_jupyter_org_username", "__meta_kubernetes_pod_container_port"]
+        "role pod supports only ['pod'] selectors"
+    ]
+    assert undocumented_meta_labels(
+        {
+            "relabel_configs": [
+                {"source_labels": ["__meta_kubernetes_pod_annotations_hub_jupyter_org_username"]},
+                {"source_labels": ["__meta_kubernetes_pod_container_port"]},
+            ]
+        }
+    ) == ["__meta_kubernetes_pod_annotations_hub_jupyter_org_username", "__meta_kubernetes_pod_container_port"]
 
 
 def sanitize_label_name(name: str) -> str:
@@ -262,13 +336,20 @@ def pod_role_target_groups(pod: dict[str, Any]) -> list[dict[str, Any]]:
     if not status.get("podIP"):
         return []
     ip = status["podIP"]
-    common = {"__meta_kubernetes_namespace": meta["namespace"], "__meta_kubernetes_pod_name": meta["name"],
-              "__meta_kubernetes_pod_ip": ip, "__meta_kubernetes_pod_ready": status.get("ready", "unknown"),
-              "__meta_kubernetes_pod_phase": status["phase"], "__meta_kubernetes_pod_node_name": spec["nodeName"],
-              "__meta_kubernetes_pod_host_ip": status["hostIP"], "__meta_kubernetes_pod_uid": meta["uid"]}
+    common = {
+        "__meta_kubernetes_namespace": meta["namespace"],
+        "__meta_kubernetes_pod_name": meta["name"],
+        "__meta_kubernetes_pod_ip": ip,
+        "__meta_kubernetes_pod_ready": status.get("ready", "unknown"),
+        "__meta_kubernetes_pod_phase": status["phase"],
+        "__meta_kubernetes_pod_node_name": spec["nodeName"],
+        "__meta_kubernetes_pod_host_ip": status["hostIP"],
+        "__meta_kubernetes_pod_uid": meta["uid"],
+    }
     if "controller" in meta:
-        common["__meta_kubernetes_pod_controller_kind"], common["__meta_kubernetes_pod_controller_name"] = \
-            meta["controller"]
+        common["__meta_kubernetes_pod_controller_kind"], common["__meta_kubernetes_pod_controller_name"] = meta[
+            "controller"
+        ]
     for kind, values in (("label", meta.get("labels", {})), ("annotation", meta.get("annotations", {}))):
         for key, value in values.items():
             common[f"__meta_kubernetes_pod_{kind}_{sanitize_label_name(key)}"] = value
@@ -276,16 +357,26 @@ def pod_role_target_groups(pod: dict[str, Any]) -> list[dict[str, Any]]:
     groups = []
     containers = [(c, False) for c in spec["containers"]] + [(c, True) for c in spec.get("initContainers", [])]
     for container, init in containers:
-        labels = {**common, "__meta_kubernetes_pod_container_name": container["name"],
-                  "__meta_kubernetes_pod_container_image": container["image"],
-                  "__meta_kubernetes_pod_container_init": "true" if init else "false"}
+        labels = {
+            **common,
+            "__meta_kubernetes_pod_container_name": container["name"],
+            "__meta_kubernetes_pod_container_image": container["image"],
+            "__meta_kubernetes_pod_container_init": "true" if init else "false",
+        }
         if not container.get("ports"):
             groups.append({"targets": [ip], "labels": labels})
         for port in container.get("ports", []):
-            groups.append({"targets": [f"{ip}:{port['containerPort']}"], "labels": {
-                **labels, "__meta_kubernetes_pod_container_port_name": port.get("name", ""),
-                "__meta_kubernetes_pod_container_port_number": str(port["containerPort"]),
-                "__meta_kubernetes_pod_container_port_protocol": "TCP"}})
+            groups.append(
+                {
+                    "targets": [f"{ip}:{port['containerPort']}"],
+                    "labels": {
+                        **labels,
+                        "__meta_kubernetes_pod_container_port_name": port.get("name", ""),
+                        "__meta_kubernetes_pod_container_port_number": str(port["containerPort"]),
+                        "__meta_kubernetes_pod_container_port_protocol": "TCP",
+                    },
+                }
+            )
     return groups
 
 
@@ -301,31 +392,63 @@ def with_file_discovery(config_path: Path, pods: list[dict[str, Any]], folder: P
         for sd in sds:
             assert sd["role"] == "pod", "only the pod role is simulated"
             names = sd.get("namespaces", {}).get("names")
-            groups += [group for pod in pods if names is None or pod["metadata"]["namespace"] in names
-                       for group in pod_role_target_groups(pod)]
+            groups += [
+                group
+                for pod in pods
+                if names is None or pod["metadata"]["namespace"] in names
+                for group in pod_role_target_groups(pod)
+            ]
         targets = folder / f"{job['job_name']}.targets.json"
         targets.write_text(json.dumps(groups, indent=1))
         job["file_sd_configs"] = [{"files": [str(targets)]}]
     return config
 
 
-def k8s_pod(name: str, namespace: str, ip: str | None, node: str, *, labels: dict[str, str],
-            annotations: dict[str, str] | None = None, containers: list[dict[str, Any]],
-            init_containers: list[dict[str, Any]] | None = None, phase: str = "Running",
-            controller: tuple[str, str] | None = None) -> dict[str, Any]:
+def k8s_pod(
+    name: str,
+    namespace: str,
+    ip: str | None,
+    node: str,
+    *,
+    labels: dict[str, str],
+    annotations: dict[str, str] | None = None,
+    containers: list[dict[str, Any]],
+    init_containers: list[dict[str, Any]] | None = None,
+    phase: str = "Running",
+    controller: tuple[str, str] | None = None,
+) -> dict[str, Any]:
     """The fields of a Kubernetes Pod object that the pod role reads."""
-    meta: dict[str, Any] = {"name": name, "namespace": namespace, "uid": f"uid-{name}", "labels": labels,
-                            "annotations": annotations or {}}
+    meta: dict[str, Any] = {
+        "name": name,
+        "namespace": namespace,
+        "uid": f"uid-{name}",
+        "labels": labels,
+        "annotations": annotations or {},
+    }
     if controller:
         meta["controller"] = controller
-    return {"metadata": meta, "spec": {"nodeName": node, "containers": containers,
-                                       "initContainers": init_containers or []},
-            "status": {"podIP": ip, "hostIP": "192.0.2.200", "phase": phase,
-                       "ready": "true" if phase == "Running" else "false"}}
+    return {
+        "metadata": meta,
+        "spec": {"nodeName": node, "containers": containers, "initContainers": init_containers or []},
+        "status": {
+            "podIP": ip,
+            "hostIP": "192.0.2.200",
+            "phase": phase,
+            "ready": "true" if phase == "Running" else "false",
+        },
+    }
 
 
-def z2jh_user_pod(user: str, escaped: str, ip: str | None, node: str, port: int = 8888,
-                  server: str = "", phase: str = "Running", namespace: str = "jhub") -> dict[str, Any]:
+def z2jh_user_pod(
+    user: str,
+    escaped: str,
+    ip: str | None,
+    node: str,
+    port: int = 8888,
+    server: str = "",
+    phase: str = "Running",
+    namespace: str = "jhub",
+) -> dict[str, Any]:
     """A user pod as KubeSpawner 7 (Z2JH 4) makes it: labels component=singleuser-server and the
     escaped user name, annotations with the raw user (and server) name, the notebook container's
     port named notebook-port, and the chart's block-cloud-metadata init container (no ports).
@@ -336,23 +459,51 @@ def z2jh_user_pod(user: str, escaped: str, ip: str | None, node: str, port: int 
         annotations["hub.jupyter.org/servername"] = server
     slug = escaped + (f"--{server}" if server else "")
     return k8s_pod(
-        f"jupyter-{slug}", namespace, ip, node, phase=phase, annotations=annotations,
-        labels={"component": "singleuser-server", "app.kubernetes.io/component": "singleuser-server",
-                "app": "jupyterhub", "release": "jhub", "hub.jupyter.org/username": escaped,
-                "hub.jupyter.org/servername": server, "hub.jupyter.org/network-access-hub": "true"},
-        containers=[{"name": "notebook", "image": "registry.example.org/jupyter-gpu-notebook:2026.11",
-                     "ports": [{"name": "notebook-port", "containerPort": port}]}],
-        init_containers=[{"name": "block-cloud-metadata", "image": "quay.io/jupyterhub/k8s-network-tools:4.0.0"}])
+        f"jupyter-{slug}",
+        namespace,
+        ip,
+        node,
+        phase=phase,
+        annotations=annotations,
+        labels={
+            "component": "singleuser-server",
+            "app.kubernetes.io/component": "singleuser-server",
+            "app": "jupyterhub",
+            "release": "jhub",
+            "hub.jupyter.org/username": escaped,
+            "hub.jupyter.org/servername": server,
+            "hub.jupyter.org/network-access-hub": "true",
+        },
+        containers=[
+            {
+                "name": "notebook",
+                "image": "registry.example.org/jupyter-gpu-notebook:2026.11",
+                "ports": [{"name": "notebook-port", "containerPort": port}],
+            }
+        ],
+        init_containers=[{"name": "block-cloud-metadata", "image": "quay.io/jupyterhub/k8s-network-tools:4.0.0"}],
+    )
 
 
 def dcgm_exporter_pod(name: str, ip: str, node: str, port: int, labels: dict[str, str]) -> dict[str, Any]:
     """NVIDIA's DCGM exporter as GPU Operator deploys it (assets/state-dcgm-exporter/0800_daemonset.yaml:
     pod label app=nvidia-dcgm-exporter, container port "metrics" 9400, init container toolkit-validation)."""
-    return k8s_pod(name, "gpu-operator", ip, node, labels=labels, controller=("DaemonSet", "nvidia-dcgm-exporter"),
-                   containers=[{"name": "nvidia-dcgm-exporter", "image": "nvcr.io/nvidia/k8s/dcgm-exporter:4.2.3",
-                                "ports": [{"name": "metrics", "containerPort": port}]}],
-                   init_containers=[{"name": "toolkit-validation",
-                                     "image": "nvcr.io/nvidia/cloud-native/gpu-operator-validator"}])
+    return k8s_pod(
+        name,
+        "gpu-operator",
+        ip,
+        node,
+        labels=labels,
+        controller=("DaemonSet", "nvidia-dcgm-exporter"),
+        containers=[
+            {
+                "name": "nvidia-dcgm-exporter",
+                "image": "nvcr.io/nvidia/k8s/dcgm-exporter:4.2.3",
+                "ports": [{"name": "metrics", "containerPort": port}],
+            }
+        ],
+        init_containers=[{"name": "toolkit-validation", "image": "nvcr.io/nvidia/cloud-native/gpu-operator-validator"}],
+    )
 
 
 def hub_server_prefix(user: str, server: str = "") -> str:
@@ -364,9 +515,12 @@ def hub_server_prefix(user: str, server: str = "") -> str:
 
 @needs_promtool
 def test_promtool_accepts_the_kubernetes_config_with_its_discovery_replaced_by_files(deploy_copy: Path) -> None:
-    pods = [z2jh_user_pod("alice", "alice", "10.1.0.5", "gpu-node-1"),
-            dcgm_exporter_pod("nvidia-dcgm-exporter-x7k2p", "10.1.0.9", "gpu-node-1", 9400,
-                              {"app": "nvidia-dcgm-exporter"})]
+    pods = [
+        z2jh_user_pod("alice", "alice", "10.1.0.5", "gpu-node-1"),
+        dcgm_exporter_pod(
+            "nvidia-dcgm-exporter-x7k2p", "10.1.0.9", "gpu-node-1", 9400, {"app": "nvidia-dcgm-exporter"}
+        ),
+    ]
     config = with_file_discovery(deploy_copy / "kubernetes" / "prometheus.yml", pods, deploy_copy)
     checked = deploy_copy / "kubernetes" / "prometheus.file-sd.yml"
     checked.write_text(yaml.safe_dump(config))
@@ -376,14 +530,19 @@ def test_promtool_accepts_the_kubernetes_config_with_its_discovery_replaced_by_f
     assert "SUCCESS: 1 rule files found" in output
 
 
-DCGM_LABELS = ('gpu="0",UUID="{uuid}",pci_bus_id="00000000:07:00.0",device="nvidia0",'
-               'modelName="NVIDIA A100-SXM4-80GB",Hostname="gpu-node-1",container="notebook",namespace="jhub",'
-               'pod="jupyter-alice"')
+DCGM_LABELS = (
+    'gpu="0",UUID="{uuid}",pci_bus_id="00000000:07:00.0",device="nvidia0",'
+    'modelName="NVIDIA A100-SXM4-80GB",Hostname="gpu-node-1",container="notebook",namespace="jhub",'
+    'pod="jupyter-alice"'
+)
 DCGM_SERIES = "".join(
     f"# HELP {name} {text}\n# TYPE {name} gauge\n{name}{{{DCGM_LABELS}}} {value}\n"
-    for name, text, value in (("DCGM_FI_DEV_GPU_UTIL", "GPU utilization (in %).", 37),
-                              ("DCGM_FI_DEV_FB_USED", "Framebuffer memory used (in MiB).", 1536),
-                              ("DCGM_FI_DEV_FB_FREE", "Framebuffer memory free (in MiB).", 80384)))
+    for name, text, value in (
+        ("DCGM_FI_DEV_GPU_UTIL", "GPU utilization (in %).", 37),
+        ("DCGM_FI_DEV_FB_USED", "Framebuffer memory used (in MiB).", 1536),
+        ("DCGM_FI_DEV_FB_FREE", "Framebuffer memory free (in MiB).", 80384),
+    )
+)
 
 
 class DcgmStandIn:
@@ -419,8 +578,14 @@ def user_pod_server(base: Path, user: str, node: str, token: str) -> LiveServer:
     """A real ``jupyter server`` as it runs in a Z2JH user pod: under the prefix JupyterHub gives it
     (``/user/<name>/``), ``JUPYTERHUB_USER`` set, ``JUPYTER_GPU_HOST`` the node's name (the values
     file's downward API), the token the Prometheus config reads from its file."""
-    return LiveServer(base, user, token, {"interval_s": 0.5, "linger_s": 30}, env={"JUPYTER_GPU_HOST": node},
-                      base_url=hub_server_prefix(user))
+    return LiveServer(
+        base,
+        user,
+        token,
+        {"interval_s": 0.5, "linger_s": 30},
+        env={"JUPYTER_GPU_HOST": node},
+        base_url=hub_server_prefix(user),
+    )
 
 
 @needs_prometheus
@@ -431,8 +596,9 @@ def test_a_real_prometheus_relabels_kubernetes_pods_as_the_config_says(tmp_path,
     prometheus = None
     try:
         pid = alice.start_kernel()
-        scenario.update(lambda data: data["gpus"][0].setdefault("processes", []).append(
-            {"pid": pid, "memory_mib": 1024}))
+        scenario.update(
+            lambda data: data["gpus"][0].setdefault("processes", []).append({"pid": pid, "memory_mib": 1024})
+        )
         uuid = get_json(alice.url + "jupyter-gpu/snapshot", K8S_TOKEN)["gpus"][0]["uuid"]
         dcgm = DcgmStandIn(uuid)
         # and what discovery sees in the cluster: in jhub, alice's pod (its init container too), a named
@@ -441,23 +607,50 @@ def test_a_real_prometheus_relabels_kubernetes_pods_as_the_config_says(tmp_path,
         # (a stand-in serving DCGM-shaped series), one of the standalone chart, the device plugin.
         pods = [
             z2jh_user_pod("alice", "alice", "127.0.0.1", "gpu-node-1", port=alice.port),
-            z2jh_user_pod("élodie@example.org", "lodie-example-org---049c3d3a", "192.0.2.10", "gpu-node-2",
-                          server="gpu-2"),
+            z2jh_user_pod(
+                "élodie@example.org", "lodie-example-org---049c3d3a", "192.0.2.10", "gpu-node-2", server="gpu-2"
+            ),
             z2jh_user_pod("ann+gpu@example.org", "ann-gpu-example-org---9bc2a3f5", "192.0.2.13", "gpu-node-2"),
             z2jh_user_pod("bob", "bob", "192.0.2.11", "gpu-node-2", phase="Pending"),
             z2jh_user_pod("carol", "carol", "192.0.2.12", "gpu-node-2", namespace="staging"),
             z2jh_user_pod("dave", "dave", None, "gpu-node-2", phase="Failed"),
-            k8s_pod("hub-7d9c6b5f4-q2w8e", "jhub", "192.0.2.2", "core-node", controller=("ReplicaSet", "hub-7d9c6b5f4"),
-                    labels={"component": "hub", "app": "jupyterhub", "release": "jhub"},
-                    containers=[{"name": "hub", "image": "quay.io/jupyterhub/k8s-hub:4.0.0",
-                                 "ports": [{"name": "http", "containerPort": 8081}]}]),
-            dcgm_exporter_pod("nvidia-dcgm-exporter-x7k2p", "127.0.0.1", "gpu-node-1", dcgm.port,
-                              {"app": "nvidia-dcgm-exporter", "controller-revision-hash": "5c9f7d8b6"}),
-            dcgm_exporter_pod("dcgm-exporter-m4n5b", "192.0.2.21", "gpu-node-2", 9400,
-                              {"app.kubernetes.io/name": "dcgm-exporter", "app.kubernetes.io/instance": "dcgm"}),
-            k8s_pod("nvidia-device-plugin-daemonset-8h2jk", "gpu-operator", "192.0.2.22", "gpu-node-2",
-                    labels={"app": "nvidia-device-plugin-daemonset"},
-                    containers=[{"name": "nvidia-device-plugin", "image": "nvcr.io/nvidia/k8s-device-plugin:v0.17.0"}]),
+            k8s_pod(
+                "hub-7d9c6b5f4-q2w8e",
+                "jhub",
+                "192.0.2.2",
+                "core-node",
+                controller=("ReplicaSet", "hub-7d9c6b5f4"),
+                labels={"component": "hub", "app": "jupyterhub", "release": "jhub"},
+                containers=[
+                    {
+                        "name": "hub",
+                        "image": "quay.io/jupyterhub/k8s-hub:4.0.0",
+                        "ports": [{"name": "http", "containerPort": 8081}],
+                    }
+                ],
+            ),
+            dcgm_exporter_pod(
+                "nvidia-dcgm-exporter-x7k2p",
+                "127.0.0.1",
+                "gpu-node-1",
+                dcgm.port,
+                {"app": "nvidia-dcgm-exporter", "controller-revision-hash": "5c9f7d8b6"},
+            ),
+            dcgm_exporter_pod(
+                "dcgm-exporter-m4n5b",
+                "192.0.2.21",
+                "gpu-node-2",
+                9400,
+                {"app.kubernetes.io/name": "dcgm-exporter", "app.kubernetes.io/instance": "dcgm"},
+            ),
+            k8s_pod(
+                "nvidia-device-plugin-daemonset-8h2jk",
+                "gpu-operator",
+                "192.0.2.22",
+                "gpu-node-2",
+                labels={"app": "nvidia-device-plugin-daemonset"},
+                containers=[{"name": "nvidia-device-plugin", "image": "nvcr.io/nvidia/k8s-device-plugin:v0.17.0"}],
+            ),
         ]
         # (the shipped config, scraping every second, its discovery replaced by files with those labels)
         config = with_file_discovery(deploy_copy / "kubernetes" / "prometheus.yml", pods, tmp_path)
@@ -473,8 +666,9 @@ def test_a_real_prometheus_relabels_kubernetes_pods_as_the_config_says(tmp_path,
         # When Prometheus has tried every target it keeps, and the two that listen (on loopback) are up
         def settled() -> dict[str, Any] | None:
             data = get_json(api + "targets?state=any")["data"]
-            tried = data["activeTargets"] and all(not t["lastScrape"].startswith("0001-")
-                                                  for t in data["activeTargets"])
+            tried = data["activeTargets"] and all(
+                not t["lastScrape"].startswith("0001-") for t in data["activeTargets"]
+            )
             listening = [t for t in data["activeTargets"] if t["scrapeUrl"].startswith("http://127.0.0.1:")]
             return data if tried and listening and all(t["health"] == "up" for t in listening) else None
 
@@ -482,46 +676,69 @@ def test_a_real_prometheus_relabels_kubernetes_pods_as_the_config_says(tmp_path,
             targets = wait_for("every target tried, alice's server and the exporter up", settled, 60, prometheus, log)
         except AssertionError:  # the assertions below say what is wrong
             targets = get_json(api + "targets?state=any")["data"]
-        active = {(t["labels"]["job"], t["discoveredLabels"]["__meta_kubernetes_pod_name"]): t
-                  for t in targets["activeTargets"]}
-        dropped = {(t["discoveredLabels"]["job"], t["discoveredLabels"]["__meta_kubernetes_pod_name"],
-                    t["discoveredLabels"]["__meta_kubernetes_pod_container_name"])
-                   for t in targets["droppedTargets"] if t["discoveredLabels"]["job"] != "jupyterhub"}
+        active = {
+            (t["labels"]["job"], t["discoveredLabels"]["__meta_kubernetes_pod_name"]): t
+            for t in targets["activeTargets"]
+        }
+        dropped = {
+            (
+                t["discoveredLabels"]["job"],
+                t["discoveredLabels"]["__meta_kubernetes_pod_name"],
+                t["discoveredLabels"]["__meta_kubernetes_pod_container_name"],
+            )
+            for t in targets["droppedTargets"]
+            if t["discoveredLabels"]["job"] != "jupyterhub"
+        }
 
         # Then only the running single-user servers are scraped, once per pod, at <pod IP>:<notebook-port>
         # under /user/<name>/[<server>/]metrics (escaped as JupyterHub escapes it), labelled with the node
         elodie = "jupyter-lodie-example-org---049c3d3a--gpu-2"
         ann = "jupyter-ann-gpu-example-org---9bc2a3f5"
-        assert set(active) == {("jupyter-user-pods", "jupyter-alice"), ("jupyter-user-pods", elodie),
-                               ("jupyter-user-pods", ann), ("jupyterhub", "hub-7d9c6b5f4-q2w8e"),
-                               ("nvidia-dcgm-exporter", "nvidia-dcgm-exporter-x7k2p"),
-                               ("nvidia-dcgm-exporter", "dcgm-exporter-m4n5b")}
+        assert set(active) == {
+            ("jupyter-user-pods", "jupyter-alice"),
+            ("jupyter-user-pods", elodie),
+            ("jupyter-user-pods", ann),
+            ("jupyterhub", "hub-7d9c6b5f4-q2w8e"),
+            ("nvidia-dcgm-exporter", "nvidia-dcgm-exporter-x7k2p"),
+            ("nvidia-dcgm-exporter", "dcgm-exporter-m4n5b"),
+        }
         alice_target = active["jupyter-user-pods", "jupyter-alice"]
         assert alice_target["scrapeUrl"] == f"http://127.0.0.1:{alice.port}/user/alice/metrics"
         assert alice_target["health"] == "up", alice_target["lastError"]  # the hub token's path, the real server
-        assert {k: v for k, v in alice_target["labels"].items() if k != "__scrape_interval__"
-                and k != "__scrape_timeout__"} == {
-            "instance": f"127.0.0.1:{alice.port}", "job": "jupyter-user-pods", "host": "gpu-node-1",
-            "namespace": "jhub", "pod": "jupyter-alice", "jupyterhub_user": "alice"}
+        assert {
+            k: v for k, v in alice_target["labels"].items() if k != "__scrape_interval__" and k != "__scrape_timeout__"
+        } == {
+            "instance": f"127.0.0.1:{alice.port}",
+            "job": "jupyter-user-pods",
+            "host": "gpu-node-1",
+            "namespace": "jhub",
+            "pod": "jupyter-alice",
+            "jupyterhub_user": "alice",
+        }
         assert active["jupyter-user-pods", elodie]["scrapeUrl"] == (
-            "http://192.0.2.10:8888" + hub_server_prefix("élodie@example.org", "gpu-2") + "metrics")
+            "http://192.0.2.10:8888" + hub_server_prefix("élodie@example.org", "gpu-2") + "metrics"
+        )
         assert active["jupyter-user-pods", elodie]["labels"]["host"] == "gpu-node-2"
         assert active["jupyter-user-pods", elodie]["labels"]["jupyterhub_user"] == "élodie@example.org"  # raw
         # (the documented limit: "+", like $&,:;=, is percent-encoded by JupyterHub but not by Prometheus,
         # so that server answers 404 to Prometheus and its target is down)
-        assert active["jupyter-user-pods", ann]["scrapeUrl"] == "http://192.0.2.13:8888/user/ann+gpu@example.org/metrics"
+        assert (
+            active["jupyter-user-pods", ann]["scrapeUrl"] == "http://192.0.2.13:8888/user/ann+gpu@example.org/metrics"
+        )
         assert hub_server_prefix("ann+gpu@example.org") == "/user/ann%2Bgpu@example.org/"
         # and dropped: alice's init container, the pending pod, the hub, the device plugin, the DCGM
         # exporters' init containers; the other namespace's pod and the pod without IP are not discovered
-        assert dropped == {("jupyter-user-pods", "jupyter-alice", "block-cloud-metadata"),
-                           ("jupyter-user-pods", "jupyter-bob", "notebook"),
-                           ("jupyter-user-pods", "jupyter-bob", "block-cloud-metadata"),
-                           ("jupyter-user-pods", elodie, "block-cloud-metadata"),
-                           ("jupyter-user-pods", ann, "block-cloud-metadata"),
-                           ("jupyter-user-pods", "hub-7d9c6b5f4-q2w8e", "hub"),
-                           ("nvidia-dcgm-exporter", "nvidia-dcgm-exporter-x7k2p", "toolkit-validation"),
-                           ("nvidia-dcgm-exporter", "dcgm-exporter-m4n5b", "toolkit-validation"),
-                           ("nvidia-dcgm-exporter", "nvidia-device-plugin-daemonset-8h2jk", "nvidia-device-plugin")}
+        assert dropped == {
+            ("jupyter-user-pods", "jupyter-alice", "block-cloud-metadata"),
+            ("jupyter-user-pods", "jupyter-bob", "notebook"),
+            ("jupyter-user-pods", "jupyter-bob", "block-cloud-metadata"),
+            ("jupyter-user-pods", elodie, "block-cloud-metadata"),
+            ("jupyter-user-pods", ann, "block-cloud-metadata"),
+            ("jupyter-user-pods", "hub-7d9c6b5f4-q2w8e", "hub"),
+            ("nvidia-dcgm-exporter", "nvidia-dcgm-exporter-x7k2p", "toolkit-validation"),
+            ("nvidia-dcgm-exporter", "dcgm-exporter-m4n5b", "toolkit-validation"),
+            ("nvidia-dcgm-exporter", "nvidia-device-plugin-daemonset-8h2jk", "nvidia-device-plugin"),
+        }
         # the hub's own metrics, on its http port, with the same token (scope read:metrics)
         assert active["jupyterhub", "hub-7d9c6b5f4-q2w8e"]["scrapeUrl"] == "http://192.0.2.2:8081/hub/metrics"
         dcgm_target = active["nvidia-dcgm-exporter", "nvidia-dcgm-exporter-x7k2p"]
@@ -529,21 +746,38 @@ def test_a_real_prometheus_relabels_kubernetes_pods_as_the_config_says(tmp_path,
         assert dcgm_target["labels"]["host"] == "gpu-node-1" and dcgm_target["health"] == "up"
 
         # and the series: alice's kernel with its user and node; the node the server exports too
-        kernels = wait_for("alice's kernel series", lambda: series(
-            'jupyter_gpu_kernel_memory_used_bytes{job="jupyter-user-pods"}'), 30, prometheus, log)
-        assert [(s["metric"]["user"], s["metric"]["host"], s["metric"]["pod"], s["metric"]["UUID"], s["value"][1])
-                for s in kernels] == [("alice", "gpu-node-1", "jupyter-alice", uuid, str(1024 * 2**20))]
+        kernels = wait_for(
+            "alice's kernel series",
+            lambda: series('jupyter_gpu_kernel_memory_used_bytes{job="jupyter-user-pods"}'),
+            30,
+            prometheus,
+            log,
+        )
+        assert [
+            (s["metric"]["user"], s["metric"]["host"], s["metric"]["pod"], s["metric"]["UUID"], s["value"][1])
+            for s in kernels
+        ] == [("alice", "gpu-node-1", "jupyter-alice", uuid, str(1024 * 2**20))]
         info = series('jupyter_gpu_gpu_info{job="jupyter-user-pods"}')
         assert {(s["metric"]["host"], s["metric"]["exported_host"]) for s in info} == {("gpu-node-1", "gpu-node-1")}
         # and the kernel series join DCGM's by UUID: alice's share of the GPU's framebuffer
-        share = wait_for("the join with DCGM's series", lambda: series(
-            "sum by (UUID, user) (jupyter_gpu_kernel_memory_used_bytes) / on (UUID) group_left () "
-            "max by (UUID) ((DCGM_FI_DEV_FB_USED + DCGM_FI_DEV_FB_FREE) * 1024 * 1024)"), 30, prometheus, log)
+        share = wait_for(
+            "the join with DCGM's series",
+            lambda: series(
+                "sum by (UUID, user) (jupyter_gpu_kernel_memory_used_bytes) / on (UUID) group_left () "
+                "max by (UUID) ((DCGM_FI_DEV_FB_USED + DCGM_FI_DEV_FB_FREE) * 1024 * 1024)"
+            ),
+            30,
+            prometheus,
+            log,
+        )
         assert [(s["metric"]["user"], s["metric"]["UUID"], float(s["value"][1])) for s in share] == [
-            ("alice", uuid, 1024 / 81920)]
+            ("alice", uuid, 1024 / 81920)
+        ]
         # (GPU Operator's pod mapping gives a second way in: DCGM's pod and namespace labels)
-        by_pod = series("DCGM_FI_DEV_GPU_UTIL * on (namespace, pod) group_left (user) "
-                        "group by (namespace, pod, user) (jupyter_gpu_kernel_memory_used_bytes)")
+        by_pod = series(
+            "DCGM_FI_DEV_GPU_UTIL * on (namespace, pod) group_left (user) "
+            "group by (namespace, pod, user) (jupyter_gpu_kernel_memory_used_bytes)"
+        )
         assert [(s["metric"]["user"], s["value"][1]) for s in by_pod] == [("alice", "37")]
     finally:
         if prometheus is not None:

@@ -13,9 +13,14 @@ from jupyter_gpu.frameworks import JAX, TENSORFLOW, TORCH, State
 from jupyter_gpu.plan import Fence, PlanRequest, build_plan
 
 GIB = 1024**3
-SNAP = Snapshot(nvml_available=True, timestamp=time.time(), gpus=(
-    GpuInfo(index=0, uuid="GPU-a", name="A100", memory_total=80 * GIB, memory_free=80 * GIB),
-    GpuInfo(index=1, uuid="GPU-b", name="A6000", memory_total=48 * GIB, memory_free=48 * GIB)))
+SNAP = Snapshot(
+    nvml_available=True,
+    timestamp=time.time(),
+    gpus=(
+        GpuInfo(index=0, uuid="GPU-a", name="A100", memory_total=80 * GIB, memory_free=80 * GIB),
+        GpuInfo(index=1, uuid="GPU-b", name="A6000", memory_total=48 * GIB, memory_free=48 * GIB),
+    ),
+)
 
 
 def plan(**request: object):
@@ -68,8 +73,10 @@ def test_tensorflow_environment_and_labels() -> None:
 
 def test_torch_environment_keeps_the_admins_allocator_settings() -> None:
     env = TORCH.environment(plan(selection="0", growth=True), {"PYTORCH_CUDA_ALLOC_CONF": "max_split_size_mb:128"})
-    assert env == {"PYTORCH_CUDA_ALLOC_CONF": "max_split_size_mb:128,expandable_segments:True",
-                   "PYTORCH_NVML_BASED_CUDA_CHECK": "1"}
+    assert env == {
+        "PYTORCH_CUDA_ALLOC_CONF": "max_split_size_mb:128,expandable_segments:True",
+        "PYTORCH_NVML_BASED_CUDA_CHECK": "1",
+    }
     assert TORCH.environment(plan(), {})["PYTORCH_CUDA_ALLOC_CONF"] is None
 
 

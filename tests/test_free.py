@@ -29,15 +29,21 @@ def test_report_lines_before_and_after() -> None:
         pass
 
     tracked = Tracked(arrays=[("PyTorch", "cuda:0", 2 * gib, lambda: None), ("PyTorch", "cuda:0", gib, Dead)])
-    before = Measure(nvml={1: int(9.8 * gib)}, gpu_names={1: "NVIDIA A100-SXM4-80GB"},
-                     counters={"torch": {"GPU-x": (5 * gib, 9 * gib)}}, rss=3 * gib)
+    before = Measure(
+        nvml={1: int(9.8 * gib)},
+        gpu_names={1: "NVIDIA A100-SXM4-80GB"},
+        counters={"torch": {"GPU-x": (5 * gib, 9 * gib)}},
+        rss=3 * gib,
+    )
     after = Measure(nvml={1: int(1.2 * gib)}, counters={"torch": {"GPU-x": (gib, gib)}}, rss=2 * gib)
     lines = free.describe_change(before, after, tracked)
-    assert lines == ["GPU 1 (A100-SXM4-80GB): this kernel 9.8 GiB → 1.2 GiB (NVML)",
-                     "PyTorch GPU-x: in use 5 GiB → 1 GiB, reserved 9 GiB → 1 GiB",
-                     "PyTorch arrays freed on cuda:0: 2 GiB",
-                     "PyTorch arrays still referenced elsewhere on cuda:0: 1 GiB (name them: %gpu_free NAME …)",
-                     "process memory (RSS, CPU arrays): 3 GiB → 2 GiB"]
+    assert lines == [
+        "GPU 1 (A100-SXM4-80GB): this kernel 9.8 GiB → 1.2 GiB (NVML)",
+        "PyTorch GPU-x: in use 5 GiB → 1 GiB, reserved 9 GiB → 1 GiB",
+        "PyTorch arrays freed on cuda:0: 2 GiB",
+        "PyTorch arrays still referenced elsewhere on cuda:0: 1 GiB (name them: %gpu_free NAME …)",
+        "process memory (RSS, CPU arrays): 3 GiB → 2 GiB",
+    ]
 
 
 def test_a_gpu_name_from_the_driver_is_shown_bidi_safe_and_cut() -> None:

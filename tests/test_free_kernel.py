@@ -47,8 +47,11 @@ def test_gpu_free_drops_cache_traceback_and_named_variables_only(kernel: Kernel)
     kernel.run("torch.zeros(32 * 2**20)")  # 128 MiB, kept as Out[n] and _
     kernel.run("model = torch.nn.Linear(4096, 4096)\nkeep = torch.ones(16 * 2**20)")  # 64 MiB of weights; 64 MiB
     out, err = kernel.run("%gpu_free --dry-run")
-    assert re.search(r"Would drop: IPython's output cache \(Out: 1 entry, _, __, ___\); the last error's traceback "
-                     r"\(OutOfMemoryError, \d frames and their locals\)\.", out), (out, err)
+    assert re.search(
+        r"Would drop: IPython's output cache \(Out: 1 entry, _, __, ___\); the last error's traceback "
+        r"\(OutOfMemoryError, \d frames and their locals\)\.",
+        out,
+    ), (out, err)
     assert "PyTorch 384 MiB on cpu" in out and "Nothing was changed (--dry-run)." in out
     assert kernel.value("[len(Out), sys.last_value is not None, 'model' in dir()]") == [1, True, True]
 
@@ -58,14 +61,22 @@ def test_gpu_free_drops_cache_traceback_and_named_variables_only(kernel: Kernel)
     assert "no framework has" not in out and "still referenced" not in out
     before, after = mib(out, r"RSS, CPU arrays\):"), mib(out, r"→")
     assert before - after >= 300, out  # the allocations went back to the operating system
-    assert kernel.value("[len(Out), getattr(sys, 'last_value', None) is None, 'model' in dir(), keep.numel()]") == \
-        [0, True, False, 16 * 2**20]  # user variables not named are untouched
+    assert kernel.value("[len(Out), getattr(sys, 'last_value', None) is None, 'model' in dir(), keep.numel()]") == [
+        0,
+        True,
+        False,
+        16 * 2**20,
+    ]  # user variables not named are untouched
 
 
 def test_bad_names_change_nothing(kernel: Kernel) -> None:
     kernel.run("%load_ext jupyter_gpu\nimport sys\nx = 1\n1 / 0")
-    for line, words in (("x nosuch", "there is no variable 'nosuch'"), ("x x", "given twice"),
-                        ("Out", "belongs to IPython"), ("'a b'", "not a variable name")):
+    for line, words in (
+        ("x nosuch", "there is no variable 'nosuch'"),
+        ("x x", "given twice"),
+        ("Out", "belongs to IPython"),
+        ("'a b'", "not a variable name"),
+    ):
         _, err = kernel.run(f"%gpu_free {line}")
         assert "UsageError" in err and words in err and err.count("\n") <= 1, err
         assert kernel.value("[x, sys.last_value is not None]") == [1, True]
@@ -88,11 +99,13 @@ def test_gpu_free_on_simulated_nvml_reports_the_drivers_figures_before_and_after
         after = tmp_path / "after.json"
         simulate.write_scenario(after, holding(1229))  # 1.2 GiB once the cache is back
         # The driver's side of empty_cache, standing in for a GPU: NVML then shows the smaller figure.
-        kernel.run("import shutil\n"
-                   "def returned_to_the_driver():\n"
-                   f"    shutil.copy({str(after)!r}, {str(world.path) + '.tmp'!r})\n"
-                   f"    os.replace({str(world.path) + '.tmp'!r}, {str(world.path)!r})\n"
-                   "torch._C._cuda_emptyCache = returned_to_the_driver")
+        kernel.run(
+            "import shutil\n"
+            "def returned_to_the_driver():\n"
+            f"    shutil.copy({str(after)!r}, {str(world.path) + '.tmp'!r})\n"
+            f"    os.replace({str(world.path) + '.tmp'!r}, {str(world.path)!r})\n"
+            "torch._C._cuda_emptyCache = returned_to_the_driver"
+        )
         out, err = kernel.run("%gpu_free")
         assert "PyTorch: torch.cuda.empty_cache(): returns the cached blocks" in out, (out, err)
         assert "GPU 1 (A100-SXM4-80GB [simulated]): this kernel 9.8 GiB → 1.2 GiB (NVML)" in out

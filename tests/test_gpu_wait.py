@@ -24,10 +24,13 @@ GIB_MIB = 1024
 
 def busy_world(scenario: Any, free_gpu_1: bool = False) -> None:
     """GPU 0 full (bob), GPU 1 held by carol unless ``free_gpu_1``."""
+
     def change(data: dict) -> None:
         data["gpus"][0]["processes"] = [{"pid": 910001, "memory_mib": 70 * GIB_MIB, "user": "bob", "name": "python"}]
-        data["gpus"][1]["processes"] = [] if free_gpu_1 else [
-            {"pid": 910002, "memory_mib": 60 * GIB_MIB, "user": "carol", "name": "python"}]
+        data["gpus"][1]["processes"] = (
+            [] if free_gpu_1 else [{"pid": 910002, "memory_mib": 60 * GIB_MIB, "user": "carol", "name": "python"}]
+        )
+
     scenario.update(change)
 
 
@@ -67,8 +70,10 @@ def test_wait_selects_once_the_gpus_fit_polling_at_most_once_a_second(shell, cle
     fake_time.at = {3: lambda: busy_world(clean, free_gpu_1=True)}  # carol finishes after the 3rd poll
     shell.run_line_magic("gpu_select", "auto:1 --min-free 40GiB --wait 30m")
     out = capsys.readouterr().out
-    assert "Waiting for auto:1 with at least 40GiB free — GPU 0: 9.5 GiB free; bob 70 GiB | GPU 1: 19.5 GiB " \
-           "free; carol 60 GiB — waited 0 s of 30 min 0 s" in out
+    assert (
+        "Waiting for auto:1 with at least 40GiB free — GPU 0: 9.5 GiB free; bob 70 GiB | GPU 1: 19.5 GiB "
+        "free; carol 60 GiB — waited 0 s of 30 min 0 s" in out
+    )
     assert "waited 2 s of 30 min" in out
     assert "Waited 3 s for auto:1: the GPUs fit now." in out
     assert "GPU 1 (A100-SXM4-80GB [simulated], 79.5 GiB free)" in out
@@ -87,8 +92,11 @@ def test_wait_without_min_free_waits_for_gpus_without_other_users(shell, clean, 
 def test_time_up_or_interrupt_changes_nothing(shell, clean, fake_time, capsys) -> None:  # noqa: F811
     busy_world(clean)
     before = state()
-    with pytest.raises(UsageError, match=r"no GPUs fit after waiting 5 s: auto:1 needs 1 GPU with at least 40 GiB "
-                                         r"free.*nothing was changed"):
+    with pytest.raises(
+        UsageError,
+        match=r"no GPUs fit after waiting 5 s: auto:1 needs 1 GPU with at least 40 GiB "
+        r"free.*nothing was changed",
+    ):
         shell.run_line_magic("gpu_select", "auto:1 --min-free 40GiB --wait 5s")
     assert state() == before and len(fake_time.sleeps) == 5
 
@@ -102,10 +110,15 @@ def test_time_up_or_interrupt_changes_nothing(shell, clean, fake_time, capsys) -
     assert state() == before
 
 
-@pytest.mark.parametrize("line, words", [("1 --wait 5m", "--wait needs a SPEC of auto"),
-                                         ("auto --wait soon", "is not a duration"),
-                                         ("auto --wait 0", "more than 0"),
-                                         ("auto --wait 200h", "at most 7 days")])
+@pytest.mark.parametrize(
+    "line, words",
+    [
+        ("1 --wait 5m", "--wait needs a SPEC of auto"),
+        ("auto --wait soon", "is not a duration"),
+        ("auto --wait 0", "more than 0"),
+        ("auto --wait 200h", "at most 7 days"),
+    ],
+)
 def test_bad_wait_lines_are_one_usage_error(shell, line: str, words: str) -> None:  # noqa: F811
     before = state()
     with pytest.raises(UsageError, match=words):
@@ -119,9 +132,11 @@ def test_nothing_fits_says_which_gpu_would_fit_if_your_own_process_went(shell, c
 
     mine = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])  # this user's other process
     try:
+
         def change(data: dict) -> None:
             data["gpus"][0]["processes"] = [{"pid": 910001, "memory_mib": 70 * GIB_MIB, "user": "bob"}]
             data["gpus"][1]["processes"] = [{"pid": mine.pid, "memory_mib": 50 * GIB_MIB, "name": "python"}]
+
         clean.update(change)
         with pytest.raises(UsageError) as error:
             shell.run_line_magic("gpu_select", "auto --min-free 40GiB")
@@ -157,15 +172,22 @@ def test_auto_leaves_a_claim_and_counts_others(shell, clean, capsys, tmp_path: P
         other.wait()
 
 
-def test_an_unusable_claims_directory_changes_nothing_but_a_one_line_note(shell, clean, capsys,  # noqa: F811
-                                                                         monkeypatch, tmp_path: Path) -> None:
+def test_an_unusable_claims_directory_changes_nothing_but_a_one_line_note(
+    shell,  # noqa: F811
+    clean,  # noqa: F811
+    capsys,
+    monkeypatch,
+    tmp_path: Path,
+) -> None:
     monkeypatch.setattr(shell.magics_manager.registry["GpuMagics"], "claims_dir", str(tmp_path / "nowhere"))
     shell.run_line_magic("gpu_select", "auto")
     shell.run_line_magic("gpu_select", "auto:2")
     captured = capsys.readouterr()
     notes = [line for line in captured.err.splitlines() if "claims" in line]
-    assert notes == [f"jupyter_gpu: GPU claims are not used: the claims directory {tmp_path / 'nowhere'} cannot be "
-                     "used (No such file or directory); auto chooses without them."]
+    assert notes == [
+        f"jupyter_gpu: GPU claims are not used: the claims directory {tmp_path / 'nowhere'} cannot be "
+        "used (No such file or directory); auto chooses without them."
+    ]
     assert os.environ["CUDA_VISIBLE_DEVICES"] == "0,1"
 
 
@@ -173,6 +195,7 @@ def test_the_waiting_line_shows_other_users_names_bidi_safe(shell, clean, fake_t
     def change(data: dict) -> None:
         data["gpus"][0]["processes"] = [{"pid": 910001, "memory_mib": 70 * GIB_MIB, "user": "a\u202eevil"}]
         data["gpus"][1]["processes"] = [{"pid": 910002, "memory_mib": 60 * GIB_MIB, "user": "x" * 200}]
+
     clean.update(change)
 
     def interrupt() -> None:
@@ -194,8 +217,14 @@ def test_the_fit_hint_names_a_kernel_by_its_notebook_on_one_safe_line(monkeypatc
     from jupyter_gpu.sources import peers
 
     gib = 1024**3
-    gpu = GpuInfo(index=0, uuid="GPU-0", name="A100", memory_total=80 * gib, memory_free=10 * gib,
-                  processes=(GpuProcess(910003, 70 * gib, "me"),))
+    gpu = GpuInfo(
+        index=0,
+        uuid="GPU-0",
+        name="A100",
+        memory_total=80 * gib,
+        memory_free=10 * gib,
+        processes=(GpuProcess(910003, 70 * gib, "me"),),
+    )
     found = peers.Peers({910003: peers.KernelPeer(910003, "k1", "a\n\u202e" + "y" * 200 + ".ipynb")})
     monkeypatch.setattr(peers, "find_peers", lambda **_: found)
     monkeypatch.setattr(magics, "_current_user", lambda: "me")

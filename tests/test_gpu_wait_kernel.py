@@ -20,6 +20,7 @@ def busy(scenario: ScenarioFile, free: bool = False) -> None:
     def change(data: dict) -> None:
         for gpu in data["gpus"]:
             gpu["processes"] = [] if free else [FULL]
+
     scenario.update(change)
 
 
@@ -53,8 +54,9 @@ def text(messages: list[dict]) -> str:
     return "".join(parts)
 
 
-def test_interrupt_stops_the_wait_and_changes_nothing_then_a_freed_gpu_is_taken(scenario: ScenarioFile,
-                                                                               tmp_path: Path) -> None:
+def test_interrupt_stops_the_wait_and_changes_nothing_then_a_freed_gpu_is_taken(
+    scenario: ScenarioFile, tmp_path: Path
+) -> None:
     busy(scenario)
     env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}
     manager, client = start_kernel(tmp_path, env)
@@ -67,8 +69,9 @@ def test_interrupt_stops_the_wait_and_changes_nothing_then_a_freed_gpu_is_taken(
         manager.interrupt_kernel()
         rest = collect(client, msg_id, lambda ms: False)
         assert "UsageError: stopped waiting for auto:1 after" in text(rest) and "nothing was changed" in text(rest)
-        reply = client.execute("", user_expressions={"v": "os.environ.get('CUDA_VISIBLE_DEVICES')"}, reply=True,
-                               timeout=60)
+        reply = client.execute(
+            "", user_expressions={"v": "os.environ.get('CUDA_VISIBLE_DEVICES')"}, reply=True, timeout=60
+        )
         assert reply["content"]["user_expressions"]["v"]["data"]["text/plain"] == "None"
 
         msg_id = client.execute("%gpu_select auto:1 --min-free 40GiB --wait 1h")

@@ -14,12 +14,25 @@ from jupyter_gpu.core.snapshot import GpuInfo, Snapshot
 GIB = 1024**3
 
 
-def snap(t: float, gpus: int = 2, util: int | None = 50, used_gib: float = 20, error: str | None = None,
-         nvml: bool = True) -> Snapshot:
-    return Snapshot(nvml_available=nvml, timestamp=t, gpus=tuple(
-        GpuInfo(index=i, uuid=f"GPU-{i}", name="A100", memory_total=80 * GIB, memory_used=int(used_gib * GIB),
-                utilization=util, error=error if i == 0 else None)
-        for i in range(gpus)))
+def snap(
+    t: float, gpus: int = 2, util: int | None = 50, used_gib: float = 20, error: str | None = None, nvml: bool = True
+) -> Snapshot:
+    return Snapshot(
+        nvml_available=nvml,
+        timestamp=t,
+        gpus=tuple(
+            GpuInfo(
+                index=i,
+                uuid=f"GPU-{i}",
+                name="A100",
+                memory_total=80 * GIB,
+                memory_used=int(used_gib * GIB),
+                utilization=util,
+                error=error if i == 0 else None,
+            )
+            for i in range(gpus)
+        ),
+    )
 
 
 def test_samples_come_back_oldest_first_as_columns():
@@ -59,8 +72,13 @@ def test_unknown_and_unreadable_values_are_null_and_a_repeated_sample_is_ignored
     history.record(snap(2.0, error="GPU is lost"))
     history.record(snap(2.0, util=99))  # the same timestamp again: ignored
     history.record(snap(3.0, nvml=False))  # NVML down: nothing to record
-    history.record(Snapshot(nvml_available=True, timestamp=4.0, gpus=(
-        GpuInfo(index=0, uuid="GPU-0", name="A100", memory_total=0, utilization=250),)))
+    history.record(
+        Snapshot(
+            nvml_available=True,
+            timestamp=4.0,
+            gpus=(GpuInfo(index=0, uuid="GPU-0", name="A100", memory_total=0, utilization=250),),
+        )
+    )
     gpu = history.to_dict()["gpus"][0]
     assert gpu["t"] == [1.0, 2.0, 4.0]
     assert gpu["utilization"] == [None, None, 100]  # clamped to 0..100

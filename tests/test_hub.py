@@ -50,8 +50,9 @@ class Running:
         if getattr(self, "client", None) is None:
             self.client = AsyncHTTPClient(force_instance=True, max_clients=100)
         try:
-            response = await self.client.fetch(self.url + path, method=method, follow_redirects=False,
-                                                     headers={"Authorization": f"token {token}"})
+            response = await self.client.fetch(
+                self.url + path, method=method, follow_redirects=False, headers={"Authorization": f"token {token}"}
+            )
         except HTTPClientError as error:
             return error.code, error.response.body if error.response else b""
         return response.code, response.body
@@ -60,8 +61,13 @@ class Running:
 async def start(interval_s: float = 0.2) -> Running:
     hub = FakeHub()
     service = HubService(hub.url + "/hub/api", SERVICE_TOKEN, hub.url, interval_s=interval_s, linger_s=5)
-    auth = HubOAuth(api_url=hub.url + "/hub/api", api_token=SERVICE_TOKEN, oauth_client_id="service-jupyter-gpu",
-                    access_scopes={"access:services!service=jupyter-gpu"}, cache_max_age=60)
+    auth = HubOAuth(
+        api_url=hub.url + "/hub/api",
+        api_token=SERVICE_TOKEN,
+        oauth_client_id="service-jupyter-gpu",
+        access_scopes={"access:services!service=jupyter-gpu"},
+        cache_max_age=60,
+    )
     sockets = netutil.bind_sockets(0, "127.0.0.1")
     server = HTTPServer(make_app(service, PREFIX, hub_auth=auth))
     server.add_sockets(sockets)
@@ -117,6 +123,7 @@ def test_console_admin_sees_every_users_kernels_by_notebook(hub_gpus: ScenarioFi
         assert bob["memory_by_gpu"] == {"1": 2 * (2048 << 20)}
         assert bob["kernels"][0]["idle_s"] == 7200.0 and bob["kernels"][0]["idle"] is True
         assert b"ipykernel secret" not in raw  # command lines never leave the service, even for admins
+
     asyncio.run(body())
 
 
@@ -134,6 +141,7 @@ def test_reader_gets_no_other_users_notebooks_or_commands(hub_gpus: ScenarioFile
         assert [(k["notebook"], k["kernel_id"]) for k in bob["kernels"]] == [(None, None), (None, None)]
         assert bob["gpu_memory"] == 2 * (2048 << 20)  # the figures stay
         assert b"bob/secret" not in raw and b"bob-kernel" not in raw and b"ipykernel" not in raw
+
     asyncio.run(body())
 
 
@@ -147,8 +155,9 @@ def test_requests_waiting_for_a_hung_nvml_share_one_waiter() -> None:
         return Snapshot(nvml_available=False, timestamp=time.time(), gpus=(), error="released")
 
     async def body() -> None:
-        service = HubService("http://127.0.0.1:9/hub/api", SERVICE_TOKEN, "http://127.0.0.1:9", interval_s=0.1,
-                             take=hung_nvml)
+        service = HubService(
+            "http://127.0.0.1:9/hub/api", SERVICE_TOKEN, "http://127.0.0.1:9", interval_s=0.1, take=hung_nvml
+        )
         waits = []
         wait_for_snapshot = service.sampler.wait_for_snapshot
 
@@ -178,6 +187,7 @@ def test_plain_user_and_unknown_tokens_cannot_read_the_console(demo_gpus: None) 
             assert b"secret" not in raw
         code, _ = await run.call("", "bob-token")
         assert code == 403
+
     asyncio.run(body())
 
 
@@ -196,6 +206,7 @@ def test_only_admins_shut_kernels_down_and_the_log_says_who(demo_gpus: None, cap
         assert "root-admin shut down kernel bob-kernel-0 of user bob" in caplog.text
         code, _ = await run.call("api/users/carol/kernels/x", "admin-token", method="DELETE")
         assert code == 404
+
     asyncio.run(body())
 
 
@@ -211,6 +222,7 @@ def test_devices_api_serves_any_hub_identity_without_names_or_commands(demo_gpus
         assert remote.snapshot_from_dict(data).gpus  # the contract user servers parse
         code, _ = await run.call("api/devices", "no-such-token")
         assert code == 403
+
     asyncio.run(body())
 
 
@@ -222,6 +234,7 @@ def nvml_calls() -> int:
 @pytest.mark.parametrize("servers", [1, 2, 5])
 def test_one_nvml_sampler_for_every_user_server(demo_gpus: None, servers: int) -> None:
     """NVML is read by the service only: calls = the service's samples x calls per sample, whatever N."""
+
     async def body() -> None:
         run = await start(interval_s=0.1)
         run.hub.add_user("user-server", "server-token")
@@ -258,6 +271,7 @@ def test_one_nvml_sampler_for_every_user_server(demo_gpus: None, servers: int) -
         # calls of the reader's periodic MIG re-check (one per GPU every 5 s); a single user server
         # sampling for itself would add as many calls again.
         assert abs(calls - samples * per_sample) <= 0.02 * samples * per_sample
+
     asyncio.run(body())
 
 
@@ -272,27 +286,36 @@ def test_unreachable_service_falls_back_to_own_sampler_and_says_so(demo_gpus: No
     service.sampler.close()
     assert snapshot is not None and len(snapshot.gpus) == 4  # read locally
     assert nvml_calls() > before
-    assert any("jupyter-gpu service" in w and "unreachable" in w and "reads NVML itself" in w
-               for w in snapshot.warnings)
+    assert any(
+        "jupyter-gpu service" in w and "unreachable" in w and "reads NVML itself" in w for w in snapshot.warnings
+    )
 
 
 def test_source_setting_refuses_anything_else() -> None:
-    with pytest.raises(Exception, match="must be \"nvml\", \"hub-service\" or an http"):
+    with pytest.raises(Exception, match='must be "nvml", "hub-service" or an http'):
         JupyterGpuServer(source="gpu-service")
     assert JupyterGpuServer().source == "nvml"
     assert remote.resolve_source("nvml") is None
     assert remote.resolve_source("https://hub.example/services/jupyter-gpu").endswith("/jupyter-gpu/api/devices")
 
 
-@pytest.mark.parametrize("bad", [
-    [], {"nvml_available": "yes", "timestamp": 1}, {"nvml_available": True, "timestamp": 1, "gpus": [{"index": -1}]},
-    {"nvml_available": True, "timestamp": 1, "gpus": [{"index": 0, "uuid": "u", "name": "n",
-                                                       "processes": [{"pid": "1"}]}]},
-    {"nvml_available": True, "timestamp": float("nan")},
-    json.loads('{"nvml_available": true, "timestamp": 1e400}'),  # infinity, though not spelled so
-    {"nvml_available": True, "timestamp": 1, "gpus": [{"index": 0, "uuid": "u", "name": "n", "power": 1e999}]},
-    {"nvml_available": True, "timestamp": 10**400},  # an int too large for a float
-])
+@pytest.mark.parametrize(
+    "bad",
+    [
+        [],
+        {"nvml_available": "yes", "timestamp": 1},
+        {"nvml_available": True, "timestamp": 1, "gpus": [{"index": -1}]},
+        {
+            "nvml_available": True,
+            "timestamp": 1,
+            "gpus": [{"index": 0, "uuid": "u", "name": "n", "processes": [{"pid": "1"}]}],
+        },
+        {"nvml_available": True, "timestamp": float("nan")},
+        json.loads('{"nvml_available": true, "timestamp": 1e400}'),  # infinity, though not spelled so
+        {"nvml_available": True, "timestamp": 1, "gpus": [{"index": 0, "uuid": "u", "name": "n", "power": 1e999}]},
+        {"nvml_available": True, "timestamp": 10**400},  # an int too large for a float
+    ],
+)
 def test_a_bad_service_answer_is_refused_with_one_line(bad: Any) -> None:
     with pytest.raises(remote.BadAnswer):
         remote.snapshot_from_dict(bad)
@@ -302,10 +325,22 @@ def test_names_from_the_service_are_dropped_and_own_ones_read_here() -> None:
     import os
 
     from jupyter_gpu.sources.processes import ProcessDirectory, current_user
-    data = {"nvml_available": True, "timestamp": time.time(), "gpus": [{
-        "index": 0, "uuid": "GPU-0", "name": "A100", "processes": [
-            {"pid": os.getpid(), "memory": 1, "user": current_user(), "name": "forged", "command": "forged"},
-            {"pid": 1, "memory": 1, "user": "someone-else", "name": "leak", "command": "leak --secret"}]}]}
+
+    data = {
+        "nvml_available": True,
+        "timestamp": time.time(),
+        "gpus": [
+            {
+                "index": 0,
+                "uuid": "GPU-0",
+                "name": "A100",
+                "processes": [
+                    {"pid": os.getpid(), "memory": 1, "user": current_user(), "name": "forged", "command": "forged"},
+                    {"pid": 1, "memory": 1, "user": "someone-else", "name": "leak", "command": "leak --secret"},
+                ],
+            }
+        ],
+    }
     snapshot = remote.fill_own_names(remote.snapshot_from_dict(data), ProcessDirectory())
     mine, other = snapshot.gpus[0].processes
     assert mine.name != "forged" and mine.command and "forged" not in mine.command
@@ -333,16 +368,33 @@ def test_a_mig_gpu_from_the_service_keeps_its_slices(tmp_path, monkeypatch) -> N
     local = nvml.snapshot()
     assert local.gpus[0].slices  # the scenario's A100 is in MIG mode
     parsed = remote.snapshot_from_dict(json.loads(json.dumps(local.to_dict())))
-    assert parsed.gpus[0].mig_mode and [s.to_dict() for s in parsed.gpus[0].slices] == \
-        [{**s.to_dict(), "processes": [{**p, "name": None} for p in s.to_dict()["processes"]]}
-         for s in local.gpus[0].slices]
+    assert parsed.gpus[0].mig_mode and [s.to_dict() for s in parsed.gpus[0].slices] == [
+        {**s.to_dict(), "processes": [{**p, "name": None} for p in s.to_dict()["processes"]]}
+        for s in local.gpus[0].slices
+    ]
     assert [p.slice for p in parsed.gpus[0].processes] == [p.slice for p in local.gpus[0].processes]
     # and the service sends no program name or command line, in a slice either
     from jupyter_gpu.hub.core import devices_answer
 
-    sent = devices_answer(replace(local, gpus=(replace(local.gpus[0], slices=tuple(
-        replace(part, processes=tuple(replace(p, name="secret-name", command="secret --cmd") for p in part.processes))
-        for part in local.gpus[0].slices)),)))
+    sent = devices_answer(
+        replace(
+            local,
+            gpus=(
+                replace(
+                    local.gpus[0],
+                    slices=tuple(
+                        replace(
+                            part,
+                            processes=tuple(
+                                replace(p, name="secret-name", command="secret --cmd") for p in part.processes
+                            ),
+                        )
+                        for part in local.gpus[0].slices
+                    ),
+                ),
+            ),
+        )
+    )
     assert "secret" not in json.dumps(sent)
     bad = local.to_dict()
     bad["gpus"][0]["slices"] = [{"index": -1}]
@@ -359,8 +411,13 @@ def _families(text: str) -> dict[str, list[Any]]:
     return found
 
 
-DEVICE_SERIES = ("jupyter_gpu_gpu_info", "jupyter_gpu_memory_used_bytes", "jupyter_gpu_memory_total_bytes",
-                 "jupyter_gpu_utilization_percent", "jupyter_gpu_error")
+DEVICE_SERIES = (
+    "jupyter_gpu_gpu_info",
+    "jupyter_gpu_memory_used_bytes",
+    "jupyter_gpu_memory_total_bytes",
+    "jupyter_gpu_utilization_percent",
+    "jupyter_gpu_error",
+)
 
 
 def test_service_metrics_export_each_gpu_of_the_host_once(demo_gpus: None) -> None:
@@ -385,6 +442,7 @@ def test_service_metrics_export_each_gpu_of_the_host_once(demo_gpus: None) -> No
         # The service's token has no access scope for itself; no token: the hub's login is not offered.
         assert (await run.call("metrics", SERVICE_TOKEN))[0] == 403
         assert (await run.call("metrics", "no-such-token"))[0] == 403
+
     asyncio.run(body())
 
 
@@ -412,4 +470,5 @@ def test_user_servers_on_the_service_export_kernel_series_only(demo_gpus: None) 
         assert exported["nvml"] >= set(DEVICE_SERIES)
         assert not exported["hub-service"] & set(DEVICE_SERIES), exported["hub-service"]
         assert {"jupyter_gpu_kernel_memory_used_bytes", "jupyter_gpu_nvml_up"} <= exported["hub-service"]
+
     asyncio.run(body())

@@ -44,7 +44,9 @@ def bob_is_intact(data: dict[str, Any]) -> None:
     bob = row(data, "bob")
     assert bob["error"] is None and bob["warnings"] == []
     assert [(k["kernel_id"], k["memory_by_gpu"]) for k in bob["kernels"]] == [
-        ("bob-kernel-0", {"1": 2 * GIB}), ("bob-kernel-1", {"1": 2 * GIB})]
+        ("bob-kernel-0", {"1": 2 * GIB}),
+        ("bob-kernel-1", {"1": 2 * GIB}),
+    ]
     assert bob["memory_by_gpu"] == {"1": 4 * GIB} and bob["gpu_memory"] == 4 * GIB
 
 
@@ -54,16 +56,31 @@ def bob_is_intact(data: dict[str, Any]) -> None:
 def test_alice_cannot_take_bobs_process_nor_inflate_her_own(gpus: ScenarioFile) -> None:
     """alice's server names bob's PID as her kernel and claims 2**70 bytes for her own: the console
     attributes by NVML's PID owner and NVML's bytes, so bob keeps his, alice gets only hers."""
+
     async def body() -> None:
         run = await start()
         people(run.hub, gpus)
         bob_pid = run.hub.snapshots["bob"]["gpus"][0]["processes"][0]["pid"]
         alice = run.hub.snapshots["alice"]
-        alice["gpus"][0]["processes"][0]["memory"] = 2 ** 70
-        alice["gpus"].append({"index": 1, "uuid": "GPU-1", "name": "A100", "processes": [
-            {"pid": bob_pid, "memory": 60 * GIB, "user": "alice", "kernel_id": "alice-forged"}]})
-        alice["kernels"].append({"kernel_id": "alice-forged", "notebook": "bob-looks-idle.ipynb",
-                                 "execution_state": "idle", "idle_s": 1e9, "idle": True, "gpu_memory": 60 * GIB})
+        alice["gpus"][0]["processes"][0]["memory"] = 2**70
+        alice["gpus"].append(
+            {
+                "index": 1,
+                "uuid": "GPU-1",
+                "name": "A100",
+                "processes": [{"pid": bob_pid, "memory": 60 * GIB, "user": "alice", "kernel_id": "alice-forged"}],
+            }
+        )
+        alice["kernels"].append(
+            {
+                "kernel_id": "alice-forged",
+                "notebook": "bob-looks-idle.ipynb",
+                "execution_state": "idle",
+                "idle_s": 1e9,
+                "idle": True,
+                "gpu_memory": 60 * GIB,
+            }
+        )
         data = await console(run)
         bob_is_intact(data)
         mine = row(data, "alice")
@@ -72,12 +89,14 @@ def test_alice_cannot_take_bobs_process_nor_inflate_her_own(gpus: ScenarioFile) 
         assert kernels["alice-forged"]["gpu_memory"] == 0 and kernels["alice-forged"]["memory_by_gpu"] == {}
         assert mine["memory_by_gpu"] == {"0": GIB} and mine["gpu_memory"] == GIB
         assert any("belong to another account" in line for line in mine["warnings"])
+
     asyncio.run(body())
 
 
 def test_system_user_template_maps_hub_users_to_their_accounts(gpus: ScenarioFile) -> None:
     """The Littlest JupyterHub: hub user alice runs as jupyter-alice (--system-user jupyter-{name});
     with the default template the same PIDs are nobody's kernels (never somebody else's)."""
+
     async def body() -> None:
         run = await start()
         people(run.hub)
@@ -99,6 +118,7 @@ def test_system_user_template_maps_hub_users_to_their_accounts(gpus: ScenarioFil
         data = await console(run)
         bob_is_intact(data)
         assert row(data, "alice")["memory_by_gpu"] == {"0": GIB}
+
     asyncio.run(body())
 
 
@@ -111,6 +131,7 @@ def test_system_user_option_needs_the_name(capsys: pytest.CaptureFixture[str]) -
 
 def test_a_silent_or_lying_server_cannot_hide_its_users_gpu_memory(gpus: ScenarioFile) -> None:
     """bob's server answers no GPU processes at all: his row still shows what NVML says he holds."""
+
     async def body() -> None:
         run = await start()
         people(run.hub, gpus)
@@ -123,13 +144,15 @@ def test_a_silent_or_lying_server_cannot_hide_its_users_gpu_memory(gpus: Scenari
         data = await console(run)
         bob = row(data, "bob")
         assert bob["error"] and bob["kernels"] == [] and bob["memory_by_gpu"] == {"1": 4 * GIB}
+
     asyncio.run(body())
 
 
 def _many_processes() -> bytes:
     processes = [{"pid": 500_000 + i, "memory": 1, "kernel_id": f"k{i % 7}"} for i in range(100_000)]
-    return json.dumps({"gpus": [{"index": 0, "processes": processes}],
-                       "kernels": [{"kernel_id": f"k{i}"} for i in range(7)]}).encode()
+    return json.dumps(
+        {"gpus": [{"index": 0, "processes": processes}], "kernels": [{"kernel_id": f"k{i}"} for i in range(7)]}
+    ).encode()
 
 
 HOSTILE = {
@@ -158,6 +181,7 @@ def test_a_hostile_answer_is_an_error_line_in_its_own_row(gpus: ScenarioFile, ca
         mallory = row(data, "mallory")
         assert mallory["error"] and mallory["error"].startswith("cannot read this server's GPU kernels"), mallory
         assert mallory["kernels"] == []
+
     asyncio.run(body())
 
 
@@ -165,6 +189,7 @@ def test_a_gzip_bomb_is_refused_not_inflated(gpus: ScenarioFile) -> None:
     """50 KiB of gzip that inflates to 50 MiB (a real bomb: gigabytes) is refused: tornado counts the
     inflated bytes against the client's max_body_size, 8 MiB for user servers (it was tornado's
     default, 100 MiB per server, before the audit)."""
+
     async def body() -> None:
         run = await start()
         people(run.hub, gpus)
@@ -174,12 +199,14 @@ def test_a_gzip_bomb_is_refused_not_inflated(gpus: ScenarioFile) -> None:
         data = await console(run)
         bob_is_intact(data)
         assert row(data, "mallory")["error"].startswith("cannot read this server's GPU kernels")
+
     asyncio.run(body())
 
 
 def test_odd_fields_are_cleaned_and_counted(gpus: ScenarioFile) -> None:
     """Wrong types, negative, huge and non-finite numbers, repeated and bad kernel ids, 100k
     processes claiming PIDs that are not on the GPUs: one row, figures bounded, nothing counted."""
+
     async def body() -> None:
         run = await start()
         people(run.hub, gpus)
@@ -188,11 +215,19 @@ def test_odd_fields_are_cleaned_and_counted(gpus: ScenarioFile) -> None:
         gpus.write(scenario_of({**run.hub.snapshots, "oscar": odd}))
         odd["kernels"] += [
             {"kernel_id": "oscar-kernel-0"},  # repeated
-            {"kernel_id": "../../api/kernels", "notebook": "x"}, {"kernel_id": 7}, "not an object", None,
+            {"kernel_id": "../../api/kernels", "notebook": "x"},
+            {"kernel_id": 7},
+            "not an object",
+            None,
             {"kernel_id": "k-" + "9" * 10_000},
-            {"kernel_id": "oscar-huge", "idle_s": 10 ** 400, "cull_in_s": 10 ** 400},
-            {"kernel_id": "oscar-report", "idle_s": -5, "cull_in_s": 1e308,
-             "reported_gpu_memory": {"0": 2 ** 70, "1": -1, "2": "many", "3": True}, "execution_state": ["busy"]},
+            {"kernel_id": "oscar-huge", "idle_s": 10**400, "cull_in_s": 10**400},
+            {
+                "kernel_id": "oscar-report",
+                "idle_s": -5,
+                "cull_in_s": 1e308,
+                "reported_gpu_memory": {"0": 2**70, "1": -1, "2": "many", "3": True},
+                "execution_state": ["busy"],
+            },
         ]
         odd["gpus"].append("not a gpu")
         odd["gpus"][0]["processes"] += [{"pid": "12", "kernel_id": "oscar-kernel-0"}, {"pid": True, "kernel_id": "x"}]
@@ -202,8 +237,10 @@ def test_odd_fields_are_cleaned_and_counted(gpus: ScenarioFile) -> None:
         mallory = row(data, "mallory")
         assert mallory["error"] is None and mallory["memory_by_gpu"] == {}
         assert all(k["gpu_memory"] == 0 for k in mallory["kernels"]) and len(mallory["kernels"]) == 7
-        assert any(f"{core.MAX_CLAIMS} GPU process(es)" in line and "not on this host's GPUs" in line
-                   for line in mallory["warnings"])
+        assert any(
+            f"{core.MAX_CLAIMS} GPU process(es)" in line and "not on this host's GPUs" in line
+            for line in mallory["warnings"]
+        )
         oscar = row(data, "oscar")
         kernels = {k["kernel_id"]: k for k in oscar["kernels"]}
         assert set(kernels) == {"oscar-kernel-0", "oscar-report", "oscar-huge"}
@@ -214,16 +251,20 @@ def test_odd_fields_are_cleaned_and_counted(gpus: ScenarioFile) -> None:
         assert report["memory_source"] == "report" and report["gpu_memory"] == total  # bounded by the host
         assert report["idle_s"] == 0.0 and report["execution_state"] is None
         assert any("malformed" in line for line in oscar["warnings"])
+
     asyncio.run(body())
 
 
-@pytest.mark.parametrize("name", [
-    '<img src=x onerror="alert(1)">.ipynb',
-    "safe\u202egnp.exe.ipynb",  # a right-to-left override
-    "two\nlines\r\x00\u2028.ipynb",
-    "\u200bhidden\u2066isolate\u2069.ipynb",
-    "long-" + "x" * 10_000 + ".ipynb",
-])
+@pytest.mark.parametrize(
+    "name",
+    [
+        '<img src=x onerror="alert(1)">.ipynb',
+        "safe\u202egnp.exe.ipynb",  # a right-to-left override
+        "two\nlines\r\x00\u2028.ipynb",
+        "\u200bhidden\u2066isolate\u2069.ipynb",
+        "long-" + "x" * 10_000 + ".ipynb",
+    ],
+)
 def test_notebook_names_are_one_visible_line(gpus: ScenarioFile, name: str) -> None:
     async def body() -> None:
         run = await start()
@@ -234,6 +275,7 @@ def test_notebook_names_are_one_visible_line(gpus: ScenarioFile, name: str) -> N
         assert "\u202e" not in shown and "\n" not in shown and "\u2066" not in shown
         visible = [ch for ch in name if ch.isprintable()][:3]
         assert [ch for ch in shown if ch != "\ufffd"][:3] == visible  # text stays text (shown with textContent)
+
     asyncio.run(body())
 
 
@@ -257,9 +299,19 @@ class Evil:
         HTTPServer(web.Application([(r"(.*)", Record)])).add_sockets(sockets)
 
 
-@pytest.mark.parametrize("url", ["http://127.0.0.1:{port}/user/x/", "//127.0.0.1:{port}/user/x/",
-                                 "@127.0.0.1:{port}/user/x/", "/user/../../hub/api/", "/user/%2e%2E/hub/api/",
-                                 "user/x/", "/user/x/?next=http://127.0.0.1:{port}/", "\\\\127.0.0.1:{port}/"])
+@pytest.mark.parametrize(
+    "url",
+    [
+        "http://127.0.0.1:{port}/user/x/",
+        "//127.0.0.1:{port}/user/x/",
+        "@127.0.0.1:{port}/user/x/",
+        "/user/../../hub/api/",
+        "/user/%2e%2E/hub/api/",
+        "user/x/",
+        "/user/x/?next=http://127.0.0.1:{port}/",
+        "\\\\127.0.0.1:{port}/",
+    ],
+)
 def test_the_service_sends_its_token_only_to_the_proxy(gpus: ScenarioFile, url: str) -> None:
     async def body() -> None:
         run = await start()
@@ -272,6 +324,7 @@ def test_the_service_sends_its_token_only_to_the_proxy(gpus: ScenarioFile, url: 
         bob_is_intact(data)
         assert evil.seen == []
         assert "not a" in row(data, "eve")["error"] and "path on its proxy" in row(data, "eve")["error"]
+
     asyncio.run(body())
 
 
@@ -279,10 +332,18 @@ HUB_ANSWERS: dict[str, Any] = {
     "an-object": {"users": []},
     "not-json": b"<html>",
     "nan": b"[NaN]",
-    "odd-users": [None, 5, "alice", {"name": None}, {"name": ""}, {"name": "bob"},
-                  {"name": "carol", "servers": None}, {"name": "dave", "servers": ["/user/dave/"]},
-                  {"name": "erin", "servers": {"": None, "x": {"ready": "yes", "url": "/user/erin/"}}},
-                  {"name": "line\nbreak", "servers": {"": {"ready": True, "url": "/user/x/"}}}],
+    "odd-users": [
+        None,
+        5,
+        "alice",
+        {"name": None},
+        {"name": ""},
+        {"name": "bob"},
+        {"name": "carol", "servers": None},
+        {"name": "dave", "servers": ["/user/dave/"]},
+        {"name": "erin", "servers": {"": None, "x": {"ready": "yes", "url": "/user/erin/"}}},
+        {"name": "line\nbreak", "servers": {"": {"ready": True, "url": "/user/x/"}}},
+    ],
 }
 
 
@@ -299,6 +360,7 @@ def test_odd_hub_answers_degrade_to_the_gpus(gpus: ScenarioFile, case: str) -> N
         else:
             assert data["users"] == []
             assert any(w.startswith("cannot list the running servers from the hub") for w in data["warnings"])
+
     asyncio.run(body())
 
 
@@ -312,6 +374,7 @@ def test_the_hub_down_degrades_to_the_gpus(gpus: ScenarioFile) -> None:
         data = await console(run)
         assert len(data["gpus"]) == 4 and data["users"] == []
         assert any("cannot list the running servers from the hub" in w for w in data["warnings"])
+
     asyncio.run(body())
 
 
@@ -332,12 +395,14 @@ def test_odd_user_names_get_their_own_row(gpus: ScenarioFile, name: str) -> None
             assert odd["error"] is None, odd
             assert [(k["kernel_id"], k["memory_by_gpu"]) for k in odd["kernels"]] == [("odd-kernel-0", {"3": GIB})]
             assert odd["memory_by_gpu"] == {"3": GIB}
+
     asyncio.run(body())
 
 
 def test_a_users_named_servers_are_one_row_and_shutdown_finds_the_right_server(gpus: ScenarioFile) -> None:
     """alice has her default server and a named one ("gpu"), each with a kernel: one row, her NVML
     memory counted once; the admin's shutdown goes to the server that lists the kernel."""
+
     async def body() -> None:
         run = await start()
         people(run.hub)
@@ -350,11 +415,14 @@ def test_a_users_named_servers_are_one_row_and_shutdown_finds_the_right_server(g
         bob_is_intact(data)
         [alice] = [user for user in data["users"] if user["name"] == "alice"]
         assert {k["kernel_id"]: k["memory_by_gpu"] for k in alice["kernels"]} == {
-            "alice-kernel-0": {"0": GIB}, "alice-gpu-kernel-0": {"2": 3 * GIB}}
+            "alice-kernel-0": {"0": GIB},
+            "alice-gpu-kernel-0": {"2": 3 * GIB},
+        }
         assert alice["memory_by_gpu"] == {"0": GIB, "2": 3 * GIB} and alice["gpu_memory"] == 4 * GIB
         code, raw = await run.call("api/users/alice/kernels/alice-gpu-kernel-0", "admin-token", method="DELETE")
         assert code == 204, raw
         assert run.hub.deleted == [("alice/gpu", "alice-gpu-kernel-0", SERVICE_TOKEN)]
+
     asyncio.run(body())
 
 
@@ -364,6 +432,7 @@ def test_a_users_named_servers_are_one_row_and_shutdown_finds_the_right_server(g
 def test_hung_servers_do_not_hold_up_200_others(gpus: ScenarioFile) -> None:
     """12 servers accept and never answer; 200 others answer: every one of those has its row, the
     hung ones an error saying the bound (tornado would otherwise queue the others behind them)."""
+
     async def body() -> None:
         run = await start()
         people(run.hub, gpus)
@@ -381,7 +450,9 @@ def test_hung_servers_do_not_hold_up_200_others(gpus: ScenarioFile) -> None:
             assert user["error"] is None and user["kernels"][0]["memory_by_gpu"] == {str(i % 4): 1 << 20}, user
         for i in range(12):
             assert rows[f"hung{i:02d}"]["error"] == (
-                f"cannot read this server's GPU kernels: no answer within {hub_app.SERVER_TIMEOUT_S:g} s")
+                f"cannot read this server's GPU kernels: no answer within {hub_app.SERVER_TIMEOUT_S:g} s"
+            )
+
     asyncio.run(body())
 
 
@@ -392,22 +463,26 @@ def test_fifty_concurrent_console_requests_share_one_gather(gpus: ScenarioFile) 
         answers = await asyncio.gather(*(run.call("api/console", "admin-token") for _ in range(50)))
         assert [code for code, _ in answers] == [200] * 50
         assert run.hub.users_calls == 1 and run.hub.snapshot_calls == {"alice": 1, "bob": 1}
+
     asyncio.run(body())
 
 
-@pytest.mark.parametrize("path, code", [
-    ("api/users/bob/kernels/..%2F..%2Fapi", 400),
-    ("api/users/bob/kernels/%2E%2E", 400),
-    ("api/users/bob/kernels/" + "a" * 10_000, 400),
-    ("api/users/bob/kernels/", 404),
-    ("api/users/bob/kernels/bob-kernel-0%0A", 400),
-    ("api/users/alice/kernels/bob-kernel-0", 404),  # bob's kernel id, asked of alice's server
-    ("api/users/..%2Fbob/kernels/bob-kernel-0", 404),
-    ("api/users/%00/kernels/bob-kernel-0", 404),
-    ("api/users/" + "b" * 10_000 + "/kernels/bob-kernel-0", 404),
-    ("api/users/bob/kernels/no-such-kernel", 404),
-    ("api/users/%25d%25s%25(x)s/kernels/bob-kernel-0", 404),  # a name that is a format string
-])
+@pytest.mark.parametrize(
+    "path, code",
+    [
+        ("api/users/bob/kernels/..%2F..%2Fapi", 400),
+        ("api/users/bob/kernels/%2E%2E", 400),
+        ("api/users/bob/kernels/" + "a" * 10_000, 400),
+        ("api/users/bob/kernels/", 404),
+        ("api/users/bob/kernels/bob-kernel-0%0A", 400),
+        ("api/users/alice/kernels/bob-kernel-0", 404),  # bob's kernel id, asked of alice's server
+        ("api/users/..%2Fbob/kernels/bob-kernel-0", 404),
+        ("api/users/%00/kernels/bob-kernel-0", 404),
+        ("api/users/" + "b" * 10_000 + "/kernels/bob-kernel-0", 404),
+        ("api/users/bob/kernels/no-such-kernel", 404),
+        ("api/users/%25d%25s%25(x)s/kernels/bob-kernel-0", 404),  # a name that is a format string
+    ],
+)
 def test_odd_shutdown_requests_delete_nothing(gpus: ScenarioFile, path: str, code: int) -> None:
     async def body() -> None:
         run = await start()
@@ -417,6 +492,7 @@ def test_odd_shutdown_requests_delete_nothing(gpus: ScenarioFile, path: str, cod
         assert run.hub.deleted == []
         got, _ = await run.call("api/users/bob/kernels/bob-kernel-1", "admin-token", method="DELETE")
         assert got == 204 and run.hub.deleted == [("bob", "bob-kernel-1", SERVICE_TOKEN)]
+
     asyncio.run(body())
 
 
@@ -428,8 +504,9 @@ FAULTS: dict[str, Any] = {
     "library-not-found": lambda s: s.update(fault="library_not_found"),
     "no-permission": lambda s: s.update(fault="no_permission"),
     "gpu-lost": lambda s: s["gpus"][1].update(fault="lost"),
-    "old-driver": lambda s: s.update(missing_functions=["nvmlDeviceGetComputeRunningProcesses_v3",
-                                                        "nvmlDeviceGetUtilizationRates"]),
+    "old-driver": lambda s: s.update(
+        missing_functions=["nvmlDeviceGetComputeRunningProcesses_v3", "nvmlDeviceGetUtilizationRates"]
+    ),
 }
 
 
@@ -448,12 +525,14 @@ def test_nvml_faults_degrade_every_endpoint(gpus: ScenarioFile, fault: str) -> N
             assert data["gpus"][1]["error"] and data["gpus"][0]["error"] is None
         elif fault != "old-driver":
             assert data["error"] and data["gpus"] == []
+
     asyncio.run(body())
 
 
 def test_a_hung_driver_answers_without_a_sample(gpus: ScenarioFile) -> None:
     """Every NVML call takes 3 s: the console, devices and metrics answer (without GPUs) instead of
     waiting on the driver."""
+
     async def body() -> None:
         gpus.update(lambda s: s.update(latency_ms=3000))
         run = await start()
@@ -464,6 +543,7 @@ def test_a_hung_driver_answers_without_a_sample(gpus: ScenarioFile) -> None:
         data = await console(run)
         assert data["error"] == "no GPU sample yet" and data["gpus"] == []
         run.service.sampler.close(timeout=0.1)
+
     asyncio.run(body())
 
 
@@ -472,12 +552,14 @@ def test_a_hung_driver_answers_without_a_sample(gpus: ScenarioFile) -> None:
 
 def test_a_reader_gets_no_other_users_kernel_or_notebook_in_any_field(gpus: ScenarioFile) -> None:
     """alice (custom:jupyter-gpu:read) looks at a console where bob's server is odd in every way."""
+
     async def body() -> None:
         run = await start()
         people(run.hub, gpus)
         bob = run.hub.snapshots["bob"]
-        bob["kernels"].append({"kernel_id": "bob-kernel-9", "notebook": "bob/secret-9.ipynb",
-                               "reported_gpu_memory": {"0": 5}})
+        bob["kernels"].append(
+            {"kernel_id": "bob-kernel-9", "notebook": "bob/secret-9.ipynb", "reported_gpu_memory": {"0": 5}}
+        )
         bob["kernels"].append({"kernel_id": "bob-kernel-0"})  # repeated: a warning line
         code, raw = await run.call("api/console", "alice-token")
         assert code == 200
@@ -486,12 +568,15 @@ def test_a_reader_gets_no_other_users_kernel_or_notebook_in_any_field(gpus: Scen
             assert secret not in text, secret
         data = json.loads(raw)
         assert row(data, "bob")["server_url"] is None and row(data, "alice")["server_url"] == "/user/alice/"
+
     asyncio.run(body())
 
 
-def test_a_bug_in_the_join_is_an_error_line_not_a_500(gpus: ScenarioFile, monkeypatch: pytest.MonkeyPatch,
-                                                       caplog: pytest.LogCaptureFixture) -> None:
+def test_a_bug_in_the_join_is_an_error_line_not_a_500(
+    gpus: ScenarioFile, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
     """Whatever slips through (here: the join raising), the console answers 200 and says so."""
+
     async def body() -> None:
         run = await start()
         people(run.hub, gpus)
@@ -506,33 +591,44 @@ def test_a_bug_in_the_join_is_an_error_line_not_a_500(gpus: ScenarioFile, monkey
         data = await console(run)
         assert data["error"].startswith("the console could not be built (KeyError") and data["users"] == []
         assert "the console could not be built" in caplog.text
+
     asyncio.run(body())
 
 
 def test_a_service_named_like_a_user_is_not_that_user(gpus: ScenarioFile) -> None:
     """A service token called "bob" with the read scope sees bob's kernels as anybody else's."""
+
     async def body() -> None:
         run = await start()
         people(run.hub, gpus)
-        run.hub.tokens["bob-service-token"] = {"kind": "service", "name": "bob", "scopes": [
-            core.READ_SCOPE, "access:services!service=jupyter-gpu"]}
+        run.hub.tokens["bob-service-token"] = {
+            "kind": "service",
+            "name": "bob",
+            "scopes": [core.READ_SCOPE, "access:services!service=jupyter-gpu"],
+        }
         code, raw = await run.call("api/console", "bob-service-token")
         assert code == 200, raw
         data = json.loads(raw)
         assert data["viewer"] == "service:bob" and data["admin"] is False
         assert b"bob-kernel" not in raw and b"bob/secret" not in raw and row(data, "bob")["server_url"] is None
+
     asyncio.run(body())
 
 
 def test_pure_console_survives_any_server_object() -> None:
     """core.console with odd UserServer snapshots (the pure join alone): no exception, an error line."""
-    servers = [core.UserServer("a", "/user/a/", [1, 2]), core.UserServer("b", "/user/b/", {"gpus": "x"}),
-               core.UserServer("c", None, None, "down")]
+    servers = [
+        core.UserServer("a", "/user/a/", [1, 2]),
+        core.UserServer("b", "/user/b/", {"gpus": "x"}),
+        core.UserServer("c", None, None, "down"),
+    ]
     data = core.console(None, {}, servers, "a", "admin")
     assert [u["error"] for u in data["users"]] == [
         "cannot read this server's GPU kernels: the answer is not a JSON object",
         "cannot read this server's GPU kernels: the answer is not a jupyter-gpu snapshot (gpus and kernels "
-        "must be lists)", "down"]
+        "must be lists)",
+        "down",
+    ]
 
 
 def test_a_user_server_does_not_follow_a_redirect_with_its_token(gpus: ScenarioFile) -> None:
@@ -551,12 +647,12 @@ def test_a_user_server_does_not_follow_a_redirect_with_its_token(gpus: ScenarioF
         sockets = netutil.bind_sockets(0, "127.0.0.1")
         HTTPServer(web.Application([(r".*", Redirect)])).add_sockets(sockets)
         url = f"http://127.0.0.1:{sockets[0].getsockname()[1]}/services/jupyter-gpu/api/devices"
-        source = remote.RemoteSource(url, fallback=nvml.snapshot,
-                                     token="user-server-secret")
+        source = remote.RemoteSource(url, fallback=nvml.snapshot, token="user-server-secret")
         snapshot = await asyncio.get_running_loop().run_in_executor(None, source)
         assert evil.seen == []
         assert source.fallbacks == 1 and "HTTP 302" in (source.last_error or "")
         assert snapshot.gpus and any("reads NVML itself" in w for w in snapshot.warnings)
+
     asyncio.run(body())
 
 
@@ -566,8 +662,15 @@ def test_the_processes_index_is_built_once_per_sample() -> None:
     from jupyter_gpu.core.snapshot import GpuInfo, GpuProcess, Snapshot
 
     def sample() -> Snapshot:
-        gpu = GpuInfo(index=0, uuid="GPU-0", name="x", memory_total=GIB, memory_used=GIB, memory_free=0,
-                      processes=(GpuProcess(pid=7, memory=GIB, user="alice"),))
+        gpu = GpuInfo(
+            index=0,
+            uuid="GPU-0",
+            name="x",
+            memory_total=GIB,
+            memory_used=GIB,
+            memory_free=0,
+            processes=(GpuProcess(pid=7, memory=GIB, user="alice"),),
+        )
         return Snapshot(True, 1.0, (gpu,), None, None, True, ())
 
     first, second = sample(), sample()

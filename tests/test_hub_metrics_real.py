@@ -29,10 +29,13 @@ from support import ScenarioFile
 from jupyter_gpu import simulate
 
 pytestmark = pytest.mark.skipif(
-    PROMETHEUS is None, reason="prometheus is not installed (Debian: apt-get install prometheus)")
+    PROMETHEUS is None, reason="prometheus is not installed (Debian: apt-get install prometheus)"
+)
 PREFIX = "/services/jupyter-gpu/"
-JOIN = ("sum by (user, host) (jupyter_gpu_kernel_memory_used_bytes"
-        " * on (UUID) group_left (host) max by (UUID, host) (jupyter_gpu_gpu_info))")
+JOIN = (
+    "sum by (user, host) (jupyter_gpu_kernel_memory_used_bytes"
+    " * on (UUID) group_left (host) max by (UUID, host) (jupyter_gpu_gpu_info))"
+)
 
 
 def _spawn(command: list[str], env: dict[str, str], log: Path) -> subprocess.Popen[bytes]:
@@ -52,29 +55,52 @@ class Host:
         env = {**os.environ, simulate.ENV_VAR: str(self.scenario.path)}
         self.service_port = free_port()
         self.service_url = f"http://127.0.0.1:{self.service_port}{PREFIX}"
-        service_env = {**env, "JUPYTERHUB_SERVICE_URL": f"http://127.0.0.1:{self.service_port}",
-                       "JUPYTERHUB_SERVICE_PREFIX": PREFIX, "JUPYTERHUB_API_TOKEN": SERVICE_TOKEN,
-                       "JUPYTERHUB_API_URL": self.hub.url + "/hub/api", "JUPYTERHUB_SERVICE_NAME": "jupyter-gpu",
-                       "JUPYTERHUB_OAUTH_ACCESS_SCOPES": json.dumps(["access:services!service=jupyter-gpu"])}
+        service_env = {
+            **env,
+            "JUPYTERHUB_SERVICE_URL": f"http://127.0.0.1:{self.service_port}",
+            "JUPYTERHUB_SERVICE_PREFIX": PREFIX,
+            "JUPYTERHUB_API_TOKEN": SERVICE_TOKEN,
+            "JUPYTERHUB_API_URL": self.hub.url + "/hub/api",
+            "JUPYTERHUB_SERVICE_NAME": "jupyter-gpu",
+            "JUPYTERHUB_OAUTH_ACCESS_SCOPES": json.dumps(["access:services!service=jupyter-gpu"]),
+        }
         self.service_log = base / "service.log"
-        self.service = _spawn([sys.executable, "-m", "jupyter_gpu.hub", "--proxy-url", self.hub.url,
-                               "--interval", "0.5", "--host-label", "sim-host"], service_env, self.service_log)
+        self.service = _spawn(
+            [
+                sys.executable,
+                "-m",
+                "jupyter_gpu.hub",
+                "--proxy-url",
+                self.hub.url,
+                "--interval",
+                "0.5",
+                "--host-label",
+                "sim-host",
+            ],
+            service_env,
+            self.service_log,
+        )
         self.processes.append(self.service)
         self.servers: dict[str, LiveServer] = {}
         for user in ("alice", "bob"):  # both start at once, then both are waited for
             self.hub.add_user(user, f"hub-token-of-{user}")
             self.servers[user] = LiveServer(
-                base / user, user, f"token-of-{user}", {"interval_s": 0.5, "linger_s": 30, "source": self.service_url},
+                base / user,
+                user,
+                f"token-of-{user}",
+                {"interval_s": 0.5, "linger_s": 30, "source": self.service_url},
                 env={**env, "JUPYTERHUB_API_TOKEN": f"hub-token-of-{user}"},  # what the hub gives a server
-                wait_s=None)
+                wait_s=None,
+            )
             self.processes.append(self.servers[user].process)
         for server in self.servers.values():
             server.wait(90)
 
     def start_kernel_on(self, user: str, gpu: int, mib: int) -> None:
         pid = self.servers[user].start_kernel()
-        self.scenario.update(lambda d: d["gpus"][gpu].setdefault("processes", []).append(
-            {"pid": pid, "memory_mib": mib}))
+        self.scenario.update(
+            lambda d: d["gpus"][gpu].setdefault("processes", []).append({"pid": pid, "memory_mib": mib})
+        )
 
     def snapshot(self, user: str) -> dict[str, Any]:
         server = self.servers[user]
@@ -102,30 +128,46 @@ def test_each_gpu_is_exported_once_per_host_and_kernels_join_it_by_uuid(tmp_path
     # and a Prometheus scraping the service and both servers every second, as the shipped config does
     prometheus_token = tmp_path / "prometheus.token"
     prometheus_token.write_text("prometheus-token")
-    jobs: list[dict[str, Any]] = [{
-        "job_name": "jupyter-gpu-service", "metrics_path": PREFIX + "metrics", "scrape_interval": "1s",
-        "authorization": {"type": "Bearer", "credentials_file": str(prometheus_token)},
-        "static_configs": [{"targets": [f"127.0.0.1:{host.service_port}"]}]}]
+    jobs: list[dict[str, Any]] = [
+        {
+            "job_name": "jupyter-gpu-service",
+            "metrics_path": PREFIX + "metrics",
+            "scrape_interval": "1s",
+            "authorization": {"type": "Bearer", "credentials_file": str(prometheus_token)},
+            "static_configs": [{"targets": [f"127.0.0.1:{host.service_port}"]}],
+        }
+    ]
     for user, server in host.servers.items():
         token_file = tmp_path / f"{user}.token"
         token_file.write_text(server.token)
-        jobs.append({"job_name": "jupyter-user-servers", "scrape_interval": "1s",
-                     "authorization": {"type": "Bearer", "credentials_file": str(token_file)},
-                     "static_configs": [{"targets": [f"127.0.0.1:{server.port}"],
-                                         "labels": {"jupyterhub_user": user}}]})
+        jobs.append(
+            {
+                "job_name": "jupyter-user-servers",
+                "scrape_interval": "1s",
+                "authorization": {"type": "Bearer", "credentials_file": str(token_file)},
+                "static_configs": [{"targets": [f"127.0.0.1:{server.port}"], "labels": {"jupyterhub_user": user}}],
+            }
+        )
         jobs[-1]["job_name"] += "-" + user
     config = tmp_path / "prometheus.yml"
     config.write_text(yaml.safe_dump({"global": {"scrape_interval": "1s"}, "scrape_configs": jobs}))
     prometheus, url, log = start_prometheus(config, tmp_path)
     try:
+
         def series(query: str) -> list[dict[str, Any]]:
             return get_json(f"{url}/api/v1/query?" + urllib.parse.urlencode({"query": query}))["data"]["result"]
 
         # When every target has been scraped and both kernels' series are in
-        wait_for("three targets up", lambda: len([s for s in series("up") if s["value"][1] == "1"]) == 3,
-                 90, prometheus, log)
-        kernels = wait_for("both kernels' series", lambda: (lambda r: r if len(r) == 2 else None)(
-            series("jupyter_gpu_kernel_memory_used_bytes > 0")), 90, prometheus, log)
+        wait_for(
+            "three targets up", lambda: len([s for s in series("up") if s["value"][1] == "1"]) == 3, 90, prometheus, log
+        )
+        kernels = wait_for(
+            "both kernels' series",
+            lambda: (lambda r: r if len(r) == 2 else None)(series("jupyter_gpu_kernel_memory_used_bytes > 0")),
+            90,
+            prometheus,
+            log,
+        )
         # Then the servers took their GPUs from the service (no fallback) ...
         for user in host.servers:
             assert host.snapshot(user)["warnings"] == [], user
@@ -140,10 +182,13 @@ def test_each_gpu_is_exported_once_per_host_and_kernels_join_it_by_uuid(tmp_path
         # ... the kernels' series from their servers, by user and UUID
         assert {(s["metric"]["user"], s["metric"]["UUID"], float(s["value"][1])) for s in kernels} == {
             ("alice", next(g["uuid"] for g in host.snapshot("alice")["gpus"] if g["index"] == 0), 1024 * 2**20),
-            ("bob", next(g["uuid"] for g in host.snapshot("alice")["gpus"] if g["index"] == 1), 2048 * 2**20)}
+            ("bob", next(g["uuid"] for g in host.snapshot("alice")["gpus"] if g["index"] == 1), 2048 * 2**20),
+        }
         # ... and the documented join puts user and host together
         joined = series(JOIN)
-        assert {(s["metric"]["user"], s["metric"]["host"]) for s in joined} == {("alice", "sim-host"),
-                                                                               ("bob", "sim-host")}
+        assert {(s["metric"]["user"], s["metric"]["host"]) for s in joined} == {
+            ("alice", "sim-host"),
+            ("bob", "sim-host"),
+        }
     finally:
         stop(prometheus)

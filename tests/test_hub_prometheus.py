@@ -43,17 +43,21 @@ def node(host: str, instance: str, uuids: list[str]) -> list[dict[str, Any]]:
     out = []
     for index, uuid in enumerate(uuids):
         gpu = {"gpu": str(index), "uuid": uuid, "name": "NVIDIA A100-SXM4-80GB", "instance": instance}
-        out += [series("jupyter_gpu_gpu_info", 1, gpu=str(index), UUID=uuid, name=gpu["name"], host=host,
-                       instance=instance),
-                series("jupyter_gpu_memory_used_bytes", (index + 1) * GIB, **gpu),
-                series("jupyter_gpu_memory_total_bytes", 80 * GIB, **gpu),
-                series("jupyter_gpu_utilization_percent", 10 * (index + 1), **gpu),
-                series("jupyter_gpu_error", 0, **gpu)]
+        out += [
+            series(
+                "jupyter_gpu_gpu_info", 1, gpu=str(index), UUID=uuid, name=gpu["name"], host=host, instance=instance
+            ),
+            series("jupyter_gpu_memory_used_bytes", (index + 1) * GIB, **gpu),
+            series("jupyter_gpu_memory_total_bytes", 80 * GIB, **gpu),
+            series("jupyter_gpu_utilization_percent", 10 * (index + 1), **gpu),
+            series("jupyter_gpu_error", 0, **gpu),
+        ]
     return out
 
 
-def kernel(user: str, kernel_id: str, notebook: str, gpu: str, uuid: str, memory: int, idle_s: float | None,
-           instance: str) -> list[dict[str, Any]]:
+def kernel(
+    user: str, kernel_id: str, notebook: str, gpu: str, uuid: str, memory: int, idle_s: float | None, instance: str
+) -> list[dict[str, Any]]:
     labels = {"kernel_id": kernel_id, "notebook": notebook, "user": user, "instance": instance}
     out = [series("jupyter_gpu_kernel_memory_used_bytes", memory, gpu=gpu, UUID=uuid, **labels)]
     if idle_s is not None:
@@ -69,8 +73,14 @@ def two_nodes() -> dict[str, Any]:
         *node("node-b", "10.0.1.1:8888", ["GPU-b0", "GPU-b1"]),
         *kernel("alice", "k-alice-1", "alice/train.ipynb", "1", "GPU-a1", 3 * GIB, 7200, "10.0.0.1:8888"),
         *kernel("bob", "k-bob-1", "bob/secret.ipynb", "0", "GPU-b0", 5 * GIB, 12, "10.0.1.1:8888"),
-        series("jupyter_gpu_kernel_cull_in_seconds", 600, kernel_id="k-alice-1", notebook="alice/train.ipynb",
-               user="alice", instance="10.0.0.1:8888"),
+        series(
+            "jupyter_gpu_kernel_cull_in_seconds",
+            600,
+            kernel_id="k-alice-1",
+            notebook="alice/train.ipynb",
+            user="alice",
+            instance="10.0.0.1:8888",
+        ),
     )
 
 
@@ -78,7 +88,11 @@ def test_every_gpu_of_every_node_once_grouped_by_host() -> None:
     data = prom.console(two_nodes(), "root", "admin")
     assert data["source"] == "prometheus" and data["hosts"] == ["node-a", "node-b"] and data["error"] is None
     assert [(g["host"], g["index"], g["uuid"]) for g in data["gpus"]] == [
-        ("node-a", 0, "GPU-a0"), ("node-a", 1, "GPU-a1"), ("node-b", 0, "GPU-b0"), ("node-b", 1, "GPU-b1")]
+        ("node-a", 0, "GPU-a0"),
+        ("node-a", 1, "GPU-a1"),
+        ("node-b", 0, "GPU-b0"),
+        ("node-b", 1, "GPU-b1"),
+    ]
     a1 = data["gpus"][1]
     assert (a1["memory_used"], a1["memory_total"], a1["utilization"], a1["error"]) == (2 * GIB, 80 * GIB, 20, None)
     assert data["timestamp"] == T
@@ -97,8 +111,9 @@ def test_kernels_by_user_with_notebook_memory_per_gpu_idle_and_cull() -> None:
 
 
 def test_one_host_keys_memory_by_gpu_index_as_the_local_console_does() -> None:
-    answer = vector(*node("node-a", "h:1", ["GPU-a0", "GPU-a1"]),
-                    *kernel("alice", "k1", "a.ipynb", "1", "GPU-a1", GIB, None, "h:1"))
+    answer = vector(
+        *node("node-a", "h:1", ["GPU-a0", "GPU-a1"]), *kernel("alice", "k1", "a.ipynb", "1", "GPU-a1", GIB, None, "h:1")
+    )
     data = prom.console(answer, "alice", "read")
     assert data["hosts"] == ["node-a"] and data["users"][0]["memory_by_gpu"] == {"1": GIB}
 
@@ -116,9 +131,19 @@ def test_reader_gets_no_other_users_kernel_ids_or_notebooks() -> None:
 def test_user_from_the_scrape_configs_target_label_and_host_without_gpu_info() -> None:
     # Servers without the user label and gpu_info: the shipped config's jupyterhub_user and host target labels.
     gpu = {"gpu": "0", "uuid": "GPU-x", "name": "T4", "host": "node-x", "instance": "x:1"}
-    answer = vector(series("jupyter_gpu_memory_used_bytes", GIB, **gpu),
-                    series("jupyter_gpu_kernel_memory_used_bytes", GIB, kernel_id="k", notebook="n.ipynb", gpu="0",
-                           jupyterhub_user="carol", host="node-x", instance="x:1"))
+    answer = vector(
+        series("jupyter_gpu_memory_used_bytes", GIB, **gpu),
+        series(
+            "jupyter_gpu_kernel_memory_used_bytes",
+            GIB,
+            kernel_id="k",
+            notebook="n.ipynb",
+            gpu="0",
+            jupyterhub_user="carol",
+            host="node-x",
+            instance="x:1",
+        ),
+    )
     data = prom.console(answer, "root", "admin")
     assert data["hosts"] == ["node-x"] and data["gpus"][0]["host"] == "node-x"
     assert data["users"][0]["name"] == "carol" and data["users"][0]["kernels"][0]["host"] == "node-x"
@@ -128,8 +153,9 @@ def test_a_server_cannot_put_its_kernels_under_another_user(caplog: pytest.LogCa
     """mallory's server (scrape target jupyterhub_user="mallory") exports a kernel series with
     user="bob": dropped with a log line, never shown as bob's; bob's own stays."""
     answer = two_nodes()
-    answer["data"]["result"] += kernel("bob", "k-forged", "bob/fake.ipynb", "0", "GPU-b0", 70 * GIB, 99999,
-                                       "10.0.1.9:8888")
+    answer["data"]["result"] += kernel(
+        "bob", "k-forged", "bob/fake.ipynb", "0", "GPU-b0", 70 * GIB, 99999, "10.0.1.9:8888"
+    )
     for item in answer["data"]["result"][-2:]:
         item["metric"]["jupyterhub_user"] = "mallory"
     with caplog.at_level(logging.WARNING, logger="jupyter_gpu.hub"):
@@ -146,13 +172,16 @@ def test_the_same_kernel_scraped_twice_counts_once() -> None:
     assert data["users"][0]["gpu_memory"] == GIB
 
 
-@pytest.mark.parametrize("answer, message", [
-    ("<html>", "not a JSON object"),
-    ({"status": "error", "errorType": "bad_data", "error": "parse error"}, "parse error"),
-    ({"status": "success", "data": {"resultType": "matrix", "result": []}}, "no vector result"),
-    ({"status": "success", "data": {"resultType": "vector", "result": {"a": 1}}}, "no vector result"),
-    (vector(*[{}] * (prom.MAX_SERIES + 1)), "more than"),
-])
+@pytest.mark.parametrize(
+    "answer, message",
+    [
+        ("<html>", "not a JSON object"),
+        ({"status": "error", "errorType": "bad_data", "error": "parse error"}, "parse error"),
+        ({"status": "success", "data": {"resultType": "matrix", "result": []}}, "no vector result"),
+        ({"status": "success", "data": {"resultType": "vector", "result": {"a": 1}}}, "no vector result"),
+        (vector(*[{}] * (prom.MAX_SERIES + 1)), "more than"),
+    ],
+)
 def test_an_unusable_answer_becomes_the_consoles_error(answer: Any, message: str) -> None:
     data = prom.console(answer, "root", "admin")
     assert message in data["error"] and data["gpus"] == [] and data["users"] == []
@@ -170,12 +199,15 @@ def test_hostile_series_are_dropped_one_log_line_each_and_the_rest_kept(caplog: 
         {"metric": {"__name__": "jupyter_gpu_memory_used_bytes", "gpu": 2, "uuid": "GPU-int"}, "value": [T, "1"]},
         {"metric": {"__name__": "jupyter_gpu_memory_used_bytes", "gpu": "2", "uuid": "GPU-val"}, "value": [T, 1]},
         {"metric": {"__name__": "jupyter_gpu_memory_used_bytes", "gpu": "2", "uuid": "GPU-ts"}, "value": ["x", "1"]},
-        {"metric": {"__name__": "jupyter_gpu_memory_used_bytes", "gpu": "2", "uuid": "GPU-big"},
-         "value": [10**400, "1"]},  # a timestamp beyond any float
+        {
+            "metric": {"__name__": "jupyter_gpu_memory_used_bytes", "gpu": "2", "uuid": "GPU-big"},
+            "value": [10**400, "1"],
+        },  # a timestamp beyond any float
         series("jupyter_gpu_memory_used_bytes", 1, gpu="../2", uuid="GPU-idx", name="x"),
         series("jupyter_gpu_kernel_memory_used_bytes", GIB, kernel_id="k-nouser", gpu="0", UUID="GPU-a0"),
-        series("jupyter_gpu_kernel_memory_used_bytes", GIB, kernel_id="k-long", user="eve", gpu="0",
-               notebook="n" * 5000),
+        series(
+            "jupyter_gpu_kernel_memory_used_bytes", GIB, kernel_id="k-long", user="eve", gpu="0", notebook="n" * 5000
+        ),
         series("jupyter_gpu_kernel_memory_used_bytes", GIB, kernel_id="k" * 65, user="eve", gpu="0"),
         series("jupyter_gpu_kernel_idle_seconds", "1e400", kernel_id="k-alice-1", user="alice"),
         series("some_other_metric", 1),
@@ -192,20 +224,32 @@ def test_hostile_series_are_dropped_one_log_line_each_and_the_rest_kept(caplog: 
 
 def test_a_few_bad_series_log_one_line_each(caplog: pytest.LogCaptureFixture) -> None:
     with caplog.at_level(logging.WARNING, logger="jupyter_gpu.hub"):
-        prom.console(vector(*two_nodes()["data"]["result"],
-                            series("jupyter_gpu_memory_used_bytes", "NaN", gpu="2", uuid="GPU-nan")), "root", "admin")
+        prom.console(
+            vector(
+                *two_nodes()["data"]["result"], series("jupyter_gpu_memory_used_bytes", "NaN", gpu="2", uuid="GPU-nan")
+            ),
+            "root",
+            "admin",
+        )
     assert [r.getMessage() for r in caplog.records] == [
-        "jupyter-gpu: Prometheus series dropped (value is not a finite number in range): jupyter_gpu_memory_used_bytes"]
+        "jupyter-gpu: Prometheus series dropped (value is not a finite number in range): jupyter_gpu_memory_used_bytes"
+    ]
 
 
 def matrix(uuid: str, points: list[tuple[float, str]]) -> dict[str, Any]:
-    return {"status": "success", "data": {"resultType": "matrix", "result": [
-        {"metric": {"uuid": uuid}, "values": [[t, v] for t, v in points]}]}}
+    return {
+        "status": "success",
+        "data": {"resultType": "matrix", "result": [{"metric": {"uuid": uuid}, "values": [[t, v] for t, v in points]}]},
+    }
 
 
 def test_history_columns_aligned_by_time_from_the_range_queries() -> None:
-    past = prom.history({"utilization": matrix("GPU-a0", [(T, "10"), (T + 15, "NaN"), (T + 30, "30")]),
-                         "memory": matrix("GPU-a0", [(T + 15, "12.34"), (T + 30, "50")])})
+    past = prom.history(
+        {
+            "utilization": matrix("GPU-a0", [(T, "10"), (T + 15, "NaN"), (T + 30, "30")]),
+            "memory": matrix("GPU-a0", [(T + 15, "12.34"), (T + 30, "50")]),
+        }
+    )
     assert past == {"GPU-a0": {"t": [T, T + 15, T + 30], "utilization": [10, None, 30], "memory": [None, 12.3, 50.0]}}
     data = prom.console(two_nodes(), "root", "admin", past)
     assert data["gpus"][0]["history"]["t"] == [T, T + 15, T + 30] and data["gpus"][1]["history"]["t"] == []
@@ -213,12 +257,18 @@ def test_history_columns_aligned_by_time_from_the_range_queries() -> None:
 
 def test_a_bad_range_answer_gives_no_history_not_an_error() -> None:
     assert prom.history({"utilization": {"status": "error"}, "memory": matrix("GPU-a0", [(T, "500")])}) == {
-        "GPU-a0": {"t": [], "utilization": [], "memory": []}}
-    assert prom.history({"memory": {"status": "success", "data": {"resultType": "matrix",
-                                                                   "result": [{"metric": {}, "values": 3}]}}}) == {}
+        "GPU-a0": {"t": [], "utilization": [], "memory": []}
+    }
+    assert (
+        prom.history(
+            {"memory": {"status": "success", "data": {"resultType": "matrix", "result": [{"metric": {}, "values": 3}]}}}
+        )
+        == {}
+    )
     # a timestamp beyond any float (an integer JSON allows) drops its point, not the console
     assert prom.history({"memory": matrix("GPU-a0", [(10**400, "5"), (T, "6")])}) == {
-        "GPU-a0": {"t": [T], "utilization": [None], "memory": [6.0]}}
+        "GPU-a0": {"t": [T], "utilization": [None], "memory": [6.0]}
+    }
 
 
 # -- the service app in Prometheus mode, against a stand-in Prometheus
@@ -255,8 +305,9 @@ class StandInPrometheus:
 
 async def call(port: int, path: str, token: str) -> tuple[int, Any]:
     try:
-        response = await AsyncHTTPClient().fetch(f"http://127.0.0.1:{port}/services/jupyter-gpu/{path}",
-                                                 headers={"Authorization": f"token {token}"})
+        response = await AsyncHTTPClient().fetch(
+            f"http://127.0.0.1:{port}/services/jupyter-gpu/{path}", headers={"Authorization": f"token {token}"}
+        )
     except HTTPClientError as error:
         return error.code, error.response.body if error.response else b""
     return response.code, json.loads(response.body)
@@ -271,10 +322,23 @@ async def start_service(prometheus_url: str, token_file: str | None) -> tuple[Fa
     def no_nvml() -> Any:
         raise AssertionError("Prometheus mode must not sample local NVML for the console")
 
-    service = HubService(hub.url + "/hub/api", SERVICE_TOKEN, hub.url, interval_s=0.2, linger_s=5, take=no_nvml,
-                         prometheus_url=prometheus_url, prometheus_token_file=token_file)
-    auth = HubOAuth(api_url=hub.url + "/hub/api", api_token=SERVICE_TOKEN, oauth_client_id="service-jupyter-gpu",
-                    access_scopes={"access:services!service=jupyter-gpu"}, cache_max_age=60)
+    service = HubService(
+        hub.url + "/hub/api",
+        SERVICE_TOKEN,
+        hub.url,
+        interval_s=0.2,
+        linger_s=5,
+        take=no_nvml,
+        prometheus_url=prometheus_url,
+        prometheus_token_file=token_file,
+    )
+    auth = HubOAuth(
+        api_url=hub.url + "/hub/api",
+        api_token=SERVICE_TOKEN,
+        oauth_client_id="service-jupyter-gpu",
+        access_scopes={"access:services!service=jupyter-gpu"},
+        cache_max_age=60,
+    )
     sockets = netutil.bind_sockets(0, "127.0.0.1")
     HTTPServer(make_app(service, "/services/jupyter-gpu/", hub_auth=auth)).add_sockets(sockets)
     return hub, service, sockets[0].getsockname()[1]
@@ -369,15 +433,19 @@ def test_unreachable_prometheus_is_the_consoles_error_not_a_failure(tmp_path: Pa
     asyncio.run(body())
 
 
-@pytest.mark.parametrize("args, message", [
-    (["--prometheus-url", "prometheus:9090"], "give the http(s) URL"),
-    (["--prometheus-url", "ftp://p:9090"], "give the http(s) URL"),
-    (["--prometheus-token-file", "/nonexistent"], "needs --prometheus-url"),
-    (["--prometheus-url", "http://p:9090", "--prometheus-token-file", "/nonexistent/token"], "No such file"),
-    (["--prometheus-url", "http://p:9090", "--idle-after", "0"], "--idle-after must be positive"),
-])
-def test_bad_prometheus_options_are_one_line_errors(args: list[str], message: str,
-                                                    capsys: pytest.CaptureFixture[str]) -> None:
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--prometheus-url", "prometheus:9090"], "give the http(s) URL"),
+        (["--prometheus-url", "ftp://p:9090"], "give the http(s) URL"),
+        (["--prometheus-token-file", "/nonexistent"], "needs --prometheus-url"),
+        (["--prometheus-url", "http://p:9090", "--prometheus-token-file", "/nonexistent/token"], "No such file"),
+        (["--prometheus-url", "http://p:9090", "--idle-after", "0"], "--idle-after must be positive"),
+    ],
+)
+def test_bad_prometheus_options_are_one_line_errors(
+    args: list[str], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
     assert service_main(args) == 2
     err = capsys.readouterr().err
     assert message in err and err.count("\n") == 1

@@ -33,7 +33,8 @@ from jupyter_gpu.hub import prometheus as prom
 from jupyter_gpu.hub.app import HubService, make_app
 
 pytestmark = pytest.mark.skipif(
-    PROMETHEUS is None, reason="prometheus is not installed (Debian: apt-get install prometheus)")
+    PROMETHEUS is None, reason="prometheus is not installed (Debian: apt-get install prometheus)"
+)
 MIB = 2**20
 
 
@@ -46,14 +47,20 @@ class Server(LiveServer):
         for index, gpu in enumerate(gpus["gpus"]):  # every node's GPUs have their own UUIDs
             gpu["uuid"] = f"GPU-{node:08d}-0000-4000-8000-{index:012d}"
         self.scenario = ScenarioFile(base / "scenario.json", gpus)
-        super().__init__(base, user, f"token-of-{user}", {"interval_s": 0.5, "linger_s": 30},
-                         env={simulate.ENV_VAR: str(self.scenario.path)})
+        super().__init__(
+            base,
+            user,
+            f"token-of-{user}",
+            {"interval_s": 0.5, "linger_s": 30},
+            env={simulate.ENV_VAR: str(self.scenario.path)},
+        )
 
     def start_kernel_on(self, gpu: int, mib: int) -> None:
         """Start a notebook session whose kernel holds ``mib`` on ``gpu`` of this node."""
         pid = self.start_kernel()
-        self.scenario.update(lambda d: d["gpus"][gpu].setdefault("processes", []).append(
-            {"pid": pid, "memory_mib": mib}))
+        self.scenario.update(
+            lambda d: d["gpus"][gpu].setdefault("processes", []).append({"pid": pid, "memory_mib": mib})
+        )
 
 
 @pytest.fixture
@@ -76,16 +83,30 @@ def prometheus(tmp_path: Path, servers: list[Server]) -> Iterator[str]:
     for node, server in enumerate(servers, start=1):
         token_file = tmp_path / f"{server.user}.token"
         token_file.write_text(server.token)
-        jobs.append({"job_name": f"jupyter-{server.user}", "scrape_interval": "1s",
-                     "authorization": {"type": "Bearer", "credentials_file": str(token_file)},
-                     "static_configs": [{"targets": [f"127.0.0.1:{server.port}"],
-                                         "labels": {"jupyterhub_user": server.user, "host": f"node-{node}"}}]})
+        jobs.append(
+            {
+                "job_name": f"jupyter-{server.user}",
+                "scrape_interval": "1s",
+                "authorization": {"type": "Bearer", "credentials_file": str(token_file)},
+                "static_configs": [
+                    {
+                        "targets": [f"127.0.0.1:{server.port}"],
+                        "labels": {"jupyterhub_user": server.user, "host": f"node-{node}"},
+                    }
+                ],
+            }
+        )
     config = tmp_path / "prometheus.yml"
     config.write_text(yaml.safe_dump({"global": {"scrape_interval": "1s"}, "scrape_configs": jobs}))
     process, url, log = start_prometheus(config, tmp_path)
     try:
-        wait_for("Prometheus ready", lambda: urllib.request.urlopen(url + "/-/ready", timeout=2).status == 200,
-                 60, process, log)
+        wait_for(
+            "Prometheus ready",
+            lambda: urllib.request.urlopen(url + "/-/ready", timeout=2).status == 200,
+            60,
+            process,
+            log,
+        )
         yield url
     finally:
         stop(process)
@@ -100,8 +121,11 @@ def test_service_in_prometheus_mode_shows_both_servers_kernels(servers: list[Ser
 
     def both_kernels() -> Any:
         answer = get_json(query)
-        kernels = [s for s in answer["data"]["result"]
-                   if s["metric"]["__name__"] == "jupyter_gpu_kernel_memory_used_bytes" and s["value"][1] != "0"]
+        kernels = [
+            s
+            for s in answer["data"]["result"]
+            if s["metric"]["__name__"] == "jupyter_gpu_kernel_memory_used_bytes" and s["value"][1] != "0"
+        ]
         return answer if len(kernels) == 2 else None
 
     answer = wait_for("both servers' kernel series in Prometheus", both_kernels, 90)
@@ -112,8 +136,12 @@ def test_service_in_prometheus_mode_shows_both_servers_kernels(servers: list[Ser
     # Then the pure reader shows both nodes and both users' kernels
     data = prom.console(answer, "root-admin", "admin")
     assert data["error"] is None and data["hosts"] == ["node-1", "node-2"]
-    assert [(g["host"], g["index"]) for g in data["gpus"]] == [("node-1", 0), ("node-1", 1), ("node-2", 0),
-                                                               ("node-2", 1)]
+    assert [(g["host"], g["index"]) for g in data["gpus"]] == [
+        ("node-1", 0),
+        ("node-1", 1),
+        ("node-2", 0),
+        ("node-2", 1),
+    ]
     by_user = {u["name"]: u for u in data["users"]}
     assert by_user["alice"]["memory_by_gpu"] == {"node-1:0": 1024 * MIB}
     assert by_user["bob"]["memory_by_gpu"] == {"node-2:1": 2048 * MIB}
@@ -125,15 +153,21 @@ def test_service_in_prometheus_mode_shows_both_servers_kernels(servers: list[Ser
         hub.add_user("root-admin", "admin-token", admin=True)
         hub.add_user("alice", "alice-token", scopes=[core.READ_SCOPE])
         service = HubService(hub.url + "/hub/api", SERVICE_TOKEN, hub.url, interval_s=1, prometheus_url=prometheus)
-        auth = HubOAuth(api_url=hub.url + "/hub/api", api_token=SERVICE_TOKEN, oauth_client_id="service-jupyter-gpu",
-                        access_scopes={"access:services!service=jupyter-gpu"}, cache_max_age=60)
+        auth = HubOAuth(
+            api_url=hub.url + "/hub/api",
+            api_token=SERVICE_TOKEN,
+            oauth_client_id="service-jupyter-gpu",
+            access_scopes={"access:services!service=jupyter-gpu"},
+            cache_max_age=60,
+        )
         sockets = netutil.bind_sockets(0, "127.0.0.1")
         server = HTTPServer(make_app(service, "/services/jupyter-gpu/", hub_auth=auth))
         server.add_sockets(sockets)
         try:
             response = await AsyncHTTPClient().fetch(
                 f"http://127.0.0.1:{sockets[0].getsockname()[1]}/services/jupyter-gpu/api/console",
-                headers={"Authorization": f"token {token}"})
+                headers={"Authorization": f"token {token}"},
+            )
             return json.loads(response.body)
         finally:
             server.stop()
@@ -142,8 +176,12 @@ def test_service_in_prometheus_mode_shows_both_servers_kernels(servers: list[Ser
     admin = asyncio.run(console("admin-token"))
     assert admin["source"] == "prometheus" and admin["hosts"] == ["node-1", "node-2"]
     assert {u["name"]: [k["notebook"] for k in u["kernels"]] for u in admin["users"]} == {
-        "alice": ["alice.ipynb"], "bob": ["bob.ipynb"]}
+        "alice": ["alice.ipynb"],
+        "bob": ["bob.ipynb"],
+    }
     assert all(len(g["history"]["t"]) >= 1 for g in admin["gpus"])  # the range queries answered too
     reader = asyncio.run(console("alice-token"))
     assert {u["name"]: [k["notebook"] for k in u["kernels"]] for u in reader["users"]} == {
-        "alice": ["alice.ipynb"], "bob": [None]}
+        "alice": ["alice.ipynb"],
+        "bob": [None],
+    }

@@ -16,8 +16,17 @@ KERNEL = "0b6d3f8e-5a1c-4f3e-9a57-2d9c1f7e4b10"
 
 
 def good(**changes):
-    report = {"version": 1, "kernel_id": KERNEL, "pid": 4242, "start_time": 123456, "session": "a.ipynb",
-              "nvml_pids": [], "gpu_memory": {"GPU-1": 5 * 2**30}, "frameworks": {}, "timestamp": time.time()}
+    report = {
+        "version": 1,
+        "kernel_id": KERNEL,
+        "pid": 4242,
+        "start_time": 123456,
+        "session": "a.ipynb",
+        "nvml_pids": [],
+        "gpu_memory": {"GPU-1": 5 * 2**30},
+        "frameworks": {},
+        "timestamp": time.time(),
+    }
     report.update(changes)
     return report
 
@@ -35,25 +44,28 @@ def test_a_kernel_reports_its_own_pid_and_start_time(monkeypatch):
     assert parsed.key == (os.getpid(), process_start(os.getpid()))
 
 
-@pytest.mark.parametrize(("text", "words"), [
-    (json.dumps(good(nvml_pids=5)), "nvml_pids must be a list"),
-    (json.dumps(good(nvml_pids=[1, "2"])), "nvml_pids must be a list"),
-    (json.dumps(good(timestamp="x")), "timestamp must be a finite number"),
-    (json.dumps(good(gpu_memory={"GPU-1": float("nan")})), "NaN is not a number"),
-    (json.dumps(good(gpu_memory={"GPU-1": float("inf")})), "Infinity is not a number"),
-    (json.dumps(good(gpu_memory={"GPU-1": -1})), "gpu_memory['GPU-1'] must be a finite number of bytes >= 0"),
-    (json.dumps(good(gpu_memory=[1])), "gpu_memory must be an object"),
-    (json.dumps(good(pid="1")), "pid must be a positive whole number"),
-    (json.dumps(good(pid=True)), "pid must be a positive whole number"),
-    (json.dumps(good(session=7)), "session must be a string"),
-    (json.dumps(good(kernel_id="someone-else")), "kernel_id does not match the file name"),
-    (json.dumps(good(version=2)), "version must be 1"),
-    (json.dumps(good(session="x" * 70_000)), "larger than 64 KiB"),
-    ("[" * 100_000 + "]" * 100_000, "larger than 64 KiB"),
-    ("[" * 20_000 + "]" * 20_000, "nested too deeply"),
-    ("{not json", "Expecting property name"),
-    ("[]", "a report must be a JSON object"),
-])
+@pytest.mark.parametrize(
+    ("text", "words"),
+    [
+        (json.dumps(good(nvml_pids=5)), "nvml_pids must be a list"),
+        (json.dumps(good(nvml_pids=[1, "2"])), "nvml_pids must be a list"),
+        (json.dumps(good(timestamp="x")), "timestamp must be a finite number"),
+        (json.dumps(good(gpu_memory={"GPU-1": float("nan")})), "NaN is not a number"),
+        (json.dumps(good(gpu_memory={"GPU-1": float("inf")})), "Infinity is not a number"),
+        (json.dumps(good(gpu_memory={"GPU-1": -1})), "gpu_memory['GPU-1'] must be a finite number of bytes >= 0"),
+        (json.dumps(good(gpu_memory=[1])), "gpu_memory must be an object"),
+        (json.dumps(good(pid="1")), "pid must be a positive whole number"),
+        (json.dumps(good(pid=True)), "pid must be a positive whole number"),
+        (json.dumps(good(session=7)), "session must be a string"),
+        (json.dumps(good(kernel_id="someone-else")), "kernel_id does not match the file name"),
+        (json.dumps(good(version=2)), "version must be 1"),
+        (json.dumps(good(session="x" * 70_000)), "larger than 64 KiB"),
+        ("[" * 100_000 + "]" * 100_000, "larger than 64 KiB"),
+        ("[" * 20_000 + "]" * 20_000, "nested too deeply"),
+        ("{not json", "Expecting property name"),
+        ("[]", "a report must be a JSON object"),
+    ],
+)
 def test_a_bad_report_is_dropped_with_one_log_line(tmp_path, caplog, text, words):
     write(tmp_path, json.dumps(good(kernel_id="other-kernel")), kernel_id="other-kernel")
     write(tmp_path, text)

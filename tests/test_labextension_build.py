@@ -108,18 +108,27 @@ def test_the_sdist_installs_without_npm_and_the_wheel_carries_the_shipped_bundle
             shutil.copy2(REPO / name, source / name)
     shutil.copytree(BUILT, source / "jupyter_gpu" / "labextension", ignore=shutil.ignore_patterns(hook.STAMP))
     (source / "jupyter_gpu" / "labextension" / hook.STAMP).write_text(
-        hook.source_digest(source / "labextension") + "\n")
+        hook.source_digest(source / "labextension") + "\n"
+    )
 
     no_npm = {**os.environ, "PATH": str(VENV_BIN)}  # python, pip, jupyter-builder; no node, no npm
     assert shutil.which("npm", path=no_npm["PATH"]) is None
-    subprocess.run([sys.executable, "-m", "hatchling", "build", "-t", "sdist", "-d", str(tmp_path / "dist")],
-                   cwd=source, env=no_npm, check=True, capture_output=True)
+    subprocess.run(
+        [sys.executable, "-m", "hatchling", "build", "-t", "sdist", "-d", str(tmp_path / "dist")],
+        cwd=source,
+        env=no_npm,
+        check=True,
+        capture_output=True,
+    )
     sdist = next((tmp_path / "dist").glob("jupyter_gpu-*.tar.gz"))
     with tarfile.open(sdist) as archive:
         names = archive.getnames()
         root = names[0].split("/")[0]
-        shipped = {name.split("/jupyter_gpu/labextension/", 1)[1]: archive.extractfile(name).read()
-                   for name in names if "/jupyter_gpu/labextension/static/" in name}
+        shipped = {
+            name.split("/jupyter_gpu/labextension/", 1)[1]: archive.extractfile(name).read()
+            for name in names
+            if "/jupyter_gpu/labextension/static/" in name
+        }
     assert any(name.startswith("static/remoteEntry.") for name in shipped)
     assert f"{root}/labextension/build_hook.py" in names
 
@@ -127,8 +136,22 @@ def test_the_sdist_installs_without_npm_and_the_wheel_carries_the_shipped_bundle
     # (npm) in path"); the wheel holds the shipped bundle byte for byte (the issue: a different
     # remoteEntry hash). Nothing here installs into the running environment.
     result = subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "--no-cache-dir",
-         "-w", str(tmp_path / "wheel"), str(sdist)], env=no_npm, capture_output=True, text=True)
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "--no-deps",
+            "--no-build-isolation",
+            "--no-cache-dir",
+            "-w",
+            str(tmp_path / "wheel"),
+            str(sdist),
+        ],
+        env=no_npm,
+        capture_output=True,
+        text=True,
+    )
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     assert "Could not find cmd (npm)" not in result.stdout + result.stderr
     wheel = next((tmp_path / "wheel").glob("*.whl"))
@@ -140,8 +163,12 @@ def test_the_sdist_installs_without_npm_and_the_wheel_carries_the_shipped_bundle
     # JupyterLab looks for prebuilt extensions.
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, capture_output=True)
-    subprocess.run([str(venv / "bin" / "python"), "-m", "pip", "install", "--no-deps", "--no-index", str(wheel)],
-                   env=no_npm, check=True, capture_output=True)
+    subprocess.run(
+        [str(venv / "bin" / "python"), "-m", "pip", "install", "--no-deps", "--no-index", str(wheel)],
+        env=no_npm,
+        check=True,
+        capture_output=True,
+    )
     installed = venv / "share" / "jupyter" / "labextensions" / "jupyter-gpu"
     for name, data in shipped.items():
         assert (installed / name).read_bytes() == data, name

@@ -18,8 +18,13 @@ from jupyter_gpu.core import import_hooks as _import_hooks
 from jupyter_gpu.kernel import magics
 from jupyter_gpu.plan import Fence, GpuPlan, current_plan
 
-MANAGED = (*frameworks._managed_keys(), "JUPYTER_GPU_DEFAULT_SELECT", "JUPYTER_GPU_GROWTH",
-           "JUPYTER_GPU_DEFAULT_LIMIT", "JUPYTER_GPU_MAX_LIMIT")
+MANAGED = (
+    *frameworks._managed_keys(),
+    "JUPYTER_GPU_DEFAULT_SELECT",
+    "JUPYTER_GPU_GROWTH",
+    "JUPYTER_GPU_DEFAULT_LIMIT",
+    "JUPYTER_GPU_MAX_LIMIT",
+)
 
 
 def reset_plan_state() -> None:
@@ -173,8 +178,11 @@ def test_bad_input_is_one_line_and_changes_nothing(shell, magic, line, problem) 
 def test_a_gpu_outside_the_admin_fence_is_refused(shell, monkeypatch) -> None:
     monkeypatch.setattr(plan, "_KERNEL_START_FENCE", Fence({"CUDA_VISIBLE_DEVICES": "1"}))
     before = state()
-    with pytest.raises(UsageError, match=r"GPU 0 is outside the GPUs assigned to this kernel "
-                                         r"\(CUDA_VISIBLE_DEVICES='1'\); valid GPUs assigned to this kernel: 1 "):
+    with pytest.raises(
+        UsageError,
+        match=r"GPU 0 is outside the GPUs assigned to this kernel "
+        r"\(CUDA_VISIBLE_DEVICES='1'\); valid GPUs assigned to this kernel: 1 ",
+    ):
         shell.run_line_magic("gpu_select", "0")
     assert state() == before
     shell.run_line_magic("gpu_select", "all")
@@ -197,13 +205,15 @@ def test_auto_without_nvml_is_refused(shell, monkeypatch) -> None:
 def fake_initialized_tensorflow(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
     """sys.modules entries that look like TensorFlow after its first op; returns the calls it receives."""
     calls: list[Any] = []
-    context = types.SimpleNamespace(_context_handle=object(), _physical_devices=[], _visible_device_list=[],
-                                    _virtual_device_map={})
+    context = types.SimpleNamespace(
+        _context_handle=object(), _physical_devices=[], _visible_device_list=[], _virtual_device_map={}
+    )
     context_module = types.ModuleType("tensorflow.python.eager.context")
     context_module.context_safe = lambda: context  # type: ignore[attr-defined]
     tensorflow = types.ModuleType("tensorflow")
     tensorflow.config = types.SimpleNamespace(  # type: ignore[attr-defined]
-        set_soft_device_placement=lambda on: calls.append(("soft_placement", on)))
+        set_soft_device_placement=lambda on: calls.append(("soft_placement", on))
+    )
     monkeypatch.setitem(sys.modules, "tensorflow", tensorflow)
     monkeypatch.setitem(sys.modules, "tensorflow.python.eager.context", context_module)
     return calls
@@ -231,8 +241,11 @@ def test_after_tensorflow_initialized_the_magic_warns_and_changes_nothing(shell,
 def test_nvml_showing_this_kernel_on_a_gpu_also_blocks_a_new_plan(shell, clean) -> None:
     clean.update(lambda data: data["gpus"][1].update(processes=[{"pid": os.getpid(), "memory_mib": 900}]))
     before = state()
-    with pytest.warns(GPUAlreadyInitializedWarning, match=rf"NVML shows this kernel \(PID {os.getpid()}\) holding "
-                                                          "GPU memory: 900 MiB on GPU 1"):
+    with pytest.warns(
+        GPUAlreadyInitializedWarning,
+        match=rf"NVML shows this kernel \(PID {os.getpid()}\) holding "
+        "GPU memory: 900 MiB on GPU 1",
+    ):
         shell.run_line_magic("gpu_select", "0")
     assert state() == before
 
@@ -316,13 +329,16 @@ def test_unregister_removes_the_magics(clean) -> None:
     assert ip.find_line_magic("gpu_select") is None
 
 
-@pytest.mark.parametrize("error", [
-    ValueError("Cannot set memory growth on device when virtual devices configured"),
-    RuntimeError("Physical devices cannot be modified after being initialized"),
-    RuntimeError("Virtual devices cannot be modified after being initialized"),
-    RuntimeError("Visible devices cannot be modified after being initialized"),
-    AssertionError("Torch not compiled with CUDA enabled"),
-])
+@pytest.mark.parametrize(
+    "error",
+    [
+        ValueError("Cannot set memory growth on device when virtual devices configured"),
+        RuntimeError("Physical devices cannot be modified after being initialized"),
+        RuntimeError("Virtual devices cannot be modified after being initialized"),
+        RuntimeError("Visible devices cannot be modified after being initialized"),
+        AssertionError("Torch not compiled with CUDA enabled"),
+    ],
+)
 def test_framework_errors_of_gpu_configuration_get_a_hint(error: BaseException) -> None:
     hint = magics.traceback_hint(error)
     assert hint is not None and hint.startswith("jupyter_gpu: ") and "The kernel's GPU plan:" in hint
@@ -351,10 +367,12 @@ def test_an_error_that_cannot_print_itself_adds_no_note_of_its_own(shell, capsys
 def test_loading_and_the_after_cell_check_import_no_adapter_while_no_framework_is_imported() -> None:
     import subprocess
 
-    code = ("import sys\nfrom IPython.core.interactiveshell import InteractiveShell\n"
-            "ip = InteractiveShell.instance()\nip.run_line_magic('load_ext', 'jupyter_gpu')\n"
-            "ip.run_cell('x = 1')\n"
-            "print(sorted(m for m in ('jupyter_gpu.frameworks', 'jupyter_gpu.plan', 'jupyter_gpu.sources.nvml',"
-            " 'tensorflow', 'torch', 'jax') if m in sys.modules))")
+    code = (
+        "import sys\nfrom IPython.core.interactiveshell import InteractiveShell\n"
+        "ip = InteractiveShell.instance()\nip.run_line_magic('load_ext', 'jupyter_gpu')\n"
+        "ip.run_cell('x = 1')\n"
+        "print(sorted(m for m in ('jupyter_gpu.frameworks', 'jupyter_gpu.plan', 'jupyter_gpu.sources.nvml',"
+        " 'tensorflow', 'torch', 'jax') if m in sys.modules))"
+    )
     out = subprocess.check_output([sys.executable, "-c", code], text=True)
     assert out.strip().splitlines()[-1] == "[]"

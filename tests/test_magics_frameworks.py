@@ -74,8 +74,10 @@ def test_1_gpus_listed_before_the_magic_map_by_fact_not_by_position(kernel: Kern
 
 
 def test_1_an_index_counted_fastest_first_cannot_be_mapped_so_the_plan_is_refused(kernel: Kernel) -> None:
-    kernel.run("import os\nos.environ['CUDA_VISIBLE_DEVICES'] = '0'\n"
-               "import tensorflow as tf\ngpus = tf.config.list_physical_devices('GPU')")
+    kernel.run(
+        "import os\nos.environ['CUDA_VISIBLE_DEVICES'] = '0'\n"
+        "import tensorflow as tf\ngpus = tf.config.list_physical_devices('GPU')"
+    )
     assert tf_gpus(kernel)["physical"] == [2]  # '0' was the fastest GPU, NVML 2
     kernel.run("%load_ext jupyter_gpu")
     before = kernel.value("state()")
@@ -87,17 +89,23 @@ def test_1_an_index_counted_fastest_first_cannot_be_mapped_so_the_plan_is_refuse
 
 def test_1_magic_first_gpus_are_where_the_plan_says(kernel: Kernel) -> None:
     kernel.run("%load_ext jupyter_gpu\n%gpu_select 3,1 --growth\n%gpu_limit 1GiB")
-    _, err = kernel.run("import tensorflow as tf\nimport torch\ngpus = tf.config.list_physical_devices('GPU')\n"
-                        "x = tf.constant(1.0)\ntorch.cuda.init()")
+    _, err = kernel.run(
+        "import tensorflow as tf\nimport torch\ngpus = tf.config.list_physical_devices('GPU')\n"
+        "x = tf.constant(1.0)\ntorch.cuda.init()"
+    )
     assert "jupyter_gpu" not in err, err  # the documented path: no warning, no hint
     assert tf_gpus(kernel)["visible"] == [3, 1]
-    assert kernel.value("cuda_standin.fractions") == {"0": pytest.approx(1024 / 49140, abs=1e-6),
-                                                       "1": pytest.approx(1024 / 81920, abs=1e-6)}
+    assert kernel.value("cuda_standin.fractions") == {
+        "0": pytest.approx(1024 / 49140, abs=1e-6),
+        "1": pytest.approx(1024 / 81920, abs=1e-6),
+    }
     out, _ = kernel.run("%gpu_status")
     assert "TensorFlow: initialized with the plan applied" in out and "NOT" not in out
     assert kernel.value("torch.cuda.device_count()") == 2
-    assert kernel.value("[torch.cuda.get_device_name(i) for i in range(2)]") == ["NVIDIA RTX A6000 [simulated]",
-                                                                                  "NVIDIA A100-SXM4-80GB [simulated]"]
+    assert kernel.value("[torch.cuda.get_device_name(i) for i in range(2)]") == [
+        "NVIDIA RTX A6000 [simulated]",
+        "NVIDIA A100-SXM4-80GB [simulated]",
+    ]
 
 
 def test_2_magic_first_then_the_users_cuda_visible_devices_is_noticed(kernel: Kernel) -> None:
@@ -124,8 +132,10 @@ def test_2_user_first_a_selection_says_it_replaces_the_users_value(kernel: Kerne
     _out, err = kernel.run("%load_ext jupyter_gpu\n%gpu_select 1,2\n%gpu_limit 2048")
     assert "replaces CUDA_VISIBLE_DEVICES='0'" in err, err
     kernel.run("import torch\ntorch.cuda.init()")
-    assert kernel.value("cuda_standin.fractions") == {"0": pytest.approx(2048 / 81920, abs=1e-6),
-                                                       "1": pytest.approx(2048 / 49140, abs=1e-6)}
+    assert kernel.value("cuda_standin.fractions") == {
+        "0": pytest.approx(2048 / 81920, abs=1e-6),
+        "1": pytest.approx(2048 / 49140, abs=1e-6),
+    }
 
 
 def test_4_5_cpu_only_jax_is_not_gpu_initialized_and_a_tf1_session_is(kernel: Kernel) -> None:
@@ -134,8 +144,10 @@ def test_4_5_cpu_only_jax_is_not_gpu_initialized_and_a_tf1_session_is(kernel: Ke
     assert "already initialized" not in err and "GPU 1 (A100-SXM4-80GB" in out, err
     assert "JAX does not follow the GPU plan (GPU 1): it runs on the CPU only" in err  # item 8, said once
     assert kernel.value("env()")["CUDA_VISIBLE_DEVICES"] == "1"
-    kernel.run("import tensorflow as tf\ng = tf.Graph()\nwith g.as_default():\n    c = tf.constant(1)\n"
-               "sess = tf.compat.v1.Session(graph=g, config=tf.compat.v1.ConfigProto())\nsess.run(c)")
+    kernel.run(
+        "import tensorflow as tf\ng = tf.Graph()\nwith g.as_default():\n    c = tf.constant(1)\n"
+        "sess = tf.compat.v1.Session(graph=g, config=tf.compat.v1.ConfigProto())\nsess.run(c)"
+    )
     out, _ = kernel.run("%gpu_status")
     assert "TensorFlow: initialized" in out
     before = kernel.value("state()")
@@ -145,18 +157,25 @@ def test_4_5_cpu_only_jax_is_not_gpu_initialized_and_a_tf1_session_is(kernel: Ke
 
 
 def test_6_7_user_settings_survive_and_framework_errors_get_a_hint(kernel: Kernel) -> None:
-    kernel.run("import tensorflow as tf\ntf.config.threading.set_intra_op_parallelism_threads(2)\n"
-               "tf.config.threading.set_inter_op_parallelism_threads(3)")
+    kernel.run(
+        "import tensorflow as tf\ntf.config.threading.set_intra_op_parallelism_threads(2)\n"
+        "tf.config.threading.set_inter_op_parallelism_threads(3)"
+    )
     kernel.run("%load_ext jupyter_gpu\n%gpu_select 1\n%gpu_limit 2048")
-    assert kernel.value("[tf.config.threading.get_intra_op_parallelism_threads(), "
-                        "tf.config.threading.get_inter_op_parallelism_threads()]") == [2, 3]
-    _, err = kernel.run("for g in tf.config.list_physical_devices('GPU'):\n"
-                          "    tf.config.experimental.set_memory_growth(g, True)")
+    assert kernel.value(
+        "[tf.config.threading.get_intra_op_parallelism_threads(), "
+        "tf.config.threading.get_inter_op_parallelism_threads()]"
+    ) == [2, 3]
+    _, err = kernel.run(
+        "for g in tf.config.list_physical_devices('GPU'):\n    tf.config.experimental.set_memory_growth(g, True)"
+    )
     assert "ValueError: Cannot set memory growth on device when virtual devices configured" in err
     assert "jupyter_gpu: TensorFlow refuses set_memory_growth" in err and "%gpu_select --growth" in err
     assert "The kernel's GPU plan: GPU 1" in err
-    kernel.run("g = tf.config.get_visible_devices('GPU')[0]\n"
-               "tf.config.set_logical_device_configuration(g, [tf.config.LogicalDeviceConfiguration(512)])")
+    kernel.run(
+        "g = tf.config.get_visible_devices('GPU')[0]\n"
+        "tf.config.set_logical_device_configuration(g, [tf.config.LogicalDeviceConfiguration(512)])"
+    )
     _, err = kernel.run("%gpu_limit 1024")
     assert "replacing the logical devices set by hand" in err and "512 MiB" in err, err
     assert tf_gpus(kernel)["limits"] == {"1": [1024]}
@@ -213,8 +232,10 @@ def test_10_auto_says_why_limits_warn_and_status_is_complete(kernel: Kernel) -> 
 
 
 def test_5_a_session_made_before_the_extension_counts_too(kernel: Kernel) -> None:
-    kernel.run("import tensorflow as tf\ng = tf.Graph()\nwith g.as_default():\n    c = tf.constant(1)\n"
-               "sess = tf.compat.v1.Session(graph=g, config=tf.compat.v1.ConfigProto())\nsess.run(c)")
+    kernel.run(
+        "import tensorflow as tf\ng = tf.Graph()\nwith g.as_default():\n    c = tf.constant(1)\n"
+        "sess = tf.compat.v1.Session(graph=g, config=tf.compat.v1.ConfigProto())\nsess.run(c)"
+    )
     kernel.run("%load_ext jupyter_gpu")
     before = kernel.value("state()")
     _, err = kernel.run("%gpu_select 2")
@@ -230,8 +251,9 @@ def test_6_7_magic_first_then_the_users_settings_and_the_blog_loop(kernel: Kerne
     kernel.run("%gpu_limit 1024")
     assert kernel.value("tf.config.threading.get_intra_op_parallelism_threads()") == 2
     assert tf_gpus(kernel) == {"physical": [2], "visible": [2], "limits": {"2": [1024]}}
-    _, err = kernel.run("for g in tf.config.list_physical_devices('GPU'):\n"
-                        "    tf.config.experimental.set_memory_growth(g, True)")
+    _, err = kernel.run(
+        "for g in tf.config.list_physical_devices('GPU'):\n    tf.config.experimental.set_memory_growth(g, True)"
+    )
     assert "Cannot set memory growth" in err and "growth is" not in err and "%gpu_select --growth" in err
     assert "The kernel's GPU plan: GPU 2; growth on; limit GPU 2: 1 GiB" in err
 
@@ -247,8 +269,10 @@ def test_1_torch_is_available_before_the_extension_starts_cuda_unseen(kernel: Ke
 
 
 def test_7_user_first_growth_set_by_hand_then_a_limit_says_what_tensorflow_will_do(kernel: Kernel) -> None:
-    kernel.run("import tensorflow as tf\nfor g in tf.config.list_physical_devices('GPU'):\n"
-               "    tf.config.experimental.set_memory_growth(g, True)")
+    kernel.run(
+        "import tensorflow as tf\nfor g in tf.config.list_physical_devices('GPU'):\n"
+        "    tf.config.experimental.set_memory_growth(g, True)"
+    )
     _, err = kernel.run("%load_ext jupyter_gpu\n%gpu_limit 2048")
     assert "the memory growth set by hand on GPU:0, GPU:1, GPU:2, GPU:3 does not hold next to a memory limit" in err
     assert err.count("set by hand") == 1
@@ -266,8 +290,10 @@ def test_11_allocator_settings_set_by_code_are_kept_and_a_conflict_is_warned(ker
     assert kernel.value("env()")["PYTORCH_CUDA_ALLOC_CONF"] == "max_split_size_mb:128"  # not reset behind the back
     kernel.run("%gpu_select 2 --growth")
     assert kernel.value("env()")["PYTORCH_CUDA_ALLOC_CONF"] == "max_split_size_mb:128,expandable_segments:True"
-    _, err = kernel.run("os.environ['PYTORCH_CUDA_ALLOC_CONF'] = 'expandable_segments:False'\n"
-                        "os.environ['XLA_PYTHON_CLIENT_PREALLOCATE'] = 'true'")
+    _, err = kernel.run(
+        "os.environ['PYTORCH_CUDA_ALLOC_CONF'] = 'expandable_segments:False'\n"
+        "os.environ['XLA_PYTHON_CLIENT_PREALLOCATE'] = 'true'"
+    )
     assert "GPUPlanMismatchWarning: code in this kernel changed PyTorch's settings" in err, err
     assert "PYTORCH_CUDA_ALLOC_CONF='expandable_segments:False', without expandable_segments:True" in err
     assert "changed JAX's settings" in err and "XLA_PYTHON_CLIENT_PREALLOCATE is 'true'" in err
@@ -292,8 +318,9 @@ def test_11_a_users_pytorch_alloc_conf_is_carried_into_the_variable_pytorch_read
 
 
 def test_11_jax_platform_allocator_has_no_memory_fraction_so_the_limit_is_said_not_to_hold(kernel: Kernel) -> None:
-    kernel.run("os.environ['XLA_PYTHON_CLIENT_ALLOCATOR'] = 'platform'\n"
-               "os.environ['XLA_PYTHON_CLIENT_PREALLOCATE'] = 'true'")
+    kernel.run(
+        "os.environ['XLA_PYTHON_CLIENT_ALLOCATOR'] = 'platform'\nos.environ['XLA_PYTHON_CLIENT_PREALLOCATE'] = 'true'"
+    )
     _, err = kernel.run("%load_ext jupyter_gpu\n%gpu_select 1 --growth")  # the first plan replaces a value too
     assert "%gpu_select replaces XLA_PYTHON_CLIENT_PREALLOCATE='true' (now 'false'): the plan needs it." in err, err
     _, err = kernel.run("%gpu_select 1 --no-growth\n%gpu_limit 2GiB")
@@ -312,8 +339,10 @@ def test_12_a_memory_fraction_set_by_hand_after_the_plan_is_not_reported_as_the_
     _, err = kernel.run("import torch\ntorch.cuda.init()")
     assert "jupyter_gpu" not in err, err  # the plan's cap: nothing to say
     _, err = kernel.run("torch.cuda.set_per_process_memory_fraction(0.5, 0)")  # a later cell, no state change
-    assert "GPUPlanMismatchWarning: PyTorch does not follow the GPU plan (GPU 1): cuda:0 may use 50.0% of its " \
-           "memory (set_per_process_memory_fraction by code), the plan 1." in err, err
+    assert (
+        "GPUPlanMismatchWarning: PyTorch does not follow the GPU plan (GPU 1): cuda:0 may use 50.0% of its "
+        "memory (set_per_process_memory_fraction by code), the plan 1." in err
+    ), err
     out, _ = kernel.run("%gpu_status")
     assert "PyTorch: initialized with the plan applied" not in out and "does NOT follow the plan" in out, out
     kernel.run(f"torch.cuda.set_per_process_memory_fraction({1024 / 81920!r}, 0)")  # back to the plan's cap
@@ -323,40 +352,51 @@ def test_12_a_memory_fraction_set_by_hand_after_the_plan_is_not_reported_as_the_
 
 def test_12_jax_told_to_use_the_cpu_is_not_sent_to_install_a_gpu_jaxlib(kernel: Kernel) -> None:
     kernel.run("%load_ext jupyter_gpu\n%gpu_select 1")
-    _, err = kernel.run("import jax\njax.config.update('jax_platforms', 'cpu')\nimport jax.numpy as jnp\n"
-                        "x = jnp.arange(3)")
-    assert "JAX does not follow the GPU plan (GPU 1): it runs on the CPU only: the code set " \
-           "jax_platforms='cpu'" in err, err
+    _, err = kernel.run(
+        "import jax\njax.config.update('jax_platforms', 'cpu')\nimport jax.numpy as jnp\nx = jnp.arange(3)"
+    )
+    assert (
+        "JAX does not follow the GPU plan (GPU 1): it runs on the CPU only: the code set jax_platforms='cpu'" in err
+    ), err
     assert "jax[cuda12]" not in err
 
 
-CHILD_ENV = ("import json, os\nprint(json.dumps({k: os.environ.get(k) for k in ['CUDA_VISIBLE_DEVICES', "
-             "'CUDA_DEVICE_ORDER', 'TF_FORCE_GPU_ALLOW_GROWTH', 'PYTORCH_CUDA_ALLOC_CONF', "
-             "'XLA_PYTHON_CLIENT_PREALLOCATE', 'XLA_CLIENT_MEM_FRACTION']}))")
+CHILD_ENV = (
+    "import json, os\nprint(json.dumps({k: os.environ.get(k) for k in ['CUDA_VISIBLE_DEVICES', "
+    "'CUDA_DEVICE_ORDER', 'TF_FORCE_GPU_ALLOW_GROWTH', 'PYTORCH_CUDA_ALLOC_CONF', "
+    "'XLA_PYTHON_CLIENT_PREALLOCATE', 'XLA_CLIENT_MEM_FRACTION']}))"
+)
 
 
 def test_13_programs_the_kernel_starts_inherit_the_selection_and_growth_and_the_limit_says_what_not(
-        kernel: Kernel) -> None:
+    kernel: Kernel,
+) -> None:
     out, _ = kernel.run("%load_ext jupyter_gpu\n%gpu_select 3,1 --growth\n%gpu_limit 1GiB")
     assert "inherit the GPU selection, growth and JAX's share" in out and "not the TensorFlow and PyTorch caps" in out
     planned = kernel.value("env()")
-    child = kernel.value(f"json.loads(__import__('subprocess').run([sys.executable, '-c', {CHILD_ENV!r}], "
-                         "capture_output=True, text=True, check=True).stdout)")
+    child = kernel.value(
+        f"json.loads(__import__('subprocess').run([sys.executable, '-c', {CHILD_ENV!r}], "
+        "capture_output=True, text=True, check=True).stdout)"
+    )
     assert child == {key: planned[key] for key in child}
     assert child["CUDA_VISIBLE_DEVICES"] == "3,1" and child["CUDA_DEVICE_ORDER"] == "PCI_BUS_ID"
     assert child["PYTORCH_CUDA_ALLOC_CONF"] == "expandable_segments:True" and child["XLA_CLIENT_MEM_FRACTION"]
     out, _ = kernel.run("!{sys.executable} -c \"import os; print(os.environ['CUDA_VISIBLE_DEVICES'])\"")
     assert out.strip() == "3,1"  # a shell escape too
-    kernel.run("import multiprocessing\nwith multiprocessing.get_context('spawn').Pool(1) as pool:\n"
-               "    spawned = pool.apply(os.getenv, ('CUDA_VISIBLE_DEVICES',))")
+    kernel.run(
+        "import multiprocessing\nwith multiprocessing.get_context('spawn').Pool(1) as pool:\n"
+        "    spawned = pool.apply(os.getenv, ('CUDA_VISIBLE_DEVICES',))"
+    )
     assert kernel.value("spawned") == "3,1"
 
 
 def test_12_jax_narrowed_by_its_own_flag_is_not_reported_as_the_plan(kernel: Kernel) -> None:
     kernel.run("%load_ext jupyter_gpu\n%gpu_select 3,1\nimport jax")
     _, err = kernel.run("jax.config.update('jax_cuda_visible_devices', '1')")  # CUDA device 1 of the plan's: GPU 1
-    assert "GPUPlanMismatchWarning: JAX does not follow the GPU plan (GPU 3,1): it uses GPU 1, the plan says " \
-           "GPU 3, 1" in err, err
+    assert (
+        "GPUPlanMismatchWarning: JAX does not follow the GPU plan (GPU 3,1): it uses GPU 1, the plan says "
+        "GPU 3, 1" in err
+    ), err
     out, _ = kernel.run("%gpu_status")
     assert "JAX: imported, GPU not initialized; plan NOT applied — does NOT follow the plan" in out, out
     _, err = kernel.run("jax.config.update('jax_cuda_visible_devices', 'all')")
@@ -367,10 +407,14 @@ def test_12_jax_narrowed_by_its_own_flag_is_not_reported_as_the_plan(kernel: Ker
 def test_12_logical_devices_set_by_hand_after_the_limit_are_not_reported_as_the_plan(kernel: Kernel) -> None:
     kernel.run("%load_ext jupyter_gpu\n%gpu_select 1\n%gpu_limit 1GiB\nimport tensorflow as tf")
     assert tf_gpus(kernel)["limits"] == {"1": [1024]}
-    _, err = kernel.run("g = tf.config.list_physical_devices('GPU')[0]\n"
-                        "tf.config.set_logical_device_configuration(g, [tf.config.LogicalDeviceConfiguration(4096)])")
-    assert "GPUPlanMismatchWarning: TensorFlow does not follow the GPU plan (GPU 1): GPU:0 has logical devices " \
-           "of 4096 MiB (set by code), the plan 1024 MiB" in err, err
+    _, err = kernel.run(
+        "g = tf.config.list_physical_devices('GPU')[0]\n"
+        "tf.config.set_logical_device_configuration(g, [tf.config.LogicalDeviceConfiguration(4096)])"
+    )
+    assert (
+        "GPUPlanMismatchWarning: TensorFlow does not follow the GPU plan (GPU 1): GPU:0 has logical devices "
+        "of 4096 MiB (set by code), the plan 1024 MiB" in err
+    ), err
     kernel.run("x = tf.constant(1.0)")
     out, _ = kernel.run("%gpu_status")
     assert "TensorFlow: initialized with the plan applied" not in out and "does NOT follow the plan" in out, out
@@ -411,8 +455,10 @@ def test_15_reload_ext_keeps_the_kernels_plan_instead_of_the_admin_defaults(tmp_
 def test_12_tensorflow_narrowed_by_hand_in_a_later_cell_is_noticed_at_once(kernel: Kernel) -> None:
     kernel.run("%load_ext jupyter_gpu\n%gpu_select 3,1\n%gpu_limit 1GiB\nimport tensorflow as tf")  # lists the GPUs
     _, err = kernel.run("tf.config.set_visible_devices([], 'GPU')")  # no state change: TensorFlow stays listed
-    assert "GPUPlanMismatchWarning: TensorFlow does not follow the GPU plan (GPU 3,1): it uses no GPU, the plan " \
-           "says GPU 3, 1" in err, err
+    assert (
+        "GPUPlanMismatchWarning: TensorFlow does not follow the GPU plan (GPU 3,1): it uses no GPU, the plan "
+        "says GPU 3, 1" in err
+    ), err
 
 
 def test_2_the_same_gpus_spelled_otherwise_and_a_value_set_back_are_not_a_divergence(kernel: Kernel) -> None:
@@ -443,8 +489,10 @@ def test_16_a_plan_without_a_selection_is_not_called_a_divergence_on_gpus_of_two
 
 def test_7_growth_on_some_gpus_and_an_nvidia_smi_index_get_a_hint(kernel: Kernel) -> None:
     kernel.run("%load_ext jupyter_gpu\n%gpu_select 3,1\nimport tensorflow as tf")
-    _, err = kernel.run("tf.config.experimental.set_memory_growth(tf.config.list_physical_devices('GPU')[0], True)\n"
-                        "x = tf.constant(1.0)")
+    _, err = kernel.run(
+        "tf.config.experimental.set_memory_growth(tf.config.list_physical_devices('GPU')[0], True)\n"
+        "x = tf.constant(1.0)"
+    )
     assert "ValueError: Memory growth cannot differ between GPU devices" in err, err  # TensorFlow's own check
     assert "jupyter_gpu: TensorFlow needs the same memory growth on every GPU" in err and "--growth" in err
     assert "The kernel's GPU plan: GPU 3, 1" in err
@@ -453,17 +501,23 @@ def test_7_growth_on_some_gpus_and_an_nvidia_smi_index_get_a_hint(kernel: Kernel
 
 
 def test_2_a_cuda_visible_devices_set_after_cuda_started_is_said_to_have_no_effect(kernel: Kernel) -> None:
-    kernel.run("%load_ext jupyter_gpu\n%gpu_select 1,2\nimport tensorflow as tf\n"
-               "gpus = tf.config.list_physical_devices('GPU')")  # CUDA starts with the plan's variables
+    kernel.run(
+        "%load_ext jupyter_gpu\n%gpu_select 1,2\nimport tensorflow as tf\ngpus = tf.config.list_physical_devices('GPU')"
+    )  # CUDA starts with the plan's variables
     _, err = kernel.run("os.environ['CUDA_VISIBLE_DEVICES'] = '0'")
-    assert "GPUPlanMismatchWarning: code in this kernel set CUDA_VISIBLE_DEVICES='0' after CUDA started " \
-           "(TensorFlow started it with CUDA_VISIBLE_DEVICES '1,2'" in err and "has no effect" in err, err
+    assert (
+        "GPUPlanMismatchWarning: code in this kernel set CUDA_VISIBLE_DEVICES='0' after CUDA started "
+        "(TensorFlow started it with CUDA_VISIBLE_DEVICES '1,2'"
+        in err
+        and "has no effect" in err
+    ), err
     kernel.run("import torch\ntorch.cuda.init()")
     assert kernel.value("cuda_standin.started['env']") == ["1,2", "PCI_BUS_ID"]  # indeed: CUDA read them once
 
 
 def test_17_a_limit_then_another_selection_caps_the_new_gpus_and_selecting_twice_keeps_your_settings(
-        kernel: Kernel) -> None:
+    kernel: Kernel,
+) -> None:
     kernel.run("%load_ext jupyter_gpu\n%gpu_select 1 --growth\n%gpu_limit 2GiB\nimport torch")
     _, err = kernel.run("os.environ['PYTORCH_ALLOC_CONF'] = 'max_split_size_mb:64'")  # the newer name, after the plan
     assert "PyTorch ignores PYTORCH_ALLOC_CONF='max_split_size_mb:64' while PYTORCH_CUDA_ALLOC_CONF is set" in err, err
@@ -471,6 +525,8 @@ def test_17_a_limit_then_another_selection_caps_the_new_gpus_and_selecting_twice
     assert "Warning" not in err, err
     assert kernel.value("env()")["PYTORCH_CUDA_ALLOC_CONF"] == "max_split_size_mb:64,expandable_segments:True"
     kernel.run("torch.cuda.init()")
-    assert kernel.value("cuda_standin.fractions") == {"0": pytest.approx(2048 / 49140, abs=1e-6),
-                                                       "1": pytest.approx(2048 / 49140, abs=1e-6)}
+    assert kernel.value("cuda_standin.fractions") == {
+        "0": pytest.approx(2048 / 49140, abs=1e-6),
+        "1": pytest.approx(2048 / 49140, abs=1e-6),
+    }
     assert kernel.value(ALLOC) == "max_split_size_mb:64,expandable_segments:True"

@@ -8,9 +8,40 @@ from hypothesis import strategies as st
 from IPython.core.error import UsageError
 from test_magics import clean, shell, state  # noqa: F401  (fixtures)
 
-TOKENS = st.sampled_from(["0", "1", "3", "1,2", "auto", "auto:2", "all", "none", "GPU-", "off", "2GiB", "30%",
-                          "--growth", "--no-growth", "--min-free", "--intra", "--inter", "-1", "²", "٣", "1e5",
-                          "9" * 400, '"', "'", "\\", "\x00", ",", "%", "--", "-h"])
+TOKENS = st.sampled_from(
+    [
+        "0",
+        "1",
+        "3",
+        "1,2",
+        "auto",
+        "auto:2",
+        "all",
+        "none",
+        "GPU-",
+        "off",
+        "2GiB",
+        "30%",
+        "--growth",
+        "--no-growth",
+        "--min-free",
+        "--intra",
+        "--inter",
+        "-1",
+        "²",
+        "٣",
+        "1e5",
+        "9" * 400,
+        '"',
+        "'",
+        "\\",
+        "\x00",
+        ",",
+        "%",
+        "--",
+        "-h",
+    ]
+)
 LINES = st.one_of(st.text(max_size=30), st.lists(st.one_of(TOKENS, st.text(max_size=6)), max_size=5).map(" ".join))
 
 

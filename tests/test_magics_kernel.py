@@ -39,17 +39,19 @@ print(json.dumps({"visible": [d.name for d in _ctx._visible_device_list if d.dev
                   "initialized": _ctx._context_handle is not None}))
 """
 
-ENV = ("import json, os\n"
-       "def env():\n"
-       "    keys = ['CUDA_DEVICE_ORDER', 'CUDA_VISIBLE_DEVICES', 'TF_FORCE_GPU_ALLOW_GROWTH',\n"
-       "            'XLA_CLIENT_MEM_FRACTION', 'XLA_PYTHON_CLIENT_PREALLOCATE', 'PYTORCH_CUDA_ALLOC_CONF',\n"
-       "            'TF_NUM_INTRAOP_THREADS']\n"
-       "    return {k: os.environ.get(k) for k in keys}\n"
-       "def state():\n"
-       "    from jupyter_gpu import plan, frameworks\n"
-       "    from jupyter_gpu.core import import_hooks as _import_hooks\n"
-       "    hooks = {f.module_name: len(_import_hooks.pending(f.module_name)) for f in frameworks.FRAMEWORKS}\n"
-       "    return repr((plan.current_plan(), env(), hooks))\n")
+ENV = (
+    "import json, os\n"
+    "def env():\n"
+    "    keys = ['CUDA_DEVICE_ORDER', 'CUDA_VISIBLE_DEVICES', 'TF_FORCE_GPU_ALLOW_GROWTH',\n"
+    "            'XLA_CLIENT_MEM_FRACTION', 'XLA_PYTHON_CLIENT_PREALLOCATE', 'PYTORCH_CUDA_ALLOC_CONF',\n"
+    "            'TF_NUM_INTRAOP_THREADS']\n"
+    "    return {k: os.environ.get(k) for k in keys}\n"
+    "def state():\n"
+    "    from jupyter_gpu import plan, frameworks\n"
+    "    from jupyter_gpu.core import import_hooks as _import_hooks\n"
+    "    hooks = {f.module_name: len(_import_hooks.pending(f.module_name)) for f in frameworks.FRAMEWORKS}\n"
+    "    return repr((plan.current_plan(), env(), hooks))\n"
+)
 
 
 class Kernel:
@@ -142,15 +144,19 @@ def test_compat_v1_import_then_first_op_then_the_warning(kernel: Kernel) -> None
     out, err = kernel.run("import tensorflow.compat.v1 as tf1\nimport tensorflow as tf")  # the hook lists GPUs
     assert "TensorFlow does not follow the GPU plan (GPU 1): it sees no GPU: this TensorFlow has no GPU support" in err
     out, _ = kernel.run("%gpu_status")  # a CPU build lists no GPU: never "plan applied"
-    assert "TensorFlow: imported, GPUs listed (CUDA started), not initialized; plan NOT applied — does NOT follow " \
-           "the plan: it sees no GPU: this TensorFlow has no GPU support" in out
+    assert (
+        "TensorFlow: imported, GPUs listed (CUDA started), not initialized; plan NOT applied — does NOT follow "
+        "the plan: it sees no GPU: this TensorFlow has no GPU support" in out
+    )
     out, err = kernel.run("x = tf.constant(1.0) * 2")  # initializes the context
     assert "GPUPlanMismatchWarning" not in err  # said once
     assert kernel.value("tf.config.threading.get_intra_op_parallelism_threads()") == 2
     before = kernel.value("state()")
     out, err = kernel.run("%gpu_select 0")
-    assert "GPUAlreadyInitializedWarning: TensorFlow already initialized the GPU in this kernel, so %gpu_select " \
-           "cannot take effect" in err
+    assert (
+        "GPUAlreadyInitializedWarning: TensorFlow already initialized the GPU in this kernel, so %gpu_select "
+        "cannot take effect" in err
+    )
     assert "restart the kernel" in err and "in effect: no visible GPU (CPU only)" in err
     assert kernel.value("state()") == before
     out, err = kernel.run("%gpu_threads --intra 4")
@@ -174,8 +180,10 @@ def test_torch_and_jax_through_importlib(kernel: Kernel) -> None:
     kernel.run("%gpu_limit 10%")
     assert kernel.value("sum(c[0].__name__ == 'cap_memory' for c in torch.cuda._queued_calls)") == 1
     # What the queued call does at PyTorch's lazy CUDA init, with the CPU build's CUDA call recorded:
-    kernel.run("calls = []\ntorch.cuda.set_per_process_memory_fraction = lambda f, d: calls.append([f, d])\n"
-               "[c[0]() for c in torch.cuda._queued_calls if c[0].__name__ == 'cap_memory']")
+    kernel.run(
+        "calls = []\ntorch.cuda.set_per_process_memory_fraction = lambda f, d: calls.append([f, d])\n"
+        "[c[0]() for c in torch.cuda._queued_calls if c[0].__name__ == 'cap_memory']"
+    )
     assert kernel.value("calls") == [[0.1, 0]]
     env = kernel.value("env()")
     assert env["XLA_CLIENT_MEM_FRACTION"] == "0.100" and env["XLA_PYTHON_CLIENT_PREALLOCATE"] == "false"
@@ -192,8 +200,14 @@ def test_torch_and_jax_through_importlib(kernel: Kernel) -> None:
 
 @pytest.fixture
 def admin_kernel(scenario: Any) -> Iterator[Kernel]:
-    yield from start({"CUDA_VISIBLE_DEVICES": "1", "JUPYTER_GPU_DEFAULT_SELECT": "auto:1", "JUPYTER_GPU_GROWTH": "1",
-                      "JUPYTER_GPU_MAX_LIMIT": "50%"})
+    yield from start(
+        {
+            "CUDA_VISIBLE_DEVICES": "1",
+            "JUPYTER_GPU_DEFAULT_SELECT": "auto:1",
+            "JUPYTER_GPU_GROWTH": "1",
+            "JUPYTER_GPU_MAX_LIMIT": "50%",
+        }
+    )
 
 
 def test_admin_fence_defaults_ceiling_bad_inputs_and_own_memory(admin_kernel: Kernel, scenario: Any) -> None:

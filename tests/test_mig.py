@@ -36,16 +36,26 @@ def test_nvml_mig_calls_answer_like_a_driver_in_mig_mode(scenario):
         for position in range(3):
             mig = pynvml.nvmlDeviceGetMigDeviceHandleByIndex(parent, position)
             assert pynvml.nvmlDeviceIsMigDeviceHandle(mig).value == 1
-            assert pynvml.nvmlDeviceGetUUID(pynvml.nvmlDeviceGetDeviceHandleFromMigDeviceHandle(mig)) == \
-                pynvml.nvmlDeviceGetUUID(parent)
-            for unsupported, args in ((pynvml.nvmlDeviceGetUtilizationRates, ()),
-                                      (pynvml.nvmlDeviceGetTemperature, (0,)), (pynvml.nvmlDeviceGetPowerUsage, ())):
+            assert pynvml.nvmlDeviceGetUUID(
+                pynvml.nvmlDeviceGetDeviceHandleFromMigDeviceHandle(mig)
+            ) == pynvml.nvmlDeviceGetUUID(parent)
+            for unsupported, args in (
+                (pynvml.nvmlDeviceGetUtilizationRates, ()),
+                (pynvml.nvmlDeviceGetTemperature, (0,)),
+                (pynvml.nvmlDeviceGetPowerUsage, ()),
+            ):
                 with pytest.raises(pynvml.NVMLError_NotSupported):
                     unsupported(mig, *args)
-            seen.append((pynvml.nvmlDeviceGetUUID(mig), pynvml.nvmlDeviceGetName(mig),
-                         pynvml.nvmlDeviceGetGpuInstanceId(mig), pynvml.nvmlDeviceGetComputeInstanceId(mig),
-                         pynvml.nvmlDeviceGetMemoryInfo(mig).total // MIB,
-                         [(p.pid, p.gpuInstanceId) for p in pynvml.nvmlDeviceGetComputeRunningProcesses(mig)]))
+            seen.append(
+                (
+                    pynvml.nvmlDeviceGetUUID(mig),
+                    pynvml.nvmlDeviceGetName(mig),
+                    pynvml.nvmlDeviceGetGpuInstanceId(mig),
+                    pynvml.nvmlDeviceGetComputeInstanceId(mig),
+                    pynvml.nvmlDeviceGetMemoryInfo(mig).total // MIB,
+                    [(p.pid, p.gpuInstanceId) for p in pynvml.nvmlDeviceGetComputeRunningProcesses(mig)],
+                )
+            )
             by_uuid = pynvml.nvmlDeviceGetHandleByUUID(seen[-1][0].encode())  # MIG UUIDs resolve too
             assert pynvml.nvmlDeviceGetUUID(by_uuid) == seen[-1][0]
         assert seen == [
@@ -56,8 +66,9 @@ def test_nvml_mig_calls_answer_like_a_driver_in_mig_mode(scenario):
         with pytest.raises(pynvml.NVMLError_NotFound):
             pynvml.nvmlDeviceGetMigDeviceHandleByIndex(parent, 3)
         # the parent lists every slice's processes with their instance ids; its utilization is gone
-        assert [(p.pid, p.gpuInstanceId, p.computeInstanceId)
-                for p in pynvml.nvmlDeviceGetComputeRunningProcesses(parent)] == [(4100001, 2, 0), (4100002, 9, 0)]
+        assert [
+            (p.pid, p.gpuInstanceId, p.computeInstanceId) for p in pynvml.nvmlDeviceGetComputeRunningProcesses(parent)
+        ] == [(4100001, 2, 0), (4100002, 9, 0)]
         with pytest.raises(pynvml.NVMLError_NotSupported):
             pynvml.nvmlDeviceGetUtilizationRates(parent)
         assert pynvml.nvmlDeviceGetTemperature(parent, 0) == 44
@@ -68,18 +79,27 @@ def test_nvml_mig_calls_answer_like_a_driver_in_mig_mode(scenario):
     assert library.callback_errors == []
 
 
-@pytest.mark.parametrize(("change", "message"), [
-    (lambda d: d["gpus"][0]["mig_slices"][0].update(colour="red"), "mig_slices[0].colour is not a scenario key"),
-    (lambda d: d["gpus"][0]["mig_slices"][1].update(uuid=A100_MIG_UUIDS[0]), "is used by another slice"),
-    (lambda d: d["gpus"][0]["mig_slices"][1].update(gpu_instance_id=2), "gpu_instance_id 2 with compute_instance_id 0"),
-    (lambda d: d["gpus"][0]["mig_slices"][1].update(uuid="GPU-1234"), 'uuid must start with "MIG-"'),
-    (lambda d: d["gpus"][0]["mig_slices"][1].update(memory_total_mib=50000), "exceeds the GPU's memory_total_mib"),
-    (lambda d: d["gpus"][0]["mig_slices"][0].pop("profile"), "mig_slices[0].profile is required"),
-    (lambda d: d["gpus"][0]["mig_slices"][2].update(memory_used_mib=-1), "mig_slices[2].memory_used_mib must be >= 0"),
-    (lambda d: d["gpus"][0].update(processes=[{"pid": 5}]), "processes must be empty when mig_slices is given"),
-    (lambda d: d["gpus"][0].update(mig_slices=[{"profile": "1g.10gb"}] * 8), "mig_slices must have at most 7"),
-    (lambda d: d["gpus"][0].update(mig_slices={"profile": "1g.10gb"}), "mig_slices must be a list"),
-])
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        (lambda d: d["gpus"][0]["mig_slices"][0].update(colour="red"), "mig_slices[0].colour is not a scenario key"),
+        (lambda d: d["gpus"][0]["mig_slices"][1].update(uuid=A100_MIG_UUIDS[0]), "is used by another slice"),
+        (
+            lambda d: d["gpus"][0]["mig_slices"][1].update(gpu_instance_id=2),
+            "gpu_instance_id 2 with compute_instance_id 0",
+        ),
+        (lambda d: d["gpus"][0]["mig_slices"][1].update(uuid="GPU-1234"), 'uuid must start with "MIG-"'),
+        (lambda d: d["gpus"][0]["mig_slices"][1].update(memory_total_mib=50000), "exceeds the GPU's memory_total_mib"),
+        (lambda d: d["gpus"][0]["mig_slices"][0].pop("profile"), "mig_slices[0].profile is required"),
+        (
+            lambda d: d["gpus"][0]["mig_slices"][2].update(memory_used_mib=-1),
+            "mig_slices[2].memory_used_mib must be >= 0",
+        ),
+        (lambda d: d["gpus"][0].update(processes=[{"pid": 5}]), "processes must be empty when mig_slices is given"),
+        (lambda d: d["gpus"][0].update(mig_slices=[{"profile": "1g.10gb"}] * 8), "mig_slices must have at most 7"),
+        (lambda d: d["gpus"][0].update(mig_slices={"profile": "1g.10gb"}), "mig_slices must be a list"),
+    ],
+)
 def test_mig_scenario_keys_are_validated_like_every_key(change, message):
     data = a100_mig_scenario()
     change(data)
@@ -113,14 +133,31 @@ def test_a_gpu_in_mig_mode_lists_its_slices_next_to_a_whole_gpu(scenario, monkey
     # additive: the whole GPU's JSON is the old one plus mig_mode false and no slices
     data = snap.to_dict()["gpus"]
     assert data[1]["mig_mode"] is False and data[1]["slices"] == []
-    assert data[1]["processes"] == [{"pid": 4100003, "memory": 2000 * MIB, "user": "dave", "name": "python",
-                                     "type": "compute"}]
+    assert data[1]["processes"] == [
+        {"pid": 4100003, "memory": 2000 * MIB, "user": "dave", "name": "python", "type": "compute"}
+    ]
     assert data[0]["slices"][2] == {
-        "index": 2, "uuid": A100_MIG_UUIDS[2], "name": "NVIDIA A100-SXM4-80GB MIG 1g.10gb [simulated]",
-        "profile": "1g.10gb", "gpu_instance_id": 9, "compute_instance_id": 0, "memory_total": 9728 * MIB,
-        "memory_used": 4000 * MIB, "memory_free": 5728 * MIB, "error": None,
-        "processes": [{"pid": 4100002, "memory": 4000 * MIB, "user": "carol", "name": "python", "type": "compute",
-                       "slice": A100_MIG_UUIDS[2]}]}
+        "index": 2,
+        "uuid": A100_MIG_UUIDS[2],
+        "name": "NVIDIA A100-SXM4-80GB MIG 1g.10gb [simulated]",
+        "profile": "1g.10gb",
+        "gpu_instance_id": 9,
+        "compute_instance_id": 0,
+        "memory_total": 9728 * MIB,
+        "memory_used": 4000 * MIB,
+        "memory_free": 5728 * MIB,
+        "error": None,
+        "processes": [
+            {
+                "pid": 4100002,
+                "memory": 4000 * MIB,
+                "user": "carol",
+                "name": "python",
+                "type": "compute",
+                "slice": A100_MIG_UUIDS[2],
+            }
+        ],
+    }
 
 
 def test_h100_split_into_seven_slices(scenario):
@@ -169,10 +206,29 @@ def test_nvitop_reading_the_same_simulated_gpus_agrees_on_the_slices(scenario):
     theirs = Device.all()
     assert [d.is_mig_mode_enabled() for d in theirs] == [g.mig_mode for g in ours.gpus]
     for device, gpu in zip(theirs, ours.gpus, strict=True):
-        assert [(m.uuid(), m.name(), m.memory_total(), m.memory_used(), m.gpu_instance_id(),
-                 m.compute_instance_id(), sorted(m.processes())) for m in device.mig_devices()] == [
-            (s.uuid, s.name, s.memory_total, s.memory_used, s.gpu_instance_id, s.compute_instance_id,
-             sorted(p.pid for p in s.processes)) for s in gpu.slices]
+        assert [
+            (
+                m.uuid(),
+                m.name(),
+                m.memory_total(),
+                m.memory_used(),
+                m.gpu_instance_id(),
+                m.compute_instance_id(),
+                sorted(m.processes()),
+            )
+            for m in device.mig_devices()
+        ] == [
+            (
+                s.uuid,
+                s.name,
+                s.memory_total,
+                s.memory_used,
+                s.gpu_instance_id,
+                s.compute_instance_id,
+                sorted(p.pid for p in s.processes),
+            )
+            for s in gpu.slices
+        ]
     assert all(str(m.gpu_utilization()) == "N/A" for m in theirs[0].mig_devices())  # nvitop: n/a too
 
 

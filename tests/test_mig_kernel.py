@@ -27,9 +27,11 @@ def test_a_kernel_selects_a_slice_and_its_environment_carries_the_mig_uuid(mig_k
     assert not err, err
     assert mig_kernel.value("env()")["CUDA_VISIBLE_DEVICES"] == A100_MIG_UUIDS[2]
     before = mig_kernel.value("env()")
-    for spec, words in (("0:1,0:2", "CUDA enumerates at most one MIG device per process"),
-                        ("0", "GPU 0 is in MIG mode: CUDA cannot use it whole; select one of its slices: 0:0"),
-                        ("0:5", "GPU 0 has no MIG slice 5")):
+    for spec, words in (
+        ("0:1,0:2", "CUDA enumerates at most one MIG device per process"),
+        ("0", "GPU 0 is in MIG mode: CUDA cannot use it whole; select one of its slices: 0:0"),
+        ("0:5", "GPU 0 has no MIG slice 5"),
+    ):
         out, err = mig_kernel.run(f"%gpu_select {spec}")
         assert words in out + err, (spec, out, err)
         assert mig_kernel.value("env()") == before  # refused: nothing changed
@@ -56,7 +58,8 @@ def test_auto_chooses_the_idlest_slice_when_only_slices_can_be_selected(scenario
     data = h100_split_scenario()
     for position in range(6):  # others work on every slice but the last
         data["gpus"][0]["mig_slices"][position]["processes"] = [
-            {"pid": 4_200_000 + position, "memory_mib": 100, "user": "bob", "name": "python"}]
+            {"pid": 4_200_000 + position, "memory_mib": 100, "user": "bob", "name": "python"}
+        ]
     scenario.write(data)
     for kernel in start():
         out, err = kernel.run("%load_ext jupyter_gpu\n%gpu_select auto")
@@ -72,8 +75,11 @@ def test_gpu_select_lists_slices_under_their_gpu_and_status_names_the_slice(mig_
     assert not err, err
     lines = out.splitlines()
     gpu0 = next(i for i, line in enumerate(lines) if "GPU 0 " in line)
-    assert [line.split()[:3] for line in lines[gpu0 + 1:gpu0 + 4]] == [
-        ["0:0", "MIG", "3g.40gb"], ["0:1", "MIG", "2g.20gb"], ["0:2", "MIG", "1g.10gb"]]
+    assert [line.split()[:3] for line in lines[gpu0 + 1 : gpu0 + 4]] == [
+        ["0:0", "MIG", "3g.40gb"],
+        ["0:1", "MIG", "2g.20gb"],
+        ["0:2", "MIG", "1g.10gb"],
+    ]
     assert "used by bob" in lines[gpu0 + 1] and A100_MIG_UUIDS[1] in lines[gpu0 + 2]
     mig_kernel.run("%gpu_select 0:1")
     out, _ = mig_kernel.run("%gpu_status")

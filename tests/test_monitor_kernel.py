@@ -49,36 +49,42 @@ def execute(client: BlockingKernelClient, code: str, timeout: float = 60) -> tup
 
 
 def test_a_cell_runs_while_the_panel_polls(kernel: BlockingKernelClient, scenario: Any) -> None:
-    out, messages = execute(kernel, (
-        "from jupyter_gpu.kernel import monitor_magics\n"
-        "monitor_magics.register(get_ipython())\n"
-        "%gpu_monitor --interval 0.1\n"
-        "from jupyter_gpu.panel import widget\n"
-        "import threading, time\n"
-        "panel = widget.open_panels()[0]\n"
-        "deadline = time.monotonic() + 10\n"
-        "while not panel.updates and time.monotonic() < deadline:\n"
-        "    time.sleep(0.02)\n"
-        "print(len(panel.rows))\n"
-        "print(panel.status.value)"
-    ))
+    out, messages = execute(
+        kernel,
+        (
+            "from jupyter_gpu.kernel import monitor_magics\n"
+            "monitor_magics.register(get_ipython())\n"
+            "%gpu_monitor --interval 0.1\n"
+            "from jupyter_gpu.panel import widget\n"
+            "import threading, time\n"
+            "panel = widget.open_panels()[0]\n"
+            "deadline = time.monotonic() + 10\n"
+            "while not panel.updates and time.monotonic() < deadline:\n"
+            "    time.sleep(0.02)\n"
+            "print(len(panel.rows))\n"
+            "print(panel.status.value)"
+        ),
+    )
     assert out.splitlines()[0] == "2", out
     views = [m for m in messages if m["msg_type"] == "display_data"]
     assert any("application/vnd.jupyter.widget-view+json" in m["content"]["data"] for m in views)
     assert views[0]["content"]["data"]["text/plain"] == "GPUMonitor(interval_s=0.1, history=60)"
 
     scenario.update(lambda data: data["gpus"][0].update(utilization=66))
-    out, messages = execute(kernel, (
-        "sampler = widget.shared_sampler()\n"
-        "before, updates = sampler.samples_taken, panel.updates\n"
-        "main = threading.current_thread().name\n"
-        "for i in range(4):\n"
-        "    print('tick', i, flush=True)\n"
-        "    time.sleep(0.5)\n"
-        "print('samples', sampler.samples_taken - before, 'updates', panel.updates - updates)\n"
-        "print('threads', sorted(t.name for t in threading.enumerate() if t.name.startswith('jupyter-gpu')))\n"
-        "print('utilization', panel.rows[0].utilization.value)\n"
-    ))
+    out, messages = execute(
+        kernel,
+        (
+            "sampler = widget.shared_sampler()\n"
+            "before, updates = sampler.samples_taken, panel.updates\n"
+            "main = threading.current_thread().name\n"
+            "for i in range(4):\n"
+            "    print('tick', i, flush=True)\n"
+            "    time.sleep(0.5)\n"
+            "print('samples', sampler.samples_taken - before, 'updates', panel.updates - updates)\n"
+            "print('threads', sorted(t.name for t in threading.enumerate() if t.name.startswith('jupyter-gpu')))\n"
+            "print('utilization', panel.rows[0].utilization.value)\n"
+        ),
+    )
     lines = out.splitlines()
     assert lines[:4] == ["tick 0", "tick 1", "tick 2", "tick 3"]
     _, samples, _, updates = lines[4].split()
@@ -86,16 +92,20 @@ def test_a_cell_runs_while_the_panel_polls(kernel: BlockingKernelClient, scenari
     assert lines[5] == "threads ['jupyter-gpu-monitor']"
     assert lines[6] == "utilization util 66 %"
     # the panel's model updates reached the front end while the cell was running
-    updates_sent = [m for m in messages if m["msg_type"] == "comm_msg"
-                    and m["content"]["data"].get("method") == "update"]
+    updates_sent = [
+        m for m in messages if m["msg_type"] == "comm_msg" and m["content"]["data"].get("method") == "update"
+    ]
     assert len(updates_sent) >= 5
     assert any("util 66 %" in json.dumps(m["content"]["data"]["state"]) for m in updates_sent)
 
-    out, _ = execute(kernel, (
-        "panel.close()\n"
-        "deadline = time.monotonic() + 5\n"
-        "while sampler.running and time.monotonic() < deadline:\n"
-        "    time.sleep(0.05)\n"
-        "print('threads', sorted(t.name for t in threading.enumerate() if t.name.startswith('jupyter-gpu')))\n"
-    ))
+    out, _ = execute(
+        kernel,
+        (
+            "panel.close()\n"
+            "deadline = time.monotonic() + 5\n"
+            "while sampler.running and time.monotonic() < deadline:\n"
+            "    time.sleep(0.05)\n"
+            "print('threads', sorted(t.name for t in threading.enumerate() if t.name.startswith('jupyter-gpu')))\n"
+        ),
+    )
     assert out.strip() == "threads []"

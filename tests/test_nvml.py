@@ -18,18 +18,36 @@ MIB = 1024 * 1024
 
 
 def gpu(**fields):
-    base = {"name": "NVIDIA A100-SXM4-80GB", "memory_total_mib": 81920, "memory_reserved_mib": 512,
-            "utilization": 35, "temperature": 41, "power_w": 180, "power_limit_w": 400}
+    base = {
+        "name": "NVIDIA A100-SXM4-80GB",
+        "memory_total_mib": 81920,
+        "memory_reserved_mib": 512,
+        "utilization": 35,
+        "temperature": 41,
+        "power_w": 180,
+        "power_limit_w": 400,
+    }
     return {**base, **fields}
 
 
 def test_every_field_matches_the_scenario(scenario, monkeypatch):
     monkeypatch.setenv("JUPYTER_GPU_SHOW_OTHER_NAMES", "1")  # other users' program names too (admin)
-    scenario.write({"driver_version": "555.42.06", "gpus": [
-        gpu(processes=[{"pid": 4000001, "memory_mib": 1000, "user": "alice", "name": "python"}]),
-        gpu(name="NVIDIA RTX A6000", memory_total_mib=49140, utilization=3, temperature=30, power_w=21.5,
-            power_limit_w=300),
-    ]})
+    scenario.write(
+        {
+            "driver_version": "555.42.06",
+            "gpus": [
+                gpu(processes=[{"pid": 4000001, "memory_mib": 1000, "user": "alice", "name": "python"}]),
+                gpu(
+                    name="NVIDIA RTX A6000",
+                    memory_total_mib=49140,
+                    utilization=3,
+                    temperature=30,
+                    power_w=21.5,
+                    power_limit_w=300,
+                ),
+            ],
+        }
+    )
     snap = jupyter_gpu.snapshot()
     data = snap.to_dict()
     assert data["nvml_available"] is True and data["error"] is None
@@ -54,8 +72,20 @@ def test_contract_keys_are_stable(demo_gpus):
     data = jupyter_gpu.snapshot().to_dict()
     assert {"nvml_available", "error", "driver_version", "timestamp", "gpus"} <= data.keys()
     for entry in data["gpus"]:
-        assert {"index", "uuid", "name", "memory_total", "memory_used", "memory_free", "utilization",
-                "temperature", "power", "power_limit", "error", "processes"} <= entry.keys()
+        assert {
+            "index",
+            "uuid",
+            "name",
+            "memory_total",
+            "memory_used",
+            "memory_free",
+            "utilization",
+            "temperature",
+            "power",
+            "power_limit",
+            "error",
+            "processes",
+        } <= entry.keys()
         for process in entry["processes"]:
             assert {"pid", "memory", "user", "name"} <= process.keys()
 
@@ -69,8 +99,7 @@ def test_unsupported_fields_are_null(scenario):
 
 
 def test_old_driver_without_memory_v2_falls_back_to_v1(scenario):
-    scenario.write({"missing_functions": ["nvmlDeviceGetMemoryInfo_v2"],
-                    "gpus": [gpu(memory_used_mib=2000)]})
+    scenario.write({"missing_functions": ["nvmlDeviceGetMemoryInfo_v2"], "gpus": [gpu(memory_used_mib=2000)]})
     (entry,) = jupyter_gpu.snapshot().gpus
     assert entry.memory_reserved is None
     assert entry.memory_used == (2000 + 512) * MIB  # v1 counts reserved memory as used
@@ -78,9 +107,15 @@ def test_old_driver_without_memory_v2_falls_back_to_v1(scenario):
 
 
 def test_old_driver_without_v3_process_call_uses_v2(scenario):
-    scenario.write({"missing_functions": ["nvmlDeviceGetComputeRunningProcesses_v3",
-                                          "nvmlDeviceGetGraphicsRunningProcesses_v3"],
-                    "gpus": [gpu(processes=[{"pid": 4000002, "memory_mib": 64, "user": "bob"}])]})
+    scenario.write(
+        {
+            "missing_functions": [
+                "nvmlDeviceGetComputeRunningProcesses_v3",
+                "nvmlDeviceGetGraphicsRunningProcesses_v3",
+            ],
+            "gpus": [gpu(processes=[{"pid": 4000002, "memory_mib": 64, "user": "bob"}])],
+        }
+    )
     snap = jupyter_gpu.snapshot()
     assert snap.gpus[0].error is None
     assert [(p.pid, p.memory) for p in snap.gpus[0].processes] == [(4000002, 64 * MIB)]
@@ -88,11 +123,19 @@ def test_old_driver_without_v3_process_call_uses_v2(scenario):
 
 
 def test_compute_and_graphics_processes_are_merged_by_pid(scenario):
-    scenario.write({"gpus": [gpu(processes=[
-        {"pid": 4000003, "memory_mib": 300, "user": "eve", "name": "app", "type": "compute"},
-        {"pid": 4000003, "memory_mib": 300, "user": "eve", "name": "app", "type": "graphics"},
-        {"pid": 4000004, "memory_mib": 50, "user": "eve", "name": "Xorg", "type": "graphics"},
-    ])]})
+    scenario.write(
+        {
+            "gpus": [
+                gpu(
+                    processes=[
+                        {"pid": 4000003, "memory_mib": 300, "user": "eve", "name": "app", "type": "compute"},
+                        {"pid": 4000003, "memory_mib": 300, "user": "eve", "name": "app", "type": "graphics"},
+                        {"pid": 4000004, "memory_mib": 50, "user": "eve", "name": "Xorg", "type": "graphics"},
+                    ]
+                )
+            ]
+        }
+    )
     processes = {p.pid: p for p in jupyter_gpu.snapshot().gpus[0].processes}
     assert processes[4000003].type == "compute+graphics" and processes[4000003].memory == 300 * MIB
     assert processes[4000004].type == "graphics"
@@ -106,10 +149,18 @@ def test_unknown_process_memory_is_null(scenario):
 def test_own_processes_carry_the_command_line_others_never(scenario):
     sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)  # secret-token-42"])
     try:
-        scenario.write({"gpus": [gpu(processes=[
-            {"pid": os.getpid(), "memory_mib": 100},
-            {"pid": sleeper.pid, "memory_mib": 100, "user": "mallory"},  # a real PID, another user's
-        ])]})
+        scenario.write(
+            {
+                "gpus": [
+                    gpu(
+                        processes=[
+                            {"pid": os.getpid(), "memory_mib": 100},
+                            {"pid": sleeper.pid, "memory_mib": 100, "user": "mallory"},  # a real PID, another user's
+                        ]
+                    )
+                ]
+            }
+        )
         processes = {p["pid"]: p for p in jupyter_gpu.snapshot().to_dict()["gpus"][0]["processes"]}
     finally:
         sleeper.kill()
@@ -123,11 +174,14 @@ def test_own_processes_carry_the_command_line_others_never(scenario):
     assert "secret-token-42" not in str(processes)
 
 
-@pytest.mark.parametrize(("fault", "words"), [
-    ("library_not_found", "libnvidia-ml.so.1"),
-    ("driver_not_loaded", "driver is not loaded"),
-    ("no_permission", "permission"),
-])
+@pytest.mark.parametrize(
+    ("fault", "words"),
+    [
+        ("library_not_found", "libnvidia-ml.so.1"),
+        ("driver_not_loaded", "driver is not loaded"),
+        ("no_permission", "permission"),
+    ],
+)
 def test_whole_nvml_faults_give_a_reason_not_an_exception(scenario, fault, words):
     scenario.write({"fault": fault, "gpus": [gpu()]})
     snap = jupyter_gpu.snapshot()
@@ -169,8 +223,9 @@ def test_gpu_lost_before_first_read(scenario):
 def test_scenario_changes_are_picked_up(scenario):
     scenario.write({"gpus": [gpu(utilization=5)]})
     assert jupyter_gpu.snapshot().gpus[0].utilization == 5
-    scenario.update(lambda s: s["gpus"][0].update(
-        utilization=88, processes=[{"pid": 4000006, "memory_mib": 4096, "user": "bob"}]))
+    scenario.update(
+        lambda s: s["gpus"][0].update(utilization=88, processes=[{"pid": 4000006, "memory_mib": 4096, "user": "bob"}])
+    )
     snap = jupyter_gpu.snapshot()
     assert snap.gpus[0].utilization == 88
     assert [p.pid for p in snap.gpus[0].processes] == [4000006]
@@ -232,8 +287,10 @@ def test_nvml_is_initialised_once_and_handles_are_cached(scenario):
 
 def test_simulation_reaches_child_processes_through_pynvml_alone(demo_gpus):
     """A child that never imports jupyter_gpu still sees the simulated GPUs (the .pth hook)."""
-    code = "import pynvml; pynvml.nvmlInit(); print(pynvml.nvmlDeviceGetCount(), " \
-           "pynvml.nvmlDeviceGetName(pynvml.nvmlDeviceGetHandleByIndex(2)))"
+    code = (
+        "import pynvml; pynvml.nvmlInit(); print(pynvml.nvmlDeviceGetCount(), "
+        "pynvml.nvmlDeviceGetName(pynvml.nvmlDeviceGetHandleByIndex(2)))"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.split(maxsplit=1) == ["4", "NVIDIA RTX A6000 [simulated]\n"]
 

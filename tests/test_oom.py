@@ -16,8 +16,10 @@ from jupyter_gpu.kernel import oom
 from jupyter_gpu.sources import peers
 from jupyter_gpu.sources.processes import process_start
 
-OLD_TORCH = ("CUDA out of memory. Tried to allocate 20.00 MiB (GPU 0; 15.78 GiB total capacity; 14.50 GiB already "
-             "allocated; 3.75 MiB free; 14.61 GiB reserved in total by PyTorch)")
+OLD_TORCH = (
+    "CUDA out of memory. Tried to allocate 20.00 MiB (GPU 0; 15.78 GiB total capacity; 14.50 GiB already "
+    "allocated; 3.75 MiB free; 14.61 GiB reserved in total by PyTorch)"
+)
 
 
 def test_older_pytorch_runtime_error_is_recognised_with_its_figures() -> None:
@@ -43,25 +45,46 @@ class _Unprintable(Exception):
         raise RuntimeError("no")
 
 
-@pytest.mark.parametrize("error", [ValueError("Out of memory"), RuntimeError("CUDA error: an illegal memory access"),
-                                   type("OutOfMemoryError", (Exception,), {})("host"), _Unprintable(), None])
+@pytest.mark.parametrize(
+    "error",
+    [
+        ValueError("Out of memory"),
+        RuntimeError("CUDA error: an illegal memory access"),
+        type("OutOfMemoryError", (Exception,), {})("host"),
+        _Unprintable(),
+        None,
+    ],
+)
 def test_other_errors_are_not_gpu_out_of_memory(error: BaseException | None) -> None:
     assert oom.recognize(error) is None
 
 
-def _gpu(index: int, total_gib: float, processes: list[tuple[int, float, str | None]], name: str = "NVIDIA A100"
-         ) -> GpuInfo:
+def _gpu(
+    index: int, total_gib: float, processes: list[tuple[int, float, str | None]], name: str = "NVIDIA A100"
+) -> GpuInfo:
     used = int(sum(m for _, m, _ in processes) * GIB)
-    return GpuInfo(index=index, uuid=f"GPU-{index}", name=name, memory_total=int(total_gib * GIB), memory_used=used,
-                   memory_free=int(total_gib * GIB) - used,
-                   processes=tuple(GpuProcess(pid, int(m * GIB), user) for pid, m, user in processes))
+    return GpuInfo(
+        index=index,
+        uuid=f"GPU-{index}",
+        name=name,
+        memory_total=int(total_gib * GIB),
+        memory_used=used,
+        memory_free=int(total_gib * GIB) - used,
+        processes=tuple(GpuProcess(pid, int(m * GIB), user) for pid, m, user in processes),
+    )
 
 
 def test_an_admin_ceiling_that_ran_out_is_named_and_no_higher_limit_offered() -> None:
     error = oom.OutOfMemory("PyTorch", "torch", device=0, requested_bytes=4 * GIB)
-    facts = oom.Facts(gpus=[_gpu(0, 80, [(100, 15.5, "me")]), _gpu(1, 80, [(200, 70, "bob")])], own_pid=100,
-                      own_user="me", device_gpus=(0,), limits={0: 16 * GIB}, limit_from_ceiling=True,
-                      admin_ceiling="16GiB")
+    facts = oom.Facts(
+        gpus=[_gpu(0, 80, [(100, 15.5, "me")]), _gpu(1, 80, [(200, 70, "bob")])],
+        own_pid=100,
+        own_user="me",
+        device_gpus=(0,),
+        limits={0: 16 * GIB},
+        limit_from_ceiling=True,
+        admin_ceiling="16GiB",
+    )
     report = oom.explain(error, facts)
     assert "This kernel's limit on GPU 0 is 16 GiB (the admin ceiling 16GiB), and it ran out, not the GPU" in report
     assert "%gpu_limit" not in report.split("Next steps:")[1]
@@ -91,12 +114,25 @@ def test_explain_error_never_raises_and_ignores_other_errors(monkeypatch: pytest
 
 
 def test_server_answer_is_read_defensively() -> None:
-    answer = {"kernels": [{"kernel_id": "k1", "pid": 11, "notebook": "a.ipynb", "idle_s": 30.0, "idle": True},
-                          {"kernel_id": "k2", "pid": "12", "notebook": 7, "idle_s": float("nan")},
-                          {"kernel_id": ["x"], "pid": 13}, "junk", None],
-              "gpus": [{"processes": [{"pid": 21, "own": True, "kernel_id": "k1", "idle_s": -5},
-                                      {"pid": 22, "own": False, "kernel_id": "k9", "notebook": "evil.ipynb"},
-                                      {"pid": True, "own": True, "kernel_id": "k1"}]}, 5]}
+    answer = {
+        "kernels": [
+            {"kernel_id": "k1", "pid": 11, "notebook": "a.ipynb", "idle_s": 30.0, "idle": True},
+            {"kernel_id": "k2", "pid": "12", "notebook": 7, "idle_s": float("nan")},
+            {"kernel_id": ["x"], "pid": 13},
+            "junk",
+            None,
+        ],
+        "gpus": [
+            {
+                "processes": [
+                    {"pid": 21, "own": True, "kernel_id": "k1", "idle_s": -5},
+                    {"pid": 22, "own": False, "kernel_id": "k9", "notebook": "evil.ipynb"},
+                    {"pid": True, "own": True, "kernel_id": "k1"},
+                ]
+            },
+            5,
+        ],
+    }
     found = peers.parse_server_snapshot(answer)
     assert set(found) == {11, 21}
     assert found[11] == peers.KernelPeer(11, "k1", "a.ipynb", 30.0, True)
@@ -104,8 +140,7 @@ def test_server_answer_is_read_defensively() -> None:
     assert peers.parse_server_snapshot(["not", "a", "dict"]) == {}
 
 
-def test_runtime_files_of_other_users_or_too_large_are_ignored(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-                                                               ) -> None:
+def test_runtime_files_of_other_users_or_too_large_are_ignored(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     me = os.getppid()
     monkeypatch.setattr(peers, "_ancestors", lambda: {me})
     good = tmp_path / "jpserver-1.json"
@@ -128,14 +163,37 @@ def test_on_a_mig_slice_the_slice_is_what_ran_out() -> None:
 
     bob = GpuProcess(200, 30 * GIB, "bob", slice="MIG-a")
     mine = GpuProcess(100, int(9.4 * GIB), "me", slice="MIG-c")
-    slices = (MigSlice(0, "MIG-a", "NVIDIA A100 MIG 3g.40gb", "3g.40gb", 2, 0, 40 * GIB, 30 * GIB, 10 * GIB,
-                       processes=(bob,)),
-              MigSlice(2, "MIG-c", "NVIDIA A100 MIG 1g.10gb", "1g.10gb", 9, 0, int(9.5 * GIB), int(9.4 * GIB),
-                       int(0.1 * GIB), processes=(mine,)))
-    parent = GpuInfo(index=0, uuid="GPU-0", name="NVIDIA A100", memory_total=80 * GIB, memory_used=int(39.4 * GIB),
-                     memory_free=int(40.6 * GIB), processes=(bob, mine), mig_mode=True, slices=slices)
-    other_mig = GpuInfo(index=2, uuid="GPU-2", name="NVIDIA A100", memory_total=80 * GIB, memory_free=80 * GIB,
-                        mig_mode=True)
+    slices = (
+        MigSlice(
+            0, "MIG-a", "NVIDIA A100 MIG 3g.40gb", "3g.40gb", 2, 0, 40 * GIB, 30 * GIB, 10 * GIB, processes=(bob,)
+        ),
+        MigSlice(
+            2,
+            "MIG-c",
+            "NVIDIA A100 MIG 1g.10gb",
+            "1g.10gb",
+            9,
+            0,
+            int(9.5 * GIB),
+            int(9.4 * GIB),
+            int(0.1 * GIB),
+            processes=(mine,),
+        ),
+    )
+    parent = GpuInfo(
+        index=0,
+        uuid="GPU-0",
+        name="NVIDIA A100",
+        memory_total=80 * GIB,
+        memory_used=int(39.4 * GIB),
+        memory_free=int(40.6 * GIB),
+        processes=(bob, mine),
+        mig_mode=True,
+        slices=slices,
+    )
+    other_mig = GpuInfo(
+        index=2, uuid="GPU-2", name="NVIDIA A100", memory_total=80 * GIB, memory_free=80 * GIB, mig_mode=True
+    )
     views = oom.slice_views([parent, _gpu(1, 80, []), other_mig], "MIG-c")
     assert [(g.index, g.uuid) for g in views] == [(0, "MIG-c"), (1, "GPU-1")]  # GPU 2 cannot be selected whole
     error = oom.OutOfMemory("PyTorch", "torch", device=0, requested_bytes=GIB)
@@ -157,14 +215,17 @@ def test_kernel_reports_count_only_while_their_writer_runs(tmp_path, monkeypatch
     monkeypatch.setenv("JPY_SESSION_NAME", "work/train_old.ipynb")
     live = build_report("live-kernel", nvml_pids=[4_000_111])
     (tmp_path / f"{REPORT_PREFIX}live-kernel.json").write_text(json.dumps(live))
-    dead_process = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
-                                  capture_output=True, text=True, check=True)
+    dead_process = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True, check=True
+    )
     dead = {**live, "kernel_id": "dead-kernel", "pid": int(dead_process.stdout), "nvml_pids": [4_000_222]}
     (tmp_path / f"{REPORT_PREFIX}dead-kernel.json").write_text(json.dumps(dead))
     (tmp_path / f"{REPORT_PREFIX}bad-kernel.json").write_text('{"kernel_id": "bad-kernel", "pid": NaN}')
     found = peers._from_reports(tmp_path)
-    assert {pid: peer.kernel_id for pid, peer in found.items()} == {live["pid"]: "live-kernel",
-                                                                   4_000_111: "live-kernel"}
+    assert {pid: peer.kernel_id for pid, peer in found.items()} == {
+        live["pid"]: "live-kernel",
+        4_000_111: "live-kernel",
+    }
     assert found[4_000_111].notebook == "train_old.ipynb"
 
 
@@ -178,8 +239,7 @@ def _peers_in(folder: Path, monkeypatch: pytest.MonkeyPatch) -> oom.Facts:
     monkeypatch.setattr(kernel_reports, "kernel_identity", lambda: ("this-kernel", folder))
     found = peers.find_peers()
     assert found.source == "kernel reports"
-    return oom.Facts(gpus=(), own_pid=1, own_user="me",
-                     peers=found.by_pid, peers_source=found.source)
+    return oom.Facts(gpus=(), own_pid=1, own_user="me", peers=found.by_pid, peers_source=found.source)
 
 
 @pytest.fixture
@@ -205,7 +265,8 @@ def _write_report(folder: Path, kernel_id: str, **fields: object) -> Path:
 
 
 def test_the_live_kernels_report_is_found_among_thousands_left_by_killed_kernels(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, other_kernel: int) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, other_kernel: int
+) -> None:
     """What the full suite did to /tmp: kernels started by a bare KernelManager keep their connection
     files (and so their reports) in /tmp, and killed kernels leave their reports behind. With 1,100
     of them sorting before the live kernel's report, the explainer (which once read the first 1,024
@@ -213,18 +274,25 @@ def test_the_live_kernels_report_is_found_among_thousands_left_by_killed_kernels
     start = process_start(other_kernel)
     assert isinstance(start, int)
     for number in range(1100):  # reports of dead kernels; some had this very PID before it wrapped
-        _write_report(tmp_path, f"a-stale-{number:04d}",
-                      pid=other_kernel if number % 100 == 0 else 4_000_000 + number,
-                      start_time=start - 1 - number, session=f"stale-{number}.ipynb")
+        _write_report(
+            tmp_path,
+            f"a-stale-{number:04d}",
+            pid=other_kernel if number % 100 == 0 else 4_000_000 + number,
+            start_time=start - 1 - number,
+            session=f"stale-{number}.ipynb",
+        )
     monkeypatch.setenv("JPY_SESSION_NAME", "work/train_old.ipynb")
     _write_report(tmp_path, "z-live", pid=other_kernel, start_time=start, nvml_pids=[4_000_111])
     facts = _peers_in(tmp_path, monkeypatch)
-    assert {pid: peer.notebook for pid, peer in facts.peers.items()} == {other_kernel: "train_old.ipynb",
-                                                                        4_000_111: "train_old.ipynb"}
+    assert {pid: peer.notebook for pid, peer in facts.peers.items()} == {
+        other_kernel: "train_old.ipynb",
+        4_000_111: "train_old.ipynb",
+    }
 
 
-def test_a_report_without_a_start_time_never_names_a_process(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                                             other_kernel: int) -> None:
+def test_a_report_without_a_start_time_never_names_a_process(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, other_kernel: int
+) -> None:
     """A report whose start time is null matches any PID with no process here: a dead kernel's PID,
     or a host PID NVML shows inside a container, which may be another user's process."""
     host_pid = 4_100_002  # no such process in this PID namespace (pid_max is far lower)
@@ -245,7 +313,8 @@ def replace_gpus(facts: oom.Facts, *gpus: GpuInfo) -> oom.Facts:
 
 
 def test_reports_of_other_users_and_symbolic_links_are_no_kernels_of_this_user(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, other_kernel: int) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, other_kernel: int
+) -> None:
     """In a folder others may write to (/tmp), a file of another user names nothing of this user's,
     even with the PID and start time of a running process (anyone can read those in /proc)."""
     monkeypatch.setenv("JPY_SESSION_NAME", "mine.ipynb")
@@ -268,8 +337,14 @@ def test_a_kernel_report_cannot_make_another_users_process_one_of_this_users_ker
     relabel that process; a PID whose owner is unknown here (a host PID in a container) may be the kernel's."""
     gpu = _gpu(0, 80, [(1, 10, "me"), (4_100_002, 24, "carol"), (4_100_003, 8, None)])
     kernel = peers.KernelPeer(None, "k1", "train_old.ipynb")
-    facts = oom.Facts(gpus=(gpu,), own_pid=1, own_user="me", device_gpus=(0,),
-                      peers={4_100_002: kernel, 4_100_003: kernel}, peers_source="kernel reports")
+    facts = oom.Facts(
+        gpus=(gpu,),
+        own_pid=1,
+        own_user="me",
+        device_gpus=(0,),
+        peers={4_100_002: kernel, 4_100_003: kernel},
+        peers_source="kernel reports",
+    )
     report = oom.explain(oom.OutOfMemory("PyTorch", "torch", device=0), facts)
     assert "carol: 24 GiB" in report
     assert "your kernel train_old.ipynb: 8 GiB" in report
@@ -281,8 +356,15 @@ def test_names_from_reports_nvml_and_other_users_are_shown_bidi_safe_on_one_shor
     evil = "a\nb\u202e" + "x" * 3000 + ".ipynb"
     gpu = _gpu(0, 80, [(1, 10, "me"), (2, 10, "me"), (3, 5, "ev\u202eil\nuser")], name="NVIDIA A100\u2067")
     gpu = replace(gpu, processes=(*gpu.processes, GpuProcess(4, 5 * GIB, "me", name="p\u202e" * 500)))
-    facts = oom.Facts(gpus=(gpu,), own_pid=1, own_user="me", device_gpus=(0,), own_notebook="mine\u2066.ipynb",
-                      peers={2: peers.KernelPeer(2, "k1", evil, 700.0, True)}, peers_source="server extension")
+    facts = oom.Facts(
+        gpus=(gpu,),
+        own_pid=1,
+        own_user="me",
+        device_gpus=(0,),
+        own_notebook="mine\u2066.ipynb",
+        peers={2: peers.KernelPeer(2, "k1", evil, 700.0, True)},
+        peers_source="server extension",
+    )
     report = oom.explain(oom.OutOfMemory("PyTorch", "torch", device=0), facts)
     assert not any(char in report for char in "\u202e\u2066\u2067"), report
     lines = report.splitlines()

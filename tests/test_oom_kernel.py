@@ -35,8 +35,10 @@ TORCH_OOM = (
     "is allocated by PyTorch, and 5.10 GiB is reserved by PyTorch but unallocated. If reserved but unallocated memory "
     "is large try setting PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True to avoid fragmentation."
 )
-TF_OOM = ("OOM when allocating tensor with shape[1024,1024,1024] and type float on "
-          "/job:localhost/replica:0/task:0/device:GPU:0 by allocator GPU_0_bfc")
+TF_OOM = (
+    "OOM when allocating tensor with shape[1024,1024,1024] and type float on "
+    "/job:localhost/replica:0/task:0/device:GPU:0 by allocator GPU_0_bfc"
+)
 JAX_OOM = "RESOURCE_EXHAUSTED: Out of memory while trying to allocate 17179869184 bytes."
 
 
@@ -51,16 +53,27 @@ def server_gpus(pid: int | None = None, own: dict[int, int] | None = None, old: 
 
     a100 = {"name": "NVIDIA A100-SXM4-80GB", "memory_total_mib": 81920, "memory_reserved_mib": 512}
     a6000 = {"name": "NVIDIA RTX A6000", "memory_total_mib": 49140, "memory_reserved_mib": 300}
-    return {"gpus": [
-        {**a100, "processes": [{"pid": 910001, "memory_mib": 66000, "user": "bob", "name": "python"},
-                               *mine(0, pid)]},
-        {**a100, "processes": [*mine(1, pid),
-                               *([{"pid": old, "memory_mib": 22528, "name": "python"}] if old else []),
-                               {"pid": 910002, "memory_mib": 24576, "user": "carol", "name": "python"}]},
-        {**a6000, "processes": [*mine(2, pid)]},
-        {**a6000, "processes": [{"pid": 910004, "memory_mib": 2048, "user": "dave", "name": "python"},
-                                *mine(3, pid)]},
-    ]}
+    return {
+        "gpus": [
+            {
+                **a100,
+                "processes": [{"pid": 910001, "memory_mib": 66000, "user": "bob", "name": "python"}, *mine(0, pid)],
+            },
+            {
+                **a100,
+                "processes": [
+                    *mine(1, pid),
+                    *([{"pid": old, "memory_mib": 22528, "name": "python"}] if old else []),
+                    {"pid": 910002, "memory_mib": 24576, "user": "carol", "name": "python"},
+                ],
+            },
+            {**a6000, "processes": [*mine(2, pid)]},
+            {
+                **a6000,
+                "processes": [{"pid": 910004, "memory_mib": 2048, "user": "dave", "name": "python"}, *mine(3, pid)],
+            },
+        ]
+    }
 
 
 @pytest.fixture
@@ -114,7 +127,7 @@ def pid(kernel: Kernel) -> int:
 
 def report_of(err: str) -> str:
     assert "jupyter_gpu:" in err, err
-    return err[err.index("jupyter_gpu:"):]
+    return err[err.index("jupyter_gpu:") :]
 
 
 def leave_stale_reports(runtime: Path, old_pid: int, old_start: int) -> None:
@@ -123,9 +136,19 @@ def leave_stale_reports(runtime: Path, old_pid: int, old_start: int) -> None:
     read the first 1,024 only, lost train_old.ipynb and showed it as "your process PID n"); one of
     a kernel that had train_old.ipynb's PID before PIDs wrapped; one without a start time that
     names carol's PID (no such process here, like a host PID in a container)."""
+
     def stale(kernel_id: str, pid: int, start: int | None, session: str) -> None:
-        report = {"version": 1, "kernel_id": kernel_id, "pid": pid, "start_time": start, "session": session,
-                  "nvml_pids": [], "gpu_memory": {}, "frameworks": {}, "timestamp": time.time() - 3600}
+        report = {
+            "version": 1,
+            "kernel_id": kernel_id,
+            "pid": pid,
+            "start_time": start,
+            "session": session,
+            "nvml_pids": [],
+            "gpu_memory": {},
+            "frameworks": {},
+            "timestamp": time.time() - 3600,
+        }
         (runtime / f"jupyter-gpu-kernel-{kernel_id}.json").write_text(json.dumps(report))
 
     for number in range(1100):
@@ -134,8 +157,9 @@ def leave_stale_reports(runtime: Path, old_pid: int, old_start: int) -> None:
     stale("0-no-start-time", 910002, None, "ghost.ipynb")
 
 
-def test_pytorch_oom_names_the_gpu_holders_and_computed_next_steps(world: ScenarioFile, runtime: Path,
-                                                                   old_kernel: Kernel, new_kernel: Kernel) -> None:
+def test_pytorch_oom_names_the_gpu_holders_and_computed_next_steps(
+    world: ScenarioFile, runtime: Path, old_kernel: Kernel, new_kernel: Kernel
+) -> None:
     out, err = new_kernel.run("%load_ext jupyter_gpu\n%gpu_select 1\nimport torch")
     assert "GPU 1" in out, err
     world.write(server_gpus(pid(new_kernel), {1: 30720}, old=pid(old_kernel)))
@@ -154,7 +178,7 @@ def test_pytorch_oom_names_the_gpu_holders_and_computed_next_steps(world: Scenar
     assert "`%gpu_free` may return 5.1 GiB held by this kernel's cache" in report
     assert "your kernel `train_old.ipynb` holds 22 GiB on GPU 1" in report
     # 30 GiB held + 2 GiB asked: GPU 2 (47.7 GiB free, nobody) first, then GPU 3 (45.7 GiB, dave)
-    steps = report[report.index("Next steps:"):]
+    steps = report[report.index("Next steps:") :]
     assert "GPU 2 has 47.7 GiB free: `%gpu_select 2`, then `%gpu_restart`" in steps
     assert "GPU 3 has 45.7 GiB free (other users work on it)" in steps
     assert steps.index("GPU 2 has") < steps.index("GPU 3 has")
@@ -164,15 +188,14 @@ def test_pytorch_oom_names_the_gpu_holders_and_computed_next_steps(world: Scenar
 def test_tensorflow_oom_under_a_limit_says_the_limit_ran_out(world: ScenarioFile, new_kernel: Kernel) -> None:
     new_kernel.run("%load_ext jupyter_gpu\n%gpu_select 2\n%gpu_limit 16GiB")
     world.write(server_gpus(pid(new_kernel), {2: 16690}))
-    _, err = new_kernel.run("import tensorflow as tf\n"
-                            f"raise tf.errors.ResourceExhaustedError(None, None, {TF_OOM!r})")
-    report = report_of(err[err.index("ResourceExhaustedError"):])
+    _, err = new_kernel.run(f"import tensorflow as tf\nraise tf.errors.ResourceExhaustedError(None, None, {TF_OOM!r})")
+    report = report_of(err[err.index("ResourceExhaustedError") :])
     # 1024**3 floats = 4 GiB, on TensorFlow's /GPU:0 = GPU 2 (the plan)
-    assert report.splitlines()[0] == ("jupyter_gpu: TensorFlow /GPU:0 ran out of GPU memory; it tried to allocate "
-                                      "4 GiB.")
+    assert report.splitlines()[0] == (
+        "jupyter_gpu: TensorFlow /GPU:0 ran out of GPU memory; it tried to allocate 4 GiB."
+    )
     assert "GPU 2 RTX A6000 [simulated] (TensorFlow /GPU:0): 48 GiB total, 16.3 GiB used, 31.4 GiB free." in report
-    assert ("This kernel's limit on GPU 2 is 16 GiB (%gpu_limit), and it ran out, not the GPU (31.4 GiB free)."
-            in report)
+    assert "This kernel's limit on GPU 2 is 16 GiB (%gpu_limit), and it ran out, not the GPU (31.4 GiB free)." in report
     assert "`%gpu_limit 21GiB`, then `%gpu_restart`" in report  # 16.3 GiB held + 4 GiB asked, rounded up
     assert "`%gpu_select 2 --growth`, then `%gpu_restart`" in report  # growth is off in this plan
     assert "%gpu_free" not in report  # TensorFlow's pool is not returned by a cache release
@@ -185,15 +208,14 @@ def test_jax_oom_with_the_extension_autoloaded(world: ScenarioFile, tmp_path: Pa
         out, err = kernel.run("%gpu_select 0")  # autoloaded: no %load_ext
         assert "GPU 0" in out, err
         world.write(server_gpus(pid(kernel), {0: 8192}))
-        _, err = kernel.run("from jax._src.lib import xla_client\n"
-                            f"raise xla_client.XlaRuntimeError({JAX_OOM!r})")
-        report = report_of(err[err.index("RESOURCE_EXHAUSTED"):])
+        _, err = kernel.run(f"from jax._src.lib import xla_client\nraise xla_client.XlaRuntimeError({JAX_OOM!r})")
+        report = report_of(err[err.index("RESOURCE_EXHAUSTED") :])
         assert report.splitlines()[0] == "jupyter_gpu: JAX ran out of GPU memory; it tried to allocate 16 GiB."
         # JAX names no device; the plan has one GPU: GPU 0. 66000 + 8192 MiB used, 7 GiB free
         assert "GPU 0 A100-SXM4-80GB [simulated]: 80 GiB total, 72.5 GiB used, 7 GiB free." in report
         assert "this kernel (jax.ipynb): 8 GiB" in report and "bob: 64.5 GiB" in report
         # 8 + 16 GiB needed: GPU 2 (47.7 GiB, nobody) before GPU 1 (55.5 GiB, carol); two offers at most
-        steps = report[report.index("Next steps:"):]
+        steps = report[report.index("Next steps:") :]
         assert steps.index("GPU 2 has 47.7 GiB free:") < steps.index("GPU 1 has 55.5 GiB free (other users work on it)")
         assert "GPU 3 has" not in steps
         kernel.run("%config GpuMagics.explain_oom = False")
@@ -203,8 +225,9 @@ def test_jax_oom_with_the_extension_autoloaded(world: ScenarioFile, tmp_path: Pa
         generator.close()
 
 
-def test_cells_without_an_error_load_nothing_and_other_errors_get_no_report(world: ScenarioFile,
-                                                                            new_kernel: Kernel) -> None:
+def test_cells_without_an_error_load_nothing_and_other_errors_get_no_report(
+    world: ScenarioFile, new_kernel: Kernel
+) -> None:
     new_kernel.run("%load_ext jupyter_gpu\nimport sys\nx = 1")
     assert new_kernel.value("'jupyter_gpu.kernel.oom' in sys.modules") is False
     _, err = new_kernel.run("raise RuntimeError('CUDA error: device-side assert triggered')")
@@ -222,15 +245,17 @@ class Server:
 
     def api(self, method: str, path: str, body: Any = None) -> Any:
         data = None if body is None else json.dumps(body).encode()
-        request = urllib.request.Request(self.url + path, data=data, method=method,
-                                         headers={"Authorization": f"token {self.token}"})
+        request = urllib.request.Request(
+            self.url + path, data=data, method=method, headers={"Authorization": f"token {self.token}"}
+        )
         with urllib.request.urlopen(request, timeout=30) as response:
             text = response.read()
         return json.loads(text) if text else None
 
     def kernel(self, notebook: str, runtime: Path) -> Kernel:
-        session = self.api("POST", "api/sessions", {"path": notebook, "type": "notebook",
-                                                    "kernel": {"name": "python3"}})
+        session = self.api(
+            "POST", "api/sessions", {"path": notebook, "type": "notebook", "kernel": {"name": "python3"}}
+        )
         client = BlockingKernelClient()
         client.load_connection_file(str(runtime / f"kernel-{session['kernel']['id']}.json"))
         client.start_channels()
@@ -251,17 +276,32 @@ def server(world: ScenarioFile, runtime: Path, tmp_path: Path) -> Iterator[Serve
     ipython = tmp_path / "ipython"
     (ipython / "profile_default").mkdir(parents=True)
     (ipython / "profile_default" / "ipython_kernel_config.py").write_text(
-        'c.InteractiveShellApp.extensions = ["jupyter_gpu"]\n')
+        'c.InteractiveShellApp.extensions = ["jupyter_gpu"]\n'
+    )
     root = tmp_path / "notebooks"
     root.mkdir()
     env = {**os.environ, "IPYTHONDIR": str(ipython), "TF_CPP_MIN_LOG_LEVEL": "3"}
     process = subprocess.Popen(
-        [sys.executable, "-m", "jupyter_server", "--no-browser", "--ip=127.0.0.1", f"--port={port}",
-         f"--IdentityProvider.token={token}", f"--ServerApp.root_dir={root}", "--allow-root",
-         "--JupyterGpuServer.interval_s=0.2", "--JupyterGpuServer.idle_threshold_s=1"],
-        env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        [
+            sys.executable,
+            "-m",
+            "jupyter_server",
+            "--no-browser",
+            "--ip=127.0.0.1",
+            f"--port={port}",
+            f"--IdentityProvider.token={token}",
+            f"--ServerApp.root_dir={root}",
+            "--allow-root",
+            "--JupyterGpuServer.interval_s=0.2",
+            "--JupyterGpuServer.idle_threshold_s=1",
+        ],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     server = Server(process, f"http://127.0.0.1:{port}/", token)
     try:
+
         def up() -> bool:
             try:
                 server.api("GET", "api/status")
@@ -276,8 +316,9 @@ def server(world: ScenarioFile, runtime: Path, tmp_path: Path) -> Iterator[Serve
         process.wait(timeout=30)
 
 
-def test_idle_kernel_by_notebook_and_idle_time_from_the_server(world: ScenarioFile, server: Server,
-                                                               runtime: Path) -> None:
+def test_idle_kernel_by_notebook_and_idle_time_from_the_server(
+    world: ScenarioFile, server: Server, runtime: Path
+) -> None:
     old = server.kernel("train_old.ipynb", runtime)
     new = server.kernel("oom.ipynb", runtime)
     out, err = new.run("%gpu_select 1\nimport torch")  # the extension was autoloaded by the server's kernels

@@ -22,13 +22,20 @@ GIB = 1024**3
 NO_FENCE = Fence({})
 
 
-def gpu(index: int, total_gib: int = 80, free_gib: float = 79, utilization: int = 0,
-        users: tuple[str, ...] = ()) -> GpuInfo:
+def gpu(
+    index: int, total_gib: int = 80, free_gib: float = 79, utilization: int = 0, users: tuple[str, ...] = ()
+) -> GpuInfo:
     processes = tuple(GpuProcess(pid=900000 + index * 10 + n, memory=GIB, user=user) for n, user in enumerate(users))
-    return GpuInfo(index=index, uuid=f"GPU-{index}{index}aa{index}-0000", name="NVIDIA A100",
-                   memory_total=total_gib * GIB,
-                   memory_used=int((total_gib - free_gib) * GIB), memory_free=int(free_gib * GIB),
-                   utilization=utilization, processes=processes)
+    return GpuInfo(
+        index=index,
+        uuid=f"GPU-{index}{index}aa{index}-0000",
+        name="NVIDIA A100",
+        memory_total=total_gib * GIB,
+        memory_used=int((total_gib - free_gib) * GIB),
+        memory_free=int(free_gib * GIB),
+        utilization=utilization,
+        processes=processes,
+    )
 
 
 def snap(*gpus: GpuInfo) -> Snapshot:
@@ -36,14 +43,26 @@ def snap(*gpus: GpuInfo) -> Snapshot:
 
 
 NO_NVML = Snapshot(nvml_available=False, timestamp=0.0, error="the NVIDIA driver is not loaded")
-FOUR = snap(gpu(0, free_gib=5, utilization=97, users=("bob",)), gpu(1, free_gib=60, utilization=12, users=("carol",)),
-            gpu(2, total_gib=48, free_gib=47), gpu(3, total_gib=48, free_gib=46, utilization=3))
+FOUR = snap(
+    gpu(0, free_gib=5, utilization=97, users=("bob",)),
+    gpu(1, free_gib=60, utilization=12, users=("carol",)),
+    gpu(2, total_gib=48, free_gib=47),
+    gpu(3, total_gib=48, free_gib=46, utilization=3),
+)
 
 
-@pytest.mark.parametrize(("text", "expected"), [
-    ("2048", 2048 * MIB), ("2GiB", 2 * GIB), ("1.5G", int(1.5 * GIB)), ("512MB", 512 * MIB), ("512m", 512 * MIB),
-    ("1T", 1024 * GIB), ("3 GiB", 3 * GIB),
-])
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("2048", 2048 * MIB),
+        ("2GiB", 2 * GIB),
+        ("1.5G", int(1.5 * GIB)),
+        ("512MB", 512 * MIB),
+        ("512m", 512 * MIB),
+        ("1T", 1024 * GIB),
+        ("3 GiB", 3 * GIB),
+    ],
+)
 def test_absolute_sizes(text: str, expected: int) -> None:
     assert parse_size(text).resolve(None) == expected
 
@@ -54,21 +73,40 @@ def test_a_percentage_is_of_that_gpus_total() -> None:
         parse_size("30%").resolve(None)
 
 
-@pytest.mark.parametrize(("text", "problem"), [
-    ("0", "zero"), ("0GiB", "zero"), ("-1", "negative"), ("-2GiB", "negative"), ("2x", "malformed"),
-    ("GiB", "malformed"), ("", "malformed"), ("0%", "more than 0%"), ("150%", "at most 100%"), ("abc%", "malformed"),
-    ("100B", "under 1 MiB"),
-])
+@pytest.mark.parametrize(
+    ("text", "problem"),
+    [
+        ("0", "zero"),
+        ("0GiB", "zero"),
+        ("-1", "negative"),
+        ("-2GiB", "negative"),
+        ("2x", "malformed"),
+        ("GiB", "malformed"),
+        ("", "malformed"),
+        ("0%", "more than 0%"),
+        ("150%", "at most 100%"),
+        ("abc%", "malformed"),
+        ("100B", "under 1 MiB"),
+    ],
+)
 def test_bad_sizes_say_what_is_wrong_and_what_is_valid(text: str, problem: str) -> None:
     with pytest.raises(PlanError, match=problem) as caught:
         parse_size(text)
     assert "valid sizes" in str(caught.value) and "\n" not in str(caught.value)
 
 
-@pytest.mark.parametrize(("text", "problem"), [
-    ("auto:0", "at least 1"), ("auto:x", "whole number"), ("1,1", "twice"), ("1,,2", "empty entry"),
-    ("", "no GPUs given"), ("all,1", "mixes"), ("-1", "not a GPU index"),
-])
+@pytest.mark.parametrize(
+    ("text", "problem"),
+    [
+        ("auto:0", "at least 1"),
+        ("auto:x", "whole number"),
+        ("1,1", "twice"),
+        ("1,,2", "empty entry"),
+        ("", "no GPUs given"),
+        ("all,1", "mixes"),
+        ("-1", "not a GPU index"),
+    ],
+)
 def test_bad_selections(text: str, problem: str) -> None:
     with pytest.raises(PlanError, match=problem):
         parse_selection(text)
@@ -122,8 +160,11 @@ def test_unknown_index_names_the_valid_choices() -> None:
 
 def test_the_fence_refuses_gpus_outside_it_and_all_means_the_fence() -> None:
     fence = Fence({"CUDA_VISIBLE_DEVICES": "2,3"})
-    with pytest.raises(PlanError, match=r"GPU 1 is outside the GPUs assigned to this kernel "
-                                         r"\(CUDA_VISIBLE_DEVICES='2,3'\); valid GPUs assigned to this kernel: 2 "):
+    with pytest.raises(
+        PlanError,
+        match=r"GPU 1 is outside the GPUs assigned to this kernel "
+        r"\(CUDA_VISIBLE_DEVICES='2,3'\); valid GPUs assigned to this kernel: 2 ",
+    ):
         build_plan(PlanRequest(selection="1"), FOUR, fence)
     assert build_plan(PlanRequest(selection="all"), FOUR, fence).selected_indices == (2, 3)
     assert build_plan(PlanRequest(selection="auto:2"), FOUR, fence).selected_indices == (2, 3)
@@ -161,10 +202,22 @@ def test_hostile_numbers_are_plan_errors() -> None:
 def test_auto_does_not_count_a_graphics_only_process_as_a_job() -> None:
     from jupyter_gpu.plan import other_users
 
-    display = GpuInfo(index=0, uuid="GPU-x", name="A6000", memory_total=48 * GIB, memory_free=47 * GIB,
-                      processes=(GpuProcess(pid=1, memory=GIB, user="dave", type="graphics"),))
-    busy = GpuInfo(index=1, uuid="GPU-y", name="A6000", memory_total=48 * GIB, memory_free=47 * GIB + 1,
-                   processes=(GpuProcess(pid=2, memory=GIB, user="erin"),))
+    display = GpuInfo(
+        index=0,
+        uuid="GPU-x",
+        name="A6000",
+        memory_total=48 * GIB,
+        memory_free=47 * GIB,
+        processes=(GpuProcess(pid=1, memory=GIB, user="dave", type="graphics"),),
+    )
+    busy = GpuInfo(
+        index=1,
+        uuid="GPU-y",
+        name="A6000",
+        memory_total=48 * GIB,
+        memory_free=47 * GIB + 1,
+        processes=(GpuProcess(pid=2, memory=GIB, user="erin"),),
+    )
     assert other_users(display, own_pid=0, own_user="me") == []
     assert select_idlest([display, busy], 1, own_pid=0, own_user="me") == (0,)
 
@@ -226,8 +279,11 @@ def test_current_plan_defaults_to_an_empty_plan() -> None:
 
 
 def test_a_start_fence_counted_fastest_first_between_models_is_refused_not_guessed() -> None:
-    mixed = snap(gpu(0), gpu(1), GpuInfo(index=2, uuid="GPU-22aa2-0000", name="NVIDIA RTX A6000",
-                                         memory_total=48 * GIB, memory_free=47 * GIB))
+    mixed = snap(
+        gpu(0),
+        gpu(1),
+        GpuInfo(index=2, uuid="GPU-22aa2-0000", name="NVIDIA RTX A6000", memory_total=48 * GIB, memory_free=47 * GIB),
+    )
     fence = Fence({"CUDA_VISIBLE_DEVICES": "1"})  # CUDA's 1 fastest first: which GPU is that?
     with pytest.raises(PlanError, match="CUDA_DEVICE_ORDER=PCI_BUS_ID or GPU UUIDs"):
         build_plan(PlanRequest(selection="all"), mixed, fence)

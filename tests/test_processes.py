@@ -48,8 +48,9 @@ def test_identity_of_a_recycled_pid_is_the_new_owners(monkeypatch):
     monkeypatch.setattr(ProcessDirectory, "_simulated_identity", staticmethod(lambda pid: None))
     # Given this user's process on a GPU, identified with its command line
     first = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)", "--kernel-secret"])
-    wait_until(lambda: b"--kernel-secret" in Path(f"/proc/{first.pid}/cmdline").read_bytes(),
-               what="the program's exec")  # before it, /proc shows the forking parent's command line
+    wait_until(
+        lambda: b"--kernel-secret" in Path(f"/proc/{first.pid}/cmdline").read_bytes(), what="the program's exec"
+    )  # before it, /proc shows the forking parent's command line
     directory = ProcessDirectory()
     assert "--kernel-secret" in directory.identify(first.pid).command
     first.kill()

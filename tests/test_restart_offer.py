@@ -11,17 +11,23 @@ from jupyter_gpu.kernel import magics
 from jupyter_gpu.plan import PlanRequest, current_plan, plan_magics
 
 # The renderer's whitelist (labextension/src/restart.ts, ALLOWED_LINE): every line made here must pass it.
-ALLOWED_LINE = re.compile(r"^%(load_ext jupyter_gpu|gpu_select( [A-Za-z0-9_:.,%-]{1,64}){1,6}|"
-                          r"gpu_limit( [A-Za-z0-9.%]{1,32}){1,16}|gpu_threads( [a-z0-9-]{1,20}){1,8})$")
+ALLOWED_LINE = re.compile(
+    r"^%(load_ext jupyter_gpu|gpu_select( [A-Za-z0-9_:.,%-]{1,64}){1,6}|"
+    r"gpu_limit( [A-Za-z0-9.%]{1,32}){1,16}|gpu_threads( [a-z0-9-]{1,20}){1,8})$"
+)
 
 
-@pytest.mark.parametrize("request_", [
-    PlanRequest(selection="auto:2", min_free="8GiB", growth=True, limits=("2GiB", "2GiB")),
-    PlanRequest(selection="1,0", intra_op_threads=4, inter_op_threads=2, soft_placement=True,
-                log_device_placement=False),
-    PlanRequest(growth=True, limits=("30%",)),
-    PlanRequest(selection="none"),
-])
+@pytest.mark.parametrize(
+    "request_",
+    [
+        PlanRequest(selection="auto:2", min_free="8GiB", growth=True, limits=("2GiB", "2GiB")),
+        PlanRequest(
+            selection="1,0", intra_op_threads=4, inter_op_threads=2, soft_placement=True, log_device_placement=False
+        ),
+        PlanRequest(growth=True, limits=("30%",)),
+        PlanRequest(selection="none"),
+    ],
+)
 def test_the_lines_rebuild_the_same_request_in_a_fresh_kernel(shell, request_: PlanRequest) -> None:  # noqa: F811
     lines = plan_magics(request_)
     assert all(ALLOWED_LINE.match(line) for line in lines), lines
@@ -31,8 +37,12 @@ def test_the_lines_rebuild_the_same_request_in_a_fresh_kernel(shell, request_: P
     assert current_plan().request == request_
 
 
-def test_a_refused_plan_is_offered_for_a_restart_and_kept_for_gpu_restart(shell, clean, monkeypatch,  # noqa: F811
-                                                                          capsys) -> None:
+def test_a_refused_plan_is_offered_for_a_restart_and_kept_for_gpu_restart(
+    shell,  # noqa: F811
+    clean,  # noqa: F811
+    monkeypatch,
+    capsys,
+) -> None:
     import os
 
     clean.update(lambda s: s["gpus"][0].__setitem__("processes", [{"pid": os.getpid(), "memory_mib": 1024}]))

@@ -38,13 +38,7 @@ def jp_server_config() -> dict[str, Any]:
     }
 
 
-
-
-
-
 # -- helpers
-
-
 
 
 async def until(jp_fetch: Any, predicate: Callable[[dict[str, Any]], Any], timeout: float = 10.0) -> dict[str, Any]:
@@ -170,10 +164,13 @@ async def test_kernel_process_is_attributed_with_its_notebook(jp_fetch, jp_serve
 async def test_child_process_of_a_kernel_is_attributed_to_it(jp_fetch, jp_serverapp, scenario):
     # Given a kernel that started a worker process (a data loader, say)
     kernel_id = await start_session(jp_fetch)
-    out = await run_code(jp_serverapp, kernel_id,
-                         "import subprocess, sys\n"
-                         "worker = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(120)'])\n"
-                         "print(worker.pid)")
+    out = await run_code(
+        jp_serverapp,
+        kernel_id,
+        "import subprocess, sys\n"
+        "worker = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(120)'])\n"
+        "print(worker.pid)",
+    )
     worker_pid = int(out.strip())
     try:
         # When only the worker holds GPU memory
@@ -254,11 +251,14 @@ async def test_one_sampler_reads_nvml_once_per_interval_and_stops_when_idle(jp_f
 # -- faults
 
 
-@pytest.mark.parametrize("fault, words", [
-    ("driver_not_loaded", "driver is not loaded"),
-    ("no_permission", "no permission"),
-    ("library_not_found", "libnvidia-ml.so.1"),
-])
+@pytest.mark.parametrize(
+    "fault, words",
+    [
+        ("driver_not_loaded", "driver is not loaded"),
+        ("no_permission", "no permission"),
+        ("library_not_found", "libnvidia-ml.so.1"),
+    ],
+)
 @asynctest
 async def test_nvml_faults_mid_run_keep_the_endpoint_answering(jp_fetch, scenario, fault, words):
     await until(jp_fetch, lambda d: d["nvml_available"])
@@ -340,13 +340,22 @@ async def test_prometheus_gauges_per_gpu_and_per_kernel(jp_fetch, jp_serverapp, 
     families = metric_samples(response.body.decode())
     total = {s.labels["gpu"]: s.value for s in families["jupyter_gpu_memory_total_bytes"]}
     assert total == {"0": 81920 * MIB, "1": 81920 * MIB}
-    for name in ("jupyter_gpu_memory_used_bytes", "jupyter_gpu_utilization_percent",
-                 "jupyter_gpu_temperature_celsius", "jupyter_gpu_power_watts"):
+    for name in (
+        "jupyter_gpu_memory_used_bytes",
+        "jupyter_gpu_utilization_percent",
+        "jupyter_gpu_temperature_celsius",
+        "jupyter_gpu_power_watts",
+    ):
         assert len(families[name]) == 2, name
     (kernel,) = families["jupyter_gpu_kernel_memory_used_bytes"]
     service: GpuService = jp_serverapp.web_app.settings[GpuService.SETTINGS_KEY]
-    assert kernel.labels == {"kernel_id": kernel_id, "notebook": NOTEBOOK, "gpu": "1", "user": service.user,
-                             "UUID": families["jupyter_gpu_gpu_info"][1].labels["UUID"]}
+    assert kernel.labels == {
+        "kernel_id": kernel_id,
+        "notebook": NOTEBOOK,
+        "gpu": "1",
+        "user": service.user,
+        "UUID": families["jupyter_gpu_gpu_info"][1].labels["UUID"],
+    }
     assert kernel.value == 5000 * MIB
     assert families["jupyter_gpu_nvml_up"][0].value == 1
 
@@ -391,10 +400,13 @@ async def test_container_host_pids_fall_back_to_kernel_reports(jp_fetch, jp_serv
     # When the kernel reports about itself after each cell (what `%load_ext jupyter_gpu` sets up;
     # the framework's figure is given by hand here: no GPU framework runs on simulated GPUs)
     uuid = data["gpus"][0]["uuid"]
-    await run_code(jp_serverapp, kernel_id,
-                   "from jupyter_gpu.kernel import report as kernel_report\n"
-                   "kernel_report.register(get_ipython())\n"
-                   f"kernel_report.write_report(gpu_memory={{{uuid!r}: 5 * 2**30}})")
+    await run_code(
+        jp_serverapp,
+        kernel_id,
+        "from jupyter_gpu.kernel import report as kernel_report\n"
+        "kernel_report.register(get_ipython())\n"
+        f"kernel_report.write_report(gpu_memory={{{uuid!r}: 5 * 2**30}})",
+    )
     await run_code(jp_serverapp, kernel_id, "x = 1")  # the refresh after a cell keeps the figure
     data = await until(jp_fetch, lambda d: d["attribution"] == "kernel-report")
     # Then its memory shows under its kernel, and the note says processes are not matched
@@ -403,8 +415,7 @@ async def test_container_host_pids_fall_back_to_kernel_reports(jp_fetch, jp_serv
     assert kernel["reported_gpu_memory"] == {uuid: 5 * 2**30}
     assert "not matched" in data["attribution_note"]
     # And a kernel that knows its NVML PID (passed by the spawner) gets its process attributed
-    await run_code(jp_serverapp, kernel_id,
-                   "kernel_report.write_report(nvml_pids=[3_000_001])")
+    await run_code(jp_serverapp, kernel_id, "kernel_report.write_report(nvml_pids=[3_000_001])")
     data = await until(jp_fetch, lambda d: processes(d)[3_000_001]["kernel_id"] == kernel_id)
     assert processes(data)[3_000_001]["notebook"] == NOTEBOOK
 
@@ -418,10 +429,17 @@ def report_path(serverapp: Any, kernel_id: str) -> str:
     return os.path.join(serverapp.kernel_manager.connection_dir, f"{REPORT_PREFIX}{kernel_id}.json")
 
 
-@pytest.mark.parametrize("change", [
-    {"nvml_pids": 5}, {"timestamp": "x"}, {"gpu_memory": {"GPU-x": float("nan")}},
-    {"gpu_memory": {"GPU-x": float("inf")}}, {"gpu_memory": {"GPU-x": "lots"}}, {"session": ["a"]},
-])
+@pytest.mark.parametrize(
+    "change",
+    [
+        {"nvml_pids": 5},
+        {"timestamp": "x"},
+        {"gpu_memory": {"GPU-x": float("nan")}},
+        {"gpu_memory": {"GPU-x": float("inf")}},
+        {"gpu_memory": {"GPU-x": "lots"}},
+        {"session": ["a"]},
+    ],
+)
 @asynctest
 async def test_a_bad_kernel_report_costs_only_itself(jp_fetch, jp_serverapp, scenario, change):
     # Given kernel K running and holding GPU memory
@@ -430,8 +448,16 @@ async def test_a_bad_kernel_report_costs_only_itself(jp_fetch, jp_serverapp, sce
     place(scenario, 0, pid=pid, memory_mib=1000)
     await until(jp_fetch, lambda d: pid in processes(d))
     # When something in the kernel writes a malformed report for K
-    report = {"version": 1, "kernel_id": kernel_id, "pid": pid, "nvml_pids": [], "gpu_memory": {},
-              "session": None, "timestamp": time.time(), **change}
+    report = {
+        "version": 1,
+        "kernel_id": kernel_id,
+        "pid": pid,
+        "nvml_pids": [],
+        "gpu_memory": {},
+        "session": None,
+        "timestamp": time.time(),
+        **change,
+    }
     with open(report_path(jp_serverapp, kernel_id), "w") as file:
         file.write(json.dumps(report))  # NaN and Infinity as Python writes them
     await asyncio.sleep(0.3)
@@ -468,8 +494,16 @@ async def test_a_report_of_another_process_is_ignored_and_removed_with_the_kerne
     kernel_id = await start_session(jp_fetch)
     pid = kernel_pid(jp_serverapp, kernel_id)
     path = report_path(jp_serverapp, kernel_id)
-    stale = {"version": 1, "kernel_id": kernel_id, "pid": pid, "start_time": 1, "nvml_pids": [],
-             "gpu_memory": {"GPU-x": 5 * 2**30}, "session": None, "timestamp": time.time()}
+    stale = {
+        "version": 1,
+        "kernel_id": kernel_id,
+        "pid": pid,
+        "start_time": 1,
+        "nvml_pids": [],
+        "gpu_memory": {"GPU-x": 5 * 2**30},
+        "session": None,
+        "timestamp": time.time(),
+    }
     with open(path, "w") as file:
         json.dump(stale, file)
     # Then it is not shown as K's memory
@@ -477,9 +511,12 @@ async def test_a_report_of_another_process_is_ignored_and_removed_with_the_kerne
     (kernel,) = (await get_snapshot(jp_fetch))["kernels"]
     assert kernel["reported_gpu_memory"] is None
     # And K's own report (its PID and start time) is
-    await run_code(jp_serverapp, kernel_id,
-                   "from jupyter_gpu.kernel import report as kernel_report\n"
-                   "kernel_report.write_report(gpu_memory={'GPU-x': 2**30})")
+    await run_code(
+        jp_serverapp,
+        kernel_id,
+        "from jupyter_gpu.kernel import report as kernel_report\n"
+        "kernel_report.write_report(gpu_memory={'GPU-x': 2**30})",
+    )
     data = await until(jp_fetch, lambda d: d["kernels"][0]["reported_gpu_memory"])
     assert data["kernels"][0]["reported_gpu_memory"] == {"GPU-x": 2**30}
     # When the kernel is shut down (DELETE), its report goes with it
@@ -488,26 +525,34 @@ async def test_a_report_of_another_process_is_ignored_and_removed_with_the_kerne
     assert not os.path.exists(path)
 
 
-@pytest.mark.parametrize("jp_server_config", [{
-    "ServerApp": {"jpserver_extensions": {"jupyter_gpu": True}},
-    "JupyterGpuServer": {"interval_s": 0.1, "linger_s": 5.0, "idle_threshold_s": 0.5, "wait_s": 1.0},
-    "KernelRestarter": {"restart_limit": 5},
-}])
+@pytest.mark.parametrize(
+    "jp_server_config",
+    [
+        {
+            "ServerApp": {"jpserver_extensions": {"jupyter_gpu": True}},
+            "JupyterGpuServer": {"interval_s": 0.1, "linger_s": 5.0, "idle_threshold_s": 0.5, "wait_s": 1.0},
+            "KernelRestarter": {"restart_limit": 5},
+        }
+    ],
+)
 @asynctest
 async def test_after_an_oom_kill_the_restarted_kernel_does_not_inherit_the_dead_ones_report(
-        jp_fetch, jp_serverapp, scenario, jp_server_config):
+    jp_fetch, jp_serverapp, scenario, jp_server_config
+):
     # Given a kernel that reported 5 GiB and holds GPU memory
     kernel_id = await start_session(jp_fetch)
     old_pid = kernel_pid(jp_serverapp, kernel_id)
-    await run_code(jp_serverapp, kernel_id,
-                   "from jupyter_gpu.kernel import report as kernel_report\n"
-                   "kernel_report.write_report(gpu_memory={'GPU-x': 5 * 2**30})")
+    await run_code(
+        jp_serverapp,
+        kernel_id,
+        "from jupyter_gpu.kernel import report as kernel_report\n"
+        "kernel_report.write_report(gpu_memory={'GPU-x': 5 * 2**30})",
+    )
     await until(jp_fetch, lambda d: d["kernels"] and d["kernels"][0]["reported_gpu_memory"])
     # When the kernel is killed (the OOM killer's SIGKILL: no atexit, the file stays)
     os.kill(old_pid, 9)
     # Then, once Jupyter restarted it, the new process is not shown with the dead one's 5 GiB
-    data = await until(jp_fetch, lambda d: d["kernels"] and d["kernels"][0]["pid"] not in (None, old_pid),
-                       timeout=30)
+    data = await until(jp_fetch, lambda d: d["kernels"] and d["kernels"][0]["pid"] not in (None, old_pid), timeout=30)
     assert data["kernels"][0]["reported_gpu_memory"] is None
     # And the dead process's report is gone
     await asyncio.sleep(0.5)
@@ -526,10 +571,13 @@ async def test_a_recycled_pid_of_a_kernels_child_is_not_the_kernels(jp_fetch, jp
 
     # Given a kernel's worker on a GPU, attributed to the kernel
     kernel_id = await start_session(jp_fetch)
-    out = await run_code(jp_serverapp, kernel_id,
-                         "import subprocess, sys\n"
-                         "worker = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(120)'])\n"
-                         "print(worker.pid)")
+    out = await run_code(
+        jp_serverapp,
+        kernel_id,
+        "import subprocess, sys\n"
+        "worker = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(120)'])\n"
+        "print(worker.pid)",
+    )
     worker_pid = int(out.strip())
     place(scenario, 0, pid=worker_pid, memory_mib=1500)
     await until(jp_fetch, lambda d: worker_pid in processes(d) and processes(d)[worker_pid]["own"])
@@ -640,16 +688,25 @@ async def test_the_answer_is_built_once_and_revalidated_with_etag(jp_fetch, jp_s
 
 
 def public_metrics_config(opt_in: bool) -> dict[str, Any]:
-    return {"ServerApp": {"jpserver_extensions": {"jupyter_gpu": True}, "authenticate_prometheus": False},
-            "JupyterGpuServer": {"interval_s": 0.1, "linger_s": 5.0, "idle_threshold_s": 0.5, "wait_s": 1.0,
-                                 "prometheus_notebook_labels": opt_in}}
+    return {
+        "ServerApp": {"jpserver_extensions": {"jupyter_gpu": True}, "authenticate_prometheus": False},
+        "JupyterGpuServer": {
+            "interval_s": 0.1,
+            "linger_s": 5.0,
+            "idle_threshold_s": 0.5,
+            "wait_s": 1.0,
+            "prometheus_notebook_labels": opt_in,
+        },
+    }
 
 
-@pytest.mark.parametrize(("jp_server_config", "shown"), [(public_metrics_config(False), ""),
-                                                         (public_metrics_config(True), NOTEBOOK)])
+@pytest.mark.parametrize(
+    ("jp_server_config", "shown"), [(public_metrics_config(False), ""), (public_metrics_config(True), NOTEBOOK)]
+)
 @asynctest
 async def test_public_metrics_leave_notebook_paths_out_unless_the_admin_opts_in(
-        jp_fetch, jp_serverapp, scenario, jp_server_config, shown):
+    jp_fetch, jp_serverapp, scenario, jp_server_config, shown
+):
     kernel_id = await start_session(jp_fetch)
     pid = kernel_pid(jp_serverapp, kernel_id)
     place(scenario, 0, pid=pid, memory_mib=1000)
@@ -670,8 +727,9 @@ async def test_a_rejected_scenario_edit_reaches_the_answer_as_a_warning(jp_fetch
     bad["gpus"][0]["memory_used_mib"] = -5
     scenario.path.write_text(json.dumps(bad))
     data = await until(jp_fetch, lambda d: d["warnings"])
-    assert data["warnings"] == ["simulated scenario rejected: gpus[0].memory_used_mib must be >= 0 "
-                                "(keeping the last good scenario)"]
+    assert data["warnings"] == [
+        "simulated scenario rejected: gpus[0].memory_used_mib must be >= 0 (keeping the last good scenario)"
+    ]
     assert data["gpus"][0]["memory_used"] == 0 and data["nvml_available"] is True
 
 
@@ -729,11 +787,15 @@ async def test_a_kernel_on_a_slice_is_attributed_to_the_slice_and_gauged_per_sli
     (kernel,) = data["kernels"]
     assert kernel["gpus"] == [0] and kernel["slices"] == [A100_MIG_UUIDS[1]]
     families = metric_samples((await jp_fetch("metrics")).body.decode())
-    used = {(s.labels["gpu"], s.labels["parent_uuid"], s.labels["mig_uuid"], s.labels["profile"]): s.value
-            for s in families["jupyter_gpu_mig_memory_used_bytes"]}
-    assert used == {("0", gpu["uuid"], A100_MIG_UUIDS[0], "3g.40gb"): 30000 * MIB,
-                    ("0", gpu["uuid"], A100_MIG_UUIDS[1], "2g.20gb"): 3000 * MIB,
-                    ("0", gpu["uuid"], A100_MIG_UUIDS[2], "1g.10gb"): 4000 * MIB}
+    used = {
+        (s.labels["gpu"], s.labels["parent_uuid"], s.labels["mig_uuid"], s.labels["profile"]): s.value
+        for s in families["jupyter_gpu_mig_memory_used_bytes"]
+    }
+    assert used == {
+        ("0", gpu["uuid"], A100_MIG_UUIDS[0], "3g.40gb"): 30000 * MIB,
+        ("0", gpu["uuid"], A100_MIG_UUIDS[1], "2g.20gb"): 3000 * MIB,
+        ("0", gpu["uuid"], A100_MIG_UUIDS[2], "1g.10gb"): 4000 * MIB,
+    }
     assert len(families["jupyter_gpu_mig_memory_total_bytes"]) == 3
     assert [s.labels["gpu"] for s in families["jupyter_gpu_utilization_percent"]] == ["1"]  # none in MIG mode
 
@@ -761,10 +823,13 @@ async def test_container_kernel_reports_name_their_slice(jp_fetch, jp_serverapp,
     kernel_id = await start_session(jp_fetch)
     await until(jp_fetch, lambda d: 3_000_002 in processes(d))
     # When it reports its memory by the MIG UUID (what PyTorch calls the device in a MIG container)
-    await run_code(jp_serverapp, kernel_id,
-                   "from jupyter_gpu.kernel import report as kernel_report\n"
-                   "kernel_report.register(get_ipython())\n"
-                   f"kernel_report.write_report(gpu_memory={{{A100_MIG_UUIDS[1]!r}: 2 * 2**30}})")
+    await run_code(
+        jp_serverapp,
+        kernel_id,
+        "from jupyter_gpu.kernel import report as kernel_report\n"
+        "kernel_report.register(get_ipython())\n"
+        f"kernel_report.write_report(gpu_memory={{{A100_MIG_UUIDS[1]!r}: 2 * 2**30}})",
+    )
     answer = await until(jp_fetch, lambda d: d["kernels"] and d["kernels"][0]["reported_gpu_memory"])
     (kernel,) = answer["kernels"]
     assert kernel["gpus"] == []  # NVML's process could not be matched: the report names the slice

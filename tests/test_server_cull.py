@@ -25,8 +25,14 @@ WARN = 1.5
 def jp_server_config() -> dict[str, Any]:
     return {
         "ServerApp": {"jpserver_extensions": {"jupyter_gpu": True}},
-        "JupyterGpuServer": {"interval_s": 0.1, "linger_s": 5.0, "wait_s": 1.0,
-                             "cull_idle_after_s": AFTER, "cull_warn_s": WARN, "host_label": "node-7"},
+        "JupyterGpuServer": {
+            "interval_s": 0.1,
+            "linger_s": 5.0,
+            "wait_s": 1.0,
+            "cull_idle_after_s": AFTER,
+            "cull_warn_s": WARN,
+            "host_label": "node-7",
+        },
     }
 
 
@@ -40,7 +46,8 @@ def alive(serverapp: Any, kernel_id: str) -> bool:
 
 @asynctest
 async def test_an_idle_kernel_holding_gpu_memory_is_warned_then_culled_and_logged(
-        jp_fetch, jp_serverapp, scenario, caplog):
+    jp_fetch, jp_serverapp, scenario, caplog
+):
     caplog.set_level(logging.WARNING, logger="jupyter_gpu")
     # Given a notebook's kernel holding 3 GiB on GPU 1 and then left alone
     kernel_id = await start_session(jp_fetch)
@@ -52,8 +59,7 @@ async def test_an_idle_kernel_holding_gpu_memory_is_warned_then_culled_and_logge
     # Then, cull_warn_s before the cull, the snapshot warns and counts down
     warned = kernel(await until(jp_fetch, lambda d: kernel(d, kernel_id)["cull_warning"]), kernel_id)
     assert 0 <= warned["cull_in_s"] <= WARN
-    later = kernel(await until(jp_fetch, lambda d: kernel(d, kernel_id)["cull_in_s"] < warned["cull_in_s"]),
-                   kernel_id)
+    later = kernel(await until(jp_fetch, lambda d: kernel(d, kernel_id)["cull_in_s"] < warned["cull_in_s"]), kernel_id)
     assert later["cull_warning"] is True
     # and /metrics exposes the idle figure and the countdown, with the user
     scrape = metric_samples((await jp_fetch("metrics")).body.decode())
@@ -124,8 +130,9 @@ async def test_gpu_info_series_carries_uuid_and_host_and_kernel_series_the_user(
 
 
 @asynctest
-async def test_culling_is_off_by_default_and_the_host_defaults_to_the_host_name(jp_fetch, jp_serverapp, scenario,
-                                                                                monkeypatch):
+async def test_culling_is_off_by_default_and_the_host_defaults_to_the_host_name(
+    jp_fetch, jp_serverapp, scenario, monkeypatch
+):
     service: GpuService = jp_serverapp.web_app.settings[GpuService.SETTINGS_KEY]
     service.config.cull_idle_after_s = 0
     service.config.host_label = ""
@@ -149,9 +156,12 @@ async def test_a_kernel_known_only_by_its_report_is_culled_too(jp_fetch, jp_serv
     place(scenario, 0, pid=3_000_001, memory_mib=6000)
     data = await until(jp_fetch, lambda d: d["gpus"][0]["processes"])
     uuid = data["gpus"][0]["uuid"]
-    await run_code(jp_serverapp, kernel_id,
-                   "from jupyter_gpu.kernel import report as kernel_report\n"
-                   f"kernel_report.write_report(gpu_memory={{{uuid!r}: 5 * 2**30}})")
+    await run_code(
+        jp_serverapp,
+        kernel_id,
+        "from jupyter_gpu.kernel import report as kernel_report\n"
+        f"kernel_report.write_report(gpu_memory={{{uuid!r}: 5 * 2**30}})",
+    )
     data = await until(jp_fetch, lambda d: kernel(d, kernel_id)["reported_gpu_memory"])
     assert kernel(data, kernel_id)["gpu_memory"] == 0  # nothing attributed by PID
     # When it stays idle past cull_idle_after_s, it is culled like any GPU kernel

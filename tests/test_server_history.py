@@ -23,12 +23,6 @@ def jp_server_config() -> dict[str, Any]:
     }
 
 
-
-
-
-
-
-
 @asynctest
 async def test_history_fills_while_the_server_samples_and_is_bounded(jp_fetch, jp_serverapp, scenario):
     scenario.update(lambda s: s["gpus"][1].update(utilization=64, memory_used_mib=40960))

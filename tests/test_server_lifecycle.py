@@ -49,8 +49,9 @@ def test_a_server_stopped_by_a_signal_leaves_no_report(tmp_path, scenario, kerne
         stop(server.process)
 
 
-def test_reports_of_a_killed_server_are_removed_when_a_server_starts_again(tmp_path, scenario,
-                                                                           kernels_load_the_extension):
+def test_reports_of_a_killed_server_are_removed_when_a_server_starts_again(
+    tmp_path, scenario, kernels_load_the_extension
+):
     # Given a server killed outright (SIGKILL) while its kernel ran: the kernel dies through
     # ipykernel's parent poller (os._exit) and its report stays behind
     base = tmp_path / "alice"

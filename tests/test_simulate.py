@@ -21,26 +21,29 @@ def test_presets():
     assert {p.user for gpu in demo.gpus for p in gpu.processes} >= {"bob", "carol"}
 
 
-@pytest.mark.parametrize(("scenario", "words"), [
-    ({"fault": "melted"}, "fault: unknown fault 'melted'"),
-    ({"gpus": [{"fault": "on fire"}]}, "gpus[0].fault: unknown fault"),
-    ({"gpus": [{"memory_total_mib": 10, "memory_used_mib": 20}]}, "exceeds memory_total_mib"),
-    ({"gpus": [{"unsupported": ["name"]}]}, "cannot mark"),
-    ({"gpus": {}}, "gpus must be a list"),
-    ({"gpus": [{"memory_used_mib": -5}]}, "gpus[0].memory_used_mib must be >= 0"),
-    ({"gpus": [{}, {"temperature": -300}]}, "gpus[1].temperature must be >= 0"),
-    ({"gpus": [{"utilization": 101}]}, "gpus[0].utilization must be <= 100"),
-    ({"gpus": [{"utilization": True}]}, "gpus[0].utilization must be a whole number"),
-    ({"gpus": [{"power_w": "hot"}]}, "gpus[0].power_w must be a number, not a string"),
-    ({"gpus": [{"processes": [{"pid": 0}]}]}, "gpus[0].processes[0].pid must be >= 1"),
-    ({"gpus": [{"processes": [{"memory_mib": 1}]}]}, "gpus[0].processes[0].pid is required"),
-    ({"gpus": [{"processes": [{"pid": 5, "memory_mib": -1}]}]}, "processes[0].memory_mib must be >= 0"),
-    ({"gpus": [{"processes": [{"pid": 5, "type": "both"}]}]}, "processes[0].type must be one of"),
-    ({"gpus": [{"memory_used_mb": 5}]}, "gpus[0].memory_used_mb is not a scenario key"),
-    ({"gpus": [{}] * 65}, "gpus must have at most 64 entries"),
-    ({"latency_ms": -1}, "latency_ms must be >= 0"),
-    ({"gpus": [{"name": "N" * 84}]}, "gpus[0].name must be at most 83 bytes in UTF-8"),  # a driver's 96-byte name
-])
+@pytest.mark.parametrize(
+    ("scenario", "words"),
+    [
+        ({"fault": "melted"}, "fault: unknown fault 'melted'"),
+        ({"gpus": [{"fault": "on fire"}]}, "gpus[0].fault: unknown fault"),
+        ({"gpus": [{"memory_total_mib": 10, "memory_used_mib": 20}]}, "exceeds memory_total_mib"),
+        ({"gpus": [{"unsupported": ["name"]}]}, "cannot mark"),
+        ({"gpus": {}}, "gpus must be a list"),
+        ({"gpus": [{"memory_used_mib": -5}]}, "gpus[0].memory_used_mib must be >= 0"),
+        ({"gpus": [{}, {"temperature": -300}]}, "gpus[1].temperature must be >= 0"),
+        ({"gpus": [{"utilization": 101}]}, "gpus[0].utilization must be <= 100"),
+        ({"gpus": [{"utilization": True}]}, "gpus[0].utilization must be a whole number"),
+        ({"gpus": [{"power_w": "hot"}]}, "gpus[0].power_w must be a number, not a string"),
+        ({"gpus": [{"processes": [{"pid": 0}]}]}, "gpus[0].processes[0].pid must be >= 1"),
+        ({"gpus": [{"processes": [{"memory_mib": 1}]}]}, "gpus[0].processes[0].pid is required"),
+        ({"gpus": [{"processes": [{"pid": 5, "memory_mib": -1}]}]}, "processes[0].memory_mib must be >= 0"),
+        ({"gpus": [{"processes": [{"pid": 5, "type": "both"}]}]}, "processes[0].type must be one of"),
+        ({"gpus": [{"memory_used_mb": 5}]}, "gpus[0].memory_used_mb is not a scenario key"),
+        ({"gpus": [{}] * 65}, "gpus must have at most 64 entries"),
+        ({"latency_ms": -1}, "latency_ms must be >= 0"),
+        ({"gpus": [{"name": "N" * 84}]}, "gpus[0].name must be at most 83 bytes in UTF-8"),  # a driver's 96-byte name
+    ],
+)
 def test_bad_scenarios_are_refused_with_one_line_naming_the_key_and_the_rule(tmp_path, scenario, words):
     with pytest.raises(simulate.ScenarioError) as raised:
         simulate.write_scenario(tmp_path / "s.json", scenario)
@@ -48,13 +51,16 @@ def test_bad_scenarios_are_refused_with_one_line_naming_the_key_and_the_rule(tmp
     assert not (tmp_path / "s.json").exists()
 
 
-@pytest.mark.parametrize(("text", "words"), [
-    ('{"gpus": [{"memory_total_mib": 1e400}]}', "gpus[0].memory_total_mib must be a finite number"),
-    ('{"gpus": [{"power_w": NaN}]}', "not valid JSON (NaN is not a number"),
-    ('{"gpus": [{"power_w": Infinity}]}', "not valid JSON (Infinity is not a number"),
-    ("[" * 100_000 + "]" * 100_000, "JSON nested too deeply"),
-    ('{"gpus": [', "not valid JSON"),
-])
+@pytest.mark.parametrize(
+    ("text", "words"),
+    [
+        ('{"gpus": [{"memory_total_mib": 1e400}]}', "gpus[0].memory_total_mib must be a finite number"),
+        ('{"gpus": [{"power_w": NaN}]}', "not valid JSON (NaN is not a number"),
+        ('{"gpus": [{"power_w": Infinity}]}', "not valid JSON (Infinity is not a number"),
+        ("[" * 100_000 + "]" * 100_000, "JSON nested too deeply"),
+        ('{"gpus": [', "not valid JSON"),
+    ],
+)
 def test_a_bad_edit_keeps_the_last_good_scenario_and_says_why(tmp_path, text, words):
     # Given a simulation following a good scenario file
     path = tmp_path / "s.json"
@@ -126,9 +132,12 @@ def test_symbols_it_does_not_implement_answer_not_supported_like_a_driver(tmp_pa
         pynvml.nvmlInit()
         handle = pynvml.nvmlDeviceGetHandleByIndex(0)
         # symbols nobody listed: "Not Supported", as a real driver says for a feature the GPU lacks
-        for call in (lambda: pynvml.nvmlDeviceGetEccMode(handle), lambda: pynvml.nvmlDeviceGetFanSpeed_v2(handle, 0),
-                     lambda: pynvml.nvmlDeviceGetMultiGpuBoard(handle),
-                     lambda: pynvml.nvmlDeviceGetGpcClkVfOffset(handle)):
+        for call in (
+            lambda: pynvml.nvmlDeviceGetEccMode(handle),
+            lambda: pynvml.nvmlDeviceGetFanSpeed_v2(handle, 0),
+            lambda: pynvml.nvmlDeviceGetMultiGpuBoard(handle),
+            lambda: pynvml.nvmlDeviceGetGpcClkVfOffset(handle),
+        ):
             with pytest.raises(pynvml.NVMLError_NotSupported):
                 call()
         # the scenario's missing_functions stay truly absent (an old driver)
@@ -141,8 +150,7 @@ def test_symbols_it_does_not_implement_answer_not_supported_like_a_driver(tmp_pa
 
 def test_unmodified_nvitop_reads_the_demo_without_a_traceback(demo_gpus):
     nvitop = [sys.executable, "-c", "import sys; from nvitop.cli import main; sys.exit(main())"]
-    result = subprocess.run([*nvitop, "-1"],
-                            capture_output=True, text=True, timeout=120)
+    result = subprocess.run([*nvitop, "-1"], capture_output=True, text=True, timeout=120)
     output = result.stdout + result.stderr
     assert "Traceback" not in output and "Error" not in output, output
     assert result.returncode == 0, output
@@ -151,8 +159,11 @@ def test_unmodified_nvitop_reads_the_demo_without_a_traceback(demo_gpus):
 
 
 def test_scenario_lookups_are_by_pid_in_one_pass():
-    data = {"gpus": [{"processes": [{"pid": 1000 + i, "user": f"u{i}", "memory_mib": 1} for i in range(500)]}
-                     for _ in range(3)]}
+    data = {
+        "gpus": [
+            {"processes": [{"pid": 1000 + i, "user": f"u{i}", "memory_mib": 1} for i in range(500)]} for _ in range(3)
+        ]
+    }
     scenario = simulate.Scenario.from_dict(json.loads(json.dumps(data)))
     assert scenario.process_identity(1499) == ("u499", None)
     assert scenario.process_identity(5) is None
@@ -208,10 +219,15 @@ elif mode == "exec":  # the same process (PID, start time) runs a new program th
 
 
 def counting_child(directory, *args, wait=False):
-    env = {**os.environ, simulate.ENV_VAR: "2", simulate.CALLS_DIR_VAR: str(directory),
-           "PYTHONPATH": str(Path(simulate.__file__).parents[1])}
-    return subprocess.Popen([sys.executable, "-c", COUNTING_CHILD, *args], env=env, text=True,
-                            stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    env = {
+        **os.environ,
+        simulate.ENV_VAR: "2",
+        simulate.CALLS_DIR_VAR: str(directory),
+        "PYTHONPATH": str(Path(simulate.__file__).parents[1]),
+    }
+    return subprocess.Popen(
+        [sys.executable, "-c", COUNTING_CHILD, *args], env=env, text=True, stdin=subprocess.PIPE, stdout=subprocess.PIPE
+    )
 
 
 def test_calls_are_counted_across_processes_while_they_run_and_after_they_exit(tmp_path):
@@ -249,8 +265,7 @@ def test_a_process_that_execs_keeps_counting_in_its_file(tmp_path):
     pid, total = child.stdout.readline().split()
     child.communicate("\n", timeout=30)
     # one process, one file: nvmlInit and 11 calls before the exec, and the new program's own
-    assert [(p, c) for (p, _), c in simulate.calls_by_process(tmp_path).items()] == [
-        (int(pid), 1 + 11 + int(total))]
+    assert [(p, c) for (p, _), c in simulate.calls_by_process(tmp_path).items()] == [(int(pid), 1 + 11 + int(total))]
 
 
 def test_without_the_variable_calls_are_not_counted_in_files(monkeypatch):

@@ -22,8 +22,9 @@ def run_pth(env_value: str | None, code: str = "", importable: bool = True) -> s
     # -S: no site-packages (so jupyter_gpu is importable only through PYTHONPATH, and the installed
     # copy of the .pth file does not run); then the worktree's .pth is processed exactly like site.py does.
     program = f"import site, sys; site.addpackage({str(ROOT)!r}, 'jupyter_gpu_simulate.pth', set()); {code}"
-    return subprocess.run([sys.executable, "-S", "-c", program], capture_output=True, text=True, env=env,
-                          cwd="/", timeout=60)
+    return subprocess.run(
+        [sys.executable, "-S", "-c", program], capture_output=True, text=True, env=env, cwd="/", timeout=60
+    )
 
 
 def test_unset_variable_imports_nothing():

@@ -7,14 +7,17 @@ import pytest
 from jupyter_gpu.core.text import BIDI_CONTROLS, ELLIPSIS, REPLACEMENT, display_text, neutralize, truncate
 
 
-@pytest.mark.parametrize(("raw", "shown"), [
-    ("evil\u202egnp.ipynb", "evil\ufffdgnp.ipynb"),  # shown "evilbnypi.png" by a bidi renderer
-    ("a\u202eevil", "a\ufffdevil"),
-    ("x\u2066y\u2069", "x\ufffdy\ufffd"),
-    ("name\x1b[2Jcleared", "name\ufffd[2Jcleared"),  # a terminal escape cannot clear the CLI's screen
-    ("two\nlines\r", "two\ufffdlines\ufffd"),
-    ("\x85\x9b", "\ufffd\ufffd"),  # C1 controls (NEL, CSI)
-])
+@pytest.mark.parametrize(
+    ("raw", "shown"),
+    [
+        ("evil\u202egnp.ipynb", "evil\ufffdgnp.ipynb"),  # shown "evilbnypi.png" by a bidi renderer
+        ("a\u202eevil", "a\ufffdevil"),
+        ("x\u2066y\u2069", "x\ufffdy\ufffd"),
+        ("name\x1b[2Jcleared", "name\ufffd[2Jcleared"),  # a terminal escape cannot clear the CLI's screen
+        ("two\nlines\r", "two\ufffdlines\ufffd"),
+        ("\x85\x9b", "\ufffd\ufffd"),  # C1 controls (NEL, CSI)
+    ],
+)
 def test_controls_are_replaced_visibly(raw, shown):
     assert neutralize(raw) == shown
 

@@ -102,6 +102,7 @@ def fake_torch(initialized: bool, allocated: list[int], peaks: list[int]) -> typ
         def function(*args: Any) -> Any:
             calls.append(name)
             return value(*args) if callable(value) else value
+
         return function
 
     torch.cuda = types.SimpleNamespace(  # type: ignore[attr-defined]
@@ -183,8 +184,9 @@ def shell() -> Iterator[InteractiveShell]:
     monitor_magics.unregister(ip)
 
 
-def test_gpu_watch_reports_after_each_cell(shell: InteractiveShell, scenario: Any,
-                                           capsys: pytest.CaptureFixture[str]) -> None:
+def test_gpu_watch_reports_after_each_cell(
+    shell: InteractiveShell, scenario: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
     hold(scenario, {0: 1000})
     shell.run_line_magic("gpu_watch", "on --interval 0.05")
     assert "%gpu_watch on" in capsys.readouterr().out
@@ -207,8 +209,11 @@ def test_gpu_watch_reports_after_each_cell(shell: InteractiveShell, scenario: An
     assert watch_threads() == []  # no sampling between cells
 
     shell.run_cell("pass")
-    assert capsys.readouterr().out.strip().endswith("±0 MiB over the cell (3 GiB → 3 GiB), peak 3 GiB "
-                                                    "during the cell on GPU 0")
+    assert (
+        capsys.readouterr()
+        .out.strip()
+        .endswith("±0 MiB over the cell (3 GiB → 3 GiB), peak 3 GiB during the cell on GPU 0")
+    )
 
     shell.run_line_magic("gpu_watch", "off")
     shell.run_cell("pass")
@@ -218,8 +223,9 @@ def test_gpu_watch_reports_after_each_cell(shell: InteractiveShell, scenario: An
     assert magics._post_run_cell not in shell.events.callbacks["post_run_cell"]
 
 
-def test_a_failing_cell_is_reported_too(shell: InteractiveShell, scenario: Any,
-                                        capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_failing_cell_is_reported_too(
+    shell: InteractiveShell, scenario: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
     shell.run_line_magic("gpu_watch", "on")
     capsys.readouterr()
     shell.run_cell("1/0")

@@ -70,6 +70,7 @@ def test_simulated_gpus_are_announced(scenario: Any) -> None:
 
 def test_data_rendered_as_html_is_escaped(scenario: Any, monkeypatch: Any) -> None:
     monkeypatch.setenv("JUPYTER_GPU_SHOW_OTHER_NAMES", "1")  # other users' names shown (admin)
+
     def evil(data: dict[str, Any]) -> None:
         data["gpus"][0]["name"] = f"A100 {EVIL}"
         data["gpus"][0]["processes"] = [{"pid": 999991, "memory_mib": 10, "user": "<b>eve</b>", "name": EVIL}]
@@ -193,9 +194,23 @@ def test_an_unchanged_snapshot_changes_only_the_history_charts(scenario: Any) ->
     panel.update(snapshot)
     panel.update(snapshot)  # the chart is full enough to draw from now on
     changed: list[str] = []
-    watched = [panel.status, *(w for row in panel.rows for w in (
-        row.title, row.memory_bar, row.memory_text, row.utilization, row.temperature, row.power,
-        row.history_chart, row.processes))]
+    watched = [
+        panel.status,
+        *(
+            w
+            for row in panel.rows
+            for w in (
+                row.title,
+                row.memory_bar,
+                row.memory_text,
+                row.utilization,
+                row.temperature,
+                row.power,
+                row.history_chart,
+                row.processes,
+            )
+        ),
+    ]
     for w in watched:
         w.observe(lambda change, w=w: changed.append(type(w).__name__), names="value")
     panel.update(snapshot)
@@ -203,8 +218,9 @@ def test_an_unchanged_snapshot_changes_only_the_history_charts(scenario: Any) ->
     assert len(changed) <= len(history_charts)
 
 
-@pytest.mark.parametrize("kwargs", [{"interval_s": 0}, {"interval_s": -1}, {"interval_s": "1"},
-                                    {"history": 1}, {"history": 2.5}])
+@pytest.mark.parametrize(
+    "kwargs", [{"interval_s": 0}, {"interval_s": -1}, {"interval_s": "1"}, {"history": 1}, {"history": 2.5}]
+)
 def test_bad_arguments_are_refused(kwargs: dict[str, Any]) -> None:
     with pytest.raises(ValueError):
         GPUMonitor(start=False, **kwargs)
@@ -252,12 +268,15 @@ def test_the_kernels_plan_is_read(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_long_and_bidi_names_are_cut_and_neutralised_with_the_full_text_in_the_tooltip(
-        scenario: Any, monkeypatch: Any) -> None:
+    scenario: Any, monkeypatch: Any
+) -> None:
     monkeypatch.setenv("JUPYTER_GPU_SHOW_OTHER_NAMES", "1")  # other users' names shown (admin)
+
     def long_names(data: dict[str, Any]) -> None:
         data["gpus"][0]["name"] = "NVIDIA " + "Z" * 70  # NVML names hold 96 bytes, " [simulated]" included
         data["gpus"][0]["processes"] = [
-            {"pid": 999993, "memory_mib": 10, "user": "a\u202eevil" + "u" * 240, "name": "evil\u202egnp.ipynb"}]
+            {"pid": 999993, "memory_mib": 10, "user": "a\u202eevil" + "u" * 240, "name": "evil\u202egnp.ipynb"}
+        ]
 
     scenario.update(long_names)
     panel = GPUMonitor(start=False)
@@ -278,8 +297,9 @@ def test_snapshot_warnings_are_shown_as_text(scenario: Any) -> None:
     snapshot = nvml.snapshot()
     panel.update(snapshot)
     assert panel.warnings.value == "" and panel.warnings.layout.display == "none"
-    warned = dataclasses.replace(snapshot, warnings=(
-        "simulated scenario rejected: gpus[0].memory_used_mib must be >= 0", "<b>x</b>\u202e"))
+    warned = dataclasses.replace(
+        snapshot, warnings=("simulated scenario rejected: gpus[0].memory_used_mib must be >= 0", "<b>x</b>\u202e")
+    )
     panel.update(warned)
     assert "simulated scenario rejected: gpus[0].memory_used_mib must be &gt;= 0" in panel.warnings.value
     assert "&lt;b&gt;x&lt;/b&gt;\ufffd" in panel.warnings.value
@@ -307,8 +327,14 @@ def test_cards_sit_in_a_grid_and_use_only_standard_widgets(scenario: Any) -> Non
         assert type(w).__name__ in standard or type(w) is GPUMonitor
     row = panel.rows[0]
     areas = {c for w in row.box.children for c in w._dom_classes}
-    assert {"jupyter-gpu-title-cell", "jupyter-gpu-bar-cell", "jupyter-gpu-memory-cell", "jupyter-gpu-stats",
-            "jupyter-gpu-chart-cell", "jupyter-gpu-procs-cell"} <= areas
+    assert {
+        "jupyter-gpu-title-cell",
+        "jupyter-gpu-bar-cell",
+        "jupyter-gpu-memory-cell",
+        "jupyter-gpu-stats",
+        "jupyter-gpu-chart-cell",
+        "jupyter-gpu-procs-cell",
+    } <= areas
 
 
 def test_slices_are_shown_under_their_gpu_with_this_kernels_process_marked(scenario: Any) -> None:

@@ -45,14 +45,20 @@ def host_label(configured: str | None = None) -> str:
 
 def gpu_rows(snapshot: Snapshot) -> tuple[GpuRow, ...]:
     """One row per GPU of ``snapshot``: the values :func:`device_families` exports."""
-    return tuple((str(gpu.index), gpu.uuid, gpu.name, gpu.error, tuple((name, getattr(gpu, name)) for name in GAUGED))
-                 for gpu in snapshot.gpus)
+    return tuple(
+        (str(gpu.index), gpu.uuid, gpu.name, gpu.error, tuple((name, getattr(gpu, name)) for name in GAUGED))
+        for gpu in snapshot.gpus
+    )
 
 
 def slice_rows(snapshot: Snapshot) -> tuple[SliceRow, ...]:
     """One row per readable MIG slice of ``snapshot``."""
-    return tuple((str(gpu.index), gpu.uuid, slice_.uuid, slice_.profile, slice_.memory_used, slice_.memory_total)
-                 for gpu in snapshot.gpus for slice_ in gpu.slices if slice_.error is None)
+    return tuple(
+        (str(gpu.index), gpu.uuid, slice_.uuid, slice_.profile, slice_.memory_used, slice_.memory_total)
+        for gpu in snapshot.gpus
+        for slice_ in gpu.slices
+        if slice_.error is None
+    )
 
 
 def health_families(nvml_available: bool | None, timestamp: float | None) -> list[GaugeMetricFamily]:
@@ -62,8 +68,9 @@ def health_families(nvml_available: bool | None, timestamp: float | None) -> lis
         up.add_metric([], 0)
         return [up]
     up.add_metric([], 1 if nvml_available else 0)
-    age = GaugeMetricFamily("jupyter_gpu_sample_age_seconds",
-                            "Age of the newest GPU sample served (grows while NVML hangs)")
+    age = GaugeMetricFamily(
+        "jupyter_gpu_sample_age_seconds", "Age of the newest GPU sample served (grows while NVML hangs)"
+    )
     age.add_metric([], max(0.0, time.time() - timestamp))
     return [up, age]
 
@@ -73,16 +80,17 @@ def device_families(rows: tuple[GpuRow, ...], slices: tuple[SliceRow, ...], host
     has ``jupyter_gpu_error`` 1 and no values."""
     families = {
         "memory_used": GaugeMetricFamily("jupyter_gpu_memory_used_bytes", "GPU memory in use", labels=GPU_LABELS),
-        "memory_total": GaugeMetricFamily("jupyter_gpu_memory_total_bytes", "GPU memory in total",
-                                          labels=GPU_LABELS),
-        "utilization": GaugeMetricFamily("jupyter_gpu_utilization_percent",
-                                         "GPU utilization (percent of time a kernel ran)", labels=GPU_LABELS),
+        "memory_total": GaugeMetricFamily("jupyter_gpu_memory_total_bytes", "GPU memory in total", labels=GPU_LABELS),
+        "utilization": GaugeMetricFamily(
+            "jupyter_gpu_utilization_percent", "GPU utilization (percent of time a kernel ran)", labels=GPU_LABELS
+        ),
         "temperature": GaugeMetricFamily("jupyter_gpu_temperature_celsius", "GPU temperature", labels=GPU_LABELS),
         "power": GaugeMetricFamily("jupyter_gpu_power_watts", "GPU power draw", labels=GPU_LABELS),
     }
     errors = GaugeMetricFamily("jupyter_gpu_error", "1 when the GPU could not be read", labels=GPU_LABELS)
-    info = GaugeMetricFamily("jupyter_gpu_gpu_info", "1 per GPU: its index, UUID, model and host",
-                             labels=["gpu", "UUID", "name", "host"])
+    info = GaugeMetricFamily(
+        "jupyter_gpu_gpu_info", "1 per GPU: its index, UUID, model and host", labels=["gpu", "UUID", "name", "host"]
+    )
     for index, uuid, name, error, values in rows:
         labels = [index, uuid, name]
         info.add_metric([index, uuid, name, host], 1)
@@ -91,8 +99,7 @@ def device_families(rows: tuple[GpuRow, ...], slices: tuple[SliceRow, ...], host
             if value is not None and not error:
                 families[key].add_metric(labels, value)
     mig_used = GaugeMetricFamily("jupyter_gpu_mig_memory_used_bytes", "MIG slice memory in use", labels=MIG_LABELS)
-    mig_total = GaugeMetricFamily("jupyter_gpu_mig_memory_total_bytes", "MIG slice memory in total",
-                                  labels=MIG_LABELS)
+    mig_total = GaugeMetricFamily("jupyter_gpu_mig_memory_total_bytes", "MIG slice memory in total", labels=MIG_LABELS)
     for gpu_index, parent_uuid, mig_uuid, profile, used, total in slices:
         mig_used.add_metric([gpu_index, parent_uuid, mig_uuid, profile], used)
         mig_total.add_metric([gpu_index, parent_uuid, mig_uuid, profile], total)

@@ -69,16 +69,26 @@ class _Ring:
     def ordered(self) -> tuple[list[float], list[int], list[int]]:
         """(times, utilization codes, memory codes), oldest first (copies, taken under the lock)."""
         if self.count < self.capacity:
-            return self.times[:self.count].tolist(), self.utilization[:self.count].tolist(), \
-                self.memory[:self.count].tolist()
+            return (
+                self.times[: self.count].tolist(),
+                self.utilization[: self.count].tolist(),
+                self.memory[: self.count].tolist(),
+            )
         cut = self.next
-        return ((self.times[cut:] + self.times[:cut]).tolist(),
-                (self.utilization[cut:] + self.utilization[:cut]).tolist(),
-                (self.memory[cut:] + self.memory[:cut]).tolist())
+        return (
+            (self.times[cut:] + self.times[:cut]).tolist(),
+            (self.utilization[cut:] + self.utilization[:cut]).tolist(),
+            (self.memory[cut:] + self.memory[:cut]).tolist(),
+        )
 
     def nbytes(self) -> int:
-        return (sys.getsizeof(self) + sys.getsizeof(self.times) + sys.getsizeof(self.utilization)
-                + sys.getsizeof(self.memory) + sys.getsizeof(self.name))
+        return (
+            sys.getsizeof(self)
+            + sys.getsizeof(self.times)
+            + sys.getsizeof(self.utilization)
+            + sys.getsizeof(self.memory)
+            + sys.getsizeof(self.name)
+        )
 
 
 def _utilization_code(gpu: GpuInfo) -> int:
@@ -114,8 +124,11 @@ class GpuHistory:
 
     def __init__(self, window_s: float = 900.0, interval_s: float = 1.0) -> None:
         for name, value in (("window_s", window_s), ("interval_s", interval_s)):
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not (
-                    math.isfinite(value) and value > 0):
+            if (
+                isinstance(value, bool)
+                or not isinstance(value, (int, float))
+                or not (math.isfinite(value) and value > 0)
+            ):
                 raise ValueError(f"{name} must be a positive number of seconds, not {value!r}")
         self.window_s = float(window_s)
         self.interval_s = float(interval_s)
@@ -181,18 +194,22 @@ class GpuHistory:
         gpus = []
         for uuid, index, (times, utilization, memory) in columns:
             first = bisect.bisect_right(times, oldest)
-            gpus.append({
-                "index": index,
-                "uuid": uuid,
-                "t": list(times[first:]),
-                "utilization": [None if u == _UNKNOWN_UTIL else u for u in utilization[first:]],
-                "memory": [None if m == _UNKNOWN_MEMORY else m / 10 for m in memory[first:]],
-            })
-        return {"window_s": self.window_s, "interval_s": self.interval_s, "capacity": self.capacity,
-                "gpus": gpus}
+            gpus.append(
+                {
+                    "index": index,
+                    "uuid": uuid,
+                    "t": list(times[first:]),
+                    "utilization": [None if u == _UNKNOWN_UTIL else u for u in utilization[first:]],
+                    "memory": [None if m == _UNKNOWN_MEMORY else m / 10 for m in memory[first:]],
+                }
+            )
+        return {"window_s": self.window_s, "interval_s": self.interval_s, "capacity": self.capacity, "gpus": gpus}
 
     def nbytes(self) -> int:
         """Bytes held by the history's objects (buffers, rings, the table of GPUs)."""
         with self._lock:
-            return (sys.getsizeof(self) + sys.getsizeof(self._rings)
-                    + sum(sys.getsizeof(key) + ring.nbytes() for key, ring in self._rings.items()))
+            return (
+                sys.getsizeof(self)
+                + sys.getsizeof(self._rings)
+                + sum(sys.getsizeof(key) + ring.nbytes() for key, ring in self._rings.items())
+            )

@@ -119,8 +119,7 @@ class GpuInfo:
     slices: tuple[MigSlice, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
-        data = {name: getattr(self, name) for name in self.__dataclass_fields__
-                if name not in ("processes", "slices")}
+        data = {name: getattr(self, name) for name in self.__dataclass_fields__ if name not in ("processes", "slices")}
         data["processes"] = [process.to_dict() for process in self.processes]
         data["slices"] = [slice_.to_dict() for slice_ in self.slices]
         return data

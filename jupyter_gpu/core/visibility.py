@@ -107,15 +107,18 @@ def _find_slice(entry: str, gpus: Sequence[Gpu]) -> tuple[int, str] | None:
     for gpu in gpus:
         for slice_ in _mig_slices(gpu):
             uuid = str(getattr(slice_, "uuid", ""))
-            old_form = f"mig-{gpu.uuid.lower()}/{getattr(slice_, 'gpu_instance_id', '')}/" \
-                       f"{getattr(slice_, 'compute_instance_id', '')}"
+            old_form = (
+                f"mig-{gpu.uuid.lower()}/{getattr(slice_, 'gpu_instance_id', '')}/"
+                f"{getattr(slice_, 'compute_instance_id', '')}"
+            )
             if uuid.lower().startswith(lowered) or lowered == old_form:
                 found.append((gpu.index, uuid))
     return found[0] if len(found) == 1 else None
 
 
-def _mig_rule(indices: Sequence[int], named_slices: Sequence[tuple[int, str]],
-              by_index: dict[int, Gpu]) -> DeviceMap | None:
+def _mig_rule(
+    indices: Sequence[int], named_slices: Sequence[tuple[int, str]], by_index: dict[int, Gpu]
+) -> DeviceMap | None:
     """CUDA's one-MIG-device rule (module docstring); None when no MIG device is involved."""
     if named_slices:
         index, uuid = named_slices[0]
@@ -139,9 +142,11 @@ def _order(env: CudaEnv, gpus: Sequence[Gpu], names: Sequence[str] | None) -> tu
     models = sorted({gpu.name for gpu in gpus})
     if len(models) <= 1:
         return pci, ""  # one model: fastest first is PCI bus order
-    return None, (f"CUDA_DEVICE_ORDER was not PCI_BUS_ID when CUDA started, so CUDA numbered the "
-                  f"{len(gpus)} GPUs of {len(models)} models ({', '.join(models)}) fastest first, an "
-                  "order NVML does not tell")
+    return None, (
+        f"CUDA_DEVICE_ORDER was not PCI_BUS_ID when CUDA started, so CUDA numbered the "
+        f"{len(gpus)} GPUs of {len(models)} models ({', '.join(models)}) fastest first, an "
+        "order NVML does not tell"
+    )
 
 
 def same_model(nvml_name: str, framework_name: str) -> bool:
@@ -178,8 +183,11 @@ def cuda_devices(env: CudaEnv, gpus: Sequence[Gpu], names: Sequence[str] | None 
         return mig
     if value is None:
         if order is None:
-            if names is not None and (mapped := _by_names(gpus, names)) is not None \
-                    and _one_model_runs(mapped, by_index):
+            if (
+                names is not None
+                and (mapped := _by_names(gpus, names)) is not None
+                and _one_model_runs(mapped, by_index)
+            ):
                 return DeviceMap(tuple(mapped))
             return DeviceMap(None, why)
         return _checked(order, by_index, names)
@@ -225,11 +233,15 @@ def _one_model_runs(mapped: Sequence[int], by_index: dict[int, Gpu]) -> bool:
 
 
 def _checked(indices: Sequence[int], by_index: dict[int, Gpu], names: Sequence[str] | None) -> DeviceMap:
-    if names is not None and (len(names) != len(indices) or not all(
-            same_model(by_index[index].name, name) for index, name in zip(indices, names, strict=True))):
+    if names is not None and (
+        len(names) != len(indices)
+        or not all(same_model(by_index[index].name, name) for index, name in zip(indices, names, strict=True))
+    ):
         listed = ", ".join(names) or "none"
-        return DeviceMap(None, f"the framework lists {len(names)} GPU(s) ({listed}), not the "
-                               f"{len(indices)} that the CUDA variables name")
+        return DeviceMap(
+            None,
+            f"the framework lists {len(names)} GPU(s) ({listed}), not the {len(indices)} that the CUDA variables name",
+        )
     return DeviceMap(tuple(indices))
 
 

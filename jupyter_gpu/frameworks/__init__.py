@@ -51,8 +51,19 @@ from ..core.visibility import (
 )
 from ..plan import GpuPlan, PlanError, current_plan, environment_at_process_start, set_current_plan
 
-__all__ = ["FRAMEWORKS", "DeviceMemory", "Framework", "State", "actual_devices", "apply_plan", "check_after_cell",
-           "framework_memory", "framework_statuses", "planned_devices", "too_late"]
+__all__ = [
+    "FRAMEWORKS",
+    "DeviceMemory",
+    "Framework",
+    "State",
+    "actual_devices",
+    "apply_plan",
+    "check_after_cell",
+    "framework_memory",
+    "framework_statuses",
+    "planned_devices",
+    "too_late",
+]
 
 Environment = dict[str, "str | None"]  # None: the variable is removed
 
@@ -304,15 +315,25 @@ def selection_env_changed() -> str | None:
     if _gpus and (same := cuda_devices(now, _gpus)).known and same == cuda_devices(_written, _gpus):
         return None  # another spelling of the same GPUs in the same order (a UUID for an index)
     plan = current_plan()
-    what = [f"{key}={new!r}" if new is not None else f"{key} unset"
-            for key, old, new in (("CUDA_VISIBLE_DEVICES", _written.visible_devices, now.visible_devices),
-                                  ("CUDA_DEVICE_ORDER", _written.device_order, now.device_order)) if old != new]
+    what = [
+        f"{key}={new!r}" if new is not None else f"{key} unset"
+        for key, old, new in (
+            ("CUDA_VISIBLE_DEVICES", _written.visible_devices, now.visible_devices),
+            ("CUDA_DEVICE_ORDER", _written.device_order, now.device_order),
+        )
+        if old != new
+    ]
     seen = cuda_devices(now, _gpus) if _gpus else None
-    sees = f"the frameworks will see {seen.describe()}" if seen is not None and seen.known else \
-        "the frameworks will not see what the plan says"
+    sees = (
+        f"the frameworks will see {seen.describe()}"
+        if seen is not None and seen.known
+        else "the frameworks will not see what the plan says"
+    )
     source = f"the plan ({_plan_words(plan)})" if plan.selected_indices is not None else "the kernel's start"
-    return (f"code in this kernel set {' and '.join(what)} after {source}: {sees}, not the plan. "
-            "Run %gpu_select with the GPUs you want (it replaces the value), or remove that assignment.")
+    return (
+        f"code in this kernel set {' and '.join(what)} after {source}: {sees}, not the plan. "
+        "Run %gpu_select with the GPUs you want (it replaces the value), or remove that assignment."
+    )
 
 
 def set_by_code() -> bool:
@@ -359,8 +380,11 @@ def _cuda_map(framework: Framework, gpus: Sequence[Gpu]) -> DeviceMap | None:
         return None
     env, by = start
     if env is UNKNOWN:
-        return DeviceMap(None, f"{by} started CUDA before jupyter_gpu watched, and the CUDA variables were "
-                               "changed since the kernel started")
+        return DeviceMap(
+            None,
+            f"{by} started CUDA before jupyter_gpu watched, and the CUDA variables were "
+            "changed since the kernel started",
+        )
     return cuda_devices(env, gpus, framework.device_names())
 
 
@@ -380,8 +404,9 @@ def planned_devices(framework: Framework, plan: GpuPlan, gpus: Sequence[Gpu]) ->
         missing = [index for index in wanted if index not in cuda.indices]
         narrowed = tuple(index for index in cuda.indices if index in wanted)
         if missing:
-            return DeviceMap(narrowed), (f"CUDA started showing {cuda.describe()} only, so GPU {missing[0]} "
-                                         "cannot be added")
+            return DeviceMap(narrowed), (
+                f"CUDA started showing {cuda.describe()} only, so GPU {missing[0]} cannot be added"
+            )
         return DeviceMap(narrowed), None
     if set(cuda.indices) != set(wanted):
         return cuda, f"CUDA started showing {cuda.describe()}, and {framework.name} cannot narrow that"
@@ -463,8 +488,11 @@ def apply_plan(old: GpuPlan, new: GpuPlan) -> list[str]:
     """
     global _plan_active, _written
     # What the plan may replace: values code set since the last plan, or (first plan) whatever was there.
-    by_code = settings_set_by_code() if _written_env else \
-        {key: value for key, value in framework_env().items() if value is not None}
+    by_code = (
+        settings_set_by_code()
+        if _written_env
+        else {key: value for key, value in framework_env().items() if value is not None}
+    )
     env = environment(new)
     before = {key: os.environ.get(key) for key in env}
     _write(env)
@@ -473,8 +501,11 @@ def apply_plan(old: GpuPlan, new: GpuPlan) -> list[str]:
         for framework in FRAMEWORKS:
             module = sys.modules.get(framework.module_name)
             state = framework.state()
-            if module is not None and state is not State.NOT_IMPORTED and (
-                    state is not State.INITIALIZED or not framework.blocking_changes(old, new)):
+            if (
+                module is not None
+                and state is not State.NOT_IMPORTED
+                and (state is not State.INITIALIZED or not framework.blocking_changes(old, new))
+            ):
                 framework.apply(module, new, old)
                 done.append(framework)
     except Exception as error:
@@ -484,8 +515,9 @@ def apply_plan(old: GpuPlan, new: GpuPlan) -> list[str]:
                 framework.apply(sys.modules[framework.module_name], old, new)
             except Exception:
                 pass
-        raise PlanError(f"{framework.name} refused the plan ({type(error).__name__}: {error}); "
-                        "nothing was changed") from error
+        raise PlanError(
+            f"{framework.name} refused the plan ({type(error).__name__}: {error}); nothing was changed"
+        ) from error
     set_current_plan(new)
     _plan_active = True
     if process_cuda_start() is None:
@@ -498,10 +530,13 @@ def apply_plan(old: GpuPlan, new: GpuPlan) -> list[str]:
             _applied[framework.name] = new
         elif framework.state() is State.NOT_IMPORTED and not _hook_pending(framework):
             _import_hooks.when_imported(framework.module_name, framework.hook)
-    return [f"{key}={value!r} (now {'unset' if _written_env[key] is None else repr(_written_env[key])})"
-            if value is not None else f"the removal of {key}"
-            for key, value in by_code.items() if _written_env.get(key) != value
-            and not (value and _written_env.get(key) and value in str(_written_env[key]))]
+    return [
+        f"{key}={value!r} (now {'unset' if _written_env[key] is None else repr(_written_env[key])})"
+        if value is not None
+        else f"the removal of {key}"
+        for key, value in by_code.items()
+        if _written_env.get(key) != value and not (value and _written_env.get(key) and value in str(_written_env[key]))
+    ]
 
 
 _READ = (State.INITIALIZED, State.CPU_ONLY)  # the framework has read its variables (GPU or CPU backend made)
@@ -522,16 +557,22 @@ def env_conflict_messages() -> list[str]:
     for framework in FRAMEWORKS:
         conflicts = env_conflicts(framework, plan)
         if conflicts:
-            messages.append(f"{framework.name} will not follow the GPU plan ({_plan_words(plan)}"
-                            f"{_memory_words(plan)}): {'; '.join(conflicts)}.")
+            messages.append(
+                f"{framework.name} will not follow the GPU plan ({_plan_words(plan)}"
+                f"{_memory_words(plan)}): {'; '.join(conflicts)}."
+            )
     return messages
 
 
 def _memory_words(plan: GpuPlan) -> str:
     parts = ["growth on"] if plan.growth else []
     if plan.limits_bytes:
-        parts.append("limit " + ", ".join(f"GPU {index}: {format_bytes(plan.memory_limit_bytes(index) or 0)}"
-                                          for index in plan.limits_bytes))
+        parts.append(
+            "limit "
+            + ", ".join(
+                f"GPU {index}: {format_bytes(plan.memory_limit_bytes(index) or 0)}" for index in plan.limits_bytes
+            )
+        )
     return "".join(f"; {part}" for part in parts)
 
 
@@ -598,8 +639,12 @@ def divergence(framework: Framework, plan: GpuPlan, gpus: Sequence[Gpu]) -> str 
     if changed and framework.cuda_started() is False:
         return "CUDA_VISIBLE_DEVICES/CUDA_DEVICE_ORDER were changed by code after the plan"
     start = environment_at_process_start()
-    if plan.selected_indices is None and process_cuda_start() is None and framework.visible_positions() is None \
-            and CudaEnv.now() == CudaEnv(start.get("CUDA_VISIBLE_DEVICES"), start.get("CUDA_DEVICE_ORDER")):
+    if (
+        plan.selected_indices is None
+        and process_cuda_start() is None
+        and framework.visible_positions() is None
+        and CudaEnv.now() == CudaEnv(start.get("CUDA_VISIBLE_DEVICES"), start.get("CUDA_DEVICE_ORDER"))
+    ):
         return None  # no selection, nothing changed: it will see the kernel's GPUs, whatever CUDA's order
     actual = actual_devices(framework, gpus)
     if not actual.known:
@@ -630,8 +675,10 @@ def check_after_cell() -> list[str]:
     """
     global _last_states
     messages: list[str] = []
-    if _written is not None and (os.environ.get("CUDA_VISIBLE_DEVICES") != _written.visible_devices
-                                 or os.environ.get("CUDA_DEVICE_ORDER") != _written.device_order):
+    if _written is not None and (
+        os.environ.get("CUDA_VISIBLE_DEVICES") != _written.visible_devices
+        or os.environ.get("CUDA_DEVICE_ORDER") != _written.device_order
+    ):
         changed = selection_env_changed()
         if changed and changed not in _warned:
             _warned.add(changed)
@@ -654,9 +701,11 @@ def check_after_cell() -> list[str]:
             if state in _READ:
                 continue
             conflicts = framework.env_conflicts(plan, framework_env())
-            message = (f"code in this kernel changed {framework.name}'s settings after the GPU plan "
-                       f"({_plan_words(plan)}{_memory_words(plan)}): {'; '.join(conflicts)}. Run the magic "
-                       "again (e.g. %gpu_limit) to build the plan on your value, or remove that assignment.")
+            message = (
+                f"code in this kernel changed {framework.name}'s settings after the GPU plan "
+                f"({_plan_words(plan)}{_memory_words(plan)}): {'; '.join(conflicts)}. Run the magic "
+                "again (e.g. %gpu_limit) to build the plan on your value, or remove that assignment."
+            )
             if conflicts and message not in _warned:
                 _warned.add(message)
                 messages.append(message)
@@ -702,12 +751,19 @@ def _set_after_cuda_start() -> str | None:
         return None
     if _gpus and (same := cuda_devices(now, _gpus)).known and same == cuda_devices(env, _gpus):
         return None
-    what = [f"{key}={new!r}" if new is not None else f"{key} unset"
-            for key, old, new in (("CUDA_VISIBLE_DEVICES", env.visible_devices, now.visible_devices),
-                                  ("CUDA_DEVICE_ORDER", env.device_order, now.device_order)) if old != new]
-    return (f"code in this kernel set {' and '.join(what)} after CUDA started ({by} started it with "
-            f"{env.describe()}): CUDA reads them once per process, so this has no effect on TensorFlow, PyTorch "
-            "or JAX here. To use other GPUs, restart the kernel and run %gpu_select first.")
+    what = [
+        f"{key}={new!r}" if new is not None else f"{key} unset"
+        for key, old, new in (
+            ("CUDA_VISIBLE_DEVICES", env.visible_devices, now.visible_devices),
+            ("CUDA_DEVICE_ORDER", env.device_order, now.device_order),
+        )
+        if old != new
+    ]
+    return (
+        f"code in this kernel set {' and '.join(what)} after CUDA started ({by} started it with "
+        f"{env.describe()}): CUDA reads them once per process, so this has no effect on TensorFlow, PyTorch "
+        "or JAX here. To use other GPUs, restart the kernel and run %gpu_select first."
+    )
 
 
 def _apply_missed() -> list[str]:
@@ -755,8 +811,11 @@ def framework_statuses(gpus: Sequence[Gpu] = ()) -> list[tuple[Framework, str]]:
             waiting = _hook_pending(framework) and _plan_active
             text = "not imported; the plan is applied when it is imported" if waiting else "not imported"
         elif state is State.INITIALIZED:
-            if framework.name in _applied and gpu_settings(_applied[framework.name]) == gpu_settings(plan) \
-                    and not problem:
+            if (
+                framework.name in _applied
+                and gpu_settings(_applied[framework.name]) == gpu_settings(plan)
+                and not problem
+            ):
                 text = f"initialized with the plan applied; in effect: {_in_effect(framework)}"
             elif framework.name in _applied and gpu_settings(_applied[framework.name]) == gpu_settings(plan):
                 text = f"initialized; in effect: {_in_effect(framework)}"

@@ -30,8 +30,12 @@ _OLD_FRACTION = "XLA_PYTHON_CLIENT_MEM_FRACTION"
 class Jax(Framework):
     name = "JAX"
     module_name = "jax"
-    env_keys = ("XLA_PYTHON_CLIENT_PREALLOCATE", "XLA_CLIENT_MEM_FRACTION", _OLD_FRACTION,
-                "XLA_PYTHON_CLIENT_ALLOCATOR")
+    env_keys = (
+        "XLA_PYTHON_CLIENT_PREALLOCATE",
+        "XLA_CLIENT_MEM_FRACTION",
+        _OLD_FRACTION,
+        "XLA_PYTHON_CLIENT_ALLOCATOR",
+    )
 
     gpu_build_hint = "this jaxlib has no GPU support: pip install 'jax[cuda12]' and restart the kernel"
 
@@ -80,10 +84,15 @@ class Jax(Framework):
         choice of the code, not a CPU-only jaxlib."""
         config = getattr(sys.modules.get("jax"), "config", None)
         platforms = getattr(config, "jax_platforms", None) if config is not None else None
-        if isinstance(platforms, str) and platforms.strip() and \
-                not any(p.strip() in _GPU_PLATFORMS for p in platforms.split(",")):
-            return (f"the code set jax_platforms={platforms!r} (JAX_PLATFORMS or jax.config.update), so JAX "
-                    "made no GPU backend; to use the GPU, leave jax_platforms unset and restart the kernel")
+        if (
+            isinstance(platforms, str)
+            and platforms.strip()
+            and not any(p.strip() in _GPU_PLATFORMS for p in platforms.split(","))
+        ):
+            return (
+                f"the code set jax_platforms={platforms!r} (JAX_PLATFORMS or jax.config.update), so JAX "
+                "made no GPU backend; to use the GPU, leave jax_platforms unset and restart the kernel"
+            )
         return self.gpu_build_hint
 
     def built_with_gpu(self) -> bool | None:
@@ -132,12 +141,17 @@ class Jax(Framework):
         if self.state() is not State.INITIALIZED:
             return None
         sys.modules["jax"].clear_caches()
-        preallocated = os.environ.get("XLA_PYTHON_CLIENT_PREALLOCATE", "").lower() != "false" and \
-            os.environ.get("XLA_PYTHON_CLIENT_ALLOCATOR", "").lower() != "platform"
-        pool = ("JAX preallocated its pool (75 % of the GPU unless XLA_PYTHON_CLIENT_PREALLOCATE=false): freed "
-                "arrays are reused by JAX, the pool is not returned to the driver; only a restart returns it"
-                if preallocated else "freed arrays go back to JAX's allocator, which keeps what it grew for reuse "
-                "(XLA_PYTHON_CLIENT_ALLOCATOR=platform returns it at once, slowly)")
+        preallocated = (
+            os.environ.get("XLA_PYTHON_CLIENT_PREALLOCATE", "").lower() != "false"
+            and os.environ.get("XLA_PYTHON_CLIENT_ALLOCATOR", "").lower() != "platform"
+        )
+        pool = (
+            "JAX preallocated its pool (75 % of the GPU unless XLA_PYTHON_CLIENT_PREALLOCATE=false): freed "
+            "arrays are reused by JAX, the pool is not returned to the driver; only a restart returns it"
+            if preallocated
+            else "freed arrays go back to JAX's allocator, which keeps what it grew for reuse "
+            "(XLA_PYTHON_CLIENT_ALLOCATOR=platform returns it at once, slowly)"
+        )
         return "jax.clear_caches()", pool
 
     def environment(self, plan: GpuPlan, baseline: Mapping[str, str | None]) -> Environment:
@@ -161,23 +175,34 @@ class Jax(Framework):
         allocator = (env.get("XLA_PYTHON_CLIENT_ALLOCATOR") or "default").lower()
         if plan.growth and preallocate not in ("false", "False", "0") and allocator != "platform":
             said = "unset" if preallocate is None else repr(preallocate)
-            conflicts.append(f"XLA_PYTHON_CLIENT_PREALLOCATE is {said}, so JAX takes 75% of each GPU at start "
-                             "(the plan's growth needs 'false')")
+            conflicts.append(
+                f"XLA_PYTHON_CLIENT_PREALLOCATE is {said}, so JAX takes 75% of each GPU at start "
+                "(the plan's growth needs 'false')"
+            )
         planned = self.environment(plan, {}).get("XLA_CLIENT_MEM_FRACTION")
         if planned is None:
             return conflicts
         fraction, old = env.get("XLA_CLIENT_MEM_FRACTION"), env.get(_OLD_FRACTION)
         if old and fraction:
-            conflicts.append(f"{_OLD_FRACTION}={old!r} is set next to XLA_CLIENT_MEM_FRACTION, and JAX refuses "
-                             "both (ValueError: XLA_CLIENT_MEM_FRACTION is specified together with "
-                             f"{_OLD_FRACTION}) when it starts the GPU")
+            conflicts.append(
+                f"{_OLD_FRACTION}={old!r} is set next to XLA_CLIENT_MEM_FRACTION, and JAX refuses "
+                "both (ValueError: XLA_CLIENT_MEM_FRACTION is specified together with "
+                f"{_OLD_FRACTION}) when it starts the GPU"
+            )
         elif (fraction or old) != planned:
-            said = f"XLA_CLIENT_MEM_FRACTION={fraction!r}" if fraction else \
-                f"{_OLD_FRACTION}={old!r}" if old else "XLA_CLIENT_MEM_FRACTION unset"
+            said = (
+                f"XLA_CLIENT_MEM_FRACTION={fraction!r}"
+                if fraction
+                else f"{_OLD_FRACTION}={old!r}"
+                if old
+                else "XLA_CLIENT_MEM_FRACTION unset"
+            )
             conflicts.append(f"JAX reads {said}, not the plan's {planned!r}")
         if allocator == "platform":
-            conflicts.append("XLA_PYTHON_CLIENT_ALLOCATOR='platform': JAX's platform allocator has no memory "
-                             "fraction, so the memory limit does not hold for JAX (unset it, or use 'bfc')")
+            conflicts.append(
+                "XLA_PYTHON_CLIENT_ALLOCATOR='platform': JAX's platform allocator has no memory "
+                "fraction, so the memory limit does not hold for JAX (unset it, or use 'bfc')"
+            )
         return conflicts
 
     def in_effect(self) -> str:

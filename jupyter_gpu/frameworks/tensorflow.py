@@ -53,8 +53,10 @@ class TensorFlow(Framework):
     module_name = "tensorflow"
     env_keys = ("TF_FORCE_GPU_ALLOW_GROWTH", "TF_NUM_INTRAOP_THREADS", "TF_NUM_INTEROP_THREADS")
     can_narrow = True
-    gpu_build_hint = ("this TensorFlow has no GPU support (tensorflow-cpu, or CUDA libraries missing): "
-                      "pip install 'tensorflow[and-cuda]' and restart the kernel")
+    gpu_build_hint = (
+        "this TensorFlow has no GPU support (tensorflow-cpu, or CUDA libraries missing): "
+        "pip install 'tensorflow[and-cuda]' and restart the kernel"
+    )
 
     def __init__(self) -> None:
         self._ours: dict[Any, list[int]] = {}  # logical configurations the magics set, by device
@@ -122,6 +124,7 @@ class TensorFlow(Framework):
             cls = context_module.Context
             original = cls._initialize_physical_devices
             if not getattr(original, _WRAPPED, False):
+
                 def _initialize_physical_devices(context: Any, *args: Any, **kwargs: Any) -> Any:
                     if context._physical_devices is None:
                         note_cuda_start(self.name)
@@ -146,6 +149,7 @@ class TensorFlow(Framework):
             cls = session_module.BaseSession
             original_init = cls.__init__
             if not getattr(original_init, _WRAPPED, False):
+
                 def __init__(session: Any, *args: Any, **kwargs: Any) -> None:
                     note_cuda_start(self.name)
                     original_init(session, *args, **kwargs)
@@ -163,9 +167,11 @@ class TensorFlow(Framework):
         for gpu, ours in self._ours.items():
             current = [c.memory_limit for c in context._virtual_device_map.get(gpu, [])]
             if gpu in context._visible_device_list and current != ours:
-                problems.append(f"{_names([gpu])} has logical devices of "
-                                f"{' + '.join(f'{m} MiB' for m in current) or 'no limit'} (set by code), the plan "
-                                f"{' + '.join(f'{m} MiB' for m in ours)}")
+                problems.append(
+                    f"{_names([gpu])} has logical devices of "
+                    f"{' + '.join(f'{m} MiB' for m in current) or 'no limit'} (set by code), the plan "
+                    f"{' + '.join(f'{m} MiB' for m in ours)}"
+                )
         return problems
 
     def memory_by_device(self) -> dict[str, DeviceMemory]:
@@ -189,10 +195,15 @@ class TensorFlow(Framework):
             keras.backend.clear_session()
             called = "keras.backend.clear_session()"
         growth = os.environ.get("TF_FORCE_GPU_ALLOW_GROWTH") == "true"
-        pool = ("with memory growth TensorFlow grew its pool on demand, and it never gives it back"
-                if growth else "without memory growth TensorFlow took nearly the whole GPU at its start")
-        return called, (f"{pool}: freed tensors are reused by TensorFlow, the memory is not returned to the "
-                        "driver; only a restart of the kernel returns it")
+        pool = (
+            "with memory growth TensorFlow grew its pool on demand, and it never gives it back"
+            if growth
+            else "without memory growth TensorFlow took nearly the whole GPU at its start"
+        )
+        return called, (
+            f"{pool}: freed tensors are reused by TensorFlow, the memory is not returned to the "
+            "driver; only a restart of the kernel returns it"
+        )
 
     def environment(self, plan: GpuPlan, baseline: Mapping[str, str | None]) -> Environment:
         request = plan.request
@@ -208,8 +219,10 @@ class TensorFlow(Framework):
             return []  # unset: TensorFlow's own config decides, and code turned growth on for every GPU
         if plan.growth and value != "true":
             said = "unset" if value is None else repr(value)
-            return [f"TF_FORCE_GPU_ALLOW_GROWTH is {said}, and TensorFlow grows memory only with exactly 'true' "
-                    "(the plan's growth)"]
+            return [
+                f"TF_FORCE_GPU_ALLOW_GROWTH is {said}, and TensorFlow grows memory only with exactly 'true' "
+                "(the plan's growth)"
+            ]
         return []
 
     def blocking_changes(self, old: GpuPlan, new: GpuPlan) -> list[str]:
@@ -233,8 +246,10 @@ class TensorFlow(Framework):
         # environment variables do it too (read at context init); the setters make it visible to
         # tf.config.threading.get_*, and neither lists devices.
         threading = module.config.threading
-        for name, setter in (("intra_op_threads", threading.set_intra_op_parallelism_threads),
-                             ("inter_op_threads", threading.set_inter_op_parallelism_threads)):
+        for name, setter in (
+            ("intra_op_threads", threading.set_intra_op_parallelism_threads),
+            ("inter_op_threads", threading.set_inter_op_parallelism_threads),
+        ):
             value, previous = getattr(request, name), None if before is None else getattr(before, name)
             if value is not None or previous is not None:
                 setter(value or 0)
@@ -258,8 +273,10 @@ class TensorFlow(Framework):
         if asked and visible_now != wanted:
             listed_gpus = [device for device in context._physical_devices if device.device_type == "GPU"]
             if visible_now != (self._our_visible if self._our_visible is not None else listed_gpus):
-                _say(f"jupyter_gpu: replacing the visible GPUs set by hand ({_names(visible_now)}) with the plan's "
-                     f"({_names(wanted)}).")
+                _say(
+                    f"jupyter_gpu: replacing the visible GPUs set by hand ({_names(visible_now)}) with the plan's "
+                    f"({_names(wanted)})."
+                )
             module.config.set_visible_devices(wanted, "GPU")
             self._our_visible = wanted
         context = self._context()
@@ -268,38 +285,52 @@ class TensorFlow(Framework):
             limits = [size // MIB for size in plan.logical_limits_bytes(index)] if gpu in wanted else []
             current = [c.memory_limit for c in context._virtual_device_map.get(gpu, [])]
             if current and current != self._ours.get(gpu) and current != limits:
-                _say(f"jupyter_gpu: replacing the logical devices set by hand on {gpu.name} "
-                     f"({' + '.join(f'{m} MiB' for m in current)}) with the plan's "
-                     f"({' + '.join(f'{m} MiB' for m in limits) or 'none'}).")
+                _say(
+                    f"jupyter_gpu: replacing the logical devices set by hand on {gpu.name} "
+                    f"({' + '.join(f'{m} MiB' for m in current)}) with the plan's "
+                    f"({' + '.join(f'{m} MiB' for m in limits) or 'none'})."
+                )
             if limits:
                 if context._memory_growth_map.get(gpu) and not plan.growth:
                     growth_by_hand.append(gpu)
                 if current != limits:
                     module.config.set_logical_device_configuration(
-                        gpu, [module.config.LogicalDeviceConfiguration(memory_limit=size) for size in limits])
+                        gpu, [module.config.LogicalDeviceConfiguration(memory_limit=size) for size in limits]
+                    )
                 self._ours[gpu] = limits
-            elif gpu in context._virtual_device_map and (not current or current == self._ours.get(gpu)
-                                                         or gpu not in wanted):
+            elif gpu in context._virtual_device_map and (
+                not current or current == self._ours.get(gpu) or gpu not in wanted
+            ):
                 # set_logical_device_configuration cannot clear a configuration; before initialization
                 # the map is all there is to clear.
                 del context._virtual_device_map[gpu]
                 self._ours.pop(gpu, None)
         if growth_by_hand:
-            _say(f"jupyter_gpu: the memory growth set by hand on {_names(growth_by_hand)} does not hold next to a "
-                 "memory limit in TensorFlow; use %gpu_select --growth (TF_FORCE_GPU_ALLOW_GROWTH keeps both).")
+            _say(
+                f"jupyter_gpu: the memory growth set by hand on {_names(growth_by_hand)} does not hold next to a "
+                "memory limit in TensorFlow; use %gpu_select --growth (TF_FORCE_GPU_ALLOW_GROWTH keeps both)."
+            )
 
     def in_effect(self) -> str:
         context = self._context()
         if context is None or context._physical_devices is None:
             return "nothing yet"
-        visible = [device.name.rsplit(":", 1)[-1] for device in context._visible_device_list
-                   if device.device_type == "GPU"]
+        visible = [
+            device.name.rsplit(":", 1)[-1] for device in context._visible_device_list if device.device_type == "GPU"
+        ]
         parts = [f"visible GPUs {', '.join(visible)}" if visible else "no visible GPU (CPU only)"]
-        limits = {device.name.rsplit(":", 1)[-1]: [c.memory_limit for c in configs]
-                  for device, configs in context._virtual_device_map.items() if device.device_type == "GPU"}
+        limits = {
+            device.name.rsplit(":", 1)[-1]: [c.memory_limit for c in configs]
+            for device, configs in context._virtual_device_map.items()
+            if device.device_type == "GPU"
+        }
         if limits:
-            parts.append("memory limits " + "; ".join(
-                f"GPU {gpu}: {' + '.join(format_bytes(m * MIB) for m in limit)}" for gpu, limit in limits.items()))
+            parts.append(
+                "memory limits "
+                + "; ".join(
+                    f"GPU {gpu}: {' + '.join(format_bytes(m * MIB) for m in limit)}" for gpu, limit in limits.items()
+                )
+            )
         growth = os.environ.get("TF_FORCE_GPU_ALLOW_GROWTH")
         parts.append(f"TF_FORCE_GPU_ALLOW_GROWTH={growth}" if growth else "growth off")
         parts.append(f"CUDA_VISIBLE_DEVICES={os.environ.get('CUDA_VISIBLE_DEVICES', '(unset)')}")

@@ -37,8 +37,10 @@ class Torch(Framework):
     module_name = "torch"
     env_keys = ("PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_NVML_BASED_CUDA_CHECK", "PYTORCH_ALLOC_CONF")
 
-    gpu_build_hint = ("this PyTorch is a CPU-only build: install a CUDA build (pip install torch --index-url "
-                      "https://download.pytorch.org/whl/cu126) and restart the kernel")
+    gpu_build_hint = (
+        "this PyTorch is a CPU-only build: install a CUDA build (pip install torch --index-url "
+        "https://download.pytorch.org/whl/cu126) and restart the kernel"
+    )
 
     def __init__(self) -> None:
         self._queued: Callable[[], None] | None = None
@@ -103,8 +105,10 @@ class Torch(Framework):
         for position, fraction in self.queued_fractions():
             actual = float(c_module._cuda_getMemoryFraction(position))
             if abs(actual - fraction) > 1e-6:
-                problems.append(f"cuda:{position} may use {actual:.1%} of its memory (set_per_process_memory_fraction "
-                                f"by code), the plan {fraction:.1%}")
+                problems.append(
+                    f"cuda:{position} may use {actual:.1%} of its memory (set_per_process_memory_fraction "
+                    f"by code), the plan {fraction:.1%}"
+                )
         return problems
 
     def memory_by_device(self) -> dict[str, DeviceMemory]:
@@ -128,8 +132,10 @@ class Torch(Framework):
         if self.state() is not State.INITIALIZED:
             return None
         sys.modules["torch"].cuda.empty_cache()
-        return ("torch.cuda.empty_cache()", "returns the cached blocks no live tensor uses to the driver; "
-                "memory of tensors still referenced stays")
+        return (
+            "torch.cuda.empty_cache()",
+            "returns the cached blocks no live tensor uses to the driver; memory of tensors still referenced stays",
+        )
 
     def environment(self, plan: GpuPlan, baseline: Mapping[str, str | None]) -> Environment:
         cuda_conf, generic = baseline.get("PYTORCH_CUDA_ALLOC_CONF"), baseline.get("PYTORCH_ALLOC_CONF")
@@ -137,8 +143,9 @@ class Torch(Framework):
         alloc_conf = cuda_conf
         if plan.growth and not expandable(read):
             # The user's settings stay; an expandable_segments:False of theirs gives way to the plan's growth.
-            kept = [entry for entry in alloc_conf_entries(read)
-                    if entry.partition(":")[0].strip() != "expandable_segments"]
+            kept = [
+                entry for entry in alloc_conf_entries(read) if entry.partition(":")[0].strip() != "expandable_segments"
+            ]
             alloc_conf = ",".join([*kept, _EXPANDABLE])
         nvml_check = "1" if plan.selected_indices is not None else baseline.get("PYTORCH_NVML_BASED_CUDA_CHECK")
         return {"PYTORCH_CUDA_ALLOC_CONF": alloc_conf, "PYTORCH_NVML_BASED_CUDA_CHECK": nvml_check}
@@ -148,10 +155,15 @@ class Torch(Framework):
             return []
         cuda_conf, generic = env.get("PYTORCH_CUDA_ALLOC_CONF"), env.get("PYTORCH_ALLOC_CONF")
         conflicts = []
-        if cuda_conf is not None and generic is not None and \
-                not set(alloc_conf_entries(generic)) <= set(alloc_conf_entries(cuda_conf)):
-            conflicts.append(f"PyTorch ignores PYTORCH_ALLOC_CONF={generic!r} while PYTORCH_CUDA_ALLOC_CONF is set "
-                             "(it reads only one, PYTORCH_CUDA_ALLOC_CONF first)")
+        if (
+            cuda_conf is not None
+            and generic is not None
+            and not set(alloc_conf_entries(generic)) <= set(alloc_conf_entries(cuda_conf))
+        ):
+            conflicts.append(
+                f"PyTorch ignores PYTORCH_ALLOC_CONF={generic!r} while PYTORCH_CUDA_ALLOC_CONF is set "
+                "(it reads only one, PYTORCH_CUDA_ALLOC_CONF first)"
+            )
         read = cuda_conf if cuda_conf is not None else generic
         if not expandable(read):
             name = "PYTORCH_CUDA_ALLOC_CONF" if cuda_conf is not None else "PYTORCH_ALLOC_CONF"
@@ -167,8 +179,9 @@ class Torch(Framework):
             try:
                 module.set_num_interop_threads(request.inter_op_threads)
             except RuntimeError as error:  # only possible before the first parallel work
-                warnings.warn(f"PyTorch kept {module.get_num_interop_threads()} inter-op threads: {error}",
-                              stacklevel=2)
+                warnings.warn(
+                    f"PyTorch kept {module.get_num_interop_threads()} inter-op threads: {error}", stacklevel=2
+                )
         cuda = module.cuda
         queued = cuda._queued_calls
         queued[:] = [entry for entry in queued if entry[0] is not self._queued]
@@ -203,8 +216,11 @@ class Torch(Framework):
         if cuda is not None and getattr(cuda, "_initialized", False):
             parts.append(f"{cuda.device_count()} CUDA device(s)")
             for device in range(cuda.device_count()):
-                fraction = cuda.get_per_process_memory_fraction(device) \
-                    if hasattr(cuda, "get_per_process_memory_fraction") else None
+                fraction = (
+                    cuda.get_per_process_memory_fraction(device)
+                    if hasattr(cuda, "get_per_process_memory_fraction")
+                    else None
+                )
                 if fraction is not None and fraction < 1:
                     parts.append(f"cuda:{device} memory fraction {fraction:.2f}")
         return ", ".join(parts)
@@ -228,8 +244,11 @@ def alloc_conf_entries(conf: str | None) -> list[str]:
 def expandable(conf: str | None) -> bool:
     """Whether PyTorch's allocator, reading ``conf``, turns expandable segments on: the last
     ``expandable_segments`` entry is ``True`` (PyTorch accepts exactly ``True``/``False``)."""
-    values = [entry.partition(":")[2].strip() for entry in alloc_conf_entries(conf)
-              if entry.partition(":")[0].strip() == "expandable_segments"]
+    values = [
+        entry.partition(":")[2].strip()
+        for entry in alloc_conf_entries(conf)
+        if entry.partition(":")[0].strip() == "expandable_segments"
+    ]
     return bool(values) and values[-1] == "True"
 
 

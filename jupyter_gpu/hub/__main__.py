@@ -35,39 +35,69 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m jupyter_gpu.hub",
         description="The jupyter-gpu JupyterHub service: GPU console at /services/<name>/ and one NVML "
-                    "sampler for every user server of the host. Run it from c.JupyterHub.services.")
-    parser.add_argument("--proxy-url", default=os.environ.get("JUPYTER_GPU_PROXY_URL", "http://127.0.0.1:8000"),
-                        help="where the service reaches user servers: the hub's proxy (default "
-                             "%(default)s, c.JupyterHub.bind_url)")
+        "sampler for every user server of the host. Run it from c.JupyterHub.services.",
+    )
+    parser.add_argument(
+        "--proxy-url",
+        default=os.environ.get("JUPYTER_GPU_PROXY_URL", "http://127.0.0.1:8000"),
+        help="where the service reaches user servers: the hub's proxy (default %(default)s, c.JupyterHub.bind_url)",
+    )
     parser.add_argument("--interval", type=float, default=1.0, help="seconds between two NVML samples")
-    parser.add_argument("--linger", type=float, default=90.0,
-                        help="keep sampling this long after the last request (then no NVML calls at all)")
-    parser.add_argument("--prometheus-url", metavar="URL",
-                        help="read every node's GPUs and kernels from this Prometheus (its HTTP API, e.g. "
-                             "http://prometheus.monitoring:9090) instead of local NVML and the user servers")
-    parser.add_argument("--prometheus-token-file", metavar="FILE",
-                        help="a file holding a bearer token for --prometheus-url (read at each query)")
-    parser.add_argument("--idle-after", type=float, default=3600.0, metavar="SECONDS",
-                        help="with --prometheus-url: flag kernels idle this long (the user servers' "
-                             "c.JupyterGpuServer.idle_threshold_s, default %(default)s)")
-    parser.add_argument("--host-label", metavar="NAME",
-                        help="the host label of jupyter_gpu_gpu_info on /metrics (default: $JUPYTER_GPU_HOST, "
-                             "else the host name; give user servers the same c.JupyterGpuServer.host_label)")
-    parser.add_argument("--system-user", default="{name}", metavar="TEMPLATE",
-                        help="the system account owning a hub user's processes, {name} standing for the "
-                             "hub user name (default %(default)s; The Littlest JupyterHub: jupyter-{name}). "
-                             "GPU memory is attributed to a user only through processes NVML shows owned "
-                             "by that account")
+    parser.add_argument(
+        "--linger",
+        type=float,
+        default=90.0,
+        help="keep sampling this long after the last request (then no NVML calls at all)",
+    )
+    parser.add_argument(
+        "--prometheus-url",
+        metavar="URL",
+        help="read every node's GPUs and kernels from this Prometheus (its HTTP API, e.g. "
+        "http://prometheus.monitoring:9090) instead of local NVML and the user servers",
+    )
+    parser.add_argument(
+        "--prometheus-token-file",
+        metavar="FILE",
+        help="a file holding a bearer token for --prometheus-url (read at each query)",
+    )
+    parser.add_argument(
+        "--idle-after",
+        type=float,
+        default=3600.0,
+        metavar="SECONDS",
+        help="with --prometheus-url: flag kernels idle this long (the user servers' "
+        "c.JupyterGpuServer.idle_threshold_s, default %(default)s)",
+    )
+    parser.add_argument(
+        "--host-label",
+        metavar="NAME",
+        help="the host label of jupyter_gpu_gpu_info on /metrics (default: $JUPYTER_GPU_HOST, "
+        "else the host name; give user servers the same c.JupyterGpuServer.host_label)",
+    )
+    parser.add_argument(
+        "--system-user",
+        default="{name}",
+        metavar="TEMPLATE",
+        help="the system account owning a hub user's processes, {name} standing for the "
+        "hub user name (default %(default)s; The Littlest JupyterHub: jupyter-{name}). "
+        "GPU memory is attributed to a user only through processes NVML shows owned "
+        "by that account",
+    )
     args = parser.parse_args(argv)
     problem = _prometheus_problem(args)
     if problem:
         print(f"python -m jupyter_gpu.hub: {problem}", file=sys.stderr)
         return 2
-    missing = [name for name in ("JUPYTERHUB_SERVICE_URL", "JUPYTERHUB_API_TOKEN", "JUPYTERHUB_API_URL")
-               if not os.environ.get(name)]
+    missing = [
+        name
+        for name in ("JUPYTERHUB_SERVICE_URL", "JUPYTERHUB_API_TOKEN", "JUPYTERHUB_API_URL")
+        if not os.environ.get(name)
+    ]
     if missing:
-        print(f"python -m jupyter_gpu.hub: {', '.join(missing)} not set: run it from c.JupyterHub.services",
-              file=sys.stderr)
+        print(
+            f"python -m jupyter_gpu.hub: {', '.join(missing)} not set: run it from c.JupyterHub.services",
+            file=sys.stderr,
+        )
         return 2
     if args.interval <= 0 or args.linger <= 0:
         print("python -m jupyter_gpu.hub: --interval and --linger must be positive", file=sys.stderr)
@@ -80,16 +110,27 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="[%(levelname)1.1s %(asctime)s %(name)s] %(message)s")
     url = urlparse(os.environ["JUPYTERHUB_SERVICE_URL"])
     prefix = os.environ.get("JUPYTERHUB_SERVICE_PREFIX", "/services/jupyter-gpu/")
-    service = HubService(os.environ["JUPYTERHUB_API_URL"], os.environ["JUPYTERHUB_API_TOKEN"], args.proxy_url,
-                         interval_s=args.interval, linger_s=args.linger, prometheus_url=args.prometheus_url,
-                         prometheus_token_file=args.prometheus_token_file, idle_after_s=args.idle_after,
-                         host=args.host_label, system_user=args.system_user)
+    service = HubService(
+        os.environ["JUPYTERHUB_API_URL"],
+        os.environ["JUPYTERHUB_API_TOKEN"],
+        args.proxy_url,
+        interval_s=args.interval,
+        linger_s=args.linger,
+        prometheus_url=args.prometheus_url,
+        prometheus_token_file=args.prometheus_token_file,
+        idle_after_s=args.idle_after,
+        host=args.host_label,
+        system_user=args.system_user,
+    )
     app = make_app(service, prefix)
     app.listen(url.port or 80, url.hostname or "127.0.0.1")
     logging.getLogger("jupyter_gpu.hub").info(
-        "jupyter-gpu console at %s (%s)", prefix,
-        f"every node from Prometheus at {args.prometheus_url}" if args.prometheus_url
-        else f"user servers through {args.proxy_url}")
+        "jupyter-gpu console at %s (%s)",
+        prefix,
+        f"every node from Prometheus at {args.prometheus_url}"
+        if args.prometheus_url
+        else f"user servers through {args.proxy_url}",
+    )
     try:
         IOLoop.current().start()
     except KeyboardInterrupt:  # the hub stops its services with SIGINT

@@ -78,10 +78,21 @@ def server_path(url: Any) -> str:
 class HubService:
     """One NVML sampler for the host, its history, and the user servers' answers (cached)."""
 
-    def __init__(self, api_url: str, api_token: str, proxy_url: str, interval_s: float = 1.0,
-                 linger_s: float = 90.0, take: Any = None, history_s: float = 900.0,
-                 prometheus_url: str | None = None, prometheus_token_file: str | None = None,
-                 idle_after_s: float = 3600.0, host: str | None = None, system_user: str = "{name}") -> None:
+    def __init__(
+        self,
+        api_url: str,
+        api_token: str,
+        proxy_url: str,
+        interval_s: float = 1.0,
+        linger_s: float = 90.0,
+        take: Any = None,
+        history_s: float = 900.0,
+        prometheus_url: str | None = None,
+        prometheus_token_file: str | None = None,
+        idle_after_s: float = 3600.0,
+        host: str | None = None,
+        system_user: str = "{name}",
+    ) -> None:
         if take is None:
             from ..sources.nvml import snapshot as take
         self.api_url = api_url.rstrip("/")
@@ -97,8 +108,7 @@ class HubService:
         self.system_user = system_user  # the account owning a hub user's processes (core.account_of)
         self.hub_warning: str | None = None  # why the last gather could not list the servers
         # The hub's and the user servers' answers are bounded in size and time (untrusted input).
-        self.client = AsyncHTTPClient(force_instance=True, max_clients=MAX_CONNECTIONS,
-                                      max_body_size=SERVER_MAX_BYTES)
+        self.client = AsyncHTTPClient(force_instance=True, max_clients=MAX_CONNECTIONS, max_body_size=SERVER_MAX_BYTES)
         self.hub_client = AsyncHTTPClient(force_instance=True, max_body_size=HUB_MAX_BYTES)
         self._parser = ThreadPoolExecutor(1, thread_name_prefix="jupyter-gpu-hub-json")
         self._waiter = ThreadPoolExecutor(1, thread_name_prefix="jupyter-gpu-hub-wait")
@@ -113,8 +123,9 @@ class HubService:
         self._asking: asyncio.Future[tuple[float, Any, dict[str, Any], str | None]] | None = None
         self._ranges: tuple[float, dict[str, Any]] | None = None  # (when asked, prom.history of the answers)
         # Prometheus's answers are untrusted input: bounded in size before they are parsed.
-        self.prometheus_client = (AsyncHTTPClient(force_instance=True, max_body_size=prom.MAX_BODY_BYTES)
-                                  if self.prometheus_url else None)
+        self.prometheus_client = (
+            AsyncHTTPClient(force_instance=True, max_body_size=prom.MAX_BODY_BYTES) if self.prometheus_url else None
+        )
 
     def close(self) -> None:
         """Stop sampling, the JSON parser's thread and the HTTP clients (the service stops)."""
@@ -142,16 +153,24 @@ class HubService:
         # queue would outlast their 3 s timeout and send them all to NVML themselves).
         if self._waiting is None or self._waiting.done():
             self._waiting = asyncio.get_running_loop().run_in_executor(
-                self._waiter, lambda: self.sampler.wait_for_snapshot(
-                    newer_than=latest.timestamp if latest else None, timeout=1.0))
+                self._waiter,
+                lambda: self.sampler.wait_for_snapshot(newer_than=latest.timestamp if latest else None, timeout=1.0),
+            )
         return await asyncio.shield(self._waiting)
 
     async def devices_body(self) -> bytes:
         """``/api/devices``: JSON bytes built once per sample for every user server."""
         snapshot = await self.devices()
         if snapshot is None:
-            return json.dumps({"nvml_available": False, "error": "no GPU sample yet", "timestamp": time.time(),
-                               "gpus": [], "warnings": []}).encode()
+            return json.dumps(
+                {
+                    "nvml_available": False,
+                    "error": "no GPU sample yet",
+                    "timestamp": time.time(),
+                    "gpus": [],
+                    "warnings": [],
+                }
+            ).encode()
         cached = self._devices_body
         if cached is None or cached[0] != snapshot.timestamp:
             cached = (snapshot.timestamp, json.dumps(core.devices_answer(snapshot), allow_nan=False).encode())
@@ -164,13 +183,17 @@ class HubService:
         return {"Authorization": f"token {self.api_token}", "Accept": "application/json"}
 
     async def _get_json(self, url: str, timeout: float, client: AsyncHTTPClient) -> Any:
-        response = await client.fetch(HTTPRequest(url, headers=self._headers(), request_timeout=timeout,
-                                                  connect_timeout=timeout, follow_redirects=False))
+        response = await client.fetch(
+            HTTPRequest(
+                url, headers=self._headers(), request_timeout=timeout, connect_timeout=timeout, follow_redirects=False
+            )
+        )
         # NaN and Infinity are not JSON: refused rather than carried into the console's answer.
         # Parsed on the service's parser thread: up to 8 MiB (~70 ms) per answer, and a user may run
         # many named servers; the event loop keeps serving api/devices to every user server meanwhile.
         return await asyncio.get_running_loop().run_in_executor(
-            self._parser, lambda: json.loads(response.body, parse_constant=_refuse_constant))
+            self._parser, lambda: json.loads(response.body, parse_constant=_refuse_constant)
+        )
 
     def _on_proxy(self, path: str, *more: str) -> str:
         """``path`` (checked by :func:`server_path`) on the proxy; never another host."""
@@ -191,7 +214,7 @@ class HubService:
             if not isinstance(name, str) or not name or len(name) > 255 or not name.isprintable():
                 continue  # not a hub user name: nothing to show it under
             servers = user.get("servers")
-            for server in (servers.values() if isinstance(servers, dict) else ()):
+            for server in servers.values() if isinstance(servers, dict) else ():
                 if not isinstance(server, dict) or server.get("ready") is not True:
                     continue
                 try:
@@ -211,12 +234,16 @@ class HubService:
             return core.UserServer(user, url, data)
         except HTTPClientError as error:
             if error.code == 599:  # tornado: no HTTP answer (timeout, size cap, connection closed)
-                reason = (f"no answer within {SERVER_TIMEOUT_S:g} s" if "Timeout" in str(error)
-                          else f"no usable answer ({error.message or 'connection closed'}; answers are "
-                               f"capped at {SERVER_MAX_BYTES >> 20} MiB)")
+                reason = (
+                    f"no answer within {SERVER_TIMEOUT_S:g} s"
+                    if "Timeout" in str(error)
+                    else f"no usable answer ({error.message or 'connection closed'}; answers are "
+                    f"capped at {SERVER_MAX_BYTES >> 20} MiB)"
+                )
             else:
-                reason = f"HTTP {error.code}" + (" (is jupyter_gpu installed in the user's environment?)"
-                                                 if error.code == 404 else "")
+                reason = f"HTTP {error.code}" + (
+                    " (is jupyter_gpu installed in the user's environment?)" if error.code == 404 else ""
+                )
         except RecursionError:
             reason = "the answer is nested too deeply"
         except Exception as error:  # refused connection, not JSON, ...: this row's error, never a 500
@@ -260,9 +287,14 @@ class HubService:
 
     async def _prometheus_get(self, path: str, params: dict[str, Any]) -> Any:
         assert self.prometheus_client is not None, "not in Prometheus mode"
-        response = await self.prometheus_client.fetch(HTTPRequest(
-            f"{self.prometheus_url}/api/v1/{path}?{urlencode(params)}", headers=self._prometheus_headers(),
-            request_timeout=10, follow_redirects=False))
+        response = await self.prometheus_client.fetch(
+            HTTPRequest(
+                f"{self.prometheus_url}/api/v1/{path}?{urlencode(params)}",
+                headers=self._prometheus_headers(),
+                request_timeout=10,
+                follow_redirects=False,
+            )
+        )
         # Up to MAX_BODY_BYTES of JSON: parsed on the service's parser thread, like the user servers'
         # answers, so the event loop keeps serving api/devices meanwhile.
         return await asyncio.get_running_loop().run_in_executor(self._parser, json.loads, response.body)
@@ -274,18 +306,28 @@ class HubService:
         asks = [self._prometheus_get("query", {"query": prom.INSTANT_QUERY})]
         renew = self._ranges is None or now - self._ranges[0] >= step
         if renew:
-            asks += [self._prometheus_get("query_range", {"query": query, "start": now - self.history_s,
-                                                          "end": now, "step": step})
-                     for query in prom.range_queries().values()]
+            asks += [
+                self._prometheus_get(
+                    "query_range", {"query": query, "start": now - self.history_s, "end": now, "step": step}
+                )
+                for query in prom.range_queries().values()
+            ]
         instant, *ranges = await asyncio.gather(*asks, return_exceptions=True)
         if renew:  # a failed range query costs the history, never the console
             for answer in ranges:
                 if isinstance(answer, Exception) and not isinstance(instant, Exception):
                     log.warning("jupyter-gpu: no GPU history from Prometheus: %s", str(answer)[:300])
             # The history columns are built here, once per history step, not per console request.
-            self._ranges = (now, prom.history({key: None if isinstance(answer, BaseException) else answer
-                                               for key, answer in zip(prom.range_queries(), ranges, strict=True)},
-                                              logged=self._logged))
+            self._ranges = (
+                now,
+                prom.history(
+                    {
+                        key: None if isinstance(answer, BaseException) else answer
+                        for key, answer in zip(prom.range_queries(), ranges, strict=True)
+                    },
+                    logged=self._logged,
+                ),
+            )
         error = None
         if isinstance(instant, HTTPClientError):
             error = f"cannot read Prometheus at {self.prometheus_url}: HTTP {instant.code}"
@@ -324,11 +366,20 @@ class HubService:
             raise web.HTTPError(404, f"{user} has no running server")
         for server in candidates:
             listed = (server.snapshot or {}).get("kernels")
-            if server.server_url and isinstance(listed, list) and any(
-                    isinstance(k, dict) and k.get("kernel_id") == kernel_id for k in listed):
-                await self.client.fetch(HTTPRequest(
-                    self._on_proxy(server.server_url, "api/kernels", quote(kernel_id, safe="")),
-                    method="DELETE", headers=self._headers(), request_timeout=30, follow_redirects=False))
+            if (
+                server.server_url
+                and isinstance(listed, list)
+                and any(isinstance(k, dict) and k.get("kernel_id") == kernel_id for k in listed)
+            ):
+                await self.client.fetch(
+                    HTTPRequest(
+                        self._on_proxy(server.server_url, "api/kernels", quote(kernel_id, safe="")),
+                        method="DELETE",
+                        headers=self._headers(),
+                        request_timeout=30,
+                        follow_redirects=False,
+                    )
+                )
                 self._servers = None
                 return
         raise web.HTTPError(404, f"no running server of {user} lists that kernel")
@@ -380,8 +431,7 @@ class _ConsoleBase(_HubAuthFromSettings, HubOAuthenticated, _Base):
     def role(self) -> str:
         role = core.access(self.current_user)
         if role is None:
-            raise web.HTTPError(403, "the GPU console is for hub admins and holders of "
-                                f"{core.READ_SCOPE}")
+            raise web.HTTPError(403, f"the GPU console is for hub admins and holders of {core.READ_SCOPE}")
         return role
 
 
@@ -406,15 +456,24 @@ class ConsoleApi(_Api, _ConsoleBase):
             else:
                 devices = await self.service.devices()
                 servers = await self.service.servers()
-                data = core.console(devices, self.service.history.to_dict(), servers, viewer, role,
-                                    self.service.system_user,
-                                    [self.service.hub_warning] if self.service.hub_warning else [])
+                data = core.console(
+                    devices,
+                    self.service.history.to_dict(),
+                    servers,
+                    viewer,
+                    role,
+                    self.service.system_user,
+                    [self.service.hub_warning] if self.service.hub_warning else [],
+                )
             body = json.dumps(data, allow_nan=False)
         except Exception as error:  # a bug: logged, and the page says so instead of a 500
             log.exception("jupyter-gpu: the console could not be built")
-            body = json.dumps({**core.console(None, {}, [], viewer, role),
-                               "error": f"the console could not be built ({type(error).__name__}; see the "
-                                        "service's log)"})
+            body = json.dumps(
+                {
+                    **core.console(None, {}, [], viewer, role),
+                    "error": f"the console could not be built ({type(error).__name__}; see the service's log)",
+                }
+            )
         self.set_header("Content-Type", "application/json")
         self.set_header("Cache-Control", "no-store")
         self.finish(body)
@@ -429,13 +488,20 @@ class KernelApi(_Api, _ConsoleBase):
         try:
             await self.service.shutdown_kernel(user, kernel_id)
         except HTTPClientError as error:
-            log.warning("jupyter-gpu: %s could not shut down kernel %r of %r: HTTP %s",
-                        who, kernel_id[:200], user[:200], error.code)
-            raise web.HTTPError(502 if error.code != 404 else 404,
-                                f"{user}'s server answered HTTP {error.code}") from None
+            log.warning(
+                "jupyter-gpu: %s could not shut down kernel %r of %r: HTTP %s",
+                who,
+                kernel_id[:200],
+                user[:200],
+                error.code,
+            )
+            raise web.HTTPError(
+                502 if error.code != 404 else 404, f"{user}'s server answered HTTP {error.code}"
+            ) from None
         except (OSError, Unusable) as error:  # refused connection, a server URL off the proxy
-            log.warning("jupyter-gpu: %s could not shut down kernel %r of %r: %s", who, kernel_id[:200],
-                        user[:200], error)
+            log.warning(
+                "jupyter-gpu: %s could not shut down kernel %r of %r: %s", who, kernel_id[:200], user[:200], error
+            )
             raise web.HTTPError(502, f"cannot reach {user}'s server: {error}") from None
         log.warning("jupyter-gpu: %s shut down kernel %s of user %s", who, kernel_id, user)
         self.set_status(204)

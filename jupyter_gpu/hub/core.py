@@ -59,7 +59,7 @@ class UserServer:
 
 
 def access(model: dict[str, Any] | None) -> str | None:
-    """"admin", "read" or None for a hub identity (the model HubAuth returns).
+    """ "admin", "read" or None for a hub identity (the model HubAuth returns).
 
     Hub admins (``admin: true``) and holders of ``custom:jupyter-gpu:admin`` may act; holders of
     ``custom:jupyter-gpu:read`` may look (privacy-filtered); everybody else gets nothing.
@@ -110,9 +110,10 @@ def _text(value: Any, limit: int = MAX_TEXT) -> str | None:
         return None
     value = value[: limit * 4]
     if not value.isprintable():
-        value = "".join(ch if unicodedata.category(ch) not in _INVISIBLE else "\N{REPLACEMENT CHARACTER}"
-                        for ch in value)
-    return value[:limit - 1] + "…" if len(value) > limit else value
+        value = "".join(
+            ch if unicodedata.category(ch) not in _INVISIBLE else "\N{REPLACEMENT CHARACTER}" for ch in value
+        )
+    return value[: limit - 1] + "…" if len(value) > limit else value
 
 
 def _kernel_id(value: Any) -> str | None:
@@ -173,8 +174,9 @@ def snapshot_problem(snapshot: Any) -> str | None:
     return None
 
 
-def user_kernels(snapshot: dict[str, Any], truth: Truth | None = None, account: str | None = None,
-                 notes: list[str] | None = None) -> list[dict[str, Any]]:
+def user_kernels(
+    snapshot: dict[str, Any], truth: Truth | None = None, account: str | None = None, notes: list[str] | None = None
+) -> list[dict[str, Any]]:
     """A user server's kernels with their GPU memory per GPU index (untrusted input, checked).
 
     The server says which of its kernels each GPU process belongs to (``gpus[].processes[].kernel_id``);
@@ -223,11 +225,15 @@ def user_kernels(snapshot: dict[str, Any], truth: Truth | None = None, account: 
                     foreign += 1
     if notes is not None:
         if foreign:
-            notes.append(f"{foreign} GPU process(es) this server claims for its kernels belong to another "
-                         "account (NVML's PID owner): not counted")
+            notes.append(
+                f"{foreign} GPU process(es) this server claims for its kernels belong to another "
+                "account (NVML's PID owner): not counted"
+            )
         if unknown:
-            notes.append(f"{unknown} GPU process(es) this server claims for its kernels are not on this "
-                         "host's GPUs as the service sees them: not counted")
+            notes.append(
+                f"{unknown} GPU process(es) this server claims for its kernels are not on this "
+                "host's GPUs as the service sees them: not counted"
+            )
     kernels = []
     listed = snapshot.get("kernels")
     known: set[str] = set()
@@ -245,27 +251,37 @@ def user_kernels(snapshot: dict[str, Any], truth: Truth | None = None, account: 
             values = list(reported.values())[:MAX_GPUS]
             gpu_memory = min(sum(_bytes(v) for v in values), truth.total_memory or MAX_BYTES)
             source = "report" if gpu_memory else None
-        kernels.append({
-            "kernel_id": kernel_id,
-            "notebook": _text(kernel.get("notebook")),
-            "execution_state": _text(kernel.get("execution_state"), 32),
-            "idle_s": _finite(kernel.get("idle_s")),
-            "idle": kernel.get("idle") is True,
-            "cull_in_s": _finite(kernel.get("cull_in_s")),
-            "gpu_memory": gpu_memory,
-            "memory_by_gpu": memory_by_gpu,
-            "memory_source": source,
-        })
+        kernels.append(
+            {
+                "kernel_id": kernel_id,
+                "notebook": _text(kernel.get("notebook")),
+                "execution_state": _text(kernel.get("execution_state"), 32),
+                "idle_s": _finite(kernel.get("idle_s")),
+                "idle": kernel.get("idle") is True,
+                "cull_in_s": _finite(kernel.get("cull_in_s")),
+                "gpu_memory": gpu_memory,
+                "memory_by_gpu": memory_by_gpu,
+                "memory_source": source,
+            }
+        )
     if notes is not None and malformed:
-        notes.append(f"{malformed} malformed or repeated entr{'y' if malformed == 1 else 'ies'} in this "
-                     "server's answer: left out")
+        notes.append(
+            f"{malformed} malformed or repeated entr{'y' if malformed == 1 else 'ies'} in this "
+            "server's answer: left out"
+        )
     kernels.sort(key=lambda k: (-k["gpu_memory"], k["notebook"] or "", k["kernel_id"]))
     return kernels
 
 
-def console(devices: Snapshot | None, history: dict[str, Any], servers: list[UserServer],
-            viewer: str, role: str, system_user: str = "{name}", warnings: list[str] | None = None
-            ) -> dict[str, Any]:
+def console(
+    devices: Snapshot | None,
+    history: dict[str, Any],
+    servers: list[UserServer],
+    viewer: str,
+    role: str,
+    system_user: str = "{name}",
+    warnings: list[str] | None = None,
+) -> dict[str, Any]:
     """The console's JSON for ``viewer`` with ``role`` ("admin" or "read"), privacy applied.
 
     One row per user (a user's named servers are merged). A row's ``gpu_memory``/``memory_by_gpu``
@@ -279,12 +295,18 @@ def console(devices: Snapshot | None, history: dict[str, Any], servers: list[Use
     gpus = []
     for gpu in devices.gpus if devices is not None else ():
         past = series.get(gpu.uuid, {})
-        gpus.append({
-            "index": gpu.index, "uuid": gpu.uuid, "name": gpu.name,
-            "memory_total": gpu.memory_total, "memory_used": gpu.memory_used,
-            "utilization": gpu.utilization, "error": gpu.error,
-            "history": {key: past.get(key, []) for key in ("t", "utilization", "memory")},
-        })
+        gpus.append(
+            {
+                "index": gpu.index,
+                "uuid": gpu.uuid,
+                "name": gpu.name,
+                "memory_total": gpu.memory_total,
+                "memory_used": gpu.memory_used,
+                "utilization": gpu.utilization,
+                "error": gpu.error,
+                "history": {key: past.get(key, []) for key in ("t", "utilization", "memory")},
+            }
+        )
     by_user: dict[str, list[UserServer]] = {}
     for server in servers:
         by_user.setdefault(server.user, []).append(server)
@@ -310,15 +332,17 @@ def console(devices: Snapshot | None, history: dict[str, Any], servers: list[Use
         total = dict(truth.by_owner.get(account, {}))
         reported = sum(k["gpu_memory"] for k in kernels if k["memory_source"] == "report")
         urls = [s.server_url for s in by_user[name] if s.server_url]
-        users.append({
-            "name": name,
-            "server_url": urls[0] if urls and (admin or mine) else None,
-            "error": "; ".join(errors) or None,
-            "warnings": notes,
-            "gpu_memory": sum(total.values()) + reported,
-            "memory_by_gpu": total,
-            "kernels": kernels,
-        })
+        users.append(
+            {
+                "name": name,
+                "server_url": urls[0] if urls and (admin or mine) else None,
+                "error": "; ".join(errors) or None,
+                "warnings": notes,
+                "gpu_memory": sum(total.values()) + reported,
+                "memory_by_gpu": total,
+                "kernels": kernels,
+            }
+        )
     return {
         "timestamp": devices.timestamp if devices is not None else None,
         "viewer": viewer,

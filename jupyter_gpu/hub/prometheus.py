@@ -56,7 +56,7 @@ KERNEL_SERIES = {
     "jupyter_gpu_kernel_cull_in_seconds": "cull_in_s",
 }
 INFO_SERIES = "jupyter_gpu_gpu_info"
-INSTANT_QUERY = "{__name__=~\"" + "|".join(sorted([INFO_SERIES, *GPU_SERIES, *KERNEL_SERIES])) + "\"}"
+INSTANT_QUERY = '{__name__=~"' + "|".join(sorted([INFO_SERIES, *GPU_SERIES, *KERNEL_SERIES])) + '"}'
 MAX_SERIES = 50_000
 MAX_BODY_BYTES = 64 * 2**20  # the HTTP client refuses a larger answer before it is parsed
 MAX_LOG_LINES = 5
@@ -142,7 +142,7 @@ def _number(sample: Any) -> tuple[float, float] | None:
 
 
 def _host(labels: dict[str, str], uuid: str | None, hosts: dict[str, str]) -> str:
-    return (hosts.get(uuid or "") or labels.get("host") or labels.get("instance") or "unknown")
+    return hosts.get(uuid or "") or labels.get("host") or labels.get("instance") or "unknown"
 
 
 def _check_value(kind: str, value: float) -> bool:
@@ -151,8 +151,9 @@ def _check_value(kind: str, value: float) -> bool:
     return value >= 0 and (kind in ("idle_s", "cull_in_s", "error") or value < 2**63)
 
 
-def devices_and_kernels(answer: Any, logged: set[str] | None = None
-                        ) -> tuple[list[dict[str, Any]], list[dict[str, Any]], float | None]:
+def devices_and_kernels(
+    answer: Any, logged: set[str] | None = None
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]], float | None]:
     """GPUs (one per UUID) and kernels (one per user and kernel id) in the answer to
     :data:`INSTANT_QUERY`, plus the answer's evaluation time. Raises :class:`PrometheusError`.
 
@@ -194,9 +195,19 @@ def devices_and_kernels(answer: Any, logged: set[str] | None = None
         if not uuid or not _INDEX.fullmatch(index):
             dropped("no uuid or GPU index", labels)
             continue
-        gpu = gpus.setdefault(uuid, {
-            "host": _host(labels, uuid, hosts), "index": int(index), "uuid": uuid, "name": labels.get("name", ""),
-            "memory_total": 0, "memory_used": 0, "utilization": None, "error": None})
+        gpu = gpus.setdefault(
+            uuid,
+            {
+                "host": _host(labels, uuid, hosts),
+                "index": int(index),
+                "uuid": uuid,
+                "name": labels.get("name", ""),
+                "memory_total": 0,
+                "memory_used": 0,
+                "utilization": None,
+                "error": None,
+            },
+        )
         if kind in ("memory_used", "memory_total"):
             gpu[kind] = int(value)
         elif kind == "utilization":
@@ -219,10 +230,22 @@ def devices_and_kernels(answer: Any, logged: set[str] | None = None
         if not user or not kernel_id or len(kernel_id) > 64:
             dropped("no user or kernel_id label", labels)
             continue
-        kernel = kernels.setdefault((user, kernel_id), {
-            "user": user, "host": None, "kernel_id": kernel_id, "notebook": labels.get("notebook") or None,
-            "execution_state": None, "idle_s": None, "idle": False, "cull_in_s": None,
-            "gpu_memory": 0, "memory_by_gpu": {}, "_seen": set()})
+        kernel = kernels.setdefault(
+            (user, kernel_id),
+            {
+                "user": user,
+                "host": None,
+                "kernel_id": kernel_id,
+                "notebook": labels.get("notebook") or None,
+                "execution_state": None,
+                "idle_s": None,
+                "idle": False,
+                "cull_in_s": None,
+                "gpu_memory": 0,
+                "memory_by_gpu": {},
+                "_seen": set(),
+            },
+        )
         if kind == "memory":
             index = labels.get("gpu", "")
             if not _INDEX.fullmatch(index):
@@ -247,8 +270,9 @@ def devices_and_kernels(answer: Any, logged: set[str] | None = None
     return ordered, list(kernels.values()), stamp
 
 
-def history(answers: dict[str, Any], limit: int = MAX_HISTORY_POINTS,
-            logged: set[str] | None = None) -> dict[str, dict[str, list[Any]]]:
+def history(
+    answers: dict[str, Any], limit: int = MAX_HISTORY_POINTS, logged: set[str] | None = None
+) -> dict[str, dict[str, list[Any]]]:
     """Per uuid ``{"t", "utilization", "memory"}`` columns (as :class:`jupyter_gpu.core.history.GpuHistory`
     gives them) from the matrix answers to :func:`range_queries` (``{"utilization": answer, ...}``).
     An unusable answer (or None: the query failed) gives no history, never an error."""
@@ -283,15 +307,23 @@ def history(answers: dict[str, Any], limit: int = MAX_HISTORY_POINTS,
     for uuid, column in points.items():
         times = sorted(column)[-limit:]
         utilization = [column[t].get("utilization") for t in times]
-        out[uuid] = {"t": times,
-                     "utilization": [None if u is None else round(u) for u in utilization],
-                     "memory": [None if m is None else round(m, 1) for m in (column[t].get("memory") for t in times)]}
+        out[uuid] = {
+            "t": times,
+            "utilization": [None if u is None else round(u) for u in utilization],
+            "memory": [None if m is None else round(m, 1) for m in (column[t].get("memory") for t in times)],
+        }
     return out
 
 
-def console(answer: Any, viewer: str, role: str, past: dict[str, dict[str, list[Any]]] | None = None,
-            idle_after_s: float = 3600.0, error: str | None = None,
-            logged: set[str] | None = None) -> dict[str, Any]:
+def console(
+    answer: Any,
+    viewer: str,
+    role: str,
+    past: dict[str, dict[str, list[Any]]] | None = None,
+    idle_after_s: float = 3600.0,
+    error: str | None = None,
+    logged: set[str] | None = None,
+) -> dict[str, Any]:
     """The console's JSON for ``viewer`` with ``role`` ("admin" or "read") from Prometheus's answer
     to :data:`INSTANT_QUERY` (``answer`` None with ``error``: Prometheus could not be asked).
 
@@ -313,10 +345,13 @@ def console(answer: Any, viewer: str, role: str, past: dict[str, dict[str, list[
         gpu["history"] = past.get(gpu["uuid"], {"t": [], "utilization": [], "memory": []})
     users: dict[str, list[dict[str, Any]]] = {}
     for kernel in kernels:
-        kernel["memory_by_gpu"] = {(f"{host}:{index}" if several else index): memory
-                                   for (host, index), memory in sorted(kernel["memory_by_gpu"].items())}
-        kernel["idle"] = bool(kernel["gpu_memory"] and kernel["idle_s"] is not None
-                              and kernel["idle_s"] >= idle_after_s)
+        kernel["memory_by_gpu"] = {
+            (f"{host}:{index}" if several else index): memory
+            for (host, index), memory in sorted(kernel["memory_by_gpu"].items())
+        }
+        kernel["idle"] = bool(
+            kernel["gpu_memory"] and kernel["idle_s"] is not None and kernel["idle_s"] >= idle_after_s
+        )
         if not admin and kernel["user"] != viewer:
             kernel["kernel_id"] = None
             kernel["notebook"] = None
@@ -328,11 +363,26 @@ def console(answer: Any, viewer: str, role: str, past: dict[str, dict[str, list[
         for kernel in listed:
             for key, memory in kernel["memory_by_gpu"].items():
                 total[key] = total.get(key, 0) + memory
-        rows.append({"name": name, "server_url": None, "error": None,
-                     "gpu_memory": sum(k["gpu_memory"] for k in listed), "memory_by_gpu": total,
-                     "kernels": listed})
+        rows.append(
+            {
+                "name": name,
+                "server_url": None,
+                "error": None,
+                "gpu_memory": sum(k["gpu_memory"] for k in listed),
+                "memory_by_gpu": total,
+                "kernels": listed,
+            }
+        )
     return {
-        "timestamp": stamp, "viewer": viewer, "admin": admin, "simulated": False,
-        "nvml_available": bool(gpus), "error": error, "warnings": [],
-        "source": "prometheus", "hosts": hosts, "gpus": gpus, "users": rows,
+        "timestamp": stamp,
+        "viewer": viewer,
+        "admin": admin,
+        "simulated": False,
+        "nvml_available": bool(gpus),
+        "error": error,
+        "warnings": [],
+        "source": "prometheus",
+        "hosts": hosts,
+        "gpus": gpus,
+        "users": rows,
     }

@@ -60,8 +60,10 @@ def measure() -> Measure:
     if any(name in sys.modules for name in ("torch", "tensorflow", "jax")):
         from ..frameworks import framework_memory
 
-        counters = {framework: {device: (memory.in_use, memory.held) for device, memory in devices.items()}
-                    for framework, devices in framework_memory().items()}
+        counters = {
+            framework: {device: (memory.in_use, memory.held) for device, memory in devices.items()}
+            for framework, devices in framework_memory().items()
+        }
     try:
         import psutil
 
@@ -78,15 +80,22 @@ def array_info(value: Any) -> tuple[str, str, int, int] | None:
         if module.startswith("torch") and "torch" in sys.modules and isinstance(value, sys.modules["torch"].Tensor):
             storage = value.untyped_storage()
             return "PyTorch", str(value.device), int(storage.nbytes()), int(storage.data_ptr()) or id(value)
-        if module.startswith(("jax", "jaxlib")) and "jax" in sys.modules and \
-                isinstance(value, sys.modules["jax"].Array):
+        if (
+            module.startswith(("jax", "jaxlib"))
+            and "jax" in sys.modules
+            and isinstance(value, sys.modules["jax"].Array)
+        ):
             devices = sorted(str(device) for device in value.devices())
             return "JAX", ",".join(devices), int(value.nbytes), id(value)
         if module.startswith("tensorflow") and "tensorflow" in sys.modules:
             tf = sys.modules["tensorflow"]
             if isinstance(value, (tf.Tensor, tf.Variable)) and value.shape.num_elements() is not None:
-                return "TensorFlow", str(value.device) or "?", int(value.shape.num_elements() * value.dtype.size), \
-                    id(value)
+                return (
+                    "TensorFlow",
+                    str(value.device) or "?",
+                    int(value.shape.num_elements() * value.dtype.size),
+                    id(value),
+                )
     except Exception:
         return None
     return None
@@ -202,11 +211,16 @@ def describe_change(before: Measure, after: Measure, tracked: Tracked) -> list[s
     for index in sorted(set(before.nvml) | set(after.nvml)):
         name = (before.gpu_names.get(index) or after.gpu_names.get(index) or "").removeprefix("NVIDIA ")
         name = display_text(name, _NAME_CHARS) if name else ""  # the driver's text, as the magics show it
-        lines.append(f"GPU {index}{f' ({name})' if name else ''}: this kernel {format_bytes(before.nvml.get(index, 0))}"
-                     f" → {format_bytes(after.nvml.get(index, 0))} (NVML)")
+        lines.append(
+            f"GPU {index}{f' ({name})' if name else ''}: this kernel {format_bytes(before.nvml.get(index, 0))}"
+            f" → {format_bytes(after.nvml.get(index, 0))} (NVML)"
+        )
     if not before.nvml and not after.nvml:
-        lines.append("NVML: this kernel holds no GPU memory" if before.nvml_error is None
-                     else f"NVML unavailable ({before.nvml_error})")
+        lines.append(
+            "NVML: this kernel holds no GPU memory"
+            if before.nvml_error is None
+            else f"NVML unavailable ({before.nvml_error})"
+        )
     for framework in sorted(set(before.counters) | set(after.counters)):
         devices = {**before.counters.get(framework, {}), **after.counters.get(framework, {})}
         for device in devices:
@@ -214,8 +228,11 @@ def describe_change(before: Measure, after: Measure, tracked: Tracked) -> list[s
             new = after.counters.get(framework, {}).get(device)
             if old is None or new is None:
                 continue
-            held = f", reserved {format_bytes(old[1])} → {format_bytes(new[1])}" if old[1] is not None and \
-                new[1] is not None else ""
+            held = (
+                f", reserved {format_bytes(old[1])} → {format_bytes(new[1])}"
+                if old[1] is not None and new[1] is not None
+                else ""
+            )
             shown = {"torch": "PyTorch", "tensorflow": "TensorFlow", "jax": "JAX"}.get(framework, framework)
             lines.append(f"{shown} {device}: in use {format_bytes(old[0])} → {format_bytes(new[0])}{held}")
     freed = tracked.by_device(alive=False)
@@ -223,8 +240,10 @@ def describe_change(before: Measure, after: Measure, tracked: Tracked) -> list[s
     for (framework, device), size in sorted(freed.items()):
         lines.append(f"{framework} arrays freed on {device}: {format_bytes(size)}")
     for (framework, device), size in sorted(kept.items()):
-        lines.append(f"{framework} arrays still referenced elsewhere on {device}: {format_bytes(size)} "
-                     "(name them: %gpu_free NAME …)")
+        lines.append(
+            f"{framework} arrays still referenced elsewhere on {device}: {format_bytes(size)} "
+            "(name them: %gpu_free NAME …)"
+        )
     if before.rss is not None and after.rss is not None:
         lines.append(f"process memory (RSS, CPU arrays): {format_bytes(before.rss)} → {format_bytes(after.rss)}")
     return lines

@@ -41,13 +41,17 @@ __all__ = ["GpuMagics", "register", "unregister"]
 
 _TRUE = {"1", "true", "yes", "on"}
 _NAME_CHARS = 40
-_COOPERATIVE = ("Caps are cooperative: they bind the framework's allocator, not the driver "
-                "(MIG or one GPU per container for hard isolation).")
+_COOPERATIVE = (
+    "Caps are cooperative: they bind the framework's allocator, not the driver "
+    "(MIG or one GPU per container for hard isolation)."
+)
 
 
-_CHILDREN = ("Programs this kernel starts (subprocess, multiprocessing with spawn) inherit the GPU selection, "
-             "growth and JAX's share (environment variables), not the TensorFlow and PyTorch caps (calls made in "
-             "this kernel): cap them in the program itself.")
+_CHILDREN = (
+    "Programs this kernel starts (subprocess, multiprocessing with spawn) inherit the GPU selection, "
+    "growth and JAX's share (environment variables), not the TensorFlow and PyTorch caps (calls made in "
+    "this kernel): cap them in the program itself."
+)
 
 _nvml_started = False
 
@@ -133,42 +137,42 @@ class GpuMagics(Magics):
 
     default_select = Unicode(
         help="Selection applied when the extension loads, as for %gpu_select (e.g. 'auto:1'); "
-             "'' selects nothing. Env: JUPYTER_GPU_DEFAULT_SELECT.",
+        "'' selects nothing. Env: JUPYTER_GPU_DEFAULT_SELECT.",
     ).tag(config=True)
     growth = Bool(
         help="Memory growth (allocate GPU memory on demand) by default. Env: JUPYTER_GPU_GROWTH=1.",
     ).tag(config=True)
     default_limit = Unicode(
         help="Memory limit applied when the extension loads, as for %gpu_limit (e.g. '8GiB' or '25%'). "
-             "Cooperative: it binds the frameworks' allocators, not the driver. Env: JUPYTER_GPU_DEFAULT_LIMIT.",
+        "Cooperative: it binds the frameworks' allocators, not the driver. Env: JUPYTER_GPU_DEFAULT_LIMIT.",
     ).tag(config=True)
     max_limit = Unicode(
         help="Admin ceiling: the most GPU memory per GPU a user may ask for with %gpu_limit, and the limit "
-             "when the user sets none (e.g. '16GiB' or '50%'). Cooperative, like every cap: hard isolation "
-             "needs MIG or one GPU per container. Env: JUPYTER_GPU_MAX_LIMIT.",
+        "when the user sets none (e.g. '16GiB' or '50%'). Cooperative, like every cap: hard isolation "
+        "needs MIG or one GPU per container. Env: JUPYTER_GPU_MAX_LIMIT.",
     ).tag(config=True)
 
     explain_oom = Bool(
         True,
         help="After a cell fails with a GPU out-of-memory error (TensorFlow, PyTorch, JAX), print under the "
-             "traceback which GPU ran out, who holds it and what to do next. False turns it off. "
-             "Env: JUPYTER_GPU_EXPLAIN_OOM=0.",
+        "traceback which GPU ran out, who holds it and what to do next. False turns it off. "
+        "Env: JUPYTER_GPU_EXPLAIN_OOM=0.",
     ).tag(config=True)
 
     claims = Bool(
         True,
         help="auto leaves a short-lived claim on the GPUs it chooses (a file in claims_dir) and counts other "
-             "kernels' claims as load, so kernels started at once spread over idle GPUs. Never required: an "
-             "unusable directory means auto works without claims. Env: JUPYTER_GPU_CLAIMS=0 turns them off.",
+        "kernels' claims as load, so kernels started at once spread over idle GPUs. Never required: an "
+        "unusable directory means auto works without claims. Env: JUPYTER_GPU_CLAIMS=0 turns them off.",
     ).tag(config=True)
     claims_dir = Unicode(
         help="Directory of the host-wide GPU claims: every user must be able to write it, and it must have "
-             "the sticky bit when shared (default /tmp). Env: JUPYTER_GPU_CLAIMS_DIR.",
+        "the sticky bit when shared (default /tmp). Env: JUPYTER_GPU_CLAIMS_DIR.",
     ).tag(config=True)
     claim_ttl_s = Float(
         600.0,
         help="Seconds after which a claim no longer counts (it also stops counting once its process is gone or "
-             "shows up in NVML on that GPU).",
+        "shows up in NVML on that GPU).",
     ).tag(config=True)
 
     @default("claims")
@@ -219,8 +223,11 @@ class GpuMagics(Magics):
         """A configured ``max_limit`` looser than the admin's JUPYTER_GPU_MAX_LIMIT is replaced by it."""
         admin = _admin_ceiling()
         if admin and self.max_limit.strip() != admin and _loosens_admin_ceiling(self.max_limit.strip()):
-            print(f"jupyter_gpu: max_limit {self.max_limit!r} is looser than JUPYTER_GPU_MAX_LIMIT={admin}, which "
-                  "the kernel was started with; the ceiling stays {admin}.".replace("{admin}", admin), file=sys.stderr)
+            print(
+                f"jupyter_gpu: max_limit {self.max_limit!r} is looser than JUPYTER_GPU_MAX_LIMIT={admin}, which "
+                "the kernel was started with; the ceiling stays {admin}.".replace("{admin}", admin),
+                file=sys.stderr,
+            )
             with self.hold_trait_notifications():
                 self.set_trait("max_limit", admin)
 
@@ -270,8 +277,9 @@ class GpuMagics(Magics):
                     self._board.release()  # a selection that is not auto (or claims off): no claim
         return plan
 
-    def _change_locked(self, magic: str, board: Any, require_idle: bool, fresh: Any, hints: bool,
-                       **changes: Any) -> GpuPlan | None:
+    def _change_locked(
+        self, magic: str, board: Any, require_idle: bool, fresh: Any, hints: bool, **changes: Any
+    ) -> GpuPlan | None:
         from .. import frameworks
         from ..plan import NoGpuFits, PlanError, build_plan, current_plan, kernel_start_fence
 
@@ -287,8 +295,14 @@ class GpuMagics(Magics):
         claims = board.load(snapshot.gpus) if board is not None and snapshot.nvml_available else {}
         self._last_claims = claims
         try:
-            new = build_plan(request, snapshot, kernel_start_fence(), own_user=_current_user(), claims=claims,
-                             require_idle=require_idle)
+            new = build_plan(
+                request,
+                snapshot,
+                kernel_start_fence(),
+                own_user=_current_user(),
+                claims=claims,
+                require_idle=require_idle,
+            )
         except NoGpuFits as error:
             usage = UsageError(str(error) + (_fit_hints(snapshot, request) if hints else ""))
             usage.no_gpu_fits = True  # type: ignore[attr-defined]  # %gpu_select --wait waits on this one
@@ -302,8 +316,14 @@ class GpuMagics(Magics):
             self._pending_request = replace(self._pending_request or old.request, **changes)
             offer_restart(self._pending_request, f"{late[0]} already uses the GPU in this kernel")
             return None
-        replaced = _replaced_by_hand() if "selection" in changes and new.selected_indices is not None and \
-            frameworks.set_by_code() and frameworks.process_cuda_start() is None else ""
+        replaced = (
+            _replaced_by_hand()
+            if "selection" in changes
+            and new.selected_indices is not None
+            and frameworks.set_by_code()
+            and frameworks.process_cuda_start() is None
+            else ""
+        )
         try:
             settings_replaced = frameworks.apply_plan(old, new)
         except PlanError as error:
@@ -311,8 +331,7 @@ class GpuMagics(Magics):
         if replaced:
             print(f"jupyter_gpu: {magic} replaces {replaced} set by code in this kernel.", file=sys.stderr)
         if settings_replaced:
-            print(f"jupyter_gpu: {magic} replaces {', '.join(settings_replaced)}: the plan needs it.",
-                  file=sys.stderr)
+            print(f"jupyter_gpu: {magic} replaces {', '.join(settings_replaced)}: the plan needs it.", file=sys.stderr)
         from ..core.errors import GPUPlanMismatchWarning, warn
 
         for message in frameworks.env_conflict_messages():
@@ -359,8 +378,11 @@ class GpuMagics(Magics):
             return None
         from ..sources.claims import ClaimBoard
 
-        if self._board is None or str(self._board.directory) != self.claims_dir or \
-                self._board.ttl_s != self.claim_ttl_s:
+        if (
+            self._board is None
+            or str(self._board.directory) != self.claims_dir
+            or self._board.ttl_s != self.claim_ttl_s
+        ):
             if self._board is not None:
                 self._board.release()
             self._board = ClaimBoard(self.claims_dir, ttl_s=self.claim_ttl_s)
@@ -370,8 +392,10 @@ class GpuMagics(Magics):
         if self._board.problem is not None:
             if not self._claims_note_shown:
                 self._claims_note_shown = True
-                print(f"jupyter_gpu: GPU claims are not used: {self._board.problem}; auto chooses without them.",
-                      file=sys.stderr)
+                print(
+                    f"jupyter_gpu: GPU claims are not used: {self._board.problem}; auto chooses without them.",
+                    file=sys.stderr,
+                )
             return None
         return self._board
 
@@ -383,20 +407,31 @@ class GpuMagics(Magics):
         except OSError as error:
             if not self._claims_note_shown:
                 self._claims_note_shown = True
-                print(f"jupyter_gpu: GPU claims are not used: cannot write in {board.directory} ({error.strerror}); "
-                      "auto chooses without them.", file=sys.stderr)
+                print(
+                    f"jupyter_gpu: GPU claims are not used: cannot write in {board.directory} ({error.strerror}); "
+                    "auto chooses without them.",
+                    file=sys.stderr,
+                )
 
     # -- the magics
 
     @magic_arguments()
-    @argument("spec", nargs="?", help="GPUs: indices like 0 or 1,3 (as nvidia-smi numbers them), UUIDs "
-              "(unique prefixes), a MIG slice (0:1 = GPU 0's MIG device 1, or its MIG-… UUID), auto, auto:N, "
-              "all or none. Without SPEC: list the GPUs.")
+    @argument(
+        "spec",
+        nargs="?",
+        help="GPUs: indices like 0 or 1,3 (as nvidia-smi numbers them), UUIDs "
+        "(unique prefixes), a MIG slice (0:1 = GPU 0's MIG device 1, or its MIG-… UUID), auto, auto:N, "
+        "all or none. Without SPEC: list the GPUs.",
+    )
     @argument("--growth", action="store_true", help="allocate GPU memory on demand instead of up front")
     @argument("--no-growth", action="store_true", help="turn memory growth off again")
     @argument("--min-free", metavar="SIZE", help="with auto: only GPUs with at least SIZE free (e.g. 8GiB)")
-    @argument("--wait", metavar="DURATION", help="with auto: wait up to DURATION (90s, 30m, 2h; a plain number is "
-              "seconds) until the GPUs fit, showing who holds them; interrupt to stop (nothing changes)")
+    @argument(
+        "--wait",
+        metavar="DURATION",
+        help="with auto: wait up to DURATION (90s, 30m, 2h; a plain number is "
+        "seconds) until the GPUs fit, showing who holds them; interrupt to stop (nothing changes)",
+    )
     @line_magic
     def gpu_select(self, line: str) -> None:
         """Choose the GPUs this kernel's TensorFlow/Keras, PyTorch and JAX will use.
@@ -506,16 +541,20 @@ class GpuMagics(Magics):
                     raise
                 waited = _clock() - started
                 if waited >= wait_s:
-                    raise UsageError(f"no GPUs fit after waiting {_duration_words(waited)}: {error}; nothing was "
-                                     "changed") from None
-                line = _waiting_line(spec, changes.get("min_free"), self._last_snapshot, self._last_claims, waited,
-                                     wait_s)
+                    raise UsageError(
+                        f"no GPUs fit after waiting {_duration_words(waited)}: {error}; nothing was changed"
+                    ) from None
+                line = _waiting_line(
+                    spec, changes.get("min_free"), self._last_snapshot, self._last_claims, waited, wait_s
+                )
                 handle = _show_progress(handle, line)
                 try:
                     _sleep(POLL_INTERVAL_S)
                 except KeyboardInterrupt:
-                    raise UsageError(f"stopped waiting for {spec} after {_duration_words(_clock() - started)} "
-                                     "(interrupted); nothing was changed") from None
+                    raise UsageError(
+                        f"stopped waiting for {spec} after {_duration_words(_clock() - started)} "
+                        "(interrupted); nothing was changed"
+                    ) from None
                 continue
             if handle is not None:
                 waited = _clock() - started
@@ -523,8 +562,12 @@ class GpuMagics(Magics):
             return plan
 
     @magic_arguments()
-    @argument("sizes", nargs="*", help="a size per selected GPU: 2048 (MiB), 2GiB, 1.5G or 30%% (of that GPU); "
-              "several sizes split each GPU into that many logical GPUs; 'off' removes the limit")
+    @argument(
+        "sizes",
+        nargs="*",
+        help="a size per selected GPU: 2048 (MiB), 2GiB, 1.5G or 30%% (of that GPU); "
+        "several sizes split each GPU into that many logical GPUs; 'off' removes the limit",
+    )
     @line_magic
     def gpu_limit(self, line: str) -> None:
         """Cap the GPU memory this kernel's frameworks may use on each selected GPU.
@@ -572,8 +615,10 @@ class GpuMagics(Magics):
             except PlanError as error:
                 raise UsageError(str(error)) from None
         if sizes and current_plan().selected_indices == ():
-            raise UsageError("a memory limit needs GPUs, and the selection is none (CPU only); "
-                             "select GPUs first, e.g. %gpu_select auto")
+            raise UsageError(
+                "a memory limit needs GPUs, and the selection is none (CPU only); "
+                "select GPUs first, e.g. %gpu_select auto"
+            )
         plan = self._change("%gpu_limit", limits=tuple(sizes))
         if plan is not None:
             print(_limit_report(plan))
@@ -581,8 +626,9 @@ class GpuMagics(Magics):
     @magic_arguments()
     @argument("--intra", type=int, metavar="N", help="threads inside one operation (0: framework default)")
     @argument("--inter", type=int, metavar="N", help="operations run in parallel (0: framework default)")
-    @argument("--soft-placement", choices=["on", "off"], help="TensorFlow: fall back to the CPU for ops "
-              "without a GPU kernel")
+    @argument(
+        "--soft-placement", choices=["on", "off"], help="TensorFlow: fall back to the CPU for ops without a GPU kernel"
+    )
     @argument("--log-placement", choices=["on", "off"], help="TensorFlow: log the device of every op")
     @line_magic
     def gpu_threads(self, line: str) -> None:
@@ -608,8 +654,10 @@ class GpuMagics(Magics):
         for name, value in (("intra_op_threads", args.intra), ("inter_op_threads", args.inter)):
             if value is not None:
                 if value < 0 or value > 4096:
-                    raise UsageError(f"a number of threads must be 0 to 4096, not {value}; give 1 or more, "
-                                     "or 0 for the framework's default")
+                    raise UsageError(
+                        f"a number of threads must be 0 to 4096, not {value}; give 1 or more, "
+                        "or 0 for the framework's default"
+                    )
                 changes[name] = value or None
         if args.soft_placement is not None:
             changes["soft_placement"] = args.soft_placement == "on"
@@ -622,8 +670,11 @@ class GpuMagics(Magics):
         print(_threads_report(current_plan()))
 
     @magic_arguments()
-    @argument("names", nargs="*", help="your variables to delete as well (e.g. model optimizer); no other "
-              "variable of yours is touched")
+    @argument(
+        "names",
+        nargs="*",
+        help="your variables to delete as well (e.g. model optimizer); no other variable of yours is touched",
+    )
     @argument("--dry-run", action="store_true", help="list what would be dropped and released; change nothing")
     @line_magic
     def gpu_free(self, line: str) -> None:
@@ -661,8 +712,10 @@ class GpuMagics(Magics):
             if not name.isidentifier():
                 raise UsageError(f"{name!r} is not a variable name; give names like: %gpu_free model optimizer")
             if name in self.shell.user_ns_hidden or name.startswith("_"):
-                raise UsageError(f"{name!r} belongs to IPython; %gpu_free drops the output cache by itself, "
-                                 "name only your own variables")
+                raise UsageError(
+                    f"{name!r} belongs to IPython; %gpu_free drops the output cache by itself, "
+                    "name only your own variables"
+                )
             if name not in ns:
                 raise UsageError(f"there is no variable {name!r}; nothing was changed")
         if len(set(args.names)) != len(args.names):
@@ -675,11 +728,14 @@ class GpuMagics(Magics):
         named = [ns[name] for name in args.names]
         dropped = []
         if cache or recent:
-            dropped.append(f"IPython's output cache (Out: {len(cache)} entr{'y' if len(cache) == 1 else 'ies'}, "
-                           "_, __, ___)")
+            dropped.append(
+                f"IPython's output cache (Out: {len(cache)} entr{'y' if len(cache) == 1 else 'ies'}, _, __, ___)"
+            )
         if tb is not None:
-            dropped.append(f"the last error's traceback ({type(error).__name__}, {len(frames)} frame"
-                           f"{'' if len(frames) == 1 else 's'} and their locals)")
+            dropped.append(
+                f"the last error's traceback ({type(error).__name__}, {len(frames)} frame"
+                f"{'' if len(frames) == 1 else 's'} and their locals)"
+            )
         if args.names:
             dropped.append("your variable" + ("s " if len(args.names) > 1 else " ") + ", ".join(args.names))
         tracked = free.track([*cache.values(), *recent, *free.frame_values(frames), *named])
@@ -688,16 +744,24 @@ class GpuMagics(Magics):
             lines = [f"Would drop: {'; '.join(dropped) if dropped else 'nothing (no output cache, no last error)'}."]
             reachable = tracked.by_device()
             if reachable:
-                lines.append("Framework arrays reachable from them: " + ", ".join(
-                    f"{framework} {format_bytes(size)} on {device}" for (framework, device), size in reachable.items())
-                    + " (freed unless referenced elsewhere).")
+                lines.append(
+                    "Framework arrays reachable from them: "
+                    + ", ".join(
+                        f"{framework} {format_bytes(size)} on {device}"
+                        for (framework, device), size in reachable.items()
+                    )
+                    + " (freed unless referenced elsewhere)."
+                )
             initialized: list[str] = []
             if any(module in sys.modules for module in _FRAMEWORK_MODULES):
                 from .. import frameworks as adapters
 
                 initialized = [f.name for f in adapters.FRAMEWORKS if f.state() is adapters.State.INITIALIZED]
-            lines.append(f"Then gc.collect() and the release of {', '.join(initialized)}." if initialized else
-                         "Then gc.collect(); no framework has initialized a GPU, so none has a cache to release.")
+            lines.append(
+                f"Then gc.collect() and the release of {', '.join(initialized)}."
+                if initialized
+                else "Then gc.collect(); no framework has initialized a GPU, so none has a cache to release."
+            )
             lines.append("Nothing was changed (--dry-run).")
             print("\n".join(lines))
             return
@@ -717,8 +781,10 @@ class GpuMagics(Magics):
             del ns[name]
         collected, releases = free.release()
         after = free.measure()
-        lines = [f"Dropped: {'; '.join(dropped) if dropped else 'nothing to drop (no output cache, no last error)'}.",
-                 f"gc.collect(): {collected} objects."]
+        lines = [
+            f"Dropped: {'; '.join(dropped) if dropped else 'nothing to drop (no output cache, no last error)'}.",
+            f"gc.collect(): {collected} objects.",
+        ]
         for framework, called, note in releases:
             lines.append(f"{framework}: {called}: {note}.")
         lines += free.describe_change(before, after, tracked)
@@ -785,8 +851,9 @@ def _duration_words(seconds: float) -> str:
     return f"{seconds // 3600} h {seconds % 3600 // 60} min"
 
 
-def _waiting_line(spec: str, min_free: str | None, snapshot: Any, claims: dict[int, int], waited: float,
-                  wait_s: float) -> str:
+def _waiting_line(
+    spec: str, min_free: str | None, snapshot: Any, claims: dict[int, int], waited: float, wait_s: float
+) -> str:
     """One line: what is awaited, who holds each GPU now, how long it has waited."""
     want = f"{spec} with at least {min_free} free" if min_free else f"{spec} without other users' work"
     parts = []
@@ -803,8 +870,10 @@ def _waiting_line(spec: str, min_free: str | None, snapshot: Any, claims: dict[i
         claimed = f", {claims[gpu.index]} claim{'s' if claims[gpu.index] > 1 else ''}" if claims.get(gpu.index) else ""
         parts.append(f"GPU {gpu.index}: {format_bytes(gpu.memory_free)} free{'; ' + who if who else ''}{claimed}")
     gpus = " | ".join(parts) or "NVML shows no GPU"
-    return (f"Waiting for {want} — {gpus} — waited {_duration_words(waited)} of {_duration_words(wait_s)} "
-            "(interrupt the kernel to stop; nothing changes until the GPUs fit)")
+    return (
+        f"Waiting for {want} — {gpus} — waited {_duration_words(waited)} of {_duration_words(wait_s)} "
+        "(interrupt the kernel to stop; nothing changes until the GPUs fit)"
+    )
 
 
 def _show_progress(handle: Any, text: str) -> Any:
@@ -842,7 +911,6 @@ def _fit_hints(snapshot: Any, request: Any) -> str:
     return "".join(f"; {hint}" for hint in hints[:3])
 
 
-
 def gpu_settings_change(old: Any, new: Any) -> bool:
     """Whether a request change touches the GPU settings (not only threads or placement)."""
     keys = ("selection", "min_free", "limits", "growth", "max_limit")
@@ -872,8 +940,9 @@ def _summary(plan: GpuPlan) -> str:
     limits = {index: plan.memory_limit_bytes(index) for index in plan.limits_bytes}
     if limits:
         how = " (admin ceiling)" if plan.limit_from_ceiling else ""
-        parts.append("limit " + ", ".join(f"GPU {index}: {format_bytes(size)}" for index, size in limits.items()
-                                          if size) + how)
+        parts.append(
+            "limit " + ", ".join(f"GPU {index}: {format_bytes(size)}" for index, size in limits.items() if size) + how
+        )
     else:
         parts.append("no memory limit")
     if request.max_limit:
@@ -892,8 +961,10 @@ def _labels(plan: GpuPlan) -> tuple[dict[int, str], list[str]]:
     for framework in frameworks.FRAMEWORKS:
         problem = frameworks.planned_devices(framework, plan, gpus)[1]
         if problem is not None:
-            notes.append(f"{framework.name} will NOT follow this: {problem}; restart the kernel to apply the plan "
-                         f"to {framework.name}.")
+            notes.append(
+                f"{framework.name} will NOT follow this: {problem}; restart the kernel to apply the plan "
+                f"to {framework.name}."
+            )
             continue
         for index, label in framework.device_labels(plan, gpus).items():
             labels.setdefault(index, []).append(f"{framework.name} {label}")
@@ -912,13 +983,18 @@ def _selection_report(plan: GpuPlan) -> str:
         why = _auto_reasons(plan)
         for index in plan.selected_indices:
             gpu = plan.gpu(index)
-            about = "" if gpu is None or gpu.memory_free is None else \
-                f" ({_shown(gpu.name.removeprefix('NVIDIA '))}, {format_bytes(gpu.memory_free)} free)"
+            about = (
+                ""
+                if gpu is None or gpu.memory_free is None
+                else f" ({_shown(gpu.name.removeprefix('NVIDIA '))}, {format_bytes(gpu.memory_free)} free)"
+            )
             lines.append(f"GPU {index}{about} → {labels.get(index, 'no framework')}{why.get(index, '')}")
         if len(plan.selected_indices) > 1:
-            lines.append(f"{len(plan.selected_indices)} GPUs selected. Selecting does not parallelize: use "
-                         "tf.distribute.MirroredStrategy() (build and compile Keras models in its scope()), "
-                         "PyTorch DistributedDataParallel, or JAX sharding.")
+            lines.append(
+                f"{len(plan.selected_indices)} GPUs selected. Selecting does not parallelize: use "
+                "tf.distribute.MirroredStrategy() (build and compile Keras models in its scope()), "
+                "PyTorch DistributedDataParallel, or JAX sharding."
+            )
     lines += notes
     lines.append(f"Memory growth {'on: allocated on demand' if plan.growth else 'off'}.")
     if plan.limits_bytes:
@@ -952,8 +1028,10 @@ def _limit_report(plan: GpuPlan) -> str:
 
     if not plan.limits_bytes:
         if plan.selected_indices == () and plan.request.limits:
-            return (f"No memory limit while the selection is none (CPU only); {' '.join(plan.request.limits)} per GPU "
-                    "applies again when GPUs are selected (%gpu_limit off drops it).")
+            return (
+                f"No memory limit while the selection is none (CPU only); {' '.join(plan.request.limits)} per GPU "
+                "applies again when GPUs are selected (%gpu_limit off drops it)."
+            )
         return "No memory limit."
     labels = frameworks.TENSORFLOW.device_labels(plan, frameworks.known_gpus())
     lines = []
@@ -962,13 +1040,17 @@ def _limit_report(plan: GpuPlan) -> str:
         of = f" of {format_bytes(gpu.memory_total)}" if gpu and gpu.memory_total else ""
         if len(sizes) > 1:
             where = f" → TensorFlow {labels[index]}" if index in labels else ""
-            lines.append(f"GPU {index}: {len(sizes)} logical GPUs of {' + '.join(map(format_bytes, sizes))}{of}"
-                         f"{where} (PyTorch and JAX: {format_bytes(sum(sizes))} in all)")
+            lines.append(
+                f"GPU {index}: {len(sizes)} logical GPUs of {' + '.join(map(format_bytes, sizes))}{of}"
+                f"{where} (PyTorch and JAX: {format_bytes(sum(sizes))} in all)"
+            )
         else:
             lines.append(f"GPU {index}: at most {format_bytes(sizes[0])}{of}")
         if gpu and gpu.memory_free is not None and sum(sizes) > gpu.memory_free:
-            lines.append(f"  note: only {format_bytes(gpu.memory_free)} of GPU {index} is free now{_holders(index)}; "
-                         "the framework runs out of memory before it reaches the cap")
+            lines.append(
+                f"  note: only {format_bytes(gpu.memory_free)} of GPU {index} is free now{_holders(index)}; "
+                "the framework runs out of memory before it reaches the cap"
+            )
     if plan.limit_from_ceiling:
         lines.append(f"(the admin ceiling max_limit={plan.request.max_limit} applies)")
     lines.append(_COOPERATIVE)
@@ -994,12 +1076,17 @@ def _threads_report(plan: GpuPlan) -> str:
     request = plan.request
 
     def shown(value: object) -> str:
-        return "framework default" if value is None else ("on" if value is True else "off" if value is False
-                                                           else str(value))
+        return (
+            "framework default"
+            if value is None
+            else ("on" if value is True else "off" if value is False else str(value))
+        )
 
-    return (f"Threads: intra-op {shown(request.intra_op_threads)}, inter-op {shown(request.inter_op_threads)}; "
-            f"TensorFlow soft placement {shown(request.soft_placement)}, "
-            f"device-placement logging {shown(request.log_device_placement)}.")
+    return (
+        f"Threads: intra-op {shown(request.intra_op_threads)}, inter-op {shown(request.inter_op_threads)}; "
+        f"TensorFlow soft placement {shown(request.soft_placement)}, "
+        f"device-placement logging {shown(request.log_device_placement)}."
+    )
 
 
 def _where_applied() -> str:
@@ -1037,11 +1124,13 @@ def _gpu_listing(plan: GpuPlan, heading: str = "GPUs this kernel may use:", snap
         mine = sum(p.memory or 0 for p in gpu.processes if p.pid == own)
         others = sorted({_shown(p.user) for p in gpu.processes if p.pid != own})
         util = "" if gpu.utilization is None else f", {gpu.utilization}% busy"
-        lines.append(f" {mark} GPU {gpu.index} {_shown(gpu.name)} ({_shown(gpu.uuid[:12])}…): "
-                     f"{format_bytes(gpu.memory_used)} used, "
-                     f"{format_bytes(gpu.memory_free)} free of {format_bytes(gpu.memory_total)}{util}"
-                     f"{f'; this kernel {format_bytes(mine)}' if mine else ''}"
-                     f"{'; used by ' + ', '.join(others) if others else ''}")
+        lines.append(
+            f" {mark} GPU {gpu.index} {_shown(gpu.name)} ({_shown(gpu.uuid[:12])}…): "
+            f"{format_bytes(gpu.memory_used)} used, "
+            f"{format_bytes(gpu.memory_free)} free of {format_bytes(gpu.memory_total)}{util}"
+            f"{f'; this kernel {format_bytes(mine)}' if mine else ''}"
+            f"{'; used by ' + ', '.join(others) if others else ''}"
+        )
         fenced_slice = kernel_start_fence().allowed_slice(snapshot.gpus)
         for slice_ in gpu.slices:  # MIG mode: the slices are what can be selected
             if fenced_slice is not None and slice_.uuid != fenced_slice:
@@ -1049,11 +1138,13 @@ def _gpu_listing(plan: GpuPlan, heading: str = "GPUs this kernel may use:", snap
             mark = "*" if slice_.uuid == plan.selected_slice else " "
             mine = sum(p.memory or 0 for p in slice_.processes if p.pid == own)
             others = sorted({_shown(p.user) for p in slice_.processes if p.pid != own})
-            lines.append(f" {mark}   {gpu.index}:{slice_.index} MIG {_shown(slice_.profile)} ({_shown(slice_.uuid)}): "
-                         f"{format_bytes(slice_.memory_used)} used, {format_bytes(slice_.memory_free)} free of "
-                         f"{format_bytes(slice_.memory_total)}"
-                         f"{f'; this kernel {format_bytes(mine)}' if mine else ''}"
-                         f"{'; used by ' + ', '.join(others) if others else ''}")
+            lines.append(
+                f" {mark}   {gpu.index}:{slice_.index} MIG {_shown(slice_.profile)} ({_shown(slice_.uuid)}): "
+                f"{format_bytes(slice_.memory_used)} used, {format_bytes(slice_.memory_free)} free of "
+                f"{format_bytes(slice_.memory_total)}"
+                f"{f'; this kernel {format_bytes(mine)}' if mine else ''}"
+                f"{'; used by ' + ', '.join(others) if others else ''}"
+            )
     if len(lines) == 1:
         lines.append("  none")
     if any(line.startswith(" *") for line in lines):
@@ -1061,8 +1152,9 @@ def _gpu_listing(plan: GpuPlan, heading: str = "GPUs this kernel may use:", snap
     elif selected == ():
         lines.append("  (selection: none, CPU only)")
     if getattr(snapshot, "simulated", False):
-        lines.append("  (simulated GPUs, JUPYTER_GPU_SIMULATE: there is no nvidia-smi; !jupyter-gpu status shows "
-                     "the same GPUs)")
+        lines.append(
+            "  (simulated GPUs, JUPYTER_GPU_SIMULATE: there is no nvidia-smi; !jupyter-gpu status shows the same GPUs)"
+        )
     return "\n".join(lines)
 
 
@@ -1076,12 +1168,15 @@ def _warn_already_initialized(magic: str, who: str, detail: str) -> None:
         opening = f"{who} already initialized the GPU in this kernel"
     else:
         opening = f"{who} already started CUDA in this kernel (it listed the GPUs)"
-    message = (f"{opening}, so {magic} cannot take effect: {detail}. The GPU plan and the environment are "
-               "unchanged; restart the kernel to apply a new plan (run the magic before the first GPU use).")
+    message = (
+        f"{opening}, so {magic} cannot take effect: {detail}. The GPU plan and the environment are "
+        "unchanged; restart the kernel to apply a new plan (run the magic before the first GPU use)."
+    )
     # warn_explicit with a fresh registry: the warning shows every time (unless a filter ignores it),
     # not just the first time from this line.
-    warnings.warn_explicit(message, GPUAlreadyInitializedWarning, filename=magic, lineno=1,
-                           module="jupyter_gpu.kernel.magics", registry={})
+    warnings.warn_explicit(
+        message, GPUAlreadyInitializedWarning, filename=magic, lineno=1, module="jupyter_gpu.kernel.magics", registry={}
+    )
 
 
 RESTART_MIME = "application/vnd.jupyter-gpu.restart+json"
@@ -1098,11 +1193,23 @@ def offer_restart(request: Any, reason: str, automatic: bool = False) -> None:
     from ..sources.kernel_reports import kernel_identity
 
     lines = plan_magics(request)
-    text = ("To apply this GPU plan, restart the kernel and run first: " + "; ".join(lines[1:] or lines) +
-            (" (JupyterLab with jupyter_gpu's extension does it for you: %gpu_restart)" if not automatic else
-             " (this frontend cannot restart the kernel from code: restart it yourself)"))
-    data = {"version": 1, "lines": lines, "reason": reason, "automatic": automatic,
-            "kernel_id": kernel_identity()[0], "id": uuid.uuid4().hex}
+    text = (
+        "To apply this GPU plan, restart the kernel and run first: "
+        + "; ".join(lines[1:] or lines)
+        + (
+            " (JupyterLab with jupyter_gpu's extension does it for you: %gpu_restart)"
+            if not automatic
+            else " (this frontend cannot restart the kernel from code: restart it yourself)"
+        )
+    )
+    data = {
+        "version": 1,
+        "lines": lines,
+        "reason": reason,
+        "automatic": automatic,
+        "kernel_id": kernel_identity()[0],
+        "id": uuid.uuid4().hex,
+    }
     display({RESTART_MIME: data, "text/plain": text}, raw=True)
 
 
@@ -1177,30 +1284,44 @@ def _on_import(_module: Any) -> None:
 
 # Framework errors that GPU configuration causes: (text in the message, what happened).
 _HINTS = (
-    ("Cannot set memory growth on device when virtual devices configured",
-     "TensorFlow refuses set_memory_growth on a GPU that has a memory limit (logical devices), and the limit "
-     "here comes from the kernel's GPU plan. Growth and the limit hold together through %gpu_select --growth "
-     "(TF_FORCE_GPU_ALLOW_GROWTH): drop the set_memory_growth loop."),
-    ("Physical devices cannot be modified after being initialized",
-     "TensorFlow already initialized its GPUs, so set_memory_growth/set_visible_devices can no longer change "
-     "them. Restart the kernel and configure the GPUs before the first op with the magics (%gpu_select, "
-     "%gpu_limit) or with tf.config calls."),
-    ("Virtual devices cannot be modified after being initialized",
-     "TensorFlow already initialized its GPUs, so set_logical_device_configuration can no longer change "
-     "them. Restart the kernel and set the limit first: %gpu_limit SIZE [SIZE ...]."),
-    ("Visible devices cannot be modified after being initialized",
-     "TensorFlow already initialized its GPUs, so set_visible_devices can no longer change them. Restart the "
-     "kernel and choose the GPUs first: %gpu_select SPEC."),
-    ("Memory growth cannot differ between GPU devices",
-     "TensorFlow needs the same memory growth on every GPU it uses, and code set it on some of them only. "
-     "Growth on all of the plan's GPUs: %gpu_select ... --growth (TF_FORCE_GPU_ALLOW_GROWTH); drop the "
-     "set_memory_growth calls."),
-    ("invalid device ordinal",
-     "CUDA has no device with that index. Device indices (cuda:N, /GPU:N, set_per_process_memory_fraction's "
-     "device) count the GPUs the plan selected, from 0 in the plan's order, not nvidia-smi's numbers."),
-    ("Torch not compiled with CUDA enabled",
-     "this PyTorch is a CPU-only build: the GPU plan cannot apply to it. Install a CUDA build of PyTorch and "
-     "restart the kernel."),
+    (
+        "Cannot set memory growth on device when virtual devices configured",
+        "TensorFlow refuses set_memory_growth on a GPU that has a memory limit (logical devices), and the limit "
+        "here comes from the kernel's GPU plan. Growth and the limit hold together through %gpu_select --growth "
+        "(TF_FORCE_GPU_ALLOW_GROWTH): drop the set_memory_growth loop.",
+    ),
+    (
+        "Physical devices cannot be modified after being initialized",
+        "TensorFlow already initialized its GPUs, so set_memory_growth/set_visible_devices can no longer change "
+        "them. Restart the kernel and configure the GPUs before the first op with the magics (%gpu_select, "
+        "%gpu_limit) or with tf.config calls.",
+    ),
+    (
+        "Virtual devices cannot be modified after being initialized",
+        "TensorFlow already initialized its GPUs, so set_logical_device_configuration can no longer change "
+        "them. Restart the kernel and set the limit first: %gpu_limit SIZE [SIZE ...].",
+    ),
+    (
+        "Visible devices cannot be modified after being initialized",
+        "TensorFlow already initialized its GPUs, so set_visible_devices can no longer change them. Restart the "
+        "kernel and choose the GPUs first: %gpu_select SPEC.",
+    ),
+    (
+        "Memory growth cannot differ between GPU devices",
+        "TensorFlow needs the same memory growth on every GPU it uses, and code set it on some of them only. "
+        "Growth on all of the plan's GPUs: %gpu_select ... --growth (TF_FORCE_GPU_ALLOW_GROWTH); drop the "
+        "set_memory_growth calls.",
+    ),
+    (
+        "invalid device ordinal",
+        "CUDA has no device with that index. Device indices (cuda:N, /GPU:N, set_per_process_memory_fraction's "
+        "device) count the GPUs the plan selected, from 0 in the plan's order, not nvidia-smi's numbers.",
+    ),
+    (
+        "Torch not compiled with CUDA enabled",
+        "this PyTorch is a CPU-only build: the GPU plan cannot apply to it. Install a CUDA build of PyTorch and "
+        "restart the kernel.",
+    ),
 )
 
 

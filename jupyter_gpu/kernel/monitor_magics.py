@@ -36,9 +36,10 @@ class MonitorMagics(Magics):
     monitor_interval_s = Float(1.0, config=True, help="Default seconds between panel updates (%gpu_monitor).")
     monitor_history = Integer(60, config=True, help="Default number of samples in the panel's history charts.")
     watch_interval_s = Float(
-        0.2, config=True,
+        0.2,
+        config=True,
         help="Seconds between NVML samples while a cell runs under %gpu_watch (the peak is sampled, so a "
-             "spike shorter than this can escape it).",
+        "spike shorter than this can escape it).",
     )
 
     def __init__(self, shell: Any = None, **kwargs: Any) -> None:
@@ -49,10 +50,20 @@ class MonitorMagics(Magics):
     # -- %gpu_monitor
 
     @magic_arguments()
-    @argument("--interval", type=float, default=None, metavar="SECONDS",
-              help="seconds between updates (at least 0.1; default 1)")
-    @argument("--history", type=int, default=None, metavar="SAMPLES",
-              help="samples shown in each history chart (at least 2; default 60)")
+    @argument(
+        "--interval",
+        type=float,
+        default=None,
+        metavar="SECONDS",
+        help="seconds between updates (at least 0.1; default 1)",
+    )
+    @argument(
+        "--history",
+        type=int,
+        default=None,
+        metavar="SAMPLES",
+        help="samples shown in each history chart (at least 2; default 60)",
+    )
     @line_magic
     def gpu_monitor(self, line: str = "") -> None:
         """Show a live GPU panel below this cell.
@@ -93,10 +104,19 @@ class MonitorMagics(Magics):
     # -- %gpu_watch
 
     @magic_arguments()
-    @argument("state", nargs="?", choices=("on", "off"),
-              help="on: report after every cell; off: stop reporting; nothing: say which")
-    @argument("--interval", type=float, default=None, metavar="SECONDS",
-              help="seconds between samples while a cell runs (default 0.2)")
+    @argument(
+        "state",
+        nargs="?",
+        choices=("on", "off"),
+        help="on: report after every cell; off: stop reporting; nothing: say which",
+    )
+    @argument(
+        "--interval",
+        type=float,
+        default=None,
+        metavar="SECONDS",
+        help="seconds between samples while a cell runs (default 0.2)",
+    )
     @line_magic
     def gpu_watch(self, line: str = "") -> None:
         """Report this kernel's GPU memory after every cell: ``%gpu_watch on`` / ``%gpu_watch off``.

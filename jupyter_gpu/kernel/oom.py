@@ -46,12 +46,44 @@ __all__ = ["Holder", "OutOfMemory", "explain", "explain_error", "recognize"]
 
 _MAX_TEXT = 20_000  # characters of an error message that are read (a message can be huge)
 _NAME_CHARS = 40  # a name from the driver, a report or another user, as the report shows it (as the magics do)
-_UNITS = {"B": 1, "BYTES": 1, "KIB": 1024, "KB": 1024, "K": 1024, "MIB": MIB, "MB": MIB, "M": MIB,
-          "GIB": GIB, "GB": GIB, "G": GIB, "TIB": 1024 * GIB, "TB": 1024 * GIB, "T": 1024 * GIB}
+_UNITS = {
+    "B": 1,
+    "BYTES": 1,
+    "KIB": 1024,
+    "KB": 1024,
+    "K": 1024,
+    "MIB": MIB,
+    "MB": MIB,
+    "M": MIB,
+    "GIB": GIB,
+    "GB": GIB,
+    "G": GIB,
+    "TIB": 1024 * GIB,
+    "TB": 1024 * GIB,
+    "T": 1024 * GIB,
+}
 _SIZE = r"([0-9]+(?:\.[0-9]+)?)\s*(bytes|B|KiB|MiB|GiB|TiB|KB|MB|GB|TB|K|M|G|T)\b"
-_DTYPE_BYTES = {"float": 4, "float32": 4, "double": 8, "float64": 8, "half": 2, "float16": 2, "bfloat16": 2,
-                "int8": 1, "uint8": 1, "int16": 2, "uint16": 2, "int32": 4, "int": 4, "uint32": 4,
-                "int64": 8, "uint64": 8, "bool": 1, "complex64": 8, "complex128": 16}
+_DTYPE_BYTES = {
+    "float": 4,
+    "float32": 4,
+    "double": 8,
+    "float64": 8,
+    "half": 2,
+    "float16": 2,
+    "bfloat16": 2,
+    "int8": 1,
+    "uint8": 1,
+    "int16": 2,
+    "uint16": 2,
+    "int32": 4,
+    "int": 4,
+    "uint32": 4,
+    "int64": 8,
+    "uint64": 8,
+    "bool": 1,
+    "complex64": 8,
+    "complex128": 16,
+}
 
 
 @dataclass(frozen=True)
@@ -98,12 +130,15 @@ def _classify(error: BaseException, text: str) -> tuple[str, str] | None:
         return "PyTorch", "torch"
     if "OOM when allocating" in text:
         return "TensorFlow", "tensorflow"
-    if "RESOURCE_EXHAUSTED" in text and ("Out of memory" in text or "allocate" in text) and \
-            modules & {"jax", "jaxlib"}:
+    if "RESOURCE_EXHAUSTED" in text and ("Out of memory" in text or "allocate" in text) and modules & {"jax", "jaxlib"}:
         return "JAX", "jax"
     if "CUDA_ERROR_OUT_OF_MEMORY" in text:
-        for module, framework in (("tensorflow", "TensorFlow"), ("torch", "PyTorch"), ("jax", "JAX"),
-                                  ("jaxlib", "JAX")):
+        for module, framework in (
+            ("tensorflow", "TensorFlow"),
+            ("torch", "PyTorch"),
+            ("jax", "JAX"),
+            ("jaxlib", "JAX"),
+        ):
             if module in modules:
                 return framework, "jax" if module == "jaxlib" else module
         return "CUDA", ""
@@ -117,8 +152,11 @@ def _parse(framework: str, module: str, text: str) -> OutOfMemory:
             requested = _size(*match.groups())
         if match := _first(r"\bGPU (\d+)\b", text):
             device = int(match[1])
-        if match := _first(r"memory " + _SIZE + r" is allocated by PyTorch", text) or \
-                _first(_SIZE + r" is allocated by PyTorch", text) or _first(_SIZE + r" already allocated", text):
+        if (
+            match := _first(r"memory " + _SIZE + r" is allocated by PyTorch", text)
+            or _first(_SIZE + r" is allocated by PyTorch", text)
+            or _first(_SIZE + r" already allocated", text)
+        ):
             in_use = _size(*match.groups()[-2:])
         if match := _first(_SIZE + r" reserved in total by PyTorch", text):
             reserved = _size(*match.groups())
@@ -245,8 +283,11 @@ def holders(gpu: Any, facts: Facts) -> list[Holder]:
             # a kernel's report (or the server) names PIDs; one the OS or NVML gives to another user
             # stays that user's, whatever a report claims: never name the wrong owner
             peer = facts.peers[process.pid]
-            label = _shown(peer.notebook) if peer.notebook else (
-                f"kernel {_shown(peer.kernel_id[:8])}" if peer.kernel_id else f"PID {process.pid}")
+            label = (
+                _shown(peer.notebook)
+                if peer.notebook
+                else (f"kernel {_shown(peer.kernel_id[:8])}" if peer.kernel_id else f"PID {process.pid}")
+            )
             key = ("kernel", peer.kernel_id or str(process.pid))
             holder = Holder("kernel", memory, label, process.pid, peer.idle_s, peer.idle)
         elif process.user is not None and process.user == facts.own_user:
@@ -290,8 +331,10 @@ def explain(oom: OutOfMemory, facts: Facts) -> str:
         lines += _gpu_section(oom, gpu, facts, steps, several=len(gpus) > 1)
     steps += _elsewhere(oom, gpus, facts)
     if not steps:
-        steps.append("no GPU this kernel may use has room for it now: use less memory (a smaller batch or "
-                     "model), or free memory on this GPU")
+        steps.append(
+            "no GPU this kernel may use has room for it now: use less memory (a smaller batch or "
+            "model), or free memory on this GPU"
+        )
     lines.append("Next steps:")
     lines += [f"  - {step}" for step in _unique(steps)]
     return "\n".join(lines)
@@ -304,8 +347,10 @@ def _unique(items: list[str]) -> list[str]:
 def _gpu_section(oom: OutOfMemory, gpu: Any, facts: Facts, steps: list[str], several: bool) -> list[str]:
     name = _shown(gpu.name.removeprefix("NVIDIA "))
     label = f" ({oom.framework} {oom.device_label})" if oom.device_label and not several else ""
-    lines = [f"GPU {gpu.index} {name}{label}: {format_bytes(gpu.memory_total)} total, "
-             f"{format_bytes(gpu.memory_used)} used, {format_bytes(gpu.memory_free)} free."]
+    lines = [
+        f"GPU {gpu.index} {name}{label}: {format_bytes(gpu.memory_total)} total, "
+        f"{format_bytes(gpu.memory_used)} used, {format_bytes(gpu.memory_free)} free."
+    ]
     held = holders(gpu, facts)
     own_nvml = sum(h.memory for h in held if h.kind == "self")
     in_use, reserved = oom.in_use_bytes, oom.reserved_bytes
@@ -325,51 +370,74 @@ def _gpu_section(oom: OutOfMemory, gpu: Any, facts: Facts, steps: list[str], sev
         footprint = max(own_nvml, reserved or 0, in_use or 0)
         need = footprint + (oom.requested_bytes or 0)
         fits_gpu = oom.requested_bytes is not None and gpu.memory_free >= oom.requested_bytes
-        limit_hit = need > limit or (fits_gpu and footprint >= limit * 0.8) or (
-            oom.requested_bytes is None and footprint >= limit * 0.9)
-        whose = f"the admin ceiling {facts.admin_ceiling}" if facts.limit_from_ceiling and facts.admin_ceiling \
+        limit_hit = (
+            need > limit
+            or (fits_gpu and footprint >= limit * 0.8)
+            or (oom.requested_bytes is None and footprint >= limit * 0.9)
+        )
+        whose = (
+            f"the admin ceiling {facts.admin_ceiling}"
+            if facts.limit_from_ceiling and facts.admin_ceiling
             else "%gpu_limit"
+        )
         if limit_hit:
-            lines.append(f"  This kernel's limit on GPU {gpu.index} is {format_bytes(limit)} ({whose}), and it ran "
-                         f"out, not the GPU ({format_bytes(gpu.memory_free)} free).")
+            lines.append(
+                f"  This kernel's limit on GPU {gpu.index} is {format_bytes(limit)} ({whose}), and it ran "
+                f"out, not the GPU ({format_bytes(gpu.memory_free)} free)."
+            )
             ceiling_words = ""
             if facts.limit_from_ceiling and facts.admin_ceiling:
                 ceiling_words = f" (the admin ceiling {facts.admin_ceiling} does not allow more)"
-                steps.append(f"the limit is the admin's ceiling{ceiling_words}: use less memory (a smaller batch "
-                             "or model)")
+                steps.append(
+                    f"the limit is the admin's ceiling{ceiling_words}: use less memory (a smaller batch or model)"
+                )
             elif need <= limit + gpu.memory_free:
-                steps.append(f"raise this kernel's limit: `%gpu_limit {_round_up_gib(need)}`, then `%gpu_restart` "
-                             f"(GPU {gpu.index} has {format_bytes(gpu.memory_free)} free besides it)")
+                steps.append(
+                    f"raise this kernel's limit: `%gpu_limit {_round_up_gib(need)}`, then `%gpu_restart` "
+                    f"(GPU {gpu.index} has {format_bytes(gpu.memory_free)} free besides it)"
+                )
         else:
-            lines.append(f"  This kernel's limit on GPU {gpu.index}: {format_bytes(limit)} ({whose}); the GPU ran "
-                         "out before the limit.")
+            lines.append(
+                f"  This kernel's limit on GPU {gpu.index}: {format_bytes(limit)} ({whose}); the GPU ran "
+                "out before the limit."
+            )
     cache = (reserved - in_use) if reserved is not None and in_use is not None else None
     if cache and cache >= 64 * MIB and oom.module in ("torch", "jax"):
-        steps.append(f"`%gpu_free` may return {format_bytes(cache)} held by this kernel's cache "
-                     f"({oom.framework} reserved {format_bytes(reserved)}, in use {format_bytes(in_use)})")
+        steps.append(
+            f"`%gpu_free` may return {format_bytes(cache)} held by this kernel's cache "
+            f"({oom.framework} reserved {format_bytes(reserved)}, in use {format_bytes(in_use)})"
+        )
     if oom.module == "tensorflow" and not facts.growth and own_nvml > 0:
-        steps.append("TensorFlow without memory growth keeps its whole pool until the kernel restarts: "
-                     f"`%gpu_select {gpu.index} --growth`, then `%gpu_restart`, and it takes only what the model "
-                     "needs")
+        steps.append(
+            "TensorFlow without memory growth keeps its whole pool until the kernel restarts: "
+            f"`%gpu_select {gpu.index} --growth`, then `%gpu_restart`, and it takes only what the model "
+            "needs"
+        )
     for holder in held:
         if holder.kind == "kernel" and holder.memory > 0:
             state = "idle " if holder.idle or (holder.idle_s or 0) >= 600 else ""
             since = f", idle for {_duration(holder.idle_s)}" if holder.idle_s else ""
             if holder.idle_s == 0:
                 since, state = " (busy now)", ""
-            steps.append(f"your {state}kernel `{holder.label}` holds {format_bytes(holder.memory)} on GPU "
-                         f"{gpu.index}{since}: shut it down from the GPU sidebar if you no longer need it")
+            steps.append(
+                f"your {state}kernel `{holder.label}` holds {format_bytes(holder.memory)} on GPU "
+                f"{gpu.index}{since}: shut it down from the GPU sidebar if you no longer need it"
+            )
         elif holder.kind == "process" and holder.memory > 0:
-            steps.append(f"your process {holder.label} holds {format_bytes(holder.memory)} on GPU {gpu.index}: "
-                         "end it if you no longer need it")
+            steps.append(
+                f"your process {holder.label} holds {format_bytes(holder.memory)} on GPU {gpu.index}: "
+                "end it if you no longer need it"
+            )
     return lines
 
 
 def _holder_text(holder: Holder, oom: OutOfMemory, in_use: int | None, reserved: int | None, facts: Facts) -> str:
     if holder.kind == "self":
         nb = f" ({_shown(facts.own_notebook)})" if facts.own_notebook else ""
-        own = [f"in use {format_bytes(in_use)}" if in_use is not None else "",
-               f"reserved {format_bytes(reserved)}" if reserved is not None else ""]
+        own = [
+            f"in use {format_bytes(in_use)}" if in_use is not None else "",
+            f"reserved {format_bytes(reserved)}" if reserved is not None else "",
+        ]
         told = ", ".join(part for part in own if part)
         framework = f" ({oom.framework}: {told})" if told else ""
         nvml = format_bytes(holder.memory) if holder.memory else "no memory NVML can see"
@@ -400,16 +468,21 @@ def _elsewhere(oom: OutOfMemory, gpus: list[Any], facts: Facts) -> list[str]:
     for gpu in facts.gpus:
         if gpu.index in here or gpu.error is not None or (facts.allowed is not None and gpu.index not in facts.allowed):
             continue
-        others = [p for p in gpu.processes if p.pid != facts.own_pid and p.type != "graphics"
-                  and (facts.own_user is None or p.user != facts.own_user)]
+        others = [
+            p
+            for p in gpu.processes
+            if p.pid != facts.own_pid and p.type != "graphics" and (facts.own_user is None or p.user != facts.own_user)
+        ]
         best_here = max([g.memory_free for g in gpus] or [0])
         if gpu.memory_free >= max(need, 1) and gpu.memory_free > best_here:
             candidates.append((bool(others), -gpu.memory_free, gpu.index, gpu))
     steps = []
     for busy, _, _, gpu in sorted(candidates)[:2]:
         who = " (other users work on it)" if busy else ""
-        steps.append(f"GPU {gpu.index} has {format_bytes(gpu.memory_free)} free{who}: `%gpu_select {gpu.index}`, "
-                     "then `%gpu_restart` (restarts the kernel with it)")
+        steps.append(
+            f"GPU {gpu.index} has {format_bytes(gpu.memory_free)} free{who}: `%gpu_select {gpu.index}`, "
+            "then `%gpu_restart` (restarts the kernel with it)"
+        )
     return steps
 
 
@@ -424,8 +497,10 @@ def explain_error(error: BaseException | None, *, server_timeout_s: float = 1.0)
     try:
         return explain(oom, gather_facts(oom, server_timeout_s=server_timeout_s))
     except Exception as failure:  # the explainer must never add an error of its own
-        return (f"jupyter_gpu: {oom.framework} ran out of GPU memory (the explanation failed: "
-                f"{type(failure).__name__}: {failure}); %gpu_status shows the GPUs.")
+        return (
+            f"jupyter_gpu: {oom.framework} ran out of GPU memory (the explanation failed: "
+            f"{type(failure).__name__}: {failure}); %gpu_status shows the GPUs."
+        )
 
 
 def slice_views(gpus: Sequence[Any], slice_uuid: str | None) -> tuple[Any, ...]:
@@ -439,9 +514,20 @@ def slice_views(gpus: Sequence[Any], slice_uuid: str | None) -> tuple[Any, ...]:
             continue
         slice_ = next((s for s in gpu.slices if s.uuid == slice_uuid), None)
         if slice_ is not None:
-            views.append(replace(gpu, uuid=slice_.uuid, name=slice_.name, memory_total=slice_.memory_total,
-                                 memory_used=slice_.memory_used, memory_free=slice_.memory_free,
-                                 memory_reserved=None, processes=slice_.processes, mig_mode=False, slices=()))
+            views.append(
+                replace(
+                    gpu,
+                    uuid=slice_.uuid,
+                    name=slice_.name,
+                    memory_total=slice_.memory_total,
+                    memory_used=slice_.memory_used,
+                    memory_free=slice_.memory_free,
+                    memory_reserved=None,
+                    processes=slice_.processes,
+                    mig_mode=False,
+                    slices=(),
+                )
+            )
     return tuple(views)
 
 
@@ -464,8 +550,11 @@ def gather_facts(oom: OutOfMemory, *, server_timeout_s: float = 1.0) -> Facts:
     if seen is not None:
         device_gpus = seen.indices
     if gpus and any(gpu.mig_mode for gpu in gpus):  # the slice this kernel uses stands in for its GPU
-        slice_uuid = (seen.slices[0] if seen is not None and seen.slices else None) or plan.selected_slice \
+        slice_uuid = (
+            (seen.slices[0] if seen is not None and seen.slices else None)
+            or plan.selected_slice
             or kernel_start_fence().allowed_slice(gpus)
+        )
         gpus = slice_views(gpus, slice_uuid)
     logical = max((len(sizes) for sizes in plan.limits_bytes.values()), default=1)
     counters: dict[int, tuple[int, int | None]] = {}
@@ -473,8 +562,7 @@ def gather_facts(oom: OutOfMemory, *, server_timeout_s: float = 1.0) -> Facts:
         index = _counter_gpu(key, gpus, device_gpus, logical)
         if index is not None:
             in_use, held = counters.get(index, (0, None))
-            counters[index] = (in_use + memory.in_use,
-                               held if memory.held is None else (held or 0) + memory.held)
+            counters[index] = (in_use + memory.in_use, held if memory.held is None else (held or 0) + memory.held)
     peers = find_peers(timeout_s=server_timeout_s) if gpus else None
     return Facts(
         gpus=gpus,

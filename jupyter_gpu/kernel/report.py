@@ -65,9 +65,21 @@ from ..sources.kernel_reports import (
     read_reports,
 )
 
-__all__ = ["REPORT_PREFIX", "KernelReport", "ReportError", "ReportReader", "build_report", "framework_memory",
-           "kernel_identity", "parse_report", "read_reports", "register", "remove_report", "unregister",
-           "write_report"]
+__all__ = [
+    "REPORT_PREFIX",
+    "KernelReport",
+    "ReportError",
+    "ReportReader",
+    "build_report",
+    "framework_memory",
+    "kernel_identity",
+    "parse_report",
+    "read_reports",
+    "register",
+    "remove_report",
+    "unregister",
+    "write_report",
+]
 
 _state: dict[str, Any] = {"path": None, "last": None, "callback": None, "nvml_pids": (), "gpu_memory": None}
 _lock = threading.Lock()
@@ -114,14 +126,14 @@ def framework_memory() -> dict[str, dict[str, int]]:
     from ..frameworks import framework_memory as counters
 
     return {
-        framework: {device: memory.in_use if memory.held is None else memory.held
-                    for device, memory in devices.items()}
+        framework: {device: memory.in_use if memory.held is None else memory.held for device, memory in devices.items()}
         for framework, devices in counters().items()
     }
 
 
-def build_report(kernel_id: str, nvml_pids: Iterable[int] = (),
-                 gpu_memory: dict[str, int] | None = None) -> dict[str, Any]:
+def build_report(
+    kernel_id: str, nvml_pids: Iterable[int] = (), gpu_memory: dict[str, int] | None = None
+) -> dict[str, Any]:
     """The report of this process (see the module docstring); ``gpu_memory`` adds to the frameworks'."""
     frameworks = framework_memory()
     total: dict[str, int] = {}
@@ -147,8 +159,9 @@ def build_report(kernel_id: str, nvml_pids: Iterable[int] = (),
     }
 
 
-def write_report(nvml_pids: Iterable[int] | None = None, gpu_memory: dict[str, int] | None = None,
-                 force: bool = False) -> Path | None:
+def write_report(
+    nvml_pids: Iterable[int] | None = None, gpu_memory: dict[str, int] | None = None, force: bool = False
+) -> Path | None:
     """Write (or refresh) this kernel's report; returns its path, or None outside a Jupyter kernel.
 
     ``nvml_pids`` and ``gpu_memory`` (bytes per GPU UUID, for a framework jupyter_gpu does not know)

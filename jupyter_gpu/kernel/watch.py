@@ -72,8 +72,9 @@ def framework_probe(framework: Framework) -> FrameworkProbe:
     return probe
 
 
-FRAMEWORK_PROBES: dict[str, FrameworkProbe] = {framework.module_name: framework_probe(framework)
-                                               for framework in FRAMEWORKS}
+FRAMEWORK_PROBES: dict[str, FrameworkProbe] = {
+    framework.module_name: framework_probe(framework) for framework in FRAMEWORKS
+}
 
 
 # -- the report
@@ -126,11 +127,15 @@ class CellReport:
             )
         for framework in self.frameworks:
             if framework.before is None:
-                text += (f" · {framework.framework}: {format_bytes(framework.after)} in use"
-                         f" (initialized during the cell), peak {format_bytes(framework.peak)}")
+                text += (
+                    f" · {framework.framework}: {format_bytes(framework.after)} in use"
+                    f" (initialized during the cell), peak {format_bytes(framework.peak)}"
+                )
             else:
-                text += (f" · {framework.framework}: {format_change(framework.after - framework.before)}"
-                         f" in use, peak {format_bytes(framework.peak)}")
+                text += (
+                    f" · {framework.framework}: {format_change(framework.after - framework.before)}"
+                    f" in use, peak {format_bytes(framework.peak)}"
+                )
         return text
 
 
@@ -249,8 +254,14 @@ class CellWatch:
         with self._lock:
             if self._before is None or not self._before.nvml_available or not snapshot.nvml_available:
                 error = self._error or (snapshot.error if not snapshot.nvml_available else None)
-                return CellReport(self.pid, False, error=error, samples=self._samples,
-                                  duration_s=time.monotonic() - self._started, frameworks=tuple(frameworks))
+                return CellReport(
+                    self.pid,
+                    False,
+                    error=error,
+                    samples=self._samples,
+                    duration_s=time.monotonic() - self._started,
+                    frameworks=tuple(frameworks),
+                )
             after_bytes = own_memory(snapshot, self.pid)[0]
             return CellReport(
                 pid=self.pid,

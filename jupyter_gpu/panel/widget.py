@@ -231,7 +231,8 @@ class Sparkline:
         grid = "".join(
             f'<line x1="0" x2="{width}" y1="{y}" y2="{y}" stroke="rgba(128,128,128,0.45)" '
             'stroke-dasharray="2 3" vector-effect="non-scaling-stroke"/>'
-            for y in (0.5, height / 2, height - 0.5))
+            for y in (0.5, height / 2, height - 0.5)
+        )
         self._head = (
             '<div class="jupyter-gpu-plot"><div class="jupyter-gpu-axis" aria-hidden="true">'
             "<span>100 %</span><span>50 %</span><span>0 %</span></div>"
@@ -251,17 +252,21 @@ class Sparkline:
 
     def svg(self, memory_now: float | None = None, utilization_now: float | None = None) -> str:
         """The chart and its legend (current values: the arguments, else the newest samples)."""
-        xs = self._xs[self.capacity - len(self._memory_y):]
+        xs = self._xs[self.capacity - len(self._memory_y) :]
         parts = [self._head]
         if len(self._memory_y) >= 2:
             line = " ".join(map(operator.add, xs, self._memory_y))
             area = f"{xs[0]}{self.height} {line} {xs[-1]}{self.height}"
-            parts.append(f'<polygon fill="rgba(30,136,229,0.3)" stroke="#1e88e5" stroke-width="1" '
-                         f'vector-effect="non-scaling-stroke" points="{area}"/>')
+            parts.append(
+                f'<polygon fill="rgba(30,136,229,0.3)" stroke="#1e88e5" stroke-width="1" '
+                f'vector-effect="non-scaling-stroke" points="{area}"/>'
+            )
         util = [x + y for x, y in zip(xs, self._utilization_y, strict=True) if y is not None]
         if len(util) >= 2:
-            parts.append('<polyline fill="none" stroke="#fb8c00" stroke-width="2" stroke-linejoin="round" '
-                         f'vector-effect="non-scaling-stroke" points="{" ".join(util)}"/>')
+            parts.append(
+                '<polyline fill="none" stroke="#fb8c00" stroke-width="2" stroke-linejoin="round" '
+                f'vector-effect="non-scaling-stroke" points="{" ".join(util)}"/>'
+            )
         if memory_now is None and self.memory:
             memory_now = self.memory[-1]
         if utilization_now is None and self.utilization:
@@ -270,7 +275,8 @@ class Sparkline:
             '</svg></div><div class="jupyter-gpu-legend">'
             f'<span><span class="jupyter-gpu-key-line"></span>util <b>{_percent_text(utilization_now)}</b></span>'
             f'<span><span class="jupyter-gpu-key-area"></span>mem <b>{_percent_text(memory_now)}</b></span>'
-            f"<span>last {len(self._memory_y)} samples</span></div>")
+            f"<span>last {len(self._memory_y)} samples</span></div>"
+        )
         return "".join(parts)
 
 
@@ -287,16 +293,20 @@ def slices_html(gpu: GpuInfo, own_pid: int) -> str:
         return '<div class="jupyter-gpu-procs"><i>MIG mode, no slices</i></div>'
     parts = []
     for slice_ in gpu.slices:
-        label = (f'<div class="jupyter-gpu-slice-title"><b>{gpu.index}:{slice_.index}</b> MIG '
-                 f'{html.escape(display_text(slice_.profile, 24))} '
-                 f'<span title="{html.escape(display_text(slice_.uuid, 200), quote=True)}">'
-                 f'{html.escape(display_text(slice_.uuid, 48))}</span> · util n/a on MIG</div>')
+        label = (
+            f'<div class="jupyter-gpu-slice-title"><b>{gpu.index}:{slice_.index}</b> MIG '
+            f"{html.escape(display_text(slice_.profile, 24))} "
+            f'<span title="{html.escape(display_text(slice_.uuid, 200), quote=True)}">'
+            f"{html.escape(display_text(slice_.uuid, 48))}</span> · util n/a on MIG</div>"
+        )
         if slice_.error:
             body = f'<span class="jupyter-gpu-error">⚠ {html.escape(display_text(slice_.error, 300))}</span>'
         else:
-            body = (memory_bar_html(slice_.memory_used, slice_.memory_total, None)
-                    + f"<div>{slice_.memory_used / GIB:.1f} / {slice_.memory_total / GIB:.1f} GiB</div>"
-                    + _process_table(slice_.processes, own_pid))
+            body = (
+                memory_bar_html(slice_.memory_used, slice_.memory_total, None)
+                + f"<div>{slice_.memory_used / GIB:.1f} / {slice_.memory_total / GIB:.1f} GiB</div>"
+                + _process_table(slice_.processes, own_pid)
+            )
         parts.append(f'<div class="jupyter-gpu-slice">{label}{body}</div>')
     return "".join(parts)
 
@@ -319,7 +329,7 @@ def _process_table(processes: Iterable[GpuProcess], own_pid: int) -> str:
         css = ' class="jupyter-gpu-own"' if own else ""
         name = _cell(process.name, 80)
         rows.append(
-            f"<tr{css}>{_cell(process.user, 40)}<td class=\"jupyter-gpu-num\">{process.pid}</td>"
+            f'<tr{css}>{_cell(process.user, 40)}<td class="jupyter-gpu-num">{process.pid}</td>'
             f'<td class="jupyter-gpu-num">{format_bytes(process.memory)}</td>{name[:-5]}{mark}</td></tr>'
         )
     return (
@@ -360,11 +370,18 @@ class GpuRow:
         stats = widgets.Box([self.utilization, self.temperature, self.power])
         # Each widget sits in a named area of the card's CSS grid (see _STYLE): title on top, bar and
         # memory text side by side, the three readings in equal columns, chart, processes.
-        for widget, area in ((self.title, "title"), (self.memory_bar, "bar"), (self.memory_text, "memory"),
-                             (stats, "stats"), (self.history_chart, "chart"), (self.processes, "procs")):
+        for widget, area in (
+            (self.title, "title"),
+            (self.memory_bar, "bar"),
+            (self.memory_text, "memory"),
+            (stats, "stats"),
+            (self.history_chart, "chart"),
+            (self.processes, "procs"),
+        ):
             widget.add_class(f"jupyter-gpu-{area}-cell" if area != "stats" else "jupyter-gpu-stats")
-        self.box = widgets.Box([self.title, self.memory_bar, self.memory_text, stats, self.history_chart,
-                                self.processes])
+        self.box = widgets.Box(
+            [self.title, self.memory_bar, self.memory_text, stats, self.history_chart, self.processes]
+        )
         self.box.add_class("jupyter-gpu-row")
 
     def update(self, gpu: GpuInfo, selected: tuple[int, ...] | None, limit: int | None, own_pid: int) -> None:
@@ -379,8 +396,10 @@ class GpuRow:
         if dimmed:
             notes.append("<span>not selected in this kernel</span>")
         note = f'<span class="jupyter-gpu-note">{" · ".join(notes)}</span>' if notes else ""
-        title = (f'<span class="jupyter-gpu-title" title="GPU {gpu.index} {full_name}"><b>GPU {gpu.index}</b> '
-                 f"{name}</span>{note}")
+        title = (
+            f'<span class="jupyter-gpu-title" title="GPU {gpu.index} {full_name}"><b>GPU {gpu.index}</b> '
+            f"{name}</span>{note}"
+        )
         _set(self.title, "value", title)
         self._set_class("jupyter-gpu-dimmed", dimmed, "dimmed")
         self._set_class("jupyter-gpu-lost", lost, "lost")
@@ -409,8 +428,9 @@ class GpuRow:
             if power and gpu.power_limit:
                 power += f" / {gpu.power_limit:.0f} W"
             _set(self.power, "value", power)
-            self.sparkline.append(100.0 * used / total if total else 0.0,
-                                  None if gpu.utilization is None else float(gpu.utilization))
+            self.sparkline.append(
+                100.0 * used / total if total else 0.0, None if gpu.utilization is None else float(gpu.utilization)
+            )
         if lost:
             _set(self.history_chart, "value", self.sparkline.svg())
         else:
@@ -456,7 +476,10 @@ class GPUMonitor(widgets.VBox):
             raise ValueError(f"history must be an integer of at least 2 samples, not {history!r}")
         self.status = widgets.HTML()
         self.pause_button = widgets.ToggleButton(
-            value=False, description="Pause", icon="pause", tooltip="Pause or resume sampling",
+            value=False,
+            description="Pause",
+            icon="pause",
+            tooltip="Pause or resume sampling",
             layout=widgets.Layout(width="90px"),
         )
         self.warnings = widgets.HTML()
@@ -628,8 +651,9 @@ class GPUMonitor(widgets.VBox):
         _set(self.warnings, "value", value)
         _set(self.warnings.layout, "display", None if value else "none")
 
-    def _show_rows(self, gpus: Iterable[GpuInfo], selected: tuple[int, ...] | None,
-                   limit: Callable[[int], int | None]) -> None:
+    def _show_rows(
+        self, gpus: Iterable[GpuInfo], selected: tuple[int, ...] | None, limit: Callable[[int], int | None]
+    ) -> None:
         gpus = list(gpus)
         order = tuple(gpu.uuid or f"index-{gpu.index}" for gpu in gpus)
         if order != self._row_order:

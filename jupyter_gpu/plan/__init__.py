@@ -101,8 +101,10 @@ class Size:
             return self.bytes
         assert self.percent is not None
         if total_bytes is None:
-            raise PlanError(f"{self.text!r} is a share of a GPU's memory, but NVML cannot tell the GPU's "
-                            "size here; give an absolute size such as 2GiB or 2048 (MiB)")
+            raise PlanError(
+                f"{self.text!r} is a share of a GPU's memory, but NVML cannot tell the GPU's "
+                "size here; give an absolute size such as 2GiB or 2048 (MiB)"
+            )
         return int(total_bytes * self.percent / 100)
 
     def __str__(self) -> str:
@@ -161,15 +163,19 @@ class Fence:
         devices = cuda_devices(CudaEnv(value, self.device_order), gpus)
         if devices.known:
             return None
-        return (f"the kernel was started with CUDA_VISIBLE_DEVICES={value!r}, and which GPUs that is cannot be "
-                f"told: {devices.reason}; start the kernel with CUDA_DEVICE_ORDER=PCI_BUS_ID or GPU UUIDs")
+        return (
+            f"the kernel was started with CUDA_VISIBLE_DEVICES={value!r}, and which GPUs that is cannot be "
+            f"told: {devices.reason}; start the kernel with CUDA_DEVICE_ORDER=PCI_BUS_ID or GPU UUIDs"
+        )
 
     def describe(self) -> str:
         parts = []
         for name, value in self.variables.items():
             if name == "NVIDIA_VISIBLE_DEVICES" and not value.strip().upper().startswith(("GPU-", "MIG-")):
-                parts.append(f"{name}={value!r} (applied by the container runtime: NVML here sees only those "
-                             "GPUs, numbered from 0)")
+                parts.append(
+                    f"{name}={value!r} (applied by the container runtime: NVML here sees only those "
+                    "GPUs, numbered from 0)"
+                )
             else:
                 parts.append(f"{name}={value!r}")
         return " and ".join(parts)
@@ -216,8 +222,10 @@ def _resolve_fence_entries(name: str, value: str, gpus: Sequence[GpuInfo], order
 
 
 _started_with = environment_at_process_start()
-_KERNEL_START_FENCE = Fence({name: _started_with[name] for name in ("CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES")
-                             if name in _started_with}, _started_with.get("CUDA_DEVICE_ORDER"))
+_KERNEL_START_FENCE = Fence(
+    {name: _started_with[name] for name in ("CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES") if name in _started_with},
+    _started_with.get("CUDA_DEVICE_ORDER"),
+)
 
 
 def kernel_start_fence() -> Fence:
@@ -239,11 +247,15 @@ class SelectionSpec:
     count: int = 0
 
 
-SELECT_CHOICES = ("GPU indices like 0 or 1,3, UUIDs (unique prefixes), a MIG slice like 0:1 or its MIG UUID, "
-                  "auto, auto:N, all or none")
+SELECT_CHOICES = (
+    "GPU indices like 0 or 1,3, UUIDs (unique prefixes), a MIG slice like 0:1 or its MIG UUID, "
+    "auto, auto:N, all or none"
+)
 _SLICE_NOTATION = re.compile(r"([0-9]{1,6}):([0-9]{1,3})")
-ONE_MIG_DEVICE = ("CUDA enumerates at most one MIG device per process (a second slice, or a slice next to a GPU, "
-                  "would be invisible to the frameworks)")
+ONE_MIG_DEVICE = (
+    "CUDA enumerates at most one MIG device per process (a second slice, or a slice next to a GPU, "
+    "would be invisible to the frameworks)"
+)
 
 
 def parse_selection(text: str) -> SelectionSpec:
@@ -257,8 +269,9 @@ def parse_selection(text: str) -> SelectionSpec:
     if lowered == "auto" or lowered.startswith("auto:"):
         count_text = lowered.partition(":")[2] or "1"
         if not _DIGITS.fullmatch(count_text) or len(count_text) > 4 or int(count_text) < 1:
-            raise PlanError(f"{cleaned!r}: auto:N needs a whole number N of at least 1; valid choices: "
-                            f"{SELECT_CHOICES}")
+            raise PlanError(
+                f"{cleaned!r}: auto:N needs a whole number N of at least 1; valid choices: {SELECT_CHOICES}"
+            )
         return SelectionSpec(text=cleaned, kind="auto", count=int(count_text))
     items = tuple(item.strip() for item in cleaned.split(","))
     if any(not item for item in items):
@@ -278,8 +291,11 @@ def parse_selection(text: str) -> SelectionSpec:
 
 def _others(gpu: GpuInfo, own_pid: int, own_user: str | None) -> list[GpuProcess]:
     """Other users' compute processes: a graphics-only process (the display server, Xorg) is not a job."""
-    return [p for p in gpu.processes if p.pid != own_pid and (own_user is None or p.user != own_user)
-            and p.type != "graphics"]
+    return [
+        p
+        for p in gpu.processes
+        if p.pid != own_pid and (own_user is None or p.user != own_user) and p.type != "graphics"
+    ]
 
 
 def _other_users_processes(gpu: GpuInfo, own_pid: int, own_user: str | None) -> int:
@@ -291,9 +307,16 @@ def other_users(gpu: GpuInfo, own_pid: int, own_user: str | None) -> list[str]:
     return sorted({p.user or f"PID {p.pid}" for p in _others(gpu, own_pid, own_user)})
 
 
-def select_idlest(gpus: Sequence[GpuInfo], count: int, *, min_free_bytes: int = 0,
-                  own_pid: int | None = None, own_user: str | None = None,
-                  claims: Mapping[int | str, int] | None = None, require_idle: bool = False) -> tuple[int, ...]:
+def select_idlest(
+    gpus: Sequence[GpuInfo],
+    count: int,
+    *,
+    min_free_bytes: int = 0,
+    own_pid: int | None = None,
+    own_user: str | None = None,
+    claims: Mapping[int | str, int] | None = None,
+    require_idle: bool = False,
+) -> tuple[int, ...]:
     """The policy behind ``auto:N``: the ``count`` idlest of ``gpus``, best first.
 
     1. GPUs with less free memory than ``min_free_bytes`` (``--min-free``) are never chosen; with
@@ -312,23 +335,38 @@ def select_idlest(gpus: Sequence[GpuInfo], count: int, *, min_free_bytes: int = 
     claims = claims or {}
     eligible = [gpu for gpu in gpus if gpu.error is None and gpu.memory_free >= min_free_bytes]
     if require_idle:
-        eligible = [gpu for gpu in eligible if not _other_users_processes(gpu, own_pid, own_user)
-                    and not claims.get(gpu.index)]
-    ranked = sorted(eligible, key=lambda gpu: (_other_users_processes(gpu, own_pid, own_user) > 0,
-                                               claims.get(gpu.index, 0), -gpu.memory_free, gpu.utilization or 0,
-                                               gpu.index))
+        eligible = [
+            gpu for gpu in eligible if not _other_users_processes(gpu, own_pid, own_user) and not claims.get(gpu.index)
+        ]
+    ranked = sorted(
+        eligible,
+        key=lambda gpu: (
+            _other_users_processes(gpu, own_pid, own_user) > 0,
+            claims.get(gpu.index, 0),
+            -gpu.memory_free,
+            gpu.utilization or 0,
+            gpu.index,
+        ),
+    )
     if len(ranked) < count:
         condition = f" with at least {format_bytes(min_free_bytes)} free" if min_free_bytes else ""
         if require_idle:
             condition += " and without other users' work"
-        raise NoGpuFits(f"auto:{count} needs {count} GPU{'s' if count > 1 else ''}{condition}, but only "
-                        f"{len(ranked)} of the GPUs this kernel may use qualif{'ies' if len(ranked) == 1 else 'y'}"
-                        f" ({_listing(gpus)}); ask for fewer or lower --min-free")
+        raise NoGpuFits(
+            f"auto:{count} needs {count} GPU{'s' if count > 1 else ''}{condition}, but only "
+            f"{len(ranked)} of the GPUs this kernel may use qualif{'ies' if len(ranked) == 1 else 'y'}"
+            f" ({_listing(gpus)}); ask for fewer or lower --min-free"
+        )
     return tuple(gpu.index for gpu in ranked[:count])
 
 
-def fit_hints(gpus: Sequence[GpuInfo], min_free_bytes: int, own_pid: int, own_user: str | None,
-              kernels: Mapping[int, str] | None = None) -> list[str]:
+def fit_hints(
+    gpus: Sequence[GpuInfo],
+    min_free_bytes: int,
+    own_pid: int,
+    own_user: str | None,
+    kernels: Mapping[int, str] | None = None,
+) -> list[str]:
     """For each GPU that does not qualify only because of this user's own processes: what would
     make it fit, e.g. ``GPU 2 would fit if your idle kernel x.ipynb (22 GiB) were shut down``.
 
@@ -340,8 +378,11 @@ def fit_hints(gpus: Sequence[GpuInfo], min_free_bytes: int, own_pid: int, own_us
     for gpu in gpus:
         if gpu.error is not None or _others(gpu, own_pid, own_user):
             continue
-        mine = [p for p in gpu.processes if p.pid != own_pid and p.type != "graphics"
-                and (own_user is None or p.user == own_user)]
+        mine = [
+            p
+            for p in gpu.processes
+            if p.pid != own_pid and p.type != "graphics" and (own_user is None or p.user == own_user)
+        ]
         if not mine or gpu.memory_free >= min_free_bytes:
             continue
         held = sum(p.memory or 0 for p in mine)
@@ -362,9 +403,15 @@ def _slice_listing(gpu: GpuInfo) -> str:
     return ", ".join(f"{gpu.index}:{s.index} ({s.profile})" for s in gpu.slices) or "none"
 
 
-def _resolve_mig(spec: SelectionSpec, snapshot: Snapshot, fence: Fence, min_free: Size | None,
-                 own_user: str | None, claims: Mapping[int | str, int] | None = None,
-                 require_idle: bool = False) -> tuple[int, str] | None:
+def _resolve_mig(
+    spec: SelectionSpec,
+    snapshot: Snapshot,
+    fence: Fence,
+    min_free: Size | None,
+    own_user: str | None,
+    claims: Mapping[int | str, int] | None = None,
+    require_idle: bool = False,
+) -> tuple[int, str] | None:
     """The (GPU index, MIG UUID) a SPEC selects when it selects a slice; None when it selects whole
     GPUs. Raises :class:`PlanError` for what CUDA cannot do with slices (see :data:`ONE_MIG_DEVICE`)."""
     if spec.kind == "none" or not snapshot.nvml_available:
@@ -372,10 +419,16 @@ def _resolve_mig(spec: SelectionSpec, snapshot: Snapshot, fence: Fence, min_free
     gpus = snapshot.gpus
     fenced_slice = fence.allowed_slice(gpus)
     allowed = fence.allowed(gpus)
-    candidates = [(gpu, s) for gpu in gpus if gpu.index in allowed and gpu.mig_mode for s in gpu.slices
-                  if fenced_slice is None or s.uuid == fenced_slice]
+    candidates = [
+        (gpu, s)
+        for gpu in gpus
+        if gpu.index in allowed and gpu.mig_mode
+        for s in gpu.slices
+        if fenced_slice is None or s.uuid == fenced_slice
+    ]
     only_slices = fenced_slice is not None or (
-        bool(allowed) and all(gpu.mig_mode for gpu in gpus if gpu.index in allowed))
+        bool(allowed) and all(gpu.mig_mode for gpu in gpus if gpu.index in allowed)
+    )
     if spec.kind in ("auto", "all"):
         if not only_slices:
             return None  # whole GPUs to choose from (GPUs in MIG mode are left out, see _resolve_selection)
@@ -384,29 +437,54 @@ def _resolve_mig(spec: SelectionSpec, snapshot: Snapshot, fence: Fence, min_free
                 raise PlanError(f"{spec.text!r}: this kernel may use only MIG slices and none exists now; select none")
             if spec.kind == "all":
                 if len(candidates) > 1:
-                    raise PlanError(f"'all' would be {len(candidates)} MIG slices, and {ONE_MIG_DEVICE}; select one: "
-                                    + ", ".join(f"{g.index}:{s.index} ({s.profile})" for g, s in candidates))
+                    raise PlanError(
+                        f"'all' would be {len(candidates)} MIG slices, and {ONE_MIG_DEVICE}; select one: "
+                        + ", ".join(f"{g.index}:{s.index} ({s.profile})" for g, s in candidates)
+                    )
                 return candidates[0][0].index, candidates[0][1].uuid
             own_pid = os.getpid()
             min_free_bytes = 0 if min_free is None else min_free.resolve(None)
             claims = claims or {}
 
             def others(slice_: MigSlice) -> bool:
-                return any(p.pid != own_pid and (own_user is None or p.user != own_user) and p.type != "graphics"
-                           for p in slice_.processes)
+                return any(
+                    p.pid != own_pid and (own_user is None or p.user != own_user) and p.type != "graphics"
+                    for p in slice_.processes
+                )
 
-            eligible = [(g, s) for g, s in candidates if s.error is None and s.memory_free >= min_free_bytes
-                        and not (require_idle and (others(s) or claims.get(s.uuid)))]
+            eligible = [
+                (g, s)
+                for g, s in candidates
+                if s.error is None
+                and s.memory_free >= min_free_bytes
+                and not (require_idle and (others(s) or claims.get(s.uuid)))
+            ]
             if not eligible:
-                condition = (f"at least {format_bytes(min_free_bytes)} free" if min_free_bytes else
-                             "no other users' work or claims" if require_idle else "that can be read")
-                raise NoGpuFits(f"auto needs a MIG slice with {condition}, and none of the slices this kernel may use "
-                                "has it (" + ", ".join(f"{g.index}:{s.index}: {format_bytes(s.memory_free)} free"
-                                                       for g, s in candidates) + ")")
+                condition = (
+                    f"at least {format_bytes(min_free_bytes)} free"
+                    if min_free_bytes
+                    else "no other users' work or claims"
+                    if require_idle
+                    else "that can be read"
+                )
+                raise NoGpuFits(
+                    f"auto needs a MIG slice with {condition}, and none of the slices this kernel may use "
+                    "has it ("
+                    + ", ".join(f"{g.index}:{s.index}: {format_bytes(s.memory_free)} free" for g, s in candidates)
+                    + ")"
+                )
             # As for GPUs: slices without other users' work first, then the fewest claims of other
             # kernels (so kernels started at once spread over the slices), then the most free memory.
-            best = min(eligible, key=lambda pair: (others(pair[1]), claims.get(pair[1].uuid, 0),
-                                                   -pair[1].memory_free, pair[0].index, pair[1].index))
+            best = min(
+                eligible,
+                key=lambda pair: (
+                    others(pair[1]),
+                    claims.get(pair[1].uuid, 0),
+                    -pair[1].memory_free,
+                    pair[0].index,
+                    pair[1].index,
+                ),
+            )
             return best[0].index, best[1].uuid
         raise PlanError(f"{spec.text!r}: this kernel may use only MIG slices, and {ONE_MIG_DEVICE}; use auto")
     picked: list[tuple[int, str]] = []
@@ -428,8 +506,9 @@ def _resolve_mig(spec: SelectionSpec, snapshot: Snapshot, fence: Fence, min_free
             found = _find_slice(item, gpus)
             if found is None:
                 known = "; ".join(f"{g.index}:{s.index} {s.uuid}" for g in gpus for s in g.slices) or "none"
-                raise PlanError(f"no MIG slice has a UUID starting with {item!r} (or it is not unique); "
-                                f"MIG slices: {known}")
+                raise PlanError(
+                    f"no MIG slice has a UUID starting with {item!r} (or it is not unique); MIG slices: {known}"
+                )
             picked.append(found)
     if not picked:
         return None
@@ -437,17 +516,27 @@ def _resolve_mig(spec: SelectionSpec, snapshot: Snapshot, fence: Fence, min_free
         raise PlanError(f"{spec.text!r}: {ONE_MIG_DEVICE}; select one slice per kernel")
     index, uuid = picked[0]
     if fenced_slice is not None and uuid != fenced_slice:
-        raise PlanError(f"slice {uuid} is outside the GPUs assigned to this kernel ({fence.describe()}); "
-                        f"the slice assigned is {fenced_slice}")
+        raise PlanError(
+            f"slice {uuid} is outside the GPUs assigned to this kernel ({fence.describe()}); "
+            f"the slice assigned is {fenced_slice}"
+        )
     if fenced_slice is None and index not in allowed:
-        raise PlanError(f"GPU {index} is outside the GPUs assigned to this kernel ({fence.describe()}); "
-                        f"{_choices(gpus, allowed, fence)}")
+        raise PlanError(
+            f"GPU {index} is outside the GPUs assigned to this kernel ({fence.describe()}); "
+            f"{_choices(gpus, allowed, fence)}"
+        )
     return index, uuid
 
 
-def _resolve_selection(spec: SelectionSpec, snapshot: Snapshot, fence: Fence, min_free: Size | None,
-                       own_user: str | None, claims: Mapping[int | str, int] | None = None,
-                       require_idle: bool = False) -> tuple[int, ...]:
+def _resolve_selection(
+    spec: SelectionSpec,
+    snapshot: Snapshot,
+    fence: Fence,
+    min_free: Size | None,
+    own_user: str | None,
+    claims: Mapping[int | str, int] | None = None,
+    require_idle: bool = False,
+) -> tuple[int, ...]:
     gpus = snapshot.gpus
     if spec.kind != "none" and snapshot.nvml_available and (why := fence.unknown(gpus)):
         raise PlanError(f"{why}; until then select none")
@@ -459,11 +548,15 @@ def _resolve_selection(spec: SelectionSpec, snapshot: Snapshot, fence: Fence, mi
         return ()
     if not snapshot.nvml_available:
         if spec.kind == "auto":
-            raise PlanError(f"{spec.text!r} needs NVML to see how busy the GPUs are, and NVML is unavailable "
-                            f"({snapshot.error}); select GPUs by index, or none")
+            raise PlanError(
+                f"{spec.text!r} needs NVML to see how busy the GPUs are, and NVML is unavailable "
+                f"({snapshot.error}); select GPUs by index, or none"
+            )
         if spec.kind == "all":
-            raise PlanError(f"'all' needs NVML to count the GPUs, and NVML is unavailable ({snapshot.error}); "
-                            "select GPUs by index, or none")
+            raise PlanError(
+                f"'all' needs NVML to count the GPUs, and NVML is unavailable ({snapshot.error}); "
+                "select GPUs by index, or none"
+            )
         if not all(_DIGITS.fullmatch(item) for item in spec.items):
             raise PlanError(f"UUIDs cannot be checked without NVML ({snapshot.error}); select GPUs by index")
         return tuple(int(item) for item in spec.items)
@@ -471,8 +564,14 @@ def _resolve_selection(spec: SelectionSpec, snapshot: Snapshot, fence: Fence, mi
         return tuple(allowed)
     if spec.kind == "auto":
         min_free_bytes = 0 if min_free is None else min_free.resolve(None)
-        return select_idlest(fenced, spec.count, min_free_bytes=min_free_bytes, own_user=own_user, claims=claims,
-                             require_idle=require_idle)
+        return select_idlest(
+            fenced,
+            spec.count,
+            min_free_bytes=min_free_bytes,
+            own_user=own_user,
+            claims=claims,
+            require_idle=require_idle,
+        )
     choices = _choices(gpus, allowed, fence)
     indices: list[int] = []
     for item in spec.items:
@@ -485,19 +584,24 @@ def _resolve_selection(spec: SelectionSpec, snapshot: Snapshot, fence: Fence, mi
             if not matches:
                 raise PlanError(f"no GPU has a UUID starting with {item!r}; {choices}")
             if len(matches) > 1:
-                raise PlanError(f"{item!r} matches the UUIDs of GPUs {', '.join(map(str, matches))}; "
-                                "give more of the UUID")
+                raise PlanError(
+                    f"{item!r} matches the UUIDs of GPUs {', '.join(map(str, matches))}; give more of the UUID"
+                )
             index = matches[0]
         if _in_mig_mode(snapshot, index):
             fenced = fence.allowed_slice(gpus)
             gpu = snapshot.gpu(index)
-            listing = _slice_listing(gpu) if fenced is None else ", ".join(
-                f"{gpu.index}:{s.index} ({s.profile})" for s in gpu.slices if s.uuid == fenced) or "none assigned"
-            raise PlanError(f"GPU {index} is in MIG mode: CUDA cannot use it whole; select one of its slices: "
-                            f"{listing}")
+            listing = (
+                _slice_listing(gpu)
+                if fenced is None
+                else ", ".join(f"{gpu.index}:{s.index} ({s.profile})" for s in gpu.slices if s.uuid == fenced)
+                or "none assigned"
+            )
+            raise PlanError(
+                f"GPU {index} is in MIG mode: CUDA cannot use it whole; select one of its slices: {listing}"
+            )
         if index not in allowed:
-            raise PlanError(f"GPU {index} is outside the GPUs assigned to this kernel ({fence.describe()}); "
-                            f"{choices}")
+            raise PlanError(f"GPU {index} is outside the GPUs assigned to this kernel ({fence.describe()}); {choices}")
         if index in indices:
             raise PlanError(f"GPU {index} is given twice in {spec.text!r}; list each GPU once")
         indices.append(index)
@@ -602,9 +706,14 @@ class GpuPlan:
         return min(1.0, limit / gpu.memory_total)
 
 
-def build_plan(request: PlanRequest, snapshot: Snapshot, fence: Fence | None = None,
-               own_user: str | None = None, claims: Mapping[int | str, int] | None = None,
-               require_idle: bool = False) -> GpuPlan:
+def build_plan(
+    request: PlanRequest,
+    snapshot: Snapshot,
+    fence: Fence | None = None,
+    own_user: str | None = None,
+    claims: Mapping[int | str, int] | None = None,
+    require_idle: bool = False,
+) -> GpuPlan:
     """Validate ``request`` against the GPUs and the fence; raise :class:`PlanError` on any problem.
 
     ``claims`` (other kernels' claims per NVML index) and ``require_idle`` only shape ``auto``
@@ -635,36 +744,45 @@ def build_plan(request: PlanRequest, snapshot: Snapshot, fence: Fence | None = N
         concerned = fence.allowed(snapshot.gpus)
     else:
         concerned = ()
-    gpus = tuple(_planned(snapshot, index, mig[1] if mig is not None and index == mig[0] else None)
-                 for index in concerned)
+    gpus = tuple(
+        _planned(snapshot, index, mig[1] if mig is not None and index == mig[0] else None) for index in concerned
+    )
     sizes = tuple(parse_size(text) for text in request.limits)
     ceiling = None if not request.max_limit else parse_size(request.max_limit)
     limit_from_ceiling = not sizes and ceiling is not None
     if selected == ():
         sizes, ceiling = (), None  # CPU only: nothing to cap (the sizes come back with a new selection)
     if sizes and not gpus:
-        raise PlanError(f"no GPU to limit: NVML sees none ({snapshot.error or 'no GPUs'}); "
-                        "select GPUs by index first")
+        raise PlanError(f"no GPU to limit: NVML sees none ({snapshot.error or 'no GPUs'}); select GPUs by index first")
     limits: dict[int, tuple[int, ...]] = {}
     for gpu in gpus:
         per_device = tuple(size.resolve(gpu.memory_total) for size in sizes)
         total = sum(per_device)
         if per_device and gpu.memory_total and total > gpu.memory_total:
-            raise PlanError(f"the limit {' + '.join(map(str, sizes))} = {format_bytes(total)} is more than GPU "
-                            f"{gpu.index}'s memory ({format_bytes(gpu.memory_total)}); give at most "
-                            f"{format_bytes(gpu.memory_total)} in all")
+            raise PlanError(
+                f"the limit {' + '.join(map(str, sizes))} = {format_bytes(total)} is more than GPU "
+                f"{gpu.index}'s memory ({format_bytes(gpu.memory_total)}); give at most "
+                f"{format_bytes(gpu.memory_total)} in all"
+            )
         if ceiling is not None:
             cap = ceiling.resolve(gpu.memory_total)
             if per_device and total > cap:
-                raise PlanError(f"the limit {format_bytes(total)} on GPU {gpu.index} is above the admin ceiling "
-                                f"max_limit={ceiling} ({format_bytes(cap)}); give at most {format_bytes(cap)}")
+                raise PlanError(
+                    f"the limit {format_bytes(total)} on GPU {gpu.index} is above the admin ceiling "
+                    f"max_limit={ceiling} ({format_bytes(cap)}); give at most {format_bytes(cap)}"
+                )
             if not per_device:
                 per_device = (cap,)
         if per_device:
             limits[gpu.index] = per_device
-    return GpuPlan(request=request, selected_indices=selected, gpus=gpus, limits_bytes=limits,
-                   limit_from_ceiling=limit_from_ceiling and bool(limits),
-                   selected_slice=None if mig is None else mig[1])
+    return GpuPlan(
+        request=request,
+        selected_indices=selected,
+        gpus=gpus,
+        limits_bytes=limits,
+        limit_from_ceiling=limit_from_ceiling and bool(limits),
+        selected_slice=None if mig is None else mig[1],
+    )
 
 
 def _planned(snapshot: Snapshot, index: int, slice_uuid: str | None = None) -> PlannedGpu:
@@ -676,10 +794,20 @@ def _planned(snapshot: Snapshot, index: int, slice_uuid: str | None = None) -> P
         return PlannedGpu(index=index, uuid="", name=f"GPU {index}", memory_total=None, memory_free=None)
     if slice_uuid is not None:
         slice_ = gpu.slice(slice_uuid)
-        return PlannedGpu(index=gpu.index, uuid=slice_.uuid, name=slice_.name,
-                          memory_total=slice_.memory_total or None, memory_free=slice_.memory_free)
-    return PlannedGpu(index=gpu.index, uuid=gpu.uuid, name=gpu.name,
-                      memory_total=gpu.memory_total or None, memory_free=gpu.memory_free)
+        return PlannedGpu(
+            index=gpu.index,
+            uuid=slice_.uuid,
+            name=slice_.name,
+            memory_total=slice_.memory_total or None,
+            memory_free=slice_.memory_free,
+        )
+    return PlannedGpu(
+        index=gpu.index,
+        uuid=gpu.uuid,
+        name=gpu.name,
+        memory_total=gpu.memory_total or None,
+        memory_free=gpu.memory_free,
+    )
 
 
 def plan_magics(request: PlanRequest) -> list[str]:

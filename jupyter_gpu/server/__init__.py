@@ -73,5 +73,6 @@ def _load_jupyter_server_extension(serverapp: Any) -> None:
 
     serverapp.log.info(
         "jupyter_gpu: GPU snapshot at %sjupyter-gpu/snapshot (sampling every %g s while polled)",
-        web_app.settings["base_url"], config.interval_s)
-
+        web_app.settings["base_url"],
+        config.interval_s,
+    )

@@ -28,6 +28,7 @@ from .service import GpuService
 
 log = logging.getLogger(__name__)
 
+
 class GpuCollector(Collector):
     """Yields the ``jupyter_gpu_*`` gauges from the bound service's newest answer.
 
@@ -61,7 +62,8 @@ class GpuCollector(Collector):
         if answer is None:
             return list(health_families(None, None))
         families: list[GaugeMetricFamily | CounterMetricFamily] = list(
-            health_families(answer.nvml_available, answer.timestamp))
+            health_families(answer.nvml_available, answer.timestamp)
+        )
         if service.device_source is None:  # with the hub service, the host's GPUs are its series
             families += device_families(answer.gpu_rows, answer.slice_rows, host_label(service.config.host_label))
         # Kernel series carry the server's user; UUID is spelled as DCGM's exporter spells it, so
@@ -69,24 +71,31 @@ class GpuCollector(Collector):
         kernel_memory = GaugeMetricFamily(
             "jupyter_gpu_kernel_memory_used_bytes",
             "GPU memory held by a kernel of this server and its child processes (NVML, by PID)",
-            labels=["kernel_id", "notebook", "user", "gpu", "UUID"])
+            labels=["kernel_id", "notebook", "user", "gpu", "UUID"],
+        )
         kernel_idle = GaugeMetricFamily(
-            "jupyter_gpu_kernel_idle_seconds", "Seconds since a kernel holding GPU memory was last busy",
-            labels=["kernel_id", "notebook", "user"])
+            "jupyter_gpu_kernel_idle_seconds",
+            "Seconds since a kernel holding GPU memory was last busy",
+            labels=["kernel_id", "notebook", "user"],
+        )
         cull_in = GaugeMetricFamily(
             "jupyter_gpu_kernel_cull_in_seconds",
             "Seconds until the GPU-aware culler shuts down this idle kernel holding GPU memory",
-            labels=["kernel_id", "notebook", "user"])
-        culled = CounterMetricFamily("jupyter_gpu_kernels_culled",
-                                     "Idle kernels holding GPU memory shut down by the GPU-aware culler",
-                                     labels=["user"])
+            labels=["kernel_id", "notebook", "user"],
+        )
+        culled = CounterMetricFamily(
+            "jupyter_gpu_kernels_culled",
+            "Idle kernels holding GPU memory shut down by the GPU-aware culler",
+            labels=["user"],
+        )
         uuids = {index: uuid for index, uuid, *_ in answer.gpu_rows}
         # Public /metrics (authenticate_prometheus = False): no notebook paths unless the admin opts in.
         hide = service.metrics_public and not service.config.prometheus_notebook_labels
         user = service.user
         for kernel_id, notebook, gpu_index, used in answer.kernel_memory:
-            kernel_memory.add_metric([kernel_id, "" if hide else notebook, user, gpu_index, uuids.get(gpu_index, "")],
-                                     used)
+            kernel_memory.add_metric(
+                [kernel_id, "" if hide else notebook, user, gpu_index, uuids.get(gpu_index, "")], used
+            )
         for kernel_id, notebook, idle_s in answer.kernel_idle:
             kernel_idle.add_metric([kernel_id, "" if hide else notebook, user], idle_s)
         for kernel_id, notebook, seconds in answer.kernel_cull_in:

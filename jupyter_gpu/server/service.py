@@ -149,6 +149,7 @@ def _kernel_pid(kernel: Any) -> int | None:
 
 _dumps = functools.partial(json.dumps, allow_nan=False, separators=(",", ":"))
 
+
 class GpuService:
     """Everything the handlers and the Prometheus collector need; kept in ``web_app.settings``."""
 
@@ -190,8 +191,9 @@ class GpuService:
         self._ancestry = PidCache(ancestors)  # per (pid, start), while the PID stays on a GPU
         self._report_reader = ReportReader()
         self.history = GpuHistory(config.history_s, config.interval_s)  # served by history_handler
-        self.sampler = Sampler(config.interval_s, take=self._take, linger_s=config.linger_s,
-                               name="jupyter-gpu-server-sampler")
+        self.sampler = Sampler(
+            config.interval_s, take=self._take, linger_s=config.linger_s, name="jupyter-gpu-server-sampler"
+        )
         self._table = KernelTable()
         self._table_at = float("-inf")
         self._refreshing: asyncio.Future[None] | None = None
@@ -265,8 +267,10 @@ class GpuService:
             event_logger.add_listener(schema_id=KERNEL_ACTIONS_SCHEMA, listener=self._on_kernel_action)
             self._event_logger = event_logger
         except Exception:
-            log.warning("jupyter_gpu: cannot listen to kernel events; the kernel table is refreshed "
-                        "every interval only", exc_info=True)
+            log.warning(
+                "jupyter_gpu: cannot listen to kernel events; the kernel table is refreshed every interval only",
+                exc_info=True,
+            )
 
     follow_up_s = 0.25
     """After a kernel start, the kernel table is read again this much later (its session is saved
@@ -275,6 +279,7 @@ class GpuService:
     def _follow_up(self, delay_s: float) -> None:
         """Refresh the kernel table once more after ``delay_s``, in a task this service keeps (and
         :meth:`close` cancels), so that none is left pending when the server stops."""
+
         async def refresh_later() -> None:
             await asyncio.sleep(delay_s)
             try:
@@ -380,8 +385,11 @@ class GpuService:
                 before = old.get(kernel_id)
                 # The start time is read when a PID is first seen (right after the start event), so
                 # a PID reused later by another process never takes the kernel's identity.
-                start = before.start if before is not None and before.pid == pid else (
-                    None if pid is None else process_start(pid))
+                start = (
+                    before.start
+                    if before is not None and before.pid == pid
+                    else (None if pid is None else process_start(pid))
+                )
                 last = getattr(kernel, "last_activity", None)
                 table[kernel_id] = KernelInfo(
                     kernel_id=kernel_id,
@@ -475,11 +483,11 @@ class GpuService:
         wait_s = self.config.wait_s
         if self._waiting is None or self._waiting.done():
             if self._wait_executor is None:
-                self._wait_executor = concurrent.futures.ThreadPoolExecutor(
-                    1, thread_name_prefix="jupyter-gpu-wait")
+                self._wait_executor = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="jupyter-gpu-wait")
             loop = asyncio.get_running_loop()
-            self._waiting = loop.run_in_executor(self._wait_executor, self.sampler.wait_for_snapshot,
-                                                 newer_than, wait_s)
+            self._waiting = loop.run_in_executor(
+                self._wait_executor, self.sampler.wait_for_snapshot, newer_than, wait_s
+            )
         try:
             return await asyncio.wait_for(asyncio.shield(self._waiting), wait_s + 0.5)
         except asyncio.TimeoutError:
@@ -501,7 +509,8 @@ class GpuService:
             if self._executor is None:
                 self._executor = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="jupyter-gpu-build")
             future = asyncio.get_running_loop().run_in_executor(
-                self._executor, lambda: self._store(self._build(latest, table, now)))
+                self._executor, lambda: self._store(self._build(latest, table, now))
+            )
             self._building = building = (key, future)
         return await asyncio.shield(building[1])
 
@@ -536,9 +545,10 @@ class GpuService:
         kernels = table.kernels
         if snapshot is None:
             snapshot = Snapshot(
-                nvml_available=False, timestamp=now,
+                nvml_available=False,
+                timestamp=now,
                 error=f"no GPU sample yet: NVML has not answered within {self.config.wait_s:g} s "
-                      "(the driver may be hung or starting; NVML start-up can take seconds)",
+                "(the driver may be hung or starting; NVML start-up can take seconds)",
             )
             age_s: float | None = None
             stale = True
@@ -548,8 +558,11 @@ class GpuService:
         keys: dict[int, ProcessKey] = getattr(snapshot, "keys", {})
         ancestry: dict[int, tuple[ProcessKey, ...]] = getattr(snapshot, "ancestry", {})
         # A report counts only while the process that wrote it is this kernel's process now.
-        reports = {kid: report for kid, report in getattr(snapshot, "reports", {}).items()
-                   if kid in kernels and kernels[kid].key is not None and report.key == kernels[kid].key}
+        reports = {
+            kid: report
+            for kid, report in getattr(snapshot, "reports", {}).items()
+            if kid in kernels and kernels[kid].key is not None and report.key == kernels[kid].key
+        }
         threshold = self.config.idle_threshold_s
         cull_after, cull_warn = self.config.cull_idle_after_s, self.config.cull_warn_s
         by_key = {info.key: info for info in kernels.values() if info.key is not None}
@@ -600,11 +613,20 @@ class GpuService:
                     label = (info.kernel_id, notebook or "", str(gpu.index))
                     kernel_memory[label] = kernel_memory.get(label, 0) + memory
                     entry = process.to_dict()
-                    cull_in_s = (round(max(0.0, cull_after - idle_s), 3) if cull_after > 0 and memory > 0
-                                 and idle_s is not None and info.execution_state != "busy" else None)
-                    entry.update(kernel_id=info.kernel_id, notebook=notebook, own=True, idle_s=idle_s,
-                                 idle=bool(idle_s is not None and idle_s >= threshold and memory > 0),
-                                 cull_in_s=cull_in_s, cull_warning=cull_in_s is not None and cull_in_s <= cull_warn)
+                    cull_in_s = (
+                        round(max(0.0, cull_after - idle_s), 3)
+                        if cull_after > 0 and memory > 0 and idle_s is not None and info.execution_state != "busy"
+                        else None
+                    )
+                    entry.update(
+                        kernel_id=info.kernel_id,
+                        notebook=notebook,
+                        own=True,
+                        idle_s=idle_s,
+                        idle=bool(idle_s is not None and idle_s >= threshold and memory > 0),
+                        cull_in_s=cull_in_s,
+                        cull_warning=cull_in_s is not None and cull_in_s <= cull_warn,
+                    )
                     fragments.append(dumps(entry))
                     fragment_of[pid] = fragments[-1]
                     continue
@@ -620,8 +642,13 @@ class GpuService:
                     fragment_of[pid] = cached[1]
                 else:
                     if others:
-                        entry = {"pid": pid, "memory": process.memory, "user": process.user, "name": None,
-                                 "type": process.type}
+                        entry = {
+                            "pid": pid,
+                            "memory": process.memory,
+                            "user": process.user,
+                            "name": None,
+                            "type": process.type,
+                        }
                         if process.slice is not None:
                             entry["slice"] = process.slice
                     else:
@@ -642,18 +669,34 @@ class GpuService:
                 members = ",".join(fragment_of[p.pid] for p in slice_.processes if p.pid in fragment_of)
                 slice_texts.append(dumps(slice_head)[:-1] + ',"processes":[' + members + "]}")
                 if slice_.error is None:
-                    slice_rows.append((str(gpu.index), gpu.uuid, slice_.uuid, slice_.profile, slice_.memory_used,
-                                       slice_.memory_total))
-            gpu_texts.append(dumps(head)[:-1] + ',"processes":[' + ",".join(fragments) + '],"slices":['
-                             + ",".join(slice_texts) + "]}")
-            gpu_rows.append((str(gpu.index), gpu.uuid, gpu.name, gpu.error,
-                             tuple((name, head.get(name)) for name in GAUGED)))
+                    slice_rows.append(
+                        (str(gpu.index), gpu.uuid, slice_.uuid, slice_.profile, slice_.memory_used, slice_.memory_total)
+                    )
+            gpu_texts.append(
+                dumps(head)[:-1]
+                + ',"processes":['
+                + ",".join(fragments)
+                + '],"slices":['
+                + ",".join(slice_texts)
+                + "]}"
+            )
+            gpu_rows.append(
+                (str(gpu.index), gpu.uuid, gpu.name, gpu.error, tuple((name, head.get(name)) for name in GAUGED))
+            )
 
         self._texts, self._texts_for = all_texts, (show_others, me)
         known_slices = {s.uuid for gpu in snapshot.gpus for s in gpu.slices}
         summaries = [
-            self._kernel_summary(info, idle_of[kid], memory_of.get(kid), gpus_of.get(kid), reports.get(kid), now,
-                                 slices_of.get(kid), known_slices)
+            self._kernel_summary(
+                info,
+                idle_of[kid],
+                memory_of.get(kid),
+                gpus_of.get(kid),
+                reports.get(kid),
+                now,
+                slices_of.get(kid),
+                known_slices,
+            )
             for kid, info in kernels.items()
         ]
         top = replace(snapshot, gpus=()).to_dict()
@@ -670,30 +713,57 @@ class GpuService:
         body = (dumps(top)[:-1] + ',"gpus":[' + ",".join(gpu_texts) + "]}").encode()
         etag = '"' + hashlib.blake2b(body, digest_size=16).hexdigest() + '"'
         gzipped = gzip.compress(body, compresslevel=5, mtime=0)
-        kernel_idle = tuple((k["kernel_id"], k["notebook"] or "", k["idle_s"]) for k in summaries
-                            if k["gpu_memory"] and k["idle_s"] is not None)
+        kernel_idle = tuple(
+            (k["kernel_id"], k["notebook"] or "", k["idle_s"])
+            for k in summaries
+            if k["gpu_memory"] and k["idle_s"] is not None
+        )
         uuids = {gpu.index: gpu.uuid for gpu in snapshot.gpus}
-        due = tuple((k["kernel_id"], k["notebook"] or "", k["idle_s"],
-                     k["gpu_memory"] or sum((k["reported_gpu_memory"] or {}).values()),
-                     tuple(f"GPU {index} ({uuids.get(index, '?')})" for index in k["gpus"])
-                     or tuple(f"{key} (the kernel's report)" for key in (k["reported_gpu_memory"] or {})))
-                    for k in summaries if k["cull_in_s"] == 0)
-        cull_in = tuple((k["kernel_id"], k["notebook"] or "", k["cull_in_s"]) for k in summaries
-                        if k["cull_in_s"] is not None)
-        return Answer(key=self._key(snapshot if age_s is not None else None, table, now),
-                      nvml_available=snapshot.nvml_available, timestamp=snapshot.timestamp,
-                      gpu_rows=tuple(gpu_rows), body=body, etag=etag, gzipped=gzipped,
-                      kernel_memory=tuple((*label, used) for label, used in sorted(kernel_memory.items())),
-                      kernel_idle=kernel_idle, due=due, kernel_cull_in=cull_in, slice_rows=tuple(slice_rows))
+        due = tuple(
+            (
+                k["kernel_id"],
+                k["notebook"] or "",
+                k["idle_s"],
+                k["gpu_memory"] or sum((k["reported_gpu_memory"] or {}).values()),
+                tuple(f"GPU {index} ({uuids.get(index, '?')})" for index in k["gpus"])
+                or tuple(f"{key} (the kernel's report)" for key in (k["reported_gpu_memory"] or {})),
+            )
+            for k in summaries
+            if k["cull_in_s"] == 0
+        )
+        cull_in = tuple(
+            (k["kernel_id"], k["notebook"] or "", k["cull_in_s"]) for k in summaries if k["cull_in_s"] is not None
+        )
+        return Answer(
+            key=self._key(snapshot if age_s is not None else None, table, now),
+            nvml_available=snapshot.nvml_available,
+            timestamp=snapshot.timestamp,
+            gpu_rows=tuple(gpu_rows),
+            body=body,
+            etag=etag,
+            gzipped=gzipped,
+            kernel_memory=tuple((*label, used) for label, used in sorted(kernel_memory.items())),
+            kernel_idle=kernel_idle,
+            due=due,
+            kernel_cull_in=cull_in,
+            slice_rows=tuple(slice_rows),
+        )
 
     def annotate(self, snapshot: Snapshot | None, kernels: dict[str, KernelInfo], now: float) -> dict[str, Any]:
         """The answer for ``snapshot`` joined to ``kernels``, as a dict (what the endpoint sends)."""
         return json.loads(self._build(snapshot, KernelTable(0, kernels), now).body)
 
-    def _kernel_summary(self, info: KernelInfo, idle_s: float | None, memory: int | None,
-                        gpus: set[int] | None, report: KernelReport | None, now: float,
-                        slices: set[str] | None = None, known_slices: set[str] | frozenset[str] = frozenset()
-                        ) -> dict[str, Any]:
+    def _kernel_summary(
+        self,
+        info: KernelInfo,
+        idle_s: float | None,
+        memory: int | None,
+        gpus: set[int] | None,
+        report: KernelReport | None,
+        now: float,
+        slices: set[str] | None = None,
+        known_slices: set[str] | frozenset[str] = frozenset(),
+    ) -> dict[str, Any]:
         reported = dict(report.gpu_memory) if report is not None and report.gpu_memory else None
         # MIG slices the kernel uses: from NVML's processes (by PID), or, where PIDs cannot be
         # matched (a container), from the MIG UUIDs its own report names.
@@ -703,8 +773,11 @@ class GpuService:
         holds = bool(memory) or bool(reported and any(reported.values()))
         # GPU-aware culling: only an idle (not busy) kernel that holds GPU memory is ever a candidate.
         after, warn = self.config.cull_idle_after_s, self.config.cull_warn_s
-        cull_in_s = (round(max(0.0, after - idle_s), 3)
-                     if after > 0 and holds and idle_s is not None and info.execution_state != "busy" else None)
+        cull_in_s = (
+            round(max(0.0, after - idle_s), 3)
+            if after > 0 and holds and idle_s is not None and info.execution_state != "busy"
+            else None
+        )
         return {
             "kernel_id": info.kernel_id,
             "name": info.name,
@@ -722,27 +795,37 @@ class GpuService:
             "cull_warning": cull_in_s is not None and cull_in_s <= warn,
         }
 
-    def _attribution(self, snapshot: Snapshot, total: int, unknown: int, matched: int,
-                     reports: dict[str, KernelReport]) -> tuple[str, str | None]:
+    def _attribution(
+        self, snapshot: Snapshot, total: int, unknown: int, matched: int, reports: dict[str, KernelReport]
+    ) -> tuple[str, str | None]:
         if not snapshot.nvml_available:
             return "unavailable", f"NVML cannot be read: {snapshot.error}"
         if total == 0 or unknown == 0:
             return "pid", None
         reporting = [r for r in reports.values() if r.gpu_memory]
         if unknown < total:
-            return "pid", (f"{unknown} of {total} GPU processes have PIDs that do not exist in this "
-                           "server's PID namespace (other containers, or host PIDs); they are not "
-                           "attributed to kernels.")
+            return "pid", (
+                f"{unknown} of {total} GPU processes have PIDs that do not exist in this "
+                "server's PID namespace (other containers, or host PIDs); they are not "
+                "attributed to kernels."
+            )
         if reporting:
-            how = (f"{matched} matched by the NVML PIDs the kernels reported" if matched else
-                   "processes are not matched to kernels")
-            return "kernel-report", (f"{CONTAINER_NOTE} Each kernel's GPU memory comes from its own report "
-                                     f"(kernels[].reported_gpu_memory, the framework's allocator, without "
-                                     f"the CUDA context); {how}.")
+            how = (
+                f"{matched} matched by the NVML PIDs the kernels reported"
+                if matched
+                else "processes are not matched to kernels"
+            )
+            return "kernel-report", (
+                f"{CONTAINER_NOTE} Each kernel's GPU memory comes from its own report "
+                f"(kernels[].reported_gpu_memory, the framework's allocator, without "
+                f"the CUDA context); {how}."
+            )
         if matched:
             return "kernel-report", f"{CONTAINER_NOTE} {matched} matched by the NVML PIDs the kernels reported."
-        return "unavailable", (f"{CONTAINER_NOTE} No kernel reported its GPU use: load the jupyter_gpu "
-                               "IPython extension in kernels (see the server extension's documentation).")
+        return "unavailable", (
+            f"{CONTAINER_NOTE} No kernel reported its GPU use: load the jupyter_gpu "
+            "IPython extension in kernels (see the server extension's documentation)."
+        )
 
     # -- GPU-aware culling (event loop)
 
@@ -786,7 +869,8 @@ class GpuService:
                 continue
             last = getattr(kernel, "last_activity", None)
             if getattr(kernel, "execution_state", None) == "busy" or (
-                    last is not None and time.time() - last.timestamp() < after):
+                last is not None and time.time() - last.timestamp() < after
+            ):
                 continue  # it ran something since the answer was built
             try:
                 await km.shutdown_kernel(kernel_id)
@@ -796,10 +880,18 @@ class GpuService:
             self.culled += 1
             culled.append(kernel_id)
             where = ", ".join(gpus) or "GPUs unknown"
-            log.warning("jupyter_gpu: culled idle GPU kernel %s of user %s, notebook %s: idle %.0f s "
-                        "(cull_idle_after_s = %g), %d bytes (%.1f MiB) of GPU memory freed on %s",
-                        kernel_id, self.user or "?", notebook or "(no notebook)", idle_s, after,
-                        memory, memory / 2**20, where)
+            log.warning(
+                "jupyter_gpu: culled idle GPU kernel %s of user %s, notebook %s: idle %.0f s "
+                "(cull_idle_after_s = %g), %d bytes (%.1f MiB) of GPU memory freed on %s",
+                kernel_id,
+                self.user or "?",
+                notebook or "(no notebook)",
+                idle_s,
+                after,
+                memory,
+                memory / 2**20,
+                where,
+            )
         return culled
 
     # -- Prometheus
@@ -837,4 +929,3 @@ def _remove_reports_at_exit() -> None:
 def _newer(key: tuple[Any, ...], than: tuple[Any, ...]) -> bool:
     """Whether answer ``key`` is at least as new as ``than`` (sample time, then table version)."""
     return ((key[0] or 0.0), key[1], key[3] or 0) >= ((than[0] or 0.0), than[1], than[3] or 0)
-

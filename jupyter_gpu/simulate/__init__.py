@@ -157,21 +157,47 @@ _ERROR_STRINGS = {
 # Symbols other readers (nvitop, gpustat, nvdashboard) ask for that a simulated GPU reports as
 # "Not Supported", as many real GPUs do, rather than lacking them (which makes those tools log errors).
 NOT_SUPPORTED_FUNCTIONS = (
-    "nvmlDeviceGetFanSpeed", "nvmlDeviceGetFanSpeed_v2", "nvmlDeviceGetEncoderUtilization",
-    "nvmlDeviceGetDecoderUtilization", "nvmlDeviceGetProcessUtilization", "nvmlDeviceGetPerformanceState",
-    "nvmlDeviceGetClockInfo", "nvmlDeviceGetMaxClockInfo", "nvmlDeviceGetPciInfo_v3",
-    "nvmlDeviceGetPcieThroughput", "nvmlDeviceGetPersistenceMode", "nvmlDeviceGetDisplayActive",
-    "nvmlDeviceGetDisplayMode", "nvmlDeviceGetComputeMode",
-    "nvmlDeviceGetCurrentClocksThrottleReasons", "nvmlDeviceGetCurrentClocksEventReasons",
-    "nvmlDeviceGetTotalEccErrors", "nvmlDeviceGetBAR1MemoryInfo", "nvmlDeviceGetNvLinkState",
-    "nvmlDeviceGetSamples", "nvmlDeviceGetTotalEnergyConsumption", "nvmlDeviceGetMemoryBusWidth",
-    "nvmlDeviceGetCudaComputeCapability", "nvmlDeviceGetBrand", "nvmlDeviceGetMinorNumber",
-    "nvmlDeviceGetSerial", "nvmlDeviceGetVbiosVersion", "nvmlDeviceGetPowerState",
-    "nvmlDeviceGetAccountingMode", "nvmlDeviceGetNumGpuCores", "nvmlDeviceGetArchitecture",
-    "nvmlDeviceGetPciInfo_v2", "nvmlDeviceGetPciInfo", "nvmlDeviceGetMaxPcieLinkGeneration",
-    "nvmlDeviceGetCurrPcieLinkGeneration", "nvmlDeviceGetMaxPcieLinkWidth", "nvmlDeviceGetCurrPcieLinkWidth",
-    "nvmlDeviceGetPcieReplayCounter", "nvmlDeviceGetMPSComputeRunningProcesses_v3",
-    "nvmlDeviceGetNvLinkUtilizationCounter", "nvmlDeviceGetNvLinkCapability",
+    "nvmlDeviceGetFanSpeed",
+    "nvmlDeviceGetFanSpeed_v2",
+    "nvmlDeviceGetEncoderUtilization",
+    "nvmlDeviceGetDecoderUtilization",
+    "nvmlDeviceGetProcessUtilization",
+    "nvmlDeviceGetPerformanceState",
+    "nvmlDeviceGetClockInfo",
+    "nvmlDeviceGetMaxClockInfo",
+    "nvmlDeviceGetPciInfo_v3",
+    "nvmlDeviceGetPcieThroughput",
+    "nvmlDeviceGetPersistenceMode",
+    "nvmlDeviceGetDisplayActive",
+    "nvmlDeviceGetDisplayMode",
+    "nvmlDeviceGetComputeMode",
+    "nvmlDeviceGetCurrentClocksThrottleReasons",
+    "nvmlDeviceGetCurrentClocksEventReasons",
+    "nvmlDeviceGetTotalEccErrors",
+    "nvmlDeviceGetBAR1MemoryInfo",
+    "nvmlDeviceGetNvLinkState",
+    "nvmlDeviceGetSamples",
+    "nvmlDeviceGetTotalEnergyConsumption",
+    "nvmlDeviceGetMemoryBusWidth",
+    "nvmlDeviceGetCudaComputeCapability",
+    "nvmlDeviceGetBrand",
+    "nvmlDeviceGetMinorNumber",
+    "nvmlDeviceGetSerial",
+    "nvmlDeviceGetVbiosVersion",
+    "nvmlDeviceGetPowerState",
+    "nvmlDeviceGetAccountingMode",
+    "nvmlDeviceGetNumGpuCores",
+    "nvmlDeviceGetArchitecture",
+    "nvmlDeviceGetPciInfo_v2",
+    "nvmlDeviceGetPciInfo",
+    "nvmlDeviceGetMaxPcieLinkGeneration",
+    "nvmlDeviceGetCurrPcieLinkGeneration",
+    "nvmlDeviceGetMaxPcieLinkWidth",
+    "nvmlDeviceGetCurrPcieLinkWidth",
+    "nvmlDeviceGetPcieReplayCounter",
+    "nvmlDeviceGetMPSComputeRunningProcesses_v3",
+    "nvmlDeviceGetNvLinkUtilizationCounter",
+    "nvmlDeviceGetNvLinkCapability",
     "nvmlDeviceGetNvLinkVersion",  # jupyterlab-nvdashboard probes it at import and catches only NotSupported
 )
 
@@ -284,11 +310,31 @@ MAX_MIG_SLICES = 7  # what nvmlDeviceGetMaxMigDeviceCount answers on an A100/H10
 _PROFILE_MEMORY = re.compile(r"(\d+)gb$")
 
 _TOP_KEYS = {"driver_version", "cuda_driver_version", "fault", "latency_ms", "missing_functions", "gpus"}
-_GPU_KEYS = {"name", "uuid", "memory_total_mib", "memory_reserved_mib", "memory_used_mib", "utilization",
-             "memory_utilization", "temperature", "power_w", "power_limit_w", "unsupported", "fault",
-             "processes", "mig_slices"}
-_SLICE_KEYS = {"profile", "uuid", "gpu_instance_id", "compute_instance_id", "memory_total_mib",
-               "memory_used_mib", "processes"}
+_GPU_KEYS = {
+    "name",
+    "uuid",
+    "memory_total_mib",
+    "memory_reserved_mib",
+    "memory_used_mib",
+    "utilization",
+    "memory_utilization",
+    "temperature",
+    "power_w",
+    "power_limit_w",
+    "unsupported",
+    "fault",
+    "processes",
+    "mig_slices",
+}
+_SLICE_KEYS = {
+    "profile",
+    "uuid",
+    "gpu_instance_id",
+    "compute_instance_id",
+    "memory_total_mib",
+    "memory_used_mib",
+    "processes",
+}
 _PROCESS_KEYS = {"pid", "memory_mib", "user", "name", "type"}
 _PROCESS_TYPES = ("compute", "graphics")
 
@@ -333,8 +379,7 @@ class _Reader:
             raise ScenarioError(f"{self.name(key)} must be <= {high}")
         return value
 
-    def text(self, key: str, default: str | None, optional: bool = False,
-             max_bytes: int | None = None) -> str | None:
+    def text(self, key: str, default: str | None, optional: bool = False, max_bytes: int | None = None) -> str | None:
         value = self.data.get(key, default)
         if value is None and optional:
             return None
@@ -345,15 +390,16 @@ class _Reader:
         if "\0" in value:
             raise ScenarioError(f"{self.name(key)} must not contain NUL characters")
         if max_bytes is not None and len(value.encode()) > max_bytes:
-            raise ScenarioError(f"{self.name(key)} must be at most {max_bytes} bytes in UTF-8 "
-                                f"(NVML's {NAME_BUFFER_BYTES}-byte name, {SIMULATED_MARKER.strip()!r} included)")
+            raise ScenarioError(
+                f"{self.name(key)} must be at most {max_bytes} bytes in UTF-8 "
+                f"(NVML's {NAME_BUFFER_BYTES}-byte name, {SIMULATED_MARKER.strip()!r} included)"
+            )
         return value
 
     def choice(self, key: str, choices: Any) -> str | None:
         value = self.data.get(key)
         if value is not None and value not in choices:
-            raise ScenarioError(f"{self.name(key)}: unknown fault {value!r}; choose one of "
-                                f"{sorted(choices)} or null")
+            raise ScenarioError(f"{self.name(key)}: unknown fault {value!r}; choose one of {sorted(choices)} or null")
         return value
 
     def strings(self, key: str, allowed: set[str] | None = None, what: str = "") -> frozenset[str]:
@@ -361,8 +407,9 @@ class _Reader:
         if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
             raise ScenarioError(f"{self.name(key)} must be a list of strings")
         if allowed is not None and set(value) - allowed:
-            raise ScenarioError(f"{self.name(key)}: cannot mark {sorted(set(value) - allowed)} {what}; "
-                                f"choose from {sorted(allowed)}")
+            raise ScenarioError(
+                f"{self.name(key)}: cannot mark {sorted(set(value) - allowed)} {what}; choose from {sorted(allowed)}"
+            )
         return frozenset(value)
 
     def items(self, key: str, limit: int) -> list[Any]:
@@ -376,7 +423,8 @@ class _Reader:
 
 def _kind(value: Any) -> str:
     return {bool: "true/false", type(None): "null", str: "a string", list: "a list", dict: "an object"}.get(
-        type(value), type(value).__name__)
+        type(value), type(value).__name__
+    )
 
 
 @dataclass(frozen=True)
@@ -426,15 +474,19 @@ def _parse_gpu(index: int, data: Any) -> SimulatedGpu:
     gpu = _Reader(data, where, _GPU_KEYS)
     fault = gpu.choice("fault", GPU_FAULTS)
     unsupported = gpu.strings("unsupported", UNSUPPORTABLE_FIELDS, "unsupported")
-    processes = tuple(_parse_process(f"{where}.processes[{i}]", p)
-                      for i, p in enumerate(gpu.items("processes", MAX_PROCESSES_PER_GPU)))
+    processes = tuple(
+        _parse_process(f"{where}.processes[{i}]", p)
+        for i, p in enumerate(gpu.items("processes", MAX_PROCESSES_PER_GPU))
+    )
     total = gpu.number("memory_total_mib", 81920, 1, MAX_MIB)
     reserved = gpu.number("memory_reserved_mib", 0, 0, total)
     slices = None
     if data.get("mig_slices") is not None:
         if processes:
-            raise ScenarioError(f"{where}.processes must be empty when mig_slices is given: on a GPU in MIG "
-                                "mode every process runs in a slice (list it under its slice)")
+            raise ScenarioError(
+                f"{where}.processes must be empty when mig_slices is given: on a GPU in MIG "
+                "mode every process runs in a slice (list it under its slice)"
+            )
         slices = _parse_slices(index, where, gpu.items("mig_slices", MAX_MIG_SLICES), total - reserved)
     if "memory_used_mib" in data:
         used = gpu.number("memory_used_mib", 0, 0, MAX_MIB)
@@ -443,16 +495,20 @@ def _parse_gpu(index: int, data: Any) -> SimulatedGpu:
     else:
         used = sum(p.memory_mib or 0 for p in processes)
     if used + reserved > total:
-        raise ScenarioError(f"{where}.memory_used_mib ({used:g}) plus memory_reserved_mib ({reserved:g}) "
-                            f"exceeds memory_total_mib ({total:g})")
+        raise ScenarioError(
+            f"{where}.memory_used_mib ({used:g}) plus memory_reserved_mib ({reserved:g}) "
+            f"exceeds memory_total_mib ({total:g})"
+        )
     digest = hashlib.sha1(f"jupyter-gpu-sim-{index}".encode()).hexdigest()
     default_uuid = f"GPU-{digest[:8]}-{digest[8:12]}-{digest[12:16]}-{digest[16:20]}-{digest[20:32]}"
     power_limit = gpu.number("power_limit_w", 400, 0, 100_000)
     name = gpu.text("name", "NVIDIA A100-SXM4-80GB", max_bytes=MAX_NAME_BYTES) or ""
     for s in slices or ():
         if len(f"{name} MIG {s.profile}".encode()) > MAX_NAME_BYTES:
-            raise ScenarioError(f"{where}.mig_slices[{s.index}].profile: the MIG device's name "
-                                f"\"{name} MIG {s.profile}\" does not fit NVML's {NAME_BUFFER_BYTES}-byte name")
+            raise ScenarioError(
+                f"{where}.mig_slices[{s.index}].profile: the MIG device's name "
+                f'"{name} MIG {s.profile}" does not fit NVML\'s {NAME_BUFFER_BYTES}-byte name'
+            )
     return SimulatedGpu(
         index=index,
         name=name,
@@ -479,15 +535,17 @@ def _parse_slices(gpu_index: int, where: str, items: list[Any], room_mib: float)
         at = f"{where}.mig_slices[{i}]"
         reader = _Reader(data, at, _SLICE_KEYS)
         if "profile" not in data:
-            raise ScenarioError(f"{at}.profile is required (e.g. \"1g.10gb\")")
+            raise ScenarioError(f'{at}.profile is required (e.g. "1g.10gb")')
         profile = reader.text("profile", "") or ""
         if not profile.strip() or len(profile) > 32:
-            raise ScenarioError(f"{at}.profile must be a profile name such as \"1g.10gb\" (1 to 32 characters)")
-        processes = tuple(_parse_process(f"{at}.processes[{j}]", p)
-                          for j, p in enumerate(reader.items("processes", MAX_PROCESSES_PER_GPU)))
+            raise ScenarioError(f'{at}.profile must be a profile name such as "1g.10gb" (1 to 32 characters)')
+        processes = tuple(
+            _parse_process(f"{at}.processes[{j}]", p)
+            for j, p in enumerate(reader.items("processes", MAX_PROCESSES_PER_GPU))
+        )
         match = _PROFILE_MEMORY.search(profile)
         if "memory_total_mib" not in data and match is None:
-            raise ScenarioError(f"{at}.memory_total_mib is required when the profile does not end in \"<n>gb\"")
+            raise ScenarioError(f'{at}.memory_total_mib is required when the profile does not end in "<n>gb"')
         default_total = int(match.group(1)) * 1024 if match else 1
         total = reader.number("memory_total_mib", default_total, 1, MAX_MIB)
         if "memory_used_mib" in data:
@@ -500,13 +558,22 @@ def _parse_slices(gpu_index: int, where: str, items: list[Any], room_mib: float)
         default_uuid = f"MIG-{digest[:8]}-{digest[8:12]}-{digest[12:16]}-{digest[16:20]}-{digest[20:32]}"
         uuid = reader.text("uuid", default_uuid) or ""
         if not uuid.startswith("MIG-") or len(uuid) > 80 or any(c.isspace() or c == "," for c in uuid):
-            raise ScenarioError(f"{at}.uuid must start with \"MIG-\" and hold no spaces or commas "
-                                "(at most 80 characters, NVML's UUID buffer)")
-        slices.append(SimulatedSlice(
-            index=i, profile=profile, uuid=uuid,
-            gpu_instance_id=reader.integer("gpu_instance_id", i + 1, 0, 2**32 - 2),
-            compute_instance_id=reader.integer("compute_instance_id", 0, 0, 2**32 - 2),
-            memory_total_mib=total, memory_used_mib=used, processes=processes))
+            raise ScenarioError(
+                f'{at}.uuid must start with "MIG-" and hold no spaces or commas '
+                "(at most 80 characters, NVML's UUID buffer)"
+            )
+        slices.append(
+            SimulatedSlice(
+                index=i,
+                profile=profile,
+                uuid=uuid,
+                gpu_instance_id=reader.integer("gpu_instance_id", i + 1, 0, 2**32 - 2),
+                compute_instance_id=reader.integer("compute_instance_id", 0, 0, 2**32 - 2),
+                memory_total_mib=total,
+                memory_used_mib=used,
+                processes=processes,
+            )
+        )
     seen_uuids: set[str] = set()
     seen_ids: set[tuple[int, int]] = set()
     for s in slices:
@@ -514,8 +581,10 @@ def _parse_slices(gpu_index: int, where: str, items: list[Any], room_mib: float)
         if s.uuid in seen_uuids:
             raise ScenarioError(f"{where}.mig_slices[{s.index}].uuid {s.uuid!r} is used by another slice")
         if ids in seen_ids:
-            raise ScenarioError(f"{where}.mig_slices[{s.index}]: gpu_instance_id {ids[0]} with compute_instance_id "
-                                f"{ids[1]} is used by another slice")
+            raise ScenarioError(
+                f"{where}.mig_slices[{s.index}]: gpu_instance_id {ids[0]} with compute_instance_id "
+                f"{ids[1]} is used by another slice"
+            )
         seen_uuids.add(s.uuid)
         seen_ids.add(ids)
     # Compute instances of one GPU instance share its memory: count each GPU instance once.
@@ -523,8 +592,10 @@ def _parse_slices(gpu_index: int, where: str, items: list[Any], room_mib: float)
     for s in slices:
         per_instance[s.gpu_instance_id] = max(per_instance.get(s.gpu_instance_id, 0), s.memory_total_mib)
     if sum(per_instance.values()) > room_mib:
-        raise ScenarioError(f"{where}.mig_slices: the GPU instances' memory ({sum(per_instance.values()):g} MiB) "
-                            f"exceeds the GPU's memory_total_mib less memory_reserved_mib ({room_mib:g})")
+        raise ScenarioError(
+            f"{where}.mig_slices: the GPU instances' memory ({sum(per_instance.values()):g} MiB) "
+            f"exceeds the GPU's memory_total_mib less memory_reserved_mib ({room_mib:g})"
+        )
     return tuple(slices)
 
 
@@ -551,8 +622,15 @@ def plausible_gpus(count: int) -> dict[str, Any]:
         raise ScenarioError("the number of simulated GPUs cannot be negative")
     return {
         "gpus": [
-            {"name": "NVIDIA A100-SXM4-80GB", "memory_total_mib": 81920, "memory_reserved_mib": 512,
-             "utilization": 0, "temperature": 32 + i, "power_w": 58 + i, "power_limit_w": 400}
+            {
+                "name": "NVIDIA A100-SXM4-80GB",
+                "memory_total_mib": 81920,
+                "memory_reserved_mib": 512,
+                "utilization": 0,
+                "temperature": 32 + i,
+                "power_w": 58 + i,
+                "power_limit_w": 400,
+            }
             for i in range(count)
         ]
     }
@@ -563,21 +641,50 @@ def demo_scenario() -> dict[str, Any]:
     return {
         "driver_version": "550.54.15",
         "gpus": [
-            {"name": "NVIDIA A100-SXM4-80GB", "memory_total_mib": 81920, "memory_reserved_mib": 512,
-             "utilization": 97, "memory_utilization": 61, "temperature": 71, "power_w": 372,
-             "power_limit_w": 400,
-             "processes": [{"pid": 910001, "memory_mib": 76000, "user": "bob", "name": "python"}]},
-            {"name": "NVIDIA A100-SXM4-80GB", "memory_total_mib": 81920, "memory_reserved_mib": 512,
-             "utilization": 12, "memory_utilization": 5, "temperature": 44, "power_w": 96,
-             "power_limit_w": 400,
-             "processes": [{"pid": 910002, "memory_mib": 18432, "user": "carol", "name": "python"},
-                           {"pid": 910003, "memory_mib": 2048, "user": "carol", "name": "python"}]},
-            {"name": "NVIDIA RTX A6000", "memory_total_mib": 49140, "memory_reserved_mib": 300,
-             "utilization": 0, "temperature": 33, "power_w": 22, "power_limit_w": 300},
-            {"name": "NVIDIA RTX A6000", "memory_total_mib": 49140, "memory_reserved_mib": 300,
-             "utilization": 3, "temperature": 36, "power_w": 31, "power_limit_w": 300,
-             "processes": [{"pid": 910004, "memory_mib": 1200, "user": "dave", "name": "Xorg",
-                            "type": "graphics"}]},
+            {
+                "name": "NVIDIA A100-SXM4-80GB",
+                "memory_total_mib": 81920,
+                "memory_reserved_mib": 512,
+                "utilization": 97,
+                "memory_utilization": 61,
+                "temperature": 71,
+                "power_w": 372,
+                "power_limit_w": 400,
+                "processes": [{"pid": 910001, "memory_mib": 76000, "user": "bob", "name": "python"}],
+            },
+            {
+                "name": "NVIDIA A100-SXM4-80GB",
+                "memory_total_mib": 81920,
+                "memory_reserved_mib": 512,
+                "utilization": 12,
+                "memory_utilization": 5,
+                "temperature": 44,
+                "power_w": 96,
+                "power_limit_w": 400,
+                "processes": [
+                    {"pid": 910002, "memory_mib": 18432, "user": "carol", "name": "python"},
+                    {"pid": 910003, "memory_mib": 2048, "user": "carol", "name": "python"},
+                ],
+            },
+            {
+                "name": "NVIDIA RTX A6000",
+                "memory_total_mib": 49140,
+                "memory_reserved_mib": 300,
+                "utilization": 0,
+                "temperature": 33,
+                "power_w": 22,
+                "power_limit_w": 300,
+            },
+            {
+                "name": "NVIDIA RTX A6000",
+                "memory_total_mib": 49140,
+                "memory_reserved_mib": 300,
+                "utilization": 3,
+                "temperature": 36,
+                "power_w": 31,
+                "power_limit_w": 300,
+                "processes": [{"pid": 910004, "memory_mib": 1200, "user": "dave", "name": "Xorg", "type": "graphics"}],
+            },
         ],
     }
 
@@ -613,8 +720,10 @@ class ScenarioSource:
         if spec.isdigit():
             count = int(spec)
             if not 1 <= count <= MAX_GPUS:
-                raise ScenarioError(f"{ENV_VAR}={spec!r}: the number of simulated GPUs must be 1 to {MAX_GPUS} "
-                                    "(unset the variable, or set it to 0, to read the real GPUs)")
+                raise ScenarioError(
+                    f"{ENV_VAR}={spec!r}: the number of simulated GPUs must be 1 to {MAX_GPUS} "
+                    "(unset the variable, or set it to 0, to read the real GPUs)"
+                )
             self._scenario = Scenario.from_dict(plausible_gpus(count))
         elif spec == "demo":
             self._scenario = Scenario.from_dict(demo_scenario())
@@ -693,7 +802,7 @@ def _refuse_constant(name: str) -> Any:
 
 def _without_path(error: str, path: Path | None) -> str:
     prefix = f"{path}: "
-    return error[len(prefix):] if path is not None and error.startswith(prefix) else error
+    return error[len(prefix) :] if path is not None and error.startswith(prefix) else error
 
 
 def write_scenario(path: str | os.PathLike[str], scenario: dict[str, Any]) -> None:
@@ -729,8 +838,9 @@ class SimulatedNvmlLibrary:
         self._handle_cells = [ctypes.c_int(i) for i in range(64)]
         self._handle_to_index = {ctypes.addressof(cell): i for i, cell in enumerate(self._handle_cells)}
         self._mig_cells = [ctypes.c_int(i) for i in range(64 * MAX_MIG_SLICES)]
-        self._handle_to_slice = {ctypes.addressof(cell): divmod(i, MAX_MIG_SLICES)
-                                 for i, cell in enumerate(self._mig_cells)}
+        self._handle_to_slice = {
+            ctypes.addressof(cell): divmod(i, MAX_MIG_SLICES) for i, cell in enumerate(self._mig_cells)
+        }
         self._error_strings = {code: ctypes.create_string_buffer(text) for code, text in _ERROR_STRINGS.items()}
         self._callbacks: dict[str, Any] = {}
         self._packed: dict[tuple[int, int, str, int], tuple[SimulatedGpu, int, bytes]] = {}
@@ -955,8 +1065,7 @@ class SimulatedNvmlLibrary:
                 return self._handle_by_index(gpu.index, out)
             for slice_ in gpu.mig_slices or ():
                 if slice_.uuid.encode() == uuid:
-                    return self._mig_handle_by_index(ctypes.addressof(self._handle_cells[gpu.index]),
-                                                     slice_.index, out)
+                    return self._mig_handle_by_index(ctypes.addressof(self._handle_cells[gpu.index]), slice_.index, out)
         return ERROR_NOT_FOUND
 
     def _device_index(self, handle: int, out: int) -> int:
@@ -1083,8 +1192,9 @@ class SimulatedNvmlLibrary:
 
         return implementation
 
-    def _packed_processes(self, gpu: SimulatedGpu, slice_: SimulatedSlice | None, kind: str,
-                          version: int) -> tuple[int, bytes]:
+    def _packed_processes(
+        self, gpu: SimulatedGpu, slice_: SimulatedSlice | None, kind: str, version: int
+    ) -> tuple[int, bytes]:
         """A GPU's (or MIG device's) process entries as the C structs, packed once per scenario
         (linear in processes). In MIG mode each entry carries its slice's instance ids; a whole
         GPU's carry 0xFFFFFFFF, as real drivers report."""
@@ -1096,20 +1206,22 @@ class SimulatedNvmlLibrary:
         if gpu.mig_slices is None:
             groups = [(0xFFFFFFFF, 0xFFFFFFFF, gpu.processes)]
         else:
-            groups = [(s.gpu_instance_id, s.compute_instance_id, s.processes)
-                      for s in (gpu.mig_slices if slice_ is None else (slice_,))]
+            groups = [
+                (s.gpu_instance_id, s.compute_instance_id, s.processes)
+                for s in (gpu.mig_slices if slice_ is None else (slice_,))
+            ]
         chunks = []
         for gi, ci, processes in groups:
             for process in processes:
                 if process.type != kind:
                     continue
                 memory = 2**64 - 1 if process.memory_mib is None else int(process.memory_mib * MIB)
-                chunks.append(layout.pack(process.pid, memory) if version == 1 else
-                              layout.pack(process.pid, memory, gi, ci))
+                chunks.append(
+                    layout.pack(process.pid, memory) if version == 1 else layout.pack(process.pid, memory, gi, ci)
+                )
         packed = b"".join(chunks)
         self._packed[key] = (gpu, len(chunks), packed)
         return len(chunks), packed
-
 
     # -- MIG
 
@@ -1333,8 +1445,12 @@ def _open_process_counter(directory: str) -> _ProcessCallCounter:
         try:
             mapping = _map_counter_file(directory, name)
         except OSError as error:
-            print(f"jupyter_gpu: NVML calls not counted in {CALLS_DIR_VAR}={directory!r}: "
-                  f"{name}: {error.strerror or error}", file=sys.stderr, flush=True)
+            print(
+                f"jupyter_gpu: NVML calls not counted in {CALLS_DIR_VAR}={directory!r}: "
+                f"{name}: {error.strerror or error}",
+                file=sys.stderr,
+                flush=True,
+            )
             mapping = None
         counter = _ProcessCallCounter(mapping, path)
         _process_counters[directory] = counter

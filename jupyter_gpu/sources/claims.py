@@ -115,8 +115,12 @@ def _process_uid(pid: int) -> int | None:
 class ClaimBoard:
     """The claims in one directory. ``problem`` is None when claims can be used there."""
 
-    def __init__(self, directory: str | os.PathLike[str] = DEFAULT_DIRECTORY, ttl_s: float = DEFAULT_TTL_S,
-                 lock_timeout_s: float = 5.0) -> None:
+    def __init__(
+        self,
+        directory: str | os.PathLike[str] = DEFAULT_DIRECTORY,
+        ttl_s: float = DEFAULT_TTL_S,
+        lock_timeout_s: float = 5.0,
+    ) -> None:
         self.directory = Path(directory)
         self.ttl_s = ttl_s
         self.lock_timeout_s = lock_timeout_s
@@ -138,8 +142,10 @@ class ClaimBoard:
             return f"the claims directory {self.directory} belongs to another user (uid {info.st_uid})"
         shared = info.st_mode & (stat.S_IWGRP | stat.S_IWOTH)
         if shared and not info.st_mode & stat.S_ISVTX:
-            return (f"the claims directory {self.directory} is writable by others without the sticky bit, so "
-                    "claims there could be deleted by anyone")
+            return (
+                f"the claims directory {self.directory} is writable by others without the sticky bit, so "
+                "claims there could be deleted by anyone"
+            )
         if not os.access(self.directory, os.W_OK | os.X_OK):
             return f"the claims directory {self.directory} is not writable"
         return None
@@ -155,8 +161,10 @@ class ClaimBoard:
         if len(self._warned) <= MAX_LOGGED:
             log.warning("jupyter_gpu: ignoring GPU claim %s: %s", display_text(str(path), 200), why)
         elif len(self._warned) == MAX_LOGGED + 1:
-            log.warning("jupyter_gpu: ignoring more malformed GPU claims in %s; they are no longer logged",
-                        display_text(str(self.directory), 200))
+            log.warning(
+                "jupyter_gpu: ignoring more malformed GPU claims in %s; they are no longer logged",
+                display_text(str(self.directory), 200),
+            )
 
     def _read(self, path: Path) -> Claim | None:
         try:
@@ -195,8 +203,11 @@ class ClaimBoard:
             return []
         found = []
         try:
-            entries = [entry for entry in os.scandir(self.directory) if entry.name.startswith(PREFIX)
-                       and entry.name.endswith(".json")]
+            entries = [
+                entry
+                for entry in os.scandir(self.directory)
+                if entry.name.startswith(PREFIX) and entry.name.endswith(".json")
+            ]
         except OSError:
             return []
         for entry in entries[:MAX_FILES]:
@@ -205,8 +216,9 @@ class ClaimBoard:
                 found.append(claim)
         return found
 
-    def active(self, nvml_pids: dict[str, set[int]], now: float | None = None,
-               exclude_pid: int | None = None) -> list[Claim]:
+    def active(
+        self, nvml_pids: dict[str, set[int]], now: float | None = None, exclude_pid: int | None = None
+    ) -> list[Claim]:
         """Claims that still count: on this host, younger than ``ttl_s`` (and not from the future),
         their process alive and run by the claim's user, and not yet shown by NVML on that GPU
         (``nvml_pids``: GPU UUID → PIDs NVML shows there). This user's stale claims are deleted."""
@@ -215,8 +227,11 @@ class ClaimBoard:
         for claim in self.claims():
             if claim.host != self.host:
                 continue  # a directory shared between hosts: PIDs mean nothing here
-            stale = not (-60 <= now - claim.time <= self.ttl_s) or _process_uid(claim.pid) != claim.uid \
+            stale = (
+                not (-60 <= now - claim.time <= self.ttl_s)
+                or _process_uid(claim.pid) != claim.uid
                 or claim.pid in nvml_pids.get(claim.gpu_uuid, set())
+            )
             if stale:
                 if claim.uid == self.uid:
                     with contextlib.suppress(OSError):
@@ -258,8 +273,16 @@ class ClaimBoard:
         name = f"{PREFIX}{self.uid}-{self.pid}-{token}.json"
         final = self.directory / name
         tmp = self.directory / f".{name}.tmp"
-        payload = json.dumps({"version": _VERSION, "uid": self.uid, "pid": self.pid, "gpu_uuid": uuid,
-                              "time": time.time(), "host": self.host}).encode()
+        payload = json.dumps(
+            {
+                "version": _VERSION,
+                "uid": self.uid,
+                "pid": self.pid,
+                "gpu_uuid": uuid,
+                "time": time.time(),
+                "host": self.host,
+            }
+        ).encode()
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
         try:
             os.write(fd, payload)

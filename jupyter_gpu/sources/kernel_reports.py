@@ -19,8 +19,16 @@ from typing import Any
 
 log = logging.getLogger(__name__)
 
-__all__ = ["REPORT_PREFIX", "REPORT_VERSION", "KernelReport", "ReportError", "ReportReader", "kernel_identity",
-           "parse_report", "read_reports"]
+__all__ = [
+    "REPORT_PREFIX",
+    "REPORT_VERSION",
+    "KernelReport",
+    "ReportError",
+    "ReportReader",
+    "kernel_identity",
+    "parse_report",
+    "read_reports",
+]
 
 REPORT_PREFIX = "jupyter-gpu-kernel-"
 REPORT_VERSION = 1
@@ -35,9 +43,8 @@ def kernel_identity() -> tuple[str | None, Path | None]:
     except Exception:
         return None, None
     stem = connection_file.stem
-    kernel_id = stem[len("kernel-"):] if stem.startswith("kernel-") else stem
+    kernel_id = stem[len("kernel-") :] if stem.startswith("kernel-") else stem
     return kernel_id, connection_file.parent
-
 
 
 # -- in the server
@@ -99,8 +106,11 @@ def parse_report(data: Any, kernel_id: str | None = None) -> KernelReport:
     if session is not None and (not isinstance(session, str) or len(session) > MAX_TEXT):
         raise ReportError(f"session must be a string of at most {MAX_TEXT} characters, or null")
     pids = data.get("nvml_pids", [])
-    if (not isinstance(pids, list) or len(pids) > MAX_ENTRIES
-            or not all(isinstance(p, int) and not isinstance(p, bool) and 0 < p < 2**32 for p in pids)):
+    if (
+        not isinstance(pids, list)
+        or len(pids) > MAX_ENTRIES
+        or not all(isinstance(p, int) and not isinstance(p, bool) and 0 < p < 2**32 for p in pids)
+    ):
         raise ReportError(f"nvml_pids must be a list of at most {MAX_ENTRIES} positive whole numbers")
     memory = data.get("gpu_memory", {})
     if not isinstance(memory, dict) or len(memory) > MAX_ENTRIES:
@@ -113,9 +123,15 @@ def parse_report(data: Any, kernel_id: str | None = None) -> KernelReport:
     timestamp = data.get("timestamp")
     if not _finite(timestamp) or timestamp < 0:
         raise ReportError("timestamp must be a finite number >= 0")
-    return KernelReport(kernel_id=kid, pid=pid, start_time=start, session=session,
-                        nvml_pids=tuple(pids), gpu_memory=tuple((k, int(v)) for k, v in memory.items()),
-                        timestamp=float(timestamp))
+    return KernelReport(
+        kernel_id=kid,
+        pid=pid,
+        start_time=start,
+        session=session,
+        nvml_pids=tuple(pids),
+        gpu_memory=tuple((k, int(v)) for k, v in memory.items()),
+        timestamp=float(timestamp),
+    )
 
 
 def _refuse_constant(name: str) -> Any:
@@ -181,7 +197,7 @@ class ReportReader:
             with open(path, "rb") as file:
                 raw = file.read(MAX_REPORT_BYTES + 1)
             data = json.loads(raw, parse_constant=_refuse_constant)
-            report = parse_report(data, path.name[len(REPORT_PREFIX):-len(".json")])
+            report = parse_report(data, path.name[len(REPORT_PREFIX) : -len(".json")])
         except FileNotFoundError:
             return None
         except RecursionError:

@@ -171,10 +171,17 @@ class NvmlReader:
                 slices.append(old)
                 continue
             name = _text(pynvml.nvmlDeviceGetName(handle))
-            slices.append(_Slice(
-                index=position, handle=handle, uuid=uuid, name=name, profile=mig_profile(name),
-                gpu_instance_id=pynvml.nvmlDeviceGetGpuInstanceId(handle),
-                compute_instance_id=pynvml.nvmlDeviceGetComputeInstanceId(handle)))
+            slices.append(
+                _Slice(
+                    index=position,
+                    handle=handle,
+                    uuid=uuid,
+                    name=name,
+                    profile=mig_profile(name),
+                    gpu_instance_id=pynvml.nvmlDeviceGetGpuInstanceId(handle),
+                    compute_instance_id=pynvml.nvmlDeviceGetComputeInstanceId(handle),
+                )
+            )
         device.slices = slices
 
     def reset(self) -> None:
@@ -200,9 +207,15 @@ class NvmlReader:
                 self._initialize()
             except NvmlUnavailable as error:
                 simulated = simulate.installed() is not None or simulate.simulation_requested(
-                    os.environ.get(simulate.ENV_VAR))
-                return Snapshot(nvml_available=False, timestamp=timestamp, error=str(error), simulated=simulated,
-                                warnings=_warnings())
+                    os.environ.get(simulate.ENV_VAR)
+                )
+                return Snapshot(
+                    nvml_available=False,
+                    timestamp=timestamp,
+                    error=str(error),
+                    simulated=simulated,
+                    warnings=_warnings(),
+                )
             simulated = simulate.installed() is not None
             devices = list(self._devices or ())
             for index, device in enumerate(devices):
@@ -223,17 +236,36 @@ class NvmlReader:
                 if error.value in _GLOBAL_ERRORS:
                     global_failure = explain_nvml_error(error)
                     break
-                gpus.append(GpuInfo(index=index, uuid=device.uuid, name=device.name,
-                                    power_limit=device.power_limit, error=explain_nvml_error(error)))
+                gpus.append(
+                    GpuInfo(
+                        index=index,
+                        uuid=device.uuid,
+                        name=device.name,
+                        power_limit=device.power_limit,
+                        error=explain_nvml_error(error),
+                    )
+                )
             except pynvml.NVMLLibraryMismatchError:
                 gpus.append(GpuInfo(index=index, uuid=device.uuid, name=device.name, error=_MISMATCH))
         if global_failure is not None:
             self.reset()
-            return Snapshot(nvml_available=False, timestamp=timestamp, error=global_failure,
-                            driver_version=driver_version, simulated=simulated, warnings=_warnings())
+            return Snapshot(
+                nvml_available=False,
+                timestamp=timestamp,
+                error=global_failure,
+                driver_version=driver_version,
+                simulated=simulated,
+                warnings=_warnings(),
+            )
         self.processes.forget_all_but({p.pid for gpu in gpus for p in gpu.processes})
-        return Snapshot(nvml_available=True, timestamp=timestamp, gpus=tuple(gpus),
-                        driver_version=driver_version, simulated=simulated, warnings=_warnings())
+        return Snapshot(
+            nvml_available=True,
+            timestamp=timestamp,
+            gpus=tuple(gpus),
+            driver_version=driver_version,
+            simulated=simulated,
+            warnings=_warnings(),
+        )
 
     def _read(self, device: _Device) -> GpuInfo:
         pynvml = self._pynvml
@@ -285,21 +317,51 @@ class NvmlReader:
                 if error.value in _GLOBAL_ERRORS:
                     raise
                 stale = True
-                infos.append(MigSlice(index=s.index, uuid=s.uuid, name=s.name, profile=s.profile,
-                                      gpu_instance_id=s.gpu_instance_id, compute_instance_id=s.compute_instance_id,
-                                      error=explain_nvml_error(error), processes=members))
+                infos.append(
+                    MigSlice(
+                        index=s.index,
+                        uuid=s.uuid,
+                        name=s.name,
+                        profile=s.profile,
+                        gpu_instance_id=s.gpu_instance_id,
+                        compute_instance_id=s.compute_instance_id,
+                        error=explain_nvml_error(error),
+                        processes=members,
+                    )
+                )
                 continue
-            infos.append(MigSlice(index=s.index, uuid=s.uuid, name=s.name, profile=s.profile,
-                                  gpu_instance_id=s.gpu_instance_id, compute_instance_id=s.compute_instance_id,
-                                  memory_total=s_total, memory_used=s_used, memory_free=s_free, processes=members))
+            infos.append(
+                MigSlice(
+                    index=s.index,
+                    uuid=s.uuid,
+                    name=s.name,
+                    profile=s.profile,
+                    gpu_instance_id=s.gpu_instance_id,
+                    compute_instance_id=s.compute_instance_id,
+                    memory_total=s_total,
+                    memory_used=s_used,
+                    memory_free=s_free,
+                    processes=members,
+                )
+            )
         if stale:
             device.slices_read_at = float("-inf")  # enumerate again at the next snapshot
         return GpuInfo(
-            index=device.index, uuid=device.uuid, name=device.name,
-            memory_total=total, memory_used=used, memory_free=free, memory_reserved=reserved,
-            utilization=None, temperature=temperature,
-            power=None if power_mw is None else power_mw / 1000, power_limit=device.power_limit,
-            processes=processes, mig_mode=True, slices=tuple(infos))
+            index=device.index,
+            uuid=device.uuid,
+            name=device.name,
+            memory_total=total,
+            memory_used=used,
+            memory_free=free,
+            memory_reserved=reserved,
+            utilization=None,
+            temperature=temperature,
+            power=None if power_mw is None else power_mw / 1000,
+            power_limit=device.power_limit,
+            processes=processes,
+            mig_mode=True,
+            slices=tuple(infos),
+        )
 
     def _memory(self, handle: Any) -> tuple[int, int, int, int | None]:
         pynvml = self._pynvml
@@ -307,14 +369,18 @@ class NvmlReader:
             try:
                 memory = pynvml.nvmlDeviceGetMemoryInfo(handle, version=pynvml.nvmlMemory_v2)
                 return memory.total, memory.used, memory.free, memory.reserved
-            except (pynvml.NVMLError_FunctionNotFound, pynvml.NVMLError_ArgumentVersionMismatch,
-                    pynvml.NVMLError_NotSupported):
+            except (
+                pynvml.NVMLError_FunctionNotFound,
+                pynvml.NVMLError_ArgumentVersionMismatch,
+                pynvml.NVMLError_NotSupported,
+            ):
                 self._memory_v2 = False  # an older driver: v1 counts reserved memory as used
         memory = pynvml.nvmlDeviceGetMemoryInfo(handle)
         return memory.total, memory.used, memory.free, None
 
-    def _processes(self, handle: Any, index: int = -1,
-                   slices: dict[tuple[int, int], str] | None = None) -> tuple[GpuProcess, ...]:
+    def _processes(
+        self, handle: Any, index: int = -1, slices: dict[tuple[int, int], str] | None = None
+    ) -> tuple[GpuProcess, ...]:
         """A GPU's processes; with ``slices`` ((GI id, CI id) -> MIG UUID) each carries its slice."""
         merged: dict[int, tuple[int | None, str, tuple[int, int]]] = {}
         for kind in ("compute", "graphics"):
@@ -336,13 +402,26 @@ class NvmlReader:
             identity = identify(pid, starts[pid])
             known = previous.get(pid)
             slice_uuid = None if slices is None else slices.get(instance)
-            if (known is not None and known.memory == memory and known.type == kind and known.user == identity.user
-                    and known.name == identity.name and known.command == identity.command
-                    and known.slice == slice_uuid):
+            if (
+                known is not None
+                and known.memory == memory
+                and known.type == kind
+                and known.user == identity.user
+                and known.name == identity.name
+                and known.command == identity.command
+                and known.slice == slice_uuid
+            ):
                 current[pid] = known
             else:
-                current[pid] = GpuProcess(pid=pid, memory=memory, user=identity.user, name=identity.name,
-                                          type=kind, command=identity.command, slice=slice_uuid)
+                current[pid] = GpuProcess(
+                    pid=pid,
+                    memory=memory,
+                    user=identity.user,
+                    name=identity.name,
+                    type=kind,
+                    command=identity.command,
+                    slice=slice_uuid,
+                )
         self._previous[index] = current
         return tuple(current.values())
 
@@ -362,18 +441,29 @@ class NvmlReader:
             entries = call(handle)
         except pynvml.NVMLLibraryMismatchError:
             # The driver lacks the _v3 call (pynvml raises this, not an NVMLError): use _v2 from now on.
-            older = {"compute": pynvml.nvmlDeviceGetComputeRunningProcesses_v2,
-                     "graphics": pynvml.nvmlDeviceGetGraphicsRunningProcesses_v2}[kind]
+            older = {
+                "compute": pynvml.nvmlDeviceGetComputeRunningProcesses_v2,
+                "graphics": pynvml.nvmlDeviceGetGraphicsRunningProcesses_v2,
+            }[kind]
             self._process_calls[kind] = older
             entries = older(handle)
         except (pynvml.NVMLError_NotSupported, pynvml.NVMLError_FunctionNotFound):
             return []
-        return [(entry.pid, entry.usedGpuMemory, getattr(entry, "gpuInstanceId", NO_INSTANCE),
-                 getattr(entry, "computeInstanceId", NO_INSTANCE)) for entry in entries]
+        return [
+            (
+                entry.pid,
+                entry.usedGpuMemory,
+                getattr(entry, "gpuInstanceId", NO_INSTANCE),
+                getattr(entry, "computeInstanceId", NO_INSTANCE),
+            )
+            for entry in entries
+        ]
 
 
-_V3_SYMBOLS = {"compute": "nvmlDeviceGetComputeRunningProcesses_v3",
-               "graphics": "nvmlDeviceGetGraphicsRunningProcesses_v3"}
+_V3_SYMBOLS = {
+    "compute": "nvmlDeviceGetComputeRunningProcesses_v3",
+    "graphics": "nvmlDeviceGetGraphicsRunningProcesses_v3",
+}
 
 
 def _raw_processes(pynvml: Any, symbol: str, handle: Any) -> list[tuple[int, int | None, int, int]]:
@@ -398,8 +488,13 @@ def _raw_processes(pynvml: Any, symbol: str, handle: Any) -> list[tuple[int, int
     ret = function(handle, byref(count), array)
     if ret != pynvml.NVML_SUCCESS:
         raise pynvml.NVMLError(ret)
-    layout = _layout(entry.pid.offset, entry.usedGpuMemory.offset, entry.gpuInstanceId.offset,
-                     entry.computeInstanceId.offset, sizeof(entry))
+    layout = _layout(
+        entry.pid.offset,
+        entry.usedGpuMemory.offset,
+        entry.gpuInstanceId.offset,
+        entry.computeInstanceId.offset,
+        sizeof(entry),
+    )
     missing = pynvml.NVML_VALUE_NOT_AVAILABLE_ulonglong.value
     data = memoryview(array).cast("B")[: count.value * sizeof(entry)]
     return [(pid, None if memory == missing else memory, gi, ci) for pid, memory, gi, ci in layout.iter_unpack(data)]
@@ -411,8 +506,10 @@ def _layout(pid_offset: int, memory_offset: int, gi_offset: int, ci_offset: int,
     process entry of ``size`` bytes."""
     if memory_offset < pid_offset + 4 or gi_offset < memory_offset + 8 or ci_offset < gi_offset + 4:
         raise TypeError("unexpected nvmlProcessInfo layout")
-    return struct.Struct(f"={pid_offset}xI{memory_offset - pid_offset - 4}xQ{gi_offset - memory_offset - 8}xI"
-                         f"{ci_offset - gi_offset - 4}xI{size - ci_offset - 4}x")
+    return struct.Struct(
+        f"={pid_offset}xI{memory_offset - pid_offset - 4}xQ{gi_offset - memory_offset - 8}xI"
+        f"{ci_offset - gi_offset - 4}xI{size - ci_offset - 4}x"
+    )
 
 
 def mig_profile(name: str) -> str:
@@ -436,11 +533,11 @@ _GLOBAL_ERRORS = {1, 4, 9, 12, 18}  # uninitialized, no permission, driver not l
 
 _EXPLANATIONS = {
     12: "the NVIDIA driver library (libnvidia-ml.so.1) was not found: no NVIDIA driver is installed "
-        "on this machine, or the library is not on the loader's path",
+    "on this machine, or the library is not on the loader's path",
     9: "the NVIDIA driver is not loaded: the kernel module is missing or failed to load (see dmesg)",
     4: "no permission to talk to the NVIDIA driver: check the permissions of /dev/nvidia* for this user",
     18: "the NVIDIA driver's kernel module and user-space library have different versions: "
-        "reboot or reload the driver after an upgrade",
+    "reboot or reload the driver after an upgrade",
     15: "GPU is lost: it fell off the bus or needs a reset (see nvidia-smi and dmesg)",
     1: "NVML is not initialized",
 }

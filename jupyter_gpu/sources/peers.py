@@ -123,9 +123,13 @@ def parse_server_snapshot(data: Any) -> dict[int, KernelPeer]:
     for kernel in kernels[:10_000]:
         if not isinstance(kernel, dict) or _text(kernel.get("kernel_id"), 256) is None:
             continue
-        peer = KernelPeer(pid=_pid(kernel.get("pid")), kernel_id=kernel["kernel_id"],
-                          notebook=_text(kernel.get("notebook")), idle_s=_number(kernel.get("idle_s")),
-                          idle=kernel.get("idle") if isinstance(kernel.get("idle"), bool) else None)
+        peer = KernelPeer(
+            pid=_pid(kernel.get("pid")),
+            kernel_id=kernel["kernel_id"],
+            notebook=_text(kernel.get("notebook")),
+            idle_s=_number(kernel.get("idle_s")),
+            idle=kernel.get("idle") if isinstance(kernel.get("idle"), bool) else None,
+        )
         by_id[peer.kernel_id] = peer  # type: ignore[index]
         if peer.pid is not None:
             peers[peer.pid] = peer
@@ -139,16 +143,20 @@ def parse_server_snapshot(data: Any) -> dict[int, KernelPeer]:
             if pid is None or kernel_id is None:
                 continue
             known = by_id.get(kernel_id)
-            peers[pid] = KernelPeer(pid=pid, kernel_id=kernel_id,
-                                    notebook=_text(process.get("notebook")) or (known.notebook if known else None),
-                                    idle_s=_number(process.get("idle_s")),
-                                    idle=process.get("idle") if isinstance(process.get("idle"), bool) else None)
+            peers[pid] = KernelPeer(
+                pid=pid,
+                kernel_id=kernel_id,
+                notebook=_text(process.get("notebook")) or (known.notebook if known else None),
+                idle_s=_number(process.get("idle_s")),
+                idle=process.get("idle") if isinstance(process.get("idle"), bool) else None,
+            )
     return peers
 
 
 def _ask_server(server: dict[str, Any], timeout_s: float) -> Any:
-    request = urllib.request.Request(server["url"] + "jupyter-gpu/snapshot",
-                                     headers={"Authorization": f"token {server['token']}"})
+    request = urllib.request.Request(
+        server["url"] + "jupyter-gpu/snapshot", headers={"Authorization": f"token {server['token']}"}
+    )
     with urllib.request.urlopen(request, timeout=timeout_s) as response:
         return json.loads(response.read(_MAX_ANSWER))
 
@@ -190,8 +198,11 @@ def find_peers(timeout_s: float = 1.0) -> Peers:
         server = find_server(runtime_dir)
         if server is not None:
             try:
-                peers = {pid: peer for pid, peer in parse_server_snapshot(_ask_server(server, timeout_s)).items()
-                         if peer.kernel_id != own_id}
+                peers = {
+                    pid: peer
+                    for pid, peer in parse_server_snapshot(_ask_server(server, timeout_s)).items()
+                    if peer.kernel_id != own_id
+                }
                 peers.pop(os.getpid(), None)
                 return Peers(peers, "server extension", own_id)
             except Exception:

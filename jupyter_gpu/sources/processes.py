@@ -26,7 +26,6 @@ from typing import Generic, TypeVar
 
 import psutil
 
-
 CACHE_TTL_S = 30.0
 SHOW_OTHER_NAMES_ENV = "JUPYTER_GPU_SHOW_OTHER_NAMES"
 
@@ -34,6 +33,8 @@ SHOW_OTHER_NAMES_ENV = "JUPYTER_GPU_SHOW_OTHER_NAMES"
 def show_other_names() -> bool:
     """Whether other users' program names may be shown (an admin's choice; default: no)."""
     return os.environ.get(SHOW_OTHER_NAMES_ENV, "").strip().lower() in ("1", "true", "yes")
+
+
 T = TypeVar("T")
 
 ProcessKey = tuple[int, "int | float | None"]
@@ -74,7 +75,7 @@ def process_start(pid: int) -> int | float | None:
         try:
             with open(f"/proc/{pid}/stat", "rb") as file:
                 data = file.read()
-            return int(data[data.rindex(b")") + 2:].split(None, 20)[19])
+            return int(data[data.rindex(b")") + 2 :].split(None, 20)[19])
         except (OSError, ValueError, IndexError):
             return None
     try:
@@ -125,8 +126,9 @@ class PidCache(Generic[T]):
     the cache as small as the set of GPU processes.
     """
 
-    def __init__(self, lookup: Callable[[int], T], ttl_s: float = CACHE_TTL_S,
-                 missing: Callable[[int], T] | None = None) -> None:
+    def __init__(
+        self, lookup: Callable[[int], T], ttl_s: float = CACHE_TTL_S, missing: Callable[[int], T] | None = None
+    ) -> None:
         self.lookup = lookup
         self.missing = missing  # for PIDs with no process here (start None), instead of lookup
         self.ttl_s = ttl_s
@@ -201,8 +203,7 @@ class ProcessDirectory:
                 name = process.name()
         except (psutil.Error, OSError):
             if override is not None:
-                return ProcessIdentity(user=override[0], name=self._shown_name(override[0], override[1]),
-                                       command=None)
+                return ProcessIdentity(user=override[0], name=self._shown_name(override[0], override[1]), command=None)
             return ProcessIdentity(user=None, name=None, command=None)
         if override is not None:
             user = override[0] or user

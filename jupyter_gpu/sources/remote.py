@@ -83,13 +83,15 @@ def _processes(items: Any, where: str) -> tuple[GpuProcess, ...]:
         kind = process.get("type", "compute")
         if kind not in ("compute", "graphics", "compute+graphics"):
             raise BadAnswer(f"{pwhere}.type is not a process type")
-        processes.append(GpuProcess(
-            pid=_int(process.get("pid"), f"{pwhere}.pid") or 0,
-            memory=_int(process.get("memory"), f"{pwhere}.memory", optional=True),
-            user=_str(process.get("user"), f"{pwhere}.user", limit=256),
-            type=kind,
-            slice=_str(process.get("slice"), f"{pwhere}.slice", limit=128),
-        ))
+        processes.append(
+            GpuProcess(
+                pid=_int(process.get("pid"), f"{pwhere}.pid") or 0,
+                memory=_int(process.get("memory"), f"{pwhere}.memory", optional=True),
+                user=_str(process.get("user"), f"{pwhere}.user", limit=256),
+                type=kind,
+                slice=_str(process.get("slice"), f"{pwhere}.slice", limit=128),
+            )
+        )
     return tuple(processes)
 
 
@@ -101,19 +103,21 @@ def _slices(items: Any, where: str) -> tuple[MigSlice, ...]:
         swhere = f"{where}[{k}]"
         if not isinstance(item, dict):
             raise BadAnswer(f"{swhere} must be an object")
-        slices.append(MigSlice(
-            index=_int(item.get("index"), f"{swhere}.index") or 0,
-            uuid=_str(item.get("uuid"), f"{swhere}.uuid", optional=False, limit=128) or "",
-            name=_str(item.get("name"), f"{swhere}.name", optional=False, limit=256) or "",
-            profile=_str(item.get("profile"), f"{swhere}.profile", optional=False, limit=64) or "",
-            gpu_instance_id=_int(item.get("gpu_instance_id"), f"{swhere}.gpu_instance_id") or 0,
-            compute_instance_id=_int(item.get("compute_instance_id"), f"{swhere}.compute_instance_id") or 0,
-            memory_total=_int(item.get("memory_total", 0), f"{swhere}.memory_total") or 0,
-            memory_used=_int(item.get("memory_used", 0), f"{swhere}.memory_used") or 0,
-            memory_free=_int(item.get("memory_free", 0), f"{swhere}.memory_free") or 0,
-            error=_str(item.get("error"), f"{swhere}.error"),
-            processes=_processes(item.get("processes", []), f"{swhere}.processes"),
-        ))
+        slices.append(
+            MigSlice(
+                index=_int(item.get("index"), f"{swhere}.index") or 0,
+                uuid=_str(item.get("uuid"), f"{swhere}.uuid", optional=False, limit=128) or "",
+                name=_str(item.get("name"), f"{swhere}.name", optional=False, limit=256) or "",
+                profile=_str(item.get("profile"), f"{swhere}.profile", optional=False, limit=64) or "",
+                gpu_instance_id=_int(item.get("gpu_instance_id"), f"{swhere}.gpu_instance_id") or 0,
+                compute_instance_id=_int(item.get("compute_instance_id"), f"{swhere}.compute_instance_id") or 0,
+                memory_total=_int(item.get("memory_total", 0), f"{swhere}.memory_total") or 0,
+                memory_used=_int(item.get("memory_used", 0), f"{swhere}.memory_used") or 0,
+                memory_free=_int(item.get("memory_free", 0), f"{swhere}.memory_free") or 0,
+                error=_str(item.get("error"), f"{swhere}.error"),
+                processes=_processes(item.get("processes", []), f"{swhere}.processes"),
+            )
+        )
     return tuple(slices)
 
 
@@ -137,23 +141,25 @@ def snapshot_from_dict(data: Any) -> Snapshot:
         mig_mode = gpu.get("mig_mode", False)
         if not isinstance(mig_mode, bool):
             raise BadAnswer(f"{where}.mig_mode must be true or false")
-        gpus.append(GpuInfo(
-            index=_int(gpu.get("index"), f"{where}.index") or 0,
-            uuid=_str(gpu.get("uuid"), f"{where}.uuid", optional=False, limit=128) or "",
-            name=_str(gpu.get("name"), f"{where}.name", optional=False, limit=256) or "",
-            memory_total=_int(gpu.get("memory_total", 0), f"{where}.memory_total") or 0,
-            memory_used=_int(gpu.get("memory_used", 0), f"{where}.memory_used") or 0,
-            memory_free=_int(gpu.get("memory_free", 0), f"{where}.memory_free") or 0,
-            memory_reserved=_int(gpu.get("memory_reserved"), f"{where}.memory_reserved", optional=True),
-            utilization=_int(gpu.get("utilization"), f"{where}.utilization", optional=True),
-            temperature=_int(gpu.get("temperature"), f"{where}.temperature", optional=True),
-            power=_number(gpu.get("power"), f"{where}.power"),
-            power_limit=_number(gpu.get("power_limit"), f"{where}.power_limit"),
-            error=_str(gpu.get("error"), f"{where}.error"),
-            processes=_processes(gpu.get("processes", []), f"{where}.processes"),
-            mig_mode=mig_mode,
-            slices=_slices(gpu.get("slices", []), f"{where}.slices"),
-        ))
+        gpus.append(
+            GpuInfo(
+                index=_int(gpu.get("index"), f"{where}.index") or 0,
+                uuid=_str(gpu.get("uuid"), f"{where}.uuid", optional=False, limit=128) or "",
+                name=_str(gpu.get("name"), f"{where}.name", optional=False, limit=256) or "",
+                memory_total=_int(gpu.get("memory_total", 0), f"{where}.memory_total") or 0,
+                memory_used=_int(gpu.get("memory_used", 0), f"{where}.memory_used") or 0,
+                memory_free=_int(gpu.get("memory_free", 0), f"{where}.memory_free") or 0,
+                memory_reserved=_int(gpu.get("memory_reserved"), f"{where}.memory_reserved", optional=True),
+                utilization=_int(gpu.get("utilization"), f"{where}.utilization", optional=True),
+                temperature=_int(gpu.get("temperature"), f"{where}.temperature", optional=True),
+                power=_number(gpu.get("power"), f"{where}.power"),
+                power_limit=_number(gpu.get("power_limit"), f"{where}.power_limit"),
+                error=_str(gpu.get("error"), f"{where}.error"),
+                processes=_processes(gpu.get("processes", []), f"{where}.processes"),
+                mig_mode=mig_mode,
+                slices=_slices(gpu.get("slices", []), f"{where}.slices"),
+            )
+        )
     warnings = data.get("warnings", [])
     if not isinstance(warnings, list) or len(warnings) > 32:
         raise BadAnswer("warnings must be a list of at most 32 lines")
@@ -190,9 +196,14 @@ def fill_own_names(snapshot: Snapshot, directory: ProcessDirectory) -> Snapshot:
             out.append(process)
         return tuple(out)
 
-    gpus = tuple(replace(gpu, processes=named(gpu.processes),
-                         slices=tuple(replace(part, processes=named(part.processes)) for part in gpu.slices))
-                 for gpu in snapshot.gpus)
+    gpus = tuple(
+        replace(
+            gpu,
+            processes=named(gpu.processes),
+            slices=tuple(replace(part, processes=named(part.processes)) for part in gpu.slices),
+        )
+        for gpu in snapshot.gpus
+    )
     return replace(snapshot, gpus=gpus)
 
 
@@ -231,8 +242,9 @@ class RemoteSource:
     sample's ``warnings`` say so. :attr:`last_error` is None while the service answers.
     """
 
-    def __init__(self, url: str, fallback: Callable[[], Snapshot], token: str | None = None,
-                 timeout_s: float = 3.0) -> None:
+    def __init__(
+        self, url: str, fallback: Callable[[], Snapshot], token: str | None = None, timeout_s: float = 3.0
+    ) -> None:
         self.url = url
         self.fallback = fallback
         self.token = token if token is not None else os.environ.get("JUPYTERHUB_API_TOKEN")
@@ -262,10 +274,15 @@ class RemoteSource:
         try:
             snapshot = self.fetch()
         except (OSError, BadAnswer, urllib.error.URLError) as error:
-            reason = f"HTTP {error.code}" if isinstance(error, urllib.error.HTTPError) else str(
-                getattr(error, "reason", error))
-            message = (f"the jupyter-gpu service ({self.url}) is unreachable ({reason}): this server "
-                       "reads NVML itself until it answers again")
+            reason = (
+                f"HTTP {error.code}"
+                if isinstance(error, urllib.error.HTTPError)
+                else str(getattr(error, "reason", error))
+            )
+            message = (
+                f"the jupyter-gpu service ({self.url}) is unreachable ({reason}): this server "
+                "reads NVML itself until it answers again"
+            )
             if message != self.last_error:
                 log.warning("jupyter_gpu: %s", message)
             self.last_error = message

@@ -138,9 +138,7 @@ class Sampler:
     # -- the thread
 
     def _wanted(self) -> bool:
-        return not self._closed and (
-            bool(self._listeners) or time.monotonic() - self._last_touch < self.linger_s
-        )
+        return not self._closed and (bool(self._listeners) or time.monotonic() - self._last_touch < self.linger_s)
 
     def _ensure_running(self) -> None:
         # Called with the condition held.

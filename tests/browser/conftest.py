@@ -98,12 +98,19 @@ def artifacts() -> Path:
     return ARTIFACTS
 
 
-
 class Lab:
     """A running ``jupyter lab`` with a REST helper; ``open(page)`` loads it in the browser."""
 
-    def __init__(self, process: subprocess.Popen, url: str, token: str, root: Path,
-                 scenario: ScenarioFile, log: Path, app: str = "jupyterlab") -> None:
+    def __init__(
+        self,
+        process: subprocess.Popen,
+        url: str,
+        token: str,
+        root: Path,
+        scenario: ScenarioFile,
+        log: Path,
+        app: str = "jupyterlab",
+    ) -> None:
         self.app = app
         self.process = process
         self.url = url  # ends with "/"
@@ -116,8 +123,11 @@ class Lab:
         """Call the server's REST API (``path`` without the leading slash); JSON in, JSON out."""
         data = None if body is None else json.dumps(body).encode()
         request = urllib.request.Request(
-            self.url + path, data=data, method=method,
-            headers={"Authorization": f"token {self.token}", "Content-Type": "application/json"})
+            self.url + path,
+            data=data,
+            method=method,
+            headers={"Authorization": f"token {self.token}", "Content-Type": "application/json"},
+        )
         with urllib.request.urlopen(request, timeout=timeout) as response:
             text = response.read()
         return json.loads(text) if text else None
@@ -127,10 +137,18 @@ class Lab:
 
     def write_notebook(self, path: str, sources: list[str]) -> None:
         """Create a notebook of code cells in the server's root directory (via the contents API)."""
-        cells = [{"cell_type": "code", "metadata": {}, "source": src, "outputs": [],
-                  "execution_count": None} for src in sources]
-        content = {"cells": cells, "metadata": {"kernelspec": {"name": "python3", "display_name":
-                   "Python 3 (ipykernel)", "language": "python"}}, "nbformat": 4, "nbformat_minor": 5}
+        cells = [
+            {"cell_type": "code", "metadata": {}, "source": src, "outputs": [], "execution_count": None}
+            for src in sources
+        ]
+        content = {
+            "cells": cells,
+            "metadata": {
+                "kernelspec": {"name": "python3", "display_name": "Python 3 (ipykernel)", "language": "python"}
+            },
+            "nbformat": 4,
+            "nbformat_minor": 5,
+        }
         self.api("PUT", f"api/contents/{path}", {"type": "notebook", "format": "json", "content": content})
 
     def kernel_ids(self) -> set[str]:
@@ -165,9 +183,15 @@ class Lab:
                 self.process.wait(timeout=10)
 
 
-def start_lab(base: Path, scenario: dict[str, Any], *, extra_args: tuple[str, ...] = (),
-              settings: dict[str, dict[str, Any]] | None = None, name: str = "lab",
-              app: str = "jupyterlab") -> Lab:
+def start_lab(
+    base: Path,
+    scenario: dict[str, Any],
+    *,
+    extra_args: tuple[str, ...] = (),
+    settings: dict[str, dict[str, Any]] | None = None,
+    name: str = "lab",
+    app: str = "jupyterlab",
+) -> Lab:
     """Start ``jupyter lab`` with its own root, settings, workspaces and runtime dirs under ``base``.
 
     ``app="notebook"`` starts Notebook 7 (``jupyter notebook``) instead, built on the same components.
@@ -207,9 +231,16 @@ def start_lab(base: Path, scenario: dict[str, Any], *, extra_args: tuple[str, ..
     }
     app_class = {"jupyterlab": "LabApp", "notebook": "JupyterNotebookApp"}[app]
     cmd = [
-        sys.executable, "-m", app, "--no-browser", "--allow-root",
-        "--ServerApp.ip=127.0.0.1", f"--port={port}", "--port-retries=0",
-        f"--IdentityProvider.token={token}", f"--ServerApp.root_dir={root}",
+        sys.executable,
+        "-m",
+        app,
+        "--no-browser",
+        "--allow-root",
+        "--ServerApp.ip=127.0.0.1",
+        f"--port={port}",
+        "--port-retries=0",
+        f"--IdentityProvider.token={token}",
+        f"--ServerApp.root_dir={root}",
         # The page exposes `window.jupyterapp`, so tests and benchmarks can reach the sidebar's model.
         f"--{app_class}.expose_app_in_browser=True",
         "--JupyterGpuServer.interval_s=0.25",
@@ -219,8 +250,9 @@ def start_lab(base: Path, scenario: dict[str, Any], *, extra_args: tuple[str, ..
     ARTIFACTS.mkdir(exist_ok=True)
     log = ARTIFACTS / f"{name}-server.log"
     with log.open("w") as log_file:
-        process = subprocess.Popen(cmd, env=env, stdout=log_file, stderr=subprocess.STDOUT,
-                                   cwd=root, start_new_session=True)
+        process = subprocess.Popen(
+            cmd, env=env, stdout=log_file, stderr=subprocess.STDOUT, cwd=root, start_new_session=True
+        )
     lab = Lab(process, f"http://127.0.0.1:{port}/", token, root, scenario_file, log, app)
     deadline = time.monotonic() + LAB_START_TIMEOUT_S
     while True:
@@ -256,8 +288,7 @@ def lab_factory(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callable[.
 def lab(lab_factory: Callable[..., Lab], request: pytest.FixtureRequest) -> Lab:
     """A JupyterLab on three simulated A100s; GPU 0 runs another user's process, GPU 2 is idle."""
     scenario = simulate.plausible_gpus(3)
-    scenario["gpus"][0]["processes"] = [
-        {"pid": 4_000_001, "memory_mib": 20480, "user": "alice", "name": "python"}]
+    scenario["gpus"][0]["processes"] = [{"pid": 4_000_001, "memory_mib": 20480, "user": "alice", "name": "python"}]
     scenario["gpus"][0].update(utilization=87, temperature=64, power_w=312)
     scenario["gpus"][1].update(utilization=23, temperature=45, power_w=121)
     return lab_factory(scenario, name=request.module.__name__.rpartition(".")[2])

@@ -20,9 +20,11 @@ WARN_S = 12
 
 @pytest.fixture(scope="module")
 def lab(lab_factory: Any) -> Any:
-    return lab_factory(simulate.plausible_gpus(2), name="culling",
-                       extra_args=(f"--JupyterGpuServer.cull_idle_after_s={AFTER_S}",
-                                   f"--JupyterGpuServer.cull_warn_s={WARN_S}"))
+    return lab_factory(
+        simulate.plausible_gpus(2),
+        name="culling",
+        extra_args=(f"--JupyterGpuServer.cull_idle_after_s={AFTER_S}", f"--JupyterGpuServer.cull_warn_s={WARN_S}"),
+    )
 
 
 def seconds(text: str) -> int:
@@ -33,8 +35,9 @@ def seconds(text: str) -> int:
 
 def test_an_idle_gpu_kernel_counts_down_notifies_and_is_culled(lab, page, artifacts):
     # Given a notebook's kernel holding 2 GiB on GPU 0, left idle
-    session = lab.api("POST", "api/sessions", {"path": "train.ipynb", "type": "notebook",
-                                                "kernel": {"name": "python3"}})
+    session = lab.api(
+        "POST", "api/sessions", {"path": "train.ipynb", "type": "notebook", "kernel": {"name": "python3"}}
+    )
     kernel_id = session["kernel"]["id"]
     kernel = kernel_child(lab.process.pid)
     lab.scenario.update(lambda s: s["gpus"][0].__setitem__("processes", [{"pid": kernel, "memory_mib": 2048}]))
@@ -79,8 +82,9 @@ def test_a_kernel_known_only_by_its_report_is_counted_down_and_notified(lab, pag
     from jupyter_gpu.sources.kernel_reports import REPORT_PREFIX
     from jupyter_gpu.sources.processes import process_start
 
-    session = lab.api("POST", "api/sessions", {"path": "in_container.ipynb", "type": "notebook",
-                                                "kernel": {"name": "python3"}})
+    session = lab.api(
+        "POST", "api/sessions", {"path": "in_container.ipynb", "type": "notebook", "kernel": {"name": "python3"}}
+    )
     kernel_id = session["kernel"]["id"]
     kernel = kernel_child(lab.process.pid)
     uuid = lab.snapshot()["gpus"][1]["uuid"]
@@ -88,11 +92,25 @@ def test_a_kernel_known_only_by_its_report_is_counted_down_and_notified(lab, pag
     # its framework holds 3 GiB on GPU 1
     lab.scenario.update(lambda s: s["gpus"][1].__setitem__("processes", [{"pid": 4_000_000 - 7, "memory_mib": 3072}]))
     report = lab.root.parent / "runtime" / f"{REPORT_PREFIX}{kernel_id}.json"
-    report.write_text(json.dumps({"version": 1, "kernel_id": kernel_id, "pid": kernel,
-                                  "start_time": process_start(kernel), "session": "in_container.ipynb",
-                                  "nvml_pids": [], "gpu_memory": {uuid: 3 << 30}, "timestamp": time.time()}))
-    wait_until(lambda: any(k["kernel_id"] == kernel_id and k["cull_warning"] for k in lab.snapshot()["kernels"]),
-               timeout_s=30, what="the server to count the reported kernel down")
+    report.write_text(
+        json.dumps(
+            {
+                "version": 1,
+                "kernel_id": kernel_id,
+                "pid": kernel,
+                "start_time": process_start(kernel),
+                "session": "in_container.ipynb",
+                "nvml_pids": [],
+                "gpu_memory": {uuid: 3 << 30},
+                "timestamp": time.time(),
+            }
+        )
+    )
+    wait_until(
+        lambda: any(k["kernel_id"] == kernel_id and k["cull_warning"] for k in lab.snapshot()["kernels"]),
+        timeout_s=30,
+        what="the server to count the reported kernel down",
+    )
     lab.open(page)
     # Then the status bar counts down and one notification names the notebook and the memory
     status = page.locator(".jp-GpuStatus")

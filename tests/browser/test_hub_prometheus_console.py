@@ -37,11 +37,16 @@ def console_url() -> Iterator[str]:
         asyncio.set_event_loop(loop)
 
         async def start() -> None:
-            service = HubService(hub.url + "/hub/api", SERVICE_TOKEN, hub.url, interval_s=0.5,
-                                 prometheus_url=stand_in.url)
-            auth = HubOAuth(api_url=hub.url + "/hub/api", api_token=SERVICE_TOKEN,
-                            oauth_client_id="service-jupyter-gpu",
-                            access_scopes={"access:services!service=jupyter-gpu"}, cache_max_age=60)
+            service = HubService(
+                hub.url + "/hub/api", SERVICE_TOKEN, hub.url, interval_s=0.5, prometheus_url=stand_in.url
+            )
+            auth = HubOAuth(
+                api_url=hub.url + "/hub/api",
+                api_token=SERVICE_TOKEN,
+                oauth_client_id="service-jupyter-gpu",
+                access_scopes={"access:services!service=jupyter-gpu"},
+                cache_max_age=60,
+            )
             HTTPServer(make_app(service, "/services/jupyter-gpu/", hub_auth=auth)).add_sockets(sockets)
             ready.set()
 
@@ -61,8 +66,9 @@ def console_url() -> Iterator[str]:
 
 
 def open_console(browser: Any, url: str, token: str) -> Any:
-    context = browser.new_context(viewport={"width": 1280, "height": 800},
-                                  extra_http_headers={"Authorization": f"token {token}"})
+    context = browser.new_context(
+        viewport={"width": 1280, "height": 800}, extra_http_headers={"Authorization": f"token {token}"}
+    )
     page = context.new_page()
     errors: list[str] = []
     page.on("pageerror", lambda error: errors.append(str(error)))

@@ -83,11 +83,13 @@ class Hub:
         self.calls_dir = calls_dir  # every hub process's NVML call count (JUPYTER_GPU_SIMULATE_CALLS_DIR)
         self.pid = 0
 
-    def api(self, method: str, path: str, token: str = TESTER_TOKEN, body: Any = None,
-            timeout: float = 30) -> tuple[int, Any]:
+    def api(
+        self, method: str, path: str, token: str = TESTER_TOKEN, body: Any = None, timeout: float = 30
+    ) -> tuple[int, Any]:
         data = None if body is None else json.dumps(body).encode()
-        request = urllib.request.Request(self.url + path, data=data, method=method,
-                                         headers={"Authorization": f"token {token}"})
+        request = urllib.request.Request(
+            self.url + path, data=data, method=method, headers={"Authorization": f"token {token}"}
+        )
         try:
             with urllib.request.urlopen(request, timeout=timeout) as response:
                 raw = response.read()
@@ -107,7 +109,7 @@ def documented_snippet() -> str:
     """The copy-paste ``jupyterhub_config.py`` of docs/jupyterhub.md, as admins read it."""
     text = (REPO / "docs" / "jupyterhub.md").read_text()
     start = text.index("```python\n", text.index("### `jupyterhub_config.py` (copy-paste)")) + len("```python\n")
-    return text[start:text.index("```", start)]
+    return text[start : text.index("```", start)]
 
 
 CONFIG = """
@@ -226,18 +228,37 @@ def _run_hub(artifacts: Path, spawned: list[psutil.Process]) -> Iterator[Hub]:
     proxy_port, service_port = free_port(), free_port()
     proxy_url = f"http://127.0.0.1:{proxy_port}"
     chp = CHP if Path(CHP).exists() else shutil.which("configurable-http-proxy")
-    (root / "jupyterhub_config.py").write_text(CONFIG.format(
-        proxy_url=proxy_url, hub_port=free_port(), proxy_api_port=free_port(), chp=chp, root=root, admin=ADMIN,
-        singleuser=str(HUB_VENV / "bin" / "jupyterhub-singleuser"), service_url=f"http://127.0.0.1:{service_port}",
-        python=sys.executable, pythonpath=str(REPO), scenario=str(scenario), alice=USERS[0], tester=TESTER_TOKEN,
-        prometheus=PROMETHEUS_TOKEN, snippet=documented_snippet(),
-        calls_dir=str(calls_dir),
-        path=f"{HUB_VENV / 'bin'}:/usr/local/bin:/usr/bin:/bin",
-        service_prefix_url=f"http://127.0.0.1:{service_port}/services/jupyter-gpu/"))
+    (root / "jupyterhub_config.py").write_text(
+        CONFIG.format(
+            proxy_url=proxy_url,
+            hub_port=free_port(),
+            proxy_api_port=free_port(),
+            chp=chp,
+            root=root,
+            admin=ADMIN,
+            singleuser=str(HUB_VENV / "bin" / "jupyterhub-singleuser"),
+            service_url=f"http://127.0.0.1:{service_port}",
+            python=sys.executable,
+            pythonpath=str(REPO),
+            scenario=str(scenario),
+            alice=USERS[0],
+            tester=TESTER_TOKEN,
+            prometheus=PROMETHEUS_TOKEN,
+            snippet=documented_snippet(),
+            calls_dir=str(calls_dir),
+            path=f"{HUB_VENV / 'bin'}:/usr/local/bin:/usr/bin:/bin",
+            service_prefix_url=f"http://127.0.0.1:{service_port}/services/jupyter-gpu/",
+        )
+    )
     log = open(artifacts / "hub-real.log", "wb")  # noqa: SIM115
     jupyterhub = Path(sys.executable).with_name("jupyterhub")
-    process = subprocess.Popen([str(jupyterhub), "-f", str(root / "jupyterhub_config.py")], cwd=root,
-                               stdout=log, stderr=subprocess.STDOUT, env={**os.environ, "PYTHONPATH": str(REPO)})
+    process = subprocess.Popen(
+        [str(jupyterhub), "-f", str(root / "jupyterhub_config.py")],
+        cwd=root,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+    )
     hub = Hub(proxy_url, f"{proxy_url}/services/jupyter-gpu/", root, scenario, calls_dir)
     hub.pid = process.pid
     try:
@@ -266,12 +287,20 @@ def _start_servers_and_kernels(hub: Hub) -> dict[str, dict[str, Any]]:
         hub.api("POST", f"/hub/api/users/{user}")  # 201, or 409 when the hub knows the user already
         code, body = hub.api("POST", f"/hub/api/users/{user}/server")
         assert code in (201, 202, 400), body  # 400: already running
-    wait_until(lambda: all((hub.api("GET", f"/hub/api/users/{u}")[1].get("servers", {}).get("", {})
-                            .get("ready")) for u in USERS), 120, "both user servers to be ready")
+    wait_until(
+        lambda: all(
+            (hub.api("GET", f"/hub/api/users/{u}")[1].get("servers", {}).get("", {}).get("ready")) for u in USERS
+        ),
+        120,
+        "both user servers to be ready",
+    )
     sessions = {}
     for user in USERS:
-        code, body = hub.api("POST", f"/user/{user}/api/sessions", body={
-            "path": f"{user}-training.ipynb", "type": "notebook", "kernel": {"name": "python3"}})
+        code, body = hub.api(
+            "POST",
+            f"/user/{user}/api/sessions",
+            body={"path": f"{user}-training.ipynb", "type": "notebook", "kernel": {"name": "python3"}},
+        )
         assert code == 201, body
         sessions[user] = body
     pids: dict[str, int] = {}
@@ -350,8 +379,11 @@ def test_console_shows_both_users_kernels_and_keeps_privacy(hub: Hub, page: Any,
     # The admin shuts bob's kernel down from the console; the service log says who
     page.locator(f"tr[data-user='{USERS[1]}'] button").first.click()
     kernel_id = sessions[USERS[1]]["kernel"]["id"]
-    wait_until(lambda: all(k["id"] != kernel_id for k in hub.api("GET", f"/user/{USERS[1]}/api/kernels")[1]),
-               30, "bob's kernel to be shut down")
+    wait_until(
+        lambda: all(k["id"] != kernel_id for k in hub.api("GET", f"/user/{USERS[1]}/api/kernels")[1]),
+        30,
+        "bob's kernel to be shut down",
+    )
     line = f"{ADMIN} shut down kernel {kernel_id} of user {USERS[1]}"
     wait_until(lambda: line in (artifacts / "hub-real.log").read_text(errors="replace"), 10, "the service's log line")
     assert page.errors == []
@@ -419,8 +451,9 @@ def _server_path(user: str, name: str) -> str:
 def start_servers(hub: Hub, servers: tuple[tuple[str, str], ...]) -> None:
     for user, name in servers:
         hub.api("POST", f"/hub/api/users/{user}")  # 201, or 409 when the hub knows the user already
-        code, body = hub.api("POST", f"/hub/api/users/{user}/servers/{name}" if name else
-                             f"/hub/api/users/{user}/server")
+        code, body = hub.api(
+            "POST", f"/hub/api/users/{user}/servers/{name}" if name else f"/hub/api/users/{user}/server"
+        )
         assert code in (201, 202, 400), body  # 400: already running
 
     def ready() -> bool:
@@ -450,8 +483,9 @@ def process_label(pid: int) -> str:
     return f"{pid} {cmdline[:80]}"
 
 
-def calls_while_polled(hub: Hub, servers: tuple[tuple[str, str], ...],
-                       window_s: float = WINDOW_S) -> tuple[float, dict[int, int]]:
+def calls_while_polled(
+    hub: Hub, servers: tuple[tuple[str, str], ...], window_s: float = WINDOW_S
+) -> tuple[float, dict[int, int]]:
     """NVML calls per second across every process of the hub while a client polls each server's
     snapshot once per second (an open sidebar), and the window's calls per PID."""
     stop = threading.Event()
@@ -459,8 +493,9 @@ def calls_while_polled(hub: Hub, servers: tuple[tuple[str, str], ...],
 
     def sidebar(user: str, name: str) -> None:
         while True:
-            answers.append((f"{user}/{name}", hub.api("GET", _server_path(user, name) + "jupyter-gpu/snapshot",
-                                                      timeout=10)[0]))
+            answers.append(
+                (f"{user}/{name}", hub.api("GET", _server_path(user, name) + "jupyter-gpu/snapshot", timeout=10)[0])
+            )
             if stop.wait(1.0):
                 return
 

@@ -19,12 +19,19 @@ EVIL_NAME = '<img src=x onerror="window.__jupyterGpuXss=1">'
 
 
 def test_panel_renders_updates_and_escapes(lab: Any, page: Any, artifacts: Any, docs_screenshot: Any) -> None:
-    lab.scenario.update(lambda s: s["gpus"][2].__setitem__(
-        "processes", [{"pid": 4_000_002, "memory_mib": 1024, "user": "mallory", "name": EVIL_NAME}]))
-    panel = run_panel(lab, page, NOTEBOOK,
-                      "import os\n"
-                      "os.environ['JUPYTER_GPU_SHOW_OTHER_NAMES'] = '1'  # an admin's view: other users' names too\n"
-                      "%load_ext jupyter_gpu\n%gpu_monitor --interval 0.3 --history 30\nprint('PID', os.getpid())")
+    lab.scenario.update(
+        lambda s: s["gpus"][2].__setitem__(
+            "processes", [{"pid": 4_000_002, "memory_mib": 1024, "user": "mallory", "name": EVIL_NAME}]
+        )
+    )
+    panel = run_panel(
+        lab,
+        page,
+        NOTEBOOK,
+        "import os\n"
+        "os.environ['JUPYTER_GPU_SHOW_OTHER_NAMES'] = '1'  # an admin's view: other users' names too\n"
+        "%load_ext jupyter_gpu\n%gpu_monitor --interval 0.3 --history 30\nprint('PID', os.getpid())",
+    )
     rows = panel.locator(".jupyter-gpu-row")
     wait_until(lambda: rows.count() == 3, what="three GPU rows")
     assert "simulated GPUs" in panel.inner_text()
@@ -39,8 +46,9 @@ def test_panel_renders_updates_and_escapes(lab: Any, page: Any, artifacts: Any, 
     assert page.evaluate("window.__jupyterGpuXss") is None
 
     # Live: the kernel's own process appears on GPU 1 while the panel runs, and is marked.
-    output = page.locator(".jp-NotebookPanel .jp-OutputArea-output[data-mime-type='application/vnd.jupyter.stdout']",
-                          has_text="PID").first
+    output = page.locator(
+        ".jp-NotebookPanel .jp-OutputArea-output[data-mime-type='application/vnd.jupyter.stdout']", has_text="PID"
+    ).first
     output.wait_for(timeout=30_000)
     pid = int(re.search(r"PID (\d+)", output.inner_text()).group(1))
 
@@ -101,13 +109,19 @@ def run_panel(lab: Any, page: Any, notebook: str, code: str) -> Any:
 
 
 def boxes(locator: Any) -> list[dict[str, float]]:
-    return locator.evaluate_all("nodes => nodes.map(n => { const r = n.getBoundingClientRect();"
-                                " return {x: r.x, y: r.y, w: r.width, h: r.height}; })")
+    return locator.evaluate_all(
+        "nodes => nodes.map(n => { const r = n.getBoundingClientRect();"
+        " return {x: r.x, y: r.y, w: r.width, h: r.height}; })"
+    )
 
 
 def overlap(a: dict[str, float], b: dict[str, float]) -> bool:
-    return a["x"] < b["x"] + b["w"] - 0.5 and b["x"] < a["x"] + a["w"] - 0.5 and \
-        a["y"] < b["y"] + b["h"] - 0.5 and b["y"] < a["y"] + a["h"] - 0.5
+    return (
+        a["x"] < b["x"] + b["w"] - 0.5
+        and b["x"] < a["x"] + a["w"] - 0.5
+        and a["y"] < b["y"] + b["h"] - 0.5
+        and b["y"] < a["y"] + a["h"] - 0.5
+    )
 
 
 def check_grid(panel: Any, gpus: int) -> int:
@@ -118,18 +132,20 @@ def check_grid(panel: Any, gpus: int) -> int:
     for card in cards:
         assert card["x"] >= frame["x"] - 0.5 and card["x"] + card["w"] <= frame["x"] + frame["w"] + 0.5, (card, frame)
     for i, a in enumerate(cards):
-        for b in cards[i + 1:]:
+        for b in cards[i + 1 :]:
             assert not overlap(a, b), (a, b)
     # Inside each card: title, bar, readings, chart and processes stay within the card and apart.
     for index in range(gpus):
         row = panel.locator(".jupyter-gpu-row").nth(index)
         card = cards[index]
-        parts = [boxes(row.locator(f".jupyter-gpu-{name}"))[0] for name in
-                 ("title-cell", "bar-cell", "memory-cell", "stats", "chart-cell", "procs-cell")]
+        parts = [
+            boxes(row.locator(f".jupyter-gpu-{name}"))[0]
+            for name in ("title-cell", "bar-cell", "memory-cell", "stats", "chart-cell", "procs-cell")
+        ]
         for part in parts:
             assert part["x"] >= card["x"] - 0.5 and part["x"] + part["w"] <= card["x"] + card["w"] + 0.5, (index, part)
         for i, a in enumerate(parts):
-            for b in parts[i + 1:]:
+            for b in parts[i + 1 :]:
                 assert not overlap(a, b), (index, a, b)
     # The readings line up: util, °C and W start at the same x in every card of a column.
     columns: dict[int, list[list[float]]] = {}
@@ -141,8 +157,9 @@ def check_grid(panel: Any, gpus: int) -> int:
     return len(columns)
 
 
-def test_panel_grid_holds_for_16_gpus_narrow_and_wide_light_and_dark(lab_factory: Any, page: Any, artifacts: Any,
-                                                                   docs_screenshot: Any) -> None:
+def test_panel_grid_holds_for_16_gpus_narrow_and_wide_light_and_dark(
+    lab_factory: Any, page: Any, artifacts: Any, docs_screenshot: Any
+) -> None:
     from jupyter_gpu import simulate
 
     scenario = simulate.plausible_gpus(16)
@@ -150,10 +167,10 @@ def test_panel_grid_holds_for_16_gpus_narrow_and_wide_light_and_dark(lab_factory
         gpu.update(utilization=(index * 37) % 100, memory_used_mib=(index * 5000) % 80000)
     scenario["gpus"][0]["name"] = "NVIDIA " + "Very Long Model Name " * 3 + "X" * 13  # 83 bytes: the longest allowed
     scenario["gpus"][1]["processes"] = [
-        {"pid": 4_000_010, "memory_mib": 2048, "user": "a\u202eevil" + "x" * 240, "name": "evil\u202egnp.ipynb"}]
+        {"pid": 4_000_010, "memory_mib": 2048, "user": "a\u202eevil" + "x" * 240, "name": "evil\u202egnp.ipynb"}
+    ]
     lab = lab_factory(scenario, name="panel16")
-    panel = run_panel(lab, page, "grid16.ipynb",
-                      "%load_ext jupyter_gpu\n%gpu_monitor --interval 0.5 --history 60")
+    panel = run_panel(lab, page, "grid16.ipynb", "%load_ext jupyter_gpu\n%gpu_monitor --interval 0.5 --history 60")
     wait_until(lambda: panel.locator(".jupyter-gpu-row").count() == 16, what="16 cards")
     assert check_grid(panel, 16) >= 2  # wide: several columns
     # The long name is cut in the card with the whole name in the tooltip; the RLO spoof is gone.

@@ -43,9 +43,18 @@ def lab(lab_factory: Callable[..., Any], tmp_path_factory: pytest.TempPathFactor
 
 
 def kernel_id(lab: Any) -> str:
-    session = wait_until(lambda: next((s for s in lab.api("GET", "api/sessions") if s["path"] == NOTEBOOK
-                                       and s["kernel"]["execution_state"] == "idle"), None),
-                         timeout_s=60, what="the notebook's kernel idle")
+    session = wait_until(
+        lambda: next(
+            (
+                s
+                for s in lab.api("GET", "api/sessions")
+                if s["path"] == NOTEBOOK and s["kernel"]["execution_state"] == "idle"
+            ),
+            None,
+        ),
+        timeout_s=60,
+        what="the notebook's kernel idle",
+    )
     return session["kernel"]["id"]
 
 
@@ -57,8 +66,16 @@ def run_cell(page: Any, index: int) -> Any:
 
 
 def test_warning_button_restarts_the_kernel_and_applies_the_plan(lab: Any, page: Any, artifacts: Path) -> None:
-    lab.write_notebook(NOTEBOOK, ["%load_ext jupyter_gpu\nimport os\nprint('PID', os.getpid())",
-                                  "%gpu_select 1 --growth", "%gpu_status", "%gpu_restart", "%gpu_status"])
+    lab.write_notebook(
+        NOTEBOOK,
+        [
+            "%load_ext jupyter_gpu\nimport os\nprint('PID', os.getpid())",
+            "%gpu_select 1 --growth",
+            "%gpu_status",
+            "%gpu_restart",
+            "%gpu_status",
+        ],
+    )
     lab.open(page)
     if not page.locator("#filebrowser").is_visible():
         page.locator('.jp-SideBar .lm-TabBar-tab[data-id="filebrowser"]').click()
@@ -77,8 +94,7 @@ def test_warning_button_restarts_the_kernel_and_applies_the_plan(lab: Any, page:
     warned.locator(".jp-OutputArea-output", has_text="GPUAlreadyInitializedWarning").wait_for(timeout=30_000)
     offer = warned.locator(".jp-GpuRestart")
     offer.wait_for()
-    assert offer.locator(".jp-GpuRestart-text").inner_text() == \
-        "GPU plan for a fresh kernel: %gpu_select 1 --growth"
+    assert offer.locator(".jp-GpuRestart-text").inner_text() == "GPU plan for a fresh kernel: %gpu_select 1 --growth"
     page.screenshot(path=str(artifacts / "restart-offer.png"))
     offer.get_by_role("button", name="Restart kernel and apply").click()
 
@@ -93,8 +109,11 @@ def test_warning_button_restarts_the_kernel_and_applies_the_plan(lab: Any, page:
 
     # %gpu_restart from code: the frontend restarts at once and applies the plan again.
     run_cell(page, 3).locator(".jp-GpuRestart").wait_for(timeout=30_000)
-    wait_until(lambda: page.get_by_text("Kernel restarted; GPU plan applied").count() >= 2, timeout_s=60,
-               what="the second notification")
+    wait_until(
+        lambda: page.get_by_text("Kernel restarted; GPU plan applied").count() >= 2,
+        timeout_s=60,
+        what="the second notification",
+    )
     status = run_cell(page, 4).locator(".jp-OutputArea-output", has_text="Plan:")
     status.wait_for(timeout=30_000)
     assert "Plan: GPU 1; growth on" in status.inner_text()
@@ -103,16 +122,37 @@ def test_warning_button_restarts_the_kernel_and_applies_the_plan(lab: Any, page:
 
 def test_an_untrusted_or_forged_offer_runs_nothing(lab: Any, page: Any) -> None:
     """A notebook from elsewhere carrying the offer with other code: no button, nothing runs."""
-    forged = {"version": 1, "lines": ["%load_ext jupyter_gpu", "import os; os.system('touch /tmp/pwned')"],
-              "reason": "x", "automatic": True, "kernel_id": None, "id": "x"}
+    forged = {
+        "version": 1,
+        "lines": ["%load_ext jupyter_gpu", "import os; os.system('touch /tmp/pwned')"],
+        "reason": "x",
+        "automatic": True,
+        "kernel_id": None,
+        "id": "x",
+    }
     honest = {**forged, "lines": ["%load_ext jupyter_gpu", "%gpu_select 1"], "id": "y"}
-    cells = [{"cell_type": "code", "metadata": {}, "source": "", "execution_count": 1,
-              "outputs": [{"output_type": "display_data", "metadata": {},
-                           "data": {"application/vnd.jupyter-gpu.restart+json": data, "text/plain": "offer"}}]}
-             for data in (forged, honest)]
-    content = {"cells": cells, "metadata": {"kernelspec": {"name": "python3", "display_name": "Python 3",
-                                                           "language": "python"}},
-               "nbformat": 4, "nbformat_minor": 5}
+    cells = [
+        {
+            "cell_type": "code",
+            "metadata": {},
+            "source": "",
+            "execution_count": 1,
+            "outputs": [
+                {
+                    "output_type": "display_data",
+                    "metadata": {},
+                    "data": {"application/vnd.jupyter-gpu.restart+json": data, "text/plain": "offer"},
+                }
+            ],
+        }
+        for data in (forged, honest)
+    ]
+    content = {
+        "cells": cells,
+        "metadata": {"kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}},
+        "nbformat": 4,
+        "nbformat_minor": 5,
+    }
     lab.api("PUT", "api/contents/forged.ipynb", {"type": "notebook", "format": "json", "content": content})
     lab.open(page, path="lab/tree/forged.ipynb")
     offers = page.locator(".jp-GpuRestart")

@@ -41,9 +41,11 @@ def vary_load(lab: Any, seconds: int) -> None:
     """Let utilization wander for a while, so history charts have something to show."""
     rng = random.Random(6)
     for _ in range(seconds):
+
         def change(s: dict[str, Any]) -> None:
             for gpu, base in zip(s["gpus"], (80, 35, 5), strict=False):
                 gpu["utilization"] = max(0, min(100, base + rng.randint(-15, 15)))
+
         lab.scenario.update(change)
         time.sleep(1)
 
@@ -86,8 +88,11 @@ def test_status_bar_item_summarises_and_opens_the_sidebar(lab, page):
 
 
 def test_html_in_a_process_name_is_shown_as_text(lab, page):
-    lab.scenario.update(lambda s: s["gpus"][2].__setitem__("processes", [
-        {"pid": 4_000_002, "memory_mib": 1024, "user": "<b>mallory</b>", "name": EVIL_NAME}]))
+    lab.scenario.update(
+        lambda s: s["gpus"][2].__setitem__(
+            "processes", [{"pid": 4_000_002, "memory_mib": 1024, "user": "<b>mallory</b>", "name": EVIL_NAME}]
+        )
+    )
     try:
         sidebar = open_sidebar(lab, page)
         user = card(sidebar, 2).locator(".jp-GpuProc-user")
@@ -111,12 +116,22 @@ def test_a_notebooks_kernel_appears_goes_idle_and_is_shut_down(lab, page, artifa
     editor = page.locator(".jp-NotebookPanel .jp-Cell .jp-InputArea-editor").first
     editor.wait_for()
     # Run only once the kernel is up (the server says so), or JupyterLab asks which kernel to start.
-    session = wait_until(lambda: next((s for s in lab.api("GET", "api/sessions") if s["path"] == NOTEBOOK
-                                       and s["kernel"]["execution_state"] == "idle"), None),
-                         timeout_s=60, what="the notebook's kernel")
+    session = wait_until(
+        lambda: next(
+            (
+                s
+                for s in lab.api("GET", "api/sessions")
+                if s["path"] == NOTEBOOK and s["kernel"]["execution_state"] == "idle"
+            ),
+            None,
+        ),
+        timeout_s=60,
+        what="the notebook's kernel",
+    )
     kernel_id = session["kernel"]["id"]
-    page.locator(".jp-NotebookPanel .jp-KernelStatus, .jp-NotebookPanel-toolbar .jp-Toolbar-kernelName",
-                 has_text="Python 3").first.wait_for()
+    page.locator(
+        ".jp-NotebookPanel .jp-KernelStatus, .jp-NotebookPanel-toolbar .jp-Toolbar-kernelName", has_text="Python 3"
+    ).first.wait_for()
     editor.click()
     page.keyboard.press("Shift+Enter")
     output = page.locator(".jp-NotebookPanel .jp-OutputArea-output", has_text="PID").first
@@ -223,8 +238,7 @@ def test_dark_theme(lab, page, artifacts, docs_screenshot):
     page.wait_for_timeout(1000)
     page.screenshot(path=str(artifacts / "sidebar-dark.png"))
     docs_screenshot(page, "sidebar-dark.png")
-    page.evaluate(
-        "() => { window.jupyterapp.commands.execute('apputils:change-theme', {theme: 'JupyterLab Light'}); }")
+    page.evaluate("() => { window.jupyterapp.commands.execute('apputils:change-theme', {theme: 'JupyterLab Light'}); }")
 
 
 def test_charts_open_with_the_servers_history_and_read_at_a_glance(lab, page, artifacts):
@@ -272,13 +286,19 @@ def test_warnings_long_and_bidi_names_are_text_and_stay_in_the_card(lab, page):
     def warn(route):
         response = route.fetch()
         data = response.json()
-        data["warnings"] = ["simulated scenario rejected: gpus[0].memory_used_mib must be ≥ 0",
-                            "<b>bold</b> \u202eevil"]
+        data["warnings"] = [
+            "simulated scenario rejected: gpus[0].memory_used_mib must be ≥ 0",
+            "<b>bold</b> \u202eevil",
+        ]
         route.fulfill(response=response, json=data)
 
     page.route("**/jupyter-gpu/snapshot*", warn)
-    lab.scenario.update(lambda s: s["gpus"][2].__setitem__("processes", [
-        {"pid": 4_000_003, "memory_mib": 2048, "user": "a\u202eevil" + "u" * 240, "name": "evil\u202egnp.ipynb"}]))
+    lab.scenario.update(
+        lambda s: s["gpus"][2].__setitem__(
+            "processes",
+            [{"pid": 4_000_003, "memory_mib": 2048, "user": "a\u202eevil" + "u" * 240, "name": "evil\u202egnp.ipynb"}],
+        )
+    )
     try:
         sidebar = open_sidebar(lab, page)
         warnings = sidebar.locator(".jp-GpuSidebar-warning")

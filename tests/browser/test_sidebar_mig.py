@@ -32,7 +32,10 @@ def test_slices_are_shown_under_their_gpu(lab, page, artifacts):
     slices.first.wait_for()
     assert slices.count() == 3
     assert [slices.nth(i).locator(".jp-GpuSlice-title").inner_text() for i in range(3)] == [
-        "0:0 · MIG 3g.40gb", "0:1 · MIG 2g.20gb", "0:2 · MIG 1g.10gb"]
+        "0:0 · MIG 3g.40gb",
+        "0:1 · MIG 2g.20gb",
+        "0:2 · MIG 1g.10gb",
+    ]
     assert [slices.nth(i).get_attribute("data-mig-uuid") for i in range(3)] == list(A100_MIG_UUIDS)
     assert A100_MIG_UUIDS[0] in slices.nth(0).locator(".jp-GpuSlice-title").get_attribute("title")
     # "n/a on MIG" rather than 0 where NVML measures nothing
@@ -48,9 +51,17 @@ def test_slices_are_shown_under_their_gpu(lab, page, artifacts):
     assert slices.nth(2).locator(".jp-GpuSlice-process").inner_text().startswith("carol · ")
     assert mig.locator(".jp-GpuProc.jp-mod-other").count() == 0
     # a slice created while the page is open appears without a reload
-    lab.scenario.update(lambda s: s["gpus"][0]["mig_slices"].append(
-        {"profile": "1g.10gb", "gpu_instance_id": 10, "compute_instance_id": 0, "memory_total_mib": 9728,
-         "processes": [{"pid": 4_100_005, "memory_mib": 100, "user": "erin", "name": "python"}]}))
+    lab.scenario.update(
+        lambda s: s["gpus"][0]["mig_slices"].append(
+            {
+                "profile": "1g.10gb",
+                "gpu_instance_id": 10,
+                "compute_instance_id": 0,
+                "memory_total_mib": 9728,
+                "processes": [{"pid": 4_100_005, "memory_mib": 100, "user": "erin", "name": "python"}],
+            }
+        )
+    )
     wait_until(lambda: slices.count() == 4, what="the new slice", timeout_s=20)
     page.screenshot(path=str(artifacts / "sidebar-mig.png"))
     assert not page.errors
@@ -58,15 +69,23 @@ def test_slices_are_shown_under_their_gpu(lab, page, artifacts):
 
 def test_your_kernel_on_a_slice_is_marked_yours(lab, page):
     lab.write_notebook("on_a_slice.ipynb", ["1"])
-    session = lab.api("POST", "api/sessions", {"path": "on_a_slice.ipynb", "name": "on_a_slice.ipynb",
-                                               "type": "notebook", "kernel": {"name": "python3"}})
+    session = lab.api(
+        "POST",
+        "api/sessions",
+        {"path": "on_a_slice.ipynb", "name": "on_a_slice.ipynb", "type": "notebook", "kernel": {"name": "python3"}},
+    )
     try:
         kernel_id = session["kernel"]["id"]
-        pid = wait_until(lambda: next((k["pid"] for k in lab.snapshot()["kernels"]
-                                       if k["kernel_id"] == kernel_id and k["pid"]), None),
-                         timeout_s=60, what="the kernel's PID")
-        lab.scenario.update(lambda s: s["gpus"][0]["mig_slices"][1].__setitem__(
-            "processes", [{"pid": pid, "memory_mib": 2048}]))
+        pid = wait_until(
+            lambda: next(
+                (k["pid"] for k in lab.snapshot()["kernels"] if k["kernel_id"] == kernel_id and k["pid"]), None
+            ),
+            timeout_s=60,
+            what="the kernel's PID",
+        )
+        lab.scenario.update(
+            lambda s: s["gpus"][0]["mig_slices"][1].__setitem__("processes", [{"pid": pid, "memory_mib": 2048}])
+        )
         sidebar = open_sidebar(lab, page)
         slice_ = sidebar.locator(f'.jp-GpuSlice[data-mig-uuid="{A100_MIG_UUIDS[1]}"]')
         mine = slice_.locator(".jp-GpuSlice-process.jp-mod-own")

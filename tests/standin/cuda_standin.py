@@ -34,6 +34,8 @@ CAPABILITY = {"NVIDIA A100-SXM4-80GB": (8, 0), "NVIDIA RTX A6000": (8, 6)}
 def capability(name: str) -> tuple[int, int]:
     """The model's compute capability (the simulation marks its names: " [simulated]")."""
     return CAPABILITY.get(name.removesuffix(" [simulated]"), (0, 0))
+
+
 started: dict[str, Any] = {}  # "env": the variables read at cuInit; "devices": [(nvml index, name, uuid)]
 fractions: dict[int, float] = {}
 
@@ -103,8 +105,10 @@ def _patch_tensorflow(_tf: types.ModuleType) -> None:
         fresh = ctx._physical_devices is None
         original(ctx, reinitialize)
         if fresh:
-            gpus = [context.PhysicalDevice(name=f"/physical_device:GPU:{i}", device_type="GPU")
-                    for i in range(len(cu_init()))]
+            gpus = [
+                context.PhysicalDevice(name=f"/physical_device:GPU:{i}", device_type="GPU")
+                for i in range(len(cu_init()))
+            ]
             ctx._physical_devices += gpus
             ctx._physical_device_to_index = {d: i for i, d in enumerate(ctx._physical_devices)}
             ctx._visible_device_list += gpus
