@@ -33,6 +33,15 @@ interface IRestartOffer {
   id: string;
 }
 
+/** The fields of an `execute_reply` (Jupyter messaging) that this renderer reads. */
+interface IExecuteReplyContent {
+  status: string;
+  ename?: string;
+  evalue?: string;
+  /** Each user expression's result: a display bundle when `status` is `ok`. */
+  user_expressions?: Record<string, { status: string; data: Record<string, unknown> }>;
+}
+
 interface IKernelLike {
   id: string;
   requestExecute(content: {
@@ -40,7 +49,7 @@ interface IKernelLike {
     silent: boolean;
     store_history: boolean;
     user_expressions: Record<string, string>;
-  }): { done: Promise<{ content: any }> };
+  }): { done: Promise<{ content: IExecuteReplyContent }> };
 }
 
 interface ISessionContextLike {
