@@ -42,7 +42,7 @@ export default tseslint.config(
   },
   {
     // Build and tool configuration run by node.
-    files: here(['*.js', '*.mjs', '*.mts']),
+    files: here(['*.js', '*.mjs']),
     extends: [js.configs.recommended],
     languageOptions: { globals: globals.node }
   }
