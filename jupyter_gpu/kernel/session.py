@@ -149,9 +149,11 @@ def warn_already_initialized(magic: str, who: str, detail: str) -> None:
     )
 
 
-class NoGpuFitsError(UsageError):
-    """No GPU fits the request now (what ``%gpu_select auto --wait`` waits out); any other refusal is a plain
-    ``UsageError``."""
+class NoGpuFitsError(Exception):
+    """No GPU fits the request now: what ``%gpu_select auto --wait`` waits out (:meth:`PlanSession.change_if_fits`).
+
+    Not a ``UsageError`` subclass on purpose: IPython shows only an exact ``UsageError`` as one line,
+    so :meth:`PlanSession.change` turns this into one."""
 
 
 class SessionSettings(Protocol):
@@ -187,7 +189,17 @@ class PlanSession:
         self._claims_note_shown = False
 
     def change(self, magic: str, require_idle: bool = False, hints: bool = True, **changes: Any) -> GpuPlan | None:
-        """Rebuild the plan with ``changes``; apply it, or warn and change nothing. Returns the new plan.
+        """Rebuild the plan with ``changes``; apply it, or warn and change nothing. Returns the new plan
+        (None when a framework already uses the GPU). A refused change is a one-line UsageError."""
+        try:
+            return self.change_if_fits(magic, require_idle, hints, **changes)
+        except NoGpuFitsError as error:
+            raise UsageError(str(error)) from None
+
+    def change_if_fits(
+        self, magic: str, require_idle: bool = False, hints: bool = True, **changes: Any
+    ) -> GpuPlan | None:
+        """:meth:`change`, but :class:`NoGpuFitsError` when no GPU fits the request now.
 
         An ``auto`` selection is chosen and claimed under the claims lock (:mod:`jupyter_gpu.sources.claims`),
         counting other kernels' claims as load."""

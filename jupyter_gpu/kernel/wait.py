@@ -98,7 +98,9 @@ def wait_and_select(session: PlanSession, spec: str, wait_s: float, changes: dic
     while True:
         try:
             last = _clock() - started + POLL_INTERVAL_S >= wait_s  # the "would fit if" hints only then
-            plan = session.change("%gpu_select", require_idle=not changes.get("min_free"), hints=last, **changes)
+            plan = session.change_if_fits(
+                "%gpu_select", require_idle=not changes.get("min_free"), hints=last, **changes
+            )
         except NoGpuFitsError as error:
             waited = _clock() - started
             if waited >= wait_s:
