@@ -193,7 +193,7 @@ def threads_report(plan: GpuPlan) -> str:
     """What ``%gpu_threads`` prints: the thread counts and TensorFlow's placement settings."""
     request = plan.request
 
-    def shown(value: object) -> str:
+    def setting(value: object) -> str:
         return (
             "framework default"
             if value is None
@@ -201,9 +201,9 @@ def threads_report(plan: GpuPlan) -> str:
         )
 
     return (
-        f"Threads: intra-op {shown(request.intra_op_threads)}, inter-op {shown(request.inter_op_threads)}; "
-        f"TensorFlow soft placement {shown(request.soft_placement)}, "
-        f"device-placement logging {shown(request.log_device_placement)}."
+        f"Threads: intra-op {setting(request.intra_op_threads)}, inter-op {setting(request.inter_op_threads)}; "
+        f"TensorFlow soft placement {setting(request.soft_placement)}, "
+        f"device-placement logging {setting(request.log_device_placement)}."
     )
 
 

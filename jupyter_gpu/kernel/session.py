@@ -92,7 +92,7 @@ def admin_ceiling() -> str:
     return environment_at_process_start().get("JUPYTER_GPU_MAX_LIMIT", "").strip()
 
 
-def gpu_settings_change(old: Any, new: Any) -> bool:
+def gpu_settings_change(old: PlanRequest, new: PlanRequest) -> bool:
     """Whether a request change touches the GPU settings (not only threads or placement)."""
     keys = ("selection", "min_free", "limits", "growth", "max_limit")
     return any(getattr(old, key) != getattr(new, key) for key in keys)
@@ -105,7 +105,7 @@ def _replaced_by_hand() -> str:
     return " and ".join(values)
 
 
-def would_fit_hints(snapshot: Any, request: Any) -> str:
+def would_fit_hints(snapshot: Snapshot, request: PlanRequest) -> str:
     """``"; GPU 2 would fit if your idle kernel x.ipynb (22 GiB) were shut down"`` where this
     user's own processes are all that keep a GPU from qualifying ("" when none)."""
     try:

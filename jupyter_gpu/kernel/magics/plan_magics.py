@@ -125,7 +125,7 @@ class GpuMagics(Magics):
         self.session = PlanSession(self)
         super().__init__(shell=shell, **kwargs)
 
-    # -- applying changes (all-or-nothing)
+    # -- the configured defaults and the admin ceiling
 
     def enforce_admin_ceiling(self) -> None:
         """A configured ``max_limit`` looser than the admin's JUPYTER_GPU_MAX_LIMIT is replaced by it."""
