@@ -589,12 +589,12 @@ def _resolve_selection(
                 )
             index = matches[0]
         if _in_mig_mode(snapshot, index):
-            fenced = fence.allowed_slice(gpus)
+            fenced_slice = fence.allowed_slice(gpus)
             gpu = snapshot.gpu(index)
             listing = (
                 _slice_listing(gpu)
-                if fenced is None
-                else ", ".join(f"{gpu.index}:{s.index} ({s.profile})" for s in gpu.slices if s.uuid == fenced)
+                if fenced_slice is None
+                else ", ".join(f"{gpu.index}:{s.index} ({s.profile})" for s in gpu.slices if s.uuid == fenced_slice)
                 or "none assigned"
             )
             raise PlanError(
