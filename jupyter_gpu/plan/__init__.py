@@ -49,6 +49,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 from ..core.environ import environment_at_process_start
+from ..core.errors import PlanError  # defined in core (frameworks raise it too); still plan.PlanError
 from ..core.snapshot import GpuInfo, GpuProcess, MigSlice, Snapshot
 from ..core.units import MIB, format_bytes
 
@@ -74,10 +75,6 @@ __all__ = [
 _DIGITS = re.compile(r"[0-9]+")  # ASCII only: str.isdigit() accepts '²', which int() refuses
 _UNITS = {"": MIB, "K": 1024, "M": MIB, "G": 1024**3, "T": 1024**4}
 _SIZE = re.compile(r"^\s*(?P<number>[0-9]{0,30}\.?[0-9]{1,30})\s*(?P<unit>(?:[KMGT](?:I?B)?|B)?)\s*$", re.IGNORECASE)
-
-
-class PlanError(ValueError):
-    """Bad input for a GPU plan; the message is one line naming the problem and the valid choices."""
 
 
 class NoGpuFits(PlanError):
