@@ -408,6 +408,7 @@ class _HubAuthFromSettings:
 
     @property
     def hub_auth(self) -> HubOAuth:
+        # A mixin: ``settings`` is the tornado RequestHandler's it is mixed into, unknown to mypy here.
         return self.settings["hub_auth"]  # type: ignore[attr-defined]
 
     @hub_auth.setter

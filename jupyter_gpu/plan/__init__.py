@@ -842,6 +842,7 @@ def plan_magics(request: PlanRequest) -> list[str]:
 
 def with_request(plan: GpuPlan, **changes: object) -> PlanRequest:
     """The plan's request with ``changes`` (keyword names of :class:`PlanRequest`)."""
+    # ``changes`` are any PlanRequest fields, so mypy cannot check them; replace() refuses unknown names.
     return replace(plan.request, **changes)  # type: ignore[arg-type]
 
 

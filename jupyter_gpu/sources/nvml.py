@@ -217,10 +217,11 @@ class NvmlReader:
                     warnings=_warnings(),
                 )
             simulated = simulate.installed() is not None
-            devices = list(self._devices or ())
+            opened = self._devices or []
+            devices = list(opened)
             for index, device in enumerate(devices):
                 if device is None:  # a GPU that failed to open: it may be back
-                    devices[index] = self._devices[index] = self._open_device(index)  # type: ignore[index]
+                    devices[index] = opened[index] = self._open_device(index)
             driver_version = self._driver_version
         pynvml = self._pynvml
         gpus: list[GpuInfo] = []
