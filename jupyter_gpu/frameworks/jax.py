@@ -20,7 +20,7 @@ from types import ModuleType
 from typing import Any
 
 from ..plan import GpuPlan
-from . import DeviceMemory, Environment, Framework, State, visible_order
+from .base import DeviceMemory, Environment, Framework, State, visible_order
 
 _GPU_PLATFORMS = ("cuda", "rocm", "gpu")
 
