@@ -44,9 +44,14 @@ _INDEX = re.compile(r"[0-9]+")  # ASCII digits only: CUDA does not read '²' or 
 class Gpu(Protocol):
     """What is needed of a GPU (``snapshots.GpuInfo`` and ``plan.PlannedGpu`` both fit)."""
 
-    index: int
-    uuid: str
-    name: str
+    @property
+    def index(self) -> int: ...
+
+    @property
+    def uuid(self) -> str: ...
+
+    @property
+    def name(self) -> str: ...
 
 
 @dataclass(frozen=True)

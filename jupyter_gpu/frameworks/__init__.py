@@ -369,8 +369,8 @@ def divergence(framework: Framework, plan: GpuPlan, gpus: Sequence[Gpu]) -> str 
     if not actual.known:
         return f"cannot tell which GPUs it uses: {actual.reason}"
     if wanted.known and set(actual.indices or ()) != set(wanted.indices or ()):
-        start = process_cuda_start()
-        cause = f" (CUDA started with {start[0].describe()})" if start and start[0] is not UNKNOWN else ""
+        started = process_cuda_start()
+        cause = f" (CUDA started with {started[0].describe()})" if started and started[0] is not UNKNOWN else ""
         return f"it uses {actual.describe()}, the plan says {wanted.describe()}{cause}"
     if state in (State.DEVICES_LISTED, State.INITIALIZED):
         try:
@@ -522,10 +522,10 @@ def framework_statuses(gpus: Sequence[Gpu] = ()) -> list[tuple[Framework, str]]:
             waiting = _hook_pending(framework) and KERNEL.plan_active
             text = "not imported; the plan is applied when it is imported" if waiting else "not imported"
         elif state is State.INITIALIZED:
-            applied = KERNEL.applied.get(framework.name)
-            if applied is not None and gpu_settings(applied) == gpu_settings(plan) and not problem:
+            applied_plan = KERNEL.applied.get(framework.name)
+            if applied_plan is not None and gpu_settings(applied_plan) == gpu_settings(plan) and not problem:
                 text = f"initialized with the plan applied; in effect: {_in_effect(framework)}"
-            elif applied is not None and gpu_settings(applied) == gpu_settings(plan):
+            elif applied_plan is not None and gpu_settings(applied_plan) == gpu_settings(plan):
                 text = f"initialized; in effect: {_in_effect(framework)}"
             else:
                 text = f"initialized before the plan; in effect: {_in_effect(framework)}"

@@ -288,18 +288,19 @@ def planned_devices(framework: Framework, plan: GpuPlan, gpus: Sequence[Gpu]) ->
         if plan.selected_indices is None and expected.known:
             return expected, None
         return DeviceMap(plan.selected_indices if plan.selected_indices is not None else None), None
-    if not cuda.known:
+    shown = cuda.indices
+    if shown is None:
         return cuda, f"cannot tell which GPU is which: {cuda.reason}"
-    wanted = expected.indices if expected.indices is not None else cuda.indices
+    wanted = expected.indices if expected.indices is not None else shown
     if framework.can_narrow:
-        missing = [index for index in wanted if index not in cuda.indices]
-        narrowed = tuple(index for index in cuda.indices if index in wanted)
+        missing = [index for index in wanted if index not in shown]
+        narrowed = tuple(index for index in shown if index in wanted)
         if missing:
             return DeviceMap(narrowed), (
                 f"CUDA started showing {cuda.describe()} only, so GPU {missing[0]} cannot be added"
             )
         return DeviceMap(narrowed), None
-    if set(cuda.indices) != set(wanted):
+    if set(shown) != set(wanted):
         return cuda, f"CUDA started showing {cuda.describe()}, and {framework.name} cannot narrow that"
     return cuda, None
 
