@@ -123,16 +123,10 @@ class _ProcessInfoV1(ctypes.Structure):
     _fields_ = [("pid", c_uint), ("usedGpuMemory", c_ulonglong)]
 
 
-class SimulatedNvmlLibrary:
-    """Stands in for ``CDLL("libnvidia-ml.so.1")``: one ctypes callback per exported C symbol.
-
-    Attributes are only the symbols implemented (minus the scenario's ``missing_functions``), so a
-    missing symbol behaves as on a real old driver. Exceptions inside a callback never reach C:
-    they return NVML_ERROR_UNKNOWN and are kept in :attr:`callback_errors` for tests to inspect.
-    :attr:`calls` counts calls per symbol in this process; with ``JUPYTER_GPU_SIMULATE_CALLS_DIR``
-    set when the library is created (:attr:`calls_directory`), each call is also counted in this
-    process's file there, for :func:`calls_in` to sum across processes.
-    """
+class _SimulatedDriver:
+    """What every simulated symbol stands on: the scenario's faults and NVML's init count, the
+    device handles (one ctypes cell per GPU and per MIG slice), and the guard that keeps Python
+    exceptions from reaching C and counts each call. :class:`SimulatedNvmlLibrary` adds the symbols."""
 
     def __init__(self, source: ScenarioSource) -> None:
         self.source = source
@@ -148,17 +142,7 @@ class SimulatedNvmlLibrary:
         }
         self._error_strings = {code: ctypes.create_string_buffer(text) for code, text in ERROR_STRINGS.items()}
         self._callbacks: dict[str, Any] = {}
-        self._packed: dict[tuple[int, int, str, int], tuple[SimulatedGpu, int, bytes]] = {}
-        self._missing = missing = source.current().missing_functions
-        symbols = self._symbols()
-        for name in NOT_SUPPORTED_FUNCTIONS:
-            symbols.setdefault(name, (c_int, (), self._not_supported))
-        for name, (restype, argtypes, implementation) in symbols.items():
-            if name in missing:
-                continue
-            callback = ctypes.CFUNCTYPE(restype, *argtypes)(self._guard(name, implementation, restype))
-            self._callbacks[name] = callback  # keep the thunk alive as long as the library
-            setattr(self, name, callback)
+        self._missing = source.current().missing_functions
 
     def __getattr__(self, name: str) -> Any:
         """Every other NVML symbol answers NVML_ERROR_NOT_SUPPORTED, as a real driver does for a
@@ -203,48 +187,6 @@ class SimulatedNvmlLibrary:
                 return ctypes.addressof(self._error_strings[ERROR_UNKNOWN]) if is_error_string else ERROR_UNKNOWN
 
         return callback
-
-    def _symbols(self) -> dict[str, tuple[Any, tuple[Any, ...], Callable[..., Any]]]:
-        p = c_void_p
-        return {
-            "nvmlInit_v2": (c_int, (), lambda: self._init(0)),
-            "nvmlInitWithFlags": (c_int, (c_uint,), self._init),
-            "nvmlShutdown": (c_int, (), self._shutdown),
-            "nvmlErrorString": (c_void_p, (c_int,), self._error_string),
-            "nvmlSystemGetDriverVersion": (c_int, (p, c_uint), self._driver_version),
-            "nvmlSystemGetNVMLVersion": (c_int, (p, c_uint), self._nvml_version),
-            "nvmlSystemGetCudaDriverVersion": (c_int, (p,), self._cuda_driver_version),
-            "nvmlSystemGetCudaDriverVersion_v2": (c_int, (p,), self._cuda_driver_version),
-            "nvmlSystemGetProcessName": (c_int, (c_uint, p, c_uint), self._process_name),
-            "nvmlDeviceGetCount_v2": (c_int, (p,), self._device_count),
-            "nvmlDeviceGetCount": (c_int, (p,), self._device_count),
-            "nvmlDeviceGetHandleByIndex_v2": (c_int, (c_uint, p), self._handle_by_index),
-            "nvmlDeviceGetHandleByIndex": (c_int, (c_uint, p), self._handle_by_index),
-            "nvmlDeviceGetHandleByUUID": (c_int, (c_char_p, p), self._handle_by_uuid),
-            "nvmlDeviceGetIndex": (c_int, (p, p), self._device_index),
-            "nvmlDeviceGetName": (c_int, (p, p, c_uint), self._device_name),
-            "nvmlDeviceGetUUID": (c_int, (p, p, c_uint), self._device_uuid),
-            "nvmlDeviceGetMemoryInfo": (c_int, (p, p), self._memory_v1),
-            "nvmlDeviceGetMemoryInfo_v2": (c_int, (p, p), self._memory_v2),
-            "nvmlDeviceGetUtilizationRates": (c_int, (p, p), self._utilization),
-            "nvmlDeviceGetTemperature": (c_int, (p, c_uint, p), self._temperature),
-            "nvmlDeviceGetPowerUsage": (c_int, (p, p), self._power_usage),
-            "nvmlDeviceGetEnforcedPowerLimit": (c_int, (p, p), self._power_limit),
-            "nvmlDeviceGetPowerManagementLimit": (c_int, (p, p), self._power_limit),
-            "nvmlDeviceGetComputeRunningProcesses_v3": (c_int, (p, p, p), self._processes("compute", 3)),
-            "nvmlDeviceGetComputeRunningProcesses_v2": (c_int, (p, p, p), self._processes("compute", 2)),
-            "nvmlDeviceGetComputeRunningProcesses": (c_int, (p, p, p), self._processes("compute", 1)),
-            "nvmlDeviceGetGraphicsRunningProcesses_v3": (c_int, (p, p, p), self._processes("graphics", 3)),
-            "nvmlDeviceGetGraphicsRunningProcesses_v2": (c_int, (p, p, p), self._processes("graphics", 2)),
-            "nvmlDeviceGetGraphicsRunningProcesses": (c_int, (p, p, p), self._processes("graphics", 1)),
-            "nvmlDeviceGetMigMode": (c_int, (p, p, p), self._mig_mode),
-            "nvmlDeviceGetMaxMigDeviceCount": (c_int, (p, p), self._max_mig_count),
-            "nvmlDeviceGetMigDeviceHandleByIndex": (c_int, (p, c_uint, p), self._mig_handle_by_index),
-            "nvmlDeviceGetDeviceHandleFromMigDeviceHandle": (c_int, (p, p), self._parent_handle),
-            "nvmlDeviceIsMigDeviceHandle": (c_int, (p, p), self._is_mig_handle),
-            "nvmlDeviceGetGpuInstanceId": (c_int, (p, p), self._instance_id("gpu_instance_id")),
-            "nvmlDeviceGetComputeInstanceId": (c_int, (p, p), self._instance_id("compute_instance_id")),
-        }
 
     @staticmethod
     def _write_string(text: str, buffer: int, length: int) -> int:
@@ -299,6 +241,74 @@ class SimulatedNvmlLibrary:
 
     def _not_supported(self, *_args: Any) -> int:
         return self._ready()[1] or ERROR_NOT_SUPPORTED
+
+
+class SimulatedNvmlLibrary(_SimulatedDriver):
+    """Stands in for ``CDLL("libnvidia-ml.so.1")``: one ctypes callback per exported C symbol.
+
+    Attributes are only the symbols implemented (minus the scenario's ``missing_functions``), so a
+    missing symbol behaves as on a real old driver. Exceptions inside a callback never reach C:
+    they return NVML_ERROR_UNKNOWN and are kept in :attr:`callback_errors` for tests to inspect.
+    :attr:`calls` counts calls per symbol in this process; with ``JUPYTER_GPU_SIMULATE_CALLS_DIR``
+    set when the library is created (:attr:`calls_directory`), each call is also counted in this
+    process's file there, for :func:`calls_in` to sum across processes.
+    """
+
+    def __init__(self, source: ScenarioSource) -> None:
+        super().__init__(source)
+        self._packed: dict[tuple[int, int, str, int], tuple[SimulatedGpu, int, bytes]] = {}
+        missing = self._missing
+        symbols = self._symbols()
+        for name in NOT_SUPPORTED_FUNCTIONS:
+            symbols.setdefault(name, (c_int, (), self._not_supported))
+        for name, (restype, argtypes, implementation) in symbols.items():
+            if name in missing:
+                continue
+            callback = ctypes.CFUNCTYPE(restype, *argtypes)(self._guard(name, implementation, restype))
+            self._callbacks[name] = callback  # keep the thunk alive as long as the library
+            setattr(self, name, callback)
+
+    def _symbols(self) -> dict[str, tuple[Any, tuple[Any, ...], Callable[..., Any]]]:
+        p = c_void_p
+        return {
+            "nvmlInit_v2": (c_int, (), lambda: self._init(0)),
+            "nvmlInitWithFlags": (c_int, (c_uint,), self._init),
+            "nvmlShutdown": (c_int, (), self._shutdown),
+            "nvmlErrorString": (c_void_p, (c_int,), self._error_string),
+            "nvmlSystemGetDriverVersion": (c_int, (p, c_uint), self._driver_version),
+            "nvmlSystemGetNVMLVersion": (c_int, (p, c_uint), self._nvml_version),
+            "nvmlSystemGetCudaDriverVersion": (c_int, (p,), self._cuda_driver_version),
+            "nvmlSystemGetCudaDriverVersion_v2": (c_int, (p,), self._cuda_driver_version),
+            "nvmlSystemGetProcessName": (c_int, (c_uint, p, c_uint), self._process_name),
+            "nvmlDeviceGetCount_v2": (c_int, (p,), self._device_count),
+            "nvmlDeviceGetCount": (c_int, (p,), self._device_count),
+            "nvmlDeviceGetHandleByIndex_v2": (c_int, (c_uint, p), self._handle_by_index),
+            "nvmlDeviceGetHandleByIndex": (c_int, (c_uint, p), self._handle_by_index),
+            "nvmlDeviceGetHandleByUUID": (c_int, (c_char_p, p), self._handle_by_uuid),
+            "nvmlDeviceGetIndex": (c_int, (p, p), self._device_index),
+            "nvmlDeviceGetName": (c_int, (p, p, c_uint), self._device_name),
+            "nvmlDeviceGetUUID": (c_int, (p, p, c_uint), self._device_uuid),
+            "nvmlDeviceGetMemoryInfo": (c_int, (p, p), self._memory_v1),
+            "nvmlDeviceGetMemoryInfo_v2": (c_int, (p, p), self._memory_v2),
+            "nvmlDeviceGetUtilizationRates": (c_int, (p, p), self._utilization),
+            "nvmlDeviceGetTemperature": (c_int, (p, c_uint, p), self._temperature),
+            "nvmlDeviceGetPowerUsage": (c_int, (p, p), self._power_usage),
+            "nvmlDeviceGetEnforcedPowerLimit": (c_int, (p, p), self._power_limit),
+            "nvmlDeviceGetPowerManagementLimit": (c_int, (p, p), self._power_limit),
+            "nvmlDeviceGetComputeRunningProcesses_v3": (c_int, (p, p, p), self._processes("compute", 3)),
+            "nvmlDeviceGetComputeRunningProcesses_v2": (c_int, (p, p, p), self._processes("compute", 2)),
+            "nvmlDeviceGetComputeRunningProcesses": (c_int, (p, p, p), self._processes("compute", 1)),
+            "nvmlDeviceGetGraphicsRunningProcesses_v3": (c_int, (p, p, p), self._processes("graphics", 3)),
+            "nvmlDeviceGetGraphicsRunningProcesses_v2": (c_int, (p, p, p), self._processes("graphics", 2)),
+            "nvmlDeviceGetGraphicsRunningProcesses": (c_int, (p, p, p), self._processes("graphics", 1)),
+            "nvmlDeviceGetMigMode": (c_int, (p, p, p), self._mig_mode),
+            "nvmlDeviceGetMaxMigDeviceCount": (c_int, (p, p), self._max_mig_count),
+            "nvmlDeviceGetMigDeviceHandleByIndex": (c_int, (p, c_uint, p), self._mig_handle_by_index),
+            "nvmlDeviceGetDeviceHandleFromMigDeviceHandle": (c_int, (p, p), self._parent_handle),
+            "nvmlDeviceIsMigDeviceHandle": (c_int, (p, p), self._is_mig_handle),
+            "nvmlDeviceGetGpuInstanceId": (c_int, (p, p), self._instance_id("gpu_instance_id")),
+            "nvmlDeviceGetComputeInstanceId": (c_int, (p, p), self._instance_id("compute_instance_id")),
+        }
 
     # -- system
 
