@@ -489,8 +489,10 @@ def _apply_missed() -> list[str]:
     plan's calls they missed (caps, TensorFlow's devices), unless they already started their GPU."""
     notes = []
     plan = current_plan()
-    for framework in [framework for framework in FRAMEWORKS if framework.name in KERNEL.missed]:
-        KERNEL.missed.remove(framework.name)
+    by_name = {framework.name: framework for framework in FRAMEWORKS}
+    for name in list(KERNEL.missed):  # in the order they were imported
+        KERNEL.missed.remove(name)
+        framework = by_name[name]
         module = sys.modules.get(framework.module_name)
         if module is None or framework.state() in (State.INITIALIZED, State.CPU_ONLY) or not KERNEL.plan_active:
             continue

@@ -34,6 +34,8 @@ Environment = dict[str, "str | None"]  # None: the variable is removed
 
 
 class State(str, Enum):
+    """Where a framework is in this process, as :meth:`Framework.state` tells from ``sys.modules``."""
+
     NOT_IMPORTED = "not imported"
     IMPORTED = "imported, GPU not initialized"
     DEVICES_LISTED = "imported, GPUs listed (CUDA started), not initialized"
@@ -157,6 +159,7 @@ class Framework:
 
 
 def gpu_settings(plan: GpuPlan) -> tuple[object, ...]:
+    """What of ``plan`` an initialized framework can no longer change: selection, limits, growth."""
     return (plan.selected_indices, dict(plan.limits_bytes), plan.growth)
 
 
@@ -173,6 +176,7 @@ def remember_gpus(gpus: Sequence[Gpu]) -> None:
 
 
 def known_gpus() -> tuple[Gpu, ...]:
+    """The GPUs of the last snapshot a magic took (empty before the first)."""
     return KERNEL.gpus
 
 
