@@ -24,8 +24,6 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-import pytest
-
 import jupyter_gpu
 
 PACKAGE = Path(jupyter_gpu.__file__).parent
@@ -98,7 +96,6 @@ def test_every_module_has_a_layer() -> None:
         assert layer(module) in MAY_IMPORT, module
 
 
-@pytest.mark.xfail(strict=True, reason="frameworks/__init__ still snapshots NVML itself (one-house, in progress)")
 def test_each_layer_imports_only_the_layers_below_it() -> None:
     wrong = []
     for module, targets in graph().items():
@@ -123,7 +120,6 @@ def test_the_core_and_the_plan_import_no_io_or_face_library() -> None:
     assert not wrong, "\n".join(sorted(wrong))
 
 
-@pytest.mark.xfail(strict=True, reason="frameworks/__init__ <-> its adapters (one-house, in progress)")
 def test_no_import_cycles() -> None:
     edges = {module: {t for t in targets if t in modules() and t != module} for module, targets in graph().items()}
     index = {}

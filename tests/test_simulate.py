@@ -274,7 +274,7 @@ def test_without_the_variable_calls_are_not_counted_in_files(monkeypatch):
     def no_file_counting(directory):
         raise AssertionError("a file counter was set up without the variable")
 
-    monkeypatch.setattr(simulate, "_call_ticker", no_file_counting)
+    monkeypatch.setattr(simulate.counters, "call_ticker", no_file_counting)
     library = simulate.SimulatedNvmlLibrary(simulate.ScenarioSource("1"))
     assert library.nvmlInit_v2() == simulate.SUCCESS
     assert library.nvmlDeviceGetNvLinkState() == simulate.ERROR_NOT_SUPPORTED
@@ -304,7 +304,7 @@ def test_counter_files_are_read_as_untrusted_input(tmp_path):
 @pytest.mark.parametrize("trap", ["symlink", "other user's file"])
 def test_a_trap_set_at_this_processs_name_is_never_written_through(tmp_path, monkeypatch, capsys, trap):
     # Given a shared directory where somebody put a file at the name this process will use
-    name = f"{os.getpid()}-{simulate._process_start()}.nvml-calls"
+    name = f"{os.getpid()}-{simulate.counters._process_start()}.nvml-calls"
     target = tmp_path / "target"
     target.write_bytes(bytes(8))
     if trap == "symlink":
@@ -315,7 +315,7 @@ def test_a_trap_set_at_this_processs_name_is_never_written_through(tmp_path, mon
         os.link(target, tmp_path / name)
         os.chown(target, 65534, 65534)
     monkeypatch.setenv(simulate.CALLS_DIR_VAR, str(tmp_path))
-    monkeypatch.setattr(simulate, "_process_counters", {})
+    monkeypatch.setattr(simulate.counters, "_process_counters", {})
     # When the simulated library in this process makes calls
     library = simulate.SimulatedNvmlLibrary(simulate.ScenarioSource("1"))
     assert library.nvmlInit_v2() == simulate.SUCCESS and library.nvmlDeviceGetCount_v2(None) != simulate.SUCCESS

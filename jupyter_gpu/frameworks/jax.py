@@ -20,7 +20,7 @@ from types import ModuleType
 from typing import Any
 
 from ..plan import GpuPlan
-from . import DeviceMemory, Environment, Framework, State, visible_order
+from .base import DeviceMemory, Environment, Framework, State, visible_order
 
 _GPU_PLATFORMS = ("cuda", "rocm", "gpu")
 
@@ -70,7 +70,7 @@ class Jax(Framework):
         except ValueError:
             return None  # JAX itself refuses it when it makes the backend
 
-    @property  # type: ignore[override]
+    @property
     def settings_touched(self) -> bool:
         """Whether code changed ``jax_cuda_visible_devices`` since the last look (a cheap flag read)."""
         return self.module_name in sys.modules and self._visible_flag() != self._seen_visible
@@ -100,7 +100,7 @@ class Jax(Framework):
 
     def observe(self, module: ModuleType) -> None:
         self.observed = True
-        bridge = sys.modules.get("jax._src.xla_bridge")
+        bridge: Any = sys.modules.get("jax._src.xla_bridge")
         if bridge is None or getattr(bridge.backends, "_jupyter_gpu_wrapped", False):
             return
         original = bridge.backends
@@ -155,8 +155,8 @@ class Jax(Framework):
         return "jax.clear_caches()", pool
 
     def environment(self, plan: GpuPlan, baseline: Mapping[str, str | None]) -> Environment:
-        fractions = [plan.memory_fraction(index) for index in visible_order(plan)]
-        fractions = [fraction for fraction in fractions if fraction is not None]
+        planned = [plan.memory_fraction(index) for index in visible_order(plan)]
+        fractions = [fraction for fraction in planned if fraction is not None]
         env: Environment = {
             "XLA_PYTHON_CLIENT_PREALLOCATE": "false" if plan.growth else baseline.get("XLA_PYTHON_CLIENT_PREALLOCATE"),
             "XLA_CLIENT_MEM_FRACTION": baseline.get("XLA_CLIENT_MEM_FRACTION"),

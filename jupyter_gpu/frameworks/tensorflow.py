@@ -31,7 +31,7 @@ from typing import Any
 from ..core.units import MIB, format_bytes
 from ..core.visibility import cuda_devices
 from ..plan import GpuPlan, current_plan
-from . import (
+from .base import (
     DeviceMemory,
     Environment,
     Framework,

@@ -27,7 +27,7 @@ from collections.abc import Callable, Mapping
 from types import ModuleType
 
 from ..plan import GpuPlan
-from . import DeviceMemory, Environment, Framework, State, note_cuda_start, visible_order
+from .base import DeviceMemory, Environment, Framework, State, note_cuda_start, visible_order
 
 _EXPANDABLE = "expandable_segments:True"
 
@@ -186,7 +186,7 @@ class Torch(Framework):
         queued = cuda._queued_calls
         queued[:] = [entry for entry in queued if entry[0] is not self._queued]
         self._queued = None
-        from . import actual_devices, known_gpus
+        from .base import actual_devices, known_gpus
 
         # Only devices PyTorch will really have: what CUDA shows (or will show, from the variables
         # in force now, whoever set them), never the plan's wish.

@@ -128,6 +128,13 @@ def error_notes(error: BaseException | None) -> list[str]:
     return notes
 
 
+def _nvml_gpus() -> Any:
+    """Every GPU NVML sees now, for the after-cell check (the frameworks package reads no NVML itself)."""
+    from ..sources.nvml import snapshot
+
+    return snapshot().gpus
+
+
 def _after_cell(result: Any = None) -> None:
     """``post_run_cell``: notes under a failed cell (:func:`error_notes`), and the cheap check that
     nothing changed behind the magics' back (see :func:`jupyter_gpu.frameworks.check_after_cell`)."""
@@ -141,7 +148,7 @@ def _after_cell(result: Any = None) -> None:
             return  # no plan was ever made and no framework imported: nothing can diverge
         from ..core.errors import GPUPlanMismatchWarning, warn
 
-        for message in frameworks.check_after_cell():
+        for message in frameworks.check_after_cell(read_gpus=_nvml_gpus):
             warn(message, GPUPlanMismatchWarning)
     except Exception as error:  # a check must never break the kernel
         print(f"jupyter_gpu: the after-cell check failed: {type(error).__name__}: {error}", file=sys.stderr)

@@ -1,0 +1,641 @@
+"""Simulated scenarios: the schema, its strict reader, and the built-in ones (``N`` GPUs, ``demo``).
+
+A scenario is what ``JUPYTER_GPU_SIMULATE`` names (:class:`ScenarioSource`): a number of plausible
+idle GPUs (1 to 64, :func:`plausible_gpus`), ``demo`` (:func:`demo_scenario`), or the path of a JSON
+file, re-read whenever it changes.
+
+Scenario schema (every key optional; sizes in MiB, power in W)::
+
+    {
+      "driver_version": "550.54.15",
+      "cuda_driver_version": 12040,
+      "fault": null | "library_not_found" | "driver_not_loaded" | "no_permission",
+      "latency_ms": 0,                 # added to every NVML call (a slow or hung driver)
+      "missing_functions": [],         # C symbols the library lacks, e.g. an old driver without
+                                       # "nvmlDeviceGetComputeRunningProcesses_v3"
+      "gpus": [{
+        "name": "NVIDIA A100-SXM4-80GB",
+        "uuid": "GPU-...",             # default: derived from the index
+        "memory_total_mib": 81920,
+        "memory_reserved_mib": 0,      # driver-reserved (v2 struct); v1 counts it as used
+        "memory_used_mib": 1024,       # default: the sum of the processes' memory
+        "utilization": 35, "memory_utilization": 20, "temperature": 41,
+        "power_w": 180, "power_limit_w": 400,
+        "unsupported": [],             # of "utilization", "temperature", "power", "power_limit"
+        "fault": null | "lost",
+        "processes": [{"pid": 12345, "memory_mib": 1000, "user": "alice", "name": "python",
+                       "type": "compute" | "graphics"}],
+        "mig_slices": [{               # present (even empty) = MIG mode enabled on this GPU
+          "profile": "3g.40gb",        # the MIG device's profile; its NVML name is "<GPU name> MIG <profile>"
+          "uuid": "MIG-...",           # default: derived from the GPU and slice index (R470+ format)
+          "gpu_instance_id": 2, "compute_instance_id": 0,   # default: 1 + slice index, 0
+          "memory_total_mib": 40192,   # default: the profile's "<n>gb" in MiB
+          "memory_used_mib": 0,        # default: the sum of the slice's processes' memory
+          "processes": [...]           # as above; the GPU's own "processes" must then be empty
+        }]
+      }]
+    }
+
+MIG (see docs/mig.md for the driver facts this follows): on a GPU with ``mig_slices``,
+``nvmlDeviceGetMigMode`` answers enabled, ``nvmlDeviceGetMaxMigDeviceCount`` 7, and
+``nvmlDeviceGetMigDeviceHandleByIndex`` a handle per slice (NOT_FOUND past the last one). A MIG
+handle answers name, UUID, memory, processes (with their GPU/compute instance ids), its instance
+ids and its parent handle; utilization, temperature and power on it answer NOT_SUPPORTED, and so
+does utilization on the parent in MIG mode (nvidia-smi prints "N/A" there). The parent's processes
+are every slice's, each with its instance ids; its used memory is the slices' sum unless given.
+
+A process's ``user`` and ``name`` stand in for the operating system's answer (NVML itself knows only
+PIDs): they are used for PIDs that do not exist on this machine, and they override the real owner
+of a PID that does (to simulate another user's process with a real PID).
+
+The schema is strict (it drives every test and demo): unknown keys, wrong types, NaN/Infinity,
+negative sizes, percentages above 100, more memory used than the total, more than 64 GPUs are
+refused with one line naming the key and the rule (``gpus[0].memory_used_mib must be >= 0``). An
+edit that is refused keeps the last good scenario, and snapshots carry the rejection in their
+``warnings`` until a good edit arrives.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import re
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .codes import GPU_FAULTS, WHOLE_NVML_FAULTS
+
+ENV_VAR = "JUPYTER_GPU_SIMULATE"
+
+UNSUPPORTABLE_FIELDS = {"utilization", "temperature", "power", "power_limit"}
+
+
+class ScenarioError(ValueError):
+    """The scenario (file, number or preset) cannot be used; the message says why, in one line."""
+
+
+# --------------------------------------------------------------------------------------------
+# Scenarios
+
+SIMULATED_MARKER = " [simulated]"
+"""Appended to every simulated GPU's name as NVML reports it, so no reader (jupyter_gpu, nvitop,
+gpustat, a training script) can mistake a simulated GPU for a real one."""
+NAME_BUFFER_BYTES = 96  # NVML_DEVICE_NAME_V2_BUFFER_SIZE: what nvidia-ml-py hands nvmlDeviceGetName
+MAX_NAME_BYTES = NAME_BUFFER_BYTES - 1 - len(SIMULATED_MARKER.encode())  # the marker and the NUL fit too
+
+MAX_GPUS = 64
+MAX_PROCESSES_PER_GPU = 100_000
+MAX_SCENARIO_BYTES = 64 * 1024 * 1024
+MAX_TEXT = 255  # characters of a name, user, UUID or driver version
+MAX_MIB = float(2**44)  # 16 EiB expressed in MiB: beyond any GPU, and still exact in a float
+
+
+@dataclass(frozen=True)
+class SimulatedProcess:
+    pid: int
+    memory_mib: float | None
+    user: str | None = None
+    name: str | None = None
+    type: str = "compute"
+
+
+@dataclass(frozen=True)
+class SimulatedGpu:
+    index: int
+    name: str
+    uuid: str
+    memory_total_mib: float
+    memory_reserved_mib: float
+    memory_used_mib: float
+    utilization: int
+    memory_utilization: int
+    temperature: int
+    power_w: float
+    power_limit_w: float
+    unsupported: frozenset[str]
+    fault: str | None
+    processes: tuple[SimulatedProcess, ...]
+    mig_slices: tuple[SimulatedSlice, ...] | None = None  # None: MIG mode disabled
+
+    @property
+    def all_processes(self) -> tuple[SimulatedProcess, ...]:
+        """The processes NVML lists on this GPU's own handle: in MIG mode, every slice's."""
+        if self.mig_slices is None:
+            return self.processes
+        return tuple(p for s in self.mig_slices for p in s.processes)
+
+
+@dataclass(frozen=True)
+class SimulatedSlice:
+    """One MIG device (a GPU instance's compute instance) of a simulated GPU."""
+
+    index: int
+    profile: str
+    uuid: str
+    gpu_instance_id: int
+    compute_instance_id: int
+    memory_total_mib: float
+    memory_used_mib: float
+    processes: tuple[SimulatedProcess, ...]
+
+
+MAX_MIG_SLICES = 7  # what nvmlDeviceGetMaxMigDeviceCount answers on an A100/H100
+_PROFILE_MEMORY = re.compile(r"(\d+)gb$")
+
+_TOP_KEYS = {"driver_version", "cuda_driver_version", "fault", "latency_ms", "missing_functions", "gpus"}
+_GPU_KEYS = {
+    "name",
+    "uuid",
+    "memory_total_mib",
+    "memory_reserved_mib",
+    "memory_used_mib",
+    "utilization",
+    "memory_utilization",
+    "temperature",
+    "power_w",
+    "power_limit_w",
+    "unsupported",
+    "fault",
+    "processes",
+    "mig_slices",
+}
+_SLICE_KEYS = {
+    "profile",
+    "uuid",
+    "gpu_instance_id",
+    "compute_instance_id",
+    "memory_total_mib",
+    "memory_used_mib",
+    "processes",
+}
+_PROCESS_KEYS = {"pid", "memory_mib", "user", "name", "type"}
+_PROCESS_TYPES = ("compute", "graphics")
+
+
+class _Reader:
+    """Typed reads of one JSON object, each failure a one-line :class:`ScenarioError` naming the key."""
+
+    def __init__(self, data: Any, where: str, known: set[str]) -> None:
+        if not isinstance(data, dict):
+            raise ScenarioError(f"{where or 'the scenario'} must be a JSON object")
+        unknown = sorted(str(key) for key in data if key not in known)
+        if unknown:
+            prefix = f"{where}." if where else ""
+            raise ScenarioError(f"{prefix}{unknown[0]} is not a scenario key; known keys: {', '.join(sorted(known))}")
+        self.data = data
+        self.where = where
+
+    def name(self, key: str) -> str:
+        return f"{self.where}.{key}" if self.where else key
+
+    def number(self, key: str, default: float, low: float, high: float) -> float:
+        value = self.data.get(key, default)
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise ScenarioError(f"{self.name(key)} must be a number, not {_kind(value)}")
+        if not math.isfinite(value):
+            raise ScenarioError(f"{self.name(key)} must be a finite number")
+        if value < low:
+            raise ScenarioError(f"{self.name(key)} must be >= {low:g}")
+        if value > high:
+            raise ScenarioError(f"{self.name(key)} must be <= {high:g}")
+        return float(value)
+
+    def integer(self, key: str, default: int, low: int, high: int) -> int:
+        value = self.data.get(key, default)
+        if isinstance(value, float) and value.is_integer():
+            value = int(value)
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ScenarioError(f"{self.name(key)} must be a whole number, not {_kind(value)}")
+        if value < low:
+            raise ScenarioError(f"{self.name(key)} must be >= {low}")
+        if value > high:
+            raise ScenarioError(f"{self.name(key)} must be <= {high}")
+        return value
+
+    def text(self, key: str, default: str | None, optional: bool = False, max_bytes: int | None = None) -> str | None:
+        value = self.data.get(key, default)
+        if value is None and optional:
+            return None
+        if not isinstance(value, str):
+            raise ScenarioError(f"{self.name(key)} must be a string, not {_kind(value)}")
+        if len(value) > MAX_TEXT:
+            raise ScenarioError(f"{self.name(key)} must be at most {MAX_TEXT} characters")
+        if "\0" in value:
+            raise ScenarioError(f"{self.name(key)} must not contain NUL characters")
+        if max_bytes is not None and len(value.encode()) > max_bytes:
+            raise ScenarioError(
+                f"{self.name(key)} must be at most {max_bytes} bytes in UTF-8 "
+                f"(NVML's {NAME_BUFFER_BYTES}-byte name, {SIMULATED_MARKER.strip()!r} included)"
+            )
+        return value
+
+    def choice(self, key: str, choices: Any) -> str | None:
+        value = self.data.get(key)
+        if value is not None and value not in choices:
+            raise ScenarioError(f"{self.name(key)}: unknown fault {value!r}; choose one of {sorted(choices)} or null")
+        return value
+
+    def strings(self, key: str, allowed: set[str] | None = None, what: str = "") -> frozenset[str]:
+        value = self.data.get(key, [])
+        if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
+            raise ScenarioError(f"{self.name(key)} must be a list of strings")
+        if allowed is not None and set(value) - allowed:
+            raise ScenarioError(
+                f"{self.name(key)}: cannot mark {sorted(set(value) - allowed)} {what}; choose from {sorted(allowed)}"
+            )
+        return frozenset(value)
+
+    def items(self, key: str, limit: int) -> list[Any]:
+        value = self.data.get(key, [])
+        if not isinstance(value, list):
+            raise ScenarioError(f"{self.name(key)} must be a list, not {_kind(value)}")
+        if len(value) > limit:
+            raise ScenarioError(f"{self.name(key)} must have at most {limit} entries")
+        return value
+
+
+def _kind(value: Any) -> str:
+    return {bool: "true/false", type(None): "null", str: "a string", list: "a list", dict: "an object"}.get(
+        type(value), type(value).__name__
+    )
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """One state of the simulated world, as parsed from JSON (see the module docstring).
+
+    :meth:`from_dict` checks every key's type and range (the scenario drives every test and demo,
+    so it must be strict): a bad value raises :class:`ScenarioError` with one line naming the key
+    and the rule, e.g. ``gpus[0].memory_used_mib must be >= 0``.
+    """
+
+    gpus: tuple[SimulatedGpu, ...]
+    driver_version: str = "550.54.15"
+    cuda_driver_version: int = 12040
+    fault: str | None = None
+    latency_ms: float = 0.0
+    missing_functions: frozenset[str] = field(default_factory=frozenset)
+    identities: dict[int, tuple[str | None, str | None]] = field(default_factory=dict, compare=False, repr=False)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Scenario:
+        top = _Reader(data, "", _TOP_KEYS)
+        fault = top.choice("fault", WHOLE_NVML_FAULTS)
+        gpus = tuple(_parse_gpu(i, g) for i, g in enumerate(top.items("gpus", MAX_GPUS)))
+        identities: dict[int, tuple[str | None, str | None]] = {}
+        for gpu in gpus:  # one pass: a PID's identity is a dictionary look-up, whatever the scale
+            for process in gpu.all_processes:
+                if (process.user or process.name) and process.pid not in identities:
+                    identities[process.pid] = (process.user, process.name)
+        return cls(
+            gpus=gpus,
+            driver_version=top.text("driver_version", "550.54.15") or "",
+            cuda_driver_version=top.integer("cuda_driver_version", 12040, 0, 2**31 - 1),
+            fault=fault,
+            latency_ms=top.number("latency_ms", 0.0, 0, 600_000),
+            missing_functions=top.strings("missing_functions"),
+            identities=identities,
+        )
+
+    def process_identity(self, pid: int) -> tuple[str | None, str | None] | None:
+        """The (user, name) the scenario gives a PID, or None when it gives neither."""
+        return self.identities.get(pid)
+
+
+def _parse_gpu(index: int, data: Any) -> SimulatedGpu:
+    where = f"gpus[{index}]"
+    gpu = _Reader(data, where, _GPU_KEYS)
+    fault = gpu.choice("fault", GPU_FAULTS)
+    unsupported = gpu.strings("unsupported", UNSUPPORTABLE_FIELDS, "unsupported")
+    processes = tuple(
+        _parse_process(f"{where}.processes[{i}]", p)
+        for i, p in enumerate(gpu.items("processes", MAX_PROCESSES_PER_GPU))
+    )
+    total = gpu.number("memory_total_mib", 81920, 1, MAX_MIB)
+    reserved = gpu.number("memory_reserved_mib", 0, 0, total)
+    slices = None
+    if data.get("mig_slices") is not None:
+        if processes:
+            raise ScenarioError(
+                f"{where}.processes must be empty when mig_slices is given: on a GPU in MIG "
+                "mode every process runs in a slice (list it under its slice)"
+            )
+        slices = _parse_slices(index, where, gpu.items("mig_slices", MAX_MIG_SLICES), total - reserved)
+    if "memory_used_mib" in data:
+        used = gpu.number("memory_used_mib", 0, 0, MAX_MIB)
+    elif slices is not None:
+        used = sum(s.memory_used_mib for s in slices)
+    else:
+        used = sum(p.memory_mib or 0 for p in processes)
+    if used + reserved > total:
+        raise ScenarioError(
+            f"{where}.memory_used_mib ({used:g}) plus memory_reserved_mib ({reserved:g}) "
+            f"exceeds memory_total_mib ({total:g})"
+        )
+    digest = hashlib.sha1(f"jupyter-gpu-sim-{index}".encode()).hexdigest()
+    default_uuid = f"GPU-{digest[:8]}-{digest[8:12]}-{digest[12:16]}-{digest[16:20]}-{digest[20:32]}"
+    power_limit = gpu.number("power_limit_w", 400, 0, 100_000)
+    name = gpu.text("name", "NVIDIA A100-SXM4-80GB", max_bytes=MAX_NAME_BYTES) or ""
+    for s in slices or ():
+        if len(f"{name} MIG {s.profile}".encode()) > MAX_NAME_BYTES:
+            raise ScenarioError(
+                f"{where}.mig_slices[{s.index}].profile: the MIG device's name "
+                f'"{name} MIG {s.profile}" does not fit NVML\'s {NAME_BUFFER_BYTES}-byte name'
+            )
+    return SimulatedGpu(
+        index=index,
+        name=name,
+        uuid=gpu.text("uuid", default_uuid) or "",
+        memory_total_mib=total,
+        memory_reserved_mib=reserved,
+        memory_used_mib=used,
+        utilization=gpu.integer("utilization", 0, 0, 100),
+        memory_utilization=gpu.integer("memory_utilization", 0, 0, 100),
+        temperature=gpu.integer("temperature", 35, 0, 200),
+        power_w=gpu.number("power_w", 60, 0, 100_000),
+        power_limit_w=power_limit,
+        unsupported=unsupported,
+        fault=fault,
+        processes=processes,
+        mig_slices=slices,
+    )
+
+
+def _parse_slices(gpu_index: int, where: str, items: list[Any], room_mib: float) -> tuple[SimulatedSlice, ...]:
+    """A GPU's MIG slices: unique UUIDs and instance-id pairs, memory that fits the GPU."""
+    slices: list[SimulatedSlice] = []
+    for i, data in enumerate(items):
+        at = f"{where}.mig_slices[{i}]"
+        reader = _Reader(data, at, _SLICE_KEYS)
+        if "profile" not in data:
+            raise ScenarioError(f'{at}.profile is required (e.g. "1g.10gb")')
+        profile = reader.text("profile", "") or ""
+        if not profile.strip() or len(profile) > 32:
+            raise ScenarioError(f'{at}.profile must be a profile name such as "1g.10gb" (1 to 32 characters)')
+        processes = tuple(
+            _parse_process(f"{at}.processes[{j}]", p)
+            for j, p in enumerate(reader.items("processes", MAX_PROCESSES_PER_GPU))
+        )
+        match = _PROFILE_MEMORY.search(profile)
+        if "memory_total_mib" not in data and match is None:
+            raise ScenarioError(f'{at}.memory_total_mib is required when the profile does not end in "<n>gb"')
+        default_total = int(match.group(1)) * 1024 if match else 1
+        total = reader.number("memory_total_mib", default_total, 1, MAX_MIB)
+        if "memory_used_mib" in data:
+            used = reader.number("memory_used_mib", 0, 0, total)
+        else:
+            used = sum(p.memory_mib or 0 for p in processes)
+            if used > total:
+                raise ScenarioError(f"{at}: its processes' memory ({used:g} MiB) exceeds memory_total_mib ({total:g})")
+        digest = hashlib.sha1(f"jupyter-gpu-sim-{gpu_index}-mig-{i}".encode()).hexdigest()
+        default_uuid = f"MIG-{digest[:8]}-{digest[8:12]}-{digest[12:16]}-{digest[16:20]}-{digest[20:32]}"
+        uuid = reader.text("uuid", default_uuid) or ""
+        if not uuid.startswith("MIG-") or len(uuid) > 80 or any(c.isspace() or c == "," for c in uuid):
+            raise ScenarioError(
+                f'{at}.uuid must start with "MIG-" and hold no spaces or commas '
+                "(at most 80 characters, NVML's UUID buffer)"
+            )
+        slices.append(
+            SimulatedSlice(
+                index=i,
+                profile=profile,
+                uuid=uuid,
+                gpu_instance_id=reader.integer("gpu_instance_id", i + 1, 0, 2**32 - 2),
+                compute_instance_id=reader.integer("compute_instance_id", 0, 0, 2**32 - 2),
+                memory_total_mib=total,
+                memory_used_mib=used,
+                processes=processes,
+            )
+        )
+    seen_uuids: set[str] = set()
+    seen_ids: set[tuple[int, int]] = set()
+    for s in slices:
+        ids = (s.gpu_instance_id, s.compute_instance_id)
+        if s.uuid in seen_uuids:
+            raise ScenarioError(f"{where}.mig_slices[{s.index}].uuid {s.uuid!r} is used by another slice")
+        if ids in seen_ids:
+            raise ScenarioError(
+                f"{where}.mig_slices[{s.index}]: gpu_instance_id {ids[0]} with compute_instance_id "
+                f"{ids[1]} is used by another slice"
+            )
+        seen_uuids.add(s.uuid)
+        seen_ids.add(ids)
+    # Compute instances of one GPU instance share its memory: count each GPU instance once.
+    per_instance: dict[int, float] = {}
+    for s in slices:
+        per_instance[s.gpu_instance_id] = max(per_instance.get(s.gpu_instance_id, 0), s.memory_total_mib)
+    if sum(per_instance.values()) > room_mib:
+        raise ScenarioError(
+            f"{where}.mig_slices: the GPU instances' memory ({sum(per_instance.values()):g} MiB) "
+            f"exceeds the GPU's memory_total_mib less memory_reserved_mib ({room_mib:g})"
+        )
+    return tuple(slices)
+
+
+def _parse_process(where: str, data: Any) -> SimulatedProcess:
+    process = _Reader(data, where, _PROCESS_KEYS)
+    if "pid" not in data:
+        raise ScenarioError(f"{where}.pid is required")
+    memory = None if data.get("memory_mib") is None else process.number("memory_mib", 0, 0, MAX_MIB)
+    kind = data.get("type", "compute")
+    if kind not in _PROCESS_TYPES:
+        raise ScenarioError(f"{where}.type must be one of {list(_PROCESS_TYPES)}, not {kind!r}")
+    return SimulatedProcess(
+        pid=process.integer("pid", 0, 1, 2**32 - 1),
+        memory_mib=memory,
+        user=process.text("user", None, optional=True),
+        name=process.text("name", None, optional=True),
+        type=kind,
+    )
+
+
+def plausible_gpus(count: int) -> dict[str, Any]:
+    """A scenario of ``count`` idle A100 80GB GPUs with nothing running."""
+    if count < 0:
+        raise ScenarioError("the number of simulated GPUs cannot be negative")
+    return {
+        "gpus": [
+            {
+                "name": "NVIDIA A100-SXM4-80GB",
+                "memory_total_mib": 81920,
+                "memory_reserved_mib": 512,
+                "utilization": 0,
+                "temperature": 32 + i,
+                "power_w": 58 + i,
+                "power_limit_w": 400,
+            }
+            for i in range(count)
+        ]
+    }
+
+
+def demo_scenario() -> dict[str, Any]:
+    """A shared server: 4 GPUs of 2 models, other users' processes, one busy GPU."""
+    return {
+        "driver_version": "550.54.15",
+        "gpus": [
+            {
+                "name": "NVIDIA A100-SXM4-80GB",
+                "memory_total_mib": 81920,
+                "memory_reserved_mib": 512,
+                "utilization": 97,
+                "memory_utilization": 61,
+                "temperature": 71,
+                "power_w": 372,
+                "power_limit_w": 400,
+                "processes": [{"pid": 910001, "memory_mib": 76000, "user": "bob", "name": "python"}],
+            },
+            {
+                "name": "NVIDIA A100-SXM4-80GB",
+                "memory_total_mib": 81920,
+                "memory_reserved_mib": 512,
+                "utilization": 12,
+                "memory_utilization": 5,
+                "temperature": 44,
+                "power_w": 96,
+                "power_limit_w": 400,
+                "processes": [
+                    {"pid": 910002, "memory_mib": 18432, "user": "carol", "name": "python"},
+                    {"pid": 910003, "memory_mib": 2048, "user": "carol", "name": "python"},
+                ],
+            },
+            {
+                "name": "NVIDIA RTX A6000",
+                "memory_total_mib": 49140,
+                "memory_reserved_mib": 300,
+                "utilization": 0,
+                "temperature": 33,
+                "power_w": 22,
+                "power_limit_w": 300,
+            },
+            {
+                "name": "NVIDIA RTX A6000",
+                "memory_total_mib": 49140,
+                "memory_reserved_mib": 300,
+                "utilization": 3,
+                "temperature": 36,
+                "power_w": 31,
+                "power_limit_w": 300,
+                "processes": [{"pid": 910004, "memory_mib": 1200, "user": "dave", "name": "Xorg", "type": "graphics"}],
+            },
+        ],
+    }
+
+
+OFF_VALUES = ("", "0", "false", "off", "no")
+"""``JUPYTER_GPU_SIMULATE`` values that mean "no simulation" (case-insensitive): the real NVML."""
+
+
+def simulation_requested(value: str | None) -> bool:
+    """Whether a ``JUPYTER_GPU_SIMULATE`` value asks for simulated GPUs (see :data:`OFF_VALUES`)."""
+    return value is not None and value.strip().lower() not in OFF_VALUES
+
+
+class ScenarioSource:
+    """Where the current scenario comes from: a fixed preset, or a file re-read when it changes.
+
+    ``spec`` is what ``JUPYTER_GPU_SIMULATE`` holds: a number of GPUs (1 to 64), ``demo``, or the
+    path of a scenario file; anything else raises :class:`ScenarioError` with one line.
+
+    A file edit that cannot be used (unreadable, half-written, not JSON, or breaking a rule of the
+    schema) keeps the last good scenario; the reason is kept in :attr:`last_error` until a good
+    edit arrives, and snapshots carry it as a warning. Each bad edit is parsed once, not at every
+    NVML call. Write scenario files atomically (:func:`write_scenario`) in tests.
+    """
+
+    def __init__(self, spec: str) -> None:
+        self.spec = spec
+        self.last_error: str | None = None
+        self._lock = threading.Lock()
+        self._path: Path | None = None
+        self._stamp: tuple[int, int, int] | None = None
+        spec = spec.strip()
+        if spec.isdigit():
+            count = int(spec)
+            if not 1 <= count <= MAX_GPUS:
+                raise ScenarioError(
+                    f"{ENV_VAR}={spec!r}: the number of simulated GPUs must be 1 to {MAX_GPUS} "
+                    "(unset the variable, or set it to 0, to read the real GPUs)"
+                )
+            self._scenario = Scenario.from_dict(plausible_gpus(count))
+        elif spec == "demo":
+            self._scenario = Scenario.from_dict(demo_scenario())
+        else:
+            self._path = Path(spec).expanduser()
+            if not spec or "\0" in spec or not self._path.is_file():
+                raise ScenarioError(
+                    f"{ENV_VAR}={spec[:200]!r}: expected a number of GPUs (1 to {MAX_GPUS}), 'demo', or the "
+                    "path of a JSON scenario file, and no such file exists (unset it, or set it to 0, for "
+                    "the real GPUs)"
+                )
+            try:
+                self._scenario = self._load()
+            except ScenarioError as error:
+                raise ScenarioError(f"{ENV_VAR}={spec[:200]!r}: {_without_path(str(error), self._path)}") from None
+
+    def _load(self) -> Scenario:
+        """Parse the file; remembers its stamp even when it is refused, so it is parsed once."""
+        assert self._path is not None
+        try:
+            stat = self._path.stat()
+            self._stamp = (stat.st_mtime_ns, stat.st_size, stat.st_ino)
+            if stat.st_size > MAX_SCENARIO_BYTES:
+                raise ScenarioError(f"the file is larger than {MAX_SCENARIO_BYTES // 2**20} MiB")
+            text = self._path.read_text(encoding="utf-8")
+        except OSError as error:
+            raise ScenarioError(f"{self._path}: cannot be read ({error.strerror or error})") from error
+        except UnicodeDecodeError as error:
+            raise ScenarioError(f"{self._path}: not UTF-8 text") from error
+        try:
+            data = json.loads(text, parse_constant=_refuse_constant)
+        except RecursionError:
+            raise ScenarioError(f"{self._path}: JSON nested too deeply") from None
+        except ValueError as error:
+            raise ScenarioError(f"{self._path}: not valid JSON ({error})") from error
+        try:
+            return Scenario.from_dict(data)
+        except RecursionError:
+            raise ScenarioError(f"{self._path}: JSON nested too deeply") from None
+
+    def current(self) -> Scenario:
+        """The scenario now: for a file, re-read if its modification stamp changed."""
+        if self._path is None:
+            return self._scenario
+        try:
+            stat = self._path.stat()
+        except OSError as error:
+            self.last_error = f"{self._path}: cannot be read ({error.strerror or error})"
+            return self._scenario
+        if (stat.st_mtime_ns, stat.st_size, stat.st_ino) != self._stamp:
+            with self._lock:
+                if (stat.st_mtime_ns, stat.st_size, stat.st_ino) != self._stamp:
+                    try:
+                        self._scenario = self._load()
+                        self.last_error = None
+                    except ScenarioError as error:
+                        self.last_error = str(error)
+        return self._scenario
+
+    @property
+    def last(self) -> Scenario:
+        """The scenario as of the latest :meth:`current` call, without looking at the file again."""
+        return self._scenario
+
+    def rejection(self) -> str | None:
+        """One line for a snapshot's ``warnings`` while the newest edit is refused, else None."""
+        error = self.last_error
+        if error is None:
+            return None
+        return f"simulated scenario rejected: {_without_path(error, self._path)} (keeping the last good scenario)"
+
+
+def _refuse_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a number a scenario may hold")
+
+
+def _without_path(error: str, path: Path | None) -> str:
+    prefix = f"{path}: "
+    return error[len(prefix) :] if path is not None and error.startswith(prefix) else error
