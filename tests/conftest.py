@@ -2,13 +2,19 @@
 
 from __future__ import annotations
 
+import os
+import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import pytest
 from support import ScenarioFile
 
 from jupyter_gpu import simulate
+
+if TYPE_CHECKING:
+    from IPython.core.interactiveshell import InteractiveShell
 
 
 @pytest.fixture(autouse=True)
@@ -43,3 +49,44 @@ def scenario(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Scenar
 def demo_gpus(monkeypatch: pytest.MonkeyPatch) -> None:
     """The 'demo' shared server: 4 GPUs of 2 models, other users' processes, one busy GPU."""
     monkeypatch.setenv(simulate.ENV_VAR, "demo")
+
+
+# -- the magics in this process's IPython shell (plan_state.py holds what they change)
+
+
+@pytest.fixture
+def clean(monkeypatch: pytest.MonkeyPatch, scenario: Any) -> Iterator[Any]:
+    """No plan, no managed variable, no hook; the frameworks not imported; 2 simulated A100s."""
+    from plan_state import MANAGED, reset_plan_state  # not for every test: it imports the frameworks module
+
+    from jupyter_gpu import plan
+    from jupyter_gpu.plan import Fence
+
+    saved = {name: os.environ.pop(name, None) for name in MANAGED}
+    monkeypatch.setattr(plan, "_KERNEL_START_FENCE", Fence({}))
+    # The admin's values come from the environment the process started with: here, os.environ.
+    monkeypatch.setattr(plan, "environment_at_process_start", lambda: dict(os.environ))
+    for name in ("tensorflow", "torch", "jax"):
+        if name in sys.modules:
+            pytest.skip(f"{name} is imported in this test process")
+    reset_plan_state()
+    yield scenario
+    reset_plan_state()
+    for name, value in saved.items():  # what the magics wrote must not leak into later tests or kernels
+        if value is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = value
+
+
+@pytest.fixture
+def shell(clean: Any) -> Iterator[InteractiveShell]:
+    """IPython's shell of this process with the magics registered, on :func:`clean`."""
+    from IPython.core.interactiveshell import InteractiveShell
+
+    from jupyter_gpu.kernel import magics
+
+    ip = InteractiveShell.instance()
+    magics.register(ip)
+    yield ip
+    magics.unregister(ip)
