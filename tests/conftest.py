@@ -90,3 +90,18 @@ def shell(clean: Any) -> Iterator[InteractiveShell]:
     magics.register(ip)
     yield ip
     magics.unregister(ip)
+
+
+# -- tests against a real Jupyter Server (pytest-jupyter's fixtures are star-imported by those modules)
+
+
+@pytest.fixture
+def stop_sampler_after_test(jp_serverapp: Any) -> Iterator[None]:
+    """Stop each test's sampler at once, so lingering threads never add NVML calls to the next test.
+    A server test module uses it for every test: ``pytestmark = pytest.mark.usefixtures(...)``."""
+    from jupyter_gpu.server import GpuService  # not for every test
+
+    yield
+    service = jp_serverapp.web_app.settings.get(GpuService.SETTINGS_KEY)
+    if service is not None:
+        service.close()
