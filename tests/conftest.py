@@ -105,3 +105,17 @@ def stop_sampler_after_test(jp_serverapp: Any) -> Iterator[None]:
     service = jp_serverapp.web_app.settings.get(GpuService.SETTINGS_KEY)
     if service is not None:
         service.close()
+
+
+# -- the hub service (hub_service.py starts it against the stand-in hub API of hub_fake.py)
+
+
+@pytest.fixture
+def stop_started() -> Iterator[None]:
+    """Closes every ``hub_service.start()`` of the test, passed or failed: a test leaves no hub thread,
+    sampler, parser thread or listening socket behind. A hub test module uses it for every test:
+    ``pytestmark = pytest.mark.usefixtures("stop_started")``."""
+    yield
+    from hub_service import stop_started_services  # not for every test: it imports the hub service
+
+    stop_started_services()
