@@ -1,4 +1,11 @@
-"""Fixtures shared by every test: simulated GPUs beneath nvidia-ml-py, per test."""
+"""Fixtures shared by the test modules: simulated GPUs beneath nvidia-ml-py, per test; the magics in
+this process's IPython shell (``clean``, ``shell``); and the cleanups a server or hub test module asks
+for on every test (``stop_sampler_after_test``, ``stop_started``).
+
+Test modules never import from each other: helpers live in support modules by topic (``support``,
+``plan_state``, ``kernels``, ``live_processes``, ``hub_fake``, ``hub_service``, ``prometheus_fake``),
+fixtures here.
+"""
 
 from __future__ import annotations
 
