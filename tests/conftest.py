@@ -1,14 +1,27 @@
-"""Fixtures shared by every test: simulated GPUs beneath nvidia-ml-py, per test."""
+"""Fixtures shared by the test modules: simulated GPUs beneath nvidia-ml-py, per test; the magics in
+this process's IPython shell (``clean``, ``shell``); and the cleanups a server or hub test module asks
+for on every test (``stop_sampler_after_test``, ``stop_started``).
+
+Test modules never import from each other: helpers live in support modules by topic (``support``,
+``plan_state``, ``kernels``, ``live_processes``, ``hub_fake``, ``hub_service``, ``prometheus_fake``),
+fixtures here.
+"""
 
 from __future__ import annotations
 
+import os
+import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import pytest
 from support import ScenarioFile
 
 from jupyter_gpu import simulate
+
+if TYPE_CHECKING:
+    from IPython.core.interactiveshell import InteractiveShell
 
 
 @pytest.fixture(autouse=True)
@@ -43,3 +56,73 @@ def scenario(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Scenar
 def demo_gpus(monkeypatch: pytest.MonkeyPatch) -> None:
     """The 'demo' shared server: 4 GPUs of 2 models, other users' processes, one busy GPU."""
     monkeypatch.setenv(simulate.ENV_VAR, "demo")
+
+
+# -- the magics in this process's IPython shell (plan_state.py holds what they change)
+
+
+@pytest.fixture
+def clean(monkeypatch: pytest.MonkeyPatch, scenario: Any) -> Iterator[Any]:
+    """No plan, no managed variable, no hook; the frameworks not imported; 2 simulated A100s."""
+    from plan_state import MANAGED, reset_plan_state  # not for every test: it imports the frameworks module
+
+    from jupyter_gpu import plan
+    from jupyter_gpu.plan import Fence
+
+    saved = {name: os.environ.pop(name, None) for name in MANAGED}
+    monkeypatch.setattr(plan, "_KERNEL_START_FENCE", Fence({}))
+    # The admin's values come from the environment the process started with: here, os.environ.
+    monkeypatch.setattr(plan, "environment_at_process_start", lambda: dict(os.environ))
+    for name in ("tensorflow", "torch", "jax"):
+        if name in sys.modules:
+            pytest.skip(f"{name} is imported in this test process")
+    reset_plan_state()
+    yield scenario
+    reset_plan_state()
+    for name, value in saved.items():  # what the magics wrote must not leak into later tests or kernels
+        if value is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = value
+
+
+@pytest.fixture
+def shell(clean: Any) -> Iterator[InteractiveShell]:
+    """IPython's shell of this process with the magics registered, on :func:`clean`."""
+    from IPython.core.interactiveshell import InteractiveShell
+
+    from jupyter_gpu.kernel import magics
+
+    ip = InteractiveShell.instance()
+    magics.register(ip)
+    yield ip
+    magics.unregister(ip)
+
+
+# -- tests against a real Jupyter Server (pytest-jupyter's fixtures are star-imported by those modules)
+
+
+@pytest.fixture
+def stop_sampler_after_test(jp_serverapp: Any) -> Iterator[None]:
+    """Stop each test's sampler at once, so lingering threads never add NVML calls to the next test.
+    A server test module uses it for every test: ``pytestmark = pytest.mark.usefixtures(...)``."""
+    from jupyter_gpu.server import GpuService  # not for every test
+
+    yield
+    service = jp_serverapp.web_app.settings.get(GpuService.SETTINGS_KEY)
+    if service is not None:
+        service.close()
+
+
+# -- the hub service (hub_service.py starts it against the stand-in hub API of hub_fake.py)
+
+
+@pytest.fixture
+def stop_started() -> Iterator[None]:
+    """Closes every ``hub_service.start()`` of the test, passed or failed: a test leaves no hub thread,
+    sampler, parser thread or listening socket behind. A hub test module uses it for every test:
+    ``pytestmark = pytest.mark.usefixtures("stop_started")``."""
+    yield
+    from hub_service import stop_started_services  # not for every test: it imports the hub service
+
+    stop_started_services()

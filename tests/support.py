@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
+import asyncio
 import copy
 import functools
+import inspect
 import json
+import os
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
-
-import pytest
 
 from jupyter_gpu import simulate
 
@@ -152,17 +153,7 @@ def h100_split_scenario(gpus: int = 1) -> dict[str, Any]:
 
 # -- tests against a real Jupyter Server (pytest-jupyter's fixtures are star-imported by those modules)
 
-
-@pytest.fixture(autouse=True)
-def stop_sampler_after_test(jp_serverapp: Any) -> Any:
-    """Stop each test's sampler at once, so lingering threads never add NVML calls to the next test.
-    (Autouse where a server test module imports it.)"""
-    from jupyter_gpu.server import GpuService  # not for every test that imports this module
-
-    yield
-    service = jp_serverapp.web_app.settings.get(GpuService.SETTINGS_KEY)
-    if service is not None:
-        service.close()
+NOTEBOOK = "work/train model.ipynb"
 
 
 def asynctest(body: Callable[..., Any]) -> Callable[..., Any]:
@@ -204,3 +195,70 @@ def start_kernel(folder: Path, env: dict[str, str] | None = None, timeout_s: flo
         manager.shutdown_kernel(now=True)
         raise
     return manager, client
+
+
+async def until(jp_fetch: Any, predicate: Callable[[dict[str, Any]], Any], timeout: float = 10.0) -> dict[str, Any]:
+    """Poll the snapshot until ``predicate`` holds; fail with the last answer otherwise."""
+    deadline = time.monotonic() + timeout
+    while True:
+        data = await get_snapshot(jp_fetch)
+        if predicate(data):
+            return data
+        if time.monotonic() > deadline:
+            raise AssertionError(f"condition not met within {timeout} s; last snapshot: {json.dumps(data)[:3000]}")
+        await asyncio.sleep(0.05)
+
+
+async def start_session(jp_fetch: Any, path: str = NOTEBOOK) -> str:
+    body = {"path": path, "name": os.path.basename(path), "type": "notebook", "kernel": {"name": "python3"}}
+    response = await jp_fetch("api", "sessions", method="POST", body=json.dumps(body))
+    return json.loads(response.body)["kernel"]["id"]
+
+
+async def run_code(serverapp: Any, kernel_id: str, code: str) -> str:
+    """Execute ``code`` in the kernel (as a notebook would) and return its stdout."""
+    kernel = serverapp.kernel_manager.get_kernel(kernel_id)
+    client = kernel.client()
+    client.start_channels()
+    output: list[str] = []
+
+    def hook(msg: dict[str, Any]) -> None:
+        if msg["msg_type"] == "stream":
+            output.append(msg["content"]["text"])
+        elif msg["msg_type"] == "error":
+            output.append("\n".join(msg["content"]["traceback"]))
+
+    try:
+        ready = client.wait_for_ready(timeout=60)
+        if inspect.isawaitable(ready):
+            await ready
+        reply = client.execute_interactive(code, output_hook=hook, timeout=60)
+        if inspect.isawaitable(reply):
+            reply = await reply
+    finally:
+        client.stop_channels()
+    assert reply["content"]["status"] == "ok", "".join(output)
+    return "".join(output)
+
+
+def kernel_pid(serverapp: Any, kernel_id: str) -> int:
+    return serverapp.kernel_manager.get_kernel(kernel_id).provisioner.pid
+
+
+def place(scenario: Any, gpu: int, **process: Any) -> None:
+    """Put a process on a simulated GPU (memory in MiB)."""
+
+    def change(data: dict[str, Any]) -> None:
+        data["gpus"][gpu].setdefault("processes", []).append(process)
+
+    scenario.update(change)
+
+
+def metric_samples(text: str) -> dict[str, list[Any]]:
+    """The samples of each metric family in a Prometheus text exposition."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    families: dict[str, list[Any]] = {}
+    for family in text_string_to_metric_families(text):
+        families.setdefault(family.name, []).extend(family.samples)
+    return families

@@ -14,9 +14,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from kernels import Kernel, standin_kernel, start
 from support import ScenarioFile
-from test_magics_frameworks import standin_kernel
-from test_magics_kernel import Kernel, start
 
 from jupyter_gpu import simulate
 

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 from IPython.core.error import UsageError
-from test_magics import clean, shell, state  # noqa: F401  (fixtures)
+from plan_state import state
 
 from jupyter_gpu import simulate
 from jupyter_gpu.kernel import magics, session, wait
@@ -65,7 +65,7 @@ def nvml_reads() -> int:
     return simulate.installed().calls.get("nvmlDeviceGetMemoryInfo_v2", 0) if simulate.installed() else 0
 
 
-def test_wait_selects_once_the_gpus_fit_polling_at_most_once_a_second(shell, clean, fake_time, capsys) -> None:  # noqa: F811
+def test_wait_selects_once_the_gpus_fit_polling_at_most_once_a_second(shell, clean, fake_time, capsys) -> None:
     busy_world(clean)
     fake_time.at = {3: lambda: busy_world(clean, free_gpu_1=True)}  # carol finishes after the 3rd poll
     shell.run_line_magic("gpu_select", "auto:1 --min-free 40GiB --wait 30m")
@@ -81,7 +81,7 @@ def test_wait_selects_once_the_gpus_fit_polling_at_most_once_a_second(shell, cle
     assert fake_time.sleeps == [1.0, 1.0, 1.0]  # one NVML look per second, no more
 
 
-def test_wait_without_min_free_waits_for_gpus_without_other_users(shell, clean, fake_time, capsys) -> None:  # noqa: F811
+def test_wait_without_min_free_waits_for_gpus_without_other_users(shell, clean, fake_time, capsys) -> None:
     busy_world(clean)
     fake_time.at = {2: lambda: busy_world(clean, free_gpu_1=True)}
     shell.run_line_magic("gpu_select", "auto --wait 10")
@@ -89,7 +89,7 @@ def test_wait_without_min_free_waits_for_gpus_without_other_users(shell, clean, 
     assert "Waiting for auto without other users' work" in out and os.environ["CUDA_VISIBLE_DEVICES"] == "1"
 
 
-def test_time_up_or_interrupt_changes_nothing(shell, clean, fake_time, capsys) -> None:  # noqa: F811
+def test_time_up_or_interrupt_changes_nothing(shell, clean, fake_time, capsys) -> None:
     busy_world(clean)
     before = state()
     with pytest.raises(
@@ -119,14 +119,14 @@ def test_time_up_or_interrupt_changes_nothing(shell, clean, fake_time, capsys) -
         ("auto --wait 200h", "at most 7 days"),
     ],
 )
-def test_bad_wait_lines_are_one_usage_error(shell, line: str, words: str) -> None:  # noqa: F811
+def test_bad_wait_lines_are_one_usage_error(shell, line: str, words: str) -> None:
     before = state()
     with pytest.raises(UsageError, match=words):
         shell.run_line_magic("gpu_select", line)
     assert state() == before
 
 
-def test_nothing_fits_says_which_gpu_would_fit_if_your_own_process_went(shell, clean, capsys) -> None:  # noqa: F811
+def test_nothing_fits_says_which_gpu_would_fit_if_your_own_process_went(shell, clean, capsys) -> None:
     import subprocess
     import sys
 
@@ -148,7 +148,7 @@ def test_nothing_fits_says_which_gpu_would_fit_if_your_own_process_went(shell, c
         mine.wait()
 
 
-def test_auto_leaves_a_claim_and_counts_others(shell, clean, capsys, tmp_path: Path) -> None:  # noqa: F811
+def test_auto_leaves_a_claim_and_counts_others(shell, clean, capsys, tmp_path: Path) -> None:
     import subprocess
     import sys
 
@@ -173,8 +173,8 @@ def test_auto_leaves_a_claim_and_counts_others(shell, clean, capsys, tmp_path: P
 
 
 def test_an_unusable_claims_directory_changes_nothing_but_a_one_line_note(
-    shell,  # noqa: F811
-    clean,  # noqa: F811
+    shell,
+    clean,
     capsys,
     monkeypatch,
     tmp_path: Path,
@@ -191,7 +191,7 @@ def test_an_unusable_claims_directory_changes_nothing_but_a_one_line_note(
     assert os.environ["CUDA_VISIBLE_DEVICES"] == "0,1"
 
 
-def test_the_waiting_line_shows_other_users_names_bidi_safe(shell, clean, fake_time, capsys) -> None:  # noqa: F811
+def test_the_waiting_line_shows_other_users_names_bidi_safe(shell, clean, fake_time, capsys) -> None:
     def change(data: dict) -> None:
         data["gpus"][0]["processes"] = [{"pid": 910001, "memory_mib": 70 * GIB_MIB, "user": "a\u202eevil"}]
         data["gpus"][1]["processes"] = [{"pid": 910002, "memory_mib": 60 * GIB_MIB, "user": "x" * 200}]

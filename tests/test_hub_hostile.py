@@ -11,14 +11,16 @@ from typing import Any
 
 import pytest
 from hub_fake import SERVICE_TOKEN, scenario_of, user_snapshot
+from hub_service import Running, people, start
 from support import ScenarioFile
-from test_hub import Running, people, start, stop_started  # noqa: F401 (an autouse fixture)
 from tornado import netutil, web
 from tornado.httpserver import HTTPServer
 
 from jupyter_gpu import simulate
 from jupyter_gpu.hub import app as hub_app
 from jupyter_gpu.hub import core
+
+pytestmark = pytest.mark.usefixtures("stop_started")
 
 GIB = 1 << 30
 

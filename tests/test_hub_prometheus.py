@@ -5,7 +5,6 @@ reading from a stand-in Prometheus. The real Prometheus is in test_hub_prometheu
 from __future__ import annotations
 
 import asyncio
-import http.server
 import json
 import logging
 import threading
@@ -16,6 +15,7 @@ from typing import Any
 import pytest
 from hub_fake import SERVICE_TOKEN, FakeHub
 from jupyterhub.services.auth import HubOAuth
+from prometheus_fake import GIB, StandInPrometheus, T, kernel, matrix, node, series, two_nodes, vector
 from tornado import netutil
 from tornado.httpclient import AsyncHTTPClient, HTTPClientError
 from tornado.httpserver import HTTPServer
@@ -25,63 +25,6 @@ from jupyter_gpu.hub import core
 from jupyter_gpu.hub import prometheus as prom
 from jupyter_gpu.hub.__main__ import main as service_main
 from jupyter_gpu.hub.app import HubService, make_app
-
-T = 1_763_733_000.0
-GIB = 2**30
-
-
-def series(metric: str, value: Any, /, **labels: str) -> dict[str, Any]:
-    return {"metric": {"__name__": metric, **labels}, "value": [T, value if isinstance(value, str) else str(value)]}
-
-
-def vector(*result: Any) -> dict[str, Any]:
-    return {"status": "success", "data": {"resultType": "vector", "result": list(result)}}
-
-
-def node(host: str, instance: str, uuids: list[str]) -> list[dict[str, Any]]:
-    """What one user server of ``host`` exports per GPU (every user server of a host repeats it)."""
-    out = []
-    for index, uuid in enumerate(uuids):
-        gpu = {"gpu": str(index), "uuid": uuid, "name": "NVIDIA A100-SXM4-80GB", "instance": instance}
-        out += [
-            series(
-                "jupyter_gpu_gpu_info", 1, gpu=str(index), UUID=uuid, name=gpu["name"], host=host, instance=instance
-            ),
-            series("jupyter_gpu_memory_used_bytes", (index + 1) * GIB, **gpu),
-            series("jupyter_gpu_memory_total_bytes", 80 * GIB, **gpu),
-            series("jupyter_gpu_utilization_percent", 10 * (index + 1), **gpu),
-            series("jupyter_gpu_error", 0, **gpu),
-        ]
-    return out
-
-
-def kernel(
-    user: str, kernel_id: str, notebook: str, gpu: str, uuid: str, memory: int, idle_s: float | None, instance: str
-) -> list[dict[str, Any]]:
-    labels = {"kernel_id": kernel_id, "notebook": notebook, "user": user, "instance": instance}
-    out = [series("jupyter_gpu_kernel_memory_used_bytes", memory, gpu=gpu, UUID=uuid, **labels)]
-    if idle_s is not None:
-        out.append(series("jupyter_gpu_kernel_idle_seconds", idle_s, **labels))
-    return out
-
-
-def two_nodes() -> dict[str, Any]:
-    """Two nodes of two GPUs; alice on node-a (two servers' scrapes repeat node-a's GPUs), bob on node-b."""
-    return vector(
-        *node("node-a", "10.0.0.1:8888", ["GPU-a0", "GPU-a1"]),
-        *node("node-a", "10.0.0.2:8888", ["GPU-a0", "GPU-a1"]),
-        *node("node-b", "10.0.1.1:8888", ["GPU-b0", "GPU-b1"]),
-        *kernel("alice", "k-alice-1", "alice/train.ipynb", "1", "GPU-a1", 3 * GIB, 7200, "10.0.0.1:8888"),
-        *kernel("bob", "k-bob-1", "bob/secret.ipynb", "0", "GPU-b0", 5 * GIB, 12, "10.0.1.1:8888"),
-        series(
-            "jupyter_gpu_kernel_cull_in_seconds",
-            600,
-            kernel_id="k-alice-1",
-            notebook="alice/train.ipynb",
-            user="alice",
-            instance="10.0.0.1:8888",
-        ),
-    )
 
 
 def test_every_gpu_of_every_node_once_grouped_by_host() -> None:
@@ -236,13 +179,6 @@ def test_a_few_bad_series_log_one_line_each(caplog: pytest.LogCaptureFixture) ->
     ]
 
 
-def matrix(uuid: str, points: list[tuple[float, str]]) -> dict[str, Any]:
-    return {
-        "status": "success",
-        "data": {"resultType": "matrix", "result": [{"metric": {"uuid": uuid}, "values": [[t, v] for t, v in points]}]},
-    }
-
-
 def test_history_columns_aligned_by_time_from_the_range_queries() -> None:
     past = prom.history(
         {
@@ -272,35 +208,6 @@ def test_a_bad_range_answer_gives_no_history_not_an_error() -> None:
 
 
 # -- the service app in Prometheus mode, against a stand-in Prometheus
-
-
-class StandInPrometheus:
-    """A loopback HTTP server answering /api/v1/query and /api/v1/query_range from fixed JSON."""
-
-    def __init__(self, instant: Any) -> None:
-        self.instant = instant
-        self.requests: list[tuple[str, str | None]] = []
-        outer = self
-
-        class Handler(http.server.BaseHTTPRequestHandler):
-            def do_GET(self) -> None:
-                outer.requests.append((self.path, self.headers.get("Authorization")))
-                body = matrix("GPU-a0", [(T, "40")]) if self.path.startswith("/api/v1/query_range") else outer.instant
-                raw = json.dumps(body).encode()
-                self.send_response(200)
-                self.send_header("Content-Type", "application/json")
-                self.end_headers()
-                self.wfile.write(raw)
-
-            def log_message(self, *args: Any) -> None:
-                pass
-
-        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-
-    def stop(self) -> None:
-        self.server.shutdown()
 
 
 async def call(port: int, path: str, token: str) -> tuple[int, Any]:

@@ -6,65 +6,17 @@ import os
 import sys
 import types
 import warnings
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
 from IPython.core.error import UsageError
 from IPython.core.interactiveshell import InteractiveShell
+from plan_state import state
 
 from jupyter_gpu import GPUAlreadyInitializedWarning, frameworks, plan
 from jupyter_gpu.core import import_hooks as _import_hooks
 from jupyter_gpu.kernel import magics
-from jupyter_gpu.plan import Fence, GpuPlan, current_plan
-
-MANAGED = (
-    *frameworks._managed_keys(),
-    "JUPYTER_GPU_DEFAULT_SELECT",
-    "JUPYTER_GPU_GROWTH",
-    "JUPYTER_GPU_DEFAULT_LIMIT",
-    "JUPYTER_GPU_MAX_LIMIT",
-)
-
-
-def reset_plan_state() -> None:
-    plan.set_current_plan(GpuPlan())
-    frameworks.reset_for_tests()
-
-
-@pytest.fixture
-def clean(monkeypatch: pytest.MonkeyPatch, scenario: Any) -> Iterator[Any]:
-    """No plan, no managed variable, no hook; the frameworks not imported; 2 simulated A100s."""
-    saved = {name: os.environ.pop(name, None) for name in MANAGED}
-    monkeypatch.setattr(plan, "_KERNEL_START_FENCE", Fence({}))
-    # The admin's values come from the environment the process started with: here, os.environ.
-    monkeypatch.setattr(plan, "environment_at_process_start", lambda: dict(os.environ))
-    for name in ("tensorflow", "torch", "jax"):
-        if name in sys.modules:
-            pytest.skip(f"{name} is imported in this test process")
-    reset_plan_state()
-    yield scenario
-    reset_plan_state()
-    for name, value in saved.items():  # what the magics wrote must not leak into later tests or kernels
-        if value is None:
-            os.environ.pop(name, None)
-        else:
-            os.environ[name] = value
-
-
-@pytest.fixture
-def shell(clean: Any) -> Iterator[InteractiveShell]:
-    ip = InteractiveShell.instance()
-    magics.register(ip)
-    yield ip
-    magics.unregister(ip)
-
-
-def state() -> tuple[Any, ...]:
-    """Everything a magic may change: the plan, the environment, the pending hooks."""
-    env = {key: os.environ.get(key) for key in frameworks._managed_keys()}
-    hooks = {f.module_name: list(_import_hooks.pending(f.module_name)) for f in frameworks.FRAMEWORKS}
-    return current_plan(), env, hooks
+from jupyter_gpu.plan import Fence, current_plan
 
 
 def test_select_sets_cuda_env_prints_the_mapping_and_waits_for_imports(shell, capsys) -> None:

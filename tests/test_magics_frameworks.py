@@ -16,11 +16,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from test_magics_kernel import Kernel, start
+from kernels import Kernel, standin_kernel, start
 
 pytestmark = pytest.mark.frameworks
-
-STANDIN = Path(__file__).parent / "standin"
 
 # NVML index of each physical GPU TensorFlow lists, and the ones it made visible, via the stand-in.
 TF_GPUS = """
@@ -34,14 +32,6 @@ print(json.dumps({"physical": [cuda_standin.started["devices"][i][0] for i in ra
                   "limits": {str(cuda_standin.started["devices"][_phys.index(d)][0]): [c.memory_limit for c in v]
                              for d, v in _ctx._virtual_device_map.items()}}))
 """
-
-
-def standin_kernel(tmp_path: Path, env: dict[str, str] | None = None) -> Iterator[Kernel]:
-    startup = tmp_path / "ipython" / "profile_default" / "startup"
-    startup.mkdir(parents=True)
-    code = f"import sys\nsys.path.insert(0, {str(STANDIN)!r})\nimport cuda_standin\n"
-    (startup / "00-cuda-standin.py").write_text(code)
-    yield from start({"IPYTHONDIR": str(tmp_path / "ipython"), "JUPYTER_GPU_SIMULATE": "demo", **(env or {})})
 
 
 @pytest.fixture

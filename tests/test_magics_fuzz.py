@@ -6,7 +6,7 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from IPython.core.error import UsageError
-from test_magics import clean, shell, state  # noqa: F401  (fixtures)
+from plan_state import state
 
 TOKENS = st.sampled_from(
     [
@@ -51,7 +51,7 @@ LINES = st.one_of(st.text(max_size=30), st.lists(st.one_of(TOKENS, st.text(max_s
 @example(magic="gpu_limit", line="9" * 400)
 @example(magic="gpu_limit", line='1 "')
 @example(magic="gpu_threads", line="--intra " + "9" * 400)
-def test_any_line_works_or_is_one_usage_error_that_changes_nothing(shell, capsys, magic: str, line: str) -> None:  # noqa: F811
+def test_any_line_works_or_is_one_usage_error_that_changes_nothing(shell, capsys, magic: str, line: str) -> None:
     before = state()
     try:
         shell.run_line_magic(magic, line)

@@ -6,8 +6,8 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from kernels import Kernel, start
 from support import A100_MIG_UUIDS, a100_mig_scenario, h100_split_scenario
-from test_magics_kernel import Kernel, start
 
 
 @pytest.fixture

@@ -23,8 +23,8 @@ from typing import Any
 
 import pytest
 from jupyter_client.blocking.client import BlockingKernelClient
+from kernels import Kernel, start
 from support import ScenarioFile, wait_until
-from test_magics_kernel import Kernel, start
 
 pytestmark = pytest.mark.frameworks
 

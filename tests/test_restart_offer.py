@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 
 import pytest
-from test_magics import clean, reset_plan_state, shell  # noqa: F401  (fixtures)
+from plan_state import reset_plan_state
 
 from jupyter_gpu.kernel import magics
 from jupyter_gpu.plan import PlanRequest, current_plan, plan_magics
@@ -28,7 +28,7 @@ ALLOWED_LINE = re.compile(
         PlanRequest(selection="none"),
     ],
 )
-def test_the_lines_rebuild_the_same_request_in_a_fresh_kernel(shell, request_: PlanRequest) -> None:  # noqa: F811
+def test_the_lines_rebuild_the_same_request_in_a_fresh_kernel(shell, request_: PlanRequest) -> None:
     lines = plan_magics(request_)
     assert all(ALLOWED_LINE.match(line) for line in lines), lines
     for line in lines[1:]:
@@ -38,8 +38,8 @@ def test_the_lines_rebuild_the_same_request_in_a_fresh_kernel(shell, request_: P
 
 
 def test_a_refused_plan_is_offered_for_a_restart_and_kept_for_gpu_restart(
-    shell,  # noqa: F811
-    clean,  # noqa: F811
+    shell,
+    clean,
     monkeypatch,
     capsys,
 ) -> None:

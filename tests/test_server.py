@@ -8,25 +8,23 @@ from __future__ import annotations
 
 import asyncio
 import gzip
-import inspect
 import json
 import os
 import subprocess
 import sys
 import time
-from collections.abc import Callable
 from typing import Any
 
 import pytest
-from prometheus_client.parser import text_string_to_metric_families
 from pytest_jupyter.jupyter_server import *  # noqa: F403
-from support import asynctest, get_snapshot, stop_sampler_after_test  # noqa: F401 (an autouse fixture)
+from support import NOTEBOOK, asynctest, get_snapshot, kernel_pid, metric_samples, place, run_code, start_session, until
 from tornado.httpclient import HTTPClientError
 
 from jupyter_gpu import simulate
 from jupyter_gpu.server import GpuService
 
-NOTEBOOK = "work/train model.ipynb"
+pytestmark = pytest.mark.usefixtures("stop_sampler_after_test")
+
 MIB = 1024 * 1024
 
 
@@ -36,66 +34,6 @@ def jp_server_config() -> dict[str, Any]:
         "ServerApp": {"jpserver_extensions": {"jupyter_gpu": True}},
         "JupyterGpuServer": {"interval_s": 0.1, "linger_s": 5.0, "idle_threshold_s": 0.5, "wait_s": 1.0},
     }
-
-
-# -- helpers
-
-
-async def until(jp_fetch: Any, predicate: Callable[[dict[str, Any]], Any], timeout: float = 10.0) -> dict[str, Any]:
-    """Poll the snapshot until ``predicate`` holds; fail with the last answer otherwise."""
-    deadline = time.monotonic() + timeout
-    while True:
-        data = await get_snapshot(jp_fetch)
-        if predicate(data):
-            return data
-        if time.monotonic() > deadline:
-            raise AssertionError(f"condition not met within {timeout} s; last snapshot: {json.dumps(data)[:3000]}")
-        await asyncio.sleep(0.05)
-
-
-async def start_session(jp_fetch: Any, path: str = NOTEBOOK) -> str:
-    body = {"path": path, "name": os.path.basename(path), "type": "notebook", "kernel": {"name": "python3"}}
-    response = await jp_fetch("api", "sessions", method="POST", body=json.dumps(body))
-    return json.loads(response.body)["kernel"]["id"]
-
-
-async def run_code(serverapp: Any, kernel_id: str, code: str) -> str:
-    """Execute ``code`` in the kernel (as a notebook would) and return its stdout."""
-    kernel = serverapp.kernel_manager.get_kernel(kernel_id)
-    client = kernel.client()
-    client.start_channels()
-    output: list[str] = []
-
-    def hook(msg: dict[str, Any]) -> None:
-        if msg["msg_type"] == "stream":
-            output.append(msg["content"]["text"])
-        elif msg["msg_type"] == "error":
-            output.append("\n".join(msg["content"]["traceback"]))
-
-    try:
-        ready = client.wait_for_ready(timeout=60)
-        if inspect.isawaitable(ready):
-            await ready
-        reply = client.execute_interactive(code, output_hook=hook, timeout=60)
-        if inspect.isawaitable(reply):
-            reply = await reply
-    finally:
-        client.stop_channels()
-    assert reply["content"]["status"] == "ok", "".join(output)
-    return "".join(output)
-
-
-def kernel_pid(serverapp: Any, kernel_id: str) -> int:
-    return serverapp.kernel_manager.get_kernel(kernel_id).provisioner.pid
-
-
-def place(scenario: Any, gpu: int, **process: Any) -> None:
-    """Put a process on a simulated GPU (memory in MiB)."""
-
-    def change(data: dict[str, Any]) -> None:
-        data["gpus"][gpu].setdefault("processes", []).append(process)
-
-    scenario.update(change)
 
 
 def processes(data: dict[str, Any]) -> dict[int, dict[str, Any]]:
@@ -321,13 +259,6 @@ async def test_nvml_hung_from_the_start_answers_within_wait_s(jp_fetch, scenario
 
 
 # -- Prometheus
-
-
-def metric_samples(text: str) -> dict[str, list[Any]]:
-    families: dict[str, list[Any]] = {}
-    for family in text_string_to_metric_families(text):
-        families.setdefault(family.name, []).extend(family.samples)
-    return families
 
 
 @asynctest

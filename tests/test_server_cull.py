@@ -11,10 +11,11 @@ from typing import Any
 
 import pytest
 from pytest_jupyter.jupyter_server import *  # noqa: F403
-from support import asynctest, get_snapshot, stop_sampler_after_test  # noqa: F401 (an autouse fixture)
-from test_server import NOTEBOOK, kernel_pid, metric_samples, place, run_code, start_session, until
+from support import NOTEBOOK, asynctest, get_snapshot, kernel_pid, metric_samples, place, run_code, start_session, until
 
 from jupyter_gpu.server import GpuService
+
+pytestmark = pytest.mark.usefixtures("stop_sampler_after_test")
 
 MIB = 1024 * 1024
 AFTER = 2.0

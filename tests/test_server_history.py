@@ -9,10 +9,12 @@ from typing import Any
 
 import pytest
 from pytest_jupyter.jupyter_server import *  # noqa: F403
-from support import asynctest, get_snapshot, stop_sampler_after_test  # noqa: F401 (an autouse fixture)
+from support import asynctest, get_snapshot
 from tornado.httpclient import HTTPClientError
 
 from jupyter_gpu.server import GpuService
+
+pytestmark = pytest.mark.usefixtures("stop_sampler_after_test")
 
 
 @pytest.fixture

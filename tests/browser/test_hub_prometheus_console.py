@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from hub_fake import SERVICE_TOKEN, FakeHub
 from jupyterhub.services.auth import HubOAuth
-from test_hub_prometheus import StandInPrometheus, two_nodes
+from prometheus_fake import StandInPrometheus, two_nodes
 from tornado import netutil
 from tornado.httpserver import HTTPServer
 

@@ -1,0 +1,89 @@
+"""The hub service (``jupyter_gpu.hub``) started against the stand-in hub API of ``hub_fake``, on a
+loopback port, for the hub tests (importable as ``hub_service``: pytest puts tests/ on sys.path).
+
+Every :func:`start` is closed after the test by the ``stop_started`` fixture (conftest.py), which a
+module using it asks for: ``pytestmark = pytest.mark.usefixtures("stop_started")``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hub_fake import SERVICE_TOKEN, FakeHub, scenario_of, user_snapshot
+from jupyterhub.services.auth import HubOAuth
+from support import ScenarioFile
+from tornado import netutil
+from tornado.httpclient import AsyncHTTPClient, HTTPClientError
+from tornado.httpserver import HTTPServer
+
+from jupyter_gpu.hub import core
+from jupyter_gpu.hub.app import HubService, make_app
+
+PREFIX = "/services/jupyter-gpu/"
+
+
+class Running:
+    def __init__(self, hub: FakeHub, service: HubService, port: int, server: HTTPServer | None = None) -> None:
+        self.hub, self.service, self.port, self.server = hub, service, port, server
+        self.url = f"http://127.0.0.1:{port}{PREFIX}"
+
+    def close(self) -> None:
+        """Stop the stand-in hub (its thread and sockets), the service and its listening socket."""
+        self.hub.stop()
+        if self.server is not None:
+            self.server.stop()
+        self.service.close()
+        if getattr(self, "client", None) is not None:
+            self.client.close()
+
+    async def call(self, path: str, token: str, method: str = "GET") -> tuple[int, Any]:
+        # The test's own client: tornado's per-loop shared one would queue the service's requests
+        # (same loop) behind the test's (10 at a time), a deadlock no real browser causes.
+        if getattr(self, "client", None) is None:
+            self.client = AsyncHTTPClient(force_instance=True, max_clients=100)
+        try:
+            response = await self.client.fetch(
+                self.url + path, method=method, follow_redirects=False, headers={"Authorization": f"token {token}"}
+            )
+        except HTTPClientError as error:
+            return error.code, error.response.body if error.response else b""
+        return response.code, response.body
+
+
+async def start(interval_s: float = 0.2) -> Running:
+    hub = FakeHub()
+    service = HubService(hub.url + "/hub/api", SERVICE_TOKEN, hub.url, interval_s=interval_s, linger_s=5)
+    auth = HubOAuth(
+        api_url=hub.url + "/hub/api",
+        api_token=SERVICE_TOKEN,
+        oauth_client_id="service-jupyter-gpu",
+        access_scopes={"access:services!service=jupyter-gpu"},
+        cache_max_age=60,
+    )
+    sockets = netutil.bind_sockets(0, "127.0.0.1")
+    server = HTTPServer(make_app(service, PREFIX, hub_auth=auth))
+    server.add_sockets(sockets)
+    run = Running(hub, service, sockets[0].getsockname()[1], server)
+    _STARTED.append(run)
+    return run
+
+
+_STARTED: list[Running] = []  # what start() made, closed after each test by stop_started_services
+
+
+def stop_started_services() -> None:
+    """Close every :func:`start` so far (the ``stop_started`` fixture calls it after each test)."""
+    while _STARTED:
+        _STARTED.pop().close()
+
+
+def people(hub: FakeHub, gpus: ScenarioFile | None = None) -> None:
+    """An admin, a reader (alice) and a plain user (bob) with their servers' kernels; with ``gpus``,
+    NVML shows the service those kernels' processes, each owned by its user."""
+    hub.add_user("root-admin", "admin-token", admin=True)
+    hub.add_user("alice", "alice-token", scopes=[core.READ_SCOPE])
+    hub.add_user("bob", "bob-token")
+    hub.snapshots["alice"] = user_snapshot("alice", 1, gpu=0)
+    hub.snapshots["bob"] = user_snapshot("bob", 2, gpu=1, mib=2048)
+    if gpus is not None:
+        gpus.write(scenario_of(hub.snapshots))

@@ -1,0 +1,100 @@
+"""Driving real kernels (jupyter_client + ipykernel) from tests: start one, run code, read values.
+
+Importable as ``kernels`` (pytest puts tests/ on sys.path). :func:`start` runs :data:`ENV` in each
+kernel first, so tests can call ``env()`` and ``state()`` there.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from jupyter_client.blocking.client import BlockingKernelClient
+from jupyter_client.manager import KernelManager
+
+# The CUDA stand-in (tests/standin/cuda_standin.py), imported by the kernels of standin_kernel.
+STANDIN = Path(__file__).parent / "standin"
+
+ENV = (
+    "import json, os\n"
+    "def env():\n"
+    "    keys = ['CUDA_DEVICE_ORDER', 'CUDA_VISIBLE_DEVICES', 'TF_FORCE_GPU_ALLOW_GROWTH',\n"
+    "            'XLA_CLIENT_MEM_FRACTION', 'XLA_PYTHON_CLIENT_PREALLOCATE', 'PYTORCH_CUDA_ALLOC_CONF',\n"
+    "            'TF_NUM_INTRAOP_THREADS']\n"
+    "    return {k: os.environ.get(k) for k in keys}\n"
+    "def state():\n"
+    "    from jupyter_gpu import plan, frameworks\n"
+    "    from jupyter_gpu.core import import_hooks as _import_hooks\n"
+    "    hooks = {f.module_name: len(_import_hooks.pending(f.module_name)) for f in frameworks.FRAMEWORKS}\n"
+    "    return repr((plan.current_plan(), env(), hooks))\n"
+)
+
+
+class Kernel:
+    def __init__(self, client: BlockingKernelClient) -> None:
+        self.client = client
+
+    def run(self, code: str, timeout: float = 90) -> tuple[str, str]:
+        """Run ``code``; return (stdout, stderr). A Python error fails the test with its traceback."""
+        msg_id = self.client.execute(code)
+        out: list[str] = []
+        err: list[str] = []
+        deadline = time.monotonic() + timeout
+        while True:
+            message = self.client.get_iopub_msg(timeout=max(deadline - time.monotonic(), 0.1))
+            if message["parent_header"].get("msg_id") != msg_id:
+                continue
+            kind, content = message["msg_type"], message["content"]
+            if kind == "stream":
+                (out if content["name"] == "stdout" else err).append(content["text"])
+            elif kind == "error":
+                err.append(f"{content['ename']}: {content['evalue']}")
+            elif kind == "status" and content["execution_state"] == "idle":
+                break
+        self.client.get_shell_msg(timeout=10)
+        return "".join(out), "".join(err)
+
+    def value(self, expression: str) -> Any:
+        out, err = self.run(f"print(json.dumps({expression}))")
+        assert out, err
+        return json.loads(out.strip().splitlines()[-1])
+
+
+def start(env: dict[str, str] | None = None, connection_dir: Path | None = None) -> Iterator[Kernel]:
+    """A real kernel with ``env`` added to this process's environment.
+
+    Its connection file, and so the kernel report jupyter_gpu writes next to it, lies in
+    ``connection_dir`` (a Jupyter runtime directory of the test), else in a temporary folder removed
+    afterwards. Not in jupyter_client's default, the system's /tmp: the kernel is killed at the end,
+    so its report stays, and every later kernel that reads reports from its folder (the OOM
+    explainer) would read thousands of them, other test runs' too.
+    """
+    kernel_env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", **(env or {})}
+    with tempfile.TemporaryDirectory(prefix="jupyter-gpu-kernel-test-") as scratch:
+        folder = connection_dir or Path(scratch)
+        manager = KernelManager(kernel_name="python3", connection_file=str(folder / f"kernel-{uuid.uuid4()}.json"))
+        manager.start_kernel(env=kernel_env)
+        client = manager.client()
+        client.start_channels()
+        try:
+            client.wait_for_ready(timeout=90)
+            kernel = Kernel(client)
+            kernel.run(ENV)
+            yield kernel
+        finally:
+            client.stop_channels()
+            manager.shutdown_kernel(now=True)
+
+
+def standin_kernel(tmp_path: Path, env: dict[str, str] | None = None) -> Iterator[Kernel]:
+    startup = tmp_path / "ipython" / "profile_default" / "startup"
+    startup.mkdir(parents=True)
+    code = f"import sys\nsys.path.insert(0, {str(STANDIN)!r})\nimport cuda_standin\n"
+    (startup / "00-cuda-standin.py").write_text(code)
+    yield from start({"IPYTHONDIR": str(tmp_path / "ipython"), "JUPYTER_GPU_SIMULATE": "demo", **(env or {})})
