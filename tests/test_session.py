@@ -7,14 +7,13 @@ import os
 
 import pytest
 from IPython.core.error import UsageError
-from test_magics import clean  # noqa: F401  (fixture)
 
 from jupyter_gpu.kernel.plan_report import limit_report, selection_report, summary
 from jupyter_gpu.kernel.session import NoGpuFitsError, PlanSession, Settings
 from jupyter_gpu.plan import current_plan
 
 
-def test_a_session_selects_and_caps_without_a_shell(clean) -> None:  # noqa: F811
+def test_a_session_selects_and_caps_without_a_shell(clean) -> None:
     session = PlanSession(Settings())
     plan = session.change("%gpu_select", selection="1", growth=True)
     assert plan is not None and plan.selected_indices == (1,)
@@ -27,13 +26,13 @@ def test_a_session_selects_and_caps_without_a_shell(clean) -> None:  # noqa: F81
     assert session.pending_request is None  # nothing was refused as too late
 
 
-def test_the_admin_ceiling_comes_from_the_settings(clean) -> None:  # noqa: F811
+def test_the_admin_ceiling_comes_from_the_settings(clean) -> None:
     plan = PlanSession(Settings(max_limit="2GiB")).change("%gpu_select", selection="0")
     assert plan is not None and plan.limit_from_ceiling
     assert "admin ceiling 2GiB" in summary(plan)
 
 
-def test_no_gpu_fits_is_its_own_error_for_the_wait_loop_and_a_usage_error_for_users(clean) -> None:  # noqa: F811
+def test_no_gpu_fits_is_its_own_error_for_the_wait_loop_and_a_usage_error_for_users(clean) -> None:
     session = PlanSession(Settings())
     with pytest.raises(NoGpuFitsError, match="900 GiB"):
         session.change_if_fits("%gpu_select", selection="auto:1", min_free="900GiB")
