@@ -66,15 +66,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..core.errors import ScenarioError
 from .codes import GPU_FAULTS, WHOLE_NVML_FAULTS
 
 ENV_VAR = "JUPYTER_GPU_SIMULATE"
 
 UNSUPPORTABLE_FIELDS = {"utilization", "temperature", "power", "power_limit"}
-
-
-class ScenarioError(ValueError):
-    """The scenario (file, number or preset) cannot be used; the message says why, in one line."""
 
 
 # --------------------------------------------------------------------------------------------
