@@ -13,6 +13,11 @@ of processes to kernels:
   start / shutdown / restart events and at most once per interval otherwise; a change of the table
   makes the next request rebuild the answer on a worker thread (one build however many requests
   wait). A request only picks the answer that matches the newest sample and table.
+
+This module is the wiring; the rules it applies are pure modules of their own: which kernel holds
+which GPU process (:mod:`.attribution`), how an answer is rendered (:mod:`.answer`), which kernels
+the culler shuts down (:mod:`.cull`, over :mod:`jupyter_gpu.core.culling`); reading the kernel
+manager is :mod:`.kernel_table`, the report files :mod:`.report_files`.
 """
 
 from __future__ import annotations
@@ -28,20 +33,21 @@ import time
 import weakref
 from collections.abc import Callable
 from dataclasses import fields
-from pathlib import Path
 from typing import Any
 
 import psutil
 
 from ..core.history import GpuHistory
 from ..core.snapshot import Snapshot
-from ..sources.kernel_reports import REPORT_PREFIX, ReportReader
-from ..sources.processes import PidCache, ProcessKey, current_user, process_key, process_start, process_starts
+from ..sources.kernel_reports import ReportReader
+from ..sources.processes import PidCache, ProcessKey, current_user, process_key, process_starts
 from ..sources.sampler import Sampler
 from .answer import Answer, AnswerBuilder, AttributedSnapshot, answer_key, newer, stale_after_s
 from .attribution import KernelInfo, KernelTable
 from .config import JupyterGpuServer
 from .cull import cull_every_s, culled_message, ran_since
+from .kernel_table import read_kernels, session_notebooks
+from .report_files import ReportFiles
 
 __all__ = ["Answer", "AttributedSnapshot", "GpuService", "KernelInfo", "KernelTable", "ancestors"]
 
@@ -56,22 +62,6 @@ def ancestors(pid: int) -> tuple[ProcessKey, ...]:
         return tuple(process_key(parent.pid) for parent in psutil.Process(pid).parents())
     except (psutil.Error, OSError):
         return ()
-
-
-def _kernel_pid(kernel: Any) -> int | None:
-    """The PID of the kernel's process while it runs (None once it exited or when unknown)."""
-    provisioner = getattr(kernel, "provisioner", None)
-    process = getattr(provisioner, "process", None)
-    if process is not None and hasattr(process, "poll"):
-        try:
-            if process.poll() is not None:
-                return None  # it died (killed, crashed): its PID may already be another process's
-        except Exception:
-            pass
-    pid = getattr(provisioner, "pid", None)
-    if pid is None:
-        pid = getattr(process, "pid", None)
-    return pid if isinstance(pid, int) else None
 
 
 class GpuService:
@@ -107,6 +97,7 @@ class GpuService:
         self._nvml_take = take if take is not None else self._device_reader(config.source)
         self._ancestry = PidCache(ancestors)  # per (pid, start), while the PID stays on a GPU
         self._report_reader = ReportReader()
+        self.report_files = ReportFiles(report_dir, self._report_reader)
         self.history = GpuHistory(config.history_s, config.interval_s)  # served by history_handler
         self.sampler = Sampler(
             config.interval_s, take=self._take, linger_s=config.linger_s, name="jupyter-gpu-server-sampler"
@@ -286,47 +277,14 @@ class GpuService:
             self._refreshing = asyncio.ensure_future(self._refresh_kernels())
 
     async def _refresh_kernels(self) -> None:
-        notebooks: dict[str, str] = {}
-        if self.session_manager is not None:
-            try:
-                for session in await self.session_manager.list_sessions():
-                    kernel = session.get("kernel") or {}
-                    if kernel.get("id") and session.get("path"):
-                        notebooks[kernel["id"]] = session["path"]
-            except Exception:
-                log.exception("jupyter_gpu: listing sessions failed")
-        old = self._table.kernels
+        notebooks = await session_notebooks(self.session_manager)
         table: dict[str, KernelInfo] = {}
         km = self.kernel_manager
         if km is not None:
             listed = list(km.list_kernel_ids())
             self._gone.intersection_update(listed)  # forgotten once the kernel manager forgot it
-            for kernel_id in listed:
-                if kernel_id in self._gone:
-                    continue
-                try:
-                    kernel = km.get_kernel(kernel_id)
-                except KeyError:
-                    continue
-                pid = _kernel_pid(kernel)
-                before = old.get(kernel_id)
-                # The start time is read when a PID is first seen (right after the start event), so
-                # a PID reused later by another process never takes the kernel's identity.
-                start = (
-                    before.start
-                    if before is not None and before.pid == pid
-                    else (None if pid is None else process_start(pid))
-                )
-                last = getattr(kernel, "last_activity", None)
-                table[kernel_id] = KernelInfo(
-                    kernel_id=kernel_id,
-                    name=getattr(kernel, "kernel_name", None),
-                    pid=pid,
-                    notebook=notebooks.get(kernel_id),
-                    execution_state=getattr(kernel, "execution_state", None),
-                    last_activity=last.timestamp() if last is not None else None,
-                    start=start,
-                )
+            alive = [kernel_id for kernel_id in listed if kernel_id not in self._gone]
+            table = read_kernels(km, alive, notebooks, self._table.kernels)
         self._set_table(table)
         self._table_at = time.monotonic()
 
@@ -336,56 +294,11 @@ class GpuService:
 
     def remove_report(self, kernel_id: str, unless: ProcessKey | None = None) -> None:
         """Delete a kernel's report file (it went away), unless it is the report of process ``unless``."""
-        if not self.report_dir or not kernel_id or "/" in kernel_id or kernel_id.startswith("."):
-            return
-        path = Path(self.report_dir) / f"{REPORT_PREFIX}{kernel_id}.json"
-        if unless is not None:
-            report = self._report_reader.read_one(path)
-            if report is not None and report.key == unless:
-                return
-        try:
-            path.unlink()
-        except FileNotFoundError:
-            pass
-        except OSError as error:
-            log.warning("jupyter_gpu: cannot remove the kernel report %s: %s", path, error)
+        self.report_files.remove(kernel_id, unless)
 
     def remove_orphan_reports(self) -> list[str]:
-        """Delete the reports that a dead kernel left behind; returns their kernel ids.
-
-        A kernel removes its report when it exits, and this server removes its kernels' reports when
-        it stops; but a server killed outright (SIGKILL: the hub's last resort, the OOM killer)
-        does neither, and its kernels then exit through ipykernel's parent poller (``os._exit``)
-        without their own clean-up. So when a server starts, every report in its runtime directory
-        whose writer (PID and start time) no longer runs, in this PID namespace, is deleted. Files
-        of other owners, bad files and reports from another PID namespace are left alone.
-        """
-        if not self.report_dir:
-            return []
-        try:
-            namespace = os.readlink("/proc/self/ns/pid")
-        except OSError:
-            namespace = None
-        removed = []
-        for path in Path(self.report_dir).glob(f"{REPORT_PREFIX}*.json"):
-            try:
-                if path.stat().st_uid != os.getuid():
-                    continue
-                report = self._report_reader.read_one(path)
-                if report is None or report.start_time is None:
-                    continue
-                with open(path, "rb") as file:
-                    if json.loads(file.read(256 * 1024)).get("pid_namespace") != namespace:
-                        continue
-                if process_start(report.pid) == report.start_time:
-                    continue  # its kernel still runs (a server restarted next to running kernels)
-                path.unlink()
-                removed.append(report.kernel_id)
-            except (OSError, ValueError, AttributeError):
-                continue
-        if removed:
-            log.info("jupyter_gpu: removed %d kernel report(s) left by kernels that no longer run", len(removed))
-        return removed
+        """Delete the reports that dead kernels left behind (see :meth:`ReportFiles.remove_orphans`)."""
+        return self.report_files.remove_orphans()
 
     # -- answers (event loop picks, worker threads build)
 
