@@ -1,20 +1,27 @@
-"""Which kernel holds which GPU process (server.attribution), without a server: kernel records,
-process keys, ancestors and kernel reports in; matches, holdings, summaries and notes out."""
+"""Which kernel holds which GPU process (server.attribution) and the answer built on it
+(server.answer), without a server: kernel records, process keys, ancestors and kernel reports in;
+matches, holdings, summaries, notes and answers out."""
 
 from __future__ import annotations
 
-from jupyter_gpu.core.snapshot import GpuProcess, Snapshot
+import json
+
+from jupyter_gpu.core.snapshot import GpuInfo, GpuProcess, Snapshot
+from jupyter_gpu.server.answer import AnswerBuilder
 from jupyter_gpu.server.attribution import (
     CONTAINER_NOTE,
+    AttributedSnapshot,
     CullPolicy,
     Holdings,
     KernelInfo,
     KernelMatcher,
+    KernelTable,
     attribution_note,
     current_reports,
     kernel_summary,
     process_fields,
 )
+from jupyter_gpu.server.config import JupyterGpuServer
 from jupyter_gpu.sources.kernel_reports import KernelReport
 
 NOW = 10_000.0
@@ -136,3 +143,24 @@ def test_the_attribution_note_says_how_processes_were_matched():
     )
     mode, note = attribution_note(sample, 3, 3, 0, {})
     assert mode == "unavailable" and "No kernel reported its GPU use" in note
+
+
+def test_an_answer_attributes_a_kernels_process_and_hides_other_users_names():
+
+    config = JupyterGpuServer(idle_threshold_s=60.0, cull_idle_after_s=120.0, cull_warn_s=30.0)
+    processes = (GpuProcess(100, 64, user="me", name="python"), GpuProcess(900, 8, user="other", name="secret"))
+    sample = AttributedSnapshot(
+        nvml_available=True,
+        timestamp=NOW - 1,
+        gpus=(GpuInfo(0, "GPU-0", "Sim", processes=processes),),
+        keys={100: (100, 5), 900: (900, 1)},
+    )
+    table = KernelTable(3, {"k1": kernel(execution_state="idle", last_activity=NOW - 100)})
+    answer = AnswerBuilder(config, "me").build(sample, table, NOW)
+    body = json.loads(answer.body)
+    mine, theirs = body["gpus"][0]["processes"]
+    assert (mine["kernel_id"], mine["own"], mine["cull_in_s"], mine["name"]) == ("k1", True, 20.0, "python")
+    assert (theirs["kernel_id"], theirs["own"], theirs["name"]) == (None, False, None)
+    assert body["kernels"][0]["gpu_memory"] == 64 and body["stale"] is False and body["age_s"] == 1.0
+    assert answer.key == (NOW - 1, 3, False, None)
+    assert answer.kernel_memory == (("k1", "", "0", 64),) and answer.due == ()

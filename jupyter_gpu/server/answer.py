@@ -43,15 +43,6 @@ _dumps = functools.partial(json.dumps, allow_nan=False, separators=(",", ":"))
 
 
 @dataclass(frozen=True)
-class AttributedSnapshot(Snapshot):
-    """A snapshot plus what the sampling thread learnt for attribution (not part of ``to_dict()``)."""
-
-    keys: dict[int, ProcessKey] = field(default_factory=dict, compare=False)
-    ancestry: dict[int, tuple[ProcessKey, ...]] = field(default_factory=dict, compare=False)
-    reports: dict[str, KernelReport] = field(default_factory=dict, compare=False)
-
-
-@dataclass(frozen=True)
 class Answer:
     """The snapshot endpoint's answer for one sample and one kernel table, built once for all.
 
@@ -94,7 +85,7 @@ def newer(key: tuple[Any, ...], than: tuple[Any, ...]) -> bool:
 
 
 @dataclass
-class _Pass:
+class _Rendering:
     """What one build learns while rendering the GPUs."""
 
     kernels: dict[str, KernelInfo]
@@ -173,19 +164,19 @@ class AnswerBuilder:
         )
 
     @staticmethod
-    def _start(snapshot: Snapshot, kernels: dict[str, KernelInfo], now: float) -> _Pass:
+    def _start(snapshot: Snapshot, kernels: dict[str, KernelInfo], now: float) -> _Rendering:
         """The attribution inputs of one build: the reports that count and the matcher."""
         reports = current_reports(getattr(snapshot, "reports", {}), kernels)
         keys: dict[int, ProcessKey] = getattr(snapshot, "keys", {})
         ancestry: dict[int, tuple[ProcessKey, ...]] = getattr(snapshot, "ancestry", {})
-        return _Pass(
+        return _Rendering(
             kernels=kernels,
             matcher=KernelMatcher(kernels, keys, ancestry, reports),
             reports=reports,
             idle_of={kid: info.idle_s(now) for kid, info in kernels.items()},
         )
 
-    def _render_gpus(self, snapshot: Snapshot, work: _Pass) -> None:
+    def _render_gpus(self, snapshot: Snapshot, work: _Rendering) -> None:
         """Render every GPU (its processes annotated and filtered, its slices) into ``work``."""
         show_others = self.config.show_other_users
         previous = self._texts if (show_others, self.me) == self._texts_for else {}
@@ -199,7 +190,7 @@ class AnswerBuilder:
     def _render_processes(
         self,
         gpu: GpuInfo,
-        work: _Pass,
+        work: _Rendering,
         old_texts: dict[int, tuple[GpuProcess, str]],
         texts: dict[int, tuple[GpuProcess, str]],
     ) -> list[tuple[int, str]]:
@@ -250,7 +241,7 @@ class AnswerBuilder:
         return entry
 
     @staticmethod
-    def _render_gpu(gpu: GpuInfo, fragments: list[tuple[int, str]], work: _Pass) -> None:
+    def _render_gpu(gpu: GpuInfo, fragments: list[tuple[int, str]], work: _Rendering) -> None:
         """Render ``gpu`` around its processes' texts, with its MIG slices, and its gauge rows."""
         dumps = _dumps
         fragment_of = dict(fragments)  # pid -> its JSON text, for the GPU's slices (MIG mode)
@@ -280,7 +271,7 @@ class AnswerBuilder:
             (str(gpu.index), gpu.uuid, gpu.name, gpu.error, tuple((name, head.get(name)) for name in GAUGED))
         )
 
-    def _summaries(self, snapshot: Snapshot, work: _Pass, now: float) -> list[dict[str, Any]]:
+    def _summaries(self, snapshot: Snapshot, work: _Rendering, now: float) -> list[dict[str, Any]]:
         """The answer's ``kernels``: one summary per kernel of the table."""
         known_slices = {s.uuid for gpu in snapshot.gpus for s in gpu.slices}
         policy = self.policy
@@ -289,7 +280,9 @@ class AnswerBuilder:
             for kid, info in work.kernels.items()
         ]
 
-    def _body(self, snapshot: Snapshot, summaries: list[dict[str, Any]], work: _Pass, age_s: float | None) -> bytes:
+    def _body(
+        self, snapshot: Snapshot, summaries: list[dict[str, Any]], work: _Rendering, age_s: float | None
+    ) -> bytes:
         """The answer's JSON bytes: the snapshot's top-level fields, the server's additions, the GPUs."""
         config = self.config
         top = replace(snapshot, gpus=()).to_dict()

@@ -71,6 +71,15 @@ class KernelTable:
     kernels: dict[str, KernelInfo] = field(default_factory=dict)
 
 
+@dataclass(frozen=True)
+class AttributedSnapshot(Snapshot):
+    """A snapshot plus what the sampling thread learnt for attribution (not part of ``to_dict()``)."""
+
+    keys: dict[int, ProcessKey] = field(default_factory=dict, compare=False)
+    ancestry: dict[int, tuple[ProcessKey, ...]] = field(default_factory=dict, compare=False)
+    reports: dict[str, KernelReport] = field(default_factory=dict, compare=False)
+
+
 def current_reports(reports: Mapping[str, KernelReport], kernels: Mapping[str, KernelInfo]) -> dict[str, KernelReport]:
     """The reports that count: those whose writer (PID and start time) is their kernel's process now."""
     return {

@@ -42,8 +42,8 @@ from ..core.snapshot import Snapshot
 from ..sources.kernel_reports import ReportReader
 from ..sources.processes import PidCache, ProcessKey, current_user, process_key, process_starts
 from ..sources.sampler import Sampler
-from .answer import Answer, AnswerBuilder, AttributedSnapshot, answer_key, newer, stale_after_s
-from .attribution import KernelInfo, KernelTable
+from .answer import Answer, AnswerBuilder, answer_key, newer, stale_after_s
+from .attribution import AttributedSnapshot, KernelInfo, KernelTable
 from .config import JupyterGpuServer
 from .cull import cull_every_s, culled_message, ran_since
 from .kernel_table import read_kernels, session_notebooks
