@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Set everything up from a fresh clone and run the whole test suite: lint, unit and kernel tests,
-# server tests, browser tests (Debian's chromium, installed here if missing), the Prometheus checks
+# Set everything up from a fresh clone and run the whole test suite: lint (ruff; eslint, prettier
+# and stylelint for the extension and the hub console), the extension's TypeScript unit tests, unit
+# and kernel tests, server tests, browser tests (Debian's chromium, installed here if missing), the Prometheus checks
 # (Debian's prometheus, installed here if missing when root) and the example
 # notebooks under nbval. Extra arguments go to pytest.
 #   scripts/test.sh [-x -k sidebar ...]
@@ -28,6 +29,14 @@ scripts/setup.sh test
 echo "==> ruff"
 .venv/bin/ruff check .
 .venv/bin/ruff format --check .
+echo "==> labextension lint and unit tests"
+# pip's build of the extension (scripts/setup.sh) leaves labextension/node_modules behind, but it
+# skips npm entirely when the shipped bundle already matches the sources: install from the lockfile
+# then, or when an older node_modules lacks the lint and test tools.
+if [ ! -x labextension/node_modules/.bin/eslint ] || [ ! -x labextension/node_modules/.bin/vitest ]; then
+  (cd labextension && npm ci --no-audit --no-fund)
+fi
+(cd labextension && npm run --silent lint:check && npm test --silent)
 echo "==> pytest"
 export PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1
 exec .venv/bin/python -m pytest --nbval tests example_notebooks "$@"

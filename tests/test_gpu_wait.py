@@ -1,6 +1,6 @@
 """``%gpu_select auto:N --wait``, "would fit if" hints and the claim ``auto`` leaves (in-process shell).
 
-Time is the magics' own clock and sleep (``magics._clock``/``_sleep``), replaced by a fake that
+Time is the wait loop's own clock and sleep (``jupyter_gpu.kernel.wait._clock``/``_sleep``), replaced by a fake that
 advances when the magic sleeps: no test waits in real time, and the polling interval is checked
 from what the magic asked to sleep and how often it read NVML.
 """
@@ -16,7 +16,7 @@ from IPython.core.error import UsageError
 from test_magics import clean, shell, state  # noqa: F401  (fixtures)
 
 from jupyter_gpu import simulate
-from jupyter_gpu.kernel import magics
+from jupyter_gpu.kernel import magics, session, wait
 from jupyter_gpu.sources import nvml
 
 GIB_MIB = 1024
@@ -56,8 +56,8 @@ class FakeTime:
 @pytest.fixture
 def fake_time(monkeypatch: pytest.MonkeyPatch) -> FakeTime:
     fake = FakeTime()
-    monkeypatch.setattr(magics, "_clock", fake.clock)
-    monkeypatch.setattr(magics, "_sleep", fake.sleep)
+    monkeypatch.setattr(wait, "_clock", fake.clock)
+    monkeypatch.setattr(wait, "_sleep", fake.sleep)
     return fake
 
 
@@ -227,7 +227,7 @@ def test_the_fit_hint_names_a_kernel_by_its_notebook_on_one_safe_line(monkeypatc
     )
     found = peers.Peers({910003: peers.KernelPeer(910003, "k1", "a\n\u202e" + "y" * 200 + ".ipynb")})
     monkeypatch.setattr(peers, "find_peers", lambda **_: found)
-    monkeypatch.setattr(magics, "_current_user", lambda: "me")
+    monkeypatch.setattr(session, "current_user", lambda: "me")
     hint = magics._fit_hints(Snapshot(True, 0.0, (gpu,)), plan.PlanRequest(selection="auto", min_free="40GiB"))
     assert hint.startswith("; GPU 0 would fit if your kernel a\ufffd\ufffdyyy"), hint
     assert "\n" not in hint and "\u202e" not in hint and "y" * 40 not in hint, hint

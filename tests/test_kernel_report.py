@@ -83,3 +83,43 @@ def test_a_good_report_is_parsed_into_typed_fields(tmp_path):
     (report,) = ReportReader().read(tmp_path).values()
     assert report.kernel_id == KERNEL and report.key == (4242, 123456)
     assert report.nvml_pids == (7, 8) and dict(report.gpu_memory) == {"GPU-1": 5 * 2**30}
+
+
+def _as_kernel(monkeypatch, folder, kernel_id=KERNEL):
+    from jupyter_gpu.kernel import report
+    from jupyter_gpu.sources import kernel_reports
+
+    monkeypatch.setattr(kernel_reports, "kernel_identity", lambda: (kernel_id, folder))
+    monkeypatch.setattr(report, "_state", dict(report._state, path=None, last=None))
+    return report
+
+
+def test_a_planted_symlink_never_makes_the_report_overwrite_another_file(tmp_path, monkeypatch):
+    """Another user of a shared folder (/tmp) links the names a report might be written through to a
+    victim's notebook: the notebook is untouched, and the report is a private file of its own."""
+    report = _as_kernel(monkeypatch, tmp_path)
+    victim = tmp_path / "thesis.ipynb"
+    victim.write_text("the victim's notebook")
+    final = tmp_path / f"{REPORT_PREFIX}{KERNEL}.json"
+    for name in (f".{final.name}.{os.getpid()}.tmp", f".{final.name}.tmp", final.name):
+        (tmp_path / name).symlink_to(victim)
+
+    path = report.write_report(force=True)
+
+    assert path == final
+    assert victim.read_text() == "the victim's notebook"
+    assert not final.is_symlink()
+    assert json.loads(final.read_text())["kernel_id"] == KERNEL
+    assert final.stat().st_mode & 0o777 == 0o600
+    report.write_report(gpu_memory={"GPU-1": 1}, force=True)  # and again on a later write
+    assert victim.read_text() == "the victim's notebook"
+
+
+def test_a_failed_write_leaves_no_temporary_file(tmp_path, monkeypatch):
+    report = _as_kernel(monkeypatch, tmp_path)
+    final = tmp_path / f"{REPORT_PREFIX}{KERNEL}.json"
+    final.mkdir()  # os.replace cannot put a file where a directory is
+
+    assert report.write_report(force=True) is None
+    assert [p.name for p in tmp_path.iterdir() if p.name.endswith(".tmp")] == []
+    assert final.is_dir()

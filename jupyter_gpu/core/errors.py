@@ -1,6 +1,39 @@
-"""Warnings and errors of jupyter_gpu that users may want to filter or catch."""
+"""Warnings and errors of jupyter_gpu that users may want to filter or catch.
+
+The base error types that more than one layer raises or catches live here, so a layer never imports
+another layer's module just to name an exception. Each is re-exported from the module that defined
+it before (``jupyter_gpu.plan.PlanError`` is this ``PlanError``), so existing imports and
+``except`` clauses keep working. Errors raised and caught within one module stay in that module.
+"""
 
 from __future__ import annotations
+
+__all__ = [
+    "GPUAlreadyInitializedWarning",
+    "GPUPlanMismatchWarning",
+    "PlanError",
+    "ScenarioError",
+    "warn",
+]
+
+
+class PlanError(ValueError):
+    """Bad input for a GPU plan; the message is one line naming the problem and the valid choices.
+
+    Raised by :mod:`jupyter_gpu.plan` (a selection, size or limit that cannot be planned; its
+    subclass ``plan.NoGpuFits`` when ``auto:N`` finds fewer than N GPUs that qualify now) and by
+    :func:`jupyter_gpu.frameworks.apply_plan` ("<framework> refused the plan (<error>); nothing was
+    changed"). The magics catch it and show the message as a ``UsageError``.
+    """
+
+
+class ScenarioError(ValueError):
+    """The scenario (file, number or preset) cannot be used; the message says why, in one line.
+
+    Raised by :mod:`jupyter_gpu.simulate` when a simulated-GPU scenario is read; caught by the
+    NVML reader (:mod:`jupyter_gpu.sources.nvml`), which reports "simulated GPUs could not be set
+    up: <message>" as NVML being unavailable.
+    """
 
 
 class GPUAlreadyInitializedWarning(UserWarning):

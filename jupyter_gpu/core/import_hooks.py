@@ -20,10 +20,10 @@ import sys
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (type checkers read it as True)
 
 if TYPE_CHECKING:
+    import importlib.abc
     import importlib.machinery
     from collections.abc import Callable, Sequence
     from types import ModuleType
-    from typing import Any
 
     Callback = Callable[[ModuleType], None]
 
@@ -62,10 +62,18 @@ class _PostImportFinder:
         return spec
 
 
-class _LoaderProxy:
+if TYPE_CHECKING:
+    # For type checkers the proxy is the Loader it stands in for (what ``spec.loader`` holds); at
+    # run time it stays a plain object, so every attribute it lacks is the real loader's.
+    from importlib.abc import Loader as _ProxiedLoader
+else:
+    _ProxiedLoader = object
+
+
+class _LoaderProxy(_ProxiedLoader):
     """The real loader with ``exec_module`` replaced; everything else is delegated."""
 
-    def __init__(self, loader: Any, exec_module: Callable[[ModuleType], None]) -> None:
+    def __init__(self, loader: importlib.abc.Loader, exec_module: Callable[[ModuleType], None]) -> None:
         self._loader = loader
         self._exec_module = exec_module
 

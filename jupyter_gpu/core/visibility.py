@@ -42,11 +42,18 @@ _INDEX = re.compile(r"[0-9]+")  # ASCII digits only: CUDA does not read '²' or 
 
 
 class Gpu(Protocol):
-    """What is needed of a GPU (``snapshots.GpuInfo`` and ``plan.PlannedGpu`` both fit)."""
+    """What is needed of a GPU (``snapshots.GpuInfo`` and ``plan.PlannedGpu`` both fit).
 
-    index: int
-    uuid: str
-    name: str
+    Read-only properties, not plain attributes: a Protocol attribute is writable, which frozen
+    dataclasses (``GpuInfo``, ``PlannedGpu``) cannot satisfy.
+    """
+
+    @property
+    def index(self) -> int: ...
+    @property
+    def uuid(self) -> str: ...
+    @property
+    def name(self) -> str: ...
 
 
 @dataclass(frozen=True)

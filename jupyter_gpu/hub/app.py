@@ -408,6 +408,7 @@ class _HubAuthFromSettings:
 
     @property
     def hub_auth(self) -> HubOAuth:
+        # A mixin: ``settings`` is the tornado RequestHandler's it is mixed into, unknown to mypy here.
         return self.settings["hub_auth"]  # type: ignore[attr-defined]
 
     @hub_auth.setter
@@ -512,7 +513,7 @@ class DevicesApi(_Api, _HubAuthFromSettings, HubAuthenticated, _Base):
     """Any hub user or service (user servers use their own token): what nvidia-smi shows anybody."""
 
     @property
-    def hub_scopes(self) -> None:  # type: ignore[override]
+    def hub_scopes(self) -> None:
         return None  # every identified hub user or service (allow_all)
 
     @web.authenticated
@@ -532,7 +533,7 @@ class _DeviceSeries(Collector):
     def describe(self) -> list[Any]:
         return []
 
-    def collect(self) -> list[Any]:  # type: ignore[override]
+    def collect(self) -> list[Any]:
         snapshot = self.snapshot
         if snapshot is None:
             return gauges.health_families(None, None)

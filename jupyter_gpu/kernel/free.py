@@ -29,9 +29,10 @@ from typing import Any
 from ..core.text import display_text
 from ..core.units import format_bytes
 
-__all__ = ["Measure", "Tracked", "array_info", "measure", "release", "traceback_frames", "track"]
+__all__ = ["Measure", "Tracked", "array_info", "free_memory", "measure", "release", "traceback_frames", "track"]
 
 _CONTAINER_LIMIT = 10_000
+_FRAMEWORK_MODULES = ("torch", "tensorflow", "jax")
 _NAME_CHARS = 40  # a GPU name, as the magics show it
 
 
@@ -57,7 +58,7 @@ def measure() -> Measure:
         nvml[gpu.index] = nvml.get(gpu.index, 0) + (process.memory or 0)
         names[gpu.index] = gpu.name
     counters = {}
-    if any(name in sys.modules for name in ("torch", "tensorflow", "jax")):
+    if any(name in sys.modules for name in _FRAMEWORK_MODULES):
         from ..frameworks import framework_memory
 
         counters = {
@@ -148,7 +149,7 @@ def track(values: Iterable[Any]) -> Tracked:
 
 def traceback_frames(tb: TracebackType | None) -> list[Any]:
     """The frames of a traceback (their locals keep a failed cell's tensors alive)."""
-    frames = []
+    frames: list[Any] = []
     while tb is not None and len(frames) < 1000:
         frames.append(tb.tb_frame)
         tb = tb.tb_next
@@ -198,7 +199,7 @@ def drop_last_error() -> None:
 def release() -> tuple[int, list[tuple[str, str, str]]]:
     """``gc.collect()``, then each imported and initialized framework's own release."""
     collected = gc.collect()
-    if not any(name in sys.modules for name in ("torch", "tensorflow", "jax")):
+    if not any(name in sys.modules for name in _FRAMEWORK_MODULES):
         return collected, []
     from ..frameworks import release_memory
 
@@ -247,3 +248,114 @@ def describe_change(before: Measure, after: Measure, tracked: Tracked) -> list[s
     if before.rss is not None and after.rss is not None:
         lines.append(f"process memory (RSS, CPU arrays): {format_bytes(before.rss)} → {format_bytes(after.rss)}")
     return lines
+
+
+# -- %gpu_free as a whole: check the names, drop, release, report -----------------------------------
+
+
+def free_memory(shell: Any, names: list[str], dry_run: bool = False) -> str:
+    """What ``%gpu_free`` does in ``shell`` and the report it prints: drop the output cache, the last
+    error's traceback and the variables ``names``, collect, release each initialized framework's cache,
+    and say what came back. ``dry_run``: say what would be dropped and change nothing.
+
+    A bad name is a one-line ``UsageError`` before anything is touched."""
+    check_names(shell, names)
+    dropped, tracked = _what_is_dropped(shell, names)
+    if dry_run:
+        return _dry_run_report(dropped, tracked)
+    before = measure()
+    _drop(shell, names)
+    collected, releases = release()
+    after = measure()
+    lines = [
+        f"Dropped: {'; '.join(dropped) if dropped else 'nothing to drop (no output cache, no last error)'}.",
+        f"gc.collect(): {collected} objects.",
+    ]
+    for framework, called, note in releases:
+        lines.append(f"{framework}: {called}: {note}.")
+    lines += describe_change(before, after, tracked)
+    return "\n".join(lines)
+
+
+def check_names(shell: Any, names: list[str]) -> None:
+    """Refuse (UsageError) a name that is not one of the user's own variables, or one given twice."""
+    from IPython.core.error import UsageError
+
+    for name in names:
+        if not name.isidentifier():
+            raise UsageError(f"{name!r} is not a variable name; give names like: %gpu_free model optimizer")
+        if name in shell.user_ns_hidden or name.startswith("_"):
+            raise UsageError(
+                f"{name!r} belongs to IPython; %gpu_free drops the output cache by itself, name only your own variables"
+            )
+        if name not in shell.user_ns:
+            raise UsageError(f"there is no variable {name!r}; nothing was changed")
+    if len(set(names)) != len(names):
+        raise UsageError("a name is given twice; list each variable once")
+
+
+def _what_is_dropped(shell: Any, names: list[str]) -> tuple[list[str], Tracked]:
+    """What will be dropped, in words, and the framework arrays reachable from it (followed weakly:
+    nothing here keeps them alive once this returns)."""
+    ns = shell.user_ns
+    cache = dict(ns.get("_oh") or {})
+    recent = [ns.get(key) for key in ("_", "__", "___") if ns.get(key) not in (None, "")]
+    error, tb = last_error()
+    frames = traceback_frames(tb)
+    named = [ns[name] for name in names]
+    dropped = []
+    if cache or recent:
+        dropped.append(
+            f"IPython's output cache (Out: {len(cache)} entr{'y' if len(cache) == 1 else 'ies'}, _, __, ___)"
+        )
+    if tb is not None:
+        dropped.append(
+            f"the last error's traceback ({type(error).__name__}, {len(frames)} frame"
+            f"{'' if len(frames) == 1 else 's'} and their locals)"
+        )
+    if names:
+        dropped.append("your variable" + ("s " if len(names) > 1 else " ") + ", ".join(names))
+    return dropped, track([*cache.values(), *recent, *frame_values(frames), *named])
+
+
+def _dry_run_report(dropped: list[str], tracked: Tracked) -> str:
+    lines = [f"Would drop: {'; '.join(dropped) if dropped else 'nothing (no output cache, no last error)'}."]
+    reachable = tracked.by_device()
+    if reachable:
+        lines.append(
+            "Framework arrays reachable from them: "
+            + ", ".join(
+                f"{framework} {format_bytes(size)} on {device}" for (framework, device), size in reachable.items()
+            )
+            + " (freed unless referenced elsewhere)."
+        )
+    initialized: list[str] = []
+    if any(module in sys.modules for module in _FRAMEWORK_MODULES):
+        from .. import frameworks as adapters
+
+        initialized = [f.name for f in adapters.FRAMEWORKS if f.state() is adapters.State.INITIALIZED]
+    lines.append(
+        f"Then gc.collect() and the release of {', '.join(initialized)}."
+        if initialized
+        else "Then gc.collect(); no framework has initialized a GPU, so none has a cache to release."
+    )
+    lines.append("Nothing was changed (--dry-run).")
+    return "\n".join(lines)
+
+
+def _drop(shell: Any, names: list[str]) -> None:
+    """Empty the output cache, forget the last error (and the failed cell's result), delete ``names``."""
+    ns = shell.user_ns
+    if shell.displayhook.do_full_cache:
+        shell.displayhook.flush()
+    for space in (ns, shell.user_ns_hidden):  # flush() leaves these when '_' is also a builtin
+        for key in ("_", "__", "___"):
+            if key in space:
+                space[key] = ""
+    drop_last_error()
+    result = shell.last_execution_result
+    if result is not None and result.error_in_exec is not None:
+        result.error_in_exec = None  # the failed cell's result keeps the error, and so its frames
+    del result
+    for name in names:
+        del ns[name]

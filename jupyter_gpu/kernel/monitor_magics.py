@@ -18,6 +18,8 @@ from IPython.core.magic_arguments import argument, magic_arguments, parse_argstr
 from traitlets import Float, Integer
 
 if TYPE_CHECKING:
+    from IPython.core.events import EventManager
+
     from .watch import CellWatch
 
 
@@ -46,6 +48,12 @@ class MonitorMagics(Magics):
         super().__init__(shell=shell, **kwargs)
         self.panels: list[Any] = []
         self.watch: CellWatch | None = None
+
+    def _events(self) -> EventManager:
+        """The shell's cell events (:func:`register` always gives these magics a shell)."""
+        if self.shell is None:
+            raise RuntimeError("MonitorMagics without a shell: register it with register(ipython)")
+        return self.shell.events
 
     # -- %gpu_monitor
 
@@ -149,8 +157,8 @@ class MonitorMagics(Magics):
                 from .watch import CellWatch  # imported on first use: loading the extension stays cheap
 
                 self.watch = CellWatch(interval_s=interval_s)
-                self.shell.events.register("pre_run_cell", self._pre_run_cell)
-                self.shell.events.register("post_run_cell", self._post_run_cell)
+                self._events().register("pre_run_cell", self._pre_run_cell)
+                self._events().register("post_run_cell", self._post_run_cell)
             print(f"%gpu_watch on: one line of GPU memory after each cell (sampled every {interval_s:g} s)")
         else:
             self.stop_watching()
@@ -164,7 +172,7 @@ class MonitorMagics(Magics):
         watch.cancel()
         for event, callback in (("pre_run_cell", self._pre_run_cell), ("post_run_cell", self._post_run_cell)):
             try:
-                self.shell.events.unregister(event, callback)
+                self._events().unregister(event, callback)
             except ValueError:
                 pass
 

@@ -181,14 +181,39 @@ def write_report(
     with _lock:
         if not force and _state["last"] == comparable and _state["path"] == path:
             return path
-        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-        try:
-            tmp.write_text(json.dumps(report))
-            os.replace(tmp, path)
-        except OSError:
+        if not _replace_privately(path, json.dumps(report).encode()):
             return None
         _state["path"], _state["last"] = path, comparable
     return path
+
+
+def _replace_privately(path: Path, data: bytes) -> bool:
+    """Put ``data`` at ``path`` atomically, as a file only this user can read; False if it failed.
+
+    The folder may be one other users can write (a kernel started with its connection file in
+    ``/tmp``, as nbclient and papermill do). So the temporary file gets an unpredictable name and is
+    created with ``O_CREAT | O_EXCL`` (``tempfile.mkstemp``, mode 0600): a name another user planted
+    (a symlink to someone's notebook) is never opened, let alone written through. ``os.replace``
+    then swaps the directory entry itself, never following a link at ``path``. Nothing is left
+    behind on failure.
+    """
+    import tempfile
+
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    except OSError:
+        return False
+    try:
+        with os.fdopen(fd, "wb") as file:
+            file.write(data)
+        os.replace(tmp, path)
+    except OSError:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        return False
+    return True
 
 
 def remove_report() -> None:

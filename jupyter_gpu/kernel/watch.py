@@ -170,7 +170,9 @@ class CellWatch:
         if interval_s <= 0:
             raise ValueError(f"interval_s must be positive, not {interval_s}")
         if take is None:
-            from ..sources.nvml import snapshot as take
+            from ..sources.nvml import snapshot  # late, as before: a watch with its own take() never imports nvml
+
+            take = snapshot
         self.pid = os.getpid() if pid is None else pid
         self.interval_s = interval_s
         self._take = take

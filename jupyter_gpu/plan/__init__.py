@@ -49,6 +49,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 from ..core.environ import environment_at_process_start
+from ..core.errors import PlanError  # defined in core (frameworks raise it too); still plan.PlanError
 from ..core.snapshot import GpuInfo, GpuProcess, MigSlice, Snapshot
 from ..core.units import MIB, format_bytes
 
@@ -74,10 +75,6 @@ __all__ = [
 _DIGITS = re.compile(r"[0-9]+")  # ASCII only: str.isdigit() accepts '²', which int() refuses
 _UNITS = {"": MIB, "K": 1024, "M": MIB, "G": 1024**3, "T": 1024**4}
 _SIZE = re.compile(r"^\s*(?P<number>[0-9]{0,30}\.?[0-9]{1,30})\s*(?P<unit>(?:[KMGT](?:I?B)?|B)?)\s*$", re.IGNORECASE)
-
-
-class PlanError(ValueError):
-    """Bad input for a GPU plan; the message is one line naming the problem and the valid choices."""
 
 
 class NoGpuFits(PlanError):
@@ -589,12 +586,12 @@ def _resolve_selection(
                 )
             index = matches[0]
         if _in_mig_mode(snapshot, index):
-            fenced = fence.allowed_slice(gpus)
+            fenced_slice = fence.allowed_slice(gpus)
             gpu = snapshot.gpu(index)
             listing = (
                 _slice_listing(gpu)
-                if fenced is None
-                else ", ".join(f"{gpu.index}:{s.index} ({s.profile})" for s in gpu.slices if s.uuid == fenced)
+                if fenced_slice is None
+                else ", ".join(f"{gpu.index}:{s.index} ({s.profile})" for s in gpu.slices if s.uuid == fenced_slice)
                 or "none assigned"
             )
             raise PlanError(
@@ -845,6 +842,7 @@ def plan_magics(request: PlanRequest) -> list[str]:
 
 def with_request(plan: GpuPlan, **changes: object) -> PlanRequest:
     """The plan's request with ``changes`` (keyword names of :class:`PlanRequest`)."""
+    # ``changes`` are any PlanRequest fields, so mypy cannot check them; replace() refuses unknown names.
     return replace(plan.request, **changes)  # type: ignore[arg-type]
 
 

@@ -217,18 +217,19 @@ class NvmlReader:
                     warnings=_warnings(),
                 )
             simulated = simulate.installed() is not None
-            devices = list(self._devices or ())
+            opened = self._devices or []
+            devices = list(opened)
             for index, device in enumerate(devices):
                 if device is None:  # a GPU that failed to open: it may be back
-                    devices[index] = self._devices[index] = self._open_device(index)  # type: ignore[index]
+                    devices[index] = opened[index] = self._open_device(index)
             driver_version = self._driver_version
         pynvml = self._pynvml
         gpus: list[GpuInfo] = []
         global_failure: str | None = None
         for index, device in enumerate(devices):
             if device is None:
-                error = self._device_errors.get(index, "could not be opened")
-                gpus.append(GpuInfo(index=index, uuid="", name="", error=error))
+                open_error = self._device_errors.get(index, "could not be opened")
+                gpus.append(GpuInfo(index=index, uuid="", name="", error=open_error))
                 continue
             try:
                 gpus.append(self._read(device))
@@ -386,8 +387,8 @@ class NvmlReader:
         for kind in ("compute", "graphics"):
             for pid, memory, gi, ci in self._running_processes(kind, handle):
                 if pid in merged:
-                    known, known_kind, instance = merged[pid]
-                    both = None if known is None and memory is None else max(known or 0, memory or 0)
+                    known_memory, known_kind, instance = merged[pid]
+                    both = None if known_memory is None and memory is None else max(known_memory or 0, memory or 0)
                     merged[pid] = (both, f"{known_kind}+{kind}" if known_kind != kind else kind, instance)
                 else:
                     merged[pid] = (memory, kind, (gi, ci))

@@ -22,6 +22,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from types import EllipsisType  # ``...``: the caller has not read the start time
 from typing import Generic, TypeVar
 
 import psutil
@@ -135,7 +136,7 @@ class PidCache(Generic[T]):
         self._cache: dict[int, tuple[int | float | None, float, T]] = {}
         self._lock = threading.Lock()
 
-    def get(self, pid: int, start: int | float | None = ...) -> T:  # type: ignore[assignment]
+    def get(self, pid: int, start: int | float | EllipsisType | None = ...) -> T:
         """The value for the process that has ``pid`` now (``start``: its :func:`process_start`,
         when the caller read it already)."""
         if start is ...:
@@ -172,7 +173,7 @@ class ProcessDirectory:
         self.show_other_names = show_other_names  # None: $JUPYTER_GPU_SHOW_OTHER_NAMES decides
         self._identities = PidCache(self._lookup, ttl_s, missing=self._not_here)
 
-    def identify(self, pid: int, start: int | float | None = ...) -> ProcessIdentity:  # type: ignore[assignment]
+    def identify(self, pid: int, start: int | float | EllipsisType | None = ...) -> ProcessIdentity:
         """Who process ``pid`` is (``start``: its :func:`process_start`, when the caller has it)."""
         return self._identities.get(pid, start)
 

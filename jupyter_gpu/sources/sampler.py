@@ -41,7 +41,9 @@ class Sampler:
         if interval_s <= 0:
             raise ValueError(f"interval_s must be positive, not {interval_s}")
         if take is None:
-            from .nvml import snapshot as take
+            from .nvml import snapshot  # late, as before: a sampler with its own take() never imports nvml
+
+            take = snapshot
         self._take = take
         self._interval_s = interval_s
         self.linger_s = linger_s

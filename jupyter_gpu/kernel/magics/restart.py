@@ -1,0 +1,43 @@
+"""``%gpu_restart``: restart the kernel and apply the GPU plan first thing in the new one."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from IPython.core.error import UsageError
+from IPython.core.magic import Magics, line_magic, magics_class
+
+from ..restart_offer import offer_restart
+from ..session import PlanSession
+
+
+@magics_class
+class GpuRestartMagics(Magics):
+    """``%gpu_restart``: the restart offer (:mod:`jupyter_gpu.kernel.restart_offer`) for the plan of ``session``."""
+
+    def __init__(self, shell: Any, session: PlanSession) -> None:
+        super().__init__(shell=shell)
+        self.session = session
+
+    @line_magic
+    def gpu_restart(self, line: str = "") -> None:
+        """Restart the kernel and apply the GPU plan in the new kernel before anything else runs.
+
+        In JupyterLab and Notebook 7 (with jupyter_gpu's extension) the frontend restarts the
+        kernel through its own session API, runs the plan's magics silently in the new kernel and
+        confirms in a notification; the variables of this kernel are lost, as with any restart.
+        The plan is the last one refused as too late (after a ``GPUAlreadyInitializedWarning``),
+        else the current one. Where the frontend cannot do it, the magic prints what to run after
+        restarting by hand.
+
+        Example::
+
+            %gpu_select 1 --growth    # warns: PyTorch already initialized the GPU
+            %gpu_restart              # new kernel on GPU 1 with growth
+        """
+        from ...plan import current_plan
+
+        if line.strip():
+            raise UsageError("%gpu_restart takes no arguments; it applies the last refused (or the current) plan")
+        request = self.session.pending_request or current_plan().request
+        offer_restart(request, "%gpu_restart", automatic=True)

@@ -1,0 +1,43 @@
+"""``%gpu_status``: the kernel's GPU plan, each framework's state, and the GPUs with this kernel's usage."""
+
+from __future__ import annotations
+
+from IPython.core.magic import Magics, line_magic, magics_class
+
+from ..plan_report import gpu_listing, summary, threads_report
+from ..session import take_snapshot
+
+
+@magics_class
+class GpuStatusMagics(Magics):
+    """``%gpu_status``: what is in effect, read without changing anything."""
+
+    @line_magic
+    def gpu_status(self, line: str = "") -> None:
+        """Show the kernel's GPU plan, each framework's state and the GPUs with this kernel's usage.
+
+        The plan, threads and placement; for each framework: not imported (waiting for its
+        import), imported, GPUs listed, or initialized, and what is actually in effect. "plan
+        applied" only when the framework sees (or will see) what the plan says; otherwise "does
+        NOT follow the plan" and why. For each visible GPU: memory used and
+        free, utilization, and the memory NVML sees this kernel's process (PID) holding.
+
+        Example::
+
+            %gpu_status
+        """
+        from ... import frameworks
+        from ...plan import current_plan, kernel_start_fence
+
+        plan = current_plan()
+        lines = [f"Plan: {summary(plan)}"]
+        fence = kernel_start_fence()
+        if fence.active:
+            lines.append(f"GPUs the kernel was started with (by the admin, spawner or kernelspec): {fence.describe()}")
+        lines.append(threads_report(plan))
+        snapshot = take_snapshot()
+        frameworks.remember_gpus(snapshot.gpus)
+        lines.append("Frameworks:")
+        lines += [f"  {framework.name}: {text}" for framework, text in frameworks.framework_statuses(snapshot.gpus)]
+        lines.append(gpu_listing(plan, heading="GPUs:", snapshot=snapshot))
+        print("\n".join(lines))

@@ -1,0 +1,277 @@
+"""The kernel's GPU plan as the magics print it: the summary line, the selection, limit and
+threads reports, and the GPU listing of ``%gpu_select`` and ``%gpu_status``.
+
+Pure text from a :class:`jupyter_gpu.plan.GpuPlan`, the GPUs the frameworks were last told about
+(:func:`jupyter_gpu.frameworks.known_gpus`) and, for the listing, an NVML snapshot. Names that come
+from the driver or from other users are shown bidi-safe and at most 40 characters long.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import TYPE_CHECKING, Any
+
+from ..core.text import display_text
+from ..core.units import format_bytes
+
+if TYPE_CHECKING:
+    from ..plan import GpuPlan
+
+_NAME_CHARS = 40
+_COOPERATIVE = (
+    "Caps are cooperative: they bind the framework's allocator, not the driver "
+    "(MIG or one GPU per container for hard isolation)."
+)
+
+
+_CHILDREN = (
+    "Programs this kernel starts (subprocess, multiprocessing with spawn) inherit the GPU selection, "
+    "growth and JAX's share (environment variables), not the TensorFlow and PyTorch caps (calls made in "
+    "this kernel): cap them in the program itself."
+)
+
+
+def shown(value: str | None, missing: str = "?") -> str:
+    """A name from the driver or another user, as the magics print it (bidi-safe, at most 40 characters)."""
+    return display_text(value, _NAME_CHARS, missing=missing)
+
+
+def summary(plan: GpuPlan) -> str:
+    """The plan in one line: selection, growth, limit, admin ceiling."""
+    request = plan.request
+    if plan.selected_indices is None:
+        selection = "no selection (the frameworks see every GPU the kernel may use)"
+    elif not plan.selected_indices:
+        selection = "CPU only (no GPU)"
+    elif plan.selected_slice is not None:
+        selection = f"MIG slice {shown(plan.selected_slice)} of GPU {plan.selected_indices[0]}"
+    else:
+        selection = "GPU " + ", ".join(map(str, plan.selected_indices))
+    if plan.selected_indices and request.selection and request.selection.lower().startswith("auto"):
+        selection += f" ({request.selection})"
+    parts = [selection, f"growth {'on' if plan.growth else 'off'}"]
+    limits = {index: plan.memory_limit_bytes(index) for index in plan.limits_bytes}
+    if limits:
+        how = " (admin ceiling)" if plan.limit_from_ceiling else ""
+        parts.append(
+            "limit " + ", ".join(f"GPU {index}: {format_bytes(size)}" for index, size in limits.items() if size) + how
+        )
+    else:
+        parts.append("no memory limit")
+    if request.max_limit:
+        parts.append(f"admin ceiling {request.max_limit}")
+    return "; ".join(parts)
+
+
+def _labels(plan: GpuPlan) -> tuple[dict[int, str], list[str]]:
+    """How each framework will name each planned GPU (from :mod:`jupyter_gpu.core.visibility`), and a
+    line for each framework that will not follow the plan."""
+    from .. import frameworks
+
+    gpus = frameworks.known_gpus()
+    labels: dict[int, list[str]] = {index: [] for index in frameworks.visible_order(plan)}
+    notes = []
+    for framework in frameworks.FRAMEWORKS:
+        problem = frameworks.planned_devices(framework, plan, gpus)[1]
+        if problem is not None:
+            notes.append(
+                f"{framework.name} will NOT follow this: {problem}; restart the kernel to apply the plan "
+                f"to {framework.name}."
+            )
+            continue
+        for index, label in framework.device_labels(plan, gpus).items():
+            labels.setdefault(index, []).append(f"{framework.name} {label}")
+    return {index: ", ".join(names) or "no framework" for index, names in labels.items()}, notes
+
+
+def selection_report(plan: GpuPlan) -> str:
+    """What ``%gpu_select`` prints: each selected GPU and its name in every framework, growth, limit."""
+    notes: list[str] = []
+    if plan.selected_indices == ():
+        lines = ["No GPU selected: TensorFlow, PyTorch and JAX will run on the CPU only."]
+    elif plan.selected_indices is None:
+        lines = [f"No selection: {summary(plan)}"]
+    else:
+        labels, notes = _labels(plan)
+        lines = []
+        why = _auto_reasons(plan)
+        for index in plan.selected_indices:
+            gpu = plan.gpu(index)
+            about = (
+                ""
+                if gpu is None or gpu.memory_free is None
+                else f" ({shown(gpu.name.removeprefix('NVIDIA '))}, {format_bytes(gpu.memory_free)} free)"
+            )
+            lines.append(f"GPU {index}{about} → {labels.get(index, 'no framework')}{why.get(index, '')}")
+        if len(plan.selected_indices) > 1:
+            lines.append(
+                f"{len(plan.selected_indices)} GPUs selected. Selecting does not parallelize: use "
+                "tf.distribute.MirroredStrategy() (build and compile Keras models in its scope()), "
+                "PyTorch DistributedDataParallel, or JAX sharding."
+            )
+    lines += notes
+    lines.append(f"Memory growth {'on: allocated on demand' if plan.growth else 'off'}.")
+    if plan.limits_bytes:
+        lines.append(limit_report(plan))
+    lines.append(_where_applied())
+    return "\n".join(lines)
+
+
+def _auto_reasons(plan: GpuPlan) -> dict[int, str]:
+    """Why ``auto`` chose each GPU, e.g. ``": no other users, 46.8 GiB free, 3 % busy"``."""
+    if not (plan.request.selection or "").lower().startswith("auto"):
+        return {}
+    from .. import frameworks
+    from ..core.snapshot import GpuInfo
+    from ..plan import other_users
+    from ..sources.processes import current_user
+
+    reasons: dict[int, str] = {}
+    by_index = {gpu.index: gpu for gpu in frameworks.known_gpus()}
+    for index in plan.selected_indices or ():
+        gpu = by_index.get(index)
+        if not isinstance(gpu, GpuInfo):  # NVML's GPUs (with processes), not a plan's
+            continue
+        users = other_users(gpu, os.getpid(), current_user())
+        who = f"used by {', '.join(users)}" if users else "no other users"
+        busy = "" if gpu.utilization is None else f", {gpu.utilization} % busy"
+        reasons[index] = f"; chosen by auto: {who}, {format_bytes(gpu.memory_free)} free{busy}"
+    return reasons
+
+
+def limit_report(plan: GpuPlan) -> str:
+    """What ``%gpu_limit`` prints: the cap per GPU, what is free now, and that caps are cooperative."""
+    from .. import frameworks
+
+    if not plan.limits_bytes:
+        if plan.selected_indices == () and plan.request.limits:
+            return (
+                f"No memory limit while the selection is none (CPU only); {' '.join(plan.request.limits)} per GPU "
+                "applies again when GPUs are selected (%gpu_limit off drops it)."
+            )
+        return "No memory limit."
+    labels = frameworks.TENSORFLOW.device_labels(plan, frameworks.known_gpus())
+    lines = []
+    for index, sizes in plan.limits_bytes.items():
+        gpu = plan.gpu(index)
+        of = f" of {format_bytes(gpu.memory_total)}" if gpu and gpu.memory_total else ""
+        if len(sizes) > 1:
+            where = f" → TensorFlow {labels[index]}" if index in labels else ""
+            lines.append(
+                f"GPU {index}: {len(sizes)} logical GPUs of {' + '.join(map(format_bytes, sizes))}{of}"
+                f"{where} (PyTorch and JAX: {format_bytes(sum(sizes))} in all)"
+            )
+        else:
+            lines.append(f"GPU {index}: at most {format_bytes(sizes[0])}{of}")
+        if gpu and gpu.memory_free is not None and sum(sizes) > gpu.memory_free:
+            lines.append(
+                f"  note: only {format_bytes(gpu.memory_free)} of GPU {index} is free now{_holders(index)}; "
+                "the framework runs out of memory before it reaches the cap"
+            )
+    if plan.limit_from_ceiling:
+        lines.append(f"(the admin ceiling max_limit={plan.request.max_limit} applies)")
+    lines.append(_COOPERATIVE)
+    lines.append(_CHILDREN)
+    return "Memory limit:\n  " + "\n  ".join(lines)
+
+
+def _holders(index: int) -> str:
+    from .. import frameworks
+
+    gpu = next((gpu for gpu in frameworks.known_gpus() if gpu.index == index), None)
+    processes = getattr(gpu, "processes", ())
+    held: dict[str, int] = {}
+    for process in processes:
+        who = "this kernel" if process.pid == os.getpid() else shown(process.user, f"PID {process.pid}")
+        held[who] = held.get(who, 0) + (process.memory or 0)
+    if not held:
+        return ""
+    return " (held by " + ", ".join(f"{who} {format_bytes(size)}" for who, size in held.items()) + ")"
+
+
+def threads_report(plan: GpuPlan) -> str:
+    """What ``%gpu_threads`` prints: the thread counts and TensorFlow's placement settings."""
+    request = plan.request
+
+    def setting(value: object) -> str:
+        return (
+            "framework default"
+            if value is None
+            else ("on" if value is True else "off" if value is False else str(value))
+        )
+
+    return (
+        f"Threads: intra-op {setting(request.intra_op_threads)}, inter-op {setting(request.inter_op_threads)}; "
+        f"TensorFlow soft placement {setting(request.soft_placement)}, "
+        f"device-placement logging {setting(request.log_device_placement)}."
+    )
+
+
+def _where_applied() -> str:
+    from .. import frameworks
+
+    now: list[str] = []
+    later: list[str] = []
+    for framework in frameworks.FRAMEWORKS:
+        (later if framework.state() is frameworks.State.NOT_IMPORTED else now).append(framework.name)
+    parts = []
+    if now:
+        parts.append(f"Applied now to {', '.join(now)}")
+    if later:
+        parts.append(f"applied to {', '.join(later)} when imported")
+    text = "; ".join(parts)
+    return text[0].upper() + text[1:] + "."
+
+
+def gpu_listing(plan: GpuPlan, snapshot: Any, heading: str = "GPUs this kernel may use:") -> str:
+    """The GPUs the kernel may use (its start fence), the selected ones starred, with who uses them."""
+    from ..plan import kernel_start_fence
+
+    if not snapshot.nvml_available:
+        return f"{heading} unknown: NVML is unavailable ({snapshot.error})"
+    allowed = kernel_start_fence().allowed(snapshot.gpus)
+    selected = plan.selected_indices
+    own = os.getpid()
+    lines = [heading]
+    for gpu in snapshot.gpus:
+        if gpu.index not in allowed:
+            continue
+        mark = "*" if selected is not None and gpu.index in selected and plan.selected_slice is None else " "
+        if gpu.error:
+            lines.append(f" {mark} GPU {gpu.index}: cannot be read ({gpu.error})")
+            continue
+        mine = sum(p.memory or 0 for p in gpu.processes if p.pid == own)
+        others = sorted({shown(p.user) for p in gpu.processes if p.pid != own})
+        util = "" if gpu.utilization is None else f", {gpu.utilization}% busy"
+        lines.append(
+            f" {mark} GPU {gpu.index} {shown(gpu.name)} ({shown(gpu.uuid[:12])}…): "
+            f"{format_bytes(gpu.memory_used)} used, "
+            f"{format_bytes(gpu.memory_free)} free of {format_bytes(gpu.memory_total)}{util}"
+            f"{f'; this kernel {format_bytes(mine)}' if mine else ''}"
+            f"{'; used by ' + ', '.join(others) if others else ''}"
+        )
+        fenced_slice = kernel_start_fence().allowed_slice(snapshot.gpus)
+        for slice_ in gpu.slices:  # MIG mode: the slices are what can be selected
+            if fenced_slice is not None and slice_.uuid != fenced_slice:
+                continue
+            mark = "*" if slice_.uuid == plan.selected_slice else " "
+            mine = sum(p.memory or 0 for p in slice_.processes if p.pid == own)
+            others = sorted({shown(p.user) for p in slice_.processes if p.pid != own})
+            lines.append(
+                f" {mark}   {gpu.index}:{slice_.index} MIG {shown(slice_.profile)} ({shown(slice_.uuid)}): "
+                f"{format_bytes(slice_.memory_used)} used, {format_bytes(slice_.memory_free)} free of "
+                f"{format_bytes(slice_.memory_total)}"
+                f"{f'; this kernel {format_bytes(mine)}' if mine else ''}"
+                f"{'; used by ' + ', '.join(others) if others else ''}"
+            )
+    if len(lines) == 1:
+        lines.append("  none")
+    if any(line.startswith(" *") for line in lines):
+        lines.append("  (* selected)")
+    elif selected == ():
+        lines.append("  (selection: none, CPU only)")
+    if getattr(snapshot, "simulated", False):
+        lines.append(
+            "  (simulated GPUs, JUPYTER_GPU_SIMULATE: there is no nvidia-smi; !jupyter-gpu status shows the same GPUs)"
+        )
+    return "\n".join(lines)

@@ -1,0 +1,43 @@
+"""The plan session without IPython: a PlanSession with plain settings changes the plan, and the
+report functions say what the magics would print; no shell, no magics."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+from IPython.core.error import UsageError
+from test_magics import clean  # noqa: F401  (fixture)
+
+from jupyter_gpu.kernel.plan_report import limit_report, selection_report, summary
+from jupyter_gpu.kernel.session import NoGpuFitsError, PlanSession, Settings
+from jupyter_gpu.plan import current_plan
+
+
+def test_a_session_selects_and_caps_without_a_shell(clean) -> None:  # noqa: F811
+    session = PlanSession(Settings())
+    plan = session.change("%gpu_select", selection="1", growth=True)
+    assert plan is not None and plan.selected_indices == (1,)
+    assert os.environ["CUDA_VISIBLE_DEVICES"] == "1"
+    assert "GPU 1 (A100-SXM4-80GB [simulated], 79.5 GiB free) → TensorFlow /GPU:0" in selection_report(plan)
+    plan = session.change("%gpu_limit", limits=("4GiB",))
+    assert plan is not None and current_plan() is plan
+    assert "GPU 1: at most 4 GiB of 80 GiB" in limit_report(plan)
+    assert summary(plan) == "GPU 1; growth on; limit GPU 1: 4 GiB"
+    assert session.pending_request is None  # nothing was refused as too late
+
+
+def test_the_admin_ceiling_comes_from_the_settings(clean) -> None:  # noqa: F811
+    plan = PlanSession(Settings(max_limit="2GiB")).change("%gpu_select", selection="0")
+    assert plan is not None and plan.limit_from_ceiling
+    assert "admin ceiling 2GiB" in summary(plan)
+
+
+def test_no_gpu_fits_is_its_own_error_for_the_wait_loop_and_a_usage_error_for_users(clean) -> None:  # noqa: F811
+    session = PlanSession(Settings())
+    with pytest.raises(NoGpuFitsError, match="900 GiB"):
+        session.change_if_fits("%gpu_select", selection="auto:1", min_free="900GiB")
+    with pytest.raises(UsageError, match="900 GiB") as refused:
+        session.change("%gpu_select", selection="auto:1", min_free="900GiB")
+    assert type(refused.value) is UsageError  # IPython prints only an exact UsageError as one line
+    assert current_plan().selected_indices is None  # nothing changed
