@@ -160,3 +160,23 @@ def test_the_rule_test_sees_lazy_imports() -> None:
     assert "jupyter_gpu.sources.nvml" in graph()["jupyter_gpu"]
     assert layer("jupyter_gpu.kernel.magics") == "kernel"
     assert layer("jupyter_gpu.sources.processes") == "processes"
+
+
+#: The faces' pure rules, kept apart from their wiring (as hub/core.py from hub/app.py).
+PURE_FACE_MODULES = (
+    "jupyter_gpu.hub.core",
+    "jupyter_gpu.server.answer",
+    "jupyter_gpu.server.attribution",
+    "jupyter_gpu.server.cull",
+)
+
+
+def test_the_faces_pure_rules_import_no_io_or_face_library() -> None:
+    known = graph()
+    wrong = [
+        f"{module} imports {target}"
+        for module in PURE_FACE_MODULES
+        for target in known[module]
+        if target.split(".")[0] in FACE_LIBRARIES
+    ]
+    assert not wrong, "\n".join(sorted(wrong))

@@ -42,6 +42,8 @@ import math
 import re
 from typing import Any
 
+from ..core.culling import is_idle
+
 log = logging.getLogger("jupyter_gpu.hub")
 
 GPU_SERIES = {
@@ -349,9 +351,7 @@ def console(
             (f"{host}:{index}" if several else index): memory
             for (host, index), memory in sorted(kernel["memory_by_gpu"].items())
         }
-        kernel["idle"] = bool(
-            kernel["gpu_memory"] and kernel["idle_s"] is not None and kernel["idle_s"] >= idle_after_s
-        )
+        kernel["idle"] = is_idle(kernel["idle_s"], bool(kernel["gpu_memory"]), idle_after_s)
         if not admin and kernel["user"] != viewer:
             kernel["kernel_id"] = None
             kernel["notebook"] = None

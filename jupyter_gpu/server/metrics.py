@@ -44,7 +44,7 @@ class GpuCollector(Collector):
     def describe(self) -> list[Any]:
         return []  # no collect() at registration time: that would touch NVML at start-up
 
-    def collect(self) -> list[GaugeMetricFamily | CounterMetricFamily]:  # type: ignore[override]
+    def collect(self) -> list[GaugeMetricFamily | CounterMetricFamily]:
         try:
             return self._families()
         except Exception as error:

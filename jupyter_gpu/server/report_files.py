@@ -1,0 +1,76 @@
+"""The kernel report files in this server's runtime directory: removed when their kernel goes away,
+and at start-up when a dead kernel left one behind (the reports are read by the sampling thread with
+:class:`jupyter_gpu.sources.kernel_reports.ReportReader`)."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from pathlib import Path
+
+from ..sources.kernel_reports import REPORT_PREFIX, ReportReader
+from ..sources.processes import ProcessKey, process_start
+
+log = logging.getLogger(__name__)
+
+
+class ReportFiles:
+    """The reports in ``report_dir`` (None: this server has no runtime directory; nothing to do)."""
+
+    def __init__(self, report_dir: str | None, reader: ReportReader) -> None:
+        self.report_dir = report_dir
+        self.reader = reader
+
+    def remove(self, kernel_id: str, unless: ProcessKey | None = None) -> None:
+        """Delete a kernel's report file (it went away), unless it is the report of process ``unless``."""
+        if not self.report_dir or not kernel_id or "/" in kernel_id or kernel_id.startswith("."):
+            return
+        path = Path(self.report_dir) / f"{REPORT_PREFIX}{kernel_id}.json"
+        if unless is not None:
+            report = self.reader.read_one(path)
+            if report is not None and report.key == unless:
+                return
+        try:
+            path.unlink()
+        except FileNotFoundError:
+            pass
+        except OSError as error:
+            log.warning("jupyter_gpu: cannot remove the kernel report %s: %s", path, error)
+
+    def remove_orphans(self) -> list[str]:
+        """Delete the reports that a dead kernel left behind; returns their kernel ids.
+
+        A kernel removes its report when it exits, and this server removes its kernels' reports when
+        it stops; but a server killed outright (SIGKILL: the hub's last resort, the OOM killer)
+        does neither, and its kernels then exit through ipykernel's parent poller (``os._exit``)
+        without their own clean-up. So when a server starts, every report in its runtime directory
+        whose writer (PID and start time) no longer runs, in this PID namespace, is deleted. Files
+        of other owners, bad files and reports from another PID namespace are left alone.
+        """
+        if not self.report_dir:
+            return []
+        try:
+            namespace = os.readlink("/proc/self/ns/pid")
+        except OSError:
+            namespace = None
+        removed = []
+        for path in Path(self.report_dir).glob(f"{REPORT_PREFIX}*.json"):
+            try:
+                if path.stat().st_uid != os.getuid():
+                    continue
+                report = self.reader.read_one(path)
+                if report is None or report.start_time is None:
+                    continue
+                with open(path, "rb") as file:
+                    if json.loads(file.read(256 * 1024)).get("pid_namespace") != namespace:
+                        continue
+                if process_start(report.pid) == report.start_time:
+                    continue  # its kernel still runs (a server restarted next to running kernels)
+                path.unlink()
+                removed.append(report.kernel_id)
+            except (OSError, ValueError, AttributeError):
+                continue
+        if removed:
+            log.info("jupyter_gpu: removed %d kernel report(s) left by kernels that no longer run", len(removed))
+        return removed
