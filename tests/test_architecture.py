@@ -168,6 +168,7 @@ PURE_FACE_MODULES = (
     "jupyter_gpu.server.answer",
     "jupyter_gpu.server.attribution",
     "jupyter_gpu.server.cull",
+    "jupyter_gpu.kernel.plan_report",
 )
 
 
@@ -180,3 +181,22 @@ def test_the_faces_pure_rules_import_no_io_or_face_library() -> None:
         if target.split(".")[0] in FACE_LIBRARIES
     ]
     assert not wrong, "\n".join(sorted(wrong))
+
+
+MAX_MODULE_LINES = 900
+MAX_CLASS_LINES = 400
+
+
+def test_no_module_over_900_lines_and_no_class_over_400() -> None:
+    """Monoliths hide seams: a module is one idea its name says, a class one job."""
+    too_big = []
+    for module, path in modules().items():
+        text = path.read_text()
+        if text.count("\n") > MAX_MODULE_LINES:
+            too_big.append(f"{module}: {text.count(chr(10))} lines")
+        for node in ast.walk(ast.parse(text)):
+            if isinstance(node, ast.ClassDef) and node.end_lineno is not None:
+                size = node.end_lineno - node.lineno + 1
+                if size > MAX_CLASS_LINES:
+                    too_big.append(f"{module}.{node.name}: {size} lines")
+    assert not too_big, "\n".join(too_big)
