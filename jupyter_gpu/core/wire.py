@@ -138,8 +138,15 @@ def loads(data: bytes | str, *, max_bytes: int, max_depth: int = 32) -> Any:
 
 
 def _kind(value: Any) -> str:
+    """What ``value`` is, for an error message (a number as itself, unless it is very long)."""
     names = {bool: "true/false", type(None): "null", str: "a string", list: "a list", dict: "an object"}
-    return names.get(type(value), "a number" if isinstance(value, (int, float)) else type(value).__name__)
+    if type(value) in names:
+        return names[type(value)]
+    if isinstance(value, int):
+        return repr(value) if value.bit_length() <= 64 else f"an integer of {value.bit_length()} bits"
+    if isinstance(value, float):
+        return repr(value)
+    return type(value).__name__
 
 
 def finite(value: object) -> TypeGuard[int | float]:
