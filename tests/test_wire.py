@@ -75,6 +75,28 @@ def test_loads_reads_good_json_exactly() -> None:
     assert loads(b"x" * 0 + b"1", max_bytes=1) == 1
 
 
+@pytest.mark.parametrize(("wraps", "depth"), [(4, 5), (30, 31), (31, 32), (32, 33), (199, 200)])
+def test_depth_is_counted_exactly_with_siblings_and_brackets_in_strings(wraps: int, depth: int) -> None:
+    value: Any = "]]}"
+    for level in range(wraps):
+        value = [value, [1], {}, "[{"] if level % 2 else {"a": value, "b": [2], "c": "{{["}
+    assert _depth(value) == depth
+    text = json.dumps(value)
+    if depth <= 32:
+        assert loads(text, max_bytes=10**6) == value
+    else:
+        with pytest.raises(WireError, match="nested too deeply"):
+            loads(text, max_bytes=10**6)
+
+
+def _depth(value: Any) -> int:
+    if isinstance(value, dict):
+        return 1 + max((_depth(v) for v in value.values()), default=0)
+    if isinstance(value, list):
+        return 1 + max((_depth(v) for v in value), default=0)
+    return 0
+
+
 # -- fields
 
 

@@ -31,6 +31,7 @@ import json
 import math
 import re
 from collections.abc import Callable, Iterator
+from itertools import accumulate
 from typing import Any, ParamSpec, TypeGuard, TypeVar
 
 __all__ = [
@@ -51,6 +52,9 @@ _MISSING: Any = object()
 _STRING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)
 _NOT_BRACKET = re.compile(r"[^\[\]{}]+")
 _INNERMOST = re.compile(r"\[\]|\{\}")
+_DEPTH_STEP = [0] * 256
+_DEPTH_STEP[ord("[")] = _DEPTH_STEP[ord("{")] = 1
+_DEPTH_STEP[ord("]")] = _DEPTH_STEP[ord("}")] = -1
 
 
 class WireError(ValueError):
@@ -60,19 +64,20 @@ class WireError(ValueError):
 def _check_depth(text: str, max_depth: int) -> None:
     """Refuse more than ``max_depth`` nested arrays/objects (brackets inside strings not counted).
 
-    Without recursion: the strings are cut out, then the brackets alone are kept, and each pass
-    removes every innermost ``[]``/``{}`` pair; text nested ``d`` deep is empty after ``d`` passes.
-    Brackets left after ``max_depth`` passes are nested deeper (or unbalanced: not JSON either).
+    Without recursion, in time linear in the text: the strings are cut out and the brackets alone
+    kept; a few passes remove every innermost ``[]``/``{}`` pair (ordinary data is then empty, or
+    nearly), and the depth of what is left is the running sum of +1 per opening and -1 per closing
+    bracket, plus the passes made. Unbalanced brackets are not JSON: the parser refuses them, at
+    the latest at their first unmatched bracket.
     """
     if text.count("[") + text.count("{") <= max_depth:
         return  # cannot nest deeper than it has brackets
     brackets = _NOT_BRACKET.sub("", _STRING.sub("", text))
-    for _ in range(max_depth):
-        if not brackets:
-            return
+    passes = min(max_depth, 4)
+    for _ in range(passes):
         brackets = _INNERMOST.sub("", brackets)
-    if brackets:
-        raise WireError(f"nested too deeply (more than {max_depth} levels, or brackets that do not match)")
+    if brackets and max(accumulate(map(_DEPTH_STEP.__getitem__, brackets.encode("ascii")))) > max_depth - passes:
+        raise WireError(f"nested too deeply (more than {max_depth} levels)")
 
 
 def _refuse_constant(name: str) -> Any:
