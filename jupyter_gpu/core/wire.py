@@ -22,6 +22,19 @@ The rules, in this one place:
   checked value must be the value used.
 - **Booleans are not numbers**: ``true`` is never accepted where a number is asked for.
 
+A reader, in short (a strict one raises; a lenient one wraps a read in :func:`maybe`)::
+
+    data = Fields(loads(raw, max_bytes=64 * 1024, max_depth=8))      # "the data is not a JSON object"
+    pid = data.integer("pid", 1, 2**31 - 1)                           # required
+    power = data.optional_number("power", 0)                           # None when missing or null
+    name = data.text("name", 255, default="GPU")                       # the default when missing
+    for gpu in data.objects("gpus", 64, default=[]):                  # each a Fields: "gpus[3].uuid ..."
+        uuid = gpu.text("uuid", 128)
+    idle_s = maybe(data.number, "idle_s", 0)                          # None instead of an error
+
+A reader's own error type may subclass :class:`WireError` (``ReportError``, ``BadAnswer``,
+``PrometheusError``), so its callers keep catching what they caught.
+
 Pure: the standard library only.
 """
 
@@ -135,8 +148,8 @@ def loads(data: bytes | str, *, max_bytes: int, max_depth: int = 32) -> Any:
         raise WireError(f"not JSON ({error.msg} at character {error.pos})") from None
     except RecursionError:
         raise WireError("nested too deeply") from None
-    except ValueError as error:  # an integer of more digits than int() converts
-        raise WireError(f"not usable JSON ({str(error).splitlines()[0][:120]})") from None
+    except ValueError:  # the only other ValueError: an integer of more digits than int() reads
+        raise WireError("not usable JSON (an integer of more digits than Python reads)") from None
 
 
 # -- values

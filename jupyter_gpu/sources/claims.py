@@ -84,7 +84,8 @@ def parse_claim(data: Any, owner_uid: int, path: Path) -> Claim | str:
     """A :class:`Claim` from a file's JSON, or why it is refused (in a few words)."""
     try:
         fields = Fields(data)
-        if fields.raw("version", None) != _VERSION or isinstance(fields.raw("version"), bool):
+        version = fields.raw("version", None)
+        if isinstance(version, bool) or version != _VERSION:
             return "unknown version"
         uid = fields.integer("uid", 0, 2**31 - 1)
         pid = fields.integer("pid", 1, 2**31 - 1)

@@ -87,7 +87,8 @@ def parse_report(data: Any, kernel_id: str | None = None) -> KernelReport:
     """
     if not isinstance(data, dict):
         raise ReportError("a report must be a JSON object")
-    if data.get("version") != REPORT_VERSION or isinstance(data.get("version"), bool):
+    version = data.get("version")
+    if isinstance(version, bool) or version != REPORT_VERSION:
         raise ReportError(f"version must be {REPORT_VERSION}")
     try:
         fields = Fields(data)
