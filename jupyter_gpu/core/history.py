@@ -125,7 +125,7 @@ class GpuHistory:
 
     def __init__(self, window_s: float = 900.0, interval_s: float = 1.0) -> None:
         for name, value in (("window_s", window_s), ("interval_s", interval_s)):
-            if maybe(number, value, name, 0) in (None, 0):
+            if maybe(number, value, name, 0) in (None, 0):  # not a finite number > 0 (10**400 neither)
                 raise ValueError(f"{name} must be a positive number of seconds, not {value!r}")
         self.window_s = float(window_s)
         self.interval_s = float(interval_s)

@@ -19,9 +19,9 @@ Safety between users (every claim file is untrusted input):
   (``st_uid``), and its PID must be a running process of that user. Files are opened with
   ``O_NOFOLLOW``, must be regular files of at most 4 KiB, and are parsed like a network request
   (:mod:`jupyter_gpu.core.wire`: schema, types, finite numbers, bounded nesting, a GPU UUID's
-  form); a malformed or hostile file is ignored with
-  one log line (logger ``jupyter_gpu.sources.claims``; its name bidi-safe; the first ten files, then one
-  line for the rest) and costs only itself.
+  form); a malformed or hostile file is ignored with one log line (logger
+  ``jupyter_gpu.sources.claims``; its name bidi-safe; the first ten files, then one line for the
+  rest) and costs only itself.
 - Choosing and claiming happen under an advisory lock (``flock`` on ``jupyter-gpu-claims.lock`` in
   the directory), waited for at most ``lock_timeout_s``: a user holding the lock forever delays
   others by that much, then they choose without it.
