@@ -52,6 +52,10 @@ SERVER_TIMEOUT_S = 3.0  # one user server's snapshot, connection included
 HUB_TIMEOUT_S = 5.0  # the hub's list of running servers
 SERVER_MAX_BYTES = 8 * 1024 * 1024  # one user server's snapshot
 HUB_MAX_BYTES = 64 * 1024 * 1024  # the hub's list of running servers
+# Its servers carry each user's ``user_options`` (any JSON a spawn form sent): one user nesting them
+# deeply must not cost everybody the console's list of servers, so the bound is about where the
+# parser's recursion stopped before (1000 frames, some spent elsewhere).
+HUB_MAX_DEPTH = 500
 MAX_CONNECTIONS = 256  # user servers asked at once (more wait in tornado's queue)
 
 
@@ -182,7 +186,9 @@ class HubService:
     def _headers(self) -> dict[str, str]:
         return {"Authorization": f"token {self.api_token}", "Accept": "application/json"}
 
-    async def _get_json(self, url: str, timeout: float, client: AsyncHTTPClient, max_bytes: int) -> Any:
+    async def _get_json(
+        self, url: str, timeout: float, client: AsyncHTTPClient, max_bytes: int, max_depth: int = 64
+    ) -> Any:
         response = await client.fetch(
             HTTPRequest(
                 url, headers=self._headers(), request_timeout=timeout, connect_timeout=timeout, follow_redirects=False
@@ -193,7 +199,7 @@ class HubService:
         # (~0.2 s) per answer, and a user may run many named servers; the event loop keeps serving
         # api/devices to every user server meanwhile.
         return await asyncio.get_running_loop().run_in_executor(
-            self._parser, lambda: wire.loads(response.body, max_bytes=max_bytes, max_depth=64)
+            self._parser, lambda: wire.loads(response.body, max_bytes=max_bytes, max_depth=max_depth)
         )
 
     def _on_proxy(self, path: str, *more: str) -> str:
@@ -207,7 +213,7 @@ class HubService:
         """(user, server url path, why it is unusable) of every ready server, from
         ``GET /hub/api/users?state=active`` (raises when the hub cannot be asked)."""
         users = await self._get_json(
-            f"{self.api_url}/users?state=active", HUB_TIMEOUT_S, self.hub_client, HUB_MAX_BYTES
+            f"{self.api_url}/users?state=active", HUB_TIMEOUT_S, self.hub_client, HUB_MAX_BYTES, HUB_MAX_DEPTH
         )
         if not isinstance(users, list):
             raise Unusable("the hub's list of users is not a JSON list")
