@@ -20,6 +20,7 @@ from tornado import netutil
 from tornado.httpclient import AsyncHTTPClient, HTTPClientError
 from tornado.httpserver import HTTPServer
 
+from jupyter_gpu.core import wire
 from jupyter_gpu.hub import app as hub_app
 from jupyter_gpu.hub import core
 from jupyter_gpu.hub import prometheus as prom
@@ -312,9 +313,9 @@ def test_prometheus_answers_are_parsed_off_the_event_loop(monkeypatch: pytest.Mo
 
     def loads(raw: Any, **kwargs: Any) -> Any:
         parsed_on.append(threading.current_thread().name)
-        return json.loads(raw, **kwargs)
+        return wire.loads(raw, **kwargs)
 
-    monkeypatch.setattr(hub_app, "json", types.SimpleNamespace(loads=loads, dumps=json.dumps))
+    monkeypatch.setattr(hub_app, "wire", types.SimpleNamespace(loads=loads))
 
     async def body() -> None:
         hub, _, port = await start_service(stand_in.url, None)

@@ -29,6 +29,7 @@ from array import array
 from typing import Any
 
 from .snapshot import GpuInfo, Snapshot
+from .wire import finite, maybe, number
 
 MAX_GPUS = 64
 MAX_SAMPLES_PER_GPU = 3600
@@ -93,17 +94,17 @@ class _Ring:
 
 def _utilization_code(gpu: GpuInfo) -> int:
     value = gpu.utilization
-    if gpu.error is not None or not isinstance(value, (int, float)) or not math.isfinite(value):
+    if gpu.error is not None or not finite(value):  # finite: never OverflowError, whatever the int
         return _UNKNOWN_UTIL
     return int(min(100, max(0, round(value))))
 
 
 def _memory_code(gpu: GpuInfo) -> int:
-    if gpu.error is not None or not gpu.memory_total or gpu.memory_total <= 0:
+    used, total = gpu.memory_used, gpu.memory_total
+    if gpu.error is not None or not finite(total) or not finite(used) or total <= 0:
         return _UNKNOWN_MEMORY
-    share = gpu.memory_used / gpu.memory_total
-    if not math.isfinite(share):
-        return _UNKNOWN_MEMORY
+    # compared before dividing: an int beyond any float (from a remote snapshot) cannot overflow
+    share = 1.0 if used >= total else used / total
     return round(1000 * min(1.0, max(0.0, share)))
 
 
@@ -124,11 +125,7 @@ class GpuHistory:
 
     def __init__(self, window_s: float = 900.0, interval_s: float = 1.0) -> None:
         for name, value in (("window_s", window_s), ("interval_s", interval_s)):
-            if (
-                isinstance(value, bool)
-                or not isinstance(value, (int, float))
-                or not (math.isfinite(value) and value > 0)
-            ):
+            if maybe(number, value, name, 0) in (None, 0):  # not a finite number > 0 (10**400 neither)
                 raise ValueError(f"{name} must be a positive number of seconds, not {value!r}")
         self.window_s = float(window_s)
         self.interval_s = float(interval_s)
@@ -145,11 +142,12 @@ class GpuHistory:
 
         A sample not newer than the GPU's newest one (the same snapshot twice) is ignored.
         """
-        if not snapshot.nvml_available or not math.isfinite(snapshot.timestamp):
+        stamp = maybe(number, snapshot.timestamp, "timestamp")
+        if not snapshot.nvml_available or stamp is None:
             return
         # Kept to the millisecond, as served: a client's ``since`` (a time it was sent) then names
         # exactly that sample, and ``since`` never returns it again.
-        t = round(float(snapshot.timestamp), 3)
+        t = round(stamp, 3)
         with self._lock:
             for gpu in snapshot.gpus:
                 key = gpu.uuid or f"index-{gpu.index}"

@@ -37,7 +37,7 @@ from prometheus_client.registry import Collector, CollectorRegistry
 from tornado import web
 from tornado.httpclient import AsyncHTTPClient, HTTPClientError, HTTPRequest
 
-from ..core import gauges
+from ..core import gauges, wire
 from ..core.history import GpuHistory
 from ..core.snapshot import Snapshot
 from ..sources.sampler import Sampler
@@ -52,6 +52,10 @@ SERVER_TIMEOUT_S = 3.0  # one user server's snapshot, connection included
 HUB_TIMEOUT_S = 5.0  # the hub's list of running servers
 SERVER_MAX_BYTES = 8 * 1024 * 1024  # one user server's snapshot
 HUB_MAX_BYTES = 64 * 1024 * 1024  # the hub's list of running servers
+# Its servers carry each user's ``user_options`` (any JSON a spawn form sent): one user nesting them
+# deeply must not cost everybody the console's list of servers, so the bound is about where the
+# parser's recursion stopped before (1000 frames, some spent elsewhere).
+HUB_MAX_DEPTH = 500
 MAX_CONNECTIONS = 256  # user servers asked at once (more wait in tornado's queue)
 
 
@@ -182,17 +186,20 @@ class HubService:
     def _headers(self) -> dict[str, str]:
         return {"Authorization": f"token {self.api_token}", "Accept": "application/json"}
 
-    async def _get_json(self, url: str, timeout: float, client: AsyncHTTPClient) -> Any:
+    async def _get_json(
+        self, url: str, timeout: float, client: AsyncHTTPClient, max_bytes: int, max_depth: int = 64
+    ) -> Any:
         response = await client.fetch(
             HTTPRequest(
                 url, headers=self._headers(), request_timeout=timeout, connect_timeout=timeout, follow_redirects=False
             )
         )
-        # NaN and Infinity are not JSON: refused rather than carried into the console's answer.
-        # Parsed on the service's parser thread: up to 8 MiB (~70 ms) per answer, and a user may run
-        # many named servers; the event loop keeps serving api/devices to every user server meanwhile.
+        # Strict JSON (core.wire: NaN, Infinity, deep nesting, duplicate keys refused) rather than
+        # carried into the console's answer. Parsed on the service's parser thread: up to 8 MiB
+        # (~0.2 s) per answer, and a user may run many named servers; the event loop keeps serving
+        # api/devices to every user server meanwhile.
         return await asyncio.get_running_loop().run_in_executor(
-            self._parser, lambda: json.loads(response.body, parse_constant=_refuse_constant)
+            self._parser, lambda: wire.loads(response.body, max_bytes=max_bytes, max_depth=max_depth)
         )
 
     def _on_proxy(self, path: str, *more: str) -> str:
@@ -205,7 +212,9 @@ class HubService:
     async def active_servers(self) -> list[tuple[str, str | None, str | None]]:
         """(user, server url path, why it is unusable) of every ready server, from
         ``GET /hub/api/users?state=active`` (raises when the hub cannot be asked)."""
-        users = await self._get_json(f"{self.api_url}/users?state=active", HUB_TIMEOUT_S, self.hub_client)
+        users = await self._get_json(
+            f"{self.api_url}/users?state=active", HUB_TIMEOUT_S, self.hub_client, HUB_MAX_BYTES, HUB_MAX_DEPTH
+        )
         if not isinstance(users, list):
             raise Unusable("the hub's list of users is not a JSON list")
         found: list[tuple[str, str | None, str | None]] = []
@@ -227,7 +236,9 @@ class HubService:
         try:
             if problem is not None or url is None:
                 raise Unusable(problem or "no server URL")
-            data = await self._get_json(self._on_proxy(url, "jupyter-gpu/snapshot"), SERVER_TIMEOUT_S, self.client)
+            data = await self._get_json(
+                self._on_proxy(url, "jupyter-gpu/snapshot"), SERVER_TIMEOUT_S, self.client, SERVER_MAX_BYTES
+            )
             problem = core.snapshot_problem(data)
             if problem is not None:
                 raise Unusable(problem)
@@ -244,8 +255,6 @@ class HubService:
                 reason = f"HTTP {error.code}" + (
                     " (is jupyter_gpu installed in the user's environment?)" if error.code == 404 else ""
                 )
-        except RecursionError:
-            reason = "the answer is nested too deeply"
         except Exception as error:  # refused connection, not JSON, ...: this row's error, never a 500
             reason = str(error)[:300] or type(error).__name__
         return core.UserServer(user, url, None, f"cannot read this server's GPU kernels: {reason}")
@@ -297,7 +306,9 @@ class HubService:
         )
         # Up to MAX_BODY_BYTES of JSON: parsed on the service's parser thread, like the user servers'
         # answers, so the event loop keeps serving api/devices meanwhile.
-        return await asyncio.get_running_loop().run_in_executor(self._parser, json.loads, response.body)
+        return await asyncio.get_running_loop().run_in_executor(
+            self._parser, lambda: wire.loads(response.body, max_bytes=prom.MAX_BODY_BYTES)
+        )
 
     async def _ask_prometheus(self) -> tuple[float, Any, dict[str, Any], str | None]:
         """One instant query; the history's range queries once per history step (they are larger)."""
@@ -383,10 +394,6 @@ class HubService:
                 self._servers = None
                 return
         raise web.HTTPError(404, f"no running server of {user} lists that kernel")
-
-
-def _refuse_constant(name: str) -> Any:
-    raise Unusable(f"{name} is not JSON")
 
 
 class _Base(web.RequestHandler):

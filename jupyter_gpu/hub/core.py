@@ -30,12 +30,12 @@ only). The viewer's own kernels keep theirs.
 
 from __future__ import annotations
 
-import math
 import re
 import unicodedata
 from dataclasses import dataclass
 from typing import Any
 
+from ..core import wire
 from ..core.snapshot import Snapshot
 
 READ_SCOPE = "custom:jupyter-gpu:read"
@@ -85,13 +85,9 @@ def devices_answer(snapshot: Snapshot) -> dict[str, Any]:
 
 
 def _finite(value: Any, low: float = 0.0) -> float | None:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return None
-    try:
-        number = float(value)
-    except OverflowError:  # an integer beyond any float (JSON allows 10**400)
-        return None
-    return max(low, number) if math.isfinite(number) else None
+    """A finite number raised to at least ``low``; None for anything else (10**400 included)."""
+    number = wire.maybe(wire.number, value, "a number")
+    return None if number is None else max(low, number)
 
 
 def _bytes(value: Any, ceiling: int = MAX_BYTES) -> int:
@@ -234,7 +230,7 @@ def user_kernels(
                 f"{unknown} GPU process(es) this server claims for its kernels are not on this "
                 "host's GPUs as the service sees them: not counted"
             )
-    kernels = []
+    kernels: list[dict[str, Any]] = []
     listed = snapshot.get("kernels")
     known: set[str] = set()
     for kernel in (listed if isinstance(listed, list) else ())[:MAX_KERNELS_PER_USER]:

@@ -43,6 +43,7 @@ import re
 from typing import Any
 
 from ..core.culling import is_idle
+from ..core.wire import WireError, maybe, number
 
 log = logging.getLogger("jupyter_gpu.hub")
 
@@ -68,7 +69,7 @@ LABEL_LIMIT = 256
 _INDEX = re.compile(r"[0-9]{1,4}")
 
 
-class PrometheusError(ValueError):
+class PrometheusError(WireError):
     """The answer as a whole is unusable (its message becomes the console's ``error``)."""
 
 
@@ -133,14 +134,12 @@ def _number(sample: Any) -> tuple[float, float] | None:
     """(timestamp, value) of a ``[ts, "value"]`` pair, both finite (Prometheus sends "NaN", "+Inf")."""
     if not isinstance(sample, list) or len(sample) != 2 or not isinstance(sample[1], str) or len(sample[1]) > 64:
         return None
-    stamp = sample[0]
-    if isinstance(stamp, bool) or not isinstance(stamp, (int, float)):
+    stamp = maybe(number, sample[0], "timestamp")  # 10**400 included: None, not OverflowError
+    try:
+        value = float(sample[1])  # Prometheus writes values as strings
+    except ValueError:
         return None
-    try:  # an integer beyond any float (JSON allows 10**400) overflows instead of being infinite
-        stamp, value = float(stamp), float(sample[1])
-    except (ValueError, OverflowError):
-        return None
-    return (stamp, value) if math.isfinite(stamp) and math.isfinite(value) else None
+    return (stamp, value) if stamp is not None and math.isfinite(value) else None
 
 
 def _host(labels: dict[str, str], uuid: str | None, hosts: dict[str, str]) -> str:
@@ -305,7 +304,7 @@ def history(
                 if pair is not None and 0 <= pair[1] <= 100:
                     column.setdefault(pair[0], {})[key] = pair[1]
     dropped.summary()
-    out = {}
+    out: dict[str, dict[str, list[Any]]] = {}
     for uuid, column in points.items():
         times = sorted(column)[-limit:]
         utilization = [column[t].get("utilization") for t in times]

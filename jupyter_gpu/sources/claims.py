@@ -18,14 +18,17 @@ Safety between users (every claim file is untrusted input):
 - Nobody can forge another user's claim: the ``uid`` in a claim must equal the file's owner
   (``st_uid``), and its PID must be a running process of that user. Files are opened with
   ``O_NOFOLLOW``, must be regular files of at most 4 KiB, and are parsed like a network request
-  (schema, types, finite numbers, a GPU UUID's form); a malformed or hostile file is ignored with
-  one log line (logger ``jupyter_gpu.sources.claims``; its name bidi-safe; the first ten files, then one
-  line for the rest) and costs only itself.
+  (:mod:`jupyter_gpu.core.wire`: schema, types, finite numbers, bounded nesting, a GPU UUID's
+  form); a malformed or hostile file is ignored with one log line (logger
+  ``jupyter_gpu.sources.claims``; its name bidi-safe; the first ten files, then one line for the
+  rest) and costs only itself.
 - Choosing and claiming happen under an advisory lock (``flock`` on ``jupyter-gpu-claims.lock`` in
   the directory), waited for at most ``lock_timeout_s``: a user holding the lock forever delays
   others by that much, then they choose without it.
 - Claims are never required: a directory that cannot be used or written means ``auto`` works as
-  without claims, and the caller gets a one-line note saying why.
+  without claims, and the caller gets a one-line note saying why. :meth:`ClaimBoard.load` never
+  raises: should reading the claims fail for any other reason, ``auto`` chooses without them and
+  the log says so once.
 
 This module is part of the pure core: it imports no IPython and no framework.
 """
@@ -36,7 +39,6 @@ import contextlib
 import errno
 import json
 import logging
-import math
 import os
 import re
 import secrets
@@ -49,6 +51,7 @@ from pathlib import Path
 from typing import Any
 
 from ..core.text import display_text
+from ..core.wire import Fields, WireError, loads
 
 __all__ = ["DEFAULT_DIRECTORY", "DEFAULT_TTL_S", "Claim", "ClaimBoard"]
 
@@ -77,29 +80,25 @@ class Claim:
     path: Path
 
 
-def _int(value: Any) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) and 0 <= value < 2**31 else None
-
-
 def parse_claim(data: Any, owner_uid: int, path: Path) -> Claim | str:
     """A :class:`Claim` from a file's JSON, or why it is refused (in a few words)."""
-    if not isinstance(data, dict):
-        return "not a JSON object"
-    if data.get("version") != _VERSION:
-        return "unknown version"
-    uid, pid = _int(data.get("uid")), _int(data.get("pid"))
-    if uid is None or pid is None or pid == 0:
-        return "uid or pid missing or not a number"
-    if uid != owner_uid:
-        return f"claims uid {uid} but the file belongs to uid {owner_uid} (forged)"
-    uuid, when, host = data.get("gpu_uuid"), data.get("time"), data.get("host")
-    if not isinstance(uuid, str) or not _UUID.match(uuid):
-        return "gpu_uuid is not a GPU UUID"
-    if isinstance(when, bool) or not isinstance(when, (int, float)) or not math.isfinite(when):
-        return "time is not a finite number"
-    if not isinstance(host, str) or not 0 < len(host) <= 255:
-        return "host missing"
-    return Claim(uid=uid, pid=pid, gpu_uuid=uuid, time=float(when), host=host, path=path)
+    try:
+        fields = Fields(data)
+        version = fields.raw("version", None)
+        if isinstance(version, bool) or version != _VERSION:
+            return "unknown version"
+        uid = fields.integer("uid", 0, 2**31 - 1)
+        pid = fields.integer("pid", 1, 2**31 - 1)
+        if uid != owner_uid:
+            return f"claims uid {uid} but the file belongs to uid {owner_uid} (forged)"
+        uuid = fields.text("gpu_uuid", 130)
+        if not _UUID.match(uuid):
+            return "gpu_uuid is not a GPU UUID"
+        when = fields.number("time")
+        host = fields.text("host", 255)
+    except WireError as error:
+        return str(error)
+    return Claim(uid=uid, pid=pid, gpu_uuid=uuid, time=when, host=host, path=path)
 
 
 def _process_uid(pid: int) -> int | None:
@@ -187,9 +186,9 @@ class ClaimBoard:
         finally:
             os.close(fd)
         try:
-            data = json.loads(raw)
-        except ValueError:
-            self._refuse(path, info.st_mtime_ns, "not JSON")
+            data = loads(raw, max_bytes=MAX_FILE_BYTES, max_depth=4)
+        except WireError as error:
+            self._refuse(path, info.st_mtime_ns, str(error))
             return None
         claim = parse_claim(data, info.st_uid, path)
         if isinstance(claim, str):
@@ -244,7 +243,19 @@ class ClaimBoard:
 
     def load(self, gpus: Sequence[Any], now: float | None = None) -> dict[int | str, int]:
         """NVML index → number of other processes' active claims on that GPU (``gpus``: GpuInfo),
-        and MIG UUID → claims on that MIG slice (``auto`` among slices claims the slice)."""
+        and MIG UUID → claims on that MIG slice (``auto`` among slices claims the slice).
+
+        Never raises: claims only refine ``auto``, so a failure here (a bug, or a file no rule
+        foresaw) means no claims this time, said once in the log."""
+        try:
+            return self._load(gpus, now)
+        except Exception as error:  # every known hostile file is refused in _read already
+            if ("load", 0) not in self._warned:
+                self._warned.add(("load", 0))
+                log.warning("jupyter_gpu: GPU claims not used: %s", display_text(str(error), 200))
+            return {}
+
+    def _load(self, gpus: Sequence[Any], now: float | None) -> dict[int | str, int]:
         nvml_pids = {gpu.uuid: {p.pid for p in gpu.processes} for gpu in gpus}
         slices = [s for gpu in gpus for s in getattr(gpu, "slices", ())]
         nvml_pids.update({s.uuid: {p.pid for p in s.processes} for s in slices})

@@ -2,20 +2,21 @@
 
 The format, and why kernels write them, is described in :mod:`jupyter_gpu.kernel.report` (the
 writer, part of the kernel face). This module is the server's side (and that of anything else that
-reads them, such as :mod:`jupyter_gpu.sources.peers`): :class:`ReportReader` checks the schema, types,
-sizes and finite numbers and drops a bad report with one log line; :func:`kernel_identity` tells a
+reads them, such as :mod:`jupyter_gpu.sources.peers`): :class:`ReportReader` reads each file with
+:mod:`jupyter_gpu.core.wire` (schema, types, sizes, nesting, finite numbers) and drops a bad report
+with one log line; :func:`kernel_identity` tells a
 kernel its own id and the folder its report goes to.
 """
 
 from __future__ import annotations
 
-import json
 import logging
-import math
 import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from ..core.wire import Fields, WireError, integer, loads, number
 
 log = logging.getLogger(__name__)
 
@@ -54,9 +55,10 @@ MAX_REPORT_BYTES = 64 * 1024
 MAX_ENTRIES = 256
 MAX_TEXT = 4096
 MAX_BYTES_VALUE = 2**53  # 8 PiB: more than any GPU, still exact in a float
+MAX_DEPTH = 16  # nesting of a report's JSON (the format needs 3)
 
 
-class ReportError(ValueError):
+class ReportError(WireError):
     """A kernel report that cannot be used; the message says which field and why, in one line."""
 
 
@@ -78,10 +80,6 @@ class KernelReport:
         return self.pid, self.start_time
 
 
-def _finite(value: Any) -> bool:
-    return not isinstance(value, bool) and isinstance(value, (int, float)) and math.isfinite(value)
-
-
 def parse_report(data: Any, kernel_id: str | None = None) -> KernelReport:
     """Check a decoded report; raise :class:`ReportError` naming the first bad field.
 
@@ -89,53 +87,41 @@ def parse_report(data: Any, kernel_id: str | None = None) -> KernelReport:
     """
     if not isinstance(data, dict):
         raise ReportError("a report must be a JSON object")
-    if data.get("version") != REPORT_VERSION:
+    version = data.get("version")
+    if isinstance(version, bool) or version != REPORT_VERSION:
         raise ReportError(f"version must be {REPORT_VERSION}")
-    kid = data.get("kernel_id")
-    if not isinstance(kid, str) or not kid or len(kid) > 256:
-        raise ReportError("kernel_id must be a non-empty string")
-    if kernel_id is not None and kid != kernel_id:
-        raise ReportError("kernel_id does not match the file name")
-    pid = data.get("pid")
-    if isinstance(pid, bool) or not isinstance(pid, int) or not 0 < pid < 2**32:
-        raise ReportError("pid must be a positive whole number")
-    start = data.get("start_time")
-    if start is not None and not _finite(start):
-        raise ReportError("start_time must be a finite number or null")
-    session = data.get("session")
-    if session is not None and (not isinstance(session, str) or len(session) > MAX_TEXT):
-        raise ReportError(f"session must be a string of at most {MAX_TEXT} characters, or null")
-    pids = data.get("nvml_pids", [])
-    if (
-        not isinstance(pids, list)
-        or len(pids) > MAX_ENTRIES
-        or not all(isinstance(p, int) and not isinstance(p, bool) and 0 < p < 2**32 for p in pids)
-    ):
-        raise ReportError(f"nvml_pids must be a list of at most {MAX_ENTRIES} positive whole numbers")
-    memory = data.get("gpu_memory", {})
-    if not isinstance(memory, dict) or len(memory) > MAX_ENTRIES:
-        raise ReportError(f"gpu_memory must be an object of at most {MAX_ENTRIES} entries")
-    for key, value in memory.items():
-        if len(key) > 256:
-            raise ReportError("gpu_memory keys must be at most 256 characters")
-        if not _finite(value) or not 0 <= value <= MAX_BYTES_VALUE:
-            raise ReportError(f"gpu_memory[{key[:40]!r}] must be a finite number of bytes >= 0")
-    timestamp = data.get("timestamp")
-    if not _finite(timestamp) or timestamp < 0:
-        raise ReportError("timestamp must be a finite number >= 0")
+    try:
+        fields = Fields(data)
+        kid = fields.text("kernel_id", 256)
+        if kernel_id is not None and kid != kernel_id:
+            raise ReportError("kernel_id does not match the file name")
+        pid = fields.integer("pid", 1, 2**32 - 1)
+        start = fields.raw("start_time", None)
+        if start is not None:
+            number(start, "start_time")  # kept as written: the key compares it with the process's
+        session = fields.optional_text("session", MAX_TEXT, 0)
+        pids = tuple(
+            integer(p, f"nvml_pids[{i}]", 1, 2**32 - 1)
+            for i, p in enumerate(fields.items("nvml_pids", MAX_ENTRIES, default=[]))
+        )
+        memory = tuple(
+            (key, int(number(value, f"gpu_memory[{key[:40]!r}]", 0, MAX_BYTES_VALUE)))
+            for key, value in fields.mapping("gpu_memory", MAX_ENTRIES, 256, default={}).items()
+        )
+        timestamp = fields.number("timestamp", 0)
+    except ReportError:
+        raise
+    except WireError as error:
+        raise ReportError(str(error)) from None
     return KernelReport(
         kernel_id=kid,
         pid=pid,
         start_time=start,
         session=session,
-        nvml_pids=tuple(pids),
-        gpu_memory=tuple((k, int(v)) for k, v in memory.items()),
-        timestamp=float(timestamp),
+        nvml_pids=pids,
+        gpu_memory=memory,
+        timestamp=timestamp,
     )
-
-
-def _refuse_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not a number")
 
 
 class ReportReader:
@@ -196,13 +182,11 @@ class ReportReader:
                 raise ReportError(f"larger than {MAX_REPORT_BYTES // 1024} KiB")
             with open(path, "rb") as file:
                 raw = file.read(MAX_REPORT_BYTES + 1)
-            data = json.loads(raw, parse_constant=_refuse_constant)
+            data = loads(raw, max_bytes=MAX_REPORT_BYTES, max_depth=MAX_DEPTH)
             report = parse_report(data, path.name[len(REPORT_PREFIX) : -len(".json")])
         except FileNotFoundError:
             return None
-        except RecursionError:
-            log.warning("jupyter_gpu: ignoring kernel report %s: nested too deeply", path.name)
-        except (OSError, ValueError) as error:  # ReportError and JSON errors are ValueErrors
+        except (OSError, WireError) as error:  # ReportError is a WireError
             log.warning("jupyter_gpu: ignoring kernel report %s: %s", path.name, str(error)[:200])
         self._cache[path] = (stamp, report)
         return report

@@ -14,19 +14,20 @@ Two sources, best first:
    and notebook (``JPY_SESSION_NAME``). Idle time is not in them.
 
 Every file and answer read here is untrusted input: runtime files must belong to this user (their
-``st_uid``) and stay small; every field is type-checked; anything malformed is skipped. Nothing here
-raises: without a server or reports the result is simply empty.
+``st_uid``) and stay small; both are read with :mod:`jupyter_gpu.core.wire` (strict JSON, every
+field type-checked); a malformed file or answer is skipped, and a malformed field of one kernel
+is left out (None). Nothing here raises: without a server or reports the result is simply empty.
 """
 
 from __future__ import annotations
 
-import json
-import math
 import os
 import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from ..core.wire import Fields, WireError, loads, maybe, text
 
 __all__ = ["KernelPeer", "Peers", "find_peers", "find_server", "parse_server_snapshot"]
 
@@ -54,36 +55,29 @@ class Peers:
     own_kernel_id: str | None = None
 
 
-def _text(value: Any, limit: int = 4096) -> str | None:
-    return value if isinstance(value, str) and 0 < len(value) <= limit else None
+_PID = (1, 2**31 - 1)
 
 
-def _number(value: Any) -> float | None:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
-        return None
-    return float(value)
+def _list(fields: Fields | None, name: str, limit: int) -> list[Any]:
+    """The first ``limit`` entries of a list field; [] when it is missing or not a list."""
+    return (maybe(fields.items, name, 2**62, []) or [])[:limit] if fields is not None else []
 
 
-def _pid(value: Any) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) and 0 < value < 2**31 else None
-
-
-def _read_own_json(path: Path) -> dict[str, Any] | None:
+def _read_own_json(path: Path) -> Fields | None:
     """A small JSON object from a file owned by this user; None for anything else."""
     try:
         stat = path.stat()
         if (hasattr(os, "getuid") and stat.st_uid != os.getuid()) or stat.st_size > _MAX_FILE:
             return None
-        data = json.loads(path.read_text())
-    except (OSError, ValueError):
+        return Fields(loads(path.read_bytes(), max_bytes=_MAX_FILE))
+    except (OSError, WireError):
         return None
-    return data if isinstance(data, dict) else None
 
 
 def _notebook_name(session: Any) -> str | None:
     """A kernel's ``JPY_SESSION_NAME`` (the notebook's full path) as a name a person recognises."""
-    text = _text(session)
-    return os.path.basename(text) or text if text else None
+    name = maybe(text, session, "session", 4096)
+    return os.path.basename(name) or name if name else None
 
 
 def _ancestors() -> set[int]:
@@ -104,51 +98,53 @@ def find_server(runtime_dir: Path) -> dict[str, Any] | None:
         return None
     for path in candidates[:64]:
         info = _read_own_json(path)
-        if info is None or _pid(info.get("pid")) not in ancestors:
+        if info is None or maybe(info.integer, "pid", *_PID) not in ancestors:
             continue
-        url, token = _text(info.get("url")), info.get("token")
-        if url is None or not url.startswith(("http://", "https://")) or not isinstance(token, str) or not token:
+        url, token = maybe(info.text, "url", 4096), maybe(info.text, "token", 2**62)
+        if url is None or not url.startswith(("http://", "https://")) or token is None:
             continue  # no token (password login or no auth): the kernel cannot authenticate
         return {"url": url if url.endswith("/") else url + "/", "token": token}
     return None
 
 
 def parse_server_snapshot(data: Any) -> dict[int, KernelPeer]:
-    """PID → kernel from the server's ``jupyter-gpu/snapshot`` answer (see docs/server.md)."""
+    """PID → kernel from the server's ``jupyter-gpu/snapshot`` answer (see docs/server.md).
+
+    Lenient: a kernel or process entry without a usable id is skipped, a bad optional field of
+    one (notebook, idle time) is None; never raises."""
     peers: dict[int, KernelPeer] = {}
-    if not isinstance(data, dict):
-        return peers
-    kernels = data.get("kernels") if isinstance(data.get("kernels"), list) else []
+    top = maybe(Fields, data)
     by_id: dict[str, KernelPeer] = {}
-    for kernel in kernels[:10_000]:
-        if not isinstance(kernel, dict) or _text(kernel.get("kernel_id"), 256) is None:
+    for kernel in _list(top, "kernels", 10_000):
+        fields = maybe(Fields, kernel)
+        kernel_id = maybe(fields.text, "kernel_id", 256) if fields is not None else None
+        if fields is None or kernel_id is None:
             continue
         peer = KernelPeer(
-            pid=_pid(kernel.get("pid")),
-            kernel_id=kernel["kernel_id"],
-            notebook=_text(kernel.get("notebook")),
-            idle_s=_number(kernel.get("idle_s")),
-            idle=kernel.get("idle") if isinstance(kernel.get("idle"), bool) else None,
+            pid=maybe(fields.integer, "pid", *_PID),
+            kernel_id=kernel_id,
+            notebook=maybe(fields.text, "notebook", 4096),
+            idle_s=maybe(fields.number, "idle_s", 0),
+            idle=maybe(fields.boolean, "idle"),
         )
-        by_id[peer.kernel_id] = peer  # type: ignore[index]
+        by_id[kernel_id] = peer
         if peer.pid is not None:
             peers[peer.pid] = peer
-    gpus = data.get("gpus") if isinstance(data.get("gpus"), list) else []
-    for gpu in gpus[:1024]:
-        processes = gpu.get("processes") if isinstance(gpu, dict) else None
-        for process in processes if isinstance(processes, list) else []:
-            if not isinstance(process, dict) or process.get("own") is not True:
+    for gpu in _list(top, "gpus", 1024):
+        for process in _list(maybe(Fields, gpu), "processes", 2**62):
+            fields = maybe(Fields, process)
+            if fields is None or fields.raw("own", None) is not True:
                 continue
-            pid, kernel_id = _pid(process.get("pid")), _text(process.get("kernel_id"), 256)
+            pid, kernel_id = maybe(fields.integer, "pid", *_PID), maybe(fields.text, "kernel_id", 256)
             if pid is None or kernel_id is None:
                 continue
             known = by_id.get(kernel_id)
             peers[pid] = KernelPeer(
                 pid=pid,
                 kernel_id=kernel_id,
-                notebook=_text(process.get("notebook")) or (known.notebook if known else None),
-                idle_s=_number(process.get("idle_s")),
-                idle=process.get("idle") if isinstance(process.get("idle"), bool) else None,
+                notebook=maybe(fields.text, "notebook", 4096) or (known.notebook if known else None),
+                idle_s=maybe(fields.number, "idle_s", 0),
+                idle=maybe(fields.boolean, "idle"),
             )
     return peers
 
@@ -158,7 +154,7 @@ def _ask_server(server: dict[str, Any], timeout_s: float) -> Any:
         server["url"] + "jupyter-gpu/snapshot", headers={"Authorization": f"token {server['token']}"}
     )
     with urllib.request.urlopen(request, timeout=timeout_s) as response:
-        return json.loads(response.read(_MAX_ANSWER))
+        return loads(response.read(_MAX_ANSWER + 1), max_bytes=_MAX_ANSWER)
 
 
 def _from_reports(runtime_dir: Path) -> dict[int, KernelPeer]:

@@ -5,8 +5,10 @@ open: N samplers). With ``c.JupyterGpuServer.source = "hub-service"`` (or the se
 server takes the device snapshot from the service (``GET <service>/api/devices``, one NVML sampler
 for the host, see :mod:`jupyter_gpu.hub`) and only adds its own kernels' attribution.
 
-The service's answer is untrusted input (it crosses a socket): :func:`snapshot_from_dict` checks
-every field's type and size and refuses the answer with one line otherwise. When the service cannot
+The service's answer is untrusted input (it crosses a socket): it is read with
+:mod:`jupyter_gpu.core.wire` (strict JSON, bounded size and nesting) and :func:`snapshot_from_dict`
+checks every field's type and size (whole numbers at most :data:`MAX_INT`), refusing the answer with
+one line otherwise. When the service cannot
 be reached or answers badly, :class:`RemoteSource` reads NVML itself for that sample and says so in
 the snapshot's ``warnings``; the next sample asks the service again. A redirect counts as a bad
 answer: it is not followed (urllib would carry this server's token to wherever it points).
@@ -16,9 +18,7 @@ Pure: the standard library's ``urllib`` and :mod:`jupyter_gpu.sources.processes`
 
 from __future__ import annotations
 
-import json
 import logging
-import math
 import os
 import urllib.error
 import urllib.request
@@ -27,6 +27,7 @@ from dataclasses import replace
 from typing import Any
 
 from ..core.snapshot import GpuInfo, GpuProcess, MigSlice, Snapshot
+from ..core.wire import Fields, WireError, loads, text
 from .processes import ProcessDirectory
 
 log = logging.getLogger(__name__)
@@ -35,94 +36,76 @@ MAX_BYTES = 8 * 1024 * 1024
 MAX_GPUS = 64
 MAX_PROCESSES_PER_GPU = 10_000
 MAX_SLICES_PER_GPU = 7  # what one GPU can be split into (MIG)
+MAX_INT = 2**63 - 1  # any count or byte size NVML gives (an unsigned long long beyond is no GPU's)
+MAX_TEXT = 1024
 SERVICE_URL_ENV = "JUPYTER_GPU_SERVICE_URL"
 DEFAULT_SERVICE_URL = "http://127.0.0.1:10101/services/jupyter-gpu/"
 
 
-class BadAnswer(ValueError):
+class BadAnswer(WireError):
     """The service's answer does not follow the device snapshot contract."""
 
 
-def _int(value: Any, where: str, optional: bool = False) -> int | None:
-    if value is None and optional:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise BadAnswer(f"{where} must be a non-negative integer")
-    return value
-
-
-def _number(value: Any, where: str) -> float | None:
-    if value is None:
-        return None
-    # finite: json.loads reads 1e400 as infinity even with NaN and Infinity refused
-    try:
-        number = float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else math.nan
-    except OverflowError:  # an integer beyond any float
-        number = math.nan
-    if not math.isfinite(number):
-        raise BadAnswer(f"{where} must be a finite number")
-    return number
-
-
-def _str(value: Any, where: str, optional: bool = True, limit: int = 1024) -> str | None:
-    if value is None and optional:
-        return None
-    if not isinstance(value, str) or len(value) > limit:
-        raise BadAnswer(f"{where} must be a string of at most {limit} characters")
-    return value
-
-
-def _processes(items: Any, where: str) -> tuple[GpuProcess, ...]:
-    if not isinstance(items, list) or len(items) > MAX_PROCESSES_PER_GPU:
-        raise BadAnswer(f"{where} must be a list of at most {MAX_PROCESSES_PER_GPU}")
+def _processes(fields: Fields, name: str) -> tuple[GpuProcess, ...]:
     processes = []
-    for j, process in enumerate(items):
-        pwhere = f"{where}[{j}]"
-        if not isinstance(process, dict):
-            raise BadAnswer(f"{pwhere} must be an object")
-        kind = process.get("type", "compute")
+    for process in fields.objects(name, MAX_PROCESSES_PER_GPU, default=[]):
+        kind = process.raw("type", "compute")
         if kind not in ("compute", "graphics", "compute+graphics"):
-            raise BadAnswer(f"{pwhere}.type is not a process type")
+            raise BadAnswer(f"{process.path('type')} is not a process type")
         processes.append(
             GpuProcess(
-                pid=_int(process.get("pid"), f"{pwhere}.pid") or 0,
-                memory=_int(process.get("memory"), f"{pwhere}.memory", optional=True),
-                user=_str(process.get("user"), f"{pwhere}.user", limit=256),
+                pid=process.integer("pid", 0, MAX_INT),
+                memory=process.optional_integer("memory", 0, MAX_INT),
+                user=process.optional_text("user", 256),
                 type=kind,
-                slice=_str(process.get("slice"), f"{pwhere}.slice", limit=128),
+                slice=process.optional_text("slice", 128),
             )
         )
     return tuple(processes)
 
 
-def _slices(items: Any, where: str) -> tuple[MigSlice, ...]:
-    if not isinstance(items, list) or len(items) > MAX_SLICES_PER_GPU:
-        raise BadAnswer(f"{where} must be a list of at most {MAX_SLICES_PER_GPU}")
-    slices = []
-    for k, item in enumerate(items):
-        swhere = f"{where}[{k}]"
-        if not isinstance(item, dict):
-            raise BadAnswer(f"{swhere} must be an object")
-        slices.append(
-            MigSlice(
-                index=_int(item.get("index"), f"{swhere}.index") or 0,
-                uuid=_str(item.get("uuid"), f"{swhere}.uuid", optional=False, limit=128) or "",
-                name=_str(item.get("name"), f"{swhere}.name", optional=False, limit=256) or "",
-                profile=_str(item.get("profile"), f"{swhere}.profile", optional=False, limit=64) or "",
-                gpu_instance_id=_int(item.get("gpu_instance_id"), f"{swhere}.gpu_instance_id") or 0,
-                compute_instance_id=_int(item.get("compute_instance_id"), f"{swhere}.compute_instance_id") or 0,
-                memory_total=_int(item.get("memory_total", 0), f"{swhere}.memory_total") or 0,
-                memory_used=_int(item.get("memory_used", 0), f"{swhere}.memory_used") or 0,
-                memory_free=_int(item.get("memory_free", 0), f"{swhere}.memory_free") or 0,
-                error=_str(item.get("error"), f"{swhere}.error"),
-                processes=_processes(item.get("processes", []), f"{swhere}.processes"),
-            )
+def _slices(fields: Fields) -> tuple[MigSlice, ...]:
+    return tuple(
+        MigSlice(
+            index=item.integer("index", 0, MAX_INT),
+            uuid=item.text("uuid", 128, 0),
+            name=item.text("name", 256, 0),
+            profile=item.text("profile", 64, 0),
+            gpu_instance_id=item.integer("gpu_instance_id", 0, MAX_INT),
+            compute_instance_id=item.integer("compute_instance_id", 0, MAX_INT),
+            memory_total=item.integer("memory_total", 0, MAX_INT, default=0),
+            memory_used=item.integer("memory_used", 0, MAX_INT, default=0),
+            memory_free=item.integer("memory_free", 0, MAX_INT, default=0),
+            error=item.optional_text("error", MAX_TEXT),
+            processes=_processes(item, "processes"),
         )
-    return tuple(slices)
+        for item in fields.objects("slices", MAX_SLICES_PER_GPU, default=[])
+    )
+
+
+def _gpu(gpu: Fields) -> GpuInfo:
+    return GpuInfo(
+        index=gpu.integer("index", 0, MAX_INT),
+        uuid=gpu.text("uuid", 128, 0),
+        name=gpu.text("name", 256, 0),
+        memory_total=gpu.integer("memory_total", 0, MAX_INT, default=0),
+        memory_used=gpu.integer("memory_used", 0, MAX_INT, default=0),
+        memory_free=gpu.integer("memory_free", 0, MAX_INT, default=0),
+        memory_reserved=gpu.optional_integer("memory_reserved", 0, MAX_INT),
+        utilization=gpu.optional_integer("utilization", 0, MAX_INT),
+        temperature=gpu.optional_integer("temperature", 0, MAX_INT),
+        power=gpu.optional_number("power"),
+        power_limit=gpu.optional_number("power_limit"),
+        error=gpu.optional_text("error", MAX_TEXT),
+        processes=_processes(gpu, "processes"),
+        mig_mode=gpu.boolean("mig_mode", default=False),
+        slices=_slices(gpu),
+    )
 
 
 def snapshot_from_dict(data: Any) -> Snapshot:
-    """A :class:`Snapshot` from its ``to_dict()`` form, checked field by field (BadAnswer otherwise).
+    """A :class:`Snapshot` from its ``to_dict()`` form, checked field by field (BadAnswer otherwise,
+    its message naming the field: ``gpus[0].slices[0].index must be ...``).
 
     MIG slices (``mig_mode``, ``slices``, each process's ``slice``) are carried over. Program names
     and command lines are dropped whatever the answer says: they are filled in here for this user's
@@ -130,53 +113,25 @@ def snapshot_from_dict(data: Any) -> Snapshot:
     """
     if not isinstance(data, dict):
         raise BadAnswer("the answer must be a JSON object")
-    gpus_in = data.get("gpus", [])
-    if not isinstance(gpus_in, list) or len(gpus_in) > MAX_GPUS:
-        raise BadAnswer(f"gpus must be a list of at most {MAX_GPUS}")
-    gpus = []
-    for i, gpu in enumerate(gpus_in):
-        where = f"gpus[{i}]"
-        if not isinstance(gpu, dict):
-            raise BadAnswer(f"{where} must be an object")
-        mig_mode = gpu.get("mig_mode", False)
-        if not isinstance(mig_mode, bool):
-            raise BadAnswer(f"{where}.mig_mode must be true or false")
-        gpus.append(
-            GpuInfo(
-                index=_int(gpu.get("index"), f"{where}.index") or 0,
-                uuid=_str(gpu.get("uuid"), f"{where}.uuid", optional=False, limit=128) or "",
-                name=_str(gpu.get("name"), f"{where}.name", optional=False, limit=256) or "",
-                memory_total=_int(gpu.get("memory_total", 0), f"{where}.memory_total") or 0,
-                memory_used=_int(gpu.get("memory_used", 0), f"{where}.memory_used") or 0,
-                memory_free=_int(gpu.get("memory_free", 0), f"{where}.memory_free") or 0,
-                memory_reserved=_int(gpu.get("memory_reserved"), f"{where}.memory_reserved", optional=True),
-                utilization=_int(gpu.get("utilization"), f"{where}.utilization", optional=True),
-                temperature=_int(gpu.get("temperature"), f"{where}.temperature", optional=True),
-                power=_number(gpu.get("power"), f"{where}.power"),
-                power_limit=_number(gpu.get("power_limit"), f"{where}.power_limit"),
-                error=_str(gpu.get("error"), f"{where}.error"),
-                processes=_processes(gpu.get("processes", []), f"{where}.processes"),
-                mig_mode=mig_mode,
-                slices=_slices(gpu.get("slices", []), f"{where}.slices"),
-            )
+    try:
+        fields = Fields(data)
+        gpus = tuple(_gpu(gpu) for gpu in fields.objects("gpus", MAX_GPUS, default=[]))
+        warnings = tuple(
+            text(line, f"warnings[{i}]", MAX_TEXT, 0) for i, line in enumerate(fields.items("warnings", 32, default=[]))
         )
-    warnings = data.get("warnings", [])
-    if not isinstance(warnings, list) or len(warnings) > 32:
-        raise BadAnswer("warnings must be a list of at most 32 lines")
-    if not isinstance(data.get("nvml_available"), bool):
-        raise BadAnswer("nvml_available must be true or false")
-    timestamp = _number(data.get("timestamp"), "timestamp")
-    if timestamp is None:
-        raise BadAnswer("timestamp must be a number")
-    return Snapshot(
-        nvml_available=data["nvml_available"],
-        timestamp=timestamp,
-        gpus=tuple(gpus),
-        error=_str(data.get("error"), "error"),
-        driver_version=_str(data.get("driver_version"), "driver_version", limit=64),
-        simulated=bool(data.get("simulated", False)),
-        warnings=tuple(_str(w, "warnings[]", optional=False) or "" for w in warnings),
-    )
+        return Snapshot(
+            nvml_available=fields.boolean("nvml_available"),
+            timestamp=fields.number("timestamp"),
+            gpus=gpus,
+            error=fields.optional_text("error", MAX_TEXT),
+            driver_version=fields.optional_text("driver_version", 64),
+            simulated=bool(fields.raw("simulated", False)),
+            warnings=warnings,
+        )
+    except BadAnswer:
+        raise
+    except WireError as error:
+        raise BadAnswer(str(error)) from None
 
 
 def fill_own_names(snapshot: Snapshot, directory: ProcessDirectory) -> Snapshot:
@@ -260,12 +215,10 @@ class RemoteSource:
             request.add_header("Authorization", f"token {self.token}")
         with _OPENER.open(request, timeout=self.timeout_s) as response:
             body = response.read(MAX_BYTES + 1)
-        if len(body) > MAX_BYTES:
-            raise BadAnswer(f"the answer is larger than {MAX_BYTES} bytes")
         try:
-            data = json.loads(body, parse_constant=lambda name: (_ for _ in ()).throw(BadAnswer(name)))
-        except ValueError as error:
-            raise BadAnswer(f"the answer is not JSON ({error})") from None
+            data = loads(body, max_bytes=MAX_BYTES)
+        except WireError as error:
+            raise BadAnswer(f"the answer is unusable: {error}") from None
         snapshot = fill_own_names(snapshot_from_dict(data), self.directory)
         self.directory.forget_all_but({p.pid for gpu in snapshot.gpus for p in gpu.processes})
         return snapshot
