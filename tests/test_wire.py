@@ -23,7 +23,6 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from test_magics import clean, shell  # noqa: F401  (fixtures)
 
 from jupyter_gpu.core import wire
 from jupyter_gpu.core.history import GpuHistory
@@ -199,7 +198,7 @@ def test_a_failing_claim_board_means_auto_without_claims_said_once(
     assert [r.getMessage() for r in caplog.records] == ["jupyter_gpu: GPU claims not used: a case no rule foresaw"]
 
 
-def test_gpu_select_auto_survives_hostile_claim_files(shell, clean, other_process: Any) -> None:  # noqa: F811
+def test_gpu_select_auto_survives_hostile_claim_files(shell, clean, other_process: Any) -> None:
     folder = Path(os.environ["JUPYTER_GPU_CLAIMS_DIR"])
     (folder / f"{PREFIX}huge.json").write_text(_claim_text(other_process.pid, "9" * 400))
     (folder / f"{PREFIX}deep.json").write_text("[" * 2040 + "]" * 2040)
