@@ -29,6 +29,8 @@ scripts/setup.sh test
 echo "==> ruff"
 .venv/bin/ruff check .
 .venv/bin/ruff format --check .
+echo "==> mypy"
+.venv/bin/mypy
 echo "==> labextension lint and unit tests"
 # pip's build of the extension (scripts/setup.sh) leaves labextension/node_modules behind, but it
 # skips npm entirely when the shipped bundle already matches the sources: install from the lockfile
