@@ -53,7 +53,7 @@ export function percent(part: number, whole: number): number {
  * the C0/C1 control characters: replaced by U+FFFD wherever server text is shown, so `a\u202eevil`
  * cannot read as "alive". The same rule as `jupyter_gpu/text.py` (`neutralize`).
  */
-// eslint-disable-next-line no-control-regex
+// eslint-disable-next-line no-control-regex -- matching control characters is this pattern's purpose
 const UNSAFE = /[\u0000-\u001f\u007f-\u009f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]/g;
 
 /** `text` with bidi controls and control characters replaced by U+FFFD. */

@@ -14,13 +14,7 @@ import { Poll } from '@lumino/polling';
 import { ISignal, Signal } from '@lumino/signaling';
 
 import { requestAPI, ServerExtensionMissingError } from './server';
-import type {
-  IGpuMonitorModel,
-  IHistoryAnswer,
-  IHistorySample,
-  ISnapshot,
-  MonitorState
-} from './tokens';
+import type { IGpuMonitorModel, IHistoryAnswer, IHistorySample, ISnapshot, MonitorState } from './tokens';
 
 export namespace GpuMonitorModel {
   export interface IOptions {
@@ -215,8 +209,7 @@ export class GpuMonitorModel implements IGpuMonitorModel {
       samples.push({
         t: snapshot.timestamp,
         utilization: gpu.error ? null : gpu.utilization,
-        memory:
-          gpu.error || !(gpu.memory_total > 0) ? null : (100 * gpu.memory_used) / gpu.memory_total
+        memory: gpu.error || !(gpu.memory_total > 0) ? null : (100 * gpu.memory_used) / gpu.memory_total
       });
       let drop = 0;
       while (drop < samples.length && samples[drop].t < oldest) {

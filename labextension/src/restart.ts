@@ -33,6 +33,15 @@ interface IRestartOffer {
   id: string;
 }
 
+/** The fields of an `execute_reply` (Jupyter messaging) that this renderer reads. */
+export interface IExecuteReplyContent {
+  status: string;
+  ename?: string;
+  evalue?: string;
+  /** Each user expression's result: a display bundle when `status` is `ok`. */
+  user_expressions?: Record<string, { status: string; data: Record<string, unknown> }>;
+}
+
 interface IKernelLike {
   id: string;
   requestExecute(content: {
@@ -40,7 +49,7 @@ interface IKernelLike {
     silent: boolean;
     store_history: boolean;
     user_expressions: Record<string, string>;
-  }): { done: Promise<{ content: any }> };
+  }): { done: Promise<{ content: IExecuteReplyContent }> };
 }
 
 interface ISessionContextLike {
@@ -77,6 +86,18 @@ export function parseOffer(data: unknown): IRestartOffer | null {
     kernelId: typeof raw.kernel_id === 'string' ? raw.kernel_id : null,
     id: typeof raw.id === 'string' ? raw.id.slice(0, 64) : ''
   };
+}
+
+/**
+ * The plan the fresh kernel reports in the `plan` user expression of the silent execute's reply
+ * (its repr, outer quotes removed), or '' when it sent none; throws when the lines failed.
+ */
+export function appliedPlanText(content: IExecuteReplyContent): string {
+  if (content.status !== 'ok') {
+    throw new Error(`${content.ename}: ${content.evalue}`);
+  }
+  const summary = content.user_expressions?.plan;
+  return summary?.status === 'ok' ? String(summary.data['text/plain']).replace(/^'|'$/g, '') : '';
 }
 
 /** The session context of the notebook (or console) that holds ``widget``. */
@@ -154,12 +175,7 @@ export class RestartRenderer extends Widget implements IRenderMime.IRenderer {
         store_history: false,
         user_expressions: { plan: SUMMARY }
       }).done;
-      const content = reply.content;
-      if (content.status !== 'ok') {
-        throw new Error(`${content.ename}: ${content.evalue}`);
-      }
-      const summary = content.user_expressions?.plan;
-      const words = summary?.status === 'ok' ? String(summary.data['text/plain']).replace(/^'|'$/g, '') : '';
+      const words = appliedPlanText(reply.content);
       Notification.success(`Kernel restarted; GPU plan applied: ${words}`, { autoClose: 10000 });
       button.textContent = 'Restarted, plan applied';
     } catch (error) {

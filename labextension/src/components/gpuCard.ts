@@ -75,7 +75,10 @@ export class GpuCard {
         : `util ${orNone(gpu.utilization, v => `${v} %`)}`
     );
     this._slices.update(gpu.index, gpu.mig_mode ? gpu.slices : undefined);
-    setText(this._temperature, orNone(gpu.temperature, v => `${v} °C`));
+    setText(
+      this._temperature,
+      orNone(gpu.temperature, v => `${v} °C`)
+    );
     setText(
       this._power,
       gpu.power === null

@@ -19,7 +19,11 @@ class SliceProcess {
       ? `yours · ${kernelLabel(process)}`
       : `${displayText(process.user, 'unknown user', 40)} · ${displayText(process.name, `pid ${process.pid}`, 60)}`;
     setText(this.node, `${who} · ${formatBytes(process.memory)}`);
-    setAttr(this.node, 'title', `pid ${process.pid}${process.own ? ` · ${tooltipText(process.notebook, 'no notebook')}` : ''}`);
+    setAttr(
+      this.node,
+      'title',
+      `pid ${process.pid}${process.own ? ` · ${tooltipText(process.notebook, 'no notebook')}` : ''}`
+    );
   }
 }
 
@@ -39,7 +43,10 @@ class SliceView {
     setAttr(this.node, 'data-mig-uuid', slice.uuid);
     setAttr(this.node, 'aria-label', `MIG slice ${label} ${displayText(slice.profile, '?', 32)}`);
     setHidden(this._error, slice.error === null);
-    setText(this._error, slice.error === null ? '' : `Cannot read this slice: ${displayText(slice.error, '', 300)}`);
+    setText(
+      this._error,
+      slice.error === null ? '' : `Cannot read this slice: ${displayText(slice.error, '', 300)}`
+    );
     setHidden(this._memory.node, slice.error !== null);
     const own = slice.processes.filter(p => p.own).reduce((sum, p) => sum + (p.memory ?? 0), 0);
     this._memory.update(slice.memory_used, slice.memory_total, own);

@@ -54,11 +54,7 @@ export class OwnProcessRow {
     this._process = process;
     const label = kernelLabel(process);
     setText(this._open, label);
-    setAttr(
-      this._open,
-      'title',
-      `${tooltipText(process.notebook, 'no notebook')} (pid ${process.pid})`
-    );
+    setAttr(this._open, 'title', `${tooltipText(process.notebook, 'no notebook')} (pid ${process.pid})`);
     setAttr(this._open, 'aria-label', process.notebook ? `Open ${label}` : label);
     this._open.disabled = !process.notebook;
     setText(this._memory, formatBytes(process.memory));
