@@ -177,7 +177,7 @@ def test_slices_are_rows_under_their_gpu_with_their_processes(scenario):
         ["0:2", "└", "MIG", "1g.10gb"],
     ]
     assert all(uuid in row for uuid, row in zip(A100_MIG_UUIDS, slices, strict=True))
-    assert "29.3 GiB / 39.2 GiB" in slices[0] and "n/a on MIG" in slices[0]
+    assert "29.3 GiB / 39.3 GiB" in slices[0] and "n/a on MIG" in slices[0]
     # each process is printed once, under its slice
     assert out.count("4100001") == 1 and lines.index(slices[0]) + 1 == next(
         i for i, line in enumerate(lines) if "4100001" in line

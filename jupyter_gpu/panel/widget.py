@@ -44,7 +44,7 @@ import ipywidgets as widgets
 
 from ..core.snapshot import GpuInfo, GpuProcess, Snapshot
 from ..core.text import display_text
-from ..core.units import GIB, format_bytes
+from ..core.units import format_bytes
 from ..sources.sampler import Sampler
 
 MIN_INTERVAL_S = 0.1
@@ -304,7 +304,7 @@ def slices_html(gpu: GpuInfo, own_pid: int) -> str:
         else:
             body = (
                 memory_bar_html(slice_.memory_used, slice_.memory_total, None)
-                + f"<div>{slice_.memory_used / GIB:.1f} / {slice_.memory_total / GIB:.1f} GiB</div>"
+                + f"<div>{format_bytes(slice_.memory_used)} / {format_bytes(slice_.memory_total)}</div>"
                 + _process_table(slice_.processes, own_pid)
             )
         parts.append(f'<div class="jupyter-gpu-slice">{label}{body}</div>')
@@ -413,7 +413,7 @@ class GpuRow:
         else:
             total = gpu.memory_total
             used = gpu.memory_used
-            memory_text = f"{used / GIB:.1f} / {total / GIB:.1f} GiB"
+            memory_text = f"{format_bytes(used)} / {format_bytes(total)}"
             if limit is not None:
                 memory_text += f" (limit {format_bytes(limit)})"
             _set(self.memory_bar, "value", memory_bar_html(used, total, limit))
