@@ -38,6 +38,7 @@ import time
 import weakref
 from collections import deque
 from collections.abc import Callable, Iterable
+from importlib import resources
 from typing import Any
 
 import ipywidgets as widgets
@@ -50,54 +51,8 @@ from ..sources.sampler import Sampler
 MIN_INTERVAL_S = 0.1
 SAMPLER_NAME = "jupyter-gpu-monitor"
 
-_STYLE = """<style>
-.jupyter-gpu-monitor { --jupyter-gpu-muted: rgba(128, 128, 128, 0.25); max-width: 100%; }
-.jupyter-gpu-grid { display: grid; gap: 8px;
-  grid-template-columns: repeat(auto-fill, minmax(min(100%, 330px), 1fr)); }
-.jupyter-gpu-row { display: grid; grid-template-columns: minmax(0, 1fr) auto; align-items: center;
-  grid-template-areas: "title title" "bar memory" "stats stats" "chart chart" "procs procs";
-  gap: 2px 8px; padding: 6px 8px; min-width: 0; box-sizing: border-box;
-  border: 1px solid var(--jp-border-color2, var(--jupyter-gpu-muted)); border-radius: 4px; }
-.jupyter-gpu-row > .widget-html, .jupyter-gpu-row > .widget-label, .jupyter-gpu-row > .widget-box {
-  margin: 0; min-width: 0; width: auto; }
-.jupyter-gpu-row .widget-html-content, .jupyter-gpu-row .widget-label { line-height: 1.35; height: auto;
-  min-width: 0; }
-.jupyter-gpu-title-cell { grid-area: title; }
-.jupyter-gpu-bar-cell { grid-area: bar; }
-.jupyter-gpu-memory-cell { grid-area: memory; font-variant-numeric: tabular-nums; }
-.jupyter-gpu-stats { grid-area: stats; display: grid; grid-template-columns: repeat(3, minmax(0, 1fr));
-  font-variant-numeric: tabular-nums; }
-.jupyter-gpu-chart-cell { grid-area: chart; }
-.jupyter-gpu-procs-cell { grid-area: procs; }
-.jupyter-gpu-title { display: block; max-width: 100%; overflow: hidden; text-overflow: ellipsis; white-space: nowrap;
-  unicode-bidi: isolate; }
-.jupyter-gpu-note { display: block; font-size: 11px; opacity: 0.8; }
-.jupyter-gpu-dimmed { opacity: 0.45; }
-.jupyter-gpu-lost { border-color: var(--jp-error-color1, #c62828); }
-.jupyter-gpu-lost .jupyter-gpu-title, .jupyter-gpu-error { color: var(--jp-error-color1, #c62828); }
-.jupyter-gpu-bar { position: relative; height: 10px; border-radius: 2px; background: var(--jupyter-gpu-muted); }
-.jupyter-gpu-bar > .jupyter-gpu-fill { height: 100%; border-radius: 2px; }
-.jupyter-gpu-plot { display: grid; grid-template-columns: auto minmax(0, 1fr); gap: 4px; height: 44px; }
-.jupyter-gpu-axis { display: flex; flex-direction: column; justify-content: space-between;
-  font-size: 9px; line-height: 1; text-align: right; opacity: 0.75; font-variant-numeric: tabular-nums; }
-.jupyter-gpu-plot svg { width: 100%; height: 100%; display: block;
-  border: 1px solid var(--jupyter-gpu-muted); box-sizing: border-box; }
-.jupyter-gpu-legend { display: flex; flex-wrap: wrap; gap: 0 12px; font-size: 11px; }
-.jupyter-gpu-legend b { font-variant-numeric: tabular-nums; }
-.jupyter-gpu-key-line { display: inline-block; width: 12px; height: 0; vertical-align: middle;
-  margin-right: 4px; border-top: 2px solid #fb8c00; }
-.jupyter-gpu-key-area { display: inline-block; width: 12px; height: 8px; vertical-align: middle;
-  margin-right: 4px; border: 1px solid #1e88e5; background: rgba(30, 136, 229, 0.3); box-sizing: border-box; }
-.jupyter-gpu-procs { line-height: 1.3; }
-.jupyter-gpu-slice { margin: 4px 0 0 8px; padding-left: 6px; border-left: 2px solid var(--jp-border-color2, #ccc); }
-.jupyter-gpu-slice-title { font-size: 11px; overflow: hidden; text-overflow: ellipsis; white-space: nowrap; }
-.jupyter-gpu-procs table { border-collapse: collapse; font-size: 11px; width: 100%; table-layout: fixed; }
-.jupyter-gpu-procs td, .jupyter-gpu-procs th { padding: 0 8px 0 0; text-align: left; overflow: hidden;
-  text-overflow: ellipsis; white-space: nowrap; unicode-bidi: isolate; }
-.jupyter-gpu-procs .jupyter-gpu-num { text-align: right; font-variant-numeric: tabular-nums; }
-.jupyter-gpu-own { font-weight: bold; color: var(--jp-brand-color1, #1976d2); }
-.jupyter-gpu-warnings { margin: 4px 0; padding: 2px 8px; border-left: 3px solid var(--jp-warn-color1, #f57c00); }
-</style>"""
+#: The panel's CSS (``style.css`` beside this module), in a ``<style>`` element the panel carries.
+_STYLE = f"<style>{resources.files('jupyter_gpu.panel').joinpath('style.css').read_text(encoding='utf-8')}</style>"
 
 # -- the one sampler shared by every panel of this kernel
 
@@ -212,8 +167,9 @@ class Sparkline:
     """A bounded history of memory and utilization (percent) drawn as an inline SVG chart.
 
     A fixed 0-100 % scale (labelled 100/50/0 % beside the plot, dashed grid lines), memory as a
-    filled area and utilization as a line (told apart by shape, not only by colour: blue and orange
-    both read on light and dark backgrounds), and a legend with the current values. Each sample's
+    filled area and utilization as a line (told apart by shape, not only by colour; the colours are
+    those of ``style.css``, the presentation attributes only a fallback where it is not loaded), and
+    a legend with the current values. Each sample's
     y coordinate is formatted once, when it arrives, and the x coordinates once per chart, so
     redrawing costs a string join, not a float formatting per point.
     """
@@ -258,13 +214,14 @@ class Sparkline:
             line = " ".join(map(operator.add, xs, self._memory_y))
             area = f"{xs[0]}{self.height} {line} {xs[-1]}{self.height}"
             parts.append(
-                f'<polygon fill="rgba(30,136,229,0.3)" stroke="#1e88e5" stroke-width="1" '
-                f'vector-effect="non-scaling-stroke" points="{area}"/>'
+                '<polygon class="jupyter-gpu-chart-memory" fill="#388e3c" fill-opacity="0.25" stroke="#388e3c" '
+                f'stroke-width="1" vector-effect="non-scaling-stroke" points="{area}"/>'
             )
         util = [x + y for x, y in zip(xs, self._utilization_y, strict=True) if y is not None]
         if len(util) >= 2:
             parts.append(
-                '<polyline fill="none" stroke="#fb8c00" stroke-width="2" stroke-linejoin="round" '
+                '<polyline class="jupyter-gpu-chart-utilization" fill="none" stroke="#1976d2" stroke-width="2" '
+                'stroke-linejoin="round" '
                 f'vector-effect="non-scaling-stroke" points="{" ".join(util)}"/>'
             )
         if memory_now is None and self.memory:
@@ -368,7 +325,7 @@ class GpuRow:
         self.dimmed = False
         self.lost = False
         stats = widgets.Box([self.utilization, self.temperature, self.power])
-        # Each widget sits in a named area of the card's CSS grid (see _STYLE): title on top, bar and
+        # Each widget sits in a named area of the card's CSS grid (see style.css): title on top, bar and
         # memory text side by side, the three readings in equal columns, chart, processes.
         for widget, area in (
             (self.title, "title"),
