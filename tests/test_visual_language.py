@@ -4,9 +4,11 @@ the hub console (the theme's brand colour for utilization, its accent colour for
 from __future__ import annotations
 
 import re
+import subprocess
+import sys
 from pathlib import Path
 
-from jupyter_gpu.panel import widget
+from jupyter_gpu.panel import render
 
 ROOT = Path(__file__).resolve().parent.parent
 PANEL = ROOT / "jupyter_gpu" / "panel" / "style.css"
@@ -23,7 +25,7 @@ def _rule(css: str, selector: str) -> str:
 
 
 def test_the_panel_carries_its_style_file() -> None:
-    assert f"<style>{PANEL.read_text(encoding='utf-8')}</style>" == widget._STYLE
+    assert f"<style>{PANEL.read_text(encoding='utf-8')}</style>" == render.STYLE
 
 
 def test_utilization_is_the_brand_colour_and_memory_the_accent_colour_everywhere() -> None:
@@ -41,9 +43,16 @@ def test_utilization_is_the_brand_colour_and_memory_the_accent_colour_everywhere
 
 
 def test_the_panels_chart_falls_back_to_the_same_colours_without_its_style() -> None:
-    chart = widget.Sparkline(4)
+    chart = render.Sparkline(4)
     for memory, utilization in ((10.0, 20.0), (30.0, 40.0)):
         chart.append(memory, utilization)
     svg = chart.svg()
     assert f'class="jupyter-gpu-chart-memory" fill="{MEMORY}"' in svg
     assert f'class="jupyter-gpu-chart-utilization" fill="none" stroke="{UTILIZATION}"' in svg
+
+
+def test_the_panels_html_renders_without_ipywidgets() -> None:
+    """panel/render.py is pure: the HTML of the panel can be produced (and tested) without widgets."""
+    code = "import sys, jupyter_gpu.panel.render; print('ipywidgets' in sys.modules)"
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT)
+    assert result.stdout.strip() == "False"
