@@ -201,7 +201,7 @@ if (typeof document !== 'undefined') {
         })
         .catch(function (error) {
           button.disabled = false;
-          button.textContent = 'failed: ' + error.message;
+          button.textContent = format.neutralize('failed: ' + error.message);
         });
     }
     function memoryText(kernel) {
@@ -298,7 +298,9 @@ if (typeof document !== 'undefined') {
         })
         .then(render)
         .catch(function (error) {
-          document.getElementById('jg-status').textContent = 'cannot load: ' + error.message;
+          document.getElementById('jg-status').textContent = format.neutralize(
+            'cannot load: ' + error.message
+          );
         })
         .finally(function () {
           timer = setTimeout(refresh, POLL_MS);
