@@ -29,7 +29,10 @@ UNKNOWN = "—"
 
 
 def _known(value: float | None) -> bool:
-    return value is not None and not isinstance(value, bool) and math.isfinite(value)
+    """A number to show: not None, not a bool, finite (any int is; ``math.isfinite`` overflows on 10**400)."""
+    if value is None or isinstance(value, bool):
+        return False
+    return isinstance(value, int) or math.isfinite(value)
 
 
 def format_bytes(value: float | None) -> str:
