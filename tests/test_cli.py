@@ -124,6 +124,17 @@ def test_long_and_bidi_names_are_cut_and_neutralised(scenario, monkeypatch):
     assert "…" in out
 
 
+def test_invisible_and_line_breaking_characters_are_shown_as_replacements(scenario, monkeypatch):
+    """U+2028 would break a table row, ZWJ/ZWSP/BOM would make two names look alike."""
+    monkeypatch.setenv("JUPYTER_GPU_SHOW_OTHER_NAMES", "1")
+    process = {"pid": 4_000_002, "memory_mib": 1024, "user": "bo\u200bb\ufeff", "name": "two\u2028lines\u200d.py"}
+    scenario.write({"gpus": [{"name": "NVIDIA A100", "processes": [process]}]})
+    code, out, _ = run("status")
+    assert code == 0
+    assert not {"\u2028", "\u200b", "\u200d", "\ufeff"} & set(out)
+    assert "bo\ufffdb\ufffd" in out and "two\ufffdlines\ufffd.py" in out
+
+
 def test_a_rejected_scenario_edit_is_printed_and_the_last_good_one_kept(scenario):
     # Given a scenario the reader has read once
     assert run("status")[0] == 0
@@ -177,7 +188,7 @@ def test_slices_are_rows_under_their_gpu_with_their_processes(scenario):
         ["0:2", "└", "MIG", "1g.10gb"],
     ]
     assert all(uuid in row for uuid, row in zip(A100_MIG_UUIDS, slices, strict=True))
-    assert "29.3 GiB / 39.2 GiB" in slices[0] and "n/a on MIG" in slices[0]
+    assert "29.3 GiB / 39.3 GiB" in slices[0] and "n/a on MIG" in slices[0]
     # each process is printed once, under its slice
     assert out.count("4100001") == 1 and lines.index(slices[0]) + 1 == next(
         i for i, line in enumerate(lines) if "4100001" in line

@@ -72,7 +72,7 @@ def test_wait_selects_once_the_gpus_fit_polling_at_most_once_a_second(shell, cle
     out = capsys.readouterr().out
     assert (
         "Waiting for auto:1 with at least 40GiB free — GPU 0: 9.5 GiB free; bob 70 GiB | GPU 1: 19.5 GiB "
-        "free; carol 60 GiB — waited 0 s of 30 min 0 s" in out
+        "free; carol 60 GiB — waited 0 s of 30 min" in out
     )
     assert "waited 2 s of 30 min" in out
     assert "Waited 3 s for auto:1: the GPUs fit now." in out

@@ -16,8 +16,9 @@ from typing import Any
 import pytest
 from support import wait_until
 
+from jupyter_gpu.core.units import GIB
 from jupyter_gpu.panel import widget
-from jupyter_gpu.panel.widget import GIB, SAMPLER_NAME, GPUMonitor
+from jupyter_gpu.panel.widget import SAMPLER_NAME, GPUMonitor
 from jupyter_gpu.sources import nvml
 
 EVIL = "<img src=x onerror=alert(1)>"
@@ -39,7 +40,7 @@ def test_model_values_follow_scenario_changes(scenario: Any) -> None:
     wait_until(lambda: len(panel.rows) == 2)
     first, second = panel.rows
     assert "GPU 0" in first.title.value and "A100" in first.title.value
-    wait_until(lambda: first.memory_text.value.startswith("0.0 / 80.0 GiB"))
+    wait_until(lambda: first.memory_text.value.startswith("0 MiB / 80 GiB"))
     assert first.utilization.value == "util 0 %"
     assert first.temperature.value == "32 °C"
     assert first.power.value == "58 W / 400 W"
@@ -49,7 +50,7 @@ def test_model_values_follow_scenario_changes(scenario: Any) -> None:
         data["gpus"][1]["processes"] = [{"pid": 4242, "memory_mib": 40960, "user": "alice", "name": "train"}]
 
     scenario.update(busy)
-    wait_until(lambda: second.memory_text.value == "40.0 / 80.0 GiB")
+    wait_until(lambda: second.memory_text.value == "40 GiB / 80 GiB")
     wait_until(lambda: second.utilization.value == "util 88 %")
     assert second.temperature.value == "77 °C"
     assert second.power.value == "301 W / 400 W"

@@ -1,30 +1,50 @@
-"""Text from other processes made safe to show: bidi controls neutralised, long text cut with "…".
+"""Text from other processes made safe to show: hidden characters replaced, long text cut with "…".
 
 GPU names, user names, program names and notebook paths come from the driver, the OS and other
-users; every face shows them through :func:`display_text` (the sidebar has the TypeScript twin
-``displayText`` in ``labextension/src/format.ts``, kept to the same rules):
+users; every face shows them through :func:`display_text` (or :func:`neutralize` and
+:func:`truncate`). The twins, kept to these rules and pinned by the same golden table
+(``tests/golden/format.json``), are ``neutralize``/``truncate``/``displayText`` in
+``labextension/src/format.ts`` and the ``format`` namespace of ``jupyter_gpu/hub/static/console.js``.
 
-- **Bidirectional controls** (U+202A-U+202E embeddings and overrides, U+2066-U+2069 isolates,
-  U+200E/U+200F/U+061C marks) let a string reorder what follows it: ``evil\\u202egnp.ipynb`` reads
-  as "evilbnypi.png", user ``a\\u202eevil`` as "alive" (the "Trojan Source" trick, CVE-2021-42574).
-  They are replaced by U+FFFD "�", so the spoof is visible and reorders nothing. Right-to-left
-  *letters* are left alone: a Hebrew or Arabic name is legitimate and shows as itself.
-- **Other control characters** (C0 and C1, e.g. ESC, which would drive a terminal, or a newline,
-  which would break a table row) are replaced the same way.
-- **Length**: text longer than ``max_chars`` characters is cut and ends with "…". Faces that can
-  show a tooltip put the full (neutralised) text there.
+**The hidden-character rule**: every code point in :data:`HIDDEN_RANGES` is replaced by U+FFFD "�",
+so what was hidden becomes visible and changes nothing around it. The ranges are an explicit list
+(not a lookup in the running Python's or browser's Unicode tables, whose versions differ); they are
+exactly these Unicode categories as of Unicode 15.1:
+
+- **Cc, control characters** (C0, DEL and C1): ESC would drive a terminal, a newline would break a
+  table row.
+- **Cf, format characters**, all of them: the bidirectional controls (U+202A-U+202E embeddings and
+  overrides, U+2066-U+2069 isolates, U+200E/U+200F/U+061C marks) let a string reorder what follows
+  it (``evil\\u202egnp.ipynb`` reads as "evilbnypi.png", user ``a\\u202eevil`` as "alive": the
+  "Trojan Source" trick, CVE-2021-42574); the zero-width ones (U+200B-U+200D, U+2060-U+2064, the
+  BOM U+FEFF, the soft hyphen U+00AD) and the tag characters (U+E0000 block) make two different
+  names look alike or smuggle invisible text. The price: an emoji joined by U+200D shows as its
+  parts with "�" between them, a tag-flag emoji with "�" after it.
+- **Zl, Zp**: U+2028 LINE SEPARATOR and U+2029 PARAGRAPH SEPARATOR break a line like a newline.
+- **Cs**: lone surrogates (a file name read with ``surrogateescape``), which no terminal can print.
+- **Co**: private-use characters, whose look depends on the font.
+
+Right-to-left *letters* are left alone: a Hebrew or Arabic name is legitimate and shows as itself.
+Unassigned code points are left alone too (which ones are unassigned depends on the Unicode
+version). A Unicode release that adds a format character needs a line here, one in each twin and a
+golden row; ``tests/test_golden_format.py`` checks the list covers the running Python's tables.
+
+**Length**: text longer than ``max_chars`` code points is cut and ends with "…", never between a
+character and the combining marks (category M) that follow it. Faces that can show a tooltip put
+the full (neutralised) text there.
 
 Pure: no IPython, no widgets.
 """
 
 from __future__ import annotations
 
+import re
 import unicodedata
 
 REPLACEMENT = "\ufffd"
 ELLIPSIS = "…"
 
-#: Unicode's explicit bidirectional formatting characters (UAX #9, section 2).
+#: Unicode's explicit bidirectional formatting characters (UAX #9, section 2), all in HIDDEN_RANGES.
 BIDI_CONTROLS = frozenset(
     "\u061c"  # ARABIC LETTER MARK
     "\u200e\u200f"  # LEFT-TO-RIGHT / RIGHT-TO-LEFT MARK
@@ -32,26 +52,61 @@ BIDI_CONTROLS = frozenset(
     "\u2066\u2067\u2068\u2069"  # LRI, RLI, FSI, PDI
 )
 
-_TRANSLATION = {ord(c): REPLACEMENT for c in BIDI_CONTROLS}
-_TRANSLATION.update({code: REPLACEMENT for code in (*range(0x00, 0x20), 0x7F, *range(0x80, 0xA0))})
+#: The code points :func:`neutralize` replaces, as inclusive ranges (see the module's docstring).
+HIDDEN_RANGES: tuple[tuple[int, int], ...] = (
+    (0x0000, 0x001F),  # Cc: C0 controls
+    (0x007F, 0x009F),  # Cc: DEL and C1 controls
+    (0x00AD, 0x00AD),  # Cf: SOFT HYPHEN
+    (0x0600, 0x0605),  # Cf: Arabic number signs
+    (0x061C, 0x061C),  # Cf: ARABIC LETTER MARK
+    (0x06DD, 0x06DD),  # Cf: ARABIC END OF AYAH
+    (0x070F, 0x070F),  # Cf: SYRIAC ABBREVIATION MARK
+    (0x0890, 0x0891),  # Cf: Arabic pound/piastre mark above
+    (0x08E2, 0x08E2),  # Cf: ARABIC DISPUTED END OF AYAH
+    (0x180E, 0x180E),  # Cf: MONGOLIAN VOWEL SEPARATOR
+    (0x200B, 0x200F),  # Cf: ZWSP, ZWNJ, ZWJ, LRM, RLM
+    (0x2028, 0x2029),  # Zl, Zp: LINE SEPARATOR, PARAGRAPH SEPARATOR
+    (0x202A, 0x202E),  # Cf: LRE, RLE, PDF, LRO, RLO
+    (0x2060, 0x2064),  # Cf: WORD JOINER, invisible operators
+    (0x2066, 0x206F),  # Cf: LRI, RLI, FSI, PDI, deprecated format characters
+    (0xD800, 0xDFFF),  # Cs: surrogates (only lone ones exist in text)
+    (0xE000, 0xF8FF),  # Co: private use
+    (0xFEFF, 0xFEFF),  # Cf: ZERO WIDTH NO-BREAK SPACE (BOM)
+    (0xFFF9, 0xFFFB),  # Cf: interlinear annotation
+    (0x110BD, 0x110BD),  # Cf: KAITHI NUMBER SIGN
+    (0x110CD, 0x110CD),  # Cf: KAITHI NUMBER SIGN ABOVE
+    (0x13430, 0x1343F),  # Cf: Egyptian hieroglyph format controls
+    (0x1BCA0, 0x1BCA3),  # Cf: shorthand format controls
+    (0x1D173, 0x1D17A),  # Cf: musical symbol format controls
+    (0xE0001, 0xE0001),  # Cf: LANGUAGE TAG
+    (0xE0020, 0xE007F),  # Cf: tag characters
+    (0xF0000, 0xFFFFD),  # Co: supplementary private use area A
+    (0x100000, 0x10FFFD),  # Co: supplementary private use area B
+)
+
+_HIDDEN = re.compile("[" + "".join(f"\\U{low:08x}-\\U{high:08x}" for low, high in HIDDEN_RANGES) + "]")
 
 
 def neutralize(text: str) -> str:
-    """``text`` with every bidi control and C0/C1 control character replaced by U+FFFD."""
-    return text.translate(_TRANSLATION)
+    """``text`` with every code point of :data:`HIDDEN_RANGES` replaced by U+FFFD."""
+    return _HIDDEN.sub(REPLACEMENT, text)
+
+
+def _is_mark(char: str) -> bool:
+    return unicodedata.category(char).startswith("M")
 
 
 def truncate(text: str, max_chars: int) -> str:
-    """``text`` cut to at most ``max_chars`` characters, the last one "…" when it was cut.
+    """``text`` cut to at most ``max_chars`` code points, the last one "…" when it was cut.
 
-    Never splits a base character from the combining marks that follow it.
+    Never splits a base character from the combining marks (category M) that follow it.
     """
     if max_chars < 1:
         raise ValueError(f"max_chars must be at least 1, not {max_chars!r}")
     if len(text) <= max_chars:
         return text
     cut = max_chars - 1
-    while cut > 0 and unicodedata.combining(text[cut]):
+    while cut > 0 and _is_mark(text[cut]):
         cut -= 1
     return text[:cut] + ELLIPSIS
 

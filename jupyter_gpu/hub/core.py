@@ -19,8 +19,9 @@ each running user server answered at ``GET {server_url}jupyter-gpu/snapshot``. O
 is attributed by what the service itself reads: NVML's PIDs and their owners. A user's row shows
 what NVML says that user's account holds; a kernel's memory is that of the PIDs its server names
 *and* NVML shows owned by the same account (never another account's PID, never the claimed bytes).
-Strings are cut to one visible line (control and bidi characters replaced), numbers bounded,
-kernel ids checked, lists capped; a server whose answer cannot be read gets an ``error`` line.
+Strings are cut to one visible line (hidden characters replaced by ``core.text``'s rule), numbers
+bounded, kernel ids checked, lists capped; a server whose answer cannot be read gets an ``error``
+line.
 
 **Privacy rule** (the same as every other face): command lines and program names never leave the
 service (they are not even copied from the user servers' answers); a viewer who is not an admin
@@ -31,12 +32,12 @@ only). The viewer's own kernels keep theirs.
 from __future__ import annotations
 
 import re
-import unicodedata
 from dataclasses import dataclass
 from typing import Any
 
 from ..core import wire
 from ..core.snapshot import Snapshot
+from ..core.text import display_text
 
 READ_SCOPE = "custom:jupyter-gpu:read"
 ADMIN_SCOPE = "custom:jupyter-gpu:admin"
@@ -95,21 +96,14 @@ def _bytes(value: Any, ceiling: int = MAX_BYTES) -> int:
     return min(value, ceiling) if ok else 0
 
 
-# Control and format characters (newlines, NUL, bidi overrides and isolates, zero-width joiners):
-# a notebook name is shown as one line of text, never reordered or hidden by what it contains.
-_INVISIBLE = {"Cc", "Cf", "Cs", "Co", "Cn", "Zl", "Zp"}
-
-
 def _text(value: Any, limit: int = MAX_TEXT) -> str | None:
-    """A user server's string as one visible line of at most ``limit`` characters (None otherwise)."""
+    """A user server's string as one visible line of at most ``limit`` characters (None otherwise).
+
+    Hidden characters are replaced and long text cut by ``core.text``'s rule, as in every face.
+    """
     if not isinstance(value, str):
         return None
-    value = value[: limit * 4]
-    if not value.isprintable():
-        value = "".join(
-            ch if unicodedata.category(ch) not in _INVISIBLE else "\N{REPLACEMENT CHARACTER}" for ch in value
-        )
-    return value[: limit - 1] + "…" if len(value) > limit else value
+    return display_text(value[: limit * 4], limit)
 
 
 def _kernel_id(value: Any) -> str | None:

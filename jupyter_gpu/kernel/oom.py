@@ -37,7 +37,7 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from ..core.text import display_text
-from ..core.units import GIB, MIB, format_bytes
+from ..core.units import GIB, MIB, format_bytes, format_duration
 
 if TYPE_CHECKING:
     from ..sources.peers import KernelPeer
@@ -239,19 +239,6 @@ class Facts:
     own_notebook: str | None = None
 
 
-def _duration(seconds: float | None) -> str:
-    if seconds is None:
-        return ""
-    seconds = int(seconds)
-    if seconds < 60:
-        return f"{seconds} s"
-    if seconds < 3600:
-        return f"{seconds // 60} min"
-    if seconds < 86400:
-        return f"{seconds // 3600} h {seconds % 3600 // 60} min"
-    return f"{seconds // 86400} d {seconds % 86400 // 3600} h"
-
-
 def _which_gpus(oom: OutOfMemory, facts: Facts) -> list[Any]:
     """The GPUs the error is about: the framework's device when it is named and mapped, else the
     GPUs where this kernel holds memory, else the framework's GPUs."""
@@ -416,7 +403,7 @@ def _gpu_section(oom: OutOfMemory, gpu: Any, facts: Facts, steps: list[str], sev
     for holder in held:
         if holder.kind == "kernel" and holder.memory > 0:
             state = "idle " if holder.idle or (holder.idle_s or 0) >= 600 else ""
-            since = f", idle for {_duration(holder.idle_s)}" if holder.idle_s else ""
+            since = f", idle for {format_duration(holder.idle_s)}" if holder.idle_s else ""
             if holder.idle_s == 0:
                 since, state = " (busy now)", ""
             steps.append(
@@ -446,7 +433,7 @@ def _holder_text(holder: Holder, oom: OutOfMemory, in_use: int | None, reserved:
         if holder.idle_s == 0:
             idle = ", busy now"
         elif holder.idle_s is not None:
-            idle = f", idle for {_duration(holder.idle_s)}"
+            idle = f", idle for {format_duration(holder.idle_s)}"
         else:
             idle = f", idle time unknown{_source_note(facts)}"
         return f"your kernel {holder.label}: {format_bytes(holder.memory)}{idle}"

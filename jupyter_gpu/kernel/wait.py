@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from IPython.core.error import UsageError
 
-from ..core.units import format_bytes
+from ..core.units import format_bytes, format_duration
 from .plan_report import shown
 from .session import NoGpuFitsError, PlanSession, current_user
 
@@ -39,15 +39,6 @@ def parse_duration(text: str) -> float:
     return seconds
 
 
-def _duration_words(seconds: float) -> str:
-    seconds = int(seconds)
-    if seconds < 60:
-        return f"{seconds} s"
-    if seconds < 3600:
-        return f"{seconds // 60} min {seconds % 60} s"
-    return f"{seconds // 3600} h {seconds % 3600 // 60} min"
-
-
 def _waiting_line(
     spec: str, min_free: str | None, snapshot: Any, claims: dict[int | str, int], waited: float, wait_s: float
 ) -> str:
@@ -68,7 +59,7 @@ def _waiting_line(
         parts.append(f"GPU {gpu.index}: {format_bytes(gpu.memory_free)} free{'; ' + who if who else ''}{claimed}")
     gpus = " | ".join(parts) or "NVML shows no GPU"
     return (
-        f"Waiting for {want} — {gpus} — waited {_duration_words(waited)} of {_duration_words(wait_s)} "
+        f"Waiting for {want} — {gpus} — waited {format_duration(waited)} of {format_duration(wait_s)} "
         "(interrupt the kernel to stop; nothing changes until the GPUs fit)"
     )
 
@@ -105,7 +96,7 @@ def wait_and_select(session: PlanSession, spec: str, wait_s: float, changes: dic
             waited = _clock() - started
             if waited >= wait_s:
                 raise UsageError(
-                    f"no GPUs fit after waiting {_duration_words(waited)}: {error}; nothing was changed"
+                    f"no GPUs fit after waiting {format_duration(waited)}: {error}; nothing was changed"
                 ) from None
             line = _waiting_line(
                 spec, changes.get("min_free"), session.last_snapshot, session.last_claims, waited, wait_s
@@ -115,11 +106,11 @@ def wait_and_select(session: PlanSession, spec: str, wait_s: float, changes: dic
                 _sleep(POLL_INTERVAL_S)
             except KeyboardInterrupt:
                 raise UsageError(
-                    f"stopped waiting for {spec} after {_duration_words(_clock() - started)} "
+                    f"stopped waiting for {spec} after {format_duration(_clock() - started)} "
                     "(interrupted); nothing was changed"
                 ) from None
             continue
         if handle is not None:
             waited = _clock() - started
-            _show_progress(handle, f"Waited {_duration_words(waited)} for {spec}: the GPUs fit now.")
+            _show_progress(handle, f"Waited {format_duration(waited)} for {spec}: the GPUs fit now.")
         return plan

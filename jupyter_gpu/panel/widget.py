@@ -16,10 +16,9 @@ shared by every panel), never on the kernel's main thread, so cells keep running
 update. The thread runs at the shortest interval any open panel asks for and stops when every panel
 is closed or paused, or when the kernel exits.
 
-Everything rendered from data as HTML (GPU and process names, users, error texts) is escaped, with
-bidi control characters neutralised and long texts cut with "…" (the full text in the tooltip;
-:func:`jupyter_gpu.core.text.display_text`). Updates are cheap: only widget values that changed are sent
-to the front end.
+The HTML inside the widgets (bar, chart, slices, process tables) and the CSS come from
+:mod:`jupyter_gpu.panel.render`, which escapes and neutralises everything rendered from data.
+Updates are cheap: only widget values that changed are sent to the front end.
 
 Only standard ipywidgets (``HTML``, ``Label``, ``ToggleButton``, ``Box``/``GridBox`` with
 ``Layout``) and inline CSS with no JupyterLab-only dependency: the panel renders in JupyterLab,
@@ -31,73 +30,24 @@ from __future__ import annotations
 
 import atexit
 import html
-import operator
 import os
 import threading
 import time
 import weakref
-from collections import deque
 from collections.abc import Callable, Iterable
 from typing import Any
 
 import ipywidgets as widgets
 
-from ..core.snapshot import GpuInfo, GpuProcess, Snapshot
+from ..core.snapshot import GpuInfo, Snapshot
 from ..core.text import display_text
-from ..core.units import GIB, format_bytes
+from ..core.units import format_bytes
 from ..sources.sampler import Sampler
+from .render import STYLE, Sparkline, memory_bar_html, processes_html
 
 MIN_INTERVAL_S = 0.1
 SAMPLER_NAME = "jupyter-gpu-monitor"
 
-_STYLE = """<style>
-.jupyter-gpu-monitor { --jupyter-gpu-muted: rgba(128, 128, 128, 0.25); max-width: 100%; }
-.jupyter-gpu-grid { display: grid; gap: 8px;
-  grid-template-columns: repeat(auto-fill, minmax(min(100%, 330px), 1fr)); }
-.jupyter-gpu-row { display: grid; grid-template-columns: minmax(0, 1fr) auto; align-items: center;
-  grid-template-areas: "title title" "bar memory" "stats stats" "chart chart" "procs procs";
-  gap: 2px 8px; padding: 6px 8px; min-width: 0; box-sizing: border-box;
-  border: 1px solid var(--jp-border-color2, var(--jupyter-gpu-muted)); border-radius: 4px; }
-.jupyter-gpu-row > .widget-html, .jupyter-gpu-row > .widget-label, .jupyter-gpu-row > .widget-box {
-  margin: 0; min-width: 0; width: auto; }
-.jupyter-gpu-row .widget-html-content, .jupyter-gpu-row .widget-label { line-height: 1.35; height: auto;
-  min-width: 0; }
-.jupyter-gpu-title-cell { grid-area: title; }
-.jupyter-gpu-bar-cell { grid-area: bar; }
-.jupyter-gpu-memory-cell { grid-area: memory; font-variant-numeric: tabular-nums; }
-.jupyter-gpu-stats { grid-area: stats; display: grid; grid-template-columns: repeat(3, minmax(0, 1fr));
-  font-variant-numeric: tabular-nums; }
-.jupyter-gpu-chart-cell { grid-area: chart; }
-.jupyter-gpu-procs-cell { grid-area: procs; }
-.jupyter-gpu-title { display: block; max-width: 100%; overflow: hidden; text-overflow: ellipsis; white-space: nowrap;
-  unicode-bidi: isolate; }
-.jupyter-gpu-note { display: block; font-size: 11px; opacity: 0.8; }
-.jupyter-gpu-dimmed { opacity: 0.45; }
-.jupyter-gpu-lost { border-color: var(--jp-error-color1, #c62828); }
-.jupyter-gpu-lost .jupyter-gpu-title, .jupyter-gpu-error { color: var(--jp-error-color1, #c62828); }
-.jupyter-gpu-bar { position: relative; height: 10px; border-radius: 2px; background: var(--jupyter-gpu-muted); }
-.jupyter-gpu-bar > .jupyter-gpu-fill { height: 100%; border-radius: 2px; }
-.jupyter-gpu-plot { display: grid; grid-template-columns: auto minmax(0, 1fr); gap: 4px; height: 44px; }
-.jupyter-gpu-axis { display: flex; flex-direction: column; justify-content: space-between;
-  font-size: 9px; line-height: 1; text-align: right; opacity: 0.75; font-variant-numeric: tabular-nums; }
-.jupyter-gpu-plot svg { width: 100%; height: 100%; display: block;
-  border: 1px solid var(--jupyter-gpu-muted); box-sizing: border-box; }
-.jupyter-gpu-legend { display: flex; flex-wrap: wrap; gap: 0 12px; font-size: 11px; }
-.jupyter-gpu-legend b { font-variant-numeric: tabular-nums; }
-.jupyter-gpu-key-line { display: inline-block; width: 12px; height: 0; vertical-align: middle;
-  margin-right: 4px; border-top: 2px solid #fb8c00; }
-.jupyter-gpu-key-area { display: inline-block; width: 12px; height: 8px; vertical-align: middle;
-  margin-right: 4px; border: 1px solid #1e88e5; background: rgba(30, 136, 229, 0.3); box-sizing: border-box; }
-.jupyter-gpu-procs { line-height: 1.3; }
-.jupyter-gpu-slice { margin: 4px 0 0 8px; padding-left: 6px; border-left: 2px solid var(--jp-border-color2, #ccc); }
-.jupyter-gpu-slice-title { font-size: 11px; overflow: hidden; text-overflow: ellipsis; white-space: nowrap; }
-.jupyter-gpu-procs table { border-collapse: collapse; font-size: 11px; width: 100%; table-layout: fixed; }
-.jupyter-gpu-procs td, .jupyter-gpu-procs th { padding: 0 8px 0 0; text-align: left; overflow: hidden;
-  text-overflow: ellipsis; white-space: nowrap; unicode-bidi: isolate; }
-.jupyter-gpu-procs .jupyter-gpu-num { text-align: right; font-variant-numeric: tabular-nums; }
-.jupyter-gpu-own { font-weight: bold; color: var(--jp-brand-color1, #1976d2); }
-.jupyter-gpu-warnings { margin: 4px 0; padding: 2px 8px; border-left: 3px solid var(--jp-warn-color1, #f57c00); }
-</style>"""
 
 # -- the one sampler shared by every panel of this kernel
 
@@ -185,160 +135,6 @@ def _set(widget: widgets.Widget, name: str, value: Any) -> bool:
     return False
 
 
-def memory_bar_html(used: int, total: int, limit: int | None) -> str:
-    """A horizontal bar as wide as its cell: the used fraction filled, the kernel's limit as a red mark."""
-    fraction = min(max(used / total, 0.0), 1.0) if total > 0 else 0.0
-    color = "#2e7d32" if fraction < 0.75 else "#ef6c00" if fraction < 0.95 else "#c62828"
-    mark = ""
-    if limit is not None and total > 0:
-        at = min(max(limit / total, 0.0), 1.0) * 100
-        title = html.escape(f"this kernel's limit: {format_bytes(limit)}", quote=True)
-        mark = (
-            f'<div class="jupyter-gpu-limit" title="{title}" style="position:absolute;left:{at:.1f}%;'
-            'top:-3px;bottom:-3px;width:2px;background:#d50000"></div>'
-        )
-    return (
-        f'<div class="jupyter-gpu-bar" role="meter" aria-valuemin="0" aria-valuemax="100" '
-        f'aria-valuenow="{fraction * 100:.0f}" aria-label="memory"><div class="jupyter-gpu-fill" '
-        f'style="width:{fraction * 100:.1f}%;background:{color}"></div>{mark}</div>'
-    )
-
-
-def _percent_text(value: float | None) -> str:
-    return "—" if value is None else f"{value:.0f} %"
-
-
-class Sparkline:
-    """A bounded history of memory and utilization (percent) drawn as an inline SVG chart.
-
-    A fixed 0-100 % scale (labelled 100/50/0 % beside the plot, dashed grid lines), memory as a
-    filled area and utilization as a line (told apart by shape, not only by colour: blue and orange
-    both read on light and dark backgrounds), and a legend with the current values. Each sample's
-    y coordinate is formatted once, when it arrives, and the x coordinates once per chart, so
-    redrawing costs a string join, not a float formatting per point.
-    """
-
-    def __init__(self, capacity: int, width: int = 300, height: int = 40) -> None:
-        self.capacity = capacity
-        self.width = width
-        self.height = height
-        self.memory: deque[float] = deque(maxlen=capacity)
-        self.utilization: deque[float | None] = deque(maxlen=capacity)
-        self._memory_y: deque[str] = deque(maxlen=capacity)
-        self._utilization_y: deque[str | None] = deque(maxlen=capacity)
-        step = width / max(capacity - 1, 1)
-        self._xs = [f"{i * step:.1f}," for i in range(capacity)]  # right-aligned: newest at the right
-        grid = "".join(
-            f'<line x1="0" x2="{width}" y1="{y}" y2="{y}" stroke="rgba(128,128,128,0.45)" '
-            'stroke-dasharray="2 3" vector-effect="non-scaling-stroke"/>'
-            for y in (0.5, height / 2, height - 0.5)
-        )
-        self._head = (
-            '<div class="jupyter-gpu-plot"><div class="jupyter-gpu-axis" aria-hidden="true">'
-            "<span>100 %</span><span>50 %</span><span>0 %</span></div>"
-            f'<svg viewBox="0 0 {width} {height}" preserveAspectRatio="none" role="img" '
-            f'aria-label="memory (area) and utilization (line), 0 to 100 %">{grid}'
-        )
-
-    def _y(self, percent: float) -> str:
-        percent = min(max(percent, 0.0), 100.0)
-        return f"{self.height - percent / 100 * self.height:.1f}"
-
-    def append(self, memory_percent: float, utilization_percent: float | None) -> None:
-        self.memory.append(memory_percent)
-        self.utilization.append(utilization_percent)
-        self._memory_y.append(self._y(memory_percent))
-        self._utilization_y.append(None if utilization_percent is None else self._y(utilization_percent))
-
-    def svg(self, memory_now: float | None = None, utilization_now: float | None = None) -> str:
-        """The chart and its legend (current values: the arguments, else the newest samples)."""
-        xs = self._xs[self.capacity - len(self._memory_y) :]
-        parts = [self._head]
-        if len(self._memory_y) >= 2:
-            line = " ".join(map(operator.add, xs, self._memory_y))
-            area = f"{xs[0]}{self.height} {line} {xs[-1]}{self.height}"
-            parts.append(
-                f'<polygon fill="rgba(30,136,229,0.3)" stroke="#1e88e5" stroke-width="1" '
-                f'vector-effect="non-scaling-stroke" points="{area}"/>'
-            )
-        util = [x + y for x, y in zip(xs, self._utilization_y, strict=True) if y is not None]
-        if len(util) >= 2:
-            parts.append(
-                '<polyline fill="none" stroke="#fb8c00" stroke-width="2" stroke-linejoin="round" '
-                f'vector-effect="non-scaling-stroke" points="{" ".join(util)}"/>'
-            )
-        if memory_now is None and self.memory:
-            memory_now = self.memory[-1]
-        if utilization_now is None and self.utilization:
-            utilization_now = self.utilization[-1]
-        parts.append(
-            '</svg></div><div class="jupyter-gpu-legend">'
-            f'<span><span class="jupyter-gpu-key-line"></span>util <b>{_percent_text(utilization_now)}</b></span>'
-            f'<span><span class="jupyter-gpu-key-area"></span>mem <b>{_percent_text(memory_now)}</b></span>'
-            f"<span>last {len(self._memory_y)} samples</span></div>"
-        )
-        return "".join(parts)
-
-
-def _cell(value: object, max_chars: int, missing: str = "?") -> str:
-    """A table cell's escaped text, cut with "…", the full (neutralised) text as its tooltip."""
-    short = html.escape(display_text(value, max_chars, missing))
-    full = html.escape(display_text(value, 1000, missing), quote=True)
-    return f'<td title="{full}">{short}</td>'
-
-
-def slices_html(gpu: GpuInfo, own_pid: int) -> str:
-    """A GPU in MIG mode: each slice (profile, MIG UUID, memory bar and text, its processes), escaped."""
-    if not gpu.slices:
-        return '<div class="jupyter-gpu-procs"><i>MIG mode, no slices</i></div>'
-    parts = []
-    for slice_ in gpu.slices:
-        label = (
-            f'<div class="jupyter-gpu-slice-title"><b>{gpu.index}:{slice_.index}</b> MIG '
-            f"{html.escape(display_text(slice_.profile, 24))} "
-            f'<span title="{html.escape(display_text(slice_.uuid, 200), quote=True)}">'
-            f"{html.escape(display_text(slice_.uuid, 48))}</span> · util n/a on MIG</div>"
-        )
-        if slice_.error:
-            body = f'<span class="jupyter-gpu-error">⚠ {html.escape(display_text(slice_.error, 300))}</span>'
-        else:
-            body = (
-                memory_bar_html(slice_.memory_used, slice_.memory_total, None)
-                + f"<div>{slice_.memory_used / GIB:.1f} / {slice_.memory_total / GIB:.1f} GiB</div>"
-                + _process_table(slice_.processes, own_pid)
-            )
-        parts.append(f'<div class="jupyter-gpu-slice">{label}{body}</div>')
-    return "".join(parts)
-
-
-def processes_html(gpu: GpuInfo, own_pid: int) -> str:
-    """The processes on ``gpu`` as an escaped table; this kernel's process is marked (by slice in MIG mode)."""
-    if gpu.mig_mode and not gpu.error:
-        return slices_html(gpu, own_pid)
-    return _process_table(gpu.processes, own_pid)
-
-
-def _process_table(processes: Iterable[GpuProcess], own_pid: int) -> str:
-    processes = tuple(processes)
-    if not processes:
-        return '<div class="jupyter-gpu-procs"><i>no processes</i></div>'
-    rows = []
-    for process in sorted(processes, key=lambda p: -(p.memory or 0)):
-        own = process.pid == own_pid
-        mark = ' <span class="jupyter-gpu-own">◀ this kernel</span>' if own else ""
-        css = ' class="jupyter-gpu-own"' if own else ""
-        name = _cell(process.name, 80)
-        rows.append(
-            f'<tr{css}>{_cell(process.user, 40)}<td class="jupyter-gpu-num">{process.pid}</td>'
-            f'<td class="jupyter-gpu-num">{format_bytes(process.memory)}</td>{name[:-5]}{mark}</td></tr>'
-        )
-    return (
-        '<div class="jupyter-gpu-procs"><table><colgroup><col style="width:28%"><col style="width:10ch">'
-        '<col style="width:10ch"><col></colgroup><tr><th>user</th><th class="jupyter-gpu-num">PID</th>'
-        f'<th class="jupyter-gpu-num">memory</th><th>process</th></tr>{"".join(rows)}</table></div>'
-    )
-
-
 def _close_tree(widget: widgets.Widget) -> None:
     """Close ``widget`` and every widget below it (their comms, and their front-end views)."""
     for child in getattr(widget, "children", ()):
@@ -368,7 +164,7 @@ class GpuRow:
         self.dimmed = False
         self.lost = False
         stats = widgets.Box([self.utilization, self.temperature, self.power])
-        # Each widget sits in a named area of the card's CSS grid (see _STYLE): title on top, bar and
+        # Each widget sits in a named area of the card's CSS grid (see style.css): title on top, bar and
         # memory text side by side, the three readings in equal columns, chart, processes.
         for widget, area in (
             (self.title, "title"),
@@ -413,7 +209,7 @@ class GpuRow:
         else:
             total = gpu.memory_total
             used = gpu.memory_used
-            memory_text = f"{used / GIB:.1f} / {total / GIB:.1f} GiB"
+            memory_text = f"{format_bytes(used)} / {format_bytes(total)}"
             if limit is not None:
                 memory_text += f" (limit {format_bytes(limit)})"
             _set(self.memory_bar, "value", memory_bar_html(used, total, limit))
@@ -487,7 +283,7 @@ class GPUMonitor(widgets.VBox):
         self.rows_box = widgets.Box()
         self.rows_box.add_class("jupyter-gpu-grid")
         header = widgets.HBox([self.pause_button, self.status])
-        super().__init__([widgets.HTML(_STYLE), header, self.warnings, self.rows_box], **kwargs)
+        super().__init__([widgets.HTML(STYLE), header, self.warnings, self.rows_box], **kwargs)
         self.add_class("jupyter-gpu-monitor")
         self._interval_s = float(interval_s)
         self._history = history

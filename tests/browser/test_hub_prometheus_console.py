@@ -86,8 +86,8 @@ def test_console_groups_gpus_by_host_and_names_gpus_with_their_host(browser: Any
         assert hosts == ["node-a", "node-a", "node-a", "node-b", "node-b", "node-b"]  # heading, then its GPUs
         assert "from Prometheus, 2 host(s)" in page.locator("#jg-status").text_content()
         rows = page.locator("#jg-users tbody tr").all_text_contents()
-        assert any("alice/train.ipynb" in row and "GPU node-a:1: 3.0 GiB" in row for row in rows), rows
-        assert any("bob/secret.ipynb" in row and "GPU node-b:0: 5.0 GiB" in row for row in rows), rows
+        assert any("alice/train.ipynb" in row and "GPU node-a:1: 3 GiB" in row for row in rows), rows
+        assert any("bob/secret.ipynb" in row and "GPU node-b:0: 5 GiB" in row for row in rows), rows
         assert page.errors == []
     finally:
         page.context.close()

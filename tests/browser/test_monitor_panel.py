@@ -36,7 +36,7 @@ def test_panel_renders_updates_and_escapes(lab: Any, page: Any, artifacts: Any, 
     wait_until(lambda: rows.count() == 3, what="three GPU rows")
     assert "simulated GPUs" in panel.inner_text()
     assert re.search(r"GPU 0\s+NVIDIA A100-SXM4-80GB", rows.nth(0).inner_text())
-    assert "20.0 / 80.0 GiB" in rows.nth(0).inner_text()
+    assert "20 GiB / 80 GiB" in rows.nth(0).inner_text()
     assert "alice" in rows.nth(0).inner_text()
 
     # Escaping: the process name shows as text; no <img> was created, its handler never ran.
@@ -58,7 +58,7 @@ def test_panel_renders_updates_and_escapes(lab: Any, page: Any, artifacts: Any, 
 
     lab.scenario.update(busy)
     wait_until(lambda: "util 55 %" in rows.nth(1).inner_text(), what="the panel to update")
-    assert "40.0 / 80.0 GiB" in rows.nth(1).inner_text()
+    assert "40 GiB / 80 GiB" in rows.nth(1).inner_text()
     assert rows.nth(1).locator(".jupyter-gpu-own").first.is_visible()
     assert "this kernel" in rows.nth(1).inner_text()
     assert rows.nth(1).locator("svg polyline").count() >= 1  # the history chart draws

@@ -61,12 +61,12 @@ def test_sidebar_lists_every_gpu_and_is_restored_with_the_layout(lab, page, arti
     # Another user's process on GPU 0: user and memory, no kernel controls.
     other = card(sidebar, 0).locator(".jp-GpuProc.jp-mod-other")
     assert other.locator(".jp-GpuProc-user").inner_text() == "alice"
-    assert other.locator(".jp-GpuProc-memory").inner_text() == "20.0 GiB"
+    assert other.locator(".jp-GpuProc-memory").inner_text() == "20 GiB"
     assert card(sidebar, 0).locator(".jp-GpuProc-shutdown").count() == 0
     assert card(sidebar, 1).locator(".jp-GpuCard-empty").inner_text() == "No processes"
     # The memory bar is an ARIA meter that says what it shows.
     meter = card(sidebar, 0).get_by_role("meter", name="Memory")
-    assert "20.0 GiB of 80.0 GiB used" in meter.get_attribute("aria-valuetext")
+    assert "20 GiB of 80 GiB used" in meter.get_attribute("aria-valuetext")
     page.screenshot(path=str(artifacts / "sidebar-gpus.png"))
 
     # The panel comes back with the layout after a reload (ILayoutRestorer), without a click.
@@ -143,8 +143,8 @@ def test_a_notebooks_kernel_appears_goes_idle_and_is_shut_down(lab, page, artifa
     row = card(sidebar, 1).locator(".jp-GpuProc.jp-mod-own")
     row.wait_for()
     assert row.locator(".jp-GpuProc-notebook").inner_text() == NOTEBOOK
-    assert row.locator(".jp-GpuProc-memory").inner_text() == "4.0 GiB"
-    assert "(yours: 4.0 GiB)" in card(sidebar, 1).locator(".jp-GpuMemory-label").inner_text()
+    assert row.locator(".jp-GpuProc-memory").inner_text() == "4 GiB"
+    assert "(yours: 4 GiB)" in card(sidebar, 1).locator(".jp-GpuMemory-label").inner_text()
 
     # Idle beyond the server's threshold (3 s here) while holding memory: flagged, status bar warns.
     row.locator(".jp-GpuProc-idleBadge").wait_for(state="visible", timeout=30_000)
@@ -152,7 +152,7 @@ def test_a_notebooks_kernel_appears_goes_idle_and_is_shut_down(lab, page, artifa
     assert re.fullmatch(r"idle for \d+ s", row.locator(".jp-GpuProc-idle").inner_text())
     status = page.locator(".jp-GpuStatus")
     assert "jp-mod-warning" in status.get_attribute("class")
-    assert status.inner_text() == "GPU 2/3 · yours 4.0 GiB"
+    assert status.inner_text() == "GPU 2/3 · yours 4 GiB"
     if os.environ.get("JUPYTER_GPU_UPDATE_DOCS") == "1":
         vary_load(lab, seconds=45)  # the README's screenshot gets a history worth looking at
     page.wait_for_timeout(1000)
@@ -170,7 +170,7 @@ def test_a_notebooks_kernel_appears_goes_idle_and_is_shut_down(lab, page, artifa
     row.get_by_role("button", name=re.compile(f"Shut down kernel of {re.escape(NOTEBOOK)}")).click()
     dialog = page.locator(".jp-Dialog")
     dialog.wait_for()
-    assert "4.0 GiB on GPU 1" in dialog.inner_text()
+    assert "4 GiB on GPU 1" in dialog.inner_text()
     page.screenshot(path=str(artifacts / "sidebar-shutdown-dialog.png"))
     dialog.get_by_role("button", name="Shut Down").click()
     wait_until(lambda: kernel_id not in lab.kernel_ids(), what="the kernel to be shut down")

@@ -1,0 +1,179 @@
+"""The GPU panel's HTML, rendered from data without any widget: the memory bar, the history chart,
+the MIG slices and the process table, and the panel's CSS (``style.css``).
+
+Everything rendered from data (GPU and process names, users, error texts) is escaped, with hidden
+characters neutralised and long texts cut with "…" (the full text in the tooltip;
+:func:`jupyter_gpu.core.text.display_text`). :mod:`jupyter_gpu.panel.widget` puts these strings in
+ipywidgets ``HTML`` values. Pure: no ipywidgets, no NVML.
+"""
+
+from __future__ import annotations
+
+import html
+import operator
+from collections import deque
+from collections.abc import Iterable
+from importlib import resources
+
+from ..core.snapshot import GpuInfo, GpuProcess
+from ..core.text import display_text
+from ..core.units import format_bytes
+
+#: The panel's CSS (``style.css`` beside this module), in a ``<style>`` element the panel carries.
+STYLE = f"<style>{resources.files('jupyter_gpu.panel').joinpath('style.css').read_text(encoding='utf-8')}</style>"
+
+
+def memory_bar_html(used: int, total: int, limit: int | None) -> str:
+    """A horizontal bar as wide as its cell: the used fraction filled, the kernel's limit as a red mark."""
+    fraction = min(max(used / total, 0.0), 1.0) if total > 0 else 0.0
+    color = "#2e7d32" if fraction < 0.75 else "#ef6c00" if fraction < 0.95 else "#c62828"
+    mark = ""
+    if limit is not None and total > 0:
+        at = min(max(limit / total, 0.0), 1.0) * 100
+        title = html.escape(f"this kernel's limit: {format_bytes(limit)}", quote=True)
+        mark = (
+            f'<div class="jupyter-gpu-limit" title="{title}" style="position:absolute;left:{at:.1f}%;'
+            'top:-3px;bottom:-3px;width:2px;background:#d50000"></div>'
+        )
+    return (
+        f'<div class="jupyter-gpu-bar" role="meter" aria-valuemin="0" aria-valuemax="100" '
+        f'aria-valuenow="{fraction * 100:.0f}" aria-label="memory"><div class="jupyter-gpu-fill" '
+        f'style="width:{fraction * 100:.1f}%;background:{color}"></div>{mark}</div>'
+    )
+
+
+def percent_text(value: float | None) -> str:
+    return "—" if value is None else f"{value:.0f} %"
+
+
+class Sparkline:
+    """A bounded history of memory and utilization (percent) drawn as an inline SVG chart.
+
+    A fixed 0-100 % scale (labelled 100/50/0 % beside the plot, dashed grid lines), memory as a
+    filled area and utilization as a line (told apart by shape, not only by colour; the colours are
+    those of ``style.css``, the presentation attributes only a fallback where it is not loaded), and
+    a legend with the current values. Each sample's
+    y coordinate is formatted once, when it arrives, and the x coordinates once per chart, so
+    redrawing costs a string join, not a float formatting per point.
+    """
+
+    def __init__(self, capacity: int, width: int = 300, height: int = 40) -> None:
+        self.capacity = capacity
+        self.width = width
+        self.height = height
+        self.memory: deque[float] = deque(maxlen=capacity)
+        self.utilization: deque[float | None] = deque(maxlen=capacity)
+        self._memory_y: deque[str] = deque(maxlen=capacity)
+        self._utilization_y: deque[str | None] = deque(maxlen=capacity)
+        step = width / max(capacity - 1, 1)
+        self._xs = [f"{i * step:.1f}," for i in range(capacity)]  # right-aligned: newest at the right
+        grid = "".join(
+            f'<line x1="0" x2="{width}" y1="{y}" y2="{y}" stroke="rgba(128,128,128,0.45)" '
+            'stroke-dasharray="2 3" vector-effect="non-scaling-stroke"/>'
+            for y in (0.5, height / 2, height - 0.5)
+        )
+        self._head = (
+            '<div class="jupyter-gpu-plot"><div class="jupyter-gpu-axis" aria-hidden="true">'
+            "<span>100 %</span><span>50 %</span><span>0 %</span></div>"
+            f'<svg viewBox="0 0 {width} {height}" preserveAspectRatio="none" role="img" '
+            f'aria-label="memory (area) and utilization (line), 0 to 100 %">{grid}'
+        )
+
+    def _y(self, percent: float) -> str:
+        percent = min(max(percent, 0.0), 100.0)
+        return f"{self.height - percent / 100 * self.height:.1f}"
+
+    def append(self, memory_percent: float, utilization_percent: float | None) -> None:
+        self.memory.append(memory_percent)
+        self.utilization.append(utilization_percent)
+        self._memory_y.append(self._y(memory_percent))
+        self._utilization_y.append(None if utilization_percent is None else self._y(utilization_percent))
+
+    def svg(self, memory_now: float | None = None, utilization_now: float | None = None) -> str:
+        """The chart and its legend (current values: the arguments, else the newest samples)."""
+        xs = self._xs[self.capacity - len(self._memory_y) :]
+        parts = [self._head]
+        if len(self._memory_y) >= 2:
+            line = " ".join(map(operator.add, xs, self._memory_y))
+            area = f"{xs[0]}{self.height} {line} {xs[-1]}{self.height}"
+            parts.append(
+                '<polygon class="jupyter-gpu-chart-memory" fill="#388e3c" fill-opacity="0.25" stroke="#388e3c" '
+                f'stroke-width="1" vector-effect="non-scaling-stroke" points="{area}"/>'
+            )
+        util = [x + y for x, y in zip(xs, self._utilization_y, strict=True) if y is not None]
+        if len(util) >= 2:
+            parts.append(
+                '<polyline class="jupyter-gpu-chart-utilization" fill="none" stroke="#1976d2" stroke-width="2" '
+                'stroke-linejoin="round" '
+                f'vector-effect="non-scaling-stroke" points="{" ".join(util)}"/>'
+            )
+        if memory_now is None and self.memory:
+            memory_now = self.memory[-1]
+        if utilization_now is None and self.utilization:
+            utilization_now = self.utilization[-1]
+        parts.append(
+            '</svg></div><div class="jupyter-gpu-legend">'
+            f'<span><span class="jupyter-gpu-key-line"></span>util <b>{percent_text(utilization_now)}</b></span>'
+            f'<span><span class="jupyter-gpu-key-area"></span>mem <b>{percent_text(memory_now)}</b></span>'
+            f"<span>last {len(self._memory_y)} samples</span></div>"
+        )
+        return "".join(parts)
+
+
+def _cell(value: object, max_chars: int, missing: str = "?") -> str:
+    """A table cell's escaped text, cut with "…", the full (neutralised) text as its tooltip."""
+    short = html.escape(display_text(value, max_chars, missing))
+    full = html.escape(display_text(value, 1000, missing), quote=True)
+    return f'<td title="{full}">{short}</td>'
+
+
+def slices_html(gpu: GpuInfo, own_pid: int) -> str:
+    """A GPU in MIG mode: each slice (profile, MIG UUID, memory bar and text, its processes), escaped."""
+    if not gpu.slices:
+        return '<div class="jupyter-gpu-procs"><i>MIG mode, no slices</i></div>'
+    parts = []
+    for slice_ in gpu.slices:
+        label = (
+            f'<div class="jupyter-gpu-slice-title"><b>{gpu.index}:{slice_.index}</b> MIG '
+            f"{html.escape(display_text(slice_.profile, 24))} "
+            f'<span title="{html.escape(display_text(slice_.uuid, 200), quote=True)}">'
+            f"{html.escape(display_text(slice_.uuid, 48))}</span> · util n/a on MIG</div>"
+        )
+        if slice_.error:
+            body = f'<span class="jupyter-gpu-error">⚠ {html.escape(display_text(slice_.error, 300))}</span>'
+        else:
+            body = (
+                memory_bar_html(slice_.memory_used, slice_.memory_total, None)
+                + f"<div>{format_bytes(slice_.memory_used)} / {format_bytes(slice_.memory_total)}</div>"
+                + _process_table(slice_.processes, own_pid)
+            )
+        parts.append(f'<div class="jupyter-gpu-slice">{label}{body}</div>')
+    return "".join(parts)
+
+
+def processes_html(gpu: GpuInfo, own_pid: int) -> str:
+    """The processes on ``gpu`` as an escaped table; this kernel's process is marked (by slice in MIG mode)."""
+    if gpu.mig_mode and not gpu.error:
+        return slices_html(gpu, own_pid)
+    return _process_table(gpu.processes, own_pid)
+
+
+def _process_table(processes: Iterable[GpuProcess], own_pid: int) -> str:
+    processes = tuple(processes)
+    if not processes:
+        return '<div class="jupyter-gpu-procs"><i>no processes</i></div>'
+    rows = []
+    for process in sorted(processes, key=lambda p: -(p.memory or 0)):
+        own = process.pid == own_pid
+        mark = ' <span class="jupyter-gpu-own">◀ this kernel</span>' if own else ""
+        css = ' class="jupyter-gpu-own"' if own else ""
+        name = _cell(process.name, 80)
+        rows.append(
+            f'<tr{css}>{_cell(process.user, 40)}<td class="jupyter-gpu-num">{process.pid}</td>'
+            f'<td class="jupyter-gpu-num">{format_bytes(process.memory)}</td>{name[:-5]}{mark}</td></tr>'
+        )
+    return (
+        '<div class="jupyter-gpu-procs"><table><colgroup><col style="width:28%"><col style="width:10ch">'
+        '<col style="width:10ch"><col></colgroup><tr><th>user</th><th class="jupyter-gpu-num">PID</th>'
+        f'<th class="jupyter-gpu-num">memory</th><th>process</th></tr>{"".join(rows)}</table></div>'
+    )
