@@ -141,6 +141,14 @@ def test_fields_check_types_and_ranges_naming_the_path() -> None:
         list(Fields({"l": [{}, "x"]}).objects("l", 2))
 
 
+def test_wire_error_lives_with_the_other_errors_and_scenario_error_is_one() -> None:
+    from jupyter_gpu.core import errors
+    from jupyter_gpu.simulate import ScenarioError
+
+    assert wire.WireError is errors.WireError and issubclass(errors.WireError, ValueError)
+    assert ScenarioError is errors.ScenarioError and issubclass(ScenarioError, WireError)
+
+
 def test_finite_and_maybe_never_raise() -> None:
     assert wire.finite(HUGE) and wire.finite(1.0) and not wire.finite(True) and not wire.finite(float("inf"))
     assert not wire.finite("1") and not wire.finite(None)
