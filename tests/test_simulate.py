@@ -431,3 +431,14 @@ def test_a_hostile_scenario_file_raises_only_scenario_error(raw):
             simulate.ScenarioSource(str(path))
         except simulate.ScenarioError as error:
             assert str(error).startswith("JUPYTER_GPU_SIMULATE=") and "\n" not in str(error)
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no FIFOs here")
+def test_a_fifo_in_the_scenarios_place_is_refused_without_blocking(tmp_path):
+    path = tmp_path / "s.json"
+    simulate.write_scenario(path, {"gpus": [{"utilization": 40}]})
+    source = simulate.ScenarioSource(str(path))
+    os.mkfifo(tmp_path / "fifo")
+    os.replace(tmp_path / "fifo", path)
+    assert source.current().gpus[0].utilization == 40
+    assert source.rejection() == "simulated scenario rejected: not a regular file (keeping the last good scenario)"

@@ -63,10 +63,12 @@ no NaN, Infinity, float beyond a double or duplicate key), and whatever it holds
 from __future__ import annotations
 
 import hashlib
+import os
 import re
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
+from stat import S_ISREG
 from typing import Any
 
 from ..core.errors import ScenarioError
@@ -604,7 +606,10 @@ class ScenarioSource:
             self._stamp = (stat.st_mtime_ns, stat.st_size, stat.st_ino)
             if stat.st_size > MAX_SCENARIO_BYTES:
                 raise ScenarioError(f"the file is larger than {MAX_SCENARIO_BYTES // 2**20} MiB")
-            with open(self._path, "rb") as file:
+            # Non-blocking: a FIFO put in the file's place must not hang every NVML call
+            with open(os.open(self._path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0)), "rb") as file:
+                if not S_ISREG(os.fstat(file.fileno()).st_mode):
+                    raise ScenarioError(f"{self._path}: not a regular file")
                 raw = file.read(MAX_SCENARIO_BYTES + 1)  # loads refuses a file that grew since
         except OSError as error:
             raise ScenarioError(f"{self._path}: cannot be read ({error.strerror or error})") from error
