@@ -303,3 +303,29 @@ def test_unsetting_the_variable_returns_to_real_nvml(demo_gpus, monkeypatch):
     if snap.nvml_available:
         pytest.skip("this machine has a real NVIDIA driver")
     assert "libnvidia-ml.so.1" in snap.error
+
+
+@pytest.mark.parametrize(
+    ("text", "words"),
+    [
+        ('{"gpus": [{"power_w": ' + "9" * 400 + "}]}", "gpus[0].power_w must be <= 100000"),
+        ("[" * 5000 + "]" * 5000, "JSON nested too deeply"),
+        ('{"gpus": [{"power_w": NaN}]}', "not valid JSON (NaN is not a number"),
+        ('{"gpus": [{"memory_total_mib": 1e400}]}', "not valid JSON (the number 1e400 is too large)"),
+        ("[" + "9" * 5000 + "]", "not valid JSON (an integer of more digits"),
+        ('{"gpus": [{"name": ["\\ud800"]}]}', "gpus[0].name must be a string, not a list"),
+        ('{"gpus": [{"name": "\\ud800"}]}', "gpus[0].name must not contain lone surrogates"),
+    ],
+)
+def test_a_hostile_scenario_file_means_nvml_unavailable_not_a_crash(monkeypatch, tmp_path, text, words):
+    # A scenario file another user may have written: the process-wide path (install_from_environment,
+    # through the NVML reader) degrades to one line saying why, whatever the file holds.
+    path = tmp_path / "hostile.json"
+    path.write_text(text)
+    monkeypatch.setenv(simulate.ENV_VAR, str(path))
+    with pytest.raises(simulate.ScenarioError):
+        simulate.install_from_environment()
+    snap = jupyter_gpu.snapshot()
+    assert not snap.nvml_available and simulate.installed() is None
+    prefix = f"simulated GPUs could not be set up: JUPYTER_GPU_SIMULATE={str(path)!r}: "
+    assert snap.error is not None and prefix + words in snap.error and "\n" not in snap.error

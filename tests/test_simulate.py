@@ -4,11 +4,15 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
+from hostile_json import FAST, HUGE, hostile_bytes, hostile_documents
+from hypothesis import given
 
 from jupyter_gpu import simulate
 
@@ -54,7 +58,8 @@ def test_bad_scenarios_are_refused_with_one_line_naming_the_key_and_the_rule(tmp
 @pytest.mark.parametrize(
     ("text", "words"),
     [
-        ('{"gpus": [{"memory_total_mib": 1e400}]}', "gpus[0].memory_total_mib must be a finite number"),
+        # refused by core.wire while parsing, before any key is known (as NaN and Infinity are)
+        ('{"gpus": [{"memory_total_mib": 1e400}]}', "not valid JSON (the number 1e400 is too large)"),
         ('{"gpus": [{"power_w": NaN}]}', "not valid JSON (NaN is not a number"),
         ('{"gpus": [{"power_w": Infinity}]}', "not valid JSON (Infinity is not a number"),
         ("[" * 100_000 + "]" * 100_000, "JSON nested too deeply"),
@@ -323,3 +328,117 @@ def test_a_trap_set_at_this_processs_name_is_never_written_through(tmp_path, mon
     assert target.read_bytes() == bytes(8) and library.callback_errors[0].startswith("nvmlDeviceGetCount_v2")
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and f"NVML calls not counted in {simulate.CALLS_DIR_VAR}=" in err
+
+
+# -- hostile scenario files (a file another user may have written): only ScenarioError comes out
+
+
+@pytest.mark.parametrize(
+    ("scenario", "words"),
+    [
+        ({"gpus": [{"power_w": HUGE}]}, "gpus[0].power_w must be <= 100000"),
+        ({"gpus": [{"power_w": -HUGE}]}, "gpus[0].power_w must be >= 0"),
+        ({"latency_ms": HUGE}, "latency_ms must be <= 600000"),
+        ({"gpus": [{"memory_total_mib": HUGE}]}, "gpus[0].memory_total_mib must be <= 1.75922e+13"),
+        ({"gpus": [{"utilization": HUGE}]}, "gpus[0].utilization must be <= 100"),
+        ({"gpus": [{"processes": [{"pid": 5, "memory_mib": HUGE}]}]}, "processes[0].memory_mib must be <="),
+        ({"gpus": [{"processes": [{"pid": HUGE}]}]}, "gpus[0].processes[0].pid must be <= 4294967295"),
+    ],
+)
+def test_a_400_digit_integer_is_out_of_range_not_an_overflow_error(tmp_path, scenario, words):
+    # Regression: math.isfinite(10**400) raised OverflowError out of the scenario reader
+    with pytest.raises(simulate.ScenarioError, match=re.escape(words)):
+        simulate.Scenario.from_dict(scenario)
+    path = tmp_path / "s.json"
+    path.write_text(json.dumps(scenario))  # the 400 digits written as a literal
+    assert "9" * 400 in path.read_text()
+    with pytest.raises(simulate.ScenarioError, match=re.escape(words)) as raised:
+        simulate.ScenarioSource(str(path))
+    assert "\n" not in str(raised.value)
+
+
+@pytest.mark.parametrize(
+    ("text", "words"),
+    [
+        ("[" * 5000 + "]" * 5000, "JSON nested too deeply (more than 16 levels)"),
+        ('{"gpus": [{"a\\nb": 1}]}', "gpus[0].'a\\nb' is not a scenario key"),
+        ('{"gpus": [{"name": "a", "name": "b"}]}', "not valid JSON (the key 'name' appears twice in one object)"),
+        (b"\xff\xfe{\x00}\x00", "the file is not UTF-8 (byte 0)"),
+        ("[" + "9" * 5000 + "]", "not valid JSON (an integer of more digits than Python reads)"),
+    ],
+)
+def test_a_hostile_scenario_file_is_one_scenario_error(tmp_path, text, words):
+    path = tmp_path / "s.json"
+    path.write_bytes(text if isinstance(text, bytes) else text.encode())
+    with pytest.raises(simulate.ScenarioError) as raised:
+        simulate.ScenarioSource(str(path))
+    message = str(raised.value)
+    assert message == f"JUPYTER_GPU_SIMULATE={str(path)!r}: {words}" + message.split(words, 1)[1]
+    assert "\n" not in message
+
+
+SCENARIO_TEMPLATES = {
+    "plausible": simulate.plausible_gpus(2),
+    "demo": simulate.demo_scenario(),
+    "everything": {
+        "driver_version": "550.54.15",
+        "cuda_driver_version": 12040,
+        "fault": None,
+        "latency_ms": 0,
+        "missing_functions": ["nvmlDeviceGetComputeRunningProcesses_v3"],
+        "gpus": [
+            {
+                "name": "NVIDIA A100-SXM4-80GB",
+                "uuid": "GPU-aaaa-0",
+                "memory_total_mib": 81920,
+                "memory_reserved_mib": 512,
+                "utilization": 3,
+                "unsupported": ["power"],
+                "fault": None,
+                "mig_slices": [
+                    {
+                        "profile": "3g.40gb",
+                        "uuid": "MIG-aaaa-1",
+                        "gpu_instance_id": 2,
+                        "compute_instance_id": 0,
+                        "memory_used_mib": 10,
+                        "processes": [{"pid": 5, "memory_mib": 10, "user": "u", "name": "p", "type": "compute"}],
+                    }
+                ],
+            },
+            {"processes": [{"pid": 6, "memory_mib": None, "type": "graphics"}], "memory_used_mib": 2.0},
+        ],
+    },
+}
+
+
+@FAST
+@given(hostile_documents(SCENARIO_TEMPLATES))
+def test_a_hostile_scenario_raises_only_scenario_error(data):
+    try:
+        simulate.Scenario.from_dict(data)
+    except simulate.ScenarioError as error:
+        assert str(error) and "\n" not in str(error)
+
+
+@FAST
+@given(hostile_bytes(hostile_documents(SCENARIO_TEMPLATES)))
+def test_a_hostile_scenario_file_raises_only_scenario_error(raw):
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "s.json"
+        path.write_bytes(raw)
+        try:
+            simulate.ScenarioSource(str(path))
+        except simulate.ScenarioError as error:
+            assert str(error).startswith("JUPYTER_GPU_SIMULATE=") and "\n" not in str(error)
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no FIFOs here")
+def test_a_fifo_in_the_scenarios_place_is_refused_without_blocking(tmp_path):
+    path = tmp_path / "s.json"
+    simulate.write_scenario(path, {"gpus": [{"utilization": 40}]})
+    source = simulate.ScenarioSource(str(path))
+    os.mkfifo(tmp_path / "fifo")
+    os.replace(tmp_path / "fifo", path)
+    assert source.current().gpus[0].utilization == 40
+    assert source.rejection() == "simulated scenario rejected: not a regular file (keeping the last good scenario)"

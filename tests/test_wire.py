@@ -8,7 +8,6 @@ reader that uses it and check that only that reader's one error type (or a clean
 
 from __future__ import annotations
 
-import copy
 import json
 import logging
 import os
@@ -21,7 +20,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hostile_json import FAST, HUGE, SCALARS, hostile_bytes, hostile_documents
+from hypothesis import given
 from hypothesis import strategies as st
 
 from jupyter_gpu.core import wire
@@ -32,10 +32,6 @@ from jupyter_gpu.hub import core as hub_core
 from jupyter_gpu.hub import prometheus as prom
 from jupyter_gpu.sources import kernel_reports, peers, remote
 from jupyter_gpu.sources.claims import PREFIX, ClaimBoard, parse_claim
-
-HUGE = int("9" * 400)  # beyond any float: float(HUGE) and math.isfinite(HUGE) raise OverflowError
-FAST = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-
 
 # -- loads
 
@@ -141,6 +137,14 @@ def test_fields_check_types_and_ranges_naming_the_path() -> None:
         list(Fields({"l": [{}, "x"]}).objects("l", 2))
 
 
+def test_wire_error_lives_with_the_other_errors_and_scenario_error_is_one() -> None:
+    from jupyter_gpu.core import errors
+    from jupyter_gpu.simulate import ScenarioError
+
+    assert wire.WireError is errors.WireError and issubclass(errors.WireError, ValueError)
+    assert ScenarioError is errors.ScenarioError and issubclass(ScenarioError, WireError)
+
+
 def test_finite_and_maybe_never_raise() -> None:
     assert wire.finite(HUGE) and wire.finite(1.0) and not wire.finite(True) and not wire.finite(float("inf"))
     assert not wire.finite("1") and not wire.finite(None)
@@ -208,31 +212,6 @@ def test_gpu_select_auto_survives_hostile_claim_files(shell, clean, other_proces
 
 # -- hostile input to every reader
 
-KEYS = [
-    "version", "uid", "pid", "gpu_uuid", "time", "host", "kernel_id", "start_time", "session", "nvml_pids",
-    "gpu_memory", "timestamp", "kernels", "gpus", "processes", "own", "notebook", "idle_s", "idle", "index",
-    "uuid", "name", "memory_total", "memory_used", "memory_free", "utilization", "power", "error", "mig_mode",
-    "slices", "type", "memory", "user", "warnings", "nvml_available", "status", "data", "resultType", "result",
-    "metric", "value", "values", "__name__", "gpu", "reported_gpu_memory", "cull_in_s", "url", "token",
-]  # fmt: skip
-SCALARS = st.one_of(
-    st.none(),
-    st.booleans(),
-    st.integers(),
-    st.sampled_from([HUGE, -HUGE, 2**63, 2**64, -1, 0, 2**31, 2**53 + 1]),
-    st.floats(),  # NaN and infinities too: parsers may be handed values that never were JSON
-    st.text(max_size=20),
-    st.sampled_from(["x" * 5000, "\u202e\n\x00", "GPU-aaaa-0", "k1", "NaN", "+Inf", "1e400", "success", "vector"]),
-)
-VALUES = st.recursive(
-    SCALARS,
-    lambda inner: st.one_of(
-        st.lists(inner, max_size=4),
-        st.dictionaries(st.one_of(st.sampled_from(KEYS), st.text(max_size=8)), inner, max_size=5),
-    ),
-    max_leaves=20,
-)
-
 
 def _templates() -> dict[str, Any]:
     process = GpuProcess(pid=7, memory=1 << 20, user="alice", slice="MIG-1")
@@ -267,66 +246,14 @@ def _templates() -> dict[str, Any]:
 TEMPLATES = _templates()
 
 
-def _paths(value: Any, path: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
-    found = [path]
-    if isinstance(value, dict):
-        for key, item in value.items():
-            found += _paths(item, (*path, key))
-    elif isinstance(value, list):
-        for i, item in enumerate(value):
-            found += _paths(item, (*path, i))
-    return found
+def documents(*names: str) -> st.SearchStrategy[Any]:
+    """A hostile value, or a valid document of a reader (``names``: which) made hostile."""
+    return hostile_documents({name: TEMPLATES[name] for name in names or TEMPLATES})
 
 
-HOSTILE = st.one_of(
-    st.sampled_from([HUGE, float("nan"), True, None, "x" * 5000]),
-    st.sampled_from([-HUGE, 2**64, -1, float("inf"), -float("inf"), "", "\u202e\n", [], {}, [[[[]]]], 1e308, 2**31]),
-    VALUES,
-)
-
-
-@st.composite
-def documents(draw: Any, *names: str) -> Any:
-    """A hostile value, or a valid document of a reader (``names``: which) with one to three parts
-    made hostile or removed."""
-    if draw(st.integers(0, 3)) == 0:
-        return draw(VALUES)
-    document = copy.deepcopy(TEMPLATES[draw(st.sampled_from(names or sorted(TEMPLATES)))])
-    for _ in range(draw(st.integers(1, 3))):
-        path = draw(st.sampled_from(_paths(document)))
-        if not path:
-            return draw(VALUES)
-        parent = document
-        for step in path[:-1]:
-            parent = parent[step]
-        if isinstance(parent, dict) and draw(st.integers(0, 4)) == 0:
-            del parent[path[-1]]
-        else:
-            parent[path[-1]] = copy.deepcopy(draw(HOSTILE))  # sampled values are shared: never mutate them
-    return document
-
-
-def _dumps(value: Any) -> bytes:
-    return json.dumps(value, allow_nan=True).encode()  # NaN and Infinity spelled as Python writes them
-
-
-@st.composite
-def raw_documents(draw: Any, *names: str) -> bytes:
+def raw_documents(*names: str) -> st.SearchStrategy[bytes]:
     """Bytes a reader may find in a file or an answer."""
-    kind = draw(st.sampled_from(["json", "json", "random", "deep", "utf16", "cut", "huge"]))
-    if kind == "random":
-        return draw(st.binary(max_size=200))
-    if kind == "deep":
-        depth = draw(st.integers(1, 3000))
-        return draw(st.sampled_from([b"[", b'{"a":'])) * depth + b"1" + draw(st.sampled_from([b"]", b"}"])) * depth
-    text = _dumps(draw(documents(*names)))
-    if kind == "utf16":
-        return text.decode().encode("utf-16")
-    if kind == "cut":
-        return text[: draw(st.integers(0, len(text)))] + draw(st.binary(max_size=3))
-    if kind == "huge":
-        return text.replace(b"1", b"9" * 400, 1).replace(b"5", b"1e400", 1)
-    return text
+    return hostile_bytes(documents(*names))
 
 
 def _parsed(raw: bytes) -> Any:

@@ -13,6 +13,7 @@ __all__ = [
     "GPUPlanMismatchWarning",
     "PlanError",
     "ScenarioError",
+    "WireError",
     "warn",
 ]
 
@@ -27,12 +28,25 @@ class PlanError(ValueError):
     """
 
 
-class ScenarioError(ValueError):
+class WireError(ValueError):
+    """Untrusted data (a file, answer or report another party wrote) that cannot be used.
+
+    Raised by :mod:`jupyter_gpu.core.wire` (``loads`` and the ``Fields`` reads), and by the readers
+    built on it through their own subclasses (``ReportError``, ``BadAnswer``, ``PrometheusError``,
+    :class:`ScenarioError`). The message is one line naming the field's path and the rule it
+    breaks (``gpus[2].processes[0].pid must be a whole number in 1..4294967295``), or what is wrong
+    with the whole text (``nested too deeply (more than 32 levels)``); a caller drops that one input
+    with that line and goes on. Re-exported as ``jupyter_gpu.core.wire.WireError``.
+    """
+
+
+class ScenarioError(WireError):
     """The scenario (file, number or preset) cannot be used; the message says why, in one line.
 
     Raised by :mod:`jupyter_gpu.simulate` when a simulated-GPU scenario is read; caught by the
     NVML reader (:mod:`jupyter_gpu.sources.nvml`), which reports "simulated GPUs could not be set
-    up: <message>" as NVML being unavailable.
+    up: <message>" as NVML being unavailable. A :class:`WireError` (and so a ``ValueError``): a
+    scenario file is untrusted JSON, read with :mod:`jupyter_gpu.core.wire`.
     """
 
 

@@ -3,9 +3,9 @@
 Claim files other users leave in ``/tmp``, kernel reports, a user server's snapshot read by the
 hub, the hub service's device snapshot read by a user server, Prometheus's answers: each is read
 with :func:`loads` and checked field by field with :class:`Fields`. Both raise only
-:class:`WireError` (a ``ValueError``), whose one-line message names the field's path
-(``gpus[2].processes[0].pid must be a whole number in 1..4294967295``), so a caller drops that one
-input with one line and goes on.
+:class:`WireError` (a ``ValueError``, defined in :mod:`jupyter_gpu.core.errors` and re-exported
+here), whose one-line message names the field's path (``gpus[2].processes[0].pid must be a whole
+number in 1..4294967295``), so a caller drops that one input with one line and goes on.
 
 The rules, in this one place:
 
@@ -33,7 +33,7 @@ A reader, in short (a strict one raises; a lenient one wraps a read in :func:`ma
     idle_s = maybe(data.number, "idle_s", 0)                          # None instead of an error
 
 A reader's own error type may subclass :class:`WireError` (``ReportError``, ``BadAnswer``,
-``PrometheusError``), so its callers keep catching what they caught.
+``PrometheusError``, ``ScenarioError``), so its callers keep catching what they caught.
 
 Pure: the standard library only.
 """
@@ -46,6 +46,8 @@ import re
 from collections.abc import Callable, Iterator
 from itertools import accumulate
 from typing import Any, ParamSpec, TypeGuard, TypeVar
+
+from .errors import WireError  # defined with the package's other exceptions; still wire.WireError
 
 __all__ = [
     "Fields",
@@ -68,10 +70,6 @@ _INNERMOST = re.compile(r"\[\]|\{\}")
 _DEPTH_STEP = [0] * 256
 _DEPTH_STEP[ord("[")] = _DEPTH_STEP[ord("{")] = 1
 _DEPTH_STEP[ord("]")] = _DEPTH_STEP[ord("}")] = -1
-
-
-class WireError(ValueError):
-    """Untrusted data that cannot be used; the message (one line) names the field and why."""
 
 
 def _check_depth(text: str, max_depth: int) -> None:

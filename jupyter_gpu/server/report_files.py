@@ -4,7 +4,6 @@ and at start-up when a dead kernel left one behind (the reports are read by the 
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 from pathlib import Path
@@ -59,17 +58,14 @@ class ReportFiles:
             try:
                 if path.stat().st_uid != os.getuid():
                     continue
-                report = self.reader.read_one(path)
-                if report is None or report.start_time is None:
+                report = self.reader.read_one(path)  # the one parse, through core.wire
+                if report is None or report.start_time is None or report.pid_namespace != namespace:
                     continue
-                with open(path, "rb") as file:
-                    if json.loads(file.read(256 * 1024)).get("pid_namespace") != namespace:
-                        continue
                 if process_start(report.pid) == report.start_time:
                     continue  # its kernel still runs (a server restarted next to running kernels)
                 path.unlink()
                 removed.append(report.kernel_id)
-            except (OSError, ValueError, AttributeError):
+            except OSError:
                 continue
         if removed:
             log.info("jupyter_gpu: removed %d kernel report(s) left by kernels that no longer run", len(removed))

@@ -53,20 +53,26 @@ negative sizes, percentages above 100, more memory used than the total, more tha
 refused with one line naming the key and the rule (``gpus[0].memory_used_mib must be >= 0``). An
 edit that is refused keeps the last good scenario, and snapshots carry the rejection in their
 ``warnings`` until a good edit arrives.
+
+A scenario file is untrusted input (``JUPYTER_GPU_SIMULATE`` may name a file another user wrote):
+it is parsed by :func:`jupyter_gpu.core.wire.loads` (UTF-8, at most 64 MiB, nested at most 16 deep,
+no NaN, Infinity, float beyond a double or duplicate key), and whatever it holds, reading it raises
+:class:`ScenarioError` (a ``WireError``) only.
 """
 
 from __future__ import annotations
 
 import hashlib
-import json
-import math
+import os
 import re
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
+from stat import S_ISREG
 from typing import Any
 
 from ..core.errors import ScenarioError
+from ..core.wire import Fields, WireError, finite, loads
 from .codes import GPU_FAULTS, WHOLE_NVML_FAULTS
 
 ENV_VAR = "JUPYTER_GPU_SIMULATE"
@@ -86,6 +92,7 @@ MAX_NAME_BYTES = NAME_BUFFER_BYTES - 1 - len(SIMULATED_MARKER.encode())  # the m
 MAX_GPUS = 64
 MAX_PROCESSES_PER_GPU = 100_000
 MAX_SCENARIO_BYTES = 64 * 1024 * 1024
+MAX_SCENARIO_DEPTH = 16  # nesting of a scenario's JSON: the schema needs 7 (gpus, mig_slices, processes)
 MAX_TEXT = 255  # characters of a name, user, UUID or driver version
 MAX_MIB = float(2**44)  # 16 EiB expressed in MiB: beyond any GPU, and still exact in a float
 
@@ -173,36 +180,46 @@ _PROCESS_TYPES = ("compute", "graphics")
 
 
 class _Reader:
-    """Typed reads of one JSON object, each failure a one-line :class:`ScenarioError` naming the key."""
+    """Typed reads of one JSON object, each failure a one-line :class:`ScenarioError` naming the key.
+
+    Built on :class:`jupyter_gpu.core.wire.Fields` (the object check, the key's path, defaults) and
+    :func:`~jupyter_gpu.core.wire.finite` (an integer of any size is compared exactly, never through
+    ``float()``). The scenario's own rules stay here: unknown keys are refused, a whole number may
+    be written ``2.0``, names hold no NUL and fit NVML's byte buffer, and the messages say the rule
+    as the module docstring shows (``gpus[0].memory_used_mib must be >= 0``).
+    """
 
     def __init__(self, data: Any, where: str, known: set[str]) -> None:
-        if not isinstance(data, dict):
-            raise ScenarioError(f"{where or 'the scenario'} must be a JSON object")
-        unknown = sorted(str(key) for key in data if key not in known)
+        try:
+            self.fields = Fields(data, where)
+        except WireError:
+            raise ScenarioError(f"{where or 'the scenario'} must be a JSON object") from None
+        unknown = sorted(str(key) for key in self.fields.data if key not in known)
         if unknown:
-            prefix = f"{where}." if where else ""
-            raise ScenarioError(f"{prefix}{unknown[0]} is not a scenario key; known keys: {', '.join(sorted(known))}")
-        self.data = data
-        self.where = where
+            shown = unknown[0][:80] if unknown[0].isprintable() else repr(unknown[0][:80])  # one line
+            raise ScenarioError(
+                f"{self.fields.path(shown)} is not a scenario key; known keys: {', '.join(sorted(known))}"
+            )
+        self.data = self.fields.data
 
     def name(self, key: str) -> str:
-        return f"{self.where}.{key}" if self.where else key
+        return self.fields.path(key)
 
     def number(self, key: str, default: float, low: float, high: float) -> float:
-        value = self.data.get(key, default)
+        value = self.fields.raw(key, default)
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise ScenarioError(f"{self.name(key)} must be a number, not {_kind(value)}")
-        if not math.isfinite(value):
+        if not finite(value):
             raise ScenarioError(f"{self.name(key)} must be a finite number")
-        if value < low:
+        if value < low:  # int against float: exact, whatever the int's size
             raise ScenarioError(f"{self.name(key)} must be >= {low:g}")
         if value > high:
             raise ScenarioError(f"{self.name(key)} must be <= {high:g}")
-        return float(value)
+        return float(value)  # within finite bounds, so within a double's range
 
     def integer(self, key: str, default: int, low: int, high: int) -> int:
-        value = self.data.get(key, default)
-        if isinstance(value, float) and value.is_integer():
+        value = self.fields.raw(key, default)
+        if isinstance(value, float) and value.is_integer():  # "2.0": a whole number all the same
             value = int(value)
         if isinstance(value, bool) or not isinstance(value, int):
             raise ScenarioError(f"{self.name(key)} must be a whole number, not {_kind(value)}")
@@ -213,7 +230,7 @@ class _Reader:
         return value
 
     def text(self, key: str, default: str | None, optional: bool = False, max_bytes: int | None = None) -> str | None:
-        value = self.data.get(key, default)
+        value = self.fields.raw(key, default)
         if value is None and optional:
             return None
         if not isinstance(value, str):
@@ -222,7 +239,11 @@ class _Reader:
             raise ScenarioError(f"{self.name(key)} must be at most {MAX_TEXT} characters")
         if "\0" in value:
             raise ScenarioError(f"{self.name(key)} must not contain NUL characters")
-        if max_bytes is not None and len(value.encode()) > max_bytes:
+        try:
+            size = len(value.encode("utf-8"))
+        except UnicodeEncodeError:  # "\ud800" is a valid JSON escape, but no UTF-8 holds it
+            raise ScenarioError(f"{self.name(key)} must not contain lone surrogates (not UTF-8)") from None
+        if max_bytes is not None and size > max_bytes:
             raise ScenarioError(
                 f"{self.name(key)} must be at most {max_bytes} bytes in UTF-8 "
                 f"(NVML's {NAME_BUFFER_BYTES}-byte name, {SIMULATED_MARKER.strip()!r} included)"
@@ -230,23 +251,23 @@ class _Reader:
         return value
 
     def choice(self, key: str, choices: Any) -> str | None:
-        value = self.data.get(key)
-        if value is not None and value not in choices:
-            raise ScenarioError(f"{self.name(key)}: unknown fault {value!r}; choose one of {sorted(choices)} or null")
+        value = self.fields.raw(key, None)
+        if value is not None and (not isinstance(value, str) or value not in choices):
+            shown = repr(value[:80]) if isinstance(value, str) else _kind(value)
+            raise ScenarioError(f"{self.name(key)}: unknown fault {shown}; choose one of {sorted(choices)} or null")
         return value
 
     def strings(self, key: str, allowed: set[str] | None = None, what: str = "") -> frozenset[str]:
-        value = self.data.get(key, [])
+        value = self.fields.raw(key, [])
         if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
             raise ScenarioError(f"{self.name(key)} must be a list of strings")
         if allowed is not None and set(value) - allowed:
-            raise ScenarioError(
-                f"{self.name(key)}: cannot mark {sorted(set(value) - allowed)} {what}; choose from {sorted(allowed)}"
-            )
+            refused = sorted(item[:80] for item in set(value) - allowed)[:8]
+            raise ScenarioError(f"{self.name(key)}: cannot mark {refused} {what}; choose from {sorted(allowed)}")
         return frozenset(value)
 
     def items(self, key: str, limit: int) -> list[Any]:
-        value = self.data.get(key, [])
+        value = self.fields.raw(key, [])
         if not isinstance(value, list):
             raise ScenarioError(f"{self.name(key)} must be a list, not {_kind(value)}")
         if len(value) > limit:
@@ -439,7 +460,11 @@ def _parse_process(where: str, data: Any) -> SimulatedProcess:
     memory = None if data.get("memory_mib") is None else process.number("memory_mib", 0, 0, MAX_MIB)
     kind = data.get("type", "compute")
     if kind not in _PROCESS_TYPES:
-        raise ScenarioError(f"{where}.type must be one of {list(_PROCESS_TYPES)}, not {kind!r}")
+        raise ScenarioError(
+            f"{where}.type must be one of {list(_PROCESS_TYPES)}, not {kind[:80]!r}"
+            if isinstance(kind, str)
+            else f"{where}.type must be one of {list(_PROCESS_TYPES)}, not {_kind(kind)}"
+        )
     return SimulatedProcess(
         pid=process.integer("pid", 0, 1, 2**32 - 1),
         memory_mib=memory,
@@ -581,21 +606,18 @@ class ScenarioSource:
             self._stamp = (stat.st_mtime_ns, stat.st_size, stat.st_ino)
             if stat.st_size > MAX_SCENARIO_BYTES:
                 raise ScenarioError(f"the file is larger than {MAX_SCENARIO_BYTES // 2**20} MiB")
-            text = self._path.read_text(encoding="utf-8")
+            # Non-blocking: a FIFO put in the file's place must not hang every NVML call
+            with open(os.open(self._path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0)), "rb") as file:
+                if not S_ISREG(os.fstat(file.fileno()).st_mode):
+                    raise ScenarioError(f"{self._path}: not a regular file")
+                raw = file.read(MAX_SCENARIO_BYTES + 1)  # loads refuses a file that grew since
         except OSError as error:
             raise ScenarioError(f"{self._path}: cannot be read ({error.strerror or error})") from error
-        except UnicodeDecodeError as error:
-            raise ScenarioError(f"{self._path}: not UTF-8 text") from error
         try:
-            data = json.loads(text, parse_constant=_refuse_constant)
-        except RecursionError:
-            raise ScenarioError(f"{self._path}: JSON nested too deeply") from None
-        except ValueError as error:
-            raise ScenarioError(f"{self._path}: not valid JSON ({error})") from error
-        try:
-            return Scenario.from_dict(data)
-        except RecursionError:
-            raise ScenarioError(f"{self._path}: JSON nested too deeply") from None
+            data = loads(raw, max_bytes=MAX_SCENARIO_BYTES, max_depth=MAX_SCENARIO_DEPTH)
+        except WireError as error:
+            raise ScenarioError(f"{self._path}: {_json_reason(str(error))}") from None
+        return Scenario.from_dict(data)
 
     def current(self) -> Scenario:
         """The scenario now: for a file, re-read if its modification stamp changed."""
@@ -629,8 +651,16 @@ class ScenarioSource:
         return f"simulated scenario rejected: {_without_path(error, self._path)} (keeping the last good scenario)"
 
 
-def _refuse_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not a number a scenario may hold")
+def _json_reason(reason: str) -> str:
+    """What :func:`jupyter_gpu.core.wire.loads` refused, as the scenario's messages have said it."""
+    if reason.startswith("nested too deeply"):
+        return f"JSON {reason}"
+    if reason.startswith(("larger than", "not UTF-8")):
+        return f"the file is {reason}"
+    for said in ("not JSON (", "not usable JSON ("):
+        if reason.startswith(said) and reason.endswith(")"):
+            reason = reason[len(said) : -1]
+    return f"not valid JSON ({reason})"
 
 
 def _without_path(error: str, path: Path | None) -> str:

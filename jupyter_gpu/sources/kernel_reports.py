@@ -73,6 +73,7 @@ class KernelReport:
     nvml_pids: tuple[int, ...]
     gpu_memory: tuple[tuple[str, int], ...]  # (device key, bytes)
     timestamp: float
+    pid_namespace: str | None = None  # the writer's /proc/self/ns/pid link ("pid:[4026531836]"), if known
 
     @property
     def key(self) -> tuple[int, int | float | None]:
@@ -109,6 +110,7 @@ def parse_report(data: Any, kernel_id: str | None = None) -> KernelReport:
             for key, value in fields.mapping("gpu_memory", MAX_ENTRIES, 256, default={}).items()
         )
         timestamp = fields.number("timestamp", 0)
+        namespace = fields.optional_text("pid_namespace", 256, 0)
     except ReportError:
         raise
     except WireError as error:
@@ -121,6 +123,7 @@ def parse_report(data: Any, kernel_id: str | None = None) -> KernelReport:
         nvml_pids=pids,
         gpu_memory=memory,
         timestamp=timestamp,
+        pid_namespace=namespace,
     )
 
 
