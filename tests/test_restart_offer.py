@@ -60,3 +60,21 @@ def test_a_refused_plan_is_offered_for_a_restart_and_kept_for_gpu_restart(
     assert shown[-1][magics.RESTART_MIME]["automatic"] is True
     assert shown[-1][magics.RESTART_MIME]["lines"][1:] == ["%gpu_select 1 --growth", "%gpu_limit 4GiB"]
     reset_plan_state()
+
+
+def test_the_expression_the_extension_evaluates_after_a_restart_works(shell) -> None:
+    """labextension/src/restart.ts evaluates SUMMARY in the new kernel; a renamed function would make
+    the button's "Kernel restarted; GPU plan applied: …" never come. The string there is this one, and
+    it evaluates to the plan in force."""
+    from pathlib import Path
+
+    from jupyter_gpu.kernel.plan_report import summary
+    from jupyter_gpu.kernel.restart_offer import SUMMARY_EXPRESSION
+
+    source = (Path(__file__).parents[1] / "labextension" / "src" / "restart.ts").read_text()
+    found = re.search(r'export const SUMMARY =\s*"([^"]+)"', source)
+    assert found is not None, "restart.ts no longer defines SUMMARY as a string"
+    assert found[1] == SUMMARY_EXPRESSION
+    shell.run_line_magic("gpu_select", "1 --growth")
+    assert eval(SUMMARY_EXPRESSION) == summary(current_plan())  # what the kernel answers
+    assert "GPU 1" in eval(SUMMARY_EXPRESSION)

@@ -11,6 +11,19 @@ from typing import Any
 
 RESTART_MIME = "application/vnd.jupyter-gpu.restart+json"
 
+#: What the extension evaluates (``user_expressions``) in the new kernel after running an offer's
+#: lines, to say which plan is now in force. A contract with ``labextension/src/restart.ts``
+#: (``SUMMARY``): tests/test_restart_offer.py evaluates the string found there.
+SUMMARY_EXPRESSION = "__import__('jupyter_gpu.kernel.restart_offer', fromlist=['x']).applied_plan_summary()"
+
+
+def applied_plan_summary() -> str:
+    """The plan in force in this kernel, in one line (what "Restart kernel and apply" reports)."""
+    from ..plan import current_plan
+    from .plan_report import summary
+
+    return summary(current_plan())
+
 
 def offer_restart(request: Any, reason: str, automatic: bool = False) -> None:
     """Show "Restart kernel and apply": a MIME bundle the JupyterLab extension renders as a button

@@ -60,9 +60,9 @@ interface ISessionContextLike {
 /** Offers already acted on automatically in this page (a re-render must not restart again). */
 const handled = new Set<string>();
 
-const SUMMARY =
-  "__import__('jupyter_gpu.magics', fromlist=['_summary'])._summary(" +
-  "__import__('jupyter_gpu.plan', fromlist=['current_plan']).current_plan())";
+/** Evaluated in the new kernel: the plan now in force, in one line (jupyter_gpu/kernel/restart_offer.py). */
+export const SUMMARY =
+  "__import__('jupyter_gpu.kernel.restart_offer', fromlist=['x']).applied_plan_summary()";
 
 export function parseOffer(data: unknown): IRestartOffer | null {
   if (typeof data !== 'object' || data === null) {
