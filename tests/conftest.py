@@ -126,3 +126,31 @@ def stop_started() -> Iterator[None]:
     from hub_service import stop_started_services  # not for every test: it imports the hub service
 
     stop_started_services()
+
+
+@pytest.fixture(scope="session")
+def neighbour() -> Iterator[Any]:
+    """Another ordinary user of this host (``neighbours.Neighbour``): ``neighbour.run(fn, *args)`` runs
+    ``fn`` as them. Skipped, with the reason, where the tests cannot create one (not root)."""
+    import neighbours
+
+    reason = neighbours.skip_reason()
+    if reason is not None:
+        pytest.skip(reason)
+    with neighbours.neighbour_account() as account:
+        yield account
+
+
+@pytest.fixture
+def shared_tmp() -> Iterator[Path]:
+    """A fresh world-writable sticky folder (mode 1777, like ``/tmp``) that every local user can
+    reach: pytest's own ``tmp_path`` lies under a 0700 folder no neighbour can enter."""
+    import shutil
+    import tempfile
+
+    folder = Path(tempfile.mkdtemp(prefix="jgpu-shared-", dir="/tmp"))
+    folder.chmod(0o1777)
+    try:
+        yield folder
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)

@@ -1,0 +1,97 @@
+"""Another user on the same host: the adversary of docs/security.md, for real.
+
+Shared GPU servers are shared Linux hosts. The attacks that matter come from a second, ordinary
+user who can write where the victim's jupyter_gpu reads or writes (``/tmp``, a shared claims or
+runtime directory) or listen on a port it talks to. :class:`Neighbour` is such a user: a system
+account made for the test session (``useradd``, removed at the end), and :meth:`Neighbour.run`
+runs a function *as that user* in a forked child (real uid/gid switched, no supplementary groups),
+so what the function can do is exactly what the kernel lets an ordinary local user do. Only the
+standard library is needed in the child: attacks are file and socket operations.
+
+Needs root (to create the user and switch to it); the fixture ``neighbour`` skips with the reason
+otherwise. CI runs as root.
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import pwd
+import shutil
+import subprocess
+import traceback
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+NAME = "jgpu-neighbour"
+
+
+class NeighbourFailed(AssertionError):
+    """What the neighbour's function raised, with its traceback from the child."""
+
+
+@dataclass(frozen=True)
+class Neighbour:
+    name: str
+    uid: int
+    gid: int
+
+    def run(self, function: Callable[..., Any], *args: Any, timeout_s: float = 30) -> Any:
+        """``function(*args)`` run as this user in a forked child; its return value (pickled back),
+        or :class:`NeighbourFailed` with the child's traceback."""
+        read_end, write_end = os.pipe()
+        pid = os.fork()
+        if pid == 0:  # the child: become the neighbour, run, report, exit without cleanup handlers
+            os.close(read_end)
+            try:
+                os.setgroups([])
+                os.setgid(self.gid)
+                os.setuid(self.uid)
+                result: tuple[bool, Any] = (True, function(*args))
+            except BaseException:
+                result = (False, traceback.format_exc())
+            try:
+                payload = pickle.dumps(result)
+            except Exception:
+                payload = pickle.dumps((False, f"unpicklable result: {result!r:.200}"))
+            with os.fdopen(write_end, "wb") as out:
+                out.write(payload)
+            os._exit(0)
+        os.close(write_end)
+        with os.fdopen(read_end, "rb") as data:
+            raw = data.read()
+        os.waitpid(pid, 0)
+        ok, value = pickle.loads(raw) if raw else (False, "the neighbour's process died")
+        if not ok:
+            raise NeighbourFailed(value)
+        return value
+
+    def owns(self, path: str | os.PathLike[str]) -> bool:
+        return os.lstat(path).st_uid == self.uid
+
+
+def skip_reason() -> str | None:
+    if os.geteuid() != 0:
+        return "a second local user needs root (useradd, setuid)"
+    if not shutil.which("useradd"):
+        return "useradd is missing"
+    return None
+
+
+@contextmanager
+def neighbour_account(name: str = NAME) -> Iterator[Neighbour]:
+    """The system user ``name`` (created when missing, removed again if this created it)."""
+    created = False
+    try:
+        entry = pwd.getpwnam(name)
+    except KeyError:
+        subprocess.run(["useradd", "--system", "--no-create-home", "--shell", "/usr/sbin/nologin", name], check=True)
+        created = True
+        entry = pwd.getpwnam(name)
+    try:
+        yield Neighbour(name, entry.pw_uid, entry.pw_gid)
+    finally:
+        if created:
+            subprocess.run(["userdel", name], capture_output=True)
