@@ -87,3 +87,29 @@ def people(hub: FakeHub, gpus: ScenarioFile | None = None) -> None:
     hub.snapshots["bob"] = user_snapshot("bob", 2, gpu=1, mib=2048)
     if gpus is not None:
         gpus.write(scenario_of(hub.snapshots))
+
+
+def serve_in_this_process() -> None:
+    """The service with :func:`people` on a loopback port until killed, for a test that must survive
+    the service freezing (its own process: a frozen loop, or a thread stuck in HubAuth's pool, would
+    take the test's process with it). Prints one JSON line: the service's URL, the login cookie's
+    name and a login cookie's value for each of alice (reader) and root-admin."""
+    import asyncio
+    import json
+
+    from tornado.web import create_signed_value
+
+    async def main() -> None:
+        run = await start(interval_s=0.5)
+        people(run.hub)
+        app = run.server.request_callback if run.server is not None else None
+        secret = app.settings["cookie_secret"]  # type: ignore[union-attr]
+        name = app.settings["hub_auth"].cookie_name  # type: ignore[union-attr]
+        cookies = {
+            user: create_signed_value(secret, name, token).decode()
+            for user, token in (("alice", "alice-token"), ("root-admin", "admin-token"))
+        }
+        print(json.dumps({"url": run.url, "cookie_name": name, "cookies": cookies}), flush=True)
+        await asyncio.Event().wait()
+
+    asyncio.run(main())

@@ -679,3 +679,76 @@ def test_the_processes_index_is_built_once_per_sample() -> None:
     assert core.Truth.of(first) is core.Truth.of(first)
     assert core.Truth.of(second) is not core.Truth.of(first)  # a new sample: a new index
     assert core.Truth.of(second).by_owner == {"alice": {"0": GIB}}
+
+
+@pytest.fixture
+def service_process() -> Any:
+    """The service (hub_service.serve_in_this_process) in a child process: what it printed, then
+    killed. A frozen service must fail the test, not hang the test's own process."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    tests = Path(__file__).parent
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tests), str(tests.parent)]), simulate.ENV_VAR: "demo"}
+    child = subprocess.Popen(
+        [sys.executable, "-c", "import hub_service; hub_service.serve_in_this_process()"],
+        cwd=tests,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
+    try:
+        assert child.stdout is not None
+        line = child.stdout.readline()
+        assert line, "the service did not start"
+        yield json.loads(line)
+    finally:
+        child.kill()
+        child.wait(10)
+
+
+def test_no_cookie_header_or_method_freezes_the_service(service_process: dict[str, Any]) -> None:
+    """A logged-in reader's DELETE with any X-XSRFToken (or ?_xsrf=), no _xsrf cookie and no
+    Sec-Fetch-Mode deadlocked the service for good (the XSRF check re-entered HubAuth's one-thread
+    pool): every combination on every route answers within seconds, none deletes a kernel, and
+    the service answers a user server afterwards."""
+    import http.client
+    import itertools
+    from urllib.parse import urlsplit
+
+    url = urlsplit(service_process["url"])
+    cookie_name = service_process["cookie_name"]
+
+    def ask(method: str, path: str, headers: dict[str, str]) -> int:
+        connection = http.client.HTTPConnection(url.hostname or "", url.port, timeout=5)
+        try:
+            connection.request(method, url.path + path, body=b"" if method != "GET" else None, headers=headers)
+            return connection.getresponse().status
+        except TimeoutError:
+            pytest.fail(f"the service froze on {method} {path} {headers}")
+        finally:
+            connection.close()
+
+    routes = ["", "api/console", "api/users/bob/kernels/bob-kernel-0", "api/devices", "metrics"]
+    cookies = [None, *service_process["cookies"]]  # nobody, alice (reader), root-admin
+    for route, who, header, query, mode, method in itertools.product(
+        routes,
+        cookies,
+        (False, True),
+        (False, True),
+        (None, "cors", "navigate", "same-origin"),
+        ("GET", "POST", "DELETE"),
+    ):
+        headers = {}
+        if who is not None:
+            headers["Cookie"] = f"{cookie_name}={service_process['cookies'][who]}"
+        if header:
+            headers["X-XSRFToken"] = "anything"
+        if mode is not None:
+            headers["Sec-Fetch-Mode"] = mode
+        status = ask(method, route + ("?_xsrf=anything" if query else ""), headers)
+        assert status < 500 and status != 204, (status, method, route, who, header, query, mode)
+    assert ask("GET", "api/devices", {"Authorization": "token bob-token"}) == 200

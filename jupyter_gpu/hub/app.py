@@ -30,7 +30,13 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote, unquote, urlencode, urlsplit
 
-from jupyterhub.services.auth import HubAuthenticated, HubOAuth, HubOAuthCallbackHandler, HubOAuthenticated
+from jupyterhub.services.auth import (
+    HubAuthenticated,
+    HubOAuth,
+    HubOAuthCallbackHandler,
+    HubOAuthenticated,
+    UserNotAllowed,
+)
 from jupyterhub.utils import url_path_join
 from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
 from prometheus_client.registry import Collector, CollectorRegistry
@@ -423,16 +429,48 @@ class _HubAuthFromSettings:
         pass
 
 
+class _UserFirst(HubAuthenticated):
+    """Who asks, found once in ``prepare()`` on the event loop, before any handler code runs.
+
+    JupyterHub 6.1's ``HubAuthenticated.get_current_user`` asks ``hub_auth.get_user`` synchronously:
+    the lookup runs on HubAuth's one-thread pool while the event loop waits for it. For a request
+    with a login cookie that needs an XSRF check (DELETE, POST, ``Sec-Fetch-Mode: cors``...) and
+    carries no valid ``_xsrf`` cookie, that lookup makes a new ``_xsrf`` cookie, which asks for
+    ``current_user`` again: a second job on the same one-thread pool, waited for by the first. The
+    loop waited for good (every user server's ``api/devices`` included), and any identity that can
+    log in could cause it, before any role check. Here the lookup is awaited (``sync=False``), the
+    pool is never used, and ``get_current_user`` only returns what ``prepare()`` found, so a nested
+    ``current_user`` (the XSRF cookie's) sees "nobody yet" instead of re-entering the lookup.
+    """
+
+    _resolved_user: Any = None
+
+    async def prepare(self) -> None:
+        model = await self.hub_auth.get_user(self, sync=False)
+        user = None
+        if model:
+            try:
+                user = self.check_hub_user(model)
+            except UserNotAllowed:
+                raise web.HTTPError(403, "{kind} {name} is not allowed".format(**model)) from None
+            self.hub_auth._persist_url_token_if_set(self)
+        self._resolved_user = user
+        self.current_user = user  # replaces what a nested current_user cached meanwhile (nobody)
+
+    def get_current_user(self) -> Any:
+        return self._resolved_user
+
+
 class _Api:
     def get_login_url(self) -> str:
         raise web.HTTPError(403, "authentication required (a hub token or the console's login)")
 
 
-class _ConsoleBase(_HubAuthFromSettings, HubOAuthenticated, _Base):
+class _ConsoleBase(_UserFirst, _HubAuthFromSettings, HubOAuthenticated, _Base):
     def viewer(self) -> str:
         """Who asks: a user's name, or ``service:<name>`` for a service's token (a service named
         like a user must not see that user's notebooks as its own)."""
-        model = self.current_user
+        model = self.current_user or {}  # @web.authenticated: never None here
         name = str(model.get("name"))
         return name if model.get("kind", "user") == "user" else f"service:{name}"
 
@@ -516,7 +554,7 @@ class KernelApi(_Api, _ConsoleBase):
         self.finish()
 
 
-class DevicesApi(_Api, _HubAuthFromSettings, HubAuthenticated, _Base):
+class DevicesApi(_Api, _UserFirst, _HubAuthFromSettings, HubAuthenticated, _Base):
     """Any hub user or service (user servers use their own token): what nvidia-smi shows anybody."""
 
     @property
@@ -552,7 +590,7 @@ class _DeviceSeries(Collector):
         return [*gauges.health_families(snapshot.nvml_available, snapshot.timestamp), *devices]
 
 
-class MetricsApi(_Api, _HubAuthFromSettings, HubAuthenticated, _Base):
+class MetricsApi(_Api, _UserFirst, _HubAuthFromSettings, HubAuthenticated, _Base):
     """``/metrics``: the host's GPUs for Prometheus (the service's access scope, as for any service
     endpoint: ``access:services!service=<name>``). Kernel series stay with the user servers."""
 
