@@ -399,3 +399,32 @@ def test_user_servers_on_the_service_export_kernel_series_only(demo_gpus: None) 
         assert {"jupyter_gpu_kernel_memory_used_bytes", "jupyter_gpu_nvml_up"} <= exported["hub-service"]
 
     asyncio.run(body())
+
+
+def test_a_service_address_whose_owner_cannot_be_checked_gets_no_token(
+    demo_gpus: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An http:// service whose socket is not in this host's /proc/net/tcp (another host: its
+    owner cannot be checked) gets no request; another account than service_account neither."""
+
+    async def body() -> None:
+        run = await start()
+        people(run.hub)
+        loop = asyncio.get_running_loop()
+        devices = run.url + "api/devices"
+        ok = remote.RemoteSource(devices, fallback=lambda: Snapshot(False, 0.0), token="bob-token")
+        assert (await loop.run_in_executor(None, ok)).gpus and ok.last_error is None  # root's socket
+        monkeypatch.setattr(remote, "PROC_NET_TCP", ("/dev/null",))
+        blind = remote.RemoteSource(devices, fallback=lambda: Snapshot(False, 0.0), token="bob-token")
+        await loop.run_in_executor(None, blind)
+        assert "is not a socket of this host" in (blind.last_error or "") and "token was not sent" in (
+            blind.last_error or ""
+        )
+        monkeypatch.undo()
+        other = remote.RemoteSource(devices, fallback=lambda: Snapshot(False, 0.0), token="bob-token", account="99999")
+        await loop.run_in_executor(None, other)
+        assert "not by the service's account uid 99999" in (other.last_error or ""), other.last_error
+        unchecked = remote.RemoteSource(devices, fallback=lambda: Snapshot(False, 0.0), token="bob-token", account="")
+        assert (await loop.run_in_executor(None, unchecked)).gpus and unchecked.last_error is None
+
+    asyncio.run(body())

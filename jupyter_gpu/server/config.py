@@ -103,6 +103,20 @@ class JupyterGpuServer(Configurable):
         resolve_source(proposal["value"])  # ValueError with one line for anything else
         return proposal["value"]
 
+    service_account = Unicode(
+        "root",
+        config=True,
+        help="""With source "hub-service" or an http:// URL: the local account the jupyter-gpu service
+        runs as (a name or a uid; "root", the default, is what a hub-managed service runs as when
+        the hub runs as root). This server sends its JUPYTERHUB_API_TOKEN (which also opens this
+        user's server) in each request to the service, so it first checks, in /proc/net/tcp, that
+        the socket it connected to is owned by this account: while the service is down, another
+        local user listening on its port gets no request and no token, and the snapshot's warnings
+        say who was listening. An http:// address that is not on this host cannot be checked and
+        is refused. https:// URLs are checked by TLS instead (no account check). "": no check, the
+        token goes to whoever listens on the service's address.""",
+    )
+
     cull_idle_after_s = Float(
         0.0,
         config=True,

@@ -126,7 +126,7 @@ class GpuService:
         self.device_source = resolve_source(source)  # "nvml", "hub-service" or a URL
         if self.device_source is None:
             return snapshot
-        return RemoteSource(self.device_source, fallback=snapshot)
+        return RemoteSource(self.device_source, fallback=snapshot, account=self.config.service_account)
 
     def _reconfigure(self, change: Any) -> None:
         if change["name"] == "interval_s":

@@ -8,18 +8,37 @@ for the host, see :mod:`jupyter_gpu.hub`) and only adds its own kernels' attribu
 The service's answer is untrusted input (it crosses a socket): it is read with
 :mod:`jupyter_gpu.core.wire` (strict JSON, bounded size and nesting) and :func:`snapshot_from_dict`
 checks every field's type and size (whole numbers at most :data:`MAX_INT`), refusing the answer with
-one line otherwise. When the service cannot
-be reached or answers badly, :class:`RemoteSource` reads NVML itself for that sample and says so in
-the snapshot's ``warnings``; the next sample asks the service again. A redirect counts as a bad
+one line otherwise. When the service cannot be reached, cannot prove it is the service, or answers
+badly, :class:`RemoteSource` reads NVML itself for that sample and says so in the snapshot's
+``warnings``; the next sample asks the service again. A redirect counts as a bad
 answer: it is not followed (urllib would carry this server's token to wherever it points).
+
+**Who gets the token.** This server authenticates with its own ``JUPYTERHUB_API_TOKEN``, which also
+opens this user's server (``access:servers!server``): whoever receives it can run code as this user.
+A URL on this host is just a port, and any local user may listen on it while the service is down or
+restarting. So, for ``http://``, the token is only sent on a connection whose other end is a socket
+of this host owned by the service's account (``JupyterGpuServer.service_account``, ``root`` by
+default, the account a hub-managed service runs as): after connecting and before writing a byte,
+:func:`peer_uid` finds the other end's row in ``/proc/net/tcp``/``tcp6`` (the kernel records the
+owner of the listening socket there, which no other user can fake). A listener of another account,
+or an address that is not this host's (its owner cannot be checked), gets no request at all: this
+server reads NVML itself and its warning says why. ``https://`` URLs are checked by TLS (the
+certificate must name the host) instead. ``service_account = ""`` turns the check off and sends the
+token to whoever listens.
 
 Pure: the standard library's ``urllib`` and :mod:`jupyter_gpu.sources.processes`, no tornado.
 """
 
 from __future__ import annotations
 
+import http.client
+import ipaddress
 import logging
 import os
+import pwd
+import socket
+import struct
+import time
 import urllib.error
 import urllib.request
 from collections.abc import Callable
@@ -40,6 +59,8 @@ MAX_INT = 2**63 - 1  # any count or byte size NVML gives (an unsigned long long 
 MAX_TEXT = 1024
 SERVICE_URL_ENV = "JUPYTER_GPU_SERVICE_URL"
 DEFAULT_SERVICE_URL = "http://127.0.0.1:10101/services/jupyter-gpu/"
+DEFAULT_SERVICE_ACCOUNT = "root"  # a hub-managed service runs as the hub's account (root, usually)
+PROC_NET_TCP = ("/proc/net/tcp", "/proc/net/tcp6")
 
 
 class BadAnswer(WireError):
@@ -179,6 +200,117 @@ def resolve_source(source: str) -> str | None:
     return base.rstrip("/") + "/api/devices"
 
 
+class NotTheService(OSError):
+    """The listener at the service's address is not proven to be the service: nothing was sent."""
+
+
+def _row_address(field: str) -> tuple[ipaddress.IPv4Address | ipaddress.IPv6Address, int]:
+    """``0100007F:2775`` (``/proc/net/tcp``: the address as the kernel's 32-bit words in host
+    order, the port in hex) -> (address, port); an IPv4-mapped IPv6 address as its IPv4 one."""
+    host, _, port = field.partition(":")
+    raw = b"".join(struct.pack("=I", int(host[i : i + 8], 16)) for i in range(0, len(host), 8))
+    address: ipaddress.IPv4Address | ipaddress.IPv6Address = ipaddress.ip_address(raw)
+    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
+        address = address.ipv4_mapped
+    return address, int(port, 16)
+
+
+def _address(pair: tuple[Any, ...]) -> tuple[ipaddress.IPv4Address | ipaddress.IPv6Address, int]:
+    address: ipaddress.IPv4Address | ipaddress.IPv6Address = ipaddress.ip_address(pair[0].partition("%")[0])
+    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
+        address = address.ipv4_mapped
+    return address, int(pair[1])
+
+
+def peer_uid(sock: socket.socket, wait_s: float = 0.2, tables: tuple[str, ...] | None = None) -> int | None:
+    """The account (uid) owning the other end of the connected TCP socket ``sock``, when that end is
+    a socket of this host (network namespace); None otherwise.
+
+    The other end of our connection is the row of ``/proc/net/tcp`` (or ``tcp6``) whose local
+    address is our peer and whose remote address is us; its ``uid`` column is the owner of the
+    socket that accepted it (inherited from the listening socket: set by the kernel, not by the
+    listener). The row can lag the ``connect()`` by a moment on a busy host: looked for up to
+    ``wait_s``.
+    """
+    me, them = _address(sock.getsockname()), _address(sock.getpeername())
+    deadline = time.monotonic() + wait_s
+    while True:
+        for table in tables or PROC_NET_TCP:
+            try:
+                with open(table, encoding="ascii") as rows:
+                    next(rows, None)  # the header
+                    for row in rows:
+                        fields = row.split()
+                        if len(fields) > 7 and _row_address(fields[1]) == them and _row_address(fields[2]) == me:
+                            return int(fields[7])
+            except (OSError, ValueError):
+                continue
+        if time.monotonic() >= deadline:
+            return None
+        time.sleep(0.01)
+
+
+def account_uid(account: str) -> int:
+    """The uid of ``account`` (a user name or a number); KeyError when there is no such user."""
+    return int(account) if account.isdigit() else pwd.getpwnam(account).pw_uid
+
+
+def _account_name(uid: int) -> str:
+    try:
+        return f"{pwd.getpwuid(uid).pw_name!r} (uid {uid})"
+    except KeyError:
+        return f"uid {uid}"
+
+
+class _ProvenConnection(http.client.HTTPConnection):
+    """An HTTP connection that, once connected and before sending anything, checks that the other
+    end is a socket of this host owned by the service's account (:func:`peer_uid`)."""
+
+    account = DEFAULT_SERVICE_ACCOUNT
+
+    def connect(self) -> None:
+        super().connect()
+        where = f"{self.host}:{self.port}"
+        try:
+            expected = account_uid(self.account)
+        except KeyError:
+            self.close()
+            raise NotTheService(
+                f"no account {self.account!r} on this host (c.JupyterGpuServer.service_account): "
+                "this server's token was not sent"
+            ) from None
+        uid = peer_uid(self.sock)
+        if uid == expected:
+            return
+        self.close()
+        if uid is None:
+            raise NotTheService(
+                f"{where} is not a socket of this host, so who listens there cannot be checked: this "
+                "server's token was not sent (use an https:// URL, or c.JupyterGpuServer.service_account "
+                '= "" to send it unchecked)'
+            )
+        raise NotTheService(
+            f"{where} is served by account {_account_name(uid)}, not by the service's account "
+            f"{_account_name(expected)} (c.JupyterGpuServer.service_account): this server's token was "
+            "not sent; another user may be listening on the service's port"
+        )
+
+
+class _ProvenHTTP(urllib.request.HTTPHandler):
+    def __init__(self, account: str) -> None:
+        super().__init__()
+        self.account = account
+
+    def http_open(self, req: Any) -> Any:
+        account = self.account
+
+        class Connection(_ProvenConnection):
+            pass
+
+        Connection.account = account
+        return self.do_open(Connection, req)
+
+
 class _NoRedirects(urllib.request.HTTPRedirectHandler):
     """A redirect is an error: urllib would send this server's token along to wherever it points."""
 
@@ -186,21 +318,34 @@ class _NoRedirects(urllib.request.HTTPRedirectHandler):
         return None  # urllib then raises HTTPError with the 3xx code
 
 
-_OPENER = urllib.request.build_opener(_NoRedirects)
+def opener(account: str) -> urllib.request.OpenerDirector:
+    """urllib without redirects; for ``http://``, connections proven to reach ``account``'s socket
+    (``""``: any listener)."""
+    if not account:
+        return urllib.request.build_opener(_NoRedirects)
+    return urllib.request.build_opener(_NoRedirects, _ProvenHTTP(account))
 
 
 class RemoteSource:
     """A ``take()`` for :class:`jupyter_gpu.sources.sampler.Sampler`: the service's snapshot, else NVML.
 
     ``token`` (default: ``$JUPYTERHUB_API_TOKEN``, the user server's own token) authenticates this
-    server with the service. ``fallback`` reads NVML in this process when the service fails; that
+    server with the service; over ``http://`` it is only sent to a listener owned by ``account``
+    (module docstring). ``fallback`` reads NVML in this process when the service fails; that
     sample's ``warnings`` say so. :attr:`last_error` is None while the service answers.
     """
 
     def __init__(
-        self, url: str, fallback: Callable[[], Snapshot], token: str | None = None, timeout_s: float = 3.0
+        self,
+        url: str,
+        fallback: Callable[[], Snapshot],
+        token: str | None = None,
+        timeout_s: float = 3.0,
+        account: str = DEFAULT_SERVICE_ACCOUNT,
     ) -> None:
         self.url = url
+        self.account = account
+        self._opener = opener(account)
         self.fallback = fallback
         self.token = token if token is not None else os.environ.get("JUPYTERHUB_API_TOKEN")
         self.timeout_s = timeout_s
@@ -213,7 +358,7 @@ class RemoteSource:
         request = urllib.request.Request(self.url, headers={"Accept": "application/json"})
         if self.token:
             request.add_header("Authorization", f"token {self.token}")
-        with _OPENER.open(request, timeout=self.timeout_s) as response:
+        with self._opener.open(request, timeout=self.timeout_s) as response:
             body = response.read(MAX_BYTES + 1)
         try:
             data = loads(body, max_bytes=MAX_BYTES)
@@ -232,10 +377,16 @@ class RemoteSource:
                 if isinstance(error, urllib.error.HTTPError)
                 else str(getattr(error, "reason", error))
             )
-            message = (
-                f"the jupyter-gpu service ({self.url}) is unreachable ({reason}): this server "
-                "reads NVML itself until it answers again"
-            )
+            if isinstance(getattr(error, "reason", error), NotTheService):  # urllib wraps it in URLError
+                message = (
+                    f"the jupyter-gpu service ({self.url}) was not asked: {reason}. This server reads "
+                    "NVML itself until the service's own account answers there"
+                )
+            else:
+                message = (
+                    f"the jupyter-gpu service ({self.url}) is unreachable ({reason}): this server "
+                    "reads NVML itself until it answers again"
+                )
             if message != self.last_error:
                 log.warning("jupyter_gpu: %s", message)
             self.last_error = message
