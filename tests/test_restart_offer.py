@@ -130,3 +130,11 @@ def test_blocking_option(line: str, blocking: str | None) -> None:
     from jupyter_gpu.kernel.restart_offer import blocking_option
 
     assert blocking_option(line) == blocking
+
+
+def test_the_text_shows_every_line_but_an_exact_load_ext_first() -> None:
+    from jupyter_gpu.kernel.restart_offer import shown_lines
+
+    assert shown_lines(["%load_ext jupyter_gpu", "%gpu_select 1"]) == "%gpu_select 1"
+    assert shown_lines(["%load_ext jupyter_gpu"]) == "%load_ext jupyter_gpu"
+    assert shown_lines(["%gpu_select 0", "%gpu_limit 1"]) == "%gpu_select 0; %gpu_limit 1"

@@ -62,8 +62,9 @@ def blocking_option(line: str) -> str | None:
 
 
 def shown_lines(lines: list[str]) -> str:
-    """The lines as the offer shows them: all of them, but an exact ``%load_ext jupyter_gpu`` first."""
-    return "; ".join(lines[1:] if lines[:1] == [LOAD_LINE] else lines) or "nothing (the default plan)"
+    """The lines as the offer's text shows them: all of them, but an exact ``%load_ext jupyter_gpu``
+    first line when more follow."""
+    return "; ".join(lines[1:] if lines[:1] == [LOAD_LINE] and len(lines) > 1 else lines)
 
 
 def offer_restart(request: Any, reason: str, automatic: bool = False) -> None:
