@@ -78,3 +78,63 @@ def test_the_expression_the_extension_evaluates_after_a_restart_works(shell) -> 
     shell.run_line_magic("gpu_select", "1 --growth")
     assert eval(SUMMARY_EXPRESSION) == summary(current_plan())  # what the kernel answers
     assert "GPU 1" in eval(SUMMARY_EXPRESSION)
+    # What the extension reads: the value's text/plain in the reply's user_expressions, a JSON string.
+    import json
+
+    reply = shell.user_expressions({"plan": SUMMARY_EXPRESSION})["plan"]
+    assert reply["status"] == "ok"
+    assert json.loads(reply["data"]["text/plain"]) == summary(current_plan())
+
+
+def test_the_summary_survives_quotes_and_new_lines(monkeypatch) -> None:
+    """A Python repr cut at its outer quotes kept "it's" double-quoted and showed \\n literally."""
+    import json
+
+    from jupyter_gpu.kernel import plan_report, restart_offer
+
+    text = "GPU 1 'Tesla' \"x\"\nback\\slash ü"
+    monkeypatch.setattr(plan_report, "summary", lambda plan: text)
+    value = restart_offer.applied_plan_summary()
+    assert value == text
+    assert json.loads(repr(value)) == text
+
+
+@pytest.mark.parametrize(
+    "request_",
+    [
+        PlanRequest(selection="auto:2 --wait 168h"),  # one spec with spaces, as `%gpu_select "auto:2 --wait 168h"`
+        PlanRequest(selection="auto:1", min_free="999GiB --w 1h"),
+    ],
+)
+def test_an_offer_that_could_wait_in_the_new_kernel_is_never_made(monkeypatch, request_: PlanRequest) -> None:
+    from jupyter_gpu.kernel import restart_offer
+
+    shown: list[dict] = []
+    monkeypatch.setattr("IPython.display.display", lambda data, raw=False: shown.append(data))
+    restart_offer.offer_restart(request_, "test", automatic=True)
+    assert len(shown) == 1 and restart_offer.RESTART_MIME not in shown[0]
+    assert "could keep the new kernel waiting" in shown[0]["text/plain"]
+
+
+@pytest.mark.parametrize(
+    ("line", "blocking"),
+    [
+        ("%gpu_select auto:2 --min-free 8GiB --growth", None),
+        ("%gpu_select --no-growth", None),
+        ("%gpu_select auto:2 --wait 1h", "--wait"),
+        ("%gpu_select auto:2 --wai 1h", "--wai"),
+        ("%gpu_limit 4GiB", None),
+    ],
+)
+def test_blocking_option(line: str, blocking: str | None) -> None:
+    from jupyter_gpu.kernel.restart_offer import blocking_option
+
+    assert blocking_option(line) == blocking
+
+
+def test_the_text_shows_every_line_but_an_exact_load_ext_first() -> None:
+    from jupyter_gpu.kernel.restart_offer import shown_lines
+
+    assert shown_lines(["%load_ext jupyter_gpu", "%gpu_select 1"]) == "%gpu_select 1"
+    assert shown_lines(["%load_ext jupyter_gpu"]) == "%load_ext jupyter_gpu"
+    assert shown_lines(["%gpu_select 0", "%gpu_limit 1"]) == "%gpu_select 0; %gpu_limit 1"

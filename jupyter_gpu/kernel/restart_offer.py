@@ -7,9 +7,19 @@ once (``automatic``), with plain text for every other frontend.
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 RESTART_MIME = "application/vnd.jupyter-gpu.restart+json"
+
+#: The first line of every offer; the only line a face may leave unsaid (it changes no plan).
+LOAD_LINE = "%load_ext jupyter_gpu"
+
+#: ``%gpu_select``'s options that return at once, by their exact names (argparse also takes unique
+#: prefixes: ``--w 1h`` is ``--wait 1h``). The renderer allows the same (restart.ts
+#: ``QUICK_SELECT_OPTIONS``): an offer runs before anything else in a new kernel, behind a
+#: "Restarting…" button, so a line that can wait (``--wait``) is never offered.
+QUICK_SELECT_OPTIONS = frozenset({"--growth", "--no-growth", "--min-free"})
 
 #: What the extension evaluates (``user_expressions``) in the new kernel after running an offer's
 #: lines, to say which plan is now in force. A contract with ``labextension/src/restart.ts``
@@ -17,12 +27,44 @@ RESTART_MIME = "application/vnd.jupyter-gpu.restart+json"
 SUMMARY_EXPRESSION = "__import__('jupyter_gpu.kernel.restart_offer', fromlist=['x']).applied_plan_summary()"
 
 
-def applied_plan_summary() -> str:
-    """The plan in force in this kernel, in one line (what "Restart kernel and apply" reports)."""
+class PlanSummary(str):
+    """A plan summary whose repr is a JSON string literal.
+
+    The extension reads a user expression's ``text/plain``, which is the value's repr: with this,
+    ``JSON.parse`` gives the text back exactly (quotes, backslashes, new lines), where a Python
+    repr would need Python's quoting rules on the other side.
+    """
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return json.dumps(str(self))
+
+    def _repr_pretty_(self, printer: Any, cycle: bool) -> None:
+        printer.text(repr(self))
+
+
+def applied_plan_summary() -> PlanSummary:
+    """The plan in force in this kernel, in one line (what "Restart kernel and apply" reports);
+    its repr is JSON (:class:`PlanSummary`)."""
     from ..plan import current_plan
     from .plan_report import summary
 
-    return summary(current_plan())
+    return PlanSummary(summary(current_plan()))
+
+
+def blocking_option(line: str) -> str | None:
+    """The option of ``line`` that could keep a new kernel waiting (``--wait``, or anything that is
+    not one of :data:`QUICK_SELECT_OPTIONS`), or None."""
+    if not line.startswith("%gpu_select "):
+        return None
+    return next((w for w in line.split(" ")[1:] if w.startswith("-") and w not in QUICK_SELECT_OPTIONS), None)
+
+
+def shown_lines(lines: list[str]) -> str:
+    """The lines as the offer's text shows them: all of them, but an exact ``%load_ext jupyter_gpu``
+    first line when more follow."""
+    return "; ".join(lines[1:] if lines[:1] == [LOAD_LINE] and len(lines) > 1 else lines)
 
 
 def offer_restart(request: Any, reason: str, automatic: bool = False) -> None:
@@ -36,9 +78,21 @@ def offer_restart(request: Any, reason: str, automatic: bool = False) -> None:
     from ..sources.kernel_reports import kernel_identity
 
     lines = plan_magics(request)
+    blocking = next((option for option in map(blocking_option, lines) if option), None)
+    if blocking is not None:
+        # Never offered for a click (nor run at once): it could hold the new kernel with nothing
+        # on screen saying why. The text says what to run, by hand.
+        display(
+            {
+                "text/plain": f"To apply this GPU plan, restart the kernel and run: {shown_lines(lines)} "
+                f"(not offered as a restart: {blocking} could keep the new kernel waiting)"
+            },
+            raw=True,
+        )
+        return
     text = (
         "To apply this GPU plan, restart the kernel and run first: "
-        + "; ".join(lines[1:] or lines)
+        + shown_lines(lines)
         + (
             " (JupyterLab with jupyter_gpu's extension does it for you: %gpu_restart)"
             if not automatic

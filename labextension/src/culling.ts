@@ -5,7 +5,7 @@
  * process entries are read only from servers that send no summaries.
  */
 import { basename, displayText } from './format';
-import type { ISnapshot } from './tokens';
+import type { IGpu, IGpuProcess, IKernelSummary, ISnapshot } from './tokens';
 
 export interface ICullDue {
   kernelId: string;
@@ -16,24 +16,37 @@ export interface ICullDue {
   cullInS: number;
 }
 
-function label(kernelId: string, notebook: string | null | undefined): string {
-  return notebook ? displayText(basename(notebook), '') : `kernel ${displayText(kernelId.slice(0, 8), '')}`;
+function label(kernelId: string, notebook: unknown): string {
+  return typeof notebook === 'string' && notebook
+    ? displayText(basename(notebook), '')
+    : `kernel ${displayText(kernelId.slice(0, 8), '')}`;
 }
 
 function finite(value: unknown): value is number {
   return typeof value === 'number' && Number.isFinite(value);
 }
 
-/** Kernels within the server's `cull_warn_s` of being culled, by kernel id. */
+/** The entries of `list` that are objects (a server's list may hold anything). */
+function objects<T>(list: unknown): T[] {
+  return Array.isArray(list) ? (list.filter(item => typeof item === 'object' && item !== null) as T[]) : [];
+}
+
+/**
+ * Kernels within the server's `cull_warn_s` of being culled, by kernel id. Entries that are not
+ * objects, a notebook that is not a string and a memory that is not a finite number are ignored.
+ */
 export function cullsDue(snapshot: ISnapshot | null): Map<string, ICullDue> {
   const due = new Map<string, ICullDue>();
   if (!snapshot) {
     return due;
   }
   if (Array.isArray(snapshot.kernels)) {
-    for (const k of snapshot.kernels) {
+    for (const k of objects<IKernelSummary>(snapshot.kernels)) {
       if (k.cull_warning === true && finite(k.cull_in_s) && typeof k.kernel_id === 'string') {
-        const reported = Object.values(k.reported_gpu_memory ?? {}).filter(finite);
+        const reported =
+          typeof k.reported_gpu_memory === 'object' && k.reported_gpu_memory !== null
+            ? Object.values(k.reported_gpu_memory).filter(finite)
+            : [];
         const memory =
           finite(k.gpu_memory) && k.gpu_memory > 0 ? k.gpu_memory : reported.reduce((a, b) => a + b, 0);
         due.set(k.kernel_id, {
@@ -46,14 +59,14 @@ export function cullsDue(snapshot: ISnapshot | null): Map<string, ICullDue> {
     }
     return due;
   }
-  for (const gpu of snapshot.gpus) {
-    for (const p of gpu.processes) {
-      if (p.own && p.kernel_id && p.cull_warning && finite(p.cull_in_s)) {
+  for (const gpu of objects<IGpu>(snapshot.gpus)) {
+    for (const p of objects<IGpuProcess>(gpu.processes)) {
+      if (p.own && typeof p.kernel_id === 'string' && p.kernel_id && p.cull_warning && finite(p.cull_in_s)) {
         const known = due.get(p.kernel_id);
         due.set(p.kernel_id, {
           kernelId: p.kernel_id,
           label: label(p.kernel_id, p.notebook),
-          memory: (known?.memory ?? 0) + (p.memory ?? 0),
+          memory: (known?.memory ?? 0) + (finite(p.memory) ? p.memory : 0),
           cullInS: p.cull_in_s
         });
       }

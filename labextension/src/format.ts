@@ -65,12 +65,13 @@ export function basename(path: string): string {
   return parts[parts.length - 1] || path;
 }
 
-/** A percentage for bar widths, clamped to 0..100. */
+/** A percentage for bar widths, clamped to 0..100; 0 when it is not a number (NaN, Infinity/Infinity). */
 export function percent(part: number, whole: number): number {
   if (!(whole > 0)) {
     return 0;
   }
-  return Math.min(100, Math.max(0, (100 * part) / whole));
+  const value = (100 * part) / whole;
+  return Number.isNaN(value) ? 0 : Math.min(100, Math.max(0, value));
 }
 
 /**
@@ -119,8 +120,16 @@ export function neutralize(text: string): string {
   return text.replace(HIDDEN, '\ufffd');
 }
 
-/** `text` cut to `maxChars` characters (code points), the last one "…" when it was cut. */
+/**
+ * `text` cut to `maxChars` characters (code points), the last one "…" when it was cut.
+ *
+ * A `maxChars` below 1 (or NaN) counts as 1, and a fraction is rounded down: Python's `truncate`
+ * raises ValueError there, but a view must not throw on a width, nor show almost the whole text
+ * (the slice end `maxChars - 1` was negative, counted from the end). For valid input (an integer
+ * of at least 1) both sides agree (`tests/golden/format.json`).
+ */
 export function truncate(text: string, maxChars: number): string {
+  maxChars = maxChars >= 1 ? Math.floor(maxChars) : 1;
   if (text.length <= maxChars) {
     return text;
   }

@@ -16,6 +16,46 @@ import { ISignal, Signal } from '@lumino/signaling';
 import { requestAPI, ServerExtensionMissingError } from './server';
 import type { IGpuMonitorModel, IHistoryAnswer, IHistorySample, ISnapshot, MonitorState } from './tokens';
 
+/** The longest sampling interval taken from the server (a day); anything longer is not believed. */
+const MAX_INTERVAL_S = 86_400;
+
+function finite(value: unknown): value is number {
+  return typeof value === 'number' && Number.isFinite(value);
+}
+
+/** `value` when it is a finite number within `low..high`, else null (what a chart may plot). */
+function within(value: unknown, low: number, high: number): number | null {
+  return finite(value) && value >= low && value <= high ? value : null;
+}
+
+/** A sampling interval from the server, in seconds, or null when it is not a sane one. */
+function intervalS(value: unknown): number | null {
+  return finite(value) && value > 0 && value <= MAX_INTERVAL_S ? value : null;
+}
+
+/** A GPU's memory use in percent (0..100) from its byte counts, or null when they make none. */
+function memoryPercent(used: unknown, total: unknown): number | null {
+  return finite(used) && finite(total) && total > 0 ? within((100 * used) / total, 0, 100) : null;
+}
+
+/**
+ * Why `snapshot` cannot be taken (a one-line reason), or null: a snapshot must be an object with a
+ * finite `timestamp` and a `gpus` list of objects. Checked before the model changes anything.
+ */
+export function snapshotProblem(snapshot: unknown): string | null {
+  if (typeof snapshot !== 'object' || snapshot === null) {
+    return 'the server sent no snapshot object';
+  }
+  const { timestamp, gpus } = snapshot as Record<string, unknown>;
+  if (!finite(timestamp)) {
+    return 'the server sent a snapshot without a timestamp';
+  }
+  if (!Array.isArray(gpus) || !gpus.every(gpu => typeof gpu === 'object' && gpu !== null)) {
+    return 'the server sent a snapshot without a list of GPUs';
+  }
+  return null;
+}
+
 export namespace GpuMonitorModel {
   export interface IOptions {
     /** Milliseconds between polls (the server samples NVML once per its own interval anyway). */
@@ -56,43 +96,58 @@ export class GpuMonitorModel implements IGpuMonitorModel {
 
   /**
    * Load the server's history once and merge it under the polled samples. Resolves to the number
-   * of samples added (0 when the server has no history route or fails: not an error worth showing).
+   * of samples added (0 when the server has no history route, fails, or answers something that is
+   * not a history: not an error worth showing). Never rejects.
    */
   async loadHistory(): Promise<number> {
-    let answer: IHistoryAnswer;
     try {
-      answer = await this._fetchHistory();
+      return this.ingestHistory(await this._fetchHistory());
     } catch (error) {
       console.debug('jupyter-gpu: no server history', error);
       return 0;
     }
-    return this.ingestHistory(answer);
   }
 
-  /** Merge a history answer (older samples than those polled so far are put in front). */
+  /**
+   * Merge a history answer (older samples than those polled so far are put in front). What is not
+   * a history (no `gpus` list, a GPU without a `t` list) adds nothing; a time that is not a finite
+   * number is skipped, and a value outside 0..100 is a gap (null).
+   */
   ingestHistory(answer: IHistoryAnswer): number {
     let added = 0;
-    if (answer.interval_s > 0) {
-      this._sampleIntervalS = answer.interval_s;
+    if (typeof answer !== 'object' || answer === null || !Array.isArray(answer.gpus)) {
+      return 0;
     }
-    const newest = answer.gpus.reduce(
-      (t, gpu) => Math.max(t, gpu.t.length ? gpu.t[gpu.t.length - 1] : -Infinity),
+    const interval = intervalS(answer.interval_s);
+    if (interval !== null) {
+      this._sampleIntervalS = interval;
+    }
+    const gpus = answer.gpus.filter(
+      gpu => typeof gpu === 'object' && gpu !== null && typeof gpu.uuid === 'string' && Array.isArray(gpu.t)
+    );
+    const column = (values: unknown, i: number): number | null =>
+      Array.isArray(values) ? within(values[i], 0, 100) : null;
+    const newest = gpus.reduce(
+      (t, gpu) => gpu.t.reduce((a: number, b: unknown) => (finite(b) ? Math.max(a, b) : a), t),
       this._snapshot?.timestamp ?? -Infinity
     );
     const oldest = newest - this._historyS;
-    for (const gpu of answer.gpus) {
+    for (const gpu of gpus) {
       const current = this._history.get(gpu.uuid) ?? [];
       const firstPolled = current.length ? current[0].t : Infinity;
       const older: IHistorySample[] = [];
       for (let i = 0; i < gpu.t.length; i++) {
-        const t = gpu.t[i];
+        const t: unknown = gpu.t[i];
+        if (!finite(t)) {
+          continue;
+        }
         if (t >= firstPolled) {
           break;
         }
         if (t < oldest) {
           continue;
         }
-        older.push({ t, utilization: gpu.utilization[i] ?? null, memory: gpu.memory[i] ?? null });
+        older.push({ t, utilization: column(gpu.utilization, i), memory: column(gpu.memory, i) });
       }
       if (older.length) {
         this._history.set(gpu.uuid, older.concat(current));
@@ -153,14 +208,24 @@ export class GpuMonitorModel implements IGpuMonitorModel {
     return this._history.get(uuid) ?? [];
   }
 
+  /**
+   * Take `snapshot`: state, history sample, one change signal. A malformed one (`snapshotProblem`)
+   * throws before anything changes. Only `nvml_available: true` is `ok`; only finite numbers in
+   * their ranges are plotted (utilization and memory 0..100 %, else a gap).
+   */
   ingest(snapshot: ISnapshot): void {
-    this._snapshot = snapshot;
-    if (typeof snapshot.interval_s === 'number' && snapshot.interval_s > 0) {
-      this._sampleIntervalS = snapshot.interval_s;
+    const problem = snapshotProblem(snapshot);
+    if (problem !== null) {
+      throw new Error(problem);
     }
-    this._state = snapshot.nvml_available ? 'ok' : 'no-nvml';
-    this._message = null;
+    const interval = intervalS(snapshot.interval_s);
     this._record(snapshot);
+    this._snapshot = snapshot;
+    if (interval !== null) {
+      this._sampleIntervalS = interval;
+    }
+    this._state = snapshot.nvml_available === true ? 'ok' : 'no-nvml';
+    this._message = null;
     this._changed.emit();
   }
 
@@ -178,9 +243,8 @@ export class GpuMonitorModel implements IGpuMonitorModel {
   }
 
   private async _tick(): Promise<void> {
-    let snapshot: ISnapshot;
     try {
-      snapshot = await this._fetch();
+      this.ingest(await this._fetch());
     } catch (error) {
       // Keep the last good snapshot on screen, marked stale by the state; rethrow so Poll backs off.
       this._state = error instanceof ServerExtensionMissingError ? 'missing-extension' : 'error';
@@ -188,7 +252,6 @@ export class GpuMonitorModel implements IGpuMonitorModel {
       this._changed.emit();
       throw error;
     }
-    this.ingest(snapshot);
   }
 
   /** Append one sample per GPU and forget what is older than the history window. */
@@ -208,8 +271,8 @@ export class GpuMonitorModel implements IGpuMonitorModel {
       }
       samples.push({
         t: snapshot.timestamp,
-        utilization: gpu.error ? null : gpu.utilization,
-        memory: gpu.error || !(gpu.memory_total > 0) ? null : (100 * gpu.memory_used) / gpu.memory_total
+        utilization: gpu.error ? null : within(gpu.utilization, 0, 100),
+        memory: gpu.error ? null : memoryPercent(gpu.memory_used, gpu.memory_total)
       });
       let drop = 0;
       while (drop < samples.length && samples[drop].t < oldest) {

@@ -10,19 +10,35 @@
  *
  * Output is data, never code: only lines of jupyter_gpu's own magics with plain arguments are
  * ever run, only from trusted output (produced in this session, or a trusted notebook), and all
- * text is set with `textContent`. Other frontends show the bundle's text/plain instead.
+ * text is set with `textContent`. What is shown is what runs: every line (only an exact
+ * `%load_ext jupyter_gpu` first line is left unsaid), no line that can block (`--wait`), and a
+ * "Restarting…" that never answers gives up after `RESTART_TIMEOUT_MS`. Text from the kernel
+ * (its plan, its errors) goes through `displayText`. Other frontends show the bundle's text/plain.
  */
 import { Notification } from '@jupyterlab/apputils';
 import type { IRenderMime } from '@jupyterlab/rendermime-interfaces';
 import { Widget } from '@lumino/widgets';
 
 import { el } from './dom';
+import { displayText } from './format';
 
 export const RESTART_MIME = 'application/vnd.jupyter-gpu.restart+json';
 
 /** The only lines the renderer will run: jupyter_gpu's magics with plain arguments. */
 const ALLOWED_LINE =
   /^%(load_ext jupyter_gpu|gpu_select( [A-Za-z0-9_:.,%-]{1,64}){1,6}|gpu_limit( [A-Za-z0-9.%]{1,32}){1,16}|gpu_threads( [a-z0-9-]{1,20}){1,8})$/;
+
+/** The first line of every offer the kernel makes; the only line the renderer may leave unshown. */
+export const LOAD_LINE = '%load_ext jupyter_gpu';
+
+/**
+ * `%gpu_select`'s options that return at once. Exact names only: argparse also takes a unique
+ * prefix (`--w 168h` is `--wait 168h`), so a denylist of `--wait` would not do.
+ */
+const QUICK_SELECT_OPTIONS = new Set(['--growth', '--no-growth', '--min-free']);
+
+/** How long "Restarting…" may last before the renderer gives up waiting for the new kernel. */
+export const RESTART_TIMEOUT_MS = 120_000;
 
 /** What the kernel asks for, validated. */
 interface IRestartOffer {
@@ -39,7 +55,7 @@ export interface IExecuteReplyContent {
   ename?: string;
   evalue?: string;
   /** Each user expression's result: a display bundle when `status` is `ok`. */
-  user_expressions?: Record<string, { status: string; data: Record<string, unknown> }>;
+  user_expressions?: Record<string, { status: string; data?: Record<string, unknown> }>;
 }
 
 interface IKernelLike {
@@ -89,15 +105,72 @@ export function parseOffer(data: unknown): IRestartOffer | null {
 }
 
 /**
- * The plan the fresh kernel reports in the `plan` user expression of the silent execute's reply
- * (its repr, outer quotes removed), or '' when it sent none; throws when the lines failed.
+ * Why an offer (valid by `parseOffer`) is refused, in one line, or null. An offer runs before
+ * anything else in the new kernel, behind a "Restarting…" button: a line that can block there
+ * (`%gpu_select … --wait 168h`) would hold the kernel with nothing on screen saying why. The kernel
+ * never offers one (`jupyter_gpu/kernel/restart_offer.py`); only forged or stale output can.
+ */
+export function refusal(offer: IRestartOffer): string | null {
+  for (const line of offer.lines) {
+    if (!line.startsWith('%gpu_select ')) {
+      continue;
+    }
+    const blocking = line
+      .split(' ')
+      .slice(1)
+      .find(word => word.startsWith('-') && !QUICK_SELECT_OPTIONS.has(word));
+    if (blocking !== undefined) {
+      return (
+        `jupyter_gpu: this restart offer is refused: ${blocking} in “${line}” could keep the new ` +
+        'kernel waiting; restart the kernel and run the line yourself.'
+      );
+    }
+  }
+  return null;
+}
+
+/**
+ * Every line that will run, as shown: the first may be left out only when it is exactly
+ * `%load_ext jupyter_gpu` (loading the extension changes no plan); nothing else is ever hidden.
+ */
+export function shownPlan(lines: readonly string[]): string {
+  const shown = lines[0] === LOAD_LINE ? lines.slice(1) : lines;
+  return shown.length ? shown.join('; ') : 'the kernel’s default plan';
+}
+
+/**
+ * The plan the fresh kernel reports in the `plan` user expression of the silent execute's reply,
+ * as text to show, or '' when it sent none (or nothing readable); throws when the lines failed.
+ * The kernel's `applied_plan_summary()` answers a JSON string literal (its repr), so this is a
+ * `JSON.parse`, not a guess at Python's quoting.
  */
 export function appliedPlanText(content: IExecuteReplyContent): string {
   if (content.status !== 'ok') {
-    throw new Error(`${content.ename}: ${content.evalue}`);
+    const name = displayText(typeof content.ename === 'string' ? content.ename : null, 'Error', 100);
+    const value = displayText(typeof content.evalue === 'string' ? content.evalue : null, '', 300);
+    throw new Error(value ? `${name}: ${value}` : name);
   }
   const summary = content.user_expressions?.plan;
-  return summary?.status === 'ok' ? String(summary.data['text/plain']).replace(/^'|'$/g, '') : '';
+  const plain = summary?.status === 'ok' ? summary.data?.['text/plain'] : undefined;
+  if (typeof plain !== 'string') {
+    return '';
+  }
+  let text: unknown;
+  try {
+    text = JSON.parse(plain);
+  } catch {
+    return ''; // an older kernel's Python repr: the plan was applied, its words are unknown
+  }
+  return typeof text === 'string' ? displayText(text, '', 300) : '';
+}
+
+/** `promise`, or a rejection with `message` after `ms` milliseconds. */
+function withTimeout<T>(promise: Promise<T>, ms: number, message: string): Promise<T> {
+  let timer: number | undefined;
+  const timeout = new Promise<never>((_, reject) => {
+    timer = window.setTimeout(() => reject(new Error(message)), ms);
+  });
+  return Promise.race([promise, timeout]).finally(() => window.clearTimeout(timer));
 }
 
 /** The session context of the notebook (or console) that holds ``widget``. */
@@ -119,6 +192,9 @@ export class RestartRenderer extends Widget implements IRenderMime.IRenderer {
     this.addClass('jp-GpuRestart');
   }
 
+  /** How long "Restarting…" may last (`RESTART_TIMEOUT_MS`; tests shorten it). */
+  timeoutMs = RESTART_TIMEOUT_MS;
+
   async renderModel(model: IRenderMime.IMimeModel): Promise<void> {
     this.node.textContent = '';
     const offer = parseOffer(model.data[RESTART_MIME]);
@@ -128,8 +204,14 @@ export class RestartRenderer extends Widget implements IRenderMime.IRenderer {
       text.textContent = 'jupyter_gpu: this restart offer is malformed and is ignored.';
       return;
     }
-    const plan = offer.lines.slice(1).join('; ') || 'the kernel’s default plan';
-    text.textContent = `GPU plan for a fresh kernel: ${plan}`;
+    text.textContent = `GPU plan for a fresh kernel: ${shownPlan(offer.lines)}`;
+    const refused = refusal(offer);
+    if (refused !== null) {
+      const note = el('div', 'jp-GpuRestart-note');
+      note.textContent = refused;
+      this.node.appendChild(note);
+      return;
+    }
     if (!model.trusted) {
       const note = el('div', 'jp-GpuRestart-note');
       note.textContent = 'Untrusted output: restart the kernel and run these lines yourself.';
@@ -163,23 +245,35 @@ export class RestartRenderer extends Widget implements IRenderMime.IRenderer {
     }
     button.disabled = true;
     button.textContent = 'Restarting…';
+    const seconds = Math.round(this.timeoutMs / 1000);
     try {
-      await context.restartKernel();
-      const kernel = context.session?.kernel;
-      if (!kernel) {
-        throw new Error('the kernel did not come back after the restart');
-      }
-      const reply = await kernel.requestExecute({
-        code: offer.lines.join('\n'),
-        silent: true,
-        store_history: false,
-        user_expressions: { plan: SUMMARY }
-      }).done;
+      const reply = await withTimeout(
+        (async () => {
+          await context.restartKernel();
+          const kernel = context.session?.kernel;
+          if (!kernel) {
+            throw new Error('the kernel did not come back after the restart');
+          }
+          return kernel.requestExecute({
+            code: offer.lines.join('\n'),
+            silent: true,
+            store_history: false,
+            user_expressions: { plan: SUMMARY }
+          }).done;
+        })(),
+        this.timeoutMs,
+        `no answer from the new kernel within ${seconds} s; it may still be busy with the ` +
+          'plan’s lines (interrupt it, then check with %gpu_status)'
+      );
       const words = appliedPlanText(reply.content);
-      Notification.success(`Kernel restarted; GPU plan applied: ${words}`, { autoClose: 10000 });
+      Notification.success(
+        words ? `Kernel restarted; GPU plan applied: ${words}` : 'Kernel restarted; GPU plan applied.',
+        { autoClose: 10000 }
+      );
       button.textContent = 'Restarted, plan applied';
     } catch (error) {
-      Notification.error(`jupyter_gpu: restart and apply failed: ${(error as Error).message}`);
+      const message = error instanceof Error ? error.message : String(error);
+      Notification.error(`jupyter_gpu: restart and apply failed: ${displayText(message, '', 500)}`);
       button.disabled = false;
       button.textContent = 'Restart kernel and apply';
     }

@@ -131,6 +131,7 @@ def test_an_untrusted_or_forged_offer_runs_nothing(lab: Any, page: Any) -> None:
         "id": "x",
     }
     honest = {**forged, "lines": ["%load_ext jupyter_gpu", "%gpu_select 1"], "id": "y"}
+    waiting = {**forged, "lines": ["%gpu_select auto:2 --min-free 999GiB --wait 168h", "%gpu_limit 1"], "id": "z"}
     cells = [
         {
             "cell_type": "code",
@@ -145,7 +146,7 @@ def test_an_untrusted_or_forged_offer_runs_nothing(lab: Any, page: Any) -> None:
                 }
             ],
         }
-        for data in (forged, honest)
+        for data in (forged, honest, waiting)
     ]
     content = {
         "cells": cells,
@@ -156,8 +157,11 @@ def test_an_untrusted_or_forged_offer_runs_nothing(lab: Any, page: Any) -> None:
     lab.api("PUT", "api/contents/forged.ipynb", {"type": "notebook", "format": "json", "content": content})
     lab.open(page, path="lab/tree/forged.ipynb")
     offers = page.locator(".jp-GpuRestart")
-    offers.nth(1).wait_for(timeout=30_000)
+    offers.nth(2).wait_for(timeout=30_000)
     assert "malformed" in offers.nth(0).inner_text()
     assert "Untrusted output" in offers.nth(1).inner_text()  # not run, not even offered as a button
+    # Every line is shown (the first is not assumed to be %load_ext), and one that can wait is refused.
+    assert "%gpu_select auto:2 --min-free 999GiB --wait 168h; %gpu_limit 1" in offers.nth(2).inner_text()
+    assert "refused: --wait" in offers.nth(2).inner_text()
     assert page.locator(".jp-GpuRestart button").count() == 0
     assert not Path("/tmp/pwned").exists()

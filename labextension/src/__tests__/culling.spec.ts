@@ -151,3 +151,73 @@ describe('cullsDue from GPU processes (servers without kernel summaries)', () =>
     expect(cullsDue(snap).size).toBe(0);
   });
 });
+
+describe('cullsDue with malformed entries', () => {
+  it('skips a kernel entry that is not an object', () => {
+    const due = cullsDue(
+      snapshot({
+        kernels: hostile<IKernelSummary[]>([
+          null,
+          7,
+          'k',
+          kernel({ kernel_id: K1, cull_warning: true, cull_in_s: 5 })
+        ])
+      })
+    );
+    expect([...due.keys()]).toEqual([K1]);
+  });
+
+  it('labels by kernel id when the notebook is not a string', () => {
+    for (const notebook of [42, ['a.ipynb'], { path: 'a' }]) {
+      const due = cullsDue(
+        snapshot({
+          kernels: [
+            kernel({ kernel_id: K1, notebook: hostile<string>(notebook), cull_warning: true, cull_in_s: 5 })
+          ]
+        })
+      );
+      expect(due.get(K1)?.label).toBe('kernel abcdef01');
+    }
+    const fromProcess = cullsDue(
+      snapshot({
+        gpus: [
+          gpu({
+            processes: [
+              processEntry({
+                own: true,
+                kernel_id: K1,
+                notebook: hostile<string>(7),
+                cull_warning: true,
+                cull_in_s: 5
+              })
+            ]
+          })
+        ]
+      })
+    );
+    expect(fromProcess.get(K1)?.label).toBe('kernel abcdef01');
+  });
+
+  it('is empty for a snapshot with neither kernels nor gpus, or with gpus that are not lists', () => {
+    expect(cullsDue(hostile<ISnapshot>({ nvml_available: true, timestamp: 1 })).size).toBe(0);
+    expect(cullsDue(hostile<ISnapshot>({ gpus: 'x' })).size).toBe(0);
+    expect(
+      cullsDue(hostile<ISnapshot>({ gpus: [null, { processes: 'x' }, { processes: [null] }] })).size
+    ).toBe(0);
+  });
+
+  it('adds only numbers as process memory', () => {
+    const entry = (memory: unknown) =>
+      processEntry({
+        own: true,
+        kernel_id: K1,
+        cull_warning: true,
+        cull_in_s: 5,
+        memory: hostile<number>(memory)
+      });
+    const due = cullsDue(
+      snapshot({ gpus: [gpu({ processes: [entry('1024'), entry(GIB), entry('NaN'), entry(Infinity)] })] })
+    );
+    expect(due.get(K1)?.memory).toBe(GIB);
+  });
+});

@@ -52,7 +52,11 @@ describe('basename and percent', () => {
     [-1, 4, 0],
     [1, 0, 0],
     [1, -3, 0],
-    [1, NaN, 0]
+    [1, NaN, 0],
+    [NaN, 4, 0],
+    [Infinity, Infinity, 0],
+    [Infinity, 4, 100],
+    [-Infinity, 4, 0]
   ])('percent(%d, %d) is %d', (part, whole, value) => {
     expect(percent(part, whole)).toBe(value);
   });
@@ -70,6 +74,15 @@ describe('truncate', () => {
     expect(truncate('hello', 5)).toBe('hello');
     expect(truncate('hello', 50)).toBe('hello');
     expect(truncate('', 1)).toBe('');
+  });
+
+  it('counts a maxChars below 1 as 1 and rounds a fraction down (Python raises there)', () => {
+    for (const bad of [0, -1, -100, NaN, 0.5]) {
+      expect(truncate('hello world', bad)).toBe('…');
+      expect(truncate('a', bad)).toBe('a');
+    }
+    expect(truncate('hello world', 3.9)).toBe('he…');
+    expect(truncate('hello world', Infinity)).toBe('hello world');
   });
 
   it('cuts to maxChars characters, the last one an ellipsis', () => {

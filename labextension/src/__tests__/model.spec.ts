@@ -88,7 +88,67 @@ describe('GpuMonitorModel.ingest', () => {
         "utilization": 100, "memory_total": 1e999, "memory_used": 123456789012345678901234567890}]}`
     ) as ISnapshot;
     m.ingest(snap);
-    expect(m.history('big')).toEqual([{ t: T0, utilization: 100, memory: 0 }]);
+    // Infinity is not a memory total: no chart value from it (it used to plot 0 %).
+    expect(m.history('big')).toEqual([{ t: T0, utilization: 100, memory: null }]);
+  });
+
+  it('refuses a snapshot without a list of GPUs before changing anything', () => {
+    const m = model();
+    const changes = countChanges(m);
+    for (const bad of [
+      { nvml_available: true, timestamp: T0 },
+      { nvml_available: true, timestamp: T0, gpus: 'GPU-0' },
+      { nvml_available: true, timestamp: T0, gpus: [null] },
+      null
+    ]) {
+      expect(() => m.ingest(hostile<ISnapshot>(bad))).toThrow();
+    }
+    expect([m.state, m.snapshot, changes()]).toEqual(['loading', null, 0]);
+    const good = snapshot();
+    m.ingest(good);
+    expect(() => m.ingest(hostile<ISnapshot>({ nvml_available: false, timestamp: T0 + 2 }))).toThrow(
+      'the server sent a snapshot without a list of GPUs'
+    );
+    expect([m.state, m.snapshot, changes()]).toEqual(['ok', good, 1]);
+  });
+
+  it('refuses a snapshot without a finite timestamp (the history would never be trimmed)', () => {
+    const m = model({ historyMinutes: 1 });
+    m.ingest(snapshot({ timestamp: T0 }));
+    for (const bad of [undefined, null, 'x', NaN, Infinity]) {
+      const snap: Partial<ISnapshot> = snapshot({ timestamp: hostile<number>(bad) });
+      expect(() => m.ingest(hostile<ISnapshot>(snap))).toThrow('without a timestamp');
+    }
+    expect(m.history('GPU-0')).toEqual([{ t: T0, utilization: 50, memory: 25 }]);
+  });
+
+  it('plots only finite numbers within 0..100 % and adopts only a sane interval', () => {
+    const m = model();
+    m.ingest(
+      snapshot({
+        interval_s: hostile<number>(JSON.parse('1e999')),
+        gpus: [
+          gpu({ uuid: 'a', utilization: hostile<number>('50'), memory_used: hostile<number>('NaN') }),
+          gpu({ uuid: 'b', utilization: hostile<number>(NaN), memory_used: Infinity, memory_total: GIB }),
+          gpu({ uuid: 'c', utilization: -5, memory_used: -GIB, memory_total: GIB }),
+          gpu({ uuid: 'd', utilization: 150, memory_used: 2 * GIB, memory_total: GIB }),
+          gpu({ uuid: 'e', utilization: 100, memory_used: GIB, memory_total: GIB })
+        ]
+      })
+    );
+    expect(m.sampleIntervalS).toBe(1);
+    for (const uuid of ['a', 'b', 'c', 'd']) {
+      expect(m.history(uuid)).toEqual([{ t: T0, utilization: null, memory: null }]);
+    }
+    expect(m.history('e')).toEqual([{ t: T0, utilization: 100, memory: 100 }]);
+    m.ingest(snapshot({ timestamp: T0 + 1, interval_s: 100_000 }));
+    expect(m.sampleIntervalS).toBe(1);
+  });
+
+  it.each(['false', 'true', 1, {}])('takes only the boolean true as NVML available, not %j', flag => {
+    const m = model();
+    m.ingest(snapshot({ nvml_available: hostile<boolean>(flag) }));
+    expect(m.state).toBe('no-nvml');
   });
 
   it('adopts the server sampling interval only when it is a positive number', () => {
@@ -136,6 +196,7 @@ describe('GpuMonitorModel polling', () => {
   it('marks failures without dropping the last good snapshot, and recovers', async () => {
     const answers: (ISnapshot | Error | string)[] = [
       snapshot(),
+      hostile<ISnapshot>({ nvml_available: true, timestamp: T0 + 1 }),
       new ServerExtensionMissingError('http://x/jupyter-gpu/snapshot'),
       new Error('502 Bad Gateway'),
       'plain string',
@@ -153,6 +214,12 @@ describe('GpuMonitorModel polling', () => {
     await m.refresh();
     expect(m.state).toBe('ok');
     const good = m.snapshot;
+    await m.refresh(); // a malformed answer (a proxy's {}): an error, the last good snapshot kept
+    expect([m.state, m.message, m.snapshot]).toEqual([
+      'error',
+      'the server sent a snapshot without a list of GPUs',
+      good
+    ]);
     await m.refresh();
     expect(m.state).toBe('missing-extension');
     expect(m.message).toContain('jupyter_gpu server extension did not answer');
@@ -223,6 +290,44 @@ describe('GpuMonitorModel.ingestHistory', () => {
       expect.any(ServerExtensionMissingError)
     );
     debug.mockRestore();
+  });
+
+  it.each([{}, { gpus: null }, { gpus: 'x' }, null, 'text'])(
+    'loads nothing, and does not reject, when the history answer is %j',
+    async bad => {
+      const m = model({ fetchHistory: async () => hostile<IHistoryAnswer>(bad) });
+      const debug = vi.spyOn(console, 'debug').mockImplementation(() => undefined);
+      await expect(m.loadHistory()).resolves.toBe(0);
+      debug.mockRestore();
+    }
+  );
+
+  it('skips GPUs and times that are not a history, and plots only 0..100 %', () => {
+    const m = model();
+    const added = m.ingestHistory(
+      hostile<IHistoryAnswer>({
+        window_s: 900,
+        interval_s: JSON.parse('1e999'),
+        gpus: [
+          null,
+          { uuid: 'no-t' },
+          { uuid: 7, t: [T0] },
+          {
+            uuid: 'GPU-0',
+            t: [T0 - 3, 'NaN', null, T0 - 1, T0],
+            utilization: [10, 20, 30, 'NaN', 150],
+            memory: [Infinity, 20, 30, -1, 100]
+          }
+        ]
+      })
+    );
+    expect(added).toBe(3);
+    expect(m.sampleIntervalS).toBe(1);
+    expect(m.history('GPU-0')).toEqual([
+      { t: T0 - 3, utilization: 10, memory: null },
+      { t: T0 - 1, utilization: null, memory: null },
+      { t: T0, utilization: null, memory: 100 }
+    ]);
   });
 
   it('loads the server history when asked', async () => {

@@ -19,8 +19,10 @@ import {
   appliedPlanText,
   type IExecuteReplyContent,
   parseOffer,
+  refusal,
   RESTART_MIME,
-  RestartRenderer
+  RestartRenderer,
+  shownPlan
 } from '../restart';
 
 const LOAD = '%load_ext jupyter_gpu';
@@ -121,9 +123,30 @@ describe('appliedPlanText', () => {
     user_expressions: { plan: { status: 'ok', data: { 'text/plain': plain } } }
   });
 
-  it('reads the plan repr without its quotes', () => {
-    expect(appliedPlanText(reply("'GPU 1 · growth'"))).toBe('GPU 1 · growth');
-    expect(appliedPlanText(reply('GPU 1'))).toBe('GPU 1');
+  it('reads the plan the kernel answers as a JSON string', () => {
+    expect(appliedPlanText(reply('"GPU 1 · growth"'))).toBe('GPU 1 · growth');
+    // A Python repr was cut at its outer quotes: "it's" kept its double quotes, \n showed literally.
+    expect(appliedPlanText(reply(JSON.stringify("GPU 1 'a'")))).toBe("GPU 1 'a'");
+    expect(appliedPlanText(reply(JSON.stringify('GPU 1\nlimit 2 GiB')))).toBe('GPU 1\ufffdlimit 2 GiB');
+  });
+
+  it('neutralizes and bounds the kernel’s text', () => {
+    expect(appliedPlanText(reply(JSON.stringify('GPU 1\u202e evil')))).toBe('GPU 1\ufffd evil');
+    expect(appliedPlanText(reply(JSON.stringify('x'.repeat(5000)))).length).toBe(300);
+    expect(() =>
+      appliedPlanText({ status: 'error', ename: 'Usage\u202eError', evalue: 'no GPU 7\u2066' })
+    ).toThrow('Usage\ufffdError: no GPU 7\ufffd');
+    expect(() => appliedPlanText({ status: 'error', evalue: 'x'.repeat(5000) })).toThrow(/^Error: x{299}…$/);
+  });
+
+  it('is empty for what is not a JSON string (an older kernel’s repr, a number)', () => {
+    expect(appliedPlanText(reply("'GPU 1'"))).toBe('');
+    expect(appliedPlanText(reply('42'))).toBe('');
+    expect(appliedPlanText(reply(42))).toBe('');
+  });
+
+  it('is empty, not an error, when the plan expression has no data', () => {
+    expect(appliedPlanText({ status: 'ok', user_expressions: { plan: { status: 'ok' } } })).toBe('');
   });
 
   it('is empty when the kernel sent no plan', () => {
@@ -169,7 +192,7 @@ describe('RestartRenderer', () => {
 
   const okReply: IExecuteReplyContent = {
     status: 'ok',
-    user_expressions: { plan: { status: 'ok', data: { 'text/plain': "'GPU 1 · growth'" } } }
+    user_expressions: { plan: { status: 'ok', data: { 'text/plain': '"GPU 1 · growth"' } } }
   };
 
   beforeEach(() => {
@@ -200,6 +223,81 @@ describe('RestartRenderer', () => {
     expect(renderer.node.querySelector('.jp-GpuRestart-text')?.textContent).toBe(
       'GPU plan for a fresh kernel: the kernel’s default plan'
     );
+  });
+
+  it('shows every line that will run: the first is left out only when it is %load_ext jupyter_gpu', async () => {
+    expect(shownPlan(['%gpu_select 0'])).toBe('%gpu_select 0');
+    expect(shownPlan(['%gpu_select auto:2 --min-free 999GiB', '%gpu_limit 1'])).toBe(
+      '%gpu_select auto:2 --min-free 999GiB; %gpu_limit 1'
+    );
+    expect(shownPlan([LOAD, LOAD, '%gpu_limit 1'])).toBe(`${LOAD}; %gpu_limit 1`);
+    const renderer = new RestartRenderer();
+    await renderer.renderModel(mimeModel({ version: 1, lines: ['%gpu_select 0'] }));
+    expect(renderer.node.querySelector('.jp-GpuRestart-text')?.textContent).toBe(
+      'GPU plan for a fresh kernel: %gpu_select 0'
+    );
+  });
+
+  it.each([
+    '%gpu_select auto:2 --min-free 999GiB --wait 168h',
+    '%gpu_select auto:1 --w 168h',
+    '%gpu_select auto:1 --wai 1h --growth',
+    '%gpu_select -- --wait'
+  ])('refuses an offer with a line that can block (%j), with a one-line reason and no button', async line => {
+    const lines = [line, '%gpu_limit 1'];
+    expect(parseOffer({ version: 1, lines })).not.toBeNull(); // well formed, yet refused
+    const { panel, context } = holder(okReply, 'k-wait');
+    const renderer = new RestartRenderer();
+    panel.addWidget(renderer);
+    await renderer.renderModel(
+      mimeModel({ version: 1, lines, automatic: true, kernel_id: 'k-wait', id: `wait-${line}` })
+    );
+    expect(renderer.node.querySelector('.jp-GpuRestart-text')?.textContent).toBe(
+      `GPU plan for a fresh kernel: ${line}; %gpu_limit 1`
+    );
+    const note = renderer.node.querySelector('.jp-GpuRestart-note')?.textContent ?? '';
+    expect(note).toContain('refused');
+    expect(note).not.toContain('\n');
+    expect(renderer.node.querySelector('button')).toBeNull();
+    await new Promise(resolve => setTimeout(resolve, 20));
+    expect(context.restartKernel).not.toHaveBeenCalled();
+  });
+
+  it('lets the options that return at once through', () => {
+    const offer = parseOffer({
+      version: 1,
+      lines: [LOAD, '%gpu_select auto:2 --min-free 8GiB --growth', '%gpu_select --no-growth']
+    });
+    expect(offer && refusal(offer)).toBeNull();
+  });
+
+  it('gives up on "Restarting…" when the new kernel never answers, and says so', async () => {
+    const { panel, kernel } = holder(okReply);
+    kernel.requestExecute.mockReturnValue({ done: new Promise(() => undefined) });
+    const renderer = new RestartRenderer();
+    renderer.timeoutMs = 30;
+    panel.addWidget(renderer);
+    await renderer.renderModel(mimeModel({ version: 1, lines: [LOAD, '%gpu_select 0'] }));
+    const button = renderer.node.querySelector('button') as HTMLButtonElement;
+    button.click();
+    expect(button.textContent).toBe('Restarting…');
+    await vi.waitFor(() => expect(Notification.error).toHaveBeenCalled());
+    expect(vi.mocked(Notification.error).mock.calls[0][0]).toMatch(
+      /^jupyter_gpu: restart and apply failed: no answer from the new kernel within 0 s; .*%gpu_status\)$/
+    );
+    expect(button.disabled).toBe(false);
+    expect(button.textContent).toBe('Restart kernel and apply');
+  });
+
+  it('confirms the restart when the kernel applied the lines but sent no plan data', async () => {
+    const { panel } = holder({ status: 'ok', user_expressions: { plan: { status: 'ok' } } });
+    const renderer = new RestartRenderer();
+    panel.addWidget(renderer);
+    await renderer.renderModel(mimeModel({ version: 1, lines: [LOAD, '%gpu_select 0'] }));
+    (renderer.node.querySelector('button') as HTMLButtonElement).click();
+    await vi.waitFor(() => expect(Notification.success).toHaveBeenCalled());
+    expect(vi.mocked(Notification.success).mock.calls[0][0]).toBe('Kernel restarted; GPU plan applied.');
+    expect(Notification.error).not.toHaveBeenCalled();
   });
 
   it('restarts the kernel and runs exactly the offered lines, silently, on a click', async () => {
