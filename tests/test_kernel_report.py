@@ -19,8 +19,8 @@ def good(**changes):
     report = {
         "version": 1,
         "kernel_id": KERNEL,
-        "pid": 4242,
-        "start_time": 123456,
+        "pid": os.getpid(),  # a report counts only while the process it names runs, as its file's owner
+        "start_time": process_start(os.getpid()),
         "session": "a.ipynb",
         "nvml_pids": [],
         "gpu_memory": {"GPU-1": 5 * 2**30},
@@ -81,7 +81,7 @@ def test_a_bad_report_is_dropped_with_one_log_line(tmp_path, caplog, text, words
 def test_a_good_report_is_parsed_into_typed_fields(tmp_path):
     write(tmp_path, json.dumps(good(nvml_pids=[7, 8])))
     (report,) = ReportReader().read(tmp_path).values()
-    assert report.kernel_id == KERNEL and report.key == (4242, 123456)
+    assert report.kernel_id == KERNEL and report.key == (os.getpid(), process_start(os.getpid()))
     assert report.nvml_pids == (7, 8) and dict(report.gpu_memory) == {"GPU-1": 5 * 2**30}
 
 
