@@ -123,3 +123,35 @@ def test_a_failed_write_leaves_no_temporary_file(tmp_path, monkeypatch):
     assert report.write_report(force=True) is None
     assert [p.name for p in tmp_path.iterdir() if p.name.endswith(".tmp")] == []
     assert final.is_dir()
+
+
+def _dead_report_of_ones_own(folder, kernel_id):
+    """As the neighbour: the report a killed kernel of one's own left behind (its process is gone)."""
+    import subprocess
+
+    child = subprocess.Popen(["true"])
+    with open(f"/proc/{child.pid}/stat", "rb") as file:
+        data = file.read()
+    child.wait()
+    document = {"version": 1, "kernel_id": kernel_id, "pid": child.pid, "session": None, "timestamp": 1.0}
+    document.update(
+        start_time=int(data[data.rindex(b")") + 2 :].split()[19]), pid_namespace=os.readlink("/proc/self/ns/pid")
+    )
+    with open(os.path.join(folder, f"{REPORT_PREFIX}{kernel_id}.json"), "w") as file:
+        json.dump(document, file)
+
+
+def test_a_kernels_first_report_clears_what_its_users_killed_kernels_left(neighbour, shared_tmp, monkeypatch):
+    """Killed kernels (SIGKILL, SIGTERM: ipykernel has no handler, the OOM killer) leave their
+    reports behind, and in /tmp no server cleans them: the next kernel of the same user does."""
+    _dead_report_of_ones_own(str(shared_tmp), "killed")
+    neighbour.run(_dead_report_of_ones_own, str(shared_tmp), "neighbours-killed")
+    live = good(kernel_id="live-peer", pid=os.getpid(), pid_namespace=os.readlink("/proc/self/ns/pid"))
+    write(shared_tmp, json.dumps(live), kernel_id="live-peer")
+    report = _as_kernel(monkeypatch, shared_tmp)
+
+    report.write_report(force=True)
+
+    left = sorted(p.name[len(REPORT_PREFIX) : -len(".json")] for p in shared_tmp.iterdir())
+    assert left == sorted([KERNEL, "live-peer", "neighbours-killed"])  # never another user's files
+    assert (shared_tmp / f"{REPORT_PREFIX}{KERNEL}.json").stat().st_mode & 0o777 == 0o600
