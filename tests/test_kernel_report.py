@@ -155,3 +155,52 @@ def test_a_kernels_first_report_clears_what_its_users_killed_kernels_left(neighb
     left = sorted(p.name[len(REPORT_PREFIX) : -len(".json")] for p in shared_tmp.iterdir())
     assert left == sorted([KERNEL, "live-peer", "neighbours-killed"])  # never another user's files
     assert (shared_tmp / f"{REPORT_PREFIX}{KERNEL}.json").stat().st_mode & 0o777 == 0o600
+
+
+def _execute(client, code):
+    reply = client.execute_interactive(code, timeout=60, output_hook=lambda _message: None)
+    assert reply["content"]["status"] == "ok", reply["content"]
+
+
+def test_every_exit_path_of_a_real_kernel_leaves_no_report_for_long(tmp_path, scenario):
+    """Unload and a clean shutdown remove the report (atexit); SIGTERM kills the kernel without
+    it (ipykernel installs no SIGTERM handler), and the user's next kernel there removes it."""
+    import signal
+
+    from support import start_kernel
+
+    def reports():
+        return sorted(p.name for p in tmp_path.iterdir() if p.name.startswith((REPORT_PREFIX, f".{REPORT_PREFIX}")))
+
+    manager, client = start_kernel(tmp_path)
+    try:
+        _execute(client, "%load_ext jupyter_gpu")
+        assert len(reports()) == 1 and (tmp_path / reports()[0]).stat().st_mode & 0o777 == 0o600
+        _execute(client, "%unload_ext jupyter_gpu")
+        assert reports() == []
+        _execute(client, "%load_ext jupyter_gpu")
+        assert len(reports()) == 1
+    finally:
+        client.stop_channels()
+        manager.shutdown_kernel()  # a shutdown request: the kernel exits through atexit
+    assert reports() == []
+
+    manager, client = start_kernel(tmp_path)
+    try:
+        _execute(client, "%load_ext jupyter_gpu")
+        (left,) = reports()
+    finally:
+        client.stop_channels()
+        os.kill(manager.provisioner.pid, signal.SIGTERM)
+        manager.shutdown_kernel(now=True)
+    assert reports() == [left]  # SIGTERM: no clean-up in the kernel
+
+    manager, client = start_kernel(tmp_path)
+    try:
+        _execute(client, "%load_ext jupyter_gpu")
+        (own,) = reports()
+        assert own != left  # the next kernel's first report cleared it
+    finally:
+        client.stop_channels()
+        manager.shutdown_kernel()
+    assert reports() == []
