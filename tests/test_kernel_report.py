@@ -19,8 +19,8 @@ def good(**changes):
     report = {
         "version": 1,
         "kernel_id": KERNEL,
-        "pid": 4242,
-        "start_time": 123456,
+        "pid": os.getpid(),  # a report counts only while the process it names runs, as its file's owner
+        "start_time": process_start(os.getpid()),
         "session": "a.ipynb",
         "nvml_pids": [],
         "gpu_memory": {"GPU-1": 5 * 2**30},
@@ -81,7 +81,7 @@ def test_a_bad_report_is_dropped_with_one_log_line(tmp_path, caplog, text, words
 def test_a_good_report_is_parsed_into_typed_fields(tmp_path):
     write(tmp_path, json.dumps(good(nvml_pids=[7, 8])))
     (report,) = ReportReader().read(tmp_path).values()
-    assert report.kernel_id == KERNEL and report.key == (4242, 123456)
+    assert report.kernel_id == KERNEL and report.key == (os.getpid(), process_start(os.getpid()))
     assert report.nvml_pids == (7, 8) and dict(report.gpu_memory) == {"GPU-1": 5 * 2**30}
 
 
@@ -123,3 +123,84 @@ def test_a_failed_write_leaves_no_temporary_file(tmp_path, monkeypatch):
     assert report.write_report(force=True) is None
     assert [p.name for p in tmp_path.iterdir() if p.name.endswith(".tmp")] == []
     assert final.is_dir()
+
+
+def _dead_report_of_ones_own(folder, kernel_id):
+    """As the neighbour: the report a killed kernel of one's own left behind (its process is gone)."""
+    import subprocess
+
+    child = subprocess.Popen(["true"])
+    with open(f"/proc/{child.pid}/stat", "rb") as file:
+        data = file.read()
+    child.wait()
+    document = {"version": 1, "kernel_id": kernel_id, "pid": child.pid, "session": None, "timestamp": 1.0}
+    document.update(
+        start_time=int(data[data.rindex(b")") + 2 :].split()[19]), pid_namespace=os.readlink("/proc/self/ns/pid")
+    )
+    with open(os.path.join(folder, f"{REPORT_PREFIX}{kernel_id}.json"), "w") as file:
+        json.dump(document, file)
+
+
+def test_a_kernels_first_report_clears_what_its_users_killed_kernels_left(neighbour, shared_tmp, monkeypatch):
+    """Killed kernels (SIGKILL, SIGTERM: ipykernel has no handler, the OOM killer) leave their
+    reports behind, and in /tmp no server cleans them: the next kernel of the same user does."""
+    _dead_report_of_ones_own(str(shared_tmp), "killed")
+    neighbour.run(_dead_report_of_ones_own, str(shared_tmp), "neighbours-killed")
+    live = good(kernel_id="live-peer", pid=os.getpid(), pid_namespace=os.readlink("/proc/self/ns/pid"))
+    write(shared_tmp, json.dumps(live), kernel_id="live-peer")
+    report = _as_kernel(monkeypatch, shared_tmp)
+
+    report.write_report(force=True)
+
+    left = sorted(p.name[len(REPORT_PREFIX) : -len(".json")] for p in shared_tmp.iterdir())
+    assert left == sorted([KERNEL, "live-peer", "neighbours-killed"])  # never another user's files
+    assert (shared_tmp / f"{REPORT_PREFIX}{KERNEL}.json").stat().st_mode & 0o777 == 0o600
+
+
+def _execute(client, code):
+    reply = client.execute_interactive(code, timeout=60, output_hook=lambda _message: None)
+    assert reply["content"]["status"] == "ok", reply["content"]
+
+
+def test_every_exit_path_of_a_real_kernel_leaves_no_report_for_long(tmp_path, scenario):
+    """Unload and a clean shutdown remove the report (atexit); SIGTERM kills the kernel without
+    it (ipykernel installs no SIGTERM handler), and the user's next kernel there removes it."""
+    import signal
+
+    from support import start_kernel
+
+    def reports():
+        return sorted(p.name for p in tmp_path.iterdir() if p.name.startswith((REPORT_PREFIX, f".{REPORT_PREFIX}")))
+
+    manager, client = start_kernel(tmp_path)
+    try:
+        _execute(client, "%load_ext jupyter_gpu")
+        assert len(reports()) == 1 and (tmp_path / reports()[0]).stat().st_mode & 0o777 == 0o600
+        _execute(client, "%unload_ext jupyter_gpu")
+        assert reports() == []
+        _execute(client, "%load_ext jupyter_gpu")
+        assert len(reports()) == 1
+    finally:
+        client.stop_channels()
+        manager.shutdown_kernel()  # a shutdown request: the kernel exits through atexit
+    assert reports() == []
+
+    manager, client = start_kernel(tmp_path)
+    try:
+        _execute(client, "%load_ext jupyter_gpu")
+        (left,) = reports()
+    finally:
+        client.stop_channels()
+        os.kill(manager.provisioner.pid, signal.SIGTERM)
+        manager.shutdown_kernel(now=True)
+    assert reports() == [left]  # SIGTERM: no clean-up in the kernel
+
+    manager, client = start_kernel(tmp_path)
+    try:
+        _execute(client, "%load_ext jupyter_gpu")
+        (own,) = reports()
+        assert own != left  # the next kernel's first report cleared it
+    finally:
+        client.stop_channels()
+        manager.shutdown_kernel()
+    assert reports() == []

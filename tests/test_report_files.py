@@ -8,11 +8,16 @@ cache (deeply nested, not JSON) cannot raise out of a server's start-up.
 from __future__ import annotations
 
 import json
+import logging
 import os
+import signal
 import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
+
+import pytest
 
 from jupyter_gpu.server.report_files import ReportFiles
 from jupyter_gpu.sources.kernel_reports import REPORT_PREFIX, ReportReader, parse_report
@@ -83,7 +88,7 @@ def test_a_report_rewritten_behind_the_readers_cache_cannot_crash_the_clean_up(t
     path = tmp_path / f"{REPORT_PREFIX}k1.json"
     path.write_bytes(_report("k1", pid, start, "pid:[1]", size=20_000))
     reader = ReportReader()
-    assert reader.read_one(path) is not None
+    assert reader.parse_file(path) is not None
     stat = path.stat()
     with open(path, "r+b") as file:
         file.write(b"[" * 10_000 + b"]" * 10_000)
@@ -91,3 +96,88 @@ def test_a_report_rewritten_behind_the_readers_cache_cannot_crash_the_clean_up(t
 
     assert ReportFiles(str(tmp_path), reader).remove_orphans() == []  # another namespace: left alone
     assert path.exists()
+
+
+# -- a report counts only if its file belongs to the user the process it names runs as
+
+
+def _forge(folder: str, kernel_id: str, pid: int, start: int | float) -> None:
+    """As the neighbour: a report for someone else's process, claiming 40 GiB on a GPU."""
+    document = {"version": 1, "kernel_id": kernel_id, "pid": pid, "start_time": start, "session": "x.ipynb"}
+    document.update(nvml_pids=[], gpu_memory={"GPU-1": 40 * 2**30}, timestamp=time.time())
+    with open(os.path.join(folder, f"{REPORT_PREFIX}{kernel_id}.json"), "w") as file:
+        json.dump(document, file)
+
+
+def _own_sleeper_reported(folder: str, kernel_id: str) -> int:
+    """As the neighbour: start a process of one's own and write its genuine report; its PID."""
+    sleeper = subprocess.Popen(["sleep", "60"], start_new_session=True)
+    for _ in range(200):
+        try:
+            with open(f"/proc/{sleeper.pid}/stat", "rb") as file:
+                data = file.read()
+            break
+        except OSError:
+            time.sleep(0.01)
+    _forge(folder, kernel_id, sleeper.pid, int(data[data.rindex(b")") + 2 :].split()[19]))
+    return sleeper.pid
+
+
+def _running_sleep() -> tuple[subprocess.Popen[bytes], int | float]:
+    """A ``sleep`` of this (root) test: the victim's kernel stand-in; with its start time."""
+    victim = subprocess.Popen(["sleep", "60"])
+    for _ in range(200):
+        start = process_start(victim.pid)
+        if start is not None:
+            return victim, start
+        time.sleep(0.01)
+    raise AssertionError("the victim's process did not start")
+
+
+def test_a_report_forged_by_another_user_for_a_victims_process_does_not_count(
+    neighbour: Any, shared_tmp: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    # Given a victim's process (PID and start time readable by anyone in /proc) and a shared
+    # runtime folder (1777), the neighbour writes a report claiming 40 GiB for it
+    victim, start = _running_sleep()
+    try:
+        neighbour.run(_forge, str(shared_tmp), "victim-kernel", victim.pid, start)
+        assert neighbour.owns(shared_tmp / f"{REPORT_PREFIX}victim-kernel.json")
+        # And the neighbour's genuine report of a process of its own
+        own_pid = neighbour.run(_own_sleeper_reported, str(shared_tmp), "neighbour-kernel")
+        try:
+            reader = ReportReader()
+            with caplog.at_level(logging.WARNING, logger="jupyter_gpu"):
+                reports = reader.read(shared_tmp)
+                reader.read(shared_tmp)  # logged once per version of the file
+            # Then the forged report does not count, with one log line naming both owners
+            assert "victim-kernel" not in reports
+            (record,) = [r for r in caplog.records if "victim-kernel" in r.getMessage()]
+            assert f"belongs to uid {neighbour.uid}" in record.getMessage() and "runs as uid 0" in record.getMessage()
+            # And a report whose file is its process's owner's counts, whoever that owner is
+            assert reports["neighbour-kernel"].pid == own_pid
+            # And the victim's own report (written by its owner, replacing nothing of the neighbour's) counts
+            genuine = _report("victim-2", victim.pid, start, NAMESPACE)
+            (shared_tmp / f"{REPORT_PREFIX}victim-2.json").write_bytes(genuine)
+            assert reader.read(shared_tmp)["victim-2"].key == (victim.pid, start)
+        finally:
+            os.kill(own_pid, signal.SIGKILL)
+    finally:
+        victim.kill()
+        victim.wait()
+
+
+def test_the_cull_rule_never_sees_forged_memory(neighbour: Any, shared_tmp: Path) -> None:
+    # The server's attribution takes the reader's reports: a forged one gives the victim's kernel
+    # no "reported" GPU memory, so an idle kernel holding nothing is not a culling candidate.
+    from jupyter_gpu.server.attribution import KernelInfo, current_reports
+
+    victim, start = _running_sleep()
+    try:
+        neighbour.run(_forge, str(shared_tmp), "victim-kernel", victim.pid, start)
+        info = KernelInfo(kernel_id="victim-kernel", pid=victim.pid, start=start)
+        assert info.key == (victim.pid, start)
+        assert current_reports(ReportReader().read(shared_tmp), {"victim-kernel": info}) == {}
+    finally:
+        victim.kill()
+        victim.wait()

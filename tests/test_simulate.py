@@ -8,6 +8,7 @@ import re
 import subprocess
 import sys
 import tempfile
+import threading
 from pathlib import Path
 
 import pytest
@@ -442,3 +443,29 @@ def test_a_fifo_in_the_scenarios_place_is_refused_without_blocking(tmp_path):
     os.replace(tmp_path / "fifo", path)
     assert source.current().gpus[0].utilization == 40
     assert source.rejection() == "simulated scenario rejected: not a regular file (keeping the last good scenario)"
+
+
+def _plant_links(folder: str, names: list[str], target: str) -> None:
+    """As the neighbour: symbolic links at the names a writer might use, to the victim's file."""
+    for name in names:
+        os.symlink(target, os.path.join(folder, name))
+
+
+def test_a_scenario_is_never_written_through_a_link_the_neighbour_planted(neighbour, shared_tmp, tmp_path):
+    # Given the victim's file and a shared folder where the neighbour linked every name it could
+    # guess (the old temporary name was .<name>.<pid>.<thread>.tmp) to it (fs.protected_symlinks
+    # is off in many containers; with it on, the write failed instead)
+    victim = tmp_path / "thesis.ipynb"
+    victim.write_text("the victim's notebook")
+    path = shared_tmp / "s.json"
+    guesses = [f".s.json.{os.getpid()}.{threading.get_ident()}.tmp", ".s.json.tmp"]
+    neighbour.run(_plant_links, str(shared_tmp), guesses, str(victim))
+    # When the victim writes a scenario there
+    simulate.write_scenario(path, {"gpus": [{"utilization": 40}]})
+    # Then the notebook is untouched, the scenario is a regular file of the victim's, readable by
+    # the other users' processes that simulate from it, and no temporary file is left
+    assert victim.read_text() == "the victim's notebook"
+    assert not path.is_symlink() and path.stat().st_uid == os.getuid()
+    assert path.stat().st_mode & 0o777 == 0o644
+    assert json.loads(path.read_text())["gpus"][0]["utilization"] == 40
+    assert sorted(p.name for p in shared_tmp.iterdir()) == sorted([*guesses, "s.json"])

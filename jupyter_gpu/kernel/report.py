@@ -53,6 +53,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from ..core.files import replace_file
 from ..sources import kernel_reports
 from ..sources.kernel_reports import (
     REPORT_PREFIX,
@@ -164,6 +165,10 @@ def write_report(
 ) -> Path | None:
     """Write (or refresh) this kernel's report; returns its path, or None outside a Jupyter kernel.
 
+    Written privately (mode 0600, :func:`jupyter_gpu.core.files.replace_file`). Before the first
+    write into a folder, the reports that this user's killed kernels left there are deleted
+    (:func:`jupyter_gpu.sources.kernel_reports.remove_dead_reports`): nobody else cleans ``/tmp``.
+
     ``nvml_pids`` and ``gpu_memory`` (bytes per GPU UUID, for a framework jupyter_gpu does not know)
     are remembered: the refresh after each cell keeps them until they are given again. Skips the
     write when nothing but the timestamp changed, unless ``force``.
@@ -181,6 +186,8 @@ def write_report(
     with _lock:
         if not force and _state["last"] == comparable and _state["path"] == path:
             return path
+        if _state["path"] != path:  # the first report into this folder: clear what killed kernels left
+            kernel_reports.remove_dead_reports(folder)
         if not _replace_privately(path, json.dumps(report).encode()):
             return None
         _state["path"], _state["last"] = path, comparable
@@ -191,27 +198,12 @@ def _replace_privately(path: Path, data: bytes) -> bool:
     """Put ``data`` at ``path`` atomically, as a file only this user can read; False if it failed.
 
     The folder may be one other users can write (a kernel started with its connection file in
-    ``/tmp``, as nbclient and papermill do). So the temporary file gets an unpredictable name and is
-    created with ``O_CREAT | O_EXCL`` (``tempfile.mkstemp``, mode 0600): a name another user planted
-    (a symlink to someone's notebook) is never opened, let alone written through. ``os.replace``
-    then swaps the directory entry itself, never following a link at ``path``. Nothing is left
-    behind on failure.
+    ``/tmp``, as nbclient and papermill do): :func:`jupyter_gpu.core.files.replace_file` never
+    writes through a planted link and leaves nothing behind on failure.
     """
-    import tempfile
-
     try:
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+        replace_file(path, data)
     except OSError:
-        return False
-    try:
-        with os.fdopen(fd, "wb") as file:
-            file.write(data)
-        os.replace(tmp, path)
-    except OSError:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
         return False
     return True
 

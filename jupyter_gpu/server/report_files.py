@@ -5,11 +5,10 @@ and at start-up when a dead kernel left one behind (the reports are read by the 
 from __future__ import annotations
 
 import logging
-import os
 from pathlib import Path
 
-from ..sources.kernel_reports import REPORT_PREFIX, ReportReader
-from ..sources.processes import ProcessKey, process_start
+from ..sources.kernel_reports import REPORT_PREFIX, ReportReader, remove_dead_reports
+from ..sources.processes import ProcessKey
 
 log = logging.getLogger(__name__)
 
@@ -44,29 +43,13 @@ class ReportFiles:
         it stops; but a server killed outright (SIGKILL: the hub's last resort, the OOM killer)
         does neither, and its kernels then exit through ipykernel's parent poller (``os._exit``)
         without their own clean-up. So when a server starts, every report in its runtime directory
-        whose writer (PID and start time) no longer runs, in this PID namespace, is deleted. Files
-        of other owners, bad files and reports from another PID namespace are left alone.
+        whose writer (PID and start time) no longer runs, in this PID namespace, is deleted
+        (:func:`jupyter_gpu.sources.kernel_reports.remove_dead_reports`, which kernels run too).
+        Files of other owners, bad files and reports from another PID namespace are left alone.
         """
         if not self.report_dir:
             return []
-        try:
-            namespace = os.readlink("/proc/self/ns/pid")
-        except OSError:
-            namespace = None
-        removed = []
-        for path in Path(self.report_dir).glob(f"{REPORT_PREFIX}*.json"):
-            try:
-                if path.stat().st_uid != os.getuid():
-                    continue
-                report = self.reader.read_one(path)  # the one parse, through core.wire
-                if report is None or report.start_time is None or report.pid_namespace != namespace:
-                    continue
-                if process_start(report.pid) == report.start_time:
-                    continue  # its kernel still runs (a server restarted next to running kernels)
-                path.unlink()
-                removed.append(report.kernel_id)
-            except OSError:
-                continue
+        removed = remove_dead_reports(self.report_dir, self.reader)
         if removed:
             log.info("jupyter_gpu: removed %d kernel report(s) left by kernels that no longer run", len(removed))
         return removed

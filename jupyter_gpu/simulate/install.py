@@ -12,20 +12,23 @@ from __future__ import annotations
 import json
 import os
 import threading
-from pathlib import Path
 from typing import Any
 
+from ..core.files import replace_file
 from .library import SimulatedNvmlLibrary
 from .scenario import ENV_VAR, Scenario, ScenarioSource, simulation_requested
 
 
 def write_scenario(path: str | os.PathLike[str], scenario: dict[str, Any]) -> None:
-    """Write a scenario file atomically, so a running simulation never reads half of it."""
-    path = Path(path)
+    """Write a scenario file atomically, so a running simulation never reads half of it.
+
+    Through :func:`jupyter_gpu.core.files.replace_file` (an unpredictable temporary name created
+    with ``O_EXCL``, then ``rename``): a link another user planted in a shared folder is never
+    written through. Mode 0644: the processes that read it may run as other users (a JupyterHub's
+    service, user servers and kernels); a scenario holds simulated GPUs, nothing private.
+    """
     Scenario.from_dict(json.loads(json.dumps(scenario)))  # refuse to write what the simulation would reject
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
-    tmp.write_text(json.dumps(scenario, indent=1))
-    os.replace(tmp, path)
+    replace_file(path, json.dumps(scenario, indent=1).encode(), mode=0o644)
 
 
 _installed: SimulatedNvmlLibrary | None = None

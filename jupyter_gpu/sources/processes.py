@@ -85,6 +85,43 @@ def process_start(pid: int) -> int | float | None:
         return None
 
 
+def process_owner(pid: int, start: int | float | None = None) -> int | None:
+    """The effective user id of process ``pid`` (the owner of the files it creates), or None.
+
+    None when there is no such process here, it cannot be read (``/proc`` mounted ``hidepid``), or
+    ``start`` is given and the process that has the PID now started at another time (the PID was
+    reused). On Linux both are read through one handle on ``/proc/<pid>`` (the ``Uid:`` line of
+    ``status``, whose second field is the effective uid, and ``stat``; see proc(5)), so they are
+    facts about the same process even if it exits and its PID is reused meanwhile. Elsewhere psutil.
+    """
+    if _PROC:
+        try:
+            folder = os.open(f"/proc/{int(pid)}", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        except (OSError, ValueError):
+            return None
+        try:
+            with open(os.open("status", os.O_RDONLY | os.O_CLOEXEC, dir_fd=folder), "rb") as file:
+                status = file.read()
+            uid = next(int(line.split()[2]) for line in status.splitlines() if line.startswith(b"Uid:"))
+            if start is not None:
+                with open(os.open("stat", os.O_RDONLY | os.O_CLOEXEC, dir_fd=folder), "rb") as file:
+                    data = file.read()
+                if int(data[data.rindex(b")") + 2 :].split(None, 20)[19]) != start:
+                    return None
+            return uid
+        except (OSError, ValueError, IndexError, StopIteration):
+            return None
+        finally:
+            os.close(folder)
+    try:
+        process = psutil.Process(pid)
+        if start is not None and process.create_time() != start:
+            return None
+        return int(process.uids().effective)
+    except (psutil.Error, OSError, ValueError, AttributeError):
+        return None
+
+
 _PROC = sys.platform.startswith("linux") and os.path.isdir("/proc/self")
 
 #: ``(user, program name)`` of a PID the OS does not know, or None. Set by :mod:`jupyter_gpu.simulate`
