@@ -14,11 +14,13 @@ otherwise. CI runs as root.
 
 from __future__ import annotations
 
+import json
 import os
 import pickle
 import pwd
 import shutil
 import subprocess
+import time
 import traceback
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -95,3 +97,14 @@ def neighbour_account(name: str = NAME) -> Iterator[Neighbour]:
     finally:
         if created:
             subprocess.run(["userdel", name], capture_output=True)
+
+
+def forge_kernel_report(folder: str, kernel_id: str, pid: int, start: int | float) -> None:
+    """As the neighbour: a kernel report for someone else's process, claiming 40 GiB on a GPU
+    (what a forged report looks like: the victim's PID and start time are readable in ``/proc``)."""
+    from jupyter_gpu.sources.kernel_reports import REPORT_PREFIX
+
+    document = {"version": 1, "kernel_id": kernel_id, "pid": pid, "start_time": start, "session": "x.ipynb"}
+    document.update(nvml_pids=[], gpu_memory={"GPU-1": 40 * 2**30}, timestamp=time.time())
+    with open(os.path.join(folder, f"{REPORT_PREFIX}{kernel_id}.json"), "w") as file:
+        json.dump(document, file)

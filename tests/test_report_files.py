@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from neighbours import forge_kernel_report
 
 from jupyter_gpu.server.report_files import ReportFiles
 from jupyter_gpu.sources.kernel_reports import REPORT_PREFIX, ReportReader, parse_report
@@ -101,14 +102,6 @@ def test_a_report_rewritten_behind_the_readers_cache_cannot_crash_the_clean_up(t
 # -- a report counts only if its file belongs to the user the process it names runs as
 
 
-def _forge(folder: str, kernel_id: str, pid: int, start: int | float) -> None:
-    """As the neighbour: a report for someone else's process, claiming 40 GiB on a GPU."""
-    document = {"version": 1, "kernel_id": kernel_id, "pid": pid, "start_time": start, "session": "x.ipynb"}
-    document.update(nvml_pids=[], gpu_memory={"GPU-1": 40 * 2**30}, timestamp=time.time())
-    with open(os.path.join(folder, f"{REPORT_PREFIX}{kernel_id}.json"), "w") as file:
-        json.dump(document, file)
-
-
 def _own_sleeper_reported(folder: str, kernel_id: str) -> int:
     """As the neighbour: start a process of one's own and write its genuine report; its PID."""
     sleeper = subprocess.Popen(["sleep", "60"], start_new_session=True)
@@ -119,7 +112,7 @@ def _own_sleeper_reported(folder: str, kernel_id: str) -> int:
             break
         except OSError:
             time.sleep(0.01)
-    _forge(folder, kernel_id, sleeper.pid, int(data[data.rindex(b")") + 2 :].split()[19]))
+    forge_kernel_report(folder, kernel_id, sleeper.pid, int(data[data.rindex(b")") + 2 :].split()[19]))
     return sleeper.pid
 
 
@@ -141,7 +134,7 @@ def test_a_report_forged_by_another_user_for_a_victims_process_does_not_count(
     # runtime folder (1777), the neighbour writes a report claiming 40 GiB for it
     victim, start = _running_sleep()
     try:
-        neighbour.run(_forge, str(shared_tmp), "victim-kernel", victim.pid, start)
+        neighbour.run(forge_kernel_report, str(shared_tmp), "victim-kernel", victim.pid, start)
         assert neighbour.owns(shared_tmp / f"{REPORT_PREFIX}victim-kernel.json")
         # And the neighbour's genuine report of a process of its own
         own_pid = neighbour.run(_own_sleeper_reported, str(shared_tmp), "neighbour-kernel")
@@ -174,7 +167,7 @@ def test_the_cull_rule_never_sees_forged_memory(neighbour: Any, shared_tmp: Path
 
     victim, start = _running_sleep()
     try:
-        neighbour.run(_forge, str(shared_tmp), "victim-kernel", victim.pid, start)
+        neighbour.run(forge_kernel_report, str(shared_tmp), "victim-kernel", victim.pid, start)
         info = KernelInfo(kernel_id="victim-kernel", pid=victim.pid, start=start)
         assert info.key == (victim.pid, start)
         assert current_reports(ReportReader().read(shared_tmp), {"victim-kernel": info}) == {}

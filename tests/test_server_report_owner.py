@@ -14,9 +14,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from neighbours import forge_kernel_report
 from pytest_jupyter.jupyter_server import *  # noqa: F403
 from support import asynctest, get_snapshot, kernel_pid, start_session, until
-from test_report_files import _forge
 
 from jupyter_gpu.sources.kernel_reports import REPORT_PREFIX
 from jupyter_gpu.sources.processes import process_start
@@ -55,7 +55,7 @@ async def test_a_report_forged_by_another_user_never_gets_an_idle_kernel_culled(
     # When the neighbour writes a report for it, claiming 40 GiB
     start = process_start(pid)
     assert start is not None
-    neighbour.run(_forge, str(shared_tmp), kernel_id, pid, start)
+    neighbour.run(forge_kernel_report, str(shared_tmp), kernel_id, pid, start)
     assert neighbour.owns(shared_tmp / f"{REPORT_PREFIX}{kernel_id}.json")
     # Then, for well past cull_idle_after_s, the report does not count and the kernel lives
     for _ in range(50):
