@@ -42,3 +42,17 @@ def test_an_exception_whose_str_raises_system_exit_leaves_the_kernel_and_its_var
         kernel.run("kept += 1")
     assert kernel.value("[kept, os.getpid()]") == [43, pid]
 
+
+def test_gpu_free_keeps_the_users_own_underscore_names(kernel: Kernel) -> None:
+    kernel.run("%load_ext jupyter_gpu")
+    kernel.run("_2 = 'mine'\n_ = 'also mine'")
+    kernel.run("[1, 2, 3]")  # an output IPython caches as Out[N] and _N
+    number = kernel.value("max(Out)")
+    out, _err = kernel.run("%gpu_free")
+    assert f"Dropped: IPython's output cache (Out: 1 entry; names _{number})." in out, out
+    assert kernel.value(f"[_2, _, {number} in Out, '_{number}' in globals()]") == [
+        "mine",
+        "also mine",
+        False,
+        False,
+    ]
