@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Iterator
 from typing import Any
 
@@ -131,3 +132,39 @@ def test_values_whose_comparison_or_truth_raise_are_only_compared_by_identity(fr
     shell.run_line_magic("gpu_free", "")
     assert "Dropped: IPython's output cache (Out: 1 entry" in capsys.readouterr().out
     assert isinstance(shell.user_ns["_"], _Hostile) and isinstance(shell.user_ns["__"], _Hostile)
+
+
+class _NameMeta(type):
+    @property
+    def __name__(cls) -> str:  # type: ignore[override]
+        raise SystemExit(3)
+
+
+class _Named(Exception, metaclass=_NameMeta):
+    pass
+
+
+def test_the_last_errors_class_name_is_read_past_its_metaclass(
+    fresh: Any, capsys: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    try:
+        raise _Named()
+    except _Named as caught:  # as IPython leaves a failed cell's error (its own display meets the SystemExit first)
+        error = caught
+    monkeypatch.setattr(sys, "last_value", error, raising=False)
+    monkeypatch.setattr(sys, "last_traceback", error.__traceback__, raising=False)
+    fresh.run_line_magic("gpu_free", "--dry-run")
+    assert "the last error's traceback (_Named, " in capsys.readouterr().out
+
+
+def test_only_the_first_items_of_a_huge_container_are_followed() -> None:
+    taken = []
+
+    class Counted(list):  # type: ignore[type-arg]
+        def __iter__(self) -> Any:
+            for item in super().__iter__():
+                taken.append(1)
+                yield item
+
+    free.track([Counted(range(free._CONTAINER_LIMIT * 10))])
+    assert len(taken) <= free._CONTAINER_LIMIT + 1

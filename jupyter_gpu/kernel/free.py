@@ -23,6 +23,7 @@ import traceback
 import weakref
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from itertools import islice
 from types import TracebackType
 from typing import Any
 
@@ -106,9 +107,9 @@ def _expand(value: Any) -> Iterable[Any]:
     """The value, and one level into containers and PyTorch modules (their parameters and buffers)."""
     yield value
     if isinstance(value, dict):
-        yield from list(value.values())[:_CONTAINER_LIMIT]
+        yield from list(islice(value.values(), _CONTAINER_LIMIT))  # a huge container: its first items only
     elif isinstance(value, (list, tuple, set, frozenset)):
-        yield from list(value)[:_CONTAINER_LIMIT]
+        yield from list(islice(value, _CONTAINER_LIMIT))
     elif "torch" in sys.modules and isinstance(value, sys.modules["torch"].nn.Module):
         yield from value.parameters()
         yield from value.buffers()
@@ -377,6 +378,8 @@ def check_names(shell: Any, names: list[str]) -> None:
 def _what_is_dropped(shell: Any, cache: OutputCache, names: list[str]) -> tuple[list[str], Tracked]:
     """What will be dropped, in words, and the framework arrays reachable from it (followed weakly:
     nothing here keeps them alive once this returns). Reads only: the dry run shows this."""
+    from .oom import class_name
+
     ns = shell.user_ns
     error, tb = last_error()
     frames = traceback_frames(tb)
@@ -387,7 +390,7 @@ def _what_is_dropped(shell: Any, cache: OutputCache, names: list[str]) -> tuple[
         dropped.append(words)
     if tb is not None:
         dropped.append(
-            f"the last error's traceback ({display_text(type(error).__name__, 60)}, {len(frames)} frame"
+            f"the last error's traceback ({display_text(class_name(type(error)), 60)}, {len(frames)} frame"
             f"{'' if len(frames) == 1 else 's'} and their locals)"
         )
     if names:
