@@ -23,6 +23,7 @@ import traceback
 import weakref
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from itertools import islice
 from types import TracebackType
 from typing import Any
 
@@ -106,9 +107,9 @@ def _expand(value: Any) -> Iterable[Any]:
     """The value, and one level into containers and PyTorch modules (their parameters and buffers)."""
     yield value
     if isinstance(value, dict):
-        yield from list(value.values())[:_CONTAINER_LIMIT]
+        yield from list(islice(value.values(), _CONTAINER_LIMIT))  # a huge container: its first items only
     elif isinstance(value, (list, tuple, set, frozenset)):
-        yield from list(value)[:_CONTAINER_LIMIT]
+        yield from list(islice(value, _CONTAINER_LIMIT))
     elif "torch" in sys.modules and isinstance(value, sys.modules["torch"].nn.Module):
         yield from value.parameters()
         yield from value.buffers()
@@ -256,15 +257,16 @@ def describe_change(before: Measure, after: Measure, tracked: Tracked) -> list[s
 def free_memory(shell: Any, names: list[str], dry_run: bool = False) -> str:
     """What ``%gpu_free`` does in ``shell`` and the report it prints: drop the output cache, the last
     error's traceback and the variables ``names``, collect, release each initialized framework's cache,
-    and say what came back. ``dry_run``: say what would be dropped and change nothing.
+    and say what came back. ``dry_run``: say what would be dropped and change nothing at all.
 
     A bad name is a one-line ``UsageError`` before anything is touched."""
     check_names(shell, names)
-    dropped, tracked = _what_is_dropped(shell, names)
+    cache = OutputCache.of(shell)
+    dropped, tracked = _what_is_dropped(shell, cache, names)
     if dry_run:
         return _dry_run_report(dropped, tracked)
     before = measure()
-    _drop(shell, names)
+    _drop(shell, cache, names)
     collected, releases = release()
     after = measure()
     lines = [
@@ -275,6 +277,85 @@ def free_memory(shell: Any, names: list[str], dry_run: bool = False) -> str:
         lines.append(f"{framework}: {called}: {note}.")
     lines += describe_change(before, after, tracked)
     return "\n".join(lines)
+
+
+_UNDERS = ("_", "__", "___")
+_SHOWN_NAMES = 8  # cache names listed in the report, the rest counted
+
+
+@dataclass(frozen=True)
+class OutputCache:
+    """IPython's output cache as ``%gpu_free`` drops it: the ``Out`` dict, and the names IPython
+    itself put in the user's namespace that still hold what IPython put there.
+
+    A name is IPython's when its value is the very object IPython's bookkeeping holds for it (the
+    rule IPython's displayhook uses to tell whether the user assigned ``_``): ``_N`` when it is
+    ``Out[N]`` (or IPython's hidden copy), ``_``/``__``/``___`` when it is the displayhook's own
+    ``_``/``__``/``___`` (or the hidden copy). A ``_2 = …`` or ``_ = …`` of the user's is theirs and
+    stays (IPython's ``displayhook.flush()`` deleted every ``_1``…``_N`` and reset ``_``: not used).
+    Only identities are compared: no ``==`` or ``bool()`` of the user's values.
+    """
+
+    out: dict[Any, Any] | None  # IPython's Out (``_oh``), when the namespace has it
+    numbered: tuple[str, ...]  # the _N names to delete
+    unders: tuple[str, ...]  # which of _, __, ___ to reset to ''
+
+    @classmethod
+    def of(cls, shell: Any) -> OutputCache:
+        ns, hidden, hook = shell.user_ns, shell.user_ns_hidden, shell.displayhook
+        out = ns.get("_oh")
+        out = out if type(out) is dict else None
+        numbered = []
+        for number, value in list(out.items()) if out is not None else ():
+            key = f"_{number}" if type(number) is int else None
+            if key is not None and key in ns and (ns[key] is value or ns[key] is hidden.get(key, _ABSENT)):
+                numbered.append(key)
+        unders = []
+        for key in _UNDERS:
+            value = ns.get(key, _ABSENT)
+            if value is _ABSENT or value is None or (type(value) is str and not value):
+                continue  # nothing held
+            if value is getattr(hook, key, _ABSENT) or value is hidden.get(key, _ABSENT):
+                unders.append(key)
+        return cls(out, tuple(numbered), tuple(unders))
+
+    def values(self) -> list[Any]:
+        """What the cache holds (to follow the framework arrays in it)."""
+        return list(self.out.values()) if self.out else []
+
+    def words(self) -> str | None:
+        """What is dropped, in words (None: nothing)."""
+        entries = len(self.out) if self.out else 0
+        names = [*self.numbered, *self.unders]
+        if not entries and not names:
+            return None
+        more = len(names) - _SHOWN_NAMES
+        shown = ", ".join(names[:_SHOWN_NAMES]) + (f" and {more} more" if more > 0 else "")
+        return (
+            f"IPython's output cache (Out: {entries} entr{'y' if entries == 1 else 'ies'}"
+            + (f"; names {shown}" if names else "; no name of it left in your namespace")
+            + ")"
+        )
+
+    def drop(self, shell: Any) -> None:
+        """Empty ``Out``, delete the ``_N`` names and reset ``_``/``__``/``___`` found IPython's, and
+        the displayhook's own references (so IPython goes on updating ``_`` as before)."""
+        ns, hidden, hook = shell.user_ns, shell.user_ns_hidden, shell.displayhook
+        for key in self.numbered:
+            ns.pop(key, None)
+            hidden.pop(key, None)
+        for key in self.unders:
+            ns[key] = ""
+            if key in hidden:
+                hidden[key] = ""
+        for key in _UNDERS:
+            if hasattr(hook, key):
+                setattr(hook, key, "")
+        if self.out is not None:
+            self.out.clear()
+
+
+_ABSENT: Any = object()
 
 
 def check_names(shell: Any, names: list[str]) -> None:
@@ -294,28 +375,28 @@ def check_names(shell: Any, names: list[str]) -> None:
         raise UsageError("a name is given twice; list each variable once")
 
 
-def _what_is_dropped(shell: Any, names: list[str]) -> tuple[list[str], Tracked]:
+def _what_is_dropped(shell: Any, cache: OutputCache, names: list[str]) -> tuple[list[str], Tracked]:
     """What will be dropped, in words, and the framework arrays reachable from it (followed weakly:
-    nothing here keeps them alive once this returns)."""
+    nothing here keeps them alive once this returns). Reads only: the dry run shows this."""
+    from .oom import class_name
+
     ns = shell.user_ns
-    cache = dict(ns.get("_oh") or {})
-    recent = [ns.get(key) for key in ("_", "__", "___") if ns.get(key) not in (None, "")]
     error, tb = last_error()
     frames = traceback_frames(tb)
     named = [ns[name] for name in names]
     dropped = []
-    if cache or recent:
-        dropped.append(
-            f"IPython's output cache (Out: {len(cache)} entr{'y' if len(cache) == 1 else 'ies'}, _, __, ___)"
-        )
+    words = cache.words()
+    if words:
+        dropped.append(words)
     if tb is not None:
         dropped.append(
-            f"the last error's traceback ({type(error).__name__}, {len(frames)} frame"
+            f"the last error's traceback ({display_text(class_name(type(error)), 60)}, {len(frames)} frame"
             f"{'' if len(frames) == 1 else 's'} and their locals)"
         )
     if names:
         dropped.append("your variable" + ("s " if len(names) > 1 else " ") + ", ".join(names))
-    return dropped, track([*cache.values(), *recent, *frame_values(frames), *named])
+    unders = [ns[key] for key in cache.unders]
+    return dropped, track([*cache.values(), *unders, *frame_values(frames), *named])
 
 
 def _dry_run_report(dropped: list[str], tracked: Tracked) -> str:
@@ -343,15 +424,10 @@ def _dry_run_report(dropped: list[str], tracked: Tracked) -> str:
     return "\n".join(lines)
 
 
-def _drop(shell: Any, names: list[str]) -> None:
+def _drop(shell: Any, cache: OutputCache, names: list[str]) -> None:
     """Empty the output cache, forget the last error (and the failed cell's result), delete ``names``."""
     ns = shell.user_ns
-    if shell.displayhook.do_full_cache:
-        shell.displayhook.flush()
-    for space in (ns, shell.user_ns_hidden):  # flush() leaves these when '_' is also a builtin
-        for key in ("_", "__", "___"):
-            if key in space:
-                space[key] = ""
+    cache.drop(shell)
     drop_last_error()
     result = shell.last_execution_result
     if result is not None and result.error_in_exec is not None:

@@ -5,7 +5,27 @@
 - :func:`install` registers :func:`_after_cell` on ``post_run_cell`` (once per shell;
   :func:`uninstall` removes it): under a failed cell, the hint for a framework error that GPU
   configuration causes and the out-of-memory report (:mod:`jupyter_gpu.kernel.oom`); after every
-  cell, the cheap check that nothing changed the GPU settings behind the magics' back.
+  cell, the cheap check that nothing changed the GPU settings behind the magics' back;
+- :func:`on_cell_event` / :func:`off_cell_event`: the one way the package hooks a cell event
+  (``pre_run_cell``, ``post_run_cell``), each callback through :func:`guarded`.
+
+**The guard.** A cell hook runs on whatever the user's cell left behind: an exception whose
+``__str__`` raises ``SystemExit``, a ``BaseException`` subclass, a property that loops, a
+``sys.stderr`` that raises. IPython catches ``Exception`` and ``KeyboardInterrupt`` from a callback
+but not ``SystemExit``, and an ipykernel that sees ``SystemExit`` exits: every variable is lost.
+So every callback jupyter_gpu registers goes through :func:`guarded`, and nothing leaves it:
+
+- any ``BaseException`` (``SystemExit``, ``GeneratorExit``, ``MemoryError``, the user's own) ends
+  the hook; one line on stderr names the hook and the exception's class (never its text: calling
+  ``str()`` on it may raise again), and the cell's result and the user's variables are untouched;
+- ``KeyboardInterrupt`` (the user's interrupt arriving while a hook runs, after the cell itself
+  finished) ends the hook at once and is not raised on: there is nothing left to interrupt, and
+  raised on, IPython would print a traceback of jupyter_gpu's hook. The line says it was interrupted.
+
+Hooks read the user's data within a bound: an exception's message through
+:func:`jupyter_gpu.kernel.oom.error_text` (its start only, without ``str()`` of the user's
+arguments), so a 1 MB message or a huge ``args`` costs microseconds. Code the user wrote
+(an exception class's own ``__str__``) runs as long as it runs: that is the user's cell, not data.
 """
 
 from __future__ import annotations
@@ -16,6 +36,17 @@ from collections.abc import Callable
 from typing import Any
 
 from .plan_report import summary
+
+__all__ = [
+    "error_notes",
+    "guarded",
+    "install",
+    "off_cell_event",
+    "on_cell_event",
+    "traceback_hint",
+    "uninstall",
+    "watch_frameworks",
+]
 
 _FRAMEWORK_MODULES = ("tensorflow", "torch", "jax")
 
@@ -96,10 +127,9 @@ def traceback_hint(error: BaseException | None) -> str | None:
     """The hint to show under a framework error that GPU configuration causes (None for any other)."""
     if error is None:
         return None
-    try:
-        text = str(error)
-    except Exception:
-        return None  # the user's exception cannot print itself: IPython says so, and nothing here may add to it
+    from .oom import error_text
+
+    text = error_text(error)  # "" for an error that cannot print itself: IPython says so, nothing is added here
     for needle, hint in _HINTS:
         if needle in text:
             from ..plan import current_plan
@@ -137,21 +167,19 @@ def _nvml_gpus() -> Any:
 
 def _after_cell(result: Any = None) -> None:
     """``post_run_cell``: notes under a failed cell (:func:`error_notes`), and the cheap check that
-    nothing changed behind the magics' back (see :func:`jupyter_gpu.frameworks.check_after_cell`)."""
-    try:
-        error = getattr(result, "error_in_exec", None)
-        if error is not None:
-            for note in error_notes(error):
-                print(note, file=sys.stderr)
-        frameworks = sys.modules.get("jupyter_gpu.frameworks")
-        if frameworks is None:
-            return  # no plan was ever made and no framework imported: nothing can diverge
-        from ..core.errors import GPUPlanMismatchWarning, warn
+    nothing changed behind the magics' back (see :func:`jupyter_gpu.frameworks.check_after_cell`).
+    Registered through :func:`guarded`: a failure here is one line, never the kernel's end."""
+    error = getattr(result, "error_in_exec", None)
+    if error is not None:
+        for note in error_notes(error):
+            print(note, file=sys.stderr)
+    frameworks = sys.modules.get("jupyter_gpu.frameworks")
+    if frameworks is None:
+        return  # no plan was ever made and no framework imported: nothing can diverge
+    from ..core.errors import GPUPlanMismatchWarning, warn
 
-        for message in frameworks.check_after_cell(read_gpus=_nvml_gpus):
-            warn(message, GPUPlanMismatchWarning)
-    except Exception as error:  # a check must never break the kernel
-        print(f"jupyter_gpu: the after-cell check failed: {type(error).__name__}: {error}", file=sys.stderr)
+    for message in frameworks.check_after_cell(read_gpus=_nvml_gpus):
+        warn(message, GPUPlanMismatchWarning)
 
 
 #: shell id -> whether to explain out-of-memory errors there (``GpuMagics.explain_oom``)
@@ -161,13 +189,78 @@ _explain_oom: dict[int, Callable[[], bool]] = {}
 def install(ipython: Any, explain_oom: Callable[[], bool]) -> None:
     """Run :func:`_after_cell` after every cell of ``ipython``; ``explain_oom`` says whether to add the OOM report."""
     _explain_oom[id(ipython)] = explain_oom
-    ipython.events.register("post_run_cell", _after_cell)
+    on_cell_event(ipython, "post_run_cell", _after_cell, "the after-cell check")
 
 
 def uninstall(ipython: Any) -> None:
     """Stop the after-cell hook on ``ipython`` (nothing happens when it is not installed)."""
     _explain_oom.pop(id(ipython), None)
+    off_cell_event(ipython, "post_run_cell", _after_cell)
+
+
+# -- the one guard every cell callback goes through (see the module's docstring) -------------------
+
+
+def guarded(callback: Callable[..., Any], what: str) -> Callable[..., None]:
+    """``callback`` made safe to run after (or before) a user's cell: nothing it raises leaves it,
+    ``BaseException`` and ``KeyboardInterrupt`` included; a failure is one line on stderr naming
+    ``what`` (e.g. "the after-cell check") and the exception's class. The wrapper's
+    ``__wrapped__`` is ``callback``."""
+
+    def guard(*args: Any, **kwargs: Any) -> None:
+        try:
+            callback(*args, **kwargs)
+        except KeyboardInterrupt:
+            _say(f"jupyter_gpu: {what} was interrupted; the cell and its variables are unaffected.")
+        except BaseException as error:  # SystemExit from user data must not end the kernel
+            _say(f"jupyter_gpu: {what} failed ({_class_name(error)}); the cell and its variables are unaffected.")
+
+    guard.__wrapped__ = callback  # type: ignore[attr-defined]
+    guard.__name__ = getattr(callback, "__name__", "guard")
+    guard.__qualname__ = f"guarded({guard.__name__})"
+    return guard
+
+
+def _class_name(error: BaseException) -> str:
+    """The exception's class name, read without running the user's code (a metaclass may define
+    ``__name__``), sanitized and short: it is the user's text."""
+    from ..core.text import display_text
+    from .oom import class_name
+
     try:
-        ipython.events.unregister("post_run_cell", _after_cell)
-    except ValueError:
+        return display_text(class_name(type(error)), 60)
+    except BaseException:  # nothing leaves the guard
+        return "?"
+
+
+def _say(line: str) -> None:
+    """Print ``line`` on the real stderr; a ``sys.stderr`` the user replaced may raise: then nothing."""
+    try:
+        print(line, file=sys.stderr)
+    except BaseException:  # nothing leaves the guard
         pass
+
+
+def on_cell_event(ipython: Any, event: str, callback: Callable[..., Any], what: str) -> None:
+    """Register ``callback`` on ``ipython``'s cell ``event`` through :func:`guarded` (the one way
+    jupyter_gpu hooks a cell event; ``tests/test_hook_guard.py`` checks no other); again: no effect."""
+    if registered(ipython, event, callback) is None:
+        ipython.events.register(event, guarded(callback, what))
+
+
+def off_cell_event(ipython: Any, event: str, callback: Callable[..., Any]) -> None:
+    """Undo :func:`on_cell_event` (nothing happens when ``callback`` is not registered)."""
+    wrapper = registered(ipython, event, callback)
+    if wrapper is not None:
+        try:
+            ipython.events.unregister(event, wrapper)
+        except ValueError:
+            pass
+
+
+def registered(ipython: Any, event: str, callback: Callable[..., Any]) -> Callable[..., None] | None:
+    """The guard :func:`on_cell_event` registered for ``callback`` on ``event``, else None."""
+    for function in list(ipython.events.callbacks.get(event, ())):
+        if getattr(function, "__wrapped__", None) == callback:  # bound methods: equal, not identical
+            return function
+    return None

@@ -17,9 +17,9 @@ from IPython.core.magic import Magics, line_magic, magics_class
 from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
 from traitlets import Float, Integer
 
-if TYPE_CHECKING:
-    from IPython.core.events import EventManager
+from .hooks import off_cell_event, on_cell_event
 
+if TYPE_CHECKING:
     from .watch import CellWatch
 
 
@@ -49,11 +49,11 @@ class MonitorMagics(Magics):
         self.panels: list[Any] = []
         self.watch: CellWatch | None = None
 
-    def _events(self) -> EventManager:
-        """The shell's cell events (:func:`register` always gives these magics a shell)."""
+    def _shell(self) -> Any:
+        """The shell whose cell events the watch hooks (:func:`register` always gives these magics one)."""
         if self.shell is None:
             raise RuntimeError("MonitorMagics without a shell: register it with register(ipython)")
-        return self.shell.events
+        return self.shell
 
     # -- %gpu_monitor
 
@@ -157,8 +157,8 @@ class MonitorMagics(Magics):
                 from .watch import CellWatch  # imported on first use: loading the extension stays cheap
 
                 self.watch = CellWatch(interval_s=interval_s)
-                self._events().register("pre_run_cell", self._pre_run_cell)
-                self._events().register("post_run_cell", self._post_run_cell)
+                on_cell_event(self._shell(), "pre_run_cell", self._pre_run_cell, "%gpu_watch")
+                on_cell_event(self._shell(), "post_run_cell", self._post_run_cell, "%gpu_watch")
             print(f"%gpu_watch on: one line of GPU memory after each cell (sampled every {interval_s:g} s)")
         else:
             self.stop_watching()
@@ -171,10 +171,7 @@ class MonitorMagics(Magics):
             return
         watch.cancel()
         for event, callback in (("pre_run_cell", self._pre_run_cell), ("post_run_cell", self._post_run_cell)):
-            try:
-                self._events().unregister(event, callback)
-            except ValueError:
-                pass
+            off_cell_event(self._shell(), event, callback)
 
     def _pre_run_cell(self, info: Any = None) -> None:
         if self.watch is not None:

@@ -229,21 +229,22 @@ def register(ipython: Any) -> None:
     def after_cell(*_args: Any) -> None:
         try:
             write_report()
-        except Exception:  # a report must never break the user's cell
+        except Exception:  # a report that cannot be written is skipped quietly (it is written again next cell)
             pass
 
+    from .hooks import guarded, on_cell_event
+
     _state["callback"] = after_cell
-    ipython.events.register("post_run_cell", after_cell)
+    on_cell_event(ipython, "post_run_cell", after_cell, "the kernel report")  # guarded: nothing escapes
     atexit.register(remove_report)
-    after_cell()
+    guarded(after_cell, "the kernel report")()
 
 
 def unregister(ipython: Any) -> None:
     callback = _state["callback"]
     if callback is not None:
-        try:
-            ipython.events.unregister("post_run_cell", callback)
-        except ValueError:
-            pass
+        from .hooks import off_cell_event
+
+        off_cell_event(ipython, "post_run_cell", callback)
         _state["callback"] = None
     remove_report()

@@ -27,7 +27,8 @@ class GpuMemoryMagics(Magics):
         Drops what keeps framework arrays alive after an error or a finished experiment, then
         measures what came back:
 
-        1. IPython's output cache (``Out``, ``_``, ``__``, ``___``, ``_N``);
+        1. IPython's output cache (``Out``, and ``_``, ``__``, ``___``, ``_N`` while they hold what IPython
+           put there: a ``_2`` or ``_`` you assigned stays);
         2. the last error's traceback (``sys.last_traceback``/``last_value``): the frames of a
            failed cell keep every local, tensors included;
         3. the variables you name (``%gpu_free model optimizer``), and no other of yours;
