@@ -67,7 +67,7 @@ def main() -> None:
         from jupyter_gpu.sources import nvml
 
         gpus = list(nvml.snapshot().gpus)
-        for sleeper, gpu in zip(sleepers, gpus[:2]):
+        for sleeper, gpu in zip(sleepers[:2], gpus[:2], strict=True):
             board = ClaimBoard(claims)
             board.pid = sleeper.pid
             board.claim([gpu.uuid])

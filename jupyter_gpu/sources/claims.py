@@ -124,6 +124,9 @@ def parse_claim(data: Any, owner_uid: int, path: Path) -> Claim | str:
     return Claim(uid=uid, pid=pid, gpu_uuid=uuid, time=when, host=host, path=path)
 
 
+_Found = tuple[Claim, tuple[int, float]]  # a claim read, and its process's (real uid, start time)
+
+
 def _process(pid: int) -> tuple[int, float] | None:
     """``(real uid, start time in epoch seconds)`` of a running process, None when it is gone (or invisible)."""
     try:
@@ -245,13 +248,14 @@ class ClaimBoard:
             self._refuse(path, info.st_mtime_ns, claim)
         return None if isinstance(claim, str) else claim
 
-    def _user_claims(self, uid: int, alive: dict[int, tuple[int, float] | None]) -> list[Claim]:
-        """The claims in ``uid``'s folder whose PID (from the name, before opening) is that user's process."""
+    def _user_claims(self, uid: int, alive: dict[int, tuple[int, float] | None]) -> list[_Found]:
+        """The claims in ``uid``'s folder whose PID (from the name, before opening) is that user's process,
+        with that process's (uid, start time)."""
         try:
             folder = os.open(user_folder(self.directory, uid), os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
         except OSError:
             return []  # no folder (the usual case), a link, or a file in its place
-        found: list[Claim] = []
+        found: list[_Found] = []
         try:
             if not _private_folder(os.fstat(folder), uid):
                 return []
@@ -277,7 +281,7 @@ class ClaimBoard:
                     per_pid[pid] = per_pid.get(pid, 0) + 1
                     claim = self._read(folder, entry.name, uid)
                     if claim is not None and claim.pid == pid:
-                        found.append(claim)
+                        found.append((claim, process))
         except OSError:
             pass
         finally:
@@ -286,10 +290,13 @@ class ClaimBoard:
 
     def claims(self) -> list[Claim]:
         """Every well-formed claim of a running process (validity otherwise not yet judged)."""
+        return [claim for claim, _process in self._found()]
+
+    def _found(self) -> list[_Found]:
         if self.problem is not None:
             return []
         alive: dict[int, tuple[int, float] | None] = {}
-        return [claim for uid in sorted(_users_with_processes()) for claim in self._user_claims(uid, alive)]
+        return [found for uid in sorted(_users_with_processes()) for found in self._user_claims(uid, alive)]
 
     def active(
         self, nvml_pids: dict[str, set[int]], now: float | None = None, exclude_pid: int | None = None
@@ -300,16 +307,10 @@ class ClaimBoard:
         GPU UUID → PIDs NVML shows there). This user's files that no longer count are deleted."""
         now = time.time() if now is None else now
         by_process: dict[tuple[int, float], list[Claim]] = {}
-        for claim in self.claims():
+        for claim, process in self._found():
             if claim.host != self.host:
                 continue  # a directory shared between hosts: PIDs mean nothing here
-            process = _process(claim.pid)
-            if (
-                process is None
-                or process[0] != claim.uid
-                or not process[1] - START_SKEW_S <= claim.time <= now + FUTURE_SKEW_S
-                or now - claim.time > self.ttl_s
-            ):
+            if not process[1] - START_SKEW_S <= claim.time <= now + FUTURE_SKEW_S or now - claim.time > self.ttl_s:
                 if claim.uid == self.uid:  # this user's files that no longer count are removed
                     with contextlib.suppress(OSError):
                         claim.path.unlink()
