@@ -259,3 +259,25 @@ def test_a_neighbour_squatting_this_users_folder_steers_and_receives_nothing(
     assert len(notes) == 1 and "auto chooses without them" in notes[0], notes
     assert list(theirs.iterdir()) == []  # nothing of this user's was written through the neighbour's link
     assert neighbour.owns(user_folder(shared_tmp, os.getuid()))  # and nothing replaced (the directory is sticky)
+
+
+def test_a_kernel_removes_its_claims_when_it_exits(shared_tmp: Path, tmp_path: Path) -> None:
+    scenario = tmp_path / "gpus.json"
+    simulate.write_scenario(scenario, simulate.plausible_gpus(2))
+    code = (
+        "import os\nfrom IPython.core.interactiveshell import InteractiveShell\n"
+        "ip = InteractiveShell.instance()\nip.run_line_magic('load_ext', 'jupyter_gpu')\n"
+        "assert os.environ['CUDA_VISIBLE_DEVICES'] == '0'\n"
+        "folder = os.path.join(os.environ['JUPYTER_GPU_CLAIMS_DIR'], f'jupyter-gpu-claims-{os.getuid()}')\n"
+        "print(len(os.listdir(folder)), flush=True)\n"
+    )
+    env = {
+        **os.environ,
+        "JUPYTER_GPU_SIMULATE": str(scenario),
+        "JUPYTER_GPU_CLAIMS_DIR": str(shared_tmp),
+        "JUPYTER_GPU_DEFAULT_SELECT": "auto:1",
+        "IPYTHONDIR": str(tmp_path / "ipython"),
+    }
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
+    assert done.returncode == 0 and done.stdout.splitlines()[-1] == "1", done.stderr  # one claim while it ran
+    assert list(user_folder(shared_tmp, os.getuid()).iterdir()) == []  # none after
