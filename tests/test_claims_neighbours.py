@@ -281,3 +281,31 @@ def test_a_kernel_removes_its_claims_when_it_exits(shared_tmp: Path, tmp_path: P
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
     assert done.returncode == 0 and done.stdout.splitlines()[-1] == "1", done.stderr  # one claim while it ran
     assert list(user_folder(shared_tmp, os.getuid()).iterdir()) == []  # none after
+
+
+def _take_directory(path: str, how: str) -> str:
+    """Make the claims directory an admin configured before anybody else: the neighbour's own 1777
+    folder, or a link at its name to one."""
+    mine = path + "-theirs"
+    os.mkdir(mine)
+    os.chmod(mine, 0o1777)
+    if how == "link":
+        os.symlink(mine, path)
+    else:
+        os.rename(mine, path)
+        mine = path
+    return mine
+
+
+@pytest.mark.parametrize("how, words", [("folder", "belongs to another user"), ("link", "symbolic link")])
+def test_a_claims_directory_a_neighbour_made_first_is_not_used(
+    neighbour: Any, shared_tmp: Path, shell: Any, monkeypatch: pytest.MonkeyPatch, capsys: Any, how: str, words: str
+) -> None:
+    configured = shared_tmp / "gpu-claims"
+    theirs = Path(neighbour.run(_take_directory, str(configured), how))
+    monkeypatch.setattr(shell.magics_manager.registry["GpuMagics"], "claims_dir", str(configured))
+    shell.run_line_magic("gpu_select", "auto")
+    assert os.environ["CUDA_VISIBLE_DEVICES"] == "0"
+    notes = [line for line in capsys.readouterr().err.splitlines() if "claims" in line]
+    assert len(notes) == 1 and words in notes[0], notes
+    assert list(theirs.iterdir()) == []  # nothing written where the neighbour could read, move or delete it
