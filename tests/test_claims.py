@@ -209,7 +209,7 @@ def test_a_missing_directory_or_a_symlink_means_no_claims(tmp_path: Path) -> Non
 def test_the_lock_is_not_required(shared: Path) -> None:
     import fcntl
 
-    holder = os.open(shared / "jupyter-gpu-claims.lock", os.O_RDONLY | os.O_CREAT, 0o644)
+    holder = os.open(shared, os.O_RDONLY | os.O_DIRECTORY)
     fcntl.flock(holder, fcntl.LOCK_EX)  # someone holds it forever
     try:
         board = ClaimBoard(shared, lock_timeout_s=0.05)

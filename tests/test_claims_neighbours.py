@@ -109,9 +109,9 @@ def killed() -> Iterator[list[int]]:
     """PIDs to kill at the end of the test (the neighbour's sleeps, the victim's other kernels)."""
     pids: list[int] = []
     yield pids
-    for pid in pids:
+    for pid in pids:  # a negative one: a process group
         try:
-            os.kill(pid, signal.SIGKILL)
+            os.kill(pid, signal.SIGKILL) if pid > 0 else os.killpg(-pid, signal.SIGKILL)
         except OSError:
             pass
 
@@ -309,3 +309,34 @@ def test_a_claims_directory_a_neighbour_made_first_is_not_used(
     notes = [line for line in capsys.readouterr().err.splitlines() if "claims" in line]
     assert len(notes) == 1 and words in notes[0], notes
     assert list(theirs.iterdir()) == []  # nothing written where the neighbour could read, move or delete it
+
+
+def _hold_lock(directory: str) -> int:
+    """Hold the claims lock forever (``flock(1)`` on the directory); returns the holder's PID."""
+    holder = subprocess.Popen(
+        ["flock", directory, "sleep", "120"],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    time.sleep(0.3)
+    return holder.pid
+
+
+def test_a_neighbour_holding_the_lock_forever_delays_auto_once(
+    neighbour: Any, shared_tmp: Path, killed: list[int]
+) -> None:
+    from jupyter_gpu.sources import claims
+
+    holder = neighbour.run(_hold_lock, str(shared_tmp))
+    killed.append(-holder)  # its process group
+    board = ClaimBoard(shared_tmp, lock_timeout_s=0.5)
+    with board.locked() as obtained:
+        assert obtained is False and board.lock_missed  # waited lock_timeout_s, then chose without it
+    with board.locked() as obtained:
+        assert obtained is False  # this time waited only CONTENDED_WAIT_S
+    assert board.lock_timeout_s > claims.CONTENDED_WAIT_S
+    os.killpg(holder, signal.SIGKILL)
+    time.sleep(0.2)
+    with board.locked() as obtained:
+        assert obtained is True and not board.lock_missed

@@ -39,9 +39,10 @@ Safety between users (every folder and claim file is untrusted input):
   hold: its newest selection (claims written within :data:`SELECTION_WINDOW_S` of its newest one),
   each GPU once, per (PID, start time). So one ``sleep`` with 300 claims on three GPUs weighs like
   one kernel that ran ``auto:3``, and a user's claims never outweigh that user's live processes.
-- Choosing and claiming happen under an advisory lock (``flock`` on ``jupyter-gpu-claims.lock`` in
-  the claims directory), waited for at most ``lock_timeout_s``: a user holding the lock forever
-  delays others by that much, then they choose without it.
+- Choosing and claiming happen under an advisory lock (``flock`` on the claims directory itself),
+  waited for at most ``lock_timeout_s``: a user holding the lock forever
+  delays others by that much once, then they choose without it; until they obtain it again, each
+  later selection of theirs waits at most :data:`CONTENDED_WAIT_S` for it.
 - Claims are never required: a directory that cannot be used or written means ``auto`` works as
   without claims, and the caller gets a one-line note saying why. :meth:`ClaimBoard.load` never
   raises: should reading the claims fail for any other reason, ``auto`` chooses without them and
@@ -78,13 +79,13 @@ log = logging.getLogger(__name__)
 DEFAULT_DIRECTORY = "/tmp"
 DEFAULT_TTL_S = 600.0
 FOLDER_PREFIX = "jupyter-gpu-claims-"  # + uid: one folder per user, written only by that user
-LOCK_NAME = "jupyter-gpu-claims.lock"
 MAX_FILE_BYTES = 4096
 MAX_SCAN = 1024  # names looked at per user folder (a user flooding their own folder hides only their claims)
 MAX_PER_PROCESS = 64  # claim files read per process: more than one selection holds (GPUs and MIG slices)
 SELECTION_WINDOW_S = 2.0  # a process's claims written this close to its newest one are one selection
 START_SKEW_S = 2.0  # psutil dates a process start from the boot time, which /proc gives in whole seconds
 FUTURE_SKEW_S = 5.0  # clocks agree on one host; a claim dated later than this ahead is refused
+CONTENDED_WAIT_S = 0.2  # the lock's wait once it was not obtained in time (somebody may hold it forever)
 MAX_LOGGED = 10  # refused files logged per board, one line each (then one line for the rest)
 _NAME = re.compile(r"^([1-9][0-9]{0,9})-[0-9a-z_]{1,32}\.json$")
 _UUID = re.compile(r"^(GPU|MIG)-[0-9A-Za-z/\-]{1,120}$")
@@ -173,6 +174,7 @@ class ClaimBoard:
         self.directory = Path(directory)
         self.ttl_s = ttl_s
         self.lock_timeout_s = lock_timeout_s
+        self.lock_missed = False  # the last wait for the lock timed out: wait CONTENDED_WAIT_S from now on
         self.uid = os.getuid()
         self.pid = os.getpid()
         self.host = socket.gethostname()
@@ -433,23 +435,25 @@ class ClaimBoard:
     @contextlib.contextmanager
     def locked(self) -> Iterator[bool]:
         """Hold the directory's advisory lock while choosing and claiming; yields whether it was
-        obtained within ``lock_timeout_s`` (without it, the choice is made anyway)."""
+        obtained within ``lock_timeout_s`` (or :data:`CONTENDED_WAIT_S` after a miss; without it, the
+        choice is made anyway)."""
         import fcntl
 
         fd = None
         try:
-            path = self.directory / LOCK_NAME
-            try:
-                fd = os.open(path, os.O_RDONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK, 0o644)
-            except OSError:
-                fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
-            deadline = time.monotonic() + self.lock_timeout_s
+            # The directory itself, not a file in it: anyone could create that file first, mode 0600,
+            # and so turn the lock off for everybody else.
+            fd = os.open(self.directory, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+            wait_s = min(self.lock_timeout_s, CONTENDED_WAIT_S) if self.lock_missed else self.lock_timeout_s
+            deadline = time.monotonic() + wait_s
             while True:
                 try:
                     fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    self.lock_missed = False
                     break
                 except BlockingIOError:
                     if time.monotonic() >= deadline:
+                        self.lock_missed = True
                         raise TimeoutError from None
                     time.sleep(0.01)
         except (OSError, TimeoutError):
