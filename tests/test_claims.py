@@ -222,3 +222,13 @@ def test_the_lock_is_not_required(shared: Path) -> None:
     finally:
         if holder >= 0:
             os.close(holder)
+
+
+def test_a_temporary_file_of_a_writer_that_died_is_removed_later(shared: Path) -> None:
+    folder = own_folder(shared)
+    dead, fresh = folder / ".tmpdeadbeef.tmp", folder / ".tmpfresh000.tmp"
+    dead.write_text("")
+    fresh.write_text("")
+    os.utime(dead, (time.time() - 120, time.time() - 120))  # killed mid-write two minutes ago
+    assert ClaimBoard(shared).load(gpus()) == {}
+    assert not dead.exists() and fresh.exists()  # a writer may still be at work on the fresh one

@@ -157,6 +157,14 @@ def user_folder(directory: str | os.PathLike[str], uid: int) -> Path:
     return Path(directory) / f"{FOLDER_PREFIX}{uid}"
 
 
+def _tidy_temporary(folder: int, entry: os.DirEntry[str]) -> None:
+    """Remove this user's temporary claim file ``entry`` if its writer died mid-write (a minute ago)."""
+    if entry.name.startswith(".") and entry.name.endswith(".tmp"):
+        with contextlib.suppress(OSError):
+            if time.time() - entry.stat(follow_symlinks=False).st_mtime > 60:
+                os.unlink(entry.name, dir_fd=folder)
+
+
 def _private_folder(info: os.stat_result, uid: int) -> bool:
     """A directory owned by ``uid`` that nobody else can write in."""
     return stat.S_ISDIR(info.st_mode) and info.st_uid == uid and not info.st_mode & (stat.S_IWGRP | stat.S_IWOTH)
@@ -245,7 +253,7 @@ class ClaimBoard:
         except WireError as error:
             self._refuse(path, info.st_mtime_ns, str(error))
             return None
-        claim = parse_claim(data, info.st_uid if info.st_uid == uid else -1, path)
+        claim = parse_claim(data, info.st_uid, path)
         if isinstance(claim, str):
             self._refuse(path, info.st_mtime_ns, claim)
         return None if isinstance(claim, str) else claim
@@ -268,6 +276,8 @@ class ClaimBoard:
                         break
                     match = _NAME.match(entry.name)
                     if match is None:
+                        if uid == self.uid:
+                            _tidy_temporary(folder, entry)
                         continue
                     pid = int(match.group(1))
                     if pid not in alive:
@@ -282,7 +292,7 @@ class ClaimBoard:
                         continue
                     per_pid[pid] = per_pid.get(pid, 0) + 1
                     claim = self._read(folder, entry.name, uid)
-                    if claim is not None and claim.pid == pid:
+                    if claim is not None and (claim.uid, claim.pid) == (uid, pid):
                         found.append((claim, process))
         except OSError:
             pass
