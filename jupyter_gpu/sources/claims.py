@@ -24,7 +24,8 @@ Safety between users (every folder and claim file is untrusted input):
   then cannot publish claims (one note: "auto chooses without them") until the admin removes it.
 - A claim is written to a private temporary file (:func:`tempfile.mkstemp` in the user's folder:
   ``O_EXCL``, mode 0600, an unpredictable name), made readable, then hard-linked to its final name
-  (which never replaces anything); the temporary file is removed on every path, failures included.
+  (which never replaces anything); the temporary file is removed on every path, failures included
+  (one left by a writer killed mid-write is removed from the user's folder a minute later).
   Readers therefore never see half a claim. A kernel's claims are removed when it exits.
 - Nobody can forge another user's claim or flood the board: only the folder's owner writes in it;
   a claim counts only if its file belongs to that user, its ``uid`` says so, and its PID (also in
@@ -39,12 +40,13 @@ Safety between users (every folder and claim file is untrusted input):
   hold: its newest selection (claims written within :data:`SELECTION_WINDOW_S` of its newest one),
   each GPU once, per (PID, start time). So one ``sleep`` with 300 claims on three GPUs weighs like
   one kernel that ran ``auto:3``, and a user's claims never outweigh that user's live processes.
-- Choosing and claiming happen under an advisory lock (``flock`` on the claims directory itself),
-  waited for at most ``lock_timeout_s``: a user holding the lock forever
-  delays others by that much once, then they choose without it; until they obtain it again, each
-  later selection of theirs waits at most :data:`CONTENDED_WAIT_S` for it.
-- Claims are never required: a directory that cannot be used or written means ``auto`` works as
-  without claims, and the caller gets a one-line note saying why. :meth:`ClaimBoard.load` never
+- Choosing and claiming happen under an advisory lock (``flock`` on the claims directory itself: a
+  lock file could be made first by anyone, mode 0600), waited for at most ``lock_timeout_s``: a
+  user holding the lock forever delays others by that much once, then they choose without it;
+  until they obtain it again, each later selection of theirs waits at most :data:`CONTENDED_WAIT_S`.
+- Claims are never required: a directory or folder that cannot be used or written means ``auto``
+  works as without claims, and the caller gets a one-line note saying why (:meth:`ClaimBoard.claim`
+  raises only OSError, naming the problem). :meth:`ClaimBoard.load` never
   raises: should reading the claims fail for any other reason, ``auto`` chooses without them and
   the log says so once.
 
