@@ -257,6 +257,7 @@ def test_a_neighbour_squatting_this_users_folder_steers_and_receives_nothing(
     assert os.environ["CUDA_VISIBLE_DEVICES"] == "0"
     notes = [line for line in capsys.readouterr().err.splitlines() if "claims" in line]
     assert len(notes) == 1 and "auto chooses without them" in notes[0], notes
+    assert ("is a symbolic link" if how == "link" else "is not this user's private folder") in notes[0], notes
     assert list(theirs.iterdir()) == []  # nothing of this user's was written through the neighbour's link
     assert neighbour.owns(user_folder(shared_tmp, os.getuid()))  # and nothing replaced (the directory is sticky)
 

@@ -395,7 +395,13 @@ class ClaimBoard:
         """This user's folder, made when missing (0755: others read claims, only this user writes), open."""
         with contextlib.suppress(FileExistsError):
             os.mkdir(self.folder, 0o755)  # never follows a link planted at its name
-        fd = os.open(self.folder, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+        try:
+            fd = os.open(self.folder, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+        except OSError as error:
+            if error.errno in (errno.ELOOP, errno.ENOTDIR):
+                why = f"{self.folder} is a symbolic link or a file; an admin can remove it"
+                raise OSError(error.errno, why) from None
+            raise
         info = os.fstat(fd)
         if info.st_uid == self.uid and stat.S_IMODE(info.st_mode) != 0o755:
             os.fchmod(fd, 0o755)  # umask; or made by an older version
