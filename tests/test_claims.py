@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from jupyter_gpu.core.snapshot import GpuInfo, GpuProcess
-from jupyter_gpu.sources.claims import MAX_LOGGED, PREFIX, ClaimBoard
+from jupyter_gpu.sources.claims import MAX_LOGGED, ClaimBoard, user_folder
 
 UUIDS = ["GPU-aaaa-0", "GPU-bbbb-1", "GPU-cccc-2"]
 
@@ -53,7 +53,7 @@ def write_claim(folder: Path, pid: int, uuid: str, when: float | None = None, **
     """A claim as another kernel of this user writes it (through the real code, from its PID)."""
     board = ClaimBoard(folder)
     board.pid = pid
-    path = board._write(uuid)
+    [path] = board.claim([uuid])
     if when is not None or extra:
         data = json.loads(path.read_text())
         data.update(extra)
@@ -63,6 +63,13 @@ def write_claim(folder: Path, pid: int, uuid: str, when: float | None = None, **
     return path
 
 
+def own_folder(shared: Path) -> Path:
+    """This user's claims folder in ``shared`` (made as the real code makes it)."""
+    folder = user_folder(shared, os.getuid())
+    folder.mkdir(mode=0o755, exist_ok=True)
+    return folder
+
+
 def test_claims_count_as_load_until_the_process_shows_in_nvml_goes_or_times_out(
     shared: Path, other_process: subprocess.Popen
 ) -> None:
@@ -70,7 +77,7 @@ def test_claims_count_as_load_until_the_process_shows_in_nvml_goes_or_times_out(
     assert board.problem is None
     write_claim(shared, other_process.pid, UUIDS[1])
     write_claim(shared, other_process.pid, UUIDS[1])
-    assert board.load(gpus()) == {1: 2}
+    assert board.load(gpus()) == {1: 1}  # one process weighs one selection: each GPU once
     assert board.load(gpus((1, other_process.pid))) == {}  # NVML counts it now
     old = write_claim(shared, other_process.pid, UUIDS[2], when=time.time() - 601)
     assert 2 not in board.load(gpus()) and not old.exists()  # expired, and this user's stale file is removed
@@ -82,13 +89,15 @@ def test_claims_count_as_load_until_the_process_shows_in_nvml_goes_or_times_out(
 def test_own_claims_are_written_atomically_replaced_and_released(shared: Path) -> None:
     board = ClaimBoard(shared)
     first = board.claim([UUIDS[0]])
-    assert [p.name.startswith(f"{PREFIX}{os.getuid()}-{os.getpid()}-") for p in first] == [True]
-    assert (first[0].stat().st_mode & 0o777) == 0o644 and not list(shared.glob(".*.tmp"))
+    assert [p.name.startswith(f"{os.getpid()}-") for p in first] == [True]
+    assert first[0].parent == user_folder(shared, os.getuid())
+    assert (first[0].stat().st_mode & 0o777) == 0o644 and (first[0].parent.stat().st_mode & 0o7777) == 0o755
+    assert [p.name for p in first[0].parent.iterdir()] == [first[0].name]  # no temporary file left
     second = board.claim([UUIDS[1], UUIDS[2]])
     assert not first[0].exists() and all(p.exists() for p in second)
     assert board.load(gpus()) == {}  # this process's own claims are not load for itself
     board.release()
-    assert not list(shared.glob(f"{PREFIX}*"))
+    assert not list(user_folder(shared, os.getuid()).iterdir())
 
 
 def test_hostile_files_are_ignored_with_one_log_line_each(
@@ -96,10 +105,12 @@ def test_hostile_files_are_ignored_with_one_log_line_each(
 ) -> None:
     board = ClaimBoard(shared)
     good = write_claim(shared, other_process.pid, UUIDS[0])
-    (shared / f"{PREFIX}junk.json").write_text("{not json")
-    (shared / f"{PREFIX}list.json").write_text("[1, 2]")
-    (shared / f"{PREFIX}big.json").write_text(" " * 5000)
-    (shared / f"{PREFIX}uuid.json").write_text(
+    mine = own_folder(shared)
+    name = f"{other_process.pid}-%s.json"  # a live process of this user: the file is opened
+    (mine / (name % "junk")).write_text("{not json")
+    (mine / (name % "list")).write_text("[1, 2]")
+    (mine / (name % "big")).write_text(" " * 5000)
+    (mine / (name % "uuid")).write_text(
         json.dumps(
             {
                 "version": 1,
@@ -111,7 +122,7 @@ def test_hostile_files_are_ignored_with_one_log_line_each(
             }
         )
     )
-    (shared / f"{PREFIX}nan.json").write_text(
+    (mine / (name % "nan")).write_text(
         json.dumps(
             {
                 "version": 1,
@@ -123,8 +134,8 @@ def test_hostile_files_are_ignored_with_one_log_line_each(
             }
         )
     )
-    os.symlink(good, shared / f"{PREFIX}link.json")
-    os.mkfifo(shared / f"{PREFIX}fifo.json")  # must not block the reader
+    os.symlink(good, mine / (name % "link"))
+    os.mkfifo(mine / (name % "fifo"))  # must not block the reader
     with caplog.at_level(logging.WARNING, logger="jupyter_gpu.sources.claims"):
         assert board.load(gpus()) == {0: 1}
         assert board.load(gpus()) == {0: 1}
@@ -145,7 +156,7 @@ def test_hostile_files_are_ignored_with_one_log_line_each(
 def test_thousands_of_hostile_files_do_not_flood_the_notebook(shared: Path, caplog: pytest.LogCaptureFixture) -> None:
     """In a kernel the log lines show under the cell: anyone can leave any number of files in /tmp."""
     for number in range(300):
-        (shared / f"{PREFIX}{number}\u202e.json").write_text("{not json")
+        (own_folder(shared) / f"{os.getpid()}-n{number}.json").write_text("{not json")
     board = ClaimBoard(shared)
     with caplog.at_level(logging.WARNING, logger="jupyter_gpu.sources.claims"):
         assert board.load(gpus()) == {}
@@ -198,7 +209,7 @@ def test_a_missing_directory_or_a_symlink_means_no_claims(tmp_path: Path) -> Non
 def test_the_lock_is_not_required(shared: Path) -> None:
     import fcntl
 
-    holder = os.open(shared / "jupyter-gpu-claims.lock", os.O_RDONLY | os.O_CREAT, 0o644)
+    holder = os.open(shared, os.O_RDONLY | os.O_DIRECTORY)
     fcntl.flock(holder, fcntl.LOCK_EX)  # someone holds it forever
     try:
         board = ClaimBoard(shared, lock_timeout_s=0.05)
@@ -211,3 +222,13 @@ def test_the_lock_is_not_required(shared: Path) -> None:
     finally:
         if holder >= 0:
             os.close(holder)
+
+
+def test_a_temporary_file_of_a_writer_that_died_is_removed_later(shared: Path) -> None:
+    folder = own_folder(shared)
+    dead, fresh = folder / ".tmpdeadbeef.tmp", folder / ".tmpfresh000.tmp"
+    dead.write_text("")
+    fresh.write_text("")
+    os.utime(dead, (time.time() - 120, time.time() - 120))  # killed mid-write two minutes ago
+    assert ClaimBoard(shared).load(gpus()) == {}
+    assert not dead.exists() and fresh.exists()  # a writer may still be at work on the fresh one

@@ -152,21 +152,22 @@ def test_auto_leaves_a_claim_and_counts_others(shell, clean, capsys, tmp_path: P
     import subprocess
     import sys
 
-    from jupyter_gpu.sources.claims import ClaimBoard
+    from jupyter_gpu.sources.claims import ClaimBoard, user_folder
 
     folder = Path(os.environ["JUPYTER_GPU_CLAIMS_DIR"])
+    mine = user_folder(folder, os.getuid())
     other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
     try:
         board = ClaimBoard(folder)
         board.pid = other.pid
         uuids = [gpu.uuid for gpu in nvml.snapshot().gpus]
-        board._write(uuids[0])  # another kernel just chose GPU 0
+        board.claim([uuids[0]])  # another kernel just chose GPU 0
         shell.run_line_magic("gpu_select", "auto")
         assert os.environ["CUDA_VISIBLE_DEVICES"] == "1"  # GPU 0 is claimed: the equally idle GPU 1 instead
-        mine = list(folder.glob(f"jupyter-gpu-claim-{os.getuid()}-{os.getpid()}-*.json"))
-        assert len(mine) == 1 and uuids[1] in mine[0].read_text()
+        claims = list(mine.glob(f"{os.getpid()}-*.json"))
+        assert len(claims) == 1 and uuids[1] in claims[0].read_text()
         shell.run_line_magic("gpu_select", "0")  # not auto: this kernel's claim goes
-        assert not list(folder.glob(f"jupyter-gpu-claim-{os.getuid()}-{os.getpid()}-*.json"))
+        assert not list(mine.glob(f"{os.getpid()}-*.json"))
     finally:
         other.kill()
         other.wait()

@@ -31,7 +31,7 @@ from jupyter_gpu.core.wire import Fields, WireError, loads
 from jupyter_gpu.hub import core as hub_core
 from jupyter_gpu.hub import prometheus as prom
 from jupyter_gpu.sources import kernel_reports, peers, remote
-from jupyter_gpu.sources.claims import PREFIX, ClaimBoard, parse_claim
+from jupyter_gpu.sources.claims import ClaimBoard, parse_claim, user_folder
 
 # -- loads
 
@@ -169,6 +169,13 @@ def _claim_text(pid: int, when: str) -> str:
     )
 
 
+def _claim_file(directory: str | Path, pid: int, name: str) -> Path:
+    """Where a claim of this user's process ``pid`` is read from in the claims ``directory``."""
+    folder = user_folder(directory, os.getuid())
+    folder.mkdir(mode=0o755, exist_ok=True)
+    return folder / f"{pid}-{name}.json"
+
+
 def _gpus() -> list[GpuInfo]:
     return [GpuInfo(index=0, uuid="GPU-aaaa-0", name="A100", memory_total=1 << 30, memory_free=1 << 30)]
 
@@ -176,9 +183,9 @@ def _gpus() -> list[GpuInfo]:
 def test_a_hostile_claim_file_costs_only_itself(
     tmp_path: Path, other_process: Any, caplog: pytest.LogCaptureFixture
 ) -> None:
-    (tmp_path / f"{PREFIX}huge.json").write_text(_claim_text(other_process.pid, "9" * 400))
-    (tmp_path / f"{PREFIX}deep.json").write_text("[" * 2040 + "]" * 2040)
-    (tmp_path / f"{PREFIX}good.json").write_text(_claim_text(other_process.pid, repr(time.time())))
+    _claim_file(tmp_path, other_process.pid, "huge").write_text(_claim_text(other_process.pid, "9" * 400))
+    _claim_file(tmp_path, other_process.pid, "deep").write_text("[" * 2040 + "]" * 2040)
+    _claim_file(tmp_path, other_process.pid, "good").write_text(_claim_text(other_process.pid, repr(time.time())))
     board = ClaimBoard(tmp_path)
     assert board.problem is None
     with caplog.at_level(logging.WARNING, logger="jupyter_gpu.sources.claims"):
@@ -191,9 +198,9 @@ def test_a_failing_claim_board_means_auto_without_claims_said_once(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
     board = ClaimBoard(tmp_path)
-    (tmp_path / f"{PREFIX}x.json").write_text("{}")
+    _claim_file(tmp_path, os.getpid(), "x").write_text("{}")
 
-    def broken(path: Path) -> None:
+    def broken(*args: Any) -> None:
         raise RuntimeError("a case no rule foresaw")
 
     monkeypatch.setattr(board, "_read", broken)
@@ -204,8 +211,8 @@ def test_a_failing_claim_board_means_auto_without_claims_said_once(
 
 def test_gpu_select_auto_survives_hostile_claim_files(shell, clean, other_process: Any) -> None:
     folder = Path(os.environ["JUPYTER_GPU_CLAIMS_DIR"])
-    (folder / f"{PREFIX}huge.json").write_text(_claim_text(other_process.pid, "9" * 400))
-    (folder / f"{PREFIX}deep.json").write_text("[" * 2040 + "]" * 2040)
+    _claim_file(folder, other_process.pid, "huge").write_text(_claim_text(other_process.pid, "9" * 400))
+    _claim_file(folder, other_process.pid, "deep").write_text("[" * 2040 + "]" * 2040)
     shell.run_line_magic("gpu_select", "auto")
     assert os.environ["CUDA_VISIBLE_DEVICES"] == "0"
 
@@ -267,7 +274,7 @@ def _parsed(raw: bytes) -> Any:
 @given(raw_documents("claim"))
 def test_the_claim_board_only_drops_hostile_files(raw: bytes) -> None:
     with tempfile.TemporaryDirectory() as folder:
-        (Path(folder) / f"{PREFIX}x.json").write_bytes(raw)
+        _claim_file(folder, os.getpid(), "x").write_bytes(raw)
         board = ClaimBoard(folder)
         board.pid = -1  # a claim naming this process is not excluded as "its own"
         logging.getLogger("jupyter_gpu.sources.claims").disabled = True

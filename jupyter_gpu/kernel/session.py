@@ -295,17 +295,16 @@ class PlanSession:
         ):
             if self._board is not None:
                 self._board.release()
-            self._board = ClaimBoard(self.settings.claims_dir, ttl_s=self.settings.claim_ttl_s)
+            try:
+                self._board = ClaimBoard(self.settings.claims_dir, ttl_s=self.settings.claim_ttl_s)
+            except Exception as error:  # claims are never required
+                self._claims_note(str(error))
+                return None
             import atexit
 
             atexit.register(self._board.release)
         if self._board.problem is not None:
-            if not self._claims_note_shown:
-                self._claims_note_shown = True
-                print(
-                    f"jupyter_gpu: GPU claims are not used: {self._board.problem}; auto chooses without them.",
-                    file=sys.stderr,
-                )
+            self._claims_note(self._board.problem)
             return None
         return self._board
 
@@ -314,11 +313,12 @@ class PlanSession:
         uuids = [gpu.uuid for gpu in plan.gpus if gpu.index in (plan.selected_indices or ()) and gpu.uuid]
         try:
             board.claim(uuids)
-        except OSError as error:
-            if not self._claims_note_shown:
-                self._claims_note_shown = True
-                print(
-                    f"jupyter_gpu: GPU claims are not used: cannot write in {board.directory} ({error.strerror}); "
-                    "auto chooses without them.",
-                    file=sys.stderr,
-                )
+        except Exception as error:  # claims are never required: the plan stands, without a claim
+            why = error.strerror if isinstance(error, OSError) and error.strerror else str(error)
+            self._claims_note(f"cannot write in {board.directory} ({why})")
+
+    def _claims_note(self, why: str) -> None:
+        """Say once per kernel that claims are not used, and why (``auto`` chooses without them)."""
+        if not self._claims_note_shown:
+            self._claims_note_shown = True
+            print(f"jupyter_gpu: GPU claims are not used: {why}; auto chooses without them.", file=sys.stderr)

@@ -2,31 +2,51 @@
 
 Thirty kernels started at 9:00 with ``JUPYTER_GPU_DEFAULT_SELECT=auto:1`` all see the same idle
 GPUs until one of them allocates memory; without coordination they all choose the same one. When
-``auto`` chooses a GPU, the kernel leaves a **claim**: a small JSON file in a directory every user
-can write (``/tmp`` by default), and ``auto`` counts the other claims on a GPU as load. A claim is
-ignored once its process is gone, once the process shows up in NVML on that GPU (NVML counts it
-from then on), or after ``ttl_s`` (10 minutes by default).
+``auto`` chooses a GPU, the kernel leaves a **claim**: a small JSON file, and ``auto`` counts the
+other processes' claims on a GPU as load. A claim is ignored once its process is gone, once the
+process shows up in NVML on that GPU (NVML counts it from then on), or after ``ttl_s`` (10 minutes
+by default).
 
-Safety between users (every claim file is untrusted input):
+Where claims live: the claims directory (``/tmp`` by default) holds one folder per user,
+``jupyter-gpu-claims-<uid>``, made by that user, which only that user can write; a kernel's claims
+are the files ``<pid>-<random>.json`` in its user's folder. Readers never list the shared
+directory (anyone can fill it with files): they look up the folders of the users who run
+processes on this host, by name.
 
-- The directory must not be a symbolic link, must belong to root or to this user, and if others
-  may write in it, it must have the sticky bit (``/tmp`` does): nobody can then delete or replace
-  another user's file. Otherwise claims are not used, with a one-line note.
-- A claim is created atomically and never overwrites anything: written to a private temporary
-  file created with ``O_CREAT | O_EXCL | O_NOFOLLOW``, then hard-linked to its final name (which
-  fails if the name exists). Readers therefore never see half a claim.
-- Nobody can forge another user's claim: the ``uid`` in a claim must equal the file's owner
-  (``st_uid``), and its PID must be a running process of that user. Files are opened with
-  ``O_NOFOLLOW``, must be regular files of at most 4 KiB, and are parsed like a network request
-  (:mod:`jupyter_gpu.core.wire`: schema, types, finite numbers, bounded nesting, a GPU UUID's
-  form); a malformed or hostile file is ignored with one log line (logger
-  ``jupyter_gpu.sources.claims``; its name bidi-safe; the first ten files, then one line for the
-  rest) and costs only itself.
-- Choosing and claiming happen under an advisory lock (``flock`` on ``jupyter-gpu-claims.lock`` in
-  the directory), waited for at most ``lock_timeout_s``: a user holding the lock forever delays
-  others by that much, then they choose without it.
-- Claims are never required: a directory that cannot be used or written means ``auto`` works as
-  without claims, and the caller gets a one-line note saying why. :meth:`ClaimBoard.load` never
+Safety between users (every folder and claim file is untrusted input):
+
+- The claims directory must not be a symbolic link, must belong to root or to this user, and if
+  others may write in it, it must have the sticky bit (``/tmp`` does): nobody can then delete,
+  rename or replace another user's folder. Otherwise claims are not used, with a one-line note.
+- A user's folder counts only when it is a real directory (not a symbolic link, opened with
+  ``O_NOFOLLOW``), owned by the uid its name gives and writable by nobody else. A neighbour who
+  plants a folder, a file or a link under another user's name steers nothing; that user's kernels
+  then cannot publish claims (one note: "auto chooses without them") until the admin removes it.
+- A claim is written to a private temporary file (:func:`tempfile.mkstemp` in the user's folder:
+  ``O_EXCL``, mode 0600, an unpredictable name), made readable, then hard-linked to its final name
+  (which never replaces anything); the temporary file is removed on every path, failures included
+  (one left by a writer killed mid-write is removed from the user's folder a minute later).
+  Readers therefore never see half a claim. A kernel's claims are removed when it exits.
+- Nobody can forge another user's claim or flood the board: only the folder's owner writes in it;
+  a claim counts only if its file belongs to that user, its ``uid`` says so, and its PID (also in
+  its name, checked before the file is opened) is a running process of that user that started
+  before the claim was written. Claims dated more than :data:`FUTURE_SKEW_S` ahead are refused.
+  Files are opened with ``O_NOFOLLOW | O_NONBLOCK`` (a FIFO never blocks), must be regular files of
+  at most 4 KiB, and are parsed like a network request (:mod:`jupyter_gpu.core.wire`); a hostile
+  file is ignored with one log line (logger ``jupyter_gpu.sources.claims``; bidi-safe; the first
+  ten files, then one line for the rest) and costs only itself.
+- Bounded cost and influence: at most :data:`MAX_SCAN` names are looked at per user folder and at
+  most :data:`MAX_PER_PROCESS` files read per process. A process counts as what one kernel can
+  hold: its newest selection (claims written within :data:`SELECTION_WINDOW_S` of its newest one),
+  each GPU once, per (PID, start time). So one ``sleep`` with 300 claims on three GPUs weighs like
+  one kernel that ran ``auto:3``, and a user's claims never outweigh that user's live processes.
+- Choosing and claiming happen under an advisory lock (``flock`` on the claims directory itself: a
+  lock file could be made first by anyone, mode 0600), waited for at most ``lock_timeout_s``: a
+  user holding the lock forever delays others by that much once, then they choose without it;
+  until they obtain it again, each later selection of theirs waits at most :data:`CONTENDED_WAIT_S`.
+- Claims are never required: a directory or folder that cannot be used or written means ``auto``
+  works as without claims, and the caller gets a one-line note saying why (:meth:`ClaimBoard.claim`
+  raises only OSError, naming the problem). :meth:`ClaimBoard.load` never
   raises: should reading the claims fail for any other reason, ``auto`` chooses without them and
   the log says so once.
 
@@ -44,6 +64,7 @@ import re
 import secrets
 import socket
 import stat
+import tempfile
 import time
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
@@ -53,17 +74,22 @@ from typing import Any
 from ..core.text import display_text
 from ..core.wire import Fields, WireError, loads
 
-__all__ = ["DEFAULT_DIRECTORY", "DEFAULT_TTL_S", "Claim", "ClaimBoard"]
+__all__ = ["DEFAULT_DIRECTORY", "DEFAULT_TTL_S", "Claim", "ClaimBoard", "user_folder"]
 
 log = logging.getLogger(__name__)
 
 DEFAULT_DIRECTORY = "/tmp"
 DEFAULT_TTL_S = 600.0
-PREFIX = "jupyter-gpu-claim-"
-LOCK_NAME = "jupyter-gpu-claims.lock"
+FOLDER_PREFIX = "jupyter-gpu-claims-"  # + uid: one folder per user, written only by that user
 MAX_FILE_BYTES = 4096
-MAX_FILES = 4096
+MAX_SCAN = 1024  # names looked at per user folder (a user flooding their own folder hides only their claims)
+MAX_PER_PROCESS = 64  # claim files read per process: more than one selection holds (GPUs and MIG slices)
+SELECTION_WINDOW_S = 2.0  # a process's claims written this close to its newest one are one selection
+START_SKEW_S = 2.0  # psutil dates a process start from the boot time, which /proc gives in whole seconds
+FUTURE_SKEW_S = 5.0  # clocks agree on one host; a claim dated later than this ahead is refused
+CONTENDED_WAIT_S = 0.2  # the lock's wait once it was not obtained in time (somebody may hold it forever)
 MAX_LOGGED = 10  # refused files logged per board, one line each (then one line for the rest)
+_NAME = re.compile(r"^([1-9][0-9]{0,9})-[0-9a-z_]{1,32}\.json$")
 _UUID = re.compile(r"^(GPU|MIG)-[0-9A-Za-z/\-]{1,120}$")
 _VERSION = 1
 
@@ -101,14 +127,49 @@ def parse_claim(data: Any, owner_uid: int, path: Path) -> Claim | str:
     return Claim(uid=uid, pid=pid, gpu_uuid=uuid, time=when, host=host, path=path)
 
 
-def _process_uid(pid: int) -> int | None:
-    """The owner of a running process, None when it is gone (or invisible)."""
+_Found = tuple[Claim, tuple[int, float]]  # a claim read, and its process's (real uid, start time)
+
+
+def _process(pid: int) -> tuple[int, float] | None:
+    """``(real uid, start time in epoch seconds)`` of a running process, None when it is gone (or invisible)."""
     try:
         import psutil
 
-        return int(psutil.Process(pid).uids().real)
+        process = psutil.Process(pid)
+        return int(process.uids().real), float(process.create_time())
     except Exception:
         return None
+
+
+def _users_with_processes() -> set[int]:
+    """The uids that own a process on this host (the owners of ``/proc/<pid>``): whose folders to look up."""
+    try:
+        names = [name for name in os.listdir("/proc") if name.isdigit()]
+    except OSError:
+        return {os.getuid()}
+    uids = {os.getuid()}
+    for name in names:
+        with contextlib.suppress(OSError):
+            uids.add(os.stat(f"/proc/{name}").st_uid)
+    return uids
+
+
+def user_folder(directory: str | os.PathLike[str], uid: int) -> Path:
+    """Where user ``uid`` keeps its claims in the claims ``directory``."""
+    return Path(directory) / f"{FOLDER_PREFIX}{uid}"
+
+
+def _tidy_temporary(folder: int, entry: os.DirEntry[str]) -> None:
+    """Remove this user's temporary claim file ``entry`` if its writer died mid-write (a minute ago)."""
+    if entry.name.startswith(".") and entry.name.endswith(".tmp"):
+        with contextlib.suppress(OSError):
+            if time.time() - entry.stat(follow_symlinks=False).st_mtime > 60:
+                os.unlink(entry.name, dir_fd=folder)
+
+
+def _private_folder(info: os.stat_result, uid: int) -> bool:
+    """A directory owned by ``uid`` that nobody else can write in."""
+    return stat.S_ISDIR(info.st_mode) and info.st_uid == uid and not info.st_mode & (stat.S_IWGRP | stat.S_IWOTH)
 
 
 class ClaimBoard:
@@ -123,9 +184,11 @@ class ClaimBoard:
         self.directory = Path(directory)
         self.ttl_s = ttl_s
         self.lock_timeout_s = lock_timeout_s
+        self.lock_missed = False  # the last wait for the lock timed out: wait CONTENDED_WAIT_S from now on
         self.uid = os.getuid()
         self.pid = os.getpid()
         self.host = socket.gethostname()
+        self.folder = user_folder(self.directory, self.uid)
         self.problem = self._check_directory()
         self._warned: set[tuple[str, int]] = set()
         self.mine: list[Path] = []
@@ -153,10 +216,10 @@ class ClaimBoard:
 
     def _refuse(self, path: Path, stamp: int, why: str) -> None:
         """One log line per refused file, for the first :data:`MAX_LOGGED`: in a kernel the line shows
-        in the notebook, and anyone can leave thousands of files in ``/tmp``."""
-        if (path.name, stamp) in self._warned:
+        in the notebook, and anyone can leave thousands of files."""
+        if (str(path), stamp) in self._warned:
             return
-        self._warned.add((path.name, stamp))
+        self._warned.add((str(path), stamp))
         if len(self._warned) <= MAX_LOGGED:
             log.warning("jupyter_gpu: ignoring GPU claim %s: %s", display_text(str(path), 200), why)
         elif len(self._warned) == MAX_LOGGED + 1:
@@ -165,9 +228,11 @@ class ClaimBoard:
                 display_text(str(self.directory), 200),
             )
 
-    def _read(self, path: Path) -> Claim | None:
+    def _read(self, folder: int, name: str, uid: int) -> Claim | None:
+        """The claim ``name`` in the user folder open as ``folder`` (``uid``'s), or None (refused, logged)."""
+        path = user_folder(self.directory, uid) / name
         try:
-            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+            fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK, dir_fd=folder)
         except OSError as error:
             if error.errno == errno.ELOOP:
                 self._refuse(path, 0, "a symbolic link")
@@ -193,52 +258,89 @@ class ClaimBoard:
         claim = parse_claim(data, info.st_uid, path)
         if isinstance(claim, str):
             self._refuse(path, info.st_mtime_ns, claim)
-            return None
-        return claim
+        return None if isinstance(claim, str) else claim
+
+    def _user_claims(self, uid: int, alive: dict[int, tuple[int, float] | None]) -> list[_Found]:
+        """The claims in ``uid``'s folder whose PID (from the name, before opening) is that user's process,
+        with that process's (uid, start time)."""
+        try:
+            folder = os.open(user_folder(self.directory, uid), os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+        except OSError:
+            return []  # no folder (the usual case), a link, or a file in its place
+        found: list[_Found] = []
+        try:
+            if not _private_folder(os.fstat(folder), uid):
+                return []
+            per_pid: dict[int, int] = {}
+            with os.scandir(folder) as entries:
+                for seen, entry in enumerate(entries):
+                    if seen >= MAX_SCAN:
+                        break
+                    match = _NAME.match(entry.name)
+                    if match is None:
+                        if uid == self.uid:
+                            _tidy_temporary(folder, entry)
+                        continue
+                    pid = int(match.group(1))
+                    if pid not in alive:
+                        alive[pid] = _process(pid)
+                    process = alive[pid]
+                    if process is None or process[0] != uid:
+                        if uid == self.uid:  # this user's claim of a process that is gone: tidy up
+                            with contextlib.suppress(OSError):
+                                os.unlink(entry.name, dir_fd=folder)
+                        continue
+                    if per_pid.get(pid, 0) >= MAX_PER_PROCESS:
+                        continue
+                    per_pid[pid] = per_pid.get(pid, 0) + 1
+                    claim = self._read(folder, entry.name, uid)
+                    if claim is not None and (claim.uid, claim.pid) == (uid, pid):
+                        found.append((claim, process))
+        except OSError:
+            pass
+        finally:
+            os.close(folder)
+        return found
 
     def claims(self) -> list[Claim]:
-        """Every well-formed claim file in the directory (validity not yet judged)."""
+        """Every well-formed claim of a running process (validity otherwise not yet judged)."""
+        return [claim for claim, _process in self._found()]
+
+    def _found(self) -> list[_Found]:
         if self.problem is not None:
             return []
-        found = []
-        try:
-            entries = [
-                entry
-                for entry in os.scandir(self.directory)
-                if entry.name.startswith(PREFIX) and entry.name.endswith(".json")
-            ]
-        except OSError:
-            return []
-        for entry in entries[:MAX_FILES]:
-            claim = self._read(Path(entry.path))
-            if claim is not None:
-                found.append(claim)
-        return found
+        alive: dict[int, tuple[int, float] | None] = {}
+        return [found for uid in sorted(_users_with_processes()) for found in self._user_claims(uid, alive)]
 
     def active(
         self, nvml_pids: dict[str, set[int]], now: float | None = None, exclude_pid: int | None = None
     ) -> list[Claim]:
-        """Claims that still count: on this host, younger than ``ttl_s`` (and not from the future),
-        their process alive and run by the claim's user, and not yet shown by NVML on that GPU
-        (``nvml_pids``: GPU UUID → PIDs NVML shows there). This user's stale claims are deleted."""
+        """Claims that still count, one per (process, GPU): on this host; younger than ``ttl_s``, not
+        dated ahead, and written after their process started; their process alive and run by the claim's
+        user; from the process's newest selection; not yet shown by NVML on that GPU (``nvml_pids``:
+        GPU UUID → PIDs NVML shows there). This user's files that no longer count are deleted."""
         now = time.time() if now is None else now
-        result = []
-        for claim in self.claims():
+        by_process: dict[tuple[int, float], list[Claim]] = {}
+        for claim, process in self._found():
             if claim.host != self.host:
                 continue  # a directory shared between hosts: PIDs mean nothing here
-            stale = (
-                not (-60 <= now - claim.time <= self.ttl_s)
-                or _process_uid(claim.pid) != claim.uid
-                or claim.pid in nvml_pids.get(claim.gpu_uuid, set())
-            )
-            if stale:
-                if claim.uid == self.uid:
+            if not process[1] - START_SKEW_S <= claim.time <= now + FUTURE_SKEW_S or now - claim.time > self.ttl_s:
+                if claim.uid == self.uid:  # this user's files that no longer count are removed
                     with contextlib.suppress(OSError):
                         claim.path.unlink()
                 continue
-            if claim.pid == (self.pid if exclude_pid is None else exclude_pid):
+            by_process.setdefault((claim.pid, process[1]), []).append(claim)
+        result: list[Claim] = []
+        for (pid, _start), claims in by_process.items():
+            if pid == (self.pid if exclude_pid is None else exclude_pid):
                 continue
-            result.append(claim)
+            newest = max(claim.time for claim in claims)
+            gpus = {
+                claim.gpu_uuid: claim
+                for claim in sorted(claims, key=lambda c: c.time)
+                if claim.time >= newest - SELECTION_WINDOW_S and pid not in nvml_pids.get(claim.gpu_uuid, set())
+            }
+            result.extend(gpus.values())
         return result
 
     def load(self, gpus: Sequence[Any], now: float | None = None) -> dict[int | str, int]:
@@ -250,10 +352,14 @@ class ClaimBoard:
         try:
             return self._load(gpus, now)
         except Exception as error:  # every known hostile file is refused in _read already
-            if ("load", 0) not in self._warned:
-                self._warned.add(("load", 0))
-                log.warning("jupyter_gpu: GPU claims not used: %s", display_text(str(error), 200))
+            self.failed(error)
             return {}
+
+    def failed(self, error: BaseException) -> None:
+        """Say once (in the log) that claims are not used because of ``error``."""
+        if ("load", 0) not in self._warned:
+            self._warned.add(("load", 0))
+            log.warning("jupyter_gpu: GPU claims not used: %s", display_text(str(error), 200))
 
     def _load(self, gpus: Sequence[Any], now: float | None) -> dict[int | str, int]:
         nvml_pids = {gpu.uuid: {p.pid for p in gpu.processes} for gpu in gpus}
@@ -269,21 +375,48 @@ class ClaimBoard:
     # -- writing
 
     def claim(self, gpu_uuids: Iterable[str]) -> list[Path]:
-        """Leave a claim for each GPU (this process's earlier claims are replaced). Raises OSError."""
+        """Leave a claim for each GPU (this process's earlier claims are replaced). Raises OSError,
+        with a message naming the problem, when this user's folder cannot be made or used."""
         self.release()
-        made = []
+        made: list[Path] = []
+        uuids = list(gpu_uuids)
+        if not uuids:
+            return made
+        folder = self._own_folder()
         try:
-            for uuid in gpu_uuids:
-                made.append(self._write(uuid))
+            for uuid in uuids:
+                made.append(self._write(folder, uuid))
         finally:
+            os.close(folder)
             self.mine = made
         return made
 
-    def _write(self, uuid: str) -> Path:
-        token = secrets.token_hex(8)
-        name = f"{PREFIX}{self.uid}-{self.pid}-{token}.json"
-        final = self.directory / name
-        tmp = self.directory / f".{name}.tmp"
+    def _own_folder(self) -> int:
+        """This user's folder, made when missing (0755: others read claims, only this user writes), open."""
+        with contextlib.suppress(FileExistsError):
+            os.mkdir(self.folder, 0o755)  # never follows a link planted at its name
+        try:
+            fd = os.open(self.folder, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+        except OSError as error:
+            if error.errno in (errno.ELOOP, errno.ENOTDIR):
+                why = f"{self.folder} is a symbolic link or a file; an admin can remove it"
+                raise OSError(error.errno, why) from None
+            raise
+        info = os.fstat(fd)
+        if info.st_uid == self.uid and stat.S_IMODE(info.st_mode) != 0o755:
+            os.fchmod(fd, 0o755)  # umask; or made by an older version
+            info = os.fstat(fd)
+        if not _private_folder(info, self.uid):
+            os.close(fd)
+            raise OSError(
+                errno.EPERM,
+                f"{self.folder} is not this user's private folder (uid {info.st_uid}, mode "
+                f"{stat.S_IMODE(info.st_mode):o}); an admin can remove it",
+            )
+        return fd
+
+    def _write(self, folder: int, uuid: str) -> Path:
+        """One claim file, created privately and linked into place; nothing is left behind on failure."""
         payload = json.dumps(
             {
                 "version": _VERSION,
@@ -294,17 +427,21 @@ class ClaimBoard:
                 "host": self.host,
             }
         ).encode()
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
+        fd, tmp = tempfile.mkstemp(prefix=".", suffix=".tmp", dir=self.folder)  # O_EXCL, 0600, unpredictable
+        name = os.path.basename(tmp)
+        final = f"{self.pid}-{secrets.token_hex(8)}.json"
         try:
-            os.write(fd, payload)
-        finally:
-            os.close(fd)
-        try:
-            os.link(tmp, final)  # atomic, and never replaces an existing name
+            try:
+                if os.write(fd, payload) != len(payload):
+                    raise OSError(errno.ENOSPC, "the claim was written only in part")
+                os.fchmod(fd, 0o644)  # others read it; only this user writes in its folder
+            finally:
+                os.close(fd)
+            os.link(name, final, src_dir_fd=folder, dst_dir_fd=folder)  # never replaces an existing name
         finally:
             with contextlib.suppress(OSError):
-                os.unlink(tmp)
-        return final
+                os.unlink(name, dir_fd=folder)
+        return self.folder / final
 
     def release(self) -> None:
         """Remove this process's claims (a new selection, or the process ends)."""
@@ -316,23 +453,25 @@ class ClaimBoard:
     @contextlib.contextmanager
     def locked(self) -> Iterator[bool]:
         """Hold the directory's advisory lock while choosing and claiming; yields whether it was
-        obtained within ``lock_timeout_s`` (without it, the choice is made anyway)."""
+        obtained within ``lock_timeout_s`` (or :data:`CONTENDED_WAIT_S` after a miss; without it, the
+        choice is made anyway)."""
         import fcntl
 
         fd = None
         try:
-            path = self.directory / LOCK_NAME
-            try:
-                fd = os.open(path, os.O_RDONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK, 0o644)
-            except OSError:
-                fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
-            deadline = time.monotonic() + self.lock_timeout_s
+            # The directory itself, not a file in it: anyone could create that file first, mode 0600,
+            # and so turn the lock off for everybody else.
+            fd = os.open(self.directory, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+            wait_s = min(self.lock_timeout_s, CONTENDED_WAIT_S) if self.lock_missed else self.lock_timeout_s
+            deadline = time.monotonic() + wait_s
             while True:
                 try:
                     fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    self.lock_missed = False
                     break
                 except BlockingIOError:
                     if time.monotonic() >= deadline:
+                        self.lock_missed = True
                         raise TimeoutError from None
                     time.sleep(0.01)
         except (OSError, TimeoutError):
