@@ -622,3 +622,17 @@ def test_19_growth_turned_on_by_code_before_the_magic_is_shown_as_on(kernel: Ker
     out, _ = kernel.run("%gpu_status")
     assert "TensorFlow: initialized with the plan applied" in out, out
     assert "visible GPUs 3, growth on (set by your code" in out, out  # NVML GPU 1 is CUDA's device 3 here
+
+
+def test_19_a_tf1_session_after_tensorflow_was_narrowed_gets_the_narrowed_gpus(kernel: Kernel) -> None:
+    # CUDA started (fastest first: GPU 2, 3, 0, 1) before the plan; the plan narrowed TensorFlow to GPU 1
+    kernel.run("import tensorflow as tf\ngpus = tf.config.list_physical_devices('GPU')\n%load_ext jupyter_gpu")
+    kernel.run("%gpu_select 1")
+    _, err = kernel.run("sess = tf.compat.v1.Session(config=tf.compat.v1.ConfigProto())")
+    assert "Warning" not in err and kernel.value(SESSION)["gpus"] == [1], err
+    _, err = kernel.run(
+        "config = tf.compat.v1.ConfigProto()\nconfig.gpu_options.visible_device_list = '0'\n"
+        "sess2 = tf.compat.v1.Session(config=config)"
+    )
+    assert kernel.value(SESSION)["gpus"] == [2]  # CUDA's device 0 is GPU 2: the user's field is kept
+    assert "visible_device_list='0' in your ConfigProto: this session uses GPU 2, outside the plan's GPU 1" in err, err
