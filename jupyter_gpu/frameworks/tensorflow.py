@@ -403,8 +403,8 @@ class _Sessions:
         every GPU field the user left unset (visible GPUs, virtual devices with the plan's memory
         limits, growth), as ``context.context().config`` would have them. The user's object is not
         changed; on any failure the user's config is used as it is and one line says so."""
-        if config is None or not KERNEL.plan_active:
-            return config
+        if config is None or not KERNEL.plan_active or not hasattr(config, "gpu_options"):
+            return config  # not a ConfigProto: TensorFlow's own TypeError says so
         try:
             return _merged(config, self.owner._context())
         except Exception as error:  # a session must be made whatever happens here
