@@ -520,3 +520,119 @@ def test_17_a_limit_then_another_selection_caps_the_new_gpus_and_selecting_twice
         "1": pytest.approx(2048 / 49140, abs=1e-6),
     }
     assert kernel.value(ALLOC) == "max_split_size_mb:64,expandable_segments:True"
+
+
+# Issue 19: the seeds' TF1 snippets. What a session really uses comes from the stand-in
+# (cuda_standin.sessions: its GPUs by NVML index, MiB per device, growth), read from the ConfigProto
+# the session was made with, as TensorFlow's GPU build reads it.
+SESSION = "cuda_standin.sessions[-1]"
+A6000_MIB = 49140  # the demo scenario's RTX A6000 (GPU 2, 3)
+
+
+def test_19_a_tf1_session_config_gets_the_plan_in_every_field_it_leaves_unset(kernel: Kernel) -> None:
+    kernel.run("%load_ext jupyter_gpu\n%gpu_select 2,3 --growth\n%gpu_limit 4GiB\nimport tensorflow as tf")
+    _, err = kernel.run(
+        "config = tf.compat.v1.ConfigProto()\nconfig.gpu_options.allow_growth = True\n"
+        "sess = tf.compat.v1.Session(config=config)"
+    )
+    assert "Warning" not in err, err
+    assert kernel.value(SESSION) == {"gpus": [2, 3], "memory_mb": {"2": [4096.0], "3": [4096.0]}, "growth": True}
+    assert kernel.value("len(config.gpu_options.experimental.virtual_devices)") == 0  # the user's object is untouched
+    out, _ = kernel.run("%gpu_status")
+    assert "TensorFlow: initialized with the plan applied" in out and "NOT" not in out, out
+    assert "Session 1: GPU 2, GPU 3; limit GPU 2: 4 GiB, GPU 3: 4 GiB; growth on" in out, out
+    # a field the user set that contradicts the plan: kept, and said once
+    _, err = kernel.run(
+        "config = tf.compat.v1.ConfigProto()\nconfig.gpu_options.visible_device_list = '1'\n"
+        "config.gpu_options.per_process_gpu_memory_fraction = 0.9\nsess2 = tf.compat.v1.Session(config=config)"
+    )
+    assert err.count("GPUPlanMismatchWarning") == 1, err
+    assert (
+        "TensorFlow Session 2 does not follow the GPU plan (GPU 2,3; limit 4 GiB): per_process_gpu_memory_fraction"
+        "=0.9 in your ConfigProto overrides %gpu_limit 4 GiB for this session" in err
+    ), err
+    assert kernel.value(SESSION) == {"gpus": [3], "memory_mb": {"3": [round(A6000_MIB * 0.9, 1)]}, "growth": True}
+    out, _ = kernel.run("%gpu_status")
+    assert "initialized with the plan applied" not in out and "Session 2: GPU 3; 90% of each GPU" in out, out
+    assert "does NOT follow the plan: Session 2: per_process_gpu_memory_fraction=0.9" in out, out
+    kernel.run("sess2.close()")
+    out, _ = kernel.run("%gpu_status")
+    assert "TensorFlow: initialized with the plan applied" in out and "Session 2" not in out, out
+    # Session() without a config takes the eager context's config: the plan
+    _, err = kernel.run("sess3 = tf.compat.v1.Session()")
+    assert "Warning" not in err and kernel.value(SESSION)["memory_mb"] == {"2": [4096.0], "3": [4096.0]}, err
+    # InteractiveSession replaces a missing config by its own (allow_growth only): the plan is merged in too
+    kernel.run("isess = tf.compat.v1.InteractiveSession()\nisess.close()")
+    assert kernel.value(SESSION) == {"gpus": [2, 3], "memory_mb": {"2": [4096.0], "3": [4096.0]}, "growth": True}
+    _, err = kernel.run(
+        "isess = tf.compat.v1.InteractiveSession(config=tf.compat.v1.ConfigProto(device_count={'GPU': 0}))"
+    )
+    assert err.count("GPUPlanMismatchWarning") == 1, err
+    assert "device_count={'GPU': 0} in your ConfigProto: this session uses no GPU, the plan GPU 2, GPU 3" in err
+    assert kernel.value(SESSION)["gpus"] == []
+    out, _ = kernel.run("%gpu_status")
+    assert "InteractiveSession 5: no GPU (device_count={'GPU': 0})" in out, out
+    # Keras 3 has no TF1 session: tf.compat.v1.keras.backend.set_session is gone (tf_keras, Keras 2, had it)
+    assert kernel.value("hasattr(tf.compat.v1.keras.backend, 'set_session')") is False
+
+
+def test_19_a_tf1_session_made_before_the_magic_is_said_with_what_it_uses(kernel: Kernel) -> None:
+    kernel.run(
+        "%load_ext jupyter_gpu\nimport tensorflow as tf\nconfig = tf.compat.v1.ConfigProto()\n"
+        "config.gpu_options.visible_device_list = '1'\nconfig.gpu_options.per_process_gpu_memory_fraction = 0.9\n"
+        "sess = tf.compat.v1.Session(config=config)\ngpus = tf.config.list_physical_devices('GPU')"
+    )
+    before = kernel.value("state()")
+    _, err = kernel.run("%gpu_select 2,3 --growth")
+    assert "GPUAlreadyInitializedWarning: TensorFlow already initialized the GPU" in err, err
+    # CUDA numbers fastest first here (no CUDA_DEVICE_ORDER): its device 1 is the second RTX A6000, GPU 3
+    assert "Session 1: GPU 3; 90% of each GPU (per_process_gpu_memory_fraction); growth off" in err, err
+    assert kernel.value("state()") == before and kernel.value(SESSION)["gpus"] == [3]
+
+
+def test_19_a_tf1_session_made_before_the_extension_is_said_to_be_unknown(kernel: Kernel) -> None:
+    kernel.run(
+        "import tensorflow as tf\nsess = tf.compat.v1.Session(config=tf.compat.v1.ConfigProto())\n%load_ext jupyter_gpu"
+    )
+    _, err = kernel.run("%gpu_select 2")
+    assert "1 session made before jupyter_gpu watched (its devices and caps are not known)" in err, err
+
+
+def test_19_growth_turned_on_by_code_is_shown_as_on(kernel: Kernel) -> None:
+    kernel.run("%load_ext jupyter_gpu\n%gpu_select 1\nimport tensorflow as tf")
+    _, err = kernel.run(
+        "for g in tf.config.list_physical_devices('GPU'):\n    tf.config.experimental.set_memory_growth(g, True)\n"
+        "x = tf.constant(1.0)"
+    )
+    assert "Warning" not in err, err
+    assert kernel.value("tf.config.experimental.get_memory_growth(tf.config.list_physical_devices('GPU')[0])")
+    out, _ = kernel.run("%gpu_status")
+    assert "growth on (set by your code: tf.config.experimental.set_memory_growth)" in out, out
+    assert "growth off" not in out.split("TensorFlow:")[1].splitlines()[0]
+
+
+def test_19_growth_turned_on_by_code_before_the_magic_is_shown_as_on(kernel: Kernel) -> None:
+    kernel.run(
+        "import tensorflow as tf\nfor g in tf.config.list_physical_devices('GPU'):\n"
+        "    tf.config.experimental.set_memory_growth(g, True)"
+    )
+    _, err = kernel.run("%load_ext jupyter_gpu\n%gpu_select 1")
+    assert "Warning" not in err, err
+    kernel.run("x = tf.constant(1.0)")
+    out, _ = kernel.run("%gpu_status")
+    assert "TensorFlow: initialized with the plan applied" in out, out
+    assert "visible GPUs 3, growth on (set by your code" in out, out  # NVML GPU 1 is CUDA's device 3 here
+
+
+def test_19_a_tf1_session_after_tensorflow_was_narrowed_gets_the_narrowed_gpus(kernel: Kernel) -> None:
+    # CUDA started (fastest first: GPU 2, 3, 0, 1) before the plan; the plan narrowed TensorFlow to GPU 1
+    kernel.run("import tensorflow as tf\ngpus = tf.config.list_physical_devices('GPU')\n%load_ext jupyter_gpu")
+    kernel.run("%gpu_select 1")
+    _, err = kernel.run("sess = tf.compat.v1.Session(config=tf.compat.v1.ConfigProto())")
+    assert "Warning" not in err and kernel.value(SESSION)["gpus"] == [1], err
+    _, err = kernel.run(
+        "config = tf.compat.v1.ConfigProto()\nconfig.gpu_options.visible_device_list = '0'\n"
+        "sess2 = tf.compat.v1.Session(config=config)"
+    )
+    assert kernel.value(SESSION)["gpus"] == [2]  # CUDA's device 0 is GPU 2: the user's field is kept
+    assert "visible_device_list='0' in your ConfigProto: this session uses GPU 2, outside the plan's GPU 1" in err, err

@@ -520,6 +520,8 @@ def framework_statuses(gpus: Sequence[Gpu] = ()) -> list[tuple[Framework, str]]:
     for framework in FRAMEWORKS:
         state = framework.state()
         problem = divergence(framework, plan, gpus) if KERNEL.plan_active else None
+        if KERNEL.plan_active and not problem and state is State.INITIALIZED:
+            problem = "; ".join(framework.known_divergence(plan)) or None
         if state is State.NOT_IMPORTED:
             waiting = _hook_pending(framework) and KERNEL.plan_active
             text = "not imported; the plan is applied when it is imported" if waiting else "not imported"

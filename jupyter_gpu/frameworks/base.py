@@ -101,6 +101,11 @@ class Framework:
         (a memory cap code set by hand), one clause each. Never imports or initializes anything."""
         return []
 
+    def known_divergence(self, plan: GpuPlan) -> list[str]:
+        """What differs from ``plan`` that was warned when it happened (a ``tf.compat.v1`` session's own
+        config): ``%gpu_status`` says it, the check after the cell does not warn again."""
+        return []
+
     settings_touched = False  # code called one of the framework's own setters (a wrapper noted it)
 
     def env_conflicts(self, plan: GpuPlan, env: Mapping[str, str | None]) -> list[str]:

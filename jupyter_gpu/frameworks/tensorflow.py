@@ -18,13 +18,25 @@ devices without the eager context, so TensorFlow's own session counter
 (``/tensorflow/api/python/session_create_counter``) counts as initialized too.
 The moment CUDA starts is ``Context._initialize_physical_devices`` (every listing and every
 ``tf.config`` call goes through it) or a session's creation; :meth:`TensorFlow.observe` wraps both.
+
+``tf.compat.v1`` sessions: a session made with a ``ConfigProto`` of the user's (``Session(config=…)``,
+``InteractiveSession``, which makes one of its own) gets only that config's GPU options, not the
+eager context's. The wrapper around ``BaseSession.__init__`` therefore passes a copy of the user's
+config with the plan (the eager context's visible GPUs, virtual devices with the plan's limits,
+growth) filled into every GPU field the user left unset; a field the user set that contradicts the
+plan (``per_process_gpu_memory_fraction`` or ``virtual_devices`` next to ``%gpu_limit``,
+``device_count={'GPU': 0}``, a ``visible_device_list`` outside the selection) is kept and warned
+once, and ``%gpu_status`` lists every open session with the GPUs, memory and growth it uses.
+Growth is read from ``Context._memory_growth_map`` (``set_memory_growth``), never by listing.
 """
 
 from __future__ import annotations
 
 import os
 import sys
+import weakref
 from collections.abc import Mapping
+from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
 
@@ -36,12 +48,16 @@ from .base import (
     Environment,
     Framework,
     State,
+    expected_devices,
     known_gpus,
     note_cuda_start,
+    plan_words,
     planned_devices,
     process_cuda_start,
     visible_order,
+    warn_once,
 )
+from .state import KERNEL
 
 _CONTEXT_MODULE = "tensorflow.python.eager.context"
 _SESSION_MODULE = "tensorflow.python.client.session"
@@ -61,6 +77,7 @@ class TensorFlow(Framework):
     def __init__(self) -> None:
         self._ours: dict[Any, list[int]] = {}  # logical configurations the magics set, by device
         self._our_visible: list[Any] | None = None  # the visible GPUs the magics set last
+        self.sessions = _Sessions(self)  # the tf.compat.v1 sessions made while jupyter_gpu watched
 
     def _context(self) -> Any:
         context_module = sys.modules.get(_CONTEXT_MODULE)
@@ -150,12 +167,24 @@ class TensorFlow(Framework):
             original_init = cls.__init__
             if not getattr(original_init, _WRAPPED, False):
 
-                def __init__(session: Any, *args: Any, **kwargs: Any) -> None:
+                def __init__(session: Any, target: Any = "", graph: Any = None, config: Any = None) -> None:
+                    if getattr(session, _WRAPPED, False):
+                        # an inner copy of this wrapper: another library wrapped ours and we wrapped it again
+                        original_init(session, target, graph, config)
+                        return
+                    setattr(session, _WRAPPED, True)
                     note_cuda_start(self.name)
-                    original_init(session, *args, **kwargs)
+                    given = config
+                    config = self.sessions.config(config)
+                    original_init(session, target, graph, config)
+                    self.sessions.note(session, given)
 
                 setattr(__init__, _WRAPPED, True)
                 cls.__init__ = __init__
+
+    def known_divergence(self, plan: GpuPlan) -> list[str]:
+        """Each open ``tf.compat.v1`` session's fields that contradict the plan (warned when it was made)."""
+        return self.sessions.known_divergence(plan)
 
     def settings_divergence(self, plan: GpuPlan) -> list[str]:
         """The plan's memory limits that TensorFlow's config no longer holds: code called
@@ -312,13 +341,18 @@ class TensorFlow(Framework):
             )
 
     def in_effect(self) -> str:
+        """What TensorFlow uses now: the eager context's visible GPUs, memory limits and growth (read
+        from its fields, nothing listed), then each open ``tf.compat.v1`` session's own."""
         context = self._context()
+        sessions = self.sessions.words()
         if context is None or context._physical_devices is None:
-            return "nothing yet"
+            return "; ".join(sessions) if sessions else "nothing yet"
         visible = [
             device.name.rsplit(":", 1)[-1] for device in context._visible_device_list if device.device_type == "GPU"
         ]
         parts = [f"visible GPUs {', '.join(visible)}" if visible else "no visible GPU (CPU only)"]
+        if sessions:
+            parts[0] = "eager: " + parts[0]  # the sessions below have their own devices and caps
         limits = {
             device.name.rsplit(":", 1)[-1]: [c.memory_limit for c in configs]
             for device, configs in context._virtual_device_map.items()
@@ -331,10 +365,9 @@ class TensorFlow(Framework):
                     f"GPU {gpu}: {' + '.join(format_bytes(m * MIB) for m in limit)}" for gpu, limit in limits.items()
                 )
             )
-        growth = os.environ.get("TF_FORCE_GPU_ALLOW_GROWTH")
-        parts.append(f"TF_FORCE_GPU_ALLOW_GROWTH={growth}" if growth else "growth off")
+        parts.append(_growth_words(context))
         parts.append(f"CUDA_VISIBLE_DEVICES={os.environ.get('CUDA_VISIBLE_DEVICES', '(unset)')}")
-        return ", ".join(parts)
+        return ", ".join(parts) + "".join(f"; {words}" for words in sessions)
 
     def device_labels(self, plan: GpuPlan, gpus: Any = ()) -> dict[int, str]:
         labels: dict[int, str] = {}
@@ -350,6 +383,224 @@ class TensorFlow(Framework):
         return labels
 
 
+class _Sessions:
+    """The ``tf.compat.v1`` sessions of the kernel: the plan merged into their configs, what each uses."""
+
+    def __init__(self, owner: TensorFlow) -> None:
+        self.owner = owner
+        self.records: list[_Session] = []  # every session made while jupyter_gpu watched
+
+    # -- tf.compat.v1 sessions -------------------------------------------------------------------
+    #
+    # ``BaseSession.__init__`` (tensorflow/python/client/session.py) takes ``config`` as given and
+    # only falls back to ``context.context().config`` (the eager context's devices, virtual devices
+    # and growth: what the plan configured) when it is None. ``InteractiveSession`` replaces a
+    # missing config with ``ConfigProto(gpu_options=GPUOptions(allow_growth=True))`` before that.
+    # So a session with a config of the user's gets none of the plan unless it is merged in here.
+
+    def config(self, config: Any) -> Any:
+        """The config a session is made with: a copy of the user's ``config`` with the plan filled into
+        every GPU field the user left unset (visible GPUs, virtual devices with the plan's memory
+        limits, growth), as ``context.context().config`` would have them. The user's object is not
+        changed; on any failure the user's config is used as it is and one line says so."""
+        if config is None or not KERNEL.plan_active or not hasattr(config, "gpu_options"):
+            return config  # not a ConfigProto: TensorFlow's own TypeError says so
+        try:
+            return _merged(config, self.owner._context())
+        except Exception as error:  # a session must be made whatever happens here
+            _say(
+                f"jupyter_gpu: could not merge the GPU plan into this session's ConfigProto "
+                f"({type(error).__name__}: {error}); the session uses your config as it is."
+            )
+            return config
+
+    def note(self, session: Any, given: Any) -> None:
+        """Remember what ``session`` uses (from the config it was made with), and warn once if a field
+        the user set contradicts the plan."""
+        try:
+            config = getattr(session, "_config", None)
+            if config is None:
+                return
+            number = len(self.records) + 1
+            forced = os.environ.get("TF_FORCE_GPU_ALLOW_GROWTH")
+            conflicts = self.use(config, given, forced)[1]
+            record = _Session(weakref.ref(session), number, type(session).__name__, config, forced, conflicts)
+            self.records.append(record)
+        except Exception:  # describing must never break the user's session
+            return
+        if conflicts:
+            warn_once(
+                f"TensorFlow {record.kind} {number} does not follow the GPU plan ({plan_words(current_plan())}"
+                f"{_limit_words(current_plan())}): {'; '.join(conflicts)}. Leave that field unset in the "
+                "ConfigProto to get the plan's value (jupyter_gpu fills in every GPU field you leave unset), "
+                "or change the plan with the magics."
+            )
+
+    def use(self, config: Any, given: Any, forced: str | None) -> tuple[str, list[str]]:
+        """What a session made with ``config`` (``TF_FORCE_GPU_ALLOW_GROWTH`` was ``forced`` then)
+        uses, in words, and the fields of the user's own config (``given``) that contradict the plan
+        (one clause each; none without a plan or ``given``)."""
+        options = config.gpu_options
+        start = process_cuda_start()
+        gpus = known_gpus()
+        mapping = cuda_devices(start[0], gpus, self.owner.device_names()) if start and gpus else None
+        cuda = mapping.indices if mapping is not None else None
+        listed = [int(p) for p in options.visible_device_list.split(",") if p.strip().isdigit()]
+        hidden = "GPU" in config.device_count and config.device_count["GPU"] == 0
+        positions: list[int] | None = [] if hidden else listed or (list(range(len(cuda))) if cuda else None)
+        used = None if positions is None or cuda is None else [cuda[p] for p in positions if p < len(cuda)]
+
+        def gpu(position: int) -> str:
+            return f"GPU {cuda[position]}" if cuda is not None and position < len(cuda) else f"CUDA device {position}"
+
+        if positions is None:
+            where = "every GPU CUDA shows"
+        elif not positions:
+            where = "no GPU" + (" (device_count={'GPU': 0})" if hidden else "")
+        else:
+            where = ", ".join(gpu(p) for p in positions)
+        virtual = list(options.experimental.virtual_devices)
+        if virtual and positions:
+            memory = "limit " + ", ".join(
+                f"{gpu(p)}: " + " + ".join(format_bytes(int(m * MIB)) for m in v.memory_limit_mb)
+                for p, v in zip(positions, virtual, strict=False)
+                if v.memory_limit_mb
+            )
+            memory = "no limit" if memory == "limit " else memory
+        elif options.per_process_gpu_memory_fraction and positions != []:
+            memory = f"{options.per_process_gpu_memory_fraction:.0%} of each GPU (per_process_gpu_memory_fraction)"
+        else:
+            memory = "no limit"
+        if forced in ("true", "false"):
+            growth = f"growth {'on' if forced == 'true' else 'off'} (TF_FORCE_GPU_ALLOW_GROWTH={forced})"
+        else:
+            growth = "growth on (allow_growth in its ConfigProto)" if options.allow_growth else "growth off"
+        uses = f"{where}; {memory}; {growth}" if positions != [] else where
+        if not KERNEL.plan_active or given is None:
+            return uses, []
+        plan = current_plan()
+        theirs = given.gpu_options
+        wanted = _expected(plan, gpus)
+        conflicts = []
+        if hidden and wanted:
+            conflicts.append(
+                "device_count={'GPU': 0} in your ConfigProto: this session uses no GPU, the plan "
+                + ", ".join(f"GPU {i}" for i in wanted)
+            )
+        elif theirs.visible_device_list and used is not None and wanted is not None:
+            outside = [index for index in used if index not in wanted]
+            if outside:
+                conflicts.append(
+                    f"visible_device_list={theirs.visible_device_list!r} in your ConfigProto: this session uses "
+                    f"{', '.join(f'GPU {i}' for i in used)}, outside the plan's {', '.join(f'GPU {i}' for i in wanted)}"
+                )
+        if plan.limits_bytes and not hidden:
+            if theirs.per_process_gpu_memory_fraction:
+                conflicts.append(
+                    f"per_process_gpu_memory_fraction={theirs.per_process_gpu_memory_fraction:g} in your ConfigProto "
+                    f"overrides %gpu_limit {_limit_words(plan).removeprefix('; limit ')} for this session"
+                )
+            elif theirs.experimental.virtual_devices and [
+                list(v.memory_limit_mb) for v in theirs.experimental.virtual_devices
+            ] != _plan_virtual(plan, positions, cuda):
+                conflicts.append(
+                    f"gpu_options.experimental.virtual_devices in your ConfigProto ({memory}) overrides "
+                    f"%gpu_limit {_limit_words(plan).removeprefix('; limit ')} for this session"
+                )
+        return uses, conflicts
+
+    def live(self) -> list[_Session]:
+        """The sessions made while jupyter_gpu watched that are still open."""
+        live = []
+        for record in self.records:
+            session = record.ref()
+            if session is not None and not getattr(session, "_closed", False):
+                live.append(record)
+        return live
+
+    def known_divergence(self, plan: GpuPlan) -> list[str]:
+        """Each open session's fields that contradict the plan (warned when the session was made)."""
+        if plan != current_plan():
+            return []
+        return [f"{r.kind} {r.number}: {'; '.join(r.conflicts)}" for r in self.live() if r.conflicts]
+
+    def words(self) -> list[str]:
+        words = [f"{r.kind} {r.number}: {self.use(r.config, None, r.forced)[0]}" for r in self.live()]
+        unseen = self.owner._sessions_created() - len(self.records)
+        if unseen > 0:
+            words.append(
+                f"{unseen} session{'s' if unseen > 1 else ''} made before jupyter_gpu watched "
+                "(its devices and caps are not known)"
+            )
+        return words
+
+
+@dataclass(frozen=True)
+class _Session:
+    """A ``tf.compat.v1`` session jupyter_gpu saw made: what it uses and what of it contradicts the plan."""
+
+    ref: weakref.ref[Any]
+    number: int
+    kind: str  # Session, InteractiveSession
+    config: Any  # the ConfigProto it was made with (the plan merged in)
+    forced: str | None  # TF_FORCE_GPU_ALLOW_GROWTH then
+    conflicts: list[str]
+
+
+def _merged(config: Any, context: Any) -> Any:
+    """A copy of ``config`` with the eager context's GPU configuration (what the plan's calls set:
+    visible GPUs, virtual devices, growth) in every field ``config`` leaves unset, as
+    ``Context._compute_gpu_options`` (tensorflow/python/eager/context.py) builds them for
+    ``Session()``: ``visible_device_list`` are TensorFlow's physical GPU numbers (CUDA's), one
+    ``VirtualDevices`` entry per visible GPU (an empty one: the whole GPU), growth only without
+    virtual devices. ``per_process_gpu_memory_fraction`` set by the user keeps the plan's virtual
+    devices out (TensorFlow reads the fraction only without them: the user's choice wins, and is warned)."""
+    merged = type(config)()
+    merged.CopyFrom(config)
+    if context is None or context._physical_devices is None:
+        return merged  # the context holds nothing: CUDA_VISIBLE_DEVICES and TF_FORCE_GPU_ALLOW_GROWTH carry the plan
+    options = merged.gpu_options
+    physical = [device for device in context._physical_devices if device.device_type == "GPU"]
+    visible = [position for position, device in enumerate(physical) if device in context._visible_device_list]
+    if not options.visible_device_list and visible != list(range(len(physical))):
+        options.visible_device_list = ",".join(map(str, visible))
+    positions = [int(p) for p in options.visible_device_list.split(",") if p.strip().isdigit()]
+    positions = positions or list(range(len(physical)))
+    limits = [
+        [c.memory_limit for c in context._virtual_device_map.get(physical[p], [])] if p < len(physical) else []
+        for p in positions
+    ]
+    if not options.experimental.virtual_devices and not options.per_process_gpu_memory_fraction and any(limits):
+        options.visible_device_list = ",".join(map(str, positions))  # one VirtualDevices entry per listed GPU
+        for sizes in limits:
+            options.experimental.virtual_devices.add().memory_limit_mb.extend(float(m) for m in sizes)
+    growth = [context._memory_growth_map.get(physical[p]) for p in positions if p < len(physical)]
+    if not options.allow_growth and not options.experimental.virtual_devices and growth and all(growth):
+        options.allow_growth = True
+    return merged
+
+
+def _limit_words(plan: GpuPlan) -> str:
+    """``"; limit 4 GiB"`` (the same on every GPU) or ``"; limit GPU 2: 4 GiB, GPU 3: 2 GiB + 2 GiB"``."""
+    if not plan.limits_bytes:
+        return ""
+    each = {index: " + ".join(format_bytes(size) for size in sizes) for index, sizes in plan.limits_bytes.items()}
+    if len(set(each.values())) == 1:
+        return f"; limit {next(iter(each.values()))}"
+    return "; limit " + ", ".join(f"GPU {index}: {words}" for index, words in each.items())
+
+
+def _plan_virtual(plan: GpuPlan, positions: list[int] | None, cuda: tuple[int, ...] | None) -> list[list[float]]:
+    """The ``memory_limit_mb`` lists the plan gives the GPUs at ``positions`` (CUDA's numbers)."""
+    if positions is None or cuda is None:
+        return []
+    return [[float(size // MIB) for size in plan.logical_limits_bytes(cuda[p])] for p in positions if p < len(cuda)]
+
+
+def _expected(plan: GpuPlan, gpus: Any) -> tuple[int, ...] | None:
+    return expected_devices(plan, gpus).indices
+
+
 def _names(devices: list[Any]) -> str:
     return ", ".join(device.name.removeprefix("/physical_device:") for device in devices) or "none"
 
@@ -360,6 +611,33 @@ def _say(message: str) -> None:
 
 def _text(value: int | None, default: str | None) -> str | None:
     return default if value is None else str(value)
+
+
+def _growth_words(context: Any) -> str:
+    """TensorFlow's real memory growth for the eager context's visible GPUs, in words.
+
+    ``TF_FORCE_GPU_ALLOW_GROWTH`` (exactly ``true``/``false``) overrides the config when the GPU
+    allocator is made. Otherwise the config's ``allow_growth`` decides, which
+    ``Context._compute_device_options`` (tensorflow/python/eager/context.py) takes from
+    ``Context._memory_growth_map`` (one entry per physical device, set by
+    ``tf.config.experimental.set_memory_growth``), and only when no visible GPU has virtual devices.
+    Read from the fields: nothing is listed or initialized."""
+    forced = os.environ.get("TF_FORCE_GPU_ALLOW_GROWTH")
+    if forced in ("true", "false"):
+        return f"TF_FORCE_GPU_ALLOW_GROWTH={forced}"
+    gpus = [device for device in context._visible_device_list if device.device_type == "GPU"]
+    if not gpus or any(device in context._virtual_device_map for device in gpus):
+        return "growth off"
+    growth_map = getattr(context, "_memory_growth_map", None) or {}
+    on = [device for device in gpus if growth_map.get(device)]
+    if not on:
+        return "growth off"
+    if len(on) == len(gpus):
+        return "growth on (set by your code: tf.config.experimental.set_memory_growth)"
+    return (
+        f"growth on {_names(on)} only (set by your code): TensorFlow refuses different growth on its GPUs "
+        "at its first op"
+    )
 
 
 def _growth_set_by_hand() -> bool:

@@ -9,7 +9,9 @@ ties in PCI bus order. ``CUDA_VISIBLE_DEVICES`` entries are indices into that or
 CUDA stops at the first entry it cannot use.
 
 - TensorFlow: ``Context._initialize_physical_devices`` adds one ``PhysicalDevice`` per CUDA device
-  and ``get_device_details`` answers the device's name; a ``tf.compat.v1.Session`` starts CUDA too.
+  and ``get_device_details`` answers the device's name; a ``tf.compat.v1.Session`` starts CUDA too,
+  and :func:`session_view` records in :data:`sessions` the GPUs, memory and growth it uses (from the
+  config the session was made with, as the GPU build reads it).
 - The driver: a library named ``libcuda.so.1`` is mapped into the process at :func:`cu_init`, as
   the real one is (``/proc/self/maps`` is the only trace ``torch.cuda.is_available()`` leaves).
 - PyTorch: ``torch._C._cuda_getDeviceCount``/``_cuda_init`` (so ``is_available()``,
@@ -38,6 +40,7 @@ def capability(name: str) -> tuple[int, int]:
 
 started: dict[str, Any] = {}  # "env": the variables read at cuInit; "devices": [(nvml index, name, uuid)]
 fractions: dict[int, float] = {}
+sessions: list[dict[str, Any]] = []  # what each tf.compat.v1 session uses, by session_view, in order
 
 
 def _nvml_gpus() -> list[tuple[int, str, str]]:
@@ -129,8 +132,45 @@ def _patch_tensorflow(_tf: types.ModuleType) -> None:
     def __init__(sess: Any, *args: Any, **kwargs: Any) -> None:
         cu_init()  # a session creates its devices, which starts CUDA
         original_init(sess, *args, **kwargs)
+        sessions.append(session_view(sess._config))
 
     session.BaseSession.__init__ = __init__
+
+
+def session_view(config: Any) -> dict[str, Any]:
+    """What a session made with ``config`` (the ``ConfigProto`` ``BaseSession`` kept) uses, as the
+    real GPU build would make its devices: ``device_count['GPU'] == 0`` makes none;
+    ``gpu_options.visible_device_list`` picks CUDA devices by CUDA's number (all when empty); each
+    ``experimental.virtual_devices`` entry splits its GPU into devices of ``memory_limit_mb`` (empty:
+    the whole GPU), else ``per_process_gpu_memory_fraction`` of the GPU's memory, else the whole GPU;
+    ``TF_FORCE_GPU_ALLOW_GROWTH`` ``true``/``false`` overrides ``allow_growth``.
+
+    Returns ``{"gpus": [NVML index per GPU used], "memory_mb": {NVML index: [MiB per device]},
+    "growth": bool}``."""
+    import pynvml
+
+    devices = cu_init()
+    options = config.gpu_options
+    if "GPU" in config.device_count and config.device_count["GPU"] == 0:
+        positions: list[int] = []
+    elif options.visible_device_list:
+        positions = [int(p) for p in options.visible_device_list.split(",")]
+    else:
+        positions = list(range(len(devices)))
+    virtual = list(options.experimental.virtual_devices)
+    memory: dict[str, list[float]] = {}
+    for k, position in enumerate(positions):
+        index = devices[position][0]
+        total = pynvml.nvmlDeviceGetMemoryInfo(pynvml.nvmlDeviceGetHandleByIndex(index)).total / 2**20
+        if virtual and virtual[k].memory_limit_mb:
+            memory[str(index)] = list(virtual[k].memory_limit_mb)
+        elif options.per_process_gpu_memory_fraction:
+            memory[str(index)] = [round(total * options.per_process_gpu_memory_fraction, 1)]
+        else:
+            memory[str(index)] = [round(total, 1)]
+    forced = os.environ.get("TF_FORCE_GPU_ALLOW_GROWTH")
+    growth = forced == "true" if forced in ("true", "false") else bool(options.allow_growth)
+    return {"gpus": [devices[p][0] for p in positions], "memory_mb": memory, "growth": growth}
 
 
 def _patch_torch(torch: types.ModuleType) -> None:
