@@ -56,6 +56,7 @@ from .base import (
     remember_gpus,
     selection_env_changed,
     visible_order,
+    who_started,
 )
 from .jax import JAX
 from .state import KERNEL, KernelGpuState
@@ -74,6 +75,7 @@ __all__ = [
     "apply_plan",
     "check_after_cell",
     "cuda_started",
+    "cuda_status",
     "expected_devices",
     "framework_memory",
     "framework_statuses",
@@ -240,6 +242,7 @@ def apply_plan(old: GpuPlan, new: GpuPlan) -> list[str]:
     KERNEL.plan_active = True
     if process_cuda_start() is None:
         KERNEL.written = CudaEnv.now()
+        KERNEL.selection_changed = False
     KERNEL.written_env.clear()
     KERNEL.written_env.update(framework_env())
     KERNEL.missed[:] = [name for name in KERNEL.missed if name not in {framework.name for framework in done}]
@@ -397,6 +400,7 @@ def check_after_cell(read_gpus: Callable[[], Sequence[Gpu]] | None = None) -> li
         os.environ.get("CUDA_VISIBLE_DEVICES") != KERNEL.written.visible_devices
         or os.environ.get("CUDA_DEVICE_ORDER") != KERNEL.written.device_order
     ):
+        KERNEL.selection_changed = True  # an unwatched CUDA start may have read these values
         changed = selection_env_changed()
         if changed and changed not in KERNEL.warned:
             KERNEL.warned.add(changed)
@@ -541,6 +545,20 @@ def framework_statuses(gpus: Sequence[Gpu] = ()) -> list[tuple[Framework, str]]:
             text += f" — does NOT follow the plan: {problem}"
         result.append((framework, text))
     return result
+
+
+def cuda_status() -> str | None:
+    """One line for ``%gpu_status`` once CUDA started in this process: who started it, with which
+    variables, and that a new selection needs a restart (None before CUDA started)."""
+    start = process_cuda_start()
+    if start is None:
+        return None
+    env = start[0]
+    values = "values that cannot be told any more" if env is UNKNOWN else env.describe()
+    return (
+        f"started in this kernel by {who_started(start)}, with {values}: CUDA read them once, for every "
+        "framework of this process; another selection takes effect after a restart (%gpu_restart)"
+    )
 
 
 def reset_for_tests() -> None:
