@@ -127,16 +127,17 @@ def settings_set_by_code() -> dict[str, str | None]:
 # -- watching: CUDA's start and changes of the selection variables --------------------------------
 
 
-def start_watching(found: CudaEnv | None = None) -> None:
+def start_watching(found: CudaEnv | None = None, fresh: bool = False) -> None:
     """Called when the extension loads (or, if no framework was imported then, when the first one
-    is): record the selection variables as the extension ``found`` them, watch every framework's
+    is, ``fresh``: then the frameworks in ``sys.modules`` were imported just now, under watch):
+    record the selection variables as the extension ``found`` them, watch every framework's
     CUDA start (now if imported, else when imported), and note a CUDA start that happened before."""
     if KERNEL.written is None:
         KERNEL.written = CudaEnv.now() if found is None else found
     for framework in FRAMEWORKS:
         module = sys.modules.get(framework.module_name)
         if module is not None:
-            if not framework.observed:
+            if not framework.observed and not fresh:
                 KERNEL.unwatched.append(framework.name)
             framework.observe(module)
         elif not _hook_pending(framework):
@@ -525,7 +526,8 @@ def framework_statuses(gpus: Sequence[Gpu] = ()) -> list[tuple[Framework, str]]:
         state = framework.state()
         problem = divergence(framework, plan, gpus) if KERNEL.plan_active else None
         if state is State.NOT_IMPORTED:
-            waiting = _hook_pending(framework) and KERNEL.plan_active
+            # Once CUDA started, a framework that cannot follow will not get the plan at its import either.
+            waiting = _hook_pending(framework) and KERNEL.plan_active and not (problem and cuda_started())
             text = "not imported; the plan is applied when it is imported" if waiting else "not imported"
         elif state is State.INITIALIZED:
             applied_plan = KERNEL.applied.get(framework.name)

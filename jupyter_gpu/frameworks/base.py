@@ -182,10 +182,11 @@ def known_gpus() -> tuple[Gpu, ...]:
     return KERNEL.gpus
 
 
-def note_cuda_start(by: str, module: str = "") -> None:
+def note_cuda_start(by: str, module: str = "", call: str = "") -> None:
     """Called by the wrappers right before a framework starts CUDA: CUDA reads the variables now.
-    ``module`` (``"torch"``) lets the record name the user's call that started it (from the stack)."""
-    record_cuda_start(CudaEnv.now(), by, starting_call(module) if module else "")
+    ``module`` (``"torch"``) lets the record name the user's call that started it (from the stack),
+    else ``call`` (the wrapped function itself, called from outside the framework)."""
+    record_cuda_start(CudaEnv.now(), by, (starting_call(module) if module else "") or call)
 
 
 # Public names of the calls that start CUDA, for a module path the stack shows.

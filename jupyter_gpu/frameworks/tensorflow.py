@@ -152,7 +152,7 @@ class TensorFlow(Framework):
             original_list = device_lib.list_local_devices
 
             def list_local_devices(*args: Any, **kwargs: Any) -> Any:
-                note_cuda_start(self.name, "tensorflow")
+                note_cuda_start(self.name, "tensorflow", "device_lib.list_local_devices()")
                 return original_list(*args, **kwargs)
 
             setattr(list_local_devices, _WRAPPED, True)
@@ -164,7 +164,7 @@ class TensorFlow(Framework):
             if not getattr(original_init, _WRAPPED, False):
 
                 def __init__(session: Any, *args: Any, **kwargs: Any) -> None:
-                    note_cuda_start(self.name, "tensorflow")
+                    note_cuda_start(self.name, "tensorflow", "tf.compat.v1.Session()")
                     original_init(session, *args, **kwargs)
 
                 setattr(__init__, _WRAPPED, True)
