@@ -124,8 +124,11 @@ def test_19_item_3_gpus_of_two_models_counted_fastest_first_are_refused_and_stay
         kernel.run("%load_ext jupyter_gpu\nimport torch\ntorch.cuda.is_available()")
         before = kernel.value("state()")
         _, err = kernel.run("%gpu_select 2")
-        assert "GPUAlreadyInitializedWarning: PyTorch already started CUDA in this kernel" in err, err
-        assert "cannot tell which GPU is which" in err and kernel.value("state()") == before
+        assert (
+            "GPUAlreadyInitializedWarning: PyTorch already started CUDA in this kernel (at torch.cuda.is_available())"
+            in err
+        ), err
+        assert "cannot tell which GPU is which" in err and "%gpu_restart" in err and kernel.value("state()") == before
         kernel.run("import tensorflow as tf")
         status, _ = kernel.run("%gpu_status")
         assert "plan applied" not in status and "the plan is applied when it is imported" not in status

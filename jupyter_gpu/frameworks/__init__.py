@@ -37,7 +37,7 @@ from ..core import import_hooks as _import_hooks
 from ..core.environ import environment_at_process_start
 from ..core.snapshot import Snapshot
 from ..core.units import format_bytes
-from ..core.visibility import UNKNOWN, CudaEnv, Gpu, cuda_devices, cuda_start
+from ..core.visibility import UNKNOWN, CudaEnv, Gpu, cuda_devices, cuda_start, cuda_start_call
 from ..plan import GpuPlan, PlanError, current_plan, set_current_plan
 from .base import (
     DeviceMemory,
@@ -74,6 +74,7 @@ __all__ = [
     "actual_devices",
     "apply_plan",
     "check_after_cell",
+    "cuda_start_call",
     "cuda_started",
     "cuda_status",
     "expected_devices",
