@@ -73,8 +73,20 @@ import torch, jax
 with contextlib.redirect_stdout(sink):
     _after_cell(Result)  # the one comparison after the imports
 check_frameworks = check_median(reps)
+# Issue 19: with frameworks imported and CUDA not started, a magic asks whether the CUDA driver is
+# mapped (/proc/self/maps, kept until the loader loads another library): selections only, since a
+# limit makes TensorFlow list its devices.
+select_frameworks = median_of("gpu_select", ["1", "0,2 --growth", "auto:2"], reps)
+from jupyter_gpu.core import visibility
+maps_read = None
+if hasattr(visibility, "_loaded_objects"):
+    visibility._driver_seen = None
+    start = time.perf_counter()
+    visibility.cuda_driver_loaded()
+    maps_read = time.perf_counter() - start
 print(json.dumps({"load": load, "face": face, "select": select, "limit": limit, "import_tf": imported,
-                  "check_bare": check_bare, "check_frameworks": check_frameworks}))
+                  "check_bare": check_bare, "check_frameworks": check_frameworks,
+                  "select_frameworks": select_frameworks, "maps_read": maps_read}))
 """
 
 CHILD_IMPORT = r"""
@@ -209,6 +221,13 @@ def main() -> None:
             f"{name}: {value * 1e3:.3f} ms median of {args.reps} calls x {args.runs} runs "
             f"(import tensorflow in the same runs: {import_tf:.2f} s; ratio 1:{import_tf / value:,.0f})"
         )
+    print(
+        f"%gpu_select with TensorFlow, PyTorch and JAX imported, CUDA not started: "
+        f"{med(magics, 'select_frameworks') * 1e3:.3f} ms median of {args.reps} calls x {args.runs} runs"
+    )
+    if all(row.get("maps_read") is not None for row in magics):
+        maps_ms = med(magics, "maps_read") * 1e3
+        print(f"one uncached look for the CUDA driver in /proc/self/maps there: {maps_ms:.2f} ms")
     for key, what in (
         ("check_bare", "no framework imported"),
         ("check_frameworks", "TensorFlow, PyTorch and JAX imported, idle"),

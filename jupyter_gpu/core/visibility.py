@@ -258,28 +258,90 @@ def _checked(indices: Sequence[int], by_index: dict[int, Gpu], names: Sequence[s
 def cuda_driver_loaded(maps: str = "/proc/self/maps") -> bool:
     """Whether the CUDA driver library (``libcuda.so``) is mapped into this process.
 
-    Every framework loads it right before ``cuInit`` (``torch.cuda.is_available()`` does, and leaves
-    no other trace), so it is the process-wide fact that CUDA may have read its variables. Reading
-    the maps costs about a millisecond: it is only asked when a framework was imported before
-    jupyter_gpu could watch it. False where there is no ``/proc``.
+    Every path that starts CUDA loads it first, whoever calls ``cuInit`` (``torch.cuda.is_available()``,
+    TensorFlow's ``device_lib``, a JAX backend, …), and a loaded library is never unloaded by them: it is
+    the process-wide trace that CUDA may have read its variables. Reading ``/proc/self/maps`` costs
+    about a millisecond in a TensorFlow process (1000 lines), so the answer is kept until the dynamic
+    loader loads another object (glibc's ``dl_iterate_phdr`` load counter, under a microsecond).
+    False where there is no ``/proc``.
     """
+    global _driver_seen
+    loads = _loaded_objects() if maps == _MAPS else None
+    if loads is not None and _driver_seen is not None and _driver_seen[0] == loads:
+        return _driver_seen[1]
     try:
         with open(maps, encoding="utf-8", errors="replace") as file:
-            return any("/libcuda.so" in line for line in file)
+            found = any("/libcuda.so" in line for line in file)
     except OSError:
-        return False
+        found = False
+    if loads is not None:
+        _driver_seen = (loads, found)
+    return found
+
+
+_MAPS = "/proc/self/maps"
+_driver_seen: tuple[int, bool] | None = None  # (the loader's load count, the driver mapped then)
+_counter: object = None  # the ctypes pieces of _loaded_objects, made at the first call (False: unavailable)
+
+
+def _loaded_objects() -> int | None:
+    """How many shared objects the dynamic loader has loaded in this process so far (``dlpi_adds``,
+    glibc 2.4+), or None where that cannot be read. It only grows: any new library changes it."""
+    global _counter
+    if _counter is None:
+        _counter = False
+        try:
+            import ctypes
+
+            class _Info(ctypes.Structure):  # struct dl_phdr_info, up to dlpi_adds
+                _fields_ = [
+                    ("addr", ctypes.c_void_p),
+                    ("name", ctypes.c_char_p),
+                    ("phdr", ctypes.c_void_p),
+                    ("phnum", ctypes.c_uint16),
+                    ("adds", ctypes.c_ulonglong),
+                ]
+
+            result: list[int | None] = [None]
+
+            def first(info: object, size: int, _data: object) -> int:
+                if size >= ctypes.sizeof(_Info):
+                    result[0] = int(info.contents.adds)  # type: ignore[attr-defined]
+                return 1  # the first object tells the count: stop
+
+            callback_type = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.POINTER(_Info), ctypes.c_size_t, ctypes.c_void_p)
+            callback = callback_type(first)
+            iterate = ctypes.CDLL(None).dl_iterate_phdr
+            iterate.argtypes = [callback_type, ctypes.c_void_p]
+            _counter = (iterate, callback, result)
+        except (OSError, AttributeError, ImportError):
+            return None
+    if not _counter:
+        return None
+    iterate, callback, result = _counter  # type: ignore[misc]
+    result[0] = None
+    iterate(callback, None)
+    return result[0]
 
 
 UNKNOWN = CudaEnv("?", "?")  # CUDA started, but the values it read are not known
 _start: tuple[CudaEnv, str] | None = None
+_call = ""  # the call that started it, where known ("torch.cuda.is_available()")
 
 
-def record_cuda_start(env: CudaEnv, by: str) -> None:
+def record_cuda_start(env: CudaEnv, by: str, call: str = "") -> None:
     """Record that CUDA started in this process with ``env`` (the first record wins: CUDA reads
-    the variables once). ``by`` names the framework, for messages."""
-    global _start
+    the variables once). ``by`` names the framework, ``call`` the call that started it where known
+    (``"torch.cuda.is_available()"``), for messages."""
+    global _start, _call
     if _start is None:
         _start = (env, by)
+        _call = call
+
+
+def cuda_start_call() -> str:
+    """The call that started CUDA in this process, where known ("" otherwise, or before a start)."""
+    return _call if _start is not None else ""
 
 
 def cuda_start() -> tuple[CudaEnv, str] | None:
@@ -292,5 +354,5 @@ def cuda_start() -> tuple[CudaEnv, str] | None:
 
 def forget_cuda_start() -> None:
     """For tests only: as if CUDA had not started."""
-    global _start
-    _start = None
+    global _start, _call, _driver_seen
+    _start, _call, _driver_seen = None, "", None

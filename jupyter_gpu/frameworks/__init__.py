@@ -37,7 +37,7 @@ from ..core import import_hooks as _import_hooks
 from ..core.environ import environment_at_process_start
 from ..core.snapshot import Snapshot
 from ..core.units import format_bytes
-from ..core.visibility import UNKNOWN, CudaEnv, Gpu, cuda_devices, cuda_start
+from ..core.visibility import UNKNOWN, CudaEnv, Gpu, cuda_devices, cuda_start, cuda_start_call
 from ..plan import GpuPlan, PlanError, current_plan, set_current_plan
 from .base import (
     DeviceMemory,
@@ -56,6 +56,7 @@ from .base import (
     remember_gpus,
     selection_env_changed,
     visible_order,
+    who_started,
 )
 from .jax import JAX
 from .state import KERNEL, KernelGpuState
@@ -73,7 +74,9 @@ __all__ = [
     "actual_devices",
     "apply_plan",
     "check_after_cell",
+    "cuda_start_call",
     "cuda_started",
+    "cuda_status",
     "expected_devices",
     "framework_memory",
     "framework_statuses",
@@ -125,16 +128,17 @@ def settings_set_by_code() -> dict[str, str | None]:
 # -- watching: CUDA's start and changes of the selection variables --------------------------------
 
 
-def start_watching(found: CudaEnv | None = None) -> None:
+def start_watching(found: CudaEnv | None = None, fresh: bool = False) -> None:
     """Called when the extension loads (or, if no framework was imported then, when the first one
-    is): record the selection variables as the extension ``found`` them, watch every framework's
+    is, ``fresh``: then the frameworks in ``sys.modules`` were imported just now, under watch):
+    record the selection variables as the extension ``found`` them, watch every framework's
     CUDA start (now if imported, else when imported), and note a CUDA start that happened before."""
     if KERNEL.written is None:
         KERNEL.written = CudaEnv.now() if found is None else found
     for framework in FRAMEWORKS:
         module = sys.modules.get(framework.module_name)
         if module is not None:
-            if not framework.observed:
+            if not framework.observed and not fresh:
                 KERNEL.unwatched.append(framework.name)
             framework.observe(module)
         elif not _hook_pending(framework):
@@ -240,6 +244,7 @@ def apply_plan(old: GpuPlan, new: GpuPlan) -> list[str]:
     KERNEL.plan_active = True
     if process_cuda_start() is None:
         KERNEL.written = CudaEnv.now()
+        KERNEL.selection_changed = False
     KERNEL.written_env.clear()
     KERNEL.written_env.update(framework_env())
     KERNEL.missed[:] = [name for name in KERNEL.missed if name not in {framework.name for framework in done}]
@@ -397,6 +402,7 @@ def check_after_cell(read_gpus: Callable[[], Sequence[Gpu]] | None = None) -> li
         os.environ.get("CUDA_VISIBLE_DEVICES") != KERNEL.written.visible_devices
         or os.environ.get("CUDA_DEVICE_ORDER") != KERNEL.written.device_order
     ):
+        KERNEL.selection_changed = True  # an unwatched CUDA start may have read these values
         changed = selection_env_changed()
         if changed and changed not in KERNEL.warned:
             KERNEL.warned.add(changed)
@@ -523,7 +529,8 @@ def framework_statuses(gpus: Sequence[Gpu] = ()) -> list[tuple[Framework, str]]:
         if KERNEL.plan_active and not problem and state is State.INITIALIZED:
             problem = "; ".join(framework.known_divergence(plan)) or None
         if state is State.NOT_IMPORTED:
-            waiting = _hook_pending(framework) and KERNEL.plan_active
+            # Once CUDA started, a framework that cannot follow will not get the plan at its import either.
+            waiting = _hook_pending(framework) and KERNEL.plan_active and not (problem and cuda_started())
             text = "not imported; the plan is applied when it is imported" if waiting else "not imported"
         elif state is State.INITIALIZED:
             applied_plan = KERNEL.applied.get(framework.name)
@@ -543,6 +550,20 @@ def framework_statuses(gpus: Sequence[Gpu] = ()) -> list[tuple[Framework, str]]:
             text += f" — does NOT follow the plan: {problem}"
         result.append((framework, text))
     return result
+
+
+def cuda_status() -> str | None:
+    """One line for ``%gpu_status`` once CUDA started in this process: who started it, with which
+    variables, and that a new selection needs a restart (None before CUDA started)."""
+    start = process_cuda_start()
+    if start is None:
+        return None
+    env = start[0]
+    values = "values that cannot be told any more" if env is UNKNOWN else env.describe()
+    return (
+        f"started in this kernel by {who_started(start)}, with {values}: CUDA read them once, for every "
+        "framework of this process; another selection takes effect after a restart (%gpu_restart)"
+    )
 
 
 def reset_for_tests() -> None:

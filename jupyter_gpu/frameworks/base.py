@@ -11,6 +11,7 @@ reports (:func:`planned_devices`, :func:`actual_devices`). The kernel's memory o
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from enum import Enum
@@ -25,6 +26,7 @@ from ..core.visibility import (
     cuda_devices,
     cuda_driver_loaded,
     cuda_start,
+    cuda_start_call,
     record_cuda_start,
 )
 from ..plan import GpuPlan, current_plan
@@ -185,30 +187,92 @@ def known_gpus() -> tuple[Gpu, ...]:
     return KERNEL.gpus
 
 
-def note_cuda_start(by: str) -> None:
-    """Called by the wrappers right before a framework starts CUDA: CUDA reads the variables now."""
-    record_cuda_start(CudaEnv.now(), by)
+def note_cuda_start(by: str, module: str = "", call: str = "") -> None:
+    """Called by the wrappers right before a framework starts CUDA: CUDA reads the variables now.
+    ``module`` (``"torch"``) lets the record name the user's call that started it (from the stack),
+    else ``call`` (the wrapped function itself, called from outside the framework)."""
+    record_cuda_start(CudaEnv.now(), by, (starting_call(module) if module else "") or call)
+
+
+# Public names of the calls that start CUDA, for a module path the stack shows.
+_PUBLIC = {
+    "tensorflow.python.framework.test_util.": "tf.test.",
+    "tensorflow.python.framework.config.": "tf.config.",
+    "tensorflow.python.client.device_lib.": "device_lib.",
+    "tensorflow.python.client.session.": "tf.compat.v1.Session.",
+    "jax._src.xla_bridge.": "jax.",
+}
+
+
+# The frameworks' own wrappers around public functions (deprecation notices, traceback filters).
+_DECORATORS = ("util.deprecation", "util.traceback_utils", "util.tf_decorator", "util.dispatch", "_src.traceback_util")
+
+
+def starting_call(module: str) -> str:
+    """The outermost call into ``module`` on the current stack (the user's call, e.g.
+    ``"torch.cuda.is_available()"``), or "" when the stack shows none. Run once per process."""
+    frame = sys._getframe(1)
+    outermost = None
+    while frame is not None:
+        name = str(frame.f_globals.get("__name__", ""))
+        if name == module or name.startswith(module + "."):
+            if not name.endswith(_DECORATORS):
+                outermost = frame
+        elif outermost is not None:
+            break
+        frame = frame.f_back  # type: ignore[assignment]
+    if outermost is None:
+        return ""
+    function = outermost.f_code.co_name
+    path = f"{outermost.f_globals.get('__name__', module)}.{function}"
+    for prefix, public in _PUBLIC.items():
+        if path.startswith(prefix):
+            path = public + path.removeprefix(prefix)
+            break
+    path = path.removesuffix(".__init__")
+    if function.startswith("_") and function != "__init__":
+        return f"its first GPU use ({path})"
+    return f"{path}()"
+
+
+def who_started(start: tuple[CudaEnv, str]) -> str:
+    """``"PyTorch, at torch.cuda.is_available()"``: who started CUDA, and by which call where known."""
+    call = cuda_start_call()
+    return f"{start[1]}, at {call}" if call else start[1]
 
 
 def process_cuda_start() -> tuple[CudaEnv, str] | None:
     """``(the variables CUDA read, who started it)`` for this process, or None if CUDA has not started.
 
-    A start that happened before jupyter_gpu watched (a framework listed GPUs before
-    ``%load_ext``) is recorded now: with the values in force now if they are still those the
-    kernel started with (nothing changed them), else as unknown.
+    A start no wrapper saw (a framework listed GPUs before ``%load_ext``, or a path jupyter_gpu does
+    not wrap) is recorded now, from the one trace every path leaves, the CUDA driver mapped into the
+    process (:func:`~jupyter_gpu.core.visibility.cuda_driver_loaded`, asked only while a framework is
+    imported and no start is known; cached until the loader loads another library): with the values
+    in force now if they are still those the kernel started with or the plan wrote (nothing changed
+    them), else as unknown.
     """
     recorded = cuda_start()
     if recorded is not None:
         return recorded
     by = next((framework.name for framework in KERNEL.frameworks if framework.cuda_started()), None)
-    if by is None and KERNEL.unwatched and cuda_driver_loaded():
-        by = KERNEL.unwatched[0]  # e.g. torch.cuda.is_available() before %load_ext: only the driver shows it
     if by is None:
-        return None
+        imported = [framework.name for framework in KERNEL.frameworks if framework.module_name in sys.modules]
+        if not imported or not cuda_driver_loaded():
+            return None
+        unwatched = [name for name in KERNEL.unwatched if name in imported]
+        by = unwatched[0] if unwatched else " or ".join(imported)
+    else:
+        unwatched = []
     now = CudaEnv.now()
     start = environment_at_process_start()
     at_start = CudaEnv(start.get("CUDA_VISIBLE_DEVICES"), start.get("CUDA_DEVICE_ORDER"))
-    record_cuda_start(now if now == at_start and (KERNEL.written is None or KERNEL.written == now) else UNKNOWN, by)
+    if KERNEL.unwatched or KERNEL.written is None:  # it may have started before jupyter_gpu watched
+        unchanged = now == at_start and (KERNEL.written is None or KERNEL.written == now)
+    else:  # since the extension loaded: what it wrote or found, unless code changed it meanwhile
+        unchanged = now == KERNEL.written and not KERNEL.selection_changed
+    unseen = "a call jupyter_gpu does not watch (the CUDA driver is loaded)"
+    call = "" if unwatched or by in KERNEL.unwatched else unseen
+    record_cuda_start(now if unchanged else UNKNOWN, by, call)
     return cuda_start()
 
 
@@ -298,6 +362,8 @@ def planned_devices(framework: Framework, plan: GpuPlan, gpus: Sequence[Gpu]) ->
             return expected, None
         return DeviceMap(plan.selected_indices if plan.selected_indices is not None else None), None
     shown = cuda.indices
+    started = process_cuda_start()
+    when = f"CUDA already started in this kernel (by {who_started(started)})" if started else "CUDA started"
     if shown is None:
         return cuda, f"cannot tell which GPU is which: {cuda.reason}"
     wanted = expected.indices if expected.indices is not None else shown
@@ -305,12 +371,10 @@ def planned_devices(framework: Framework, plan: GpuPlan, gpus: Sequence[Gpu]) ->
         missing = [index for index in wanted if index not in shown]
         narrowed = tuple(index for index in shown if index in wanted)
         if missing:
-            return DeviceMap(narrowed), (
-                f"CUDA started showing {cuda.describe()} only, so GPU {missing[0]} cannot be added"
-            )
+            return DeviceMap(narrowed), (f"{when} showing {cuda.describe()} only, so GPU {missing[0]} cannot be added")
         return DeviceMap(narrowed), None
     if set(shown) != set(wanted):
-        return cuda, f"CUDA started showing {cuda.describe()}, and {framework.name} cannot narrow that"
+        return cuda, f"{when} showing {cuda.describe()}, and {framework.name} cannot narrow that"
     return cuda, None
 
 

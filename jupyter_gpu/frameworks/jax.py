@@ -114,8 +114,9 @@ class Jax(Framework):
             result = original()
             if any(platform in _GPU_PLATFORMS for platform in result):
                 from ..core.visibility import record_cuda_start
+                from .base import starting_call
 
-                record_cuda_start(before, self.name)
+                record_cuda_start(before, self.name, starting_call("jax"))
             return result
 
         backends._jupyter_gpu_wrapped = True  # type: ignore[attr-defined]

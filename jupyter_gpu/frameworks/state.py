@@ -57,6 +57,7 @@ class KernelGpuState:
         self.checked: set[tuple[str, str]] = set()  # (framework name, State) already compared with the plan
         self.unwatched: list[str] = []  # frameworks imported before jupyter_gpu watched (CUDA may have started unseen)
         self.written_env: dict[str, str | None] = {}  # each framework variable as the last plan left it
+        self.selection_changed = False  # the after-cell check saw the selection variables differ from ``written``
         self.missed: list[str] = []  # imported while code had changed the selection variables: the plan's calls wait
 
     def remember_gpus(self, gpus: Sequence[Gpu]) -> None:

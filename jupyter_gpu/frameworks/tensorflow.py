@@ -61,6 +61,7 @@ from .state import KERNEL
 
 _CONTEXT_MODULE = "tensorflow.python.eager.context"
 _SESSION_MODULE = "tensorflow.python.client.session"
+_DEVICE_LIB_MODULE = "tensorflow.python.client.device_lib"
 _WRAPPED = "_jupyter_gpu_wrapped"
 
 
@@ -144,7 +145,7 @@ class TensorFlow(Framework):
 
                 def _initialize_physical_devices(context: Any, *args: Any, **kwargs: Any) -> Any:
                     if context._physical_devices is None:
-                        note_cuda_start(self.name)
+                        note_cuda_start(self.name, "tensorflow")
                     return original(context, *args, **kwargs)
 
                 setattr(_initialize_physical_devices, _WRAPPED, True)
@@ -161,6 +162,18 @@ class TensorFlow(Framework):
 
                 setattr(setter, _WRAPPED, True)
                 setattr(cls, name, setter)
+        device_lib: Any = sys.modules.get(_DEVICE_LIB_MODULE)
+        if device_lib is not None and not getattr(device_lib.list_local_devices, _WRAPPED, False):
+            # tf.test.is_gpu_available() and the posts' device check: devices made by the C++ device
+            # factories, outside the eager context, so the context shows nothing of it.
+            original_list = device_lib.list_local_devices
+
+            def list_local_devices(*args: Any, **kwargs: Any) -> Any:
+                note_cuda_start(self.name, "tensorflow", "device_lib.list_local_devices()")
+                return original_list(*args, **kwargs)
+
+            setattr(list_local_devices, _WRAPPED, True)
+            device_lib.list_local_devices = list_local_devices
         session_module = sys.modules.get(_SESSION_MODULE)
         if session_module is not None:
             cls = session_module.BaseSession
@@ -173,7 +186,7 @@ class TensorFlow(Framework):
                         original_init(session, target, graph, config)
                         return
                     setattr(session, _WRAPPED, True)
-                    note_cuda_start(self.name)
+                    note_cuda_start(self.name, "tensorflow", "tf.compat.v1.Session()")
                     given = config
                     config = self.sessions.config(config)
                     original_init(session, target, graph, config)
@@ -285,8 +298,11 @@ class TensorFlow(Framework):
         context = self._context()
         listed = context is not None and context._physical_devices is not None
         configured = context is not None and bool(context._virtual_device_map)
-        if not (plan.limits_bytes or listed or configured):
-            return  # CUDA_VISIBLE_DEVICES and TF_FORCE_GPU_ALLOW_GROWTH do it all; do not start CUDA now
+        if not (plan.limits_bytes or listed or configured or process_cuda_start() is not None):
+            # CUDA_VISIBLE_DEVICES and TF_FORCE_GPU_ALLOW_GROWTH do it all; do not start CUDA now. Once
+            # CUDA started (another framework, or a call no wrapper saw), they no longer do: TensorFlow
+            # narrows what CUDA showed by listing (which starts nothing new) and set_visible_devices.
+            return
         physical_gpus = module.config.list_physical_devices("GPU")  # starts CUDA if not yet (recorded)
         gpus = known_gpus() or plan.gpus
         start = process_cuda_start()

@@ -77,7 +77,7 @@ class Torch(Framework):
 
             def wrapper(*args: object, _original: Callable[..., object] = original) -> object:
                 if not self._started:
-                    note_cuda_start(self.name)
+                    note_cuda_start(self.name, "torch")
                     self._started = True
                 return _original(*args)
 

@@ -75,7 +75,7 @@ def _on_import(_module: Any) -> None:
     from .. import frameworks
     from ..core.visibility import CudaEnv
 
-    frameworks.start_watching(CudaEnv(*_found[0]) if _found else None)
+    frameworks.start_watching(CudaEnv(*_found[0]) if _found else None, fresh=True)
 
 
 # -- after every cell -----------------------------------------------------------------------------

@@ -75,8 +75,8 @@ def _labels(plan: GpuPlan) -> tuple[dict[int, str], list[str]]:
         problem = frameworks.planned_devices(framework, plan, gpus)[1]
         if problem is not None:
             notes.append(
-                f"{framework.name} will NOT follow this: {problem}; restart the kernel to apply the plan "
-                f"to {framework.name}."
+                f"{framework.name} will NOT follow this: {problem}; restart the kernel (%gpu_restart) to apply "
+                f"the plan to {framework.name}."
             )
             continue
         for index, label in framework.device_labels(plan, gpus).items():

@@ -137,10 +137,11 @@ def warn_already_initialized(magic: str, who: str, detail: str) -> None:
     elif state is frameworks.State.INITIALIZED:
         opening = f"{who} already initialized the GPU in this kernel"
     else:
-        opening = f"{who} already started CUDA in this kernel (it listed the GPUs)"
+        call = frameworks.cuda_start_call()
+        opening = f"{who} already started CUDA in this kernel ({f'at {call}' if call else 'it listed the GPUs'})"
     message = (
         f"{opening}, so {magic} cannot take effect: {detail}. The GPU plan and the environment are "
-        "unchanged; restart the kernel to apply a new plan (run the magic before the first GPU use)."
+        "unchanged; restart the kernel (%gpu_restart) to apply a new plan (run the magic before the first GPU use)."
     )
     # warn_explicit with a fresh registry: the warning shows every time (unless a filter ignores it),
     # not just the first time from this line.

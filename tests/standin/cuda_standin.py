@@ -11,7 +11,9 @@ CUDA stops at the first entry it cannot use.
 - TensorFlow: ``Context._initialize_physical_devices`` adds one ``PhysicalDevice`` per CUDA device
   and ``get_device_details`` answers the device's name; a ``tf.compat.v1.Session`` starts CUDA too,
   and :func:`session_view` records in :data:`sessions` the GPUs, memory and growth it uses (from the
-  config the session was made with, as the GPU build reads it).
+  config the session was made with, as the GPU build reads it); so does
+  ``device_lib.list_local_devices()`` (``tf.test.is_gpu_available()``), which lists one
+  ``DeviceAttributes`` per CUDA device without touching the eager context.
 - The driver: a library named ``libcuda.so.1`` is mapped into the process at :func:`cu_init`, as
   the real one is (``/proc/self/maps`` is the only trace ``torch.cuda.is_available()`` leaves).
 - PyTorch: ``torch._C._cuda_getDeviceCount``/``_cuda_init`` (so ``is_available()``,
@@ -135,6 +137,35 @@ def _patch_tensorflow(_tf: types.ModuleType) -> None:
         sessions.append(session_view(sess._config))
 
     session.BaseSession.__init__ = __init__
+    _patch_device_lib()
+
+
+def _patch_device_lib() -> None:
+    """``device_lib.list_local_devices()`` (and ``tf.test.is_gpu_available()``, which calls it): the
+    C++ device factories start CUDA and add one ``DeviceAttributes`` per CUDA device, as the real
+    ``_pywrap_device_lib.list_devices`` does; the eager context is left untouched."""
+    from tensorflow.core.framework import device_attributes_pb2
+    from tensorflow.python.client import _pywrap_device_lib
+
+    original_list = _pywrap_device_lib.list_devices
+
+    def list_devices(serialized_config: Any = None) -> list[bytes]:
+        found = list(original_list(serialized_config))
+        for position, (_, name, _) in enumerate(cu_init()):
+            major, minor = capability(name)
+            found.append(
+                device_attributes_pb2.DeviceAttributes(
+                    name=f"/device:GPU:{position}",
+                    device_type="GPU",
+                    physical_device_desc=(
+                        f"device: {position}, name: {name}, pci bus id: 0000:00:0{position}.0, "
+                        f"compute capability: {major}.{minor}"
+                    ),
+                ).SerializeToString()
+            )
+        return found
+
+    _pywrap_device_lib.list_devices = list_devices
 
 
 def session_view(config: Any) -> dict[str, Any]:

@@ -39,5 +39,8 @@ class GpuStatusMagics(Magics):
         frameworks.remember_gpus(snapshot.gpus)
         lines.append("Frameworks:")
         lines += [f"  {framework.name}: {text}" for framework, text in frameworks.framework_statuses(snapshot.gpus)]
+        cuda = frameworks.cuda_status()
+        if cuda is not None:
+            lines.append(f"  CUDA: {cuda}")
         lines.append(gpu_listing(plan, heading="GPUs:", snapshot=snapshot))
         print("\n".join(lines))
