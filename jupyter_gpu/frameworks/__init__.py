@@ -185,6 +185,15 @@ def _caps_differ(plan: GpuPlan) -> bool:
     return bool(plan.limits_bytes) and len(fractions) > 1
 
 
+def _share_advice(plan: GpuPlan) -> str:
+    """``"give the limit as a share, the same on every GPU (%gpu_limit 6%)"``: the smallest of the
+    plan's shares, rounded down, so it is at most every limit the planner accepted (the admin
+    ceiling included) and passes again; "" when that is under 1 %."""
+    fractions = [fraction for index in visible_order(plan) if (fraction := plan.memory_fraction(index)) is not None]
+    percent = int(min(fractions, default=0) * 100)
+    return f"give the limit as a share, the same on every GPU (%gpu_limit {percent}%), or " if percent >= 1 else ""
+
+
 def caps_order(plan: GpuPlan, gpus: Sequence[Gpu], start: Mapping[str, str | None]) -> str | None:
     """``"PCI_BUS_ID"`` when the plan must set ``CUDA_DEVICE_ORDER`` so that each GPU's cap reaches
     that GPU, else None; raises :class:`PlanError` when it cannot be made to.
@@ -208,8 +217,7 @@ def caps_order(plan: GpuPlan, gpus: Sequence[Gpu], start: Mapping[str, str | Non
     raise PlanError(
         f"the kernel was started with CUDA_DEVICE_ORDER={env.device_order!r}: CUDA numbers these GPUs of "
         "several models fastest first, which NVML cannot tell, and PyTorch caps each GPU by CUDA's number; "
-        "select the GPUs (%gpu_select all numbers them as nvidia-smi does), or give the limit as a share, "
-        "the same on every GPU (e.g. %gpu_limit 10%)"
+        f"{_share_advice(plan)}select the GPUs (%gpu_select all numbers them as nvidia-smi does)"
     )
 
 
@@ -224,8 +232,8 @@ def torch_caps_problem(plan: GpuPlan, gpus: Sequence[Gpu]) -> str | None:
         return None
     return (
         f"PyTorch gets no memory cap: it caps each GPU by CUDA's device number, and which GPU is which cannot "
-        f"be told ({seen.reason}); give the limit as a share, the same on every GPU (e.g. %gpu_limit 10%), "
-        "or restart the kernel and run %gpu_limit before anything lists the GPUs"
+        f"be told ({seen.reason}); {_share_advice(plan)}restart the kernel and run %gpu_limit before anything "
+        "lists the GPUs"
     )
 
 
