@@ -47,6 +47,7 @@ from .base import (
     actual_devices,
     cuda_started,
     expected_devices,
+    fractions_differ,
     gpu_settings,
     known_gpus,
     note_cuda_start,
@@ -181,8 +182,7 @@ def environment(plan: GpuPlan) -> Environment:
 def _caps_differ(plan: GpuPlan) -> bool:
     """Whether the plan's memory fractions differ between its GPUs (an uncapped GPU counts as 1):
     then it matters which of CUDA's devices is which GPU (PyTorch caps by CUDA's device number)."""
-    fractions = {plan.memory_fraction(index) or 1.0 for index in visible_order(plan)}
-    return bool(plan.limits_bytes) and len(fractions) > 1
+    return bool(plan.limits_bytes) and fractions_differ([plan.memory_fraction(index) for index in visible_order(plan)])
 
 
 def _share_advice(plan: GpuPlan) -> str:

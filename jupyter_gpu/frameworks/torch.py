@@ -32,7 +32,7 @@ from collections.abc import Callable, Mapping
 from types import ModuleType
 
 from ..plan import GpuPlan
-from .base import DeviceMemory, Environment, Framework, State, note_cuda_start, visible_order
+from .base import DeviceMemory, Environment, Framework, State, fractions_differ, note_cuda_start, visible_order
 
 _EXPANDABLE = "expandable_segments:True"
 
@@ -217,7 +217,7 @@ class Torch(Framework):
         devices = actual_devices(self, gpus).indices if gpus else None
         order = visible_order(plan) if devices is None else devices
         fractions = [(position, plan.memory_fraction(index)) for position, index in enumerate(order)]
-        if devices is None and len({fraction or 1.0 for _, fraction in fractions}) > 1:
+        if devices is None and fractions_differ([fraction for _, fraction in fractions]):
             # CUDA's ordinal k is not known to be this GPU: a cap of another GPU's share would
             # land on it (an A6000 capped at a T400's share). None is placed; the printout says why.
             return
