@@ -160,6 +160,9 @@ def environment(plan: GpuPlan) -> Environment:
     A framework variable code set since the last plan is the user's setting: it replaces the
     kernel-start value as what the plan builds on (merged, as ``PYTORCH_CUDA_ALLOC_CONF``, or kept
     where the plan needs nothing of it), instead of being reset behind the user's back."""
+    # Checked before anything is recorded: a refused plan leaves the kernel exactly as it was.
+    seen = {key: KERNEL.baseline[key] if key in KERNEL.baseline else os.environ.get(key) for key in COMMON_KEYS}
+    order = caps_order(plan, KERNEL.gpus or plan.gpus, seen)
     start = baseline()
     KERNEL.baseline.update(settings_set_by_code())
     env: Environment = {}
@@ -171,7 +174,6 @@ def environment(plan: GpuPlan) -> Environment:
     else:
         env["CUDA_DEVICE_ORDER"] = start.get("CUDA_DEVICE_ORDER")
         env["CUDA_VISIBLE_DEVICES"] = start.get("CUDA_VISIBLE_DEVICES")
-    order = caps_order(plan, KERNEL.gpus or plan.gpus, start)
     if order is not None:
         env["CUDA_DEVICE_ORDER"] = order
     for framework in FRAMEWORKS:
