@@ -232,3 +232,36 @@ def test_the_fit_hint_names_a_kernel_by_its_notebook_on_one_safe_line(monkeypatc
     hint = magics._fit_hints(Snapshot(True, 0.0, (gpu,)), plan.PlanRequest(selection="auto", min_free="40GiB"))
     assert hint.startswith("; GPU 0 would fit if your kernel a\ufffd\ufffdyyy"), hint
     assert "\n" not in hint and "\u202e" not in hint and "y" * 40 not in hint, hint
+
+
+def test_19_7_a_would_fit_hint_is_given_only_where_following_it_makes_the_request_pass(monkeypatch) -> None:
+    """GPU 0 would have room once my kernel ends, but the kernel may use GPU 1 only (its start
+    fence): no hint for GPU 0 (auto never chooses it). GPU 1's hint, followed, makes auto succeed."""
+    from dataclasses import replace
+
+    from jupyter_gpu import plan
+    from jupyter_gpu.core.snapshot import GpuInfo, GpuProcess, Snapshot
+    from jupyter_gpu.sources import peers
+
+    gib = 1024**3
+    gpus = tuple(
+        GpuInfo(
+            index=index,
+            uuid=f"GPU-{index}",
+            name="A100",
+            memory_total=80 * gib,
+            memory_free=10 * gib,
+            processes=(GpuProcess(910003 + index, 70 * gib, "me"),),
+        )
+        for index in (0, 1)
+    )
+    monkeypatch.setattr(peers, "find_peers", lambda **_: peers.Peers({}))
+    monkeypatch.setattr(session, "current_user", lambda: "me")
+    monkeypatch.setattr(plan, "kernel_start_fence", lambda: plan.Fence({"CUDA_VISIBLE_DEVICES": "GPU-1"}))
+    request = plan.PlanRequest(selection="auto", min_free="40GiB")
+    hint = magics._fit_hints(Snapshot(True, 0.0, gpus), request)
+    assert "GPU 1 would fit" in hint and "GPU 0" not in hint, hint
+    # Followed: process 910004 ended, and the same request passes
+    after = replace(gpus[1], memory_free=80 * gib, processes=())
+    chosen = plan.build_plan(request, Snapshot(True, 0.0, (gpus[0], after)), plan.kernel_start_fence(), own_user="me")
+    assert chosen.selected_indices == (1,)

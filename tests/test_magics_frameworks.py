@@ -330,7 +330,7 @@ def test_12_a_memory_fraction_set_by_hand_after_the_plan_is_not_reported_as_the_
     assert "jupyter_gpu" not in err, err  # the plan's cap: nothing to say
     _, err = kernel.run("torch.cuda.set_per_process_memory_fraction(0.5, 0)")  # a later cell, no state change
     assert (
-        "GPUPlanMismatchWarning: PyTorch does not follow the GPU plan (GPU 1): cuda:0 may use 50.0% of its "
+        "GPUPlanMismatchWarning: PyTorch does not follow the GPU plan (GPU 1): cuda:0 (GPU 1) may use 50.0% of its "
         "memory (set_per_process_memory_fraction by code), the plan 1." in err
     ), err
     out, _ = kernel.run("%gpu_status")
@@ -636,3 +636,87 @@ def test_19_a_tf1_session_after_tensorflow_was_narrowed_gets_the_narrowed_gpus(k
     )
     assert kernel.value(SESSION)["gpus"] == [2]  # CUDA's device 0 is GPU 2: the user's field is kept
     assert "visible_device_list='0' in your ConfigProto: this session uses GPU 2, outside the plan's GPU 1" in err, err
+
+
+# -- issue 19: each GPU's cap where CUDA really numbers it; JAX's one share said as it is --------
+
+TORCH_CAPS = """
+import cuda_standin, pynvml
+_totals = {i: pynvml.nvmlDeviceGetMemoryInfo(pynvml.nvmlDeviceGetHandleByIndex(i)).total
+           for i in range(pynvml.nvmlDeviceGetCount())}
+_gpu = {k: cuda_standin.started["devices"][k][0] for k in cuda_standin.fractions}
+print(json.dumps({str(_gpu[k]): round(f * _totals[_gpu[k]] / 2**30, 3) for k, f in cuda_standin.fractions.items()}))
+"""
+
+
+def torch_caps_gib(kernel: Kernel) -> dict[str, float]:
+    """PyTorch's cap on each GPU, by NVML index, in GiB (each fraction times the total of the GPU
+    CUDA's ordinal really is)."""
+    out, err = kernel.run(TORCH_CAPS)
+    assert out, err
+    return json.loads(out.strip().splitlines()[-1])
+
+
+def test_19_2_caps_on_a_t400_and_an_a6000_without_a_selection_land_on_their_gpus(tmp_path: Path) -> None:
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).parent / "standin"))
+    from cuda_standin import MIXED_WORKSTATION
+
+    scenario = tmp_path / "workstation.json"
+    scenario.write_text(json.dumps(MIXED_WORKSTATION))
+    for kernel in standin_kernel(tmp_path, {"JUPYTER_GPU_SIMULATE": str(scenario)}):
+        out, err = kernel.run("%load_ext jupyter_gpu\n%gpu_limit 3GiB")
+        assert "CUDA_DEVICE_ORDER=PCI_BUS_ID set by the plan" in out, (out, err)
+        _, err = kernel.run("import torch; torch.cuda.init()")
+        assert "jupyter_gpu" not in err, err
+        assert torch_caps_gib(kernel) == {"0": pytest.approx(3, abs=0.01), "1": pytest.approx(3, abs=0.01)}
+        assert kernel.value("torch.cuda.get_device_name(0)") == "NVIDIA T400 4GB [simulated]"  # as nvidia-smi
+        out, _ = kernel.run("%gpu_status")
+        assert "PyTorch: initialized with the plan applied" in out and "NOT" not in out, out
+        assert "CUDA_DEVICE_ORDER=PCI_BUS_ID set by the plan" in out
+
+
+def test_19_2_demo_caps_without_a_selection_are_the_planned_ones_on_every_gpu(kernel: Kernel) -> None:
+    kernel.run("%load_ext jupyter_gpu\nimport torch")  # imported first: the caps are queued by the magic
+    out, err = kernel.run("%gpu_limit 8GiB")
+    assert "PCI_BUS_ID set by the plan" in out, (out, err)
+    kernel.run("torch.cuda.init()")
+    assert torch_caps_gib(kernel) == {str(i): pytest.approx(8, abs=0.01) for i in range(4)}
+    assert kernel.value("cuda_standin.started['env']") == [None, "PCI_BUS_ID"]
+
+
+def test_19_2_a_cuda_order_the_kernel_started_with_is_kept_and_the_caps_refused(tmp_path: Path) -> None:
+    for kernel in standin_kernel(tmp_path, {"CUDA_DEVICE_ORDER": "FASTEST_FIRST"}):
+        kernel.run("%load_ext jupyter_gpu")
+        before = kernel.value("state()")
+        _, err = kernel.run("%gpu_limit 8GiB")
+        # the smallest share (8 GiB of 80 GiB): at most every limit; the advice, followed as printed, passes
+        assert "UsageError" in err and "CUDA_DEVICE_ORDER='FASTEST_FIRST'" in err and "(%gpu_limit 10%)" in err, err
+        assert kernel.value("state()") == before  # nothing changed
+        _, err = kernel.run("%gpu_limit 10%\nimport torch; torch.cuda.init()")  # one share: order does not matter
+        assert "Error" not in err, err
+        assert kernel.value("sorted(set(round(f, 6) for f in cuda_standin.fractions.values()))") == [0.1]
+        _, err = kernel.run("%gpu_select all")  # the other advice passes too
+        assert "UsageError" not in err, err
+
+
+def test_19_6_jax_one_share_is_printed_as_what_each_gpu_gets(kernel: Kernel) -> None:
+    out, err = kernel.run("%load_ext jupyter_gpu\n%gpu_select 2,0\n%gpu_limit 20GiB")
+    assert "JAX: one fraction 0.250 for all its GPUs: GPU 2 12 GiB, GPU 0 20 GiB" in out, (out, err)
+    assert "JAX cannot cap GPUs differently" in out and "GPU 2: at most 20 GiB of 48 GiB (TensorFlow and PyTorch" in out
+    assert kernel.value("env()['XLA_CLIENT_MEM_FRACTION']") == "0.250"
+    out, _ = kernel.run("%gpu_status")
+    assert "JAX: one fraction 0.250 for all its GPUs: GPU 2 12 GiB, GPU 0 20 GiB" in out, out
+    out, _ = kernel.run("%gpu_limit 10%")  # one share on every GPU: nothing to add
+    assert "JAX: one fraction" not in out, out
+
+
+def test_19_2_after_cuda_started_in_an_unknown_order_pytorch_gets_no_cap_on_the_wrong_gpu(kernel: Kernel) -> None:
+    kernel.run("import tensorflow as tf\ntf.config.list_physical_devices('GPU')")  # fastest first, before the plan
+    out, err = kernel.run("%load_ext jupyter_gpu\n%gpu_limit 8GiB")
+    assert "PyTorch gets no memory cap" in out and "(%gpu_limit 10%)" in out, (out, err)  # 8 GiB of 80 GiB
+    kernel.run("import torch; torch.cuda.init()")
+    assert kernel.value("cuda_standin.fractions") == {}  # none rather than an A100's share on an A6000
+    out, _ = kernel.run("%gpu_status")
+    assert "PyTorch: initialized" in out and "PyTorch: initialized with the plan applied" not in out, out

@@ -91,6 +91,40 @@ def test_an_admin_ceiling_that_ran_out_is_named_and_no_higher_limit_offered() ->
     assert "GPU 1 has" not in report  # 10 GiB free there: not room for 15.5 + 4 GiB
 
 
+def test_19_7_a_suggestion_the_planner_refuses_is_changed_until_it_passes_or_left_out() -> None:
+    """%gpu_limit 50GiB on GPU 0 (80 GiB). GPU 1 (48 GiB, idle) has room for 30 + 2 GiB, but not for the
+    limit: a limit that fits comes first. GPU 2 (48 GiB) is outside the kernel's fence: never offered."""
+    from jupyter_gpu.core.snapshot import Snapshot
+    from jupyter_gpu.plan import Fence, PlanRequest, build_plan
+
+    gpus = [_gpu(0, 80, [(100, 30, "me"), (200, 20, "bob")]), _gpu(1, 48, []), _gpu(2, 48, [])]
+    snapshot = Snapshot(True, 0.0, tuple(gpus))
+    fence = Fence({"CUDA_VISIBLE_DEVICES": "GPU-0,GPU-1"})
+    request = PlanRequest(selection="0", limits=("50GiB",))
+    error = oom.OutOfMemory("PyTorch", "torch", device=0, requested_bytes=2 * GIB)
+    facts = oom.Facts(
+        gpus=gpus,
+        own_pid=100,
+        own_user="me",
+        device_gpus=(0,),
+        allowed=(0, 1),
+        limits={0: 50 * GIB},
+        request=request,
+        snapshot=snapshot,
+        fence=fence,
+    )
+    steps = oom.explain(error, facts).split("Next steps:")[1]
+    assert "GPU 1 has 48 GiB free: `%gpu_limit 48GiB`, `%gpu_select 1`, then `%gpu_restart`" in steps, steps
+    assert "GPU 2" not in steps
+    followed = PlanRequest(selection="1", limits=("48GiB",))
+    assert build_plan(followed, snapshot, fence).memory_limit_bytes(1) == 48 * GIB  # what the restart applies
+    # 47 + 0.2 GiB needed, 47.5 GiB free on GPU 1: room, but no whole GiB limit that fits both: left out
+    tight_gpus = [_gpu(0, 80, [(100, 47, "me"), (200, 20, "bob")]), _gpu(1, 48, [(300, 0.5, "me")]), gpus[2]]
+    tight = replace(facts, gpus=tight_gpus, snapshot=Snapshot(True, 0.0, tuple(tight_gpus)))
+    steps = oom.explain(replace(error, requested_bytes=GIB // 5), tight).split("Next steps:")[1]
+    assert "%gpu_select 1" not in steps and "GPU 1 has" not in steps, steps
+
+
 def test_without_nvml_or_a_mapping_the_report_says_so_and_still_has_a_next_step() -> None:
     error = oom.OutOfMemory("JAX", "jax", requested_bytes=GIB)
     report = oom.explain(error, oom.Facts(gpus=(), own_pid=1, own_user=None))

@@ -332,3 +332,37 @@ def test_idle_kernel_by_notebook_and_idle_time_from_the_server(
     assert int(idle) >= 1
     assert "your idle kernel `train_old.ipynb` holds 22 GiB on GPU 1" in report
     assert "this kernel (oom.ipynb): 30 GiB" in report
+
+
+def test_19_7_every_next_step_succeeds_when_followed_literally(world: ScenarioFile, new_kernel: Kernel) -> None:
+    """%gpu_limit 50GiB on GPU 1 (80 GiB): GPU 2 (48 GiB) has room for what the kernel needs, but
+    `%gpu_select 2` alone would be refused (the limit is more than GPU 2 has). The report offers a
+    way the planner accepts, and each printed magic, run as printed in the same kernel, succeeds."""
+    import re
+
+    new_kernel.run("%load_ext jupyter_gpu\n%gpu_select 1\n%gpu_limit 50GiB\nimport torch")
+    world.write(server_gpus(pid(new_kernel), {1: 30720}))  # NVML shows this kernel on GPU 1: changes now wait
+    _, err = new_kernel.run(f"raise torch.cuda.OutOfMemoryError({TORCH_OOM!r})")
+    steps = report_of(err)[report_of(err).index("Next steps:") :]
+    assert "GPU 2 has 47.7 GiB free: `%gpu_limit 47GiB`, `%gpu_select 2`, then `%gpu_restart`" in steps, steps
+    assert "free: `%gpu_select 2`, then" not in steps  # the one that cannot work
+    offered = [line for line in steps.splitlines() if "%gpu_" in line]
+    assert offered, steps
+    for line in offered:
+        magics = re.findall(r"`(%gpu_[a-z]+[^`]*)`", line)
+        assert magics, line
+        for magic in magics:
+            _, err = new_kernel.run(magic)
+            # refused as too late (a warning: the restart applies it) is fine; refused as wrong is not
+            assert "UsageError" not in err and "Error:" not in err, (line, magic, err)
+        new_kernel.run("%gpu_select 1\n%gpu_limit 50GiB")  # back to the plan of the report for the next line
+    _, err = new_kernel.run("%gpu_limit 47GiB\n%gpu_select 2")
+    assert "UsageError" not in err, err
+    new_kernel.run(
+        "from jupyter_gpu.kernel import magics as _m\nfrom jupyter_gpu.plan import plan_magics, build_plan\n"
+        "from jupyter_gpu.sources.nvml import snapshot as _snapshot\n"
+        "_pending = list(_m._registered.values())[0][0].session.pending_request"
+    )
+    # What %gpu_restart applies in the new kernel: GPU 2 under 47 GiB, and the planner accepts it
+    assert new_kernel.value("plan_magics(_pending)") == ["%load_ext jupyter_gpu", "%gpu_select 2", "%gpu_limit 47GiB"]
+    assert new_kernel.value("build_plan(_pending, _snapshot()).memory_limit_bytes(2)") == 47 * 1024**3

@@ -40,3 +40,26 @@ def test_no_gpu_fits_is_its_own_error_for_the_wait_loop_and_a_usage_error_for_us
         session.change("%gpu_select", selection="auto:1", min_free="900GiB")
     assert type(refused.value) is UsageError  # IPython prints only an exact UsageError as one line
     assert current_plan().selected_indices is None  # nothing changed
+
+
+def test_19_2_caps_without_a_selection_on_two_models_set_pci_order_and_say_so(clean) -> None:
+    """A T400 4 GB (GPU 0) and an RTX A6000: different shares per GPU, so CUDA's numbering must be
+    nvidia-smi's for PyTorch's caps; the plan sets it (the kernel started without one) and says so."""
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).parent / "standin"))
+    from cuda_standin import MIXED_WORKSTATION
+
+    from jupyter_gpu.kernel.plan_report import ORDER_NOTE
+
+    clean.write(MIXED_WORKSTATION)
+    session = PlanSession(Settings())
+    plan = session.change("%gpu_limit", limits=("3GiB",))
+    assert plan is not None and os.environ.get("CUDA_DEVICE_ORDER") == "PCI_BUS_ID"
+    assert ORDER_NOTE in limit_report(plan)
+    # JAX: one share for both, 3 GiB of 48 GiB: a quarter of a GiB on the T400
+    assert "JAX: one fraction 0.062 for all its GPUs: GPU 0 254 MiB, GPU 1 3 GiB" in limit_report(plan)
+    plan = session.change("%gpu_limit", limits=("10%",))  # one share: the order does not matter
+    assert plan is not None and "CUDA_DEVICE_ORDER" not in os.environ
+    assert ORDER_NOTE not in limit_report(plan) and "JAX: one fraction" not in limit_report(plan)

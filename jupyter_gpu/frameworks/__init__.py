@@ -47,6 +47,7 @@ from .base import (
     actual_devices,
     cuda_started,
     expected_devices,
+    fractions_differ,
     gpu_settings,
     known_gpus,
     note_cuda_start,
@@ -82,11 +83,13 @@ __all__ = [
     "framework_statuses",
     "known_gpus",
     "note_cuda_start",
+    "order_set_by_plan",
     "planned_devices",
     "process_cuda_start",
     "remember_gpus",
     "selection_env_changed",
     "too_late",
+    "torch_caps_problem",
     "visible_order",
 ]
 
@@ -161,6 +164,9 @@ def environment(plan: GpuPlan) -> Environment:
     A framework variable code set since the last plan is the user's setting: it replaces the
     kernel-start value as what the plan builds on (merged, as ``PYTORCH_CUDA_ALLOC_CONF``, or kept
     where the plan needs nothing of it), instead of being reset behind the user's back."""
+    # Checked before anything is recorded: a refused plan leaves the kernel exactly as it was.
+    seen = {key: KERNEL.baseline[key] if key in KERNEL.baseline else os.environ.get(key) for key in COMMON_KEYS}
+    order = caps_order(plan, KERNEL.gpus or plan.gpus, seen)
     start = baseline()
     KERNEL.baseline.update(settings_set_by_code())
     env: Environment = {}
@@ -172,9 +178,81 @@ def environment(plan: GpuPlan) -> Environment:
     else:
         env["CUDA_DEVICE_ORDER"] = start.get("CUDA_DEVICE_ORDER")
         env["CUDA_VISIBLE_DEVICES"] = start.get("CUDA_VISIBLE_DEVICES")
+    if order is not None:
+        env["CUDA_DEVICE_ORDER"] = order
     for framework in FRAMEWORKS:
         env.update(framework.environment(plan, start))
     return env
+
+
+def _caps_differ(plan: GpuPlan) -> bool:
+    """Whether the plan's memory fractions differ between its GPUs (an uncapped GPU counts as 1):
+    then it matters which of CUDA's devices is which GPU (PyTorch caps by CUDA's device number)."""
+    return bool(plan.limits_bytes) and fractions_differ([plan.memory_fraction(index) for index in visible_order(plan)])
+
+
+def _share_advice(plan: GpuPlan) -> str:
+    """``"give the limit as a share, the same on every GPU (%gpu_limit 6%)"``: the smallest of the
+    plan's shares, rounded down, so it is at most every limit the planner accepted (the admin
+    ceiling included) and passes again; "" when that is under 1 %."""
+    fractions = [fraction for index in visible_order(plan) if (fraction := plan.memory_fraction(index)) is not None]
+    percent = int(min(fractions, default=0) * 100)
+    return f"give the limit as a share, the same on every GPU (%gpu_limit {percent}%), or " if percent >= 1 else ""
+
+
+def caps_order(plan: GpuPlan, gpus: Sequence[Gpu], start: Mapping[str, str | None]) -> str | None:
+    """``"PCI_BUS_ID"`` when the plan must set ``CUDA_DEVICE_ORDER`` so that each GPU's cap reaches
+    that GPU, else None; raises :class:`PlanError` when it cannot be made to.
+
+    ``torch.cuda.set_per_process_memory_fraction(f, device=k)`` takes CUDA's ordinal k. Without a
+    selection the plan keeps the kernel's ``CUDA_DEVICE_ORDER``; on GPUs of several models without
+    ``PCI_BUS_ID`` CUDA numbers them fastest first, which NVML cannot tell, so caps of different
+    fractions would land on the wrong GPUs (the A6000 capped at a T400's share). Before CUDA starts
+    the plan sets ``PCI_BUS_ID`` (unless the kernel was started with another order: then it refuses);
+    after, the caps are placed only when the framework's device names tell which GPU is which.
+    """
+    if not gpus or not _caps_differ(plan) or plan.selected_indices is not None:
+        return None  # a selection writes PCI_BUS_ID itself (or, once CUDA started, the printout says)
+    if cuda_started():
+        return None  # CUDA read its order already; PyTorch is capped only where it can be told (torch_caps_problem)
+    env = CudaEnv(start.get("CUDA_VISIBLE_DEVICES"), start.get("CUDA_DEVICE_ORDER"))
+    if cuda_devices(env, gpus).known:
+        return None
+    if env.device_order is None:
+        return "PCI_BUS_ID"
+    raise PlanError(
+        f"the kernel was started with CUDA_DEVICE_ORDER={env.device_order!r}: CUDA numbers these GPUs of "
+        "several models fastest first, which NVML cannot tell, and PyTorch caps each GPU by CUDA's number; "
+        f"{_share_advice(plan)}select the GPUs (%gpu_select all numbers them as nvidia-smi does)"
+    )
+
+
+def torch_caps_problem(plan: GpuPlan, gpus: Sequence[Gpu]) -> str | None:
+    """Why PyTorch will not get the plan's caps (None when it will, or has no caps to get): CUDA
+    started before the plan in an order that cannot be told, and the GPUs' fractions differ, so
+    :meth:`~jupyter_gpu.frameworks.torch.Torch.apply` places none rather than one on the wrong GPU."""
+    if not gpus or not _caps_differ(plan) or not cuda_started() or TORCH.state() is State.INITIALIZED:
+        return None
+    seen = actual_devices(TORCH, gpus)
+    if seen.known:
+        return None
+    return (
+        f"PyTorch gets no memory cap: it caps each GPU by CUDA's device number, and which GPU is which cannot "
+        f"be told ({seen.reason}); {_share_advice(plan)}restart the kernel and run %gpu_limit before anything "
+        "lists the GPUs"
+    )
+
+
+def order_set_by_plan(plan: GpuPlan) -> bool:
+    """Whether the plan (without a selection) set ``CUDA_DEVICE_ORDER=PCI_BUS_ID`` for its caps."""
+    start = KERNEL.baseline
+    return (
+        plan.selected_indices is None
+        and start.get("CUDA_DEVICE_ORDER") is None
+        and os.environ.get("CUDA_DEVICE_ORDER") == "PCI_BUS_ID"
+        and KERNEL.written is not None
+        and KERNEL.written.device_order == "PCI_BUS_ID"
+    )
 
 
 def too_late(old: GpuPlan, new: GpuPlan, snapshot: Snapshot | None) -> tuple[str, str] | None:

@@ -170,6 +170,13 @@ def gpu_settings(plan: GpuPlan) -> tuple[object, ...]:
     return (plan.selected_indices, dict(plan.limits_bytes), plan.growth)
 
 
+def fractions_differ(fractions: Sequence[float | None]) -> bool:
+    """Whether memory shares differ between GPUs (None, uncapped, counts as 1): then which of CUDA's
+    devices is which GPU matters. A percentage gives equal shares up to the bytes' rounding."""
+    values = [1.0 if fraction is None else fraction for fraction in fractions]
+    return bool(values) and max(values) - min(values) > 1e-4
+
+
 def visible_order(plan: GpuPlan) -> tuple[int, ...]:
     """NVML indices of the GPUs the plan names, in its order (the selection, else all)."""
     if plan.selected_indices is not None:

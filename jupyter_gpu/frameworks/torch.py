@@ -10,7 +10,12 @@
   ``True``/``False`` as the value.
 - Limits: ``torch.cuda.set_per_process_memory_fraction(limit / total, device)`` for each GPU, queued
   with ``torch.cuda._lazy_call`` so it runs inside PyTorch's own lazy CUDA initialization, never
-  earlier. Several sizes per GPU are summed (PyTorch has no logical GPUs).
+  earlier. Several sizes per GPU are summed (PyTorch has no logical GPUs). The ``device`` is CUDA's
+  ordinal (``torch/cuda/memory.py`` ``set_per_process_memory_fraction`` → ``_get_device_index`` →
+  ``torch._C._cuda_setMemoryFraction``), so each GPU's fraction goes to the position CUDA gives that
+  GPU (:func:`~jupyter_gpu.frameworks.base.actual_devices`); where that cannot be told and the
+  fractions differ, none is queued rather than one on the wrong GPU (the plan sets
+  ``CUDA_DEVICE_ORDER=PCI_BUS_ID`` first, or refuses: :func:`jupyter_gpu.frameworks.caps_order`).
 - Threads: ``torch.set_num_threads`` / ``torch.set_num_interop_threads``.
 
 CUDA starts in PyTorch at ``torch._C._cuda_getDeviceCount()`` (``torch.cuda.is_available()``,
@@ -27,7 +32,7 @@ from collections.abc import Callable, Mapping
 from types import ModuleType
 
 from ..plan import GpuPlan
-from .base import DeviceMemory, Environment, Framework, State, note_cuda_start, visible_order
+from .base import DeviceMemory, Environment, Framework, State, fractions_differ, note_cuda_start, visible_order
 
 _EXPANDABLE = "expandable_segments:True"
 
@@ -102,12 +107,30 @@ class Torch(Framework):
             return []
         c_module = sys.modules["torch"]._C
         problems = []
-        for position, fraction in self.queued_fractions():
+        queued = dict(self.queued_fractions())
+        from .base import actual_devices, known_gpus
+
+        gpus = known_gpus() or plan.gpus
+        devices = actual_devices(self, gpus).indices if gpus else None
+        # What each of CUDA's devices should have: the plan's fraction of the GPU it really is.
+        wanted = (
+            {position: plan.memory_fraction(index) for position, index in enumerate(devices)}
+            if devices is not None
+            else dict(queued)
+        )
+        for position, fraction in wanted.items():
+            if fraction is None:
+                continue
             actual = float(c_module._cuda_getMemoryFraction(position))
             if abs(actual - fraction) > 1e-6:
+                gpu = f" (GPU {devices[position]})" if devices is not None else ""
+                how = (
+                    "set_per_process_memory_fraction by code"
+                    if position in queued
+                    else "the plan's cap was not placed: CUDA's order could not be told when it was queued"
+                )
                 problems.append(
-                    f"cuda:{position} may use {actual:.1%} of its memory (set_per_process_memory_fraction "
-                    f"by code), the plan {fraction:.1%}"
+                    f"cuda:{position}{gpu} may use {actual:.1%} of its memory ({how}), the plan {fraction:.1%}"
                 )
         return problems
 
@@ -194,6 +217,10 @@ class Torch(Framework):
         devices = actual_devices(self, gpus).indices if gpus else None
         order = visible_order(plan) if devices is None else devices
         fractions = [(position, plan.memory_fraction(index)) for position, index in enumerate(order)]
+        if devices is None and fractions_differ([fraction for _, fraction in fractions]):
+            # CUDA's ordinal k is not known to be this GPU: a cap of another GPU's share would
+            # land on it (an A6000 capped at a T400's share). None is placed; the printout says why.
+            return
         fractions = [(position, fraction) for position, fraction in fractions if fraction is not None]
         if not fractions:
             return

@@ -297,6 +297,10 @@ class Facts:
     peers: Mapping[int, KernelPeer] = field(default_factory=dict)  # pid → the user's other kernel (find_peers)
     peers_source: str = ""  # where the peers came from, in words
     own_notebook: str | None = None
+    # To check each suggested magic with the planner before printing it (None: not checked)
+    request: Any = None  # the kernel's PlanRequest (or the one a restart would apply)
+    snapshot: Any = None  # the NVML snapshot (with MIG modes, not the slice views in ``gpus``)
+    fence: Any = None  # the kernel's start fence
 
 
 def _which_gpus(oom: OutOfMemory, facts: Facts) -> list[Any]:
@@ -357,6 +361,24 @@ def holders(gpu: Any, facts: Facts) -> list[Holder]:
 def _shown(value: str) -> str:
     """A notebook, process, user or GPU name from elsewhere (untrusted): bidi-safe, one line, short."""
     return display_text(value, _NAME_CHARS)
+
+
+def follows(facts: Facts, steps: Sequence[Mapping[str, Any]]) -> bool:
+    """Whether the magics ``steps`` (each a change of the plan request, in order, as the session
+    adds them up) all pass the planner, so that following the printed suggestion literally works.
+    True when it cannot be checked here (no request or snapshot known)."""
+    if facts.request is None or facts.snapshot is None:
+        return True
+    from ..plan import PlanError, build_plan
+
+    request = facts.request
+    try:
+        for changes in steps:
+            request = replace(request, **changes)
+            build_plan(request, facts.snapshot, facts.fence, own_user=facts.own_user)
+    except (PlanError, TypeError, ValueError):
+        return False
+    return True
 
 
 def _round_up_gib(value: int) -> str:
@@ -438,7 +460,7 @@ def _gpu_section(oom: OutOfMemory, gpu: Any, facts: Facts, steps: list[str], sev
                 steps.append(
                     f"the limit is the admin's ceiling{ceiling_words}: use less memory (a smaller batch or model)"
                 )
-            elif need <= limit + gpu.memory_free:
+            elif need <= limit + gpu.memory_free and follows(facts, [{"limits": (_round_up_gib(need),)}]):
                 steps.append(
                     f"raise this kernel's limit: `%gpu_limit {_round_up_gib(need)}`, then `%gpu_restart` "
                     f"(GPU {gpu.index} has {format_bytes(gpu.memory_free)} free besides it)"
@@ -454,7 +476,12 @@ def _gpu_section(oom: OutOfMemory, gpu: Any, facts: Facts, steps: list[str], sev
             f"`%gpu_free` may return {format_bytes(cache)} held by this kernel's cache "
             f"({oom.framework} reserved {format_bytes(reserved)}, in use {format_bytes(in_use)})"
         )
-    if oom.module == "tensorflow" and not facts.growth and own_nvml > 0:
+    if (
+        oom.module == "tensorflow"
+        and not facts.growth
+        and own_nvml > 0
+        and follows(facts, [{"selection": str(gpu.index), "growth": True}])
+    ):
         steps.append(
             "TensorFlow without memory growth keeps its whole pool until the kernel restarts: "
             f"`%gpu_select {gpu.index} --growth`, then `%gpu_restart`, and it takes only what the model "
@@ -524,13 +551,38 @@ def _elsewhere(oom: OutOfMemory, gpus: list[Any], facts: Facts) -> list[str]:
         if gpu.memory_free >= max(need, 1) and gpu.memory_free > best_here:
             candidates.append((bool(others), -gpu.memory_free, gpu.index, gpu))
     steps = []
-    for busy, _, _, gpu in sorted(candidates)[:2]:
+    for busy, _, _, gpu in sorted(candidates):
+        magics = _select_magics(gpu, need, facts)
+        if magics is None:
+            continue  # no way there that the planner accepts: no suggestion rather than one that fails
         who = " (other users work on it)" if busy else ""
         steps.append(
-            f"GPU {gpu.index} has {format_bytes(gpu.memory_free)} free{who}: `%gpu_select {gpu.index}`, "
+            f"GPU {gpu.index} has {format_bytes(gpu.memory_free)} free{who}: {magics}, "
             "then `%gpu_restart` (restarts the kernel with it)"
         )
+        if len(steps) == 2:
+            break
     return steps
+
+
+def _select_magics(gpu: Any, need: int, facts: Facts) -> str | None:
+    """The magics that move this kernel's plan to ``gpu``, checked by the planner: ``%gpu_select N``,
+    or, when the kernel's limit is more than that GPU has, a limit that fits first (the largest whole
+    GiB of its free memory, at least what the kernel needs); None when neither passes."""
+    select = {"selection": str(gpu.index)}
+    if follows(facts, [select]):
+        return f"`%gpu_select {gpu.index}`"
+    if not facts.limits:
+        return None
+    fitting = int(min(gpu.memory_free, gpu.memory_total) // GIB)
+    if fitting < 1 or fitting * GIB < need:
+        return None
+    limit = {"limits": (f"{fitting}GiB",)}
+    for first, second in ((limit, select), (select, limit)):
+        if follows(facts, [first, second]):
+            magic = {id(limit): f"`%gpu_limit {fitting}GiB`", id(select): f"`%gpu_select {gpu.index}`"}
+            return f"{magic[id(first)]}, {magic[id(second)]}"
+    return None
 
 
 # -- gathering the facts (never raises) -----------------------------------------------------------
@@ -626,7 +678,23 @@ def gather_facts(oom: OutOfMemory, *, server_timeout_s: float = 1.0) -> Facts:
         peers={} if peers is None else peers.by_pid,
         peers_source="" if peers is None else peers.source,
         own_notebook=os.path.basename(os.environ.get("JPY_SESSION_NAME", "")) or None,
+        request=_pending_request() or plan.request,
+        snapshot=snap if snap.nvml_available else None,
+        fence=kernel_start_fence(),
     )
+
+
+def _pending_request() -> Any:
+    """The plan a restart would apply, when a change was refused as too late (the magics' session):
+    the suggestions add up on it, as the session does."""
+    import sys
+
+    magics = sys.modules.get("jupyter_gpu.kernel.magics")
+    for family in getattr(magics, "_registered", {}).values():  # the shell's magics (one per kernel)
+        pending = getattr(getattr(family[0], "session", None), "pending_request", None)
+        if pending is not None:
+            return pending
+    return None
 
 
 def _counter_gpu(key: str, gpus: Sequence[Any], device_gpus: tuple[int, ...] | None, logical: int) -> int | None:

@@ -24,6 +24,12 @@ _COOPERATIVE = (
 )
 
 
+ORDER_NOTE = (
+    "CUDA_DEVICE_ORDER=PCI_BUS_ID set by the plan: these GPUs are of several models, and PyTorch caps "
+    "each GPU by CUDA's device number, so CUDA now numbers them as nvidia-smi does (PyTorch's cuda:k "
+    "and TensorFlow's /GPU:k are GPU k)."
+)
+
 _CHILDREN = (
     "Programs this kernel starts (subprocess, multiprocessing with spawn) inherit the GPU selection, "
     "growth and JAX's share (environment variables), not the TensorFlow and PyTorch caps (calls made in "
@@ -152,6 +158,7 @@ def limit_report(plan: GpuPlan) -> str:
         return "No memory limit."
     labels = frameworks.TENSORFLOW.device_labels(plan, frameworks.known_gpus())
     lines = []
+    jax_differs = jax_shares(plan) is not None
     for index, sizes in plan.limits_bytes.items():
         gpu = plan.gpu(index)
         of = f" of {format_bytes(gpu.memory_total)}" if gpu and gpu.memory_total else ""
@@ -162,17 +169,67 @@ def limit_report(plan: GpuPlan) -> str:
                 f"{where} (PyTorch and JAX: {format_bytes(sum(sizes))} in all)"
             )
         else:
-            lines.append(f"GPU {index}: at most {format_bytes(sizes[0])}{of}")
+            whom = " (TensorFlow and PyTorch; JAX below)" if jax_differs else ""
+            lines.append(f"GPU {index}: at most {format_bytes(sizes[0])}{of}{whom}")
         if gpu and gpu.memory_free is not None and sum(sizes) > gpu.memory_free:
             lines.append(
                 f"  note: only {format_bytes(gpu.memory_free)} of GPU {index} is free now{_holders(index)}; "
                 "the framework runs out of memory before it reaches the cap"
             )
+    lines += jax_share(plan)
+    torch_problem = frameworks.torch_caps_problem(plan, frameworks.known_gpus())
+    if torch_problem is not None:
+        lines.append(torch_problem + ".")
+    if frameworks.order_set_by_plan(plan):
+        lines.append(ORDER_NOTE)
     if plan.limit_from_ceiling:
         lines.append(f"(the admin ceiling max_limit={plan.request.max_limit} applies)")
     lines.append(_COOPERATIVE)
     lines.append(_CHILDREN)
     return "Memory limit:\n  " + "\n  ".join(lines)
+
+
+def jax_shares(plan: GpuPlan) -> list[tuple[int, int]] | None:
+    """What JAX really gets on each planned GPU, ``[(index, bytes)]`` in the plan's order, when that
+    differs from the plan's limits; None when JAX gets what the plan says.
+
+    JAX takes one ``XLA_CLIENT_MEM_FRACTION`` for every GPU it sees (jaxlib ``xla_client.py``
+    ``make_gpu_client`` passes one ``memory_fraction`` to the allocator of every local device), so
+    the plan writes the smallest share (:meth:`jupyter_gpu.frameworks.jax.Jax.environment`)."""
+    from .. import frameworks
+
+    fraction_text = frameworks.JAX.environment(plan, {}).get("XLA_CLIENT_MEM_FRACTION")
+    if fraction_text is None:
+        return None
+    fraction = float(fraction_text)
+    shares = []
+    for index in frameworks.visible_order(plan):
+        gpu = plan.gpu(index)
+        if gpu is None or not gpu.memory_total:
+            return None
+        shares.append((index, int(gpu.memory_total * fraction)))
+    planned = {index: plan.memory_limit_bytes(index) or 0 for index, _ in shares}
+    if all(abs(size - planned[index]) < 64 * 1024**2 for index, size in shares):
+        return None  # within rounding: what the plan says
+    return shares
+
+
+def jax_share(plan: GpuPlan) -> list[str]:
+    from .. import frameworks
+
+    shares = jax_shares(plan)
+    if shares is None:
+        return []
+    fraction = frameworks.JAX.environment(plan, {}).get("XLA_CLIENT_MEM_FRACTION")
+    return [jax_share_line(shares, str(fraction))]
+
+
+def jax_share_line(shares: list[tuple[int, int]], fraction: str) -> str:
+    each = ", ".join(f"GPU {index} {format_bytes(size)}" for index, size in shares)
+    return (
+        f"JAX: one fraction {fraction} for all its GPUs: {each} (JAX cannot cap GPUs differently; "
+        "XLA_CLIENT_MEM_FRACTION is one share of each GPU's memory)"
+    )
 
 
 def _holders(index: int) -> str:

@@ -105,11 +105,34 @@ def _replaced_by_hand() -> str:
     return " and ".join(values)
 
 
-def would_fit_hints(snapshot: Snapshot, request: PlanRequest) -> str:
+def would_fit_hints(
+    snapshot: Snapshot,
+    request: PlanRequest,
+    claims: dict[int | str, int] | None = None,
+    require_idle: bool = False,
+) -> str:
     """``"; GPU 2 would fit if your idle kernel x.ipynb (22 GiB) were shut down"`` where this
-    user's own processes are all that keep a GPU from qualifying ("" when none)."""
+    user's own processes are all that keep a GPU from qualifying ("" when none). Each hint is
+    checked: the same request passes the planner on the GPUs as they would be after the shutdown."""
     try:
-        from ..plan import fit_hints, parse_size
+        from dataclasses import replace as _replace
+
+        from ..plan import PlanError, build_plan, fit_hints, kernel_start_fence, parse_size
+
+        def check(after: Any) -> bool:
+            world = _replace(snapshot, gpus=tuple(after if gpu.index == after.index else gpu for gpu in snapshot.gpus))
+            try:
+                build_plan(
+                    request,
+                    world,
+                    kernel_start_fence(),
+                    own_user=current_user(),
+                    claims=claims,
+                    require_idle=require_idle,
+                )
+            except PlanError:
+                return False
+            return True
 
         min_free = parse_size(request.min_free).resolve(None) if request.min_free else 0
         if not min_free or not snapshot.nvml_available:
@@ -121,7 +144,7 @@ def would_fit_hints(snapshot: Snapshot, request: PlanRequest) -> str:
             if peer.notebook:
                 idle = "idle " if peer.idle or (peer.idle_s or 0) >= 600 else ""
                 kernels[pid] = f"{idle}kernel {shown(peer.notebook)}"
-        hints = fit_hints(snapshot.gpus, min_free, os.getpid(), current_user(), kernels)
+        hints = fit_hints(snapshot.gpus, min_free, os.getpid(), current_user(), kernels, check=check)
     except Exception:
         return ""
     return "".join(f"; {hint}" for hint in hints[:3])
@@ -229,6 +252,11 @@ class PlanSession:
         old = current_plan()
         changes.setdefault("max_limit", self.settings.max_limit.strip() or None)
         request = replace(old.request, **changes)
+        if self.pending_request is not None and gpu_settings_change(old.request, request):
+            # A framework already uses the GPU and earlier changes were refused as too late: they add
+            # up into the plan a restart applies, so this one is checked on top of them (%gpu_limit
+            # 40GiB then %gpu_select 2 is valid on a 48 GiB GPU 2 even if the running plan has 50 GiB).
+            request = replace(self.pending_request, **changes)
         snapshot = take_snapshot() if fresh is None else fresh
         self.last_snapshot = snapshot
         frameworks.remember_gpus(snapshot.gpus)
@@ -247,7 +275,8 @@ class PlanSession:
                 require_idle=require_idle,
             )
         except NoGpuFits as error:
-            raise NoGpuFitsError(str(error) + (would_fit_hints(snapshot, request) if hints else "")) from None
+            hint = would_fit_hints(snapshot, request, claims, require_idle) if hints else ""
+            raise NoGpuFitsError(str(error) + hint) from None
         except PlanError as error:
             raise UsageError(str(error)) from None
         late = frameworks.too_late(old, new, snapshot)

@@ -45,7 +45,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 from ..core.environ import environment_at_process_start
@@ -363,12 +363,15 @@ def fit_hints(
     own_pid: int,
     own_user: str | None,
     kernels: Mapping[int, str] | None = None,
+    check: Callable[[GpuInfo], bool] | None = None,
 ) -> list[str]:
     """For each GPU that does not qualify only because of this user's own processes: what would
     make it fit, e.g. ``GPU 2 would fit if your idle kernel x.ipynb (22 GiB) were shut down``.
 
     ``kernels`` names this user's processes (PID → e.g. ``"idle kernel x.ipynb"``); others are named
-    by PID. GPUs with other users' work are left out: only waiting helps there.
+    by PID. GPUs with other users' work are left out: only waiting helps there. ``check`` gets the
+    GPU as it would be once those processes ended; a hint is given only when it says True (the
+    caller runs the request through :func:`build_plan` on that world: the fence, MIG, the ceiling).
     """
     kernels = kernels or {}
     hints = []
@@ -385,6 +388,11 @@ def fit_hints(
         held = sum(p.memory or 0 for p in mine)
         if gpu.memory_free + held < min_free_bytes:
             continue
+        after = replace(
+            gpu, memory_free=gpu.memory_free + held, processes=tuple(p for p in gpu.processes if p not in mine)
+        )
+        if check is not None and not check(after):
+            continue  # shutting them down would not make the request pass: no hint that cannot work
         names = ", ".join(f"{kernels.get(p.pid, f'process PID {p.pid}')} ({format_bytes(p.memory)})" for p in mine[:3])
         hints.append(f"GPU {gpu.index} would fit if your {names} {'were' if len(mine) == 1 else 'were all'} shut down")
     return hints

@@ -32,7 +32,21 @@ from typing import Any
 
 from jupyter_gpu.core import import_hooks as _import_hooks
 
-CAPABILITY = {"NVIDIA A100-SXM4-80GB": (8, 0), "NVIDIA RTX A6000": (8, 6)}
+CAPABILITY = {"NVIDIA A100-SXM4-80GB": (8, 0), "NVIDIA RTX A6000": (8, 6), "NVIDIA T400 4GB": (7, 5)}
+
+# A workstation: a T400 4 GB driving the display as NVML GPU 0, an RTX A6000 as GPU 1 (CUDA's
+# fastest first numbers the A6000 0). Written to a file for JUPYTER_GPU_SIMULATE (MIXED_WORKSTATION).
+MIXED_WORKSTATION = {
+    "driver_version": "550.54.15",
+    "gpus": [
+        {
+            "name": "NVIDIA T400 4GB",
+            "memory_total_mib": 4096,
+            "processes": [{"pid": 910010, "memory_mib": 180, "user": "root", "name": "Xorg", "type": "graphics"}],
+        },
+        {"name": "NVIDIA RTX A6000", "memory_total_mib": 49140},
+    ],
+}
 
 
 def capability(name: str) -> tuple[int, int]:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from IPython.core.magic import Magics, line_magic, magics_class
 
-from ..plan_report import gpu_listing, summary, threads_report
+from ..plan_report import ORDER_NOTE, gpu_listing, jax_share, summary, threads_report
 from ..session import take_snapshot
 
 
@@ -31,6 +31,9 @@ class GpuStatusMagics(Magics):
 
         plan = current_plan()
         lines = [f"Plan: {summary(plan)}"]
+        lines += [f"  {line}" for line in jax_share(plan)]
+        if frameworks.order_set_by_plan(plan):
+            lines.append(f"  {ORDER_NOTE}")
         fence = kernel_start_fence()
         if fence.active:
             lines.append(f"GPUs the kernel was started with (by the admin, spawner or kernelspec): {fence.describe()}")
