@@ -116,6 +116,11 @@ _HINTS = (
         "device) count the GPUs the plan selected, from 0 in the plan's order, not nvidia-smi's numbers.",
     ),
     (
+        "Invalid device id",
+        "PyTorch has no CUDA device with that index (get_device_name, get_device_properties). Device indices "
+        "count the GPUs the plan selected, from 0 in the plan's order, not nvidia-smi's numbers.",
+    ),
+    (
         "Torch not compiled with CUDA enabled",
         "this PyTorch is a CPU-only build: the GPU plan cannot apply to it. Install a CUDA build of PyTorch and "
         "restart the kernel.",
@@ -134,8 +139,38 @@ def traceback_hint(error: BaseException | None) -> str | None:
         if needle in text:
             from ..plan import current_plan
 
-            return f"jupyter_gpu: {hint} The kernel's GPU plan: {summary(current_plan())} (%gpu_status shows more)."
+            plan = current_plan()
+            if needle in ("invalid device ordinal", "Invalid device id"):
+                hint = " ".join(filter(None, (hint, torch_device_map(plan))))
+            return f"jupyter_gpu: {hint} The kernel's GPU plan: {summary(plan)} (%gpu_status shows more)."
     return None
+
+
+def torch_device_map(plan: Any) -> str | None:
+    """Which GPU each of PyTorch's ``cuda:N`` is, e.g. "After %gpu_select 1,2, PyTorch's cuda:0 is
+    GPU 1 and cuda:1 is GPU 2 (nvidia-smi's numbers): use cuda:1 for GPU 2." From the GPUs CUDA
+    shows PyTorch (:func:`jupyter_gpu.frameworks.base.actual_devices`: once CUDA started, what it
+    read then); None while PyTorch is not imported or CUDA's numbering cannot be told."""
+    if "torch" not in sys.modules or "jupyter_gpu.frameworks" not in sys.modules:
+        return None
+    from ..frameworks.base import actual_devices, known_gpus
+    from ..frameworks.torch import TORCH
+
+    gpus = known_gpus() or plan.gpus
+    devices = actual_devices(TORCH, gpus).indices if gpus else None
+    if not devices:
+        return None
+    pairs = [f"cuda:{position} is GPU {index}" for position, index in enumerate(devices)]
+    said = ", ".join(pairs[:-1]) + (" and " if len(pairs) > 1 else "") + pairs[-1]
+    selected = plan.selected_indices
+    when = (
+        f"After %gpu_select {','.join(str(index) for index in selected)}"
+        if selected is not None and tuple(selected) == tuple(devices)
+        else "In this kernel"
+    )
+    moved = [(position, index) for position, index in enumerate(devices) if position != index]
+    use = f": use cuda:{moved[-1][0]} for GPU {moved[-1][1]}" if moved else ""
+    return f"{when}, PyTorch's {said} (nvidia-smi's numbers){use}; there is no cuda:{len(devices)}."
 
 
 def error_notes(error: BaseException | None) -> list[str]:

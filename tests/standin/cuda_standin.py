@@ -18,7 +18,9 @@ CUDA stops at the first entry it cannot use.
   the real one is (``/proc/self/maps`` is the only trace ``torch.cuda.is_available()`` leaves).
 - PyTorch: ``torch._C._cuda_getDeviceCount``/``_cuda_init`` (so ``is_available()``,
   ``device_count()`` and lazy init start CUDA), ``get_device_name``, and
-  ``set_per_process_memory_fraction`` that refuses a device that does not exist, as CUDA does.
+  ``set_per_process_memory_fraction`` that refuses a device that does not exist, as CUDA does; so do
+  ``torch.cuda.set_device(N)`` and ``Tensor.to('cuda:N')``/``.cuda(N)`` for an N past the devices
+  CUDA shows (``CUDA error: invalid device ordinal``), and ``get_device_name(N)`` (``Invalid device id``).
   PyTorch's own NVML count (``device_count()``, ``is_available()`` with
   ``PYTORCH_NVML_BASED_CUDA_CHECK=1``) fails, so those ask CUDA, unless ``CUDA_STANDIN_TORCH_NVML=1``:
   then it reads the simulated GPUs as torch's ctypes NVML reading would on a machine with the driver.
@@ -238,7 +240,8 @@ def _patch_torch(torch: types.ModuleType) -> None:
     torch._C._cuda_setMemoryFraction = set_memory_fraction
     torch._C._cuda_getMemoryFraction = lambda device: fractions.get(device, 1.0)
     cuda._cudart = types.SimpleNamespace()
-    cuda.get_device_name = lambda device=None: cu_init()[0 if device is None else int(device)][1]
+    cuda.get_device_name = lambda device=None: cu_init()[_device_position(torch, device)][1]
+    _patch_torch_devices(torch)
     if os.environ.get("CUDA_STANDIN_TORCH_NVML") == "1":
         # As on a machine with the driver: PyTorch's own NVML reading (ctypes, libnvidia-ml.so.1)
         # answers with NVML's GPUs, and torch's real _device_count_nvml applies CUDA_VISIBLE_DEVICES.
@@ -246,6 +249,86 @@ def _patch_torch(torch: types.ModuleType) -> None:
         cuda._raw_device_uuid_nvml = lambda: [uuid for _, _, uuid in _nvml_gpus()]
     else:
         cuda._device_count_nvml = lambda: -1  # as when NVML cannot be opened by torch: it asks CUDA
+
+
+def child_report() -> dict[str, Any]:
+    """Run in a worker process (``torch.multiprocessing`` spawn: importable by name): start CUDA
+    there through PyTorch's lazy init and say what this process got: the selection it read, the
+    GPUs (NVML indices, by CUDA's ordinal), and its memory caps (``{ordinal: fraction}``)."""
+    import torch
+
+    torch.cuda.init()
+    return {
+        "CUDA_VISIBLE_DEVICES": os.environ.get("CUDA_VISIBLE_DEVICES"),
+        "PYTORCH_CUDA_ALLOC_CONF": os.environ.get("PYTORCH_CUDA_ALLOC_CONF"),
+        "gpus": [index for index, _, _ in cu_init()],
+        "fractions": {str(k): v for k, v in fractions.items()},
+    }
+
+
+current_device: list[int] = [0]  # torch.cuda.set_device's device, as CUDA keeps it per thread
+
+
+def _device_position(torch: types.ModuleType, device: Any) -> int:
+    """CUDA's ordinal for ``device`` (``None``: the current one), as ``get_device_properties`` checks
+    it, after PyTorch's lazy init: ``AssertionError: Invalid device id`` past the devices CUDA shows."""
+    torch.cuda._lazy_init()
+    position = current_device[0] if device is None else torch.cuda._get_device_index(device, optional=True)
+    if not 0 <= position < len(cu_init()):
+        raise AssertionError("Invalid device id")
+    return position
+
+
+def _invalid_ordinal(torch: types.ModuleType, device: Any) -> None:
+    """What CUDA answers a device past the ones it shows (``cudaSetDevice``, the device guard of
+    every op on ``cuda:N``): ``RuntimeError: CUDA error: invalid device ordinal``, after lazy init."""
+    torch.cuda._lazy_init()
+    if not 0 <= device < len(cu_init()):
+        raise RuntimeError(
+            "CUDA error: invalid device ordinal\nCUDA kernel errors might be asynchronously reported at some "
+            "other API call, so the stacktrace below might be incorrect."
+        )
+
+
+def _patch_torch_devices(torch: types.ModuleType) -> None:
+    """``torch.cuda.set_device``/``current_device`` (``torch._C._cuda_setDevice``/``_cuda_getDevice``),
+    and ``Tensor.to``/``Tensor.cuda`` to a ``cuda:N`` past the devices CUDA shows: the error CUDA
+    gives (a device that exists still reaches the CPU build's own error: there is no CUDA tensor)."""
+
+    def set_device(device: int) -> None:
+        _invalid_ordinal(torch, device)
+        current_device[0] = device
+
+    def get_device() -> int:
+        torch.cuda._lazy_init()
+        return current_device[0]
+
+    torch._C._cuda_setDevice = set_device
+    torch._C._cuda_getDevice = get_device
+
+    def cuda_target(args: tuple[Any, ...], kwargs: dict[str, Any]) -> int | None:
+        for value in (kwargs.get("device"), *args[:1]):
+            if isinstance(value, (str, torch.device)):
+                target = torch.device(value)
+                if target.type == "cuda":
+                    return current_device[0] if target.index is None else target.index
+        return None
+
+    original_to, original_cuda = torch.Tensor.to, torch.Tensor.cuda
+
+    def to(tensor: Any, *args: Any, **kwargs: Any) -> Any:
+        target = cuda_target(args, kwargs)
+        if target is not None:
+            _invalid_ordinal(torch, target)
+        return original_to(tensor, *args, **kwargs)
+
+    def cuda_method(tensor: Any, device: Any = None, *args: Any, **kwargs: Any) -> Any:
+        if device is not None:
+            _invalid_ordinal(torch, torch.cuda._get_device_index(device, optional=True))
+        return original_cuda(tensor, device, *args, **kwargs)
+
+    torch.Tensor.to = to
+    torch.Tensor.cuda = cuda_method
 
 
 _import_hooks.when_imported("tensorflow", _patch_tensorflow)
