@@ -115,3 +115,31 @@ def test_a_spawned_worker_gets_the_selection_not_the_cap_and_the_printout_says_s
     # the cap is a call in this kernel's process: the worker's allocator has none
     assert child["fractions"] == {}
     assert kernel.value("{str(k): v for k, v in cuda_standin.fractions.items()}").keys() == {"0"}
+
+
+def test_after_cuda_started_before_the_selection_the_hint_names_what_cuda_shows_or_nothing(tmp_path: Path) -> None:
+    # CUDA started in PCI bus order with every GPU: the selection cannot reach PyTorch any more
+    for kernel in standin_kernel(tmp_path, {"CUDA_DEVICE_ORDER": "PCI_BUS_ID"}):
+        kernel.run("import torch\ntorch.cuda.is_available()\n%load_ext jupyter_gpu")
+        out, err = kernel.run("%gpu_select 1,2")
+        assert "PyTorch will NOT follow this" in out + err, (out, err)
+        _, err = kernel.run("torch.cuda.set_device(5)")
+        assert "invalid device ordinal" in err, err
+        assert (
+            "In this kernel, PyTorch's cuda:0 is GPU 0, cuda:1 is GPU 1, cuda:2 is GPU 2 and cuda:3 is GPU 3 "
+            "(nvidia-smi's numbers); there is no cuda:4." in err
+        ), err
+    # fastest first (the A6000s, GPUs 2 and 3, before the A100s): the selection is refused, and once
+    # PyTorch initialized the kernel tells each cuda:N by its model (ties in PCI bus order, as CUDA)
+    for kernel in standin_kernel(tmp_path / "fastest"):
+        kernel.run("import torch\ntorch.cuda.is_available()\n%load_ext jupyter_gpu")
+        kernel.run("%gpu_select 1,2")
+        _, err = kernel.run("torch.cuda.set_device(5)")
+        assert "invalid device ordinal" in err and "count the GPUs the plan selected" in err, err
+        assert (
+            "In this kernel, PyTorch's cuda:0 is GPU 2, cuda:1 is GPU 3, cuda:2 is GPU 0 and cuda:3 is GPU 1 "
+            "(nvidia-smi's numbers): use cuda:3 for GPU 1; there is no cuda:4." in err
+        ), err
+        assert [kernel.value(f"torch.cuda.get_device_name({k})") for k in range(4)] == [
+            kernel.value(NVML_NAMES)[index] for index in (2, 3, 0, 1)
+        ]
