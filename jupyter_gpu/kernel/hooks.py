@@ -140,8 +140,12 @@ def traceback_hint(error: BaseException | None) -> str | None:
             from ..plan import current_plan
 
             plan = current_plan()
-            if needle in ("invalid device ordinal", "Invalid device id"):
-                hint = " ".join(filter(None, (hint, torch_device_map(plan))))
+            mapping = torch_device_map(plan) if needle in ("invalid device ordinal", "Invalid device id") else None
+            if mapping and mapping.startswith("In this kernel"):
+                # CUDA does not show the plan's selection: "count the GPUs the plan selected" is not true here
+                hint = f"{hint.split('.', 1)[0]}. {mapping}"
+            elif mapping:
+                hint = f"{hint} {mapping}"
             return f"jupyter_gpu: {hint} The kernel's GPU plan: {summary(plan)} (%gpu_status shows more)."
     return None
 
