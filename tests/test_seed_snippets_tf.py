@@ -119,3 +119,95 @@ def test_19_logical_gpus_of_a_split_limit_count_as_tensorflow_devices(kernel: Ke
         "after %gpu_select 1,2 and %gpu_limit 2GiB 2GiB, TensorFlow's /GPU:0 and /GPU:1 are GPU 1 and /GPU:2 and "
         "/GPU:3 are GPU 2; /GPU:4 does not exist in this kernel" in err
     ), err
+
+
+# -- case 3: Keras 3 on each backend, after %gpu_select 1 --growth and %gpu_limit 2GiB ---------------
+
+PLAN = "%load_ext jupyter_gpu\n%gpu_select 1 --growth\n%gpu_limit 2GiB"
+MODEL = "model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(2)])"
+A100_MIB = 81920  # the demo scenario's A100 80GB (GPU 0, 1)
+
+
+def keras_kernel(tmp_path: Path, backend: str, by_file: bool = False) -> Iterator[Kernel]:
+    """A stand-in kernel whose Keras picks ``backend`` from ``KERAS_BACKEND``, or from ``keras.json``."""
+    home = tmp_path / "keras"
+    home.mkdir()
+    env = {"CUDA_DEVICE_ORDER": "PCI_BUS_ID", "KERAS_HOME": str(home), "CUDA_STANDIN_TORCH_NVML": "1"}
+    if by_file:
+        (home / "keras.json").write_text(json.dumps({"backend": backend}))
+    else:
+        env["KERAS_BACKEND"] = backend
+    yield from standin_kernel(tmp_path, env)
+
+
+@pytest.mark.parametrize("magic_first", [True, False], ids=["magic_first", "keras_first"])
+def test_19_keras_on_tensorflow_gets_the_plan(tmp_path: Path, magic_first: bool) -> None:
+    for kernel in keras_kernel(tmp_path, "tensorflow"):
+        cells = [PLAN, "import keras"] if magic_first else ["import keras", PLAN]
+        for cell in cells:
+            _, err = kernel.run(cell)
+            assert "Warning" not in err, err
+        _, err = kernel.run(MODEL)  # building a model initializes TensorFlow
+        assert "Warning" not in err, err
+        assert kernel.value("keras.config.backend()") == "tensorflow"
+        assert kernel.value("env()['TF_FORCE_GPU_ALLOW_GROWTH']") == "true"
+        assert tf_visible(kernel) == [1]
+        limits = kernel.value("{d.name: [c.memory_limit for c in v] for d, v in _ctx._virtual_device_map.items()}")
+        assert list(limits.values()) == [[2048]], limits
+        status, _ = kernel.run("%gpu_status")
+        assert "TensorFlow: initialized with the plan applied" in status and "NOT" not in status, status
+        assert "Keras: backend tensorflow: Keras has no GPU settings of its own; it uses what TensorFlow" in status
+
+
+@pytest.mark.parametrize("magic_first", [True, False], ids=["magic_first", "keras_first"])
+def test_19_keras_on_jax_gets_the_plan_in_jaxs_variables(tmp_path: Path, magic_first: bool) -> None:
+    for kernel in keras_kernel(tmp_path, "jax", by_file=True):  # keras.json names the backend
+        cells = [PLAN, "import keras"] if magic_first else ["import keras", PLAN]
+        for cell in cells:
+            _, err = kernel.run(cell)
+            assert "Warning" not in err, err
+        assert kernel.value("keras.config.backend()") == "jax"
+        env = kernel.value("env()")
+        # JAX reads these when it makes its GPU backend: GPU 1 only, no preallocation, 2 GiB of 80 GiB
+        assert env["CUDA_VISIBLE_DEVICES"] == "1" and env["XLA_PYTHON_CLIENT_PREALLOCATE"] == "false"
+        assert float(env["XLA_CLIENT_MEM_FRACTION"]) == pytest.approx(2048 / A100_MIB, abs=1e-3)
+        _, err = kernel.run(MODEL)  # this jaxlib is a CPU build: said so, once
+        assert err.count("GPUPlanMismatchWarning") == 1 and "this jaxlib has no GPU support" in err, err
+        status, _ = kernel.run("%gpu_status")
+        assert "Keras: backend jax: Keras has no GPU settings of its own; it uses what JAX above says" in status
+        assert "JAX: initialized on the CPU only" in status and "does NOT follow the plan" in status, status
+
+
+def test_19_keras_on_torch_gets_the_plan_magic_first(tmp_path: Path) -> None:
+    for kernel in keras_kernel(tmp_path, "torch"):
+        kernel.run(PLAN)
+        _, err = kernel.run("import keras")  # Keras asks torch.cuda.is_available(): NVML, CUDA not started
+        assert "Warning" not in err and kernel.value("cuda_standin.started") == {}, err
+        assert kernel.value("keras.config.backend()") == "torch"
+        assert kernel.value("env()['PYTORCH_CUDA_ALLOC_CONF']") == "expandable_segments:True"
+        status, _ = kernel.run("%gpu_status")
+        assert "PyTorch: imported, GPU not initialized; plan applied" in status, status
+        assert "Keras: backend torch: Keras has no GPU settings of its own; it uses what PyTorch above says" in status
+        # the model's first CUDA tensor starts CUDA (this CPU build then fails): the queued cap lands on GPU 1
+        kernel.run("torch = __import__('torch')\ntorch.cuda.init()")
+        assert kernel.value("cuda_standin.started['env']") == ["1", "PCI_BUS_ID"]
+        assert kernel.value("cuda_standin.fractions") == {"0": pytest.approx(2048 / A100_MIB, abs=1e-6)}
+
+
+def test_19_keras_on_torch_imported_first_started_cuda_and_says_so(tmp_path: Path) -> None:
+    for kernel in keras_kernel(tmp_path, "torch"):
+        kernel.run("%load_ext jupyter_gpu\nimport keras")  # no magic yet: is_available() asks CUDA
+        assert kernel.value("cuda_standin.started['env']") == [None, "PCI_BUS_ID"]
+        out, err = kernel.run("%gpu_select 1 --growth")
+        assert "PyTorch will NOT follow this: CUDA already started in this kernel" in out, (out, err)
+        assert "torch.cuda.is_available()" in out and "not applied to PyTorch" in out, out
+        status, _ = kernel.run("%gpu_status")
+        assert "Keras: backend torch" in status and "CUDA: started in this kernel by PyTorch" in status, status
+
+
+def test_19_keras_on_jax_without_growth_says_it_turned_tensorflow_growth_on(tmp_path: Path) -> None:
+    for kernel in keras_kernel(tmp_path, "jax"):
+        kernel.run("%load_ext jupyter_gpu\n%gpu_select 1\nimport keras")
+        assert kernel.value("env()['TF_FORCE_GPU_ALLOW_GROWTH']") == "true"  # Keras' own doing
+        status, _ = kernel.run("%gpu_status")
+        assert "at import it set TF_FORCE_GPU_ALLOW_GROWTH=true" in status, status

@@ -237,6 +237,9 @@ def _patch_torch(torch: types.ModuleType) -> None:
     torch._C._cuda_init = cuda_init
     torch._C._cuda_setMemoryFraction = set_memory_fraction
     torch._C._cuda_getMemoryFraction = lambda device: fractions.get(device, 1.0)
+    # torch.cuda._is_compiled() is now True (it asks for _cuda_getDeviceCount), so torch._dynamo (which
+    # Keras' torch backend imports) takes the CUDA build's stream getter: a CUDA build has one
+    torch._C._cuda_getCurrentRawStream = lambda device: 0
     cuda._cudart = types.SimpleNamespace()
     cuda.get_device_name = lambda device=None: cu_init()[0 if device is None else int(device)][1]
     if os.environ.get("CUDA_STANDIN_TORCH_NVML") == "1":
