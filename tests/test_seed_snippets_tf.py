@@ -58,6 +58,20 @@ def test_19_a_framework_that_will_not_follow_is_not_said_applied(kernel: Kernel)
 # -- case 1: with tf.device('/GPU:3') after %gpu_select 1,2 -----------------------------------------
 
 
+def test_19_the_device_names_tensorflow_accepts_are_read_from_the_cell_and_nothing_else() -> None:
+    from jupyter_gpu.kernel.hooks import _TF_GPU, _TF_UNSATISFIED
+
+    cell = (
+        "with tf.device('/GPU:3'): pass\n"
+        'tf.device("/device:gpu:4")\n'
+        "MirroredStrategy(devices=['/job:localhost/replica:0/task:0/device:GPU:5', 'GPU:6', '/gpu:7'])\n"
+        "torch.device('cuda:8'); print('my gpu:9 notes'); x = '/CPU:0'"
+    )
+    assert _TF_GPU.findall(cell) == ["3", "4", "5", "6", "7"]
+    error = "Could not satisfy device specification '/job:localhost/replica:0/task:0/device:GPU:3'. enable_soft"
+    assert _TF_UNSATISFIED.findall(error) == ["3"]
+
+
 def test_19_a_tf_device_outside_the_plan_is_named_with_the_mapping_magic_first(kernel: Kernel) -> None:
     kernel.run("%load_ext jupyter_gpu\n%gpu_select 1,2\nimport tensorflow as tf")
     out, err = kernel.run("with tf.device('/GPU:3'):\n    x = tf.constant(1.0) + 1\nprint(x.device)")
