@@ -210,8 +210,12 @@ def tf_device_hint(source: str | None, error: BaseException | None = None) -> st
         select += f" and %gpu_limit {' '.join(plan.request.limits)}"
     names = ", ".join(f"/GPU:{number}" for number in missing)
     has = f"TensorFlow's {mapping}" if logical else "TensorFlow has no GPU"
-    use = " or ".join(f"/GPU:{number}" for number in range(len(logical))) if len(logical) < 4 else ""
-    use = use or f"/GPU:0 … /GPU:{len(logical) - 1}" if logical else "/CPU:0"
+    if not logical:
+        use = "/CPU:0"
+    elif len(logical) < 4:
+        use = " or ".join(f"/GPU:{number}" for number in range(len(logical)))
+    else:
+        use = f"/GPU:0 … /GPU:{len(logical) - 1}"
     first = "the first GPU, /GPU:0, for ops it has a GPU kernel for, else the CPU" if logical else "the CPU"
     return (
         f"jupyter_gpu: after {select}, {has}; {names} {'do' if len(missing) > 1 else 'does'} not exist in this "
