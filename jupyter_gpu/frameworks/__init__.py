@@ -36,6 +36,7 @@ from collections.abc import Callable, Mapping, Sequence
 from ..core import import_hooks as _import_hooks
 from ..core.environ import environment_at_process_start
 from ..core.snapshot import Snapshot
+from ..core.text import display_text
 from ..core.units import format_bytes
 from ..core.visibility import UNKNOWN, CudaEnv, Gpu, cuda_devices, cuda_start, cuda_start_call
 from ..plan import GpuPlan, PlanError, current_plan, set_current_plan
@@ -642,6 +643,35 @@ def cuda_status() -> str | None:
         f"started in this kernel by {who_started(start)}, with {values}: CUDA read them once, for every "
         "framework of this process; another selection takes effect after a restart (%gpu_restart)"
     )
+
+
+_KERAS_BACKENDS = {"tensorflow": "TensorFlow", "torch": "PyTorch", "jax": "JAX"}
+
+
+def keras_status() -> str | None:
+    """One line for ``%gpu_status`` once Keras 3 is imported: its backend and which framework's line
+    above says what it uses (Keras has no GPU settings of its own). None before ``import keras``.
+
+    Read without side effects: ``keras.src.backend.config._BACKEND``, which Keras sets once at import
+    from ``keras.json`` and then ``KERAS_BACKEND`` (what ``keras.config.backend()`` returns)."""
+    config = sys.modules.get("keras.src.backend.config")
+    if config is None:
+        return None
+    backend = getattr(config, "_BACKEND", None)
+    if not isinstance(backend, str):
+        return "imported; its backend cannot be told"
+    framework = _KERAS_BACKENDS.get(backend)
+    shown = display_text(backend, 40)
+    if framework is None:
+        return f"backend {shown}: not one jupyter_gpu configures (TensorFlow, PyTorch, JAX): the plan does not reach it"
+    line = f"backend {shown}: Keras has no GPU settings of its own; it uses what {framework} above says"
+    if backend != "tensorflow" and os.environ.get("TF_FORCE_GPU_ALLOW_GROWTH") == "true" and not current_plan().growth:
+        # keras/src/backend/config.py, at import: any backend but TensorFlow sets it, whatever was there
+        line += (
+            "; at import it set TF_FORCE_GPU_ALLOW_GROWTH=true (as it does for every backend but TensorFlow), "
+            "so TensorFlow, if used as well, grows its memory although the plan says growth off"
+        )
+    return line
 
 
 def reset_for_tests() -> None:

@@ -398,6 +398,17 @@ class TensorFlow(Framework):
             number += count
         return labels
 
+    def logical_gpus(self, plan: GpuPlan, gpus: Any = ()) -> list[int] | None:
+        """The NVML index behind each of TensorFlow's logical GPUs once ``plan`` is applied, in
+        TensorFlow's order (``/GPU:k`` is entry k; a GPU split by ``%gpu_limit A B`` appears once per
+        logical GPU); None when that cannot be told (no selection: CUDA's own order; or TensorFlow
+        will not follow the plan)."""
+        devices, problem = planned_devices(self, plan, gpus)
+        if problem is not None or plan.selected_indices is None:
+            return None
+        order = visible_order(plan) if devices.indices is None else devices.indices
+        return [index for index in order for _ in range(max(1, len(plan.logical_limits_bytes(index))))]
+
 
 class _Sessions:
     """The ``tf.compat.v1`` sessions of the kernel: the plan merged into their configs, what each uses."""

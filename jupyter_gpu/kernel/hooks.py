@@ -31,6 +31,7 @@ arguments), so a 1 MB message or a huge ``args`` costs microseconds. Code the us
 from __future__ import annotations
 
 import os
+import re
 import sys
 from collections.abc import Callable
 from typing import Any
@@ -43,6 +44,7 @@ __all__ = [
     "install",
     "off_cell_event",
     "on_cell_event",
+    "tf_device_hint",
     "traceback_hint",
     "uninstall",
     "watch_frameworks",
@@ -197,6 +199,71 @@ def error_notes(error: BaseException | None) -> list[str]:
     return notes
 
 
+# A TensorFlow GPU named in a string of the cell: '/GPU:3', "/device:GPU:3", '/job:localhost/.../gpu:3', 'GPU:3'.
+_TF_GPU = re.compile(r"""["'](?:/job:[\w-]+)?(?:/replica:\d+)?(?:/task:\d+)?/?(?:device:)?gpu:(\d+)["']""", re.I)
+_TF_UNSATISFIED = re.compile(r"Could not satisfy (?:explicit )?device specification '[^']*device:GPU:(\d+)'")
+_SOURCE_CHARS = 100_000  # a longer cell is read up to here: the check stays cheap
+
+
+def tf_device_hint(source: str | None, error: BaseException | None = None) -> str | None:
+    """The hint after a cell that names a TensorFlow GPU the plan does not give it (``tf.device('/GPU:3')``,
+    ``MirroredStrategy(devices=[..., '/gpu:3'])`` after ``%gpu_select 1,2``), None for any other cell.
+
+    TensorFlow 2 places ops with soft placement on (its default): a device that does not exist is
+    replaced, without a word, by the best device of any type (``EagerContext::SelectDevice`` and the
+    graph placer's ``ColocationGraph`` clear the device's type and number and take the first match:
+    ``/GPU:0`` on a GPU build); with soft placement off the op fails with "Could not satisfy device
+    specification". Read from the cell's text (and that error's text) only: nothing is imported or
+    asked of TensorFlow, and nothing runs unless TensorFlow is imported."""
+    if "tensorflow" not in sys.modules or "jupyter_gpu.frameworks" not in sys.modules:
+        return None
+    text = source[:_SOURCE_CHARS] if isinstance(source, str) else ""
+    named = {int(number) for number in _TF_GPU.findall(text)}
+    if error is not None:
+        from .oom import error_text
+
+        named.update(int(number) for number in _TF_UNSATISFIED.findall(error_text(error)))
+    if not named:
+        return None
+    from .. import frameworks
+    from ..plan import current_plan
+
+    plan = current_plan()
+    if frameworks.selection_env_changed():
+        return None  # the variables are not the plan's: the warning about that is the one to read
+    gpus = frameworks.known_gpus()
+    logical = frameworks.TENSORFLOW.logical_gpus(plan, gpus)
+    if logical is None:
+        return None  # no selection (CUDA's own numbering) or TensorFlow does not follow the plan
+    missing = sorted(number for number in named if number >= len(logical))
+    if not missing:
+        return None
+    names_of: dict[int, list[str]] = {}
+    for number, index in enumerate(logical):
+        names_of.setdefault(index, []).append(f"/GPU:{number}")
+    mapping = " and ".join(
+        f"{' and '.join(names)} {'are' if len(names) > 1 else 'is'} GPU {index}" for index, names in names_of.items()
+    )
+    select = f"%gpu_select {plan.request.selection}" if plan.request.selection else "the plan"
+    if plan.request.limits and len(logical) > len(names_of):
+        select += f" and %gpu_limit {' '.join(plan.request.limits)}"
+    names = ", ".join(f"/GPU:{number}" for number in missing)
+    has = f"TensorFlow's {mapping}" if logical else "TensorFlow has no GPU"
+    if not logical:
+        use = "/CPU:0"
+    elif len(logical) < 4:
+        use = " or ".join(f"/GPU:{number}" for number in range(len(logical)))
+    else:
+        use = f"/GPU:0 … /GPU:{len(logical) - 1}"
+    first = "the first GPU, /GPU:0, for ops it has a GPU kernel for, else the CPU" if logical else "the CPU"
+    return (
+        f"jupyter_gpu: after {select}, {has}; {names} {'do' if len(missing) > 1 else 'does'} not exist in this "
+        f"kernel. With soft placement (TensorFlow's default) such ops run on another device without a word "
+        f"({first}); with it off they fail ('Could not satisfy device specification'). Use {use}, or "
+        "%gpu_select the GPUs you mean."
+    )
+
+
 def _nvml_gpus() -> Any:
     """Every GPU NVML sees now, for the after-cell check (the frameworks package reads no NVML itself)."""
     from ..sources.nvml import snapshot
@@ -212,6 +279,9 @@ def _after_cell(result: Any = None) -> None:
     if error is not None:
         for note in error_notes(error):
             print(note, file=sys.stderr)
+    device_hint = tf_device_hint(getattr(getattr(result, "info", None), "raw_cell", None), error)
+    if device_hint:
+        print(device_hint, file=sys.stderr)
     frameworks = sys.modules.get("jupyter_gpu.frameworks")
     if frameworks is None:
         return  # no plan was ever made and no framework imported: nothing can diverge

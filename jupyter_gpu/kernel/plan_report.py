@@ -9,6 +9,7 @@ from the driver or from other users are shown bidi-safe and at most 40 character
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from ..core.text import display_text
@@ -69,9 +70,9 @@ def summary(plan: GpuPlan) -> str:
     return "; ".join(parts)
 
 
-def _labels(plan: GpuPlan) -> tuple[dict[int, str], list[str]]:
+def _labels(plan: GpuPlan, not_following: list[str]) -> tuple[dict[int, str], list[str]]:
     """How each framework will name each planned GPU (from :mod:`jupyter_gpu.core.visibility`), and a
-    line for each framework that will not follow the plan."""
+    line for each framework that will not follow the plan (whose name is added to ``not_following``)."""
     from .. import frameworks
 
     gpus = frameworks.known_gpus()
@@ -80,6 +81,7 @@ def _labels(plan: GpuPlan) -> tuple[dict[int, str], list[str]]:
     for framework in frameworks.FRAMEWORKS:
         problem = frameworks.planned_devices(framework, plan, gpus)[1]
         if problem is not None:
+            not_following.append(framework.name)
             notes.append(
                 f"{framework.name} will NOT follow this: {problem}; restart the kernel (%gpu_restart) to apply "
                 f"the plan to {framework.name}."
@@ -93,12 +95,13 @@ def _labels(plan: GpuPlan) -> tuple[dict[int, str], list[str]]:
 def selection_report(plan: GpuPlan) -> str:
     """What ``%gpu_select`` prints: each selected GPU and its name in every framework, growth, limit."""
     notes: list[str] = []
+    not_following: list[str] = []
     if plan.selected_indices == ():
         lines = ["No GPU selected: TensorFlow, PyTorch and JAX will run on the CPU only."]
     elif plan.selected_indices is None:
         lines = [f"No selection: {summary(plan)}"]
     else:
-        labels, notes = _labels(plan)
+        labels, notes = _labels(plan, not_following)
         lines = []
         why = _auto_reasons(plan)
         for index in plan.selected_indices:
@@ -119,7 +122,7 @@ def selection_report(plan: GpuPlan) -> str:
     lines.append(f"Memory growth {'on: allocated on demand' if plan.growth else 'off'}.")
     if plan.limits_bytes:
         lines.append(limit_report(plan))
-    lines.append(_where_applied())
+    lines.append(_where_applied(not_following))
     return "\n".join(lines)
 
 
@@ -264,18 +267,24 @@ def threads_report(plan: GpuPlan) -> str:
     )
 
 
-def _where_applied() -> str:
+def _where_applied(not_following: Sequence[str] = ()) -> str:
+    """Where the plan takes effect: now (imported frameworks), at import, and not at all for the
+    frameworks in ``not_following`` (those the report already said will NOT follow it)."""
     from .. import frameworks
 
     now: list[str] = []
     later: list[str] = []
     for framework in frameworks.FRAMEWORKS:
+        if framework.name in not_following:
+            continue
         (later if framework.state() is frameworks.State.NOT_IMPORTED else now).append(framework.name)
     parts = []
     if now:
         parts.append(f"Applied now to {', '.join(now)}")
     if later:
         parts.append(f"applied to {', '.join(later)} when imported")
+    if not_following:
+        parts.append(f"not applied to {', '.join(not_following)} (above: restart the kernel)")
     text = "; ".join(parts)
     return text[0].upper() + text[1:] + "."
 

@@ -239,6 +239,9 @@ def _patch_torch(torch: types.ModuleType) -> None:
     torch._C._cuda_init = cuda_init
     torch._C._cuda_setMemoryFraction = set_memory_fraction
     torch._C._cuda_getMemoryFraction = lambda device: fractions.get(device, 1.0)
+    # torch.cuda._is_compiled() is now True (it asks for _cuda_getDeviceCount), so torch._dynamo (which
+    # Keras' torch backend imports) takes the CUDA build's stream getter: a CUDA build has one
+    torch._C._cuda_getCurrentRawStream = lambda device: 0
     cuda._cudart = types.SimpleNamespace()
     cuda.get_device_name = lambda device=None: cu_init()[_device_position(torch, device)][1]
     _patch_torch_devices(torch)

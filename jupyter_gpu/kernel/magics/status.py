@@ -42,6 +42,9 @@ class GpuStatusMagics(Magics):
         frameworks.remember_gpus(snapshot.gpus)
         lines.append("Frameworks:")
         lines += [f"  {framework.name}: {text}" for framework, text in frameworks.framework_statuses(snapshot.gpus)]
+        keras = frameworks.keras_status()
+        if keras is not None:
+            lines.append(f"  Keras: {keras}")
         cuda = frameworks.cuda_status()
         if cuda is not None:
             lines.append(f"  CUDA: {cuda}")
