@@ -129,14 +129,13 @@ def _dead_report_of_ones_own(folder, kernel_id):
     """As the neighbour: the report a killed kernel of one's own left behind (its process is gone)."""
     import subprocess
 
-    child = subprocess.Popen(["true"])
-    with open(f"/proc/{child.pid}/stat", "rb") as file:
-        data = file.read()
+    from jupyter_gpu.sources.processes import process_start
+
+    child = subprocess.Popen(["sleep", "0.2"])
+    start = process_start(child.pid)
     child.wait()
     document = {"version": 1, "kernel_id": kernel_id, "pid": child.pid, "session": None, "timestamp": 1.0}
-    document.update(
-        start_time=int(data[data.rindex(b")") + 2 :].split()[19]), pid_namespace=os.readlink("/proc/self/ns/pid")
-    )
+    document.update(start_time=start, pid_namespace=os.readlink("/proc/self/ns/pid"))
     with open(os.path.join(folder, f"{REPORT_PREFIX}{kernel_id}.json"), "w") as file:
         json.dump(document, file)
 

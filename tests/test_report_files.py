@@ -105,14 +105,9 @@ def test_a_report_rewritten_behind_the_readers_cache_cannot_crash_the_clean_up(t
 def _own_sleeper_reported(folder: str, kernel_id: str) -> int:
     """As the neighbour: start a process of one's own and write its genuine report; its PID."""
     sleeper = subprocess.Popen(["sleep", "60"], start_new_session=True)
-    for _ in range(200):
-        try:
-            with open(f"/proc/{sleeper.pid}/stat", "rb") as file:
-                data = file.read()
-            break
-        except OSError:
-            time.sleep(0.01)
-    forge_kernel_report(folder, kernel_id, sleeper.pid, int(data[data.rindex(b")") + 2 :].split()[19]))
+    start = process_start(sleeper.pid)
+    assert start is not None
+    forge_kernel_report(folder, kernel_id, sleeper.pid, start)
     return sleeper.pid
 
 

@@ -64,6 +64,12 @@ def current_user() -> str | None:
         return str(os.getuid()) if hasattr(os, "getuid") else None
 
 
+def _start_ticks(stat: bytes) -> int:
+    """Field 22 of a ``/proc/<pid>/stat`` line (start time in clock ticks since boot); the command
+    name before it may hold spaces and parentheses, so fields are counted after its last ``)``."""
+    return int(stat[stat.rindex(b")") + 2 :].split(None, 20)[19])
+
+
 def process_start(pid: int) -> int | float | None:
     """When process ``pid`` started, or None when no such process exists (or it cannot be read).
 
@@ -76,7 +82,7 @@ def process_start(pid: int) -> int | float | None:
         try:
             with open(f"/proc/{pid}/stat", "rb") as file:
                 data = file.read()
-            return int(data[data.rindex(b")") + 2 :].split(None, 20)[19])
+            return _start_ticks(data)
         except (OSError, ValueError, IndexError):
             return None
     try:
@@ -106,7 +112,7 @@ def process_owner(pid: int, start: int | float | None = None) -> int | None:
             if start is not None:
                 with open(os.open("stat", os.O_RDONLY | os.O_CLOEXEC, dir_fd=folder), "rb") as file:
                     data = file.read()
-                if int(data[data.rindex(b")") + 2 :].split(None, 20)[19]) != start:
+                if _start_ticks(data) != start:
                     return None
             return uid
         except (OSError, ValueError, IndexError, StopIteration):
