@@ -54,8 +54,9 @@ def scenario(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Scenar
 
 @pytest.fixture
 def demo_gpus(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The 'demo' shared server: 4 GPUs of 2 models, other users' processes, one busy GPU."""
-    monkeypatch.setenv(simulate.ENV_VAR, "demo")
+    """The 'demo' shared server standing still ('demo-still'): 4 GPUs of 2 models, other users'
+    processes, one busy GPU, with the same figures at every read."""
+    monkeypatch.setenv(simulate.ENV_VAR, simulate.DEMO_STILL)
 
 
 # -- the magics in this process's IPython shell (plan_state.py holds what they change)

@@ -97,4 +97,4 @@ def standin_kernel(tmp_path: Path, env: dict[str, str] | None = None) -> Iterato
     startup.mkdir(parents=True)
     code = f"import sys\nsys.path.insert(0, {str(STANDIN)!r})\nimport cuda_standin\n"
     (startup / "00-cuda-standin.py").write_text(code)
-    yield from start({"IPYTHONDIR": str(tmp_path / "ipython"), "JUPYTER_GPU_SIMULATE": "demo", **(env or {})})
+    yield from start({"IPYTHONDIR": str(tmp_path / "ipython"), "JUPYTER_GPU_SIMULATE": "demo-still", **(env or {})})

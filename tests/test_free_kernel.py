@@ -82,7 +82,7 @@ def test_bad_names_change_nothing(kernel: Kernel) -> None:
 
 
 def test_gpu_free_on_simulated_nvml_reports_the_drivers_figures_before_and_after(tmp_path: Path) -> None:
-    world = ScenarioFile(tmp_path / "gpus.json", simulate.demo_scenario())
+    world = ScenarioFile(tmp_path / "gpus.json", simulate.demo_scenario(moving=False))
     generator = standin_kernel(tmp_path, {"JUPYTER_GPU_SIMULATE": str(world.path)})
     kernel = next(generator)
     try:
@@ -90,7 +90,7 @@ def test_gpu_free_on_simulated_nvml_reports_the_drivers_figures_before_and_after
         pid = kernel.value("os.getpid()")
 
         def holding(mib: int) -> dict:
-            data = simulate.demo_scenario()
+            data = simulate.demo_scenario(moving=False)
             data["gpus"][1]["processes"].append({"pid": pid, "memory_mib": mib, "name": "python"})
             return data
 

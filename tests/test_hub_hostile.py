@@ -691,7 +691,11 @@ def service_process() -> Any:
     from pathlib import Path
 
     tests = Path(__file__).parent
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tests), str(tests.parent)]), simulate.ENV_VAR: "demo"}
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(tests), str(tests.parent)]),
+        simulate.ENV_VAR: simulate.DEMO_STILL,
+    }
     child = subprocess.Popen(
         [sys.executable, "-c", "import hub_service; hub_service.serve_in_this_process()"],
         cwd=tests,

@@ -20,7 +20,7 @@ from jupyter_gpu import simulate
 
 def test_presets():
     assert len(simulate.ScenarioSource("3").current().gpus) == 3
-    demo = simulate.ScenarioSource("demo").current()
+    demo = simulate.ScenarioSource("demo-still").current()
     assert {gpu.name for gpu in demo.gpus} == {"NVIDIA A100-SXM4-80GB", "NVIDIA RTX A6000"}
     assert max(gpu.utilization for gpu in demo.gpus) > 90
     assert {p.user for gpu in demo.gpus for p in gpu.processes} >= {"bob", "carol"}
@@ -380,7 +380,8 @@ def test_a_hostile_scenario_file_is_one_scenario_error(tmp_path, text, words):
 
 SCENARIO_TEMPLATES = {
     "plausible": simulate.plausible_gpus(2),
-    "demo": simulate.demo_scenario(),
+    "demo": simulate.demo_scenario(),  # with its motion
+    "demo-still": simulate.demo_scenario(moving=False),
     "everything": {
         "driver_version": "550.54.15",
         "cuda_driver_version": 12040,

@@ -10,13 +10,16 @@ Select it with the environment variable ``JUPYTER_GPU_SIMULATE``:
 ``JUPYTER_GPU_SIMULATE=4``
     four plausible, idle GPUs (1 to 64).
 ``JUPYTER_GPU_SIMULATE=demo``
-    a shared server: 4 GPUs of 2 models, other users' processes, one GPU busy.
+    a shared server: 4 GPUs of 2 models, other users' processes, one GPU busy; its figures move
+    over a 15-minute loop (a training job ramps up and ends, a kernel goes idle holding memory).
+``JUPYTER_GPU_SIMULATE=demo-still``
+    the same server standing still (what tests and the stored notebook outputs use).
 ``JUPYTER_GPU_SIMULATE=/path/to/scenario.json``
     a scenario file (schema below). It is re-read whenever it changes, so a test can change
     utilization, add or remove processes or inject faults while a kernel or server is running.
 
 Unset, empty, ``0``, ``false``, ``off`` or ``no`` mean the real NVML. Anything else that is not a
-number from 1 to 64, ``demo`` or an existing file is refused with one line (and the real NVML is
+number from 1 to 64, ``demo``, ``demo-still`` or an existing file is refused with one line (and the real NVML is
 used by every other reader). Every simulated GPU's name ends with ``" [simulated]"``
 (:data:`SIMULATED_MARKER`), so no reader can mistake it for a real card.
 
@@ -28,7 +31,9 @@ NVML.
 
 The parts, each a module of its own:
 
-- :mod:`.scenario`: the schema, its strict reader, the built-in scenarios, :class:`ScenarioSource`.
+- :mod:`.scenario`: the schema, its strict reader, :class:`ScenarioSource`.
+- :mod:`.presets`: the built-in scenarios (``N`` GPUs, ``demo``, ``demo-still``).
+- :mod:`.motion`: figures that move, as pure functions of the elapsed time (:class:`Track`).
 - :mod:`.library`: :class:`SimulatedNvmlLibrary`, the ctypes stand-in for ``libnvidia-ml.so.1``.
 - :mod:`.install`: :func:`install`, :func:`uninstall`, :func:`installed`,
   :func:`install_from_environment`, :func:`write_scenario`.
@@ -57,6 +62,7 @@ from .codes import (
 from .counters import CALLS_DIR_VAR, CALLS_SUFFIX, calls_by_process, calls_in
 from .install import install, install_from_environment, installed, uninstall, write_scenario
 from .library import MEMORY_V2_VERSION, NOT_SUPPORTED_FUNCTIONS, SimulatedNvmlLibrary
+from .presets import DEMO_LOOP_S, DEMO_STILL, demo_scenario, plausible_gpus
 from .scenario import (
     ENV_VAR,
     MAX_GPUS,
@@ -76,14 +82,14 @@ from .scenario import (
     SimulatedGpu,
     SimulatedProcess,
     SimulatedSlice,
-    demo_scenario,
-    plausible_gpus,
     simulation_requested,
 )
 
 __all__ = [
     "CALLS_DIR_VAR",
     "CALLS_SUFFIX",
+    "DEMO_LOOP_S",
+    "DEMO_STILL",
     "ENV_VAR",
     "ERROR_ARGUMENT_VERSION_MISMATCH",
     "ERROR_DRIVER_NOT_LOADED",

@@ -1,7 +1,8 @@
 """Simulated scenarios: the schema, its strict reader, and the built-in ones (``N`` GPUs, ``demo``).
 
 A scenario is what ``JUPYTER_GPU_SIMULATE`` names (:class:`ScenarioSource`): a number of plausible
-idle GPUs (1 to 64, :func:`plausible_gpus`), ``demo`` (:func:`demo_scenario`), or the path of a JSON
+idle GPUs (1 to 64, :func:`plausible_gpus`), ``demo`` or ``demo-still`` (:func:`demo_scenario`; the
+presets live in :mod:`jupyter_gpu.simulate.presets`), or the path of a JSON
 file, re-read whenever it changes.
 
 Scenario schema (every key optional; sizes in MiB, power in W)::
@@ -13,6 +14,8 @@ Scenario schema (every key optional; sizes in MiB, power in W)::
       "latency_ms": 0,                 # added to every NVML call (a slow or hung driver)
       "missing_functions": [],         # C symbols the library lacks, e.g. an old driver without
                                        # "nvmlDeviceGetComputeRunningProcesses_v3"
+      "motion_start": null,            # Unix time the motions count from; null: when this process
+                                       # first read the scenario
       "gpus": [{
         "name": "NVIDIA A100-SXM4-80GB",
         "uuid": "GPU-...",             # default: derived from the index
@@ -23,8 +26,13 @@ Scenario schema (every key optional; sizes in MiB, power in W)::
         "power_w": 180, "power_limit_w": 400,
         "unsupported": [],             # of "utilization", "temperature", "power", "power_limit"
         "fault": null | "lost",
+        "motion": {                    # figures that move (see below); each key optional
+          "loop_s": 900,               # repeat every 900 s (default: hold the last keyframe)
+          "utilization": {"points": [[0, 5], [60, 95]], "jitter": 0.03},
+          "memory_utilization": {...}, "temperature": {...}, "power_w": {...}},
         "processes": [{"pid": 12345, "memory_mib": 1000, "user": "alice", "name": "python",
-                       "type": "compute" | "graphics"}],
+                       "type": "compute" | "graphics",
+                       "motion": {"loop_s": 900, "memory_mib": {"points": [[0, 2048], [120, 30000]]}}}],
         "mig_slices": [{               # present (even empty) = MIG mode enabled on this GPU
           "profile": "3g.40gb",        # the MIG device's profile; its NVML name is "<GPU name> MIG <profile>"
           "uuid": "MIG-...",           # default: derived from the GPU and slice index (R470+ format)
@@ -43,6 +51,16 @@ handle answers name, UUID, memory, processes (with their GPU/compute instance id
 ids and its parent handle; utilization, temperature and power on it answer NOT_SUPPORTED, and so
 does utilization on the parent in MIG mode (nvidia-smi prints "N/A" there). The parent's processes
 are every slice's, each with its instance ids; its used memory is the slices' sum unless given.
+
+Motion (:mod:`jupyter_gpu.simulate.motion`): a ``motion`` track replaces the figure of the same
+name with keyframes ``[[seconds, value], ...]`` (1 to 64, strictly increasing in time, each value
+within the figure's range) joined by straight lines, and an optional ``jitter`` (a fraction of the
+value, 0 to 1) that wobbles it smoothly. Time counts from ``motion_start``; the figures are
+evaluated whenever NVML is read, at whole seconds, as a pure function of the elapsed time. A
+process's memory may move only on a GPU not in MIG mode whose ``memory_used_mib`` is not given
+(it then follows the processes), and the processes' peaks plus the reserved memory must fit the
+GPU. ``demo`` moves this way (:func:`demo_scenario`); ``demo-still`` is the same server standing
+still (the still figures, without the motion), for tests and stored notebook outputs.
 
 A process's ``user`` and ``name`` stand in for the operating system's answer (NVML itself knows only
 PIDs): they are used for PIDs that do not exist on this machine, and they override the real owner
@@ -63,10 +81,12 @@ no NaN, Infinity, float beyond a double or duplicate key), and whatever it holds
 from __future__ import annotations
 
 import hashlib
+import math
 import os
 import re
 import threading
-from dataclasses import dataclass, field
+import time
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from stat import S_ISREG
 from typing import Any
@@ -74,6 +94,8 @@ from typing import Any
 from ..core.errors import ScenarioError
 from ..core.wire import Fields, WireError, finite, loads
 from .codes import GPU_FAULTS, WHOLE_NVML_FAULTS
+from .motion import MAX_POINTS, MAX_SECONDS, Track
+from .presets import DEMO_STILL, demo_scenario, plausible_gpus
 
 ENV_VAR = "JUPYTER_GPU_SIMULATE"
 
@@ -104,6 +126,13 @@ class SimulatedProcess:
     user: str | None = None
     name: str | None = None
     type: str = "compute"
+    memory_motion: Track | None = None
+
+    def at(self, elapsed_s: float) -> SimulatedProcess:
+        """This process ``elapsed_s`` seconds after the motion started."""
+        if self.memory_motion is None:
+            return self
+        return replace(self, memory_mib=self.memory_motion.at(elapsed_s))
 
 
 @dataclass(frozen=True)
@@ -123,6 +152,25 @@ class SimulatedGpu:
     fault: str | None
     processes: tuple[SimulatedProcess, ...]
     mig_slices: tuple[SimulatedSlice, ...] | None = None  # None: MIG mode disabled
+    motion: tuple[tuple[str, Track], ...] = ()  # (field, track) of the figures that move
+    memory_follows_processes: bool = False  # memory_used_mib was not given: the processes' sum
+
+    @property
+    def moves(self) -> bool:
+        return bool(self.motion) or any(p.memory_motion is not None for p in self.processes)
+
+    def at(self, elapsed_s: float) -> SimulatedGpu:
+        """This GPU ``elapsed_s`` seconds after the motion started (itself when nothing moves)."""
+        if not self.moves:
+            return self
+        changes: dict[str, Any] = {}
+        for name, track in self.motion:
+            value = track.at(elapsed_s)
+            changes[name] = int(value) if track.whole else value
+        processes = tuple(p.at(elapsed_s) for p in self.processes)
+        if self.memory_follows_processes:
+            changes["memory_used_mib"] = sum(p.memory_mib or 0 for p in processes)
+        return replace(self, processes=processes, **changes)
 
     @property
     def all_processes(self) -> tuple[SimulatedProcess, ...]:
@@ -149,7 +197,15 @@ class SimulatedSlice:
 MAX_MIG_SLICES = 7  # what nvmlDeviceGetMaxMigDeviceCount answers on an A100/H100
 _PROFILE_MEMORY = re.compile(r"(\d+)gb$")
 
-_TOP_KEYS = {"driver_version", "cuda_driver_version", "fault", "latency_ms", "missing_functions", "gpus"}
+_TOP_KEYS = {
+    "driver_version",
+    "cuda_driver_version",
+    "fault",
+    "latency_ms",
+    "missing_functions",
+    "motion_start",
+    "gpus",
+}
 _GPU_KEYS = {
     "name",
     "uuid",
@@ -165,6 +221,7 @@ _GPU_KEYS = {
     "fault",
     "processes",
     "mig_slices",
+    "motion",
 }
 _SLICE_KEYS = {
     "profile",
@@ -175,7 +232,14 @@ _SLICE_KEYS = {
     "memory_used_mib",
     "processes",
 }
-_PROCESS_KEYS = {"pid", "memory_mib", "user", "name", "type"}
+_PROCESS_KEYS = {"pid", "memory_mib", "user", "name", "type", "motion"}
+_GPU_MOTION = {  # field: (low, high, whole number), the same ranges as the still figures
+    "utilization": (0.0, 100.0, True),
+    "memory_utilization": (0.0, 100.0, True),
+    "temperature": (0.0, 200.0, True),
+    "power_w": (0.0, 100_000.0, False),
+}
+_PROCESS_MOTION = {"memory_mib": (0.0, MAX_MIB, False)}
 _PROCESS_TYPES = ("compute", "graphics")
 
 
@@ -297,6 +361,18 @@ class Scenario:
     latency_ms: float = 0.0
     missing_functions: frozenset[str] = field(default_factory=frozenset)
     identities: dict[int, tuple[str | None, str | None]] = field(default_factory=dict, compare=False, repr=False)
+    motion_start: float | None = None  # Unix time; None: when this process first read the scenario
+
+    @property
+    def moves(self) -> bool:
+        """Whether any figure has a ``motion`` (else :meth:`at` is the scenario itself)."""
+        return any(gpu.moves for gpu in self.gpus)
+
+    def at(self, elapsed_s: float) -> Scenario:
+        """The scenario ``elapsed_s`` seconds after its motion started: a pure function of the time."""
+        if not self.moves:
+            return self
+        return replace(self, gpus=tuple(gpu.at(elapsed_s) for gpu in self.gpus))
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Scenario:
@@ -316,6 +392,7 @@ class Scenario:
             latency_ms=top.number("latency_ms", 0.0, 0, 600_000),
             missing_functions=top.strings("missing_functions"),
             identities=identities,
+            motion_start=None if data.get("motion_start") is None else top.number("motion_start", 0, 0, 2**40),
         )
 
     def process_identity(self, pid: int) -> tuple[str | None, str | None] | None:
@@ -342,7 +419,13 @@ def _parse_gpu(index: int, data: Any) -> SimulatedGpu:
                 "mode every process runs in a slice (list it under its slice)"
             )
         slices = _parse_slices(index, where, gpu.items("mig_slices", MAX_MIG_SLICES), total - reserved)
+    moving_memory = any(p.memory_motion is not None for p in processes)
     if "memory_used_mib" in data:
+        if moving_memory:
+            raise ScenarioError(
+                f"{where}.memory_used_mib cannot be given when a process's memory moves "
+                "(the GPU's used memory then follows its processes)"
+            )
         used = gpu.number("memory_used_mib", 0, 0, MAX_MIB)
     elif slices is not None:
         used = sum(s.memory_used_mib for s in slices)
@@ -353,6 +436,13 @@ def _parse_gpu(index: int, data: Any) -> SimulatedGpu:
             f"{where}.memory_used_mib ({used:g}) plus memory_reserved_mib ({reserved:g}) "
             f"exceeds memory_total_mib ({total:g})"
         )
+    if moving_memory:
+        peak = sum(p.memory_motion.peak if p.memory_motion else p.memory_mib or 0 for p in processes)
+        if peak + reserved > total:
+            raise ScenarioError(
+                f"{where}: its processes' memory can reach {peak:g} MiB (the peaks of their motion, "
+                f"jitter included), which with memory_reserved_mib ({reserved:g}) exceeds memory_total_mib ({total:g})"
+            )
     digest = hashlib.sha1(f"jupyter-gpu-sim-{index}".encode()).hexdigest()
     default_uuid = f"GPU-{digest[:8]}-{digest[8:12]}-{digest[12:16]}-{digest[16:20]}-{digest[20:32]}"
     power_limit = gpu.number("power_limit_w", 400, 0, 100_000)
@@ -379,7 +469,47 @@ def _parse_gpu(index: int, data: Any) -> SimulatedGpu:
         fault=fault,
         processes=processes,
         mig_slices=slices,
+        motion=tuple(_parse_motion(f"{where}.motion", data["motion"], _GPU_MOTION).items())
+        if data.get("motion") is not None
+        else (),
+        memory_follows_processes=slices is None and "memory_used_mib" not in data,
     )
+
+
+def _parse_motion(where: str, data: Any, fields: dict[str, tuple[float, float, bool]]) -> dict[str, Track]:
+    """A ``motion`` object: ``loop_s`` and one track per moving field (see the module docstring)."""
+    motion = _Reader(data, where, {"loop_s", *fields})
+    loop = None if data.get("loop_s") is None else motion.number("loop_s", 0, 1, MAX_SECONDS)
+    tracks: dict[str, Track] = {}
+    for name, (low, high, whole) in fields.items():
+        if name not in data:
+            continue
+        at = motion.name(name)
+        track = _Reader(data[name], at, {"points", "jitter"})
+        items = track.items("points", MAX_POINTS)
+        if not items:
+            raise ScenarioError(f"{at}.points must hold at least one [seconds, value] pair")
+        points: list[tuple[float, float]] = []
+        for i, item in enumerate(items):
+            if not isinstance(item, list) or len(item) != 2:
+                raise ScenarioError(f"{at}.points[{i}] must be a [seconds, value] pair, not {_kind(item)}")
+            pair = _Reader({"seconds": item[0], "value": item[1]}, f"{at}.points[{i}]", {"seconds", "value"})
+            seconds = pair.number("seconds", 0, 0, MAX_SECONDS)
+            if points and seconds <= points[-1][0]:
+                raise ScenarioError(f"{at}.points[{i}].seconds must be later than the point before it")
+            points.append((seconds, pair.number("value", 0, low, high)))
+        if loop is not None and points[-1][0] > loop:
+            raise ScenarioError(f"{where}.loop_s ({loop:g}) must be >= the last point's seconds of {name}")
+        tracks[name] = Track(
+            points=tuple(points),
+            low=low,
+            high=high,
+            loop_s=loop,
+            jitter=track.number("jitter", 0, 0, 1),
+            whole=whole,
+            seed=at,
+        )
+    return tracks
 
 
 def _parse_slices(gpu_index: int, where: str, items: list[Any], room_mib: float) -> tuple[SimulatedSlice, ...]:
@@ -397,6 +527,8 @@ def _parse_slices(gpu_index: int, where: str, items: list[Any], room_mib: float)
             _parse_process(f"{at}.processes[{j}]", p)
             for j, p in enumerate(reader.items("processes", MAX_PROCESSES_PER_GPU))
         )
+        if any(p.memory_motion is not None for p in processes):
+            raise ScenarioError(f"{at}.processes: a process's memory cannot move in a MIG slice (only on a whole GPU)")
         match = _PROFILE_MEMORY.search(profile)
         if "memory_total_mib" not in data and match is None:
             raise ScenarioError(f'{at}.memory_total_mib is required when the profile does not end in "<n>gb"')
@@ -465,86 +597,17 @@ def _parse_process(where: str, data: Any) -> SimulatedProcess:
             if isinstance(kind, str)
             else f"{where}.type must be one of {list(_PROCESS_TYPES)}, not {_kind(kind)}"
         )
+    motion = None
+    if data.get("motion") is not None:
+        motion = _parse_motion(f"{where}.motion", data["motion"], _PROCESS_MOTION).get("memory_mib")
     return SimulatedProcess(
         pid=process.integer("pid", 0, 1, 2**32 - 1),
-        memory_mib=memory,
+        memory_mib=memory if motion is None else motion.at(0),
         user=process.text("user", None, optional=True),
         name=process.text("name", None, optional=True),
         type=kind,
+        memory_motion=motion,
     )
-
-
-def plausible_gpus(count: int) -> dict[str, Any]:
-    """A scenario of ``count`` idle A100 80GB GPUs with nothing running."""
-    if count < 0:
-        raise ScenarioError("the number of simulated GPUs cannot be negative")
-    return {
-        "gpus": [
-            {
-                "name": "NVIDIA A100-SXM4-80GB",
-                "memory_total_mib": 81920,
-                "memory_reserved_mib": 512,
-                "utilization": 0,
-                "temperature": 32 + i,
-                "power_w": 58 + i,
-                "power_limit_w": 400,
-            }
-            for i in range(count)
-        ]
-    }
-
-
-def demo_scenario() -> dict[str, Any]:
-    """A shared server: 4 GPUs of 2 models, other users' processes, one busy GPU."""
-    return {
-        "driver_version": "550.54.15",
-        "gpus": [
-            {
-                "name": "NVIDIA A100-SXM4-80GB",
-                "memory_total_mib": 81920,
-                "memory_reserved_mib": 512,
-                "utilization": 97,
-                "memory_utilization": 61,
-                "temperature": 71,
-                "power_w": 372,
-                "power_limit_w": 400,
-                "processes": [{"pid": 910001, "memory_mib": 76000, "user": "bob", "name": "python"}],
-            },
-            {
-                "name": "NVIDIA A100-SXM4-80GB",
-                "memory_total_mib": 81920,
-                "memory_reserved_mib": 512,
-                "utilization": 12,
-                "memory_utilization": 5,
-                "temperature": 44,
-                "power_w": 96,
-                "power_limit_w": 400,
-                "processes": [
-                    {"pid": 910002, "memory_mib": 18432, "user": "carol", "name": "python"},
-                    {"pid": 910003, "memory_mib": 2048, "user": "carol", "name": "python"},
-                ],
-            },
-            {
-                "name": "NVIDIA RTX A6000",
-                "memory_total_mib": 49140,
-                "memory_reserved_mib": 300,
-                "utilization": 0,
-                "temperature": 33,
-                "power_w": 22,
-                "power_limit_w": 300,
-            },
-            {
-                "name": "NVIDIA RTX A6000",
-                "memory_total_mib": 49140,
-                "memory_reserved_mib": 300,
-                "utilization": 3,
-                "temperature": 36,
-                "power_w": 31,
-                "power_limit_w": 300,
-                "processes": [{"pid": 910004, "memory_mib": 1200, "user": "dave", "name": "Xorg", "type": "graphics"}],
-            },
-        ],
-    }
 
 
 OFF_VALUES = ("", "0", "false", "off", "no")
@@ -559,7 +622,7 @@ def simulation_requested(value: str | None) -> bool:
 class ScenarioSource:
     """Where the current scenario comes from: a fixed preset, or a file re-read when it changes.
 
-    ``spec`` is what ``JUPYTER_GPU_SIMULATE`` holds: a number of GPUs (1 to 64), ``demo``, or the
+    ``spec`` is what ``JUPYTER_GPU_SIMULATE`` holds: a number of GPUs (1 to 64), ``demo``, ``demo-still``, or the
     path of a scenario file; anything else raises :class:`ScenarioError` with one line.
 
     A file edit that cannot be used (unreadable, half-written, not JSON, or breaking a rule of the
@@ -574,6 +637,8 @@ class ScenarioSource:
         self._lock = threading.Lock()
         self._path: Path | None = None
         self._stamp: tuple[int, int, int] | None = None
+        self._began = time.time()  # when a motion without motion_start starts
+        self._moved: tuple[int, Scenario, Scenario] | None = None
         spec = spec.strip()
         if spec.isdigit():
             count = int(spec)
@@ -583,15 +648,15 @@ class ScenarioSource:
                     "(unset the variable, or set it to 0, to read the real GPUs)"
                 )
             self._scenario = Scenario.from_dict(plausible_gpus(count))
-        elif spec == "demo":
-            self._scenario = Scenario.from_dict(demo_scenario())
+        elif spec in ("demo", DEMO_STILL):
+            self._scenario = Scenario.from_dict(demo_scenario(moving=spec == "demo"))
         else:
             self._path = Path(spec).expanduser()
             if not spec or "\0" in spec or not self._path.is_file():
                 raise ScenarioError(
                     f"{ENV_VAR}={spec[:200]!r}: expected a number of GPUs (1 to {MAX_GPUS}), 'demo', or the "
-                    "path of a JSON scenario file, and no such file exists (unset it, or set it to 0, for "
-                    "the real GPUs)"
+                    f"path of a JSON scenario file ('{DEMO_STILL}': the demo standing still), and no such file "
+                    "exists (unset it, or set it to 0, for the real GPUs)"
                 )
             try:
                 self._scenario = self._load()
@@ -620,7 +685,19 @@ class ScenarioSource:
         return Scenario.from_dict(data)
 
     def current(self) -> Scenario:
-        """The scenario now: for a file, re-read if its modification stamp changed."""
+        """The scenario now: for a file, re-read if its modification stamp changed; a scenario with
+        ``motion`` evaluated at this whole second (:meth:`Scenario.at`)."""
+        scenario = self._read()
+        if not scenario.moves:
+            return scenario
+        start = self._began if scenario.motion_start is None else scenario.motion_start
+        second = math.floor(time.time() - start)
+        moved = self._moved  # one evaluation per second and scenario, whatever the number of calls
+        if moved is None or moved[0] != second or moved[1] is not scenario:
+            moved = self._moved = (second, scenario, scenario.at(second))
+        return moved[2]
+
+    def _read(self) -> Scenario:
         if self._path is None:
             return self._scenario
         try:

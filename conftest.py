@@ -1,8 +1,13 @@
-"""nbval settings for the example notebooks.
+"""nbval settings for the example notebooks (``pytest --nbval tests example_notebooks``).
 
-- The notebooks' outputs were recorded on the simulated ``demo`` GPUs: their kernels are started
-  with ``JUPYTER_GPU_SIMULATE=demo`` (nbval starts a notebook's kernel while setting up its first
-  cell, with this process's environment), whatever ran before them in the same pytest run.
+Here at the repository's root rather than in example_notebooks/, so the notebooks' folder, which
+``scripts/lab.sh`` opens, holds only notebooks; pytest loads a root ``conftest.py`` for every
+path below it. The hooks touch notebook cells only (items with nbval's ``skip_compare``).
+
+- The notebooks' outputs were recorded on the simulated ``demo`` server standing still: their
+  kernels are started with ``JUPYTER_GPU_SIMULATE=demo-still`` (nbval starts a notebook's kernel
+  while setting up its first cell, with this process's environment), whatever ran before them in
+  the same pytest run. (``demo`` itself moves over minutes; stored outputs could not match it.)
 - The "Restart kernel and apply" offer under a too-late warning carries the kernel's id and a
   one-time token, new in every run (like ipywidgets' model ids, which nbval already skips): its
   MIME bundle is left out of the comparison. Its text/plain twin is still compared.
@@ -33,7 +38,7 @@ def pytest_runtest_setup(item: Any) -> Iterator[None]:
         yield
         return
     saved = os.environ.get("JUPYTER_GPU_SIMULATE")
-    os.environ["JUPYTER_GPU_SIMULATE"] = "demo"
+    os.environ["JUPYTER_GPU_SIMULATE"] = "demo-still"
     try:
         yield
     finally:
