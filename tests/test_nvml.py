@@ -234,6 +234,41 @@ def test_scenario_changes_are_picked_up(scenario):
     assert jupyter_gpu.snapshot().gpus[0].processes == ()
 
 
+def test_an_edit_that_adds_gpus_keeps_this_processs_count_and_says_so(scenario):
+    scenario.write({"gpus": [gpu(), gpu()]})
+    assert len(jupyter_gpu.snapshot().gpus) == 2 and jupyter_gpu.snapshot().warnings == ()
+    scenario.write({"gpus": [gpu(utilization=60)] * 4})
+    snap = jupyter_gpu.snapshot()
+    assert [g.utilization for g in snap.gpus] == [60, 60]  # the new figures of the GPUs it has
+    assert snap.warnings == (
+        "simulated scenario now has 4 GPUs; this process keeps its 2 until it restarts "
+        "(a process's GPUs are counted once, when it starts NVML)",
+    )
+    scenario.write({"gpus": [gpu()]})
+    snap = jupyter_gpu.snapshot()
+    assert snap.gpus[0].error is None and "GPU is lost" in snap.gpus[1].error  # removed: lost
+    assert "now has 1 GPU; this process keeps its 2" in snap.warnings[0]
+    assert "the missing ones read as lost" in snap.warnings[0]
+    scenario.write({"gpus": [gpu(), gpu()]})
+    assert jupyter_gpu.snapshot().warnings == ()
+
+
+def test_a_gpus_name_uuid_and_power_limit_are_read_again(scenario, monkeypatch):
+    """The reader keeps them between reads, and reads them again every MIG_REFRESH_SECONDS: an
+    admin's ``nvidia-smi -pl`` or an edited scenario never shows another GPU's limit ("690 / 400 W")."""
+    from jupyter_gpu.sources import nvml
+
+    scenario.write({"gpus": [gpu(), gpu()]})
+    assert jupyter_gpu.snapshot().gpus[0].power_limit == 400
+    scenario.update(
+        lambda s: s["gpus"][0].update(name="NVIDIA H100 80GB HBM3", uuid="GPU-h100", power_w=690, power_limit_w=700)
+    )
+    monkeypatch.setattr(nvml, "MIG_REFRESH_SECONDS", 0.0)
+    first = jupyter_gpu.snapshot().gpus[0]  # the first read after the interval reads them again
+    assert (first.power, first.power_limit) == (690, 700)
+    assert first.name == "NVIDIA H100 80GB HBM3 [simulated]" and first.uuid == "GPU-h100"
+
+
 def test_a_half_written_scenario_keeps_the_last_good_one(scenario):
     scenario.write({"gpus": [gpu(utilization=9)]})
     jupyter_gpu.snapshot()

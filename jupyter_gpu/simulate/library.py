@@ -26,6 +26,7 @@ from ..core.units import MIB
 from . import counters
 from .codes import (
     ERROR_ARGUMENT_VERSION_MISMATCH,
+    ERROR_GPU_IS_LOST,
     ERROR_INSUFFICIENT_SIZE,
     ERROR_INVALID_ARGUMENT,
     ERROR_NOT_FOUND,
@@ -143,6 +144,20 @@ class _SimulatedDriver:
         self._error_strings = {code: ctypes.create_string_buffer(text) for code, text in ERROR_STRINGS.items()}
         self._callbacks: dict[str, Any] = {}
         self._missing = source.current().missing_functions
+        self.gpu_count: int | None = None  # fixed by the first nvmlInit: this process's GPUs
+
+    def gpu_count_warning(self) -> str | None:
+        """One line for a snapshot's ``warnings`` while the scenario's number of GPUs differs from
+        the number this process's NVML started with (see :meth:`SimulatedNvmlLibrary._device_count`)."""
+        fixed = self.gpu_count
+        now = len(self.source.last.gpus)
+        if fixed is None or now == fixed:
+            return None
+        return (
+            f"simulated scenario now has {now} GPU{'s' if now != 1 else ''}; this process keeps its {fixed} "
+            "until it restarts (a process's GPUs are counted once, when it starts NVML"
+            + (": the missing ones read as lost)" if now < fixed else ")")
+        )
 
     def __getattr__(self, name: str) -> Any:
         """Every other NVML symbol answers NVML_ERROR_NOT_SUPPORTED, as a real driver does for a
@@ -228,8 +243,8 @@ class _SimulatedDriver:
             if found is None:
                 return None, None, ERROR_INVALID_ARGUMENT
             index, position = found
-        if index >= len(scenario.gpus):
-            return None, None, ERROR_INVALID_ARGUMENT
+        if index >= len(scenario.gpus):  # removed from the scenario since NVML started: lost
+            return None, None, ERROR_GPU_IS_LOST if index < (self.gpu_count or 0) else ERROR_INVALID_ARGUMENT
         gpu = scenario.gpus[index]
         if gpu.fault is not None:
             return None, None, GPU_FAULTS[gpu.fault]
@@ -317,6 +332,8 @@ class SimulatedNvmlLibrary(_SimulatedDriver):
         if scenario.fault is not None:
             return WHOLE_NVML_FAULTS[scenario.fault]
         self._initialized += 1
+        if self.gpu_count is None:
+            self.gpu_count = len(scenario.gpus)
         return SUCCESS
 
     def _shutdown(self) -> int:
@@ -355,9 +372,13 @@ class SimulatedNvmlLibrary(_SimulatedDriver):
     # -- devices
 
     def _device_count(self, out: int) -> int:
+        """The number of GPUs as of this library's first ``nvmlInit``, whatever later scenario edits
+        say: a running process does not see GPUs come or go (CUDA, too, enumerates its devices once
+        per process, and jupyter_gpu's reader opens its GPUs once). A GPU removed from the scenario
+        then answers "GPU is lost"; :meth:`gpu_count_warning` says what happened."""
         scenario, error = self._ready()
         if not error:
-            self._write_uint(out, len(scenario.gpus))
+            self._write_uint(out, len(scenario.gpus) if self.gpu_count is None else self.gpu_count)
         return error
 
     def _handle_by_index(self, index: int, out: int) -> int:
@@ -365,7 +386,7 @@ class SimulatedNvmlLibrary(_SimulatedDriver):
         if error:
             return error
         if index >= len(scenario.gpus):
-            return ERROR_INVALID_ARGUMENT
+            return ERROR_GPU_IS_LOST if index < (self.gpu_count or 0) else ERROR_INVALID_ARGUMENT
         fault = scenario.gpus[index].fault
         if fault is not None:
             return GPU_FAULTS[fault]

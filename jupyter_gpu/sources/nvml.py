@@ -2,7 +2,9 @@
 
 :func:`snapshot` (also ``jupyter_gpu.snapshot``) reads every GPU once. Behind it an
 :class:`NvmlReader` initialises NVML once per process, caches device handles and the values that
-do not change (name, UUID, power limit), and is safe to call from several threads at once.
+rarely change (name, UUID, power limit: read again every :data:`MIG_REFRESH_SECONDS`, since an
+admin changes a power limit with ``nvidia-smi -pl`` and a simulated scenario may be edited), and is
+safe to call from several threads at once.
 
 Failures degrade the answer, never raise:
 
@@ -43,7 +45,8 @@ __all__ = ["NvmlReader", "default_reader", "snapshot"]
 
 
 MIG_REFRESH_SECONDS = 5.0
-"""How old a GPU's list of MIG slices may get before it is enumerated again."""
+"""How old a GPU's list of MIG slices, and its name, UUID and power limit, may get before they are
+read again."""
 
 NO_INSTANCE = 0xFFFFFFFF  # gpuInstanceId/computeInstanceId of a process on a GPU not in MIG mode
 
@@ -144,6 +147,14 @@ class NvmlReader:
         except pynvml.NVMLError as error:
             self._device_errors[index] = explain_nvml_error(error)
             return None
+
+    def _read_identity(self, device: _Device) -> None:
+        """Read a GPU's name, UUID and power limit again (NVML errors propagate)."""
+        pynvml = self._pynvml
+        handle = device.handle
+        device.name = _text(pynvml.nvmlDeviceGetName(handle))
+        device.uuid = _text(pynvml.nvmlDeviceGetUUID(handle))
+        device.power_limit = _optional(pynvml, lambda: pynvml.nvmlDeviceGetEnforcedPowerLimit(handle) / 1000)
 
     def _enumerate_slices(self, device: _Device) -> None:
         """Read whether ``device`` is in MIG mode and, if so, its MIG devices (NVML errors propagate)."""
@@ -272,6 +283,8 @@ class NvmlReader:
         pynvml = self._pynvml
         handle = device.handle
         if time.monotonic() - device.slices_read_at > MIG_REFRESH_SECONDS:
+            if device.slices_read_at > float("-inf"):  # not at the first read: opening read them
+                self._read_identity(device)
             self._enumerate_slices(device)
         total, used, free, reserved = self._memory(handle)
         if device.slices is not None:
@@ -555,10 +568,12 @@ def explain_nvml_error(error: Exception) -> str:
 
 
 def _warnings() -> tuple[str, ...]:
-    """What the snapshot should warn about: a refused edit of the simulated scenario."""
+    """What the snapshot should warn about: a refused edit of the simulated scenario, or one that
+    changed the number of GPUs this process keeps."""
     library = simulate.installed()
-    rejection = library.source.rejection() if library is not None else None
-    return (rejection,) if rejection else ()
+    if library is None:
+        return ()
+    return tuple(line for line in (library.source.rejection(), library.gpu_count_warning()) if line)
 
 
 def _text(value: str | bytes) -> str:
