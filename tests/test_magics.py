@@ -328,3 +328,34 @@ def test_loading_and_the_after_cell_check_import_no_adapter_while_no_framework_i
     )
     out = subprocess.check_output([sys.executable, "-c", code], text=True)
     assert out.strip().splitlines()[-1] == "[]"
+
+
+def test_status_says_when_this_kernel_holds_more_than_its_limit(shell, clean, capsys) -> None:
+    shell.run_line_magic("gpu_limit", "8GiB")
+    clean.update(lambda data: data["gpus"][1].update(processes=[{"pid": os.getpid(), "memory_mib": 10 * 1024}]))
+    capsys.readouterr()
+    shell.run_line_magic("gpu_status", "")
+    lines = capsys.readouterr().out.splitlines()
+    flagged = [line.strip() for line in lines if line.strip().startswith("!")]
+    assert flagged == [
+        "! this kernel holds 10 GiB on GPU 1, more than its %gpu_limit of 8 GiB: caps bind each framework's "
+        "allocator, not CUDA's own context, a second framework or code that ignores them"
+    ]
+    at = next(i for i, line in enumerate(lines) if line.strip().startswith("!"))
+    assert "GPU 1 NVIDIA" in lines[at - 1]  # right under its GPU
+    clean.update(lambda data: data["gpus"][1].update(processes=[{"pid": os.getpid(), "memory_mib": 7 * 1024}]))
+    shell.run_line_magic("gpu_status", "")
+    assert "more than its %gpu_limit" not in capsys.readouterr().out
+
+
+def test_limit_caveats_are_printed_once_per_kernel_then_one_line(shell, capsys) -> None:
+    shell.run_line_magic("gpu_limit", "8GiB")
+    first = capsys.readouterr().out
+    assert "Caps are cooperative: they bind the framework's allocator" in first and "Programs this kernel" in first
+    shell.run_line_magic("gpu_limit", "4GiB")
+    shell.run_line_magic("gpu_select", "0")
+    shell.run_line_magic("gpu_limit", "")
+    later = capsys.readouterr().out
+    assert "Programs this kernel" not in later and "Caps are cooperative: they bind" not in later
+    assert later.count("(Caps are cooperative, as said above; %gpu_limit? says more.)") == 3
+    assert "Caps are cooperative: they bind the framework's allocator" in shell.find_line_magic("gpu_limit").__doc__

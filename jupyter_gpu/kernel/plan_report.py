@@ -23,6 +23,7 @@ _COOPERATIVE = (
     "Caps are cooperative: they bind the framework's allocator, not the driver "
     "(MIG or one GPU per container for hard isolation)."
 )
+_COOPERATIVE_AGAIN = "(Caps are cooperative, as said above; %gpu_limit? says more.)"
 
 
 ORDER_NOTE = (
@@ -92,8 +93,9 @@ def _labels(plan: GpuPlan, not_following: list[str]) -> tuple[dict[int, str], li
     return {index: ", ".join(names) or "no framework" for index, names in labels.items()}, notes
 
 
-def selection_report(plan: GpuPlan) -> str:
-    """What ``%gpu_select`` prints: each selected GPU and its name in every framework, growth, limit."""
+def selection_report(plan: GpuPlan, caveats: bool = True) -> str:
+    """What ``%gpu_select`` prints: each selected GPU and its name in every framework, growth, limit
+    (``caveats``: as :func:`limit_report`)."""
     notes: list[str] = []
     not_following: list[str] = []
     if plan.selected_indices == ():
@@ -121,7 +123,7 @@ def selection_report(plan: GpuPlan) -> str:
     lines += notes
     lines.append(f"Memory growth {'on: allocated on demand' if plan.growth else 'off'}.")
     if plan.limits_bytes:
-        lines.append(limit_report(plan))
+        lines.append(limit_report(plan, caveats))
     lines.append(_where_applied(not_following))
     return "\n".join(lines)
 
@@ -148,8 +150,12 @@ def _auto_reasons(plan: GpuPlan) -> dict[int, str]:
     return reasons
 
 
-def limit_report(plan: GpuPlan) -> str:
-    """What ``%gpu_limit`` prints: the cap per GPU, what is free now, and that caps are cooperative."""
+def limit_report(plan: GpuPlan, caveats: bool = True) -> str:
+    """What ``%gpu_limit`` prints: the cap per GPU, what is free now, and that caps are cooperative.
+
+    The two caveats (caps are cooperative; programs the kernel starts do not inherit the TensorFlow
+    and PyTorch caps) take two long lines: the magics print them once per kernel (``caveats``), and a
+    one-line reminder after that (``%gpu_limit?`` keeps the whole text)."""
     from .. import frameworks
 
     if not plan.limits_bytes:
@@ -187,8 +193,7 @@ def limit_report(plan: GpuPlan) -> str:
         lines.append(ORDER_NOTE)
     if plan.limit_from_ceiling:
         lines.append(f"(the admin ceiling max_limit={plan.request.max_limit} applies)")
-    lines.append(_COOPERATIVE)
-    lines.append(_CHILDREN)
+    lines += [_COOPERATIVE, _CHILDREN] if caveats else [_COOPERATIVE_AGAIN]
     return "Memory limit:\n  " + "\n  ".join(lines)
 
 
@@ -289,6 +294,15 @@ def _where_applied(not_following: Sequence[str] = ()) -> str:
     return text[0].upper() + text[1:] + "."
 
 
+def over_limit(index: int, held: int, cap: int) -> str:
+    """The line under a GPU on which NVML shows this kernel holding more than its ``%gpu_limit``."""
+    return (
+        f"! this kernel holds {format_bytes(held)} on GPU {index}, more than its %gpu_limit of "
+        f"{format_bytes(cap)}: caps bind each framework's allocator, not CUDA's own context, a second "
+        "framework or code that ignores them"
+    )
+
+
 def gpu_listing(plan: GpuPlan, snapshot: Any, heading: str = "GPUs this kernel may use:") -> str:
     """The GPUs the kernel may use (its start fence), the selected ones starred, with who uses them."""
     from ..plan import kernel_start_fence
@@ -316,6 +330,9 @@ def gpu_listing(plan: GpuPlan, snapshot: Any, heading: str = "GPUs this kernel m
             f"{f'; this kernel {format_bytes(mine)}' if mine else ''}"
             f"{'; used by ' + ', '.join(others) if others else ''}"
         )
+        cap = plan.memory_limit_bytes(gpu.index)
+        if cap is not None and mine > cap:
+            lines.append(f"     {over_limit(gpu.index, mine, cap)}")
         fenced_slice = kernel_start_fence().allowed_slice(snapshot.gpus)
         for slice_ in gpu.slices:  # MIG mode: the slices are what can be selected
             if fenced_slice is not None and slice_.uuid != fenced_slice:

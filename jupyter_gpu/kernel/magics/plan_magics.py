@@ -123,7 +123,15 @@ class GpuMagics(Magics):
     def __init__(self, shell: Any = None, **kwargs: Any) -> None:
         # before the traits load their configuration: a configured max_limit already changes the plan
         self.session = PlanSession(self)
+        self._caveats_shown = False  # the limit report's caveats: once per kernel, then one line
         super().__init__(shell=shell, **kwargs)
+
+    def _caveats_once(self, plan: Any) -> bool:
+        """Whether this report of ``plan`` shows the limit's caveats in full (the first with a limit)."""
+        if not plan.limits_bytes or self._caveats_shown:
+            return not self._caveats_shown
+        self._caveats_shown = True
+        return True
 
     # -- the configured defaults and the admin ceiling
 
@@ -269,7 +277,7 @@ class GpuMagics(Magics):
         else:
             plan = self.session.change("%gpu_select", **changes)
         if plan is not None:
-            print(selection_report(plan))
+            print(selection_report(plan, self._caveats_once(plan)))
 
     @magic_arguments()
     @argument(
@@ -301,6 +309,9 @@ class GpuMagics(Magics):
         ``multiprocessing`` with ``spawn``) inherit the environment: the selection, growth and JAX's
         share hold there, the TensorFlow and PyTorch caps (calls in this kernel) do not.
 
+        The report prints these two caveats with the kernel's first memory limit, and a one-line
+        reminder after that.
+
         Examples::
 
             %gpu_limit                # show the limit
@@ -313,7 +324,7 @@ class GpuMagics(Magics):
 
         sizes = parse(self.gpu_limit, line).sizes
         if not sizes:
-            print(limit_report(current_plan()))
+            print(limit_report(current_plan(), self._caveats_once(current_plan())))
             return
         if any(size.lower() == "off" for size in sizes):
             if len(sizes) > 1:
@@ -331,7 +342,7 @@ class GpuMagics(Magics):
             )
         plan = self.session.change("%gpu_limit", limits=tuple(sizes))
         if plan is not None:
-            print(limit_report(plan))
+            print(limit_report(plan, self._caveats_once(plan)))
 
     @magic_arguments()
     @argument("--intra", type=int, metavar="N", help="threads inside one operation (0: framework default)")

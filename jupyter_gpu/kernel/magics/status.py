@@ -20,7 +20,10 @@ class GpuStatusMagics(Magics):
         import), imported, GPUs listed, or initialized, and what is actually in effect. "plan
         applied" only when the framework sees (or will see) what the plan says; otherwise "does
         NOT follow the plan" and why. For each visible GPU: memory used and
-        free, utilization, and the memory NVML sees this kernel's process (PID) holding.
+        free, utilization, and the memory NVML sees this kernel's process (PID) holding, with a
+        line starting ``!`` when that is more than the kernel's ``%gpu_limit`` on that GPU (the
+        cap binds each framework's allocator, not CUDA's own context, a second framework or code
+        that ignores it).
 
         Example::
 
