@@ -8,8 +8,10 @@ the working directory, for the sdist and for the wheel:
   ``tsconfig.json``, ``webpack.config.js``) in ``build-source.sha256``;
 - when that digest matches the sources, nothing is built (an sdist ships its bundle, so installing
   it needs no node at all);
-- when the sources changed (or there is no bundle yet) and npm is on ``PATH``, it runs ``npm
-  install`` and ``npm run build:prod`` through hatch-jupyter-builder's ``npm_builder``;
+- when the sources changed (or there is no bundle yet) and npm is on ``PATH``, it installs the
+  build tools exactly as ``package-lock.json`` says (``npm ci`` where there is no ``node_modules``
+  yet, ``npm install --no-save`` otherwise: neither writes the lockfile, so a build never leaves
+  the checkout changed) and runs ``npm run build:prod``;
 - when the sources changed but npm is missing, a shipped bundle is used with a warning; with no
   bundle at all the build stops with one line saying to install Node.js.
 
@@ -24,6 +26,7 @@ import hashlib
 import logging
 import os
 import shutil
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -88,7 +91,15 @@ def build(target_name: str, version: str, path: str = "labextension", output: st
         log.warning("jupyter_gpu: npm not found; installing the shipped JupyterLab extension, which was "
                     "built from other sources than these (install Node.js to rebuild it)")
         return
-    from hatch_jupyter_builder import npm_builder
+    from hatch_jupyter_builder.utils import normalize_cmd, run
 
-    npm_builder(target_name, version, path=str(package_dir), build_cmd=build_cmd, force=True, npm=npm_cmd)
+    npm_cmd = normalize_cmd(npm_cmd)
+    if "--skip-npm" in sys.argv:  # hatch-jupyter-builder's own switch, as npm_builder honours it
+        log.info("jupyter_gpu: --skip-npm given; not building the JupyterLab extension")
+        return
+    fresh = not (package_dir / "node_modules").is_dir()
+    log.info("jupyter_gpu: installing the JupyterLab extension's build tools with npm (%s)",
+             "npm ci" if fresh else "npm install --no-save")
+    run([*npm_cmd, "ci"] if fresh else [*npm_cmd, "install", "--no-save"], cwd=str(package_dir))
+    run([*npm_cmd, "run", build_cmd], cwd=str(package_dir))
     (output_dir / STAMP).write_text(source_digest(package_dir) + "\n")

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The main job: set everything up, then open JupyterLab on example_notebooks/ with every face of
-# jupyter_gpu (magics, notebook panel, server extension, sidebar). On a machine without an NVIDIA
-# driver it shows the simulated 'demo' GPUs. Extra arguments go to `jupyter lab`.
+# jupyter_gpu (magics, notebook panel, server extension, sidebar); Notebook 7 is served too. On a
+# machine without an NVIDIA driver it shows the simulated 'demo' GPUs, whose figures move (a
+# training job, a kernel going idle). Extra arguments go to `jupyter lab`.
 #   scripts/lab.sh [--ServerApp.port=9999 ...]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -10,11 +11,15 @@ scripts/setup.sh examples
 if [ -z "${JUPYTER_GPU_SIMULATE:-}" ] && \
    ! .venv/bin/python -c "import ctypes; ctypes.CDLL('libnvidia-ml.so.1')" 2>/dev/null; then
   export JUPYTER_GPU_SIMULATE=demo
-  echo "==> no NVIDIA driver on this machine: showing simulated GPUs (JUPYTER_GPU_SIMULATE=demo)"
+  echo "==> no NVIDIA driver on this machine: showing simulated GPUs (JUPYTER_GPU_SIMULATE=demo, moving over 15 minutes)"
 fi
 
+# Notebook checkpoints go to .venv/checkpoints, not into example_notebooks/.ipynb_checkpoints: the
+# checkout stays as it was cloned (FileCheckpoints joins an absolute checkpoint_dir as it is).
 args=(--no-browser --ServerApp.root_dir=example_notebooks
+      --FileCheckpoints.checkpoint_dir="$PWD/.venv/checkpoints"
       --ServerApp.ip="${JUPYTER_GPU_LAB_IP:-127.0.0.1}" --ServerApp.port="${JUPYTER_GPU_LAB_PORT:-8888}")
 if [ "$(id -u)" = 0 ]; then args+=(--allow-root); fi
-echo "==> starting JupyterLab; open the URL it prints below (the GPU icon is in the left sidebar)"
+echo "==> starting JupyterLab; open the URL it prints below (the GPU icon is in the left sidebar;"
+echo "    the same URL with /tree instead of /lab opens Notebook 7)"
 exec .venv/bin/jupyter lab "${args[@]}" "$@"

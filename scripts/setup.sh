@@ -3,7 +3,8 @@
 # JupyterLab extension built by npm from labextension/) plus the extras asked for.
 #   scripts/setup.sh [examples|test]     (default: test)
 # Idempotent and quick when nothing changed: it reinstalls only when pyproject.toml or the
-# extension's sources changed since the last run.
+# extension's sources changed since the last run. pip's output goes to .venv/setup-<extras>.log;
+# every 10 s a line says how long it has been running and what it is doing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 extras="${1:-test}"
@@ -14,14 +15,44 @@ if [ ! -x .venv/bin/python ]; then
   "$python" -m venv .venv
 fi
 
+# Runs "$@" (pip) with its output in $log, printing every 10 s how long it has run and pip's latest
+# step; on failure, the end of the log. A fresh install downloads TensorFlow and builds the
+# JupyterLab extension with npm: minutes of silence otherwise.
+log=".venv/setup-$extras.log"
+with_progress() {
+  "$@" >>"$log" 2>&1 &
+  local pid=$! started=$SECONDS next=10 step
+  while kill -0 "$pid" 2>/dev/null; do
+    sleep 1
+    if [ $((SECONDS - started)) -ge $next ]; then
+      step=$(grep -E '^ *(Collecting|Downloading|Building|Installing|Successfully|Preparing|Getting)' "$log" \
+             | tail -n 1 | sed -e 's/^ *//' | cut -c1-90)
+      case "$step" in
+        *"editable for jupyter_gpu"*|*"wheel for jupyter_gpu"*) step="$step (the JupyterLab extension, npm)" ;;
+      esac
+      echo "    $((SECONDS - started)) s: ${step:-starting}"
+      next=$((next + 10))
+    fi
+  done
+  if ! wait "$pid"; then
+    tail -n 30 "$log" >&2
+    echo "==> failed: $* (the whole output: $log)" >&2
+    return 1
+  fi
+}
+
+# What the environment is built from: pyproject.toml and the extension's sources, not what a build
+# leaves beside them (node_modules, lib, tsconfig.tsbuildinfo), or the next run would install again.
 stamp=".venv/.jupyter_gpu-setup-$extras"
-inputs=$( { cat pyproject.toml; find labextension -path labextension/node_modules -prune -o \
-            -path labextension/lib -prune -o -type f -print 2>/dev/null | sort | xargs cat 2>/dev/null; } \
-          | sha256sum | cut -d' ' -f1)
+inputs=$( { cat pyproject.toml; find labextension \( -path labextension/node_modules -o -path labextension/lib \
+            -o -name __pycache__ \) -prune -o -type f ! -name tsconfig.tsbuildinfo -print 2>/dev/null \
+            | sort | xargs cat 2>/dev/null; } | sha256sum | cut -d' ' -f1)
 if [ "$(cat "$stamp" 2>/dev/null)" != "$inputs" ] || [ ! -f jupyter_gpu/labextension/package.json ]; then
-  echo "==> installing jupyter_gpu[$extras] into .venv (builds the JupyterLab extension with npm)"
-  .venv/bin/python -m pip install --quiet --upgrade pip 2> >(grep -v "^WARNING: Location" >&2)
-  .venv/bin/python -m pip install --quiet -e ".[$extras]" 2> >(grep -v "^WARNING: Location" >&2)
+  echo "==> installing jupyter_gpu[$extras] into .venv with pip (first time: a few minutes; pip's output: $log)"
+  : > "$log"
+  with_progress .venv/bin/python -m pip install --upgrade pip
+  with_progress .venv/bin/python -m pip install -e ".[$extras]"
+  echo "==> installed: $(grep '^Successfully installed' "$log" | tail -n 1 | wc -w | awk '{print ($1 > 2 ? $1 - 2 : 0)}') packages new or upgraded"
   echo "$inputs" > "$stamp"
 else
   echo "==> .venv is up to date"
