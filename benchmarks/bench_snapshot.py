@@ -30,7 +30,8 @@ from pathlib import Path
 GPUS = 8
 PROCESSES_PER_GPU = 8
 # Per GPU: memory, utilization, temperature, power, compute processes (2 calls: size, fill),
-# graphics processes (1 call: none). Name, UUID and power limit are static: read once.
+# graphics processes (1 call: none). Name, UUID and power limit are read when a GPU is opened and
+# again every 5 s (sources.nvml.MIG_REFRESH_SECONDS): not per snapshot.
 FLOOR_PER_GPU = 4 + 2 + 1
 
 

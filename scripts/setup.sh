@@ -27,8 +27,11 @@ with_progress() {
     if [ $((SECONDS - started)) -ge $next ]; then
       step=$(grep -E '^ *(Collecting|Downloading|Building|Installing|Successfully|Preparing|Getting)' "$log" \
              | tail -n 1 | sed -e 's/^ *//' | cut -c1-90)
-      case "$step" in
-        *"editable for jupyter_gpu"*|*"wheel for jupyter_gpu"*) step="$step (the JupyterLab extension, npm)" ;;
+      case "$step" in  # the two long steps, in words
+        "Preparing editable metadata"*|"Building editable for jupyter_gpu"*|"Building wheel for jupyter_gpu"*)
+          step="building jupyter_gpu's JupyterLab extension (npm ci, TypeScript, bundle)" ;;
+        "Installing collected packages:"*)
+          step="unpacking $(grep -m1 '^Installing collected packages:' "$log" | tr -cd , | wc -c | awk '{print $1 + 1}') packages into .venv" ;;
       esac
       echo "    $((SECONDS - started)) s: ${step:-starting}"
       next=$((next + 10))
