@@ -15,13 +15,13 @@ if [ ! -x .venv/bin/python ]; then
   "$python" -m venv .venv
 fi
 
-# Runs "$@" (pip) with its output in $log, printing every 10 s how long it has run and pip's latest
-# step; on failure, the end of the log. A fresh install downloads TensorFlow and builds the
+# Runs "$@" (pip) with its output in $log, printing every 10 s how long the install has run (since
+# $started) and pip's latest step; on failure, the end of the log. A fresh install downloads TensorFlow and builds the
 # JupyterLab extension with npm: minutes of silence otherwise.
 log=".venv/setup-$extras.log"
 with_progress() {
   "$@" >>"$log" 2>&1 &
-  local pid=$! started=$SECONDS next=10 step
+  local pid=$! next=$((SECONDS - started + 10)) step
   while kill -0 "$pid" 2>/dev/null; do
     sleep 1
     if [ $((SECONDS - started)) -ge $next ]; then
@@ -31,7 +31,8 @@ with_progress() {
         "Preparing editable metadata"*|"Building editable for jupyter_gpu"*|"Building wheel for jupyter_gpu"*)
           step="building jupyter_gpu's JupyterLab extension (npm ci, TypeScript, bundle)" ;;
         "Installing collected packages:"*)
-          step="unpacking $(grep -m1 '^Installing collected packages:' "$log" | tr -cd , | wc -c | awk '{print $1 + 1}') packages into .venv" ;;
+          step="unpacking $(grep '^Installing collected packages:' "$log" | tail -n 1 | tr -cd , | wc -c \
+                            | awk '{print $1 + 1}') packages into .venv" ;;
       esac
       echo "    $((SECONDS - started)) s: ${step:-starting}"
       next=$((next + 10))
@@ -53,6 +54,7 @@ inputs=$( { cat pyproject.toml; find labextension \( -path labextension/node_mod
 if [ "$(cat "$stamp" 2>/dev/null)" != "$inputs" ] || [ ! -f jupyter_gpu/labextension/package.json ]; then
   echo "==> installing jupyter_gpu[$extras] into .venv with pip (first time: a few minutes; pip's output: $log)"
   : > "$log"
+  started=$SECONDS
   with_progress .venv/bin/python -m pip install --upgrade pip
   with_progress .venv/bin/python -m pip install -e ".[$extras]"
   echo "==> installed: $(grep '^Successfully installed' "$log" | tail -n 1 | wc -w | awk '{print ($1 > 2 ? $1 - 2 : 0)}') packages new or upgraded"
