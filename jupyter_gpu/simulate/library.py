@@ -373,9 +373,10 @@ class SimulatedNvmlLibrary(_SimulatedDriver):
 
     def _device_count(self, out: int) -> int:
         """The number of GPUs as of this library's first ``nvmlInit``, whatever later scenario edits
-        say: a running process does not see GPUs come or go (CUDA, too, enumerates its devices once
-        per process, and jupyter_gpu's reader opens its GPUs once). A GPU removed from the scenario
-        then answers "GPU is lost"; :meth:`gpu_count_warning` says what happened."""
+        say: the simulation stands for a machine whose GPUs do not come and go under running
+        processes (jupyter_gpu's reader opens its GPUs once, as CUDA enumerates its devices once, at
+        ``cuInit``). A GPU removed from the scenario then answers "GPU is lost";
+        :meth:`gpu_count_warning` says what happened."""
         scenario, error = self._ready()
         if not error:
             self._write_uint(out, len(scenario.gpus) if self.gpu_count is None else self.gpu_count)
