@@ -29,7 +29,7 @@ def _refresh_when_the_loop_runs(service: GpuService) -> None:
 
 
 def _unload_jupyter_server_extension(serverapp: Any) -> None:
-    """The server stops: stop sampling, unbind the gauges, remove this server's kernel reports."""
+    """The server stops: stop sampling, unbind the gauges, remove this server's kernel reports and claims."""
     from . import metrics
 
     service = serverapp.web_app.settings.get(GpuService.SETTINGS_KEY)
@@ -65,6 +65,7 @@ def _load_jupyter_server_extension(serverapp: Any) -> None:
     )
     web_app.settings[GpuService.SETTINGS_KEY] = service
     service.remove_orphan_reports()
+    service.remove_claims()  # this user's claims of kernels that no longer run
     web_app.add_handlers(".*$", routes(web_app.settings["base_url"]) + history_routes(web_app.settings["base_url"]))
     service.attach_events(getattr(serverapp, "event_logger", None))
     if config.prometheus:
