@@ -433,7 +433,12 @@ class GpuService:
             try:
                 await km.shutdown_kernel(due.kernel_id)
             except Exception:  # gone meanwhile, or a provisioner failure: the others are still culled
-                log.exception("jupyter_gpu: culling the idle GPU kernel %s failed", due.kernel_id)
+                log.exception(
+                    "jupyter_gpu: culling the idle GPU kernel %s of user %s, notebook %s failed",
+                    due.kernel_id,
+                    self.user or "?",
+                    due.notebook or "(no notebook)",
+                )
                 continue
             self.culled += 1
             culled.append(due.kernel_id)
