@@ -50,22 +50,33 @@ def test_a_server_stopped_by_a_signal_leaves_no_report(tmp_path, scenario, kerne
 
 
 def test_reports_of_a_killed_server_are_removed_when_a_server_starts_again(
-    tmp_path, scenario, kernels_load_the_extension
+    tmp_path, scenario, kernels_load_the_extension, monkeypatch
 ):
-    # Given a server killed outright (SIGKILL) while its kernel ran: the kernel dies through
-    # ipykernel's parent poller (os._exit) and its report stays behind
+    import os
+
+    from jupyter_gpu.sources.claims import claims_directory, user_folder
+
+    # Given a server killed outright (SIGKILL) while its kernel ran, with a GPU claimed by auto: the
+    # kernel dies through ipykernel's parent poller (os._exit), as when the hub stops a server
+    monkeypatch.setenv("JUPYTER_GPU_DEFAULT_SELECT", "auto:1")
+    claims = user_folder(claims_directory(), os.getuid())
     base = tmp_path / "alice"
     server = LiveServer(base, "alice", "token-a", SERVER_CONFIG)
     try:
         kernel = server.start_kernel()
         runtime = base / "runtime"
         (left,) = wait_for("the kernel's report", lambda: reports(runtime), 60)
+        wait_for("the kernel's claim", lambda: list(claims.glob(f"{kernel}-*.json")), 60)
+        data = json.loads((runtime / left).read_text())
         server.process.send_signal(signal.SIGKILL)
         server.process.wait(timeout=30)
         wait_for("the orphaned kernel to exit", lambda: not psutil.pid_exists(kernel), 30)
-        assert reports(runtime) == [left]
+        # Then the kernel removed its report and its claim on its way out (issue 22 item 2)
+        assert reports(runtime) == [] and list(claims.iterdir()) == []
     finally:
         stop(server.process)
+    # A kernel killed with SIGKILL leaves its report, though: as this one would have
+    (runtime / left).write_text(json.dumps(data))
     # and a report of a process that still runs (a kernel outliving its server, say)
     alive = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
     try:
