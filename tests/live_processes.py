@@ -111,7 +111,8 @@ class LiveServer:
     """A real ``jupyter server`` with jupyter_gpu enabled for one hub user, in its own session.
 
     Its config (``gpu_config``: the ``JupyterGpuServer`` traits), runtime and root folders are under
-    ``base``; ``JUPYTERHUB_USER`` is ``user`` and ``env`` adds to the environment. Waits until it
+    ``base``; ``JUPYTERHUB_USER`` is ``user``, ``env`` adds to the environment and ``args`` to the
+    command line. Waits until it
     answers unless ``wait_s`` is None (then call :meth:`wait`); end it with :meth:`stop`.
     """
 
@@ -124,6 +125,7 @@ class LiveServer:
         env: dict[str, str] | None = None,
         base_url: str = "/",
         wait_s: float | None = 90,
+        args: tuple[str, ...] = (),
     ) -> None:
         self.user, self.token, self.port, self.base_url = user, token, free_port(), base_url
         self.url = f"http://127.0.0.1:{self.port}{base_url}"
@@ -154,6 +156,7 @@ class LiveServer:
                     f"--ServerApp.base_url={base_url}",
                     f"--IdentityProvider.token={token}",
                     f"--ServerApp.root_dir={base / 'root'}",
+                    *args,
                 ],
                 env=full_env,
                 stdout=log,

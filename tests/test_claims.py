@@ -232,3 +232,34 @@ def test_a_temporary_file_of_a_writer_that_died_is_removed_later(shared: Path) -
     os.utime(dead, (time.time() - 120, time.time() - 120))  # killed mid-write two minutes ago
     assert ClaimBoard(shared).load(gpus()) == {}
     assert not dead.exists() and fresh.exists()  # a writer may still be at work on the fresh one
+
+
+def test_remove_ended_takes_the_claims_of_ended_processes_and_reused_pids_only(
+    shared: Path, other_process: subprocess.Popen
+) -> None:
+    from jupyter_gpu.sources.processes import process_start
+
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    live = write_claim(shared, other_process.pid, UUIDS[0])
+    gone = write_claim(shared, dead.pid, UUIDS[1])
+    reused = write_claim(shared, other_process.pid, UUIDS[2], when=time.time() - 3600)  # the PID's predecessor
+    board = ClaimBoard(shared)
+    mine = board.claim([UUIDS[0]])
+    assert board.remove_ended() == 2
+    assert live.exists() and not gone.exists() and not reused.exists() and all(p.exists() for p in mine)
+    # a process known to be ending (a kernel just shut down, not yet exited): its claims go too
+    assert board.remove_ended([(other_process.pid, process_start(other_process.pid))]) == 1
+    assert not live.exists()
+    # ... but not when the PID now runs a later process than the one that ended
+    again = write_claim(shared, other_process.pid, UUIDS[0])
+    assert board.remove_ended([(other_process.pid, -1)]) == 0 and again.exists()
+
+
+def test_remove_ended_never_touches_other_users_folders_or_links(shared: Path, tmp_path: Path) -> None:
+    target = tmp_path / "elsewhere"
+    target.mkdir()
+    (target / "1-abc.json").write_text("{}")
+    user_folder(shared, os.getuid()).symlink_to(target)
+    assert ClaimBoard(shared).remove_ended() == 0
+    assert (target / "1-abc.json").exists()

@@ -785,3 +785,24 @@ def test_a_real_prometheus_relabels_kubernetes_pods_as_the_config_says(tmp_path,
         if dcgm is not None:
             dcgm.close()
         stop(alice.process)
+
+
+def test_the_scrape_configs_token_comment_says_what_docs_prometheus_md_says() -> None:
+    """Issue 22 item 7: the config's comment suggested `jupyterhub token` (user tokens only) and a
+    service without a token; it now carries the docs' snippet and files, line for line."""
+    doc = (REPO / "docs" / "prometheus.md").read_text()
+    section = doc[doc.index("**The token.**") :]
+    documented = [
+        line.strip()
+        for block in re.findall(r"```(?:python|sh)\n(.*?)```", section[: section.index("**Rules.**")], re.DOTALL)
+        for line in block.splitlines()
+        if line.strip() and not line.strip().startswith("#")
+    ]
+    comment = [line.lstrip("#").strip() for line in (DEPLOY / "prometheus.yml").read_text().splitlines()]
+    [make] = [line for line in documented if line.startswith("openssl rand -hex 32")]
+    [copy] = [line for line in documented if line.startswith("install ")]
+    joined = " ".join(comment)
+    for line in documented:
+        # the comment wraps the role's dict on fewer lines; every call and argument is there
+        assert line in comment or line.rstrip(",") in joined, line
+    assert TOKEN_PATH in copy and "/etc/jupyterhub/prometheus-token" in make

@@ -840,3 +840,27 @@ def test_a_neighbour_on_the_service_port_gets_no_token(
     warning = next(w for w in snapshots[-1].warnings if "jupyter-gpu service" in w)
     assert f"served by account {neighbour.name!r}" in warning and "token was not sent" in warning, warning
     assert "reads NVML itself" in warning
+
+
+def test_the_hub_down_is_logged_once_and_its_return_too(gpus: ScenarioFile, caplog: pytest.LogCaptureFixture) -> None:
+    """Issue 22 item 3: every console request while the hub is down asks again; the log says it once."""
+    import logging
+
+    async def body() -> None:
+        run = await start()
+        people(run.hub, gpus)
+        await console(run)  # the viewer's token is checked (and cached) while the hub is up
+        api_url = run.service.api_url
+        run.service.api_url = "http://127.0.0.1:9/hub/api"  # nothing listens there
+        with caplog.at_level(logging.INFO, logger="jupyter_gpu.hub"):
+            for _ in range(3):
+                run.service._servers = None  # a new gather each time (as after each --interval)
+                await console(run)
+            run.service.api_url = api_url
+            run.service._servers = None
+            await console(run)
+        lines = [r.getMessage() for r in caplog.records if r.name == "jupyter_gpu.hub"]
+        assert [line for line in lines if "cannot list the running servers" in line] == [lines[0]]
+        assert lines[-1] == "jupyter-gpu: the hub lists the running servers again"
+
+    asyncio.run(body())

@@ -141,7 +141,7 @@ def _dead_report_of_ones_own(folder, kernel_id):
 
 
 def test_a_kernels_first_report_clears_what_its_users_killed_kernels_left(neighbour, shared_tmp, monkeypatch):
-    """Killed kernels (SIGKILL, SIGTERM: ipykernel has no handler, the OOM killer) leave their
+    """Killed kernels (SIGKILL: a shutdown's last resort, the OOM killer) leave their
     reports behind, and in /tmp no server cleans them: the next kernel of the same user does."""
     _dead_report_of_ones_own(str(shared_tmp), "killed")
     neighbour.run(_dead_report_of_ones_own, str(shared_tmp), "neighbours-killed")
@@ -162,8 +162,9 @@ def _execute(client, code):
 
 
 def test_every_exit_path_of_a_real_kernel_leaves_no_report_for_long(tmp_path, scenario):
-    """Unload and a clean shutdown remove the report (atexit); SIGTERM kills the kernel without
-    it (ipykernel installs no SIGTERM handler), and the user's next kernel there removes it."""
+    """Unload and a clean shutdown remove the report (atexit); SIGKILL kills the kernel without
+    it, and the user's next kernel there removes it (SIGTERM, SIGHUP and the parent's death:
+    tests/test_exit_hooks.py)."""
     import signal
 
     from support import start_kernel
@@ -190,9 +191,9 @@ def test_every_exit_path_of_a_real_kernel_leaves_no_report_for_long(tmp_path, sc
         (left,) = reports()
     finally:
         client.stop_channels()
-        os.kill(manager.provisioner.pid, signal.SIGTERM)
+        os.kill(manager.provisioner.pid, signal.SIGKILL)
         manager.shutdown_kernel(now=True)
-    assert reports() == [left]  # SIGTERM: no clean-up in the kernel
+    assert reports() == [left]  # SIGKILL: no clean-up in the kernel
 
     manager, client = start_kernel(tmp_path)
     try:

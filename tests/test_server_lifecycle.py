@@ -50,22 +50,33 @@ def test_a_server_stopped_by_a_signal_leaves_no_report(tmp_path, scenario, kerne
 
 
 def test_reports_of_a_killed_server_are_removed_when_a_server_starts_again(
-    tmp_path, scenario, kernels_load_the_extension
+    tmp_path, scenario, kernels_load_the_extension, monkeypatch
 ):
-    # Given a server killed outright (SIGKILL) while its kernel ran: the kernel dies through
-    # ipykernel's parent poller (os._exit) and its report stays behind
+    import os
+
+    from jupyter_gpu.sources.claims import claims_directory, user_folder
+
+    # Given a server killed outright (SIGKILL) while its kernel ran, with a GPU claimed by auto: the
+    # kernel dies through ipykernel's parent poller (os._exit), as when the hub stops a server
+    monkeypatch.setenv("JUPYTER_GPU_DEFAULT_SELECT", "auto:1")
+    claims = user_folder(claims_directory(), os.getuid())
     base = tmp_path / "alice"
     server = LiveServer(base, "alice", "token-a", SERVER_CONFIG)
     try:
         kernel = server.start_kernel()
         runtime = base / "runtime"
         (left,) = wait_for("the kernel's report", lambda: reports(runtime), 60)
+        wait_for("the kernel's claim", lambda: list(claims.glob(f"{kernel}-*.json")), 60)
+        data = json.loads((runtime / left).read_text())
         server.process.send_signal(signal.SIGKILL)
         server.process.wait(timeout=30)
         wait_for("the orphaned kernel to exit", lambda: not psutil.pid_exists(kernel), 30)
-        assert reports(runtime) == [left]
+        # Then the kernel removed its report and its claim on its way out (issue 22 item 2)
+        assert reports(runtime) == [] and list(claims.iterdir()) == []
     finally:
         stop(server.process)
+    # A kernel killed with SIGKILL leaves its report, though: as this one would have
+    (runtime / left).write_text(json.dumps(data))
     # and a report of a process that still runs (a kernel outliving its server, say)
     alive = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
     try:
@@ -137,3 +148,86 @@ def test_the_refresh_after_a_kernel_start_is_the_services_and_ends_with_it(demo_
     finally:
         service.close()
         loop.close()
+
+
+# -- GPU claims (issue 22 item 2): the server removes its kernels' claims as it removes their reports
+
+
+def _sleeper() -> subprocess.Popen[bytes]:
+    return subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+
+
+def test_the_server_removes_the_claims_of_a_kernel_shut_down_or_restarted(demo_gpus: None) -> None:
+    """The kernel may still be exiting when the shutdown event comes (or was killed, SIGKILL: a
+    shutdown's last resort, and left its claim): its claims go; another kernel's stay."""
+    import asyncio
+    import os
+
+    from jupyter_gpu.server import GpuService, JupyterGpuServer
+    from jupyter_gpu.server.attribution import KernelInfo
+    from jupyter_gpu.sources.claims import ClaimBoard, claims_directory
+    from jupyter_gpu.sources.processes import process_start
+
+    ending, restarted, other = _sleeper(), _sleeper(), _sleeper()
+    try:
+        paths = {}
+        for name, process in (("ending", ending), ("restarted", restarted), ("other", other)):
+            board = ClaimBoard(claims_directory())
+            board.pid = process.pid
+            [paths[name]] = board.claim(["GPU-aaaa-0"])
+        service = GpuService(JupyterGpuServer(interval_s=60))
+        table = {
+            name: KernelInfo(kernel_id=name, pid=process.pid, start=process_start(process.pid))
+            for name, process in (("ending", ending), ("restarted", restarted), ("other", other))
+        }
+        service._set_table(table)
+        loop = asyncio.new_event_loop()
+        try:
+            loop.run_until_complete(
+                service._kernel_action({"action": "shutdown", "kernel_id": "ending", "status": "success"})
+            )
+            assert not paths["ending"].exists() and paths["restarted"].exists() and paths["other"].exists()
+            service._set_table(table)  # the kernel manager still lists "restarted" (no manager here: re-set)
+            loop.run_until_complete(
+                service._kernel_action({"action": "restart", "kernel_id": "restarted", "status": "success"})
+            )
+            assert not paths["restarted"].exists() and paths["other"].exists()
+        finally:
+            service.close()
+            loop.close()
+        assert os.path.exists(paths["other"])  # close() removes the claims of kernels it still knew: none left
+    finally:
+        for process in (ending, restarted, other):
+            process.kill()
+            process.wait()
+
+
+def test_a_server_stopped_removes_its_kernels_claims_and_a_new_one_those_of_dead_kernels(demo_gpus: None) -> None:
+    from jupyter_gpu.server import GpuService, JupyterGpuServer
+    from jupyter_gpu.server.attribution import KernelInfo
+    from jupyter_gpu.sources.claims import ClaimBoard, claims_directory
+    from jupyter_gpu.sources.processes import process_start
+
+    def claim(process: subprocess.Popen[bytes]) -> Path:
+        board = ClaimBoard(claims_directory())
+        board.pid = process.pid
+        return board.claim(["GPU-aaaa-0"])[0]
+
+    kernel, stranger = _sleeper(), _sleeper()
+    try:
+        paths = [claim(kernel), claim(stranger)]
+        service = GpuService(JupyterGpuServer(interval_s=60))
+        service._set_table({"k": KernelInfo(kernel_id="k", pid=kernel.pid, start=process_start(kernel.pid))})
+        service.close()
+        assert [path.exists() for path in paths] == [False, True]  # its kernel's go, a live stranger's stay
+        # A kernel killed with its server (SIGKILL) left a claim: the next server's start removes it
+        killed = _sleeper()
+        paths.append(claim(killed))
+        killed.kill()
+        killed.wait()
+        assert GpuService(JupyterGpuServer(interval_s=60)).remove_claims() == 1
+        assert [path.exists() for path in paths] == [False, True, False]
+    finally:
+        for process in (kernel, stranger):
+            process.kill()
+            process.wait()

@@ -282,10 +282,14 @@ class HubService:
                 reason = f"HTTP {error.code}" + (f" {error.message}" if error.code == 599 else "")
             else:
                 reason = str(error)[:300] or type(error).__name__
-            self.hub_warning = f"cannot list the running servers from the hub: {reason}"
-            log.warning("jupyter-gpu: %s", self.hub_warning)
+            warning = f"cannot list the running servers from the hub: {reason}"
+            if warning != self.hub_warning:  # once while it lasts (each console request asks again)
+                log.warning("jupyter-gpu: %s", warning)
+            self.hub_warning = warning
             self._servers = (time.monotonic(), [])
             return []
+        if self.hub_warning is not None:
+            log.info("jupyter-gpu: the hub lists the running servers again")
         self.hub_warning = None
         answers = list(await asyncio.gather(*(self._server_snapshot(*server) for server in servers)))
         self._servers = (time.monotonic(), answers)

@@ -11,7 +11,7 @@ The mechanism, which needs no user code:
    report* next to the kernel's connection file (which lies in the server's runtime directory):
    ``jupyter-gpu-kernel-<kernel_id>.json``. It writes it once at load and again after any cell
    whose result changed it (cheap: frameworks are looked up in ``sys.modules``, never imported). The
-   file is removed when the kernel exits.
+   file is removed when the kernel ends by any path but SIGKILL (:mod:`.exit_hooks`).
 2. The server extension reads these files on its sampling thread (only files whose modification time
    changed) and shows the memory each kernel reports; see ``docs/server.md``.
 
@@ -220,8 +220,9 @@ def remove_report() -> None:
 
 
 def register(ipython: Any) -> None:
-    """Write the report now and after every cell; remove it at exit. Part of ``%load_ext jupyter_gpu``."""
-    import atexit
+    """Write the report now and after every cell; remove it when the kernel ends (exit, SIGTERM, SIGHUP,
+    its parent's death: :mod:`.exit_hooks`). Part of ``%load_ext jupyter_gpu``."""
+    from .exit_hooks import at_kernel_exit
 
     if _state["callback"] is not None:
         return
@@ -236,7 +237,7 @@ def register(ipython: Any) -> None:
 
     _state["callback"] = after_cell
     on_cell_event(ipython, "post_run_cell", after_cell, "the kernel report")  # guarded: nothing escapes
-    atexit.register(remove_report)
+    at_kernel_exit(remove_report)
     guarded(after_cell, "the kernel report")()
 
 

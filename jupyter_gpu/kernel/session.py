@@ -330,9 +330,9 @@ class PlanSession:
             except Exception as error:  # claims are never required
                 self._claims_note(str(error))
                 return None
-            import atexit
+            from .exit_hooks import at_kernel_exit
 
-            atexit.register(self._board.release)
+            at_kernel_exit(self._board.release)  # exit, SIGTERM, SIGHUP, the parent's death
         if self._board.problem is not None:
             self._claims_note(self._board.problem)
             return None

@@ -16,6 +16,8 @@ from .service import GpuService, KernelInfo
 
 __all__ = ["GpuService", "JupyterGpuServer", "KernelInfo"]
 
+LOG_HANDLER_KEY = "jupyter_gpu_log"  # web_app.settings: the handler of server.logs.attach
+
 
 def _refresh_when_the_loop_runs(service: GpuService) -> None:
     """Read the kernel table as soon as the server's loop runs (not only at the first sample)."""
@@ -29,13 +31,16 @@ def _refresh_when_the_loop_runs(service: GpuService) -> None:
 
 
 def _unload_jupyter_server_extension(serverapp: Any) -> None:
-    """The server stops: stop sampling, unbind the gauges, remove this server's kernel reports."""
-    from . import metrics
+    """The server stops: stop sampling, unbind the gauges, remove this server's kernel reports and claims."""
+    from . import logs, metrics
 
     service = serverapp.web_app.settings.get(GpuService.SETTINGS_KEY)
     if service is not None:
         metrics.unbind(service)
         service.close()
+    handler = serverapp.web_app.settings.pop(LOG_HANDLER_KEY, None)
+    if handler is not None:
+        logs.detach(serverapp, handler)
 
 
 def _jupyter_server_extension_points() -> list[dict[str, str]]:
@@ -44,7 +49,7 @@ def _jupyter_server_extension_points() -> list[dict[str, str]]:
 
 def _load_jupyter_server_extension(serverapp: Any) -> None:
     """Create the service, add the routes and bind the Prometheus collector (idempotent)."""
-    from . import metrics
+    from . import logs, metrics
     from .handlers import routes
     from .history_handler import routes as history_routes
 
@@ -56,6 +61,7 @@ def _load_jupyter_server_extension(serverapp: Any) -> None:
     if not config.enabled:
         serverapp.log.info("jupyter_gpu server extension disabled (JupyterGpuServer.enabled = False)")
         return
+    web_app.settings[LOG_HANDLER_KEY] = logs.attach(serverapp)  # jupyter_gpu's lines in the server's log
     service = GpuService(
         config,
         kernel_manager=serverapp.kernel_manager,
@@ -65,6 +71,7 @@ def _load_jupyter_server_extension(serverapp: Any) -> None:
     )
     web_app.settings[GpuService.SETTINGS_KEY] = service
     service.remove_orphan_reports()
+    service.remove_claims()  # this user's claims of kernels that no longer run
     web_app.add_handlers(".*$", routes(web_app.settings["base_url"]) + history_routes(web_app.settings["base_url"]))
     service.attach_events(getattr(serverapp, "event_logger", None))
     if config.prometheus:

@@ -1,12 +1,15 @@
-"""The kernel report files in this server's runtime directory: removed when their kernel goes away,
-and at start-up when a dead kernel left one behind (the reports are read by the sampling thread with
-:class:`jupyter_gpu.sources.kernel_reports.ReportReader`)."""
+"""The files a kernel leaves for others, removed when it goes away: its report in this server's
+runtime directory (read by the sampling thread with
+:class:`jupyter_gpu.sources.kernel_reports.ReportReader`), also at start-up when a dead kernel left
+one behind; and its GPU claims (:mod:`jupyter_gpu.sources.claims`)."""
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterable
 from pathlib import Path
 
+from ..sources.claims import ClaimBoard, claims_directory
 from ..sources.kernel_reports import REPORT_PREFIX, ReportReader, remove_dead_reports
 from ..sources.processes import ProcessKey
 
@@ -53,3 +56,19 @@ class ReportFiles:
         if removed:
             log.info("jupyter_gpu: removed %d kernel report(s) left by kernels that no longer run", len(removed))
         return removed
+
+
+def remove_ended_claims(ended: Iterable[ProcessKey] = ()) -> int:
+    """Delete the GPU claims of the ``ended`` kernel processes, and this user's claims of processes
+    that no longer run, in the claims directory kernels use (``$JUPYTER_GPU_CLAIMS_DIR``, else
+    ``/tmp``; the kernels inherit the server's environment). A kernel removes its own when it ends,
+    but not when it is killed (SIGKILL: a shutdown's last resort, the OOM killer, its server killed
+    with it). Never raises (claims are never required); returns how many were deleted."""
+    try:
+        removed = ClaimBoard(claims_directory()).remove_ended(ended)
+    except Exception:
+        log.warning("jupyter_gpu: removing the GPU claims of ended kernels failed", exc_info=True)
+        return 0
+    if removed:
+        log.info("jupyter_gpu: removed %d GPU claim(s) of kernels that ended", removed)
+    return removed

@@ -31,7 +31,7 @@ import os
 import threading
 import time
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import fields
 from typing import Any
 
@@ -47,7 +47,7 @@ from .attribution import AttributedSnapshot, KernelInfo, KernelTable
 from .config import JupyterGpuServer
 from .cull import cull_every_s, culled_message, ran_since
 from .kernel_table import read_kernels, session_notebooks
-from .report_files import ReportFiles
+from .report_files import ReportFiles, remove_ended_claims
 
 __all__ = ["Answer", "AttributedSnapshot", "GpuService", "KernelInfo", "KernelTable", "ancestors"]
 
@@ -156,6 +156,7 @@ class GpuService:
                 executor.shutdown(wait=False, cancel_futures=True)
         for kernel_id in list(self._table.kernels):
             self.remove_report(kernel_id)
+        self.remove_claims(info.key for info in self._table.kernels.values())
 
     # -- the sampling thread
 
@@ -237,6 +238,7 @@ class GpuService:
         kernel_id = data.get("kernel_id")
         if data.get("status") != "success" or action not in ("start", "shutdown", "restart"):
             return
+        before = self._table.kernels.get(kernel_id) if isinstance(kernel_id, str) else None
         if action == "shutdown" and isinstance(kernel_id, str):
             # At once, before any await: the next request must not attribute anything to it, even
             # while the kernel manager still lists it for a moment.
@@ -244,12 +246,15 @@ class GpuService:
             kernels = {kid: info for kid, info in self._table.kernels.items() if kid != kernel_id}
             self._set_table(kernels)
             self.remove_report(kernel_id)
+            self.remove_claims([before.key if before is not None else None])
         elif isinstance(kernel_id, str):
             self._gone.discard(kernel_id)
         await self.refresh_kernels()
         if action == "restart" and isinstance(kernel_id, str):
             info = self._table.kernels.get(kernel_id)
             self.remove_report(kernel_id, unless=info.key if info else None)
+            if before is not None and (info is None or info.key != before.key):
+                self.remove_claims([before.key])  # the process before the restart
         if action == "start":
             # The session (notebook path) is saved right after the kernel starts, in the same
             # request: the next request or scrape reads the table again, and so do we, shortly.
@@ -295,6 +300,10 @@ class GpuService:
     def remove_report(self, kernel_id: str, unless: ProcessKey | None = None) -> None:
         """Delete a kernel's report file (it went away), unless it is the report of process ``unless``."""
         self.report_files.remove(kernel_id, unless)
+
+    def remove_claims(self, ended: Iterable[ProcessKey | None] = ()) -> int:
+        """Delete the GPU claims of the ``ended`` kernel processes and of dead ones (:func:`remove_ended_claims`)."""
+        return remove_ended_claims(key for key in ended if key is not None)
 
     def remove_orphan_reports(self) -> list[str]:
         """Delete the reports that dead kernels left behind (see :meth:`ReportFiles.remove_orphans`)."""
@@ -424,7 +433,12 @@ class GpuService:
             try:
                 await km.shutdown_kernel(due.kernel_id)
             except Exception:  # gone meanwhile, or a provisioner failure: the others are still culled
-                log.exception("jupyter_gpu: culling the idle GPU kernel %s failed", due.kernel_id)
+                log.exception(
+                    "jupyter_gpu: culling the idle GPU kernel %s of user %s, notebook %s failed",
+                    due.kernel_id,
+                    self.user or "?",
+                    due.notebook or "(no notebook)",
+                )
                 continue
             self.culled += 1
             culled.append(due.kernel_id)
@@ -461,3 +475,4 @@ def _remove_reports_at_exit() -> None:
     for service in list(_services):
         for kernel_id in list(service._table.kernels):
             service.remove_report(kernel_id)
+        service.remove_claims(info.key for info in service._table.kernels.values())

@@ -26,7 +26,11 @@ Safety between users (every folder and claim file is untrusted input):
   ``O_EXCL``, mode 0600, an unpredictable name), made readable, then hard-linked to its final name
   (which never replaces anything); the temporary file is removed on every path, failures included
   (one left by a writer killed mid-write is removed from the user's folder a minute later).
-  Readers therefore never see half a claim. A kernel's claims are removed when it exits.
+  Readers therefore never see half a claim. A kernel's claims are removed when it ends by any path
+  but SIGKILL (:mod:`jupyter_gpu.kernel.exit_hooks`); the server removes its kernels' claims when
+  they are shut down, restarted or it stops, and this user's claims of processes that no longer run
+  when it starts (:meth:`ClaimBoard.remove_ended`). Claims a SIGKILL left behind count for nothing
+  meanwhile: a claim counts only while its process runs (below).
 - Nobody can forge another user's claim or flood the board: only the folder's owner writes in it;
   a claim counts only if its file belongs to that user, its ``uid`` says so, and its PID (also in
   its name, checked before the file is opened) is a running process of that user that started
@@ -73,8 +77,9 @@ from typing import Any
 
 from ..core.text import display_text
 from ..core.wire import Fields, WireError, loads
+from .processes import ProcessKey, process_start
 
-__all__ = ["DEFAULT_DIRECTORY", "DEFAULT_TTL_S", "Claim", "ClaimBoard", "user_folder"]
+__all__ = ["DEFAULT_DIRECTORY", "DEFAULT_TTL_S", "Claim", "ClaimBoard", "claims_directory", "user_folder"]
 
 log = logging.getLogger(__name__)
 
@@ -152,6 +157,11 @@ def _users_with_processes() -> set[int]:
         with contextlib.suppress(OSError):
             uids.add(os.stat(f"/proc/{name}").st_uid)
     return uids
+
+
+def claims_directory() -> str:
+    """The claims directory kernels use unless configured otherwise: ``$JUPYTER_GPU_CLAIMS_DIR``, else ``/tmp``."""
+    return os.environ.get("JUPYTER_GPU_CLAIMS_DIR", "").strip() or DEFAULT_DIRECTORY
 
 
 def user_folder(directory: str | os.PathLike[str], uid: int) -> Path:
@@ -449,6 +459,55 @@ class ClaimBoard:
             with contextlib.suppress(OSError):
                 path.unlink()
         self.mine = []
+
+    def remove_ended(self, ended: Iterable[ProcessKey] = ()) -> int:
+        """Delete this user's claims whose process has ended; returns how many were deleted.
+
+        A claim goes when no process of this user runs under its PID, when the process there now
+        started after the claim was written (the PID was reused), and when its process is one of
+        ``ended``: ``(pid, start)`` of processes known to have ended or to be ending (a kernel just
+        shut down; ``start`` from :func:`jupyter_gpu.sources.processes.process_start`, or None for
+        "whatever runs under that PID now"). Other users' folders are never touched; nothing raises
+        (claims are never required)."""
+        if self.problem is not None:
+            return 0
+        ending = dict(ended)
+        removed = 0
+        try:
+            folder = os.open(self.folder, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+        except OSError:
+            return 0  # no folder: no claims
+        try:
+            if not _private_folder(os.fstat(folder), self.uid):
+                return 0
+            with os.scandir(folder) as entries:
+                names = [entry.name for _, entry in zip(range(MAX_SCAN), entries, strict=False)]
+            for name in names:
+                match = _NAME.match(name)
+                if match is None:
+                    continue
+                pid = int(match.group(1))
+                if pid == self.pid and pid not in ending:
+                    continue
+                if self._ended(folder, name, pid, ending):
+                    with contextlib.suppress(OSError):
+                        os.unlink(name, dir_fd=folder)
+                        removed += 1
+        except OSError:
+            pass
+        finally:
+            os.close(folder)
+        return removed
+
+    def _ended(self, folder: int, name: str, pid: int, ending: dict[int, int | float | None]) -> bool:
+        """Whether the claim ``name`` of ``pid`` was written by a process that has ended (or is ending)."""
+        process = _process(pid)
+        if process is None or process[0] != self.uid:
+            return True
+        if pid in ending and (ending[pid] is None or ending[pid] == process_start(pid)):
+            return True
+        claim = self._read(folder, name, self.uid)
+        return claim is not None and claim.time < process[1] - START_SKEW_S  # the PID's earlier process
 
     @contextlib.contextmanager
     def locked(self) -> Iterator[bool]:

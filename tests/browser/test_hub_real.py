@@ -18,6 +18,8 @@ directory (mode 1777) where each process keeps its count (:func:`jupyter_gpu.sim
 
 from __future__ import annotations
 
+import asyncio
+import concurrent.futures
 import contextlib
 import json
 import os
@@ -105,11 +107,26 @@ class Hub:
         return body["token"]
 
 
-def documented_snippet() -> str:
-    """The copy-paste ``jupyterhub_config.py`` of docs/jupyterhub.md, as admins read it."""
+def snippet_under(heading: str) -> str:
+    """The first Python block under ``heading`` in docs/jupyterhub.md, as admins read it."""
     text = (REPO / "docs" / "jupyterhub.md").read_text()
-    start = text.index("```python\n", text.index("### `jupyterhub_config.py` (copy-paste)")) + len("```python\n")
+    start = text.index("```python\n", text.index(heading)) + len("```python\n")
     return text[start : text.index("```", start)]
+
+
+def documented_snippets(scenario: Path) -> str:
+    """docs/jupyterhub.md's snippets in the order an admin adds them: the copy-paste
+    ``jupyterhub_config.py``, simulated GPUs (this test's scenario instead of ``"demo"``), and the
+    users' environment (PATH, terminals)."""
+    simulation = snippet_under("### Trying it without GPUs")
+    assert simulation.count('"demo"') == 2, simulation
+    return "\n".join(
+        (
+            snippet_under("### `jupyterhub_config.py` (copy-paste)"),
+            simulation.replace('"demo"', repr(str(scenario))),
+            snippet_under("## Environment of the single-user servers: PATH"),
+        )
+    )
 
 
 CONFIG = """
@@ -132,34 +149,32 @@ c.Spawner.cmd = [{singleuser!r}]
 c.Spawner.default_url = "/lab"
 c.Spawner.start_timeout = 120
 c.Spawner.http_timeout = 120
+# --- what this hub set before: the documented snippets add to it (issue 22: they used to replace it) ---
+c.JupyterHub.services = [{{"name": "tester", "api_token": {tester!r}}}]
+c.JupyterHub.load_roles = [
+    {{"name": "tester", "services": ["tester"],
+      "scopes": ["admin:users", "admin:servers", "tokens", "access:servers"]}}]
+c.Spawner.environment = {{"PYTHONPATH": {pythonpath!r}, "JUPYTER_GPU_SIMULATE_CALLS_DIR": {calls_dir!r}}}
+c.Spawner.args = ['--ServerApp.jpserver_extensions={{"jupyter_gpu": True}}']
 
-# --- the documented jupyter-gpu snippet (docs/jupyterhub.md), run as written ---
+# --- the documented jupyter-gpu snippets (docs/jupyterhub.md), run as written ---
 exec(compile({snippet!r}, "docs/jupyterhub.md", "exec"))
-# --- what this machine needs beyond it: its ports, the simulation, the test's users ---
-service = c.JupyterHub.services[0]
+assert [s["name"] for s in c.JupyterHub.services] == ["tester", "jupyter-gpu"], c.JupyterHub.services
+assert c.Spawner.args[0].startswith("--ServerApp.jpserver_extensions"), c.Spawner.args
+assert c.Spawner.environment["PYTHONPATH"] == {pythonpath!r}, c.Spawner.environment
+# --- what this machine needs beyond them: its ports and paths, the test's users ---
+service = next(s for s in c.JupyterHub.services if s["name"] == "jupyter-gpu")
 service["url"] = {service_url!r}
 service["command"] = [{proxy_url!r} if part == "http://127.0.0.1:8000" else part for part in service["command"]]
 service["command"] += ["--interval", "0.5"]
-service["environment"] = {{"PYTHONPATH": {pythonpath!r}, "JUPYTER_GPU_SIMULATE": {scenario!r},
-                          "JUPYTER_GPU_SIMULATE_CALLS_DIR": {calls_dir!r}}}
-c.JupyterHub.load_roles[1]["users"] = [{alice!r}]  # the documented readers' role, for alice
-c.JupyterHub.load_roles.append(
-    {{"name": "tester", "services": ["tester"],
-      "scopes": ["admin:users", "admin:servers", "tokens", "access:servers"]}})
-c.JupyterHub.services.append({{"name": "tester", "api_token": {tester!r}}})
+service["environment"].update({{"PYTHONPATH": {pythonpath!r}, "JUPYTER_GPU_SIMULATE_CALLS_DIR": {calls_dir!r}}})
+next(r for r in c.JupyterHub.load_roles if r["name"] == "jupyter-gpu-readers")["users"] = [{alice!r}]
 # Prometheus, as deploy/prometheus/prometheus.yml documents its token's scopes
 c.JupyterHub.services.append({{"name": "prometheus", "api_token": {prometheus!r}}})
 c.JupyterHub.load_roles.append({{"name": "prometheus", "services": ["prometheus"],
                                  "scopes": ["access:servers", "access:services!service=jupyter-gpu"]}})
-c.Spawner.environment.update({{
-    "PATH": {path!r},
-    "PYTHONPATH": {pythonpath!r},
-    "JUPYTER_GPU_SIMULATE": {scenario!r},
-    "JUPYTER_GPU_SERVICE_URL": {service_prefix_url!r},
-    "JUPYTER_GPU_SIMULATE_CALLS_DIR": {calls_dir!r},
-}})
-c.Spawner.args = ['--ServerApp.jpserver_extensions={{"jupyter_gpu": True}}', *c.Spawner.args,
-                  "--JupyterGpuServer.interval_s=0.5"]
+c.Spawner.environment.update({{"PATH": {path!r}, "JUPYTER_GPU_SERVICE_URL": {service_prefix_url!r}}})
+c.Spawner.args.append("--JupyterGpuServer.interval_s=0.5")
 
 
 def own_sampler_for_nvml_servers(spawner):
@@ -225,6 +240,13 @@ def _run_hub(artifacts: Path, spawned: list[psutil.Process]) -> Iterator[Hub]:
     calls_dir = root / "nvml-calls"
     calls_dir.mkdir(exist_ok=True)
     calls_dir.chmod(0o1777)  # written by the service (root) and by the users' servers and kernels
+    bin_dir = root / "bin"  # jupyter-gpu, as pip installs it (the users import jupyter_gpu from this checkout)
+    bin_dir.mkdir(mode=0o755, exist_ok=True)
+    command = bin_dir / "jupyter-gpu"
+    command.write_text(
+        f"#!{HUB_VENV / 'bin' / 'python'}\nimport sys\nfrom jupyter_gpu.cli import main\nsys.exit(main())\n"
+    )
+    command.chmod(0o755)
     proxy_port, service_port = free_port(), free_port()
     proxy_url = f"http://127.0.0.1:{proxy_port}"
     chp = CHP if Path(CHP).exists() else shutil.which("configurable-http-proxy")
@@ -244,9 +266,10 @@ def _run_hub(artifacts: Path, spawned: list[psutil.Process]) -> Iterator[Hub]:
             alice=USERS[0],
             tester=TESTER_TOKEN,
             prometheus=PROMETHEUS_TOKEN,
-            snippet=documented_snippet(),
+            snippet=documented_snippets(scenario),
             calls_dir=str(calls_dir),
-            path=f"{HUB_VENV / 'bin'}:/usr/local/bin:/usr/bin:/bin",
+            # the documented PATH's "/opt/jupyterhub/bin": where this machine has jupyter-gpu and the hub's tools
+            path=f"{bin_dir}:{HUB_VENV / 'bin'}:/usr/local/bin:/usr/bin:/bin",
             service_prefix_url=f"http://127.0.0.1:{service_port}/services/jupyter-gpu/",
         )
     )
@@ -400,6 +423,51 @@ def test_user_servers_serve_the_services_sample(hub: Hub) -> None:
         assert code == 200
         assert [g["uuid"] for g in snapshot["gpus"]] == [g["uuid"] for g in devices["gpus"]]
         assert not [w for w in snapshot["warnings"] if "unreachable" in w]
+
+
+async def _run_in_terminal(hub: Hub, user: str, terminal: str, command: str, timeout_s: float = 60) -> str:
+    """Type ``command`` into a JupyterLab terminal of ``user`` (its websocket, through the hub's
+    proxy, as the browser does) and return what the terminal shows until ``exit-status-<n>``."""
+    import re
+
+    from tornado.httpclient import HTTPRequest
+    from tornado.websocket import websocket_connect
+
+    url = hub.url.replace("http://", "ws://") + f"/user/{user}/terminals/websocket/{terminal}"
+    connection = await websocket_connect(HTTPRequest(url, headers={"Authorization": f"token {TESTER_TOKEN}"}))
+    shown = ""
+    try:
+        connection.write_message(json.dumps(["stdin", f"{command}; echo exit-status-$?\r"]))
+        deadline = time.monotonic() + timeout_s
+        while not re.search(r"exit-status-\d+", shown):
+            message = await asyncio.wait_for(connection.read_message(), max(0.1, deadline - time.monotonic()))
+            assert message is not None, f"the terminal closed; it showed: {shown}"
+            kind, *content = json.loads(message)
+            if kind == "stdout":
+                shown += content[0]
+    finally:
+        connection.close()
+    return shown
+
+
+def test_a_users_terminal_finds_jupyter_gpu(hub: Hub) -> None:
+    """Issue 22 item 4: with docs/jupyterhub.md's PATH and terminal settings, ``jupyter-gpu status``
+    runs in a JupyterLab terminal of a user whose login shell is Debian's /bin/sh (whose
+    /etc/profile resets PATH for login shells)."""
+    user = USERS[0]
+    start_servers(hub, ((user, ""),))
+    code, terminal = hub.api("POST", f"/user/{user}/api/terminals")
+    assert code == 200, terminal
+    try:
+        # on a thread of its own: the browser tests' Playwright keeps an event loop in this one
+        with concurrent.futures.ThreadPoolExecutor(1) as pool:
+            shown = pool.submit(
+                asyncio.run, _run_in_terminal(hub, user, terminal["name"], "jupyter-gpu status")
+            ).result()
+    finally:
+        hub.api("DELETE", f"/user/{user}/api/terminals/{terminal['name']}")
+    assert "exit-status-0" in shown and "not found" not in shown, shown
+    assert "NVIDIA A100-SXM4-80GB [simulated]" in shown, shown
 
 
 def _scrape(hub: Hub, path: str, token: str | None) -> tuple[int, dict[str, list[Any]]]:

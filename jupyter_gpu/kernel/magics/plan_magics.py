@@ -84,7 +84,9 @@ class GpuMagics(Magics):
 
     @default("claims_dir")
     def _claims_dir_from_env(self) -> str:
-        return os.environ.get("JUPYTER_GPU_CLAIMS_DIR", "").strip() or "/tmp"
+        from ...sources.claims import claims_directory
+
+        return claims_directory()
 
     @default("explain_oom")
     def _explain_oom_from_env(self) -> bool:
