@@ -37,11 +37,24 @@ MAY_IMPORT = {
     "simulate": {"core", "processes"},
     "sources": {"core", "processes", "simulate"},
     "frameworks": {"core", "plan"},
+    "doctor": {"core", "plan", "processes", "simulate", "sources", "frameworks"},
     "panel": {"core", "plan", "processes", "simulate", "sources", "frameworks"},
-    "kernel": {"core", "plan", "processes", "simulate", "sources", "frameworks", "panel"},
+    "kernel": {"core", "plan", "processes", "simulate", "sources", "frameworks", "panel", "doctor"},
     "server": {"core", "plan", "processes", "simulate", "sources", "frameworks"},
     "hub": {"core", "plan", "processes", "simulate", "sources", "frameworks"},
-    "entry": {"core", "plan", "processes", "simulate", "sources", "frameworks", "panel", "kernel", "server", "hub"},
+    "entry": {
+        "core",
+        "plan",
+        "processes",
+        "simulate",
+        "sources",
+        "frameworks",
+        "doctor",
+        "panel",
+        "kernel",
+        "server",
+        "hub",
+    },
 }
 
 
