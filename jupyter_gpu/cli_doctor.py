@@ -43,6 +43,13 @@ def add_doctor_parser(commands: Any) -> None:
         help="the plan to check, as magics separated by ';' (e.g. \"%%gpu_select 1 --growth; %%gpu_limit 2GiB\"); "
         "default: the plan a new kernel gets (the admin's JUPYTER_GPU_DEFAULT_* settings)",
     )
+    doctor.add_argument(
+        "--framework",
+        action="append",
+        choices=("tensorflow", "torch", "jax"),
+        default=[],
+        help="check only this framework (repeatable; default: every installed one)",
+    )
     doctor.add_argument("--json", action="store_true", help="print the report as JSON (a stable shape, docs/doctor.md)")
     doctor.add_argument(
         "--timeout",
@@ -64,7 +71,7 @@ def run_doctor(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         err.write(f"jupyter-gpu doctor: bad --plan: {error}\n")
         return 2
     try:
-        report = report_for(plan, args.timeout)
+        report = report_for(plan, args.timeout, only=tuple(args.framework))
     except Exception as error:  # the doctor itself broke: say so in one line, status 2
         err.write(f"jupyter-gpu doctor: could not run: {type(error).__name__}: {error}\n")
         return 2

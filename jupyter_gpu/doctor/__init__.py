@@ -33,7 +33,7 @@ from ..plan import GpuPlan, PlanRequest, kernel_start_fence
 from .children import ProbeResult, request_to_json, run_probes
 from .compare import GPU_INSTALL, PlanExpectation, check_devices, expectation, no_gpu_causes
 from .machine import read_machine
-from .report import CANNOT_VERIFY, FOLLOWS, NOT_INSTALLED, FrameworkCheck, Machine, Report, render_text
+from .report import CANNOT_VERIFY, FOLLOWS, NOT_CHECKED, NOT_INSTALLED, FrameworkCheck, Machine, Report, render_text
 
 __all__ = ["DEFAULT_TIMEOUT_S", "FRAMEWORKS", "Report", "render_text", "resolved_request", "run"]
 
@@ -151,21 +151,32 @@ def run(
     start_env: Mapping[str, str],
     timeout_s: float = DEFAULT_TIMEOUT_S,
     services: bool = True,
+    only: Sequence[str] = (),
 ) -> Report:
-    """The whole report for ``plan`` (built by the face) in a process started with ``start_env``."""
+    """The whole report for ``plan`` (built by the face) in a process started with ``start_env``;
+    ``only`` (module names) limits the frameworks started to those."""
     # The package is imported before any of its modules; its version is read, not imported (a face's).
     version = str(getattr(sys.modules.get("jupyter_gpu"), "__version__", "unknown"))
     started = time.monotonic()
     installed = installed_frameworks()
+    probed = [module for module in installed if not only or module in only]
     child_env = child_environment(os.environ, start_env)
     request = request_to_json(resolved_request(plan))
     with ThreadPoolExecutor(max_workers=1) as pool:
-        children = pool.submit(run_probes, list(installed), request, child_env, timeout_s)
+        children = pool.submit(run_probes, probed, request, child_env, timeout_s)
         machine, snapshot = read_machine(kernel_start_fence(), services=services)
         probes = children.result()
     expect = expectation(plan, snapshot.gpus, start_env)
     checks = tuple(
         check_framework(module, installed.get(module), probes.get(module), expect, machine, snapshot.gpus, child_env)
+        if module in probed or module not in installed
+        else FrameworkCheck(
+            FRAMEWORKS[module][0],
+            package=installed[module][0],
+            installed=True,
+            version=installed[module][1],
+            verdict=NOT_CHECKED,
+        )
         for module in FRAMEWORKS
     )
     return Report(

@@ -18,7 +18,7 @@
      "plan": {"summary": str, "magics": [str]},
      "frameworks": [{"name": str, "package": str|null, "installed": bool, "version": str|null,
                      "build": "gpu"|"cpu"|"unknown", "cuda": str|null, "cudnn": str|null,
-                     "gpu_install": str, "verdict": "follows"|"differs"|"cannot verify"|"not installed",
+                     "gpu_install": str, "verdict": "follows"|"differs"|"cannot verify"|"not installed"|"not checked",
                      "reason": str, "differences": [str],   (one line each; "reason" joins them)
                      "devices": [{"position": int, "name": str, "gpu": int|null,
                                   "matched_by": "uuid"|"pci bus id"|"name"|null,
@@ -47,6 +47,7 @@ FOLLOWS = "follows"
 DIFFERS = "differs"
 CANNOT_VERIFY = "cannot verify"
 NOT_INSTALLED = "not installed"
+NOT_CHECKED = "not checked"  # installed, left out by --framework
 
 
 @dataclass(frozen=True)
@@ -245,6 +246,8 @@ def _machine_lines(machine: Machine) -> list[str]:
 def _framework_lines(check: FrameworkCheck) -> list[str]:
     if not check.installed:
         return [f"  {check.name}: not installed"]
+    if check.verdict == NOT_CHECKED:
+        return [f"  {check.name} {display_text(check.version, missing='?')}: not checked (left out by --framework)"]
     package = f" ({check.package})" if check.package else ""
     head = f"  {check.name} {display_text(check.version, missing='?')}{package}: "
     if check.build == "cpu":

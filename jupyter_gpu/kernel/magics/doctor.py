@@ -74,14 +74,14 @@ def doctor_magics(plan: GpuPlan) -> tuple[str, ...]:
     return tuple(line for line in plan_magics(doctor.resolved_request(plan)) if not line.startswith("%load_ext"))
 
 
-def report_for(plan: GpuPlan, timeout_s: float, start_env: Any = None) -> Any:
+def report_for(plan: GpuPlan, timeout_s: float, start_env: Any = None, only: tuple[str, ...] = ()) -> Any:
     """The doctor's :class:`~jupyter_gpu.doctor.report.Report` for ``plan``."""
     from ... import doctor
     from ...core.environ import environment_at_process_start
     from ..plan_report import summary
 
     start = environment_at_process_start() if start_env is None else start_env
-    return doctor.run(plan, summary(plan), doctor_magics(plan), start, timeout_s=timeout_s)
+    return doctor.run(plan, summary(plan), doctor_magics(plan), start, timeout_s=timeout_s, only=only)
 
 
 @magics_class
@@ -89,6 +89,13 @@ class GpuDoctorMagics(Magics):
     """``%gpu_doctor``: check the GPU stack and this kernel's plan, changing nothing."""
 
     @magic_arguments()
+    @argument(
+        "--framework",
+        action="append",
+        choices=("tensorflow", "torch", "jax"),
+        default=[],
+        help="check only this framework (repeatable; default: every installed one)",
+    )
     @argument("--json", action="store_true", help="print the report's JSON (docs/doctor.md) instead of text")
     @argument(
         "--timeout",
@@ -114,6 +121,7 @@ class GpuDoctorMagics(Magics):
             %gpu_doctor
             %gpu_doctor --json
             %gpu_doctor --timeout 20
+            %gpu_doctor --framework torch
         """
         from ... import doctor
         from ...plan import current_plan
@@ -123,7 +131,7 @@ class GpuDoctorMagics(Magics):
         if not 0 < timeout <= 3600:
             raise UsageError(f"--timeout must be more than 0 and at most 3600 seconds, not {args.timeout:g}")
         try:
-            report = report_for(current_plan(), timeout)
+            report = report_for(current_plan(), timeout, only=tuple(args.framework))
         except Exception as error:  # a doctor that fails must not take the kernel with it
             print(f"%gpu_doctor could not run: {type(error).__name__}: {error}")
             return
