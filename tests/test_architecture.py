@@ -12,6 +12,7 @@ the bottom:
 - ``simulate``: simulated GPUs beneath pynvml. Imports ``core`` and ``sources.processes``.
 - ``sources``: what reads NVML, the OS and other processes' files. Imports ``core``, ``simulate``.
 - ``frameworks``: one adapter per framework. Imports ``core`` and ``plan``.
+- ``doctor``: ``jupyter-gpu doctor``'s checks and report. Imports everything above except the faces.
 - faces (``kernel``, ``panel``, ``server``, ``hub``, ``cli``, and the ``_startup`` hook the ``.pth``
   file runs): import anything below them. Nothing imports a face, except that the kernel
   extension shows the panel (``kernel`` → ``panel``).

@@ -53,7 +53,7 @@ def test_here_it_runs_clean_and_says_so(tmp_path: Path) -> None:
     assert status == 0, (out, err)
     assert "SIMULATED GPUs (JUPYTER_GPU_SIMULATE): no real GPU or driver is being checked" in out
     assert "CPU-only build: for a GPU, install tensorflow[and-cuda]" in out
-    assert "CPU-only build: for a GPU, install PyTorch's CUDA wheel" in out
+    assert "CPU-only build: for a GPU, install torch from PyTorch's CUDA wheel index" in out
     assert "CPU-only build: for a GPU, install jax[cuda12]" in out
     assert "Verdict: cannot verify the plan: no framework with GPU support; no problem found (exit status 0)" in out
     assert "Traceback" not in out + err
@@ -78,6 +78,12 @@ def test_a_plan_that_is_followed(tmp_path: Path, workstation: Path) -> None:
         }
     ]
     assert data["plan"]["magics"] == ["%gpu_select 1 --growth", "%gpu_limit 2GiB"]
+    # The variables as the user set them (none), not as the plan wrote them in the doctor's own process
+    assert data["machine"]["environment"] == {
+        "CUDA_VISIBLE_DEVICES": None,
+        "CUDA_DEVICE_ORDER": None,
+        "NVIDIA_VISIBLE_DEVICES": None,
+    }
     assert framework(data, "TensorFlow")["verdict"] == "not checked"
 
 

@@ -164,7 +164,7 @@ def run(
     request = request_to_json(resolved_request(plan))
     with ThreadPoolExecutor(max_workers=1) as pool:
         children = pool.submit(run_probes, probed, request, child_env, timeout_s)
-        machine, snapshot = read_machine(kernel_start_fence(), services=services)
+        machine, snapshot = read_machine(kernel_start_fence(), start_env, services=services)
         probes = children.result()
     expect = expectation(plan, snapshot.gpus, start_env)
     checks = tuple(

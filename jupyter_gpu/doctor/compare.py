@@ -32,7 +32,7 @@ CAP_TOLERANCE_BYTES = 64 * 1024**2
 #: What gives each framework a GPU build (pip names; PyTorch's CUDA wheels come from its own index).
 GPU_INSTALL = {
     "tensorflow": "tensorflow[and-cuda]",
-    "torch": "PyTorch's CUDA wheel (pip install torch with the cu12x index of PyTorch's install selector)",
+    "torch": "torch from PyTorch's CUDA wheel index (the cu12x line of its install selector)",
     "jax": "jax[cuda12]",
 }
 

@@ -126,8 +126,12 @@ def hub_service() -> Service:
     return Service(name, "no answer", f"{url} answered HTTP {status}")
 
 
-def read_machine(fence: Fence, services: bool = True) -> tuple[Machine, Snapshot]:
-    """The machine part of the report, and the snapshot it was read from."""
+def read_machine(
+    fence: Fence, start_env: Mapping[str, str] | None = None, services: bool = True
+) -> tuple[Machine, Snapshot]:
+    """The machine part of the report, and the snapshot it was read from. The CUDA variables are
+    shown as this process started with them (``start_env``; default: as they are now): what the
+    user's shell, the spawner or the kernelspec set, before any plan wrote its own."""
     from ..sources.nvml import driver_facts, snapshot
 
     started = time.monotonic()
@@ -178,7 +182,7 @@ def read_machine(fence: Fence, services: bool = True) -> tuple[Machine, Snapshot
         cuda_driver_version=facts.cuda_driver_version,
         gpus=gpus,
         processes=counts,
-        environment={key: os.environ.get(key) for key in VARIABLES},
+        environment={key: (os.environ if start_env is None else start_env).get(key) for key in VARIABLES},
         container=container,
         fence=fence.describe() if fence.active else None,
         admin=admin,

@@ -220,7 +220,7 @@ def _machine_lines(machine: Machine) -> list[str]:
             )
     env = machine.environment
     lines.append(
-        "  CUDA_VISIBLE_DEVICES "
+        "  At start: CUDA_VISIBLE_DEVICES "
         + _value(env.get("CUDA_VISIBLE_DEVICES"))
         + ", CUDA_DEVICE_ORDER "
         + _value(env.get("CUDA_DEVICE_ORDER"), "unset (fastest first)")
