@@ -5,16 +5,25 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import textwrap
 import time
 from pathlib import Path
 from typing import Any
 
 import pytest
+from support import wait_until
 
 from jupyter_gpu.core.snapshot import GpuInfo
 from jupyter_gpu.doctor import children, compare, machine, report
-from jupyter_gpu.doctor.children import ProbeDevice, ProbeResult, parse_answer, request_to_json, run_probes
+from jupyter_gpu.doctor.children import (
+    ProbeDevice,
+    ProbeResult,
+    Probes,
+    parse_answer,
+    request_to_json,
+    run_probes,
+)
 from jupyter_gpu.doctor.compare import PlanExpectation, check_devices, expectation, no_gpu_causes
 from jupyter_gpu.plan import Fence, GpuPlan, PlannedGpu, PlanRequest
 
@@ -223,7 +232,8 @@ def test_the_request_goes_to_the_child_as_json() -> None:
     assert request_from_json(request_to_json(request)) == request
 
 
-def test_a_framework_that_hangs_at_start_is_killed_with_its_group(tmp_path: Path) -> None:
+def hanging_torch(tmp_path: Path) -> tuple[dict[str, str], Path]:
+    """An environment whose ``torch`` starts a helper, writes both PIDs to a file, and hangs."""
     fake = tmp_path / "site" / "torch"
     fake.mkdir(parents=True)
     pids = tmp_path / "pids"
@@ -231,15 +241,42 @@ def test_a_framework_that_hangs_at_start_is_killed_with_its_group(tmp_path: Path
         textwrap.dedent(f"""
         import os, subprocess, time
         helper = subprocess.Popen(["sleep", "600"])
-        with open({str(pids)!r}, "w") as file:
+        with open({str(pids) + ".tmp"!r}, "w") as file:
             file.write(f"{{os.getpid()}} {{helper.pid}}")
+        os.rename({str(pids) + ".tmp"!r}, {str(pids)!r})
         time.sleep(600)
         """)
     )
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path / "site"), os.environ.get("PYTHONPATH", "")])}
+    return env, pids
+
+
+def test_a_framework_that_hangs_at_start_is_killed_with_its_group(tmp_path: Path) -> None:
+    env, pids = hanging_torch(tmp_path)
     answers = run_probes(["torch"], request_to_json(PlanRequest()), env, timeout_s=4)
     failure = answers["torch"].failure
     assert failure == "did not finish starting within 4 s: killed (it hangs at start)"
+    for pid in map(int, pids.read_text().split()):
+        assert not _alive(pid), pid
+
+
+def test_an_interrupt_kills_the_children_too(tmp_path: Path) -> None:
+    """Ctrl-C reaches the terminal's foreground group only; the children have their own."""
+    env, pids = hanging_torch(tmp_path)
+    probes = Probes(["torch"], request_to_json(PlanRequest()), env, timeout_s=600)
+    wait_until(pids.exists, what="the hanging child")
+
+    def interrupt(*_: Any) -> None:
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGALRM, interrupt)
+    try:
+        signal.setitimer(signal.ITIMER_REAL, 0.2)
+        with pytest.raises(KeyboardInterrupt):
+            probes.collect()
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
     for pid in map(int, pids.read_text().split()):
         assert not _alive(pid), pid
 

@@ -23,14 +23,13 @@ import os
 import sys
 import time
 from collections.abc import Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from importlib import metadata
 from pathlib import Path
 
 from ..core.snapshot import GpuInfo
 from ..plan import GpuPlan, PlanRequest, kernel_start_fence
-from .children import ProbeResult, request_to_json, run_probes
+from .children import ProbeResult, Probes, request_to_json
 from .compare import GPU_INSTALL, PlanExpectation, check_devices, expectation, no_gpu_causes
 from .machine import read_machine
 from .report import CANNOT_VERIFY, FOLLOWS, NOT_CHECKED, NOT_INSTALLED, FrameworkCheck, Machine, Report, render_text
@@ -162,10 +161,13 @@ def run(
     probed = [module for module in installed if not only or module in only]
     child_env = child_environment(os.environ, start_env)
     request = request_to_json(resolved_request(plan))
-    with ThreadPoolExecutor(max_workers=1) as pool:
-        children = pool.submit(run_probes, probed, request, child_env, timeout_s)
+    children = Probes(probed, request, child_env, timeout_s)  # they start now, the machine is read meanwhile
+    try:
         machine, snapshot = read_machine(kernel_start_fence(), start_env, services=services)
-        probes = children.result()
+        probes = children.collect()
+    except BaseException:
+        children.kill()
+        raise
     expect = expectation(plan, snapshot.gpus, start_env)
     checks = tuple(
         check_framework(module, installed.get(module), probes.get(module), expect, machine, snapshot.gpus, child_env)

@@ -118,17 +118,8 @@ def _tail(text: bytes) -> str:
     return text[-STDERR_TAIL_BYTES:].decode(errors="replace")
 
 
-def _run_one(
-    framework: str, argv: Sequence[str], env: Mapping[str, str], deadline: float, started: float
-) -> ProbeResult:
-    process = subprocess.Popen(
-        list(argv),
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        env=dict(env),
-        start_new_session=True,  # its own process group: a timeout kills whatever it started too
-    )
+def _wait(framework: str, process: subprocess.Popen[bytes], deadline: float, started: float) -> ProbeResult:
+    """The answer of one started child, waiting at most until ``deadline``."""
     try:
         out, err = process.communicate(timeout=max(0.0, deadline - time.monotonic()))
     except subprocess.TimeoutExpired:
@@ -162,6 +153,67 @@ def _kill_group(process: subprocess.Popen[bytes]) -> None:
         pass
 
 
+class Probes:
+    """The children, started at once when this is made; :meth:`collect` their answers.
+
+    Each child is the leader of its own process group (a new session), so a timeout kills what it
+    started too; so does an interrupt of the parent (Ctrl-C), which the children, outside the
+    terminal's foreground group, would not get themselves.
+    """
+
+    def __init__(
+        self,
+        frameworks: Sequence[str],
+        request_json: str,
+        env: Mapping[str, str],
+        timeout_s: float,
+        python: str = sys.executable,
+    ) -> None:
+        self.started = time.monotonic()
+        self.deadline = self.started + timeout_s
+        self.processes: dict[str, subprocess.Popen[bytes]] = {}
+        self.failures: dict[str, ProbeResult] = {}
+        try:
+            for name in frameworks:
+                try:
+                    self.processes[name] = subprocess.Popen(
+                        [python, "-m", "jupyter_gpu.doctor.probe", name, request_json],
+                        stdin=subprocess.DEVNULL,
+                        stdout=subprocess.PIPE,
+                        stderr=subprocess.PIPE,
+                        env=dict(env),
+                        start_new_session=True,
+                    )
+                except OSError as error:
+                    self.failures[name] = ProbeResult(name, 0.0, failure=f"its child process could not start: {error}")
+        except BaseException:
+            self.kill()
+            raise
+
+    def collect(self) -> dict[str, ProbeResult]:
+        """Every child's answer, or why there is none; nothing outlives the time box or an interrupt."""
+        answers = dict(self.failures)
+        if not self.processes:
+            return answers
+        pool = ThreadPoolExecutor(max_workers=len(self.processes))
+        try:
+            futures = {
+                name: pool.submit(_wait, name, process, self.deadline, self.started)
+                for name, process in self.processes.items()
+            }
+            answers.update({name: future.result() for name, future in futures.items()})
+            return answers
+        except BaseException:
+            self.kill()
+            raise
+        finally:
+            pool.shutdown(wait=True)
+
+    def kill(self) -> None:
+        for process in self.processes.values():
+            _kill_group(process)
+
+
 def run_probes(
     frameworks: Sequence[str],
     request_json: str,
@@ -170,20 +222,4 @@ def run_probes(
     python: str = sys.executable,
 ) -> dict[str, ProbeResult]:
     """Probe every framework in ``frameworks`` at once; each answer, or why there is none."""
-    started = time.monotonic()
-    deadline = started + timeout_s
-    if not frameworks:
-        return {}
-    with ThreadPoolExecutor(max_workers=len(frameworks)) as pool:
-        futures = {
-            name: pool.submit(
-                _run_one,
-                name,
-                [python, "-m", "jupyter_gpu.doctor.probe", name, request_json],
-                env,
-                deadline,
-                started,
-            )
-            for name in frameworks
-        }
-        return {name: future.result() for name, future in futures.items()}
+    return Probes(frameworks, request_json, env, timeout_s, python).collect()

@@ -63,6 +63,8 @@ def _env_growth(name: str, on: str) -> bool:
 
 
 def probe_tensorflow() -> dict[str, Any]:
+    # Warnings on: a GPU build that cannot load its CUDA libraries says so at WARNING level only.
+    os.environ["TF_CPP_MIN_LOG_LEVEL"] = "1"
     tf = importlib.import_module("tensorflow")  # untyped: read through Any
     info = dict(tf.sysconfig.get_build_info())
     facts: dict[str, Any] = {
