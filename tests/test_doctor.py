@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 from support import wait_until
 
+from jupyter_gpu import doctor
 from jupyter_gpu.core.snapshot import GpuInfo
 from jupyter_gpu.doctor import children, compare, machine, report
 from jupyter_gpu.doctor.children import (
@@ -400,6 +401,7 @@ def test_the_json_shape_is_the_documented_one() -> None:
         "machine",
         "plan",
         "frameworks",
+        "keras",
         "verdict",
     }
     assert data["schema"] == 1 and data["status"] == "ok" and data["exit_status"] == 0
@@ -424,9 +426,36 @@ def test_the_json_shape_is_the_documented_one() -> None:
         {"position": 0, "name": "A100", "gpu": 0, "matched_by": "uuid", "memory_limit": GIB}
     ]
     assert data["plan"] == {"summary": "no selection", "magics": []}
+    assert data["keras"] is None
 
 
 def test_an_answer_over_the_size_limit_is_refused() -> None:
     assert children.MAX_ANSWER_BYTES == 256 * 1024
     answer = parse_answer("torch", b'{"devices": [], "version": "' + b"x" * (300 * 1024) + b'"}', 1.0)
     assert answer.failure is not None
+
+
+def test_keras_backend_as_its_import_will_choose(tmp_path: Path) -> None:
+    if doctor.keras_facts({}) is None:
+        pytest.skip("Keras is not installed")
+    home = tmp_path / "keras"
+    assert doctor.keras_facts({"KERAS_HOME": str(home)})["backend"] == "tensorflow"  # type: ignore[index]
+    home.mkdir()
+    (home / "keras.json").write_text(json.dumps({"backend": "jax", "floatx": "float32"}))
+    facts = doctor.keras_facts({"KERAS_HOME": str(home)})
+    assert facts is not None and (facts["backend"], facts["source"]) == ("jax", str(home / "keras.json"))
+    facts = doctor.keras_facts({"KERAS_HOME": str(home), "KERAS_BACKEND": "torch"})
+    assert facts is not None and (facts["backend"], facts["source"]) == ("torch", "KERAS_BACKEND")
+    (home / "keras.json").write_text("[" * 100)  # a broken file: Keras' default, no crash
+    assert doctor.keras_facts({"KERAS_HOME": str(home)})["backend"] == "tensorflow"  # type: ignore[index]
+    part = report.Machine(nvml_available=True)
+    text = report.render_text(report.Report("0.1.0", part, "", (), (), keras=facts))
+    assert "  Keras " in text and "backend torch (from KERAS_BACKEND)" in text and "PyTorch's line above" in text
+
+
+def test_frameworks_left_out_do_not_change_the_verdict() -> None:
+    part = report.Machine(nvml_available=True)
+    left_out = report.FrameworkCheck("TensorFlow", installed=True, verdict=report.NOT_CHECKED)
+    done = _report(part, left_out, _cpu("JAX"))
+    assert done.verdict == "cannot verify the plan: no framework with GPU support"
+    assert "  TensorFlow ?: not checked (left out by --framework)" in report.render_text(done)

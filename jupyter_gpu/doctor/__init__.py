@@ -27,7 +27,9 @@ from dataclasses import replace
 from importlib import metadata
 from pathlib import Path
 
+from ..core.errors import WireError
 from ..core.snapshot import GpuInfo
+from ..core.wire import Fields, loads
 from ..plan import GpuPlan, PlanRequest, kernel_start_fence
 from .children import ProbeResult, Probes, request_to_json
 from .compare import GPU_INSTALL, PlanExpectation, check_devices, expectation, no_gpu_causes
@@ -67,6 +69,30 @@ def installed_frameworks() -> dict[str, tuple[str | None, str | None]]:
             except metadata.PackageNotFoundError:
                 continue
     return found
+
+
+def keras_facts(env: Mapping[str, str]) -> dict[str, str] | None:
+    """Keras 3's version and the backend its import will choose, read without importing it: the
+    ``backend`` of ``$KERAS_HOME/keras.json`` (default ``~/.keras``), then ``KERAS_BACKEND``, as
+    ``keras/src/backend/config.py`` reads them; None when Keras is not installed."""
+    try:
+        version = metadata.version("keras")
+    except metadata.PackageNotFoundError:
+        return None
+    backend, source = "tensorflow", "Keras' default"
+    home = env.get("KERAS_HOME") or os.path.join(os.path.expanduser("~"), ".keras")
+    try:
+        with open(os.path.join(home, "keras.json"), "rb") as file:
+            chosen = Fields(loads(file.read(64 * 1024 + 1), max_bytes=64 * 1024, max_depth=4)).optional_text(
+                "backend", 40
+            )
+        if chosen:
+            backend, source = chosen, os.path.join(home, "keras.json")
+    except (OSError, WireError):
+        pass
+    if env.get("KERAS_BACKEND"):
+        backend, source = env["KERAS_BACKEND"], "KERAS_BACKEND"
+    return {"version": version, "backend": backend, "source": source}
 
 
 def resolved_request(plan: GpuPlan) -> PlanRequest:
@@ -187,5 +213,6 @@ def run(
         plan_summary=plan_summary,
         plan_magics=plan_magics,
         frameworks=checks,
+        keras=keras_facts(start_env),
         elapsed_s=time.monotonic() - started,
     )

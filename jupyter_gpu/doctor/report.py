@@ -24,6 +24,7 @@
                                   "matched_by": "uuid"|"pci bus id"|"name"|null,
                                   "memory_limit": int|null}],
                      "problems": [str], "elapsed_s": float|null}],
+     "keras": {"version": str, "backend": str, "source": str}|null,    (Keras 3, not imported)
      "verdict": str}
 
 Sizes are bytes. ``status`` is "problem" (exit status 1) when a framework differs from the plan,
@@ -134,6 +135,7 @@ class Report:
     plan_summary: str
     plan_magics: tuple[str, ...]
     frameworks: tuple[FrameworkCheck, ...]
+    keras: Mapping[str, str] | None = None
     elapsed_s: float = 0.0
 
     @property
@@ -141,7 +143,7 @@ class Report:
         """The plan's verdict in one line."""
         checked = [f for f in self.frameworks if f.verdict in (FOLLOWS, DIFFERS)]
         if not checked:
-            installed = [f for f in self.frameworks if f.installed]
+            installed = [f for f in self.frameworks if f.installed and f.verdict != NOT_CHECKED]
             if not installed:
                 return "cannot verify the plan: no framework (TensorFlow, PyTorch, JAX) is installed"
             if all(f.build == "cpu" for f in installed):
@@ -178,6 +180,7 @@ class Report:
             "machine": machine,
             "plan": {"summary": self.plan_summary, "magics": list(self.plan_magics)},
             "frameworks": frameworks,
+            "keras": dict(self.keras) if self.keras is not None else None,
             "verdict": self.verdict,
         }
 
@@ -243,7 +246,10 @@ def _machine_lines(machine: Machine) -> list[str]:
     return lines
 
 
-def _framework_lines(check: FrameworkCheck) -> list[str]:
+KERAS_FOLLOWS = {"tensorflow": "TensorFlow", "torch": "PyTorch", "jax": "JAX"}
+
+
+def _framework_lines(check: FrameworkCheck, driver_cuda: str | None = None) -> list[str]:
     if not check.installed:
         return [f"  {check.name}: not installed"]
     if check.verdict == NOT_CHECKED:
@@ -255,6 +261,8 @@ def _framework_lines(check: FrameworkCheck) -> list[str]:
     elif check.build == "gpu":
         built = [f"CUDA {check.cuda}" if check.cuda else "", f"cuDNN {check.cudnn}" if check.cudnn else ""]
         head += "GPU build" + (f" for {', '.join(b for b in built if b)}" if any(built) else "")
+        if check.cuda and driver_cuda:
+            head += f" (the driver supports CUDA {display_text(driver_cuda)})"
     else:
         head += "build not known"
     lines = [head]
@@ -280,7 +288,15 @@ def render_text(report: Report) -> str:
     lines.append(f"Plan: {display_text(report.plan_summary, 400)}")
     lines.append("Frameworks (each started in a child process with the plan)")
     for check in report.frameworks:
-        lines += _framework_lines(check)
+        lines += _framework_lines(check, report.machine.cuda_driver_version)
+    if report.keras is not None:
+        keras = report.keras
+        follows = KERAS_FOLLOWS.get(keras.get("backend", ""))
+        which = f"{follows}'s line above says what it uses" if follows else "not a backend jupyter_gpu configures"
+        lines.append(
+            f"  Keras {display_text(keras.get('version'))}: backend {display_text(keras.get('backend'), 40)} "
+            f"(from {display_text(keras.get('source'), 200)}); Keras has no GPU settings of its own: {which}"
+        )
     status = "a problem was found (exit status 1)" if report.exit_status else "no problem found (exit status 0)"
     lines.append(f"Verdict: {report.verdict}; {status}")
     return "\n".join(lines)
