@@ -9,14 +9,16 @@ from __future__ import annotations
 import contextlib
 import io
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from IPython.core.error import UsageError
 from IPython.core.magic import Magics, line_magic, magics_class
 from IPython.core.magic_arguments import argument, magic_arguments
 
-from ...plan import GpuPlan, plan_magics
 from .arguments import parse
+
+if TYPE_CHECKING:  # loading the extension imports no plan (the plan module is the magics' own business)
+    from ...plan import GpuPlan
 
 PLAN_MAGICS = ("gpu_select", "gpu_limit", "gpu_threads")
 
@@ -70,6 +72,7 @@ def plan_from_magics(text: str) -> GpuPlan:
 def doctor_magics(plan: GpuPlan) -> tuple[str, ...]:
     """The magic lines that make ``plan`` (its GPUs as chosen) in a fresh kernel."""
     from ... import doctor
+    from ...plan import plan_magics
 
     return tuple(line for line in plan_magics(doctor.resolved_request(plan)) if not line.startswith("%load_ext"))
 
