@@ -459,3 +459,76 @@ def test_frameworks_left_out_do_not_change_the_verdict() -> None:
     done = _report(part, left_out, _cpu("JAX"))
     assert done.verdict == "cannot verify the plan: no framework with GPU support"
     assert "  TensorFlow ?: not checked (left out by --framework)" in report.render_text(done)
+
+
+def test_the_hub_service_is_asked_as_the_server_extension_asks_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A loopback service of this test (its listener is this user's, root, the default service account)."""
+    import http.server
+    import threading
+
+    from jupyter_gpu.core.snapshot import Snapshot
+
+    body = json.dumps(Snapshot(nvml_available=True, timestamp=1.0).to_dict()).encode()
+    seen: list[str | None] = []
+
+    class Service(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            seen.append(self.headers.get("Authorization"))
+            status = 200 if self.headers.get("Authorization") == "token good" else 403
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.end_headers()
+            self.wfile.write(body if status == 200 else b"{}")
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Service)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        monkeypatch.setenv("JUPYTER_GPU_SERVICE_URL", f"http://127.0.0.1:{server.server_port}/services/jupyter-gpu/")
+        monkeypatch.setenv("JUPYTERHUB_API_TOKEN", "good")
+        answer = machine.hub_service()
+        assert (answer.state, answer.detail) == (
+            "answers",
+            f"http://127.0.0.1:{server.server_port}/services/jupyter-gpu/api/devices",
+        )
+        monkeypatch.setenv("JUPYTERHUB_API_TOKEN", "bad")
+        assert machine.hub_service().detail.endswith("answered HTTP 403")
+        assert seen == ["token good", "token bad"]
+    finally:
+        server.shutdown()
+    monkeypatch.delenv("JUPYTER_GPU_SERVICE_URL")
+    monkeypatch.delenv("JUPYTERHUB_API_TOKEN")
+    assert machine.hub_service().state == "not configured"
+
+
+def test_a_running_server_of_this_user_is_asked_with_its_own_token(tmp_path: Path) -> None:
+    import http.server
+    import threading
+
+    asked: list[tuple[str, str | None]] = []
+
+    class Server(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            asked.append((self.path, self.headers.get("Authorization")))
+            self.send_response(200 if self.path == "/lab/jupyter-gpu/snapshot" else 404)
+            self.end_headers()
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Server)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    runtime = tmp_path / "runtime"
+    runtime.mkdir()
+    try:
+        for base, state in (("lab/", "answers"), ("other/", "no answer")):
+            url = f"http://127.0.0.1:{server.server_port}/{base}"
+            (runtime / "jpserver-1.json").write_text(json.dumps({"pid": os.getpid(), "url": url, "token": "own"}))
+            answer = machine.server_extension(str(runtime))
+            assert answer.state == state, answer
+        assert answer.detail.endswith("runs without jupyter_gpu's extension")
+        assert asked == [("/lab/jupyter-gpu/snapshot", "token own"), ("/other/jupyter-gpu/snapshot", "token own")]
+    finally:
+        server.shutdown()

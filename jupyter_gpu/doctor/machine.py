@@ -110,20 +110,27 @@ def server_extension(runtime_dir: str | None = None) -> Service:
 
 
 def hub_service() -> Service:
-    """Whether the hub service (``JUPYTER_GPU_SERVICE_URL``, under JupyterHub) answers."""
-    from ..sources.remote import SERVICE_URL_ENV, resolve_source
+    """Whether the hub service (``JUPYTER_GPU_SERVICE_URL``, under JupyterHub) answers ``api/devices``.
+
+    Asked as the server extension asks it (:class:`jupyter_gpu.sources.remote.RemoteSource`): over
+    ``http://`` the user's token goes only to a listener owned by the service's account (``root``)."""
+    from ..sources.remote import SERVICE_URL_ENV, BadAnswer, RemoteSource, resolve_source
 
     name = "Hub service"
     if not (os.environ.get(SERVICE_URL_ENV) or os.environ.get("JUPYTERHUB_API_TOKEN")):
         return Service(name, "not configured", f"{SERVICE_URL_ENV} and JUPYTERHUB_API_TOKEN unset: no JupyterHub")
     url = resolve_source("hub-service") or ""
-    token = os.environ.get("JUPYTERHUB_API_TOKEN")
-    status = _get(url, {"Authorization": f"token {token}"} if token else {})
-    if status == 200:
-        return Service(name, "answers", url)
-    if status == 0:
-        return Service(name, "no answer", f"nothing answers at {url}")
-    return Service(name, "no answer", f"{url} answered HTTP {status}")
+    source = RemoteSource(
+        url, fallback=lambda: Snapshot(nvml_available=False, timestamp=0.0), timeout_s=SERVICE_TIMEOUT_S
+    )
+    try:
+        source.fetch()
+    except urllib.error.HTTPError as error:
+        return Service(name, "no answer", f"{url} answered HTTP {error.code}")
+    except (OSError, BadAnswer) as error:
+        reason = getattr(error, "reason", error)
+        return Service(name, "no answer", f"{url}: {reason}")
+    return Service(name, "answers", url)
 
 
 def read_machine(
