@@ -532,3 +532,25 @@ def test_a_running_server_of_this_user_is_asked_with_its_own_token(tmp_path: Pat
         assert asked == [("/lab/jupyter-gpu/snapshot", "token own"), ("/other/jupyter-gpu/snapshot", "token own")]
     finally:
         server.shutdown()
+
+
+def test_a_mig_slice_is_its_gpus_device() -> None:
+    """PyTorch shows one MIG device: its UUID is the slice's (without "MIG-"), its memory the slice's."""
+    from jupyter_gpu.core.snapshot import MigSlice
+
+    uuid = "MIG-5e3d4f1c-9f60-5c83-9d2e-3a4b5c6d7e8f"
+    slice_ = MigSlice(2, uuid, "NVIDIA A100-SXM4-80GB MIG 1g.10gb", "1g.10gb", 9, 0, memory_total=9728 * 1024**2)
+    a100 = GpuInfo(
+        index=0, uuid="GPU-1", name="NVIDIA A100-SXM4-80GB", memory_total=80 * GIB, mig_mode=True, slices=(slice_,)
+    )
+    gpus = (a100, A6000)
+    plan = GpuPlan(
+        PlanRequest(selection=uuid), (0,), (PlannedGpu(0, "GPU-1", a100.name, 80 * GIB, 0),), selected_slice=uuid
+    )
+    expect = expectation(plan, gpus, {})
+    by_uuid = probe(ProbeDevice("NVIDIA A100-SXM4-80GB MIG 1g.10gb", uuid=uuid[4:], memory_total=9728 * 1024**2))
+    verdict, _, devices = check_devices("torch", by_uuid, expect, gpus, {}, "PCI_BUS_ID")
+    assert (verdict, devices[0].gpu, devices[0].matched_by) == (report.FOLLOWS, 0, "uuid")
+    by_name = probe(ProbeDevice("NVIDIA A100-SXM4-80GB MIG 1g.10gb", memory_total=9728 * 1024**2))
+    verdict, _, devices = check_devices("torch", by_name, expect, gpus, {}, "PCI_BUS_ID")
+    assert (verdict, devices[0].gpu, devices[0].matched_by) == (report.FOLLOWS, 0, "name")

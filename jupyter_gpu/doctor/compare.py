@@ -81,7 +81,8 @@ def expectation(plan: GpuPlan, gpus: Sequence[GpuInfo], start: Mapping[str, str]
 
 
 def _normal_uuid(uuid: str) -> str:
-    return uuid.strip().lower().removeprefix("gpu-")
+    """NVML's ``GPU-…``/``MIG-…`` and PyTorch's bare form alike."""
+    return uuid.strip().lower().removeprefix("gpu-").removeprefix("mig-")
 
 
 def _normal_pci(bus_id: str) -> tuple[int, ...] | None:
@@ -104,7 +105,8 @@ def identify(
     """The NVML GPU ``device`` is, and how that was told (``"uuid"``, ``"pci bus id"``, ``"name"``)."""
     if device.uuid:
         for gpu in gpus:
-            if gpu.uuid and _normal_uuid(gpu.uuid) == _normal_uuid(device.uuid):
+            uuids = [gpu.uuid, *(slice_.uuid for slice_ in gpu.slices)]  # a MIG device is its GPU's
+            if any(uuid and _normal_uuid(uuid) == _normal_uuid(device.uuid) for uuid in uuids):
                 return gpu.index, "uuid"
     if device.pci_bus_id and (wanted := _normal_pci(device.pci_bus_id)) is not None:
         for index, bus_id in pci.items():
@@ -122,10 +124,12 @@ def identify(
 
 
 def _memory_fits(device: ProbeDevice, gpu: GpuInfo) -> bool:
-    """A device's total memory, where the framework says it, is its GPU's (within 5 %)."""
+    """A device's total memory, where the framework says it, is its GPU's or one of its MIG slices'
+    (within 5 %)."""
     if device.memory_total is None or not gpu.memory_total:
         return True
-    return abs(device.memory_total - gpu.memory_total) <= 0.05 * gpu.memory_total
+    totals = [gpu.memory_total, *(slice_.memory_total for slice_ in gpu.slices)]
+    return any(abs(device.memory_total - total) <= 0.05 * total for total in totals if total)
 
 
 def _cap(framework: str, device: ProbeDevice, gpu: GpuInfo | None) -> int | None:

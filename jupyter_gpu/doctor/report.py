@@ -201,7 +201,7 @@ def _machine_lines(machine: Machine) -> list[str]:
     else:
         versions = [f"driver {display_text(machine.driver_version)}"]
         versions.append(f"NVML {display_text(machine.nvml_version, missing='n/a')}")
-        versions.append(f"CUDA driver API {display_text(machine.cuda_driver_version, missing='n/a')}")
+        versions.append(f"CUDA {display_text(machine.cuda_driver_version, missing='n/a')} (the newest the driver runs)")
         lines.append("  " + ", ".join(versions))
         if not machine.gpus:
             lines.append("  NVML works, but it shows no GPU")
