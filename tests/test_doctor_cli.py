@@ -140,3 +140,13 @@ def test_a_failing_nvml_degrades_the_machine_part(tmp_path: Path) -> None:
     assert status == 1, (out, err)
     assert "  NVML cannot be read: " in out
     assert "Traceback" not in out + err
+
+
+def test_a_framework_that_hangs_is_reported_not_waited_for(tmp_path: Path) -> None:
+    site = tmp_path / "site"
+    (site / "torch").mkdir(parents=True)
+    (site / "torch" / "__init__.py").write_text("import time\ntime.sleep(600)\n")
+    status, out, err = doctor(child_env(site, "demo"), "--framework", "torch", "--timeout", "3")
+    assert status == 1, (out, err)
+    assert "    cannot verify: did not finish starting within 3 s: killed (it hangs at start)" in out
+    assert "    PROBLEM: PyTorch did not finish starting within 3 s: killed (it hangs at start)" in out
