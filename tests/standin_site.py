@@ -41,8 +41,14 @@ def mixed_workstation(path: Path) -> Path:
 
 
 def child_env(site: Path | None, scenario: str | Path, **more: str) -> dict[str, str]:
-    """This process's environment with ``site`` first on ``PYTHONPATH`` and the scenario simulated."""
-    env = {key: value for key, value in os.environ.items() if not key.startswith(("CUDA_", "JUPYTER_GPU_"))}
+    """This process's environment with ``site`` first on ``PYTHONPATH`` and the scenario simulated;
+    no CUDA variable and no jupyter_gpu setting of the developer's own shell."""
+    kept = ("JUPYTER_GPU_CLAIMS_DIR",)  # the test's own claims folder (conftest), never /tmp's
+    env = {
+        key: value
+        for key, value in os.environ.items()
+        if key in kept or not key.startswith(("CUDA_", "NVIDIA_", "JUPYTER_GPU_"))
+    }
     paths = [str(site)] if site is not None else []
     paths += [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
     env.update(PYTHONPATH=os.pathsep.join(paths), JUPYTER_GPU_SIMULATE=str(scenario), TF_CPP_MIN_LOG_LEVEL="3")
