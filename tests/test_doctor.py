@@ -554,3 +554,14 @@ def test_a_mig_slice_is_its_gpus_device() -> None:
     by_name = probe(ProbeDevice("NVIDIA A100-SXM4-80GB MIG 1g.10gb", memory_total=9728 * 1024**2))
     verdict, _, devices = check_devices("torch", by_name, expect, gpus, {}, "PCI_BUS_ID")
     assert (verdict, devices[0].gpu, devices[0].matched_by) == (report.FOLLOWS, 0, "name")
+
+
+def test_a_framework_that_cannot_be_imported_is_a_problem_with_its_error() -> None:
+    part = report.Machine(nvml_available=True)
+    answer = ProbeResult("tensorflow", 2.0, error="ImportError: libcudart.so.12: cannot open shared object file")
+    check = doctor.check_framework("tensorflow", ("tensorflow", "2.21.0"), answer, PlanExpectation(()), part, (), {})
+    assert check.version == "2.21.0" and check.verdict == report.CANNOT_VERIFY
+    assert check.problems == (
+        "TensorFlow could not be imported: ImportError: libcudart.so.12: cannot open shared object file",
+    )
+    assert _report(part, check).exit_status == 1

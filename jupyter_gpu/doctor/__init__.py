@@ -153,6 +153,9 @@ def check_framework(
     if probe.plan_error is not None:
         why = f"the plan was refused in the child process: {probe.plan_error}"
         return replace(base, verdict=CANNOT_VERIFY, reason=why, problems=(why,))
+    if probe.error is not None and probe.version is None:  # it never got as far as its version: no import
+        why = f"could not be imported: {probe.error}"
+        return replace(base, verdict=CANNOT_VERIFY, reason=why, problems=(f"{name} {why}",))
     base = replace(base, build=_build(probe), cuda=probe.cuda, cudnn=probe.cudnn)
     if base.build == "cpu":
         return replace(base, verdict=CANNOT_VERIFY, reason="CPU-only build")
