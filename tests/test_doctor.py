@@ -565,3 +565,34 @@ def test_a_framework_that_cannot_be_imported_is_a_problem_with_its_error() -> No
         "TensorFlow could not be imported: ImportError: libcudart.so.12: cannot open shared object file",
     )
     assert _report(part, check).exit_status == 1
+
+
+def test_a_probe_keeps_what_it_learnt_before_an_error(tmp_path: Path) -> None:
+    """A GPU build of PyTorch whose CUDA fails to start: its version and build are still reported."""
+    fake = tmp_path / "site" / "torch"
+    fake.mkdir(parents=True)
+    (fake / "__init__.py").write_text(
+        textwrap.dedent("""
+        import types
+        __version__ = "9.9+cu124"
+        version = types.SimpleNamespace(cuda="12.4")
+        backends = types.SimpleNamespace(cudnn=types.SimpleNamespace(version=lambda: 90100))
+        def _fail():
+            raise RuntimeError("CUDA driver initialization failed, you might not have a CUDA gpu.")
+        cuda = types.SimpleNamespace(is_available=_fail)
+        """)
+    )
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path / "site"), os.environ.get("PYTHONPATH", "")])}
+    env["JUPYTER_GPU_SIMULATE"] = "demo"
+    answer = run_probes(["torch"], request_to_json(PlanRequest()), env, timeout_s=120)["torch"]
+    assert answer.failure is None, answer
+    assert (answer.version, answer.gpu_build, answer.cuda, answer.cudnn) == ("9.9+cu124", True, "12.4", "90100")
+    assert answer.error == "RuntimeError: CUDA driver initialization failed, you might not have a CUDA gpu."
+    part = report.Machine(nvml_available=True, cuda_driver_version="12.4")
+    check = doctor.check_framework("torch", ("torch", "9.9"), answer, PlanExpectation((0,)), part, (T400,), {})
+    assert (check.build, check.verdict, check.reason) == ("gpu", report.CANNOT_VERIFY, answer.error)
+    assert check.problems == (
+        "CUDA's driver did not start in the framework (RuntimeError: CUDA driver initialization failed, you might "
+        "not have a CUDA gpu.); fix: check that nvidia-smi works in this same environment (in a container: the GPU "
+        "devices and the driver's libraries mounted)",
+    )

@@ -308,8 +308,14 @@ def no_gpu_causes(
     too_old = driver_too_old(probe.cuda, driver_cuda)
     if too_old:
         causes.append(too_old)
-    if any(marker in probe.stderr for marker in _MISSING_LIBRARIES) or (probe.error and "cuda" in probe.error.lower()):
+    said = f"{probe.stderr}\n{probe.error or ''}"
+    if any(marker in said for marker in _MISSING_LIBRARIES):
         causes.append(f"CUDA libraries are missing or do not load; fix: install {GPU_INSTALL[framework]}")
+    elif nvml_available and probe.error and "driver" in probe.error.lower():
+        causes.append(
+            f"CUDA's driver did not start in the framework ({probe.error[:200]}); fix: check that nvidia-smi "
+            "works in this same environment (in a container: the GPU devices and the driver's libraries mounted)"
+        )
     if not causes:
         last = (probe.error or "").strip() or (probe.stderr.strip().splitlines() or ["no message"])[-1]
         causes.append(f"it lists no GPU although NVML shows {nvml_gpus}; its last message: {last[:300]}")

@@ -62,17 +62,14 @@ def _env_growth(name: str, on: str) -> bool:
     return os.environ.get(name, "").strip().lower() == on
 
 
-def probe_tensorflow() -> dict[str, Any]:
+def probe_tensorflow(facts: dict[str, Any]) -> None:
     # Warnings on: a GPU build that cannot load its CUDA libraries says so at WARNING level only.
     os.environ["TF_CPP_MIN_LOG_LEVEL"] = "1"
     tf = importlib.import_module("tensorflow")  # untyped: read through Any
+    facts["version"] = tf.__version__
     info = dict(tf.sysconfig.get_build_info())
-    facts: dict[str, Any] = {
-        "version": tf.__version__,
-        "gpu_build": bool(info.get("is_cuda_build")) or tf.test.is_built_with_cuda(),
-        "cuda": info.get("cuda_version"),
-        "cudnn": info.get("cudnn_version"),
-    }
+    facts["gpu_build"] = bool(info.get("is_cuda_build")) or tf.test.is_built_with_cuda()
+    facts["cuda"], facts["cudnn"] = info.get("cuda_version"), info.get("cudnn_version")
     devices = []
     growth = _env_growth("TF_FORCE_GPU_ALLOW_GROWTH", "true")
     for device in tf.config.list_physical_devices("GPU"):
@@ -86,7 +83,6 @@ def probe_tensorflow() -> dict[str, Any]:
         devices.append({"name": str(details.get("device_name", device.name)), "limits": limits or None})
     facts["devices"] = devices
     facts["growth"] = growth
-    return facts
 
 
 def _torch_device(torch: Any, position: int) -> dict[str, Any]:
@@ -112,34 +108,30 @@ def _torch_device(torch: Any, position: int) -> dict[str, Any]:
     return device
 
 
-def probe_torch() -> dict[str, Any]:
+def probe_torch(facts: dict[str, Any]) -> None:
     torch = importlib.import_module("torch")
+    facts["version"] = torch.__version__
     cudnn = None
     try:
         cudnn = torch.backends.cudnn.version()
     except (AttributeError, RuntimeError):
         pass
-    facts: dict[str, Any] = {
-        "version": torch.__version__,
-        "gpu_build": torch.version.cuda is not None,
-        "cuda": torch.version.cuda,
-        "cudnn": str(cudnn) if cudnn else None,
-    }
+    facts["gpu_build"] = torch.version.cuda is not None
+    facts["cuda"], facts["cudnn"] = torch.version.cuda, str(cudnn) if cudnn else None
     count = torch.cuda.device_count() if torch.cuda.is_available() else 0
     if count:
         torch.cuda.init()  # PyTorch's own lazy initialization: the plan's queued caps run here
     facts["devices"] = [_torch_device(torch, position) for position in range(count)]
     conf = os.environ.get("PYTORCH_CUDA_ALLOC_CONF") or os.environ.get("PYTORCH_ALLOC_CONF") or ""
     facts["growth"] = "expandable_segments:true" in conf.replace(" ", "").lower()
-    return facts
 
 
-def probe_jax() -> dict[str, Any]:
+def probe_jax(facts: dict[str, Any]) -> None:
     from importlib import metadata
 
     jax = importlib.import_module("jax")
     plugins = [name for name in ("jax-cuda12-plugin", "jax-cuda13-plugin") if _installed(metadata, name)]
-    facts: dict[str, Any] = {"version": jax.__version__, "gpu_build": bool(plugins), "cuda": None, "cudnn": None}
+    facts.update(version=jax.__version__, gpu_build=bool(plugins), cuda=None, cudnn=None)
     if plugins:
         facts["cuda"] = plugins[0].split("-")[1].removeprefix("cuda")
     devices = []
@@ -158,7 +150,6 @@ def probe_jax() -> dict[str, Any]:
         devices.append(entry)
     facts["devices"] = devices
     facts["growth"] = _env_growth("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
-    return facts
 
 
 def _installed(metadata: Any, name: str) -> bool:
@@ -183,7 +174,7 @@ def main(argv: list[str]) -> int:
         facts["plan_error"] = apply_request(request_from_json(request_text))
         facts["cuda_device_order"] = os.environ.get("CUDA_DEVICE_ORDER")  # what CUDA will read here
         if facts["plan_error"] is None:
-            facts.update(PROBES[name]())
+            PROBES[name](facts)  # each fact as soon as it is known: an error later keeps the ones before
     except Exception as error:  # the report says what broke; the parent never sees a traceback only
         first = str(error).splitlines()[0] if str(error) else ""
         facts["error"] = f"{type(error).__name__}: {first}"[:500]
