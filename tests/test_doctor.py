@@ -596,3 +596,13 @@ def test_a_probe_keeps_what_it_learnt_before_an_error(tmp_path: Path) -> None:
         "not have a CUDA gpu.); fix: check that nvidia-smi works in this same environment (in a container: the GPU "
         "devices and the driver's libraries mounted)",
     )
+
+
+def test_memory_no_listed_process_holds_is_noted(scenario: Any) -> None:
+    scenario.update(lambda data: data["gpus"][1].update(memory_used_mib=6144))
+    part, _ = machine.read_machine(Fence({}), services=False)
+    assert part.notes == (
+        "GPU 1: 6 GiB in use by processes NVML does not list here (another container or PID namespace, or no "
+        "permission to see them): jupyter_gpu cannot say whose",
+    )
+    assert "  note: GPU 1: 6 GiB in use by processes NVML does not list here" in report.render_text(_report(part))

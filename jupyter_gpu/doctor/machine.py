@@ -19,6 +19,7 @@ from collections.abc import Mapping
 
 from ..core.errors import WireError
 from ..core.snapshot import Snapshot
+from ..core.units import format_bytes
 from ..core.wire import Fields, loads
 from ..plan import Fence
 from .report import Machine, MachineGpu, Service
@@ -62,6 +63,27 @@ def process_counts(snapshot: Snapshot, own_user: str | None) -> dict[str, int]:
         "other_users": len(processes) - yours - unknown,
         "unknown_owner": unknown,
     }
+
+
+#: Memory a GPU may use with no process listed (the driver's and the display's own, beyond ``reserved``).
+UNLISTED_SLACK_BYTES = 512 * 1024**2
+
+
+def unlisted_memory(snapshot: Snapshot) -> list[str]:
+    """One note per GPU whose used memory is far more than its listed processes hold: processes NVML
+    does not show this user (another container or PID namespace, or no permission to see them)."""
+    notes = []
+    for gpu in snapshot.gpus:
+        if gpu.error:
+            continue
+        listed = sum(process.memory or 0 for process in gpu.processes)
+        hidden = gpu.memory_used - listed
+        if hidden > UNLISTED_SLACK_BYTES:
+            notes.append(
+                f"GPU {gpu.index}: {format_bytes(hidden)} in use by processes NVML does not list here (another "
+                "container or PID namespace, or no permission to see them): jupyter_gpu cannot say whose"
+            )
+    return notes
 
 
 def _get(url: str, headers: Mapping[str, str]) -> int:
@@ -176,6 +198,7 @@ def read_machine(
             "NVIDIA_VISIBLE_DEVICES was used by the container runtime on the host: inside, NVML numbers "
             "the GPUs it was given from 0"
         )
+    notes += unlisted_memory(shot) if shot.nvml_available else []
     for gpu in shot.gpus:
         if gpu.error:
             problems.append(f"GPU {gpu.index} cannot be read: {gpu.error}")
