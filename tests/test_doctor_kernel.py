@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
+import pytest
 from kernels import start
 from standin_site import child_env, mixed_workstation, standin_site
 
@@ -32,3 +34,27 @@ def test_gpu_doctor_checks_the_kernels_plan_and_changes_nothing(tmp_path: Path) 
         assert data["exit_status"] == 0 and data["machine"]["simulated"] is True
         out, err = kernel.run("%gpu_doctor --timeout 0")
         assert "UsageError: --timeout must be more than 0" in err
+
+
+def test_the_magic_comes_and_goes_with_the_extension(shell: Any) -> None:
+    from jupyter_gpu.kernel.magics import doctor
+
+    line_magics = shell.magics_manager.magics["line"]
+    doctor.register(shell)
+    doctor.register(shell)  # a second load registers nothing twice
+    assert "gpu_doctor" in line_magics
+    doctor.unregister(shell)
+    assert "gpu_doctor" not in line_magics
+
+
+def test_plan_text_is_plan_magics_only() -> None:
+    from jupyter_gpu.kernel.magics.doctor import PlanTextError, plan_lines
+
+    assert plan_lines("%load_ext jupyter_gpu\n%gpu_select 1 --growth;  %gpu_limit 2GiB ;") == [
+        ("gpu_select", "1 --growth"),
+        ("gpu_limit", "2GiB"),
+    ]
+    assert plan_lines("") == []
+    for bad in ("%gpu_status", "!rm -rf x", "%gpu_select auto --wait 10m"):
+        with pytest.raises(PlanTextError):
+            plan_lines(bad)
