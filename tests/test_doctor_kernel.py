@@ -1,4 +1,5 @@
-"""``%gpu_doctor`` in a real kernel: the doctor's report for the kernel's own plan, the kernel untouched.
+"""``%gpu_doctor`` (``jupyter_gpu.kernel.magics.doctor``): in a real kernel, the doctor's report for the
+kernel's own plan, the kernel untouched; in this process, its registration and the ``--plan`` text.
 
 The children inherit the kernel's environment; the CUDA stand-in (``standin_site``) on that
 environment's ``PYTHONPATH`` lets their PyTorch (a CPU build) see the simulated workstation.
