@@ -178,6 +178,9 @@ def build_parser() -> argparse.ArgumentParser:
     status.add_argument(
         "--watch", metavar="SECONDS", type=_positive_seconds, help="refresh in place every SECONDS until Ctrl-C"
     )
+    from .cli_doctor import add_doctor_parser
+
+    add_doctor_parser(commands)
     return parser
 
 
@@ -187,6 +190,10 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None, err: Text
     out = out or sys.stdout
     err = err or sys.stderr
     try:
+        if args.command == "doctor":
+            from .cli_doctor import run_doctor
+
+            return run_doctor(args, out, err)
         return _status(args, out, err)
     except KeyboardInterrupt:
         return 130

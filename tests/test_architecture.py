@@ -12,6 +12,7 @@ the bottom:
 - ``simulate``: simulated GPUs beneath pynvml. Imports ``core`` and ``sources.processes``.
 - ``sources``: what reads NVML, the OS and other processes' files. Imports ``core``, ``simulate``.
 - ``frameworks``: one adapter per framework. Imports ``core`` and ``plan``.
+- ``doctor``: ``jupyter-gpu doctor``'s checks and report. Imports everything above except the faces.
 - faces (``kernel``, ``panel``, ``server``, ``hub``, ``cli``, and the ``_startup`` hook the ``.pth``
   file runs): import anything below them. Nothing imports a face, except that the kernel
   extension shows the panel (``kernel`` → ``panel``).
@@ -37,11 +38,24 @@ MAY_IMPORT = {
     "simulate": {"core", "processes"},
     "sources": {"core", "processes", "simulate"},
     "frameworks": {"core", "plan"},
+    "doctor": {"core", "plan", "processes", "simulate", "sources", "frameworks"},
     "panel": {"core", "plan", "processes", "simulate", "sources", "frameworks"},
-    "kernel": {"core", "plan", "processes", "simulate", "sources", "frameworks", "panel"},
+    "kernel": {"core", "plan", "processes", "simulate", "sources", "frameworks", "panel", "doctor"},
     "server": {"core", "plan", "processes", "simulate", "sources", "frameworks"},
     "hub": {"core", "plan", "processes", "simulate", "sources", "frameworks"},
-    "entry": {"core", "plan", "processes", "simulate", "sources", "frameworks", "panel", "kernel", "server", "hub"},
+    "entry": {
+        "core",
+        "plan",
+        "processes",
+        "simulate",
+        "sources",
+        "frameworks",
+        "doctor",
+        "panel",
+        "kernel",
+        "server",
+        "hub",
+    },
 }
 
 

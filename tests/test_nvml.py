@@ -364,3 +364,15 @@ def test_a_hostile_scenario_file_means_nvml_unavailable_not_a_crash(monkeypatch,
     assert not snap.nvml_available and simulate.installed() is None
     prefix = f"simulated GPUs could not be set up: JUPYTER_GPU_SIMULATE={str(path)!r}: "
     assert snap.error is not None and prefix + words in snap.error and "\n" not in snap.error
+
+
+def test_driver_facts_beside_a_snapshot(scenario):
+    """``jupyter-gpu doctor``'s extras: NVML's version, the driver's CUDA, PCI bus ids (None where NVML
+    does not say: the simulation answers NVML_ERROR_NOT_SUPPORTED for them, as some GPUs do)."""
+    from jupyter_gpu.sources.nvml import DriverFacts, driver_facts
+
+    scenario.write({"driver_version": "555.42.06", "cuda_driver_version": 12050, "gpus": [gpu(), gpu()]})
+    reader = NvmlReader()
+    assert driver_facts(reader) == DriverFacts()  # NVML not opened yet: nothing is read
+    assert reader.snapshot().nvml_available
+    assert driver_facts(reader) == DriverFacts("12.555.42.06", "12.5", {0: None, 1: None})

@@ -605,3 +605,41 @@ def default_reader() -> NvmlReader:
 def snapshot() -> Snapshot:
     """A snapshot of every GPU on this machine, through this process's shared reader."""
     return default_reader().snapshot()
+
+
+@dataclass(frozen=True)
+class DriverFacts:
+    """What ``jupyter-gpu doctor`` reads beside a snapshot: versions and PCI bus ids (None: not said)."""
+
+    nvml_version: str | None = None
+    cuda_driver_version: str | None = None  # "12.4": the newest CUDA the driver supports
+    pci_bus_ids: dict[int, str | None] | None = None
+
+
+def driver_facts(reader: NvmlReader | None = None) -> DriverFacts:
+    """NVML's version, the CUDA version the driver supports and each GPU's PCI bus id, through
+    ``reader`` (this process's shared one by default) after a snapshot opened NVML; every value
+    NVML cannot give is None, and nothing raises."""
+    reader = reader or default_reader()
+    pynvml, devices = reader._pynvml, reader._devices
+    if pynvml is None or devices is None:
+        return DriverFacts()
+    failures = (pynvml.NVMLError, pynvml.NVMLLibraryMismatchError, AttributeError)
+    try:
+        nvml_version: str | None = _text(pynvml.nvmlSystemGetNVMLVersion())
+    except failures:
+        nvml_version = None
+    try:
+        code = int(pynvml.nvmlSystemGetCudaDriverVersion())  # 12040 -> 12.4
+        cuda: str | None = f"{code // 1000}.{code % 1000 // 10}"
+    except failures:
+        cuda = None
+    pci: dict[int, str | None] = {}
+    for device in devices:
+        if device is None:
+            continue
+        try:
+            pci[device.index] = _text(pynvml.nvmlDeviceGetPciInfo(device.handle).busId)
+        except failures:
+            pci[device.index] = None
+    return DriverFacts(nvml_version, cuda, pci)
