@@ -83,6 +83,21 @@ def main(argv: list[str] | None = None) -> int:
         "GPU memory is attributed to a user only through processes NVML shows owned "
         "by that account",
     )
+    parser.add_argument(
+        "--usage-db",
+        default="jupyter_gpu_usage.sqlite",
+        metavar="FILE",
+        help="the SQLite file of usage accounting and the GPU history (relative to the service's "
+        "working directory, c.JupyterHub.services' cwd; default %(default)s; created 0600, never "
+        "through a symbolic link; an empty value turns accounting off)",
+    )
+    parser.add_argument(
+        "--usage-interval",
+        type=float,
+        default=60.0,
+        metavar="SECONDS",
+        help="seconds between two usage samples, each one transaction: a crash loses at most one (default %(default)s)",
+    )
     args = parser.parse_args(argv)
     problem = _prometheus_problem(args)
     if problem:
@@ -99,29 +114,36 @@ def main(argv: list[str] | None = None) -> int:
             file=sys.stderr,
         )
         return 2
-    if args.interval <= 0 or args.linger <= 0:
-        print("python -m jupyter_gpu.hub: --interval and --linger must be positive", file=sys.stderr)
+    if args.interval <= 0 or args.linger <= 0 or not args.usage_interval > 0:
+        print("python -m jupyter_gpu.hub: --interval, --linger and --usage-interval must be positive", file=sys.stderr)
         return 2
 
     from tornado.ioloop import IOLoop
 
     from .app import HubService, make_app
+    from .store import StoreError
 
     logging.basicConfig(level=logging.INFO, format="[%(levelname)1.1s %(asctime)s %(name)s] %(message)s")
     url = urlparse(os.environ["JUPYTERHUB_SERVICE_URL"])
     prefix = os.environ.get("JUPYTERHUB_SERVICE_PREFIX", "/services/jupyter-gpu/")
-    service = HubService(
-        os.environ["JUPYTERHUB_API_URL"],
-        os.environ["JUPYTERHUB_API_TOKEN"],
-        args.proxy_url,
-        interval_s=args.interval,
-        linger_s=args.linger,
-        prometheus_url=args.prometheus_url,
-        prometheus_token_file=args.prometheus_token_file,
-        idle_after_s=args.idle_after,
-        host=args.host_label,
-        system_user=args.system_user,
-    )
+    try:
+        service = HubService(
+            os.environ["JUPYTERHUB_API_URL"],
+            os.environ["JUPYTERHUB_API_TOKEN"],
+            args.proxy_url,
+            interval_s=args.interval,
+            linger_s=args.linger,
+            prometheus_url=args.prometheus_url,
+            prometheus_token_file=args.prometheus_token_file,
+            idle_after_s=args.idle_after,
+            host=args.host_label,
+            system_user=args.system_user,
+            usage_db=args.usage_db or None,
+            usage_interval_s=args.usage_interval,
+        )
+    except StoreError as error:
+        print(f"python -m jupyter_gpu.hub: {error}", file=sys.stderr)
+        return 2
     app = make_app(service, prefix)
     app.listen(url.port or 80, url.hostname or "127.0.0.1")
     logging.getLogger("jupyter_gpu.hub").info(
@@ -131,6 +153,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.prometheus_url
         else f"user servers through {args.proxy_url}",
     )
+    IOLoop.current().add_callback(service.start_accounting)
     try:
         IOLoop.current().start()
     except KeyboardInterrupt:  # the hub stops its services with SIGINT
