@@ -142,3 +142,27 @@ def test_a_service_killed_with_sigkill_keeps_every_committed_interval(tmp_path: 
     assert users == {"alice", "bob"}
     store.record(time.time(), [Usage("alice", "alice/secret-0.ipynb", 1.0, 1.0, 1.0)])
     assert sum(u.held_s for u in store.usage(0)) == after + 1.0
+
+
+def test_the_service_refuses_a_usage_file_it_cannot_use_in_one_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from jupyter_gpu.hub.__main__ import main as service_main
+
+    for name, value in (
+        ("JUPYTERHUB_SERVICE_URL", "http://127.0.0.1:1/"),
+        ("JUPYTERHUB_API_TOKEN", "token"),
+        ("JUPYTERHUB_API_URL", "http://127.0.0.1:1/hub/api"),
+    ):
+        monkeypatch.setenv(name, value)
+    (tmp_path / "elsewhere.sqlite").write_bytes(b"")
+    (tmp_path / "link.sqlite").symlink_to(tmp_path / "elsewhere.sqlite")
+    assert service_main(["--usage-db", str(tmp_path / "link.sqlite")]) == 2
+    error = capsys.readouterr().err
+    assert (
+        error
+        == f"python -m jupyter_gpu.hub: cannot open the usage file {tmp_path / 'link.sqlite'}: it is a symbolic link\n"
+    )
+    assert service_main(["--usage-interval", "0"]) == 2
+    assert "--usage-interval must be positive" in capsys.readouterr().err
+    assert (tmp_path / "elsewhere.sqlite").read_bytes() == b""

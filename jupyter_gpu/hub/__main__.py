@@ -31,6 +31,9 @@ def _prometheus_problem(args: argparse.Namespace) -> str | None:
     return None
 
 
+DEFAULT_USAGE_DB = "jupyter_gpu_usage.sqlite"
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m jupyter_gpu.hub",
@@ -85,11 +88,11 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument(
         "--usage-db",
-        default="jupyter_gpu_usage.sqlite",
         metavar="FILE",
         help="the SQLite file of usage accounting and the GPU history (relative to the service's "
-        "working directory, c.JupyterHub.services' cwd; default %(default)s; created 0600, never "
-        "through a symbolic link; an empty value turns accounting off)",
+        f"working directory, c.JupyterHub.services' cwd; default {DEFAULT_USAGE_DB}, and without "
+        "accounting if that cannot be opened; created 0600, never through a symbolic link; an empty "
+        "value turns accounting off)",
     )
     parser.add_argument(
         "--usage-interval",
@@ -126,8 +129,9 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="[%(levelname)1.1s %(asctime)s %(name)s] %(message)s")
     url = urlparse(os.environ["JUPYTERHUB_SERVICE_URL"])
     prefix = os.environ.get("JUPYTERHUB_SERVICE_PREFIX", "/services/jupyter-gpu/")
-    try:
-        service = HubService(
+
+    def service_with(usage_db: str | None) -> HubService:
+        return HubService(
             os.environ["JUPYTERHUB_API_URL"],
             os.environ["JUPYTERHUB_API_TOKEN"],
             args.proxy_url,
@@ -138,12 +142,18 @@ def main(argv: list[str] | None = None) -> int:
             idle_after_s=args.idle_after,
             host=args.host_label,
             system_user=args.system_user,
-            usage_db=args.usage_db or None,
+            usage_db=usage_db,
             usage_interval_s=args.usage_interval,
         )
+
+    try:
+        service = service_with(DEFAULT_USAGE_DB if args.usage_db is None else args.usage_db or None)
     except StoreError as error:
-        print(f"python -m jupyter_gpu.hub: {error}", file=sys.stderr)
-        return 2
+        if args.usage_db is not None:  # the file asked for: a one-line error, nothing started
+            print(f"python -m jupyter_gpu.hub: {error}", file=sys.stderr)
+            return 2
+        logging.getLogger("jupyter_gpu.hub").warning("jupyter-gpu: no usage accounting: %s (see --usage-db)", error)
+        service = service_with(None)
     app = make_app(service, prefix)
     app.listen(url.port or 80, url.hostname or "127.0.0.1")
     logging.getLogger("jupyter_gpu.hub").info(
