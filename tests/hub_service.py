@@ -53,7 +53,7 @@ class Running:
 
 async def start(interval_s: float = 0.2, usage_db: str | None = None, usage_interval_s: float = 60.0) -> Running:
     """The service on a loopback port; with ``usage_db``, usage accounting in that file (tests call
-    ``run.service.account_once()`` or ``run.service.start_accounting()`` themselves)."""
+    ``run.service.accountant.account_once()`` or ``run.service.accountant.start()`` themselves)."""
     hub = FakeHub()
     service = HubService(
         hub.url + "/hub/api",
@@ -139,7 +139,7 @@ def account_in_this_process(usage_db: str, scenario: str, usage_interval_s: floa
     async def main() -> None:
         run = await start(usage_db=usage_db, usage_interval_s=usage_interval_s)
         people(run.hub, ScenarioFile(Path(scenario), simulate.plausible_gpus(4)))
-        run.service.start_accounting()
+        run.service.accountant.start()
         print("accounting", flush=True)
         await asyncio.Event().wait()
 

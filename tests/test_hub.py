@@ -441,9 +441,9 @@ def test_usage_accounts_each_kernels_gpu_time_and_the_csv_matches_it(hub_gpus: S
         run = await start(usage_db=str(tmp_path / "usage.sqlite"))
         people(run.hub, hub_gpus)
         now = time.time()
-        await run.service.account_once(now - 120)  # the first sample starts the count
-        await run.service.account_once(now - 60)
-        await run.service.account_once(now)  # two intervals of 60 s
+        await run.service.accountant.account_once(now - 120)  # the first sample starts the count
+        await run.service.accountant.account_once(now - 60)
+        await run.service.accountant.account_once(now)  # two intervals of 60 s
         code, raw = await run.call("api/usage?window=day", "admin-token")
         assert code == 200, raw
         data = json.loads(raw)
@@ -481,8 +481,8 @@ def test_usage_for_a_user_is_their_own_and_the_csv_is_for_admins(hub_gpus: Scena
     async def body() -> None:
         run = await start(usage_db=str(tmp_path / "usage.sqlite"))
         people(run.hub, hub_gpus)
-        await run.service.account_once(time.time() - 60)
-        await run.service.account_once()
+        await run.service.accountant.account_once(time.time() - 60)
+        await run.service.accountant.account_once()
         for token, viewer in (("bob-token", "bob"), ("alice-token", "alice")):  # a plain user, a reader
             code, raw = await run.call("api/usage", token)
             assert code == 200, raw
@@ -512,11 +512,11 @@ def test_usage_without_a_usage_file_says_accounting_is_off(hub_gpus: ScenarioFil
 def test_the_charts_history_survives_a_restart_through_the_usage_file(hub_gpus: ScenarioFile, tmp_path: Any) -> None:
     async def body() -> None:
         run = await start(usage_db=str(tmp_path / "usage.sqlite"))
-        await run.service.account_once()
+        await run.service.accountant.account_once()
         run.close()
         again = await start(usage_db=str(tmp_path / "usage.sqlite"))
         assert len(again.service.history) == 0
-        again.service.start_accounting()
+        again.service.accountant.start()
         history = again.service.history.to_dict()
         assert [gpu["index"] for gpu in history["gpus"]] == [0, 1, 2, 3]
         assert all(len(gpu["t"]) == 1 and gpu["utilization"][0] is not None for gpu in history["gpus"])

@@ -543,12 +543,12 @@ def test_nvml_faults_cost_usage_accounting_the_gpus_they_hide_never_the_interval
         run = await start(usage_db=str(tmp_path / "usage.sqlite"))
         people(run.hub, gpus)
         gpus.update(FAULTS[fault])
-        await run.service.account_once(time.time() - 60)
-        await run.service.account_once()
+        await run.service.accountant.account_once(time.time() - 60)
+        await run.service.accountant.account_once()
         code, raw = await run.call("api/usage?window=day", "admin-token")
         assert code == 200, raw
-        assert run.service.store is not None
-        lost = [row[4:] for row in run.service.store.gpu_history(0) if row[2] == 1]
+        assert run.service.accountant is not None
+        lost = [row[4:] for row in run.service.accountant.store.gpu_history(0) if row[2] == 1]
         if fault == "gpu-lost":
             assert lost == [(None, None), (None, None)]  # two samples of GPU 1, neither figure made up
 

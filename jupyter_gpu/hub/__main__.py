@@ -163,7 +163,8 @@ def main(argv: list[str] | None = None) -> int:
         if args.prometheus_url
         else f"user servers through {args.proxy_url}",
     )
-    IOLoop.current().add_callback(service.start_accounting)
+    if service.accountant is not None:
+        IOLoop.current().add_callback(service.accountant.start)
     try:
         IOLoop.current().start()
     except KeyboardInterrupt:  # the hub stops its services with SIGINT

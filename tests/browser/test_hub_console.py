@@ -57,8 +57,8 @@ def crowd_url(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
                 usage_interval_s=600,
             )
             now = time.time()
-            await service.account_once(now - 600)
-            await service.account_once(now)  # ten minutes of every kernel
+            await service.accountant.account_once(now - 600)
+            await service.accountant.account_once(now)  # ten minutes of every kernel
             auth = HubOAuth(
                 api_url=hub.url + "/hub/api",
                 api_token=SERVICE_TOKEN,
