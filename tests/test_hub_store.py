@@ -166,3 +166,19 @@ def test_the_service_refuses_a_usage_file_it_cannot_use_in_one_line(
     assert service_main(["--usage-interval", "0"]) == 2
     assert "--usage-interval must be positive" in capsys.readouterr().err
     assert (tmp_path / "elsewhere.sqlite").read_bytes() == b""
+
+
+def test_the_wal_and_shared_memory_files_are_as_private_as_the_database(tmp_path: Path) -> None:
+    """SQLite gives -wal and -shm the database file's mode (os_unix.c, findCreateFileMode), whatever
+    the umask (docs/security.md relies on it)."""
+    previous = os.umask(0o022)
+    try:
+        store = UsageStore(tmp_path / "usage.sqlite")
+        store.record(T0, [Usage("ann", "a", 1.0, 1.0, 0.0)])
+        modes = {
+            name: (tmp_path / name).stat().st_mode & 0o777 for name in os.listdir(tmp_path) if name.startswith("usage")
+        }
+        store.close()
+    finally:
+        os.umask(previous)
+    assert modes == {"usage.sqlite": 0o600, "usage.sqlite-wal": 0o600, "usage.sqlite-shm": 0o600}
