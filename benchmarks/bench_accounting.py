@@ -15,7 +15,10 @@ users x 2 kernels.
    token; time from navigation until both the users table (50 of 200 users a page, each with two
    GPU kernels, answers of the stand-in hub API and user servers, ``tests/hub_fake.py``) and the
    usage table are drawn. Median over ``--runs`` fresh contexts (the first, which also starts the
-   service's sampler and HTTP clients, left out).
+   service's sampler and HTTP clients, left out). The stand-in hub and its 200 user servers run in a
+   process of their own (as real user servers do), so their Python does not share the service's
+   interpreter lock; ``--hub-in-process`` puts them in the service's process, as
+   ``bench_hub.py`` does.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ import asyncio
 import json
 import os
 import statistics
+import subprocess
 import sys
 import tempfile
 import threading
@@ -102,7 +106,26 @@ def query_ms(path: Path, runs: int) -> list[float]:
     return times
 
 
-def start_service(hub: FakeHub, usage_db: str) -> str:
+def serve_crowd(folder: str) -> None:
+    """The stand-in hub with the benchmark's 200 users (and the simulated GPUs holding their
+    kernels' processes, written to ``folder``/gpus.json) until killed; prints its URL."""
+    hub = crowd(Path(folder))
+    print(hub.url, flush=True)
+    threading.Event().wait()
+
+
+def crowd(folder: Path) -> FakeHub:
+    hub = FakeHub()
+    hub.add_user("admin", "admin-token", admin=True)
+    for n in range(USERS):
+        name = f"user{n:03d}"
+        hub.add_user(name, f"{name}-token")
+        hub.snapshots[name] = user_snapshot(name, NOTEBOOKS, gpu=n % GPUS, mib=512 + n)
+    simulate.write_scenario(folder / "gpus.json", scenario_of(hub.snapshots, gpus=GPUS))
+    return hub
+
+
+def start_service(hub_url: str, usage_db: str) -> str:
     from jupyterhub.services.auth import HubOAuth
     from tornado import netutil
     from tornado.httpserver import HTTPServer
@@ -115,9 +138,9 @@ def start_service(hub: FakeHub, usage_db: str) -> str:
     def serve() -> None:
         loop = asyncio.new_event_loop()
         asyncio.set_event_loop(loop)
-        service = HubService(hub.url + "/hub/api", SERVICE_TOKEN, hub.url, interval_s=1.0, usage_db=usage_db)
+        service = HubService(hub_url + "/hub/api", SERVICE_TOKEN, hub_url, interval_s=1.0, usage_db=usage_db)
         auth = HubOAuth(
-            api_url=hub.url + "/hub/api",
+            api_url=hub_url + "/hub/api",
             api_token=SERVICE_TOKEN,
             oauth_client_id="service-jupyter-gpu",
             access_scopes={"access:services!service=jupyter-gpu"},
@@ -161,6 +184,7 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=7)
     parser.add_argument("--skip-paint", action="store_true", help="no browser: size and query only")
     parser.add_argument("--days", type=int, default=DAYS, help="days of usage written before measuring")
+    parser.add_argument("--hub-in-process", action="store_true", help="the stand-in hub in the service's process")
     args = parser.parse_args()
     results: dict[str, Any] = {}
     with tempfile.TemporaryDirectory() as folder:
@@ -173,19 +197,32 @@ def main() -> None:
         results["query_30d_ms_median"] = round(statistics.median(times), 1)
         results["query_30d_ms_runs"] = [round(t, 1) for t in times]
         if not args.skip_paint:
-            hub = FakeHub()
-            hub.add_user("admin", "admin-token", admin=True)
-            for n in range(USERS):
-                name = f"user{n:03d}"
-                hub.add_user(name, f"{name}-token")
-                hub.snapshots[name] = user_snapshot(name, NOTEBOOKS, gpu=n % GPUS, mib=512 + n)
-            scenario = Path(folder) / "gpus.json"
-            simulate.write_scenario(scenario, scenario_of(hub.snapshots, gpus=GPUS))
-            os.environ[simulate.ENV_VAR] = str(scenario)
-            paint = first_paint(start_service(hub, str(path)), args.runs)
+            os.environ[simulate.ENV_VAR] = str(Path(folder) / "gpus.json")
+            if args.hub_in_process:
+                hub: Any = crowd(Path(folder))
+                hub_url = hub.url
+            else:
+                env = {
+                    **os.environ,
+                    "PYTHONPATH": os.pathsep.join([str(REPO / "benchmarks"), str(REPO / "tests"), str(REPO)]),
+                }
+                hub = subprocess.Popen(
+                    [sys.executable, "-c", f"import bench_accounting; bench_accounting.serve_crowd({folder!r})"],
+                    env=env,
+                    stdout=subprocess.PIPE,
+                    text=True,
+                )
+                assert hub.stdout is not None
+                hub_url = hub.stdout.readline().strip()
+            paint = first_paint(start_service(hub_url, str(path)), args.runs)
+            results["hub"] = "in the service's process" if args.hub_in_process else "its own process"
             results["first_paint_ms_median"] = round(statistics.median(paint), 1)
             results["first_paint_ms_runs"] = [round(t, 1) for t in paint]
-            hub.stop()
+            if args.hub_in_process:
+                hub.stop()
+            else:
+                hub.kill()
+                hub.wait()
     print(json.dumps(results, indent=1))
 
 
