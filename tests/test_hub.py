@@ -522,3 +522,58 @@ def test_the_charts_history_survives_a_restart_through_the_usage_file(hub_gpus: 
         assert all(len(gpu["t"]) == 1 and gpu["utilization"][0] is not None for gpu in history["gpus"])
 
     asyncio.run(body())
+
+
+def test_a_user_servers_usage_request_keeps_only_its_users_row_and_refuses_a_bad_answer(
+    hub_gpus: ScenarioFile, tmp_path: Any
+) -> None:
+    """sources.remote.own_usage against the real service: an admin's token gets everybody's rows,
+    of which only the asked user's is kept; an answer that is not the service's is refused."""
+    import http.server
+    import urllib.error
+
+    async def body() -> None:
+        run = await start(usage_db=str(tmp_path / "usage.sqlite"))
+        people(run.hub, hub_gpus)
+        await run.service.accountant.account_once(time.time() - 60)
+        await run.service.accountant.account_once()
+        loop = asyncio.get_running_loop()
+        mine = await loop.run_in_executor(
+            None, lambda: remote.own_usage(run.url, "alice", "day", token="admin-token", account="")
+        )
+        assert mine["user"] == "alice" and [n["notebook"] for n in mine["notebooks"]] == ["alice/secret-0.ipynb"]
+        assert mine["gpu_hours"] == 0.02 and "bob" not in json.dumps(mine)
+        nobody = await loop.run_in_executor(
+            None, lambda: remote.own_usage(run.url, "carol", token="admin-token", account="")
+        )
+        assert (nobody["gpu_hours"], nobody["notebooks"]) == (0.0, [])
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            await loop.run_in_executor(
+                None, lambda: remote.own_usage(run.url, "bob", token="no-such-token", account="")
+            )
+        assert refused.value.code == 403
+
+    asyncio.run(body())
+
+    class Odd(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            body = json.dumps(
+                {"window": "week", "since": 0, "until": 1, "users": [{"name": "bob", "gpu_hours": "lots"}]}
+            )
+            self.send_response(200)
+            self.end_headers()
+            self.wfile.write(body.encode())
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Odd)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        with pytest.raises(remote.BadAnswer, match="gpu_hours"):
+            remote.own_usage(f"http://127.0.0.1:{server.server_address[1]}/", "bob", token="t", account="")
+        with pytest.raises(ValueError, match="window"):
+            remote.own_usage("http://127.0.0.1:1/", "bob", "year")
+    finally:
+        server.shutdown()
+        server.server_close()
