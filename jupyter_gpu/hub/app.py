@@ -437,8 +437,8 @@ class UsageAccountant:
     async def _sample_to_account(self) -> dict[str, Any]:
         """The console's admin view now (the attribution rule applied), for :meth:`account_once`.
 
-        A fresh sample of the sampler when somebody is looking; else one NVML sample taken here, so
-        accounting alone never keeps the sampler running (``--linger``)."""
+        A fresh sample of the sampler when somebody is looking; else one NVML sample taken on the
+        store's thread, so accounting alone never keeps the sampler running (``--linger``)."""
         if self.service.prometheus_url:
             return await self.service.prometheus_console("", "admin")
         devices = self.service.sampler.latest
@@ -485,8 +485,8 @@ class UsageAccountant:
             self.service.history.record(Snapshot(nvml_available=True, timestamp=t, gpus=tuple(gpus)))
 
     def start(self) -> None:
-        """Restore the charts' history and account every ``usage_interval_s`` (on the clock's
-        multiples) until :meth:`close` (nothing without a usage file)."""
+        """Restore the charts' history and account every ``interval_s`` (on the clock's multiples)
+        until :meth:`close`."""
         if self._accounting is not None:
             return
         try:
@@ -506,9 +506,10 @@ class UsageAccountant:
         self._accounting = asyncio.ensure_future(forever())
 
     async def usage(self, window: str, viewer: str, admin: bool) -> dict[str, Any]:
-        """``api/usage``'s answer for ``viewer`` over ``window`` (:data:`accounting.WINDOWS`)."""
+        """``api/usage``'s answer for ``viewer`` over ``window`` (:data:`accounting.WINDOWS`): whole
+        hours, the current one and those before it (a day: the current hour and the 23 before)."""
         until = time.time()
-        since = until - accounting.WINDOWS[window]
+        since = (until // 3600 + 1) * 3600 - accounting.WINDOWS[window]
         rows = await self._in_store(self.store.usage, since, until)
         answer = accounting.summary(rows, window, since, until, viewer, admin)
         answer["interval_s"] = self.interval_s
