@@ -140,6 +140,10 @@ service = c.JupyterHub.services[0]
 service["url"] = {service_url!r}
 service["command"] = [{proxy_url!r} if part == "http://127.0.0.1:8000" else part for part in service["command"]]
 service["command"] += ["--interval", "0.5"]
+# Usage accounting asks every running server for its snapshot once a minute (docs/jupyterhub.md),
+# which wakes the control servers' own samplers (source=nvml): off here, where NVML calls of open
+# sidebars are counted (tests/test_hub*.py and test_hub_console.py cover accounting).
+service["command"] += ["--usage-db", ""]
 service["environment"] = {{"PYTHONPATH": {pythonpath!r}, "JUPYTER_GPU_SIMULATE": {scenario!r},
                           "JUPYTER_GPU_SIMULATE_CALLS_DIR": {calls_dir!r}}}
 c.JupyterHub.load_roles[1]["users"] = [{alice!r}]  # the documented readers' role, for alice
