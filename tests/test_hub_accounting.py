@@ -148,3 +148,17 @@ def test_csv_has_a_header_the_summarys_numbers_and_no_formula() -> None:
     for start in "=+-@":
         assert accounting._cell(start + "1") == "'" + start + "1"
     assert accounting._cell("plain") == "plain"
+
+
+def test_a_server_inventing_notebooks_gets_fifty_and_the_rest_under_more_notebooks() -> None:
+    kernels = [kernel(f"n{k:03d}.ipynb", {"0": (k + 1) << 20}) for k in range(80)]
+    console = {
+        "users": [{"name": "eve", "memory_by_gpu": {"0": sum(k["gpu_memory"] for k in kernels)}, "kernels": kernels}]
+    }
+    rows = accounting.interval_usage(console, 1)
+    names = [row.notebook for row in rows]
+    assert len(rows) == accounting.MAX_NOTEBOOKS_PER_USER + 1 and accounting.MORE_NOTEBOOKS in names
+    assert "n079.ipynb" in names and "n029.ipynb" not in names  # the largest fifty kept
+    more = next(row for row in rows if row.notebook == accounting.MORE_NOTEBOOKS)
+    assert more.held_s == 30.0 and more.byte_s == sum(k + 1 for k in range(30)) * (1 << 20)
+    assert sum(row.held_s for row in rows) == 80.0  # nothing lost

@@ -182,3 +182,17 @@ def test_the_wal_and_shared_memory_files_are_as_private_as_the_database(tmp_path
     finally:
         os.umask(previous)
     assert modes == {"usage.sqlite": 0o600, "usage.sqlite-wal": 0o600, "usage.sqlite-shm": 0o600}
+
+
+def test_names_no_row_uses_are_forgotten_and_come_back_when_used_again(tmp_path: Path) -> None:
+    store = UsageStore(tmp_path / "usage.sqlite", max_age_s=86_400)
+    store.record(T0, [Usage("ann", "old.ipynb", 1.0, 1.0, 0.0)])
+    store.record(T0 + 3 * 86_400, [Usage("ann", "new.ipynb", 1.0, 1.0, 0.0)])
+    store.prune(T0 + 3 * 86_400)
+    names = store._db.execute("SELECT user, notebook FROM names").fetchall()
+    assert names == [("ann", "new.ipynb")]
+    store.record(T0 + 3 * 86_400 + 60, [Usage("ann", "old.ipynb", 2.0, 2.0, 0.0)])
+    assert {u.notebook: u.held_s for u in store.usage(T0 + 2 * 86_400, T0 + 4 * 86_400)} == {
+        "new.ipynb": 1.0,
+        "old.ipynb": 2.0,
+    }

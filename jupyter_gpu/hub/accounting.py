@@ -16,7 +16,10 @@ the attribution rule applied) once per accounting interval and turns it into :cl
 - memory NVML shows the user's account holding that no kernel accounts for (a terminal's process, a
   script) is counted under the notebook ``""`` (shown as "outside notebooks"), never idle: nothing
   says it is;
-- a kernel known only by its own report (containers: ``memory_source: "report"``) counts as one GPU.
+- a kernel known only by its own report (containers: ``memory_source: "report"``) counts as one GPU;
+- at most :data:`MAX_NOTEBOOKS_PER_USER` notebooks per user and interval (those holding most memory);
+  the rest of that user's use is counted under :data:`MORE_NOTEBOOKS`, so no user server (untrusted:
+  it names the notebooks) can grow the usage file by inventing notebooks.
 
 Hours in the answers are rounded to :data:`DECIMALS` decimals, once, here: the console shows them as
 they are and the CSV writes the same numbers, so the two always agree.
@@ -35,6 +38,8 @@ from typing import Any
 
 WINDOWS = {"day": 86_400, "week": 7 * 86_400, "30d": 30 * 86_400}  # api/usage?window=
 OUTSIDE_NOTEBOOKS = ""  # the notebook of memory no kernel accounts for
+MAX_NOTEBOOKS_PER_USER = 50  # per interval; the rest is counted under MORE_NOTEBOOKS
+MORE_NOTEBOOKS = "(more notebooks)"
 DECIMALS = 2
 GIB = 1 << 30
 CSV_HEADER = ("user", "notebook", "gpu_hours", "gib_hours", "busy_hours", "idle_hours")
@@ -85,7 +90,17 @@ def interval_usage(console: dict[str, Any], seconds: float) -> list[Usage]:
         for used in outside.values():
             if used > 0:
                 add(name, OUTSIDE_NOTEBOOKS, 1, used, False)
-    return [Usage(user, notebook, *row) for (user, notebook), row in sorted(usage.items())]
+    by_user: dict[str, list[tuple[str, list[float]]]] = {}
+    for (user, notebook), row in usage.items():
+        by_user.setdefault(user, []).append((notebook, row))
+    rows: list[Usage] = []
+    for user, notebooks in by_user.items():
+        notebooks.sort(key=lambda entry: (-entry[1][1], entry[0]))  # most memory first
+        kept, rest = notebooks[:MAX_NOTEBOOKS_PER_USER], notebooks[MAX_NOTEBOOKS_PER_USER:]
+        rows += [Usage(user, notebook, *row) for notebook, row in kept]
+        if rest:
+            rows.append(Usage(user, MORE_NOTEBOOKS, *(sum(row[i] for _, row in rest) for i in range(3))))
+    return sorted(rows, key=lambda row: (row.user, row.notebook))
 
 
 def _hours(seconds: float) -> float:

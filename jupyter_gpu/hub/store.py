@@ -181,6 +181,7 @@ class UsageStore:
         self._db.execute("DELETE FROM usage WHERE hour < ?", (oldest_hour,))
         self._db.execute("DELETE FROM usage_daily WHERE day < ?", (oldest_hour // 24,))
         self._db.execute("DELETE FROM gpu_hourly WHERE hour < ?", (oldest_hour,))
+        self._forget_unused_names()
         self._db.execute("COMMIT")
         while self.size() > self.max_bytes:
             first = self._db.execute("SELECT min(hour) FROM usage").fetchone()[0]
@@ -190,10 +191,18 @@ class UsageStore:
             self._db.execute("DELETE FROM usage WHERE hour < ?", (first + 24,))
             self._db.execute("DELETE FROM usage_daily WHERE day < ?", ((first + 24) // 24,))
             self._db.execute("DELETE FROM gpu_hourly WHERE hour < ?", (first + 24,))
+            self._forget_unused_names()
             self._db.execute("COMMIT")
             self._db.execute("PRAGMA incremental_vacuum")
         self._db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
         self._db.execute("PRAGMA incremental_vacuum")
+
+    def _forget_unused_names(self) -> None:
+        """Drop the (user, notebook) strings no row uses any more (inside the caller's transaction)."""
+        self._db.execute(
+            "DELETE FROM names WHERE id NOT IN (SELECT name FROM usage) AND id NOT IN (SELECT name FROM usage_daily)"
+        )
+        self._names = {(user, notebook): ident for ident, user, notebook in self._db.execute("SELECT * FROM names")}
 
     def size(self) -> int:
         """Bytes the database's pages take (free pages not counted), the WAL not included."""
