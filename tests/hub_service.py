@@ -7,6 +7,7 @@ module using it asks for: ``pytestmark = pytest.mark.usefixtures("stop_started")
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from hub_fake import SERVICE_TOKEN, FakeHub, scenario_of, user_snapshot
@@ -50,9 +51,19 @@ class Running:
         return response.code, response.body
 
 
-async def start(interval_s: float = 0.2) -> Running:
+async def start(interval_s: float = 0.2, usage_db: str | None = None, usage_interval_s: float = 60.0) -> Running:
+    """The service on a loopback port; with ``usage_db``, usage accounting in that file (tests call
+    ``run.service.accountant.account_once()`` or ``run.service.accountant.start()`` themselves)."""
     hub = FakeHub()
-    service = HubService(hub.url + "/hub/api", SERVICE_TOKEN, hub.url, interval_s=interval_s, linger_s=5)
+    service = HubService(
+        hub.url + "/hub/api",
+        SERVICE_TOKEN,
+        hub.url,
+        interval_s=interval_s,
+        linger_s=5,
+        usage_db=usage_db,
+        usage_interval_s=usage_interval_s,
+    )
     auth = HubOAuth(
         api_url=hub.url + "/hub/api",
         api_token=SERVICE_TOKEN,
@@ -110,6 +121,26 @@ def serve_in_this_process() -> None:
             for user, token in (("alice", "alice-token"), ("root-admin", "admin-token"))
         }
         print(json.dumps({"url": run.url, "cookie_name": name, "cookies": cookies}), flush=True)
+        await asyncio.Event().wait()
+
+    asyncio.run(main())
+
+
+def account_in_this_process(usage_db: str, scenario: str, usage_interval_s: float) -> None:
+    """The service with :func:`people` on the simulated GPUs of the file ``scenario``, accounting
+    into ``usage_db`` every ``usage_interval_s`` until killed (the ``kill -9`` test's child)."""
+    import asyncio
+    import os
+
+    from jupyter_gpu import simulate
+
+    os.environ[simulate.ENV_VAR] = scenario
+
+    async def main() -> None:
+        run = await start(usage_db=usage_db, usage_interval_s=usage_interval_s)
+        people(run.hub, ScenarioFile(Path(scenario), simulate.plausible_gpus(4)))
+        run.service.accountant.start()
+        print("accounting", flush=True)
         await asyncio.Event().wait()
 
     asyncio.run(main())

@@ -74,7 +74,7 @@ def test_every_shipped_file_is_yaml_and_points_at_the_documented_token_file() ->
 def test_promtool_accepts_the_scrape_config_and_its_rule_files(deploy_copy: Path) -> None:
     result = promtool("check", "config", "prometheus.yml", cwd=deploy_copy)
     assert result.returncode == 0, result.stdout + result.stderr
-    assert "SUCCESS: 1 rule files found" in result.stdout + result.stderr
+    assert "SUCCESS: 2 rule files found" in result.stdout + result.stderr
 
 
 @needs_promtool
@@ -527,7 +527,7 @@ def test_promtool_accepts_the_kubernetes_config_with_its_discovery_replaced_by_f
     result = promtool("check", "config", "kubernetes/prometheus.file-sd.yml", cwd=deploy_copy)
     output = result.stdout + result.stderr
     assert result.returncode == 0, output
-    assert "SUCCESS: 1 rule files found" in output
+    assert "SUCCESS: 2 rule files found" in output
 
 
 DCGM_LABELS = (
@@ -806,3 +806,11 @@ def test_the_scrape_configs_token_comment_says_what_docs_prometheus_md_says() ->
         # the comment wraps the role's dict on fewer lines; every call and argument is there
         assert line in comment or line.rstrip(",") in joined, line
     assert TOKEN_PATH in copy and "/etc/jupyterhub/prometheus-token" in make
+
+
+@needs_promtool
+def test_promtool_usage_rule_unit_tests_pass() -> None:
+    """The usage accounting rules and the window queries docs/prometheus.md and deploy/grafana/ run."""
+    result = promtool("test", "rules", "tests/jupyter_gpu_usage.rules_test.yml", cwd=DEPLOY)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "SUCCESS" in result.stdout

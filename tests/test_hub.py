@@ -428,3 +428,152 @@ def test_a_service_address_whose_owner_cannot_be_checked_gets_no_token(
         assert (await loop.run_in_executor(None, unchecked)).gpus and unchecked.last_error is None
 
     asyncio.run(body())
+
+
+# -- usage accounting (api/usage, api/usage.csv)
+
+
+def test_usage_accounts_each_kernels_gpu_time_and_the_csv_matches_it(hub_gpus: ScenarioFile, tmp_path: Any) -> None:
+    import csv
+    import io
+
+    async def body() -> None:
+        run = await start(usage_db=str(tmp_path / "usage.sqlite"))
+        people(run.hub, hub_gpus)
+        now = time.time()
+        await run.service.accountant.account_once(now - 120)  # the first sample starts the count
+        await run.service.accountant.account_once(now - 60)
+        await run.service.accountant.account_once(now)  # two intervals of 60 s
+        code, raw = await run.call("api/usage?window=day", "admin-token")
+        assert code == 200, raw
+        data = json.loads(raw)
+        assert data["admin"] is True and data["window"] == "day"
+        by_user = {user["name"]: user for user in data["users"]}
+        assert list(by_user) == ["bob", "alice"]  # most GPU-hours first: bob holds two kernels
+        assert by_user["bob"]["notebooks"] == [
+            {
+                "notebook": f"bob/secret-{k}.ipynb",
+                "gpu_hours": 0.03,
+                "gib_hours": 0.07,
+                "busy_hours": 0.0,
+                "idle_hours": 0.03,
+            }
+            for k in (0, 1)
+        ]  # 2 min = 0.033 h of one GPU, 2 GiB x 2 min = 0.067 GiB-hours, idle (the kernels say so)
+        code, csv_raw = await run.call("api/usage.csv?window=day", "admin-token")
+        assert code == 200, csv_raw
+        lines = list(csv.reader(io.StringIO(csv_raw.decode())))
+        expected = [
+            [
+                user["name"],
+                entry["notebook"],
+                *(f"{entry[key]:.2f}" for key in ("gpu_hours", "gib_hours", "busy_hours", "idle_hours")),
+            ]
+            for user in data["users"]
+            for entry in user["notebooks"]
+        ]
+        assert lines == [["user", "notebook", "gpu_hours", "gib_hours", "busy_hours", "idle_hours"], *expected]
+
+    asyncio.run(body())
+
+
+def test_usage_for_a_user_is_their_own_and_the_csv_is_for_admins(hub_gpus: ScenarioFile, tmp_path: Any) -> None:
+    async def body() -> None:
+        run = await start(usage_db=str(tmp_path / "usage.sqlite"))
+        people(run.hub, hub_gpus)
+        await run.service.accountant.account_once(time.time() - 60)
+        await run.service.accountant.account_once()
+        for token, viewer in (("bob-token", "bob"), ("alice-token", "alice")):  # a plain user, a reader
+            code, raw = await run.call("api/usage", token)
+            assert code == 200, raw
+            data = json.loads(raw)
+            assert data["window"] == "week" and data["admin"] is False
+            assert [user["name"] for user in data["users"]] == [viewer]
+            other = "alice" if viewer == "bob" else "bob"
+            assert other.encode() not in raw
+            code, raw = await run.call("api/usage.csv", token)
+            assert code == 403 and other.encode() not in raw
+        assert (await run.call("api/usage?window=year", "bob-token"))[0] == 400
+        assert (await run.call("api/usage", "no-such-token"))[0] == 403
+
+    asyncio.run(body())
+
+
+def test_usage_without_a_usage_file_says_accounting_is_off(hub_gpus: ScenarioFile) -> None:
+    async def body() -> None:
+        run = await start()
+        people(run.hub, hub_gpus)
+        code, raw = await run.call("api/usage", "admin-token")
+        assert code == 404 and b"accounting is off" in raw
+
+    asyncio.run(body())
+
+
+def test_the_charts_history_survives_a_restart_through_the_usage_file(hub_gpus: ScenarioFile, tmp_path: Any) -> None:
+    async def body() -> None:
+        run = await start(usage_db=str(tmp_path / "usage.sqlite"))
+        await run.service.accountant.account_once()
+        run.close()
+        again = await start(usage_db=str(tmp_path / "usage.sqlite"))
+        assert len(again.service.history) == 0
+        again.service.accountant.start()
+        history = again.service.history.to_dict()
+        assert [gpu["index"] for gpu in history["gpus"]] == [0, 1, 2, 3]
+        assert all(len(gpu["t"]) == 1 and gpu["utilization"][0] is not None for gpu in history["gpus"])
+
+    asyncio.run(body())
+
+
+def test_a_user_servers_usage_request_keeps_only_its_users_row_and_refuses_a_bad_answer(
+    hub_gpus: ScenarioFile, tmp_path: Any
+) -> None:
+    """sources.remote.own_usage against the real service: an admin's token gets everybody's rows,
+    of which only the asked user's is kept; an answer that is not the service's is refused."""
+    import http.server
+    import urllib.error
+
+    async def body() -> None:
+        run = await start(usage_db=str(tmp_path / "usage.sqlite"))
+        people(run.hub, hub_gpus)
+        await run.service.accountant.account_once(time.time() - 60)
+        await run.service.accountant.account_once()
+        loop = asyncio.get_running_loop()
+        mine = await loop.run_in_executor(
+            None, lambda: remote.own_usage(run.url, "alice", "day", token="admin-token", account="")
+        )
+        assert mine["user"] == "alice" and [n["notebook"] for n in mine["notebooks"]] == ["alice/secret-0.ipynb"]
+        assert mine["gpu_hours"] == 0.02 and "bob" not in json.dumps(mine)
+        nobody = await loop.run_in_executor(
+            None, lambda: remote.own_usage(run.url, "carol", token="admin-token", account="")
+        )
+        assert (nobody["gpu_hours"], nobody["notebooks"]) == (0.0, [])
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            await loop.run_in_executor(
+                None, lambda: remote.own_usage(run.url, "bob", token="no-such-token", account="")
+            )
+        assert refused.value.code == 403
+
+    asyncio.run(body())
+
+    class Odd(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            body = json.dumps(
+                {"window": "week", "since": 0, "until": 1, "users": [{"name": "bob", "gpu_hours": "lots"}]}
+            )
+            self.send_response(200)
+            self.end_headers()
+            self.wfile.write(body.encode())
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Odd)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        with pytest.raises(remote.BadAnswer, match="gpu_hours"):
+            remote.own_usage(f"http://127.0.0.1:{server.server_address[1]}/", "bob", token="t", account="")
+        with pytest.raises(ValueError, match="window"):
+            remote.own_usage("http://127.0.0.1:1/", "bob", "year")
+    finally:
+        server.shutdown()
+        server.server_close()

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import gzip
 import json
+import time
 from typing import Any
 
 import pytest
@@ -527,6 +528,29 @@ def test_nvml_faults_degrade_every_endpoint(gpus: ScenarioFile, fault: str) -> N
             assert data["gpus"][1]["error"] and data["gpus"][0]["error"] is None
         elif fault != "old-driver":
             assert data["error"] and data["gpus"] == []
+
+    asyncio.run(body())
+
+
+@pytest.mark.parametrize("fault", sorted(FAULTS))
+def test_nvml_faults_cost_usage_accounting_the_gpus_they_hide_never_the_interval(
+    gpus: ScenarioFile, fault: str, tmp_path: Any
+) -> None:
+    """Accounting through every NVML fault: the interval is recorded (what NVML still shows), the
+    usage answer stays 200, and a GPU in error leaves no made-up figures in the history."""
+
+    async def body() -> None:
+        run = await start(usage_db=str(tmp_path / "usage.sqlite"))
+        people(run.hub, gpus)
+        gpus.update(FAULTS[fault])
+        await run.service.accountant.account_once(time.time() - 60)
+        await run.service.accountant.account_once()
+        code, raw = await run.call("api/usage?window=day", "admin-token")
+        assert code == 200, raw
+        assert run.service.accountant is not None
+        lost = [row[4:] for row in run.service.accountant.store.gpu_history(0) if row[2] == 1]
+        if fault == "gpu-lost":
+            assert lost == [(None, None), (None, None)]  # two samples of GPU 1, neither figure made up
 
     asyncio.run(body())
 

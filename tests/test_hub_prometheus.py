@@ -413,3 +413,41 @@ def test_an_oversized_answer_is_refused_before_it_is_parsed(monkeypatch: pytest.
         asyncio.run(body())
     finally:
         stand_in.stop()
+
+
+def test_prometheus_mode_accounts_every_nodes_kernels_idle_by_the_idle_after_rule(tmp_path: Path) -> None:
+    """Usage accounting in Prometheus mode: every node's kernels from Prometheus's answer, idle as
+    the console flags it (--idle-after, 1 h: alice's kernel, idle 2 h), GPUs keyed by host."""
+    import time
+
+    from jupyter_gpu.hub.app import UsageAccountant
+
+    stand_in = StandInPrometheus(two_nodes())
+
+    async def body() -> None:
+        hub, service, port = await start_service(stand_in.url + "/", None)
+        service.accountant = UsageAccountant(service, str(tmp_path / "usage.sqlite"), interval_s=180)
+        now = time.time()
+        await service.accountant.account_once(now - 180)
+        await service.accountant.account_once(now)  # three minutes
+        code, data = await call(port, "api/usage?window=day", "admin-token")
+        assert code == 200, data
+        rows = {(u["name"], n["notebook"]): n for u in data["users"] for n in u["notebooks"]}
+        assert rows[("alice", "alice/train.ipynb")] == {
+            "notebook": "alice/train.ipynb",
+            "gpu_hours": 0.05,
+            "gib_hours": 0.15,
+            "busy_hours": 0.0,
+            "idle_hours": 0.05,
+        }
+        assert rows[("bob", "bob/secret.ipynb")]["busy_hours"] == 0.05  # idle 12 s: busy
+        assert rows[("bob", "bob/secret.ipynb")]["gib_hours"] == 0.25
+        keys = {row[1] for row in service.accountant.store.gpu_history(0)}
+        assert keys == {"node-a:GPU-a0", "node-a:GPU-a1", "node-b:GPU-b0", "node-b:GPU-b1"}
+        service.close()
+        hub.stop()
+
+    try:
+        asyncio.run(body())
+    finally:
+        stand_in.stop()

@@ -765,3 +765,43 @@ async def test_container_kernel_reports_name_their_slice(jp_fetch, jp_serverapp,
     (kernel,) = answer["kernels"]
     assert kernel["gpus"] == []  # NVML's process could not be matched: the report names the slice
     assert kernel["slices"] == [A100_MIG_UUIDS[1]] and kernel["reported_gpu_memory"] == {A100_MIG_UUIDS[1]: 2 * 2**30}
+
+
+# -- the user's own GPU use, from the jupyter-gpu hub service (the sidebar's "your GPU use")
+
+
+@asynctest
+async def test_usage_is_the_users_own_from_the_hub_service(jp_fetch, jp_serverapp, scenario, tmp_path, monkeypatch):
+    # Given the hub service keeping usage for alice and bob, and this server being bob's under it
+    from hub_service import people, start
+
+    run = await start(usage_db=str(tmp_path / "usage.sqlite"))
+    try:
+        people(run.hub, scenario)
+        await run.service.accountant.account_once(time.time() - 60)
+        await run.service.accountant.account_once()
+        for name, value in (
+            ("JUPYTER_GPU_SERVICE_URL", run.url),
+            ("JUPYTERHUB_USER", "bob"),
+            ("JUPYTERHUB_API_TOKEN", "bob-token"),
+        ):
+            monkeypatch.setenv(name, value)
+        jp_serverapp.web_app.settings[GpuService.SETTINGS_KEY].config.service_account = ""  # no root socket here
+        # When the sidebar asks for this week's use
+        response = await jp_fetch("jupyter-gpu", "usage", params={"window": "day"})
+        data = json.loads(response.body)
+        # Then it is bob's own (two idle kernels of 2 GiB for a minute), nobody else's
+        assert data["user"] == "bob" and data["window"] == "day"
+        assert (data["gpu_hours"], data["idle_hours"], data["busy_hours"]) == (0.03, 0.03, 0.0)
+        assert [n["notebook"] for n in data["notebooks"]] == ["bob/secret-0.ipynb", "bob/secret-1.ipynb"]
+        assert b"alice" not in response.body
+        with pytest.raises(HTTPClientError) as bad:
+            await jp_fetch("jupyter-gpu", "usage", params={"window": "year"})
+        assert bad.value.code == 400
+        # Without a hub service there is nothing to show: 404, which the sidebar takes as "hide"
+        monkeypatch.delenv("JUPYTER_GPU_SERVICE_URL")
+        with pytest.raises(HTTPClientError) as missing:
+            await jp_fetch("jupyter-gpu", "usage")
+        assert missing.value.code == 404
+    finally:
+        run.close()

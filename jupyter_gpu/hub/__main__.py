@@ -31,6 +31,9 @@ def _prometheus_problem(args: argparse.Namespace) -> str | None:
     return None
 
 
+DEFAULT_USAGE_DB = "jupyter_gpu_usage.sqlite"
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m jupyter_gpu.hub",
@@ -83,6 +86,21 @@ def main(argv: list[str] | None = None) -> int:
         "GPU memory is attributed to a user only through processes NVML shows owned "
         "by that account",
     )
+    parser.add_argument(
+        "--usage-db",
+        metavar="FILE",
+        help="the SQLite file of usage accounting and the GPU history (relative to the service's "
+        f"working directory, c.JupyterHub.services' cwd; default {DEFAULT_USAGE_DB}, and without "
+        "accounting if that cannot be opened; created 0600, never through a symbolic link; an empty "
+        "value turns accounting off)",
+    )
+    parser.add_argument(
+        "--usage-interval",
+        type=float,
+        default=60.0,
+        metavar="SECONDS",
+        help="seconds between two usage samples, each one transaction: a crash loses at most one (default %(default)s)",
+    )
     args = parser.parse_args(argv)
     problem = _prometheus_problem(args)
     if problem:
@@ -99,29 +117,43 @@ def main(argv: list[str] | None = None) -> int:
             file=sys.stderr,
         )
         return 2
-    if args.interval <= 0 or args.linger <= 0:
-        print("python -m jupyter_gpu.hub: --interval and --linger must be positive", file=sys.stderr)
+    if args.interval <= 0 or args.linger <= 0 or not args.usage_interval > 0:
+        print("python -m jupyter_gpu.hub: --interval, --linger and --usage-interval must be positive", file=sys.stderr)
         return 2
 
     from tornado.ioloop import IOLoop
 
     from .app import HubService, make_app
+    from .store import StoreError
 
     logging.basicConfig(level=logging.INFO, format="[%(levelname)1.1s %(asctime)s %(name)s] %(message)s")
     url = urlparse(os.environ["JUPYTERHUB_SERVICE_URL"])
     prefix = os.environ.get("JUPYTERHUB_SERVICE_PREFIX", "/services/jupyter-gpu/")
-    service = HubService(
-        os.environ["JUPYTERHUB_API_URL"],
-        os.environ["JUPYTERHUB_API_TOKEN"],
-        args.proxy_url,
-        interval_s=args.interval,
-        linger_s=args.linger,
-        prometheus_url=args.prometheus_url,
-        prometheus_token_file=args.prometheus_token_file,
-        idle_after_s=args.idle_after,
-        host=args.host_label,
-        system_user=args.system_user,
-    )
+
+    def service_with(usage_db: str | None) -> HubService:
+        return HubService(
+            os.environ["JUPYTERHUB_API_URL"],
+            os.environ["JUPYTERHUB_API_TOKEN"],
+            args.proxy_url,
+            interval_s=args.interval,
+            linger_s=args.linger,
+            prometheus_url=args.prometheus_url,
+            prometheus_token_file=args.prometheus_token_file,
+            idle_after_s=args.idle_after,
+            host=args.host_label,
+            system_user=args.system_user,
+            usage_db=usage_db,
+            usage_interval_s=args.usage_interval,
+        )
+
+    try:
+        service = service_with(DEFAULT_USAGE_DB if args.usage_db is None else args.usage_db or None)
+    except StoreError as error:
+        if args.usage_db is not None:  # the file asked for: a one-line error, nothing started
+            print(f"python -m jupyter_gpu.hub: {error}", file=sys.stderr)
+            return 2
+        logging.getLogger("jupyter_gpu.hub").warning("jupyter-gpu: no usage accounting: %s (see --usage-db)", error)
+        service = service_with(None)
     app = make_app(service, prefix)
     app.listen(url.port or 80, url.hostname or "127.0.0.1")
     logging.getLogger("jupyter_gpu.hub").info(
@@ -131,6 +163,8 @@ def main(argv: list[str] | None = None) -> int:
         if args.prometheus_url
         else f"user servers through {args.proxy_url}",
     )
+    if service.accountant is not None:
+        IOLoop.current().add_callback(service.accountant.start)
     try:
         IOLoop.current().start()
     except KeyboardInterrupt:  # the hub stops its services with SIGINT

@@ -12,6 +12,9 @@ Routes under the service prefix (``/services/jupyter-gpu/``):
 - ``metrics`` — the host's per-GPU Prometheus series (:mod:`jupyter_gpu.core.gauges`), once for every
   user server taking its GPU data from here; a token with ``access:services!service=jupyter-gpu``
   (Prometheus's, ``deploy/prometheus/prometheus.yml``);
+- ``api/usage?window=day|week|30d`` — usage accounting (:mod:`jupyter_gpu.hub.accounting`): GPU-hours,
+  GiB-hours, busy and idle, per user and notebook for admins, one's own for any other hub user;
+  ``api/usage.csv`` the same for admins as CSV (kept in ``--usage-db``, :mod:`jupyter_gpu.hub.store`);
 - ``oauth_callback`` — hub OAuth.
 
 Who may see the console: hub admins, holders of ``custom:jupyter-gpu:admin`` (act) and of
@@ -45,10 +48,11 @@ from tornado.httpclient import AsyncHTTPClient, HTTPClientError, HTTPRequest
 
 from ..core import gauges, wire
 from ..core.history import GpuHistory
-from ..core.snapshot import Snapshot
+from ..core.snapshot import GpuInfo, Snapshot
 from ..sources.sampler import Sampler
-from . import core
+from . import accounting, core
 from . import prometheus as prom
+from .store import UsageStore
 
 log = logging.getLogger("jupyter_gpu.hub")
 STATIC = Path(__file__).with_name("static")
@@ -102,6 +106,8 @@ class HubService:
         idle_after_s: float = 3600.0,
         host: str | None = None,
         system_user: str = "{name}",
+        usage_db: str | None = None,
+        usage_interval_s: float = 60.0,
     ) -> None:
         if take is None:
             from ..sources.nvml import snapshot as take
@@ -136,12 +142,15 @@ class HubService:
         self.prometheus_client = (
             AsyncHTTPClient(force_instance=True, max_body_size=prom.MAX_BODY_BYTES) if self.prometheus_url else None
         )
+        self.accountant = UsageAccountant(self, usage_db, usage_interval_s) if usage_db else None  # None: off
 
     def close(self) -> None:
         """Stop sampling, the JSON parser's thread and the HTTP clients (the service stops)."""
         self.sampler.close(timeout=1.0)
         for executor in (self._parser, self._waiter):
             executor.shutdown(wait=False, cancel_futures=True)
+        if self.accountant is not None:
+            self.accountant.close()
         for client in (self.client, self.hub_client, self.prometheus_client):
             if client is not None:
                 client.close()
@@ -406,6 +415,111 @@ class HubService:
         raise web.HTTPError(404, f"no running server of {user} lists that kernel")
 
 
+class UsageAccountant:
+    """Usage accounting for a :class:`HubService` (``--usage-db``): a sample of who holds what every
+    ``interval_s``, added to the SQLite file (:mod:`jupyter_gpu.hub.store`) on its own thread, and
+    the answers of ``api/usage``. The charts' history is restored from the file at the start."""
+
+    def __init__(self, service: HubService, path: str, interval_s: float = 60.0) -> None:
+        self.service = service
+        self.store = UsageStore(path)  # used from one thread only: its executor's
+        self.interval_s = interval_s
+        self._store_thread = ThreadPoolExecutor(1, thread_name_prefix="jupyter-gpu-hub-store")
+        self._accounted: float | None = None  # when the last interval was accounted
+        self._accounting: asyncio.Task[None] | None = None
+
+    def close(self) -> None:
+        """Stop accounting; the interval being written is finished, then the file closed."""
+        if self._accounting is not None:
+            self._accounting.cancel()
+        self._store_thread.shutdown(wait=True, cancel_futures=True)
+        self.store.close()
+
+    async def _in_store(self, work: Any, *args: Any) -> Any:
+        return await asyncio.get_running_loop().run_in_executor(self._store_thread, work, *args)
+
+    async def _sample_to_account(self) -> dict[str, Any]:
+        """The console's admin view now (the attribution rule applied), for :meth:`account_once`.
+
+        A fresh sample of the sampler when somebody is looking; else one NVML sample taken on the
+        store's thread, so accounting alone never keeps the sampler running (``--linger``)."""
+        if self.service.prometheus_url:
+            return await self.service.prometheus_console("", "admin")
+        devices = self.service.sampler.latest
+        if devices is None or time.time() - devices.timestamp >= 2 * self.service.interval_s + 1:
+            devices = await self._in_store(self.service._take)
+        return core.console(devices, {}, await self.service.servers(), "", "admin", self.service.system_user)
+
+    async def account_once(self, now: float | None = None) -> None:
+        """Sample who holds what and add the time since the last call (at most two intervals: a gap
+        while the service was down or stalled is not counted) to the usage file, one transaction."""
+        data = await self._sample_to_account()
+        now = time.time() if now is None else now
+        seconds = 0.0 if self._accounted is None else min(now - self._accounted, 2 * self.interval_s)
+        self._accounted = now
+        gpus = [
+            {
+                "uuid": f"{gpu['host']}:{gpu['uuid']}" if gpu.get("host") else gpu["uuid"],
+                "index": gpu["index"],
+                "name": gpu["name"],
+                "utilization": gpu["utilization"] if not gpu["error"] else None,
+                "memory": 100 * gpu["memory_used"] / gpu["memory_total"]
+                if not gpu["error"] and gpu["memory_total"]
+                else None,
+            }
+            for gpu in data["gpus"]
+        ]
+        await self._in_store(self.store.record, now, accounting.interval_usage(data, seconds), gpus)
+
+    def _restore_history(self) -> None:
+        """The charts' history from the usage file, so a restart does not blank them."""
+        by_time: dict[float, list[GpuInfo]] = {}
+        for t, key, index, name, utilization, memory in self.store.gpu_history(time.time() - self.service.history_s):
+            by_time.setdefault(t, []).append(
+                GpuInfo(
+                    index,
+                    key,
+                    name,
+                    memory_total=1000 if memory is not None else 0,
+                    memory_used=round(10 * memory) if memory is not None else 0,
+                    utilization=round(utilization) if utilization is not None else None,
+                )
+            )
+        for t, gpus in sorted(by_time.items()):
+            self.service.history.record(Snapshot(nvml_available=True, timestamp=t, gpus=tuple(gpus)))
+
+    def start(self) -> None:
+        """Restore the charts' history and account every ``interval_s`` (on the clock's multiples)
+        until :meth:`close`."""
+        if self._accounting is not None:
+            return
+        try:
+            self._restore_history()
+        except Exception:  # a history lost, never the service
+            log.exception("jupyter-gpu: the GPU history could not be read from %s", self.store.path)
+
+        async def forever() -> None:
+            while True:
+                interval = self.interval_s
+                await asyncio.sleep(interval - time.time() % interval)
+                try:
+                    await self.account_once()
+                except Exception:  # one interval lost, logged; the next one is tried
+                    log.exception("jupyter-gpu: this interval's usage could not be recorded")
+
+        self._accounting = asyncio.ensure_future(forever())
+
+    async def usage(self, window: str, viewer: str, admin: bool) -> dict[str, Any]:
+        """``api/usage``'s answer for ``viewer`` over ``window`` (:data:`accounting.WINDOWS`): whole
+        hours, the current one and those before it (a day: the current hour and the 23 before)."""
+        until = time.time()
+        since = (until // 3600 + 1) * 3600 - accounting.WINDOWS[window]
+        rows = await self._in_store(self.store.usage, since, until)
+        answer = accounting.summary(rows, window, since, until, viewer, admin)
+        answer["interval_s"] = self.interval_s
+        return answer
+
+
 class _Base(web.RequestHandler):
     @property
     def service(self) -> HubService:
@@ -573,6 +687,50 @@ class DevicesApi(_Api, _UserFirst, _HubAuthFromSettings, HubAuthenticated, _Base
         self.finish(body)
 
 
+class UsageApi(_Api, _ConsoleBase):
+    """``api/usage``: any hub user's own usage (the sidebar's "your GPU use"); admins everybody's."""
+
+    @property
+    def hub_scopes(self) -> None:
+        return None  # every identified hub user or service; what each sees is decided below
+
+    def window(self) -> str:
+        window = self.get_argument("window", "week")
+        if window not in accounting.WINDOWS:
+            raise web.HTTPError(400, f"window must be one of {', '.join(accounting.WINDOWS)}, not {window[:40]!r}")
+        if self.service.accountant is None:
+            raise web.HTTPError(404, "usage accounting is off in this service (no --usage-db)")
+        return window
+
+    @property
+    def accountant(self) -> UsageAccountant:
+        assert self.service.accountant is not None, "checked by window()"
+        return self.service.accountant
+
+    @web.authenticated
+    async def get(self) -> None:
+        window = self.window()
+        data = await self.accountant.usage(window, self.viewer(), core.access(self.current_user) == "admin")
+        self.set_header("Content-Type", "application/json")
+        self.set_header("Cache-Control", "no-store")
+        self.finish(json.dumps(data, allow_nan=False))
+
+
+class UsageCsvApi(UsageApi):
+    """``api/usage.csv``: everybody's usage as CSV, for admins (the console's "CSV" link)."""
+
+    @web.authenticated
+    async def get(self) -> None:
+        if self.role() != "admin":
+            raise web.HTTPError(403, "the usage export is for admins")
+        window = self.window()
+        data = await self.accountant.usage(window, self.viewer(), True)
+        self.set_header("Content-Type", "text/csv; charset=utf-8")
+        self.set_header("Content-Disposition", f'attachment; filename="gpu-usage-{window}.csv"')
+        self.set_header("Cache-Control", "no-store")
+        self.finish(accounting.csv_text(data).encode())
+
+
 class _DeviceSeries(Collector):
     """The per-GPU families of one sample (a registry per scrape: nothing shared between requests)."""
 
@@ -621,6 +779,8 @@ def make_app(service: HubService, prefix: str, hub_auth: HubOAuth | None = None)
             (prefix + "/?", ConsolePage),
             (prefix + "/api/console", ConsoleApi),
             (prefix + "/api/devices", DevicesApi),
+            (prefix + "/api/usage", UsageApi),
+            (prefix + r"/api/usage\.csv", UsageCsvApi),
             (prefix + "/metrics", MetricsApi),
             (prefix + r"/api/users/([^/]+)/kernels/([^/]+)", KernelApi),
             (prefix + "/oauth_callback", OAuthCallback),

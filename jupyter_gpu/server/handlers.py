@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
+import os
+import urllib.error
 from typing import Any
 
 from jupyter_server.auth.decorator import authorized
@@ -72,8 +75,45 @@ class SnapshotHandler(GpuHandler):
             self.finish(answer.body)
 
 
+class UsageHandler(GpuHandler):
+    """``GET {base_url}jupyter-gpu/usage?window=day|week|30d``: this server's user's GPU use (the
+    sidebar's "your GPU use this week"), asked from the jupyter-gpu hub service's ``api/usage`` with
+    this server's own token (:func:`jupyter_gpu.sources.remote.own_usage`: the browser cannot call
+    the service without its OAuth). 404 when there is no service (``$JUPYTER_GPU_SERVICE_URL`` unset)
+    or it keeps no accounting; 502 with one line when it cannot be read."""
+
+    @web.authenticated
+    @authorized
+    async def get(self) -> None:
+        from ..sources import remote
+
+        window = self.get_argument("window", "week")
+        if window not in remote.USAGE_WINDOWS:
+            raise web.HTTPError(400, f"window must be one of {', '.join(remote.USAGE_WINDOWS)}")
+        base = os.environ.get(remote.SERVICE_URL_ENV)
+        user = os.environ.get("JUPYTERHUB_USER")
+        if not base or not user:
+            raise web.HTTPError(
+                404, "no jupyter-gpu hub service for this server (JUPYTER_GPU_SERVICE_URL, JUPYTERHUB_USER)"
+            )
+        account = self.service.config.service_account
+        try:
+            data = await asyncio.get_running_loop().run_in_executor(
+                None, lambda: remote.own_usage(base, user, window, account=account)
+            )
+        except urllib.error.HTTPError as error:
+            if error.code == 404:
+                raise web.HTTPError(404, "the jupyter-gpu service keeps no usage accounting") from None
+            raise web.HTTPError(502, f"the jupyter-gpu service answered HTTP {error.code}") from None
+        except (OSError, remote.BadAnswer) as error:
+            reason = getattr(error, "reason", None) or error
+            raise web.HTTPError(502, f"cannot read your GPU use from the jupyter-gpu service: {reason}") from None
+        self.write_json(data)
+
+
 def routes(base_url: str) -> list[tuple[str, type[GpuHandler]]]:
     """The extension's URL table, under ``{base_url}jupyter-gpu/`` (works behind JupyterHub)."""
     return [
         (url_path_join(base_url, NAMESPACE, "snapshot"), SnapshotHandler),
+        (url_path_join(base_url, NAMESPACE, "usage"), UsageHandler),
     ]

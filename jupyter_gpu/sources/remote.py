@@ -397,3 +397,65 @@ class RemoteSource:
             log.info("jupyter_gpu: the jupyter-gpu service answers again (%s)", self.url)
         self.last_error = None
         return snapshot
+
+
+USAGE_WINDOWS = ("day", "week", "30d")  # the service's api/usage?window=
+USAGE_MAX_BYTES = 1 << 20
+_FIGURES = ("gpu_hours", "gib_hours", "busy_hours", "idle_hours")
+
+
+def own_usage(
+    service_url: str,
+    user: str,
+    window: str = "week",
+    token: str | None = None,
+    account: str = DEFAULT_SERVICE_ACCOUNT,
+    timeout_s: float = 3.0,
+) -> dict[str, Any]:
+    """``user``'s GPU use over ``window`` from the service's ``api/usage`` (the sidebar's "your GPU
+    use"), asked with this server's token on a connection proven as for snapshots (module doc).
+
+    The service answers a user's token with that user's own figures (an admin's with everybody's:
+    only ``user``'s row is kept). The answer is untrusted and checked field by field::
+
+        {"window": str, "since": float, "until": float, "user": str, "gpu_hours": float,
+         "gib_hours": float, "busy_hours": float, "idle_hours": float,
+         "notebooks": [{"notebook": str, "gpu_hours": float, ...}]}
+
+    (zeros and no notebooks when ``user`` used no GPU). Raises OSError (``urllib.error.HTTPError``
+    with the service's status included) or :class:`BadAnswer`.
+    """
+    if window not in USAGE_WINDOWS:
+        raise ValueError(f"window must be one of {', '.join(USAGE_WINDOWS)}")
+    request = urllib.request.Request(
+        service_url.rstrip("/") + "/api/usage?window=" + window, headers={"Accept": "application/json"}
+    )
+    token = token if token is not None else os.environ.get("JUPYTERHUB_API_TOKEN")
+    if token:
+        request.add_header("Authorization", f"token {token}")
+    with opener(account).open(request, timeout=timeout_s) as response:
+        body = response.read(USAGE_MAX_BYTES + 1)
+    try:
+        fields = Fields(loads(body, max_bytes=USAGE_MAX_BYTES))
+        answer: dict[str, Any] = {
+            "window": fields.text("window", 16),
+            "since": fields.number("since"),
+            "until": fields.number("until"),
+            "user": user,
+            **dict.fromkeys(_FIGURES, 0.0),
+            "notebooks": [],
+        }
+        for row in fields.objects("users", 100_000):
+            if row.text("name", 1024) != user:
+                continue
+            answer.update({key: row.number(key, 0, 1e12) for key in _FIGURES})
+            answer["notebooks"] = [
+                {
+                    "notebook": notebook.text("notebook", MAX_TEXT, 0),
+                    **{k: notebook.number(k, 0, 1e12) for k in _FIGURES},
+                }
+                for notebook in row.objects("notebooks", 10_000)
+            ]
+        return answer
+    except WireError as error:
+        raise BadAnswer(f"the usage answer is unusable: {error}") from None

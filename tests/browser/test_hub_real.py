@@ -169,6 +169,10 @@ service["command"] = [{proxy_url!r} if part == "http://127.0.0.1:8000" else part
 service["command"] += ["--interval", "0.5"]
 service["environment"].update({{"PYTHONPATH": {pythonpath!r}, "JUPYTER_GPU_SIMULATE_CALLS_DIR": {calls_dir!r}}})
 next(r for r in c.JupyterHub.load_roles if r["name"] == "jupyter-gpu-readers")["users"] = [{alice!r}]
+# Usage accounting asks every running server for its snapshot once a minute (docs/jupyterhub.md),
+# which wakes the control servers' own samplers (source=nvml): off here, where NVML calls of open
+# sidebars are counted (tests/test_hub*.py and test_hub_console.py cover accounting).
+service["command"] += ["--usage-db", ""]
 # Prometheus, as deploy/prometheus/prometheus.yml documents its token's scopes
 c.JupyterHub.services.append({{"name": "prometheus", "api_token": {prometheus!r}}})
 c.JupyterHub.load_roles.append({{"name": "prometheus", "services": ["prometheus"],

@@ -103,8 +103,19 @@ globalThis.jupyterGpuFormat = (function () {
 if (typeof document !== 'undefined') {
   (function (format) {
     const POLL_MS = 2000;
+    const USAGE_POLL_MS = 60000;
+    const PAGE_USERS = 50; // users per page: the page stays readable (and quick) at 200 users
     const SVG = 'http://www.w3.org/2000/svg';
     let timer = null;
+    let usageTimer = null;
+    let latest = null; // the last api/console answer
+    let usage = null; // the last api/usage answer
+    // What the viewer chose: the user filter, each table's sort and page.
+    const view = {
+      filter: '',
+      users: { key: 'name', descending: false, page: 0 },
+      usage: { key: 'gpu_hours', descending: true, page: 0 }
+    };
 
     // Every text the console shows goes through here: neutralised (the hub already did, this page
     // does not rely on it).
@@ -117,6 +128,21 @@ if (typeof document !== 'undefined') {
     function xsrf() {
       const match = document.cookie.match(/(?:^|;\s*)_xsrf=([^;]*)/);
       return match ? decodeURIComponent(match[1]) : '';
+    }
+    function getJson(url) {
+      // JupyterHub checks XSRF on every cookie-authenticated fetch, GET included.
+      return fetch(url, { credentials: 'same-origin', headers: { 'X-XSRFToken': xsrf() } }).then(
+        function (response) {
+          if (!response.ok)
+            return response.json().then(function (body) {
+              throw new Error(body.message);
+            });
+          return response.json();
+        }
+      );
+    }
+    function clock(seconds) {
+      return new Date(seconds * 1000).toLocaleTimeString([], { hour: '2-digit', minute: '2-digit' });
     }
     function line(values, cls, t0, t1) {
       const path = document.createElementNS(SVG, 'polyline');
@@ -133,22 +159,64 @@ if (typeof document !== 'undefined') {
       );
       return path;
     }
+    // The chart of one GPU as the sidebar draws it: utilization and memory in percent over time,
+    // a time axis under it (first sample, middle, newest) and a legend with the newest values.
     function chart(history) {
+      const figure = el('figure', null, 'jg-chart');
       const svg = document.createElementNS(SVG, 'svg');
       svg.setAttribute('viewBox', '0 0 100 48');
       svg.setAttribute('preserveAspectRatio', 'none');
       const t = history.t || [];
+      const util = [],
+        mem = [];
+      t.forEach(function (time, i) {
+        if (history.utilization[i] !== null) util.push([time, history.utilization[i]]);
+        if (history.memory[i] !== null) mem.push([time, history.memory[i]]);
+      });
       if (t.length > 1) {
-        const util = [],
-          mem = [];
-        t.forEach(function (time, i) {
-          if (history.utilization[i] !== null) util.push([time, history.utilization[i]]);
-          if (history.memory[i] !== null) mem.push([time, history.memory[i]]);
-        });
         svg.appendChild(line(mem, 'mem', t[0], t[t.length - 1]));
         svg.appendChild(line(util, 'util', t[0], t[t.length - 1]));
       }
-      return svg;
+      figure.appendChild(svg);
+      const axis = el('div', null, 'jg-axis');
+      axis.setAttribute('aria-hidden', 'true');
+      if (t.length > 1) {
+        [t[0], (t[0] + t[t.length - 1]) / 2, t[t.length - 1]].forEach(function (time) {
+          axis.appendChild(el('span', clock(time)));
+        });
+      }
+      figure.appendChild(axis);
+      const legend = el('figcaption', null, 'jg-legend');
+      const newest = function (points) {
+        return points.length ? Math.round(points[points.length - 1][1]) + ' %' : '—';
+      };
+      [
+        ['util', 'utilization ' + newest(util)],
+        ['mem', 'memory ' + newest(mem)]
+      ].forEach(function (key) {
+        const item = el('span', null, 'jg-key jg-key-' + key[0]);
+        item.appendChild(el('span', null, 'jg-swatch'));
+        item.appendChild(el('span', key[1]));
+        legend.appendChild(item);
+      });
+      figure.appendChild(legend);
+      return figure;
+    }
+    // "held by bob 4 GiB, alice 1 GiB": who holds memory on the GPU now (NVML's owners).
+    function holders(data, key) {
+      const held = [];
+      data.users.forEach(function (user) {
+        const bytes = user.memory_by_gpu[key];
+        if (bytes) held.push([user.name, bytes]);
+      });
+      held.sort(function (a, b) {
+        return b[1] - a[1] || (a[0] < b[0] ? -1 : 1);
+      });
+      if (!held.length) return 'held by nobody';
+      const shown = held.slice(0, 5).map(function (entry) {
+        return entry[0] + ' ' + format.formatBytes(entry[1]);
+      });
+      return 'held by ' + shown.join(', ') + (held.length > 5 ? ' and ' + (held.length - 5) + ' more' : '');
     }
     function renderGpus(data) {
       const box = document.getElementById('jg-gpus');
@@ -180,6 +248,9 @@ if (typeof document !== 'undefined') {
               'jg-muted'
             )
           );
+        card.appendChild(
+          el('div', holders(data, gpu.host ? gpu.host + ':' + gpu.index : String(gpu.index)), 'jg-holders')
+        );
         card.appendChild(chart(gpu.history));
         cards.push(card);
       });
@@ -217,55 +288,204 @@ if (typeof document !== 'undefined') {
         (kernel.memory_source === 'report' ? " (the kernel's report)" : '')
       );
     }
+    // The rows a table shows: filtered by user name, sorted by the chosen column (then by name).
+    function arrange(rows, state) {
+      const needle = view.filter.toLowerCase();
+      const kept = rows.filter(function (row) {
+        return !needle || row.name.toLowerCase().indexOf(needle) !== -1;
+      });
+      kept.sort(function (a, b) {
+        const x = a[state.key],
+          y = b[state.key];
+        const order = typeof x === 'number' ? x - y : x < y ? -1 : x > y ? 1 : 0;
+        return (state.descending ? -order : order) || (a.name < b.name ? -1 : a.name > b.name ? 1 : 0);
+      });
+      return kept;
+    }
+    // One page of ``rows`` (PAGE_USERS users) and the pager under the table ("users 51–100 of 200").
+    function page(rows, state, pagerId, rerender) {
+      const pages = Math.max(1, Math.ceil(rows.length / PAGE_USERS));
+      state.page = Math.min(state.page, pages - 1);
+      const pager = document.getElementById(pagerId);
+      const parts = [];
+      if (pages > 1) {
+        const back = el('button', '‹ previous');
+        back.disabled = state.page === 0;
+        back.addEventListener('click', function () {
+          state.page -= 1;
+          rerender();
+        });
+        const next = el('button', 'next ›');
+        next.disabled = state.page === pages - 1;
+        next.addEventListener('click', function () {
+          state.page += 1;
+          rerender();
+        });
+        const first = state.page * PAGE_USERS + 1;
+        const last = Math.min(rows.length, first + PAGE_USERS - 1);
+        parts.push(back, el('span', 'users ' + first + '–' + last + ' of ' + rows.length, 'jg-muted'), next);
+      }
+      pager.replaceChildren.apply(pager, parts);
+      return rows.slice(state.page * PAGE_USERS, (state.page + 1) * PAGE_USERS);
+    }
+    // Column headers with data-sort sort their table on click or Enter, and say so in aria-sort.
+    function sortable(tableId, state, rerender) {
+      document.querySelectorAll('#' + tableId + ' th[data-sort]').forEach(function (th) {
+        th.tabIndex = 0;
+        const choose = function () {
+          if (state.key === th.dataset.sort) state.descending = !state.descending;
+          else {
+            state.key = th.dataset.sort;
+            state.descending = th.dataset.sort !== 'name';
+          }
+          state.page = 0; // a new order starts at its top
+          rerender();
+        };
+        th.addEventListener('click', choose);
+        th.addEventListener('keydown', function (event) {
+          if (event.key === 'Enter' || event.key === ' ') {
+            event.preventDefault();
+            choose();
+          }
+        });
+      });
+    }
+    function markSort(tableId, state) {
+      document.querySelectorAll('#' + tableId + ' th[data-sort]').forEach(function (th) {
+        th.setAttribute(
+          'aria-sort',
+          th.dataset.sort === state.key ? (state.descending ? 'descending' : 'ascending') : 'none'
+        );
+      });
+    }
     function renderUsers(data) {
       const body = document.querySelector('#jg-users tbody');
       const rows = [];
-      data.users.forEach(function (user) {
-        const head = el('tr', null, 'jg-user');
-        head.dataset.user = user.name;
-        head.appendChild(el('td', user.name));
-        const status = el(
-          'td',
-          user.error || user.kernels.length + ' kernel(s)',
-          user.error ? 'jg-error' : ''
-        );
-        (user.warnings || []).forEach(function (text) {
-          status.appendChild(el('div', text, 'jg-warning'));
-        });
-        head.appendChild(status);
-        head.appendChild(el('td', ''));
-        head.appendChild(el('td', user.gpu_memory ? format.formatBytes(user.gpu_memory) : '–'));
-        head.appendChild(el('td', ''));
-        head.appendChild(el('td', ''));
-        head.appendChild(el('td', ''));
-        rows.push(head);
-        user.kernels.forEach(function (kernel) {
-          const row = el('tr', null, kernel.idle ? 'jg-idle' : '');
-          row.dataset.user = user.name;
-          row.appendChild(el('td', ''));
-          row.appendChild(
-            el('td', kernel.notebook || (kernel.kernel_id ? kernel.kernel_id.slice(0, 8) : '(hidden)'))
+      markSort('jg-users', view.users);
+      page(arrange(data.users.slice(), view.users), view.users, 'jg-users-pages', rerenderUsers).forEach(
+        function (user) {
+          const head = el('tr', null, 'jg-user');
+          head.dataset.user = user.name;
+          head.appendChild(el('td', user.name));
+          const status = el(
+            'td',
+            user.error || user.kernels.length + ' kernel(s)',
+            user.error ? 'jg-error' : ''
           );
-          row.appendChild(el('td', (kernel.execution_state || '?') + (kernel.idle ? ' · idle' : '')));
-          row.appendChild(el('td', memoryText(kernel)));
-          row.appendChild(el('td', format.formatDuration(kernel.idle_s)));
-          row.appendChild(el('td', format.formatDuration(kernel.cull_in_s)));
-          const cell = el('td');
-          if (data.admin && kernel.kernel_id && kernel.gpu_memory > 0 && kernel.execution_state !== 'busy') {
-            const button = el('button', 'Shut down');
-            button.title = 'Shut this kernel down (the user loses its state)';
-            button.addEventListener('click', function () {
-              shutdown(user.name, kernel, button);
-            });
-            cell.appendChild(button);
-          }
-          row.appendChild(cell);
-          rows.push(row);
-        });
-      });
+          (user.warnings || []).forEach(function (text) {
+            status.appendChild(el('div', text, 'jg-warning'));
+          });
+          head.appendChild(status);
+          head.appendChild(el('td', ''));
+          head.appendChild(el('td', user.gpu_memory ? format.formatBytes(user.gpu_memory) : '–'));
+          head.appendChild(el('td', ''));
+          head.appendChild(el('td', ''));
+          head.appendChild(el('td', ''));
+          rows.push(head);
+          user.kernels.forEach(function (kernel) {
+            const row = el('tr', null, kernel.idle ? 'jg-idle' : '');
+            row.dataset.user = user.name;
+            row.appendChild(el('td', ''));
+            row.appendChild(
+              el('td', kernel.notebook || (kernel.kernel_id ? kernel.kernel_id.slice(0, 8) : '(hidden)'))
+            );
+            row.appendChild(el('td', (kernel.execution_state || '?') + (kernel.idle ? ' · idle' : '')));
+            row.appendChild(el('td', memoryText(kernel)));
+            row.appendChild(el('td', format.formatDuration(kernel.idle_s)));
+            row.appendChild(el('td', format.formatDuration(kernel.cull_in_s)));
+            const cell = el('td');
+            if (
+              data.admin &&
+              kernel.kernel_id &&
+              kernel.gpu_memory > 0 &&
+              kernel.execution_state !== 'busy'
+            ) {
+              const button = el('button', 'Shut down');
+              button.title = 'Shut this kernel down (the user loses its state)';
+              button.addEventListener('click', function () {
+                shutdown(user.name, kernel, button);
+              });
+              cell.appendChild(button);
+            }
+            row.appendChild(cell);
+            rows.push(row);
+          });
+        }
+      );
       body.replaceChildren.apply(body, rows);
     }
+    function rerenderUsers() {
+      if (latest) renderUsers(latest);
+    }
+    const FIGURES = ['gpu_hours', 'gib_hours', 'busy_hours', 'idle_hours'];
+    // The usage table: a row per user (totals) and, for an admin or one's own, a row per notebook;
+    // the numbers as the service rounded them, exactly as the CSV export writes them.
+    function renderUsage() {
+      const body = document.querySelector('#jg-usage tbody');
+      const rows = [];
+      markSort('jg-usage', view.usage);
+      if (!usage) return;
+      page(arrange(usage.users, view.usage), view.usage, 'jg-usage-pages', renderUsage).forEach(
+        function (user) {
+          const head = el('tr', null, 'jg-user');
+          head.dataset.user = user.name;
+          head.appendChild(el('td', user.name));
+          head.appendChild(el('td', user.notebooks.length + ' notebook(s)'));
+          FIGURES.forEach(function (key) {
+            head.appendChild(el('td', user[key].toFixed(2), 'jg-number'));
+          });
+          rows.push(head);
+          user.notebooks.forEach(function (entry) {
+            const row = el('tr', null, 'jg-notebook');
+            row.dataset.user = user.name;
+            row.appendChild(el('td', ''));
+            row.appendChild(el('td', entry.notebook || '(outside notebooks)'));
+            FIGURES.forEach(function (key) {
+              row.appendChild(el('td', entry[key].toFixed(2), 'jg-number'));
+            });
+            rows.push(row);
+          });
+        }
+      );
+      if (!rows.length) {
+        const empty = el('tr');
+        const cell = el('td', 'no GPU use in this window', 'jg-muted');
+        cell.colSpan = 6;
+        empty.appendChild(cell);
+        rows.push(empty);
+      }
+      body.replaceChildren.apply(body, rows);
+    }
+    function refreshUsage() {
+      clearTimeout(usageTimer);
+      const span = document.getElementById('jg-window').value;
+      const csv = document.getElementById('jg-csv');
+      csv.href = 'api/usage.csv?window=' + encodeURIComponent(span) + '&_xsrf=' + encodeURIComponent(xsrf());
+      getJson('api/usage?window=' + encodeURIComponent(span))
+        .then(function (data) {
+          usage = data;
+          csv.hidden = !data.admin;
+          document.getElementById('jg-usage-status').textContent = format.neutralize(
+            'since ' +
+              new Date(data.since * 1000).toLocaleString() +
+              ' (hours of the usage file, sampled every ' +
+              format.formatDuration(data.interval_s) +
+              ')'
+          );
+          renderUsage();
+          document.body.dataset.usageRendered = String(Date.now());
+        })
+        .catch(function (error) {
+          document.getElementById('jg-usage-status').textContent = format.neutralize(
+            'no usage: ' + error.message
+          );
+        })
+        .finally(function () {
+          usageTimer = setTimeout(refreshUsage, USAGE_POLL_MS);
+        });
+    }
     function render(data) {
+      latest = data;
       const status = document.getElementById('jg-status');
       status.textContent =
         (data.admin ? 'admin view' : 'read-only view') +
@@ -287,15 +507,7 @@ if (typeof document !== 'undefined') {
     }
     function refresh() {
       clearTimeout(timer);
-      // JupyterHub checks XSRF on every cookie-authenticated fetch, GET included.
-      fetch('api/console', { credentials: 'same-origin', headers: { 'X-XSRFToken': xsrf() } })
-        .then(function (response) {
-          if (!response.ok)
-            return response.json().then(function (body) {
-              throw new Error(body.message);
-            });
-          return response.json();
-        })
+      getJson('api/console')
         .then(render)
         .catch(function (error) {
           document.getElementById('jg-status').textContent = format.neutralize(
@@ -306,6 +518,20 @@ if (typeof document !== 'undefined') {
           timer = setTimeout(refresh, POLL_MS);
         });
     }
+    sortable('jg-users', view.users, rerenderUsers);
+    sortable('jg-usage', view.usage, renderUsage);
+    document.getElementById('jg-filter').addEventListener('input', function (event) {
+      view.filter = event.target.value.trim();
+      view.users.page = 0;
+      view.usage.page = 0;
+      rerenderUsers();
+      renderUsage();
+    });
+    document.getElementById('jg-window').addEventListener('change', function () {
+      view.usage.page = 0;
+      refreshUsage();
+    });
     refresh();
+    refreshUsage();
   })(globalThis.jupyterGpuFormat);
 }

@@ -16,6 +16,7 @@ import type { IGpu, IGpuMonitorModel } from '../tokens';
 import { SIDEBAR_ID } from '../tokens';
 import { GpuCard } from './gpuCard';
 import type { IProcessActions } from './processRow';
+import { UsageSummary } from './usageSummary';
 
 export class GpuSidebar extends Widget {
   constructor(
@@ -44,6 +45,9 @@ export class GpuSidebar extends Widget {
     header.append(heading, refresh);
     this._warnings.hidden = true;
     this.node.append(header, this._summary, this._note, this._warnings, this._banner, this._cards);
+    // "Your GPU use this week" (under JupyterHub with the jupyter-gpu service; hidden otherwise).
+    this.node.insertBefore(this._usage.node, this._cards);
+    void this._usage.refresh();
 
     this.model.changed.connect(this._onChanged, this);
   }
@@ -135,6 +139,7 @@ export class GpuSidebar extends Widget {
       return;
     }
     this.model.changed.disconnect(this._onChanged, this);
+    this._usage.dispose();
     super.dispose();
   }
 
@@ -183,5 +188,6 @@ export class GpuSidebar extends Widget {
   private _warnings = el('ul', 'jp-GpuSidebar-warnings', { role: 'status', 'aria-label': 'Warnings' });
   private _warningsKey = '';
   private _cards = el('div', 'jp-GpuSidebar-cards');
+  private _usage = new UsageSummary();
   private _cardViews = new Map<string, GpuCard>();
 }

@@ -1,0 +1,96 @@
+/**
+ * "Your GPU use this week": one line in the sidebar under JupyterHub, from the server extension's
+ * `GET jupyter-gpu/usage?window=week`, which asks the jupyter-gpu hub service with the user server's
+ * own token (the service answers each user with their own figures only).
+ *
+ * Hidden when there is nothing to show: no hub service (the route answers 404), or no accounting
+ * there. Asked once when created and then every 10 minutes (the service accounts once a minute, in
+ * hours rounded to two decimals); text only, through `textContent`.
+ */
+import { el, setHidden, setText } from '../dom';
+import { displayText } from '../format';
+import { requestAPI, ServerExtensionMissingError } from '../server';
+
+/** The figures of one notebook, or of the user (hours; `idle_hours` is part of `gpu_hours`). */
+export interface IUsageFigures {
+  gpu_hours: number;
+  gib_hours: number;
+  busy_hours: number;
+  idle_hours: number;
+}
+
+/** The answer of `GET jupyter-gpu/usage` (`jupyter_gpu.sources.remote.own_usage`). */
+export interface IUsageAnswer extends IUsageFigures {
+  window: string;
+  user: string;
+  notebooks: (IUsageFigures & { notebook: string })[];
+}
+
+const WINDOW_TEXT: Record<string, string> = { day: 'today', week: 'this week', '30d': 'in 30 days' };
+const REFRESH_MS = 10 * 60 * 1000;
+
+function hours(value: number): string {
+  return Number.isFinite(value) ? value.toFixed(2).replace(/\.?0+$/, '') || '0' : '—';
+}
+
+/**
+ * The line, e.g. `Your GPU use this week: 12.5 GPU-hours, 40 GiB-hours, 30 % idle`, and the title
+ * (the notebooks, most GPU-hours first, at most five).
+ */
+export function usageText(answer: IUsageAnswer): { line: string; title: string } {
+  const when = WINDOW_TEXT[answer.window] ?? `over ${displayText(answer.window, '?', 16)}`;
+  if (!(answer.gpu_hours > 0)) {
+    return { line: `Your GPU use ${when}: none`, title: '' };
+  }
+  const idle = Math.round((100 * answer.idle_hours) / answer.gpu_hours);
+  const line =
+    `Your GPU use ${when}: ${hours(answer.gpu_hours)} GPU-hours, ` +
+    `${hours(answer.gib_hours)} GiB-hours, ${Math.min(100, Math.max(0, idle))} % idle`;
+  const notebooks = [...answer.notebooks]
+    .sort((a, b) => b.gpu_hours - a.gpu_hours)
+    .slice(0, 5)
+    .map(
+      n => `${displayText(n.notebook || '(outside notebooks)', '?', 80)}: ${hours(n.gpu_hours)} GPU-hours`
+    );
+  const more = answer.notebooks.length > 5 ? [`and ${answer.notebooks.length - 5} more`] : [];
+  return { line, title: [...notebooks, ...more].join('\n') };
+}
+
+export class UsageSummary {
+  readonly node: HTMLElement = el('div', 'jp-GpuSidebar-usage', { role: 'status' });
+
+  constructor(
+    private _fetch: () => Promise<IUsageAnswer> = () => requestAPI<IUsageAnswer>('usage?window=week'),
+    refreshMs: number = REFRESH_MS
+  ) {
+    this.node.hidden = true;
+    this._timer = refreshMs > 0 ? setInterval(() => void this.refresh(), refreshMs) : null;
+  }
+
+  /** Ask again and show the answer; hide on 404 (no hub service or no accounting). */
+  async refresh(): Promise<void> {
+    try {
+      const { line, title } = usageText(await this._fetch());
+      setText(this.node, line);
+      this.node.title = title;
+      setHidden(this.node, false);
+    } catch (error) {
+      if (error instanceof ServerExtensionMissingError) {
+        setHidden(this.node, true);
+        return;
+      }
+      setText(this.node, `Your GPU use: not available (${displayText((error as Error).message, '?', 200)})`);
+      this.node.title = '';
+      setHidden(this.node, false);
+    }
+  }
+
+  dispose(): void {
+    if (this._timer !== null) {
+      clearInterval(this._timer);
+      this._timer = null;
+    }
+  }
+
+  private _timer: ReturnType<typeof setInterval> | null;
+}

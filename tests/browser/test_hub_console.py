@@ -1,0 +1,168 @@
+"""The console page at 200 users x 2 kernels, in headless Chromium: paged users, filter by user,
+sortable columns (aria-sort), a "held by" line per GPU, charts with a time axis and a legend, and the
+usage table whose numbers are those of the CSV export. The service runs against the stand-in hub API
+of hub_fake (200 user servers) on simulated GPUs holding their kernels' processes; tokens ride on
+the browser's Authorization header."""
+
+from __future__ import annotations
+
+import asyncio
+import csv
+import io
+import threading
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hub_fake import SERVICE_TOKEN, FakeHub, scenario_of, user_snapshot
+from jupyterhub.services.auth import HubOAuth
+from support import ScenarioFile
+from tornado import netutil
+from tornado.httpserver import HTTPServer
+
+from jupyter_gpu import simulate
+from jupyter_gpu.hub.app import HubService, make_app
+
+pytestmark = pytest.mark.browser
+USERS = [f"user{n:03d}" for n in range(200)]
+
+
+@pytest.fixture
+def crowd_url(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    hub = FakeHub()
+    hub.add_user("root-admin", "admin-token", admin=True)
+    for n, name in enumerate(USERS):
+        hub.add_user(name, f"{name}-token")
+        hub.snapshots[name] = user_snapshot(name, 2, gpu=n % 8, mib=256 + n)
+    scenario = ScenarioFile(tmp_path / "gpus.json", scenario_of(hub.snapshots, gpus=8))
+    monkeypatch.setenv(simulate.ENV_VAR, str(scenario.path))
+    loop = asyncio.new_event_loop()
+    sockets = netutil.bind_sockets(0, "127.0.0.1")
+    ready = threading.Event()
+    box: dict[str, Any] = {}
+
+    def serve() -> None:
+        asyncio.set_event_loop(loop)
+
+        async def start() -> None:
+            service = HubService(
+                hub.url + "/hub/api",
+                SERVICE_TOKEN,
+                hub.url,
+                interval_s=0.5,
+                usage_db=str(tmp_path / "usage.sqlite"),
+                usage_interval_s=600,
+            )
+            now = time.time()
+            await service.accountant.account_once(now - 600)
+            await service.accountant.account_once(now)  # ten minutes of every kernel
+            auth = HubOAuth(
+                api_url=hub.url + "/hub/api",
+                api_token=SERVICE_TOKEN,
+                oauth_client_id="service-jupyter-gpu",
+                access_scopes={"access:services!service=jupyter-gpu"},
+                cache_max_age=60,
+            )
+            HTTPServer(make_app(service, "/services/jupyter-gpu/", hub_auth=auth)).add_sockets(sockets)
+            box["service"] = service
+            ready.set()
+
+        loop.run_until_complete(start())
+        loop.run_forever()
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    assert ready.wait(60)
+    try:
+        yield f"http://127.0.0.1:{sockets[0].getsockname()[1]}/services/jupyter-gpu/"
+    finally:
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(10)
+        box["service"].close()
+        hub.stop()
+
+
+def open_console(browser: Any, url: str, token: str) -> Any:
+    context = browser.new_context(
+        viewport={"width": 1280, "height": 900}, extra_http_headers={"Authorization": f"token {token}"}
+    )
+    page = context.new_page()
+    errors: list[str] = []
+    page.on("pageerror", lambda error: errors.append(str(error)))
+    page.goto(url)
+    page.wait_for_selector("#jg-users tr.jg-user", timeout=30_000)
+    page.wait_for_selector("#jg-usage tr.jg-user", timeout=30_000)
+    page.errors = errors
+    return page
+
+
+def test_200_users_are_paged_filtered_and_sorted(browser: Any, crowd_url: str) -> None:
+    page = open_console(browser, crowd_url, "admin-token")
+    try:
+        users = page.locator("#jg-users tr.jg-user")
+        assert users.count() == 50 and page.locator("#jg-users tbody tr").count() == 150  # 50 users, 2 kernels each
+        assert page.locator("#jg-users-pages").text_content().count("users 1\u201350 of 200") == 1
+        assert users.first.get_attribute("data-user") == "user000"
+        page.locator("#jg-users-pages button", has_text="next").click()
+        assert users.first.get_attribute("data-user") == "user050"
+        header = page.locator("#jg-users th[data-sort='gpu_memory']")
+        header.click()  # most GPU memory first: user199 holds 2 x 455 MiB
+        assert header.get_attribute("aria-sort") == "descending"
+        assert page.locator("#jg-users th[data-sort='name']").get_attribute("aria-sort") == "none"
+        assert users.first.get_attribute("data-user") == "user199"
+        header.press("Enter")
+        assert header.get_attribute("aria-sort") == "ascending" and users.first.get_attribute("data-user") == "user000"
+        page.fill("#jg-filter", "user12")  # user120-user129
+        assert users.count() == 10 and page.locator("#jg-usage tr.jg-user").count() == 10
+        assert page.locator("#jg-users-pages button").count() == 0
+        assert page.errors == []
+    finally:
+        page.context.close()
+
+
+def test_gpu_cards_say_who_holds_them_and_chart_with_a_time_axis_and_a_legend(browser: Any, crowd_url: str) -> None:
+    page = open_console(browser, crowd_url, "admin-token")
+    try:
+        card = page.locator(".jg-gpu[data-index='7']")
+        holders = card.locator(".jg-holders").text_content()
+        # GPU 7 holds user007, 015, ..., 199 (25 users): the five holding most, largest first.
+        assert holders.startswith("held by user199 910 MiB, user191 894 MiB,") and holders.endswith(" and 20 more")
+        page.wait_for_function("document.querySelectorAll('.jg-gpu .jg-axis span').length >= 24", timeout=20_000)
+        assert card.locator(".jg-axis span").count() == 3
+        legend = card.locator(".jg-legend").text_content()
+        assert "utilization" in legend and "memory" in legend and "%" in legend
+        assert page.errors == []
+    finally:
+        page.context.close()
+
+
+def test_the_usage_table_shows_the_numbers_of_the_csv_export(browser: Any, crowd_url: str) -> None:
+    page = open_console(browser, crowd_url, "admin-token")
+    try:
+        page.select_option("#jg-window", "day")
+        page.wait_for_function("document.getElementById('jg-csv').href.includes('window=day')")
+        href = page.locator("#jg-csv").get_attribute("href")
+        request = urllib.request.Request(
+            crowd_url + href.split("&_xsrf")[0], headers={"Authorization": "token admin-token"}
+        )
+        with urllib.request.urlopen(request, timeout=30) as answer:
+            exported = list(csv.reader(io.StringIO(answer.read().decode())))
+        assert exported[0] == ["user", "notebook", "gpu_hours", "gib_hours", "busy_hours", "idle_hours"]
+        assert len(exported) == 1 + 400  # every user's two notebooks
+        shown: list[list[str]] = []
+        for _ in range(4):  # the four pages of 50 users
+            for row in page.locator("#jg-usage tr.jg-notebook").all():
+                user = row.get_attribute("data-user")
+                cells = row.locator("td").all_text_contents()
+                shown.append([user or "", *cells[1:]])
+            following = page.locator("#jg-usage-pages button", has_text="next")
+            if following.count() and following.is_enabled():
+                following.click()
+        assert sorted(shown) == sorted(exported[1:])
+        assert ["user199", "user199/secret-0.ipynb", "0.17", "0.07", "0.00", "0.17"] in shown  # 10 min, 455 MiB
+        assert page.errors == []
+    finally:
+        page.context.close()
