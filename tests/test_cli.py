@@ -13,6 +13,14 @@ import pytest
 from jupyter_gpu import cli, simulate
 
 
+@pytest.fixture(autouse=True)
+def _no_running_server(tmp_path, monkeypatch):
+    """No Jupyter server or hub service of this user answers unless a test starts one: the host's
+    sample is read through NVML here (another test run's or engineer's server must not answer)."""
+    monkeypatch.setenv("JUPYTER_RUNTIME_DIR", str(tmp_path / "runtime"))
+    monkeypatch.delenv("JUPYTER_GPU_SERVICE_URL", raising=False)
+
+
 def run(*argv: str) -> tuple[int, str, str]:
     out, err = io.StringIO(), io.StringIO()
     code = cli.main(list(argv), out=out, err=err)
@@ -24,7 +32,8 @@ def test_table_lists_gpus_and_processes(demo_gpus):
     assert code == 0
     lines = out.splitlines()
     assert "simulated" in lines[0] and "550.54.15" in lines[0]
-    assert lines[1].split()[:2] == ["GPU", "Name"]
+    assert lines[1] == "Sample: NVML read locally: no Jupyter server or hub service answered"
+    assert lines[2].split()[:2] == ["GPU", "Name"]
     assert "74.2 GiB / 80 GiB (93%)" in out and "97%" in out and "71°C" in out and "372 / 400 W" in out
     assert "NVIDIA RTX A6000" in out
     bob = next(line for line in lines if "910001" in line)
@@ -145,7 +154,8 @@ def test_a_rejected_scenario_edit_is_printed_and_the_last_good_one_kept(scenario
     code, out, err = run("status")
     # Then the table still shows the last good scenario, under one warning line
     rejected = "simulated scenario rejected: gpus[0].memory_used_mib must be >= 0 (keeping the last good scenario)"
-    assert code == 0 and out.splitlines()[0] == f"Warning: {rejected}"
+    head = out.split("\nDriver ")[0]  # the warning, wrapped to 80 columns
+    assert code == 0 and " ".join(line.strip() for line in head.splitlines()) == f"Warning: {rejected}"
     assert "0 MiB / 80 GiB" in out
     # And --json carries it in "warnings" and says it on stderr
     code, out, err = run("status", "--json")
@@ -187,7 +197,10 @@ def test_slices_are_rows_under_their_gpu_with_their_processes(scenario):
         ["0:1", "└", "MIG", "2g.20gb"],
         ["0:2", "└", "MIG", "1g.10gb"],
     ]
-    assert all(uuid in row for uuid, row in zip(A100_MIG_UUIDS, slices, strict=True))
+    assert max(len(line) for line in lines) <= 80  # a classic terminal, MIG too (118 before)
+    # the MIG UUIDs take room: --wide shows them
+    wide = [line for line in run("status", "--wide")[1].splitlines() if line.startswith("0:")]
+    assert all(uuid in row for uuid, row in zip(A100_MIG_UUIDS, wide, strict=True))
     assert "29.3 GiB / 39.3 GiB" in slices[0] and "n/a on MIG" in slices[0]
     # each process is printed once, under its slice
     assert out.count("4100001") == 1 and lines.index(slices[0]) + 1 == next(

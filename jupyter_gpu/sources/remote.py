@@ -155,19 +155,21 @@ def snapshot_from_dict(data: Any) -> Snapshot:
         raise BadAnswer(str(error)) from None
 
 
-def fill_own_names(snapshot: Snapshot, directory: ProcessDirectory) -> Snapshot:
+def fill_own_names(snapshot: Snapshot, directory: ProcessDirectory, everyone: bool = False) -> Snapshot:
     """Program name and command line of this user's processes (on the GPUs and in their MIG
-    slices), as ``directory`` tells them: keyed by PID and start time, like NVML readings here."""
+    slices), as ``directory`` tells them: keyed by PID and start time, like NVML readings here.
+    ``everyone`` (admins: ``jupyter-gpu status --show-other-names``): other users' program names
+    too, where ``directory`` shows them and the PID here is still that user's."""
     me = directory.me
-    if me is None:
+    if me is None and not everyone:
         return snapshot
 
     def named(processes: tuple[GpuProcess, ...]) -> tuple[GpuProcess, ...]:
         out = []
         for process in processes:
-            if process.user == me:
+            if process.user is not None and (process.user == me or everyone):
                 identity = directory.identify(process.pid)
-                if identity.user == me:  # the PID is still this user's process
+                if identity.user == process.user:  # the PID is still that user's process
                     process = replace(process, name=identity.name, command=identity.command)
             out.append(process)
         return tuple(out)
