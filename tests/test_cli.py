@@ -209,3 +209,43 @@ def test_slices_are_rows_under_their_gpu_with_their_processes(scenario):
     assert lines.index(slices[2]) + 1 == next(i for i, line in enumerate(lines) if "4100002" in line)
     whole = next(line for line in lines if line.lstrip().startswith("1  "))
     assert "20%" in whole and "n/a" not in whole
+
+
+# -- beside a running Jupyter server of this user (a real one, as a subprocess)
+
+
+def test_beside_a_running_server_its_sample_and_the_users_kernels_are_shown(live_server, scenario, tmp_path):
+    from support import a100_mig_scenario
+
+    from jupyter_gpu.simulate import counters
+
+    # Given a notebook's kernel holding memory on a MIG slice, and a display server on GPU 1
+    pid = live_server.start_kernel()
+    data = a100_mig_scenario()
+    data["gpus"][0]["mig_slices"][1]["processes"] = [{"pid": pid, "memory_mib": 3072}]
+    data["gpus"][1]["processes"] = [{"pid": 4_200_001, "memory_mib": 300, "user": "dave", "type": "graphics"}]
+    scenario.write(data)
+    calls = tmp_path / "nvml-calls"
+    before = counters.calls_by_process(calls)
+    # When the user runs jupyter-gpu status in a terminal
+    code, out, _ = run("status")
+    # Then the sample is the server's, the kernel is shown by notebook with its idle time
+    assert code == 0, out
+    lines = out.splitlines()
+    assert lines[1] == f"Sample: from the Jupyter server at {live_server.url}"
+    row = next(line for line in lines if f"pid {pid}" in line)
+    assert "alice.ipynb" in row and ("idle" in row or "busy" in row) and "└ C " in row, row
+    assert "python" not in row  # not "root python": the notebook
+    assert "└ G " in next(line for line in lines if "4200001" in line)  # a graphics process: G, as nvitop
+    assert lines[lines.index("Your kernels:") + 1].lstrip().startswith("alice.ipynb")
+    assert max(len(line) for line in lines) <= 80, "\n".join(line for line in lines if len(line) > 80)
+    # and --json carries the source and the kernels
+    data = json.loads(run("status", "--json")[1])
+    assert data["source"] == "jupyter-server" and data["source_note"] == f"from the Jupyter server at {live_server.url}"
+    (kernel,) = data["kernels"]
+    assert kernel["notebook"] == "alice.ipynb" and kernel["gpu_pids"] == [pid] and kernel["gpu_memory"] == 3 * 2**30
+    assert isinstance(kernel["idle_s"], float)
+    # and this terminal read no NVML at all: only the server's process counted calls
+    after = counters.calls_by_process(calls)
+    readers = {pid for pid, start in after if after[pid, start] != before.get((pid, start), 0)}
+    assert readers == {live_server.process.pid}, readers
