@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import os
 import stat
+import sys
 import threading
 import time
 import urllib.error
@@ -326,6 +327,8 @@ class HostSample:
         if self._runtime_dir is not None:
             return self._runtime_dir
         if self.kernel:
+            if not _in_kernel():
+                return None  # a panel in a plain IPython or a test: no kernel, so no server of its own
             from .kernel_reports import kernel_identity
 
             return kernel_identity()[1]
@@ -379,6 +382,14 @@ class HostSample:
                 self._reader = NvmlReader(self.directory)
             return self._reader.snapshot()
         return default_reader().snapshot()
+
+
+def _in_kernel() -> bool:
+    """Whether this process is a running IPython kernel (asked without creating its application:
+    ``IPKernelApp.instance()`` outside a kernel would change how ipywidgets open their comms)."""
+    if "ipykernel.kernelapp" not in sys.modules:
+        return False
+    return bool(sys.modules["ipykernel.kernelapp"].IPKernelApp.initialized())
 
 
 def _simulating() -> bool:
