@@ -31,14 +31,16 @@ import sys
 import textwrap
 import time
 from collections.abc import Sequence
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
 
 from . import __version__
 from .core.snapshot import GpuInfo, GpuProcess, MigSlice, Snapshot
 from .core.text import display_text, truncate
 from .core.units import format_bytes, format_duration
-from .sources.host import SOURCE_SERVER, HostReading, KernelView
-from .sources.peers import KernelPeer
+
+if TYPE_CHECKING:
+    from .sources.host import HostReading, KernelView
+    from .sources.peers import KernelPeer
 
 NOT_ON_MIG = "n/a on MIG"
 WIDTH = 80
@@ -127,6 +129,8 @@ def format_table(snapshot: Snapshot, reading: HostReading | None = None, wide: b
         indent = " " * (widths[0] + 2 * depth)
         for process in sorted(processes, key=lambda p: -(p.memory or 0)):
             lines.append(_fit(_process_line(indent, process, by_pid.get(process.pid)), wide))
+    from .sources.host import SOURCE_SERVER
+
     if reading is not None and reading.source == SOURCE_SERVER:
         lines.extend(_fit(line, wide) for line in _kernel_lines(reading.kernels))
     return "\n".join(lines)

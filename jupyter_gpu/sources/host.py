@@ -30,7 +30,7 @@ port another user listens on (a server that died, its port taken) gets nothing.
 bounded), the kernel entries field by field; a bad answer is a failed server. A server whose
 GPUs are of another world than this process would read (simulated vs. real NVML) is not used.
 
-Timeouts are short (:data:`SERVER_TIMEOUT_S`): ``jupyter-gpu status`` has 150 ms in all. After a
+A server that does not answer within :data:`SERVER_TIMEOUT_S` is given up for this sample. After a
 failure, servers are looked for again at most every :data:`REDISCOVER_S` seconds.
 
 ``--json`` and the panel see the source in the snapshot's ``extra``: ``"source"`` (``"jupyter-server"``,
@@ -69,8 +69,10 @@ SOURCE_SERVER = "jupyter-server"
 SOURCE_SERVICE = "hub-service"
 SOURCE_NVML = "nvml"
 
-SERVER_TIMEOUT_S = 0.5
-"""How long one server may take to answer (it answers from its last sample, in milliseconds)."""
+SERVER_TIMEOUT_S = 2.0
+"""How long one server may take to answer. A server whose sampler runs answers from its last sample
+in milliseconds; one whose sampler is idle (no sidebar open) takes one NVML sample first, which can
+take a second on a busy host, and is still cheaper than starting NVML here."""
 REDISCOVER_S = 10.0
 """After no server answered, how long before the runtime files are read again."""
 MAX_RUNTIME_FILE = 64 * 1024
@@ -393,6 +395,10 @@ def _in_kernel() -> bool:
 
 
 def _simulating() -> bool:
+    """Whether NVML read here would be simulated (the simulation is imported only when asked for:
+    ``jupyter-gpu status`` beside a server has 150 ms in all)."""
+    if "jupyter_gpu.simulate" not in sys.modules and not os.environ.get("JUPYTER_GPU_SIMULATE", "").strip():
+        return False  # nothing installed it, nothing asks for it
     from .. import simulate
 
     return simulate.installed() is not None or simulate.simulation_requested(os.environ.get(simulate.ENV_VAR))
