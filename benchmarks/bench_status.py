@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -34,25 +35,36 @@ from live_processes import LiveServer, get_json, stop  # noqa: E402
 from jupyter_gpu.simulate import counters  # noqa: E402
 
 
-def timed(command: list[str], env: dict[str, str], expect: str | None = None) -> float:
+def timed(command: list[str], env: dict[str, str], expect: str | None = None) -> tuple[float, float]:
+    """(wall seconds, CPU seconds: user + system) of one run of ``command``. On a host shared with
+    other work the CPU time is what the command itself costs: its wall time on an idle host."""
+    cpu = resource.getrusage(resource.RUSAGE_CHILDREN)
     started = time.perf_counter()
     done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=60)
     elapsed = time.perf_counter() - started
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if expect is not None and expect not in done.stdout:
         raise SystemExit(f"unexpected output of {command}: {done.stdout[:500]}{done.stderr[:500]}")
-    return elapsed
+    return elapsed, (after.ru_utime - cpu.ru_utime) + (after.ru_stime - cpu.ru_stime)
 
 
-def status_times(server: LiveServer, runtime: Path, runs: int) -> dict[str, float]:
+def status_times(server: LiveServer, runtime: Path, runs: int) -> dict[str, tuple[float, float]]:
     env = {**os.environ, "JUPYTER_RUNTIME_DIR": str(runtime)}
     alone = {**env, "JUPYTER_RUNTIME_DIR": str(runtime.parent / "no-runtime")}
     status = [sys.executable, "-m", "jupyter_gpu.cli", "status"]
-    results: dict[str, list[float]] = {"python -c pass": [], "status beside the server": [], "status, NVML here": []}
+    results: dict[str, list[tuple[float, float]]] = {
+        "python -c pass": [],
+        "status beside the server": [],
+        "status, NVML here": [],
+    }
     for _ in range(runs):  # interleaved: the host's load falls on each alike
         results["python -c pass"].append(timed([sys.executable, "-c", "pass"], env))
         results["status beside the server"].append(timed(status, env, f"from the Jupyter server at {server.url}"))
         results["status, NVML here"].append(timed(status, alone, "NVML read locally"))
-    return {name: statistics.median(values) for name, values in results.items()}
+    return {
+        name: (statistics.median(wall for wall, _ in values), statistics.median(cpu for _, cpu in values))
+        for name, values in results.items()
+    }
 
 
 def open_notebook(server: LiveServer, path: str) -> str:
@@ -125,8 +137,10 @@ def main() -> None:
         server = LiveServer(base / "server", "alice", "alice-token", {"interval_s": 1.0, "linger_s": 30})
         runtime = base / "server" / "runtime"
         try:
-            for name, seconds in status_times(server, runtime, args.runs).items():
-                print(f"{name}: median {seconds * 1000:.0f} ms over {args.runs} runs")
+            load = os.getloadavg()[0]
+            for name, (wall, cpu) in status_times(server, runtime, args.runs).items():
+                print(f"{name}: median {wall * 1000:.0f} ms wall, {cpu * 1000:.0f} ms CPU over {args.runs} runs")
+            print(f"(load average {load:.1f} on {os.cpu_count()} CPUs when it started)")
             panels = [int(n) for n in args.panels.split(",")]
             for count, rate in panel_rates(server, runtime, calls, panels, args.seconds).items():
                 print(f"NVML calls/s on the host, sidebar polling + {count} panel(s): {rate:.1f}")

@@ -84,21 +84,22 @@ def format_table(snapshot: Snapshot, reading: HostReading | None = None, wide: b
         return "\n".join(lines)
     heads = ["GPU", "Name", "Memory used / total", "Util", "Temp", "Power"]
     if wide:
-        heads.append("UUID")
+        heads.extend(WIDE_HEADS)
     rows: list[list[str]] = []
     groups: list[tuple[tuple[GpuProcess, ...], int]] = []  # under each row: its processes, how deep
     errors: dict[int, str] = {}  # row -> its error, printed across the figures' columns (wrapped)
     for gpu in snapshot.gpus:
         if gpu.error:
             errors[len(rows)] = gpu.error
-        rows.append([*_gpu_row(gpu), *([gpu.uuid] if wide else [])])
+        rows.append([*_gpu_row(gpu), *(_wide_cells(gpu) if wide else [])])
         if gpu.mig_mode and not gpu.error:
             unplaced = tuple(p for p in gpu.processes if p.slice not in {s.uuid for s in gpu.slices})
             groups.append((unplaced, 1))
             for slice_ in gpu.slices:
                 if slice_.error:
                     errors[len(rows)] = slice_.error
-                rows.append([*_slice_row(gpu, slice_), *([display_text(slice_.uuid, 64)] if wide else [])])
+                blank = [""] * (len(WIDE_HEADS) - 1)
+                rows.append([*_slice_row(gpu, slice_), *([*blank, display_text(slice_.uuid, 64)] if wide else [])])
                 groups.append((slice_.processes, 2))
         else:
             groups.append((gpu.processes, 1))
@@ -106,7 +107,7 @@ def format_table(snapshot: Snapshot, reading: HostReading | None = None, wide: b
     if not wide:  # the name gives way: everything else must be readable
         others = sum(widths) - widths[1] + 2 * (len(widths) - 1)
         widths[1] = max(8, min(widths[1], WIDTH - others))
-    right_aligned = {0, 2, 3, 4, 5}
+    right_aligned = {0, 2, 3, 4, 5, 6, 8, 9, 10}
 
     def render(row: Sequence[str]) -> str:
         cells = [
@@ -165,6 +166,24 @@ def _kernel_lines(kernels: Sequence[KernelView]) -> list[str]:
         name = display_text(kernel.notebook or f"kernel {kernel.kernel_id}", 44)
         lines.append(f"  {name:<44} {state:<16} {memory}")
     return lines
+
+
+WIDE_HEADS = ("Fan", "Bus-Id", "ECC", "SM clock", "Mem clock", "UUID")
+"""``--wide``: what nvitop users look for first, where NVML has it ("-" where it does not: no fan on
+a passively cooled card, no ECC count with ECC off). ECC: volatile uncorrected errors; clocks in MHz."""
+
+
+def _wide_cells(gpu: GpuInfo) -> list[str]:
+    if gpu.error:
+        return ["", "", "", "", "", display_text(gpu.uuid or None, 64)]
+    return [
+        _optional(gpu.fan_speed, "%"),
+        display_text(gpu.pci_bus_id or None, 32, missing="-"),
+        _optional(gpu.ecc_errors, ""),
+        _optional(gpu.clock_sm, " MHz"),
+        _optional(gpu.clock_memory, " MHz"),
+        display_text(gpu.uuid, 64),
+    ]
 
 
 def _slice_row(gpu: GpuInfo, slice_: MigSlice) -> tuple[str, str, str, str, str, str]:
@@ -263,7 +282,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="show the program names of other users' GPU processes (withheld by default, as "
         "in the server and the notebook; for admins; command lines are never shown)",
     )
-    status.add_argument("--wide", action="store_true", help="more columns (UUIDs), lines longer than 80 columns")
+    status.add_argument(
+        "--wide",
+        action="store_true",
+        help="more columns, lines longer than 80: fan, PCI bus id, uncorrected ECC errors, SM and memory "
+        "clocks (where NVML has them), UUIDs",
+    )
     status.add_argument(
         "--watch", metavar="SECONDS", type=_positive_seconds, help="refresh in place every SECONDS until Ctrl-C"
     )

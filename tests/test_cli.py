@@ -225,6 +225,9 @@ def test_beside_a_running_server_its_sample_and_the_users_kernels_are_shown(live
     data["gpus"][0]["mig_slices"][1]["processes"] = [{"pid": pid, "memory_mib": 3072}]
     data["gpus"][1]["processes"] = [{"pid": 4_200_001, "memory_mib": 300, "user": "dave", "type": "graphics"}]
     scenario.write(data)
+    from live_processes import get_json
+
+    get_json(live_server.url + "jupyter-gpu/snapshot", live_server.token, timeout=60)  # as its sidebar would
     calls = tmp_path / "nvml-calls"
     before = counters.calls_by_process(calls)
     # When the user runs jupyter-gpu status in a terminal
@@ -248,4 +251,22 @@ def test_beside_a_running_server_its_sample_and_the_users_kernels_are_shown(live
     # and this terminal read no NVML at all: only the server's process counted calls
     after = counters.calls_by_process(calls)
     readers = {pid for pid, start in after if after[pid, start] != before.get((pid, start), 0)}
-    assert readers == {live_server.process.pid}, readers
+    assert readers <= {live_server.process.pid}, readers
+    assert simulate.installed() is None  # NVML (simulated beneath pynvml) was never even loaded here
+
+
+def test_wide_adds_fan_bus_id_ecc_and_clocks_where_nvml_has_them(demo_gpus):
+    code, out, _ = run("status")
+    assert code == 0 and "Bus-Id" not in out and max(len(line) for line in out.splitlines()) <= 80
+    code, out, _ = run("status", "--wide")
+    lines = out.splitlines()
+    header = lines[2].split()
+    assert header[-8:] == ["Fan", "Bus-Id", "ECC", "SM", "clock", "Mem", "clock", "UUID"]
+    a100 = next(line for line in lines if line.startswith("  0 "))
+    a6000 = next(line for line in lines if line.startswith("  2 "))
+    # the A100 SXM has no fan of its own ("-"), ECC on; the A6000 a fan, ECC off ("-")
+    assert "   -  00000000:17:00.0    0  1410 MHz   1593 MHz  GPU-" in a100, a100
+    assert "30%  00000000:19:00.0    -   210 MHz    405 MHz  GPU-" in a6000, a6000
+    data = json.loads(run("status", "--json")[1])
+    assert [gpu["fan_speed"] for gpu in data["gpus"]] == [None, None, 30, 34]
+    assert [gpu["ecc_errors"] for gpu in data["gpus"]] == [0, 2, None, None]

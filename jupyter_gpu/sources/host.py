@@ -395,13 +395,14 @@ def _in_kernel() -> bool:
 
 
 def _simulating() -> bool:
-    """Whether NVML read here would be simulated (the simulation is imported only when asked for:
-    ``jupyter-gpu status`` beside a server has 150 ms in all)."""
-    if "jupyter_gpu.simulate" not in sys.modules and not os.environ.get("JUPYTER_GPU_SIMULATE", "").strip():
-        return False  # nothing installed it, nothing asks for it
-    from .. import simulate
+    """Whether NVML read here would be simulated, without importing the simulation when nothing
+    has (``jupyter-gpu status`` beside a server has 150 ms in all)."""
+    from ..core.environ import SIMULATE_ENV_VAR, simulation_requested
 
-    return simulate.installed() is not None or simulate.simulation_requested(os.environ.get(simulate.ENV_VAR))
+    simulate = sys.modules.get("jupyter_gpu.simulate")
+    if simulate is not None and simulate.installed() is not None:
+        return True
+    return simulation_requested(os.environ.get(SIMULATE_ENV_VAR))
 
 
 def _reason(error: BaseException) -> str:

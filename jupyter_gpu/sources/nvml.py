@@ -15,7 +15,8 @@ Failures degrade the answer, never raise:
 
 The number of NVML calls per GPU per snapshot is the floor for the contract: memory, utilization,
 temperature, power, compute processes and graphics processes (a second call each only when
-processes exist, NVML's two-call protocol).
+processes exist, NVML's two-call protocol). Fan speed, ECC errors and clocks (for ``jupyter-gpu
+status --wide``) are read every :data:`EXTRAS_REFRESH_SECONDS` only, the PCI bus id once.
 
 MIG (docs/mig.md): a GPU in MIG mode is read as a whole GPU without utilization (NVML has none in
 MIG mode) plus one memory call per slice; its processes are read once on the parent, where NVML
@@ -45,6 +46,10 @@ __all__ = ["NvmlReader", "default_reader", "snapshot"]
 MIG_REFRESH_SECONDS = 5.0
 """How old a GPU's list of MIG slices may get before it is enumerated again."""
 
+EXTRAS_REFRESH_SECONDS = 5.0
+"""How old fan speed, ECC count and clocks (``jupyter-gpu status --wide``) may get: four NVML calls
+per GPU read every 5 s rather than every sample, so the host's NVML calls barely grow with them."""
+
 NO_INSTANCE = 0xFFFFFFFF  # gpuInstanceId/computeInstanceId of a process on a GPU not in MIG mode
 
 
@@ -68,6 +73,10 @@ class _Device:
     power_limit: float | None
     slices: list[_Slice] | None = None  # None: not in MIG mode
     slices_read_at: float = float("-inf")
+    pci_bus_id: str | None = None
+    extras: tuple[int | None, int | None, int | None, int | None] = (None, None, None, None)  # fan, ECC, clocks
+    extras_read_at: float = float("-inf")
+    unsupported: set[str] | None = None  # extras this GPU answered NOT_SUPPORTED for: not asked again
 
 
 class NvmlUnavailable(Exception):
@@ -140,6 +149,7 @@ class NvmlReader:
                 name=_text(pynvml.nvmlDeviceGetName(handle)),
                 uuid=_text(pynvml.nvmlDeviceGetUUID(handle)),
                 power_limit=_optional(pynvml, lambda: pynvml.nvmlDeviceGetEnforcedPowerLimit(handle) / 1000),
+                pci_bus_id=_optional(pynvml, lambda: _text(pynvml.nvmlDeviceGetPciInfo(handle).busId)),
             )
         except pynvml.NVMLError as error:
             self._device_errors[index] = explain_nvml_error(error)
@@ -292,6 +302,7 @@ class NvmlReader:
             power=None if power_mw is None else power_mw / 1000,
             power_limit=device.power_limit,
             processes=self._processes(handle, device.index),
+            **_extras(self._pynvml, device),
         )
 
     def _read_mig(self, device: _Device, total: int, used: int, free: int, reserved: int | None) -> GpuInfo:
@@ -362,6 +373,7 @@ class NvmlReader:
             processes=processes,
             mig_mode=True,
             slices=tuple(infos),
+            **_extras(self._pynvml, device),
         )
 
     def _memory(self, handle: Any) -> tuple[int, int, int, int | None]:
@@ -511,6 +523,40 @@ def _layout(pid_offset: int, memory_offset: int, gi_offset: int, ci_offset: int,
         f"={pid_offset}xI{memory_offset - pid_offset - 4}xQ{gi_offset - memory_offset - 8}xI"
         f"{ci_offset - gi_offset - 4}xI{size - ci_offset - 4}x"
     )
+
+
+def _extras(pynvml: Any, device: _Device) -> dict[str, Any]:
+    """Fan speed, volatile uncorrected ECC errors, SM and memory clocks: read at most every
+    :data:`EXTRAS_REFRESH_SECONDS`; one a GPU answered NOT_SUPPORTED for is not asked again
+    (no fan on a passively cooled card, ECC mode off, both last until a reboot)."""
+    if time.monotonic() - device.extras_read_at >= EXTRAS_REFRESH_SECONDS:
+        handle = device.handle
+        unsupported = device.unsupported if device.unsupported is not None else set()
+        device.unsupported = unsupported
+        reads = {
+            "fan_speed": lambda: pynvml.nvmlDeviceGetFanSpeed(handle),
+            "ecc_errors": lambda: pynvml.nvmlDeviceGetTotalEccErrors(
+                handle, pynvml.NVML_MEMORY_ERROR_TYPE_UNCORRECTED, pynvml.NVML_VOLATILE_ECC
+            ),
+            "clock_sm": lambda: pynvml.nvmlDeviceGetClockInfo(handle, pynvml.NVML_CLOCK_SM),
+            "clock_memory": lambda: pynvml.nvmlDeviceGetClockInfo(handle, pynvml.NVML_CLOCK_MEM),
+        }
+        values = []
+        for name, read in reads.items():
+            value = None if name in unsupported else _optional(pynvml, read)
+            if value is None:
+                unsupported.add(name)
+            values.append(value)
+        device.extras = (values[0], values[1], values[2], values[3])
+        device.extras_read_at = time.monotonic()
+    fan, ecc, sm, memory = device.extras
+    return {
+        "fan_speed": fan,
+        "ecc_errors": ecc,
+        "clock_sm": sm,
+        "clock_memory": memory,
+        "pci_bus_id": device.pci_bus_id,
+    }
 
 
 def mig_profile(name: str) -> str:

@@ -121,6 +121,11 @@ def _gpu(gpu: Fields) -> GpuInfo:
         processes=_processes(gpu, "processes"),
         mig_mode=gpu.boolean("mig_mode", default=False),
         slices=_slices(gpu),
+        fan_speed=gpu.optional_integer("fan_speed", 0, MAX_INT),
+        pci_bus_id=gpu.optional_text("pci_bus_id", 64),
+        ecc_errors=gpu.optional_integer("ecc_errors", 0, MAX_INT),
+        clock_sm=gpu.optional_integer("clock_sm", 0, MAX_INT),
+        clock_memory=gpu.optional_integer("clock_memory", 0, MAX_INT),
     )
 
 
