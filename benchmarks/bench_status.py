@@ -86,8 +86,7 @@ def calls_per_second(folder: Path, seconds: float, windows: int = 3) -> float:
 
 
 def panel_rates(server: LiveServer, runtime: Path, calls: Path, panels: list[int], seconds: float) -> dict[int, float]:
-    from jupyter_client import BlockingKernelClient
-    from kernels import Kernel
+    from kernels import Kernel, attach
 
     stop_polling = threading.Event()
 
@@ -103,11 +102,7 @@ def panel_rates(server: LiveServer, runtime: Path, calls: Path, panels: list[int
         for count in sorted(panels):
             while len(kernels) < count:
                 kernel_id = open_notebook(server, f"notebook-{len(kernels)}.ipynb")
-                client = BlockingKernelClient(connection_file=str(runtime / f"kernel-{kernel_id}.json"))
-                client.load_connection_file()
-                client.start_channels()
-                client.wait_for_ready(timeout=60)
-                kernel = Kernel(client)
+                kernel = attach(runtime / f"kernel-{kernel_id}.json")
                 kernel.run("from jupyter_gpu.panel.widget import GPUMonitor\npanel = GPUMonitor(interval_s=1.0)")
                 kernels.append(kernel)
             time.sleep(1.0)

@@ -303,8 +303,7 @@ def test_nvml_calls_stay_flat_with_five_panels_and_five_terminals(live_server, t
     import subprocess
     import sys
 
-    from jupyter_client import BlockingKernelClient
-    from kernels import Kernel
+    from kernels import Kernel, attach
     from live_processes import get_json
 
     calls = tmp_path / "nvml-calls"
@@ -324,11 +323,7 @@ def test_nvml_calls_stay_flat_with_five_panels_and_five_terminals(live_server, t
     try:
         kernel_ids = [_open_notebook(live_server, f"notebook-{n}.ipynb") for n in range(5)]
         for kernel_id in kernel_ids:
-            client = BlockingKernelClient(connection_file=str(runtime / f"kernel-{kernel_id}.json"))
-            client.load_connection_file()
-            client.start_channels()
-            client.wait_for_ready(timeout=60)
-            kernels.append(Kernel(client))
+            kernels.append(attach(runtime / f"kernel-{kernel_id}.json"))
         time.sleep(1.0)  # the sampler runs steadily
         alone = _calls_per_second(calls, window_s)
         assert alone > 0
