@@ -143,10 +143,10 @@ def test_a_server_is_remembered_and_the_runtime_files_not_reread(scenario, tmp_p
         (b"[" * 5000 + b"]" * 5000, 200, {}),
         (b'{"nvml_available": true, "timestamp": 1, "gpus": "many"}', 200, {}),
         (b'{"nvml_available": "yes", "timestamp": 1, "gpus": []}', 200, {}),
-        (b'{"message": "Not found"}', 404, {}),
+        (b'{"message": "Forbidden"}', 403, {}),
         (b"", 302, {"Location": "http://127.0.0.1:9/elsewhere"}),
     ],
-    ids=["html", "nan", "deep", "gpus-not-a-list", "bool-as-text", "extension-not-loaded", "redirect"],
+    ids=["html", "nan", "deep", "gpus-not-a-list", "bool-as-text", "token-refused", "redirect"],
 )
 def test_a_hostile_or_broken_answer_is_a_failed_server_and_nvml_is_read_here(
     scenario, tmp_path, fake_server, body, status, headers
@@ -158,6 +158,17 @@ def test_a_hostile_or_broken_answer_is_a_failed_server_and_nvml_is_read_here(
     (warning,) = reading.snapshot.warnings
     assert warning.startswith(f"NVML read locally: the Jupyter server at {fake_server.url} did not answer usably (")
     assert reading.note == warning and reading.kernels == ()
+
+
+def test_a_server_without_the_extension_is_said_in_the_note_not_warned_about(scenario, tmp_path, fake_server):
+    fake_server.body, fake_server.status = b'{"message": "Not found"}', 404  # jupyter_gpu not enabled there
+    runtime_file(tmp_path, fake_server.url)
+    reading = host.HostSample(runtime_dir=tmp_path).read()
+    assert reading.source == "nvml" and reading.snapshot.warnings == ()
+    assert (
+        reading.note
+        == f"NVML read locally: the Jupyter server at {fake_server.url} runs without the jupyter_gpu extension"
+    )
 
 
 def test_a_slow_server_is_given_up_quickly(scenario, tmp_path, fake_server):
@@ -261,6 +272,7 @@ def test_the_hub_service_comes_after_the_users_server(demo_gpus, tmp_path, fake_
         sample = host.HostSample(runtime_dir=tmp_path, service_url=service.url)
         reading = sample.read()
         assert reading.source == "hub-service" and reading.snapshot.gpus[0].name == "NVIDIA H100"
+        assert reading.note == f"from the jupyter-gpu service at {service.url}api/devices"
         runtime_file(tmp_path, fake_server.url)
         reading = host.HostSample(runtime_dir=tmp_path, service_url=service.url).read()
         assert reading.source == "jupyter-server" and reading.snapshot.gpus[0].name == "NVIDIA A100"

@@ -281,12 +281,16 @@ class HostSample:
 
     def read(self) -> HostReading:
         """A sample from the best source that answers (never raises)."""
-        failures: list[str] = []
+        failures: list[str] = []  # a server or service that should have answered: warnings
+        without: list[str] = []  # servers without the extension (404): a choice, said in the note only
         for server in self._servers():
             try:
                 reading = self._ask_server(server)
             except Exception as error:  # unreachable, refused, not the user's listener, bad answer
-                failures.append(f"the Jupyter server at {server.url} did not answer usably ({_reason(error)})")
+                if isinstance(error, urllib.error.HTTPError) and error.code == 404:
+                    without.append(f"the Jupyter server at {server.url} runs without the jupyter_gpu extension")
+                else:
+                    failures.append(f"the Jupyter server at {server.url} did not answer usably ({_reason(error)})")
                 with self._lock:
                     if self._server == server:
                         self._server = None
@@ -300,15 +304,17 @@ class HostSample:
             snapshot = service()
             if service.last_error is None:
                 self.last_source = SOURCE_SERVICE
-                return HostReading(snapshot, SOURCE_SERVICE)
+                return HostReading(snapshot, SOURCE_SERVICE, f"from the jupyter-gpu service at {service.url}")
             failures.append(service.last_error)
-            note = "NVML read locally: " + "; ".join(failures)
+            note = "NVML read locally: " + "; ".join([*failures, *without])
             self.last_source = SOURCE_NVML
             return HostReading(snapshot, SOURCE_NVML, note)
         snapshot = self._read_nvml()
         if failures:
-            note = "NVML read locally: " + "; ".join(failures)
+            note = "NVML read locally: " + "; ".join([*failures, *without])
             snapshot = replace(snapshot, warnings=(*snapshot.warnings, note))
+        elif without:
+            note = "NVML read locally: " + "; ".join(without)
         else:
             note = "NVML read locally: no Jupyter server or hub service answered"
         self.last_source = SOURCE_NVML
