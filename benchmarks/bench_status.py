@@ -1,6 +1,7 @@
 """``jupyter-gpu status`` beside a running Jupyter server, and NVML calls per host with N panels.
 
     PYTHONPATH=$PWD .venv/bin/python benchmarks/bench_status.py [--runs 15] [--panels 0,1,5] [--seconds 5]
+    PYTHONPATH=/path/to/older/checkout .venv/bin/python benchmarks/bench_status.py --control   # panels reading NVML
 
 1. Wall time of ``python -m jupyter_gpu.cli status`` (a fresh interpreter each run, as a user
    types it) beside a real Jupyter server of this user with jupyter_gpu (the demo's simulated GPUs,
@@ -85,7 +86,9 @@ def calls_per_second(folder: Path, seconds: float, windows: int = 3) -> float:
     return statistics.median(rates)
 
 
-def panel_rates(server: LiveServer, runtime: Path, calls: Path, panels: list[int], seconds: float) -> dict[int, float]:
+def panel_rates(
+    server: LiveServer, runtime: Path, calls: Path, panels: list[int], seconds: float, control: bool = False
+) -> dict[int, float]:
     from kernels import Kernel, attach
 
     stop_polling = threading.Event()
@@ -109,7 +112,7 @@ def panel_rates(server: LiveServer, runtime: Path, calls: Path, panels: list[int
             rates[count] = calls_per_second(calls, seconds)
         for kernel in kernels:
             out, _ = kernel.run("print(panel.last_snapshot.extra.get('source'))")
-            assert out.strip() == "jupyter-server", out
+            assert control or out.strip() == "jupyter-server", out
     finally:
         stop_polling.set()
         for kernel in kernels:
@@ -122,6 +125,12 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=15)
     parser.add_argument("--panels", default="0,1,5")
     parser.add_argument("--seconds", type=float, default=5.0)
+    parser.add_argument(
+        "--control",
+        action="store_true",
+        help="panels only, their source unchecked: run with PYTHONPATH at a checkout from before the host "
+        "sample to measure panels that read NVML themselves",
+    )
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="bench-status-") as folder:
         base = Path(folder)
@@ -132,12 +141,13 @@ def main() -> None:
         server = LiveServer(base / "server", "alice", "alice-token", {"interval_s": 1.0, "linger_s": 30})
         runtime = base / "server" / "runtime"
         try:
-            load = os.getloadavg()[0]
-            for name, (wall, cpu) in status_times(server, runtime, args.runs).items():
-                print(f"{name}: median {wall * 1000:.0f} ms wall, {cpu * 1000:.0f} ms CPU over {args.runs} runs")
-            print(f"(load average {load:.1f} on {os.cpu_count()} CPUs when it started)")
+            if not args.control:
+                load = os.getloadavg()[0]
+                for name, (wall, cpu) in status_times(server, runtime, args.runs).items():
+                    print(f"{name}: median {wall * 1000:.0f} ms wall, {cpu * 1000:.0f} ms CPU over {args.runs} runs")
+                print(f"(load average {load:.1f} on {os.cpu_count()} CPUs when it started)")
             panels = [int(n) for n in args.panels.split(",")]
-            for count, rate in panel_rates(server, runtime, calls, panels, args.seconds).items():
+            for count, rate in panel_rates(server, runtime, calls, panels, args.seconds, args.control).items():
                 print(f"NVML calls/s on the host, sidebar polling + {count} panel(s): {rate:.1f}")
         finally:
             stop(server.process)
