@@ -436,6 +436,14 @@ class GPUMonitor(widgets.VBox):
             parts.append(text)
             if snapshot.driver_version:
                 parts.append(f"driver {html.escape(display_text(snapshot.driver_version, 40))}")
+        source = snapshot.extra.get("source")  # the host sample's (sources/host.py): where it came from
+        if isinstance(source, str):
+            from ..sources.host import SOURCE_LABELS
+
+            note = html.escape(display_text(snapshot.extra.get("source_note") or source, 500), quote=True)
+            parts.append(
+                f'<span title="{note}">{html.escape(SOURCE_LABELS.get(source, display_text(source, 40)))}</span>'
+            )
         stamp = time.strftime("%H:%M:%S", time.localtime(snapshot.timestamp))
         parts.append(f"every {self._interval_s:g} s · {stamp}")
         _set(self.status, "value", '<span style="line-height:28px">' + " · ".join(parts) + "</span>")

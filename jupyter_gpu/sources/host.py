@@ -68,6 +68,8 @@ __all__ = [
 SOURCE_SERVER = "jupyter-server"
 SOURCE_SERVICE = "hub-service"
 SOURCE_NVML = "nvml"
+SOURCE_LABELS = {SOURCE_SERVER: "from the server", SOURCE_SERVICE: "from the hub", SOURCE_NVML: "NVML read here"}
+"""A few words for a narrow status line (the panel's); ``source_note`` says it in full."""
 
 SERVER_TIMEOUT_S = 2.0
 """How long one server may take to answer. A server whose sampler runs answers from its last sample
