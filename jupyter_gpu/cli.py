@@ -2,10 +2,17 @@
 
 Usage::
 
-    jupyter-gpu status                 # a compact table of every GPU and its processes
-    jupyter-gpu status --json          # the JSON contract (see jupyter_gpu.core.snapshot)
+    jupyter-gpu status                 # every GPU and its processes, in 80 columns
+    jupyter-gpu status --wide          # + fan, PCI bus id, ECC errors, clocks, UUIDs (longer lines)
+    jupyter-gpu status --json          # the JSON contract (see jupyter_gpu.core.snapshot) + source, kernels
     jupyter-gpu status --watch 2       # refresh in place every 2 seconds (Ctrl-C to stop)
     jupyter-gpu status --show-other-names   # admins: other users' program names too
+
+The sample is the host's (:mod:`jupyter_gpu.sources.host`): this user's running Jupyter server's
+(found through its runtime files; then this user's kernels show by notebook with their idle time,
+and ``--json`` lists them under ``kernels``), else the hub service's (``$JUPYTER_GPU_SERVICE_URL``),
+else NVML read here; the ``Sample:`` line (``source``, ``source_note`` in ``--json``) says which.
+Processes carry nvitop's type letter: ``C`` compute, ``G`` graphics, ``C+G`` both.
 
 Other users' processes show their PID, user and memory only (their program names are withheld,
 as in the server's snapshot and the notebook; ``--show-other-names`` or
