@@ -2,10 +2,17 @@
 
 Usage::
 
-    jupyter-gpu status                 # a compact table of every GPU and its processes
-    jupyter-gpu status --json          # the JSON contract (see jupyter_gpu.core.snapshot)
+    jupyter-gpu status                 # every GPU and its processes, in 80 columns
+    jupyter-gpu status --wide          # + fan, PCI bus id, ECC errors, clocks, UUIDs (longer lines)
+    jupyter-gpu status --json          # the JSON contract (see jupyter_gpu.core.snapshot) + source, kernels
     jupyter-gpu status --watch 2       # refresh in place every 2 seconds (Ctrl-C to stop)
     jupyter-gpu status --show-other-names   # admins: other users' program names too
+
+The sample is the host's (:mod:`jupyter_gpu.sources.host`): this user's running Jupyter server's
+(found through its runtime files; then this user's kernels show by notebook with their idle time,
+and ``--json`` lists them under ``kernels``), else the hub service's (``$JUPYTER_GPU_SERVICE_URL``),
+else NVML read here; the ``Sample:`` line (``source``, ``source_note`` in ``--json``) says which.
+Processes carry nvitop's type letter: ``C`` compute, ``G`` graphics, ``C+G`` both.
 
 Other users' processes show their PID, user and memory only (their program names are withheld,
 as in the server's snapshot and the notebook; ``--show-other-names`` or
@@ -28,71 +35,168 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import textwrap
 import time
 from collections.abc import Sequence
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
 
 from . import __version__
 from .core.snapshot import GpuInfo, GpuProcess, MigSlice, Snapshot
-from .core.text import display_text
-from .core.units import format_bytes
+from .core.text import display_text, truncate
+from .core.units import format_bytes, format_duration
+
+if TYPE_CHECKING:
+    from .sources.host import HostReading, KernelView
+    from .sources.peers import KernelPeer
 
 NOT_ON_MIG = "n/a on MIG"
+WIDTH = 80
+"""The table fits a classic terminal: every line at most this many columns (``--wide``: no limit)."""
+TYPE_MARKS = {"compute": "C", "graphics": "G", "compute+graphics": "C+G"}
+"""nvitop's process type letters: C compute, G graphics (a display server, a desktop), C+G both."""
 
 
 def _optional(value: float | None, unit: str, digits: int = 0) -> str:
     return "-" if value is None else f"{value:.{digits}f}{unit}"
 
 
-def format_table(snapshot: Snapshot) -> str:
-    """The snapshot as a compact, aligned, plain-text table, its warnings first."""
-    lines = [f"Warning: {warning}" for warning in snapshot.warnings]
+def _fit(line: str, wide: bool) -> str:
+    """A table line cut to the terminal's width (``wide``: left whole)."""
+    return line if wide else truncate(line, WIDTH)
+
+
+def _wrap(text: str, wide: bool, indent: str = "  ") -> list[str]:
+    """A sentence that must be read whole (a warning, an error, where the sample came from) as lines
+    of at most 80 columns, continued with ``indent`` (``wide``: one line)."""
+    if wide:
+        return [text]
+    return textwrap.wrap(text, WIDTH, subsequent_indent=indent, break_on_hyphens=False) or [text]
+
+
+def format_table(snapshot: Snapshot, reading: HostReading | None = None, wide: bool = False) -> str:
+    """The snapshot as an aligned, plain-text table of at most 80 columns (``wide``: more columns,
+    no limit), its warnings first; with ``reading`` (the host sample it came from), where it came
+    from and, from a Jupyter server, this user's kernels by notebook with their idle time."""
+    lines = [line for warning in snapshot.warnings for line in _wrap(f"Warning: {display_text(warning)}", wide)]
     if not snapshot.nvml_available:
         return "\n".join([*lines, f"No GPUs can be read: {snapshot.error}"])
     header = f"Driver {snapshot.driver_version}"
     if snapshot.simulated:
         header += "  (simulated GPUs)"
     lines.append(header)
+    if reading is not None:
+        lines.extend(_wrap(f"Sample: {display_text(reading.note or reading.source)}", wide))
     if not snapshot.gpus:
         lines.append("NVML works, but this machine has no NVIDIA GPU.")
         return "\n".join(lines)
-    rows = [("GPU", "Name", "Memory used / total", "Util", "Temp", "Power")]
-    groups: list[tuple[tuple[GpuProcess, ...], int]] = []  # under each row: its processes, how many rows
+    heads = ["GPU", "Name", "Memory used / total", "Util", "Temp", "Power"]
+    if wide:
+        heads.extend(WIDE_HEADS)
+    rows: list[list[str]] = []
+    groups: list[tuple[tuple[GpuProcess, ...], int]] = []  # under each row: its processes, how deep
+    errors: dict[int, str] = {}  # row -> its error, printed across the figures' columns (wrapped)
     for gpu in snapshot.gpus:
-        rows.append(_gpu_row(gpu))
+        if gpu.error:
+            errors[len(rows)] = gpu.error
+        rows.append([*_gpu_row(gpu), *(_wide_cells(gpu) if wide else [])])
         if gpu.mig_mode and not gpu.error:
             unplaced = tuple(p for p in gpu.processes if p.slice not in {s.uuid for s in gpu.slices})
             groups.append((unplaced, 1))
             for slice_ in gpu.slices:
-                rows.append(_slice_row(gpu, slice_))
+                if slice_.error:
+                    errors[len(rows)] = slice_.error
+                blank = [""] * (len(WIDE_HEADS) - 1)
+                rows.append([*_slice_row(gpu, slice_), *([*blank, display_text(slice_.uuid, 64)] if wide else [])])
                 groups.append((slice_.processes, 2))
         else:
             groups.append((gpu.processes, 1))
-    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
-    right_aligned = {0, 2, 3, 4, 5}
+    widths = [max(len(row[i]) for row in [heads, *rows] if i < 2 or row[2] != "") for i in range(len(heads))]
+    if not wide:  # the name gives way: everything else must be readable
+        others = sum(widths) - widths[1] + 2 * (len(widths) - 1)
+        widths[1] = max(8, min(widths[1], WIDTH - others))
+    right_aligned = {0, 2, 3, 4, 5, 6, 8, 9, 10}
 
     def render(row: Sequence[str]) -> str:
         cells = [
-            cell.rjust(w) if i in right_aligned else cell.ljust(w)
+            (truncate(cell, w) if cell and len(cell) > w else cell).rjust(w)
+            if i in right_aligned
+            else (truncate(cell, w) if cell and len(cell) > w else cell).ljust(w)
             for i, (cell, w) in enumerate(zip(row, widths, strict=True))
         ]
-        return "  ".join(cells).rstrip()
+        return _fit("  ".join(cells).rstrip(), wide)
 
-    lines.append(render(rows[0]))
-    for (processes, depth), row in zip(groups, rows[1:], strict=True):
-        lines.append(render(row))
+    by_pid = reading.by_pid if reading is not None else {}
+    lines.append(render(heads))
+    for position, ((processes, depth), row) in enumerate(zip(groups, rows, strict=True)):
+        if position in errors:
+            start = render(row[:2] + [""] * (len(row) - 2)).ljust(widths[0] + widths[1] + 4)
+            error = f"{start}error: {display_text(errors[position])}"
+            lines.extend(_wrap(error, wide, " " * (widths[0] + widths[1] + 4)))
+        else:
+            lines.append(render(row))
         indent = " " * (widths[0] + 2 * depth)
         for process in sorted(processes, key=lambda p: -(p.memory or 0)):
-            who = display_text(process.user, 16)
-            what = display_text(process.name, 40)
-            lines.append(f"{indent}└ {format_bytes(process.memory):>9}  pid {process.pid:<8} {who:<12} {what}")
+            lines.append(_fit(_process_line(indent, process, by_pid.get(process.pid)), wide))
+    from .sources.host import SOURCE_SERVER
+
+    if reading is not None and reading.source == SOURCE_SERVER:
+        lines.extend(_fit(line, wide) for line in _kernel_lines(reading.kernels))
     return "\n".join(lines)
 
 
+def _process_line(indent: str, process: GpuProcess, kernel: KernelPeer | None) -> str:
+    """``└ C   9.5 GiB  pid 4100001 alice      train.ipynb, idle 12 min``: type, memory, PID,
+    user, and what it is (this user's kernel: its notebook and idle time; else its program)."""
+    mark = TYPE_MARKS.get(process.type, "?")
+    who = display_text(process.user, 10)
+    if kernel is not None:
+        what = f"{display_text(kernel.notebook or kernel.kernel_id, 48)}, {_idle_text(kernel.idle_s, kernel.idle)}"
+    else:
+        what = display_text(process.name, 40)
+    return f"{indent}└ {mark:<3} {format_bytes(process.memory):>9}  pid {process.pid:<7} {who:<10} {what}"
+
+
+def _idle_text(idle_s: float | None, idle: bool | None) -> str:
+    if idle_s is None:
+        return "idle time unknown"
+    return f"idle {format_duration(idle_s)}" if idle or idle_s >= 1 else "busy"
+
+
+def _kernel_lines(kernels: Sequence[KernelView]) -> list[str]:
+    """This user's kernels on the server the sample came from, by notebook."""
+    if not kernels:
+        return ["Your kernels: none running on that server."]
+    lines = ["Your kernels:"]
+    for kernel in sorted(kernels, key=lambda k: (-(k.gpu_memory or 0), k.notebook or "")):
+        state = "busy" if kernel.execution_state == "busy" else _idle_text(kernel.idle_s, kernel.idle)
+        memory = f"GPU {format_bytes(kernel.gpu_memory)}" if kernel.gpu_memory else "no GPU memory"
+        name = display_text(kernel.notebook or f"kernel {kernel.kernel_id}", 44)
+        lines.append(f"  {name:<44} {state:<16} {memory}")
+    return lines
+
+
+WIDE_HEADS = ("Fan", "Bus-Id", "ECC", "SM clock", "Mem clock", "UUID")
+"""``--wide``: what nvitop users look for first, where NVML has it ("-" where it does not: no fan on
+a passively cooled card, no ECC count with ECC off). ECC: volatile uncorrected errors; clocks in MHz."""
+
+
+def _wide_cells(gpu: GpuInfo) -> list[str]:
+    if gpu.error:
+        return ["", "", "", "", "", display_text(gpu.uuid or None, 64)]
+    return [
+        _optional(gpu.fan_speed, "%"),
+        display_text(gpu.pci_bus_id or None, 32, missing="-"),
+        _optional(gpu.ecc_errors, ""),
+        _optional(gpu.clock_sm, " MHz"),
+        _optional(gpu.clock_memory, " MHz"),
+        display_text(gpu.uuid, 64),
+    ]
+
+
 def _slice_row(gpu: GpuInfo, slice_: MigSlice) -> tuple[str, str, str, str, str, str]:
-    name = f"└ MIG {display_text(slice_.profile, 16)}  {display_text(slice_.uuid, 48)}"
+    name = f"└ MIG {display_text(slice_.profile, 16)}"
     if slice_.error:
-        return (f"{gpu.index}:{slice_.index}", name, f"error: {display_text(slice_.error)}", "", "", "")
+        return (f"{gpu.index}:{slice_.index}", name, "", "", "", "")  # its error is printed across
     share = 100 * slice_.memory_used / slice_.memory_total if slice_.memory_total else 0
     memory = f"{format_bytes(slice_.memory_used)} / {format_bytes(slice_.memory_total)} ({share:.0f}%)"
     return (f"{gpu.index}:{slice_.index}", name, memory, NOT_ON_MIG, "n/a", "n/a")  # the card's are on its row
@@ -100,7 +204,7 @@ def _slice_row(gpu: GpuInfo, slice_: MigSlice) -> tuple[str, str, str, str, str,
 
 def _gpu_row(gpu: GpuInfo) -> tuple[str, str, str, str, str, str]:
     if gpu.error:
-        return (str(gpu.index), display_text(gpu.name or None, 40), f"error: {display_text(gpu.error)}", "", "", "")
+        return (str(gpu.index), display_text(gpu.name or None, 40), "", "", "", "")  # its error is printed across
     share = 100 * gpu.memory_used / gpu.memory_total if gpu.memory_total else 0
     memory = f"{format_bytes(gpu.memory_used)} / {format_bytes(gpu.memory_total)} ({share:.0f}%)"
     if gpu.power is None:
@@ -113,18 +217,28 @@ def _gpu_row(gpu: GpuInfo) -> tuple[str, str, str, str, str, str]:
     return (str(gpu.index), display_text(gpu.name, 40), memory, utilization, _optional(gpu.temperature, "°C"), power)
 
 
+def status_json(reading: HostReading) -> dict[str, object]:
+    """``--json``: the snapshot contract plus ``source``, ``source_note`` and ``kernels`` (this
+    user's kernels when the sample came from their Jupyter server, else empty; see the docstring)."""
+    data = reading.snapshot.to_dict()
+    data["source"] = reading.source
+    data["source_note"] = reading.note
+    data["kernels"] = [kernel.to_dict() for kernel in reading.kernels]
+    return data
+
+
 def _status(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
-    from .sources.nvml import NvmlReader
-    from .sources.nvml import snapshot as take
-    from .sources.processes import ProcessDirectory
+    from .sources.host import HostSample
 
-    if args.show_other_names:
-        take = NvmlReader(ProcessDirectory(show_other_names=True)).snapshot
-
+    host = HostSample(kernel=False, show_other_names=True if args.show_other_names else None)
     clear = "\x1b[H\x1b[2J" if out.isatty() else ""
     while True:
-        snapshot = take()
-        text = json.dumps(snapshot.to_dict(), indent=2) if args.json else format_table(snapshot)
+        reading = host.read()
+        snapshot = reading.snapshot
+        if args.json:
+            text = json.dumps(status_json(reading), indent=2)
+        else:
+            text = format_table(snapshot, reading, wide=args.wide)
         if args.watch:
             stamp = time.strftime("%H:%M:%S", time.localtime(snapshot.timestamp))
             out.write(f"{clear}{text}\n-- {stamp}, every {args.watch:g} s, Ctrl-C to stop\n")
@@ -174,6 +288,12 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="show the program names of other users' GPU processes (withheld by default, as "
         "in the server and the notebook; for admins; command lines are never shown)",
+    )
+    status.add_argument(
+        "--wide",
+        action="store_true",
+        help="more columns, lines longer than 80: fan, PCI bus id, uncorrected ECC errors, SM and memory "
+        "clocks (where NVML has them), UUIDs",
     )
     status.add_argument(
         "--watch", metavar="SECONDS", type=_positive_seconds, help="refresh in place every SECONDS until Ctrl-C"

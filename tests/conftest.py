@@ -155,3 +155,25 @@ def shared_tmp() -> Iterator[Path]:
         yield folder
     finally:
         shutil.rmtree(folder, ignore_errors=True)
+
+
+# -- beside a running Jupyter server of this user (sources/host.py: the host sample)
+
+
+@pytest.fixture
+def live_server(tmp_path: Path, scenario: Any, monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
+    """A real Jupyter server of this user (``live_processes.LiveServer``, hub user "alice") with
+    jupyter_gpu on the scenario's GPUs, sampling every 0.25 s; this test's terminal finds it through
+    its runtime files (``JUPYTER_RUNTIME_DIR``), as a shell would. Every process counts its NVML
+    calls in ``tmp_path / "nvml-calls"`` (``simulate.counters``)."""
+    from live_processes import LiveServer, stop
+
+    calls = tmp_path / "nvml-calls"
+    calls.mkdir()
+    monkeypatch.setenv("JUPYTER_GPU_SIMULATE_CALLS_DIR", str(calls))
+    server = LiveServer(tmp_path / "server", "alice", "alice-token", {"interval_s": 0.25, "linger_s": 30})
+    monkeypatch.setenv("JUPYTER_RUNTIME_DIR", str(tmp_path / "server" / "runtime"))
+    try:
+        yield server
+    finally:
+        stop(server.process)

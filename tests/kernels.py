@@ -98,3 +98,25 @@ def standin_kernel(tmp_path: Path, env: dict[str, str] | None = None) -> Iterato
     code = f"import sys\nsys.path.insert(0, {str(STANDIN)!r})\nimport cuda_standin\n"
     (startup / "00-cuda-standin.py").write_text(code)
     yield from start({"IPYTHONDIR": str(tmp_path / "ipython"), "JUPYTER_GPU_SIMULATE": "demo-still", **(env or {})})
+
+
+def attach(connection_file: Path, timeout_s: float = 120) -> Kernel:
+    """A client of a kernel someone else started (a Jupyter server's, by its connection file).
+
+    ``wait_for_ready`` is asked again when it reports the kernel dead: on a loaded host the
+    heartbeat can miss its one-second deadline while the kernel is merely starting."""
+    from jupyter_client import BlockingKernelClient
+
+    client = BlockingKernelClient(connection_file=str(connection_file))
+    client.load_connection_file()
+    client.start_channels()
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            client.wait_for_ready(timeout=max(1.0, deadline - time.monotonic()))
+            return Kernel(client)
+        except RuntimeError:
+            if time.monotonic() >= deadline:
+                client.stop_channels()
+                raise
+            time.sleep(1.0)

@@ -13,6 +13,14 @@ import pytest
 from jupyter_gpu import cli, simulate
 
 
+@pytest.fixture(autouse=True)
+def _no_running_server(tmp_path, monkeypatch):
+    """No Jupyter server or hub service of this user answers unless a test starts one: the host's
+    sample is read through NVML here (another test run's or engineer's server must not answer)."""
+    monkeypatch.setenv("JUPYTER_RUNTIME_DIR", str(tmp_path / "runtime"))
+    monkeypatch.delenv("JUPYTER_GPU_SERVICE_URL", raising=False)
+
+
 def run(*argv: str) -> tuple[int, str, str]:
     out, err = io.StringIO(), io.StringIO()
     code = cli.main(list(argv), out=out, err=err)
@@ -24,7 +32,8 @@ def test_table_lists_gpus_and_processes(demo_gpus):
     assert code == 0
     lines = out.splitlines()
     assert "simulated" in lines[0] and "550.54.15" in lines[0]
-    assert lines[1].split()[:2] == ["GPU", "Name"]
+    assert lines[1] == "Sample: NVML read locally: no Jupyter server or hub service answered"
+    assert lines[2].split()[:2] == ["GPU", "Name"]
     assert "74.2 GiB / 80 GiB (93%)" in out and "97%" in out and "71°C" in out and "372 / 400 W" in out
     assert "NVIDIA RTX A6000" in out
     bob = next(line for line in lines if "910001" in line)
@@ -145,7 +154,8 @@ def test_a_rejected_scenario_edit_is_printed_and_the_last_good_one_kept(scenario
     code, out, err = run("status")
     # Then the table still shows the last good scenario, under one warning line
     rejected = "simulated scenario rejected: gpus[0].memory_used_mib must be >= 0 (keeping the last good scenario)"
-    assert code == 0 and out.splitlines()[0] == f"Warning: {rejected}"
+    head = out.split("\nDriver ")[0]  # the warning, wrapped to 80 columns
+    assert code == 0 and " ".join(line.strip() for line in head.splitlines()) == f"Warning: {rejected}"
     assert "0 MiB / 80 GiB" in out
     # And --json carries it in "warnings" and says it on stderr
     code, out, err = run("status", "--json")
@@ -187,7 +197,10 @@ def test_slices_are_rows_under_their_gpu_with_their_processes(scenario):
         ["0:1", "└", "MIG", "2g.20gb"],
         ["0:2", "└", "MIG", "1g.10gb"],
     ]
-    assert all(uuid in row for uuid, row in zip(A100_MIG_UUIDS, slices, strict=True))
+    assert max(len(line) for line in lines) <= 80  # a classic terminal, MIG too (118 before)
+    # the MIG UUIDs take room: --wide shows them
+    wide = [line for line in run("status", "--wide")[1].splitlines() if line.startswith("0:")]
+    assert all(uuid in row for uuid, row in zip(A100_MIG_UUIDS, wide, strict=True))
     assert "29.3 GiB / 39.3 GiB" in slices[0] and "n/a on MIG" in slices[0]
     # each process is printed once, under its slice
     assert out.count("4100001") == 1 and lines.index(slices[0]) + 1 == next(
@@ -196,3 +209,64 @@ def test_slices_are_rows_under_their_gpu_with_their_processes(scenario):
     assert lines.index(slices[2]) + 1 == next(i for i, line in enumerate(lines) if "4100002" in line)
     whole = next(line for line in lines if line.lstrip().startswith("1  "))
     assert "20%" in whole and "n/a" not in whole
+
+
+# -- beside a running Jupyter server of this user (a real one, as a subprocess)
+
+
+def test_beside_a_running_server_its_sample_and_the_users_kernels_are_shown(live_server, scenario, tmp_path):
+    from support import a100_mig_scenario
+
+    from jupyter_gpu.simulate import counters
+
+    # Given a notebook's kernel holding memory on a MIG slice, and a display server on GPU 1
+    pid = live_server.start_kernel()
+    data = a100_mig_scenario()
+    data["gpus"][0]["mig_slices"][1]["processes"] = [{"pid": pid, "memory_mib": 3072}]
+    data["gpus"][1]["processes"] = [{"pid": 4_200_001, "memory_mib": 300, "user": "dave", "type": "graphics"}]
+    scenario.write(data)
+    from live_processes import get_json
+
+    get_json(live_server.url + "jupyter-gpu/snapshot", live_server.token, timeout=60)  # as its sidebar would
+    calls = tmp_path / "nvml-calls"
+    before = counters.calls_by_process(calls)
+    # When the user runs jupyter-gpu status in a terminal
+    code, out, _ = run("status")
+    # Then the sample is the server's, the kernel is shown by notebook with its idle time
+    assert code == 0, out
+    lines = out.splitlines()
+    assert lines[1] == f"Sample: from the Jupyter server at {live_server.url}"
+    row = next(line for line in lines if f"pid {pid}" in line)
+    assert "alice.ipynb" in row and ("idle" in row or "busy" in row) and "└ C " in row, row
+    assert "python" not in row  # not "root python": the notebook
+    assert "└ G " in next(line for line in lines if "4200001" in line)  # a graphics process: G, as nvitop
+    assert lines[lines.index("Your kernels:") + 1].lstrip().startswith("alice.ipynb")
+    assert max(len(line) for line in lines) <= 80, "\n".join(line for line in lines if len(line) > 80)
+    # and --json carries the source and the kernels
+    data = json.loads(run("status", "--json")[1])
+    assert data["source"] == "jupyter-server" and data["source_note"] == f"from the Jupyter server at {live_server.url}"
+    (kernel,) = data["kernels"]
+    assert kernel["notebook"] == "alice.ipynb" and kernel["gpu_pids"] == [pid] and kernel["gpu_memory"] == 3 * 2**30
+    assert isinstance(kernel["idle_s"], float)
+    # and this terminal read no NVML at all: only the server's process counted calls
+    after = counters.calls_by_process(calls)
+    readers = {pid for pid, start in after if after[pid, start] != before.get((pid, start), 0)}
+    assert readers <= {live_server.process.pid}, readers
+    assert simulate.installed() is None  # NVML (simulated beneath pynvml) was never even loaded here
+
+
+def test_wide_adds_fan_bus_id_ecc_and_clocks_where_nvml_has_them(demo_gpus):
+    code, out, _ = run("status")
+    assert code == 0 and "Bus-Id" not in out and max(len(line) for line in out.splitlines()) <= 80
+    code, out, _ = run("status", "--wide")
+    lines = out.splitlines()
+    header = lines[2].split()
+    assert header[-8:] == ["Fan", "Bus-Id", "ECC", "SM", "clock", "Mem", "clock", "UUID"]
+    a100 = next(line for line in lines if line.startswith("  0 "))
+    a6000 = next(line for line in lines if line.startswith("  2 "))
+    # the A100 SXM has no fan of its own ("-"), ECC on; the A6000 a fan, ECC off ("-")
+    assert "   -  00000000:17:00.0    0  1410 MHz   1593 MHz  GPU-" in a100, a100
+    assert "30%  00000000:19:00.0    -   210 MHz    405 MHz  GPU-" in a6000, a6000
+    data = json.loads(run("status", "--json")[1])
+    assert [gpu["fan_speed"] for gpu in data["gpus"]] == [None, None, 30, 34]
+    assert [gpu["ecc_errors"] for gpu in data["gpus"]] == [0, 2, None, None]

@@ -367,12 +367,61 @@ def test_a_hostile_scenario_file_means_nvml_unavailable_not_a_crash(monkeypatch,
 
 
 def test_driver_facts_beside_a_snapshot(scenario):
-    """``jupyter-gpu doctor``'s extras: NVML's version, the driver's CUDA, PCI bus ids (None where NVML
-    does not say: the simulation answers NVML_ERROR_NOT_SUPPORTED for them, as some GPUs do)."""
+    """``jupyter-gpu doctor``'s extras: NVML's version and the driver's CUDA (PCI bus ids are in the
+    snapshot, read once per GPU)."""
     from jupyter_gpu.sources.nvml import DriverFacts, driver_facts
 
     scenario.write({"driver_version": "555.42.06", "cuda_driver_version": 12050, "gpus": [gpu(), gpu()]})
     reader = NvmlReader()
     assert driver_facts(reader) == DriverFacts()  # NVML not opened yet: nothing is read
     assert reader.snapshot().nvml_available
-    assert driver_facts(reader) == DriverFacts("12.555.42.06", "12.5", {0: None, 1: None})
+    assert driver_facts(reader) == DriverFacts("12.555.42.06", "12.5")
+
+
+# -- what `jupyter-gpu status --wide` shows: fan, PCI bus id, ECC errors, clocks
+
+
+def test_fan_bus_id_ecc_and_clocks_are_read_where_the_gpu_has_them(scenario):
+    extras = {"fan_speed": 41, "pci_bus_id": "00000000:3b:00.0", "ecc_uncorrected": 3}
+    scenario.write(
+        {
+            "gpus": [
+                gpu(**extras, clock_sm_mhz=1755, clock_memory_mhz=1215),
+                gpu(unsupported=["fan_speed", "ecc", "clocks"]),  # passively cooled, ECC off, no clocks
+            ]
+        }
+    )
+    first, second = jupyter_gpu.snapshot().to_dict()["gpus"]
+    assert (first["fan_speed"], first["pci_bus_id"], first["ecc_errors"]) == (41, "00000000:3B:00.0", 3)
+    assert (first["clock_sm"], first["clock_memory"]) == (1755, 1215)
+    assert second["fan_speed"] is None and second["ecc_errors"] is None and second["clock_sm"] is None
+    assert second["clock_memory"] is None and second["pci_bus_id"] == "00000000:18:00.0"  # "for all products"
+    assert second["error"] is None and simulate.installed().callback_errors == []
+
+
+def test_extras_are_read_every_few_seconds_and_not_supported_ones_never_again(scenario, monkeypatch):
+    from jupyter_gpu.sources import nvml
+
+    scenario.write({"gpus": [gpu(unsupported=["fan_speed"], ecc_uncorrected=0)]})
+    reader = NvmlReader()
+    reader.snapshot()
+    calls = simulate.installed().calls
+    assert calls["nvmlDeviceGetFanSpeed"] == 1 and calls["nvmlDeviceGetTotalEccErrors"] == 1
+    scenario.update(lambda data: data["gpus"][0].update(ecc_uncorrected=7))
+    for _ in range(5):
+        assert reader.snapshot().gpus[0].ecc_errors == 0  # within EXTRAS_REFRESH_SECONDS: not asked
+    assert calls["nvmlDeviceGetTotalEccErrors"] == 1 and calls["nvmlDeviceGetClockInfo"] == 2
+    monkeypatch.setattr(nvml, "EXTRAS_REFRESH_SECONDS", 0.0)
+    assert reader.snapshot().gpus[0].ecc_errors == 7
+    assert calls["nvmlDeviceGetFanSpeed"] == 1  # the card has no fan: never asked again
+
+
+def test_extras_on_a_gpu_in_mig_mode_are_the_cards(scenario):
+    from support import a100_mig_scenario
+
+    data = a100_mig_scenario()
+    data["gpus"][0].update(fan_speed=55, ecc_uncorrected=1)
+    scenario.write(data)
+    card = jupyter_gpu.snapshot().gpus[0]
+    assert card.mig_mode and (card.fan_speed, card.ecc_errors, card.clock_sm) == (55, 1, 1410)
+    assert simulate.installed().callback_errors == []

@@ -470,3 +470,49 @@ def test_a_scenario_is_never_written_through_a_link_the_neighbour_planted(neighb
     assert path.stat().st_mode & 0o777 == 0o644
     assert json.loads(path.read_text())["gpus"][0]["utilization"] == 40
     assert sorted(p.name for p in shared_tmp.iterdir()) == sorted([*guesses, "s.json"])
+
+
+def test_fan_pci_ecc_and_clocks_answer_as_a_driver_does(tmp_path):
+    """nvml.h: the fan only on cards with one, ECC counts only with ECC mode on, PCI info for all
+    products; a MIG device has none of them here (the card's are read on its parent)."""
+    import pynvml
+    from support import a100_mig_scenario
+
+    path = tmp_path / "s.json"
+    data = a100_mig_scenario()
+    data["gpus"][1].update(unsupported=["fan_speed", "ecc"], pci_bus_id="00000000:b1:00.0")
+    simulate.write_scenario(path, data)
+    library = simulate.install(str(path))
+    try:
+        pynvml.nvmlInit()
+        card, passive = pynvml.nvmlDeviceGetHandleByIndex(0), pynvml.nvmlDeviceGetHandleByIndex(1)
+        assert pynvml.nvmlDeviceGetFanSpeed(card) == 30
+        assert pynvml.nvmlDeviceGetTotalEccErrors(card, pynvml.NVML_MEMORY_ERROR_TYPE_UNCORRECTED, 0) == 0
+        assert pynvml.nvmlDeviceGetClockInfo(card, pynvml.NVML_CLOCK_MEM) == 1593
+        info = pynvml.nvmlDeviceGetPciInfo(passive)
+        assert (info.busId, info.domain, info.bus, info.device) == ("00000000:B1:00.0", 0, 0xB1, 0)
+        for call in (
+            lambda: pynvml.nvmlDeviceGetFanSpeed(passive),
+            lambda: pynvml.nvmlDeviceGetTotalEccErrors(passive, 1, 0),
+            lambda: pynvml.nvmlDeviceGetFanSpeed(pynvml.nvmlDeviceGetMigDeviceHandleByIndex(card, 0)),
+        ):
+            with pytest.raises(pynvml.NVMLError_NotSupported):
+                call()
+        with pytest.raises(pynvml.NVMLError_InvalidArgument):
+            pynvml.nvmlDeviceGetClockInfo(card, 9)
+    finally:
+        simulate.uninstall()
+    assert library.callback_errors == []
+
+
+@pytest.mark.parametrize(
+    ("gpu", "words"),
+    [
+        ({"pci_bus_id": "17:00.0"}, 'gpus[0].pci_bus_id must look like "00000000:17:00.0"'),
+        ({"fan_speed": -1}, "gpus[0].fan_speed must be >= 0"),
+        ({"unsupported": ["fan"]}, "gpus[0].unsupported"),
+    ],
+)
+def test_a_bad_board_figure_is_refused_in_one_line(gpu, words):
+    with pytest.raises(simulate.ScenarioError, match=re.escape(words)):
+        simulate.Scenario.from_dict({"gpus": [gpu]})

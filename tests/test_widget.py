@@ -361,3 +361,14 @@ def test_slices_are_shown_under_their_gpu_with_this_kernels_process_marked(scena
     assert html_text.count("this kernel") == 1 and starts[1] < html_text.index("this kernel") < starts[2]
     assert "<i>x" not in html_text and "1g&lt;i&gt;x" in html_text
     assert "4100003" in whole.processes.value and "MIG" not in whole.processes.value
+
+
+def test_the_status_line_says_where_the_sample_came_from(scenario: Any) -> None:
+    panel = GPUMonitor(start=False)
+    taken = nvml.snapshot()
+    note = 'from the Jupyter server at http://127.0.0.1:8888/"><b>'
+    panel.update(dataclasses.replace(taken, extra={"source": "jupyter-server", "source_note": note}))
+    assert "from the server" in panel.status.value
+    assert 'title="from the Jupyter server at http://127.0.0.1:8888/&quot;&gt;&lt;b&gt;"' in panel.status.value
+    panel.update(dataclasses.replace(taken, extra={"source": "nvml", "source_note": "NVML read locally: no ..."}))
+    assert "NVML read here" in panel.status.value and "from the server" not in panel.status.value

@@ -21,7 +21,14 @@ panel, the server's REST endpoint, the JupyterLab sidebar) and any script relies
                            "gpu_instance_id": int, "compute_instance_id": int,
                            "memory_total": int, "memory_used": int, "memory_free": int,
                            "error": str|null,
-                           "processes": [...]}]}]}                            (as above)
+                           "processes": [...]}],                              (as above)
+               "fan_speed": int|null, "pci_bus_id": str|null,                 (percent; "00000000:17:00.0")
+               "ecc_errors": int|null,                                        (volatile uncorrected)
+               "clock_sm": int|null, "clock_memory": int|null}]}              (MHz)
+
+The last five (``jupyter-gpu status --wide``, additive) are null where NVML does not have them: no
+fan on a passively cooled card, no ECC count while ECC mode is off, none of them for a GPU that
+could not be read. Fan, ECC and clocks are at most ``sources.nvml.EXTRAS_REFRESH_SECONDS`` old.
 
 MIG (additive, see docs/mig.md): a GPU in MIG mode has ``mig_mode`` true and lists its MIG devices
 ("slices") under ``slices``, each with its MIG UUID (``MIG-<uuid>``, or ``MIG-GPU-<uuid>/<gi>/<ci>``
@@ -117,6 +124,11 @@ class GpuInfo:
     processes: tuple[GpuProcess, ...] = ()
     mig_mode: bool = False
     slices: tuple[MigSlice, ...] = ()
+    fan_speed: int | None = None
+    pci_bus_id: str | None = None
+    ecc_errors: int | None = None
+    clock_sm: int | None = None
+    clock_memory: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
         data = {name: getattr(self, name) for name in self.__dataclass_fields__ if name not in ("processes", "slices")}

@@ -166,13 +166,12 @@ def read_machine(
     started = time.monotonic()
     shot = snapshot()
     facts = driver_facts()
-    pci = facts.pci_bus_ids or {}
     gpus = tuple(
         MachineGpu(
             index=gpu.index,
             name=gpu.name,
             uuid=gpu.uuid,
-            pci_bus_id=pci.get(gpu.index),
+            pci_bus_id=gpu.pci_bus_id,
             mig_mode=gpu.mig_mode,
             memory_total=gpu.memory_total,
             error=gpu.error,

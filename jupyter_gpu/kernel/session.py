@@ -40,9 +40,16 @@ if TYPE_CHECKING:
 _nvml_started = False
 
 
-def take_snapshot() -> Snapshot:
-    """The GPUs now (NVML is imported on first use, so loading the extension stays cheap)."""
+def take_snapshot(host_sample: bool = False) -> Snapshot:
+    """The GPUs now (NVML is imported on first use, so loading the extension stays cheap).
+
+    ``host_sample``: the host's sample (:mod:`jupyter_gpu.sources.host`: this kernel's server, the
+    hub service, else NVML here), for loops that look again and again (``--wait``)."""
     global _nvml_started
+    if host_sample:
+        from ..sources.host import default_host_sample
+
+        return default_host_sample()()
     from ..sources.nvml import snapshot
 
     taken = snapshot()
@@ -221,9 +228,10 @@ class PlanSession:
             raise UsageError(str(error)) from None
 
     def change_if_fits(
-        self, magic: str, require_idle: bool = False, hints: bool = True, **changes: Any
+        self, magic: str, require_idle: bool = False, hints: bool = True, host_sample: bool = False, **changes: Any
     ) -> GpuPlan | None:
         """:meth:`change`, but :class:`NoGpuFitsError` when no GPU fits the request now.
+        ``host_sample``: look at the host's sample (:func:`take_snapshot`), as ``--wait`` does.
 
         An ``auto`` selection is chosen and claimed under the claims lock (:mod:`jupyter_gpu.sources.claims`),
         counting other kernels' claims as load."""
@@ -235,7 +243,7 @@ class PlanSession:
             warm = (take_snapshot(), time.monotonic())
         with board.locked() if board is not None else contextlib.nullcontext(False):
             fresh = warm[0] if warm is not None and time.monotonic() - warm[1] < 0.5 else None
-            plan = self._change_locked(magic, board, require_idle, fresh, hints, **changes)
+            plan = self._change_locked(magic, board, require_idle, fresh, hints, host_sample, **changes)
             if plan is not None and "selection" in changes:
                 if board is not None:
                     self._claim(board, plan)
@@ -244,7 +252,7 @@ class PlanSession:
         return plan
 
     def _change_locked(
-        self, magic: str, board: Any, require_idle: bool, fresh: Any, hints: bool, **changes: Any
+        self, magic: str, board: Any, require_idle: bool, fresh: Any, hints: bool, host_sample: bool, **changes: Any
     ) -> GpuPlan | None:
         from .. import frameworks
         from ..plan import NoGpuFits, PlanError, build_plan, current_plan, kernel_start_fence
@@ -257,7 +265,7 @@ class PlanSession:
             # up into the plan a restart applies, so this one is checked on top of them (%gpu_limit
             # 40GiB then %gpu_select 2 is valid on a 48 GiB GPU 2 even if the running plan has 50 GiB).
             request = replace(self.pending_request, **changes)
-        snapshot = take_snapshot() if fresh is None else fresh
+        snapshot = take_snapshot(host_sample) if fresh is None else fresh
         self.last_snapshot = snapshot
         frameworks.remember_gpus(snapshot.gpus)
         changed = frameworks.selection_env_changed()

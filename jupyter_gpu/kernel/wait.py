@@ -90,7 +90,7 @@ def wait_and_select(session: PlanSession, spec: str, wait_s: float, changes: dic
         try:
             last = _clock() - started + POLL_INTERVAL_S >= wait_s  # the "would fit if" hints only then
             plan = session.change_if_fits(
-                "%gpu_select", require_idle=not changes.get("min_free"), hints=last, **changes
+                "%gpu_select", require_idle=not changes.get("min_free"), hints=last, host_sample=True, **changes
             )
         except NoGpuFitsError as error:
             waited = _clock() - started

@@ -169,10 +169,10 @@ class CellWatch:
     ) -> None:
         if interval_s <= 0:
             raise ValueError(f"interval_s must be positive, not {interval_s}")
-        if take is None:
-            from ..sources.nvml import snapshot  # late, as before: a watch with its own take() never imports nvml
+        if take is None:  # the host's sample: this kernel's server, the hub service, else NVML here
+            from ..sources.host import default_host_sample
 
-            take = snapshot
+            take = default_host_sample()
         self.pid = os.getpid() if pid is None else pid
         self.interval_s = interval_s
         self._take = take

@@ -13,8 +13,9 @@ are simulated (``JUPYTER_GPU_SIMULATE``).
 
 Sampling happens on one background thread per kernel (a :class:`jupyter_gpu.sources.sampler.Sampler`
 shared by every panel), never on the kernel's main thread, so cells keep running while panels
-update. The thread runs at the shortest interval any open panel asks for and stops when every panel
-is closed or paused, or when the kernel exits.
+update. It takes the host's sample (:mod:`jupyter_gpu.sources.host`): the snapshot of the Jupyter
+server that started the kernel, else the hub service's, else NVML read here. The thread runs at the shortest
+interval any open panel asks for and stops when every panel is closed or paused, or when the kernel exits.
 
 The HTML inside the widgets (bar, chart, slices, process tables) and the CSS come from
 :mod:`jupyter_gpu.panel.render`, which escapes and neutralises everything rendered from data.
@@ -61,8 +62,12 @@ def shared_sampler() -> Sampler:
     global _sampler
     with _lock:
         if _sampler is None:
-            # linger_s=0: the thread lives exactly as long as some panel listens.
-            _sampler = Sampler(interval_s=1.0, linger_s=0.0, name=SAMPLER_NAME)
+            # linger_s=0: the thread lives exactly as long as some panel listens. It takes the host's
+            # sample (this user's Jupyter server, the hub service, else NVML here): N panels on a
+            # host make no more NVML calls than the server's one sampler.
+            from ..sources.host import default_host_sample
+
+            _sampler = Sampler(interval_s=1.0, take=default_host_sample(), linger_s=0.0, name=SAMPLER_NAME)
         return _sampler
 
 
@@ -431,6 +436,14 @@ class GPUMonitor(widgets.VBox):
             parts.append(text)
             if snapshot.driver_version:
                 parts.append(f"driver {html.escape(display_text(snapshot.driver_version, 40))}")
+        source = snapshot.extra.get("source")  # the host sample's (sources/host.py): where it came from
+        if isinstance(source, str):
+            from ..sources.host import SOURCE_LABELS
+
+            note = html.escape(display_text(snapshot.extra.get("source_note") or source, 500), quote=True)
+            parts.append(
+                f'<span title="{note}">{html.escape(SOURCE_LABELS.get(source, display_text(source, 40)))}</span>'
+            )
         stamp = time.strftime("%H:%M:%S", time.localtime(snapshot.timestamp))
         parts.append(f"every {self._interval_s:g} s · {stamp}")
         _set(self.status, "value", '<span style="line-height:28px">' + " · ".join(parts) + "</span>")

@@ -44,15 +44,12 @@ from .scenario import MAX_MIG_SLICES, SIMULATED_MARKER, Scenario, ScenarioSource
 # Symbols other readers (nvitop, gpustat, nvdashboard) ask for that a simulated GPU reports as
 # "Not Supported", as many real GPUs do, rather than lacking them (which makes those tools log errors).
 NOT_SUPPORTED_FUNCTIONS = (
-    "nvmlDeviceGetFanSpeed",
     "nvmlDeviceGetFanSpeed_v2",
     "nvmlDeviceGetEncoderUtilization",
     "nvmlDeviceGetDecoderUtilization",
     "nvmlDeviceGetProcessUtilization",
     "nvmlDeviceGetPerformanceState",
-    "nvmlDeviceGetClockInfo",
     "nvmlDeviceGetMaxClockInfo",
-    "nvmlDeviceGetPciInfo_v3",
     "nvmlDeviceGetPcieThroughput",
     "nvmlDeviceGetPersistenceMode",
     "nvmlDeviceGetDisplayActive",
@@ -60,7 +57,6 @@ NOT_SUPPORTED_FUNCTIONS = (
     "nvmlDeviceGetComputeMode",
     "nvmlDeviceGetCurrentClocksThrottleReasons",
     "nvmlDeviceGetCurrentClocksEventReasons",
-    "nvmlDeviceGetTotalEccErrors",
     "nvmlDeviceGetBAR1MemoryInfo",
     "nvmlDeviceGetNvLinkState",
     "nvmlDeviceGetSamples",
@@ -107,6 +103,20 @@ class _MemoryV2(ctypes.Structure):
 
 class _Utilization(ctypes.Structure):
     _fields_ = [("gpu", c_uint), ("memory", c_uint)]
+
+
+class _PciInfo(ctypes.Structure):
+    """nvmlPciInfo_t as ``nvmlDeviceGetPciInfo_v3`` fills it (nvml.h)."""
+
+    _fields_ = [
+        ("busIdLegacy", ctypes.c_char * 16),
+        ("domain", c_uint),
+        ("bus", c_uint),
+        ("device", c_uint),
+        ("pciDeviceId", c_uint),
+        ("pciSubSystemId", c_uint),
+        ("busId", ctypes.c_char * 32),
+    ]
 
 
 class _ProcessInfo(ctypes.Structure):
@@ -257,8 +267,70 @@ class _SimulatedDriver:
     def _not_supported(self, *_args: Any) -> int:
         return self._ready()[1] or ERROR_NOT_SUPPORTED
 
+    def _whole_gpu(self, handle: int) -> tuple[SimulatedGpu | None, int]:
+        """A whole GPU for figures a MIG device does not have (NOT_SUPPORTED on a MIG handle)."""
+        gpu, slice_, error = self._device(handle)
+        if slice_ is not None:
+            return None, ERROR_NOT_SUPPORTED
+        return gpu, error
 
-class SimulatedNvmlLibrary(_SimulatedDriver):
+
+class _BoardFigures(_SimulatedDriver):
+    """What ``jupyter-gpu status --wide`` and nvitop read besides the basics: fan, PCI address, ECC
+    errors, clocks. Each answers NOT_SUPPORTED where a real driver does (docs/nvml.md)."""
+
+    def _fan_speed(self, handle: int, out: int) -> int:
+        """Percent of the fan's maximum; NOT_SUPPORTED on a card without a fan of its own (nvml.h:
+        "for all discrete products with dedicated fans") and on a MIG device."""
+        gpu, error = self._whole_gpu(handle)
+        if gpu is None:
+            return error
+        if "fan_speed" in gpu.unsupported:
+            return ERROR_NOT_SUPPORTED
+        self._write_uint(out, gpu.fan_speed)
+        return SUCCESS
+
+    def _pci_info(self, handle: int, out: int) -> int:
+        """The PCI address ("for all products"); NOT_SUPPORTED on a MIG device here."""
+        gpu, error = self._whole_gpu(handle)
+        if gpu is None:
+            return error
+        domain, bus, rest = gpu.pci_bus_id.split(":")
+        device = rest.split(".")[0]
+        info = ctypes.cast(out, POINTER(_PciInfo))[0]
+        info.busId = gpu.pci_bus_id.encode()
+        info.busIdLegacy = f"{int(domain, 16):04X}:{bus}:{rest}".encode()
+        info.domain, info.bus, info.device = int(domain, 16), int(bus, 16), int(device, 16)
+        info.pciDeviceId, info.pciSubSystemId = 0x20B210DE, 0x147F10DE
+        return SUCCESS
+
+    def _ecc_errors(self, handle: int, error_type: int, counter_type: int, out: int) -> int:
+        """Uncorrected (type 1) ECC errors, volatile or aggregate alike; corrected (0) are none.
+        NOT_SUPPORTED when ECC mode is off (nvml.h: "requires ECC Mode to be enabled")."""
+        gpu, error = self._whole_gpu(handle)
+        if gpu is None:
+            return error
+        if "ecc" in gpu.unsupported:
+            return ERROR_NOT_SUPPORTED
+        if error_type not in (0, 1) or counter_type not in (0, 1):
+            return ERROR_INVALID_ARGUMENT
+        ctypes.cast(out, POINTER(c_ulonglong))[0] = gpu.ecc_uncorrected if error_type == 1 else 0
+        return SUCCESS
+
+    def _clock_info(self, handle: int, clock_type: int, out: int) -> int:
+        """Current clocks in MHz: graphics and SM (0, 1), memory (2), video (3, as SM here)."""
+        gpu, error = self._whole_gpu(handle)
+        if gpu is None:
+            return error
+        if "clocks" in gpu.unsupported:
+            return ERROR_NOT_SUPPORTED
+        if clock_type not in (0, 1, 2, 3):
+            return ERROR_INVALID_ARGUMENT
+        self._write_uint(out, gpu.clock_memory_mhz if clock_type == 2 else gpu.clock_sm_mhz)
+        return SUCCESS
+
+
+class SimulatedNvmlLibrary(_BoardFigures):
     """Stands in for ``CDLL("libnvidia-ml.so.1")``: one ctypes callback per exported C symbol.
 
     Attributes are only the symbols implemented (minus the scenario's ``missing_functions``), so a
@@ -310,6 +382,10 @@ class SimulatedNvmlLibrary(_SimulatedDriver):
             "nvmlDeviceGetPowerUsage": (c_int, (p, p), self._power_usage),
             "nvmlDeviceGetEnforcedPowerLimit": (c_int, (p, p), self._power_limit),
             "nvmlDeviceGetPowerManagementLimit": (c_int, (p, p), self._power_limit),
+            "nvmlDeviceGetFanSpeed": (c_int, (p, p), self._fan_speed),
+            "nvmlDeviceGetPciInfo_v3": (c_int, (p, p), self._pci_info),
+            "nvmlDeviceGetTotalEccErrors": (c_int, (p, c_uint, c_uint, p), self._ecc_errors),
+            "nvmlDeviceGetClockInfo": (c_int, (p, c_uint, p), self._clock_info),
             "nvmlDeviceGetComputeRunningProcesses_v3": (c_int, (p, p, p), self._processes("compute", 3)),
             "nvmlDeviceGetComputeRunningProcesses_v2": (c_int, (p, p, p), self._processes("compute", 2)),
             "nvmlDeviceGetComputeRunningProcesses": (c_int, (p, p, p), self._processes("compute", 1)),
@@ -462,13 +538,6 @@ class SimulatedNvmlLibrary(_SimulatedDriver):
         memory.used = int(used_mib * MIB)
         memory.free = memory.total - memory.reserved - memory.used
         return SUCCESS
-
-    def _whole_gpu(self, handle: int) -> tuple[SimulatedGpu | None, int]:
-        """A whole GPU for figures a MIG device does not have (NOT_SUPPORTED on a MIG handle)."""
-        gpu, slice_, error = self._device(handle)
-        if slice_ is not None:
-            return None, ERROR_NOT_SUPPORTED
-        return gpu, error
 
     def _utilization(self, handle: int, out: int) -> int:
         gpu, error = self._whole_gpu(handle)

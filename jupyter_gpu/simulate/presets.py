@@ -67,6 +67,9 @@ def demo_scenario(moving: bool = True) -> dict[str, Any]:
                 "temperature": 71,
                 "power_w": 372,
                 "power_limit_w": 400,
+                "clock_sm_mhz": 1410,
+                "clock_memory_mhz": 1593,
+                "unsupported": ["fan_speed"],  # an SXM module: cooled by the chassis, no fan of its own
                 "processes": [{"pid": 910001, "memory_mib": 76000, "user": "bob", "name": "python"}],
             },
             {
@@ -78,6 +81,10 @@ def demo_scenario(moving: bool = True) -> dict[str, Any]:
                 "temperature": 44,
                 "power_w": 96,
                 "power_limit_w": 400,
+                "clock_sm_mhz": 1095,
+                "clock_memory_mhz": 1593,
+                "ecc_uncorrected": 2,
+                "unsupported": ["fan_speed"],
                 "processes": [
                     {"pid": 910002, "memory_mib": 18432, "user": "carol", "name": "python"},
                     {"pid": 910003, "memory_mib": 2048, "user": "carol", "name": "python"},
@@ -91,6 +98,10 @@ def demo_scenario(moving: bool = True) -> dict[str, Any]:
                 "temperature": 33,
                 "power_w": 22,
                 "power_limit_w": 300,
+                "fan_speed": 30,
+                "clock_sm_mhz": 210,
+                "clock_memory_mhz": 405,
+                "unsupported": ["ecc"],  # RTX A6000s ship with ECC off
             },
             {
                 "name": "NVIDIA RTX A6000",
@@ -100,6 +111,10 @@ def demo_scenario(moving: bool = True) -> dict[str, Any]:
                 "temperature": 36,
                 "power_w": 31,
                 "power_limit_w": 300,
+                "fan_speed": 34,
+                "clock_sm_mhz": 420,
+                "clock_memory_mhz": 810,
+                "unsupported": ["ecc"],
                 "processes": [{"pid": 910004, "memory_mib": 1200, "user": "dave", "name": "Xorg", "type": "graphics"}],
             },
         ],

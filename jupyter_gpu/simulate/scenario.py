@@ -24,7 +24,13 @@ Scenario schema (every key optional; sizes in MiB, power in W)::
         "memory_used_mib": 1024,       # default: the sum of the processes' memory
         "utilization": 35, "memory_utilization": 20, "temperature": 41,
         "power_w": 180, "power_limit_w": 400,
-        "unsupported": [],             # of "utilization", "temperature", "power", "power_limit"
+        "fan_speed": 30,               # percent (may exceed 100, as NVML's may)
+        "pci_bus_id": "00000000:17:00.0",   # default: derived from the index
+        "ecc_uncorrected": 0,          # volatile uncorrected ECC errors (since the driver loaded)
+        "clock_sm_mhz": 1410, "clock_memory_mhz": 1593,
+        "unsupported": [],             # of "utilization", "temperature", "power", "power_limit",
+                                       # "fan_speed" (a passively cooled card), "ecc" (ECC mode
+                                       # off), "clocks": those calls answer NOT_SUPPORTED
         "fault": null | "lost",
         "motion": {                    # figures that move (see below); each key optional
           "loop_s": 900,               # repeat every 900 s (default: hold the last keyframe)
@@ -91,15 +97,17 @@ from pathlib import Path
 from stat import S_ISREG
 from typing import Any
 
+from ..core.environ import SIMULATE_ENV_VAR, SIMULATE_OFF_VALUES
+from ..core.environ import simulation_requested as simulation_requested  # re-exported: simulate.simulation_requested
 from ..core.errors import ScenarioError
 from ..core.wire import Fields, WireError, finite, loads
 from .codes import GPU_FAULTS, WHOLE_NVML_FAULTS
 from .motion import MAX_POINTS, MAX_SECONDS, Track
 from .presets import DEMO_STILL, demo_scenario, plausible_gpus
 
-ENV_VAR = "JUPYTER_GPU_SIMULATE"
+ENV_VAR = SIMULATE_ENV_VAR
 
-UNSUPPORTABLE_FIELDS = {"utilization", "temperature", "power", "power_limit"}
+UNSUPPORTABLE_FIELDS = {"utilization", "temperature", "power", "power_limit", "fan_speed", "ecc", "clocks"}
 
 
 # --------------------------------------------------------------------------------------------
@@ -152,6 +160,11 @@ class SimulatedGpu:
     fault: str | None
     processes: tuple[SimulatedProcess, ...]
     mig_slices: tuple[SimulatedSlice, ...] | None = None  # None: MIG mode disabled
+    fan_speed: int = 30
+    pci_bus_id: str = "00000000:17:00.0"
+    ecc_uncorrected: int = 0
+    clock_sm_mhz: int = 1410
+    clock_memory_mhz: int = 1593
     motion: tuple[tuple[str, Track], ...] = ()  # (field, track) of the figures that move
     memory_follows_processes: bool = False  # memory_used_mib was not given: the processes' sum
 
@@ -222,7 +235,13 @@ _GPU_KEYS = {
     "processes",
     "mig_slices",
     "motion",
+    "fan_speed",
+    "pci_bus_id",
+    "ecc_uncorrected",
+    "clock_sm_mhz",
+    "clock_memory_mhz",
 }
+_PCI_BUS_ID = re.compile(r"[0-9A-Fa-f]{8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-7]")
 _SLICE_KEYS = {
     "profile",
     "uuid",
@@ -473,6 +492,11 @@ def _parse_gpu(index: int, data: Any) -> SimulatedGpu:
         if data.get("motion") is not None
         else (),
         memory_follows_processes=slices is None and "memory_used_mib" not in data,
+        fan_speed=gpu.integer("fan_speed", 30, 0, 255),
+        pci_bus_id=_pci_bus_id(gpu, index),
+        ecc_uncorrected=gpu.integer("ecc_uncorrected", 0, 0, 2**63 - 1),
+        clock_sm_mhz=gpu.integer("clock_sm_mhz", 1410, 0, 100_000),
+        clock_memory_mhz=gpu.integer("clock_memory_mhz", 1593, 0, 100_000),
     )
 
 
@@ -510,6 +534,14 @@ def _parse_motion(where: str, data: Any, fields: dict[str, tuple[float, float, b
             seed=at,
         )
     return tracks
+
+
+def _pci_bus_id(gpu: _Reader, index: int) -> str:
+    """``domain:bus:device.function`` as NVML writes it (``00000000:17:00.0``); default from the index."""
+    bus_id = gpu.text("pci_bus_id", f"00000000:{0x17 + index:02X}:00.0") or ""
+    if not _PCI_BUS_ID.fullmatch(bus_id):
+        raise ScenarioError(f'{gpu.name("pci_bus_id")} must look like "00000000:17:00.0" (domain:bus:device.function)')
+    return bus_id.upper()
 
 
 def _parse_slices(gpu_index: int, where: str, items: list[Any], room_mib: float) -> tuple[SimulatedSlice, ...]:
@@ -610,13 +642,9 @@ def _parse_process(where: str, data: Any) -> SimulatedProcess:
     )
 
 
-OFF_VALUES = ("", "0", "false", "off", "no")
-"""``JUPYTER_GPU_SIMULATE`` values that mean "no simulation" (case-insensitive): the real NVML."""
-
-
-def simulation_requested(value: str | None) -> bool:
-    """Whether a ``JUPYTER_GPU_SIMULATE`` value asks for simulated GPUs (see :data:`OFF_VALUES`)."""
-    return value is not None and value.strip().lower() not in OFF_VALUES
+# The rule lives in core.environ: readers that must not import the simulation (jupyter-gpu status
+# beside a server) ask it too.
+OFF_VALUES = SIMULATE_OFF_VALUES
 
 
 class ScenarioSource:

@@ -17,7 +17,8 @@ Failures degrade the answer, never raise:
 
 The number of NVML calls per GPU per snapshot is the floor for the contract: memory, utilization,
 temperature, power, compute processes and graphics processes (a second call each only when
-processes exist, NVML's two-call protocol).
+processes exist, NVML's two-call protocol). Fan speed, ECC errors and clocks (for ``jupyter-gpu
+status --wide``) are read every :data:`EXTRAS_REFRESH_SECONDS` only, the PCI bus id once.
 
 MIG (docs/mig.md): a GPU in MIG mode is read as a whole GPU without utilization (NVML has none in
 MIG mode) plus one memory call per slice; its processes are read once on the parent, where NVML
@@ -48,6 +49,10 @@ MIG_REFRESH_SECONDS = 5.0
 """How old a GPU's list of MIG slices, and its name, UUID and power limit, may get before they are
 read again."""
 
+EXTRAS_REFRESH_SECONDS = 5.0
+"""How old fan speed, ECC count and clocks (``jupyter-gpu status --wide``) may get: four NVML calls
+per GPU read every 5 s rather than every sample, so the host's NVML calls barely grow with them."""
+
 NO_INSTANCE = 0xFFFFFFFF  # gpuInstanceId/computeInstanceId of a process on a GPU not in MIG mode
 
 
@@ -71,6 +76,10 @@ class _Device:
     power_limit: float | None
     slices: list[_Slice] | None = None  # None: not in MIG mode
     slices_read_at: float = float("-inf")
+    pci_bus_id: str | None = None
+    extras: tuple[int | None, int | None, int | None, int | None] = (None, None, None, None)  # fan, ECC, clocks
+    extras_read_at: float = float("-inf")
+    unsupported: set[str] | None = None  # extras this GPU answered NOT_SUPPORTED for: not asked again
 
 
 class NvmlUnavailable(Exception):
@@ -143,6 +152,7 @@ class NvmlReader:
                 name=_text(pynvml.nvmlDeviceGetName(handle)),
                 uuid=_text(pynvml.nvmlDeviceGetUUID(handle)),
                 power_limit=_optional(pynvml, lambda: pynvml.nvmlDeviceGetEnforcedPowerLimit(handle) / 1000),
+                pci_bus_id=_optional(pynvml, lambda: _text(pynvml.nvmlDeviceGetPciInfo(handle).busId)),
             )
         except pynvml.NVMLError as error:
             self._device_errors[index] = explain_nvml_error(error)
@@ -305,6 +315,7 @@ class NvmlReader:
             power=None if power_mw is None else power_mw / 1000,
             power_limit=device.power_limit,
             processes=self._processes(handle, device.index),
+            **_extras(self._pynvml, device),
         )
 
     def _read_mig(self, device: _Device, total: int, used: int, free: int, reserved: int | None) -> GpuInfo:
@@ -375,6 +386,7 @@ class NvmlReader:
             processes=processes,
             mig_mode=True,
             slices=tuple(infos),
+            **_extras(self._pynvml, device),
         )
 
     def _memory(self, handle: Any) -> tuple[int, int, int, int | None]:
@@ -526,6 +538,40 @@ def _layout(pid_offset: int, memory_offset: int, gi_offset: int, ci_offset: int,
     )
 
 
+def _extras(pynvml: Any, device: _Device) -> dict[str, Any]:
+    """Fan speed, volatile uncorrected ECC errors, SM and memory clocks: read at most every
+    :data:`EXTRAS_REFRESH_SECONDS`; one a GPU answered NOT_SUPPORTED for is not asked again
+    (no fan on a passively cooled card, ECC mode off, both last until a reboot)."""
+    if time.monotonic() - device.extras_read_at >= EXTRAS_REFRESH_SECONDS:
+        handle = device.handle
+        unsupported = device.unsupported if device.unsupported is not None else set()
+        device.unsupported = unsupported
+        reads = {
+            "fan_speed": lambda: pynvml.nvmlDeviceGetFanSpeed(handle),
+            "ecc_errors": lambda: pynvml.nvmlDeviceGetTotalEccErrors(
+                handle, pynvml.NVML_MEMORY_ERROR_TYPE_UNCORRECTED, pynvml.NVML_VOLATILE_ECC
+            ),
+            "clock_sm": lambda: pynvml.nvmlDeviceGetClockInfo(handle, pynvml.NVML_CLOCK_SM),
+            "clock_memory": lambda: pynvml.nvmlDeviceGetClockInfo(handle, pynvml.NVML_CLOCK_MEM),
+        }
+        values = []
+        for name, read in reads.items():
+            value = None if name in unsupported else _optional(pynvml, read)
+            if value is None:
+                unsupported.add(name)
+            values.append(value)
+        device.extras = (values[0], values[1], values[2], values[3])
+        device.extras_read_at = time.monotonic()
+    fan, ecc, sm, memory = device.extras
+    return {
+        "fan_speed": fan,
+        "ecc_errors": ecc,
+        "clock_sm": sm,
+        "clock_memory": memory,
+        "pci_bus_id": device.pci_bus_id,
+    }
+
+
 def mig_profile(name: str) -> str:
     """A MIG device's profile from the name NVML gives it: ``"NVIDIA A100-SXM4-80GB MIG 1g.10gb"``
     -> ``"1g.10gb"`` (a simulation marker after it is dropped); the whole name if it has no " MIG "."""
@@ -609,20 +655,20 @@ def snapshot() -> Snapshot:
 
 @dataclass(frozen=True)
 class DriverFacts:
-    """What ``jupyter-gpu doctor`` reads beside a snapshot: versions and PCI bus ids (None: not said)."""
+    """What ``jupyter-gpu doctor`` reads beside a snapshot: versions (None: not said). PCI bus ids
+    are in the snapshot itself (``GpuInfo.pci_bus_id``)."""
 
     nvml_version: str | None = None
     cuda_driver_version: str | None = None  # "12.4": the newest CUDA the driver supports
-    pci_bus_ids: dict[int, str | None] | None = None
 
 
 def driver_facts(reader: NvmlReader | None = None) -> DriverFacts:
-    """NVML's version, the CUDA version the driver supports and each GPU's PCI bus id, through
+    """NVML's version and the CUDA version the driver supports, through
     ``reader`` (this process's shared one by default) after a snapshot opened NVML; every value
     NVML cannot give is None, and nothing raises."""
     reader = reader or default_reader()
-    pynvml, devices = reader._pynvml, reader._devices
-    if pynvml is None or devices is None:
+    pynvml = reader._pynvml
+    if pynvml is None or reader._devices is None:
         return DriverFacts()
     failures = (pynvml.NVMLError, pynvml.NVMLLibraryMismatchError, AttributeError)
     try:
@@ -634,12 +680,4 @@ def driver_facts(reader: NvmlReader | None = None) -> DriverFacts:
         cuda: str | None = f"{code // 1000}.{code % 1000 // 10}"
     except failures:
         cuda = None
-    pci: dict[int, str | None] = {}
-    for device in devices:
-        if device is None:
-            continue
-        try:
-            pci[device.index] = _text(pynvml.nvmlDeviceGetPciInfo(device.handle).busId)
-        except failures:
-            pci[device.index] = None
-    return DriverFacts(nvml_version, cuda, pci)
+    return DriverFacts(nvml_version, cuda)

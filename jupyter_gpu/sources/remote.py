@@ -121,6 +121,11 @@ def _gpu(gpu: Fields) -> GpuInfo:
         processes=_processes(gpu, "processes"),
         mig_mode=gpu.boolean("mig_mode", default=False),
         slices=_slices(gpu),
+        fan_speed=gpu.optional_integer("fan_speed", 0, MAX_INT),
+        pci_bus_id=gpu.optional_text("pci_bus_id", 64),
+        ecc_errors=gpu.optional_integer("ecc_errors", 0, MAX_INT),
+        clock_sm=gpu.optional_integer("clock_sm", 0, MAX_INT),
+        clock_memory=gpu.optional_integer("clock_memory", 0, MAX_INT),
     )
 
 
@@ -155,19 +160,21 @@ def snapshot_from_dict(data: Any) -> Snapshot:
         raise BadAnswer(str(error)) from None
 
 
-def fill_own_names(snapshot: Snapshot, directory: ProcessDirectory) -> Snapshot:
+def fill_own_names(snapshot: Snapshot, directory: ProcessDirectory, everyone: bool = False) -> Snapshot:
     """Program name and command line of this user's processes (on the GPUs and in their MIG
-    slices), as ``directory`` tells them: keyed by PID and start time, like NVML readings here."""
+    slices), as ``directory`` tells them: keyed by PID and start time, like NVML readings here.
+    ``everyone`` (admins: ``jupyter-gpu status --show-other-names``): other users' program names
+    too, where ``directory`` shows them and the PID here is still that user's."""
     me = directory.me
-    if me is None:
+    if me is None and not everyone:
         return snapshot
 
     def named(processes: tuple[GpuProcess, ...]) -> tuple[GpuProcess, ...]:
         out = []
         for process in processes:
-            if process.user == me:
+            if process.user is not None and (process.user == me or everyone):
                 identity = directory.identify(process.pid)
-                if identity.user == me:  # the PID is still this user's process
+                if identity.user == process.user:  # the PID is still that user's process
                     process = replace(process, name=identity.name, command=identity.command)
             out.append(process)
         return tuple(out)

@@ -1,0 +1,433 @@
+"""The host's GPU sample: taken where it is taken already, NVML here only when nobody answers.
+
+Every panel (``%gpu_monitor``), ``%gpu_watch``, ``%gpu_select --wait`` and ``jupyter-gpu status``
+used to read NVML itself: N panels, N samplers. A :class:`HostSample` asks, best first:
+
+1. **This user's running Jupyter server** with the jupyter_gpu extension, found through
+   jupyter_server's runtime files (``jpserver-<pid>.json`` in ``jupyter --runtime-dir``, or the
+   folder of a kernel's connection file, written by the server and readable by its user only):
+   ``GET {url}jupyter-gpu/snapshot`` authenticated with the server's token. A kernel asks only the
+   server that started it (an ancestor process, as the OOM report does); a terminal asks a server
+   that is its ancestor first (a JupyterLab terminal), then the user's other running servers. The
+   server's answer carries what NVML cannot say: which of this user's GPU processes is which
+   kernel, its notebook and idle time (:attr:`HostReading.kernels`). Asked before the hub service
+   because its answer is a superset, and a server on a hub takes its devices from the service
+   (``c.JupyterGpuServer.source = "hub-service"``) so the host still has one sampler.
+2. **The JupyterHub service** when ``$JUPYTER_GPU_SERVICE_URL`` names it:
+   :class:`jupyter_gpu.sources.remote.RemoteSource` with ``$JUPYTERHUB_API_TOKEN``.
+3. **NVML in this process** (:mod:`jupyter_gpu.sources.nvml`), with a one-line note saying why
+   (``source_note``); when a server or service was found but failed, that is a warning too.
+
+**Who gets the token.** The server's token opens the user's server: whoever receives it can run
+code as this user. A runtime file counts only when it is a regular file owned by this user (no
+link followed), and the token is only sent over ``http://`` to a listener of this host owned by
+this user (:func:`jupyter_gpu.sources.remote.peer_uid`: ``/proc/net/tcp`` records the owner of the
+listening socket), or over ``https://`` when TLS verifies the host; redirects are not followed. A
+port another user listens on (a server that died, its port taken) gets nothing.
+
+**Untrusted answers.** A server's answer crosses a socket: it is read with
+:mod:`jupyter_gpu.core.wire` and :func:`jupyter_gpu.sources.remote.snapshot_from_dict` (strict,
+bounded), the kernel entries field by field; a bad answer is a failed server. A server whose
+GPUs are of another world than this process would read (simulated vs. real NVML) is not used.
+
+A server that does not answer within :data:`SERVER_TIMEOUT_S` is given up for this sample. After a
+failure, servers are looked for again at most every :data:`REDISCOVER_S` seconds.
+
+``--json`` and the panel see the source in the snapshot's ``extra``: ``"source"`` (``"jupyter-server"``,
+``"hub-service"`` or ``"nvml"``) and ``"source_note"`` (str or null).
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+import sys
+import threading
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from ..core.snapshot import Snapshot
+from ..core.wire import Fields, WireError, loads, maybe
+from .peers import KernelPeer, parse_server_snapshot
+from .processes import ProcessDirectory
+
+__all__ = [
+    "HostReading",
+    "HostSample",
+    "KernelView",
+    "RunningServer",
+    "default_host_sample",
+    "running_servers",
+]
+
+SOURCE_SERVER = "jupyter-server"
+SOURCE_SERVICE = "hub-service"
+SOURCE_NVML = "nvml"
+SOURCE_LABELS = {SOURCE_SERVER: "from the server", SOURCE_SERVICE: "from the hub", SOURCE_NVML: "NVML read here"}
+"""A few words for a narrow status line (the panel's); ``source_note`` says it in full."""
+
+SERVER_TIMEOUT_S = 2.0
+"""How long one server may take to answer. A server whose sampler runs answers from its last sample
+in milliseconds; one whose sampler is idle (no sidebar open) takes one NVML sample first, which can
+take a second on a busy host, and is still cheaper than starting NVML here."""
+REDISCOVER_S = 10.0
+"""After no server answered, how long before the runtime files are read again."""
+MAX_RUNTIME_FILE = 64 * 1024
+MAX_SERVERS = 16
+MAX_ANSWER = 64 * 1024 * 1024  # the server's answer with thousands of processes
+MAX_KERNELS = 10_000
+_PID = (1, 2**31 - 1)
+
+
+@dataclass(frozen=True)
+class RunningServer:
+    """A Jupyter server of this user, as its runtime file says."""
+
+    url: str  # ends with "/"
+    token: str
+    pid: int
+    path: Path
+
+
+@dataclass(frozen=True)
+class KernelView:
+    """One kernel of the server the sample came from (the answer's ``kernels`` entry)."""
+
+    kernel_id: str
+    notebook: str | None
+    pid: int | None
+    execution_state: str | None
+    idle_s: float | None
+    idle: bool | None
+    gpu_memory: int
+    gpu_pids: tuple[int, ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "kernel_id": self.kernel_id,
+            "notebook": self.notebook,
+            "pid": self.pid,
+            "execution_state": self.execution_state,
+            "idle_s": self.idle_s,
+            "idle": self.idle,
+            "gpu_memory": self.gpu_memory,
+            "gpu_pids": list(self.gpu_pids),
+        }
+
+
+@dataclass(frozen=True)
+class HostReading:
+    """A sample and what came with it: where from, and (from a server) its kernels."""
+
+    snapshot: Snapshot
+    source: str
+    note: str | None = None
+    kernels: tuple[KernelView, ...] = ()
+    by_pid: dict[int, KernelPeer] = field(default_factory=dict)  # GPU PID -> its kernel
+
+
+def _runtime_dir() -> Path | None:
+    try:
+        from jupyter_core.paths import jupyter_runtime_dir
+
+        return Path(jupyter_runtime_dir())
+    except Exception:
+        return None
+
+
+def _own_file(path: Path) -> Fields | None:
+    """A runtime file's JSON when it is a small regular file of this user; None otherwise.
+
+    Opened without following a link (``O_NOFOLLOW``) and checked on the open descriptor."""
+    try:
+        descriptor = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:
+        return None
+    try:
+        info = os.fstat(descriptor)
+        if not stat.S_ISREG(info.st_mode) or info.st_uid != os.getuid() or info.st_size > MAX_RUNTIME_FILE:
+            return None
+        with os.fdopen(descriptor, "rb", closefd=False) as file:
+            return Fields(loads(file.read(MAX_RUNTIME_FILE + 1), max_bytes=MAX_RUNTIME_FILE))
+    except (OSError, WireError):
+        return None
+    finally:
+        os.close(descriptor)
+
+
+def _ancestors() -> list[int]:
+    try:
+        import psutil
+
+        return [parent.pid for parent in psutil.Process().parents()]
+    except Exception:
+        return []
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # it runs (another user's: its listener check will say no)
+    return True
+
+
+def running_servers(runtime_dir: Path | None, ancestors_only: bool) -> list[RunningServer]:
+    """This user's running servers from ``runtime_dir``: ancestors of this process first (nearest
+    first), then (unless ``ancestors_only``) the others, newest runtime file first."""
+    if runtime_dir is None:
+        return []
+    try:
+        paths = sorted(runtime_dir.glob("jpserver-*.json"), key=lambda p: p.name)[:256]
+    except OSError:
+        return []
+    ancestors = _ancestors()
+    rank = {pid: position for position, pid in enumerate(ancestors)}
+    found: list[tuple[tuple[int, float], RunningServer]] = []
+    for path in paths:
+        info = _own_file(path)
+        if info is None:
+            continue
+        pid = maybe(info.integer, "pid", *_PID)
+        url, token = maybe(info.text, "url", 4096), maybe(info.text, "token", 4096)
+        if pid is None or url is None or not token or not url.startswith(("http://", "https://")):
+            continue  # no token (password login, or no auth): nothing to authenticate with
+        if pid not in rank and (ancestors_only or not _alive(pid)):
+            continue
+        try:
+            age = -path.lstat().st_mtime
+        except OSError:
+            continue
+        server = RunningServer(url if url.endswith("/") else url + "/", token, pid, path)
+        found.append(((rank.get(pid, len(ancestors)), age), server))
+    return [server for _, server in sorted(found, key=lambda item: item[0])][:MAX_SERVERS]
+
+
+def parse_kernels(data: Any, by_pid: dict[int, KernelPeer]) -> tuple[KernelView, ...]:
+    """The answer's ``kernels`` (see docs/server.md), leniently: an entry without a kernel id is
+    skipped, a bad optional field is None. ``by_pid`` (from :func:`parse_server_snapshot`) gives
+    each kernel the GPU PIDs the server attributes to it."""
+    top = maybe(Fields, data)
+    entries = maybe(top.items, "kernels", MAX_KERNELS, []) if top is not None else None
+    pids: dict[str, list[int]] = {}
+    for pid, peer in by_pid.items():
+        if peer.kernel_id is not None:
+            pids.setdefault(peer.kernel_id, []).append(pid)
+    kernels = []
+    for entry in entries or []:
+        item = maybe(Fields, entry)
+        kernel_id = maybe(item.text, "kernel_id", 256) if item is not None else None
+        if item is None or kernel_id is None:
+            continue
+        kernels.append(
+            KernelView(
+                kernel_id=kernel_id,
+                notebook=maybe(item.text, "notebook", 4096),
+                pid=maybe(item.integer, "pid", *_PID),
+                execution_state=maybe(item.text, "execution_state", 64),
+                idle_s=maybe(item.number, "idle_s", 0),
+                idle=maybe(item.boolean, "idle"),
+                gpu_memory=maybe(item.integer, "gpu_memory", 0, 2**63 - 1) or 0,
+                gpu_pids=tuple(sorted(pids.get(kernel_id, ()))),
+            )
+        )
+    return tuple(kernels)
+
+
+class HostSample:
+    """The host's sample (module docstring); a ``take()`` for :class:`~jupyter_gpu.sources.sampler.Sampler`.
+
+    ``kernel``: this process is a kernel (ask only the server that started it). ``fallback`` reads
+    NVML here (default: :func:`jupyter_gpu.sources.nvml.snapshot`). ``show_other_names``: fill in
+    other users' program names from this host's ``/proc`` (admins; a server withholds them).
+    Thread-safe: the sampler thread and a magic may take samples at once.
+    """
+
+    def __init__(
+        self,
+        kernel: bool = False,
+        fallback: Callable[[], Snapshot] | None = None,
+        runtime_dir: Path | None = None,
+        service_url: str | None = None,
+        timeout_s: float = SERVER_TIMEOUT_S,
+        show_other_names: bool | None = None,
+    ) -> None:
+        self.kernel = kernel
+        self._fallback = fallback
+        self._runtime_dir = runtime_dir
+        self._service_url = service_url
+        self.timeout_s = timeout_s
+        self.directory = ProcessDirectory(show_other_names=show_other_names)
+        self.everyone = bool(show_other_names)
+        self._lock = threading.Lock()
+        self._server: RunningServer | None = None
+        self._looked_at = float("-inf")
+        self._service: Any = None
+        self._opener: urllib.request.OpenerDirector | None = None
+        self._reader: Any = None  # an NVML reader showing other users' names (show_other_names)
+        self.last_source: str | None = None
+
+    def __call__(self) -> Snapshot:
+        reading = self.read()
+        note = {"source": reading.source, "source_note": reading.note}
+        return replace(reading.snapshot, extra={**reading.snapshot.extra, **note})
+
+    # -- the three sources
+
+    def read(self) -> HostReading:
+        """A sample from the best source that answers (never raises)."""
+        failures: list[str] = []  # a server or service that should have answered: warnings
+        without: list[str] = []  # servers without the extension (404): a choice, said in the note only
+        for server in self._servers():
+            try:
+                reading = self._ask_server(server)
+            except Exception as error:  # unreachable, refused, not the user's listener, bad answer
+                if isinstance(error, urllib.error.HTTPError) and error.code == 404:
+                    without.append(f"the Jupyter server at {server.url} runs without the jupyter_gpu extension")
+                else:
+                    failures.append(f"the Jupyter server at {server.url} did not answer usably ({_reason(error)})")
+                with self._lock:
+                    if self._server == server:
+                        self._server = None
+                continue
+            with self._lock:
+                self._server = server
+            self.last_source = SOURCE_SERVER
+            return reading
+        service = self._service_source()
+        if service is not None:
+            snapshot = service()
+            if service.last_error is None:
+                self.last_source = SOURCE_SERVICE
+                return HostReading(snapshot, SOURCE_SERVICE, f"from the jupyter-gpu service at {service.url}")
+            failures.append(service.last_error)
+            note = "NVML read locally: " + "; ".join([*failures, *without])
+            self.last_source = SOURCE_NVML
+            return HostReading(snapshot, SOURCE_NVML, note)
+        snapshot = self._read_nvml()
+        if failures:
+            note = "NVML read locally: " + "; ".join([*failures, *without])
+            snapshot = replace(snapshot, warnings=(*snapshot.warnings, note))
+        elif without:
+            note = "NVML read locally: " + "; ".join(without)
+        else:
+            note = "NVML read locally: no Jupyter server or hub service answered"
+        self.last_source = SOURCE_NVML
+        return HostReading(snapshot, SOURCE_NVML, note)
+
+    def _servers(self) -> list[RunningServer]:
+        """The server that answered last, else (at most every REDISCOVER_S) the runtime files'."""
+        with self._lock:
+            if self._server is not None:
+                return [self._server]
+            now = time.monotonic()
+            if now - self._looked_at < REDISCOVER_S:
+                return []
+            self._looked_at = now
+        return running_servers(self._folder(), ancestors_only=self.kernel)
+
+    def _folder(self) -> Path | None:
+        if self._runtime_dir is not None:
+            return self._runtime_dir
+        if self.kernel:
+            if not _in_kernel():
+                return None  # a panel in a plain IPython or a test: no kernel, so no server of its own
+            from .kernel_reports import kernel_identity
+
+            return kernel_identity()[1]
+        return _runtime_dir()
+
+    def _ask_server(self, server: RunningServer) -> HostReading:
+        from .remote import BadAnswer, fill_own_names, opener, snapshot_from_dict
+
+        if self._opener is None:
+            self._opener = opener(str(os.getuid()))  # http://: only to this user's own listener
+        request = urllib.request.Request(
+            server.url + "jupyter-gpu/snapshot",
+            headers={"Authorization": f"token {server.token}", "Accept": "application/json"},
+        )
+        with self._opener.open(request, timeout=self.timeout_s) as response:
+            body = response.read(MAX_ANSWER + 1)
+        try:
+            data = loads(body, max_bytes=MAX_ANSWER)
+        except WireError as error:
+            raise BadAnswer(f"the answer is unusable: {error}") from None
+        snapshot = snapshot_from_dict(data)
+        if snapshot.simulated != _simulating():
+            raise BadAnswer(
+                "it sees simulated GPUs and this process would not" if snapshot.simulated else "it sees real GPUs"
+            )
+        snapshot = fill_own_names(snapshot, self.directory, everyone=self.everyone)
+        self.directory.forget_all_but({p.pid for gpu in snapshot.gpus for p in gpu.processes})
+        by_pid = parse_server_snapshot(data)
+        return HostReading(
+            snapshot, SOURCE_SERVER, f"from the Jupyter server at {server.url}", parse_kernels(data, by_pid), by_pid
+        )
+
+    def _service_source(self) -> Any:
+        from .remote import SERVICE_URL_ENV, RemoteSource
+
+        url = self._service_url or os.environ.get(SERVICE_URL_ENV)
+        if not url:
+            return None
+        if self._service is None:
+            devices = url.rstrip("/") + "/api/devices"
+            self._service = RemoteSource(devices, fallback=self._read_nvml, timeout_s=self.timeout_s)
+        return self._service
+
+    def _read_nvml(self) -> Snapshot:
+        if self._fallback is not None:
+            return self._fallback()
+        from .nvml import NvmlReader, default_reader
+
+        if self.everyone:
+            if self._reader is None:
+                self._reader = NvmlReader(self.directory)
+            return self._reader.snapshot()
+        return default_reader().snapshot()
+
+
+def _in_kernel() -> bool:
+    """Whether this process is a running IPython kernel (asked without creating its application:
+    ``IPKernelApp.instance()`` outside a kernel would change how ipywidgets open their comms)."""
+    if "ipykernel.kernelapp" not in sys.modules:
+        return False
+    return bool(sys.modules["ipykernel.kernelapp"].IPKernelApp.initialized())
+
+
+def _simulating() -> bool:
+    """Whether NVML read here would be simulated, without importing the simulation when nothing
+    has (``jupyter-gpu status`` beside a server has 150 ms in all)."""
+    from ..core.environ import SIMULATE_ENV_VAR, simulation_requested
+
+    simulate = sys.modules.get("jupyter_gpu.simulate")
+    if simulate is not None and simulate.installed() is not None:
+        return True
+    return simulation_requested(os.environ.get(SIMULATE_ENV_VAR))
+
+
+def _reason(error: BaseException) -> str:
+    if isinstance(error, urllib.error.HTTPError):
+        return f"HTTP {error.code}"
+    reason = getattr(error, "reason", None)
+    return str(reason if reason is not None else error) or type(error).__name__
+
+
+_default: HostSample | None = None
+_default_lock = threading.Lock()
+
+
+def default_host_sample(kernel: bool = True) -> HostSample:
+    """This process's shared host sample (a kernel's panels, %gpu_watch and --wait share it)."""
+    global _default
+    with _default_lock:
+        if _default is None:
+            _default = HostSample(kernel=kernel)
+        return _default
