@@ -10,6 +10,7 @@ import re
 from typing import Any
 
 import pytest
+from panel_cells import PANEL_CELL, STATE_CELL, clear_output_close_and_delete, wait_for_idle_kernels
 from support import wait_until
 
 pytestmark = pytest.mark.browser
@@ -83,9 +84,10 @@ def test_panel_renders_updates_and_escapes(lab: Any, page: Any, artifacts: Any, 
     lab.shutdown_all_kernels()
 
 
-def run_panel(lab: Any, page: Any, notebook: str, code: str) -> Any:
-    """Open ``notebook`` (one cell of ``code``) in the lab, run it, return the panel's locator."""
-    lab.write_notebook(notebook, [code])
+def run_panel(lab: Any, page: Any, notebook: str, code: str, *more_cells: str) -> Any:
+    """Open ``notebook`` (a cell of ``code``, then ``more_cells``) in the lab, run it, return the
+    panel's locator."""
+    lab.write_notebook(notebook, [code, *more_cells])
     lab.open(page, path=f"lab/tree/{notebook}")
     page.locator(".jp-NotebookPanel .jp-Cell .jp-InputArea-editor").first.wait_for()
     # Opened by URL before the kernel specs have loaded, JupyterLab may ask which kernel to start;
@@ -199,4 +201,32 @@ def test_panel_grid_holds_for_16_gpus_narrow_and_wide_light_and_dark(
     panel.screenshot(path=str(artifacts / "panel-16-wide-dark.png"))
     page.evaluate("() => window.jupyterapp.commands.execute('apputils:change-theme', {theme: 'JupyterLab Light'})")
     assert not page.errors
+    lab.shutdown_all_kernels()
+
+
+# -- the panel's life: Clear output, Close, deleted cell, kernel restart (issue 21)
+
+
+def test_clear_output_and_deleting_the_cell_pause_the_panel_and_close_leaves_a_line(
+    lab: Any, page: Any, artifacts: Any
+) -> None:
+    run_panel(lab, page, "panel_life.ipynb", PANEL_CELL, STATE_CELL)
+    clear_output_close_and_delete(page)
+    page.screenshot(path=str(artifacts / "monitor-panel-closed.png"))
+    assert not page.errors
+    lab.shutdown_all_kernels()
+
+
+def test_after_a_kernel_restart_the_old_panel_says_run_the_cell_again(lab: Any, page: Any, artifacts: Any) -> None:
+    panel = run_panel(lab, page, "panel_restart.ipynb", PANEL_CELL)
+    wait_until(lambda: panel.locator(".jupyter-gpu-row").count() == 3, what="three GPU rows")
+    page.evaluate("() => { window.jupyterapp.commands.execute('notebook:restart-kernel'); }")
+    page.locator(".jp-Dialog .jp-mod-accept").click()
+    panel.and_(page.locator(".jupyter-widgets-disconnected")).wait_for(timeout=30_000)
+    before = panel.evaluate("n => getComputedStyle(n, '::before').content")
+    assert before == '"GPU panel: kernel restarted: run the cell again"'
+    assert panel.locator(".jupyter-gpu-row").first.is_hidden()  # no stale readings, no broken-link icons
+    assert panel.locator(".jupyter-widgets-disconnected:visible").count() == 0
+    panel.screenshot(path=str(artifacts / "monitor-panel-restarted.png"))
+    wait_for_idle_kernels(lab)
     lab.shutdown_all_kernels()
