@@ -401,3 +401,15 @@ def test_slices_are_shown_under_their_gpu_with_this_kernels_process_marked(scena
     assert html_text.count("this kernel") == 1 and starts[1] < html_text.index("this kernel") < starts[2]
     assert "<i>x" not in html_text and "1g&lt;i&gt;x" in html_text
     assert "4100003" in whole.processes.value and "MIG" not in whole.processes.value
+
+
+def test_a_front_end_loading_the_panel_again_restarts_the_view_count_without_pausing(scenario: Any) -> None:
+    panel = GPUMonitor(interval_s=0.1)
+    panel._view_count = 1  # shown; then the notebook was closed: its front end never took the view off
+    state = panel.get_state()  # the notebook is opened again: its front end asks for the whole state
+    assert state["_view_count"] == 0 and panel._view_count == 0
+    assert panel.active  # no pause in between
+    panel._view_count = 1  # the view it shows now
+    panel._view_count = 0  # and "Clear output" then pauses the panel, as it should
+    assert panel.paused and panel.no_view
+    assert panel.get_state("_view_count") == {"_view_count": 0}

@@ -20,6 +20,8 @@ A panel samples only while a view of it is shown: it asks the front end to count
 (ipywidgets' ``_view_count``: each view adds one when it is displayed and takes one away when it is
 removed, by "Clear output", a deleted cell or a closed notebook). When the last view goes, the panel
 pauses ("paused: no view"); when a view comes back, it resumes (unless the user had paused it).
+Closing a notebook or a browser tab is not reported to the kernel; a front end that loads the panel
+again (notebook reopened, page reloaded) restarts the count (see :meth:`GPUMonitor.get_state`).
 "Close" stops the panel for good and replaces every output of it by one line of text.
 
 The HTML inside the widgets (bar, chart, slices, process tables) and the CSS come from
@@ -320,6 +322,7 @@ class GPUMonitor(widgets.VBox):
         self.pause_button.observe(self._on_pause_button, names="value")
         self.close_button.on_click(lambda _button: self.close())
         self.observe(self._on_view_count, names="_view_count")
+        self._comm_opened = True  # from now on, a request for the whole state is a front end loading it
         with _lock:
             _panels.add(self)
         sampler = shared_sampler()
@@ -414,6 +417,15 @@ class GPUMonitor(widgets.VBox):
             _set(self.status, "value", f"<i>{NO_VIEW_TEXT}</i>")
         elif shown and self.no_view:
             self.resume()
+
+    def get_state(self, key: Any = None, drop_defaults: bool = False) -> dict[str, Any]:
+        """ipywidgets' state of the panel's model. Asked for as a whole after the model was opened,
+        a front end is loading the panel again (a notebook opened again, a page reloaded: ipywidgets'
+        ``request_state(s)``). The views of a front end that went away were never taken off the
+        count, so counting starts again from 0, without pausing: the views coming now add to it."""
+        if key is None and getattr(self, "_comm_opened", False) and isinstance(self._view_count, int):
+            self._trait_values["_view_count"] = 0  # no change event: no pause; the state sent carries it
+        return super().get_state(key, drop_defaults)
 
     def _ipython_display_(self) -> None:
         """Display the panel under a display id, so that :meth:`close` can replace every output of

@@ -10,7 +10,7 @@ import re
 from typing import Any
 
 import pytest
-from panel_cells import PANEL_CELL, STATE_CELL, clear_output_close_and_delete, wait_for_idle_kernels
+from panel_cells import PANEL_CELL, STATE_CELL, clear_output_close_and_delete, kernel_state, wait_for_idle_kernels
 from support import wait_until
 
 pytestmark = pytest.mark.browser
@@ -214,6 +214,26 @@ def test_clear_output_and_deleting_the_cell_pause_the_panel_and_close_leaves_a_l
     clear_output_close_and_delete(page)
     page.screenshot(path=str(artifacts / "monitor-panel-closed.png"))
     assert not page.errors
+    lab.shutdown_all_kernels()
+
+
+def test_a_notebook_opened_again_counts_its_panel_view_once(lab: Any, page: Any) -> None:
+    notebook = "panel_reopen.ipynb"
+    run_panel(lab, page, notebook, PANEL_CELL, STATE_CELL)
+    wait_until(lambda: "panels [(1, True)] True" in kernel_state(page), what="one shown, sampling panel")
+    page.evaluate("() => window.jupyterapp.commands.execute('docmanager:save')")
+    page.evaluate("() => window.jupyterapp.commands.execute('application:close')")
+    page.locator(".jupyter-gpu-monitor").first.wait_for(state="detached")
+    kernels = lab.kernel_ids()
+    # Opened again (its kernel kept running): the panel is shown once more and counted once, so
+    # that "Clear output" then pauses it.
+    page.evaluate(f"() => window.jupyterapp.commands.execute('docmanager:open', {{path: '{notebook}'}})")
+    page.locator(".jupyter-gpu-monitor .jupyter-gpu-row").first.wait_for(timeout=60_000)
+    assert lab.kernel_ids() == kernels
+    wait_until(lambda: "panels [(1, True)] True" in kernel_state(page), what="the panel counted once")
+    page.evaluate("() => { window.jupyterapp.shell.currentWidget.content.activeCellIndex = 0; }")
+    page.evaluate("() => { window.jupyterapp.commands.execute('notebook:clear-cell-output'); }")
+    wait_until(lambda: "panels [(0, False)] False" in kernel_state(page), what="the sampler to stop")
     lab.shutdown_all_kernels()
 
 
