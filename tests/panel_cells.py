@@ -8,6 +8,33 @@ from typing import Any
 
 from support import wait_until
 
+
+def run_panel(lab: Any, page: Any, notebook: str, code: str, *more_cells: str) -> Any:
+    """Open ``notebook`` (a cell of ``code``, then ``more_cells``) in the lab, run it, return the
+    panel's locator."""
+    lab.write_notebook(notebook, [code, *more_cells])
+    lab.open(page, path=f"lab/tree/{notebook}")
+    page.locator(".jp-NotebookPanel .jp-Cell .jp-InputArea-editor").first.wait_for()
+    # Opened by URL before the kernel specs have loaded, JupyterLab may ask which kernel to start;
+    # the dialog can come late, so answer it until the notebook's kernel exists and is idle.
+    select = page.locator(".jp-Dialog").get_by_role("button", name="Select")
+
+    def kernel_idle() -> bool:
+        if select.is_visible():
+            select.click()
+        sessions = [s for s in lab.api("GET", "api/sessions") if s["path"] == notebook]
+        return bool(sessions) and sessions[0]["kernel"]["execution_state"] == "idle"
+
+    wait_until(kernel_idle, timeout_s=90, what="the notebook's kernel")
+    page.wait_for_timeout(500)
+    if select.is_visible():
+        select.click()
+    page.evaluate("window.jupyterapp.commands.execute('notebook:run-all-cells')")
+    panel = page.locator(".jp-NotebookPanel .jupyter-gpu-monitor").first
+    panel.wait_for(timeout=60_000)
+    return panel
+
+
 PANEL_CELL = "%load_ext jupyter_gpu\n%gpu_monitor --interval 0.3"
 STATE_CELL = (
     "from jupyter_gpu.panel import widget\n"
@@ -59,13 +86,3 @@ def clear_output_close_and_delete(page: Any) -> None:
     page.evaluate("() => { window.jupyterapp.shell.currentWidget.content.activeCellIndex = 0; }")
     page.evaluate("() => { window.jupyterapp.commands.execute('notebook:delete-cell'); }")
     wait_until(lambda: "panels [(0, False), (0, False)] False" in kernel_state(page, 0), what="the sampler to stop")
-
-
-def wait_for_idle_kernels(app: Any) -> None:
-    """Wait until every kernel of ``app`` is idle (a restart finished: shutting a session down while
-    its kernel restarts fails in jupyter_server)."""
-    wait_until(
-        lambda: all(k["execution_state"] == "idle" for k in app.api("GET", "api/kernels")),
-        timeout_s=60,
-        what="idle kernels",
-    )

@@ -10,7 +10,13 @@ import re
 from typing import Any
 
 import pytest
-from panel_cells import PANEL_CELL, STATE_CELL, clear_output_close_and_delete, kernel_state, wait_for_idle_kernels
+from panel_cells import (
+    PANEL_CELL,
+    STATE_CELL,
+    clear_output_close_and_delete,
+    kernel_state,
+    run_panel,
+)
 from support import wait_until
 
 pytestmark = pytest.mark.browser
@@ -82,32 +88,6 @@ def test_panel_renders_updates_and_escapes(lab: Any, page: Any, artifacts: Any, 
     wait_until(lambda: panel.get_by_role("button", name="Resume").count() == 1, what="Resume button")
     assert not page.errors
     lab.shutdown_all_kernels()
-
-
-def run_panel(lab: Any, page: Any, notebook: str, code: str, *more_cells: str) -> Any:
-    """Open ``notebook`` (a cell of ``code``, then ``more_cells``) in the lab, run it, return the
-    panel's locator."""
-    lab.write_notebook(notebook, [code, *more_cells])
-    lab.open(page, path=f"lab/tree/{notebook}")
-    page.locator(".jp-NotebookPanel .jp-Cell .jp-InputArea-editor").first.wait_for()
-    # Opened by URL before the kernel specs have loaded, JupyterLab may ask which kernel to start;
-    # the dialog can come late, so answer it until the notebook's kernel exists and is idle.
-    select = page.locator(".jp-Dialog").get_by_role("button", name="Select")
-
-    def kernel_idle() -> bool:
-        if select.is_visible():
-            select.click()
-        sessions = [s for s in lab.api("GET", "api/sessions") if s["path"] == notebook]
-        return bool(sessions) and sessions[0]["kernel"]["execution_state"] == "idle"
-
-    wait_until(kernel_idle, timeout_s=90, what="the notebook's kernel")
-    page.wait_for_timeout(500)
-    if select.is_visible():
-        select.click()
-    page.evaluate("window.jupyterapp.commands.execute('notebook:run-all-cells')")
-    panel = page.locator(".jp-NotebookPanel .jupyter-gpu-monitor").first
-    panel.wait_for(timeout=60_000)
-    return panel
 
 
 def boxes(locator: Any) -> list[dict[str, float]]:
@@ -238,7 +218,7 @@ def test_a_notebook_opened_again_counts_its_panel_view_once(lab: Any, page: Any)
 
 
 def test_after_a_kernel_restart_the_old_panel_says_run_the_cell_again(lab: Any, page: Any, artifacts: Any) -> None:
-    panel = run_panel(lab, page, "panel_restart.ipynb", PANEL_CELL)
+    panel = run_panel(lab, page, "panel_restart.ipynb", PANEL_CELL, STATE_CELL)
     wait_until(lambda: panel.locator(".jupyter-gpu-row").count() == 3, what="three GPU rows")
     page.evaluate("() => { window.jupyterapp.commands.execute('notebook:restart-kernel'); }")
     page.locator(".jp-Dialog .jp-mod-accept").click()
@@ -248,5 +228,5 @@ def test_after_a_kernel_restart_the_old_panel_says_run_the_cell_again(lab: Any, 
     assert panel.locator(".jupyter-gpu-row").first.is_hidden()  # no stale readings, no broken-link icons
     assert panel.locator(".jupyter-widgets-disconnected:visible").count() == 0
     panel.screenshot(path=str(artifacts / "monitor-panel-restarted.png"))
-    wait_for_idle_kernels(lab)
+    wait_until(lambda: "panels [] False" in kernel_state(page), timeout_s=60, what="the restarted kernel")
     lab.shutdown_all_kernels()

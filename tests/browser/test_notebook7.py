@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from panel_cells import PANEL_CELL, STATE_CELL, clear_output_close_and_delete, run_cell, wait_for_idle_kernels
+from panel_cells import PANEL_CELL, STATE_CELL, clear_output_close_and_delete, kernel_state, run_cell
 from support import wait_until
 
 from jupyter_gpu import simulate
@@ -75,7 +75,20 @@ def test_gpu_panel_pauses_without_a_view_closes_and_says_restarted_in_notebook_7
         what="the notebook's kernel",
     )
     page.evaluate("() => { window.jupyterapp.commands.execute('notebook:run-all-cells'); }")
-    page.locator(".jupyter-gpu-monitor").first.wait_for(timeout=60_000)
+    panel = page.locator(".jupyter-gpu-monitor").first
+    panel.wait_for(timeout=60_000)
+    # Its kernel counts as idle although the panel keeps updating: widget updates are not cells
+    (session,) = [s for s in notebook_app.api("GET", "api/sessions") if s["path"] == "panel7.ipynb"]
+    stamp = panel.locator(".widget-hbox").first.inner_text()
+    wait_until(
+        lambda: any(
+            k["kernel_id"] == session["kernel"]["id"] and (k["idle_s"] or 0) >= 3
+            for k in notebook_app.snapshot()["kernels"]
+        ),
+        timeout_s=30,
+        what="the kernel to count as idle",
+    )
+    assert panel.locator(".widget-hbox").first.inner_text() != stamp  # the panel updated meanwhile
     clear_output_close_and_delete(page)
     # A panel in the one cell left, then a kernel restart: the old panel says so in one line.
     page.evaluate("() => { window.jupyterapp.shell.currentWidget.content.activeCellIndex = 0; }")
@@ -83,7 +96,6 @@ def test_gpu_panel_pauses_without_a_view_closes_and_says_restarted_in_notebook_7
     cell = "window.jupyterapp.shell.currentWidget.content.activeCell"
     page.evaluate(f"() => {{ {cell}.model.sharedModel.setSource({PANEL_CELL!r}); }}")
     run_cell(page, 0)
-    panel = page.locator(".jupyter-gpu-monitor").first
     panel.locator(".jupyter-gpu-row").first.wait_for(timeout=60_000)
     page.evaluate("() => { window.jupyterapp.commands.execute('notebook:restart-kernel'); }")
     page.locator(".jp-Dialog .jp-mod-accept").click()
@@ -95,5 +107,6 @@ def test_gpu_panel_pauses_without_a_view_closes_and_says_restarted_in_notebook_7
     assert panel.locator(".jupyter-gpu-row").first.is_hidden()
     page.screenshot(path=str(artifacts / "notebook7-panel-restarted.png"))
     assert not own_errors(page)
-    wait_for_idle_kernels(notebook_app)
+    # The restarted kernel runs cells again, with no panel of its own yet
+    wait_until(lambda: "panels [] False" in kernel_state(page), timeout_s=60, what="the restarted kernel")
     notebook_app.shutdown_all_kernels()
