@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -115,7 +116,7 @@ class CellWatch:
         watched = self._watched.get(kernel_id)
         return None if watched is None else watched.clock
 
-    def keep_only(self, kernel_ids: Any) -> None:
+    def keep_only(self, kernel_ids: Iterable[str]) -> None:
         """Stop watching the kernels not in ``kernel_ids`` (they went away)."""
         for kernel_id in set(self._watched) - set(kernel_ids):
             self._watched.pop(kernel_id).close()
