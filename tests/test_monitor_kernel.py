@@ -109,3 +109,20 @@ def test_a_cell_runs_while_the_panel_polls(kernel: BlockingKernelClient, scenari
         ),
     )
     assert out.strip() == "threads []"
+
+
+def test_close_replaces_the_panel_by_a_line_of_text(kernel: BlockingKernelClient, scenario: Any) -> None:
+    _, messages = execute(
+        kernel,
+        "from jupyter_gpu.kernel import monitor_magics\nmonitor_magics.register(get_ipython())\n%gpu_monitor",
+    )
+    (shown,) = [m for m in messages if m["msg_type"] == "display_data"]
+    display_id = shown["content"]["transient"]["display_id"]
+    assert "application/vnd.jupyter.widget-view+json" in shown["content"]["data"]
+    # the "Close" button, as a front end's click reaches the kernel
+    _, messages = execute(kernel, "from jupyter_gpu.panel import widget\nwidget.open_panels()[0].close_button.click()")
+    (replaced,) = [m for m in messages if m["msg_type"] == "update_display_data"]
+    assert replaced["content"]["transient"]["display_id"] == display_id
+    assert replaced["content"]["data"] == {"text/plain": "GPU panel closed; run %gpu_monitor for a new one."}
+    out, _ = execute(kernel, "print(widget.open_panels(), widget.shared_sampler().running)")
+    assert out.strip() == "[] False"

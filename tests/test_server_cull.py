@@ -114,6 +114,38 @@ async def test_busy_kernels_and_kernels_without_gpu_memory_are_never_culled(jp_f
 
 
 @asynctest
+async def test_a_kernel_with_an_open_gpu_panel_is_flagged_idle_and_culled_like_any_other(
+    jp_fetch, jp_serverapp, scenario
+):
+    # Given a kernel showing a live %gpu_monitor panel (its updates flow on IOPub as widget comm
+    # messages) and a kernel without one, both holding GPU memory and then left alone
+    panel = await start_session(jp_fetch, "panel.ipynb")
+    plain = await start_session(jp_fetch, "plain.ipynb")
+    await run_code(jp_serverapp, panel, "%load_ext jupyter_gpu\n%gpu_monitor --interval 0.1")
+    await run_code(jp_serverapp, plain, "x = 1")
+    place(scenario, 0, pid=kernel_pid(jp_serverapp, panel), memory_mib=5120)
+    place(scenario, 1, pid=kernel_pid(jp_serverapp, plain), memory_mib=1024)
+    service: GpuService = jp_serverapp.web_app.settings[GpuService.SETTINGS_KEY]
+    # Then the panel's kernel is counted idle from its last cell, as the plain one is
+    data = await until(jp_fetch, lambda d: kernel(d, panel)["gpu_memory"] and kernel(d, panel)["idle_s"] >= 1.5)
+    assert kernel(data, panel)["execution_state"] == "idle"
+    # although the panel kept the kernel talking after that cell (jupyter_server's own activity
+    # clock moved on, which is what kept such a kernel "active" before)
+    manager_last = jp_serverapp.kernel_manager.get_kernel(panel).last_activity.timestamp()
+    assert manager_last > service._table.kernels[panel].last_activity
+    # and the idle gauge carries the same figure
+    scrape = metric_samples((await jp_fetch("metrics")).body.decode())
+    idle = {s.labels["kernel_id"]: s.value for s in scrape["jupyter_gpu_kernel_idle_seconds"]}
+    assert idle[panel] >= 1.5
+    # When cull_idle_after_s has passed, both are culled
+    deadline = time.monotonic() + 15
+    while alive(jp_serverapp, panel) or alive(jp_serverapp, plain):
+        assert time.monotonic() < deadline, "a kernel with an open GPU panel was not culled"
+        await asyncio.sleep(0.1)
+    assert service.culled == 2
+
+
+@asynctest
 async def test_gpu_info_series_carries_uuid_and_host_and_kernel_series_the_user(jp_fetch, jp_serverapp, scenario):
     kernel_id = await start_session(jp_fetch)
     place(scenario, 0, pid=kernel_pid(jp_serverapp, kernel_id), memory_mib=512)

@@ -180,6 +180,46 @@ def test_pause_and_resume(scenario: Any) -> None:
     wait_until(lambda: panel.updates > updates)
 
 
+def test_the_panel_pauses_when_its_last_view_goes_and_resumes_when_one_comes_back(scenario: Any) -> None:
+    panel = GPUMonitor(interval_s=0.1)
+    sampler = widget.shared_sampler()
+    assert panel._view_count == 0  # the front end is asked to count the panel's views
+    wait_until(lambda: panel.updates >= 1)
+    panel._view_count = 2  # two views are shown (what a front end's "displayed" events send)
+    panel._view_count = 1
+    assert panel.active
+    panel._view_count = 0  # "Clear output": the last view went
+    assert panel.paused and panel.no_view and widget.NO_VIEW_TEXT in panel.status.value
+    wait_until(lambda: not sampler.running, timeout_s=5)
+    updates = panel.updates
+    panel._view_count = 1  # the notebook was opened again
+    assert panel.active and not panel.no_view and panel.pause_button.description == "Pause"
+    wait_until(lambda: panel.updates > updates)
+
+
+def test_a_panel_the_user_paused_stays_paused_when_a_view_comes_back(scenario: Any) -> None:
+    panel = GPUMonitor(interval_s=0.1)
+    panel._view_count = 1
+    panel.pause_button.value = True
+    panel._view_count = 0
+    panel._view_count = 1
+    assert panel.paused and not panel.no_view
+
+
+def test_close_button_stops_the_panel_for_good(scenario: Any) -> None:
+    panel = GPUMonitor(interval_s=0.1)
+    sampler = widget.shared_sampler()
+    wait_until(lambda: panel.updates >= 1)
+    panel.close_button.click()
+    assert panel.closed and not panel.active and widget.open_panels() == []
+    wait_until(lambda: not sampler.running, timeout_s=5)
+    assert panel.comm is None and panel.close_button.comm is None  # every widget closed
+    panel._view_count = 1  # a late view count changes nothing
+    assert panel.closed and not sampler.running
+    with pytest.raises(RuntimeError, match="closed"):
+        panel.resume()
+
+
 def test_history_is_bounded(scenario: Any) -> None:
     panel = GPUMonitor(history=5, start=False)
     snapshot = nvml.snapshot()
@@ -372,3 +412,15 @@ def test_the_status_line_says_where_the_sample_came_from(scenario: Any) -> None:
     assert 'title="from the Jupyter server at http://127.0.0.1:8888/&quot;&gt;&lt;b&gt;"' in panel.status.value
     panel.update(dataclasses.replace(taken, extra={"source": "nvml", "source_note": "NVML read locally: no ..."}))
     assert "NVML read here" in panel.status.value and "from the server" not in panel.status.value
+
+
+def test_a_front_end_loading_the_panel_again_restarts_the_view_count_without_pausing(scenario: Any) -> None:
+    panel = GPUMonitor(interval_s=0.1)
+    panel._view_count = 1  # shown; then the notebook was closed: its front end never took the view off
+    state = panel.get_state()  # the notebook is opened again: its front end asks for the whole state
+    assert state["_view_count"] == 0 and panel._view_count == 0
+    assert panel.active  # no pause in between
+    panel._view_count = 1  # the view it shows now
+    panel._view_count = 0  # and "Clear output" then pauses the panel, as it should
+    assert panel.paused and panel.no_view
+    assert panel.get_state("_view_count") == {"_view_count": 0}

@@ -82,8 +82,11 @@ class MonitorMagics(Magics):
         with this kernel's process marked. GPUs not selected by ``%gpu_select`` are dimmed.
 
         Sampling runs on one background thread shared by all panels of the kernel; cells keep
-        running while the panel updates. "Pause" stops a panel; closing the output or
-        ``%unload_ext jupyter_gpu`` stops it for good, and the thread ends with the last panel.
+        running while the panel updates. "Pause" stops a panel; a panel with no view shown ("Clear
+        output", its cell deleted) pauses by itself and resumes when a view of it is shown again.
+        "Close" or ``%unload_ext jupyter_gpu`` stops it for good (leaving one line of text where it
+        was), and the thread ends with the last panel. After a kernel restart an old panel says
+        "kernel restarted: run the cell again".
 
         Examples::
 

@@ -17,6 +17,14 @@ update. It takes the host's sample (:mod:`jupyter_gpu.sources.host`): the snapsh
 server that started the kernel, else the hub service's, else NVML read here. The thread runs at the shortest
 interval any open panel asks for and stops when every panel is closed or paused, or when the kernel exits.
 
+A panel samples only while a view of it is shown: it asks the front end to count its views
+(ipywidgets' ``_view_count``: each view adds one when it is displayed and takes one away when it is
+removed, by "Clear output", a deleted cell or a closed notebook). When the last view goes, the panel
+pauses ("paused: no view"); when a view comes back, it resumes (unless the user had paused it).
+Closing a notebook or a browser tab is not reported to the kernel; a front end that loads the panel
+again (notebook reopened, page reloaded) restarts the count (see :meth:`GPUMonitor.get_state`).
+"Close" stops the panel for good and replaces every output of it by one line of text.
+
 The HTML inside the widgets (bar, chart, slices, process tables) and the CSS come from
 :mod:`jupyter_gpu.panel.render`, which escapes and neutralises everything rendered from data.
 Updates are cheap: only widget values that changed are sent to the front end.
@@ -34,6 +42,7 @@ import html
 import os
 import threading
 import time
+import uuid
 import weakref
 from collections.abc import Callable, Iterable
 from typing import Any
@@ -48,6 +57,8 @@ from .render import STYLE, Sparkline, memory_bar_html, processes_html
 
 MIN_INTERVAL_S = 0.1
 SAMPLER_NAME = "jupyter-gpu-monitor"
+CLOSED_TEXT = "GPU panel closed; run %gpu_monitor for a new one."
+NO_VIEW_TEXT = "paused: no view of this panel is shown; it resumes when one is"
 
 
 # -- the one sampler shared by every panel of this kernel
@@ -77,16 +88,17 @@ def open_panels() -> list[GPUMonitor]:
         return [panel for panel in _panels if not panel.closed]
 
 
-def close_all() -> None:
-    """Close every panel of this kernel; the sampler thread then stops."""
+def close_all(note: bool = True) -> None:
+    """Close every panel of this kernel; the sampler thread then stops (``note``: leave the line
+    saying so where each panel was shown)."""
     for panel in open_panels():
-        panel.close()
+        panel.close(note=note)
 
 
 def _shutdown() -> None:
     """At interpreter (kernel) exit: close the panels and stop the sampler thread."""
     global _sampler
-    close_all()
+    close_all(note=False)  # the kernel's output channel is going away
     with _lock:
         sampler, _sampler = _sampler, None
     if sampler is not None:
@@ -266,8 +278,10 @@ class GPUMonitor(widgets.VBox):
     start:
         Start updating right away (default). ``False`` leaves the panel paused.
 
-    ``close()`` stops the panel for good; when every panel of the kernel is closed (or paused) the
-    sampling thread stops. :meth:`update` applies a snapshot directly (tests, benchmarks).
+    ``close()`` (the "Close" button) stops the panel for good and leaves one line of text where it
+    was shown; when every panel of the kernel is closed or paused the sampling thread stops. A
+    panel also pauses while no view of it is shown (see the module's documentation), and resumes
+    when one is again. :meth:`update` applies a snapshot directly (tests, benchmarks).
     """
 
     def __init__(self, interval_s: float = 1.0, history: int = 60, start: bool = True, **kwargs: Any) -> None:
@@ -283,11 +297,19 @@ class GPUMonitor(widgets.VBox):
             tooltip="Pause or resume sampling",
             layout=widgets.Layout(width="90px"),
         )
+        self.close_button = widgets.Button(
+            description="Close",
+            icon="times",
+            tooltip="Stop this panel for good (run %gpu_monitor for a new one)",
+            layout=widgets.Layout(width="90px"),
+        )
         self.warnings = widgets.HTML()
         self.warnings.layout.display = "none"
         self.rows_box = widgets.Box()
         self.rows_box.add_class("jupyter-gpu-grid")
-        header = widgets.HBox([self.pause_button, self.status])
+        header = widgets.HBox([self.pause_button, self.close_button, self.status])
+        # _view_count=0: the front end counts this panel's views (None would turn that off).
+        kwargs.setdefault("_view_count", 0)
         super().__init__([widgets.HTML(STYLE), header, self.warnings, self.rows_box], **kwargs)
         self.add_class("jupyter-gpu-monitor")
         self._interval_s = float(interval_s)
@@ -299,8 +321,13 @@ class GPUMonitor(widgets.VBox):
         self._update_lock = threading.Lock()
         self.updates = 0
         self.closed = False
+        self.no_view = False  # paused because no view of the panel is shown
+        self._display_id: str | None = None
         self.last_snapshot: Snapshot | None = None
         self.pause_button.observe(self._on_pause_button, names="value")
+        self.close_button.on_click(lambda _button: self.close())
+        self.observe(self._on_view_count, names="_view_count")
+        self._comm_opened = True  # from now on, a request for the whole state is a front end loading it
         with _lock:
             _panels.add(self)
         sampler = shared_sampler()
@@ -348,6 +375,10 @@ class GPUMonitor(widgets.VBox):
 
     def pause(self) -> None:
         """Stop updating (the sampler thread stops if no other panel listens)."""
+        self.no_view = False
+        self._unsubscribe_sampler()
+
+    def _unsubscribe_sampler(self) -> None:
         with _lock:
             unsubscribe, self._unsubscribe = self._unsubscribe, None
         if unsubscribe is not None:
@@ -361,6 +392,7 @@ class GPUMonitor(widgets.VBox):
         """Update again at ``interval_s``."""
         if self.closed:
             raise RuntimeError("this GPU panel is closed; create a new one")
+        self.no_view = False
         with _lock:
             if self._unsubscribe is None:
                 sampler = shared_sampler()
@@ -378,10 +410,49 @@ class GPUMonitor(widgets.VBox):
         elif not change["new"] and not self.active:
             self.resume()
 
-    def close(self) -> None:
-        """Stop for good: unsubscribe from the sampler and close every widget of the panel."""
+    def _on_view_count(self, change: dict[str, Any]) -> None:
+        """The front end counted this panel's views: pause when the last one went, resume when one
+        came back after that (a panel the user paused stays paused)."""
+        if self.closed:
+            return
+        shown = isinstance(change["new"], int) and change["new"] > 0
+        if not shown and self.active:
+            self._unsubscribe_sampler()
+            self.no_view = True
+            _set(self.status, "value", f"<i>{NO_VIEW_TEXT}</i>")
+        elif shown and self.no_view:
+            self.resume()
+
+    def get_state(self, key: Any = None, drop_defaults: bool = False) -> dict[str, Any]:
+        """ipywidgets' state of the panel's model. Asked for as a whole after the model was opened,
+        a front end is loading the panel again (a notebook opened again, a page reloaded: ipywidgets'
+        ``request_state(s)``). The views of a front end that went away were never taken off the
+        count, so counting starts again from 0, without pausing: the views coming now add to it."""
+        if key is None and getattr(self, "_comm_opened", False) and isinstance(self._view_count, int):
+            self._trait_values["_view_count"] = 0  # no change event: no pause; the state sent carries it
+        return super().get_state(key, drop_defaults)
+
+    def _ipython_display_(self) -> None:
+        """Display the panel under a display id, so that :meth:`close` can replace every output of
+        it by one line of text."""
+        from IPython.display import display
+
+        if self._display_id is None:
+            self._display_id = uuid.uuid4().hex
+        display(self._repr_mimebundle_(), raw=True, display_id=self._display_id)
+
+    def close(self, note: bool = True) -> None:
+        """Stop for good: unsubscribe from the sampler, close every widget of the panel and (``note``)
+        replace the outputs that showed it by one line saying so."""
         if getattr(self, "closed", True):  # closed already, or refused by __init__
             return
+        if note and self._display_id is not None:
+            try:
+                from IPython.display import update_display
+
+                update_display({"text/plain": CLOSED_TEXT}, raw=True, display_id=self._display_id)
+            except Exception:  # no kernel output channel (a plain interpreter): nothing to replace
+                pass
         self.pause()
         with self._update_lock:  # let an update under way on the sampler thread finish first
             self.closed = True

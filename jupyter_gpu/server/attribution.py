@@ -41,11 +41,11 @@ class KernelInfo:
     pid: int | None = None
     notebook: str | None = None
     execution_state: str | None = None
-    last_activity: float | None = None  # epoch seconds of the last message from the kernel
+    last_activity: float | None = None  # epoch seconds of the last cell's start or end (see cell_activity)
     start: int | float | None = None  # processes.process_start(pid) when the kernel was first seen
 
     def idle_s(self, now: float) -> float | None:
-        """Seconds since the kernel was last busy (0 while busy), None when unknown."""
+        """Seconds since the kernel last ran a cell (0 while a cell runs), None when unknown."""
         if self.execution_state == "busy":
             return 0.0
         if self.last_activity is None:
@@ -54,7 +54,7 @@ class KernelInfo:
 
     @property
     def busy(self) -> bool:
-        """Whether the kernel runs something now."""
+        """Whether the kernel runs a cell now."""
         return self.execution_state == "busy"
 
     @property

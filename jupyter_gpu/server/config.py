@@ -40,9 +40,10 @@ class JupyterGpuServer(Configurable):
     idle_threshold_s = Float(
         3600.0,
         config=True,
-        help="""A kernel that has not been busy for this many seconds while one of its processes holds
+        help="""A kernel that has run no cell for this many seconds while one of its processes holds
         GPU memory is reported as idle ("idle": true), for the sidebar to highlight and admins to
-        act on. Nothing is shut down automatically (see MappingKernelManager.cull_idle_timeout).""",
+        act on (widget updates, such as an open %gpu_monitor panel's, are not cells). Nothing is
+        shut down automatically (see cull_idle_after_s).""",
     )
 
     show_other_users = Bool(
@@ -120,9 +121,9 @@ class JupyterGpuServer(Configurable):
     cull_idle_after_s = Float(
         0.0,
         config=True,
-        help="""Shut down a kernel that holds GPU memory and has not been busy for this many seconds
-        (0, the default: never). Busy kernels and kernels holding no GPU memory are never culled;
-        each cull is logged with the user, notebook, GPUs and memory freed. While it is on, the
+        help="""Shut down a kernel that holds GPU memory and has run no cell for this many seconds
+        (0, the default: never). Kernels running a cell and kernels holding no GPU memory are never
+        culled; each cull is logged with the user, notebook, GPUs and memory freed. While it is on, the
         server samples the GPUs continuously (one NVML sample per interval_s), polled or not.""",
     )
 

@@ -9,6 +9,7 @@ from typing import Any
 
 from ..sources.processes import process_start
 from .attribution import KernelInfo
+from .cell_activity import CellClock, CellWatch
 
 log = logging.getLogger(__name__)
 
@@ -49,9 +50,14 @@ def read_kernels(
     kernel_ids: Collection[str],
     notebooks: Mapping[str, str],
     old: Mapping[str, KernelInfo],
+    cells: CellWatch | None = None,
 ) -> dict[str, KernelInfo]:
     """A :class:`KernelInfo` for each of ``kernel_ids`` the kernel manager still has (``old``: the
-    previous table, whose start times are kept while a kernel keeps its PID)."""
+    previous table, whose start times are kept while a kernel keeps its PID).
+
+    The idle figures (``last_activity``, ``execution_state``) are the kernel's cell clock from
+    ``cells`` (:mod:`.cell_activity`: only cells count, never widget traffic); without one, or for
+    a kernel whose IOPub cannot be watched, the kernel manager's own figures."""
     table: dict[str, KernelInfo] = {}
     for kernel_id in kernel_ids:
         try:
@@ -65,14 +71,24 @@ def read_kernels(
         start = (
             before.start if before is not None and before.pid == pid else (None if pid is None else process_start(pid))
         )
-        last = getattr(kernel, "last_activity", None)
+        state, last = idle_figures(kernel, None if cells is None else cells.follow(kernel_id, kernel, pid))
         table[kernel_id] = KernelInfo(
             kernel_id=kernel_id,
             name=getattr(kernel, "kernel_name", None),
             pid=pid,
             notebook=notebooks.get(kernel_id),
-            execution_state=getattr(kernel, "execution_state", None),
-            last_activity=last.timestamp() if last is not None else None,
+            execution_state=state,
+            last_activity=last,
             start=start,
         )
     return table
+
+
+def idle_figures(kernel: Any, clock: CellClock | None) -> tuple[str | None, float | None]:
+    """(execution state, epoch seconds of the last activity) of ``kernel``: by its cell clock when
+    it has one, else as the kernel manager records them."""
+    manager_state = getattr(kernel, "execution_state", None)
+    if clock is not None:
+        return clock.execution_state(manager_state), clock.last_cell
+    last = getattr(kernel, "last_activity", None)
+    return manager_state, last.timestamp() if last is not None else None

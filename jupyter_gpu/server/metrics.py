@@ -75,7 +75,7 @@ class GpuCollector(Collector):
         )
         kernel_idle = GaugeMetricFamily(
             "jupyter_gpu_kernel_idle_seconds",
-            "Seconds since a kernel holding GPU memory was last busy",
+            "Seconds since a kernel holding GPU memory last ran a cell",
             labels=["kernel_id", "notebook", "user"],
         )
         cull_in = GaugeMetricFamily(

@@ -9,8 +9,9 @@ of processes to kernels:
   builds the answer (:class:`Answer`: the annotated snapshot, its JSON bytes, an ETag and the
   Prometheus rows) once for every client;
 - the event loop keeps a table of this server's kernels (PID and start time from the provisioner,
-  notebook from the session manager, last activity). It is refreshed on the kernel manager's
-  start / shutdown / restart events and at most once per interval otherwise; a change of the table
+  notebook from the session manager, when it last ran a cell: :mod:`.cell_activity`). It is
+  refreshed on the kernel manager's start / shutdown / restart events and at most once per
+  interval otherwise; a change of the table
   makes the next request rebuild the answer on a worker thread (one build however many requests
   wait). A request only picks the answer that matches the newest sample and table.
 
@@ -44,9 +45,10 @@ from ..sources.processes import PidCache, ProcessKey, current_user, process_key,
 from ..sources.sampler import Sampler
 from .answer import Answer, AnswerBuilder, answer_key, newer, stale_after_s
 from .attribution import AttributedSnapshot, KernelInfo, KernelTable
+from .cell_activity import CellWatch
 from .config import JupyterGpuServer
 from .cull import cull_every_s, culled_message, ran_since
-from .kernel_table import read_kernels, session_notebooks
+from .kernel_table import idle_figures, read_kernels, session_notebooks
 from .report_files import ReportFiles, remove_ended_claims
 
 __all__ = ["Answer", "AttributedSnapshot", "GpuService", "KernelInfo", "KernelTable", "ancestors"]
@@ -113,6 +115,7 @@ class GpuService:
         self._wait_executor: concurrent.futures.ThreadPoolExecutor | None = None
         self.builds = 0
         self._gone: set[str] = set()  # shut down, maybe still listed by the kernel manager
+        self.cells = CellWatch()  # when each kernel last ran a cell: the one idle clock
         self._builder = AnswerBuilder(config, self.me)
         _services.add(self)
         config.observe(self._reconfigure, names=["interval_s", "linger_s"])
@@ -151,6 +154,7 @@ class GpuService:
         if self._culling is not None:
             self._culling.cancel()
         self._cancel_follow_ups()
+        self.cells.close()
         for executor in (self._executor, self._wait_executor):
             if executor is not None:
                 executor.shutdown(wait=False, cancel_futures=True)
@@ -289,7 +293,8 @@ class GpuService:
             listed = list(km.list_kernel_ids())
             self._gone.intersection_update(listed)  # forgotten once the kernel manager forgot it
             alive = [kernel_id for kernel_id in listed if kernel_id not in self._gone]
-            table = read_kernels(km, alive, notebooks, self._table.kernels)
+            table = read_kernels(km, alive, notebooks, self._table.kernels, self.cells)
+            self.cells.keep_only(alive)
         self._set_table(table)
         self._table_at = time.monotonic()
 
@@ -426,10 +431,9 @@ class GpuService:
                 kernel = km.get_kernel(due.kernel_id)
             except KeyError:
                 continue
-            last = getattr(kernel, "last_activity", None)
-            state = getattr(kernel, "execution_state", None)
-            if ran_since(state, None if last is None else last.timestamp(), time.time(), after):
-                continue  # it ran something since the answer was built
+            state, last = idle_figures(kernel, self.cells.clock(due.kernel_id))
+            if ran_since(state, last, time.time(), after):
+                continue  # it ran a cell since the answer was built
             try:
                 await km.shutdown_kernel(due.kernel_id)
             except Exception:  # gone meanwhile, or a provisioner failure: the others are still culled

@@ -124,3 +124,33 @@ def test_a_kernel_known_only_by_its_report_is_counted_down_and_notified(lab, pag
     assert "shut down in" not in status.inner_text()
     lab.scenario.update(lambda s: s["gpus"][1].__setitem__("processes", []))
     assert not page.errors
+
+
+def test_a_kernel_showing_a_live_gpu_panel_is_counted_down_and_culled_like_any_other(lab, page, artifacts):
+    """An open %gpu_monitor panel updates all the time; those widget messages are not cells, so its
+    kernel is idle, counted down and culled (issue 21)."""
+    from panel_cells import PANEL_CELL, run_panel
+
+    panel = run_panel(lab, page, "panel_cull.ipynb", PANEL_CELL + "\nimport os\nprint('PID', os.getpid())")
+    (session,) = [s for s in lab.api("GET", "api/sessions") if s["path"] == "panel_cull.ipynb"]
+    kernel_id = session["kernel"]["id"]
+    output = page.locator(".jp-OutputArea-output[data-mime-type='application/vnd.jupyter.stdout']", has_text="PID")
+    output.first.wait_for(timeout=30_000)
+    pid = int(re.search(r"PID (\d+)", output.first.inner_text()).group(1))
+    lab.scenario.update(lambda s: s["gpus"][0].__setitem__("processes", [{"pid": pid, "memory_mib": 2048}]))
+    # The panel is live: it shows the kernel's own process as it appears
+    wait_until(lambda: "this kernel" in panel.inner_text(), timeout_s=30, what="the panel to update")
+    sidebar = page.locator("#jupyter-gpu-sidebar")
+    if not sidebar.is_visible():
+        page.locator('.jp-SideBar [title="GPU monitor"]').click()
+    row = sidebar.locator('.jp-GpuCard[data-gpu-index="0"] .jp-GpuProc.jp-mod-own')
+    row.wait_for(timeout=30_000)
+    # Then the sidebar counts its kernel down, while the panel keeps updating
+    idle = row.locator(".jp-GpuProc-idle")
+    wait_until(lambda: "shut down in" in idle.inner_text(), timeout_s=30, what="the countdown in the row")
+    stamp = panel.locator(".widget-hbox").first.inner_text()
+    wait_until(lambda: panel.locator(".widget-hbox").first.inner_text() != stamp, what="another panel update")
+    page.screenshot(path=str(artifacts / "culling-with-panel.png"))
+    # and the server culls it
+    wait_until(lambda: kernel_id not in lab.kernel_ids(), timeout_s=AFTER_S + 30, what="the cull")
+    lab.scenario.update(lambda s: s["gpus"][0].__setitem__("processes", []))

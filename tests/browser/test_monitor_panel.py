@@ -10,6 +10,13 @@ import re
 from typing import Any
 
 import pytest
+from panel_cells import (
+    PANEL_CELL,
+    STATE_CELL,
+    clear_output_close_and_delete,
+    kernel_state,
+    run_panel,
+)
 from support import wait_until
 
 pytestmark = pytest.mark.browser
@@ -81,31 +88,6 @@ def test_panel_renders_updates_and_escapes(lab: Any, page: Any, artifacts: Any, 
     wait_until(lambda: panel.get_by_role("button", name="Resume").count() == 1, what="Resume button")
     assert not page.errors
     lab.shutdown_all_kernels()
-
-
-def run_panel(lab: Any, page: Any, notebook: str, code: str) -> Any:
-    """Open ``notebook`` (one cell of ``code``) in the lab, run it, return the panel's locator."""
-    lab.write_notebook(notebook, [code])
-    lab.open(page, path=f"lab/tree/{notebook}")
-    page.locator(".jp-NotebookPanel .jp-Cell .jp-InputArea-editor").first.wait_for()
-    # Opened by URL before the kernel specs have loaded, JupyterLab may ask which kernel to start;
-    # the dialog can come late, so answer it until the notebook's kernel exists and is idle.
-    select = page.locator(".jp-Dialog").get_by_role("button", name="Select")
-
-    def kernel_idle() -> bool:
-        if select.is_visible():
-            select.click()
-        sessions = [s for s in lab.api("GET", "api/sessions") if s["path"] == notebook]
-        return bool(sessions) and sessions[0]["kernel"]["execution_state"] == "idle"
-
-    wait_until(kernel_idle, timeout_s=90, what="the notebook's kernel")
-    page.wait_for_timeout(500)
-    if select.is_visible():
-        select.click()
-    page.evaluate("window.jupyterapp.commands.execute('notebook:run-all-cells')")
-    panel = page.locator(".jp-NotebookPanel .jupyter-gpu-monitor").first
-    panel.wait_for(timeout=60_000)
-    return panel
 
 
 def boxes(locator: Any) -> list[dict[str, float]]:
@@ -199,4 +181,52 @@ def test_panel_grid_holds_for_16_gpus_narrow_and_wide_light_and_dark(
     panel.screenshot(path=str(artifacts / "panel-16-wide-dark.png"))
     page.evaluate("() => window.jupyterapp.commands.execute('apputils:change-theme', {theme: 'JupyterLab Light'})")
     assert not page.errors
+    lab.shutdown_all_kernels()
+
+
+# -- the panel's life: Clear output, Close, deleted cell, kernel restart (issue 21)
+
+
+def test_clear_output_and_deleting_the_cell_pause_the_panel_and_close_leaves_a_line(
+    lab: Any, page: Any, artifacts: Any
+) -> None:
+    run_panel(lab, page, "panel_life.ipynb", PANEL_CELL, STATE_CELL)
+    clear_output_close_and_delete(page)
+    page.screenshot(path=str(artifacts / "monitor-panel-closed.png"))
+    assert not page.errors
+    lab.shutdown_all_kernels()
+
+
+def test_a_notebook_opened_again_counts_its_panel_view_once(lab: Any, page: Any) -> None:
+    notebook = "panel_reopen.ipynb"
+    run_panel(lab, page, notebook, PANEL_CELL, STATE_CELL)
+    wait_until(lambda: "panels [(1, True)] True" in kernel_state(page), what="one shown, sampling panel")
+    page.evaluate("() => window.jupyterapp.commands.execute('docmanager:save')")
+    page.evaluate("() => window.jupyterapp.commands.execute('application:close')")
+    page.locator(".jupyter-gpu-monitor").first.wait_for(state="detached")
+    kernels = lab.kernel_ids()
+    # Opened again (its kernel kept running): the panel is shown once more and counted once, so
+    # that "Clear output" then pauses it.
+    page.evaluate(f"() => window.jupyterapp.commands.execute('docmanager:open', {{path: '{notebook}'}})")
+    page.locator(".jupyter-gpu-monitor .jupyter-gpu-row").first.wait_for(timeout=60_000)
+    assert lab.kernel_ids() == kernels
+    wait_until(lambda: "panels [(1, True)] True" in kernel_state(page), what="the panel counted once")
+    page.evaluate("() => { window.jupyterapp.shell.currentWidget.content.activeCellIndex = 0; }")
+    page.evaluate("() => { window.jupyterapp.commands.execute('notebook:clear-cell-output'); }")
+    wait_until(lambda: "panels [(0, False)] False" in kernel_state(page), what="the sampler to stop")
+    lab.shutdown_all_kernels()
+
+
+def test_after_a_kernel_restart_the_old_panel_says_run_the_cell_again(lab: Any, page: Any, artifacts: Any) -> None:
+    panel = run_panel(lab, page, "panel_restart.ipynb", PANEL_CELL, STATE_CELL)
+    wait_until(lambda: panel.locator(".jupyter-gpu-row").count() == 3, what="three GPU rows")
+    page.evaluate("() => { window.jupyterapp.commands.execute('notebook:restart-kernel'); }")
+    page.locator(".jp-Dialog .jp-mod-accept").click()
+    panel.and_(page.locator(".jupyter-widgets-disconnected")).wait_for(timeout=30_000)
+    before = panel.evaluate("n => getComputedStyle(n, '::before').content")
+    assert before == '"GPU panel: kernel restarted: run the cell again"'
+    assert panel.locator(".jupyter-gpu-row").first.is_hidden()  # no stale readings, no broken-link icons
+    assert panel.locator(".jupyter-widgets-disconnected:visible").count() == 0
+    panel.screenshot(path=str(artifacts / "monitor-panel-restarted.png"))
+    wait_until(lambda: "panels [] False" in kernel_state(page), timeout_s=60, what="the restarted kernel")
     lab.shutdown_all_kernels()

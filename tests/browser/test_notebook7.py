@@ -7,6 +7,8 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from panel_cells import PANEL_CELL, STATE_CELL, clear_output_close_and_delete, kernel_state, run_cell
+from support import wait_until
 
 from jupyter_gpu import simulate
 
@@ -58,3 +60,53 @@ def test_sidebar_and_status_item_in_notebook_7(notebook_app, page, artifacts, do
     page.locator(".lm-Menu .lm-Menu-item", has_text="GPU monitor").first.wait_for()
     page.keyboard.press("Escape")
     assert not own_errors(page)
+
+
+def test_gpu_panel_pauses_without_a_view_closes_and_says_restarted_in_notebook_7(notebook_app, page, artifacts):
+    notebook_app.write_notebook("panel7.ipynb", [PANEL_CELL, STATE_CELL])
+    notebook_app.open(page, path="notebooks/panel7.ipynb")
+    page.locator(".jp-Cell .jp-InputArea-editor").first.wait_for()
+    wait_until(
+        lambda: any(
+            s["path"] == "panel7.ipynb" and s["kernel"]["execution_state"] == "idle"
+            for s in notebook_app.api("GET", "api/sessions")
+        ),
+        timeout_s=90,
+        what="the notebook's kernel",
+    )
+    page.evaluate("() => { window.jupyterapp.commands.execute('notebook:run-all-cells'); }")
+    panel = page.locator(".jupyter-gpu-monitor").first
+    panel.wait_for(timeout=60_000)
+    # Its kernel counts as idle although the panel keeps updating: widget updates are not cells
+    (session,) = [s for s in notebook_app.api("GET", "api/sessions") if s["path"] == "panel7.ipynb"]
+    stamp = panel.locator(".widget-hbox").first.inner_text()
+    wait_until(
+        lambda: any(
+            k["kernel_id"] == session["kernel"]["id"] and (k["idle_s"] or 0) >= 3
+            for k in notebook_app.snapshot()["kernels"]
+        ),
+        timeout_s=30,
+        what="the kernel to count as idle",
+    )
+    assert panel.locator(".widget-hbox").first.inner_text() != stamp  # the panel updated meanwhile
+    clear_output_close_and_delete(page)
+    # A panel in the one cell left, then a kernel restart: the old panel says so in one line.
+    page.evaluate("() => { window.jupyterapp.shell.currentWidget.content.activeCellIndex = 0; }")
+    page.evaluate("() => { window.jupyterapp.commands.execute('notebook:insert-cell-above'); }")
+    cell = "window.jupyterapp.shell.currentWidget.content.activeCell"
+    page.evaluate(f"() => {{ {cell}.model.sharedModel.setSource({PANEL_CELL!r}); }}")
+    run_cell(page, 0)
+    panel.locator(".jupyter-gpu-row").first.wait_for(timeout=60_000)
+    page.evaluate("() => { window.jupyterapp.commands.execute('notebook:restart-kernel'); }")
+    page.locator(".jp-Dialog .jp-mod-accept").click()
+    panel.and_(page.locator(".jupyter-widgets-disconnected")).wait_for(timeout=30_000)
+    assert (
+        panel.evaluate("n => getComputedStyle(n, '::before').content")
+        == '"GPU panel: kernel restarted: run the cell again"'
+    )
+    assert panel.locator(".jupyter-gpu-row").first.is_hidden()
+    page.screenshot(path=str(artifacts / "notebook7-panel-restarted.png"))
+    assert not own_errors(page)
+    # The restarted kernel runs cells again, with no panel of its own yet
+    wait_until(lambda: "panels [] False" in kernel_state(page), timeout_s=60, what="the restarted kernel")
+    notebook_app.shutdown_all_kernels()
