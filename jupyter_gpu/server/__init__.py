@@ -70,7 +70,7 @@ def _load_jupyter_server_extension(serverapp: Any) -> None:
         metrics_public=not web_app.settings.get("authenticate_prometheus", True),
     )
     web_app.settings[GpuService.SETTINGS_KEY] = service
-    service.remove_orphan_reports()
+    service.report_files.remove_orphans()  # reports dead kernels left behind
     service.remove_claims()  # this user's claims of kernels that no longer run
     web_app.add_handlers(".*$", routes(web_app.settings["base_url"]) + history_routes(web_app.settings["base_url"]))
     service.attach_events(getattr(serverapp, "event_logger", None))

@@ -310,10 +310,6 @@ class GpuService:
         """Delete the GPU claims of the ``ended`` kernel processes and of dead ones (:func:`remove_ended_claims`)."""
         return remove_ended_claims(key for key in ended if key is not None)
 
-    def remove_orphan_reports(self) -> list[str]:
-        """Delete the reports that dead kernels left behind (see :meth:`ReportFiles.remove_orphans`)."""
-        return self.report_files.remove_orphans()
-
     # -- answers (event loop picks, worker threads build)
 
     async def latest(self) -> Snapshot | None:
