@@ -164,6 +164,15 @@ class MonitorMagics(Magics):
             self.stop_watching()
             print("%gpu_watch off")
 
+    def carried_lines(self) -> list[str]:
+        """The magic lines that give a fresh kernel this kernel's ``%gpu_watch`` (none while it is
+        off): what a restart made by jupyter_gpu carries over with the plan
+        (:func:`jupyter_gpu.kernel.restart_offer.carried_lines`)."""
+        if self.watch is None:
+            return []
+        interval_s = self.watch.interval_s
+        return ["%gpu_watch on" if interval_s == self.watch_interval_s else f"%gpu_watch on --interval {interval_s:g}"]
+
     def stop_watching(self) -> None:
         """Remove the event hooks and stop any measurement under way."""
         watch, self.watch = self.watch, None
@@ -201,6 +210,12 @@ def register(ipython: Any) -> None:
     if "MonitorMagics" in ipython.magics_manager.registry:
         return
     ipython.register_magics(MonitorMagics(shell=ipython))
+
+
+def watch_lines(ipython: Any) -> list[str]:
+    """``ipython``'s ``%gpu_watch`` as magic lines for a fresh kernel (see :meth:`MonitorMagics.carried_lines`)."""
+    magics = ipython.magics_manager.registry.get("MonitorMagics") if ipython is not None else None
+    return magics.carried_lines() if isinstance(magics, MonitorMagics) else []
 
 
 def unregister(ipython: Any) -> None:

@@ -14,6 +14,7 @@ import { IStatusBar } from '@jupyterlab/statusbar';
 import type { IProcessActions } from './components/processRow';
 import { kernelLabel } from './components/processRow';
 import { GpuSidebar } from './components/sidebar';
+import { restartConfirmation } from './confirm';
 import { cullsDue } from './culling';
 import { GpuStatusItem } from './components/statusItem';
 import { formatBytes, formatDuration } from './format';
@@ -133,10 +134,12 @@ const plugin: JupyterFrontEndPlugin<IGpuMonitorModel> = {
         model.refreshIntervalMs = settings.get('refreshIntervalMs').composite as number;
         historyMinutes = settings.get('historyMinutes').composite as number;
         model.historyMinutes = historyMinutes;
+        restartConfirmation.ask = settings.get('confirmRestart').composite !== false;
       };
       settingRegistry
         .load(PLUGIN_ID)
         .then(settings => {
+          restartConfirmation.remember = ask => settings.set('confirmRestart', ask);
           apply(settings);
           settings.changed.connect(apply);
         })
