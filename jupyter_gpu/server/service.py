@@ -31,6 +31,7 @@ import os
 import threading
 import time
 import weakref
+from collections import deque
 from collections.abc import Callable
 from dataclasses import fields
 from typing import Any
@@ -45,7 +46,7 @@ from ..sources.sampler import Sampler
 from .answer import Answer, AnswerBuilder, answer_key, newer, stale_after_s
 from .attribution import AttributedSnapshot, KernelInfo, KernelTable
 from .config import JupyterGpuServer
-from .cull import cull_every_s, culled_message, ran_since
+from .cull import Postponements, cull_every_s, cull_record, culled_message, kept_message, ran_since
 from .kernel_table import read_kernels, session_notebooks
 from .report_files import ReportFiles
 
@@ -68,6 +69,7 @@ class GpuService:
     """Everything the handlers and the Prometheus collector need; kept in ``web_app.settings``."""
 
     SETTINGS_KEY = "jupyter_gpu"
+    RECENT_CULLS = 50
 
     def __init__(
         self,
@@ -88,6 +90,9 @@ class GpuService:
         # (in a container the process user is often "jovyan" for everybody), else the process user.
         self.user = os.environ.get("JUPYTERHUB_USER") or self.me or ""
         self.culled = 0  # kernels shut down by the GPU-aware culler (jupyter_gpu_kernels_culled_total)
+        # The latest culls, newest last (GET jupyter-gpu/culls: the notification that stays)
+        self.recent_culls: deque[dict[str, Any]] = deque(maxlen=self.RECENT_CULLS)
+        self.postponed = Postponements()  # "Keep running"
         self._culling: asyncio.Task[None] | None = None
         # The hub service this server takes its GPU data from (None: it reads NVML itself). Then the
         # service exports the host's per-GPU series, and this server's /metrics only its kernels'.
@@ -285,8 +290,24 @@ class GpuService:
             self._gone.intersection_update(listed)  # forgotten once the kernel manager forgot it
             alive = [kernel_id for kernel_id in listed if kernel_id not in self._gone]
             table = read_kernels(km, alive, notebooks, self._table.kernels)
-        self._set_table(table)
+        self._set_table(self.postponed.apply(table))
         self._table_at = time.monotonic()
+
+    async def keep_running(self, kernel_id: str, user: str) -> float:
+        """ "Keep running": postpone the cull of this server's kernel ``kernel_id`` by one
+        ``cull_idle_after_s``, logged with ``user``; the seconds now postponed. KeyError: not a
+        kernel of this server; ValueError: culling is off."""
+        after = self.config.cull_idle_after_s
+        if after <= 0:
+            raise ValueError("culling is off on this server (cull_idle_after_s = 0): nothing to postpone")
+        await self.refresh_kernels()
+        info = self._table.kernels.get(kernel_id)
+        if info is None:
+            raise KeyError(kernel_id)
+        kept = self.postponed.add(info, after)
+        self._set_table({**self._table.kernels, kernel_id: kept})
+        log.warning("%s", kept_message(kernel_id, info.notebook, user, after))
+        return kept.cull_postponed_s
 
     def _set_table(self, kernels: dict[str, KernelInfo]) -> None:
         if kernels != self._table.kernels:
@@ -421,9 +442,13 @@ class GpuService:
             state = getattr(kernel, "execution_state", None)
             if ran_since(state, None if last is None else last.timestamp(), time.time(), after):
                 continue  # it ran something since the answer was built
+            # Recorded before the shutdown: a client that sees the kernel gone finds why at once.
+            record = cull_record(due, time.time())
+            self.recent_culls.append(record)
             try:
                 await km.shutdown_kernel(due.kernel_id)
             except Exception:  # gone meanwhile, or a provisioner failure: the others are still culled
+                self.recent_culls.remove(record)
                 log.exception("jupyter_gpu: culling the idle GPU kernel %s failed", due.kernel_id)
                 continue
             self.culled += 1
