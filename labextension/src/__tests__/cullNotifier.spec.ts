@@ -19,6 +19,12 @@ import { GIB, hostile, kernel, snapshot } from './fixtures';
 
 const K1 = 'abcdef01-2345-6789-abcd-ef0123456789';
 
+/** The arguments of a spy's last call. */
+function lastCall(spy: unknown): unknown[] | undefined {
+  const calls = vi.mocked(spy as (...args: unknown[]) => unknown).mock.calls;
+  return calls[calls.length - 1];
+}
+
 class FakeModel {
   snapshot: ISnapshot | null = null;
   readonly changed = new Signal<this, void>(this);
@@ -107,7 +113,7 @@ describe('CullNotifier', () => {
     keep.callback();
     await vi.waitFor(() => expect(model.refresh).toHaveBeenCalled());
     expect(calls.keepRunning).toHaveBeenCalledWith(K1);
-    expect(vi.mocked(Notification.success).mock.calls.at(-1)?.[0]).toBe(
+    expect(lastCall(Notification.success)?.[0]).toBe(
       'cull_a.ipynb keeps running: its shutdown is postponed by 2 h 0 min.'
     );
     // Shown once per countdown, however many snapshots come
@@ -125,7 +131,7 @@ describe('CullNotifier', () => {
     };
     options.actions[0].callback();
     await vi.waitFor(() => expect(model.refresh).toHaveBeenCalled());
-    expect(vi.mocked(Notification.error).mock.calls.at(-1)?.[0]).toBe(
+    expect(lastCall(Notification.error)?.[0]).toBe(
       'jupyter_gpu: could not keep cull_a.ipynb running: no kernel of this server has that id'
     );
     model.show(counting);
@@ -146,7 +152,7 @@ describe('CullNotifier', () => {
     model.show(snapshot({ kernels: [] }));
     expect(Notification.dismiss).toHaveBeenCalledWith(id);
     await vi.waitFor(() =>
-      expect(vi.mocked(Notification.info).mock.calls.at(-1)).toEqual([
+      expect(lastCall(Notification.info)).toEqual([
         'cull_a.ipynb shut down after 2 h 0 min idle, 6 GiB freed on GPU 1.',
         { autoClose: false }
       ])

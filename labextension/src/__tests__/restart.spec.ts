@@ -220,7 +220,7 @@ describe('RestartRenderer', () => {
     const button = renderer.node.querySelector('button') as HTMLButtonElement;
     button.click();
     await vi.waitFor(() => expect(showDialog).toHaveBeenCalledTimes(1));
-    const asked = vi.mocked(showDialog).mock.calls[0][0];
+    const asked = vi.mocked(showDialog).mock.calls[0][0] ?? {};
     expect(asked.body).toBe(restartQuestion('%gpu_select 1 --growth; %gpu_watch on'));
     expect(asked.body).toContain('variables');
     expect(asked.checkbox?.label).toBe('Do not ask again');
