@@ -52,6 +52,12 @@ export class CullNotifier {
 
   /** Toast ids of the countdowns shown, by kernel id. */
   readonly countdowns = new Map<string, string>();
+  /**
+   * Kernels counted down while this page watched, until they go: when one goes, the server's
+   * list of culls says whether the culler shut it down (its last snapshots may show it busy or
+   * not due any more, while it shuts down).
+   */
+  private readonly warned = new Set<string>();
   /** Kernels whose cull was notified already (one lasting notification each). */
   private readonly notified = new Set<string>();
 
@@ -63,12 +69,18 @@ export class CullNotifier {
       if (!due.has(kernelId)) {
         Notification.dismiss(id);
         this.countdowns.delete(kernelId);
-        if (listed !== null && !listed.has(kernelId)) {
-          void this.notifyCull(kernelId); // the kernel went while counted down: culled?
+      }
+    }
+    if (listed !== null) {
+      for (const kernelId of this.warned) {
+        if (!listed.has(kernelId)) {
+          this.warned.delete(kernelId);
+          void this.notifyCull(kernelId);
         }
       }
     }
     for (const [kernelId, cull] of due) {
+      this.warned.add(kernelId);
       if (!this.countdowns.has(kernelId)) {
         const postpone = snapshot?.cull_idle_after_s;
         this.countdowns.set(

@@ -163,6 +163,26 @@ describe('CullNotifier', () => {
     expect(vi.mocked(Notification.info).mock.calls.length).toBe(infos);
   });
 
+  it('notifies a cull also when the kernel’s last snapshot showed it no longer due (shutting down)', async () => {
+    const culls = vi.fn(() =>
+      Promise.resolve(
+        parseCulls({
+          culls: [{ kernel_id: K1, notebook: 'cull_a.ipynb', idle_s: 60, memory: GIB, gpus: [0] }]
+        })
+      )
+    );
+    const { model } = setUp({ culls });
+    model.show(counting);
+    model.show(snapshot({ kernels: [kernel({ kernel_id: K1, cull_warning: false, cull_in_s: null })] }));
+    expect(culls).not.toHaveBeenCalled();
+    model.show(snapshot({ kernels: [] }));
+    await vi.waitFor(() =>
+      expect(lastCall(Notification.info)?.[0]).toBe(
+        'cull_a.ipynb shut down after 1 min idle, 1 GiB freed on GPU 0.'
+      )
+    );
+  });
+
   it('says nothing lasting when the kernel ran again, or went without a cull', async () => {
     const { model, calls } = setUp();
     model.show(counting);
