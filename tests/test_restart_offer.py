@@ -173,9 +173,9 @@ def test_gpu_watch_is_carried_over_with_the_plan(shell, monkeypatch, capsys) -> 
         assert restart_offer.carried_lines(current_plan().request)[-1] == "%gpu_watch on"
         # The lines rebuild the watch in a fresh kernel (here: after turning it off)
         shell.run_line_magic("gpu_watch", "off")
-        assert monitor_magics.watch_lines(shell) == []
+        assert restart_offer.watch_lines(shell) == []
         name, _, arguments = lines[2][1:].partition(" ")
         shell.run_line_magic(name, arguments)
-        assert monitor_magics.watch_lines(shell) == ["%gpu_watch on --interval 0.5"]
+        assert restart_offer.watch_lines(shell) == ["%gpu_watch on --interval 0.5"]
     finally:
         monitor_magics.unregister(shell)

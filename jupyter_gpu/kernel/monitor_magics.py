@@ -212,12 +212,6 @@ def register(ipython: Any) -> None:
     ipython.register_magics(MonitorMagics(shell=ipython))
 
 
-def watch_lines(ipython: Any) -> list[str]:
-    """``ipython``'s ``%gpu_watch`` as magic lines for a fresh kernel (see :meth:`MonitorMagics.carried_lines`)."""
-    magics = ipython.magics_manager.registry.get("MonitorMagics") if ipython is not None else None
-    return magics.carried_lines() if isinstance(magics, MonitorMagics) else []
-
-
 def unregister(ipython: Any) -> None:
     """Undo :func:`register`: remove the event hooks, close the panels, remove the magics."""
     magics = ipython.magics_manager.registry.pop("MonitorMagics", None)

@@ -57,7 +57,6 @@ def applied_plan_summary() -> PlanSummary:
     from IPython import get_ipython
 
     from ..plan import current_plan
-    from .monitor_magics import watch_lines
     from .plan_report import summary
 
     watching = "; %gpu_watch on" if watch_lines(get_ipython()) else ""
@@ -70,9 +69,16 @@ def carried_lines(request: Any) -> list[str]:
     from IPython import get_ipython
 
     from ..plan import plan_magics
-    from .monitor_magics import watch_lines
 
     return plan_magics(request) + watch_lines(get_ipython())
+
+
+def watch_lines(ipython: Any) -> list[str]:
+    """``ipython``'s ``%gpu_watch`` as magic lines for a fresh kernel (``MonitorMagics.carried_lines``,
+    found in the shell's magics registry: this module is below the magics, which show offers)."""
+    magics = ipython.magics_manager.registry.get("MonitorMagics") if ipython is not None else None
+    carried = getattr(magics, "carried_lines", None)
+    return list(carried()) if callable(carried) else []
 
 
 def blocking_option(line: str) -> str | None:

@@ -104,8 +104,12 @@ class Postponements:
     def __len__(self) -> int:
         return len(self._kept)
 
-    def add(self, info: KernelInfo, after_s: float) -> KernelInfo:
-        """Postpone ``info``'s cull by ``after_s`` more; its new entry for the kernel table."""
+    def add(self, kernels: Mapping[str, KernelInfo], kernel_id: str, after_s: float) -> KernelInfo:
+        """Postpone the cull of ``kernels[kernel_id]`` by ``after_s`` (``cull_idle_after_s``) more;
+        its new entry for the kernel table. KeyError: not in ``kernels``; ValueError: culling is off."""
+        if after_s <= 0:
+            raise ValueError("culling is off on this server (cull_idle_after_s = 0): nothing to postpone")
+        info = kernels[kernel_id]
         postponed_s = info.cull_postponed_s + after_s
         self._kept[info.kernel_id] = (info.last_activity, postponed_s)
         return replace(info, cull_postponed_s=postponed_s)

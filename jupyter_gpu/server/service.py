@@ -69,7 +69,6 @@ class GpuService:
     """Everything the handlers and the Prometheus collector need; kept in ``web_app.settings``."""
 
     SETTINGS_KEY = "jupyter_gpu"
-    RECENT_CULLS = 50
 
     def __init__(
         self,
@@ -90,8 +89,7 @@ class GpuService:
         # (in a container the process user is often "jovyan" for everybody), else the process user.
         self.user = os.environ.get("JUPYTERHUB_USER") or self.me or ""
         self.culled = 0  # kernels shut down by the GPU-aware culler (jupyter_gpu_kernels_culled_total)
-        # The latest culls, newest last (GET jupyter-gpu/culls: the notification that stays)
-        self.recent_culls: deque[dict[str, Any]] = deque(maxlen=self.RECENT_CULLS)
+        self.recent_culls: deque[dict[str, Any]] = deque(maxlen=50)  # GET jupyter-gpu/culls
         self.postponed = Postponements()  # "Keep running"
         self._culling: asyncio.Task[None] | None = None
         # The hub service this server takes its GPU data from (None: it reads NVML itself). Then the
@@ -294,19 +292,12 @@ class GpuService:
         self._table_at = time.monotonic()
 
     async def keep_running(self, kernel_id: str, user: str) -> float:
-        """ "Keep running": postpone the cull of this server's kernel ``kernel_id`` by one
-        ``cull_idle_after_s``, logged with ``user``; the seconds now postponed. KeyError: not a
-        kernel of this server; ValueError: culling is off."""
-        after = self.config.cull_idle_after_s
-        if after <= 0:
-            raise ValueError("culling is off on this server (cull_idle_after_s = 0): nothing to postpone")
+        """ "Keep running": postpone ``kernel_id``'s cull by one ``cull_idle_after_s`` (logged with
+        ``user``); the seconds now postponed. KeyError: no such kernel; ValueError: culling is off."""
         await self.refresh_kernels()
-        info = self._table.kernels.get(kernel_id)
-        if info is None:
-            raise KeyError(kernel_id)
-        kept = self.postponed.add(info, after)
+        kept = self.postponed.add(self._table.kernels, kernel_id, self.config.cull_idle_after_s)
         self._set_table({**self._table.kernels, kernel_id: kept})
-        log.warning("%s", kept_message(kernel_id, info.notebook, user, after))
+        log.warning("%s", kept_message(kernel_id, kept.notebook, user, self.config.cull_idle_after_s))
         return kept.cull_postponed_s
 
     def _set_table(self, kernels: dict[str, KernelInfo]) -> None:
@@ -442,16 +433,15 @@ class GpuService:
             state = getattr(kernel, "execution_state", None)
             if ran_since(state, None if last is None else last.timestamp(), time.time(), after):
                 continue  # it ran something since the answer was built
-            # Recorded before the shutdown: a client that sees the kernel gone finds why at once.
-            record = cull_record(due, time.time())
-            self.recent_culls.append(record)
+            self.culled += 1  # counted and recorded before the shutdown: whoever sees it gone finds why
+            self.recent_culls.append(record := cull_record(due, time.time()))
             try:
                 await km.shutdown_kernel(due.kernel_id)
             except Exception:  # gone meanwhile, or a provisioner failure: the others are still culled
+                self.culled -= 1
                 self.recent_culls.remove(record)
                 log.exception("jupyter_gpu: culling the idle GPU kernel %s failed", due.kernel_id)
                 continue
-            self.culled += 1
             culled.append(due.kernel_id)
             log.warning("%s", culled_message(due, self.user, after))
         return culled
