@@ -68,7 +68,11 @@ interface IKernelLike {
     silent: boolean;
     store_history: boolean;
     user_expressions: Record<string, string>;
-  }): { done: Promise<{ content: IExecuteReplyContent }> };
+  }): {
+    done: Promise<{ content: IExecuteReplyContent }>;
+    /** Called with each output message of the request (Jupyter's `IFuture.onIOPub`). */
+    onIOPub?: (message: { header: { msg_type: string }; content: { text?: unknown } }) => void;
+  };
 }
 
 export interface ISessionContextLike {
