@@ -174,3 +174,43 @@ def test_a_kernel_known_only_by_its_report_is_counted_down_and_notified(lab, pag
     assert "shut down in" not in status.inner_text()
     lab.scenario.update(lambda s: s["gpus"][1].__setitem__("processes", []))
     assert not page.errors
+
+
+@pytest.fixture(scope="module")
+def notebook_app(lab_factory: Any) -> Any:
+    pytest.importorskip("notebook", reason="Notebook 7 is not installed (pip install notebook)")
+    return lab_factory(
+        simulate.plausible_gpus(2),
+        name="culling-notebook7",
+        app="notebook",
+        extra_args=(f"--JupyterGpuServer.cull_idle_after_s={AFTER_S}", f"--JupyterGpuServer.cull_warn_s={WARN_S}"),
+    )
+
+
+def test_notebook_7_counts_down_keeps_running_and_leaves_a_notification_after_the_cull(notebook_app, page, artifacts):
+    # The page first (Notebook 7 loads slowly under load), then the kernel's idle clock starts
+    notebook_app.open(page)
+    page.evaluate("() => window.jupyterapp.commands.execute('apputils:change-theme', {theme: 'JupyterLab Dark'})")
+    page.wait_for_selector("body[data-jp-theme-light='false']", state="attached")
+    page.locator(".jp-GpuStatus").wait_for()
+    session = notebook_app.api(
+        "POST", "api/sessions", {"path": "nb7.ipynb", "type": "notebook", "kernel": {"name": "python3"}}
+    )
+    kernel_id = session["kernel"]["id"]
+    kernel = kernel_child(notebook_app.process.pid)
+    notebook_app.scenario.update(lambda s: s["gpus"][0].__setitem__("processes", [{"pid": kernel, "memory_mib": 2048}]))
+    toast = page.locator(".Toastify__toast", has_text="shuts down in").filter(has_text="nb7.ipynb")
+    toast.wait_for(timeout=40_000)
+    page.screenshot(path=str(artifacts / "culling-notebook7-dark.png"))
+    toast.get_by_role("button", name="Keep running").click()
+    page.locator(".Toastify__toast", has_text="nb7.ipynb keeps running").wait_for()
+    toast.wait_for(state="detached", timeout=20_000)
+    # The postponement runs out: the countdown comes back, the kernel is culled, a notification stays
+    wait_until(lambda: kernel_id not in notebook_app.kernel_ids(), timeout_s=2 * AFTER_S + 30, what="the cull")
+    notebook_app.scenario.update(lambda s: s["gpus"][0].__setitem__("processes", []))
+    lasting = page.locator(".Toastify__toast", has_text="nb7.ipynb shut down after")
+    lasting.wait_for(timeout=20_000)
+    assert "2 GiB freed on GPU 0" in lasting.inner_text()
+    page.screenshot(path=str(artifacts / "culling-notebook7-culled-dark.png"))
+    own = [e for e in page.errors if "jupyter-gpu" in e or "jupyter_gpu" in e]
+    assert not own, own

@@ -182,6 +182,16 @@ def test_notebook_7_shows_the_buttons_and_asks_before_a_restart(
     dialog.get_by_role("button", name="Cancel").click()
     dialog.wait_for(state="detached")
     assert report.get_by_role("button", name="Restart on GPU 2 with growth").is_enabled()
+    # %gpu_restart asks in Notebook 7 too, then restarts and applies the plan
+    cells = page.locator(".jp-Notebook .jp-Cell")
+    cells.nth(2).locator(".jp-InputArea-editor").click()
+    page.keyboard.type("%gpu_restart")
+    page.keyboard.press("Shift+Enter")
+    dialog = page.locator(".jp-Dialog", has_text="Restart kernel and apply the GPU plan?")
+    dialog.wait_for(timeout=30_000)
+    assert "variables" in dialog.inner_text()
+    dialog.get_by_role("button", name="Restart").click()
+    page.get_by_text("Kernel restarted; GPU plan applied").first.wait_for(timeout=60_000)
     own = [e for e in page.errors if "jupyter-gpu" in e or "jupyter_gpu" in e]
     assert not own, own
     notebook_app.shutdown_all_kernels()
