@@ -105,3 +105,28 @@ def test_the_keep_line_says_who_kept_which_kernel_for_how_long():
         "jupyter_gpu: user ana kept idle GPU kernel k1 (notebook (no notebook)) running: "
         "its cull is postponed by 7200 s"
     )
+
+
+def test_a_postponement_adds_up_and_ends_with_its_idle_stretch_or_its_kernel():
+    from jupyter_gpu.server.attribution import KernelInfo
+    from jupyter_gpu.server.cull import Postponements
+
+    kept = Postponements()
+    table = {"k1": KernelInfo("k1", last_activity=100.0), "k2": KernelInfo("k2", last_activity=50.0)}
+    with pytest.raises(ValueError, match="culling is off"):
+        kept.add(table, "k1", 0.0)
+    with pytest.raises(KeyError):
+        kept.add(table, "nope", 60.0)
+    assert len(kept) == 0
+    once = kept.add(table, "k1", 60.0)
+    assert once.cull_postponed_s == 60.0 and once.cull_idle_s(70.0) == 10.0
+    twice = kept.add({"k1": once}, "k1", 60.0)  # asked again: once more
+    assert twice.cull_postponed_s == 120.0
+    # A fresh table keeps it while the kernel stays idle ...
+    fresh = kept.apply(dict(table))
+    assert fresh["k1"].cull_postponed_s == 120.0 and fresh["k2"].cull_postponed_s == 0.0
+    # ... and ends it when the kernel ran something, or is gone
+    ran = kept.apply({"k1": KernelInfo("k1", last_activity=130.0)})
+    assert ran["k1"].cull_postponed_s == 0.0 and len(kept) == 0
+    kept.add(table, "k2", 60.0)
+    assert kept.apply({}) == {} and len(kept) == 0
