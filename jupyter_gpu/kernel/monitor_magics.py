@@ -143,6 +143,9 @@ class MonitorMagics(Magics):
 
         Inside containers NVML may report host PIDs, and the kernel's own process is then not found:
         the line says "none held" while the framework figures still show.
+
+        A restart made by jupyter_gpu (``%gpu_restart``, "Restart kernel and apply") carries the
+        watch over to the new kernel with the GPU plan.
         """
         args = _parse(self.gpu_watch, line)
         interval_s = self.watch_interval_s if args.interval is None else args.interval
