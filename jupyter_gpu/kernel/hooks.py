@@ -4,7 +4,8 @@
   an import hook while none is imported, so loading stays cheap);
 - :func:`install` registers :func:`_after_cell` on ``post_run_cell`` (once per shell;
   :func:`uninstall` removes it): under a failed cell, the hint for a framework error that GPU
-  configuration causes and the out-of-memory report (:mod:`jupyter_gpu.kernel.oom`); after every
+  configuration causes (stderr) and the out-of-memory report (:mod:`jupyter_gpu.kernel.oom`,
+  displayed with its buttons' bundle: :mod:`jupyter_gpu.kernel.oom_offer`); after every
   cell, the cheap check that nothing changed the GPU settings behind the magics' back;
 - :func:`on_cell_event` / :func:`off_cell_event`: the one way the package hooks a cell event
   (``pre_run_cell``, ``post_run_cell``), each callback through :func:`guarded`.

@@ -1,7 +1,8 @@
 """The out-of-memory explainer: which GPU ran out, who holds it, and what to do next.
 
 When a cell fails with a GPU out-of-memory error of TensorFlow/Keras, PyTorch or JAX, the IPython
-extension prints a short report under the traceback (the traceback itself is left as it is):
+extension shows a short report under the traceback (the traceback itself is left as it is; the
+report is displayed as text, with its next steps as buttons in JupyterLab: :mod:`.oom_offer`):
 
 - the GPU (nvidia-smi number and name) and its memory: total / used / free;
 - who holds it: this kernel (NVML, plus the framework's own in-use and reserved figures where it
