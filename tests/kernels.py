@@ -39,12 +39,14 @@ ENV = (
 class Kernel:
     def __init__(self, client: BlockingKernelClient) -> None:
         self.client = client
+        self.displayed: list[dict[str, Any]] = []  # the display_data bundles of the last run
 
     def run(self, code: str, timeout: float = 90) -> tuple[str, str]:
-        """Run ``code``; return (stdout, stderr). A Python error fails the test with its traceback."""
+        """Run ``code``; return (stdout, stderr); its displays are kept in :attr:`displayed`."""
         msg_id = self.client.execute(code)
         out: list[str] = []
         err: list[str] = []
+        self.displayed = []
         deadline = time.monotonic() + timeout
         while True:
             message = self.client.get_iopub_msg(timeout=max(deadline - time.monotonic(), 0.1))
@@ -53,6 +55,8 @@ class Kernel:
             kind, content = message["msg_type"], message["content"]
             if kind == "stream":
                 (out if content["name"] == "stdout" else err).append(content["text"])
+            elif kind == "display_data":
+                self.displayed.append(content["data"])
             elif kind == "error":
                 err.append(f"{content['ename']}: {content['evalue']}")
             elif kind == "status" and content["execution_state"] == "idle":

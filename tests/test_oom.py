@@ -406,3 +406,35 @@ def test_names_from_reports_nvml_and_other_users_are_shown_bidi_safe_on_one_shor
     assert max(len(line) for line in lines) < 200, report
     assert "your kernel a\ufffdb\ufffdxxx" in report and "ev\ufffdil\ufffduser: 5 GiB" in report
     assert "GPU 0 A100\ufffd (PyTorch cuda:0)" in report and "this kernel (mine\ufffd.ipynb)" in report
+
+
+def test_next_actions_need_a_kernel_id_a_plan_and_a_cache_worth_freeing() -> None:
+    """The buttons of the report (kernel/oom_offer.py): none that could not be done."""
+    from jupyter_gpu.sources.peers import KernelPeer
+
+    def gpu(index: int, free_gib: int, processes: tuple[GpuProcess, ...] = ()) -> GpuInfo:
+        total = 80 << 30
+        return GpuInfo(
+            index=index,
+            uuid=f"GPU-{index}",
+            name="A100",
+            memory_total=total,
+            memory_used=total - (free_gib << 30),
+            memory_free=free_gib << 30,
+            processes=processes,
+        )
+
+    held = (
+        GpuProcess(pid=10, memory=30 << 30),
+        GpuProcess(pid=20, memory=22 << 30),
+        GpuProcess(pid=30, memory=1 << 30),
+    )
+    gpus = (gpu(0, 3, held), gpu(1, 60))
+    peers = {20: KernelPeer(20, "k-old", "old.ipynb", 3600.0, True), 30: KernelPeer(30, None, "noid.ipynb")}
+    error = oom.recognize(RuntimeError(OLD_TORCH))
+    assert error is not None
+    facts = oom.Facts(gpus=gpus, own_pid=10, own_user="me", device_gpus=(0,), peers=peers)
+    kinds = [action["kind"] for action in oom.next_actions(error, facts)]
+    assert kinds.count("shutdown") == 1 and "restart" not in kinds  # no plan request known: no restart
+    (shutdown,) = [action for action in oom.next_actions(error, facts) if action["kind"] == "shutdown"]
+    assert shutdown["kernel_id"] == "k-old" and shutdown["gpu"] == 0 and shutdown["memory"] == 22 << 30

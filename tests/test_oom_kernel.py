@@ -125,9 +125,17 @@ def pid(kernel: Kernel) -> int:
     return kernel.value("os.getpid()")
 
 
-def report_of(err: str) -> str:
-    assert "jupyter_gpu:" in err, err
-    return err[err.index("jupyter_gpu:") :]
+def report_of(kernel: Kernel) -> str:
+    """The out-of-memory report the last run displayed (its text, as every frontend shows it)."""
+    from jupyter_gpu.kernel.oom_offer import OOM_MIME
+
+    (bundle,) = [data for data in kernel.displayed if OOM_MIME in data]
+    assert bundle[OOM_MIME]["report"] == bundle["text/plain"]
+    return bundle["text/plain"]
+
+
+def no_report(kernel: Kernel, err: str) -> bool:
+    return "jupyter_gpu" not in err and not kernel.displayed
 
 
 def leave_stale_reports(runtime: Path, old_pid: int, old_start: int) -> None:
@@ -166,8 +174,8 @@ def test_pytorch_oom_names_the_gpu_holders_and_computed_next_steps(
     old_kernel.run("from jupyter_gpu.sources.processes import process_start")
     leave_stale_reports(runtime, pid(old_kernel), old_kernel.value("process_start(os.getpid())"))
     _, err = new_kernel.run(f"raise torch.cuda.OutOfMemoryError({TORCH_OOM!r})")
-    assert err.index("OutOfMemoryError: CUDA out of memory") < err.index("jupyter_gpu:")  # under the traceback
-    report = report_of(err)
+    assert "OutOfMemoryError: CUDA out of memory" in err and "jupyter_gpu" not in err  # the traceback, as it is
+    report = report_of(new_kernel)  # displayed after it
     assert report.splitlines()[0] == "jupyter_gpu: PyTorch cuda:0 ran out of GPU memory; it tried to allocate 2 GiB."
     # 80 GiB total; 30 + 22 + 24 GiB held; 80 - 0.5 reserved - 76 = 3.5 GiB free
     assert "GPU 1 A100-SXM4-80GB [simulated] (PyTorch cuda:0): 80 GiB total, 76 GiB used, 3.5 GiB free." in report
@@ -183,13 +191,33 @@ def test_pytorch_oom_names_the_gpu_holders_and_computed_next_steps(
     assert "GPU 3 has 45.7 GiB free (other users work on it)" in steps
     assert steps.index("GPU 2 has") < steps.index("GPU 3 has")
     assert "ran out, not the GPU" not in report  # no limit in the plan
+    # The next steps a frontend may offer as buttons: shut the idle kernel down (by its id, from
+    # its report), restart on the roomiest GPU with growth (the restart offer's lines), free the cache
+    from jupyter_gpu.kernel.oom_offer import OOM_MIME
+
+    offer = next(data for data in new_kernel.displayed if OOM_MIME in data)[OOM_MIME]
+    old_id = old_kernel.value("__import__('jupyter_gpu.sources.kernel_reports', fromlist=['x']).kernel_identity()[0]")
+    shutdown, restart, *more = offer["actions"]
+    assert shutdown == {
+        "kind": "shutdown",
+        "kernel_id": old_id,
+        "label": "train_old.ipynb",
+        "memory": 22 << 30,
+        "gpu": 1,
+        "idle_s": None,
+    }
+    assert restart["kind"] == "restart" and restart["gpu"] == 2
+    assert restart["lines"] == ["%load_ext jupyter_gpu", "%gpu_select 2 --growth"]
+    assert [action["kind"] for action in more] in (["restart", "free"], ["free"])
+    assert more[-1]["memory"] > 5 << 30
 
 
 def test_tensorflow_oom_under_a_limit_says_the_limit_ran_out(world: ScenarioFile, new_kernel: Kernel) -> None:
     new_kernel.run("%load_ext jupyter_gpu\n%gpu_select 2\n%gpu_limit 16GiB")
     world.write(server_gpus(pid(new_kernel), {2: 16690}))
     _, err = new_kernel.run(f"import tensorflow as tf\nraise tf.errors.ResourceExhaustedError(None, None, {TF_OOM!r})")
-    report = report_of(err[err.index("ResourceExhaustedError") :])
+    assert "ResourceExhaustedError" in err
+    report = report_of(new_kernel)
     # 1024**3 floats = 4 GiB, on TensorFlow's /GPU:0 = GPU 2 (the plan)
     assert report.splitlines()[0] == (
         "jupyter_gpu: TensorFlow /GPU:0 ran out of GPU memory; it tried to allocate 4 GiB."
@@ -209,7 +237,8 @@ def test_jax_oom_with_the_extension_autoloaded(world: ScenarioFile, tmp_path: Pa
         assert "GPU 0" in out, err
         world.write(server_gpus(pid(kernel), {0: 8192}))
         _, err = kernel.run(f"from jax._src.lib import xla_client\nraise xla_client.XlaRuntimeError({JAX_OOM!r})")
-        report = report_of(err[err.index("RESOURCE_EXHAUSTED") :])
+        assert "RESOURCE_EXHAUSTED" in err
+        report = report_of(kernel)
         assert report.splitlines()[0] == "jupyter_gpu: JAX ran out of GPU memory; it tried to allocate 16 GiB."
         # JAX names no device; the plan has one GPU: GPU 0. 66000 + 8192 MiB used, 7 GiB free
         assert "GPU 0 A100-SXM4-80GB [simulated]: 80 GiB total, 72.5 GiB used, 7 GiB free." in report
@@ -220,7 +249,7 @@ def test_jax_oom_with_the_extension_autoloaded(world: ScenarioFile, tmp_path: Pa
         assert "GPU 3 has" not in steps
         kernel.run("%config GpuMagics.explain_oom = False")
         _, err = kernel.run(f"raise xla_client.XlaRuntimeError({JAX_OOM!r})")
-        assert "RESOURCE_EXHAUSTED" in err and "jupyter_gpu" not in err  # opted out
+        assert "RESOURCE_EXHAUSTED" in err and no_report(kernel, err)  # opted out
     finally:
         generator.close()
 
@@ -231,9 +260,9 @@ def test_cells_without_an_error_load_nothing_and_other_errors_get_no_report(
     new_kernel.run("%load_ext jupyter_gpu\nimport sys\nx = 1")
     assert new_kernel.value("'jupyter_gpu.kernel.oom' in sys.modules") is False
     _, err = new_kernel.run("raise RuntimeError('CUDA error: device-side assert triggered')")
-    assert "jupyter_gpu" not in err
+    assert no_report(new_kernel, err)
     _, err = new_kernel.run("class OutOfMemoryError(Exception): pass\nraise OutOfMemoryError('host RAM')")
-    assert "jupyter_gpu" not in err  # a look-alike name outside the frameworks is not a GPU error
+    assert no_report(new_kernel, err)  # a look-alike name outside the frameworks is not a GPU error
 
 
 # -- the server extension: idle time of the user's other kernels ------------------------------------
@@ -326,7 +355,7 @@ def test_idle_kernel_by_notebook_and_idle_time_from_the_server(
     world.write(server_gpus(pid(new), {1: 30720}, old=pid(old)))
     time.sleep(2.5)  # train_old.ipynb stays idle beyond the server's 1 s threshold
     _, err = new.run(f"raise torch.cuda.OutOfMemoryError({TORCH_OOM!r})")
-    report = report_of(err)
+    report = report_of(new)
     assert "your kernel train_old.ipynb: 22 GiB, idle for " in report, report
     idle = report.split("your kernel train_old.ipynb: 22 GiB, idle for ")[1].split(" s")[0]
     assert int(idle) >= 1
@@ -343,7 +372,7 @@ def test_19_7_every_next_step_succeeds_when_followed_literally(world: ScenarioFi
     new_kernel.run("%load_ext jupyter_gpu\n%gpu_select 1\n%gpu_limit 50GiB\nimport torch")
     world.write(server_gpus(pid(new_kernel), {1: 30720}))  # NVML shows this kernel on GPU 1: changes now wait
     _, err = new_kernel.run(f"raise torch.cuda.OutOfMemoryError({TORCH_OOM!r})")
-    steps = report_of(err)[report_of(err).index("Next steps:") :]
+    steps = report_of(new_kernel)[report_of(new_kernel).index("Next steps:") :]
     assert "GPU 2 has 47.7 GiB free: `%gpu_limit 47GiB`, `%gpu_select 2`, then `%gpu_restart`" in steps, steps
     assert "free: `%gpu_select 2`, then" not in steps  # the one that cannot work
     offered = [line for line in steps.splitlines() if "%gpu_" in line]

@@ -10,11 +10,19 @@ from plan_state import reset_plan_state
 from jupyter_gpu.kernel import magics
 from jupyter_gpu.plan import PlanRequest, current_plan, plan_magics
 
-# The renderer's whitelist (labextension/src/restart.ts, ALLOWED_LINE): every line made here must pass it.
-ALLOWED_LINE = re.compile(
-    r"^%(load_ext jupyter_gpu|gpu_select( [A-Za-z0-9_:.,%-]{1,64}){1,6}|"
-    r"gpu_limit( [A-Za-z0-9.%]{1,32}){1,16}|gpu_threads( [a-z0-9-]{1,20}){1,8})$"
-)
+
+def _renderer_allowed_line() -> re.Pattern[str]:
+    """The renderer's whitelist (labextension/src/restart.ts, ALLOWED_LINE), read from its source:
+    every line made here must pass it."""
+    from pathlib import Path
+
+    source = (Path(__file__).parents[1] / "labextension" / "src" / "restart.ts").read_text()
+    found = re.search(r"export const ALLOWED_LINE =\s*/(.+)/;", source)
+    assert found is not None, "restart.ts no longer defines ALLOWED_LINE as a regular expression literal"
+    return re.compile(found[1])
+
+
+ALLOWED_LINE = _renderer_allowed_line()
 
 
 @pytest.mark.parametrize(
@@ -138,3 +146,36 @@ def test_the_text_shows_every_line_but_an_exact_load_ext_first() -> None:
     assert shown_lines(["%load_ext jupyter_gpu", "%gpu_select 1"]) == "%gpu_select 1"
     assert shown_lines(["%load_ext jupyter_gpu"]) == "%load_ext jupyter_gpu"
     assert shown_lines(["%gpu_select 0", "%gpu_limit 1"]) == "%gpu_select 0; %gpu_limit 1"
+
+
+def test_gpu_watch_is_carried_over_with_the_plan(shell, monkeypatch, capsys) -> None:
+    """A restart by jupyter_gpu carries the kernel's jupyter_gpu settings: the plan and %gpu_watch,
+    as lines the renderer accepts; the new kernel's summary says the watch is on."""
+    import json
+
+    from jupyter_gpu.kernel import monitor_magics, restart_offer
+
+    monitor_magics.register(shell)
+    try:
+        shown: list[dict] = []
+        monkeypatch.setattr("IPython.display.display", lambda data, raw=False: shown.append(data))
+        shell.run_line_magic("gpu_select", "1")
+        shell.run_line_magic("gpu_restart", "")
+        assert shown[-1][restart_offer.RESTART_MIME]["lines"] == ["%load_ext jupyter_gpu", "%gpu_select 1"]
+        shell.run_line_magic("gpu_watch", "on --interval 0.5")
+        shell.run_line_magic("gpu_restart", "")
+        lines = shown[-1][restart_offer.RESTART_MIME]["lines"]
+        assert lines == ["%load_ext jupyter_gpu", "%gpu_select 1", "%gpu_watch on --interval 0.5"]
+        assert all(ALLOWED_LINE.match(line) for line in lines), lines
+        assert "%gpu_select 1; %gpu_watch on --interval 0.5" in shown[-1]["text/plain"]
+        assert json.loads(repr(restart_offer.applied_plan_summary())).endswith("; %gpu_watch on")
+        shell.run_line_magic("gpu_watch", "on --interval 0.2")  # the default interval: no option
+        assert restart_offer.carried_lines(current_plan().request)[-1] == "%gpu_watch on"
+        # The lines rebuild the watch in a fresh kernel (here: after turning it off)
+        shell.run_line_magic("gpu_watch", "off")
+        assert restart_offer.watch_lines(shell) == []
+        name, _, arguments = lines[2][1:].partition(" ")
+        shell.run_line_magic(name, arguments)
+        assert restart_offer.watch_lines(shell) == ["%gpu_watch on --interval 0.5"]
+    finally:
+        monitor_magics.unregister(shell)

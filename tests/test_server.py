@@ -68,6 +68,22 @@ async def test_snapshot_serves_the_contract_under_base_url(jp_fetch, jp_base_url
 
 
 @asynctest
+async def test_keep_running_with_culling_off_is_409_and_the_list_of_culls_is_empty(jp_fetch, jp_serverapp, scenario):
+    """Culling is off by default: nothing to postpone (one line), and no culls to list."""
+    import json
+
+    from support import start_session
+
+    kernel_id = await start_session(jp_fetch)
+    with pytest.raises(HTTPClientError) as raised:
+        await jp_fetch("jupyter-gpu", "keep-running", method="POST", body=json.dumps({"kernel_id": kernel_id}))
+    assert raised.value.code == 409
+    message = json.loads(raised.value.response.body)["message"]
+    assert "culling is off" in message and "\n" not in message
+    assert json.loads((await jp_fetch("jupyter-gpu", "culls")).body) == {"culls": []}
+
+
+@asynctest
 async def test_unauthenticated_requests_get_403_and_no_data(jp_fetch, scenario):
     for headers in ({"Authorization": ""}, {"Authorization": "token wrong"}):
         with pytest.raises(HTTPClientError) as raised:

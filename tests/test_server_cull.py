@@ -4,6 +4,7 @@ simulated GPUs, with short timeouts (``cull_idle_after_s`` 2 s, warning 1.5 s be
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import socket
 import time
@@ -85,6 +86,10 @@ async def test_an_idle_kernel_holding_gpu_memory_is_warned_then_culled_and_logge
     scrape = metric_samples((await jp_fetch("metrics")).body.decode())
     culled = [(s.name, s.value) for s in scrape["jupyter_gpu_kernels_culled"]]
     assert culled == [("jupyter_gpu_kernels_culled_total", 1)]
+    # and GET jupyter-gpu/culls says so, for the notification that stays
+    (cull,) = json.loads((await jp_fetch("jupyter-gpu", "culls")).body)["culls"]
+    assert cull["kernel_id"] == kernel_id and cull["notebook"] == NOTEBOOK
+    assert cull["memory"] == 3072 * MIB and cull["gpus"] == [1] and cull["idle_s"] >= AFTER
 
 
 @asynctest
@@ -204,3 +209,85 @@ async def test_a_kernel_known_only_by_its_report_is_culled_too(jp_fetch, jp_serv
         await asyncio.sleep(0.1)
     (record,) = [r for r in caplog.records if "culled idle GPU kernel" in r.getMessage()]
     assert f"{uuid} (the kernel's report)" in record.getMessage() and "5120.0 MiB" in record.getMessage()
+
+
+async def keep_running(jp_fetch: Any, body: bytes | str, **kwargs: Any) -> Any:
+    return await jp_fetch("jupyter-gpu", "keep-running", method="POST", body=body, **kwargs)
+
+
+@asynctest
+async def test_keep_running_postpones_the_cull_by_one_idle_limit_and_is_logged(
+    jp_fetch, jp_serverapp, scenario, caplog
+):
+    caplog.set_level(logging.INFO, logger="jupyter_gpu")
+    # Given an idle kernel holding GPU memory, counted down to its cull
+    kernel_id = await start_session(jp_fetch)
+    place(scenario, 0, pid=kernel_pid(jp_serverapp, kernel_id), memory_mib=1024)
+    warned = kernel(await until(jp_fetch, lambda d: kernel(d, kernel_id)["cull_warning"]), kernel_id)
+    # When its user says "Keep running"
+    answer = json.loads((await keep_running(jp_fetch, json.dumps({"kernel_id": kernel_id}))).body)
+    assert answer == {"kernel_id": kernel_id, "postponed_s": AFTER}
+    # Then the countdown is one cull_idle_after_s further and the warning is gone
+    kept = kernel(await get_snapshot(jp_fetch), kernel_id)
+    assert kept["cull_warning"] is False and kept["cull_in_s"] > warned["cull_in_s"] + AFTER - 0.5
+    assert kept["idle_s"] >= warned["idle_s"]  # the kernel's idle time itself is not touched
+    # and the kernel outlives its first cull time, then is culled when the postponement runs out
+    await asyncio.sleep(warned["cull_in_s"] + 0.5)
+    assert alive(jp_serverapp, kernel_id)
+    deadline = time.monotonic() + AFTER + 10
+    while alive(jp_serverapp, kernel_id):
+        assert time.monotonic() < deadline, "the kept kernel was never culled"
+        await asyncio.sleep(0.1)
+    # and the keep was logged with the user, the kernel and its notebook
+    service: GpuService = jp_serverapp.web_app.settings[GpuService.SETTINGS_KEY]
+    (record,) = [r for r in caplog.records if "running: its cull is postponed" in r.getMessage()]
+    for words in (kernel_id, NOTEBOOK, f"postponed by {AFTER:g} s"):
+        assert words in record.getMessage()
+    assert "user " in record.getMessage() and "user ?" not in record.getMessage()
+    assert not service.postponed  # forgotten with its kernel
+
+
+@asynctest
+async def test_keep_running_refuses_strangers_bad_input_and_unknown_kernels(jp_fetch, jp_serverapp, scenario):
+    from tornado.httpclient import HTTPClientError
+
+    kernel_id = await start_session(jp_fetch)
+    service: GpuService = jp_serverapp.web_app.settings[GpuService.SETTINGS_KEY]
+    good = json.dumps({"kernel_id": kernel_id})
+    # Unauthenticated: 403, nothing postponed (for the list of culls too)
+    for call in (
+        lambda h: keep_running(jp_fetch, good, headers=h),
+        lambda h: jp_fetch("jupyter-gpu", "culls", headers=h),
+    ):
+        for headers in ({"Authorization": ""}, {"Authorization": "token wrong"}):
+            with pytest.raises(HTTPClientError) as raised:
+                await call(headers)
+            assert raised.value.code == 403
+    # Hostile or malformed bodies: 400 with one line, nothing postponed
+    hostile = [
+        b"",
+        b"not json",
+        b"[" * 2040,
+        b'{"kernel_id": 1e400}',
+        b'{"kernel_id": "a", "kernel_id": "b"}',
+        b'{"kernel_id": ["x"]}',
+        b'{"kernel_id": ""}',
+        json.dumps({"kernel_id": "k" * 65}).encode(),
+        json.dumps({"kernel": kernel_id}).encode(),
+        json.dumps([kernel_id]).encode(),
+        b"\xff\xfe",
+        b'{"kernel_id": "' + b"x" * 5000 + b'"}',
+    ]
+    for body in hostile:
+        with pytest.raises(HTTPClientError) as raised:
+            await keep_running(jp_fetch, body)
+        assert raised.value.code == 400, body[:40]
+        message = json.loads(raised.value.response.body)["message"]
+        assert message and "\n" not in message, message
+    # A kernel this server does not have: 404, even when the id looks like one
+    for other in ("0" * 36, "../../api/kernels", kernel_id.upper()):
+        with pytest.raises(HTTPClientError) as raised:
+            await keep_running(jp_fetch, json.dumps({"kernel_id": other}))
+        assert raised.value.code == 404
+    assert not service.postponed
+    assert all(k["cull_in_s"] is None or k["cull_in_s"] <= AFTER for k in (await get_snapshot(jp_fetch))["kernels"])

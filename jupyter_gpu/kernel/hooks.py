@@ -4,7 +4,8 @@
   an import hook while none is imported, so loading stays cheap);
 - :func:`install` registers :func:`_after_cell` on ``post_run_cell`` (once per shell;
   :func:`uninstall` removes it): under a failed cell, the hint for a framework error that GPU
-  configuration causes and the out-of-memory report (:mod:`jupyter_gpu.kernel.oom`); after every
+  configuration causes (stderr) and the out-of-memory report (:mod:`jupyter_gpu.kernel.oom`,
+  displayed with its buttons' bundle: :mod:`jupyter_gpu.kernel.oom_offer`); after every
   cell, the cheap check that nothing changed the GPU settings behind the magics' back;
 - :func:`on_cell_event` / :func:`off_cell_event`: the one way the package hooks a cell event
   (``pre_run_cell``, ``post_run_cell``), each callback through :func:`guarded`.
@@ -180,20 +181,26 @@ def torch_device_map(plan: Any) -> str | None:
 
 
 def error_notes(error: BaseException | None) -> list[str]:
-    """What to print under a failed cell's traceback: the hint for a framework error that GPU
+    """What to show under a failed cell's traceback: the hint for a framework error that GPU
     configuration causes, and the out-of-memory report (:mod:`jupyter_gpu.kernel.oom`) unless turned off.
     Nothing is imported for a cell without an error."""
+    return [note if isinstance(note, str) else note.text for note in _error_outputs(error)]
+
+
+def _error_outputs(error: BaseException | None) -> list[Any]:
+    """:func:`error_notes` as shown: lines for stderr, and the out-of-memory :class:`~.oom.Report`
+    (displayed with its buttons' bundle: :mod:`jupyter_gpu.kernel.oom_offer`)."""
     if error is None:
         return []
-    notes = []
+    notes: list[Any] = []
     hint = traceback_hint(error)
     if hint:
         notes.append(hint)
     explain_oom = next(iter(_explain_oom.values()), None)
     if explain_oom is None or explain_oom():
-        from .oom import explain_error
+        from .oom import explain_error_report
 
-        report = explain_error(error)
+        report = explain_error_report(error)
         if report:
             notes.append(report)
     return notes
@@ -277,8 +284,13 @@ def _after_cell(result: Any = None) -> None:
     Registered through :func:`guarded`: a failure here is one line, never the kernel's end."""
     error = getattr(result, "error_in_exec", None)
     if error is not None:
-        for note in error_notes(error):
-            print(note, file=sys.stderr)
+        for note in _error_outputs(error):
+            if isinstance(note, str):
+                print(note, file=sys.stderr)
+            else:
+                from .oom_offer import show_report
+
+                show_report(note)
     device_hint = tf_device_hint(getattr(getattr(result, "info", None), "raw_cell", None), error)
     if device_hint:
         print(device_hint, file=sys.stderr)

@@ -146,6 +146,9 @@ class MonitorMagics(Magics):
 
         Inside containers NVML may report host PIDs, and the kernel's own process is then not found:
         the line says "none held" while the framework figures still show.
+
+        A restart made by jupyter_gpu (``%gpu_restart``, "Restart kernel and apply") carries the
+        watch over to the new kernel with the GPU plan.
         """
         args = _parse(self.gpu_watch, line)
         interval_s = self.watch_interval_s if args.interval is None else args.interval
@@ -166,6 +169,15 @@ class MonitorMagics(Magics):
         else:
             self.stop_watching()
             print("%gpu_watch off")
+
+    def carried_lines(self) -> list[str]:
+        """The magic lines that give a fresh kernel this kernel's ``%gpu_watch`` (none while it is
+        off): what a restart made by jupyter_gpu carries over with the plan
+        (:func:`jupyter_gpu.kernel.restart_offer.carried_lines`)."""
+        if self.watch is None:
+            return []
+        interval_s = self.watch.interval_s
+        return ["%gpu_watch on" if interval_s == self.watch_interval_s else f"%gpu_watch on --interval {interval_s:g}"]
 
     def stop_watching(self) -> None:
         """Remove the event hooks and stop any measurement under way."""

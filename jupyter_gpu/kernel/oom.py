@@ -1,7 +1,8 @@
 """The out-of-memory explainer: which GPU ran out, who holds it, and what to do next.
 
 When a cell fails with a GPU out-of-memory error of TensorFlow/Keras, PyTorch or JAX, the IPython
-extension prints a short report under the traceback (the traceback itself is left as it is):
+extension shows a short report under the traceback (the traceback itself is left as it is; the
+report is displayed as text, with its next steps as buttons in JupyterLab: :mod:`.oom_offer`):
 
 - the GPU (nvidia-smi number and name) and its memory: total / used / free;
 - who holds it: this kernel (NVML, plus the framework's own in-use and reserved figures where it
@@ -43,7 +44,18 @@ from ..core.units import GIB, MIB, format_bytes, format_duration
 if TYPE_CHECKING:
     from ..sources.peers import KernelPeer
 
-__all__ = ["Holder", "OutOfMemory", "class_name", "error_text", "explain", "explain_error", "recognize"]
+__all__ = [
+    "Holder",
+    "OutOfMemory",
+    "Report",
+    "class_name",
+    "error_text",
+    "explain",
+    "explain_error",
+    "explain_error_report",
+    "next_actions",
+    "recognize",
+]
 
 _MAX_TEXT = 20_000  # characters of an error message that are read (a message can be huge)
 _NAME_CHARS = 40  # a name from the driver, a report or another user, as the report shows it (as the magics do)
@@ -422,10 +434,7 @@ def _gpu_section(oom: OutOfMemory, gpu: Any, facts: Facts, steps: list[str], sev
     ]
     held = holders(gpu, facts)
     own_nvml = sum(h.memory for h in held if h.kind == "self")
-    in_use, reserved = oom.in_use_bytes, oom.reserved_bytes
-    counters = facts.counters.get(gpu.index)
-    if counters is not None and in_use is None:
-        in_use, reserved = counters[0], counters[1] if reserved is None else reserved
+    in_use, reserved = _framework_figures(oom, gpu, facts)
     lines.append("  Who holds it:")
     if not any(h.kind == "self" for h in held) and (in_use or reserved):
         held.insert(0, Holder("self", 0, "this kernel", facts.own_pid))
@@ -470,8 +479,8 @@ def _gpu_section(oom: OutOfMemory, gpu: Any, facts: Facts, steps: list[str], sev
                 f"  This kernel's limit on GPU {gpu.index}: {format_bytes(limit)} ({whose}); the GPU ran "
                 "out before the limit."
             )
-    cache = (reserved - in_use) if reserved is not None and in_use is not None else None
-    if cache and cache >= 64 * MIB and oom.module in ("torch", "jax"):
+    cache = _freeable_cache(oom, in_use, reserved)
+    if cache:
         steps.append(
             f"`%gpu_free` may return {format_bytes(cache)} held by this kernel's cache "
             f"({oom.framework} reserved {format_bytes(reserved)}, in use {format_bytes(in_use)})"
@@ -505,6 +514,22 @@ def _gpu_section(oom: OutOfMemory, gpu: Any, facts: Facts, steps: list[str], sev
     return lines
 
 
+def _framework_figures(oom: OutOfMemory, gpu: Any, facts: Facts) -> tuple[int | None, int | None]:
+    """(in use, reserved) of this kernel's framework on ``gpu``: from its message, else its counters."""
+    in_use, reserved = oom.in_use_bytes, oom.reserved_bytes
+    counters = facts.counters.get(gpu.index)
+    if counters is not None and in_use is None:
+        in_use, reserved = counters[0], counters[1] if reserved is None else reserved
+    return in_use, reserved
+
+
+def _freeable_cache(oom: OutOfMemory, in_use: int | None, reserved: int | None) -> int | None:
+    """What ``%gpu_free`` may return: the framework's cache (reserved but not in use), when it is
+    worth it (at least 64 MiB) and the framework has one to empty (PyTorch, JAX)."""
+    cache = (reserved - in_use) if reserved is not None and in_use is not None else None
+    return cache if cache and cache >= 64 * MIB and oom.module in ("torch", "jax") else None
+
+
 def _holder_text(holder: Holder, oom: OutOfMemory, in_use: int | None, reserved: int | None, facts: Facts) -> str:
     if holder.kind == "self":
         nb = f" ({_shown(facts.own_notebook)})" if facts.own_notebook else ""
@@ -535,6 +560,24 @@ def _source_note(facts: Facts) -> str:
 
 def _elsewhere(oom: OutOfMemory, gpus: list[Any], facts: Facts) -> list[str]:
     """Other GPUs this kernel may use with room for what it holds plus what it asked for."""
+    steps = []
+    for busy, gpu, need in _roomier_gpus(oom, gpus, facts):
+        magics = _select_magics(gpu, need, facts)
+        if magics is None:
+            continue  # no way there that the planner accepts: no suggestion rather than one that fails
+        who = " (other users work on it)" if busy else ""
+        steps.append(
+            f"GPU {gpu.index} has {format_bytes(gpu.memory_free)} free{who}: {magics}, "
+            "then `%gpu_restart` (restarts the kernel with it)"
+        )
+        if len(steps) == 2:
+            break
+    return steps
+
+
+def _roomier_gpus(oom: OutOfMemory, gpus: list[Any], facts: Facts) -> list[tuple[bool, Any, int]]:
+    """(others work on it, GPU, bytes needed) of the other GPUs this kernel may use with room for
+    what it holds plus what it asked for: idle ones first, then by free memory."""
     here = {gpu.index for gpu in gpus}
     own = max([sum(p.memory or 0 for p in gpu.processes if p.pid == facts.own_pid) for gpu in gpus] or [0])
     need = own + (oom.requested_bytes or 0)
@@ -550,19 +593,7 @@ def _elsewhere(oom: OutOfMemory, gpus: list[Any], facts: Facts) -> list[str]:
         best_here = max([g.memory_free for g in gpus] or [0])
         if gpu.memory_free >= max(need, 1) and gpu.memory_free > best_here:
             candidates.append((bool(others), -gpu.memory_free, gpu.index, gpu))
-    steps = []
-    for busy, _, _, gpu in sorted(candidates):
-        magics = _select_magics(gpu, need, facts)
-        if magics is None:
-            continue  # no way there that the planner accepts: no suggestion rather than one that fails
-        who = " (other users work on it)" if busy else ""
-        steps.append(
-            f"GPU {gpu.index} has {format_bytes(gpu.memory_free)} free{who}: {magics}, "
-            "then `%gpu_restart` (restarts the kernel with it)"
-        )
-        if len(steps) == 2:
-            break
-    return steps
+    return [(busy, gpu, need) for busy, _, _, gpu in sorted(candidates)]
 
 
 def _select_magics(gpu: Any, need: int, facts: Facts) -> str | None:
@@ -585,21 +616,78 @@ def _select_magics(gpu: Any, need: int, facts: Facts) -> str | None:
     return None
 
 
+def next_actions(oom: OutOfMemory, facts: Facts) -> tuple[dict[str, Any], ...]:
+    """The next steps of :func:`explain` that a frontend can offer as buttons (JupyterLab's
+    extension does; the text says them all):
+
+    - ``{"kind": "shutdown", "kernel_id", "label", "memory", "gpu", "idle_s"}``: the user's other
+      kernel holding memory on a GPU that ran out (known by its kernel id: the server, or its report);
+    - ``{"kind": "restart", "gpu", "request"}``: a new kernel on a roomier GPU with memory growth,
+      when the planner accepts that plan (``request``: the :class:`~jupyter_gpu.plan.PlanRequest`);
+    - ``{"kind": "free", "memory"}``: ``%gpu_free``, when the framework's cache is worth returning.
+    """
+    actions: list[dict[str, Any]] = []
+    gpus = _which_gpus(oom, facts)
+    cache = 0
+    for gpu in gpus[:4]:
+        cache += _freeable_cache(oom, *_framework_figures(oom, gpu, facts)) or 0
+        for holder in holders(gpu, facts):
+            peer = facts.peers.get(holder.pid) if holder.pid is not None else None
+            if holder.kind == "kernel" and holder.memory > 0 and peer is not None and peer.kernel_id:
+                actions.append(
+                    {
+                        "kind": "shutdown",
+                        "kernel_id": peer.kernel_id,
+                        "label": holder.label,
+                        "memory": holder.memory,
+                        "gpu": gpu.index,
+                        "idle_s": holder.idle_s,
+                    }
+                )
+    if facts.request is not None:
+        for _, gpu, _ in _roomier_gpus(oom, gpus, facts)[:2]:
+            changes = {"selection": str(gpu.index), "growth": True}
+            if follows(facts, [changes]):
+                actions.append({"kind": "restart", "gpu": gpu.index, "request": replace(facts.request, **changes)})
+    if cache:
+        actions.append({"kind": "free", "memory": cache})
+    return tuple(actions)
+
+
 # -- gathering the facts (never raises) -----------------------------------------------------------
 
 
 def explain_error(error: BaseException | None, *, server_timeout_s: float = 1.0) -> str | None:
     """The report for ``error`` when it is a GPU out-of-memory error, else None. Never raises."""
+    report = explain_error_report(error, server_timeout_s=server_timeout_s)
+    return None if report is None else report.text
+
+
+@dataclass(frozen=True)
+class Report:
+    """The out-of-memory report: its text, and the next steps a frontend may offer as buttons."""
+
+    text: str
+    actions: tuple[dict[str, Any], ...] = ()
+
+
+def explain_error_report(error: BaseException | None, *, server_timeout_s: float = 1.0) -> Report | None:
+    """:func:`explain_error` with :func:`next_actions`. Never raises."""
     oom = recognize(error)
     if oom is None:
         return None
     try:
-        return explain(oom, gather_facts(oom, server_timeout_s=server_timeout_s))
+        facts = gather_facts(oom, server_timeout_s=server_timeout_s)
+        text = explain(oom, facts)
     except Exception as failure:  # the explainer must never add an error of its own
-        return (
+        return Report(
             f"jupyter_gpu: {oom.framework} ran out of GPU memory (the explanation failed: "
             f"{type(failure).__name__}: {failure}); %gpu_status shows the GPUs."
         )
+    try:
+        return Report(text, next_actions(oom, facts))
+    except Exception:  # the buttons are extras: the text stands without them
+        return Report(text)
 
 
 def slice_views(gpus: Sequence[Any], slice_uuid: str | None) -> tuple[Any, ...]:

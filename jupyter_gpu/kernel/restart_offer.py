@@ -2,7 +2,14 @@
 
 A change refused as too late (a framework already uses the GPU) and ``%gpu_restart`` show it: a
 MIME bundle (:data:`RESTART_MIME`) that the JupyterLab extension renders as a button, or acts on at
-once (``automatic``), with plain text for every other frontend.
+once (``automatic``), with plain text for every other frontend. Either way the extension asks
+first (a dialog saying that the kernel's variables are lost and which plan the new kernel gets),
+unless the user turned that off in its settings.
+
+What carries over: the offer's lines are the kernel's jupyter_gpu settings as magics, run silently
+in the new kernel before anything else: the plan (:func:`jupyter_gpu.plan.plan_magics`) and
+``%gpu_watch`` when it is on (:func:`carried_lines`). This is the one mechanism; nothing is written
+to a file or the environment for the new kernel.
 """
 
 from __future__ import annotations
@@ -45,12 +52,33 @@ class PlanSummary(str):
 
 
 def applied_plan_summary() -> PlanSummary:
-    """The plan in force in this kernel, in one line (what "Restart kernel and apply" reports);
-    its repr is JSON (:class:`PlanSummary`)."""
+    """The plan in force in this kernel, in one line (what "Restart kernel and apply" reports),
+    with "; %gpu_watch on" when the watch is on; its repr is JSON (:class:`PlanSummary`)."""
+    from IPython import get_ipython
+
     from ..plan import current_plan
     from .plan_report import summary
 
-    return PlanSummary(summary(current_plan()))
+    watching = "; %gpu_watch on" if watch_lines(get_ipython()) else ""
+    return PlanSummary(summary(current_plan()) + watching)
+
+
+def carried_lines(request: Any) -> list[str]:
+    """The lines a restart by jupyter_gpu runs first in the new kernel: the plan of ``request`` as
+    magics, then ``%gpu_watch on`` when this kernel's watch is on."""
+    from IPython import get_ipython
+
+    from ..plan import plan_magics
+
+    return plan_magics(request) + watch_lines(get_ipython())
+
+
+def watch_lines(ipython: Any) -> list[str]:
+    """``ipython``'s ``%gpu_watch`` as magic lines for a fresh kernel (``MonitorMagics.carried_lines``,
+    found in the shell's magics registry: this module is below the magics, which show offers)."""
+    magics = ipython.magics_manager.registry.get("MonitorMagics") if ipython is not None else None
+    carried = getattr(magics, "carried_lines", None)
+    return list(carried()) if callable(carried) else []
 
 
 def blocking_option(line: str) -> str | None:
@@ -74,10 +102,9 @@ def offer_restart(request: Any, reason: str, automatic: bool = False) -> None:
 
     from IPython.display import display
 
-    from ..plan import plan_magics
     from ..sources.kernel_reports import kernel_identity
 
-    lines = plan_magics(request)
+    lines = carried_lines(request)
     blocking = next((option for option in map(blocking_option, lines) if option), None)
     if blocking is not None:
         # Never offered for a click (nor run at once): it could hold the new kernel with nothing
@@ -94,9 +121,11 @@ def offer_restart(request: Any, reason: str, automatic: bool = False) -> None:
         "To apply this GPU plan, restart the kernel and run first: "
         + shown_lines(lines)
         + (
-            " (JupyterLab with jupyter_gpu's extension does it for you: %gpu_restart)"
+            " (JupyterLab and Notebook 7 with jupyter_gpu's extension do it for you, after asking: %gpu_restart)"
             if not automatic
-            else " (this frontend cannot restart the kernel from code: restart it yourself)"
+            else " (JupyterLab and Notebook 7 with jupyter_gpu's extension ask, then restart; this frontend "
+            "cannot restart the kernel from code: restart it yourself, then run the lines. This kernel's "
+            "variables are lost either way)"
         )
     )
     data = {

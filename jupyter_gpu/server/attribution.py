@@ -43,6 +43,8 @@ class KernelInfo:
     execution_state: str | None = None
     last_activity: float | None = None  # epoch seconds of the last cell's start or end (see cell_activity)
     start: int | float | None = None  # processes.process_start(pid) when the kernel was first seen
+    # Seconds the culler waits beyond cull_idle_after_s in this idle stretch ("Keep running")
+    cull_postponed_s: float = 0.0
 
     def idle_s(self, now: float) -> float | None:
         """Seconds since the kernel last ran a cell (0 while a cell runs), None when unknown."""
@@ -51,6 +53,10 @@ class KernelInfo:
         if self.last_activity is None:
             return None
         return max(0.0, now - self.last_activity)
+
+    def cull_idle_s(self, idle_s: float | None) -> float | None:
+        """The idle time the culler counts: ``idle_s`` less what "Keep running" postponed."""
+        return None if idle_s is None else idle_s - self.cull_postponed_s
 
     @property
     def busy(self) -> bool:
@@ -161,7 +167,7 @@ def process_fields(
     info: KernelInfo, notebook: str | None, idle_s: float | None, memory: int, policy: CullPolicy
 ) -> dict[str, Any]:
     """The fields a GPU process of kernel ``info`` carries in the answer (``memory``: its bytes)."""
-    seconds = cull_in_s(idle_s, memory > 0, info.busy, policy.cull_idle_after_s)
+    seconds = cull_in_s(info.cull_idle_s(idle_s), memory > 0, info.busy, policy.cull_idle_after_s)
     return {
         "kernel_id": info.kernel_id,
         "notebook": notebook,
@@ -194,7 +200,7 @@ def kernel_summary(
         slices.update(key for key, used in reported.items() if used and key in known_slices)
     holds = bool(memory) or bool(reported and any(reported.values()))
     # GPU-aware culling: only an idle (not busy) kernel that holds GPU memory is ever a candidate.
-    seconds = cull_in_s(idle_s, holds, info.busy, policy.cull_idle_after_s)
+    seconds = cull_in_s(info.cull_idle_s(idle_s), holds, info.busy, policy.cull_idle_after_s)
     return {
         "kernel_id": kernel_id,
         "name": info.name,

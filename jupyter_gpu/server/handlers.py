@@ -75,6 +75,50 @@ class SnapshotHandler(GpuHandler):
             self.finish(answer.body)
 
 
+class KeepRunningHandler(GpuHandler):
+    """``POST {base_url}jupyter-gpu/keep-running`` with ``{"kernel_id": "…"}``: postpone the GPU-aware
+    culler's shutdown of one of this server's kernels by one ``cull_idle_after_s`` (the countdown
+    notification's "Keep running"). Logged with the kernel, its notebook and the user.
+
+    Needs "write" on "kernels" (as shutting a kernel down does): whoever may stop this server's
+    kernels may keep them. The body is read by :mod:`jupyter_gpu.core.wire`; anything else than one
+    kernel id answers 400, a kernel this server does not have 404, culling off 409, each with a
+    one-line message, and changes nothing. Answers ``{"kernel_id", "postponed_s"}``.
+    """
+
+    MAX_BODY_BYTES = 1024
+
+    @web.authenticated
+    @authorized
+    async def post(self) -> None:
+        from ..core.wire import Fields, WireError, loads
+
+        try:
+            fields = Fields(loads(self.request.body, max_bytes=self.MAX_BODY_BYTES, max_depth=2), "body")
+            kernel_id = fields.text("kernel_id", 64)
+        except WireError as error:
+            raise web.HTTPError(400, f'expected {{"kernel_id": "…"}}: {error}') from None
+        user = getattr(self.current_user, "username", None) or self.service.user
+        try:
+            postponed_s = await self.service.keep_running(kernel_id, user)
+        except KeyError:
+            raise web.HTTPError(404, "no kernel of this server has that id") from None
+        except ValueError as error:
+            raise web.HTTPError(409, str(error)) from None
+        self.write_json({"kernel_id": kernel_id, "postponed_s": postponed_s})
+
+
+class CullsHandler(GpuHandler):
+    """``GET {base_url}jupyter-gpu/culls``: the kernels the GPU-aware culler shut down lately, oldest
+    first (at most 50 since the server started): ``{"culls": [{"kernel_id", "notebook", "idle_s",
+    "memory", "gpus", "culled_at"}]}``. The sidebar leaves a notification that stays for each."""
+
+    @web.authenticated
+    @authorized
+    async def get(self) -> None:
+        self.write_json({"culls": list(self.service.recent_culls)})
+
+
 class UsageHandler(GpuHandler):
     """``GET {base_url}jupyter-gpu/usage?window=day|week|30d``: this server's user's GPU use (the
     sidebar's "your GPU use this week"), asked from the jupyter-gpu hub service's ``api/usage`` with
@@ -116,4 +160,6 @@ def routes(base_url: str) -> list[tuple[str, type[GpuHandler]]]:
     return [
         (url_path_join(base_url, NAMESPACE, "snapshot"), SnapshotHandler),
         (url_path_join(base_url, NAMESPACE, "usage"), UsageHandler),
+        (url_path_join(base_url, NAMESPACE, "keep-running"), KeepRunningHandler),
+        (url_path_join(base_url, NAMESPACE, "culls"), CullsHandler),
     ]

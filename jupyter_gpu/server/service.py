@@ -32,6 +32,7 @@ import os
 import threading
 import time
 import weakref
+from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import fields
 from typing import Any
@@ -47,7 +48,7 @@ from .answer import Answer, AnswerBuilder, answer_key, newer, stale_after_s
 from .attribution import AttributedSnapshot, KernelInfo, KernelTable
 from .cell_activity import CellWatch
 from .config import JupyterGpuServer
-from .cull import cull_every_s, culled_message, ran_since
+from .cull import Postponements, cull_every_s, cull_record, culled_message, kept_message, ran_since
 from .kernel_table import idle_figures, read_kernels, session_notebooks
 from .report_files import ReportFiles, remove_ended_claims
 
@@ -90,6 +91,8 @@ class GpuService:
         # (in a container the process user is often "jovyan" for everybody), else the process user.
         self.user = os.environ.get("JUPYTERHUB_USER") or self.me or ""
         self.culled = 0  # kernels shut down by the GPU-aware culler (jupyter_gpu_kernels_culled_total)
+        self.recent_culls: deque[dict[str, Any]] = deque(maxlen=50)  # GET jupyter-gpu/culls
+        self.postponed = Postponements()  # "Keep running"
         self._culling: asyncio.Task[None] | None = None
         # The hub service this server takes its GPU data from (None: it reads NVML itself). Then the
         # service exports the host's per-GPU series, and this server's /metrics only its kernels'.
@@ -295,8 +298,17 @@ class GpuService:
             alive = [kernel_id for kernel_id in listed if kernel_id not in self._gone]
             table = read_kernels(km, alive, notebooks, self._table.kernels, self.cells)
             self.cells.keep_only(alive)
-        self._set_table(table)
+        self._set_table(self.postponed.apply(table))
         self._table_at = time.monotonic()
+
+    async def keep_running(self, kernel_id: str, user: str) -> float:
+        """ "Keep running": postpone ``kernel_id``'s cull by one ``cull_idle_after_s`` (logged with
+        ``user``); the seconds now postponed. KeyError: no such kernel; ValueError: culling is off."""
+        await self.refresh_kernels()
+        kept = self.postponed.add(self._table.kernels, kernel_id, self.config.cull_idle_after_s)
+        self._set_table({**self._table.kernels, kernel_id: kept})
+        log.warning("%s", kept_message(kernel_id, kept.notebook, user, self.config.cull_idle_after_s))
+        return kept.cull_postponed_s
 
     def _set_table(self, kernels: dict[str, KernelInfo]) -> None:
         if kernels != self._table.kernels:
@@ -430,9 +442,13 @@ class GpuService:
             state, last = idle_figures(kernel, self.cells.clock(due.kernel_id))
             if ran_since(state, last, time.time(), after):
                 continue  # it ran a cell since the answer was built
+            self.culled += 1  # counted and recorded before the shutdown: whoever sees it gone finds why
+            self.recent_culls.append(record := cull_record(due, time.time()))
             try:
                 await km.shutdown_kernel(due.kernel_id)
             except Exception:  # gone meanwhile, or a provisioner failure: the others are still culled
+                self.culled -= 1
+                self.recent_culls.remove(record)
                 log.exception(
                     "jupyter_gpu: culling the idle GPU kernel %s of user %s, notebook %s failed",
                     due.kernel_id,
@@ -440,7 +456,6 @@ class GpuService:
                     due.notebook or "(no notebook)",
                 )
                 continue
-            self.culled += 1
             culled.append(due.kernel_id)
             log.warning("%s", culled_message(due, self.user, after))
         return culled

@@ -4,7 +4,7 @@
  * cover kernels known only by their reports (containers, where no GPU process matches a kernel);
  * process entries are read only from servers that send no summaries.
  */
-import { basename, displayText } from './format';
+import { basename, displayText, formatBytes, formatDuration } from './format';
 import type { IGpu, IGpuProcess, IKernelSummary, ISnapshot } from './tokens';
 
 export interface ICullDue {
@@ -73,4 +73,54 @@ export function cullsDue(snapshot: ISnapshot | null): Map<string, ICullDue> {
     }
   }
   return due;
+}
+
+/** One kernel the culler shut down, from `GET jupyter-gpu/culls` (validated by `parseCulls`). */
+export interface ICullRecord {
+  kernelId: string;
+  /** The notebook's file name (or "kernel <id>"), as text. */
+  label: string;
+  idleS: number;
+  /** Bytes freed. */
+  memory: number;
+  /** NVML indices of the GPUs the memory was freed on (empty: known only from the kernel's report). */
+  gpus: number[];
+}
+
+/** The records of a `GET jupyter-gpu/culls` answer; anything malformed is left out. */
+export function parseCulls(answer: unknown): ICullRecord[] {
+  const list =
+    typeof answer === 'object' && answer !== null ? (answer as { culls?: unknown }).culls : undefined;
+  const records: ICullRecord[] = [];
+  for (const raw of objects<Record<string, unknown>>(list).slice(-100)) {
+    if (typeof raw.kernel_id !== 'string' || !raw.kernel_id || !finite(raw.idle_s) || !finite(raw.memory)) {
+      continue;
+    }
+    const gpus = Array.isArray(raw.gpus)
+      ? raw.gpus.filter((g): g is number => Number.isInteger(g) && g >= 0 && g < 4096).slice(0, 16)
+      : [];
+    records.push({
+      kernelId: raw.kernel_id,
+      label: label(raw.kernel_id, raw.notebook),
+      idleS: raw.idle_s,
+      memory: raw.memory,
+      gpus
+    });
+  }
+  return records;
+}
+
+/** The notification that stays after a cull: "cull_a.ipynb shut down after 2 h idle, 6 GiB freed on GPU 1". */
+export function cullNotice(cull: ICullRecord): string {
+  const where = cull.gpus.length ? ` on GPU ${cull.gpus.join(', ')}` : '';
+  const freed = cull.memory > 0 ? `, ${formatBytes(cull.memory)} freed${where}` : '';
+  return `${cull.label.slice(0, 60)} shut down after ${formatDuration(cull.idleS)} idle${freed}.`;
+}
+
+/** The countdown notification's text (plain text, short: under 140 characters). */
+export function countdownText(cull: ICullDue): string {
+  return (
+    `Idle GPU kernel ${cull.label.slice(0, 40)} (${formatBytes(cull.memory)}) ` +
+    `shuts down in ${formatDuration(cull.cullInS)}. Run a cell to keep it.`
+  );
 }

@@ -7,16 +7,17 @@
  * it the usual way; no endpoint of ours can kill anything.
  */
 import { ILayoutRestorer, JupyterFrontEnd, JupyterFrontEndPlugin } from '@jupyterlab/application';
-import { Dialog, Notification, showDialog, showErrorMessage } from '@jupyterlab/apputils';
+import { Dialog, showDialog, showErrorMessage } from '@jupyterlab/apputils';
 import { ISettingRegistry } from '@jupyterlab/settingregistry';
 import { IStatusBar } from '@jupyterlab/statusbar';
 
 import type { IProcessActions } from './components/processRow';
 import { kernelLabel } from './components/processRow';
 import { GpuSidebar } from './components/sidebar';
-import { cullsDue } from './culling';
+import { restartConfirmation } from './confirm';
+import { CullNotifier } from './cullNotifier';
 import { GpuStatusItem } from './components/statusItem';
-import { formatBytes, formatDuration } from './format';
+import { formatBytes } from './format';
 import { gpuIcon } from './icons';
 import { GpuMonitorModel } from './model';
 import { CommandIDs, IGpuMonitorModel, PLUGIN_ID, SIDEBAR_ID } from './tokens';
@@ -54,32 +55,6 @@ function makeActions(app: JupyterFrontEnd, model: GpuMonitorModel): IProcessActi
       });
     }
   };
-}
-
-/**
- * One JupyterLab notification per kernel the server's GPU-aware culler is about to shut down
- * (`cull_warning`), dismissed when the kernel runs again or is gone. Text only.
- */
-function notifyCulling(model: IGpuMonitorModel): void {
-  const shown = new Map<string, string>();
-  model.changed.connect(() => {
-    const due = cullsDue(model.snapshot);
-    for (const [kernelId, id] of shown) {
-      if (!due.has(kernelId)) {
-        Notification.dismiss(id);
-        shown.delete(kernelId);
-      }
-    }
-    for (const [kernelId, cull] of due) {
-      if (!shown.has(kernelId)) {
-        // Notifications are plain text and meant to be short (under 140 characters).
-        const message =
-          `Idle GPU kernel ${cull.label.slice(0, 40)} (${formatBytes(cull.memory)}) ` +
-          `shuts down in ${formatDuration(cull.cullInS)}. Run a cell to keep it.`;
-        shown.set(kernelId, Notification.warning(message, { autoClose: false }));
-      }
-    }
-  });
 }
 
 const plugin: JupyterFrontEndPlugin<IGpuMonitorModel> = {
@@ -126,17 +101,19 @@ const plugin: JupyterFrontEndPlugin<IGpuMonitorModel> = {
       app.shell.add(item, 'top', { rank: 900 });
     }
 
-    notifyCulling(model);
+    new CullNotifier(model); // countdowns with "Keep running", and what each cull freed
 
     if (settingRegistry) {
       const apply = (settings: ISettingRegistry.ISettings): void => {
         model.refreshIntervalMs = settings.get('refreshIntervalMs').composite as number;
         historyMinutes = settings.get('historyMinutes').composite as number;
         model.historyMinutes = historyMinutes;
+        restartConfirmation.ask = settings.get('confirmRestart').composite !== false;
       };
       settingRegistry
         .load(PLUGIN_ID)
         .then(settings => {
+          restartConfirmation.remember = ask => settings.set('confirmRestart', ask);
           apply(settings);
           settings.changed.connect(apply);
         })

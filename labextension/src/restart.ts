@@ -3,10 +3,12 @@
  *
  * When a GPU magic comes too late (`GPUAlreadyInitializedWarning`) or `%gpu_restart` runs, the
  * kernel displays `application/vnd.jupyter-gpu.restart+json`: the magic lines of the plan. This
- * renderer shows them with a button that restarts the kernel through the frontend's own session
+ * renderer shows them with a button that, after asking (`confirmRestart`: the kernel's variables are
+ * lost; the user may opt out in the settings), restarts the kernel through the frontend's own session
  * API (the `sessionContext` of the notebook or console holding the output), runs the lines
  * silently in the new kernel before anything else, and confirms with a notification. For
- * `%gpu_restart` (`automatic`) it does so at once, only for output fresh from the running kernel.
+ * `%gpu_restart` (`automatic`) it asks at once, only for output fresh from the running kernel.
+ * The lines are the kernel's jupyter_gpu settings: its plan, and `%gpu_watch on` when it was on.
  *
  * Output is data, never code: only lines of jupyter_gpu's own magics with plain arguments are
  * ever run, only from trusted output (produced in this session, or a trusted notebook), and all
@@ -19,14 +21,15 @@ import { Notification } from '@jupyterlab/apputils';
 import type { IRenderMime } from '@jupyterlab/rendermime-interfaces';
 import { Widget } from '@lumino/widgets';
 
+import { confirmRestart } from './confirm';
 import { el } from './dom';
 import { displayText } from './format';
 
 export const RESTART_MIME = 'application/vnd.jupyter-gpu.restart+json';
 
 /** The only lines the renderer will run: jupyter_gpu's magics with plain arguments. */
-const ALLOWED_LINE =
-  /^%(load_ext jupyter_gpu|gpu_select( [A-Za-z0-9_:.,%-]{1,64}){1,6}|gpu_limit( [A-Za-z0-9.%]{1,32}){1,16}|gpu_threads( [a-z0-9-]{1,20}){1,8})$/;
+export const ALLOWED_LINE =
+  /^%(load_ext jupyter_gpu|gpu_select( [A-Za-z0-9_:.,%-]{1,64}){1,6}|gpu_limit( [A-Za-z0-9.%]{1,32}){1,16}|gpu_threads( [a-z0-9-]{1,20}){1,8}|gpu_watch on( --interval [0-9.]{1,8})?)$/;
 
 /** The first line of every offer the kernel makes; the only line the renderer may leave unshown. */
 export const LOAD_LINE = '%load_ext jupyter_gpu';
@@ -65,10 +68,14 @@ interface IKernelLike {
     silent: boolean;
     store_history: boolean;
     user_expressions: Record<string, string>;
-  }): { done: Promise<{ content: IExecuteReplyContent }> };
+  }): {
+    done: Promise<{ content: IExecuteReplyContent }>;
+    /** Called with each output message of the request (Jupyter's `IFuture.onIOPub`). */
+    onIOPub?: (message: { header: { msg_type: string }; content: { text?: unknown } }) => void;
+  };
 }
 
-interface ISessionContextLike {
+export interface ISessionContextLike {
   session: { kernel: IKernelLike | null } | null;
   restartKernel(): Promise<void>;
 }
@@ -174,7 +181,7 @@ function withTimeout<T>(promise: Promise<T>, ms: number, message: string): Promi
 }
 
 /** The session context of the notebook (or console) that holds ``widget``. */
-function findSessionContext(widget: Widget): ISessionContextLike | null {
+export function findSessionContext(widget: Widget): ISessionContextLike | null {
   let node: Widget | null = widget;
   while (node) {
     const context = (node as unknown as { sessionContext?: ISessionContextLike }).sessionContext;
@@ -244,39 +251,60 @@ export class RestartRenderer extends Widget implements IRenderMime.IRenderer {
       return;
     }
     button.disabled = true;
+    if (!(await confirmRestart(shownPlan(offer.lines)))) {
+      button.disabled = false;
+      return;
+    }
     button.textContent = 'Restarting…';
-    const seconds = Math.round(this.timeoutMs / 1000);
-    try {
-      const reply = await withTimeout(
-        (async () => {
-          await context.restartKernel();
-          const kernel = context.session?.kernel;
-          if (!kernel) {
-            throw new Error('the kernel did not come back after the restart');
-          }
-          return kernel.requestExecute({
-            code: offer.lines.join('\n'),
-            silent: true,
-            store_history: false,
-            user_expressions: { plan: SUMMARY }
-          }).done;
-        })(),
-        this.timeoutMs,
-        `no answer from the new kernel within ${seconds} s; it may still be busy with the ` +
-          'plan’s lines (interrupt it, then check with %gpu_status)'
-      );
-      const words = appliedPlanText(reply.content);
-      Notification.success(
-        words ? `Kernel restarted; GPU plan applied: ${words}` : 'Kernel restarted; GPU plan applied.',
-        { autoClose: 10000 }
-      );
+    if (await restartAndRun(context, offer.lines, this.timeoutMs)) {
       button.textContent = 'Restarted, plan applied';
-    } catch (error) {
-      const message = error instanceof Error ? error.message : String(error);
-      Notification.error(`jupyter_gpu: restart and apply failed: ${displayText(message, '', 500)}`);
+    } else {
       button.disabled = false;
       button.textContent = 'Restart kernel and apply';
     }
+  }
+}
+
+/**
+ * Restarts the kernel of `context`, runs `lines` (validated by the caller: `parseOffer`) silently
+ * before anything else, and says in a notification which plan the new kernel has; true when it
+ * did. Gives up after `timeoutMs` with a message. Asks nothing: callers confirm first.
+ */
+export async function restartAndRun(
+  context: ISessionContextLike,
+  lines: readonly string[],
+  timeoutMs: number = RESTART_TIMEOUT_MS
+): Promise<boolean> {
+  const seconds = Math.round(timeoutMs / 1000);
+  try {
+    const reply = await withTimeout(
+      (async () => {
+        await context.restartKernel();
+        const kernel = context.session?.kernel;
+        if (!kernel) {
+          throw new Error('the kernel did not come back after the restart');
+        }
+        return kernel.requestExecute({
+          code: lines.join('\n'),
+          silent: true,
+          store_history: false,
+          user_expressions: { plan: SUMMARY }
+        }).done;
+      })(),
+      timeoutMs,
+      `no answer from the new kernel within ${seconds} s; it may still be busy with the ` +
+        'plan’s lines (interrupt it, then check with %gpu_status)'
+    );
+    const words = appliedPlanText(reply.content);
+    Notification.success(
+      words ? `Kernel restarted; GPU plan applied: ${words}` : 'Kernel restarted; GPU plan applied.',
+      { autoClose: 10000 }
+    );
+    return true;
+  } catch (error) {
+    const message = error instanceof Error ? error.message : String(error);
+    Notification.error(`jupyter_gpu: restart and apply failed: ${displayText(message, '', 500)}`);
+    return false;
   }
 }
 

@@ -4,6 +4,7 @@ count down to the cull, a JupyterLab notification warns, and the kernel is then 
 from __future__ import annotations
 
 import re
+import time
 from typing import Any
 
 import pytest
@@ -61,6 +62,7 @@ def test_an_idle_gpu_kernel_counts_down_notifies_and_is_culled(lab, page, artifa
     toast = page.locator(".Toastify__toast", has_text="shuts down in")
     toast.wait_for(timeout=20_000)
     assert "train.ipynb" in toast.inner_text() and "Run a cell to keep it" in toast.inner_text()
+    assert toast.get_by_role("button", name="Keep running").is_visible()
     page.screenshot(path=str(artifacts / "culling-countdown.png"))
     # The countdown moves
     wait_until(lambda: seconds(idle.inner_text()) < first, timeout_s=10, what="the countdown to move")
@@ -70,6 +72,54 @@ def test_an_idle_gpu_kernel_counts_down_notifies_and_is_culled(lab, page, artifa
     row.wait_for(state="detached", timeout=20_000)
     toast.wait_for(state="detached", timeout=20_000)
     assert "shut down in" not in status.inner_text()
+    # and a notification stays: which notebook, how long idle, what was freed where
+    lasting = page.locator(".Toastify__toast", has_text="train.ipynb shut down after")
+    lasting.wait_for(timeout=20_000)
+    assert re.search(r"train\.ipynb shut down after \d+ s idle, 2 GiB freed on GPU 0\.", lasting.inner_text())
+    page.screenshot(path=str(artifacts / "culling-culled.png"))
+    assert bell_count(page) == 1  # in the notification center too (the countdown is gone from it)
+    page.locator(".jp-Notification-Status").click()
+    center = page.locator(".jp-Notification-Center")
+    center.wait_for()
+    assert "train.ipynb shut down after" in center.inner_text()
+    assert not page.errors
+
+
+def bell_count(page: Any) -> int:
+    """The number the status bar's notification bell shows."""
+    text = page.locator(".jp-Notification-Status").inner_text().strip()
+    return int(text or 0)
+
+
+@pytest.mark.parametrize("theme", ["JupyterLab Light", "JupyterLab Dark"])
+def test_keep_running_postpones_the_cull(lab, page, artifacts, theme):
+    session = lab.api(
+        "POST", "api/sessions", {"path": f"keep-{theme[-4:]}.ipynb", "type": "notebook", "kernel": {"name": "python3"}}
+    )
+    kernel_id = session["kernel"]["id"]
+    kernel = kernel_child(lab.process.pid)
+    lab.scenario.update(lambda s: s["gpus"][1].__setitem__("processes", [{"pid": kernel, "memory_mib": 1024}]))
+    lab.open(page)
+    page.evaluate(f"() => window.jupyterapp.commands.execute('apputils:change-theme', {{theme: '{theme}'}})")
+    light = "true" if theme.endswith("Light") else "false"
+    page.wait_for_selector(f"body[data-jp-theme-light='{light}']", state="attached")
+    toast = page.locator(".Toastify__toast", has_text="shuts down in").filter(has_text="keep-")
+    toast.wait_for(timeout=40_000)
+    first_cull_at = time.monotonic() + seconds(toast.inner_text())
+    page.screenshot(path=str(artifacts / f"culling-keep-running-{light}.png"))
+    # When the user says "Keep running"
+    toast.get_by_role("button", name="Keep running").click()
+    # Then the countdown goes, the server says by how long, and the kernel outlives its first cull time
+    page.locator(".Toastify__toast", has_text="keeps running: its shutdown is postponed by 14 s").wait_for()
+    toast.wait_for(state="detached", timeout=20_000)
+    countdown = next(k for k in lab.snapshot()["kernels"] if k["kernel_id"] == kernel_id)["cull_in_s"]
+    assert countdown > WARN_S, countdown  # one cull_idle_after_s more: out of the warning window
+    time.sleep(max(0.0, first_cull_at - time.monotonic()) + 2)
+    assert kernel_id in lab.kernel_ids()
+    with open(lab.log) as log:
+        assert any(f"kept idle GPU kernel {kernel_id}" in line for line in log), "the keep is not in the server log"
+    lab.api("DELETE", f"api/sessions/{session['id']}")
+    lab.scenario.update(lambda s: s["gpus"][1].__setitem__("processes", []))
     assert not page.errors
 
 
@@ -115,7 +165,7 @@ def test_a_kernel_known_only_by_its_report_is_counted_down_and_notified(lab, pag
     # Then the status bar counts down and one notification names the notebook and the memory
     status = page.locator(".jp-GpuStatus")
     wait_until(lambda: "idle kernel shut down in" in status.inner_text(), timeout_s=20, what="the status bar")
-    toast = page.locator(".Toastify__toast", has_text="in_container.ipynb")
+    toast = page.locator(".Toastify__toast", has_text="in_container.ipynb").filter(has_text="shuts down in")
     toast.wait_for(timeout=20_000)
     assert "3 GiB" in toast.inner_text(), toast.inner_text()
     # and after the cull both go
@@ -154,3 +204,43 @@ def test_a_kernel_showing_a_live_gpu_panel_is_counted_down_and_culled_like_any_o
     # and the server culls it
     wait_until(lambda: kernel_id not in lab.kernel_ids(), timeout_s=AFTER_S + 30, what="the cull")
     lab.scenario.update(lambda s: s["gpus"][0].__setitem__("processes", []))
+
+
+@pytest.fixture(scope="module")
+def notebook_app(lab_factory: Any) -> Any:
+    pytest.importorskip("notebook", reason="Notebook 7 is not installed (pip install notebook)")
+    return lab_factory(
+        simulate.plausible_gpus(2),
+        name="culling-notebook7",
+        app="notebook",
+        extra_args=(f"--JupyterGpuServer.cull_idle_after_s={AFTER_S}", f"--JupyterGpuServer.cull_warn_s={WARN_S}"),
+    )
+
+
+def test_notebook_7_counts_down_keeps_running_and_leaves_a_notification_after_the_cull(notebook_app, page, artifacts):
+    # The page first (Notebook 7 loads slowly under load), then the kernel's idle clock starts
+    notebook_app.open(page)
+    page.evaluate("() => window.jupyterapp.commands.execute('apputils:change-theme', {theme: 'JupyterLab Dark'})")
+    page.wait_for_selector("body[data-jp-theme-light='false']", state="attached")
+    page.locator(".jp-GpuStatus").wait_for()
+    session = notebook_app.api(
+        "POST", "api/sessions", {"path": "nb7.ipynb", "type": "notebook", "kernel": {"name": "python3"}}
+    )
+    kernel_id = session["kernel"]["id"]
+    kernel = kernel_child(notebook_app.process.pid)
+    notebook_app.scenario.update(lambda s: s["gpus"][0].__setitem__("processes", [{"pid": kernel, "memory_mib": 2048}]))
+    toast = page.locator(".Toastify__toast", has_text="shuts down in").filter(has_text="nb7.ipynb")
+    toast.wait_for(timeout=40_000)
+    page.screenshot(path=str(artifacts / "culling-notebook7-dark.png"))
+    toast.get_by_role("button", name="Keep running").click()
+    page.locator(".Toastify__toast", has_text="nb7.ipynb keeps running").wait_for()
+    toast.wait_for(state="detached", timeout=20_000)
+    # The postponement runs out: the countdown comes back, the kernel is culled, a notification stays
+    wait_until(lambda: kernel_id not in notebook_app.kernel_ids(), timeout_s=2 * AFTER_S + 30, what="the cull")
+    notebook_app.scenario.update(lambda s: s["gpus"][0].__setitem__("processes", []))
+    lasting = page.locator(".Toastify__toast", has_text="nb7.ipynb shut down after")
+    lasting.wait_for(timeout=20_000)
+    assert "2 GiB freed on GPU 0" in lasting.inner_text()
+    page.screenshot(path=str(artifacts / "culling-notebook7-culled-dark.png"))
+    own = [e for e in page.errors if "jupyter-gpu" in e or "jupyter_gpu" in e]
+    assert not own, own

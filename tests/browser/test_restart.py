@@ -65,15 +65,29 @@ def run_cell(page: Any, index: int) -> Any:
     return cell
 
 
+def confirm_dialog(page: Any) -> Any:
+    """The restart confirmation (JupyterLab's own dialog), once it is shown."""
+    dialog = page.locator(".jp-Dialog", has_text="Restart kernel and apply the GPU plan?")
+    dialog.wait_for(timeout=30_000)
+    return dialog
+
+
+def set_theme(page: Any, theme: str) -> None:
+    page.evaluate(f"() => window.jupyterapp.commands.execute('apputils:change-theme', {{theme: '{theme}'}})")
+    light = "true" if theme == "JupyterLab Light" else "false"
+    page.wait_for_selector(f"body[data-jp-theme-light='{light}']", state="attached")
+
+
 def test_warning_button_restarts_the_kernel_and_applies_the_plan(lab: Any, page: Any, artifacts: Path) -> None:
     lab.write_notebook(
         NOTEBOOK,
         [
-            "%load_ext jupyter_gpu\nimport os\nprint('PID', os.getpid())",
+            "%load_ext jupyter_gpu\n%gpu_watch on\nimport os\nprint('PID', os.getpid())",
             "%gpu_select 1 --growth",
             "%gpu_status",
             "%gpu_restart",
             "%gpu_status",
+            "%gpu_restart",
         ],
     )
     lab.open(page)
@@ -94,11 +108,35 @@ def test_warning_button_restarts_the_kernel_and_applies_the_plan(lab: Any, page:
     warned.locator(".jp-OutputArea-output", has_text="GPUAlreadyInitializedWarning").wait_for(timeout=30_000)
     offer = warned.locator(".jp-GpuRestart")
     offer.wait_for()
-    assert offer.locator(".jp-GpuRestart-text").inner_text() == "GPU plan for a fresh kernel: %gpu_select 1 --growth"
+    # The kernel's jupyter_gpu settings are carried over: the plan and %gpu_watch
+    assert (
+        offer.locator(".jp-GpuRestart-text").inner_text()
+        == "GPU plan for a fresh kernel: %gpu_select 1 --growth; %gpu_watch on"
+    )
     page.screenshot(path=str(artifacts / "restart-offer.png"))
     offer.get_by_role("button", name="Restart kernel and apply").click()
+    # It asks first, as JupyterLab's own restart does: what is lost, and the new plan (as text)
+    dialog = confirm_dialog(page)
+    body = dialog.locator(".jp-Dialog-body").inner_text()
+    assert "variables" in body and "are lost" in body, body
+    assert "%gpu_select 1 --growth; %gpu_watch on" in body, body
+    page.screenshot(path=str(artifacts / "restart-confirm-light.png"))
+    # Cancel changes nothing
+    dialog.get_by_role("button", name="Cancel").click()
+    dialog.wait_for(state="detached")
+    assert lab.api("GET", f"api/kernels/{first_kernel}")["execution_state"] != "restarting"
+    assert offer.get_by_role("button", name="Restart kernel and apply").is_enabled()
+    # In the dark theme too; then Restart
+    set_theme(page, "JupyterLab Dark")
+    offer.get_by_role("button", name="Restart kernel and apply").click()
+    dialog = confirm_dialog(page)
+    page.screenshot(path=str(artifacts / "restart-confirm-dark.png"))
+    dialog.get_by_role("button", name="Restart").click()
+    set_theme(page, "JupyterLab Light")
 
-    page.get_by_text("Kernel restarted; GPU plan applied: GPU 1; growth on").wait_for(timeout=60_000)
+    page.get_by_text("Kernel restarted; GPU plan applied: GPU 1; growth on; no memory limit; %gpu_watch on").wait_for(
+        timeout=60_000
+    )
     assert lab.api("GET", f"api/kernels/{first_kernel}")["id"] == first_kernel  # the same kernel, restarted
     status = run_cell(page, 2).locator(".jp-OutputArea-output", has_text="Plan:")
     status.wait_for(timeout=30_000)
@@ -106,9 +144,13 @@ def test_warning_button_restarts_the_kernel_and_applies_the_plan(lab: Any, page:
     assert "Plan: GPU 1; growth on" in text, text
     assert re.search(r"\* GPU 1 ", text), text  # marked as selected in the new kernel's listing
     assert "GPUAlreadyInitializedWarning" not in text
+    assert "GPU memory of this kernel" in text, text  # %gpu_watch came along
 
-    # %gpu_restart from code: the frontend restarts at once and applies the plan again.
+    # %gpu_restart from code asks at once; "Do not ask again" turns the question off
     run_cell(page, 3).locator(".jp-GpuRestart").wait_for(timeout=30_000)
+    dialog = confirm_dialog(page)
+    dialog.get_by_label("Do not ask again").check()
+    dialog.get_by_role("button", name="Restart").click()
     wait_until(
         lambda: page.get_by_text("Kernel restarted; GPU plan applied").count() >= 2,
         timeout_s=60,
@@ -117,6 +159,17 @@ def test_warning_button_restarts_the_kernel_and_applies_the_plan(lab: Any, page:
     status = run_cell(page, 4).locator(".jp-OutputArea-output", has_text="Plan:")
     status.wait_for(timeout=30_000)
     assert "Plan: GPU 1; growth on" in status.inner_text()
+    # The next %gpu_restart restarts without asking (the choice is kept in the settings)
+    run_cell(page, 5).locator(".jp-GpuRestart").wait_for(timeout=30_000)
+    wait_until(
+        lambda: page.get_by_text("Kernel restarted; GPU plan applied").count() >= 3,
+        timeout_s=60,
+        what="the third notification",
+    )
+    assert page.locator(".jp-Dialog").count() == 0
+    saved = lab.api("GET", "lab/api/settings/jupyter-gpu:plugin")
+    assert saved["settings"]["confirmRestart"] is False
+    lab.api("PUT", "lab/api/settings/jupyter-gpu:plugin", {"raw": "{}"})  # ask again in later tests
     assert not page.errors, page.errors
 
 

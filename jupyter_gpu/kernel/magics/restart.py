@@ -23,12 +23,14 @@ class GpuRestartMagics(Magics):
     def gpu_restart(self, line: str = "") -> None:
         """Restart the kernel and apply the GPU plan in the new kernel before anything else runs.
 
-        In JupyterLab and Notebook 7 (with jupyter_gpu's extension) the frontend restarts the
-        kernel through its own session API, runs the plan's magics silently in the new kernel and
-        confirms in a notification; the variables of this kernel are lost, as with any restart.
+        In JupyterLab and Notebook 7 (with jupyter_gpu's extension) the frontend first asks (a
+        dialog: this kernel's variables are lost, as with any restart, and the plan the new kernel
+        gets; "Do not ask again" turns the question off in the extension's settings), then
+        restarts the kernel through its own session API, runs the plan's magics silently in the
+        new kernel, with ``%gpu_watch on`` when the watch is on, and confirms in a notification.
         The plan is the last one refused as too late (after a ``GPUAlreadyInitializedWarning``),
-        else the current one. Where the frontend cannot do it, the magic prints what to run after
-        restarting by hand.
+        else the current one. Where the frontend cannot do it (classic Notebook, VS Code, a
+        terminal), the magic prints the lines to run after restarting by hand, and says so.
 
         Example::
 

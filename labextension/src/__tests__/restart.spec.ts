@@ -8,10 +8,15 @@ vi.hoisted(() => {
     Object.assign(globalThis, { DragEvent: class DragEvent extends MouseEvent {} });
   }
 });
-// The renderer only calls Notification.error/success: a spy instead of all of @jupyterlab/apputils.
-vi.mock('@jupyterlab/apputils', () => ({ Notification: { error: vi.fn(), success: vi.fn() } }));
+// The renderer only calls Notification.error/success and showDialog (the confirmation): spies
+// instead of all of @jupyterlab/apputils. The dialog answers "Restart" unless a test says otherwise.
+vi.mock('@jupyterlab/apputils', () => ({
+  Notification: { error: vi.fn(), success: vi.fn() },
+  Dialog: { cancelButton: () => ({ accept: false }), warnButton: (o: object) => ({ ...o, accept: true }) },
+  showDialog: vi.fn(() => Promise.resolve({ button: { accept: true }, isChecked: false }))
+}));
 
-import { Notification } from '@jupyterlab/apputils';
+import { Notification, showDialog } from '@jupyterlab/apputils';
 import type { IRenderMime } from '@jupyterlab/rendermime-interfaces';
 import { Panel } from '@lumino/widgets';
 
@@ -24,6 +29,7 @@ import {
   RestartRenderer,
   shownPlan
 } from '../restart';
+import { restartConfirmation, restartQuestion } from '../confirm';
 
 const LOAD = '%load_ext jupyter_gpu';
 
@@ -198,6 +204,59 @@ describe('RestartRenderer', () => {
   beforeEach(() => {
     vi.mocked(Notification.error).mockClear();
     vi.mocked(Notification.success).mockClear();
+    vi.mocked(showDialog).mockClear();
+    restartConfirmation.ask = true;
+    restartConfirmation.remember = null;
+  });
+
+  it('asks before restarting, saying what is lost and which plan comes; Cancel changes nothing', async () => {
+    const { panel, context } = holder(okReply);
+    const renderer = new RestartRenderer();
+    panel.addWidget(renderer);
+    await renderer.renderModel(
+      mimeModel({ version: 1, lines: [LOAD, '%gpu_select 1 --growth', '%gpu_watch on'] })
+    );
+    vi.mocked(showDialog).mockResolvedValueOnce({ button: { accept: false }, isChecked: false } as never);
+    const button = renderer.node.querySelector('button') as HTMLButtonElement;
+    button.click();
+    await vi.waitFor(() => expect(showDialog).toHaveBeenCalledTimes(1));
+    const asked = vi.mocked(showDialog).mock.calls[0][0] ?? {};
+    expect(asked.body).toBe(restartQuestion('%gpu_select 1 --growth; %gpu_watch on'));
+    expect(asked.body).toContain('variables');
+    expect(asked.checkbox?.label).toBe('Do not ask again');
+    await vi.waitFor(() => expect(button.disabled).toBe(false));
+    expect(context.restartKernel).not.toHaveBeenCalled();
+    expect(button.textContent).toBe('Restart kernel and apply');
+  });
+
+  it('"Do not ask again" is saved, and the next restart does not ask', async () => {
+    const remember = vi.fn(() => Promise.resolve());
+    restartConfirmation.remember = remember;
+    const { panel, context } = holder(okReply);
+    const renderer = new RestartRenderer();
+    panel.addWidget(renderer);
+    await renderer.renderModel(mimeModel({ version: 1, lines: [LOAD, '%gpu_select 0'] }));
+    vi.mocked(showDialog).mockResolvedValueOnce({ button: { accept: true }, isChecked: true } as never);
+    (renderer.node.querySelector('button') as HTMLButtonElement).click();
+    await vi.waitFor(() => expect(context.restartKernel).toHaveBeenCalledTimes(1));
+    expect(remember).toHaveBeenCalledWith(false);
+    expect(restartConfirmation.ask).toBe(false);
+    await vi.waitFor(() => expect(Notification.success).toHaveBeenCalled());
+    const next = new RestartRenderer();
+    panel.addWidget(next);
+    await next.renderModel(mimeModel({ version: 1, lines: [LOAD, '%gpu_select 1'] }));
+    (next.node.querySelector('button') as HTMLButtonElement).click();
+    await vi.waitFor(() => expect(context.restartKernel).toHaveBeenCalledTimes(2));
+    expect(showDialog).toHaveBeenCalledTimes(1);
+  });
+
+  it('carries %gpu_watch over: the line is allowed and run with the plan', async () => {
+    expect(
+      parseOffer({ version: 1, lines: [LOAD, '%gpu_watch on', '%gpu_watch on --interval 0.5'] })
+    ).not.toBeNull();
+    for (const bad of ['%gpu_watch off', '%gpu_watch on --interval 1; x', '%gpu_watch on --interval=1']) {
+      expect(parseOffer({ version: 1, lines: [LOAD, bad] })).toBeNull();
+    }
   });
 
   it('says a malformed offer is ignored and offers no button', async () => {
@@ -275,12 +334,12 @@ describe('RestartRenderer', () => {
     const { panel, kernel } = holder(okReply);
     kernel.requestExecute.mockReturnValue({ done: new Promise(() => undefined) });
     const renderer = new RestartRenderer();
-    renderer.timeoutMs = 30;
+    renderer.timeoutMs = 300;
     panel.addWidget(renderer);
     await renderer.renderModel(mimeModel({ version: 1, lines: [LOAD, '%gpu_select 0'] }));
     const button = renderer.node.querySelector('button') as HTMLButtonElement;
     button.click();
-    expect(button.textContent).toBe('Restarting…');
+    await vi.waitFor(() => expect(button.textContent).toBe('Restarting…'), { interval: 5 });
     await vi.waitFor(() => expect(Notification.error).toHaveBeenCalled());
     expect(vi.mocked(Notification.error).mock.calls[0][0]).toMatch(
       /^jupyter_gpu: restart and apply failed: no answer from the new kernel within 0 s; .*%gpu_status\)$/

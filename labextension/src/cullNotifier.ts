@@ -1,0 +1,143 @@
+/**
+ * The notifications of GPU-aware culling: a countdown per kernel the server's culler is about to
+ * shut down (`cull_warning`), with "Keep running" (`POST jupyter-gpu/keep-running`: the server
+ * postpones that kernel's cull by one `cull_idle_after_s` and logs it), and, once the culler shut a
+ * warned kernel down, a notification that stays in the notification center (`GET jupyter-gpu/culls`)
+ * saying which notebook went, after how long idle, and what it freed where. Text only.
+ */
+import { Notification } from '@jupyterlab/apputils';
+
+import { countdownText, cullNotice, cullsDue, type ICullRecord, parseCulls } from './culling';
+import { displayText, formatDuration } from './format';
+import { requestAPI } from './server';
+import type { IGpuMonitorModel, ISnapshot } from './tokens';
+
+/** The server calls the notifier makes (tests pass their own). */
+export interface ICullApi {
+  /** Postpone the cull of `kernelId`; the seconds now postponed. */
+  keepRunning(kernelId: string): Promise<number>;
+  /** The culls the server made lately. */
+  culls(): Promise<ICullRecord[]>;
+}
+
+export const serverCullApi: ICullApi = {
+  async keepRunning(kernelId: string): Promise<number> {
+    const answer = await requestAPI<{ postponed_s?: unknown }>('keep-running', {
+      method: 'POST',
+      body: JSON.stringify({ kernel_id: kernelId })
+    });
+    return typeof answer.postponed_s === 'number' ? answer.postponed_s : 0;
+  },
+  async culls(): Promise<ICullRecord[]> {
+    return parseCulls(await requestAPI<unknown>('culls'));
+  }
+};
+
+/** The kernel ids of a snapshot's kernel summaries, or null when the server sends none (older servers). */
+function listedKernels(snapshot: ISnapshot | null): Set<string> | null {
+  if (!snapshot || !Array.isArray(snapshot.kernels)) {
+    return null;
+  }
+  return new Set(snapshot.kernels.map(k => (typeof k === 'object' && k !== null ? k.kernel_id : '')));
+}
+
+/** Shows the countdown and cull notifications for `model`'s snapshots (one per page). */
+export class CullNotifier {
+  constructor(
+    private readonly model: IGpuMonitorModel,
+    private readonly api: ICullApi = serverCullApi
+  ) {
+    model.changed.connect(() => this.update());
+  }
+
+  /** Toast ids of the countdowns shown, by kernel id. */
+  readonly countdowns = new Map<string, string>();
+  /**
+   * Kernels counted down while this page watched, until they go: when one goes, the server's
+   * list of culls says whether the culler shut it down (its last snapshots may show it busy or
+   * not due any more, while it shuts down).
+   */
+  private readonly warned = new Set<string>();
+  /** Kernels whose cull was notified already (one lasting notification each). */
+  private readonly notified = new Set<string>();
+
+  update(): void {
+    const snapshot = this.model.snapshot;
+    const due = cullsDue(snapshot);
+    const listed = listedKernels(snapshot);
+    for (const [kernelId, id] of this.countdowns) {
+      if (!due.has(kernelId)) {
+        Notification.dismiss(id);
+        this.countdowns.delete(kernelId);
+      }
+    }
+    if (listed !== null) {
+      for (const kernelId of this.warned) {
+        if (!listed.has(kernelId)) {
+          this.warned.delete(kernelId);
+          void this.notifyCull(kernelId);
+        }
+      }
+    }
+    for (const [kernelId, cull] of due) {
+      this.warned.add(kernelId);
+      if (!this.countdowns.has(kernelId)) {
+        const postpone = snapshot?.cull_idle_after_s;
+        this.countdowns.set(
+          kernelId,
+          Notification.warning(countdownText(cull), {
+            autoClose: false,
+            actions: [
+              {
+                label: 'Keep running',
+                caption:
+                  typeof postpone === 'number'
+                    ? `Postpone this kernel's shutdown by ${formatDuration(postpone)}`
+                    : "Postpone this kernel's shutdown",
+                displayType: 'accent',
+                callback: () => void this.keep(kernelId, cull.label)
+              }
+            ]
+          })
+        );
+      }
+    }
+  }
+
+  private async keep(kernelId: string, label: string): Promise<void> {
+    try {
+      const postponed = await this.api.keepRunning(kernelId);
+      Notification.success(
+        `${label.slice(0, 40)} keeps running: its shutdown is postponed by ${formatDuration(postponed)}.`,
+        {
+          autoClose: 5000
+        }
+      );
+    } catch (error) {
+      const message = error instanceof Error ? error.message : String(error);
+      Notification.error(
+        `jupyter_gpu: could not keep ${label.slice(0, 40)} running: ${displayText(message, '', 300)}`
+      );
+      const id = this.countdowns.get(kernelId);
+      if (id !== undefined) {
+        Notification.dismiss(id);
+        this.countdowns.delete(kernelId); // shown again while the countdown lasts
+      }
+    }
+    await this.model.refresh().catch(() => undefined);
+  }
+
+  private async notifyCull(kernelId: string): Promise<void> {
+    let culls: ICullRecord[];
+    try {
+      culls = await this.api.culls();
+    } catch {
+      return; // an older server: the countdown's end says it all
+    }
+    const cull = culls.find(c => c.kernelId === kernelId);
+    if (cull && !this.notified.has(kernelId)) {
+      this.notified.add(kernelId);
+      Notification.info(cullNotice(cull), { autoClose: false });
+    }
+  }
+}

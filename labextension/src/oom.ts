@@ -1,0 +1,263 @@
+/**
+ * The out-of-memory report with its next steps as buttons: the MIME renderer for
+ * `application/vnd.jupyter-gpu.oom+json` (jupyter_gpu/kernel/oom_offer.py).
+ *
+ * The report's text is shown as text, code (what the kernel writes between backticks) in `<code>`
+ * elements, all through `textContent`. Its next steps become buttons, each confirmed first:
+ * - "Shut down <notebook> (idle, holds X on GPU n)": Jupyter's kernel API of this server (the
+ *   page's own authentication), so only this server's, this user's, kernels can be shut down;
+ * - "Restart on GPU k with growth": the restart offer's flow (`restartAndRun`), with its question
+ *   (`confirmRestart`: what is lost, the new plan) and its allowed lines only (`parseOffer`);
+ * - "Free memory": `%gpu_free`, run in the notebook's kernel, its report in a notification.
+ * The trust rules are the restart offer's: no buttons for untrusted output (a notebook from
+ * elsewhere), nothing from the data is ever run but allowed magic lines, and malformed actions
+ * are left out. Other frontends show the bundle's text/plain.
+ */
+import { Notification } from '@jupyterlab/apputils';
+import type { IRenderMime } from '@jupyterlab/rendermime-interfaces';
+import { KernelAPI } from '@jupyterlab/services';
+import { Widget } from '@lumino/widgets';
+
+import { confirmAction, confirmRestart } from './confirm';
+import { el } from './dom';
+import { displayText, formatBytes, formatDuration } from './format';
+import { findSessionContext, parseOffer, refusal, restartAndRun, shownPlan } from './restart';
+
+export const OOM_MIME = 'application/vnd.jupyter-gpu.oom+json';
+
+/** A kernel id as Jupyter makes them (a UUID): nothing else goes into a kernel API URL. */
+const KERNEL_ID = /^[A-Za-z0-9-]{1,64}$/;
+
+export type OomAction =
+  | { kind: 'shutdown'; kernelId: string; label: string; memory: number; gpu: number; idleS: number | null }
+  | { kind: 'restart'; gpu: number; lines: string[] }
+  | { kind: 'free'; memory: number };
+
+export interface IOomOffer {
+  report: string;
+  actions: OomAction[];
+  kernelId: string | null;
+}
+
+function gpuIndex(value: unknown): value is number {
+  return typeof value === 'number' && Number.isInteger(value) && value >= 0 && value < 4096;
+}
+
+function bytes(value: unknown): value is number {
+  return typeof value === 'number' && Number.isFinite(value) && value >= 0;
+}
+
+function parseAction(raw: unknown, ownKernel: string | null): OomAction | null {
+  if (typeof raw !== 'object' || raw === null) {
+    return null;
+  }
+  const a = raw as Record<string, unknown>;
+  if (a.kind === 'shutdown') {
+    if (typeof a.kernel_id !== 'string' || !KERNEL_ID.test(a.kernel_id) || a.kernel_id === ownKernel) {
+      return null;
+    }
+    if (typeof a.label !== 'string' || !bytes(a.memory) || !gpuIndex(a.gpu)) {
+      return null;
+    }
+    const idleS =
+      typeof a.idle_s === 'number' && Number.isFinite(a.idle_s) && a.idle_s >= 0 ? a.idle_s : null;
+    return {
+      kind: 'shutdown',
+      kernelId: a.kernel_id,
+      label: displayText(a.label, '', 60),
+      memory: a.memory,
+      gpu: a.gpu,
+      idleS
+    };
+  }
+  if (a.kind === 'restart') {
+    const offer = parseOffer({ version: 1, lines: a.lines });
+    if (!gpuIndex(a.gpu) || offer === null || refusal(offer) !== null) {
+      return null;
+    }
+    return { kind: 'restart', gpu: a.gpu, lines: offer.lines };
+  }
+  if (a.kind === 'free' && bytes(a.memory)) {
+    return { kind: 'free', memory: a.memory };
+  }
+  return null;
+}
+
+/** The offer, validated: null when it is not one; malformed actions are left out (at most 8). */
+export function parseOomOffer(data: unknown): IOomOffer | null {
+  if (typeof data !== 'object' || data === null) {
+    return null;
+  }
+  const raw = data as Record<string, unknown>;
+  if (raw.version !== 1 || typeof raw.report !== 'string') {
+    return null;
+  }
+  const kernelId = typeof raw.kernel_id === 'string' ? raw.kernel_id : null;
+  const actions = Array.isArray(raw.actions) ? raw.actions.slice(0, 8) : [];
+  return {
+    report: raw.report.slice(0, 20_000),
+    actions: actions.map(a => parseAction(a, kernelId)).filter((a): a is OomAction => a !== null),
+    kernelId
+  };
+}
+
+/** A line of the report as text and code parts: what stands between backticks is code. */
+export function codeParts(line: string): { text: string; code: boolean }[] {
+  const parts = line.split('`');
+  if (parts.length % 2 === 0) {
+    return [{ text: line, code: false }]; // an odd backtick: no code, the line as it is
+  }
+  return parts.map((text, i) => ({ text, code: i % 2 === 1 })).filter(part => part.text !== '');
+}
+
+/** A button's words for an action. */
+export function actionLabel(action: OomAction): string {
+  switch (action.kind) {
+    case 'shutdown': {
+      const idle = action.idleS !== null && action.idleS > 0 ? `idle ${formatDuration(action.idleS)}, ` : '';
+      return `Shut down ${action.label} (${idle}holds ${formatBytes(action.memory)} on GPU ${action.gpu})`;
+    }
+    case 'restart':
+      return `Restart on GPU ${action.gpu} with growth`;
+    case 'free':
+      return `Free memory (${formatBytes(action.memory)} of cache)`;
+  }
+}
+
+/** The text of the notification after `%gpu_free`: its report's lines, neutralized and bounded. */
+export function freedText(output: string): string {
+  const text = displayText(output.trim().split('\n').slice(0, 3).join(' '), '', 300);
+  return text || 'jupyter_gpu: %gpu_free ran.';
+}
+
+export class OomRenderer extends Widget implements IRenderMime.IRenderer {
+  constructor() {
+    super();
+    this.addClass('jp-GpuOom');
+  }
+
+  async renderModel(model: IRenderMime.IMimeModel): Promise<void> {
+    this.node.textContent = '';
+    const offer = parseOomOffer(model.data[OOM_MIME]);
+    const report = el('div', 'jp-GpuOom-report');
+    this.node.appendChild(report);
+    if (offer === null) {
+      const plain = model.data['text/plain'];
+      report.textContent =
+        typeof plain === 'string' ? plain : 'jupyter_gpu: this out-of-memory report is malformed.';
+      return;
+    }
+    for (const line of offer.report.split('\n')) {
+      const row = el('div', 'jp-GpuOom-line');
+      for (const part of codeParts(line)) {
+        if (part.code) {
+          const code = el('code');
+          code.textContent = part.text;
+          row.appendChild(code);
+        } else {
+          row.appendChild(document.createTextNode(part.text));
+        }
+      }
+      report.appendChild(row);
+    }
+    if (!offer.actions.length) {
+      return;
+    }
+    if (!model.trusted) {
+      const note = el('div', 'jp-GpuOom-note');
+      note.textContent = 'Untrusted output: the next steps are shown as text only.';
+      this.node.appendChild(note);
+      return;
+    }
+    const bar = el('div', 'jp-GpuOom-actions');
+    for (const action of offer.actions) {
+      const button = el('button', 'jp-Button jp-mod-styled jp-GpuOom-button', { type: 'button' });
+      button.textContent = actionLabel(action);
+      button.addEventListener('click', () => void this.act(action, button));
+      bar.appendChild(button);
+    }
+    this.node.appendChild(bar);
+  }
+
+  private async act(action: OomAction, button: HTMLButtonElement): Promise<void> {
+    button.disabled = true;
+    try {
+      const done = await this.run(action);
+      button.disabled = done;
+    } catch (error) {
+      const message = error instanceof Error ? error.message : String(error);
+      Notification.error(`jupyter_gpu: ${actionLabel(action)} failed: ${displayText(message, '', 300)}`);
+      button.disabled = false;
+    }
+  }
+
+  /** Asks, then does `action`; true when it was done. */
+  private async run(action: OomAction): Promise<boolean> {
+    if (action.kind === 'shutdown') {
+      const ok = await confirmAction(
+        'Shut down kernel?',
+        `The kernel of ${action.label} holds ${formatBytes(action.memory)} on GPU ${action.gpu}. ` +
+          'Shutting it down frees that memory and loses the variables of that notebook.',
+        'Shut Down'
+      );
+      if (!ok) {
+        return false;
+      }
+      await KernelAPI.shutdownKernel(action.kernelId);
+      Notification.success(`Kernel of ${action.label} shut down.`, { autoClose: 5000 });
+      return true;
+    }
+    const context = findSessionContext(this);
+    if (!context?.session?.kernel) {
+      throw new Error('no kernel session holds this output');
+    }
+    if (action.kind === 'restart') {
+      if (!(await confirmRestart(shownPlan(action.lines), `Restart the kernel on GPU ${action.gpu}?`))) {
+        return false;
+      }
+      return restartAndRun(context, action.lines);
+    }
+    const ok = await confirmAction(
+      'Free GPU memory?',
+      'Runs %gpu_free in this notebook’s kernel: the framework returns its unused cache to the GPU, ' +
+        'and only the output entries IPython itself made are dropped. Your variables stay.',
+      'Free'
+    );
+    if (!ok) {
+      return false;
+    }
+    const future = context.session.kernel.requestExecute({
+      code: '%gpu_free',
+      silent: false,
+      store_history: false,
+      user_expressions: {}
+    });
+    let output = '';
+    future.onIOPub = (message: { header: { msg_type: string }; content: { text?: unknown } }) => {
+      if (message.header.msg_type === 'stream' && typeof message.content.text === 'string') {
+        output += message.content.text;
+      }
+    };
+    const reply = await future.done;
+    if (reply.content.status !== 'ok') {
+      throw new Error(displayText(reply.content.evalue ?? reply.content.ename ?? 'error', '', 300));
+    }
+    Notification.success(freedText(output), { autoClose: 10000 });
+    return false; // it may be worth running again later
+  }
+}
+
+export const oomRendererFactory: IRenderMime.IRendererFactory = {
+  safe: true, // text only; the buttons need trusted output, and each asks first
+  mimeTypes: [OOM_MIME],
+  defaultRank: 50,
+  createRenderer: () => new OomRenderer()
+};
+
+export const oomExtension: IRenderMime.IExtension = {
+  id: 'jupyter-gpu:oom-renderer',
+  description: 'Renders jupyter_gpu’s out-of-memory report with its next steps as buttons.',
+  rendererFactory: oomRendererFactory,
+  rank: 50,
+  dataType: 'json'
+};

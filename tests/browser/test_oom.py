@@ -1,0 +1,197 @@
+"""Issue 21 item 4 in a real JupyterLab: the out-of-memory report with its next steps as buttons.
+
+A notebook's kernel (the real CPU build of PyTorch) raises PyTorch's own out-of-memory error with
+the message PyTorch writes, on a simulated shared server where another notebook of the user,
+train_old.ipynb, holds 22 GiB of the GPU that ran out and GPU 2 is nearly free. The report shows as
+text with code as code, and its next steps are buttons, each confirmed: shut train_old.ipynb's
+kernel down, free this kernel's cache, restart on GPU 2 with growth.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from support import wait_until
+
+import jupyter_gpu
+
+pytestmark = pytest.mark.browser
+
+pytest.importorskip("torch", reason="the OOM report is shown for PyTorch's own error class")
+
+BUILT = Path(jupyter_gpu.__file__).parent / "labextension"
+MIB = 1024**2
+TORCH_OOM = (
+    "CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of 79.15 GiB of which 3.50 GiB is "
+    "free. Including non-PyTorch memory, this process has 30.00 GiB memory in use. Of the allocated memory 24.90 GiB "
+    "is allocated by PyTorch, and 5.10 GiB is reserved by PyTorch but unallocated."
+)
+
+
+def shared_server(pid: int | None = None, old: int | None = None) -> dict[str, Any]:
+    """GPU 0 bob's; GPU 1 this kernel's (30 GiB), train_old.ipynb's (22 GiB) and carol's; GPU 2 free."""
+    a100 = {"name": "NVIDIA A100-SXM4-80GB", "memory_total_mib": 81920, "memory_reserved_mib": 512}
+    return {
+        "gpus": [
+            {**a100, "processes": [{"pid": 910001, "memory_mib": 66000, "user": "bob", "name": "python"}]},
+            {
+                **a100,
+                "processes": [
+                    *([{"pid": pid, "memory_mib": 30720, "name": "python"}] if pid else []),
+                    *([{"pid": old, "memory_mib": 22528, "name": "python"}] if old else []),
+                    {"pid": 910002, "memory_mib": 24576, "user": "carol", "name": "python"},
+                ],
+            },
+            {"name": "NVIDIA RTX A6000", "memory_total_mib": 49140, "memory_reserved_mib": 300, "processes": []},
+        ]
+    }
+
+
+@pytest.fixture(scope="module")
+def lab(lab_factory: Callable[..., Any]) -> Any:
+    if not (BUILT / "package.json").exists():
+        pytest.skip("the JupyterLab extension of this checkout is not built (pip install -e . builds it)")
+    return lab_factory(shared_server(), name="oom")
+
+
+@pytest.fixture(scope="module")
+def notebook_app(lab_factory: Callable[..., Any]) -> Any:
+    if not (BUILT / "package.json").exists():
+        pytest.skip("the JupyterLab extension of this checkout is not built (pip install -e . builds it)")
+    pytest.importorskip("notebook", reason="Notebook 7 is not installed (pip install notebook)")
+    return lab_factory(shared_server(), name="oom-notebook7", app="notebook")
+
+
+def start_old_kernel(app: Any) -> tuple[str, int]:
+    """train_old.ipynb's kernel, with the extension loaded (so it reports itself): (id, PID)."""
+    session = app.api(
+        "POST", "api/sessions", {"path": "train_old.ipynb", "type": "notebook", "kernel": {"name": "python3"}}
+    )
+    kernel_id = session["kernel"]["id"]
+    kernel = wait_until(
+        lambda: next((k for k in app.snapshot().get("kernels", []) if k["kernel_id"] == kernel_id), None),
+        timeout_s=60,
+        what="train_old.ipynb's kernel in the snapshot",
+    )
+    return kernel_id, kernel["pid"]
+
+
+def set_theme(page: Any, theme: str) -> None:
+    page.evaluate(f"() => window.jupyterapp.commands.execute('apputils:change-theme', {{theme: '{theme}'}})")
+    light = "true" if theme.endswith("Light") else "false"
+    page.wait_for_selector(f"body[data-jp-theme-light='{light}']", state="attached")
+
+
+def raise_oom(app: Any, page: Any, path: str, old_pid: int) -> Any:
+    """Open ``path``, run the cell that prints the kernel's PID, put the kernel on GPU 1, raise
+    PyTorch's out-of-memory error; the rendered report."""
+    app.write_notebook(
+        path,
+        [
+            "%load_ext jupyter_gpu\nimport os, torch\nprint('PID', os.getpid())",
+            f"raise torch.cuda.OutOfMemoryError({TORCH_OOM!r})",
+        ],
+    )
+    app.open(page, path=f"lab/tree/{path}" if app.app == "jupyterlab" else f"notebooks/{path}")
+    cells = page.locator(".jp-Notebook .jp-Cell")
+    cells.first.locator(".jp-InputArea-editor").wait_for(timeout=60_000)
+    wait_until(
+        lambda: any(
+            s["path"] == path and s["kernel"]["execution_state"] == "idle" for s in app.api("GET", "api/sessions")
+        ),
+        timeout_s=60,
+        what="the notebook's kernel idle",
+    )
+    page.wait_for_timeout(1000)  # the page connects to the kernel it was told of
+    cells.nth(0).locator(".jp-InputArea-editor").click()
+    page.keyboard.press("Shift+Enter")
+    output = cells.nth(0).locator(".jp-OutputArea-output", has_text="PID")
+    output.wait_for(timeout=90_000)
+    pid = int(re.search(r"PID (\d+)", output.inner_text()).group(1))
+    app.scenario.write(shared_server(pid, old=old_pid))
+    cells.nth(1).locator(".jp-InputArea-editor").click()
+    page.keyboard.press("Shift+Enter")
+    report = cells.nth(1).locator(".jp-GpuOom")
+    report.locator(".jp-GpuOom-actions").wait_for(timeout=60_000)
+    return report
+
+
+def test_the_next_steps_are_buttons_each_confirmed(lab: Any, page: Any, artifacts: Path, docs_screenshot: Any) -> None:
+    old_id, old_pid = start_old_kernel(lab)
+    report = raise_oom(lab, page, "oom.ipynb", old_pid)
+    text = report.locator(".jp-GpuOom-report").inner_text()
+    assert text.startswith("jupyter_gpu: PyTorch cuda:0 ran out of GPU memory; it tried to allocate 2 GiB."), text
+    assert "`" not in text  # code is shown as code, not between literal backticks
+    assert "%gpu_free" in report.locator(".jp-GpuOom-report code").all_inner_texts()
+    buttons = report.locator(".jp-GpuOom-actions button")
+    labels = buttons.all_inner_texts()
+    assert labels[0].startswith("Shut down train_old.ipynb (") and labels[0].endswith("holds 22 GiB on GPU 1)"), labels
+    assert "Restart on GPU 2 with growth" in labels and any(label.startswith("Free memory (") for label in labels)
+    report.scroll_into_view_if_needed()
+    page.screenshot(path=str(artifacts / "oom-report-light.png"))
+    docs_screenshot(report, "oom-report.png")
+    set_theme(page, "JupyterLab Dark")
+    page.screenshot(path=str(artifacts / "oom-report-dark.png"))
+    docs_screenshot(report, "oom-report-dark.png")
+
+    # Shut down: asked first; Cancel keeps the kernel, Shut Down ends it
+    report.get_by_role("button", name=re.compile("^Shut down train_old.ipynb")).click()
+    dialog = page.locator(".jp-Dialog", has_text="Shut down kernel?")
+    dialog.wait_for()
+    assert "loses the variables" in dialog.inner_text()
+    page.screenshot(path=str(artifacts / "oom-shutdown-confirm-dark.png"))
+    dialog.get_by_role("button", name="Cancel").click()
+    assert old_id in lab.kernel_ids()
+    set_theme(page, "JupyterLab Light")
+    report.get_by_role("button", name=re.compile("^Shut down train_old.ipynb")).click()
+    page.locator(".jp-Dialog", has_text="Shut down kernel?").get_by_role("button", name="Shut Down").click()
+    wait_until(lambda: old_id not in lab.kernel_ids(), timeout_s=30, what="train_old.ipynb's kernel to go")
+
+    # Free memory: asked, then %gpu_free runs in this kernel and its report is a notification
+    report.get_by_role("button", name=re.compile("^Free memory")).click()
+    page.locator(".jp-Dialog", has_text="Free GPU memory?").get_by_role("button", name="Free").click()
+    page.locator(".Toastify__toast--success, .jp-Notification-Toast-success").first.wait_for(timeout=30_000)
+
+    # Restart on GPU 2 with growth: the restart question, then the new kernel has that plan
+    report.get_by_role("button", name="Restart on GPU 2 with growth").click()
+    dialog = page.locator(".jp-Dialog", has_text="Restart the kernel on GPU 2?")
+    dialog.wait_for()
+    assert "%gpu_select 2 --growth" in dialog.inner_text() and "variables" in dialog.inner_text()
+    dialog.get_by_role("button", name="Restart").click()
+    page.get_by_text("Kernel restarted; GPU plan applied: GPU 2; growth on").wait_for(timeout=60_000)
+    assert not page.errors, page.errors
+
+
+@pytest.mark.parametrize("theme", ["JupyterLab Light", "JupyterLab Dark"])
+def test_notebook_7_shows_the_buttons_and_asks_before_a_restart(
+    notebook_app: Any, page: Any, artifacts: Path, theme: str
+) -> None:
+    _, old_pid = start_old_kernel(notebook_app)
+    name = "light" if theme.endswith("Light") else "dark"
+    report = raise_oom(notebook_app, page, f"oom7-{name}.ipynb", old_pid)
+    set_theme(page, theme)
+    assert "`" not in report.locator(".jp-GpuOom-report").inner_text()
+    report.get_by_role("button", name="Restart on GPU 2 with growth").click()
+    dialog = page.locator(".jp-Dialog", has_text="Restart the kernel on GPU 2?")
+    dialog.wait_for()
+    page.screenshot(path=str(artifacts / f"oom-notebook7-{name}.png"))
+    dialog.get_by_role("button", name="Cancel").click()
+    dialog.wait_for(state="detached")
+    assert report.get_by_role("button", name="Restart on GPU 2 with growth").is_enabled()
+    # %gpu_restart asks in Notebook 7 too, then restarts and applies the plan
+    cells = page.locator(".jp-Notebook .jp-Cell")
+    cells.nth(2).locator(".jp-InputArea-editor").click()
+    page.keyboard.type("%gpu_restart")
+    page.keyboard.press("Shift+Enter")
+    dialog = page.locator(".jp-Dialog", has_text="Restart kernel and apply the GPU plan?")
+    dialog.wait_for(timeout=30_000)
+    assert "variables" in dialog.inner_text()
+    dialog.get_by_role("button", name="Restart").click()
+    page.get_by_text("Kernel restarted; GPU plan applied").first.wait_for(timeout=60_000)
+    own = [e for e in page.errors if "jupyter-gpu" in e or "jupyter_gpu" in e]
+    assert not own, own
+    notebook_app.shutdown_all_kernels()
