@@ -76,7 +76,7 @@ async def test_an_idle_kernel_holding_gpu_memory_is_warned_then_culled_and_logge
     while alive(jp_serverapp, kernel_id):
         assert time.monotonic() < deadline, "the idle GPU kernel was not culled"
         await asyncio.sleep(0.1)
-    assert service.culled == 1
+    assert service.culler.culled == 1
     # and the cull is logged with user, notebook, GPU and memory freed
     (record,) = [r for r in caplog.records if "culled idle GPU kernel" in r.getMessage()]
     message = record.getMessage()
@@ -147,7 +147,7 @@ async def test_a_kernel_with_an_open_gpu_panel_is_flagged_idle_and_culled_like_a
     while alive(jp_serverapp, panel) or alive(jp_serverapp, plain):
         assert time.monotonic() < deadline, "a kernel with an open GPU panel was not culled"
         await asyncio.sleep(0.1)
-    assert service.culled == 2
+    assert service.culler.culled == 2
 
 
 @asynctest
@@ -180,7 +180,7 @@ async def test_culling_is_off_by_default_and_the_host_defaults_to_the_host_name(
     place(scenario, 0, pid=kernel_pid(jp_serverapp, kernel_id), memory_mib=512)
     data = await until(jp_fetch, lambda d: kernel(d, kernel_id)["gpu_memory"])
     assert data["cull_idle_after_s"] is None and kernel(data, kernel_id)["cull_in_s"] is None
-    assert await service.cull_idle() == []
+    assert await service.culler.cull_idle() == []
     scrape = metric_samples((await jp_fetch("metrics")).body.decode())
     assert {s.labels["host"] for s in scrape["jupyter_gpu_gpu_info"]} == {socket.gethostname()}
     assert "jupyter_gpu_kernels_culled" not in scrape
@@ -244,7 +244,7 @@ async def test_keep_running_postpones_the_cull_by_one_idle_limit_and_is_logged(
     for words in (kernel_id, NOTEBOOK, f"postponed by {AFTER:g} s"):
         assert words in record.getMessage()
     assert "user " in record.getMessage() and "user ?" not in record.getMessage()
-    assert not service.postponed  # forgotten with its kernel
+    assert not service.culler.postponed  # forgotten with its kernel
 
 
 @asynctest
@@ -289,5 +289,5 @@ async def test_keep_running_refuses_strangers_bad_input_and_unknown_kernels(jp_f
         with pytest.raises(HTTPClientError) as raised:
             await keep_running(jp_fetch, json.dumps({"kernel_id": other}))
         assert raised.value.code == 404
-    assert not service.postponed
+    assert not service.culler.postponed
     assert all(k["cull_in_s"] is None or k["cull_in_s"] <= AFTER for k in (await get_snapshot(jp_fetch))["kernels"])

@@ -25,7 +25,7 @@ def _refresh_when_the_loop_runs(service: GpuService) -> None:
         from tornado.ioloop import IOLoop
 
         IOLoop.current().add_callback(service.refresh_kernels)
-        IOLoop.current().add_callback(service.start_culling)
+        IOLoop.current().add_callback(service.culler.start)
     except Exception:  # no loop yet: the first request refreshes it
         pass
 

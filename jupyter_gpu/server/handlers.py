@@ -116,7 +116,7 @@ class CullsHandler(GpuHandler):
     @web.authenticated
     @authorized
     async def get(self) -> None:
-        self.write_json({"culls": list(self.service.recent_culls)})
+        self.write_json({"culls": list(self.service.culler.recent)})
 
 
 class UsageHandler(GpuHandler):

@@ -101,8 +101,8 @@ class GpuCollector(Collector):
         for kernel_id, notebook, seconds in answer.kernel_cull_in:
             cull_in.add_metric([kernel_id, "" if hide else notebook, user], seconds)
         families += [kernel_memory, kernel_idle, cull_in]
-        if service.config.cull_idle_after_s > 0 or service.culled:
-            culled.add_metric([user], service.culled)
+        if service.config.cull_idle_after_s > 0 or service.culler.culled:
+            culled.add_metric([user], service.culler.culled)
             families.append(culled)
         return families
 

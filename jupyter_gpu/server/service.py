@@ -17,7 +17,7 @@ of processes to kernels:
 
 This module is the wiring; the rules it applies are pure modules of their own: which kernel holds
 which GPU process (:mod:`.attribution`), how an answer is rendered (:mod:`.answer`), which kernels
-the culler shuts down (:mod:`.cull`, over :mod:`jupyter_gpu.core.culling`); reading the kernel
+the culler shuts down (:mod:`.cull`, over :mod:`jupyter_gpu.core.culling`, run by :mod:`.culler`); reading the kernel
 manager is :mod:`.kernel_table`, the report files :mod:`.report_files`.
 """
 
@@ -32,7 +32,6 @@ import os
 import threading
 import time
 import weakref
-from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import fields
 from typing import Any
@@ -48,8 +47,9 @@ from .answer import Answer, AnswerBuilder, answer_key, newer, stale_after_s
 from .attribution import AttributedSnapshot, KernelInfo, KernelTable
 from .cell_activity import CellWatch
 from .config import JupyterGpuServer
-from .cull import Postponements, cull_every_s, cull_record, culled_message, kept_message, ran_since
-from .kernel_table import idle_figures, read_kernels, session_notebooks
+from .cull import kept_message
+from .culler import Culler
+from .kernel_table import read_kernels, session_notebooks
 from .report_files import ReportFiles, remove_ended_claims
 
 __all__ = ["Answer", "AttributedSnapshot", "GpuService", "KernelInfo", "KernelTable", "ancestors"]
@@ -90,10 +90,7 @@ class GpuService:
         # The user the kernel series are labelled with: JupyterHub's name for this server's owner
         # (in a container the process user is often "jovyan" for everybody), else the process user.
         self.user = os.environ.get("JUPYTERHUB_USER") or self.me or ""
-        self.culled = 0  # kernels shut down by the GPU-aware culler (jupyter_gpu_kernels_culled_total)
-        self.recent_culls: deque[dict[str, Any]] = deque(maxlen=50)  # GET jupyter-gpu/culls
-        self.postponed = Postponements()  # "Keep running"
-        self._culling: asyncio.Task[None] | None = None
+        self.culler = Culler(self)  # GPU-aware culling, "Keep running", the latest culls
         # The hub service this server takes its GPU data from (None: it reads NVML itself). Then the
         # service exports the host's per-GPU series, and this server's /metrics only its kernels'.
         self.device_source: str | None = None
@@ -154,8 +151,7 @@ class GpuService:
             except Exception:
                 pass
             self._event_logger = None
-        if self._culling is not None:
-            self._culling.cancel()
+        self.culler.cancel()
         self._cancel_follow_ups()
         self.cells.close()
         for executor in (self._executor, self._wait_executor):
@@ -298,14 +294,14 @@ class GpuService:
             alive = [kernel_id for kernel_id in listed if kernel_id not in self._gone]
             table = read_kernels(km, alive, notebooks, self._table.kernels, self.cells)
             self.cells.keep_only(alive)
-        self._set_table(self.postponed.apply(table))
+        self._set_table(self.culler.postponed.apply(table))
         self._table_at = time.monotonic()
 
     async def keep_running(self, kernel_id: str, user: str) -> float:
         """ "Keep running": postpone ``kernel_id``'s cull by one ``cull_idle_after_s`` (logged with
         ``user``); the seconds now postponed. KeyError: no such kernel; ValueError: culling is off."""
         await self.refresh_kernels()
-        kept = self.postponed.add(self._table.kernels, kernel_id, self.config.cull_idle_after_s)
+        kept = self.culler.postponed.add(self._table.kernels, kernel_id, self.config.cull_idle_after_s)
         self._set_table({**self._table.kernels, kernel_id: kept})
         log.warning("%s", kept_message(kernel_id, kept.notebook, user, self.config.cull_idle_after_s))
         return kept.cull_postponed_s
@@ -398,67 +394,6 @@ class GpuService:
     def annotate(self, snapshot: Snapshot | None, kernels: dict[str, KernelInfo], now: float) -> dict[str, Any]:
         """The answer for ``snapshot`` joined to ``kernels``, as a dict (what the endpoint sends)."""
         return json.loads(self._build(snapshot, KernelTable(0, kernels), now).body)
-
-    # -- GPU-aware culling (event loop)
-
-    def start_culling(self) -> None:
-        """Start the culler on the running loop when ``cull_idle_after_s`` is set (idempotent)."""
-        if self.config.cull_idle_after_s > 0 and (self._culling is None or self._culling.done()):
-            self._culling = asyncio.ensure_future(self._cull_loop())
-
-    @property
-    def cull_every_s(self) -> float:
-        """How often the culler looks: a tenth of the idle limit, at most 30 s, at least interval_s."""
-        return cull_every_s(self.config.interval_s, self.config.cull_idle_after_s)
-
-    async def _cull_loop(self) -> None:
-        while self.config.cull_idle_after_s > 0:
-            await asyncio.sleep(self.cull_every_s)
-            try:
-                await self.cull_idle()
-            except asyncio.CancelledError:
-                raise
-            except Exception:
-                log.exception("jupyter_gpu: the GPU-aware culler failed this round; it tries again")
-
-    async def cull_idle(self) -> list[str]:
-        """Shut down every kernel that holds GPU memory and has been idle ``cull_idle_after_s``.
-
-        The candidates come from the newest answer (the same figures the sidebar shows); each is
-        checked once more against the kernel manager right before its shutdown, so a kernel that
-        became busy meanwhile is spared. Returns the ids of the kernels shut down.
-        """
-        after = self.config.cull_idle_after_s
-        km = self.kernel_manager
-        if after <= 0 or km is None:
-            return []
-        answer = await self.answer()
-        culled = []
-        for due in answer.due:
-            try:
-                kernel = km.get_kernel(due.kernel_id)
-            except KeyError:
-                continue
-            state, last = idle_figures(kernel, self.cells.clock(due.kernel_id))
-            if ran_since(state, last, time.time(), after):
-                continue  # it ran a cell since the answer was built
-            self.culled += 1  # counted and recorded before the shutdown: whoever sees it gone finds why
-            self.recent_culls.append(record := cull_record(due, time.time()))
-            try:
-                await km.shutdown_kernel(due.kernel_id)
-            except Exception:  # gone meanwhile, or a provisioner failure: the others are still culled
-                self.culled -= 1
-                self.recent_culls.remove(record)
-                log.exception(
-                    "jupyter_gpu: culling the idle GPU kernel %s of user %s, notebook %s failed",
-                    due.kernel_id,
-                    self.user or "?",
-                    due.notebook or "(no notebook)",
-                )
-                continue
-            culled.append(due.kernel_id)
-            log.warning("%s", culled_message(due, self.user, after))
-        return culled
 
     # -- Prometheus
 
