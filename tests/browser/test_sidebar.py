@@ -152,7 +152,8 @@ def test_a_notebooks_kernel_appears_goes_idle_and_is_shut_down(lab, page, artifa
     assert re.fullmatch(r"idle for \d+ s", row.locator(".jp-GpuProc-idle").inner_text())
     status = page.locator(".jp-GpuStatus")
     assert "jp-mod-warning" in status.get_attribute("class")
-    assert status.inner_text() == "GPU 2/3 · yours 4 GiB"
+    # The idle state is said in words too, not by the colour alone.
+    assert re.fullmatch(r"GPU 2/3 · yours 4 GiB · idle \d+ s", status.inner_text())
     if os.environ.get("JUPYTER_GPU_UPDATE_DOCS") == "1":
         vary_load(lab, seconds=45)  # the README's screenshot gets a history worth looking at
     page.wait_for_timeout(1000)
@@ -206,6 +207,8 @@ def test_no_nvml_shows_the_reason(lab, page):
         banner.wait_for(state="visible")
         assert banner.inner_text().startswith("No GPU information:")
         assert "Driver Not Loaded" in banner.inner_text() or "driver" in banner.inner_text().lower()
+        # Said once: the header's attribution note no longer repeats the banner's reason.
+        assert sidebar.inner_text().count("Driver Not Loaded") == 1, sidebar.inner_text()
         assert sidebar.locator(".jp-GpuCard").count() == 0
         wait_until(lambda: page.locator(".jp-GpuStatus").inner_text() == "GPU: n/a", what="status n/a")
     finally:
@@ -318,3 +321,93 @@ def test_warnings_long_and_bidi_names_are_text_and_stay_in_the_card(lab, page):
         assert box["x"] <= memory["x"] and memory["x"] + memory["width"] <= box["x"] + box["width"] + 0.5
     finally:
         lab.scenario.update(lambda s: s["gpus"][2].__setitem__("processes", []))
+
+
+IDLE_KERNEL = "abcdef01-2345-6789-abcd-ef0123456789"
+
+
+def show_an_idle_kernel_about_to_be_culled(page: Any, gpu: int = 1) -> None:
+    """Answer every snapshot request with the server's snapshot plus one of this user's kernels on
+    ``gpu``: idle for 1 h 50 min while holding 3 GiB, shut down by the culler in 9 min."""
+
+    def answer(route: Any) -> None:
+        response = route.fetch()
+        data = response.json()
+        data["gpus"][gpu]["processes"].append(
+            {
+                "pid": 4_000_077,
+                "memory": 3 * 1024**3,
+                "user": None,
+                "name": None,
+                "type": "compute",
+                "kernel_id": IDLE_KERNEL,
+                "notebook": "experiments/train.ipynb",
+                "own": True,
+                "idle_s": 6600,
+                "idle": True,
+                "cull_in_s": 540,
+                "cull_warning": True,
+            }
+        )
+        data["kernels"] = [
+            {
+                "kernel_id": IDLE_KERNEL,
+                "notebook": "experiments/train.ipynb",
+                "gpu_memory": 3 * 1024**3,
+                "reported_gpu_memory": None,
+                "cull_in_s": 540,
+                "cull_warning": True,
+            }
+        ]
+        route.fulfill(response=response, json=data)
+
+    page.route("**/jupyter-gpu/snapshot*", answer)
+
+
+@pytest.mark.parametrize("dark", [False, True], ids=["light", "dark"])
+def test_every_text_is_readable_in_both_themes(lab, page, artifacts, contrast, theme, dark):
+    show_an_idle_kernel_about_to_be_culled(page)
+    sidebar = open_sidebar(lab, page)
+    row = card(sidebar, 1).locator(".jp-GpuProc.jp-mod-idle")
+    row.wait_for()
+    theme(page, dark)
+    try:
+        # The IDLE row, its countdown, the summary line and the status bar (idle said in words too).
+        assert row.locator(".jp-GpuProc-countdown").inner_text() == "shut down in 9 min"
+        status = page.locator(".jp-GpuStatus")
+        assert status.inner_text() == "GPU 2/3 · yours 3 GiB · idle kernel shut down in 9 min"
+        assert "jp-mod-warning" in status.get_attribute("class")
+        assert sidebar.locator(".jp-GpuSidebar-free").inner_text() == "free: GPU 2"
+        contrast(
+            page,
+            "#jupyter-gpu-sidebar",
+            ".jp-GpuStatus",
+            must_include=(
+                "jp-GpuProc-idleBadge",
+                "jp-GpuProc-idleTime",
+                "jp-GpuProc-countdown",
+                "jp-GpuProc-notebook",
+                "jp-GpuSidebar-free",
+                "jp-GpuStatus",
+                "jp-GpuCard-title",
+            ),
+        )
+        page.screenshot(path=str(artifacts / f"sidebar-contrast-{'dark' if dark else 'light'}.png"))
+        # The compact view: one line per GPU, the idle one marked in words.
+        sidebar.locator(".jp-GpuSidebar-compact").click()
+        lines = sidebar.locator(".jp-GpuLine")
+        lines.first.wait_for()
+        assert lines.count() == 3
+        assert lines.nth(1).locator(".jp-GpuLine-who").inner_text() == "you (idle)"
+        assert lines.nth(2).locator(".jp-GpuLine-who").inner_text() == "free"
+        contrast(
+            page,
+            "#jupyter-gpu-sidebar",
+            must_include=("jp-GpuLine-label", "jp-GpuLine-utilization", "jp-GpuLine-free", "jp-GpuLine-who"),
+        )
+        sidebar.locator(".jp-GpuSidebar-compact").click()  # back to cards, a setting kept for later tests
+        sidebar.locator(".jp-GpuCard").first.wait_for()
+        assert not page.errors
+    finally:
+        page.unroute_all(behavior="ignoreErrors")
+        theme(page, False)
