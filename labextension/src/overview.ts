@@ -130,7 +130,10 @@ export function whoIsOn(processes: readonly IGpuProcess[]): { who: string; idle:
   return { who: names.length ? names.join(', ') : '', idle };
 }
 
-/** One GPU as one line of the compact view: `GPU 2 ▮▮▯ 87 % · 60 GiB free · alice, you`. */
+/**
+ * One GPU as one line of the compact view, under the column heads `GPU memory util free who`:
+ * `GPU 2 ▮▮▯ 87 % 60 GiB you, alice`. In MIG mode util is `n/a` and free counts slices (`2/3 MIG`).
+ */
 export function compactLine(gpu: IGpu): ICompactLine {
   const label = `GPU ${gpu.index}`;
   const slices = slicesOf(gpu);
@@ -164,8 +167,8 @@ export function compactLine(gpu: IGpu): ICompactLine {
     return {
       label,
       memoryPercent,
-      utilization: 'MIG',
-      free: `${freeSlices}/${slices.length} free`,
+      utilization: 'n/a',
+      free: `${freeSlices}/${slices.length} MIG`,
       who: who || 'nobody',
       title:
         `${label}: MIG mode, ${freeSlices} of ${slices.length} slices free; ${memory}` +
@@ -177,7 +180,7 @@ export function compactLine(gpu: IGpu): ICompactLine {
   }
   const isFree = isFreeGpu(gpu);
   const utilization = gpu.utilization === null ? '—' : `${gpu.utilization} %`;
-  const free = `${formatBytes(gpu.memory_free)} free`;
+  const free = formatBytes(gpu.memory_free);
   return {
     label,
     memoryPercent,
@@ -185,7 +188,7 @@ export function compactLine(gpu: IGpu): ICompactLine {
     free,
     who: isFree ? 'free' : who || 'nobody',
     title:
-      `${label}: util ${utilization}, ${free}, ${memory}` +
+      `${label}: util ${utilization}, ${free} free, ${memory}` +
       (isFree ? '; free' : who ? `; on it: ${who}` : ''),
     isFree,
     idle,
@@ -196,6 +199,11 @@ export function compactLine(gpu: IGpu): ICompactLine {
 /** What the status-bar item shows. */
 export interface IStatusSummary {
   text: string;
+  /**
+   * The same for a narrow place (Notebook 7's menu bar): the GPU count, and the idle state or the
+   * countdown, or failed GPUs (`GPU 2/3 · idle`, `GPU 2/3 · shut down in 9 min`); `title` has it all.
+   */
+  short: string;
   title: string;
   /** One of this user's kernels is idle while holding GPU memory, or about to be culled. */
   warning: boolean;
@@ -215,6 +223,7 @@ export function statusSummary(
   if (!snapshot || state === 'missing-extension' || state === 'no-nvml') {
     return {
       text: 'GPU: n/a',
+      short: 'GPU: n/a',
       title:
         state === 'loading'
           ? 'Waiting for the GPU status'
@@ -245,6 +254,7 @@ export function statusSummary(
   const failed = gpus.filter(g => g.error !== null).length;
   // "GPU 2/4" is what a glance needs; the user's own share only when there is one.
   let text = `GPU ${inUse}/${gpus.length}`;
+  let short = text;
   if (free.sliceCount > 0) {
     text += ` · MIG ${free.slices.length}/${free.sliceCount} free`;
   }
@@ -253,11 +263,14 @@ export function statusSummary(
   }
   if (failed > 0) {
     text += ` · ${failed} failed`;
+    short += ` · ${failed} failed`;
   }
   if (cullInS !== null) {
     text += ` · idle kernel shut down in ${formatDuration(cullInS)}`;
+    short += ` · shut down in ${formatDuration(cullInS)}`;
   } else if (idleKernels.size > 0) {
     text += ` · idle ${formatDuration(Math.max(...idleKernels.values()))}`;
+    short += ' · idle';
   }
   const idle = idleKernels.size;
   const title =
@@ -265,8 +278,9 @@ export function statusSummary(
     (free.sliceCount > 0 ? `; ${free.slices.length} of ${free.sliceCount} MIG slices free` : '') +
     `; your kernels hold ${formatBytes(own)}` +
     (idle > 0 ? `; ${idle} of your kernels ${idle === 1 ? 'is' : 'are'} idle while holding GPU memory` : '') +
+    (cullInS !== null ? `; an idle kernel is shut down in ${formatDuration(cullInS)}` : '') +
     (state === 'error' ? ` (stale: ${message ?? 'update failed'})` : '');
-  return { text, title, warning: idle > 0 || cullInS !== null };
+  return { text, short, title, warning: idle > 0 || cullInS !== null };
 }
 
 /** The sidebar's view setting: one line per GPU (`compact`), a card per GPU (`cards`), or `auto`. */

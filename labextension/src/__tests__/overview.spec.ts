@@ -104,7 +104,7 @@ describe('compactLine, one GPU on one line', () => {
       label: 'GPU 2',
       memoryPercent: 25,
       utilization: '87 %',
-      free: '60 GiB free',
+      free: '60 GiB',
       who: 'you, alice, bob',
       isFree: false,
       idle: false,
@@ -136,7 +136,7 @@ describe('compactLine, one GPU on one line', () => {
         slices: [slice({ processes: [other({ user: 'bob' })] }), slice({ index: 1 }), slice({ index: 2 })]
       })
     );
-    expect(line).toMatchObject({ utilization: 'MIG', free: '2/3 free', who: 'bob', isFree: true });
+    expect(line).toMatchObject({ utilization: 'n/a', free: '2/3 MIG', who: 'bob', isFree: true });
   });
 
   it('says a GPU that cannot be read cannot be read, and shows no numbers for it', () => {
@@ -162,6 +162,7 @@ describe('statusSummary, the status-bar text', () => {
     });
     expect(statusSummary(s, 'ok', null)).toEqual({
       text: 'GPU 1/2 · yours 4 GiB',
+      short: 'GPU 1/2',
       title: '1 of 2 GPUs in use; your kernels hold 4 GiB',
       warning: false
     });
@@ -176,6 +177,7 @@ describe('statusSummary, the status-bar text', () => {
     });
     const summary = statusSummary(s, 'ok', null);
     expect(summary.text).toBe('GPU 2/2 · yours 4 GiB · idle 5 min');
+    expect(summary.short).toBe('GPU 2/2 · idle');
     expect(summary.title).toContain('1 of your kernels is idle while holding GPU memory');
     expect(summary.warning).toBe(true);
   });
@@ -206,12 +208,15 @@ describe('statusSummary, the status-bar text', () => {
     });
     const summary = statusSummary(s, 'ok', null);
     expect(summary.text).toBe('GPU 1/2 · yours 2 GiB · 1 failed · idle kernel shut down in 9 min');
+    expect(summary.short).toBe('GPU 1/2 · 1 failed · shut down in 9 min');
+    expect(summary.title).toContain('; an idle kernel is shut down in 9 min');
     expect(summary.warning).toBe(true);
   });
 
   it('says n/a without NVML or the extension, and marks a stale answer in the tooltip', () => {
     expect(statusSummary(null, 'loading', null)).toEqual({
       text: 'GPU: n/a',
+      short: 'GPU: n/a',
       title: 'Waiting for the GPU status',
       warning: false
     });

@@ -57,6 +57,21 @@ export class GpuSidebar extends Widget {
     this._warnings.hidden = true;
     this._free.hidden = true;
     this._lines.hidden = true;
+    this._linesHead.hidden = true;
+    // The column heads of the compact view, aligned with the lines by the same classes (visual only:
+    // each line's accessible name spells its values out).
+    this._linesHead.setAttribute('aria-hidden', 'true');
+    for (const [name, text] of [
+      ['label', 'GPU'],
+      ['meter', 'mem'],
+      ['utilization', 'util'],
+      ['free', 'free'],
+      ['who', 'who']
+    ]) {
+      const head = el('span', `jp-GpuLine-${name}`);
+      head.textContent = text;
+      this._linesHead.append(head);
+    }
     this.node.append(
       header,
       this._summary,
@@ -65,6 +80,7 @@ export class GpuSidebar extends Widget {
       this._warnings,
       this._banner,
       this._cards,
+      this._linesHead,
       this._lines
     );
 
@@ -163,6 +179,7 @@ export class GpuSidebar extends Widget {
     this.node.classList.toggle('jp-mod-compact', compact);
     setHidden(this._cards, compact);
     setHidden(this._lines, !compact);
+    setHidden(this._linesHead, !compact || gpus.length === 0);
     reconcile(
       this._cards,
       this._cardViews,
@@ -254,6 +271,7 @@ export class GpuSidebar extends Widget {
   private _warningsKey = '';
   private _cards = el('div', 'jp-GpuSidebar-cards');
   private _cardViews = new Map<string, GpuCard>();
+  private _linesHead = el('div', 'jp-GpuLine-row jp-GpuSidebar-linesHead');
   private _lines = el('ul', 'jp-GpuSidebar-lines', { 'aria-label': 'GPUs, one line each' });
   private _lineViews = new Map<string, GpuLine>();
 }

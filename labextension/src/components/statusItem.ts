@@ -10,9 +10,11 @@ import { statusSummary } from '../overview';
 import type { IGpuMonitorModel } from '../tokens';
 
 export class GpuStatusItem extends Widget {
+  /** `short`: the narrow text (`IStatusSummary.short`), for Notebook 7's menu bar. */
   constructor(
     private _model: IGpuMonitorModel,
-    onActivate: () => void
+    onActivate: () => void,
+    private _short = false
   ) {
     super({ node: document.createElement('button') });
     this.addClass('jp-GpuStatus');
@@ -24,8 +26,8 @@ export class GpuStatusItem extends Widget {
 
   render(): void {
     const { snapshot, state, message } = this._model;
-    const { text, title, warning } = statusSummary(snapshot, state, message);
-    setText(this.node, text);
+    const { text, short, title, warning } = statusSummary(snapshot, state, message);
+    setText(this.node, this._short ? short : text);
     setAttr(this.node, 'title', title);
     setAttr(this.node, 'aria-label', `${title}. Open the GPU monitor.`);
     this.node.classList.toggle('jp-mod-warning', warning);
