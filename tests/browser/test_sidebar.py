@@ -66,6 +66,7 @@ def test_sidebar_lists_every_gpu_and_is_restored_with_the_layout(lab, page, arti
     assert other.locator(".jp-GpuProc-memory").inner_text() == "20 GiB"
     assert card(sidebar, 0).locator(".jp-GpuProc-shutdown").count() == 0
     assert card(sidebar, 1).locator(".jp-GpuCard-empty").inner_text() == "No processes"
+    assert sidebar.locator(".jp-GpuSidebar-linesHead").is_hidden()  # three GPUs: cards, no column heads
     # The memory bar is an ARIA meter that says what it shows.
     meter = card(sidebar, 0).get_by_role("meter", name="Memory")
     assert "20 GiB of 80 GiB used" in meter.get_attribute("aria-valuetext")
@@ -230,6 +231,7 @@ def test_missing_server_extension_is_actionable(lab, page):
 
 
 def test_dark_theme(lab, page, artifacts, docs_screenshot):
+    show_an_idle_kernel_about_to_be_culled(page)  # the screenshot shows the IDLE row and countdown
     sidebar = open_sidebar(lab, page)
     sidebar.locator(".jp-GpuCard").first.wait_for()
     if os.environ.get("JUPYTER_GPU_UPDATE_DOCS") == "1":
@@ -243,6 +245,7 @@ def test_dark_theme(lab, page, artifacts, docs_screenshot):
     page.wait_for_timeout(1000)
     page.screenshot(path=str(artifacts / "sidebar-dark.png"))
     docs_screenshot(page, "sidebar-dark.png")
+    page.unroute_all(behavior="ignoreErrors")
     page.evaluate("() => { window.jupyterapp.commands.execute('apputils:change-theme', {theme: 'JupyterLab Light'}); }")
 
 
@@ -508,6 +511,7 @@ def test_eight_gpus_are_one_line_each_with_the_free_ones_named(lab_factory, page
     sidebar.locator(".jp-GpuSidebar-compact").click()
     wait_until(lambda: sidebar.locator(".jp-GpuCard").count() == 8, what="eight cards")
     assert sidebar.locator(".jp-GpuLine").count() == 0
+    assert sidebar.locator(".jp-GpuSidebar-linesHead").is_hidden()  # no column heads over cards
     sidebar.locator(".jp-GpuSidebar-compact").click()
     wait_until(lambda: sidebar.locator(".jp-GpuLine").count() == 8, what="eight lines again")
     assert not page.errors
