@@ -14,7 +14,13 @@ the sidebar's window set to 15 minutes, so every chart draws 900 points per seri
    and idle times of every GPU/process; every 10th poll also replaces a process. Paint is not
    included (the browser does it after the frame). Budget: median ≤ 16 ms (one frame).
 
-    .venv/bin/python benchmarks/bench_sidebar.py [--polls 300]
+3. Compact view (``--gpus 16 --view compact``): the same on 16 GPUs x 16 processes with the
+   sidebar's ``compactView`` setting on: one line per GPU (bar, util, free, who) and the summary
+   line, no cards or charts (the model still keeps every GPU's history). Budget: median ≤ 16 ms.
+   The default ``--view cards`` measures the cards whatever the GPU count (``auto`` would make 8
+   GPUs compact).
+
+    .venv/bin/python benchmarks/bench_sidebar.py [--polls 300] [--gpus 16 --view compact]
 """
 
 from __future__ import annotations
@@ -34,7 +40,7 @@ sys.path.insert(0, str(REPO / "tests" / "browser"))
 
 import conftest as browser_fixtures  # noqa: E402  (the browser tests' fixture code, reused)
 
-GPUS = 8
+GPUS = 8  # the default; --gpus changes it
 PROCESSES = 16
 OWN_PER_GPU = 4
 HISTORY_S = int(os.environ.get("BENCH_HISTORY_S", 15 * 60))
@@ -98,14 +104,15 @@ async ({base, polls, historyS}) => {
   }
   return {first, times, points, pointsAfter: model.history(base.gpus[0].uuid).length,
           rows: panel.node.querySelectorAll('.jp-GpuProc').length,
-          cards: panel.node.querySelectorAll('.jp-GpuCard').length};
+          cards: panel.node.querySelectorAll('.jp-GpuCard').length,
+          lines: panel.node.querySelectorAll('.jp-GpuLine').length};
 }
 """
 
 
-def scenario() -> dict:
+def scenario(gpu_count: int = GPUS) -> dict:
     gpus = []
-    for g in range(GPUS):
+    for g in range(gpu_count):
         processes = [
             {"pid": 5_000_000 + g * 100 + p, "memory_mib": 1024 + 256 * p, "user": f"user{p % 5}", "name": "python"}
             for p in range(PROCESSES)
@@ -151,7 +158,12 @@ def bundle_size() -> tuple[int, int]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--polls", type=int, default=300)
+    parser.add_argument("--gpus", type=int, default=GPUS)
+    parser.add_argument(
+        "--view", choices=["cards", "compact", "auto"], default="cards", help="the sidebar's compactView setting"
+    )
     args = parser.parse_args()
+    plugin_settings = {"refreshIntervalMs": 3_600_000, "historyMinutes": HISTORY_S / 60, "compactView": args.view}
 
     from playwright.sync_api import sync_playwright
 
@@ -159,13 +171,13 @@ def main() -> None:
         # A poll interval of an hour: the page's own poll does not interleave with the timed ones.
         lab = browser_fixtures.start_lab(
             Path(tmp),
-            scenario(),
+            scenario(args.gpus),
             name="bench_sidebar",
-            settings={"jupyter-gpu/plugin": {"refreshIntervalMs": 3_600_000, "historyMinutes": HISTORY_S / 60}},
+            settings={"jupyter-gpu/plugin": plugin_settings},
         )
         try:
             base = with_own_kernels(lab.snapshot())
-            assert len(base["gpus"]) == GPUS and all(len(g["processes"]) == PROCESSES for g in base["gpus"])
+            assert len(base["gpus"]) == args.gpus and all(len(g["processes"]) == PROCESSES for g in base["gpus"])
             with sync_playwright() as playwright:
                 browser = playwright.chromium.launch(
                     executable_path=browser_fixtures.CHROMIUM, args=browser_fixtures.CHROMIUM_ARGS
@@ -186,9 +198,11 @@ def main() -> None:
     p95 = times[int(0.95 * (len(times) - 1))]
     raw, gz = bundle_size()
     report = {
-        "gpus": GPUS,
+        "gpus": args.gpus,
         "processes_per_gpu": PROCESSES,
+        "view": args.view,
         "cards": result["cards"],
+        "lines": result["lines"],
         "rows": result["rows"],
         "polls": len(times),
         "history_points_per_gpu": [result["points"], result["pointsAfter"]],

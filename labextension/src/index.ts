@@ -20,6 +20,8 @@ import { GpuStatusItem } from './components/statusItem';
 import { formatBytes } from './format';
 import { gpuIcon } from './icons';
 import { GpuMonitorModel } from './model';
+import type { CompactMode } from './overview';
+import { restoreWithoutRestorer } from './restoreSidebar';
 import { CommandIDs, IGpuMonitorModel, PLUGIN_ID, SIDEBAR_ID } from './tokens';
 
 /** The left sidebar's order: after the file browser, running kernels, commands and TOC. */
@@ -71,7 +73,14 @@ const plugin: JupyterFrontEndPlugin<IGpuMonitorModel> = {
   ): IGpuMonitorModel => {
     let historyMinutes = 15;
     const model = new GpuMonitorModel({ historyMinutes });
-    const sidebar = new GpuSidebar(model, makeActions(app, model), () => historyMinutes * 60);
+    let settings: ISettingRegistry.ISettings | null = null;
+    const sidebar = new GpuSidebar(
+      model,
+      makeActions(app, model),
+      () => historyMinutes * 60,
+      // The header's toggle is kept as the user's setting (when settings can be saved).
+      mode => void settings?.set('compactView', mode).catch(reason => console.warn('jupyter-gpu:', reason))
+    );
 
     app.commands.addCommand(CommandIDs.open, {
       label: 'GPU Monitor',
@@ -85,9 +94,13 @@ const plugin: JupyterFrontEndPlugin<IGpuMonitorModel> = {
     });
 
     app.shell.add(sidebar, 'left', { rank: SIDEBAR_RANK, type: 'GPU Monitor' });
-    restorer?.add(sidebar, SIDEBAR_ID);
+    if (restorer) {
+      restorer.add(sidebar, SIDEBAR_ID);
+    } else {
+      void restoreWithoutRestorer(app, sidebar); // Notebook 7 has no layout restorer
+    }
 
-    const item = new GpuStatusItem(model, () => void app.commands.execute(CommandIDs.open));
+    const item = new GpuStatusItem(model, () => void app.commands.execute(CommandIDs.open), !statusBar);
     if (statusBar) {
       statusBar.registerStatusItem('jupyter-gpu:status', {
         item,
@@ -96,9 +109,11 @@ const plugin: JupyterFrontEndPlugin<IGpuMonitorModel> = {
       });
     } else {
       // Notebook 7 (and other shells built on JupyterLab components) has no status bar: the item
-      // goes to the top area, next to the notebook's title and kernel indicator.
-      item.addClass('jp-mod-top');
-      app.shell.add(item, 'top', { rank: 900 });
+      // goes to the right of the menu bar (after Notebook's spacer at rank 900, before its kernel
+      // and trust indicators), where it has room; in the top bar it squeezed the notebook's title
+      // until the bar wrapped and clipped the logo.
+      item.addClass('jp-mod-menubar');
+      app.shell.add(item, 'menu', { rank: 1000 });
     }
 
     new CullNotifier(model); // countdowns with "Keep running", and what each cull freed
@@ -109,13 +124,15 @@ const plugin: JupyterFrontEndPlugin<IGpuMonitorModel> = {
         historyMinutes = settings.get('historyMinutes').composite as number;
         model.historyMinutes = historyMinutes;
         restartConfirmation.ask = settings.get('confirmRestart').composite !== false;
+        sidebar.compactMode = settings.get('compactView').composite as CompactMode;
       };
       settingRegistry
         .load(PLUGIN_ID)
-        .then(settings => {
-          restartConfirmation.remember = ask => settings.set('confirmRestart', ask);
-          apply(settings);
-          settings.changed.connect(apply);
+        .then(loaded => {
+          settings = loaded;
+          restartConfirmation.remember = ask => loaded.set('confirmRestart', ask);
+          apply(loaded);
+          loaded.changed.connect(apply);
         })
         .catch(reason => console.warn('jupyter-gpu: could not load settings', reason));
     }

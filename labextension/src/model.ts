@@ -16,6 +16,9 @@ import { ISignal, Signal } from '@lumino/signaling';
 import { requestAPI, ServerExtensionMissingError } from './server';
 import type { IGpuMonitorModel, IHistoryAnswer, IHistorySample, ISnapshot, MonitorState } from './tokens';
 
+/** How far the poll backs off while the server fails (unless the poll interval itself is longer). */
+const MAX_BACKOFF_MS = 30 * 1000;
+
 /** The longest sampling interval taken from the server (a day); anything longer is not believed. */
 const MAX_INTERVAL_S = 86_400;
 
@@ -83,7 +86,7 @@ export class GpuMonitorModel implements IGpuMonitorModel {
         interval: options.refreshIntervalMs ?? 2000,
         // Back off when the server fails (up to 30 s) instead of hammering a broken endpoint.
         backoff: true,
-        max: 30 * 1000
+        max: Math.max(MAX_BACKOFF_MS, options.refreshIntervalMs ?? 2000)
       },
       name: 'jupyter-gpu:snapshot',
       standby: 'when-hidden'
@@ -196,7 +199,9 @@ export class GpuMonitorModel implements IGpuMonitorModel {
 
   /** Change the poll interval (from the user's settings). */
   set refreshIntervalMs(interval: number) {
-    this._poll.frequency = { ...this._poll.frequency, interval };
+    // Poll refuses an interval above its backoff maximum (it threw, and the rest of the settings
+    // were never applied): the maximum grows with a long interval.
+    this._poll.frequency = { ...this._poll.frequency, interval, max: Math.max(MAX_BACKOFF_MS, interval) };
   }
 
   /** Change how many minutes of history are kept. */

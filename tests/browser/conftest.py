@@ -340,3 +340,99 @@ def docs_screenshot() -> Callable[[Any, str], None]:
             target.screenshot(path=str(REPO / "docs" / name))
 
     return take
+
+
+# -- contrast (WCAG 2.x): every visible text against the background it is drawn on -----------------
+
+WCAG_AA = 4.5
+
+# Runs in the page: for every element under `roots` with visible text of its own, its computed text
+# colour and the colour under it (ancestors' backgrounds, walked up to the first opaque one and
+# alpha-blended, white below all), and the WCAG contrast ratio of the two. Colours are read through
+# a 1x1 canvas, so any CSS colour syntax the browser computes (rgb(), color(srgb ...)) works.
+CONTRAST_JS = """
+roots => {
+  const canvas = document.createElement('canvas');
+  canvas.width = canvas.height = 1;
+  const ctx = canvas.getContext('2d', {willReadFrequently: true});
+  const rgba = css => {
+    ctx.clearRect(0, 0, 1, 1);
+    ctx.fillStyle = 'rgba(0, 0, 0, 0)';
+    ctx.fillStyle = css;
+    ctx.fillRect(0, 0, 1, 1);
+    const d = ctx.getImageData(0, 0, 1, 1).data;
+    return [d[0], d[1], d[2], d[3] / 255];
+  };
+  const over = (top, bottom) => [0, 1, 2].map(i => top[i] * top[3] + bottom[i] * (1 - top[3])).concat([1]);
+  const backgroundOf = node => {
+    const layers = [];
+    for (let n = node; n; n = n.parentElement) {
+      const color = rgba(getComputedStyle(n).backgroundColor);
+      if (color[3] > 0) {
+        layers.push(color);
+        if (color[3] >= 1) break;
+      }
+    }
+    return layers.reverse().reduce((under, layer) => over(layer, under), [255, 255, 255, 1]);
+  };
+  const channel = c => { c /= 255; return c <= 0.04045 ? c / 12.92 : ((c + 0.055) / 1.055) ** 2.4; };
+  const luminance = c => 0.2126 * channel(c[0]) + 0.7152 * channel(c[1]) + 0.0722 * channel(c[2]);
+  const hex = c => '#' + c.slice(0, 3).map(v => Math.round(v).toString(16).padStart(2, '0')).join('');
+  const out = [];
+  for (const root of roots.flatMap(s => Array.from(document.querySelectorAll(s)))) {
+    for (const node of [root, ...root.querySelectorAll('*')]) {
+      const own = Array.from(node.childNodes).filter(c => c.nodeType === 3).map(c => c.textContent).join('').trim();
+      if (!own || !node.checkVisibility({checkOpacity: true, checkVisibilityCSS: true})) continue;
+      const box = node.getBoundingClientRect();
+      if (box.width === 0 || box.height === 0) continue;
+      const background = backgroundOf(node);
+      const color = over(rgba(getComputedStyle(node).color), background);
+      const [a, b] = [luminance(color), luminance(background)];
+      const ratio = (Math.max(a, b) + 0.05) / (Math.min(a, b) + 0.05);
+      out.push({text: own.slice(0, 60), cls: node.className && node.className.baseVal === undefined
+        ? node.className : node.tagName, ratio: Math.round(ratio * 100) / 100, color: hex(color),
+        background: hex(background)});
+    }
+  }
+  return out;
+}
+"""
+
+
+def contrast_report(page: Any, *roots: str) -> list[dict[str, Any]]:
+    """Every visible text under the CSS selectors ``roots``: its text, class, colour, background and
+    WCAG contrast ratio (see ``CONTRAST_JS``)."""
+    return page.evaluate(CONTRAST_JS, list(roots))
+
+
+def assert_contrast(page: Any, *roots: str, must_include: tuple[str, ...] = ()) -> list[dict[str, Any]]:
+    """Fail when a visible text under ``roots`` has a contrast below WCAG AA (4.5:1), or when no text
+    with one of the classes ``must_include`` was checked (so a check cannot pass by seeing nothing)."""
+    report = contrast_report(page, *roots)
+    low = [entry for entry in report if entry["ratio"] < WCAG_AA]
+    assert not low, f"texts below {WCAG_AA}:1: {low}"
+    seen = " ".join(entry["cls"] for entry in report)
+    missing = [cls for cls in must_include if cls not in seen]
+    assert not missing, f"no visible text with the classes {missing} was checked"
+    return report
+
+
+def use_theme(page: Any, dark: bool) -> None:
+    """Switch JupyterLab (or Notebook 7) to its Dark or Light theme and wait until it is applied."""
+    theme = "JupyterLab Dark" if dark else "JupyterLab Light"
+    page.evaluate(f"() => window.jupyterapp.commands.execute('apputils:change-theme', {{theme: '{theme}'}})")
+    page.wait_for_selector(f"body[data-jp-theme-light='{'false' if dark else 'true'}']", state="attached")
+    page.wait_for_selector("#jupyterlab-splash", state="detached")
+
+
+@pytest.fixture
+def contrast() -> Callable[..., list[dict[str, Any]]]:
+    """``contrast(page, "#jupyter-gpu-sidebar", must_include=("jp-GpuProc-idleBadge",))``: see
+    ``assert_contrast``."""
+    return assert_contrast
+
+
+@pytest.fixture
+def theme() -> Callable[[Any, bool], None]:
+    """``theme(page, dark=True)``: see ``use_theme``."""
+    return use_theme

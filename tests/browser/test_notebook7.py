@@ -110,3 +110,120 @@ def test_gpu_panel_pauses_without_a_view_closes_and_says_restarted_in_notebook_7
     # The restarted kernel runs cells again, with no panel of its own yet
     wait_until(lambda: "panels [] False" in kernel_state(page), timeout_s=60, what="the restarted kernel")
     notebook_app.shutdown_all_kernels()
+
+
+def show_an_idle_kernel_about_to_be_culled(page: Any) -> None:
+    """Every snapshot gets one of this user's kernels on GPU 1, idle and shut down in 9 min (the
+    longest status text there is)."""
+    kernel_id = "abcdef01-2345-6789-abcd-ef0123456789"
+
+    def answer(route: Any) -> None:
+        response = route.fetch()
+        data = response.json()
+        if len(data.get("gpus", [])) <= 1:  # no GPUs yet (e.g. NVML not read yet): as it is
+            route.fulfill(response=response)
+            return
+        data["gpus"][1]["processes"].append(
+            {
+                "pid": 4_000_077,
+                "memory": 3 * 1024**3,
+                "user": None,
+                "name": None,
+                "type": "compute",
+                "kernel_id": kernel_id,
+                "notebook": "gpu7.ipynb",
+                "own": True,
+                "idle_s": 6600,
+                "idle": True,
+                "cull_in_s": 540,
+                "cull_warning": True,
+            }
+        )
+        data["kernels"] = [
+            {
+                "kernel_id": kernel_id,
+                "notebook": "gpu7.ipynb",
+                "gpu_memory": 3 * 1024**3,
+                "reported_gpu_memory": None,
+                "cull_in_s": 540,
+                "cull_warning": True,
+            }
+        ]
+        route.fulfill(response=response, json=data)
+
+    page.route("**/jupyter-gpu/snapshot*", answer)
+
+
+def test_the_status_item_is_readable_at_800_px_and_leaves_the_top_bar_alone(notebook_app, page, artifacts):
+    notebook_app.write_notebook("a_rather_long_notebook_name_for_training.ipynb", ["1"])
+    page.set_viewport_size({"width": 800, "height": 600})
+    show_an_idle_kernel_about_to_be_culled(page)
+    try:
+        notebook_app.open(page, path="notebooks/a_rather_long_notebook_name_for_training.ipynb")
+        item = page.locator("#menu-panel .jp-GpuStatus")  # right of the menu bar, where there is room
+        wait_until(lambda: "shut down in" in item.inner_text(), what="the countdown in the status item")
+        # One line with the short text (the long one used to wrap down to "GPU"), all of it in view;
+        # the tooltip has everything.
+        assert item.inner_text() == "GPU 2/2 · shut down in 9 min"
+        title = item.get_attribute("title")
+        assert "your kernels hold 3 GiB" in title and "an idle kernel is shut down in 9 min" in title
+        assert item.evaluate("n => n.scrollWidth <= n.clientWidth + 1")  # (rounding)
+        # Neither the top bar (logo, title) nor the menu bar (menus, trust indicator) wraps or is
+        # covered: each keeps one row inside its wrapper.
+        page.wait_for_timeout(500)
+        for bar in ("top", "menu"):
+            wrapper = page.locator(f"#{bar}-panel-wrapper").bounding_box()
+            assert page.locator(f"#{bar}-panel").bounding_box()["height"] <= wrapper["height"] + 0.5, bar
+        wrapper = page.locator("#top-panel-wrapper").bounding_box()
+        logo = page.locator("#jp-NotebookLogo").bounding_box()
+        assert logo["y"] >= wrapper["y"] - 0.5 and logo["y"] + logo["height"] <= wrapper["y"] + wrapper["height"] + 0.5
+        menus = page.locator("#menu-panel .lm-MenuBar").bounding_box()
+        box = item.bounding_box()
+        assert box["x"] >= menus["x"] + menus["width"] - 0.5  # not over the menus
+        menu_bar = page.locator("#menu-panel-wrapper").bounding_box()
+        assert box["y"] >= menu_bar["y"] and box["y"] + box["height"] <= menu_bar["y"] + menu_bar["height"] + 0.5
+        page.screenshot(path=str(artifacts / "notebook7-800px.png"))
+        assert not own_errors(page)
+    finally:
+        page.unroute_all(behavior="ignoreErrors")
+
+
+def test_the_sidebar_is_restored_on_the_next_page(notebook_app, page):
+    notebook_app.write_notebook("gpu7.ipynb", ["print('hello')"])
+    notebook_app.open(page, path="notebooks/gpu7.ipynb")
+    sidebar = page.locator("#jupyter-gpu-sidebar")
+    page.locator(".jp-GpuStatus").click()
+    sidebar.locator(".jp-GpuCard").first.wait_for()
+    # Another page of the same server (the tree), then the notebook again: open without a click.
+    for path in ("tree", "notebooks/gpu7.ipynb"):
+        notebook_app.open(page, path=path)
+        sidebar.locator(".jp-GpuCard").first.wait_for()
+    # Closed by the user: stays closed on the next page.
+    page.evaluate("() => window.jupyterapp.shell.collapseLeft()")
+    sidebar.wait_for(state="hidden")
+    notebook_app.open(page, path="notebooks/gpu7.ipynb")
+    page.locator(".jp-GpuStatus").wait_for()
+    page.wait_for_timeout(1000)  # what a restore would take
+    assert not sidebar.is_visible()
+    assert not own_errors(page)
+
+
+@pytest.mark.parametrize("dark", [False, True], ids=["light", "dark"])
+def test_notebook_7_is_readable_in_both_themes(notebook_app, page, contrast, theme, dark):
+    show_an_idle_kernel_about_to_be_culled(page)
+    try:
+        notebook_app.open(page, path="tree")
+        page.locator(".jp-GpuStatus").click()
+        sidebar = page.locator("#jupyter-gpu-sidebar")
+        sidebar.locator(".jp-GpuProc.jp-mod-idle").wait_for()
+        theme(page, dark)
+        contrast(
+            page,
+            "#jupyter-gpu-sidebar",
+            ".jp-GpuStatus",
+            must_include=("jp-GpuProc-idleBadge", "jp-GpuProc-countdown", "jp-GpuStatus", "jp-GpuSidebar-free"),
+        )
+        assert not own_errors(page)
+    finally:
+        page.unroute_all(behavior="ignoreErrors")
+        theme(page, False)

@@ -15,6 +15,8 @@ from typing import Any
 import pytest
 from support import wait_until
 
+from jupyter_gpu import simulate
+
 pytestmark = pytest.mark.browser
 
 NOTEBOOK = "gpu_train.ipynb"
@@ -64,6 +66,7 @@ def test_sidebar_lists_every_gpu_and_is_restored_with_the_layout(lab, page, arti
     assert other.locator(".jp-GpuProc-memory").inner_text() == "20 GiB"
     assert card(sidebar, 0).locator(".jp-GpuProc-shutdown").count() == 0
     assert card(sidebar, 1).locator(".jp-GpuCard-empty").inner_text() == "No processes"
+    assert sidebar.locator(".jp-GpuSidebar-linesHead").is_hidden()  # three GPUs: cards, no column heads
     # The memory bar is an ARIA meter that says what it shows.
     meter = card(sidebar, 0).get_by_role("meter", name="Memory")
     assert "20 GiB of 80 GiB used" in meter.get_attribute("aria-valuetext")
@@ -152,7 +155,8 @@ def test_a_notebooks_kernel_appears_goes_idle_and_is_shut_down(lab, page, artifa
     assert re.fullmatch(r"idle for \d+ s", row.locator(".jp-GpuProc-idle").inner_text())
     status = page.locator(".jp-GpuStatus")
     assert "jp-mod-warning" in status.get_attribute("class")
-    assert status.inner_text() == "GPU 2/3 · yours 4 GiB"
+    # The idle state is said in words too, not by the colour alone.
+    assert re.fullmatch(r"GPU 2/3 · yours 4 GiB · idle \d+ s", status.inner_text())
     if os.environ.get("JUPYTER_GPU_UPDATE_DOCS") == "1":
         vary_load(lab, seconds=45)  # the README's screenshot gets a history worth looking at
     page.wait_for_timeout(1000)
@@ -206,6 +210,8 @@ def test_no_nvml_shows_the_reason(lab, page):
         banner.wait_for(state="visible")
         assert banner.inner_text().startswith("No GPU information:")
         assert "Driver Not Loaded" in banner.inner_text() or "driver" in banner.inner_text().lower()
+        # Said once: the header's attribution note no longer repeats the banner's reason.
+        assert sidebar.inner_text().count("Driver Not Loaded") == 1, sidebar.inner_text()
         assert sidebar.locator(".jp-GpuCard").count() == 0
         wait_until(lambda: page.locator(".jp-GpuStatus").inner_text() == "GPU: n/a", what="status n/a")
     finally:
@@ -225,6 +231,7 @@ def test_missing_server_extension_is_actionable(lab, page):
 
 
 def test_dark_theme(lab, page, artifacts, docs_screenshot):
+    show_an_idle_kernel_about_to_be_culled(page)  # the screenshot shows the IDLE row and countdown
     sidebar = open_sidebar(lab, page)
     sidebar.locator(".jp-GpuCard").first.wait_for()
     if os.environ.get("JUPYTER_GPU_UPDATE_DOCS") == "1":
@@ -238,6 +245,7 @@ def test_dark_theme(lab, page, artifacts, docs_screenshot):
     page.wait_for_timeout(1000)
     page.screenshot(path=str(artifacts / "sidebar-dark.png"))
     docs_screenshot(page, "sidebar-dark.png")
+    page.unroute_all(behavior="ignoreErrors")
     page.evaluate("() => { window.jupyterapp.commands.execute('apputils:change-theme', {theme: 'JupyterLab Light'}); }")
 
 
@@ -318,3 +326,192 @@ def test_warnings_long_and_bidi_names_are_text_and_stay_in_the_card(lab, page):
         assert box["x"] <= memory["x"] and memory["x"] + memory["width"] <= box["x"] + box["width"] + 0.5
     finally:
         lab.scenario.update(lambda s: s["gpus"][2].__setitem__("processes", []))
+
+
+IDLE_KERNEL = "abcdef01-2345-6789-abcd-ef0123456789"
+
+
+def show_an_idle_kernel_about_to_be_culled(page: Any, gpu: int = 1) -> None:
+    """Answer every snapshot request with the server's snapshot plus one of this user's kernels on
+    ``gpu``: idle for 1 h 50 min while holding 3 GiB, shut down by the culler in 9 min."""
+
+    def answer(route: Any) -> None:
+        response = route.fetch()
+        data = response.json()
+        if len(data.get("gpus", [])) <= gpu:  # no GPUs yet (e.g. NVML not read yet): as it is
+            route.fulfill(response=response)
+            return
+        data["gpus"][gpu]["processes"].append(
+            {
+                "pid": 4_000_077,
+                "memory": 3 * 1024**3,
+                "user": None,
+                "name": None,
+                "type": "compute",
+                "kernel_id": IDLE_KERNEL,
+                "notebook": "experiments/train.ipynb",
+                "own": True,
+                "idle_s": 6600,
+                "idle": True,
+                "cull_in_s": 540,
+                "cull_warning": True,
+            }
+        )
+        data["kernels"] = [
+            {
+                "kernel_id": IDLE_KERNEL,
+                "notebook": "experiments/train.ipynb",
+                "gpu_memory": 3 * 1024**3,
+                "reported_gpu_memory": None,
+                "cull_in_s": 540,
+                "cull_warning": True,
+            }
+        ]
+        route.fulfill(response=response, json=data)
+
+    page.route("**/jupyter-gpu/snapshot*", answer)
+
+
+@pytest.mark.parametrize("dark", [False, True], ids=["light", "dark"])
+def test_every_text_is_readable_in_both_themes(lab, page, artifacts, contrast, theme, dark):
+    show_an_idle_kernel_about_to_be_culled(page)
+    sidebar = open_sidebar(lab, page)
+    row = card(sidebar, 1).locator(".jp-GpuProc.jp-mod-idle")
+    row.wait_for()
+    theme(page, dark)
+    try:
+        # The IDLE row, its countdown, the summary line and the status bar (idle said in words too).
+        assert row.locator(".jp-GpuProc-countdown").inner_text() == "shut down in 9 min"
+        status = page.locator(".jp-GpuStatus")
+        assert status.inner_text() == "GPU 2/3 · yours 3 GiB · idle kernel shut down in 9 min"
+        assert "jp-mod-warning" in status.get_attribute("class")
+        assert sidebar.locator(".jp-GpuSidebar-free").inner_text() == "free: GPU 2"
+        contrast(
+            page,
+            "#jupyter-gpu-sidebar",
+            ".jp-GpuStatus",
+            must_include=(
+                "jp-GpuProc-idleBadge",
+                "jp-GpuProc-idleTime",
+                "jp-GpuProc-countdown",
+                "jp-GpuProc-notebook",
+                "jp-GpuSidebar-free",
+                "jp-GpuStatus",
+                "jp-GpuCard-title",
+            ),
+        )
+        page.screenshot(path=str(artifacts / f"sidebar-contrast-{'dark' if dark else 'light'}.png"))
+        # The compact view: one line per GPU, the idle one marked in words.
+        sidebar.locator(".jp-GpuSidebar-compact").click()
+        lines = sidebar.locator(".jp-GpuLine")
+        lines.first.wait_for()
+        assert lines.count() == 3
+        assert lines.nth(1).locator(".jp-GpuLine-who").inner_text() == "you (idle)"
+        assert lines.nth(2).locator(".jp-GpuLine-who").inner_text() == "free"
+        contrast(
+            page,
+            "#jupyter-gpu-sidebar",
+            must_include=("jp-GpuLine-label", "jp-GpuLine-utilization", "jp-GpuLine-free", "jp-GpuLine-who"),
+        )
+        sidebar.locator(".jp-GpuSidebar-compact").click()  # back to cards, a setting kept for later tests
+        sidebar.locator(".jp-GpuCard").first.wait_for()
+        assert not page.errors
+    finally:
+        page.unroute_all(behavior="ignoreErrors")
+        theme(page, False)
+
+
+def line_boxes(locator: Any) -> int:
+    """How many line boxes the (inline) text of ``locator`` takes: 1 when it is not broken."""
+    return locator.evaluate(
+        "node => { const r = document.createRange(); r.selectNodeContents(node); "
+        "return new Set(Array.from(r.getClientRects()).map(b => Math.round(b.top))).size; }"
+    )
+
+
+def test_the_countdown_stays_on_one_line_at_250_px(lab, page, artifacts):
+    show_an_idle_kernel_about_to_be_culled(page)
+    try:
+        sidebar = open_sidebar(lab, page)
+        row = card(sidebar, 1).locator(".jp-GpuProc.jp-mod-idle")
+        row.wait_for()
+        # Drag the side panel's edge as far left as it goes: the sidebar's minimum, 250 px.
+        handle = page.locator("#jp-main-split-panel > .lm-SplitPanel-handle").first
+        box = handle.bounding_box()
+        page.mouse.move(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
+        page.mouse.down()
+        page.mouse.move(60, box["y"] + box["height"] / 2, steps=5)
+        page.mouse.up()
+        wait_until(lambda: sidebar.bounding_box()["width"] <= 251, what="a 250 px sidebar")
+        assert sidebar.bounding_box()["width"] >= 249
+        countdown = row.locator(".jp-GpuProc-countdown")
+        assert countdown.inner_text() == "shut down in 9 min"
+        assert line_boxes(countdown) == 1
+        assert line_boxes(row.locator(".jp-GpuProc-idleTime")) == 1
+        # Everything of the row stays inside its card.
+        card_box = card(sidebar, 1).bounding_box()
+        for part in (countdown, row.locator(".jp-GpuProc-shutdown"), row.locator(".jp-GpuProc-memory")):
+            part_box = part.bounding_box()
+            assert part_box["x"] + part_box["width"] <= card_box["x"] + card_box["width"] + 0.5
+        page.screenshot(path=str(artifacts / "sidebar-250px-countdown.png"))
+    finally:
+        page.unroute_all(behavior="ignoreErrors")
+
+
+def eight_gpus() -> dict[str, Any]:
+    """Eight simulated A100s, all busy but GPUs 2 and 7 (GPU 5 holds only a display server)."""
+    scenario = simulate.plausible_gpus(8)
+    users = {0: ["alice"], 1: ["bob", "carol"], 3: ["dave"], 4: ["alice"], 6: ["erin", "bob"]}
+    for index, names in users.items():
+        scenario["gpus"][index]["processes"] = [
+            {"pid": 4_200_000 + 10 * index + n, "memory_mib": 8192 * (n + 1), "user": name, "name": "python"}
+            for n, name in enumerate(names)
+        ]
+        scenario["gpus"][index]["utilization"] = 30 + 8 * index
+    scenario["gpus"][5]["processes"] = [
+        {"pid": 4_200_099, "memory_mib": 2048, "user": "root", "name": "Xorg", "type": "compute"}
+    ]
+    return scenario
+
+
+def test_eight_gpus_are_one_line_each_with_the_free_ones_named(lab_factory, page, artifacts, docs_screenshot):
+    big = lab_factory(eight_gpus(), name="sidebar_eight")
+    sidebar = open_sidebar(big, page)
+    lines = sidebar.locator(".jp-GpuLine")
+    lines.first.wait_for()
+    # Above four GPUs the sidebar is compact by default: one line per GPU, all on one screen.
+    assert lines.count() == 8
+    assert sidebar.locator(".jp-GpuCard").count() == 0
+    assert sidebar.locator(".jp-GpuSidebar-compact").get_attribute("aria-pressed") == "true"
+    assert sidebar.locator(".jp-GpuSidebar-free").inner_text() == "free: GPU 2, 7"
+    heights = {round(lines.nth(i).locator(".jp-GpuLine-row").bounding_box()["height"]) for i in range(8)}
+    assert len(heights) == 1 and heights.pop() < 30, heights  # one text line each
+    assert lines.nth(7).bounding_box()["y"] + lines.nth(7).bounding_box()["height"] <= page.viewport_size["height"]
+    second = lines.nth(1)
+    assert second.locator(".jp-GpuLine-label").inner_text() == "GPU 1"
+    assert second.locator(".jp-GpuLine-utilization").inner_text() == "38 %"
+    assert second.locator(".jp-GpuLine-free").inner_text() == "55.5 GiB"  # 80 - 8 - 16 - reserved
+    assert second.locator(".jp-GpuLine-who").inner_text() == "bob, carol"
+    assert lines.nth(2).locator(".jp-GpuLine-who").inner_text() == "free"
+    assert "jp-mod-free" in lines.nth(7).get_attribute("class")
+    assert lines.nth(5).locator(".jp-GpuLine-who").inner_text() == "root"  # 2 GiB used: not free
+    if os.environ.get("JUPYTER_GPU_UPDATE_DOCS") == "1":
+        page.wait_for_timeout(1000)
+    page.screenshot(path=str(artifacts / "sidebar-compact.png"))
+    docs_screenshot(page, "sidebar-compact.png")
+    # A line opens its GPU's card (processes, chart) and closes it again.
+    second.locator(".jp-GpuLine-row").click()
+    opened = second.locator(".jp-GpuCard")
+    opened.wait_for()
+    assert second.locator(".jp-GpuLine-row").get_attribute("aria-expanded") == "true"
+    assert opened.locator(".jp-GpuProc-user").all_inner_texts() == ["carol", "bob"]
+    second.locator(".jp-GpuLine-row").click()
+    opened.wait_for(state="hidden")
+    # The header's toggle switches to a card per GPU and back.
+    sidebar.locator(".jp-GpuSidebar-compact").click()
+    wait_until(lambda: sidebar.locator(".jp-GpuCard").count() == 8, what="eight cards")
+    assert sidebar.locator(".jp-GpuLine").count() == 0
+    assert sidebar.locator(".jp-GpuSidebar-linesHead").is_hidden()  # no column heads over cards
+    sidebar.locator(".jp-GpuSidebar-compact").click()
+    wait_until(lambda: sidebar.locator(".jp-GpuLine").count() == 8, what="eight lines again")
+    assert not page.errors

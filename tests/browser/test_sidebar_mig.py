@@ -24,7 +24,7 @@ def open_sidebar(lab: Any, page: Any) -> Any:
     return sidebar
 
 
-def test_slices_are_shown_under_their_gpu(lab, page, artifacts):
+def test_slices_are_shown_under_their_gpu(lab, page, artifacts, docs_screenshot):
     sidebar = open_sidebar(lab, page)
     mig = sidebar.locator('.jp-GpuCard[data-gpu-index="0"]')
     whole = sidebar.locator('.jp-GpuCard[data-gpu-index="1"]')
@@ -50,6 +50,17 @@ def test_slices_are_shown_under_their_gpu(lab, page, artifacts):
     assert slices.nth(1).locator(".jp-GpuSlice-process").count() == 0
     assert slices.nth(2).locator(".jp-GpuSlice-process").inner_text().startswith("carol · ")
     assert mig.locator(".jp-GpuProc.jp-mod-other").count() == 0
+    # Profiles in full at the default width (the utilization note moves to the next line instead).
+    for i in range(3):
+        title = slices.nth(i).locator(".jp-GpuSlice-title")
+        assert title.evaluate("n => n.scrollWidth <= n.clientWidth"), title.inner_text()
+    # The free slice is named in the summary line and counted in the status bar.
+    assert sidebar.locator(".jp-GpuSidebar-free").inner_text() == "free: MIG 0:1"
+    status = page.locator(".jp-GpuStatus")
+    assert status.inner_text() == "GPU 2/2 · MIG 1/3 free"
+    assert "1 of 3 MIG slices free" in status.get_attribute("title")
+    page.wait_for_timeout(500)
+    docs_screenshot(page, "sidebar-mig.png")
     # a slice created while the page is open appears without a reload
     lab.scenario.update(
         lambda s: s["gpus"][0]["mig_slices"].append(
@@ -63,6 +74,7 @@ def test_slices_are_shown_under_their_gpu(lab, page, artifacts):
         )
     )
     wait_until(lambda: slices.count() == 4, what="the new slice", timeout_s=20)
+    wait_until(lambda: status.inner_text() == "GPU 2/2 · MIG 1/4 free", what="four slices counted")
     page.screenshot(path=str(artifacts / "sidebar-mig.png"))
     assert not page.errors
 
@@ -98,3 +110,30 @@ def test_your_kernel_on_a_slice_is_marked_yours(lab, page):
     finally:
         lab.scenario.update(lambda s: s["gpus"][0]["mig_slices"][1].__setitem__("processes", []))
         lab.shutdown_all_kernels()
+
+
+@pytest.mark.parametrize("dark", [False, True], ids=["light", "dark"])
+def test_mig_rows_are_readable_in_both_themes_and_in_one_line(lab, page, contrast, theme, dark):
+    sidebar = open_sidebar(lab, page)
+    sidebar.locator(".jp-GpuSlice-process").first.wait_for()
+    theme(page, dark)
+    try:
+        contrast(
+            page,
+            "#jupyter-gpu-sidebar",
+            ".jp-GpuStatus",
+            must_include=("jp-GpuSlice-title", "jp-GpuSlice-utilization", "jp-GpuSlice-process", "jp-GpuSidebar-free"),
+        )
+        # The compact view counts the GPU's free slices on its line.
+        sidebar.locator(".jp-GpuSidebar-compact").click()
+        line = sidebar.locator('.jp-GpuLine[data-gpu-index="0"]')
+        line.wait_for()
+        assert line.locator(".jp-GpuLine-utilization").inner_text() == "n/a"
+        assert line.locator(".jp-GpuLine-free").inner_text().endswith(" MIG")
+        assert line.locator(".jp-GpuLine-who").inner_text().startswith("bob, carol")
+        contrast(page, "#jupyter-gpu-sidebar", must_include=("jp-GpuLine-free", "jp-GpuLine-who"))
+        sidebar.locator(".jp-GpuSidebar-compact").click()
+        sidebar.locator(".jp-GpuSlice").first.wait_for()
+        assert not page.errors
+    finally:
+        theme(page, False)

@@ -151,6 +151,14 @@ describe('GpuMonitorModel.ingest', () => {
     expect(m.state).toBe('no-nvml');
   });
 
+  it('takes a poll interval longer than the backoff maximum (an hour) and back', () => {
+    const m = model();
+    m.refreshIntervalMs = 3_600_000;
+    expect(m.gapS).toBe(3 * 3600);
+    m.refreshIntervalMs = 2000;
+    expect(m.gapS).toBe(6);
+  });
+
   it('adopts the server sampling interval only when it is a positive number', () => {
     const m = model({ refreshIntervalMs: 2000 });
     expect(m.sampleIntervalS).toBe(1);

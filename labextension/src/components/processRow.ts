@@ -31,10 +31,13 @@ export class OwnProcessRow {
     private _actions: IProcessActions,
     private _gpuLabel: string
   ) {
+    // The button shares the first line with the name (which gives way with an ellipsis), so the
+    // second line has the whole width for the idle time and the culler's countdown (250 px wide).
     const top = el('div', 'jp-GpuProc-line');
-    top.append(this._open, this._memory);
-    const bottom = el('div', 'jp-GpuProc-line');
-    bottom.append(this._idleBadge, this._idle, this._shutdown);
+    top.append(this._open, this._memory, this._shutdown);
+    const bottom = el('div', 'jp-GpuProc-line jp-mod-idleLine');
+    bottom.append(this._idleBadge, this._idle);
+    this._idle.append(this._idleTime, this._countdown);
     this.node.append(top, bottom);
     this._idleBadge.textContent = 'idle';
     this._shutdown.textContent = 'Shut down kernel';
@@ -61,10 +64,10 @@ export class OwnProcessRow {
     const idleText =
       process.idle_s === null ? 'busy or unknown' : `idle for ${formatDuration(process.idle_s)}`;
     const culling = process.cull_warning === true && typeof process.cull_in_s === 'number';
-    setText(
-      this._idle,
-      culling ? `${idleText} · shut down in ${formatDuration(process.cull_in_s)}` : idleText
-    );
+    setText(this._idleTime, idleText);
+    // Its own element, never broken inside: it moves to the next line as a whole when it must.
+    setText(this._countdown, culling ? `shut down in ${formatDuration(process.cull_in_s)}` : '');
+    setHidden(this._countdown, !culling);
     this.node.classList.toggle('jp-mod-culling', culling);
     this.node.classList.toggle('jp-mod-idle', process.idle);
     setHidden(this._idleBadge, !process.idle);
@@ -86,6 +89,8 @@ export class OwnProcessRow {
   private _memory = el('span', 'jp-GpuProc-memory');
   private _idleBadge = el('span', 'jp-GpuProc-idleBadge');
   private _idle = el('span', 'jp-GpuProc-idle');
+  private _idleTime = el('span', 'jp-GpuProc-idleTime');
+  private _countdown = el('span', 'jp-GpuProc-countdown');
   private _shutdown = el('button', 'jp-GpuProc-shutdown jp-mod-styled jp-mod-warn', {
     type: 'button'
   });

@@ -1,6 +1,7 @@
 /**
- * The sidebar panel: a header (driver, attribution, last update, refresh), a banner for the states
- * that are not "ok", and one `GpuCard` per GPU keyed by UUID.
+ * The sidebar panel: a header (driver, attribution, last update, the compact toggle, refresh), the
+ * summary line of free GPUs and MIG slices, a banner for the states that are not "ok", and one
+ * `GpuCard` per GPU keyed by UUID, or in compact mode one `GpuLine` per GPU (which opens its card).
  *
  * It renders synchronously on the model's `changed` signal while visible; while collapsed it only
  * remembers that it is stale and renders once when shown (the model keeps the history meanwhile).
@@ -9,11 +10,13 @@ import { refreshIcon } from '@jupyterlab/ui-components';
 import { Message } from '@lumino/messaging';
 import { Widget } from '@lumino/widgets';
 
-import { el, reconcile, setHidden, setText } from '../dom';
+import { el, reconcile, setAttr, setHidden, setText } from '../dom';
 import { displayText, formatDuration } from '../format';
 import { gpuIcon } from '../icons';
+import { CompactMode, freeSummary, isCompact } from '../overview';
 import type { IGpu, IGpuMonitorModel } from '../tokens';
 import { SIDEBAR_ID } from '../tokens';
+import { GpuLine } from './compactLine';
 import { GpuCard } from './gpuCard';
 import type { IProcessActions } from './processRow';
 import { UsageSummary } from './usageSummary';
@@ -22,7 +25,8 @@ export class GpuSidebar extends Widget {
   constructor(
     readonly model: IGpuMonitorModel,
     private _actions: IProcessActions,
-    private _historyS: () => number
+    private _historyS: () => number,
+    private _onCompactModeChange: (mode: CompactMode) => void = () => undefined
   ) {
     super();
     this.id = SIDEBAR_ID;
@@ -42,14 +46,61 @@ export class GpuSidebar extends Widget {
     });
     refreshIcon.element({ container: refresh, tag: 'span' });
     refresh.addEventListener('click', () => void this.model.refresh().catch(() => undefined));
-    header.append(heading, refresh);
+    this._compactToggle.textContent = 'Compact';
+    this._compactToggle.addEventListener('click', () => {
+      // The toggle says what is shown now and switches to the other view; the choice is kept (settings).
+      this.compactMode = this._compact ? 'cards' : 'compact';
+      this._onCompactModeChange(this._compactMode);
+    });
+    const tools = el('div', 'jp-GpuSidebar-tools');
+    tools.append(this._compactToggle, refresh);
+    header.append(heading, tools);
     this._warnings.hidden = true;
-    this.node.append(header, this._summary, this._note, this._warnings, this._banner, this._cards);
+    this._free.hidden = true;
+    this._lines.hidden = true;
+    this._linesHead.hidden = true;
+    // The column heads of the compact view, aligned with the lines by the same classes (visual only:
+    // each line's accessible name spells its values out).
+    this._linesHead.setAttribute('aria-hidden', 'true');
+    for (const [name, text] of [
+      ['label', 'GPU'],
+      ['meter', 'mem'],
+      ['utilization', 'util'],
+      ['free', 'free'],
+      ['who', 'who']
+    ]) {
+      const head = el('span', `jp-GpuLine-${name}`);
+      head.textContent = text;
+      this._linesHead.append(head);
+    }
+    this.node.append(
+      header,
+      this._summary,
+      this._free,
+      this._note,
+      this._warnings,
+      this._banner,
+      this._cards,
+      this._linesHead,
+      this._lines
+    );
     // "Your GPU use this week" (under JupyterHub with the jupyter-gpu service; hidden otherwise).
     this.node.insertBefore(this._usage.node, this._cards);
     void this._usage.refresh();
 
     this.model.changed.connect(this._onChanged, this);
+  }
+
+  /** `auto` (compact above `COMPACT_ABOVE_GPUS` GPUs), `compact` or `cards`; the setting `compactView`. */
+  get compactMode(): CompactMode {
+    return this._compactMode;
+  }
+
+  set compactMode(mode: CompactMode) {
+    if (mode !== this._compactMode) {
+      this._compactMode = mode;
+      this._onChanged();
+    }
   }
 
   /** Render now, whatever the visibility (the benchmark times exactly this). */
@@ -103,24 +154,56 @@ export class GpuSidebar extends Widget {
               ? 'Processes cannot be mapped to kernels on this server.'
               : ''));
       setText(this._note, displayText(note, '', 1000));
-      setHidden(this._note, note === '');
+      // Without NVML the banner already says why ("NVML cannot be read: <the same reason>" twice).
+      setHidden(this._note, note === '' || model.state === 'no-nvml');
     } else {
       setText(this._summary, '');
       setHidden(this._note, true);
     }
+    setText(this._free, gpus.length > 0 ? freeSummary(gpus) : '');
+    setHidden(this._free, gpus.length === 0);
     this._renderWarnings(snapshot?.warnings);
 
     const historyS = this._historyS();
     const gapS = model.gapS;
     const now = snapshot?.timestamp ?? 0;
     const threshold = snapshot?.idle_threshold_s ?? 0;
+    const updateCard = (card: GpuCard, gpu: IGpu): void =>
+      card.update(gpu, model.history(gpu.uuid), now, historyS, threshold, gapS);
+    const compact = isCompact(this._compactMode, gpus.length);
+    this._compact = compact;
+    setAttr(this._compactToggle, 'aria-pressed', String(compact));
+    setAttr(
+      this._compactToggle,
+      'title',
+      compact
+        ? 'Showing one line per GPU: show a card per GPU'
+        : 'Showing a card per GPU: show one line per GPU'
+    );
+    this.node.classList.toggle('jp-mod-compact', compact);
+    setHidden(this._cards, compact);
+    setHidden(this._lines, !compact);
+    setHidden(this._linesHead, !compact || gpus.length === 0);
     reconcile(
       this._cards,
       this._cardViews,
-      gpus,
+      compact ? [] : gpus,
       gpu => gpu.uuid,
       () => new GpuCard(this._actions),
-      (card, gpu) => card.update(gpu, model.history(gpu.uuid), now, historyS, threshold, gapS)
+      updateCard
+    );
+    reconcile(
+      this._lines,
+      this._lineViews,
+      compact ? gpus : [],
+      gpu => gpu.uuid,
+      () => new GpuLine(() => new GpuCard(this._actions)),
+      (line, gpu) =>
+        line.update(
+          gpu,
+          card => updateCard(card, gpu),
+          () => this.render()
+        )
     );
     if (snapshot && snapshot.nvml_available && gpus.length === 0) {
       this._showBanner('info', 'NVML is available but reports no GPUs.');
@@ -182,7 +265,11 @@ export class GpuSidebar extends Widget {
   }
 
   private _stale = true;
+  private _compactMode: CompactMode = 'auto';
+  private _compact = false;
+  private _compactToggle = el('button', 'jp-GpuSidebar-compact', { type: 'button', 'aria-pressed': 'false' });
   private _summary = el('p', 'jp-GpuSidebar-summary');
+  private _free = el('p', 'jp-GpuSidebar-free');
   private _note = el('p', 'jp-GpuSidebar-note');
   private _banner = el('div', 'jp-GpuSidebar-banner');
   private _warnings = el('ul', 'jp-GpuSidebar-warnings', { role: 'status', 'aria-label': 'Warnings' });
@@ -190,4 +277,7 @@ export class GpuSidebar extends Widget {
   private _cards = el('div', 'jp-GpuSidebar-cards');
   private _usage = new UsageSummary();
   private _cardViews = new Map<string, GpuCard>();
+  private _linesHead = el('div', 'jp-GpuLine-row jp-GpuSidebar-linesHead');
+  private _lines = el('ul', 'jp-GpuSidebar-lines', { 'aria-label': 'GPUs, one line each' });
+  private _lineViews = new Map<string, GpuLine>();
 }

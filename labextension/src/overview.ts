@@ -1,0 +1,295 @@
+/**
+ * What a glance at many GPUs needs, as pure functions of a snapshot: which GPUs and MIG slices are
+ * free, the sidebar's summary line ("free: GPU 2, 7"), one compact line per GPU (bar, util, free,
+ * who) and the status-bar text. The views only put these strings into the DOM (as text).
+ */
+import { cullsDue } from './culling';
+import { displayText, formatBytes, formatDuration, percent } from './format';
+import type { IGpu, IGpuProcess, IMigSlice, ISnapshot, MonitorState } from './tokens';
+
+/**
+ * Memory a GPU or MIG slice may show as used and still count as free: what the driver and a display
+ * server hold on an otherwise empty card (a few hundred MiB at most), not a job.
+ */
+export const FREE_MEMORY_BYTES = 512 * 1024 ** 2;
+
+/** A compute process: a graphics-only one (the display server, Xorg) is not a job (as `%gpu_select auto` counts). */
+function isJob(process: IGpuProcess): boolean {
+  return process.type !== 'graphics';
+}
+
+function processesOf(unit: { processes?: unknown }): IGpuProcess[] {
+  return Array.isArray(unit.processes)
+    ? (unit.processes.filter(p => typeof p === 'object' && p !== null) as IGpuProcess[])
+    : [];
+}
+
+/**
+ * The one "free" rule of the sidebar and the status bar: readable (no error), no compute process
+ * of anybody (this user's included), and less than `FREE_MEMORY_BYTES` of memory used. A GPU in
+ * MIG mode is never free as a whole: its slices are counted instead (`isFreeSlice`).
+ */
+export function isFreeGpu(gpu: IGpu): boolean {
+  return gpu.mig_mode !== true && isFreeUnit(gpu);
+}
+
+/** The same rule for one MIG slice. */
+export function isFreeSlice(slice: IMigSlice): boolean {
+  return isFreeUnit(slice);
+}
+
+function isFreeUnit(unit: { error: string | null; memory_used: number; processes: IGpuProcess[] }): boolean {
+  return (
+    unit.error === null &&
+    typeof unit.memory_used === 'number' &&
+    unit.memory_used < FREE_MEMORY_BYTES &&
+    !processesOf(unit).some(isJob)
+  );
+}
+
+/** The MIG slices of `gpu` (none unless it is in MIG mode). */
+export function slicesOf(gpu: IGpu): IMigSlice[] {
+  return gpu.mig_mode === true && Array.isArray(gpu.slices)
+    ? gpu.slices.filter(s => typeof s === 'object' && s !== null)
+    : [];
+}
+
+/** What is free: whole GPUs by NVML index, MIG slices by their `%gpu_select` name (`0:1`). */
+export interface IFreeUnits {
+  gpus: number[];
+  slices: string[];
+  /** All MIG slices of all GPUs, free or not. */
+  sliceCount: number;
+}
+
+export function freeUnits(gpus: readonly IGpu[]): IFreeUnits {
+  const free: IFreeUnits = { gpus: [], slices: [], sliceCount: 0 };
+  for (const gpu of gpus) {
+    if (isFreeGpu(gpu)) {
+      free.gpus.push(gpu.index);
+    }
+    for (const slice of slicesOf(gpu)) {
+      free.sliceCount++;
+      if (isFreeSlice(slice)) {
+        free.slices.push(`${gpu.index}:${slice.index}`);
+      }
+    }
+  }
+  return free;
+}
+
+/** The sidebar's summary line: `free: GPU 2, 7`, `free: GPU 1 · MIG 0:1`, or `free: none`. */
+export function freeSummary(gpus: readonly IGpu[]): string {
+  const free = freeUnits(gpus);
+  const parts: string[] = [];
+  if (free.gpus.length) {
+    parts.push(`GPU ${free.gpus.join(', ')}`);
+  }
+  if (free.slices.length) {
+    parts.push(`MIG ${free.slices.join(', ')}`);
+  }
+  return `free: ${parts.length ? parts.join(' · ') : 'none'}`;
+}
+
+/** The pieces of one compact line; `title` spells the line out for the tooltip. */
+export interface ICompactLine {
+  label: string;
+  /** Percent of memory used, for the bar (0..100). */
+  memoryPercent: number;
+  utilization: string;
+  free: string;
+  who: string;
+  title: string;
+  /** Free by `isFreeGpu` (or, in MIG mode, at least one slice free). */
+  isFree: boolean;
+  /** One of this user's kernels on it is idle while holding memory. */
+  idle: boolean;
+  error: boolean;
+}
+
+/**
+ * Who is on a GPU, in a few characters: `you` first (`you (idle)` when one of your kernels there
+ * is idle while holding memory), then other users by name, once each; `free` when nobody.
+ */
+export function whoIsOn(processes: readonly IGpuProcess[]): { who: string; idle: boolean } {
+  let own = false;
+  let idle = false;
+  const users = new Set<string>();
+  for (const p of processes) {
+    if (p.own) {
+      own = true;
+      idle = idle || p.idle === true;
+    } else {
+      users.add(displayText(p.user, `pid ${p.pid}`, 24));
+    }
+  }
+  const names = [...users].sort();
+  if (own) {
+    names.unshift(idle ? 'you (idle)' : 'you');
+  }
+  return { who: names.length ? names.join(', ') : '', idle };
+}
+
+/**
+ * One GPU as one line of the compact view, under the column heads `GPU memory util free who`:
+ * `GPU 2 ▮▮▯ 87 % 60 GiB you, alice`. In MIG mode util is `n/a` and free counts slices (`2/3 MIG`).
+ */
+export function compactLine(gpu: IGpu): ICompactLine {
+  const label = `GPU ${gpu.index}`;
+  const slices = slicesOf(gpu);
+  const processes = [...processesOf(gpu)];
+  for (const slice of slices) {
+    for (const p of processesOf(slice)) {
+      if (!processes.some(q => q.pid === p.pid)) {
+        processes.push(p);
+      }
+    }
+  }
+  const { who, idle } = whoIsOn(processes);
+  if (gpu.error !== null) {
+    const reason = displayText(gpu.error, '', 200);
+    return {
+      label,
+      memoryPercent: 0,
+      utilization: '—',
+      free: '—',
+      who: 'cannot be read',
+      title: `${label}: cannot be read: ${reason}`,
+      isFree: false,
+      idle: false,
+      error: true
+    };
+  }
+  const memoryPercent = percent(gpu.memory_used, gpu.memory_total);
+  const memory = `${formatBytes(gpu.memory_used)} of ${formatBytes(gpu.memory_total)} used`;
+  if (slices.length) {
+    const freeSlices = slices.filter(isFreeSlice).length;
+    return {
+      label,
+      memoryPercent,
+      utilization: 'n/a',
+      free: `${freeSlices}/${slices.length} MIG`,
+      who: who || 'nobody',
+      title:
+        `${label}: MIG mode, ${freeSlices} of ${slices.length} slices free; ${memory}` +
+        (who ? `; on it: ${who}` : ''),
+      isFree: freeSlices > 0,
+      idle,
+      error: false
+    };
+  }
+  const isFree = isFreeGpu(gpu);
+  const utilization = gpu.utilization === null ? '—' : `${gpu.utilization} %`;
+  const free = formatBytes(gpu.memory_free);
+  return {
+    label,
+    memoryPercent,
+    utilization,
+    free,
+    who: isFree ? 'free' : who || 'nobody',
+    title:
+      `${label}: util ${utilization}, ${free} free, ${memory}` +
+      (isFree ? '; free' : who ? `; on it: ${who}` : ''),
+    isFree,
+    idle,
+    error: false
+  };
+}
+
+/** What the status-bar item shows. */
+export interface IStatusSummary {
+  text: string;
+  /**
+   * The same for a narrow place (Notebook 7's menu bar): the GPU count, and the idle state or the
+   * countdown, or failed GPUs (`GPU 2/3 · idle`, `GPU 2/3 · shut down in 9 min`); `title` has it all.
+   */
+  short: string;
+  title: string;
+  /** One of this user's kernels is idle while holding GPU memory, or about to be culled. */
+  warning: boolean;
+}
+
+/**
+ * The status-bar text: `GPU 2/3 · yours 4 GiB · idle 5 min`. GPUs with a process / all GPUs; MIG
+ * slices counted apart (`MIG 2/3 free`); your kernels' memory when there is some; the idle state
+ * said in words (the longest idle time of your kernels idle while holding memory), or the culler's
+ * countdown when one of them is about to be shut down; GPUs that cannot be read.
+ */
+export function statusSummary(
+  snapshot: ISnapshot | null,
+  state: MonitorState,
+  message: string | null
+): IStatusSummary {
+  if (!snapshot || state === 'missing-extension' || state === 'no-nvml') {
+    return {
+      text: 'GPU: n/a',
+      short: 'GPU: n/a',
+      title:
+        state === 'loading'
+          ? 'Waiting for the GPU status'
+          : (message ?? snapshot?.error ?? 'No GPU information'),
+      warning: false
+    };
+  }
+  const gpus = snapshot.gpus;
+  const inUse = gpus.filter(g => processesOf(g).length > 0).length;
+  let own = 0;
+  const idleKernels = new Map<string, number>();
+  for (const gpu of gpus) {
+    for (const p of processesOf(gpu)) {
+      if (p.own) {
+        own += p.memory ?? 0;
+        if (p.idle === true) {
+          const key = p.kernel_id ?? `pid ${p.pid}`;
+          idleKernels.set(key, Math.max(idleKernels.get(key) ?? 0, p.idle_s ?? 0));
+        }
+      }
+    }
+  }
+  let cullInS: number | null = null;
+  for (const cull of cullsDue(snapshot).values()) {
+    cullInS = Math.min(cullInS ?? Infinity, cull.cullInS);
+  }
+  const free = freeUnits(gpus);
+  const failed = gpus.filter(g => g.error !== null).length;
+  // "GPU 2/4" is what a glance needs; the user's own share only when there is one.
+  let text = `GPU ${inUse}/${gpus.length}`;
+  let short = text;
+  if (free.sliceCount > 0) {
+    text += ` · MIG ${free.slices.length}/${free.sliceCount} free`;
+  }
+  if (own > 0) {
+    text += ` · yours ${formatBytes(own)}`;
+  }
+  if (failed > 0) {
+    text += ` · ${failed} failed`;
+    short += ` · ${failed} failed`;
+  }
+  if (cullInS !== null) {
+    text += ` · idle kernel shut down in ${formatDuration(cullInS)}`;
+    short += ` · shut down in ${formatDuration(cullInS)}`;
+  } else if (idleKernels.size > 0) {
+    text += ` · idle ${formatDuration(Math.max(...idleKernels.values()))}`;
+    short += ' · idle';
+  }
+  const idle = idleKernels.size;
+  const title =
+    `${inUse} of ${gpus.length} GPUs in use` +
+    (free.sliceCount > 0 ? `; ${free.slices.length} of ${free.sliceCount} MIG slices free` : '') +
+    `; your kernels hold ${formatBytes(own)}` +
+    (idle > 0 ? `; ${idle} of your kernels ${idle === 1 ? 'is' : 'are'} idle while holding GPU memory` : '') +
+    (cullInS !== null ? `; an idle kernel is shut down in ${formatDuration(cullInS)}` : '') +
+    (state === 'error' ? ` (stale: ${message ?? 'update failed'})` : '');
+  return { text, short, title, warning: idle > 0 || cullInS !== null };
+}
+
+/** The sidebar's view setting: one line per GPU (`compact`), a card per GPU (`cards`), or `auto`. */
+export type CompactMode = 'auto' | 'compact' | 'cards';
+
+/** In `auto`, machines with more GPUs than this get one line per GPU (cards fit about three per screen). */
+export const COMPACT_ABOVE_GPUS = 4;
+
+/** Whether the sidebar shows one line per GPU for `mode` and `gpuCount` GPUs. */
+export function isCompact(mode: CompactMode, gpuCount: number): boolean {
+  return mode === 'compact' || (mode !== 'cards' && gpuCount > COMPACT_ABOVE_GPUS);
+}
