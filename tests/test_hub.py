@@ -194,10 +194,11 @@ def test_one_nvml_sampler_for_every_user_server(demo_gpus: None, servers: int) -
         calls = nvml_calls() - per_sample_before[0]
         samples = run.service.sampler.samples_taken - per_sample_before[1]
         assert per_sample > 0 and samples > 0
-        # Nobody but the service read NVML: its samples account for the calls, within the few extra
-        # calls of the reader's periodic MIG re-check (one per GPU every 5 s); a single user server
-        # sampling for itself would add as many calls again.
-        assert abs(calls - samples * per_sample) <= 0.02 * samples * per_sample
+        # Nobody but the service read NVML: its samples account for the calls, within the extra calls
+        # the reader makes every 5 s per GPU (the MIG re-check, the name/UUID/power-limit refresh and
+        # the fan/ECC/clock extras: 7 calls a GPU, one round of them in this test's few seconds); a
+        # single user server sampling for itself would add as many calls again (+100 %).
+        assert abs(calls - samples * per_sample) <= 0.10 * samples * per_sample
 
     asyncio.run(body())
 

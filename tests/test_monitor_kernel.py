@@ -124,5 +124,14 @@ def test_close_replaces_the_panel_by_a_line_of_text(kernel: BlockingKernelClient
     (replaced,) = [m for m in messages if m["msg_type"] == "update_display_data"]
     assert replaced["content"]["transient"]["display_id"] == display_id
     assert replaced["content"]["data"] == {"text/plain": "GPU panel closed; run %gpu_monitor for a new one."}
-    out, _ = execute(kernel, "print(widget.open_panels(), widget.shared_sampler().running)")
+    out, _ = execute(
+        kernel,
+        (
+            "import time\nsampler = widget.shared_sampler()\n"
+            "deadline = time.monotonic() + 5  # the thread ends after its current sample\n"
+            "while sampler.running and time.monotonic() < deadline:\n"
+            "    time.sleep(0.05)\n"
+            "print(widget.open_panels(), sampler.running)\n"
+        ),
+    )
     assert out.strip() == "[] False"
