@@ -507,13 +507,20 @@ def test_a_running_server_of_this_user_is_asked_with_its_own_token(tmp_path: Pat
     import http.server
     import threading
 
+    from jupyter_gpu.core.snapshot import Snapshot
+
     asked: list[tuple[str, str | None]] = []
+    body = json.dumps(Snapshot(nvml_available=False, timestamp=1.0, error="no NVML").to_dict()).encode()
 
     class Server(http.server.BaseHTTPRequestHandler):
         def do_GET(self) -> None:
             asked.append((self.path, self.headers.get("Authorization")))
-            self.send_response(200 if self.path == "/lab/jupyter-gpu/snapshot" else 404)
+            found = self.path == "/lab/jupyter-gpu/snapshot"
+            self.send_response(200 if found else 404)
+            self.send_header("Content-Type", "application/json")
             self.end_headers()
+            if found:
+                self.wfile.write(body)
 
         def log_message(self, *args: Any) -> None:
             pass
@@ -530,6 +537,13 @@ def test_a_running_server_of_this_user_is_asked_with_its_own_token(tmp_path: Pat
             assert answer.state == state, answer
         assert answer.detail.endswith("runs without jupyter_gpu's extension")
         assert asked == [("/lab/jupyter-gpu/snapshot", "token own"), ("/other/jupyter-gpu/snapshot", "token own")]
+        # A runtime file that is a link (planted, or not this user's own file) is not read: its
+        # token is never sent anywhere.
+        real = tmp_path / "elsewhere.json"
+        (runtime / "jpserver-1.json").rename(real)
+        (runtime / "jpserver-1.json").symlink_to(real)
+        assert machine.server_extension(str(runtime)).state == "not running"
+        assert len(asked) == 2
     finally:
         server.shutdown()
 

@@ -10,17 +10,15 @@ with a short timeout).
 from __future__ import annotations
 
 import getpass
-import glob
 import os
 import time
 import urllib.error
 import urllib.request
 from collections.abc import Mapping
+from pathlib import Path
 
-from ..core.errors import WireError
 from ..core.snapshot import Snapshot
 from ..core.units import format_bytes
-from ..core.wire import Fields, loads
 from ..plan import Fence
 from .report import Machine, MachineGpu, Service
 
@@ -86,49 +84,38 @@ def unlisted_memory(snapshot: Snapshot) -> list[str]:
     return notes
 
 
-def _get(url: str, headers: Mapping[str, str]) -> int:
-    """The HTTP status of GET ``url`` (0: no answer at all)."""
-    request = urllib.request.Request(url, headers=dict(headers))
-    try:
-        with urllib.request.urlopen(request, timeout=SERVICE_TIMEOUT_S) as answer:
-            return int(answer.status)
-    except urllib.error.HTTPError as error:
-        return int(error.code)
-    except (OSError, ValueError):
-        return 0
-
-
 def server_extension(runtime_dir: str | None = None) -> Service:
-    """Whether a Jupyter server of this user runs and its ``jupyter-gpu/snapshot`` answers."""
+    """Whether a Jupyter server of this user runs and its ``jupyter-gpu/snapshot`` answers.
+
+    Found and asked as every face asks it (:mod:`jupyter_gpu.sources.host`): only this user's own
+    runtime files (regular files, never through a link), each server's own token sent over
+    ``http://`` only to a listener of this user."""
+    from ..sources.host import HostSample, running_servers, runtime_folder
+    from ..sources.remote import BadAnswer
+
     name = "Server extension"
-    if runtime_dir is None:
-        try:
-            from jupyter_core.paths import jupyter_runtime_dir
-        except ImportError:
-            return Service(name, "not running", "jupyter_core is not installed")
-        runtime_dir = jupyter_runtime_dir()
-    servers = []
-    for path in sorted(glob.glob(os.path.join(runtime_dir, "jpserver-*.json"))):
-        try:
-            with open(path, "rb") as file:
-                data = Fields(loads(file.read(64 * 1024 + 1), max_bytes=64 * 1024, max_depth=4))
-            pid = data.integer("pid", 1, 2**31 - 1)
-            os.kill(pid, 0)
-            servers.append((data.text("url", 2048), data.text("token", 4096, min_chars=0, default="")))
-        except (OSError, WireError):
-            continue  # a server that is gone, or a file that is not a server's: not this user's server
+    folder = Path(runtime_dir) if runtime_dir is not None else runtime_folder()
+    servers = running_servers(folder, ancestors_only=False)
     if not servers:
         return Service(name, "not running", "no Jupyter server of yours is running on this machine")
-    for url, token in servers:
-        headers = {"Authorization": f"token {token}"} if token else {}
-        status = _get(url.rstrip("/") + "/jupyter-gpu/snapshot", headers)
-        if status == 200:
-            return Service(name, "answers", url)
-        if status == 404:
-            return Service(name, "no answer", f"the server at {url} runs without jupyter_gpu's extension")
-        if status in (401, 403):
-            return Service(name, "no answer", f"the server at {url} refused its own token (HTTP {status})")
-    return Service(name, "no answer", f"the server at {servers[0][0]} did not answer")
+    sample = HostSample(runtime_dir=folder, timeout_s=SERVICE_TIMEOUT_S)
+    problems = []
+    for server in servers:
+        try:
+            sample.ask_server(server)
+        except urllib.error.HTTPError as error:
+            if error.code == 404:
+                return Service(name, "no answer", f"the server at {server.url} runs without jupyter_gpu's extension")
+            if error.code in (401, 403):
+                return Service(
+                    name, "no answer", f"the server at {server.url} refused its own token (HTTP {error.code})"
+                )
+            problems.append(f"the server at {server.url} answered HTTP {error.code}")
+        except (OSError, BadAnswer) as error:
+            problems.append(f"the server at {server.url} did not answer usably ({getattr(error, 'reason', error)})")
+        else:
+            return Service(name, "answers", server.url)
+    return Service(name, "no answer", "; ".join(problems))
 
 
 def hub_service() -> Service:

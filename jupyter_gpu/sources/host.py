@@ -131,7 +131,8 @@ class HostReading:
     by_pid: dict[int, KernelPeer] = field(default_factory=dict)  # GPU PID -> its kernel
 
 
-def _runtime_dir() -> Path | None:
+def runtime_folder() -> Path | None:
+    """This user's Jupyter runtime directory (``jupyter_core``'s rule), None without jupyter_core."""
     try:
         from jupyter_core.paths import jupyter_runtime_dir
 
@@ -287,7 +288,7 @@ class HostSample:
         without: list[str] = []  # servers without the extension (404): a choice, said in the note only
         for server in self._servers():
             try:
-                reading = self._ask_server(server)
+                reading = self.ask_server(server)
             except Exception as error:  # unreachable, refused, not the user's listener, bad answer
                 if isinstance(error, urllib.error.HTTPError) and error.code == 404:
                     without.append(f"the Jupyter server at {server.url} runs without the jupyter_gpu extension")
@@ -342,9 +343,12 @@ class HostSample:
             from .kernel_reports import kernel_identity
 
             return kernel_identity()[1]
-        return _runtime_dir()
+        return runtime_folder()
 
-    def _ask_server(self, server: RunningServer) -> HostReading:
+    def ask_server(self, server: RunningServer) -> HostReading:
+        """``server``'s ``jupyter-gpu/snapshot`` with its own token, sent over ``http://`` only to a
+        listener of this user (:func:`jupyter_gpu.sources.remote.opener`). Raises ``OSError``
+        (``urllib.error.HTTPError`` for an HTTP status) or ``BadAnswer``."""
         from .remote import BadAnswer, fill_own_names, opener, snapshot_from_dict
 
         if self._opener is None:
