@@ -175,21 +175,35 @@ def test_server_answer_is_read_defensively() -> None:
 
 
 def test_runtime_files_of_other_users_or_too_large_are_ignored(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The kernel's server, as the OOM report finds it (:mod:`jupyter_gpu.sources.servers`' rule)."""
+    from jupyter_gpu.sources import servers
+
     me = os.getppid()
-    monkeypatch.setattr(peers, "_ancestors", lambda: {me})
+    monkeypatch.setattr(servers, "_ancestors", lambda: [me])
+
+    def found() -> list[tuple[str, str]]:
+        return [(s.url, s.token) for s in servers.running_servers(tmp_path, ancestors_only=True)]
+
     good = tmp_path / "jpserver-1.json"
     good.write_text(json.dumps({"pid": me, "url": "http://127.0.0.1:8888/", "token": "t"}))
-    assert peers.find_server(tmp_path) == {"url": "http://127.0.0.1:8888/", "token": "t"}
+    assert found() == [("http://127.0.0.1:8888/", "t")]
     good.write_text(json.dumps({"pid": me, "url": "file:///etc/passwd", "token": "t"}))
-    assert peers.find_server(tmp_path) is None
+    assert found() == []
     good.write_text(json.dumps({"pid": me + 1, "url": "http://127.0.0.1:8888/", "token": "t"}))
-    assert peers.find_server(tmp_path) is None  # not this kernel's server
+    assert found() == []  # not this kernel's server
     good.write_text(json.dumps({"pid": me, "url": "http://127.0.0.1:8888/", "token": "t", "pad": "x" * 70_000}))
-    assert peers.find_server(tmp_path) is None
+    assert found() == []
+    good.write_text(json.dumps({"pid": me, "url": "http://127.0.0.1:8888/", "token": "t"}))
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    good.rename(elsewhere / "real.json")
+    good.symlink_to(elsewhere / "real.json")
+    assert found() == []  # a link (planted in a shared folder) is never followed
+    good.unlink()
+    (elsewhere / "real.json").rename(good)
     if os.getuid() == 0:  # only root can give a file away
-        good.write_text(json.dumps({"pid": me, "url": "http://127.0.0.1:8888/", "token": "t"}))
         os.chown(good, 4242, 4242)
-        assert peers.find_server(tmp_path) is None
+        assert found() == []
 
 
 def test_on_a_mig_slice_the_slice_is_what_ran_out() -> None:

@@ -30,7 +30,7 @@ from jupyter_gpu.core.snapshot import GpuInfo, GpuProcess, MigSlice, Snapshot
 from jupyter_gpu.core.wire import Fields, WireError, loads
 from jupyter_gpu.hub import core as hub_core
 from jupyter_gpu.hub import prometheus as prom
-from jupyter_gpu.sources import kernel_reports, peers, remote
+from jupyter_gpu.sources import kernel_reports, peers, remote, servers
 from jupyter_gpu.sources.claims import ClaimBoard, parse_claim, user_folder
 
 # -- loads
@@ -326,7 +326,8 @@ def test_peers_never_raise(data: Any, raw: bytes) -> None:
     with tempfile.TemporaryDirectory() as folder:
         path = Path(folder) / "jpserver-1.json"
         path.write_bytes(raw)
-        assert peers._read_own_json(path) is None or isinstance(peers._read_own_json(path), Fields)
+        read = servers.own_runtime_file(path)
+        assert read is None or isinstance(read, Fields)
 
 
 @FAST

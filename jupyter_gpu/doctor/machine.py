@@ -90,8 +90,9 @@ def server_extension(runtime_dir: str | None = None) -> Service:
     Found and asked as every face asks it (:mod:`jupyter_gpu.sources.host`): only this user's own
     runtime files (regular files, never through a link), each server's own token sent over
     ``http://`` only to a listener of this user."""
-    from ..sources.host import HostSample, running_servers, runtime_folder
+    from ..sources.host import HostSample
     from ..sources.remote import BadAnswer
+    from ..sources.servers import running_servers, runtime_folder
 
     name = "Server extension"
     folder = Path(runtime_dir) if runtime_dir is not None else runtime_folder()

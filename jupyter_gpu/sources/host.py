@@ -18,12 +18,9 @@ used to read NVML itself: N panels, N samplers. A :class:`HostSample` asks, best
 3. **NVML in this process** (:mod:`jupyter_gpu.sources.nvml`), with a one-line note saying why
    (``source_note``); when a server or service was found but failed, that is a warning too.
 
-**Who gets the token.** The server's token opens the user's server: whoever receives it can run
-code as this user. A runtime file counts only when it is a regular file owned by this user (no
-link followed), and the token is only sent over ``http://`` to a listener of this host owned by
-this user (:func:`jupyter_gpu.sources.remote.peer_uid`: ``/proc/net/tcp`` records the owner of the
-listening socket), or over ``https://`` when TLS verifies the host; redirects are not followed. A
-port another user listens on (a server that died, its port taken) gets nothing.
+**Who gets the token.** The server's token opens the user's server. Servers are found and asked by
+:mod:`jupyter_gpu.sources.servers`' one rule: only this user's own runtime files (no link followed),
+the token only to a listener of this user (or verified TLS), no redirects.
 
 **Untrusted answers.** A server's answer crosses a socket: it is read with
 :mod:`jupyter_gpu.core.wire` and :func:`jupyter_gpu.sources.remote.snapshot_from_dict` (strict,
@@ -40,7 +37,6 @@ failure, servers are looked for again at most every :data:`REDISCOVER_S` seconds
 from __future__ import annotations
 
 import os
-import stat
 import sys
 import threading
 import time
@@ -52,9 +48,10 @@ from pathlib import Path
 from typing import Any
 
 from ..core.snapshot import Snapshot
-from ..core.wire import Fields, WireError, loads, maybe
+from ..core.wire import Fields, maybe
 from .peers import KernelPeer, parse_server_snapshot
 from .processes import ProcessDirectory
+from .servers import RunningServer, ask, running_servers, runtime_folder
 
 __all__ = [
     "HostReading",
@@ -77,21 +74,9 @@ in milliseconds; one whose sampler is idle (no sidebar open) takes one NVML samp
 take a second on a busy host, and is still cheaper than starting NVML here."""
 REDISCOVER_S = 10.0
 """After no server answered, how long before the runtime files are read again."""
-MAX_RUNTIME_FILE = 64 * 1024
-MAX_SERVERS = 16
 MAX_ANSWER = 64 * 1024 * 1024  # the server's answer with thousands of processes
 MAX_KERNELS = 10_000
 _PID = (1, 2**31 - 1)
-
-
-@dataclass(frozen=True)
-class RunningServer:
-    """A Jupyter server of this user, as its runtime file says."""
-
-    url: str  # ends with "/"
-    token: str
-    pid: int
-    path: Path
 
 
 @dataclass(frozen=True)
@@ -129,86 +114,6 @@ class HostReading:
     note: str | None = None
     kernels: tuple[KernelView, ...] = ()
     by_pid: dict[int, KernelPeer] = field(default_factory=dict)  # GPU PID -> its kernel
-
-
-def runtime_folder() -> Path | None:
-    """This user's Jupyter runtime directory (``jupyter_core``'s rule), None without jupyter_core."""
-    try:
-        from jupyter_core.paths import jupyter_runtime_dir
-
-        return Path(jupyter_runtime_dir())
-    except Exception:
-        return None
-
-
-def _own_file(path: Path) -> Fields | None:
-    """A runtime file's JSON when it is a small regular file of this user; None otherwise.
-
-    Opened without following a link (``O_NOFOLLOW``) and checked on the open descriptor."""
-    try:
-        descriptor = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
-    except OSError:
-        return None
-    try:
-        info = os.fstat(descriptor)
-        if not stat.S_ISREG(info.st_mode) or info.st_uid != os.getuid() or info.st_size > MAX_RUNTIME_FILE:
-            return None
-        with os.fdopen(descriptor, "rb", closefd=False) as file:
-            return Fields(loads(file.read(MAX_RUNTIME_FILE + 1), max_bytes=MAX_RUNTIME_FILE))
-    except (OSError, WireError):
-        return None
-    finally:
-        os.close(descriptor)
-
-
-def _ancestors() -> list[int]:
-    try:
-        import psutil
-
-        return [parent.pid for parent in psutil.Process().parents()]
-    except Exception:
-        return []
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True  # it runs (another user's: its listener check will say no)
-    return True
-
-
-def running_servers(runtime_dir: Path | None, ancestors_only: bool) -> list[RunningServer]:
-    """This user's running servers from ``runtime_dir``: ancestors of this process first (nearest
-    first), then (unless ``ancestors_only``) the others, newest runtime file first."""
-    if runtime_dir is None:
-        return []
-    try:
-        paths = sorted(runtime_dir.glob("jpserver-*.json"), key=lambda p: p.name)[:256]
-    except OSError:
-        return []
-    ancestors = _ancestors()
-    rank = {pid: position for position, pid in enumerate(ancestors)}
-    found: list[tuple[tuple[int, float], RunningServer]] = []
-    for path in paths:
-        info = _own_file(path)
-        if info is None:
-            continue
-        pid = maybe(info.integer, "pid", *_PID)
-        url, token = maybe(info.text, "url", 4096), maybe(info.text, "token", 4096)
-        if pid is None or url is None or not token or not url.startswith(("http://", "https://")):
-            continue  # no token (password login, or no auth): nothing to authenticate with
-        if pid not in rank and (ancestors_only or not _alive(pid)):
-            continue
-        try:
-            age = -path.lstat().st_mtime
-        except OSError:
-            continue
-        server = RunningServer(url if url.endswith("/") else url + "/", token, pid, path)
-        found.append(((rank.get(pid, len(ancestors)), age), server))
-    return [server for _, server in sorted(found, key=lambda item: item[0])][:MAX_SERVERS]
 
 
 def parse_kernels(data: Any, by_pid: dict[int, KernelPeer]) -> tuple[KernelView, ...]:
@@ -346,23 +251,14 @@ class HostSample:
         return runtime_folder()
 
     def ask_server(self, server: RunningServer) -> HostReading:
-        """``server``'s ``jupyter-gpu/snapshot`` with its own token, sent over ``http://`` only to a
-        listener of this user (:func:`jupyter_gpu.sources.remote.opener`). Raises ``OSError``
-        (``urllib.error.HTTPError`` for an HTTP status) or ``BadAnswer``."""
+        """``server``'s ``jupyter-gpu/snapshot`` as a reading (:func:`jupyter_gpu.sources.servers.ask`:
+        its own token, only to this user's listener). Raises ``OSError`` (``urllib.error.HTTPError``
+        for an HTTP status) or ``BadAnswer``."""
         from .remote import BadAnswer, fill_own_names, opener, snapshot_from_dict
 
         if self._opener is None:
             self._opener = opener(str(os.getuid()))  # http://: only to this user's own listener
-        request = urllib.request.Request(
-            server.url + "jupyter-gpu/snapshot",
-            headers={"Authorization": f"token {server.token}", "Accept": "application/json"},
-        )
-        with self._opener.open(request, timeout=self.timeout_s) as response:
-            body = response.read(MAX_ANSWER + 1)
-        try:
-            data = loads(body, max_bytes=MAX_ANSWER)
-        except WireError as error:
-            raise BadAnswer(f"the answer is unusable: {error}") from None
+        data = ask(server, "jupyter-gpu/snapshot", self.timeout_s, MAX_ANSWER, via=self._opener)
         snapshot = snapshot_from_dict(data)
         if snapshot.simulated != _simulating():
             raise BadAnswer(

@@ -7,8 +7,8 @@ Two sources, best first:
    server's runtime directory, next to ``jpserver-<pid>.json`` (written by the server, readable by
    its user only), which holds the server's URL and token. The server is the one whose PID is an
    ancestor of this kernel. The kernel then asks ``GET {base_url}jupyter-gpu/snapshot`` with that
-   token (Jupyter's own authentication), which maps each GPU process to its kernel, notebook and
-   idle time.
+   token (Jupyter's own authentication; found and asked by :mod:`.servers`' rule: the token only
+   to this user's own listener), which maps each GPU process to its kernel, notebook and idle time.
 2. **The kernels' own reports** (:mod:`jupyter_gpu.kernel.report`): every kernel with the
    extension loaded writes ``jupyter-gpu-kernel-<id>.json`` into the same directory, with its PID
    and notebook (``JPY_SESSION_NAME``). Idle time is not in them.
@@ -22,16 +22,15 @@ is left out (None). Nothing here raises: without a server or reports the result 
 from __future__ import annotations
 
 import os
-import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..core.wire import Fields, WireError, loads, maybe, text
+from ..core.wire import Fields, maybe, text
+from .servers import ask, running_servers
 
-__all__ = ["KernelPeer", "Peers", "find_peers", "find_server", "parse_server_snapshot"]
+__all__ = ["KernelPeer", "Peers", "find_peers", "parse_server_snapshot"]
 
-_MAX_FILE = 64 * 1024
 _MAX_ANSWER = 8 * 1024 * 1024
 
 
@@ -63,48 +62,10 @@ def _list(fields: Fields | None, name: str, limit: int) -> list[Any]:
     return (maybe(fields.items, name, 2**62, []) or [])[:limit] if fields is not None else []
 
 
-def _read_own_json(path: Path) -> Fields | None:
-    """A small JSON object from a file owned by this user; None for anything else."""
-    try:
-        stat = path.stat()
-        if (hasattr(os, "getuid") and stat.st_uid != os.getuid()) or stat.st_size > _MAX_FILE:
-            return None
-        return Fields(loads(path.read_bytes(), max_bytes=_MAX_FILE))
-    except (OSError, WireError):
-        return None
-
-
 def _notebook_name(session: Any) -> str | None:
     """A kernel's ``JPY_SESSION_NAME`` (the notebook's full path) as a name a person recognises."""
     name = maybe(text, session, "session", 4096)
     return os.path.basename(name) or name if name else None
-
-
-def _ancestors() -> set[int]:
-    try:
-        import psutil
-
-        return {parent.pid for parent in psutil.Process().parents()}
-    except Exception:
-        return set()
-
-
-def find_server(runtime_dir: Path) -> dict[str, Any] | None:
-    """The ``jpserver-<pid>.json`` of the server that started this kernel (an ancestor process)."""
-    ancestors = _ancestors()
-    try:
-        candidates = sorted(runtime_dir.glob("jpserver-*.json"))
-    except OSError:
-        return None
-    for path in candidates[:64]:
-        info = _read_own_json(path)
-        if info is None or maybe(info.integer, "pid", *_PID) not in ancestors:
-            continue
-        url, token = maybe(info.text, "url", 4096), maybe(info.text, "token", 2**62)
-        if url is None or not url.startswith(("http://", "https://")) or token is None:
-            continue  # no token (password login or no auth): the kernel cannot authenticate
-        return {"url": url if url.endswith("/") else url + "/", "token": token}
-    return None
 
 
 def parse_server_snapshot(data: Any) -> dict[int, KernelPeer]:
@@ -149,14 +110,6 @@ def parse_server_snapshot(data: Any) -> dict[int, KernelPeer]:
     return peers
 
 
-def _ask_server(server: dict[str, Any], timeout_s: float) -> Any:
-    request = urllib.request.Request(
-        server["url"] + "jupyter-gpu/snapshot", headers={"Authorization": f"token {server['token']}"}
-    )
-    with urllib.request.urlopen(request, timeout=timeout_s) as response:
-        return loads(response.read(_MAX_ANSWER + 1), max_bytes=_MAX_ANSWER)
-
-
 def _from_reports(runtime_dir: Path) -> dict[int, KernelPeer]:
     """This user's kernels from their own reports (validated like the server reads them).
 
@@ -191,14 +144,10 @@ def find_peers(timeout_s: float = 1.0) -> Peers:
         own_id, runtime_dir = kernel_identity()
         if runtime_dir is None:
             return Peers()
-        server = find_server(runtime_dir)
-        if server is not None:
+        for server in running_servers(runtime_dir, ancestors_only=True)[:1]:  # the one that started this kernel
             try:
-                peers = {
-                    pid: peer
-                    for pid, peer in parse_server_snapshot(_ask_server(server, timeout_s)).items()
-                    if peer.kernel_id != own_id
-                }
+                answer = ask(server, "jupyter-gpu/snapshot", timeout_s, _MAX_ANSWER)
+                peers = {pid: peer for pid, peer in parse_server_snapshot(answer).items() if peer.kernel_id != own_id}
                 peers.pop(os.getpid(), None)
                 return Peers(peers, "server extension", own_id)
             except Exception:
