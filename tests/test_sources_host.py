@@ -371,3 +371,14 @@ def test_nvml_calls_stay_flat_with_five_panels_and_five_terminals(live_server, t
                 terminal.wait()
         for kernel in kernels:
             kernel.client.stop_channels()
+
+
+def test_other_users_names_follow_the_admins_setting_as_it_is_now(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A panel's ``JUPYTER_GPU_SHOW_OTHER_NAMES=1`` (an admin's view) counts for the shared host
+    sample too, even when it was set after the sample was made; an explicit choice wins."""
+    sample = host.HostSample()
+    monkeypatch.delenv("JUPYTER_GPU_SHOW_OTHER_NAMES", raising=False)
+    assert not sample.everyone
+    monkeypatch.setenv("JUPYTER_GPU_SHOW_OTHER_NAMES", "1")
+    assert sample.everyone
+    assert not host.HostSample(show_other_names=False).everyone

@@ -51,6 +51,7 @@ from ..core.snapshot import Snapshot
 from ..core.wire import Fields, maybe
 from .peers import KernelPeer, parse_server_snapshot
 from .processes import ProcessDirectory
+from .processes import show_other_names as other_names_shown
 from .servers import RunningServer, ask, running_servers, runtime_folder
 
 __all__ = [
@@ -171,7 +172,6 @@ class HostSample:
         self._service_url = service_url
         self.timeout_s = timeout_s
         self.directory = ProcessDirectory(show_other_names=show_other_names)
-        self.everyone = bool(show_other_names)
         self._lock = threading.Lock()
         self._server: RunningServer | None = None
         self._looked_at = float("-inf")
@@ -179,6 +179,13 @@ class HostSample:
         self._opener: urllib.request.OpenerDirector | None = None
         self._reader: Any = None  # an NVML reader showing other users' names (show_other_names)
         self.last_source: str | None = None
+
+    @property
+    def everyone(self) -> bool:
+        """Whether other users' program names are shown too (admins: ``show_other_names``, else
+        ``$JUPYTER_GPU_SHOW_OTHER_NAMES`` as it is now, as every other face reads it)."""
+        chosen = self.directory.show_other_names
+        return other_names_shown() if chosen is None else chosen
 
     def __call__(self) -> Snapshot:
         reading = self.read()
@@ -264,6 +271,8 @@ class HostSample:
             raise BadAnswer(
                 "it sees simulated GPUs and this process would not" if snapshot.simulated else "it sees real GPUs"
             )
+        if snapshot.simulated and self.everyone:
+            _follow_the_scenario()
         snapshot = fill_own_names(snapshot, self.directory, everyone=self.everyone)
         self.directory.forget_all_but({p.pid for gpu in snapshot.gpus for p in gpu.processes})
         by_pid = parse_server_snapshot(data)
@@ -311,6 +320,20 @@ def _simulating() -> bool:
     if simulate is not None and simulate.installed() is not None:
         return True
     return simulation_requested(os.environ.get(SIMULATE_ENV_VAR))
+
+
+def _follow_the_scenario() -> None:
+    """Simulated processes exist only in the scenario, so their owners and program names (an
+    admin's view) come from it, as ``/proc`` gives them for real processes: the simulation is put
+    beneath pynvml here (no NVML call) and the scenario read as it is now."""
+    from .. import simulate
+
+    try:
+        library = simulate.install_from_environment()
+    except Exception:  # a bad JUPYTER_GPU_SIMULATE: names stay withheld, the sample stands
+        return
+    if library is not None:
+        library.source.current()
 
 
 def _reason(error: BaseException) -> str:
