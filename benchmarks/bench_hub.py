@@ -137,7 +137,7 @@ def real_hub_calls(seconds: float, runs: int, counts: tuple[int, ...] = (1, 2, 5
     if reason:
         print(json.dumps({"real_hub": "skipped", "reason": reason}), flush=True)
         return
-    alice, bob = real.USERS
+    alice, bob = real.PAIR  # the servers of two users; five are created (the test's USERS), three idle
     via_service = [(user, name) for name in ("", "s1", "s2", "s3", "s4") for user in (alice, bob)]
     own = [(user, f"nvml-{i}") for i in range(1, 6) for user in (alice, bob)]  # pre_spawn_hook: source=nvml
     artifacts = REPO / "test-artifacts"

@@ -1,4 +1,4 @@
-"""A real JupyterHub 6 (LocalProcessSpawner, two system users, DummyAuthenticator) with the
+"""A real JupyterHub 6 (LocalProcessSpawner, five system users, DummyAuthenticator) with the
 jupyter-gpu service, each user's kernel on simulated GPUs, the console in headless Chromium.
 
 Needs root (useradd, spawning as other users), ``configurable-http-proxy`` (npm) and a Python
@@ -8,8 +8,10 @@ cannot read). Skipped with the reason otherwise. Override the paths with ``JUPYT
 and ``JUPYTER_GPU_CHP``; by default they are looked for in this checkout, then next to the
 virtual environment running the tests (a git worktree shares the main checkout's).
 
-The system users (``JUPYTER_GPU_HUB_TEST_USERS``, default ``jgpu-alice,jgpu-bob``) are created
-when missing and removed again (``userdel -r``) at the end; users that existed before are left.
+The system users (``JUPYTER_GPU_HUB_TEST_USERS``, default ``jgpu-alice,jgpu-bob,jgpu-carol,jgpu-dave,jgpu-eve``)
+are created when missing and removed again (``userdel -r``) at the end; users that existed before are
+left. The console and privacy tests are about the first two (``PAIR``: one holds the read scope, the
+other nothing); the NVML-flatness tests use all five users' servers, kernels and terminals.
 
 NVML calls are counted across every process of the hub (the service as root, user servers and
 kernels as the users) by the simulated library itself: ``JUPYTER_GPU_SIMULATE_CALLS_DIR`` names a
@@ -23,6 +25,8 @@ import concurrent.futures
 import contextlib
 import json
 import os
+import pwd
+import re
 import shutil
 import subprocess
 import sys
@@ -56,8 +60,11 @@ def _hub_venv() -> Path:
 
 HUB_VENV = Path(os.environ.get("JUPYTER_GPU_HUB_VENV") or _hub_venv())
 CHP = os.environ.get("JUPYTER_GPU_CHP") or str(HUB_VENV / "proxy" / "node_modules" / ".bin" / "configurable-http-proxy")
-USERS = tuple(os.environ.get("JUPYTER_GPU_HUB_TEST_USERS", "jgpu-alice,jgpu-bob").split(","))
-assert len(USERS) == 2 and all(USERS), "JUPYTER_GPU_HUB_TEST_USERS: two user names, comma-separated"
+USERS = tuple(
+    os.environ.get("JUPYTER_GPU_HUB_TEST_USERS", "jgpu-alice,jgpu-bob,jgpu-carol,jgpu-dave,jgpu-eve").split(",")
+)
+assert len(USERS) == 5 and all(USERS), "JUPYTER_GPU_HUB_TEST_USERS: five user names, comma-separated"
+PAIR = USERS[:2]  # the console test's two users: alice holds the console's read scope, bob nothing
 ADMIN = "jgpu-admin"
 TESTER_TOKEN = "jgpu-tester-" + os.urandom(8).hex()
 PROMETHEUS_TOKEN = "jgpu-prometheus-" + os.urandom(8).hex()
@@ -141,7 +148,7 @@ c.JupyterHub.db_url = "sqlite:///{root}/hub.sqlite"
 c.JupyterHub.cookie_secret_file = "{root}/cookie_secret"
 c.JupyterHub.pid_file = "{root}/hub.pid"
 c.JupyterHub.authenticator_class = "dummy"
-c.JupyterHub.allow_named_servers = True  # 5 user servers from 2 system users (test_nvml_calls_...)
+c.JupyterHub.allow_named_servers = True  # the control's servers beside the users' own (test_nvml_calls_...)
 c.Authenticator.allow_all = True
 c.Authenticator.admin_users = {{{admin!r}}}
 c.JupyterHub.spawner_class = "localprocess"
@@ -219,7 +226,9 @@ def _remove_users(created: list[str], spawned: list[psutil.Process]) -> None:
     """``userdel -r`` the users this test created, once the processes the hub started are gone
     (userdel refuses a user with running processes). Any straggler of ours is killed by PID
     (psutil checks its start time, so a reused PID is never hit); users that existed before the
-    test are not touched."""
+    test are not touched. Another run of this test on the machine at the same time (same user
+    names) keeps processes of those users alive: their userdel fails and is reported, the others
+    are still removed."""
     if not created:
         return
     _, alive = psutil.wait_procs(spawned, timeout=20)
@@ -229,10 +238,12 @@ def _remove_users(created: list[str], spawned: list[psutil.Process]) -> None:
         except psutil.Error:
             pass
     psutil.wait_procs(alive, timeout=10)
-    for user in created:
+    failed = []
+    for user in created:  # every one tried, so one refusal leaves no other user behind
         result = subprocess.run(["userdel", "-r", user], capture_output=True, text=True)
         if result.returncode not in (0, 12):  # 12: the home directory could not be removed (gone)
-            raise AssertionError(f"userdel -r {user} failed: {result.stderr.strip()}")
+            failed.append(f"userdel -r {user} failed: {result.stderr.strip()}")
+    assert not failed, "; ".join(failed)
 
 
 def _run_hub(artifacts: Path, spawned: list[psutil.Process]) -> Iterator[Hub]:
@@ -310,19 +321,19 @@ def _run_hub(artifacts: Path, spawned: list[psutil.Process]) -> Iterator[Hub]:
 
 
 def _start_servers_and_kernels(hub: Hub) -> dict[str, dict[str, Any]]:
-    for user in USERS:
+    for user in PAIR:
         hub.api("POST", f"/hub/api/users/{user}")  # 201, or 409 when the hub knows the user already
         code, body = hub.api("POST", f"/hub/api/users/{user}/server")
         assert code in (201, 202, 400), body  # 400: already running
     wait_until(
         lambda: all(
-            (hub.api("GET", f"/hub/api/users/{u}")[1].get("servers", {}).get("", {}).get("ready")) for u in USERS
+            (hub.api("GET", f"/hub/api/users/{u}")[1].get("servers", {}).get("", {}).get("ready")) for u in PAIR
         ),
         120,
         "both user servers to be ready",
     )
     sessions = {}
-    for user in USERS:
+    for user in PAIR:
         code, body = hub.api(
             "POST",
             f"/user/{user}/api/sessions",
@@ -333,18 +344,18 @@ def _start_servers_and_kernels(hub: Hub) -> dict[str, dict[str, Any]]:
     pids: dict[str, int] = {}
 
     def kernel_pids() -> bool:
-        for user in USERS:
+        for user in PAIR:
             code, snapshot = hub.api("GET", f"/user/{user}/jupyter-gpu/snapshot")
             if code != 200:
                 return False
             for kernel in snapshot["kernels"]:
                 if kernel["kernel_id"] == sessions[user]["kernel"]["id"] and kernel["pid"]:
                     pids[user] = kernel["pid"]
-        return len(pids) == len(USERS)
+        return len(pids) == len(PAIR)
 
     wait_until(kernel_pids, 60, "both kernels' PIDs")
     scenario = simulate.plausible_gpus(2)
-    for index, user in enumerate(USERS):
+    for index, user in enumerate(PAIR):
         scenario["gpus"][index]["processes"] = [{"pid": pids[user], "memory_mib": 4096 * (index + 1), "user": user}]
     hub.scenario.write_text(json.dumps(scenario))
     return sessions
@@ -360,7 +371,7 @@ def test_console_shows_both_users_kernels_and_keeps_privacy(hub: Hub, page: Any,
         if code != 200:
             return None
         users = {u["name"]: u for u in data["users"]}
-        if all(users.get(u, {}).get("gpu_memory") for u in USERS):
+        if all(users.get(u, {}).get("gpu_memory") for u in PAIR):
             return data
         return None
 
@@ -371,7 +382,7 @@ def test_console_shows_both_users_kernels_and_keeps_privacy(hub: Hub, page: Any,
     assert users[USERS[1]]["kernels"][0]["notebook"] == f"{USERS[1]}-training.ipynb"
 
     # User servers took their GPU data from the service: no fallback warning
-    for user in USERS:
+    for user in PAIR:
         code, snapshot = hub.api("GET", f"/user/{user}/jupyter-gpu/snapshot")
         assert code == 200 and not [w for w in snapshot["warnings"] if "jupyter-gpu service" in w], snapshot
 
@@ -429,11 +440,13 @@ def test_user_servers_serve_the_services_sample(hub: Hub) -> None:
         assert not [w for w in snapshot["warnings"] if "unreachable" in w]
 
 
-async def _run_in_terminal(hub: Hub, user: str, terminal: str, command: str, timeout_s: float = 60) -> str:
+async def _run_in_terminal(
+    hub: Hub, user: str, terminal: str, command: str, timeout_s: float = 60, until: str = r"exit-status-\d+"
+) -> str:
     """Type ``command`` into a JupyterLab terminal of ``user`` (its websocket, through the hub's
-    proxy, as the browser does) and return what the terminal shows until ``exit-status-<n>``."""
-    import re
-
+    proxy, as the browser does) and return what the terminal shows until ``until`` (a regular
+    expression; by default ``exit-status-<n>``, echoed when the command ends). The websocket is then
+    closed; a command still running goes on, as in a browser tab that was closed."""
     from tornado.httpclient import HTTPRequest
     from tornado.websocket import websocket_connect
 
@@ -443,7 +456,7 @@ async def _run_in_terminal(hub: Hub, user: str, terminal: str, command: str, tim
     try:
         connection.write_message(json.dumps(["stdin", f"{command}; echo exit-status-$?\r"]))
         deadline = time.monotonic() + timeout_s
-        while not re.search(r"exit-status-\d+", shown):
+        while not re.search(until, shown):
             message = await asyncio.wait_for(connection.read_message(), max(0.1, deadline - time.monotonic()))
             assert message is not None, f"the terminal closed; it showed: {shown}"
             kind, *content = json.loads(message)
@@ -471,7 +484,8 @@ def test_a_users_terminal_finds_jupyter_gpu(hub: Hub) -> None:
     finally:
         hub.api("DELETE", f"/user/{user}/api/terminals/{terminal['name']}")
     assert "exit-status-0" in shown and "not found" not in shown, shown
-    assert "(simulated GPUs)" in shown and "NVIDIA A100-SXM4-80GB" in shown, shown  # 80 columns: names cut
+    # the table fits 80 columns: the name column gives way ("NVIDIA A100-SXM4-80GB [simul…")
+    assert "NVIDIA A100-SXM4-80GB" in shown and "(simulated GPUs)" in shown, shown
 
 
 def _scrape(hub: Hub, path: str, token: str | None) -> tuple[int, dict[str, list[Any]]]:
@@ -511,8 +525,8 @@ def test_prometheus_reads_each_gpu_from_the_service_and_kernels_from_the_user_se
 
 # -- NVML calls per second across the hub's processes, 1, 2 and 5 user servers with sidebars open
 
-SERVERS = ((USERS[0], ""), (USERS[1], ""), (USERS[0], "second"), (USERS[1], "second"), (USERS[0], "third"))
-CONTROL = ((USERS[0], "nvml-a"), (USERS[1], "nvml-b"))  # source=nvml (pre_spawn_hook in CONFIG)
+SERVERS = tuple((user, "") for user in USERS)  # the five users' own servers
+CONTROL = ((USERS[0], "nvml-a"), (USERS[1], "nvml-b"))  # named servers on source=nvml (pre_spawn_hook in CONFIG)
 WINDOW_S = 6.0  # about 12 samples of the service (interval 0.5 s) per measurement
 
 
@@ -560,6 +574,15 @@ def calls_while_polled(
 ) -> tuple[float, dict[int, int]]:
     """NVML calls per second across every process of the hub while a client polls each server's
     snapshot once per second (an open sidebar), and the window's calls per PID."""
+    with sidebars_open(hub, servers):
+        time.sleep(3.0)  # every polled server's sampler is running (and the service's)
+        return calls_during(hub, window_s)
+
+
+@contextlib.contextmanager
+def sidebars_open(hub: Hub, servers: tuple[tuple[str, str], ...]) -> Iterator[None]:
+    """A client polls each server's snapshot once per second (an open JupyterLab sidebar) while
+    the block runs; every answer must have been a 200."""
     stop = threading.Event()
     answers: list[tuple[str, int]] = []
 
@@ -575,16 +598,21 @@ def calls_while_polled(
     for thread in threads:
         thread.start()
     try:
-        time.sleep(3.0)  # every polled server's sampler is running (and the service's)
-        before, began = simulate.calls_by_process(hub.calls_dir), time.monotonic()
-        time.sleep(window_s)
-        after, ended = simulate.calls_by_process(hub.calls_dir), time.monotonic()
+        yield
     finally:
         stop.set()
         for thread in threads:
             thread.join(15)
     failed = [answer for answer in answers if answer[1] != 200]
     assert not failed and len(answers) >= len(servers), f"a polled server did not answer: {failed}"
+
+
+def calls_during(hub: Hub, window_s: float) -> tuple[float, dict[int, int]]:
+    """NVML calls per second across every process of the hub over the next ``window_s`` seconds,
+    and the window's calls per PID (processes that made none are left out)."""
+    before, began = simulate.calls_by_process(hub.calls_dir), time.monotonic()
+    time.sleep(window_s)
+    after, ended = simulate.calls_by_process(hub.calls_dir), time.monotonic()
     window = {key[0]: count - before.get(key, 0) for key, count in after.items() if count != before.get(key, 0)}
     return sum(window.values()) / (ended - began), window
 
@@ -598,13 +626,10 @@ def service_pid(hub: Hub) -> int:
 
 def test_nvml_calls_stay_flat_with_1_2_and_5_user_servers_polled(hub: Hub) -> None:
     """Issue 12: with ``source = "hub-service"``, NVML calls per second across every process of a
-    real hub (the service as root, user servers and kernels as two system users) are the same with 1,
-    2 and 5 user servers whose sidebars are open, and all of them are the service's. The control,
-    2 more servers sampling for themselves (``source = "nvml"``), multiplies them.
-
-    5 servers are named servers of the two users (``allow_named_servers``): each is its own
-    ``jupyterhub-singleuser`` process with its own sampler, which is what the count is about; more
-    system users would only add useradd/userdel and home directories to the test.
+    real hub (the service as root, user servers and kernels as five system users) are the same with
+    1, 2 and 5 user servers (one per user) whose sidebars are open, and all of them are the
+    service's. The control, 2 more servers sampling for themselves (``source = "nvml"``, named
+    servers of the first two users), multiplies them.
 
     Tolerance: calls/s with N servers within 25 % of calls/s with 1. The service samples on a timer
     (every 0.5 s plus the sample's own duration, plus the reader's MIG re-check every 5 s), so a
@@ -636,3 +661,133 @@ def test_nvml_calls_stay_flat_with_1_2_and_5_user_servers_polled(hub: Hub) -> No
     finally:
         for user, name in CONTROL:
             hub.api("DELETE", f"/hub/api/users/{user}/servers/{name}")
+
+
+# -- NVML calls per host with the five users' panels and terminals open (issue 22)
+
+PANEL_WINDOW_S = 10.0  # about 20 samples of the service per measurement: one more or less is 5 %
+PANEL_STATE = (
+    "import json\n"
+    "from jupyter_gpu.panel import widget as _jg_widget\n"
+    "_jg = _jg_widget.open_panels()\n"
+    "print(json.dumps([[p.updates, p.last_snapshot and p.last_snapshot.extra.get('source'), p.status.value]"
+    " for p in _jg]))"
+)
+
+
+def _users_kernel(hub: Hub, user: str) -> tuple[str, Any]:
+    """A kernel started through ``user``'s server REST API (the user's own token, as a notebook
+    does): its id, and a client of it attached through its connection file (the kernel runs as the
+    user; the test, as root, reads the file in the user's runtime folder)."""
+    from kernels import attach
+
+    code, model = hub.api("POST", f"/user/{user}/api/kernels", token=hub.token_for(user), body={"name": "python3"})
+    assert code == 201, model
+    home = Path(pwd.getpwnam(user).pw_dir)
+    found = wait_until(
+        lambda: next(home.rglob(f"kernel-{model['id']}.json"), None), 60, f"{user}'s kernel's connection file"
+    )
+    return model["id"], attach(found)
+
+
+def _panel_state(kernel: Any) -> list[list[Any]]:
+    """Each open panel of the kernel: [updates, the sample's source, its status line (HTML)]."""
+    out, err = kernel.run(PANEL_STATE)
+    assert out, err
+    return json.loads(out.strip().splitlines()[-1])
+
+
+def _jupyter_gpu_watches(user: str) -> list[psutil.Process]:
+    """``jupyter-gpu status --watch`` processes of ``user`` (the terminals' commands) running now."""
+    found = []
+    for process in psutil.process_iter(["username", "cmdline"]):
+        cmdline = " ".join(process.info["cmdline"] or ())
+        if process.info["username"] == user and "jupyter-gpu status --watch" in cmdline:
+            found.append(process)
+    return found
+
+
+def test_nvml_calls_stay_flat_with_five_users_panels_and_terminals(hub: Hub) -> None:
+    """Issue 22: NVML calls per second across every process of the real hub, with the service alone
+    (the five users' servers running, a kernel started in each, one JupyterLab sidebar open: the
+    service samples only while somebody asks), then a ``%gpu_monitor`` panel in one user's kernel,
+    in all five, then besides a JupyterLab terminal per user running ``jupyter-gpu status --watch 1``:
+    flat, at most 10 % above the service alone, and every call the service's (no panel, terminal or
+    user server read NVML). The panels say where their sample came from ("from the server" or "from
+    the hub", not "NVML read here") and so do the terminals.
+
+    Tolerance: a 10-second window holds 20 +- 1 of the service's samples (+-5 %); a busier machine
+    lengthens the service's period (fewer calls, never more). One panel reading NVML itself would add
+    one more sampler (+100 %), far outside it."""
+    start_servers(hub, SERVERS)
+    service = service_pid(hub)
+    kernels: list[Any] = []
+    kernel_ids: list[tuple[str, str]] = []
+    terminals: list[tuple[str, str]] = []
+    with contextlib.ExitStack() as cleanup:
+        cleanup.callback(_close_panels_and_terminals, hub, kernels, kernel_ids, terminals)
+        for user, _ in SERVERS:
+            kernel_id, kernel = _users_kernel(hub, user)
+            kernel_ids.append((user, kernel_id))
+            kernels.append(kernel)
+        cleanup.enter_context(sidebars_open(hub, SERVERS[:1]))
+        time.sleep(3.0)  # the sidebar's server asks the service, whose sampler runs
+        rates, windows = {}, {}
+        rates["service alone"], windows["service alone"] = calls_during(hub, PANEL_WINDOW_S)
+        for label, opened in (("1 panel", kernels[:1]), ("5 panels", kernels[1:])):
+            for kernel in opened:
+                out, err = kernel.run("%load_ext jupyter_gpu\n%gpu_monitor --interval 1")
+                assert not err and kernel.displayed, (out, err)
+            wait_until(
+                lambda opened=opened: all(_panel_state(k)[0][0] > 0 for k in opened), 60, "the panels' first sample"
+            )
+            rates[label], windows[label] = calls_during(hub, PANEL_WINDOW_S)
+        shown = {}
+        for user, _ in SERVERS:
+            code, terminal = hub.api("POST", f"/user/{user}/api/terminals")
+            assert code == 200, terminal
+            terminals.append((user, terminal["name"]))
+            # on a thread of its own: the browser tests' Playwright keeps an event loop in this one
+            with concurrent.futures.ThreadPoolExecutor(1) as pool:
+                shown[user] = pool.submit(
+                    asyncio.run,
+                    _run_in_terminal(
+                        hub,
+                        user,
+                        terminal["name"],
+                        "jupyter-gpu status --watch 1",
+                        until=r"Sample:[^\r\n]*\s+\S",
+                    ),
+                ).result()
+        rates["5 panels + 5 terminals"], windows["5 panels + 5 terminals"] = calls_during(hub, PANEL_WINDOW_S)
+        described = {n: {process_label(pid): calls for pid, calls in w.items()} for n, w in windows.items()}
+        figures = ", ".join(f"{label} {rate:.1f}/s" for label, rate in rates.items())
+        print(f"NVML calls/s across the hub's processes: {figures}; per process: {described}")
+
+        # the terminals' commands ran through the window, and took the server's or the hub's sample
+        for user, _ in SERVERS:
+            assert _jupyter_gpu_watches(user), f"{user}'s terminal command ended: {shown[user]}"
+            said = re.search(r"Sample:\s+from\s+the\s+(Jupyter\s+server|jupyter-gpu\s+service)", shown[user])
+            assert said, shown[user]
+            print(f"{user}'s terminal: Sample: from the {' '.join(said[1].split())}")
+        # every panel took the host sample and its status line says where from
+        for kernel in kernels:
+            [[updates, source, status]] = _panel_state(kernel)
+            print(f"panel: {updates} updates, source {source}")
+            assert updates > 0 and source in ("jupyter-server", "hub-service"), (updates, source, status)
+            assert ("from the server" if source == "jupyter-server" else "from the hub") in status, status
+        assert rates["service alone"] > 0, "the service made no NVML calls"
+        for label, window in windows.items():
+            assert set(window) == {service}, (label, described[label])  # nobody but the service read NVML
+            assert rates[label] <= 1.1 * rates["service alone"], figures
+
+
+def _close_panels_and_terminals(
+    hub: Hub, kernels: list[Any], kernel_ids: list[tuple[str, str]], terminals: list[tuple[str, str]]
+) -> None:
+    for user, name in terminals:
+        hub.api("DELETE", f"/user/{user}/api/terminals/{name}")
+    for kernel in kernels:
+        kernel.client.stop_channels()
+    for user, kernel_id in kernel_ids:
+        hub.api("DELETE", f"/user/{user}/api/kernels/{kernel_id}")
