@@ -177,3 +177,13 @@ def live_server(tmp_path: Path, scenario: Any, monkeypatch: pytest.MonkeyPatch) 
         yield server
     finally:
         stop(server.process)
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """Collecting must import no framework: the tests that need them unimported (the ``clean``
+    fixture) would all skip, silently. A module-level ``pytest.importorskip("torch")`` did that."""
+    imported = [name for name in ("tensorflow", "torch", "jax") if name in sys.modules]
+    if imported:
+        raise pytest.UsageError(
+            f"collecting the tests imported {', '.join(imported)}: ask with importlib.util.find_spec instead"
+        )

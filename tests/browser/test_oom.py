@@ -9,6 +9,7 @@ kernel down, free this kernel's cache, restart on GPU 2 with growth.
 
 from __future__ import annotations
 
+import importlib.util
 import re
 from collections.abc import Callable
 from pathlib import Path
@@ -19,9 +20,14 @@ from support import wait_until
 
 import jupyter_gpu
 
-pytestmark = pytest.mark.browser
-
-pytest.importorskip("torch", reason="the OOM report is shown for PyTorch's own error class")
+# Asked without importing it: importorskip would import torch into the pytest process at collection,
+# and every test that needs the frameworks unimported (the `clean` fixture) would then skip.
+pytestmark = [
+    pytest.mark.browser,
+    pytest.mark.skipif(
+        importlib.util.find_spec("torch") is None, reason="the OOM report is shown for PyTorch's own error class"
+    ),
+]
 
 BUILT = Path(jupyter_gpu.__file__).parent / "labextension"
 MIB = 1024**2
