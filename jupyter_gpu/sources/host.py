@@ -31,7 +31,9 @@ A server that does not answer within :data:`SERVER_TIMEOUT_S` is given up for th
 failure, servers are looked for again at most every :data:`REDISCOVER_S` seconds.
 
 ``--json`` and the panel see the source in the snapshot's ``extra``: ``"source"`` (``"jupyter-server"``,
-``"hub-service"`` or ``"nvml"``) and ``"source_note"`` (str or null).
+``"hub-service"`` or ``"nvml"``) and ``"source_note"`` (str or null). In a kernel whose own server
+answered, ``"kernel_connections"`` too: the websockets connected to this kernel (the panel's cue
+that no view of it can be shown).
 """
 
 from __future__ import annotations
