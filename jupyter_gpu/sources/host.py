@@ -106,7 +106,6 @@ class KernelView:
             "idle": self.idle,
             "gpu_memory": self.gpu_memory,
             "gpu_pids": list(self.gpu_pids),
-            "connections": self.connections,
         }
 
 
