@@ -106,7 +106,11 @@ def panel_rates(
             while len(kernels) < count:
                 kernel_id = open_notebook(server, f"notebook-{len(kernels)}.ipynb")
                 kernel = attach(runtime / f"kernel-{kernel_id}.json")
-                kernel.run("from jupyter_gpu.panel.widget import GPUMonitor\npanel = GPUMonitor(interval_s=1.0)")
+                # watched panels: a ZMQ client is no websocket, so without this they pause after 10 s
+                kernel.run(
+                    "from jupyter_gpu.panel.widget import GPUMonitor\npanel = GPUMonitor(interval_s=1.0)\n"
+                    "panel.unconnected.grace_s = float('inf')"
+                )
                 kernels.append(kernel)
             time.sleep(1.0)
             rates[count] = calls_per_second(calls, seconds)

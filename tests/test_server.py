@@ -115,6 +115,26 @@ async def test_kernel_process_is_attributed_with_its_notebook(jp_fetch, jp_serve
 
 
 @asynctest
+async def test_kernels_carry_how_many_websockets_are_connected_to_them(jp_fetch, jp_ws_fetch, scenario):
+    # Given a notebook session's kernel nobody is connected to
+    kernel_id = await start_session(jp_fetch)
+
+    def connections(data: dict[str, Any]) -> Any:
+        return {kernel["kernel_id"]: kernel["connections"] for kernel in data["kernels"]}.get(kernel_id)
+
+    await until(jp_fetch, lambda d: connections(d) == 0)
+    # When a front end opens the kernel's websocket, then another, then both close
+    first = await jp_ws_fetch("api", "kernels", kernel_id, "channels")
+    await until(jp_fetch, lambda d: connections(d) == 1)
+    second = await jp_ws_fetch("api", "kernels", kernel_id, "channels")
+    await until(jp_fetch, lambda d: connections(d) == 2)
+    first.close()
+    second.close()
+    # Then the answer counts them, down to 0 again
+    await until(jp_fetch, lambda d: connections(d) == 0)
+
+
+@asynctest
 async def test_child_process_of_a_kernel_is_attributed_to_it(jp_fetch, jp_serverapp, scenario):
     # Given a kernel that started a worker process (a data loader, say)
     kernel_id = await start_session(jp_fetch)

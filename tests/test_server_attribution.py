@@ -93,7 +93,7 @@ def test_a_process_of_an_idle_kernel_counts_down_to_culling():
 
 
 def test_a_kernel_summary_joins_nvml_holdings_and_its_own_report():
-    info = kernel(name="python3", notebook=None, execution_state="idle", last_activity=NOW - 30)
+    info = kernel(name="python3", notebook=None, execution_state="idle", last_activity=NOW - 30, connections=2)
     holdings = Holdings()
     holdings.add("k1", None, 0, GpuProcess(100, 64))
     own = report(gpu_memory=[("MIG-2", 32), ("MIG-9", 0)], session="b.ipynb")
@@ -113,6 +113,7 @@ def test_a_kernel_summary_joins_nvml_holdings_and_its_own_report():
         "report_age_s": 2.0,
         "cull_in_s": 90.0,
         "cull_warning": False,
+        "connections": 2,  # websockets connected to it, as the kernel manager counts them
     }
 
 

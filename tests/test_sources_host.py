@@ -339,7 +339,12 @@ def test_nvml_calls_stay_flat_with_five_panels_and_five_terminals(live_server, t
         time.sleep(1.0)  # the sampler runs steadily
         alone = _calls_per_second(calls, window_s)
         assert alone > 0
-        panel = "from jupyter_gpu.panel.widget import GPUMonitor\npanel = GPUMonitor(interval_s=1.0)"
+        # Driven over ZMQ, no websocket: the server counts no connection to these kernels, so the
+        # panels are told they are watched (else they pause after the grace period, mid-measurement).
+        panel = (
+            "from jupyter_gpu.panel.widget import GPUMonitor\n"
+            "panel = GPUMonitor(interval_s=1.0)\npanel.unconnected.grace_s = float('inf')"
+        )
         kernels[0].run(panel)
         one = _calls_per_second(calls, window_s)
         for kernel in kernels[1:]:
@@ -382,3 +387,29 @@ def test_other_users_names_follow_the_admins_setting_as_it_is_now(monkeypatch: p
     monkeypatch.setenv("JUPYTER_GPU_SHOW_OTHER_NAMES", "1")
     assert sample.everyone
     assert not host.HostSample(show_other_names=False).everyone
+
+
+def test_a_kernel_learns_from_its_own_server_how_many_websockets_are_connected_to_it(
+    scenario, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from jupyter_gpu.sources import kernel_reports, nvml
+
+    answer = server_answer()
+    answer["kernels"][0]["connections"] = 0  # k1: this kernel, nobody connected
+    answer["kernels"][1]["connections"] = "3"  # not a count: unknown
+    kernels = host.parse_kernels(answer, {})
+    assert [view.connections for view in kernels] == [0, None]
+    assert host.parse_kernels(server_answer(), {})[0].connections is None  # an older server: unknown
+
+    monkeypatch.setattr(host, "_in_kernel", lambda: True)
+    monkeypatch.setattr(kernel_reports, "kernel_identity", lambda: ("k1", None))
+    sample = host.HostSample(kernel=True)
+    from_server = host.HostReading(nvml.snapshot(), host.SOURCE_SERVER, kernels=kernels)
+    monkeypatch.setattr(sample, "read", lambda: from_server)
+    assert sample().extra["kernel_connections"] == 0
+    # another kernel's count, a sample from elsewhere, or a process that is no kernel: not said
+    monkeypatch.setattr(kernel_reports, "kernel_identity", lambda: ("k2", None))
+    assert "kernel_connections" not in sample().extra
+    monkeypatch.setattr(kernel_reports, "kernel_identity", lambda: ("k1", None))
+    assert sample.own_connections(host.HostReading(nvml.snapshot(), host.SOURCE_NVML, kernels=kernels)) is None
+    assert host.HostSample(kernel=False).own_connections(from_server) is None

@@ -424,3 +424,55 @@ def test_a_front_end_loading_the_panel_again_restarts_the_view_count_without_pau
     panel._view_count = 0  # and "Clear output" then pauses the panel, as it should
     assert panel.paused and panel.no_view
     assert panel.get_state("_view_count") == {"_view_count": 0}
+
+
+@pytest.mark.parametrize(
+    ("readings", "expected"),
+    [
+        # (sample time, kernel_connections) -> whether the panel pauses at that sample
+        ([(0, 1), (5, 0), (10, 0), (14.9, 0), (15, 0)], [False, False, False, False, True]),
+        ([(0, 0), (9, 0), (9.5, 2), (12, 0), (21, 0), (22, 0)], [False, False, False, False, False, True]),
+        ([(0, 0), (5, None), (11, 0), (20, 0)], [False, False, False, False]),  # the server did not say
+        ([(0, 0), (30, "0"), (31, True), (32, -1), (40, 0)], [False] * 5),  # not a count: not "nobody"
+        ([(0, 0), (12, 0)], [False, True]),  # samples far apart: the grace period is time, not a count
+    ],
+)
+def test_the_panel_pauses_only_after_nobody_was_connected_for_the_grace_period(
+    readings: list[tuple[float, Any]], expected: list[bool]
+) -> None:
+    rule = widget.Unconnected(grace_s=10.0)
+    assert [rule.seen(timestamp, connections) for timestamp, connections in readings] == expected
+
+
+def test_the_panel_pauses_when_nobody_is_connected_to_its_kernel_and_resumes_with_a_view(scenario: Any) -> None:
+    panel = GPUMonitor(interval_s=0.1, start=False)
+    panel.resume()
+    panel._view_count = 1  # shown in a tab; then the tab is closed: the view count stays at 1
+    taken = nvml.snapshot()
+
+    def sample(at: float, connections: int | None) -> None:
+        extra = {"source": "jupyter-server", "kernel_connections": connections}
+        panel._on_snapshot(dataclasses.replace(taken, timestamp=at, extra=extra))
+
+    sample(1000.0, 1)
+    sample(1001.0, 0)
+    sample(1001.0 + widget.UNCONNECTED_GRACE_S / 2, 0)
+    assert panel.active and not panel.no_view  # a page reload reconnects within the grace period
+    sample(1001.0 + widget.UNCONNECTED_GRACE_S, 0)
+    assert panel.paused and panel.no_view and widget.NO_VIEW_TEXT in panel.status.value
+    assert panel.pause_button.description == "Resume"
+    state = panel.get_state()  # the notebook is opened again: its front end asks for the whole state
+    assert state["_view_count"] == 0
+    panel._view_count = 1  # and shows the panel: it resumes
+    assert panel.active and not panel.no_view
+    sample(2000.0, 0)  # the stretch starts again after a resume
+    assert panel.active
+
+
+def test_a_panel_whose_sample_does_not_say_who_is_connected_never_pauses_for_it(scenario: Any) -> None:
+    panel = GPUMonitor(interval_s=0.1, start=False)
+    panel.resume()
+    taken = nvml.snapshot()
+    for at in range(0, 100, 5):
+        panel._on_snapshot(dataclasses.replace(taken, timestamp=float(at), extra={"source": "nvml"}))
+    assert panel.active and not panel.no_view

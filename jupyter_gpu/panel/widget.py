@@ -21,8 +21,12 @@ A panel samples only while a view of it is shown: it asks the front end to count
 (ipywidgets' ``_view_count``: each view adds one when it is displayed and takes one away when it is
 removed, by "Clear output", a deleted cell or a closed notebook). When the last view goes, the panel
 pauses ("paused: no view"); when a view comes back, it resumes (unless the user had paused it).
-Closing a notebook or a browser tab is not reported to the kernel; a front end that loads the panel
-again (notebook reopened, page reloaded) restarts the count (see :meth:`GPUMonitor.get_state`).
+Closing a notebook or a browser tab is not reported to the kernel, but its websocket closes: when
+the sample comes from the server that started this kernel, it says how many websockets are connected
+to the kernel (``kernel_connections``), and with none for :data:`UNCONNECTED_GRACE_S` seconds no view
+can be shown, so the panel pauses the same way (:class:`Unconnected`). A front end that loads the
+panel again (notebook reopened, page reloaded) restarts the count (see :meth:`GPUMonitor.get_state`),
+and its views resume the panel.
 "Close" stops the panel for good and replaces every output of it by one line of text.
 
 The HTML inside the widgets (bar, chart, slices, process tables) and the CSS come from
@@ -59,6 +63,31 @@ MIN_INTERVAL_S = 0.1
 SAMPLER_NAME = "jupyter-gpu-monitor"
 CLOSED_TEXT = "GPU panel closed; run %gpu_monitor for a new one."
 NO_VIEW_TEXT = "paused: no view of this panel is shown; it resumes when one is"
+UNCONNECTED_GRACE_S = 10.0
+"""How long nobody may be connected to the kernel before its panels pause: a page reload or a
+short network drop reconnects within seconds, so those do not pause a panel someone is watching."""
+
+
+class Unconnected:
+    """The rule "nobody has been connected to this kernel for ``grace_s`` seconds", fed with each
+    sample's time and its ``kernel_connections`` (None when the sample does not say: never pauses)."""
+
+    def __init__(self, grace_s: float = UNCONNECTED_GRACE_S) -> None:
+        self.grace_s = grace_s
+        self._since: float | None = None  # time of the first sample of this stretch with none connected
+
+    def seen(self, timestamp: float, connections: Any) -> bool:
+        """Take one sample's figures; True once none has been connected for ``grace_s`` seconds."""
+        if not isinstance(connections, int) or isinstance(connections, bool) or connections != 0:
+            self._since = None
+            return False
+        if self._since is None or timestamp < self._since:
+            self._since = timestamp
+        return timestamp - self._since >= self.grace_s
+
+    def reset(self) -> None:
+        """Forget the stretch (the panel resumed: count again from its next sample)."""
+        self._since = None
 
 
 # -- the one sampler shared by every panel of this kernel
@@ -322,6 +351,7 @@ class GPUMonitor(widgets.VBox):
         self.updates = 0
         self.closed = False
         self.no_view = False  # paused because no view of the panel is shown
+        self.unconnected = Unconnected()
         self._display_id: str | None = None
         self.last_snapshot: Snapshot | None = None
         self.pause_button.observe(self._on_pause_button, names="value")
@@ -393,6 +423,7 @@ class GPUMonitor(widgets.VBox):
         if self.closed:
             raise RuntimeError("this GPU panel is closed; create a new one")
         self.no_view = False
+        self.unconnected.reset()
         with _lock:
             if self._unsubscribe is None:
                 sampler = shared_sampler()
@@ -417,11 +448,15 @@ class GPUMonitor(widgets.VBox):
             return
         shown = isinstance(change["new"], int) and change["new"] > 0
         if not shown and self.active:
-            self._unsubscribe_sampler()
-            self.no_view = True
-            _set(self.status, "value", f"<i>{NO_VIEW_TEXT}</i>")
+            self._pause_unseen()
         elif shown and self.no_view:
             self.resume()
+
+    def _pause_unseen(self) -> None:
+        """Pause because no view of the panel can be shown; a view shown again resumes it."""
+        self._unsubscribe_sampler()
+        self.no_view = True
+        _set(self.status, "value", f"<i>{NO_VIEW_TEXT}</i>")
 
     def get_state(self, key: Any = None, drop_defaults: bool = False) -> dict[str, Any]:
         """ipywidgets' state of the panel's model. Asked for as a whole after the model was opened,
@@ -468,7 +503,12 @@ class GPUMonitor(widgets.VBox):
     # -- updates
 
     def _on_snapshot(self, snapshot: Snapshot) -> None:
-        # On the sampler thread. A panel slower than the shared interval skips samples.
+        # On the sampler thread. Nobody connected to the kernel for a while: no view can be shown.
+        if self.unconnected.seen(snapshot.timestamp, snapshot.extra.get("kernel_connections")):
+            if self.active and not self.closed:
+                self._pause_unseen()
+            return
+        # A panel slower than the shared interval skips samples.
         if snapshot.timestamp - self._last_update < self._interval_s * 0.9:
             return
         self.update(snapshot)

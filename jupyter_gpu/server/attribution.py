@@ -45,6 +45,9 @@ class KernelInfo:
     start: int | float | None = None  # processes.process_start(pid) when the kernel was first seen
     # Seconds the culler waits beyond cull_idle_after_s in this idle stretch ("Keep running")
     cull_postponed_s: float = 0.0
+    # Websockets connected to the kernel (browser tabs, consoles) as jupyter_server counts them;
+    # None when the kernel manager does not say (see kernel_table.kernel_connections)
+    connections: int | None = None
 
     def idle_s(self, now: float) -> float | None:
         """Seconds since the kernel last ran a cell (0 while a cell runs), None when unknown."""
@@ -216,6 +219,7 @@ def kernel_summary(
         "report_age_s": None if report is None else round(max(0.0, now - report.timestamp), 3),
         "cull_in_s": seconds,  # seconds until the culler shuts it down; null: never (as things stand)
         "cull_warning": cull_warning(seconds, policy.cull_warn_s),
+        "connections": info.connections,  # websockets connected to it now; null: unknown
     }
 
 

@@ -80,8 +80,20 @@ def read_kernels(
             execution_state=state,
             last_activity=last,
             start=start,
+            connections=kernel_connections(kernel_manager, kernel_id),
         )
     return table
+
+
+def kernel_connections(kernel_manager: Any, kernel_id: str) -> int | None:
+    """How many websockets (browser tabs, consoles) are connected to the kernel now, as the kernel
+    manager's public kernel model counts them (jupyter_server 2: ``kernel_model(id)["connections"]``,
+    kept by its ``notify_connect``/``notify_disconnect``); None when it does not say."""
+    try:
+        count = kernel_manager.kernel_model(kernel_id).get("connections")
+    except Exception:  # not a MappingKernelManager, or the kernel just went away
+        return None
+    return count if isinstance(count, int) and not isinstance(count, bool) and count >= 0 else None
 
 
 def idle_figures(kernel: Any, clock: CellClock | None) -> tuple[str | None, float | None]:

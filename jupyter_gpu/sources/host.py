@@ -31,7 +31,9 @@ A server that does not answer within :data:`SERVER_TIMEOUT_S` is given up for th
 failure, servers are looked for again at most every :data:`REDISCOVER_S` seconds.
 
 ``--json`` and the panel see the source in the snapshot's ``extra``: ``"source"`` (``"jupyter-server"``,
-``"hub-service"`` or ``"nvml"``) and ``"source_note"`` (str or null).
+``"hub-service"`` or ``"nvml"``) and ``"source_note"`` (str or null). In a kernel whose own server
+answered, ``"kernel_connections"`` too: the websockets connected to this kernel (the panel's cue
+that no view of it can be shown).
 """
 
 from __future__ import annotations
@@ -92,6 +94,7 @@ class KernelView:
     idle: bool | None
     gpu_memory: int
     gpu_pids: tuple[int, ...] = ()
+    connections: int | None = None  # websockets connected to the kernel (None: the server did not say)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -143,6 +146,7 @@ def parse_kernels(data: Any, by_pid: dict[int, KernelPeer]) -> tuple[KernelView,
                 idle=maybe(item.boolean, "idle"),
                 gpu_memory=maybe(item.integer, "gpu_memory", 0, 2**63 - 1) or 0,
                 gpu_pids=tuple(sorted(pids.get(kernel_id, ()))),
+                connections=maybe(item.integer, "connections", 0, 2**31 - 1),
             )
         )
     return tuple(kernels)
@@ -188,9 +192,25 @@ class HostSample:
         return other_names_shown() if chosen is None else chosen
 
     def __call__(self) -> Snapshot:
+        """The sample, its ``extra`` saying where it came from (``source``, ``source_note``) and, in
+        a kernel whose own server answered, ``kernel_connections``: the websockets connected to this
+        kernel (the panel pauses when nobody is; see :mod:`jupyter_gpu.panel.widget`)."""
         reading = self.read()
-        note = {"source": reading.source, "source_note": reading.note}
+        note: dict[str, Any] = {"source": reading.source, "source_note": reading.note}
+        connections = self.own_connections(reading)
+        if connections is not None:
+            note["kernel_connections"] = connections
         return replace(reading.snapshot, extra={**reading.snapshot.extra, **note})
+
+    def own_connections(self, reading: HostReading) -> int | None:
+        """The websockets connected to this kernel by ``reading`` when it is the answer of the server
+        that started this kernel (a kernel's host sample asks no other), else None."""
+        if not self.kernel or reading.source != SOURCE_SERVER or not _in_kernel():
+            return None
+        from .kernel_reports import kernel_identity
+
+        own_id = kernel_identity()[0]
+        return next((view.connections for view in reading.kernels if view.kernel_id == own_id), None)
 
     # -- the three sources
 

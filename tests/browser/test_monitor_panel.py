@@ -10,6 +10,7 @@ import re
 from typing import Any
 
 import pytest
+from kernels import attach
 from panel_cells import (
     PANEL_CELL,
     STATE_CELL,
@@ -18,6 +19,8 @@ from panel_cells import (
     run_panel,
 )
 from support import wait_until
+
+from jupyter_gpu.panel.widget import UNCONNECTED_GRACE_S
 
 pytestmark = pytest.mark.browser
 
@@ -214,6 +217,41 @@ def test_a_notebook_opened_again_counts_its_panel_view_once(lab: Any, page: Any)
     page.evaluate("() => { window.jupyterapp.shell.currentWidget.content.activeCellIndex = 0; }")
     page.evaluate("() => { window.jupyterapp.commands.execute('notebook:clear-cell-output'); }")
     wait_until(lambda: "panels [(0, False)] False" in kernel_state(page), what="the sampler to stop")
+    lab.shutdown_all_kernels()
+
+
+def test_a_closed_notebook_tab_pauses_its_panel_and_opening_it_again_resumes_it(lab: Any, page: Any) -> None:
+    notebook = "panel_tab_closed.ipynb"
+    run_panel(lab, page, notebook, PANEL_CELL, STATE_CELL)
+    wait_until(lambda: "panels [(1, True)] True" in kernel_state(page), what="one shown, sampling panel")
+    (kernel_id,) = lab.kernel_ids()
+
+    def connections() -> Any:
+        return {k["kernel_id"]: k["connections"] for k in lab.snapshot()["kernels"]}.get(kernel_id)
+
+    assert connections() == 1  # the notebook tab's websocket
+    # The tab is closed (the kernel keeps running): the front end tells the kernel nothing, so the
+    # panel's view count stays at 1, but the tab's websocket closes.
+    page.evaluate("() => window.jupyterapp.commands.execute('docmanager:save')")
+    page.evaluate("() => window.jupyterapp.commands.execute('application:close')")
+    page.locator(".jupyter-gpu-monitor").first.wait_for(state="detached")
+    wait_until(lambda: connections() == 0, what="no websocket to the kernel")
+    # Looked at from outside (a ZMQ client, which is no websocket): the panel pauses on its own.
+    kernel = attach(lab.root.parent / "runtime" / f"kernel-{kernel_id}.json")
+    try:
+        state = STATE_CELL + "\nprint('no_view', [p.no_view for p in widget.open_panels()])"
+        wait_until(
+            lambda: "panels [(1, False)] False" in kernel.run(state)[0],
+            timeout_s=UNCONNECTED_GRACE_S + 60,
+            what="the panel of the closed tab to pause",
+        )
+        assert "no_view [True]" in kernel.run(state)[0]
+    finally:
+        kernel.client.stop_channels()
+    # Opened again: its view is shown and counted, and the panel samples again.
+    page.evaluate(f"() => window.jupyterapp.commands.execute('docmanager:open', {{path: '{notebook}'}})")
+    page.locator(".jupyter-gpu-monitor .jupyter-gpu-row").first.wait_for(timeout=60_000)
+    wait_until(lambda: "panels [(1, True)] True" in kernel_state(page), what="the panel sampling again")
     lab.shutdown_all_kernels()
 
 
