@@ -738,6 +738,9 @@ def test_nvml_calls_stay_flat_with_five_users_panels_and_terminals(hub: Hub) -> 
             for kernel in opened:
                 out, err = kernel.run("%load_ext jupyter_gpu\n%gpu_monitor --interval 1")
                 assert not err and kernel.displayed, (out, err)
+                # a panel watched in a browser: this test drives the kernel over ZMQ, which the
+                # server does not count as a connection, so the panel would pause after 10 s
+                kernel.run("from jupyter_gpu.panel import widget\nwidget.open_panels()[-1].unconnected.grace_s = 1e9")
             wait_until(
                 lambda opened=opened: all(_panel_state(k)[0][0] > 0 for k in opened), 60, "the panels' first sample"
             )
