@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 from panel_cells import PANEL_CELL, STATE_CELL, clear_output_close_and_delete, kernel_state, run_cell
+from snapshot_routes import show_an_idle_kernel_about_to_be_culled
 from support import wait_until
 
 from jupyter_gpu import simulate
@@ -112,52 +113,10 @@ def test_gpu_panel_pauses_without_a_view_closes_and_says_restarted_in_notebook_7
     notebook_app.shutdown_all_kernels()
 
 
-def show_an_idle_kernel_about_to_be_culled(page: Any) -> None:
-    """Every snapshot gets one of this user's kernels on GPU 1, idle and shut down in 9 min (the
-    longest status text there is)."""
-    kernel_id = "abcdef01-2345-6789-abcd-ef0123456789"
-
-    def answer(route: Any) -> None:
-        response = route.fetch()
-        data = response.json()
-        if len(data.get("gpus", [])) <= 1:  # no GPUs yet (e.g. NVML not read yet): as it is
-            route.fulfill(response=response)
-            return
-        data["gpus"][1]["processes"].append(
-            {
-                "pid": 4_000_077,
-                "memory": 3 * 1024**3,
-                "user": None,
-                "name": None,
-                "type": "compute",
-                "kernel_id": kernel_id,
-                "notebook": "gpu7.ipynb",
-                "own": True,
-                "idle_s": 6600,
-                "idle": True,
-                "cull_in_s": 540,
-                "cull_warning": True,
-            }
-        )
-        data["kernels"] = [
-            {
-                "kernel_id": kernel_id,
-                "notebook": "gpu7.ipynb",
-                "gpu_memory": 3 * 1024**3,
-                "reported_gpu_memory": None,
-                "cull_in_s": 540,
-                "cull_warning": True,
-            }
-        ]
-        route.fulfill(response=response, json=data)
-
-    page.route("**/jupyter-gpu/snapshot*", answer)
-
-
 def test_the_status_item_is_readable_at_800_px_and_leaves_the_top_bar_alone(notebook_app, page, artifacts):
     notebook_app.write_notebook("a_rather_long_notebook_name_for_training.ipynb", ["1"])
     page.set_viewport_size({"width": 800, "height": 600})
-    show_an_idle_kernel_about_to_be_culled(page)
+    show_an_idle_kernel_about_to_be_culled(page, notebook="gpu7.ipynb")
     try:
         notebook_app.open(page, path="notebooks/a_rather_long_notebook_name_for_training.ipynb")
         item = page.locator("#menu-panel .jp-GpuStatus")  # right of the menu bar, where there is room
@@ -210,7 +169,7 @@ def test_the_sidebar_is_restored_on_the_next_page(notebook_app, page):
 
 @pytest.mark.parametrize("dark", [False, True], ids=["light", "dark"])
 def test_notebook_7_is_readable_in_both_themes(notebook_app, page, contrast, theme, dark):
-    show_an_idle_kernel_about_to_be_culled(page)
+    show_an_idle_kernel_about_to_be_culled(page, notebook="gpu7.ipynb")
     try:
         notebook_app.open(page, path="tree")
         page.locator(".jp-GpuStatus").click()

@@ -13,6 +13,7 @@ import time
 from typing import Any
 
 import pytest
+from snapshot_routes import show_an_idle_kernel_about_to_be_culled
 from support import wait_until
 
 from jupyter_gpu import simulate
@@ -326,50 +327,6 @@ def test_warnings_long_and_bidi_names_are_text_and_stay_in_the_card(lab, page):
         assert box["x"] <= memory["x"] and memory["x"] + memory["width"] <= box["x"] + box["width"] + 0.5
     finally:
         lab.scenario.update(lambda s: s["gpus"][2].__setitem__("processes", []))
-
-
-IDLE_KERNEL = "abcdef01-2345-6789-abcd-ef0123456789"
-
-
-def show_an_idle_kernel_about_to_be_culled(page: Any, gpu: int = 1) -> None:
-    """Answer every snapshot request with the server's snapshot plus one of this user's kernels on
-    ``gpu``: idle for 1 h 50 min while holding 3 GiB, shut down by the culler in 9 min."""
-
-    def answer(route: Any) -> None:
-        response = route.fetch()
-        data = response.json()
-        if len(data.get("gpus", [])) <= gpu:  # no GPUs yet (e.g. NVML not read yet): as it is
-            route.fulfill(response=response)
-            return
-        data["gpus"][gpu]["processes"].append(
-            {
-                "pid": 4_000_077,
-                "memory": 3 * 1024**3,
-                "user": None,
-                "name": None,
-                "type": "compute",
-                "kernel_id": IDLE_KERNEL,
-                "notebook": "experiments/train.ipynb",
-                "own": True,
-                "idle_s": 6600,
-                "idle": True,
-                "cull_in_s": 540,
-                "cull_warning": True,
-            }
-        )
-        data["kernels"] = [
-            {
-                "kernel_id": IDLE_KERNEL,
-                "notebook": "experiments/train.ipynb",
-                "gpu_memory": 3 * 1024**3,
-                "reported_gpu_memory": None,
-                "cull_in_s": 540,
-                "cull_warning": True,
-            }
-        ]
-        route.fulfill(response=response, json=data)
-
-    page.route("**/jupyter-gpu/snapshot*", answer)
 
 
 @pytest.mark.parametrize("dark", [False, True], ids=["light", "dark"])
