@@ -76,6 +76,8 @@ class Host:
                 "0.5",
                 "--host-label",
                 "sim-host",
+                "--usage-db",  # the default is a file in the working directory: here, the checkout
+                str(base / "usage.sqlite"),
             ],
             service_env,
             self.service_log,
