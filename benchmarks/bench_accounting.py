@@ -39,6 +39,7 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests"))
 
+from console_page import USAGE_ROWS, USERS_ROWS, first_paint  # noqa: E402
 from hub_fake import SERVICE_TOKEN, FakeHub, scenario_of, user_snapshot  # noqa: E402
 
 from jupyter_gpu import simulate  # noqa: E402
@@ -157,28 +158,6 @@ def start_service(hub_url: str, usage_db: str) -> str:
     return str(box["url"])
 
 
-def first_paint(url: str, runs: int) -> list[float]:
-    from playwright.sync_api import sync_playwright
-
-    times = []
-    with sync_playwright() as playwright:
-        chromium = os.environ.get("JUPYTER_GPU_CHROMIUM", "/usr/bin/chromium")
-        browser = playwright.chromium.launch(
-            executable_path=chromium, headless=True, args=["--headless", "--no-sandbox", "--disable-gpu"]
-        )
-        for _ in range(runs + 1):
-            context = browser.new_context(extra_http_headers={"Authorization": "token admin-token"})
-            page = context.new_page()
-            began = time.perf_counter()
-            page.goto(url)
-            page.locator("#jg-users tr.jg-user").nth(49).wait_for(timeout=30_000)  # the CSP forbids eval
-            page.locator("#jg-usage tr.jg-user").nth(49).wait_for(timeout=30_000)
-            times.append((time.perf_counter() - began) * 1000)
-            context.close()
-        browser.close()
-    return times[1:]
-
-
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--runs", type=int, default=7)
@@ -214,7 +193,7 @@ def main() -> None:
                 )
                 assert hub.stdout is not None
                 hub_url = hub.stdout.readline().strip()
-            paint = first_paint(start_service(hub_url, str(path)), args.runs)
+            paint = first_paint(start_service(hub_url, str(path)), args.runs, (USERS_ROWS, USAGE_ROWS))
             results["hub"] = "in the service's process" if args.hub_in_process else "its own process"
             results["first_paint_ms_median"] = round(statistics.median(paint), 1)
             results["first_paint_ms_runs"] = [round(t, 1) for t in paint]

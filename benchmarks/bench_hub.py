@@ -41,6 +41,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests"))
 os.environ.setdefault("JUPYTER_GPU_SIMULATE", "demo")
 
+from console_page import first_paint  # noqa: E402
 from hub_fake import SERVICE_TOKEN, FakeHub, scenario_of, user_snapshot  # noqa: E402
 from jupyterhub.services.auth import HubOAuth  # noqa: E402
 from tornado import netutil  # noqa: E402
@@ -105,27 +106,6 @@ def nvml_phase(source: str, servers: int, seconds: float, service: HubService) -
     for service in services:
         service.sampler.close()
     return rate
-
-
-def first_paint(url: str, runs: int) -> list[float]:
-    from playwright.sync_api import sync_playwright
-
-    times = []
-    with sync_playwright() as playwright:
-        chromium = os.environ.get("JUPYTER_GPU_CHROMIUM", "/usr/bin/chromium")
-        browser = playwright.chromium.launch(
-            executable_path=chromium, headless=True, args=["--headless", "--no-sandbox", "--disable-gpu"]
-        )
-        for _ in range(runs + 1):
-            context = browser.new_context(extra_http_headers={"Authorization": "token admin-token"})
-            page = context.new_page()
-            began = time.perf_counter()
-            page.goto(url)
-            page.locator("tr.jg-user").nth(49).wait_for(timeout=30_000)  # the CSP forbids eval
-            times.append((time.perf_counter() - began) * 1000)
-            context.close()
-        browser.close()
-    return times[1:]  # the first run also starts the service's sampler and HTTP clients
 
 
 def real_hub_calls(seconds: float, runs: int, counts: tuple[int, ...] = (1, 2, 5, 10)) -> None:

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from console_page import USAGE_ROWS, USERS_ROWS, open_console
 from hub_fake import SERVICE_TOKEN, FakeHub, scenario_of, user_snapshot
 from jupyterhub.services.auth import HubOAuth
 from support import ScenarioFile
@@ -85,22 +86,8 @@ def crowd_url(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
         hub.stop()
 
 
-def open_console(browser: Any, url: str, token: str) -> Any:
-    context = browser.new_context(
-        viewport={"width": 1280, "height": 900}, extra_http_headers={"Authorization": f"token {token}"}
-    )
-    page = context.new_page()
-    errors: list[str] = []
-    page.on("pageerror", lambda error: errors.append(str(error)))
-    page.goto(url)
-    page.wait_for_selector("#jg-users tr.jg-user", timeout=30_000)
-    page.wait_for_selector("#jg-usage tr.jg-user", timeout=30_000)
-    page.errors = errors
-    return page
-
-
 def test_200_users_are_paged_filtered_and_sorted(browser: Any, crowd_url: str) -> None:
-    page = open_console(browser, crowd_url, "admin-token")
+    page = open_console(browser, crowd_url, "admin-token", wait_for=(USERS_ROWS, USAGE_ROWS))
     try:
         users = page.locator("#jg-users tr.jg-user")
         assert users.count() == 50 and page.locator("#jg-users tbody tr").count() == 150  # 50 users, 2 kernels each
@@ -124,7 +111,7 @@ def test_200_users_are_paged_filtered_and_sorted(browser: Any, crowd_url: str) -
 
 
 def test_gpu_cards_say_who_holds_them_and_chart_with_a_time_axis_and_a_legend(browser: Any, crowd_url: str) -> None:
-    page = open_console(browser, crowd_url, "admin-token")
+    page = open_console(browser, crowd_url, "admin-token", wait_for=(USERS_ROWS, USAGE_ROWS))
     try:
         card = page.locator(".jg-gpu[data-index='7']")
         holders = card.locator(".jg-holders").text_content()
@@ -140,7 +127,7 @@ def test_gpu_cards_say_who_holds_them_and_chart_with_a_time_axis_and_a_legend(br
 
 
 def test_the_usage_table_shows_the_numbers_of_the_csv_export(browser: Any, crowd_url: str) -> None:
-    page = open_console(browser, crowd_url, "admin-token")
+    page = open_console(browser, crowd_url, "admin-token", wait_for=(USERS_ROWS, USAGE_ROWS))
     try:
         page.select_option("#jg-window", "day")
         page.wait_for_function("document.getElementById('jg-csv').href.includes('window=day')")

@@ -11,6 +11,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from console_page import open_console
 from hub_fake import SERVICE_TOKEN, FakeHub
 from jupyterhub.services.auth import HubOAuth
 from prometheus_fake import StandInPrometheus, two_nodes
@@ -65,21 +66,8 @@ def console_url() -> Iterator[str]:
         stand_in.stop()
 
 
-def open_console(browser: Any, url: str, token: str) -> Any:
-    context = browser.new_context(
-        viewport={"width": 1280, "height": 800}, extra_http_headers={"Authorization": f"token {token}"}
-    )
-    page = context.new_page()
-    errors: list[str] = []
-    page.on("pageerror", lambda error: errors.append(str(error)))
-    page.goto(url)
-    page.wait_for_selector("#jg-users tr.jg-user", timeout=20_000)
-    page.errors = errors
-    return page
-
-
 def test_console_groups_gpus_by_host_and_names_gpus_with_their_host(browser: Any, console_url: str) -> None:
-    page = open_console(browser, console_url, "admin-token")
+    page = open_console(browser, console_url, "admin-token", height=800)
     try:
         assert page.locator("#jg-gpus h3.jg-host").all_text_contents() == ["node-a", "node-b"]
         hosts = page.eval_on_selector_all("#jg-gpus > *", "nodes => nodes.map(n => n.dataset.host)")
@@ -94,7 +82,7 @@ def test_console_groups_gpus_by_host_and_names_gpus_with_their_host(browser: Any
 
 
 def test_reader_page_shows_no_other_users_notebooks(browser: Any, console_url: str) -> None:
-    page = open_console(browser, console_url, "alice-token")
+    page = open_console(browser, console_url, "alice-token", height=800)
     try:
         text = page.locator("#jg-users").text_content()
         assert "alice/train.ipynb" in text and "bob/secret" not in text and "(hidden)" in text

@@ -1,0 +1,56 @@
+"""The admin console in headless Chromium: opened as a hub user, and its first paint timed.
+
+Shared by the console's browser tests (``tests/browser/test_hub_*console.py``) and the benchmarks
+that time its first paint (``benchmarks/bench_hub.py``, ``bench_accounting.py``)."""
+
+from __future__ import annotations
+
+import os
+import time
+from typing import Any
+
+USERS_ROWS = "#jg-users tr.jg-user"
+USAGE_ROWS = "#jg-usage tr.jg-user"
+
+
+def open_console(
+    browser: Any, url: str, token: str, *, height: int = 900, wait_for: tuple[str, ...] = (USERS_ROWS,)
+) -> Any:
+    """A page of the console at ``url`` as the holder of ``token``, once ``wait_for`` are drawn;
+    ``page.errors`` collects the page's uncaught errors."""
+    context = browser.new_context(
+        viewport={"width": 1280, "height": height}, extra_http_headers={"Authorization": f"token {token}"}
+    )
+    page = context.new_page()
+    errors: list[str] = []
+    page.on("pageerror", lambda error: errors.append(str(error)))
+    page.goto(url)
+    for selector in wait_for:
+        page.wait_for_selector(selector, timeout=30_000)
+    page.errors = errors
+    return page
+
+
+def first_paint(url: str, runs: int, drawn: tuple[str, ...] = (USERS_ROWS,), rows: int = 50) -> list[float]:
+    """Milliseconds from navigation until the ``rows``-th row of each table in ``drawn`` is shown, in
+    ``runs`` fresh browser contexts as the admin (a first run, which also starts the service's
+    sampler and HTTP clients, is not counted)."""
+    from playwright.sync_api import sync_playwright
+
+    times = []
+    with sync_playwright() as playwright:
+        chromium = os.environ.get("JUPYTER_GPU_CHROMIUM", "/usr/bin/chromium")
+        browser = playwright.chromium.launch(
+            executable_path=chromium, headless=True, args=["--headless", "--no-sandbox", "--disable-gpu"]
+        )
+        for _ in range(runs + 1):
+            context = browser.new_context(extra_http_headers={"Authorization": "token admin-token"})
+            page = context.new_page()
+            began = time.perf_counter()
+            page.goto(url)
+            for selector in drawn:
+                page.locator(selector).nth(rows - 1).wait_for(timeout=30_000)  # the CSP forbids eval
+            times.append((time.perf_counter() - began) * 1000)
+            context.close()
+        browser.close()
+    return times[1:]
