@@ -24,7 +24,6 @@ users x 2 kernels.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import os
 import statistics
@@ -40,7 +39,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests"))
 
 from console_page import USAGE_ROWS, USERS_ROWS, first_paint  # noqa: E402
-from hub_fake import SERVICE_TOKEN, FakeHub, scenario_of, user_snapshot  # noqa: E402
+from hub_fake import FakeHub, scenario_of, user_snapshot  # noqa: E402
 
 from jupyter_gpu import simulate  # noqa: E402
 from jupyter_gpu.hub.accounting import Usage, interval_usage, summary  # noqa: E402
@@ -127,35 +126,9 @@ def crowd(folder: Path) -> FakeHub:
 
 
 def start_service(hub_url: str, usage_db: str) -> str:
-    from jupyterhub.services.auth import HubOAuth
-    from tornado import netutil
-    from tornado.httpserver import HTTPServer
+    from hub_service import InThread
 
-    from jupyter_gpu.hub.app import HubService, make_app
-
-    ready = threading.Event()
-    box: dict[str, Any] = {}
-
-    def serve() -> None:
-        loop = asyncio.new_event_loop()
-        asyncio.set_event_loop(loop)
-        service = HubService(hub_url + "/hub/api", SERVICE_TOKEN, hub_url, interval_s=1.0, usage_db=usage_db)
-        auth = HubOAuth(
-            api_url=hub_url + "/hub/api",
-            api_token=SERVICE_TOKEN,
-            oauth_client_id="service-jupyter-gpu",
-            access_scopes={"access:services!service=jupyter-gpu"},
-            cache_max_age=300,
-        )
-        sockets = netutil.bind_sockets(0, "127.0.0.1")
-        HTTPServer(make_app(service, "/services/jupyter-gpu/", hub_auth=auth)).add_sockets(sockets)
-        box["url"] = f"http://127.0.0.1:{sockets[0].getsockname()[1]}/services/jupyter-gpu/"
-        ready.set()
-        loop.run_forever()
-
-    threading.Thread(target=serve, daemon=True).start()
-    ready.wait(10)
-    return str(box["url"])
+    return InThread(hub_url, cache_max_age=300, interval_s=1.0, usage_db=usage_db).url
 
 
 def main() -> None:

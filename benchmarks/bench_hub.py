@@ -26,13 +26,11 @@ console's first paint with 50 users' kernels.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import os
 import statistics
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -42,43 +40,18 @@ sys.path.insert(0, str(REPO / "tests"))
 os.environ.setdefault("JUPYTER_GPU_SIMULATE", "demo")
 
 from console_page import first_paint  # noqa: E402
-from hub_fake import SERVICE_TOKEN, FakeHub, scenario_of, user_snapshot  # noqa: E402
-from jupyterhub.services.auth import HubOAuth  # noqa: E402
-from tornado import netutil  # noqa: E402
-from tornado.httpserver import HTTPServer  # noqa: E402
+from hub_fake import FakeHub, scenario_of, user_snapshot  # noqa: E402
+from hub_service import InThread  # noqa: E402
 
 from jupyter_gpu import simulate  # noqa: E402
-from jupyter_gpu.hub.app import HubService, make_app  # noqa: E402
+from jupyter_gpu.hub.app import HubService  # noqa: E402
 from jupyter_gpu.server import GpuService, JupyterGpuServer  # noqa: E402
-
-PREFIX = "/services/jupyter-gpu/"
 
 
 def start_service(hub: FakeHub, interval_s: float) -> tuple[HubService, str]:
     """The service on its own loop and thread; returns it and its URL."""
-    ready = threading.Event()
-    box: dict[str, Any] = {}
-
-    def serve() -> None:
-        loop = asyncio.new_event_loop()
-        asyncio.set_event_loop(loop)
-        service = HubService(hub.url + "/hub/api", SERVICE_TOKEN, hub.url, interval_s=interval_s, linger_s=3)
-        auth = HubOAuth(
-            api_url=hub.url + "/hub/api",
-            api_token=SERVICE_TOKEN,
-            oauth_client_id="service-jupyter-gpu",
-            access_scopes={"access:services!service=jupyter-gpu"},
-            cache_max_age=300,
-        )
-        sockets = netutil.bind_sockets(0, "127.0.0.1")
-        HTTPServer(make_app(service, PREFIX, hub_auth=auth)).add_sockets(sockets)
-        box["service"], box["url"] = service, f"http://127.0.0.1:{sockets[0].getsockname()[1]}{PREFIX}"
-        ready.set()
-        loop.run_forever()
-
-    threading.Thread(target=serve, daemon=True).start()
-    ready.wait(10)
-    return box["service"], box["url"]
+    running = InThread(hub.url, cache_max_age=300, interval_s=interval_s, linger_s=3)
+    return running.service, running.url
 
 
 def calls() -> int:

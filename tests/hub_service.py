@@ -1,5 +1,12 @@
 """The hub service (``jupyter_gpu.hub``) started against the stand-in hub API of ``hub_fake``, on a
-loopback port, for the hub tests (importable as ``hub_service``: pytest puts tests/ on sys.path).
+loopback port, for the hub tests and benchmarks (importable as ``hub_service``: pytest puts tests/ on
+sys.path; the benchmarks put it there themselves).
+
+The one place the tests build the service and its app, as ``python -m jupyter_gpu.hub`` does:
+:func:`service_for` (a :class:`HubService` against a hub's API with the service's token),
+:func:`listen` (its app behind the hub's OAuth on a loopback port of the running loop), and the two
+ways a test runs them: :func:`start` on the test's own loop, :class:`InThread` on a loop of its own
+(for a browser or a benchmark that blocks the test's thread).
 
 Every :func:`start` is closed after the test by the ``stop_started`` fixture (conftest.py), which a
 module using it asks for: ``pytestmark = pytest.mark.usefixtures("stop_started")``.
@@ -7,6 +14,9 @@ module using it asks for: ``pytestmark = pytest.mark.usefixtures("stop_started")
 
 from __future__ import annotations
 
+import asyncio
+import threading
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -51,32 +61,83 @@ class Running:
         return response.code, response.body
 
 
-async def start(interval_s: float = 0.2, usage_db: str | None = None, usage_interval_s: float = 60.0) -> Running:
-    """The service on a loopback port; with ``usage_db``, usage accounting in that file (tests call
-    ``run.service.accountant.account_once()`` or ``run.service.accountant.start()`` themselves)."""
-    hub = FakeHub()
-    service = HubService(
-        hub.url + "/hub/api",
-        SERVICE_TOKEN,
-        hub.url,
-        interval_s=interval_s,
-        linger_s=5,
-        usage_db=usage_db,
-        usage_interval_s=usage_interval_s,
-    )
+def service_for(hub_url: str, **options: Any) -> HubService:
+    """The service against the hub API at ``hub_url`` with the service's token (``SERVICE_TOKEN``);
+    ``options`` are :class:`HubService`'s own (``interval_s``, ``usage_db``, ``prometheus_url``...)."""
+    return HubService(hub_url + "/hub/api", SERVICE_TOKEN, hub_url, **options)
+
+
+def listen(service: HubService, hub_url: str, cache_max_age: float = 60) -> tuple[HTTPServer, int]:
+    """The service's app at :data:`PREFIX` behind the hub's OAuth (the hub at ``hub_url``), on a
+    loopback port of the running loop: the server and its port."""
     auth = HubOAuth(
-        api_url=hub.url + "/hub/api",
+        api_url=hub_url + "/hub/api",
         api_token=SERVICE_TOKEN,
         oauth_client_id="service-jupyter-gpu",
         access_scopes={"access:services!service=jupyter-gpu"},
-        cache_max_age=60,
+        cache_max_age=cache_max_age,
     )
     sockets = netutil.bind_sockets(0, "127.0.0.1")
     server = HTTPServer(make_app(service, PREFIX, hub_auth=auth))
     server.add_sockets(sockets)
-    run = Running(hub, service, sockets[0].getsockname()[1], server)
+    return server, sockets[0].getsockname()[1]
+
+
+async def start(interval_s: float = 0.2, usage_db: str | None = None, usage_interval_s: float = 60.0) -> Running:
+    """The service on a loopback port; with ``usage_db``, usage accounting in that file (tests call
+    ``run.service.accountant.account_once()`` or ``run.service.accountant.start()`` themselves)."""
+    hub = FakeHub()
+    service = service_for(
+        hub.url, interval_s=interval_s, linger_s=5, usage_db=usage_db, usage_interval_s=usage_interval_s
+    )
+    server, port = listen(service, hub.url)
+    run = Running(hub, service, port, server)
     _STARTED.append(run)
     return run
+
+
+class InThread:
+    """The service on an event loop of its own, in a daemon thread, for a test or benchmark whose own
+    thread blocks (a browser's synchronous calls would block a loop shared with the service).
+
+    ``prepare`` is awaited on that loop before the service listens (e.g. accounting a few intervals);
+    :meth:`stop` stops the loop and closes the service (the stand-in hub is the caller's)."""
+
+    def __init__(
+        self,
+        hub_url: str,
+        *,
+        prepare: Callable[[HubService], Awaitable[None]] | None = None,
+        cache_max_age: float = 60,
+        ready_s: float = 10,
+        **options: Any,
+    ) -> None:
+        self.loop = asyncio.new_event_loop()
+        ready = threading.Event()
+
+        def serve() -> None:
+            asyncio.set_event_loop(self.loop)
+
+            async def begin() -> None:
+                self.service = service_for(hub_url, **options)
+                if prepare is not None:
+                    await prepare(self.service)
+                _, port = listen(self.service, hub_url, cache_max_age)
+                self.url = f"http://127.0.0.1:{port}{PREFIX}"
+                ready.set()
+
+            self.loop.run_until_complete(begin())
+            self.loop.run_forever()
+
+        self.thread = threading.Thread(target=serve, daemon=True)
+        self.thread.start()
+        assert ready.wait(ready_s), f"the hub service did not start within {ready_s} s"
+
+    def stop(self) -> None:
+        """Stop the service's loop and thread, then close the service."""
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self.thread.join(10)
+        self.service.close()
 
 
 _STARTED: list[Running] = []  # what start() made, closed after each test by stop_started_services
@@ -105,7 +166,6 @@ def serve_in_this_process() -> None:
     the service freezing (its own process: a frozen loop, or a thread stuck in HubAuth's pool, would
     take the test's process with it). Prints one JSON line: the service's URL, the login cookie's
     name and a login cookie's value for each of alice (reader) and root-admin."""
-    import asyncio
     import json
 
     from tornado.web import create_signed_value
@@ -129,7 +189,6 @@ def serve_in_this_process() -> None:
 def account_in_this_process(usage_db: str, scenario: str, usage_interval_s: float) -> None:
     """The service with :func:`people` on the simulated GPUs of the file ``scenario``, accounting
     into ``usage_db`` every ``usage_interval_s`` until killed (the ``kill -9`` test's child)."""
-    import asyncio
     import os
 
     from jupyter_gpu import simulate

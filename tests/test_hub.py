@@ -14,13 +14,12 @@ from typing import Any
 
 import pytest
 from hub_fake import SERVICE_TOKEN
-from hub_service import people, start
+from hub_service import people, service_for, start
 from support import ScenarioFile
 
 from jupyter_gpu import simulate
 from jupyter_gpu.core.snapshot import Snapshot
 from jupyter_gpu.hub import core
-from jupyter_gpu.hub.app import HubService
 from jupyter_gpu.server import GpuService, JupyterGpuServer
 from jupyter_gpu.sources import remote
 
@@ -82,9 +81,7 @@ def test_requests_waiting_for_a_hung_nvml_share_one_waiter() -> None:
         return Snapshot(nvml_available=False, timestamp=time.time(), gpus=(), error="released")
 
     async def body() -> None:
-        service = HubService(
-            "http://127.0.0.1:9/hub/api", SERVICE_TOKEN, "http://127.0.0.1:9", interval_s=0.1, take=hung_nvml
-        )
+        service = service_for("http://127.0.0.1:9", interval_s=0.1, take=hung_nvml)
         waits = []
         wait_for_snapshot = service.sampler.wait_for_snapshot
 

@@ -13,19 +13,17 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hub_fake import SERVICE_TOKEN, FakeHub
-from jupyterhub.services.auth import HubOAuth
+from hub_fake import FakeHub
+from hub_service import listen, service_for
 from prometheus_fake import GIB, StandInPrometheus, T, kernel, matrix, node, series, two_nodes, vector
-from tornado import netutil
 from tornado.httpclient import AsyncHTTPClient, HTTPClientError
-from tornado.httpserver import HTTPServer
 
 from jupyter_gpu.core import wire
 from jupyter_gpu.hub import app as hub_app
 from jupyter_gpu.hub import core
 from jupyter_gpu.hub import prometheus as prom
 from jupyter_gpu.hub.__main__ import main as service_main
-from jupyter_gpu.hub.app import HubService, make_app
+from jupyter_gpu.hub.app import HubService
 
 
 def test_every_gpu_of_every_node_once_grouped_by_host() -> None:
@@ -230,9 +228,7 @@ async def start_service(prometheus_url: str, token_file: str | None) -> tuple[Fa
     def no_nvml() -> Any:
         raise AssertionError("Prometheus mode must not sample local NVML for the console")
 
-    service = HubService(
-        hub.url + "/hub/api",
-        SERVICE_TOKEN,
+    service = service_for(
         hub.url,
         interval_s=0.2,
         linger_s=5,
@@ -240,16 +236,8 @@ async def start_service(prometheus_url: str, token_file: str | None) -> tuple[Fa
         prometheus_url=prometheus_url,
         prometheus_token_file=token_file,
     )
-    auth = HubOAuth(
-        api_url=hub.url + "/hub/api",
-        api_token=SERVICE_TOKEN,
-        oauth_client_id="service-jupyter-gpu",
-        access_scopes={"access:services!service=jupyter-gpu"},
-        cache_max_age=60,
-    )
-    sockets = netutil.bind_sockets(0, "127.0.0.1")
-    HTTPServer(make_app(service, "/services/jupyter-gpu/", hub_auth=auth)).add_sockets(sockets)
-    return hub, service, sockets[0].getsockname()[1]
+    _, port = listen(service, hub.url)
+    return hub, service, port
 
 
 def test_service_in_prometheus_mode_shows_every_node_with_the_bearer_token(tmp_path: Path) -> None:

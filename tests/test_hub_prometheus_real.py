@@ -19,18 +19,15 @@ from typing import Any
 
 import pytest
 import yaml
-from hub_fake import SERVICE_TOKEN, FakeHub
-from jupyterhub.services.auth import HubOAuth
+from hub_fake import FakeHub
+from hub_service import listen, service_for
 from live_processes import PROMETHEUS, LiveServer, get_json, start_prometheus, stop, wait_for
 from support import ScenarioFile
-from tornado import netutil
 from tornado.httpclient import AsyncHTTPClient
-from tornado.httpserver import HTTPServer
 
 from jupyter_gpu import simulate
 from jupyter_gpu.hub import core
 from jupyter_gpu.hub import prometheus as prom
-from jupyter_gpu.hub.app import HubService, make_app
 
 pytestmark = pytest.mark.skipif(
     PROMETHEUS is None, reason="prometheus is not installed (Debian: apt-get install prometheus)"
@@ -152,20 +149,11 @@ def test_service_in_prometheus_mode_shows_both_servers_kernels(servers: list[Ser
         hub = FakeHub()
         hub.add_user("root-admin", "admin-token", admin=True)
         hub.add_user("alice", "alice-token", scopes=[core.READ_SCOPE])
-        service = HubService(hub.url + "/hub/api", SERVICE_TOKEN, hub.url, interval_s=1, prometheus_url=prometheus)
-        auth = HubOAuth(
-            api_url=hub.url + "/hub/api",
-            api_token=SERVICE_TOKEN,
-            oauth_client_id="service-jupyter-gpu",
-            access_scopes={"access:services!service=jupyter-gpu"},
-            cache_max_age=60,
-        )
-        sockets = netutil.bind_sockets(0, "127.0.0.1")
-        server = HTTPServer(make_app(service, "/services/jupyter-gpu/", hub_auth=auth))
-        server.add_sockets(sockets)
+        service = service_for(hub.url, interval_s=1, prometheus_url=prometheus)
+        server, port = listen(service, hub.url)
         try:
             response = await AsyncHTTPClient().fetch(
-                f"http://127.0.0.1:{sockets[0].getsockname()[1]}/services/jupyter-gpu/api/console",
+                f"http://127.0.0.1:{port}/services/jupyter-gpu/api/console",
                 headers={"Authorization": f"token {token}"},
             )
             return json.loads(response.body)

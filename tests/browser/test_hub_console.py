@@ -6,10 +6,8 @@ the browser's Authorization header."""
 
 from __future__ import annotations
 
-import asyncio
 import csv
 import io
-import threading
 import time
 import urllib.request
 from collections.abc import Iterator
@@ -18,14 +16,12 @@ from typing import Any
 
 import pytest
 from console_page import USAGE_ROWS, USERS_ROWS, open_console
-from hub_fake import SERVICE_TOKEN, FakeHub, scenario_of, user_snapshot
-from jupyterhub.services.auth import HubOAuth
+from hub_fake import FakeHub, scenario_of, user_snapshot
+from hub_service import InThread
 from support import ScenarioFile
-from tornado import netutil
-from tornado.httpserver import HTTPServer
 
 from jupyter_gpu import simulate
-from jupyter_gpu.hub.app import HubService, make_app
+from jupyter_gpu.hub.app import HubService
 
 pytestmark = pytest.mark.browser
 USERS = [f"user{n:03d}" for n in range(200)]
@@ -40,49 +36,24 @@ def crowd_url(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
         hub.snapshots[name] = user_snapshot(name, 2, gpu=n % 8, mib=256 + n)
     scenario = ScenarioFile(tmp_path / "gpus.json", scenario_of(hub.snapshots, gpus=8))
     monkeypatch.setenv(simulate.ENV_VAR, str(scenario.path))
-    loop = asyncio.new_event_loop()
-    sockets = netutil.bind_sockets(0, "127.0.0.1")
-    ready = threading.Event()
-    box: dict[str, Any] = {}
 
-    def serve() -> None:
-        asyncio.set_event_loop(loop)
+    async def ten_minutes_of_every_kernel(service: HubService) -> None:
+        now = time.time()
+        await service.accountant.account_once(now - 600)
+        await service.accountant.account_once(now)
 
-        async def start() -> None:
-            service = HubService(
-                hub.url + "/hub/api",
-                SERVICE_TOKEN,
-                hub.url,
-                interval_s=0.5,
-                usage_db=str(tmp_path / "usage.sqlite"),
-                usage_interval_s=600,
-            )
-            now = time.time()
-            await service.accountant.account_once(now - 600)
-            await service.accountant.account_once(now)  # ten minutes of every kernel
-            auth = HubOAuth(
-                api_url=hub.url + "/hub/api",
-                api_token=SERVICE_TOKEN,
-                oauth_client_id="service-jupyter-gpu",
-                access_scopes={"access:services!service=jupyter-gpu"},
-                cache_max_age=60,
-            )
-            HTTPServer(make_app(service, "/services/jupyter-gpu/", hub_auth=auth)).add_sockets(sockets)
-            box["service"] = service
-            ready.set()
-
-        loop.run_until_complete(start())
-        loop.run_forever()
-
-    thread = threading.Thread(target=serve, daemon=True)
-    thread.start()
-    assert ready.wait(60)
+    running = InThread(
+        hub.url,
+        prepare=ten_minutes_of_every_kernel,
+        ready_s=60,
+        interval_s=0.5,
+        usage_db=str(tmp_path / "usage.sqlite"),
+        usage_interval_s=600,
+    )
     try:
-        yield f"http://127.0.0.1:{sockets[0].getsockname()[1]}/services/jupyter-gpu/"
+        yield running.url
     finally:
-        loop.call_soon_threadsafe(loop.stop)
-        thread.join(10)
-        box["service"].close()
+        running.stop()
         hub.stop()
 
 

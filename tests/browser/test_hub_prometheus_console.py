@@ -5,21 +5,16 @@ the browser's Authorization header (the page and its API accept hub tokens as we
 
 from __future__ import annotations
 
-import asyncio
-import threading
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 from console_page import open_console
-from hub_fake import SERVICE_TOKEN, FakeHub
-from jupyterhub.services.auth import HubOAuth
+from hub_fake import FakeHub
+from hub_service import InThread
 from prometheus_fake import StandInPrometheus, two_nodes
-from tornado import netutil
-from tornado.httpserver import HTTPServer
 
 from jupyter_gpu.hub import core
-from jupyter_gpu.hub.app import HubService, make_app
 
 pytestmark = pytest.mark.browser
 
@@ -30,38 +25,11 @@ def console_url() -> Iterator[str]:
     hub = FakeHub()
     hub.add_user("root-admin", "admin-token", admin=True)
     hub.add_user("alice", "alice-token", scopes=[core.READ_SCOPE])
-    loop = asyncio.new_event_loop()
-    sockets = netutil.bind_sockets(0, "127.0.0.1")
-    ready = threading.Event()
-
-    def serve() -> None:
-        asyncio.set_event_loop(loop)
-
-        async def start() -> None:
-            service = HubService(
-                hub.url + "/hub/api", SERVICE_TOKEN, hub.url, interval_s=0.5, prometheus_url=stand_in.url
-            )
-            auth = HubOAuth(
-                api_url=hub.url + "/hub/api",
-                api_token=SERVICE_TOKEN,
-                oauth_client_id="service-jupyter-gpu",
-                access_scopes={"access:services!service=jupyter-gpu"},
-                cache_max_age=60,
-            )
-            HTTPServer(make_app(service, "/services/jupyter-gpu/", hub_auth=auth)).add_sockets(sockets)
-            ready.set()
-
-        loop.run_until_complete(start())
-        loop.run_forever()
-
-    thread = threading.Thread(target=serve, daemon=True)
-    thread.start()
-    assert ready.wait(10)
+    running = InThread(hub.url, interval_s=0.5, prometheus_url=stand_in.url)
     try:
-        yield f"http://127.0.0.1:{sockets[0].getsockname()[1]}/services/jupyter-gpu/"
+        yield running.url
     finally:
-        loop.call_soon_threadsafe(loop.stop)
-        thread.join(10)
+        running.stop()
         hub.stop()
         stand_in.stop()
 
