@@ -68,10 +68,10 @@ def clean(monkeypatch: pytest.MonkeyPatch, scenario: Any) -> Iterator[Any]:
     from plan_state import MANAGED, reset_plan_state  # not for every test: it imports the frameworks module
 
     from jupyter_gpu import plan
-    from jupyter_gpu.plan import Fence
+    from jupyter_gpu.plan import Fence, fence
 
     saved = {name: os.environ.pop(name, None) for name in MANAGED}
-    monkeypatch.setattr(plan, "_KERNEL_START_FENCE", Fence({}))
+    monkeypatch.setattr(fence, "_KERNEL_START_FENCE", Fence({}))  # where kernel_start_fence() reads it
     # The admin's values come from the environment the process started with: here, os.environ.
     monkeypatch.setattr(plan, "environment_at_process_start", lambda: dict(os.environ))
     for name in ("tensorflow", "torch", "jax"):

@@ -128,7 +128,7 @@ def test_bad_input_is_one_line_and_changes_nothing(shell, magic, line, problem) 
 
 
 def test_a_gpu_outside_the_admin_fence_is_refused(shell, monkeypatch) -> None:
-    monkeypatch.setattr(plan, "_KERNEL_START_FENCE", Fence({"CUDA_VISIBLE_DEVICES": "1"}))
+    monkeypatch.setattr(plan.fence, "_KERNEL_START_FENCE", Fence({"CUDA_VISIBLE_DEVICES": "1"}))
     before = state()
     with pytest.raises(
         UsageError,

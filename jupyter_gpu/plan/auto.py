@@ -1,0 +1,135 @@
+"""``auto``: the idlest GPUs (:func:`select_idlest`), who else works on a GPU (:func:`other_users`),
+and what would make a GPU fit (:func:`fit_hints`); :class:`NoGpuFits` when too few qualify."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
+
+from ..core.errors import PlanError
+from ..core.snapshot import GpuInfo, GpuProcess
+from ..core.units import format_bytes
+
+
+class NoGpuFits(PlanError):
+    """``auto:N`` found fewer than N GPUs that qualify now (``%gpu_select --wait`` waits on this one)."""
+
+
+def _others(gpu: GpuInfo, own_pid: int, own_user: str | None) -> list[GpuProcess]:
+    """Other users' compute processes: a graphics-only process (the display server, Xorg) is not a job."""
+    return [
+        p
+        for p in gpu.processes
+        if p.pid != own_pid and (own_user is None or p.user != own_user) and p.type != "graphics"
+    ]
+
+
+def _other_users_processes(gpu: GpuInfo, own_pid: int, own_user: str | None) -> int:
+    return len(_others(gpu, own_pid, own_user))
+
+
+def other_users(gpu: GpuInfo, own_pid: int, own_user: str | None) -> list[str]:
+    """The other users with compute work on ``gpu`` (as ``auto`` counts them), by name."""
+    return sorted({p.user or f"PID {p.pid}" for p in _others(gpu, own_pid, own_user)})
+
+
+def select_idlest(
+    gpus: Sequence[GpuInfo],
+    count: int,
+    *,
+    min_free_bytes: int = 0,
+    own_pid: int | None = None,
+    own_user: str | None = None,
+    claims: Mapping[int | str, int] | None = None,
+    require_idle: bool = False,
+) -> tuple[int, ...]:
+    """The policy behind ``auto:N``: the ``count`` idlest of ``gpus``, best first.
+
+    1. GPUs with less free memory than ``min_free_bytes`` (``--min-free``) are never chosen; with
+       ``require_idle`` (``--wait`` without ``--min-free``) neither are GPUs with other users'
+       compute processes or other kernels' claims.
+    2. GPUs without compute processes of *other* users come first (this kernel's and this user's
+       own processes, and graphics-only processes such as the display server, do not count).
+    3. Then the fewest claims other kernels left (``claims``: NVML index → count, see
+       :mod:`jupyter_gpu.sources.claims`), then the most free memory, the lowest utilization, the lowest index.
+
+    So a GPU another user works on is chosen only when not enough GPUs are free of others, and
+    kernels choosing at the same moment spread over the idle GPUs.
+    Raises :class:`PlanError` when fewer than ``count`` GPUs qualify.
+    """
+    own_pid = os.getpid() if own_pid is None else own_pid
+    claims = claims or {}
+    eligible = [gpu for gpu in gpus if gpu.error is None and gpu.memory_free >= min_free_bytes]
+    if require_idle:
+        eligible = [
+            gpu for gpu in eligible if not _other_users_processes(gpu, own_pid, own_user) and not claims.get(gpu.index)
+        ]
+    ranked = sorted(
+        eligible,
+        key=lambda gpu: (
+            _other_users_processes(gpu, own_pid, own_user) > 0,
+            claims.get(gpu.index, 0),
+            -gpu.memory_free,
+            gpu.utilization or 0,
+            gpu.index,
+        ),
+    )
+    if len(ranked) < count:
+        condition = f" with at least {format_bytes(min_free_bytes)} free" if min_free_bytes else ""
+        if require_idle:
+            condition += " and without other users' work"
+        raise NoGpuFits(
+            f"auto:{count} needs {count} GPU{'s' if count > 1 else ''}{condition}, but only "
+            f"{len(ranked)} of the GPUs this kernel may use qualif{'ies' if len(ranked) == 1 else 'y'}"
+            f" ({_listing(gpus)}); ask for fewer or lower --min-free"
+        )
+    return tuple(gpu.index for gpu in ranked[:count])
+
+
+def fit_hints(
+    gpus: Sequence[GpuInfo],
+    min_free_bytes: int,
+    own_pid: int,
+    own_user: str | None,
+    kernels: Mapping[int, str] | None = None,
+    check: Callable[[GpuInfo], bool] | None = None,
+) -> list[str]:
+    """For each GPU that does not qualify only because of this user's own processes: what would
+    make it fit, e.g. ``GPU 2 would fit if your idle kernel x.ipynb (22 GiB) were shut down``.
+
+    ``kernels`` names this user's processes (PID → e.g. ``"idle kernel x.ipynb"``); others are named
+    by PID. GPUs with other users' work are left out: only waiting helps there. ``check`` gets the
+    GPU as it would be once those processes ended; a hint is given only when it says True (the
+    caller runs the request through :func:`~jupyter_gpu.plan.build_plan` on that world: the fence,
+    MIG, the ceiling).
+    """
+    kernels = kernels or {}
+    hints = []
+    for gpu in gpus:
+        if gpu.error is not None or _others(gpu, own_pid, own_user):
+            continue
+        mine = [
+            p
+            for p in gpu.processes
+            if p.pid != own_pid and p.type != "graphics" and (own_user is None or p.user == own_user)
+        ]
+        if not mine or gpu.memory_free >= min_free_bytes:
+            continue
+        held = sum(p.memory or 0 for p in mine)
+        if gpu.memory_free + held < min_free_bytes:
+            continue
+        after = replace(
+            gpu, memory_free=gpu.memory_free + held, processes=tuple(p for p in gpu.processes if p not in mine)
+        )
+        if check is not None and not check(after):
+            continue  # shutting them down would not make the request pass: no hint that cannot work
+        names = ", ".join(f"{kernels.get(p.pid, f'process PID {p.pid}')} ({format_bytes(p.memory)})" for p in mine[:3])
+        hints.append(f"GPU {gpu.index} would fit if your {names} {'were' if len(mine) == 1 else 'were all'} shut down")
+    return hints
+
+
+def _listing(gpus: Sequence[GpuInfo]) -> str:
+    if not gpus:
+        return "none"
+    return ", ".join(f"{gpu.index}: {format_bytes(gpu.memory_free)} free" for gpu in gpus)

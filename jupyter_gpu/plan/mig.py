@@ -1,0 +1,147 @@
+"""MIG slices in a selection (docs/mig.md): ``0:1``, a MIG UUID, and ``auto``/``all`` when the
+kernel may use only slices. CUDA enumerates at most one MIG device per process (:data:`ONE_MIG_DEVICE`)."""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Mapping
+
+from ..core.errors import PlanError
+from ..core.snapshot import MigSlice, Snapshot
+from ..core.units import format_bytes
+from .auto import NoGpuFits
+from .fence import Fence
+from .selection import SelectionSpec, _choices, _slice_listing
+from .sizes import Size
+
+_SLICE_NOTATION = re.compile(r"([0-9]{1,6}):([0-9]{1,3})")
+ONE_MIG_DEVICE = (
+    "CUDA enumerates at most one MIG device per process (a second slice, or a slice next to a GPU, "
+    "would be invisible to the frameworks)"
+)
+
+
+def _resolve_mig(
+    spec: SelectionSpec,
+    snapshot: Snapshot,
+    fence: Fence,
+    min_free: Size | None,
+    own_user: str | None,
+    claims: Mapping[int | str, int] | None = None,
+    require_idle: bool = False,
+) -> tuple[int, str] | None:
+    """The (GPU index, MIG UUID) a SPEC selects when it selects a slice; None when it selects whole
+    GPUs. Raises :class:`PlanError` for what CUDA cannot do with slices (see :data:`ONE_MIG_DEVICE`)."""
+    if spec.kind == "none" or not snapshot.nvml_available:
+        return None
+    gpus = snapshot.gpus
+    fenced_slice = fence.allowed_slice(gpus)
+    allowed = fence.allowed(gpus)
+    candidates = [
+        (gpu, s)
+        for gpu in gpus
+        if gpu.index in allowed and gpu.mig_mode
+        for s in gpu.slices
+        if fenced_slice is None or s.uuid == fenced_slice
+    ]
+    only_slices = fenced_slice is not None or (
+        bool(allowed) and all(gpu.mig_mode for gpu in gpus if gpu.index in allowed)
+    )
+    if spec.kind in ("auto", "all"):
+        if not only_slices:
+            return None  # whole GPUs to choose from (GPUs in MIG mode are left out, see _resolve_selection)
+        if spec.kind == "all" or spec.count == 1:
+            if not candidates:
+                raise PlanError(f"{spec.text!r}: this kernel may use only MIG slices and none exists now; select none")
+            if spec.kind == "all":
+                if len(candidates) > 1:
+                    raise PlanError(
+                        f"'all' would be {len(candidates)} MIG slices, and {ONE_MIG_DEVICE}; select one: "
+                        + ", ".join(f"{g.index}:{s.index} ({s.profile})" for g, s in candidates)
+                    )
+                return candidates[0][0].index, candidates[0][1].uuid
+            own_pid = os.getpid()
+            min_free_bytes = 0 if min_free is None else min_free.resolve(None)
+            claims = claims or {}
+
+            def others(slice_: MigSlice) -> bool:
+                return any(
+                    p.pid != own_pid and (own_user is None or p.user != own_user) and p.type != "graphics"
+                    for p in slice_.processes
+                )
+
+            eligible = [
+                (g, s)
+                for g, s in candidates
+                if s.error is None
+                and s.memory_free >= min_free_bytes
+                and not (require_idle and (others(s) or claims.get(s.uuid)))
+            ]
+            if not eligible:
+                condition = (
+                    f"at least {format_bytes(min_free_bytes)} free"
+                    if min_free_bytes
+                    else "no other users' work or claims"
+                    if require_idle
+                    else "that can be read"
+                )
+                raise NoGpuFits(
+                    f"auto needs a MIG slice with {condition}, and none of the slices this kernel may use "
+                    "has it ("
+                    + ", ".join(f"{g.index}:{s.index}: {format_bytes(s.memory_free)} free" for g, s in candidates)
+                    + ")"
+                )
+            # As for GPUs: slices without other users' work first, then the fewest claims of other
+            # kernels (so kernels started at once spread over the slices), then the most free memory.
+            best = min(
+                eligible,
+                key=lambda pair: (
+                    others(pair[1]),
+                    claims.get(pair[1].uuid, 0),
+                    -pair[1].memory_free,
+                    pair[0].index,
+                    pair[1].index,
+                ),
+            )
+            return best[0].index, best[1].uuid
+        raise PlanError(f"{spec.text!r}: this kernel may use only MIG slices, and {ONE_MIG_DEVICE}; use auto")
+    picked: list[tuple[int, str]] = []
+    for item in spec.items:
+        notation = _SLICE_NOTATION.fullmatch(item)
+        if notation is not None:
+            gpu_index, position = int(notation[1]), int(notation[2])
+            gpu = next((g for g in gpus if g.index == gpu_index), None)
+            if gpu is None:
+                raise PlanError(f"there is no GPU {gpu_index}; {_choices(gpus, allowed, fence)}")
+            slice_ = next((s for s in gpu.slices if s.index == position), None)
+            if slice_ is None:
+                what = "is not in MIG mode" if not gpu.mig_mode else f"has no MIG slice {position}"
+                raise PlanError(f"GPU {gpu_index} {what}; its slices: {_slice_listing(gpu)}")
+            picked.append((gpu.index, slice_.uuid))
+        elif item.upper().startswith("MIG-"):
+            from ..core.visibility import _find_slice
+
+            found = _find_slice(item, gpus)
+            if found is None:
+                known = "; ".join(f"{g.index}:{s.index} {s.uuid}" for g in gpus for s in g.slices) or "none"
+                raise PlanError(
+                    f"no MIG slice has a UUID starting with {item!r} (or it is not unique); MIG slices: {known}"
+                )
+            picked.append(found)
+    if not picked:
+        return None
+    if len(spec.items) > 1:
+        raise PlanError(f"{spec.text!r}: {ONE_MIG_DEVICE}; select one slice per kernel")
+    index, uuid = picked[0]
+    if fenced_slice is not None and uuid != fenced_slice:
+        raise PlanError(
+            f"slice {uuid} is outside the GPUs assigned to this kernel ({fence.describe()}); "
+            f"the slice assigned is {fenced_slice}"
+        )
+    if fenced_slice is None and index not in allowed:
+        raise PlanError(
+            f"GPU {index} is outside the GPUs assigned to this kernel ({fence.describe()}); "
+            f"{_choices(gpus, allowed, fence)}"
+        )
+    return index, uuid

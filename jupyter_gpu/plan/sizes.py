@@ -1,0 +1,65 @@
+"""Memory sizes as typed in ``%gpu_limit``, ``--min-free`` and the admin ceiling: ``2048`` (MiB),
+``512MiB``, ``2GiB``, ``1.5G``, ``1T`` (binary multiples, as ``nvidia-smi`` counts) or ``30%`` of a GPU's
+total memory (see :mod:`jupyter_gpu.plan`)."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from ..core.errors import PlanError
+from ..core.units import MIB
+
+_DIGITS = re.compile(r"[0-9]+")  # ASCII only: str.isdigit() accepts '²', which int() refuses
+_UNITS = {"": MIB, "K": 1024, "M": MIB, "G": 1024**3, "T": 1024**4}
+_SIZE = re.compile(r"^\s*(?P<number>[0-9]{0,30}\.?[0-9]{1,30})\s*(?P<unit>(?:[KMGT](?:I?B)?|B)?)\s*$", re.IGNORECASE)
+
+
+@dataclass(frozen=True)
+class Size:
+    """A memory size as typed: an absolute number of bytes, or a percentage of a GPU's total."""
+
+    text: str
+    bytes: int | None = None
+    percent: float | None = None
+
+    def resolve(self, total_bytes: int | None) -> int:
+        """Bytes on a GPU with ``total_bytes`` of memory (needed for percentages only)."""
+        if self.bytes is not None:
+            return self.bytes
+        assert self.percent is not None
+        if total_bytes is None:
+            raise PlanError(
+                f"{self.text!r} is a share of a GPU's memory, but NVML cannot tell the GPU's "
+                "size here; give an absolute size such as 2GiB or 2048 (MiB)"
+            )
+        return int(total_bytes * self.percent / 100)
+
+    def __str__(self) -> str:
+        return self.text
+
+
+def parse_size(text: str) -> Size:
+    """``"2048"`` (MiB), ``"2GiB"``, ``"1.5G"``, ``"512MB"`` or ``"30%"``; raises :class:`PlanError`."""
+    cleaned = text.strip()
+    valid = "valid sizes: 2048 (MiB), 512MiB, 2GiB, 1.5G or 30% (of the GPU's memory)"
+    if cleaned.endswith("%"):
+        if not re.fullmatch(r"\s*[0-9]{0,30}\.?[0-9]{1,30}\s*", cleaned[:-1]):
+            raise PlanError(f"malformed size {text!r}; {valid}")
+        percent = float(cleaned[:-1])
+        if not 0 < percent <= 100:
+            raise PlanError(f"size {text!r} must be more than 0% and at most 100%; {valid}")
+        return Size(text=cleaned, percent=percent)
+    match = _SIZE.match(cleaned)
+    if match is None:
+        if cleaned.startswith("-"):
+            raise PlanError(f"size {text!r} is negative; {valid}")
+        raise PlanError(f"malformed size {text!r}; {valid}")
+    unit = match["unit"].upper()
+    multiplier = 1 if unit == "B" else _UNITS[unit[:1]]
+    size_bytes = int(float(match["number"]) * multiplier)
+    if size_bytes > 1024**5:
+        raise PlanError(f"size {text!r} is more than 1 PiB, more than any GPU has; {valid}")
+    if size_bytes < MIB:
+        raise PlanError(f"size {text!r} is {'zero' if size_bytes == 0 else 'under 1 MiB'}; {valid}")
+    return Size(text=cleaned, bytes=size_bytes)
