@@ -45,8 +45,9 @@ from __future__ import annotations
 
 # The package's names, from the modules that hold them: sizes (parse_size), fence (the admin's),
 # selection and mig (SPEC), auto (the idlest GPUs), gpu_plan (the plan itself). Names outside
-# __all__ are re-exported with "as" (code imports them from here too).
-from ..core.environ import environment_at_process_start as environment_at_process_start  # see below
+# __all__ are re-exported with "as" (code imports them from here too); kernel.session's
+# admin_ceiling calls plan.environment_at_process_start (tests replace it here).
+from ..core.environ import environment_at_process_start as environment_at_process_start
 from ..core.errors import PlanError  # defined in core (frameworks raise it too); still plan.PlanError
 from ..core.units import MIB as MIB  # importable from here before the split (tests do)
 from .auto import NoGpuFits, fit_hints, select_idlest
@@ -59,9 +60,6 @@ from .selection import SELECT_CHOICES as SELECT_CHOICES
 from .selection import SelectionSpec as SelectionSpec
 from .selection import parse_selection
 from .sizes import Size, parse_size
-
-# environment_at_process_start: kernel.session.admin_ceiling calls it as plan.environment_at_process_start,
-# so a test that replaces it here changes the admin ceiling the magics read.
 
 __all__ = [
     "Fence",

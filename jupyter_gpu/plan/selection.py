@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -11,7 +12,9 @@ from ..core.errors import PlanError
 from ..core.snapshot import GpuInfo, Snapshot
 from .auto import select_idlest
 from .fence import Fence
-from .sizes import _DIGITS, Size
+from .sizes import Size
+
+_DIGITS = re.compile(r"[0-9]+")  # ASCII only: str.isdigit() accepts '²', which int() refuses
 
 
 @dataclass(frozen=True)
