@@ -1,0 +1,277 @@
+"""The report's text (:func:`explain`, pure) and its next steps: another GPU with room, checked
+by the planner (:func:`follows`), an idle kernel to shut down, the framework's cache
+(:func:`next_actions`, the ones a frontend offers as buttons)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
+from typing import Any
+
+from ...core.units import GIB, format_bytes, format_duration
+from .facts import Facts, Holder, _framework_figures, _freeable_cache, _shown, _which_gpus, holders
+from .recognize import OutOfMemory
+
+
+def follows(facts: Facts, steps: Sequence[Mapping[str, Any]]) -> bool:
+    """Whether the magics ``steps`` (each a change of the plan request, in order, as the session
+    adds them up) all pass the planner, so that following the printed suggestion literally works.
+    True when it cannot be checked here (no request or snapshot known)."""
+    if facts.request is None or facts.snapshot is None:
+        return True
+    from ...plan import PlanError, build_plan
+
+    request = facts.request
+    try:
+        for changes in steps:
+            request = replace(request, **changes)
+            build_plan(request, facts.snapshot, facts.fence, own_user=facts.own_user)
+    except (PlanError, TypeError, ValueError):
+        return False
+    return True
+
+
+def _round_up_gib(value: int) -> str:
+    return f"{max(1, math.ceil(value / GIB))}GiB"
+
+
+def explain(oom: OutOfMemory, facts: Facts) -> str:
+    """The report under the traceback (several lines, plain text)."""
+    where = f"{oom.framework} {oom.device_label}" if oom.device_label else oom.framework
+    asked = f"; it tried to allocate {format_bytes(oom.requested_bytes)}" if oom.requested_bytes else ""
+    lines = [f"jupyter_gpu: {where} ran out of GPU memory{asked}."]
+    gpus = _which_gpus(oom, facts)
+    if not facts.gpus:
+        lines.append("  NVML cannot be read here, so the GPUs and who holds them are unknown.")
+    elif not gpus:
+        lines.append("  Which GPU this was cannot be told (the framework's device is not mapped to a GPU).")
+    steps: list[str] = []
+    for gpu in gpus[:4]:
+        lines += _gpu_section(oom, gpu, facts, steps, several=len(gpus) > 1)
+    steps += _elsewhere(oom, gpus, facts)
+    if not steps:
+        steps.append(
+            "no GPU this kernel may use has room for it now: use less memory (a smaller batch or "
+            "model), or free memory on this GPU"
+        )
+    lines.append("Next steps:")
+    lines += [f"  - {step}" for step in _unique(steps)]
+    return "\n".join(lines)
+
+
+def _unique(items: list[str]) -> list[str]:
+    return list(dict.fromkeys(items))
+
+
+def _gpu_section(oom: OutOfMemory, gpu: Any, facts: Facts, steps: list[str], several: bool) -> list[str]:
+    name = _shown(gpu.name.removeprefix("NVIDIA "))
+    label = f" ({oom.framework} {oom.device_label})" if oom.device_label and not several else ""
+    lines = [
+        f"GPU {gpu.index} {name}{label}: {format_bytes(gpu.memory_total)} total, "
+        f"{format_bytes(gpu.memory_used)} used, {format_bytes(gpu.memory_free)} free."
+    ]
+    held = holders(gpu, facts)
+    own_nvml = sum(h.memory for h in held if h.kind == "self")
+    in_use, reserved = _framework_figures(oom, gpu, facts)
+    lines.append("  Who holds it:")
+    if not any(h.kind == "self" for h in held) and (in_use or reserved):
+        held.insert(0, Holder("self", 0, "this kernel", facts.own_pid))
+    for holder in held:
+        lines.append(f"    {_holder_text(holder, oom, in_use, reserved, facts)}")
+    if len(lines) == 2:
+        lines.append("    nobody NVML can see")
+    limit = facts.limits.get(gpu.index)
+    limit_hit = False
+    if limit:
+        footprint = max(own_nvml, reserved or 0, in_use or 0)
+        need = footprint + (oom.requested_bytes or 0)
+        fits_gpu = oom.requested_bytes is not None and gpu.memory_free >= oom.requested_bytes
+        limit_hit = (
+            need > limit
+            or (fits_gpu and footprint >= limit * 0.8)
+            or (oom.requested_bytes is None and footprint >= limit * 0.9)
+        )
+        whose = (
+            f"the admin ceiling {facts.admin_ceiling}"
+            if facts.limit_from_ceiling and facts.admin_ceiling
+            else "%gpu_limit"
+        )
+        if limit_hit:
+            lines.append(
+                f"  This kernel's limit on GPU {gpu.index} is {format_bytes(limit)} ({whose}), and it ran "
+                f"out, not the GPU ({format_bytes(gpu.memory_free)} free)."
+            )
+            ceiling_words = ""
+            if facts.limit_from_ceiling and facts.admin_ceiling:
+                ceiling_words = f" (the admin ceiling {facts.admin_ceiling} does not allow more)"
+                steps.append(
+                    f"the limit is the admin's ceiling{ceiling_words}: use less memory (a smaller batch or model)"
+                )
+            elif need <= limit + gpu.memory_free and follows(facts, [{"limits": (_round_up_gib(need),)}]):
+                steps.append(
+                    f"raise this kernel's limit: `%gpu_limit {_round_up_gib(need)}`, then `%gpu_restart` "
+                    f"(GPU {gpu.index} has {format_bytes(gpu.memory_free)} free besides it)"
+                )
+        else:
+            lines.append(
+                f"  This kernel's limit on GPU {gpu.index}: {format_bytes(limit)} ({whose}); the GPU ran "
+                "out before the limit."
+            )
+    cache = _freeable_cache(oom, in_use, reserved)
+    if cache:
+        steps.append(
+            f"`%gpu_free` may return {format_bytes(cache)} held by this kernel's cache "
+            f"({oom.framework} reserved {format_bytes(reserved)}, in use {format_bytes(in_use)})"
+        )
+    if (
+        oom.module == "tensorflow"
+        and not facts.growth
+        and own_nvml > 0
+        and follows(facts, [{"selection": str(gpu.index), "growth": True}])
+    ):
+        steps.append(
+            "TensorFlow without memory growth keeps its whole pool until the kernel restarts: "
+            f"`%gpu_select {gpu.index} --growth`, then `%gpu_restart`, and it takes only what the model "
+            "needs"
+        )
+    for holder in held:
+        if holder.kind == "kernel" and holder.memory > 0:
+            state = "idle " if holder.idle or (holder.idle_s or 0) >= 600 else ""
+            since = f", idle for {format_duration(holder.idle_s)}" if holder.idle_s else ""
+            if holder.idle_s == 0:
+                since, state = " (busy now)", ""
+            steps.append(
+                f"your {state}kernel `{holder.label}` holds {format_bytes(holder.memory)} on GPU "
+                f"{gpu.index}{since}: shut it down from the GPU sidebar if you no longer need it"
+            )
+        elif holder.kind == "process" and holder.memory > 0:
+            steps.append(
+                f"your process {holder.label} holds {format_bytes(holder.memory)} on GPU {gpu.index}: "
+                "end it if you no longer need it"
+            )
+    return lines
+
+
+def _holder_text(holder: Holder, oom: OutOfMemory, in_use: int | None, reserved: int | None, facts: Facts) -> str:
+    if holder.kind == "self":
+        nb = f" ({_shown(facts.own_notebook)})" if facts.own_notebook else ""
+        own = [
+            f"in use {format_bytes(in_use)}" if in_use is not None else "",
+            f"reserved {format_bytes(reserved)}" if reserved is not None else "",
+        ]
+        told = ", ".join(part for part in own if part)
+        framework = f" ({oom.framework}: {told})" if told else ""
+        nvml = format_bytes(holder.memory) if holder.memory else "no memory NVML can see"
+        return f"this kernel{nb}: {nvml}{framework}"
+    if holder.kind == "kernel":
+        if holder.idle_s == 0:
+            idle = ", busy now"
+        elif holder.idle_s is not None:
+            idle = f", idle for {format_duration(holder.idle_s)}"
+        else:
+            idle = f", idle time unknown{_source_note(facts)}"
+        return f"your kernel {holder.label}: {format_bytes(holder.memory)}{idle}"
+    if holder.kind == "process":
+        return f"your process {holder.label}: {format_bytes(holder.memory)}"
+    return f"{holder.label}: {format_bytes(holder.memory)}"
+
+
+def _source_note(facts: Facts) -> str:
+    return " (the server extension was not reachable)" if facts.peers_source == "kernel reports" else ""
+
+
+def _elsewhere(oom: OutOfMemory, gpus: list[Any], facts: Facts) -> list[str]:
+    """Other GPUs this kernel may use with room for what it holds plus what it asked for."""
+    steps = []
+    for busy, gpu, need in _roomier_gpus(oom, gpus, facts):
+        magics = _select_magics(gpu, need, facts)
+        if magics is None:
+            continue  # no way there that the planner accepts: no suggestion rather than one that fails
+        who = " (other users work on it)" if busy else ""
+        steps.append(
+            f"GPU {gpu.index} has {format_bytes(gpu.memory_free)} free{who}: {magics}, "
+            "then `%gpu_restart` (restarts the kernel with it)"
+        )
+        if len(steps) == 2:
+            break
+    return steps
+
+
+def _roomier_gpus(oom: OutOfMemory, gpus: list[Any], facts: Facts) -> list[tuple[bool, Any, int]]:
+    """(others work on it, GPU, bytes needed) of the other GPUs this kernel may use with room for
+    what it holds plus what it asked for: idle ones first, then by free memory."""
+    here = {gpu.index for gpu in gpus}
+    own = max([sum(p.memory or 0 for p in gpu.processes if p.pid == facts.own_pid) for gpu in gpus] or [0])
+    need = own + (oom.requested_bytes or 0)
+    candidates = []
+    for gpu in facts.gpus:
+        if gpu.index in here or gpu.error is not None or (facts.allowed is not None and gpu.index not in facts.allowed):
+            continue
+        others = [
+            p
+            for p in gpu.processes
+            if p.pid != facts.own_pid and p.type != "graphics" and (facts.own_user is None or p.user != facts.own_user)
+        ]
+        best_here = max([g.memory_free for g in gpus] or [0])
+        if gpu.memory_free >= max(need, 1) and gpu.memory_free > best_here:
+            candidates.append((bool(others), -gpu.memory_free, gpu.index, gpu))
+    return [(busy, gpu, need) for busy, _, _, gpu in sorted(candidates)]
+
+
+def _select_magics(gpu: Any, need: int, facts: Facts) -> str | None:
+    """The magics that move this kernel's plan to ``gpu``, checked by the planner: ``%gpu_select N``,
+    or, when the kernel's limit is more than that GPU has, a limit that fits first (the largest whole
+    GiB of its free memory, at least what the kernel needs); None when neither passes."""
+    select = {"selection": str(gpu.index)}
+    if follows(facts, [select]):
+        return f"`%gpu_select {gpu.index}`"
+    if not facts.limits:
+        return None
+    fitting = int(min(gpu.memory_free, gpu.memory_total) // GIB)
+    if fitting < 1 or fitting * GIB < need:
+        return None
+    limit = {"limits": (f"{fitting}GiB",)}
+    for first, second in ((limit, select), (select, limit)):
+        if follows(facts, [first, second]):
+            magic = {id(limit): f"`%gpu_limit {fitting}GiB`", id(select): f"`%gpu_select {gpu.index}`"}
+            return f"{magic[id(first)]}, {magic[id(second)]}"
+    return None
+
+
+def next_actions(oom: OutOfMemory, facts: Facts) -> tuple[dict[str, Any], ...]:
+    """The next steps of :func:`explain` that a frontend can offer as buttons (JupyterLab's
+    extension does; the text says them all):
+
+    - ``{"kind": "shutdown", "kernel_id", "label", "memory", "gpu", "idle_s"}``: the user's other
+      kernel holding memory on a GPU that ran out (known by its kernel id: the server, or its report);
+    - ``{"kind": "restart", "gpu", "request"}``: a new kernel on a roomier GPU with memory growth,
+      when the planner accepts that plan (``request``: the :class:`~jupyter_gpu.plan.PlanRequest`);
+    - ``{"kind": "free", "memory"}``: ``%gpu_free``, when the framework's cache is worth returning.
+    """
+    actions: list[dict[str, Any]] = []
+    gpus = _which_gpus(oom, facts)
+    cache = 0
+    for gpu in gpus[:4]:
+        cache += _freeable_cache(oom, *_framework_figures(oom, gpu, facts)) or 0
+        for holder in holders(gpu, facts):
+            peer = facts.peers.get(holder.pid) if holder.pid is not None else None
+            if holder.kind == "kernel" and holder.memory > 0 and peer is not None and peer.kernel_id:
+                actions.append(
+                    {
+                        "kind": "shutdown",
+                        "kernel_id": peer.kernel_id,
+                        "label": holder.label,
+                        "memory": holder.memory,
+                        "gpu": gpu.index,
+                        "idle_s": holder.idle_s,
+                    }
+                )
+    if facts.request is not None:
+        for _, gpu, _ in _roomier_gpus(oom, gpus, facts)[:2]:
+            changes = {"selection": str(gpu.index), "growth": True}
+            if follows(facts, [changes]):
+                actions.append({"kind": "restart", "gpu": gpu.index, "request": replace(facts.request, **changes)})
+    if cache:
+        actions.append({"kind": "free", "memory": cache})
+    return tuple(actions)
