@@ -184,7 +184,8 @@ def test_a_server_seeing_other_gpus_than_this_process_is_not_used(scenario, tmp_
     fake_server.body = json.dumps(server_answer(simulated=False)).encode()  # real GPUs; here: simulated
     runtime_file(tmp_path, fake_server.url)
     reading = host.HostSample(runtime_dir=tmp_path).read()
-    assert reading.source == "nvml" and "it sees real GPUs" in reading.note
+    assert reading.source == "nvml" and "sees real GPUs and this process simulates" in reading.note
+    assert not any("sees real GPUs" in warning for warning in reading.snapshot.warnings)  # a choice, said
 
 
 def test_runtime_files_that_are_links_stale_or_not_a_kernels_server_are_skipped(scenario, tmp_path, fake_server):
