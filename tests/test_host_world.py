@@ -164,3 +164,26 @@ def test_the_readmes_example_beside_a_demo_server(demo_server: Any, monkeypatch:
     )
     code, out, _ = run("status")
     assert "simulates demo and this process simulates 4 GPUs" in out.replace("\n", " ").replace("  ", " ")
+
+
+def test_a_kernels_panel_watch_and_wait_follow_the_same_rule(
+    tmp_path: Path, fake_server: FakeServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A kernel asks only the server that started it (an ancestor): of another world, it is not
+    used by the kernel's shared host sample either, which the panel, ``%gpu_watch`` and ``--wait``
+    (``take_snapshot(host_sample=True)``) all read."""
+    import os
+
+    from jupyter_gpu.kernel.session import take_snapshot
+
+    monkeypatch.setenv("JUPYTER_GPU_SIMULATE", "4")
+    answering(fake_server, "demo")
+    runtime_file(tmp_path, fake_server.url, pid=os.getppid())
+    monkeypatch.setattr(host, "_default", host.HostSample(kernel=True, runtime_dir=tmp_path))
+    taken = take_snapshot(host_sample=True)
+    assert fake_server.seen  # the kernel's server was asked ...
+    assert taken.extra["source"] == "nvml" and len(taken.gpus) == 4  # ... and not believed: another world
+    assert "simulates demo and this process simulates 4 GPUs" in taken.extra["source_note"]
+    answering(fake_server, "4 GPUs")
+    monkeypatch.setattr(host, "_default", host.HostSample(kernel=True, runtime_dir=tmp_path))
+    assert take_snapshot(host_sample=True).extra["source"] == "jupyter-server"
