@@ -21,17 +21,10 @@ from typing import Any
 
 import pytest
 from live_processes import free_port
+from test_hub_hostile import _listening
 from test_sources_host import _listen_and_record, runtime_file
 
 from jupyter_gpu.sources import remote
-
-
-def _listening(port: int) -> bool:
-    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
-        with open(table) as rows:
-            if any(f":{port:04X} " in row and row.split()[3] == "0A" for row in list(rows)[1:]):
-                return True
-    return False
 
 
 @pytest.fixture
