@@ -93,3 +93,41 @@ def test_gpu_doctor_in_a_kernel_whose_notebook_sits_in_a_planted_folder(planted:
         assert marks(planted) == [], (out, err)
         assert "CPU-only build: for a GPU, install torch from PyTorch's CUDA wheel index" in out, (out, err)
         assert "planted" not in out + err
+
+
+def test_the_doctors_probes_are_the_only_child_processes_the_package_starts() -> None:
+    """Issue 27 item 4 covers every child the package starts; today that is the doctor's probes
+    alone. A new one must take the same care (no current folder on ``sys.path``, a private
+    folder): this fails when one appears, so it is looked at."""
+    import ast
+    import re
+
+    package = Path(__file__).resolve().parents[1] / "jupyter_gpu"
+    calls = re.compile(r"(system|popen|fork|exec\w*|spawn\w*|posix_spawn\w*|create_subprocess_\w+|executable)$")
+
+    def starts_children(tree: ast.AST) -> bool:
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import) and any(
+                alias.name.split(".")[0] in ("subprocess", "multiprocessing") for alias in node.names
+            ):
+                return True
+            if isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] in (
+                "subprocess",
+                "multiprocessing",
+            ):
+                return True
+            if isinstance(node, ast.ImportFrom) and any(alias.name == "ProcessPoolExecutor" for alias in node.names):
+                return True
+            if (
+                isinstance(node, ast.Attribute)
+                and isinstance(node.value, ast.Name)
+                and node.value.id in ("os", "asyncio", "sys")
+                and calls.match(node.attr)
+            ):
+                return True
+        return False
+
+    found = {
+        str(path.relative_to(package)) for path in package.rglob("*.py") if starts_children(ast.parse(path.read_text()))
+    }
+    assert found == {"doctor/children.py"}, found
