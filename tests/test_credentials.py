@@ -161,3 +161,30 @@ def test_get_with_credential_sends_to_an_owners_listener() -> None:
         assert fake.seen == ["Bearer t", "Bearer t"]
     finally:
         fake.close()
+
+
+def test_prometheus_refusing_the_bearer_token_is_the_consoles_http_error(tmp_path: Path) -> None:
+    """With a token the query goes through ``get_with_credential``: an error status still reads
+    ``HTTP <code>`` in the console's error line, as without one."""
+    from test_hub_prometheus import start_service
+    from test_sources_host import FakeServer
+
+    token_file = tmp_path / "token"
+    token_file.write_text("prom-secret\n")
+    fake = FakeServer()
+    fake.status = 403
+
+    async def ask() -> str | None:
+        hub, service, _ = await start_service(fake.url, str(token_file))
+        try:
+            return (await service._ask_prometheus())[3]
+        finally:
+            service.close()
+            hub.stop()
+
+    try:
+        error = asyncio.run(ask())
+    finally:
+        fake.close()
+    assert error == f"cannot read Prometheus at {fake.url.rstrip('/')}: HTTP 403"
+    assert fake.seen and all(seen == "Bearer prom-secret" for seen in fake.seen)

@@ -28,6 +28,7 @@ import json
 import logging
 import os
 import time
+import urllib.error
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -377,7 +378,7 @@ class HubService:
                 ),
             )
         error = None
-        if isinstance(instant, HTTPClientError):
+        if isinstance(instant, (HTTPClientError, urllib.error.HTTPError)):  # urllib's: with the bearer token
             error = f"cannot read Prometheus at {self.prometheus_url}: HTTP {instant.code}"
         elif isinstance(instant, Exception):  # unreachable, not JSON, token file unreadable
             error = f"cannot read Prometheus at {self.prometheus_url}: {str(instant)[:300] or type(instant).__name__}"
