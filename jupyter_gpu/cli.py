@@ -272,9 +272,16 @@ def _positive_seconds(text: str) -> float:
     return value
 
 
-def build_parser() -> argparse.ArgumentParser:
+def _source(text: str) -> str:
+    """``--source``: one of :data:`jupyter_gpu.sources.host.SOURCE_CHOICES` (imported only when given)."""
     from .sources.host import SOURCE_CHOICES
 
+    if text not in SOURCE_CHOICES:
+        raise argparse.ArgumentTypeError(f"expected one of {', '.join(SOURCE_CHOICES)}, got {text!r}")
+    return text
+
+
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="jupyter-gpu",
         description="See the GPUs of this machine and who uses them (NVML, through nvidia-ml-py).",
@@ -303,8 +310,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     status.add_argument(
         "--source",
-        choices=SOURCE_CHOICES,
+        type=_source,
         default="auto",
+        metavar="auto|server|hub|local",
         help="where the sample comes from: auto (this user's Jupyter server of the same world, else the hub "
         "service, else NVML here), server, hub or local (NVML in this process); a chosen source that does "
         "not answer is an error (exit status 1), nothing else is read in its place",

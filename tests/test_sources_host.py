@@ -527,6 +527,9 @@ def test_status_source_option(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -
     monkeypatch.setenv("JUPYTER_GPU_SIMULATE", "4")
     code, out, _ = _run("status", "--source", "local")
     assert code == 0 and "Sample: NVML read locally (--source local)" in out
+    with pytest.raises(SystemExit) as usage:
+        _run("status", "--source", "elsewhere")
+    assert usage.value.code == 2
     code, out, err = _run("status", "--source", "server", "--json")
     assert code == 1 and "no Jupyter server of this user answered (--source server)" in err
     assert json.loads(out)["gpus"] == []
@@ -539,6 +542,7 @@ def test_the_readmes_example_beside_a_demo_server(
     GPUs of its own and says why; with ``demo`` it is the server's sample."""
     from live_processes import get_json
 
+    monkeypatch.setattr(host, "SERVER_TIMEOUT_S", 60.0)  # a loaded test host: the server's answer is awaited
     answer = get_json(live_server.url + "jupyter-gpu/snapshot", live_server.token, timeout=60)
     assert answer[host.WORLD_KEY] == "demo"  # the server names its world
     code, out, _ = _run("status", "--json")

@@ -185,7 +185,7 @@ class HostSample:
         fallback: Callable[[], Snapshot] | None = None,
         runtime_dir: Path | None = None,
         service_url: str | None = None,
-        timeout_s: float = SERVER_TIMEOUT_S,
+        timeout_s: float | None = None,
         show_other_names: bool | None = None,
         source: str = "auto",
     ) -> None:
@@ -196,7 +196,7 @@ class HostSample:
         self._fallback = fallback
         self._runtime_dir = runtime_dir
         self._service_url = service_url
-        self.timeout_s = timeout_s
+        self.timeout_s = SERVER_TIMEOUT_S if timeout_s is None else timeout_s
         self.directory = ProcessDirectory(show_other_names=show_other_names)
         self._lock = threading.Lock()
         self._server: RunningServer | None = None
