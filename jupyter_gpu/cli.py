@@ -7,11 +7,15 @@ Usage::
     jupyter-gpu status --json          # the JSON contract (see jupyter_gpu.core.snapshot) + source, kernels
     jupyter-gpu status --watch 2       # refresh in place every 2 seconds (Ctrl-C to stop)
     jupyter-gpu status --show-other-names   # admins: other users' program names too
+    jupyter-gpu status --source local  # NVML here (or: server, hub; default auto)
 
 The sample is the host's (:mod:`jupyter_gpu.sources.host`): this user's running Jupyter server's
 (found through its runtime files; then this user's kernels show by notebook with their idle time,
 and ``--json`` lists them under ``kernels``), else the hub service's (``$JUPYTER_GPU_SERVICE_URL``),
 else NVML read here; the ``Sample:`` line (``source``, ``source_note`` in ``--json``) says which.
+A server whose world differs from the one this command's environment asks for (another
+``JUPYTER_GPU_SIMULATE``, or simulated vs. real) is not used, and the ``Sample:`` line says so;
+``--source`` chooses one source and nothing else.
 Processes carry nvitop's type letter: ``C`` compute, ``G`` graphics, ``C+G`` both.
 
 Other users' processes show their PID, user and memory only (their program names are withheld,
@@ -230,7 +234,7 @@ def status_json(reading: HostReading) -> dict[str, object]:
 def _status(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     from .sources.host import HostSample
 
-    host = HostSample(kernel=False, show_other_names=True if args.show_other_names else None)
+    host = HostSample(kernel=False, show_other_names=True if args.show_other_names else None, source=args.source)
     clear = "\x1b[H\x1b[2J" if out.isatty() else ""
     while True:
         reading = host.read()
@@ -268,6 +272,15 @@ def _positive_seconds(text: str) -> float:
     return value
 
 
+def _source(text: str) -> str:
+    """``--source``: one of :data:`jupyter_gpu.sources.host.SOURCE_CHOICES` (imported only when given)."""
+    from .sources.host import SOURCE_CHOICES
+
+    if text not in SOURCE_CHOICES:
+        raise argparse.ArgumentTypeError(f"expected one of {', '.join(SOURCE_CHOICES)}, got {text!r}")
+    return text
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="jupyter-gpu",
@@ -294,6 +307,15 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="more columns, lines longer than 80: fan, PCI bus id, uncorrected ECC errors, SM and memory "
         "clocks (where NVML has them), UUIDs",
+    )
+    status.add_argument(
+        "--source",
+        type=_source,
+        default="auto",
+        metavar="auto|server|hub|local",
+        help="where the sample comes from: auto (this user's Jupyter server of the same world, else the hub "
+        "service, else NVML here), server, hub or local (NVML in this process); a chosen source that does "
+        "not answer is an error (exit status 1), nothing else is read in its place",
     )
     status.add_argument(
         "--watch", metavar="SECONDS", type=_positive_seconds, help="refresh in place every SECONDS until Ctrl-C"

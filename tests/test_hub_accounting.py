@@ -150,6 +150,24 @@ def test_csv_has_a_header_the_summarys_numbers_and_no_formula() -> None:
     assert accounting._cell("plain") == "plain"
 
 
+def test_csv_prefixes_a_formula_behind_whitespace_of_any_kind() -> None:
+    """Every whitespace character (categories Zs, Zl, Zp, tab, newline, the other controls Python
+    counts as space) and every invisible format character (Cf), alone or repeated, before a formula
+    start: prefixed. The same text without the formula start is left alone."""
+    import sys
+    import unicodedata
+
+    blanks = [chr(c) for c in range(sys.maxunicode + 1) if chr(c).isspace() or unicodedata.category(chr(c)) == "Cf"]
+    assert {"\u00a0", "\u3000", "\t", "\n", "\u2028", "\u200b", "\ufeff"} <= set(blanks)
+    for blank in blanks:
+        for start in "=+-@\uff1d":
+            for value in (blank + start + "1", blank * 3 + start + "1", blank + " \u200b" + start + "1"):
+                assert accounting._cell(value) == "'" + value, ascii(value)
+        assert accounting._cell(blank + "a.ipynb") == (
+            "'" + blank + "a.ipynb" if blank in "\t\r" else blank + "a.ipynb"
+        ), ascii(blank)
+
+
 def test_a_server_inventing_notebooks_gets_fifty_and_the_rest_under_more_notebooks() -> None:
     kernels = [kernel(f"n{k:03d}.ipynb", {"0": (k + 1) << 20}) for k in range(80)]
     console = {

@@ -27,6 +27,7 @@ from dataclasses import replace
 from importlib import metadata
 from pathlib import Path
 
+from ..core.environ import SIMULATE_ENV_VAR
 from ..core.errors import WireError
 from ..core.snapshot import GpuInfo
 from ..core.wire import Fields, loads
@@ -116,9 +117,21 @@ def child_environment(env: Mapping[str, str], start: Mapping[str, str]) -> dict[
         else:
             child.pop(key, None)
     child["JUPYTER_GPU_CLAIMS"] = "0"  # a probe of a plan leaves no claim on the host's board
+    _pin_relative_scenario(child)  # the children run in a private folder of their own (children.py)
     package_root = str(Path(__file__).resolve().parents[2])
     child["PYTHONPATH"] = os.pathsep.join(p for p in (child.get("PYTHONPATH"), package_root) if p)
     return child
+
+
+def _pin_relative_scenario(env: dict[str, str]) -> None:
+    """A scenario file named relative to this process's folder, named absolutely for the children,
+    which start elsewhere (:mod:`jupyter_gpu.doctor.children`): they simulate what this process does."""
+    from ..simulate.presets import DEMO_STILL
+
+    spec = env.get(SIMULATE_ENV_VAR, "").strip()
+    if not spec or spec.isdigit() or spec in ("demo", DEMO_STILL) or os.path.isabs(os.path.expanduser(spec)):
+        return
+    env[SIMULATE_ENV_VAR] = os.path.abspath(spec)
 
 
 def _build(probe: ProbeResult) -> str:

@@ -5,15 +5,34 @@ A child that has not answered when the box closes is killed with its whole group
 hangs at start, a CUDA initialization that never returns) and reported as timed out; nothing is
 waited for past the box. Its standard output is read as untrusted JSON (:mod:`jupyter_gpu.core.wire`):
 a child that crashed, printed garbage or too much is reported with one line, never a traceback.
+
+**Where a child imports from.** A child must import jupyter_gpu and the frameworks from the
+environment the user installed, never from the folder the doctor happens to run in (``/tmp``, a
+course folder, a notebook's folder in ``%gpu_doctor``), where another user may have planted a
+``torch.py`` or ``jupyter_gpu.py``. So each child
+
+- is started as ``python -c BOOTSTRAP``: the bootstrap drops the current folder Python puts first
+  on ``sys.path`` for ``-c`` (added after ``site`` ran, so no ``sitecustomize`` is looked up there
+  either) and then runs :mod:`jupyter_gpu.doctor.probe` with :mod:`runpy`; this is what ``-P``
+  does on Python 3.11+, and works on 3.10 too;
+- runs in a fresh private folder (``mkdtemp``: 0700, empty, removed afterwards), so an empty or
+  relative entry of ``PYTHONPATH`` (which Python resolves against the current folder) finds
+  nothing either;
+- keeps ``PYTHONPATH``, the user's site-packages and ``.pth`` files: that *is* the user's installed
+  environment (``pip install --user torch``, a virtual environment, an editable install of
+  jupyter_gpu, the tests' worktree on ``PYTHONPATH``). ``-I`` would drop all of them, so it is not
+  used: the child would then miss frameworks the user's kernels do see.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -27,6 +46,30 @@ from ..plan import PlanRequest
 
 MAX_ANSWER_BYTES = 256 * 1024
 STDERR_TAIL_BYTES = 64 * 1024
+
+# ``python -c`` puts "" (the current folder) first on sys.path after site ran; drop it, then run the
+# probe as ``-m`` would (argv[1:] are the probe's arguments).
+BOOTSTRAP = (
+    "import sys\n"
+    "if sys.path and sys.path[0] in ('', '.'):\n"
+    "    del sys.path[0]\n"
+    "import runpy\n"
+    "runpy.run_module('jupyter_gpu.doctor.probe', run_name='__main__', alter_sys=True)\n"
+)
+
+
+def _private_folder() -> str | None:
+    """A new empty folder only this user can write (0700), or None when none can be made (the
+    children then run in ``/``, which ordinary users cannot write either)."""
+    try:
+        return tempfile.mkdtemp(prefix="jupyter-gpu-doctor-")
+    except OSError:
+        return None
+
+
+def child_command(python: str, *args: str) -> list[str]:
+    """The command line of a probe child: :data:`BOOTSTRAP` (no current folder on ``sys.path``)."""
+    return [python, "-c", BOOTSTRAP, *args]
 
 
 def request_to_json(request: PlanRequest) -> str:
@@ -173,15 +216,18 @@ class Probes:
         self.deadline = self.started + timeout_s
         self.processes: dict[str, subprocess.Popen[bytes]] = {}
         self.failures: dict[str, ProbeResult] = {}
+        self.folder: str | None = None
         try:
+            cwd = self.folder = _private_folder()
             for name in frameworks:
                 try:
                     self.processes[name] = subprocess.Popen(
-                        [python, "-m", "jupyter_gpu.doctor.probe", name, request_json],
+                        child_command(python, name, request_json),
                         stdin=subprocess.DEVNULL,
                         stdout=subprocess.PIPE,
                         stderr=subprocess.PIPE,
                         env=dict(env),
+                        cwd=cwd or "/",
                         start_new_session=True,
                     )
                 except OSError as error:
@@ -194,6 +240,7 @@ class Probes:
         """Every child's answer, or why there is none; nothing outlives the time box or an interrupt."""
         answers = dict(self.failures)
         if not self.processes:
+            self._remove_folder()
             return answers
         pool = ThreadPoolExecutor(max_workers=len(self.processes))
         try:
@@ -208,10 +255,17 @@ class Probes:
             raise
         finally:
             pool.shutdown(wait=True)
+            self._remove_folder()
 
     def kill(self) -> None:
         for process in self.processes.values():
             _kill_group(process)
+        self._remove_folder()
+
+    def _remove_folder(self) -> None:
+        if self.folder is not None:
+            shutil.rmtree(self.folder, ignore_errors=True)
+            self.folder = None
 
 
 def run_probes(

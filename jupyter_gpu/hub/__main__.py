@@ -64,6 +64,13 @@ def main(argv: list[str] | None = None) -> int:
         help="a file holding a bearer token for --prometheus-url (read at each query)",
     )
     parser.add_argument(
+        "--prometheus-account",
+        default="prometheus",
+        metavar="USER",
+        help="the account Prometheus runs as when --prometheus-url is http:// on this host: the bearer "
+        "token goes only to a listener of this account, root or the service's own (default: prometheus)",
+    )
+    parser.add_argument(
         "--idle-after",
         type=float,
         default=3600.0,
@@ -139,6 +146,7 @@ def main(argv: list[str] | None = None) -> int:
             linger_s=args.linger,
             prometheus_url=args.prometheus_url,
             prometheus_token_file=args.prometheus_token_file,
+            prometheus_account=args.prometheus_account,
             idle_after_s=args.idle_after,
             host=args.host_label,
             system_user=args.system_user,

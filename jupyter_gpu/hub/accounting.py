@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import csv
 import io
+import unicodedata
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -145,9 +146,21 @@ def summary(rows: Iterable[Usage], window: str, since: float, until: float, view
     return {"window": window, "since": since, "until": until, "viewer": viewer, "admin": admin, "users": users}
 
 
+FORMULA_STARTS = frozenset("=+-@\uff1d\uff0b\uff0d\uff20")  # and their fullwidth forms
+
+
 def _cell(value: str) -> str:
-    """A text cell a spreadsheet will not run as a formula (``=``, ``+``, ``-``, ``@``, tab, CR first)."""
-    return "'" + value if value[:1] in ("=", "+", "-", "@", "\t", "\r") else value
+    """A text cell a spreadsheet will not run as a formula: prefixed with ``'`` when it starts with a
+    tab or CR, or when its first character after any whitespace (tab, newline, no-break or
+    ideographic space, every ``str.isspace`` character) and invisible format characters (Unicode
+    category Cf: zero-width space, BOM, bidi controls) is ``=``, ``+``, ``-`` or ``@`` (or a
+    fullwidth one): spreadsheets trim what comes before it and run the rest as a formula."""
+    stripped = value.lstrip()
+    while stripped and unicodedata.category(stripped[0]) == "Cf":
+        stripped = stripped[1:].lstrip()
+    if value[:1] in ("\t", "\r") or stripped[:1] in FORMULA_STARTS:
+        return "'" + value
+    return value
 
 
 def csv_text(answer: dict[str, Any]) -> str:

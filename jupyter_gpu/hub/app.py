@@ -28,6 +28,7 @@ import json
 import logging
 import os
 import time
+import urllib.error
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -49,6 +50,7 @@ from tornado.httpclient import AsyncHTTPClient, HTTPClientError, HTTPRequest
 from ..core import gauges, wire
 from ..core.history import GpuHistory
 from ..core.snapshot import GpuInfo, Snapshot
+from ..sources.remote import account_uid, get_with_credential
 from ..sources.sampler import Sampler
 from . import accounting, core
 from . import prometheus as prom
@@ -103,6 +105,7 @@ class HubService:
         history_s: float = 900.0,
         prometheus_url: str | None = None,
         prometheus_token_file: str | None = None,
+        prometheus_account: str | None = "prometheus",
         idle_after_s: float = 3600.0,
         host: str | None = None,
         system_user: str = "{name}",
@@ -131,6 +134,7 @@ class HubService:
         self._waiting: asyncio.Future[Snapshot | None] | None = None  # devices(): the shared wait
         self.prometheus_url = prometheus_url.rstrip("/") if prometheus_url else None
         self.prometheus_token_file = prometheus_token_file
+        self.prometheus_account = prometheus_account
         self.idle_after_s = idle_after_s
         self.host = gauges.host_label(host)  # the "host" label of jupyter_gpu_gpu_info
         self._logged: set[str] = set()  # dropped-series log lines already written (each kind once)
@@ -315,19 +319,34 @@ class HubService:
 
     async def _prometheus_get(self, path: str, params: dict[str, Any]) -> Any:
         assert self.prometheus_client is not None, "not in Prometheus mode"
-        response = await self.prometheus_client.fetch(
-            HTTPRequest(
-                f"{self.prometheus_url}/api/v1/{path}?{urlencode(params)}",
-                headers=self._prometheus_headers(),
-                request_timeout=10,
-                follow_redirects=False,
+        url = f"{self.prometheus_url}/api/v1/{path}?{urlencode(params)}"
+        headers = self._prometheus_headers()
+        loop = asyncio.get_running_loop()
+        if "Authorization" in headers:  # the bearer token: only to Prometheus's own listener (docs/security.md)
+            owners = self.prometheus_owners
+            body = await loop.run_in_executor(
+                None, lambda: get_with_credential(url, headers, owners, 10.0, prom.MAX_BODY_BYTES)
             )
-        )
+        else:
+            response = await self.prometheus_client.fetch(
+                HTTPRequest(url, headers=headers, request_timeout=10, follow_redirects=False)
+            )
+            body = response.body
         # Up to MAX_BODY_BYTES of JSON: parsed on the service's parser thread, like the user servers'
         # answers, so the event loop keeps serving api/devices meanwhile.
-        return await asyncio.get_running_loop().run_in_executor(
-            self._parser, lambda: wire.loads(response.body, max_bytes=prom.MAX_BODY_BYTES)
-        )
+        return await loop.run_in_executor(self._parser, lambda: wire.loads(body, max_bytes=prom.MAX_BODY_BYTES))
+
+    @property
+    def prometheus_owners(self) -> frozenset[int]:
+        """Who may listen at a ``http://`` Prometheus of this host and get the bearer token: root,
+        the service's own account, and ``--prometheus-account`` (the account Prometheus runs as)."""
+        owners = {0, os.getuid()}
+        if self.prometheus_account:
+            try:
+                owners.add(account_uid(self.prometheus_account))
+            except KeyError:
+                pass  # no such account: root and the service only
+        return frozenset(owners)
 
     async def _ask_prometheus(self) -> tuple[float, Any, dict[str, Any], str | None]:
         """One instant query; the history's range queries once per history step (they are larger)."""
@@ -359,7 +378,7 @@ class HubService:
                 ),
             )
         error = None
-        if isinstance(instant, HTTPClientError):
+        if isinstance(instant, (HTTPClientError, urllib.error.HTTPError)):  # urllib's: with the bearer token
             error = f"cannot read Prometheus at {self.prometheus_url}: HTTP {instant.code}"
         elif isinstance(instant, Exception):  # unreachable, not JSON, token file unreadable
             error = f"cannot read Prometheus at {self.prometheus_url}: {str(instant)[:300] or type(instant).__name__}"

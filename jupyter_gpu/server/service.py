@@ -123,13 +123,15 @@ class GpuService:
     def _device_reader(self, source: str) -> Callable[[], Snapshot]:
         """What the sampler reads: NVML in this process, or the hub service or URL that ``source``
         names (issue 12), with NVML here as its fallback; sets :attr:`device_source`."""
+        from ..sources.host import with_world
         from ..sources.nvml import snapshot
         from ..sources.remote import RemoteSource, resolve_source
 
         self.device_source = resolve_source(source)  # "nvml", "hub-service" or a URL
+        read_here = with_world(snapshot)  # a simulated sample names its world (readers of another world skip it)
         if self.device_source is None:
-            return snapshot
-        return RemoteSource(self.device_source, fallback=snapshot, account=self.config.service_account)
+            return read_here
+        return RemoteSource(self.device_source, fallback=read_here, account=self.config.service_account)
 
     def _reconfigure(self, change: Any) -> None:
         if change["name"] == "interval_s":

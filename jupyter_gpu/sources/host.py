@@ -24,8 +24,21 @@ the token only to a listener of this user (or verified TLS), no redirects.
 
 **Untrusted answers.** A server's answer crosses a socket: it is read with
 :mod:`jupyter_gpu.core.wire` and :func:`jupyter_gpu.sources.remote.snapshot_from_dict` (strict,
-bounded), the kernel entries field by field; a bad answer is a failed server. A server whose
-GPUs are of another world than this process would read (simulated vs. real NVML) is not used.
+bounded), the kernel entries field by field; a bad answer is a failed server.
+
+**The world asked for.** A reader shows the world its own environment asks for. A server whose
+GPUs are of another world than this process would read is not used, and the note says so (a
+choice, not a warning): simulated vs. real NVML, or another simulated world: a server reading
+NVML itself names its simulation in its answer (``"simulated_world"``, :func:`with_world`), and
+``JUPYTER_GPU_SIMULATE=4 jupyter-gpu status`` beside a server running ``demo`` reads its own four
+GPUs (with two servers, the first of the same world answers). This is the one rule every reader
+follows: ``jupyter-gpu status``, the panel, ``%gpu_watch`` and ``--wait`` all read through
+:class:`HostSample`.
+
+**Choosing the source.** ``HostSample(source=...)`` (``jupyter-gpu status --source``): ``"auto"``
+(the order above), ``"server"`` (this user's Jupyter server only), ``"hub"`` (the hub service
+only) or ``"local"`` (NVML in this process). A chosen source that does not answer gives a snapshot
+without GPUs whose ``error`` says why; nothing else is read in its place.
 
 A server that does not answer within :data:`SERVER_TIMEOUT_S` is given up for this sample. After a
 failure, servers are looked for again at most every :data:`REDISCOVER_S` seconds.
@@ -49,6 +62,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from ..core.environ import SIMULATE_ENV_VAR, simulation_requested
 from ..core.snapshot import Snapshot
 from ..core.wire import Fields, maybe
 from .peers import KernelPeer, parse_server_snapshot
@@ -68,6 +82,10 @@ __all__ = [
 SOURCE_SERVER = "jupyter-server"
 SOURCE_SERVICE = "hub-service"
 SOURCE_NVML = "nvml"
+SOURCE_CHOICES = ("auto", "server", "hub", "local")
+"""What ``HostSample(source=...)`` and ``jupyter-gpu status --source`` take (module docstring)."""
+WORLD_KEY = "simulated_world"
+"""The answer's field naming the simulated world a server reads (:func:`with_world`)."""
 SOURCE_LABELS = {SOURCE_SERVER: "from the server", SOURCE_SERVICE: "from the hub", SOURCE_NVML: "NVML read here"}
 """A few words for a narrow status line (the panel's); ``source_note`` says it in full."""
 
@@ -167,14 +185,18 @@ class HostSample:
         fallback: Callable[[], Snapshot] | None = None,
         runtime_dir: Path | None = None,
         service_url: str | None = None,
-        timeout_s: float = SERVER_TIMEOUT_S,
+        timeout_s: float | None = None,
         show_other_names: bool | None = None,
+        source: str = "auto",
     ) -> None:
+        if source not in SOURCE_CHOICES:
+            raise ValueError(f"source must be one of {', '.join(SOURCE_CHOICES)}, got {source!r}")
         self.kernel = kernel
+        self.source = source
         self._fallback = fallback
         self._runtime_dir = runtime_dir
         self._service_url = service_url
-        self.timeout_s = timeout_s
+        self.timeout_s = SERVER_TIMEOUT_S if timeout_s is None else timeout_s
         self.directory = ProcessDirectory(show_other_names=show_other_names)
         self._lock = threading.Lock()
         self._server: RunningServer | None = None
@@ -215,14 +237,20 @@ class HostSample:
     # -- the three sources
 
     def read(self) -> HostReading:
-        """A sample from the best source that answers (never raises)."""
+        """A sample from the best source that answers, or from the one chosen (never raises)."""
         failures: list[str] = []  # a server or service that should have answered: warnings
-        without: list[str] = []  # servers without the extension (404): a choice, said in the note only
-        for server in self._servers():
+        without: list[str] = []  # servers without the extension (404), of another world: said in the note only
+        if self.source == "local":
+            self.last_source = SOURCE_NVML
+            return HostReading(self._read_nvml(), SOURCE_NVML, "NVML read locally (--source local)")
+        servers = self._servers() if self.source in ("auto", "server") else []
+        for server in servers:
             try:
                 reading = self.ask_server(server)
             except Exception as error:  # unreachable, refused, not the user's listener, bad answer
-                if isinstance(error, urllib.error.HTTPError) and error.code == 404:
+                if isinstance(error, OtherWorld):
+                    without.append(f"the Jupyter server at {server.url} {error}")
+                elif isinstance(error, urllib.error.HTTPError) and error.code == 404:
                     without.append(f"the Jupyter server at {server.url} runs without the jupyter_gpu extension")
                 else:
                     failures.append(f"the Jupyter server at {server.url} did not answer usably ({_reason(error)})")
@@ -234,7 +262,20 @@ class HostSample:
                 self._server = server
             self.last_source = SOURCE_SERVER
             return reading
+        if self.source == "server":
+            return self._nothing(SOURCE_SERVER, "no Jupyter server of this user answered", [*failures, *without])
         service = self._service_source()
+        if self.source == "hub":
+            if service is None:
+                why = "no hub service is named ($JUPYTER_GPU_SERVICE_URL is not set)"
+                return self._nothing(SOURCE_SERVICE, why, [])
+            try:
+                fetched = service.fetch()
+            except Exception as error:  # unreachable, not the service's listener, bad answer
+                why = f"the jupyter-gpu service at {service.url} did not answer"
+                return self._nothing(SOURCE_SERVICE, why, [_reason(error)])
+            self.last_source = SOURCE_SERVICE
+            return HostReading(fetched, SOURCE_SERVICE, f"from the jupyter-gpu service at {service.url} (--source hub)")
         if service is not None:
             snapshot = service()
             if service.last_error is None:
@@ -254,6 +295,13 @@ class HostSample:
             note = "NVML read locally: no Jupyter server or hub service answered"
         self.last_source = SOURCE_NVML
         return HostReading(snapshot, SOURCE_NVML, note)
+
+    def _nothing(self, source: str, why: str, reasons: list[str]) -> HostReading:
+        """The chosen ``source`` did not answer: no GPUs, and why (nothing is read in its place)."""
+        detail = "; ".join(reason for reason in reasons if reason)
+        error = f"{why} (--source {self.source}){': ' + detail if detail else ''}"
+        self.last_source = source
+        return HostReading(Snapshot(nvml_available=False, timestamp=time.time(), error=error), source, error)
 
     def _servers(self) -> list[RunningServer]:
         """The server that answered last, else (at most every REDISCOVER_S) the runtime files'."""
@@ -280,17 +328,24 @@ class HostSample:
     def ask_server(self, server: RunningServer) -> HostReading:
         """``server``'s ``jupyter-gpu/snapshot`` as a reading (:func:`jupyter_gpu.sources.servers.ask`:
         its own token, only to this user's listener). Raises ``OSError`` (``urllib.error.HTTPError``
-        for an HTTP status) or ``BadAnswer``."""
-        from .remote import BadAnswer, fill_own_names, opener, snapshot_from_dict
+        for an HTTP status), ``BadAnswer``, or :class:`OtherWorld` (its GPUs are not of the world
+        this process asks for)."""
+        from .remote import fill_own_names, opener, snapshot_from_dict
 
         if self._opener is None:
             self._opener = opener(str(os.getuid()))  # http://: only to this user's own listener
         data = ask(server, "jupyter-gpu/snapshot", self.timeout_s, MAX_ANSWER, via=self._opener)
         snapshot = snapshot_from_dict(data)
-        if snapshot.simulated != _simulating():
-            raise BadAnswer(
-                "it sees simulated GPUs and this process would not" if snapshot.simulated else "it sees real GPUs"
+        own = simulated_world()
+        if snapshot.simulated != (own is not None):
+            raise OtherWorld(
+                "sees simulated GPUs and this process would read the real ones"
+                if snapshot.simulated
+                else f"sees real GPUs and this process simulates {own} ({SIMULATE_ENV_VAR})"
             )
+        theirs = maybe(Fields(data).text, WORLD_KEY, 4096) if isinstance(data, dict) else None
+        if own is not None and theirs is not None and theirs != own:
+            raise OtherWorld(f"simulates {theirs} and this process simulates {own} ({SIMULATE_ENV_VAR})")
         if snapshot.simulated and self.everyone:
             _follow_the_scenario()
         snapshot = fill_own_names(snapshot, self.directory, everyone=self.everyone)
@@ -331,15 +386,46 @@ def _in_kernel() -> bool:
     return bool(sys.modules["ipykernel.kernelapp"].IPKernelApp.initialized())
 
 
-def _simulating() -> bool:
-    """Whether NVML read here would be simulated, without importing the simulation when nothing
-    has (``jupyter-gpu status`` beside a server has 150 ms in all)."""
-    from ..core.environ import SIMULATE_ENV_VAR, simulation_requested
+class OtherWorld(Exception):
+    """A server's GPUs are of another world than this process asks for (its text says which)."""
 
+
+def world_name(spec: str) -> str:
+    """A ``JUPYTER_GPU_SIMULATE`` value as a name two processes can compare: ``4`` for four
+    GPUs, ``demo``/``demo-still``, or the scenario file's absolute path (a relative one resolved
+    against this process's folder, where the simulation resolves it)."""
+    spec = spec.strip()
+    if spec.isdigit():
+        return f"{int(spec)} GPUs"
+    if spec in ("demo", "demo-still"):
+        return spec
+    return os.path.abspath(os.path.expanduser(spec))
+
+
+def simulated_world() -> str | None:
+    """The simulated world NVML read here would show (:func:`world_name`), None for real NVML;
+    without importing the simulation when nothing has (``jupyter-gpu status`` beside a server has
+    150 ms in all)."""
+    spec = os.environ.get(SIMULATE_ENV_VAR)
+    if spec is not None and simulation_requested(spec):
+        return world_name(spec)  # what the next NVML read here follows (install_from_environment)
     simulate = sys.modules.get("jupyter_gpu.simulate")
-    if simulate is not None and simulate.installed() is not None:
-        return True
-    return simulation_requested(os.environ.get(SIMULATE_ENV_VAR))
+    library = simulate.installed() if simulate is not None else None
+    return world_name(library.source.spec) if library is not None else None  # installed explicitly
+
+
+def with_world(read: Callable[[], Snapshot]) -> Callable[[], Snapshot]:
+    """``read`` whose simulated snapshots name their world (``extra["simulated_world"]``): what a
+    Jupyter server that reads NVML itself answers, so a reader asking for another world knows."""
+
+    def take() -> Snapshot:
+        snapshot = read()
+        world = simulated_world() if snapshot.simulated else None
+        if world is None:
+            return snapshot
+        return replace(snapshot, extra={**snapshot.extra, WORLD_KEY: world})
+
+    return take
 
 
 def _follow_the_scenario() -> None:

@@ -333,6 +333,52 @@ def opener(account: str) -> urllib.request.OpenerDirector:
     return urllib.request.build_opener(_NoRedirects, _ProvenHTTP(account))
 
 
+def get_with_credential(
+    url: str, headers: dict[str, str], owners: frozenset[int], timeout_s: float, max_bytes: int
+) -> bytes:
+    """``GET url`` with ``headers`` that carry a credential (a bearer token), sent only where it may go.
+
+    Over ``http://`` to a socket of this host, the request is written only when the listening
+    socket belongs to one of ``owners`` (uids), checked on the open connection (:func:`peer_uid`),
+    so another local user listening on the port while its server is down gets no byte; a listener
+    that is not on this host is the network's (its owner cannot be checked: use ``https://``).
+    ``https://`` is checked by TLS. Redirects are not followed. Returns at most ``max_bytes + 1``
+    bytes of the body (the caller's strict reader refuses more). Raises :class:`NotTheService`,
+    ``urllib.error.HTTPError`` for a status other than 200, or ``OSError``.
+    """
+    import ssl
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(url)
+    target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+    connection: http.client.HTTPConnection
+    if parts.scheme == "https":
+        connection = http.client.HTTPSConnection(
+            parts.hostname or "", parts.port, timeout=timeout_s, context=ssl.create_default_context()
+        )
+    elif parts.scheme == "http":
+        connection = http.client.HTTPConnection(parts.hostname or "", parts.port, timeout=timeout_s)
+    else:
+        raise ValueError(f"not an http(s) URL: {url[:200]!r}")
+    try:
+        connection.connect()
+        if parts.scheme == "http":
+            uid = peer_uid(connection.sock)
+            if uid is not None and uid not in owners:
+                raise NotTheService(
+                    f"{parts.hostname}:{parts.port} is served by account {_account_name(uid)}, which may not "
+                    "receive this credential: it was not sent; another user may be listening on the port"
+                )
+        connection.request("GET", target, headers=headers)
+        response = connection.getresponse()
+        body = response.read(max_bytes + 1)
+        if response.status != 200:
+            raise urllib.error.HTTPError(url, response.status, response.reason, response.headers, None)
+        return body
+    finally:
+        connection.close()
+
+
 class RemoteSource:
     """A ``take()`` for :class:`jupyter_gpu.sources.sampler.Sampler`: the service's snapshot, else NVML.
 
