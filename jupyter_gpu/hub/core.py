@@ -36,6 +36,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..core import wire
+from ..core.culling import cull_in_s, is_idle
 from ..core.snapshot import Snapshot
 from ..core.text import display_text
 
@@ -225,6 +226,7 @@ def user_kernels(
                 "host's GPUs as the service sees them: not counted"
             )
     kernels: list[dict[str, Any]] = []
+    reported_rules = "idle_threshold_s" in snapshot
     listed = snapshot.get("kernels")
     known: set[str] = set()
     for kernel in (listed if isinstance(listed, list) else ())[:MAX_KERNELS_PER_USER]:
@@ -241,14 +243,27 @@ def user_kernels(
             values = list(reported.values())[:MAX_GPUS]
             gpu_memory = min(sum(_bytes(v) for v in values), truth.total_memory or MAX_BYTES)
             source = "report" if gpu_memory else None
+        idle_s = _finite(kernel.get("idle_s"))
+        state = _text(kernel.get("execution_state"), 32)
+        idle, cull = kernel.get("idle") is True, _finite(kernel.get("cull_in_s"))
+        if reported_rules:  # a pushed report (hub.reports): the rule applied to the checked memory
+            threshold = _finite(snapshot.get("idle_threshold_s"))
+            idle = is_idle(idle_s, gpu_memory > 0, threshold if threshold is not None else 3600.0)
+            cull_idle = (snapshot.get("cull_idle_s") or {}).get(kernel_id)
+            cull = cull_in_s(
+                cull_idle if wire.finite(cull_idle) else None,
+                gpu_memory > 0,
+                state == "busy",
+                _finite(snapshot.get("cull_idle_after_s")) or 0.0,
+            )
         kernels.append(
             {
                 "kernel_id": kernel_id,
                 "notebook": _text(kernel.get("notebook")),
-                "execution_state": _text(kernel.get("execution_state"), 32),
-                "idle_s": _finite(kernel.get("idle_s")),
-                "idle": kernel.get("idle") is True,
-                "cull_in_s": _finite(kernel.get("cull_in_s")),
+                "execution_state": state,
+                "idle_s": idle_s,
+                "idle": idle,
+                "cull_in_s": cull,
                 "gpu_memory": gpu_memory,
                 "memory_by_gpu": memory_by_gpu,
                 "memory_source": source,
