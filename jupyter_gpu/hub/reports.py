@@ -117,7 +117,7 @@ def parse(body: bytes) -> Report:
             kernels.append(
                 ReportedKernel(
                     kernel_id,
-                    kernel.optional_text("notebook", MAX_TEXT * 4),
+                    kernel.optional_text("notebook", MAX_TEXT * 16),
                     kernel.optional_text("execution_state", 32),
                     kernel.optional_number("idle_s", 0, 1e10),
                     kernel.optional_number("cull_idle_s", -1e10, 1e10),
