@@ -176,7 +176,7 @@ def test_the_rule_test_sees_lazy_imports() -> None:
     assert layer("jupyter_gpu.sources.processes") == "processes"
 
 
-#: The faces' pure rules, kept apart from their wiring (as hub/core.py and hub/reports.py from hub/service.py and hub/handlers.py).
+#: The faces' pure rules, kept apart from their wiring (hub/core.py, hub/reports.py from hub/service.py).
 PURE_FACE_MODULES = (
     "jupyter_gpu.hub.core",
     "jupyter_gpu.hub.reports",

@@ -21,8 +21,7 @@ from tornado.httpclient import AsyncHTTPClient, HTTPClientError
 from tornado.httpserver import HTTPServer
 
 from jupyter_gpu.core import wire
-from jupyter_gpu.hub import prometheus_mode
-from jupyter_gpu.hub import core
+from jupyter_gpu.hub import core, prometheus_mode
 from jupyter_gpu.hub import prometheus as prom
 from jupyter_gpu.hub.__main__ import main as service_main
 from jupyter_gpu.hub.app import HubService, make_app
