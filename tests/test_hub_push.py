@@ -278,6 +278,10 @@ def test_hostile_pushes_get_their_status_and_are_counted(hub_gpus: ScenarioFile)
         dropped = run.service.board.dropped
         assert (dropped["oversized"], dropped["malformed"], dropped["lying"], dropped["too_frequent"]) == (1, 1, 1, 1)
         assert [k.kernel_id for k in run.service.board.latest[("alice", "")].report.kernels] == ["alice-kernel-0"]
+        code, raw = await run.call("api/console", "admin-token")
+        assert json.loads(raw)["reports_dropped"] == dict(dropped)  # admins see the counters
+        code, raw = await run.call("api/console", "alice-token")
+        assert "reports_dropped" not in json.loads(raw)  # readers do not
 
     asyncio.run(run_test())
 

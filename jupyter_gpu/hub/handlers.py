@@ -55,6 +55,8 @@ class ConsoleApi(Api, ConsoleBase):
                     role,
                     self.service.system_user,
                 )
+                if role == "admin":  # how many reports were dropped since the start, by reason
+                    data["reports_dropped"] = dict(self.service.board.dropped)
             body = json.dumps(data, allow_nan=False)
         except Exception as error:  # a bug: logged, and the page says so instead of a 500
             log.exception("jupyter-gpu: the console could not be built")
