@@ -5,8 +5,10 @@ action's permission check, 50 users for the benchmark). ``tests/test_hub_real.py
 
 - ``GET /hub/api/user``: the model of the token's owner (``tokens``), 403 for an unknown token;
 - ``GET /hub/api/users?state=active``: ``servers`` (service token only);
-- ``GET /user/<name>/jupyter-gpu/snapshot``: that user's canned snapshot (service token only);
-- ``DELETE /user/<name>/api/kernels/<id>``: recorded in ``deleted`` (service token only);
+- ``GET /user/<name>/jupyter-gpu/snapshot``: that user's canned snapshot (service token only), and
+- ``DELETE /user/<name>/api/kernels/<id>``: recorded in ``deleted`` (service token only): the
+  service no longer calls either (issue 27); tests check ``snapshot_calls`` and ``deleted`` stay empty.
+  The snapshots are what each user's server *reports* (``report_of``, ``hub_service.Running.reported``);
 - named servers (``named[(user, server)]``): the same under ``/user/<name>/<server>/``.
 
 Hostile answers for the adversarial tests: ``raw[user]`` (bytes sent instead of the snapshot),
@@ -34,7 +36,7 @@ class FakeHub:
             SERVICE_TOKEN: {
                 "kind": "service",
                 "name": "jupyter-gpu",
-                "scopes": ["list:users", "read:servers", "access:servers"],
+                "scopes": [],  # the service needs no role (it never calls a user server)
             }
         }
         self.snapshots: dict[str, dict[str, Any]] = {}

@@ -164,6 +164,7 @@ def account_in_this_process(usage_db: str, scenario: str, usage_interval_s: floa
     async def main() -> None:
         run = await start(usage_db=usage_db, usage_interval_s=usage_interval_s)
         people(run.hub, ScenarioFile(Path(scenario), simulate.plausible_gpus(4)))
+        run.reported()  # the user servers' reports, which accounting reads
         run.service.accountant.start()
         print("accounting", flush=True)
         await asyncio.Event().wait()

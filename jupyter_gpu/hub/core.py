@@ -1,7 +1,8 @@
 """The console's data, joined and filtered without any I/O (pure: no tornado, no NVML).
 
-Inputs: the host's device snapshot (one NVML sampler in the service), its history, and the snapshot
-each running user server answered at ``GET {server_url}jupyter-gpu/snapshot``. Output: the JSON of
+Inputs: the host's device snapshot (one NVML sampler in the service), its history, and each user
+server's latest report (pushed to the service with the server's own token, :mod:`.reports`, which
+hands it here in the shape of the server's ``jupyter-gpu/snapshot``). Output: the JSON of
 ``GET /services/jupyter-gpu/api/console``::
 
     {"timestamp": float, "viewer": str, "admin": bool, "simulated": bool,
@@ -15,7 +16,7 @@ each running user server answered at ``GET {server_url}jupyter-gpu/snapshot``. O
                              "gpu_memory": int, "memory_by_gpu": {"<index>": int},
                              "memory_source": "nvml"|"report"|null}]}]}
 
-**Attribution rule**: a user server is untrusted input (its user can run anything there). Memory
+**Attribution rule**: a user server's report is untrusted input (its user can run anything there). Memory
 is attributed by what the service itself reads: NVML's PIDs and their owners. A user's row shows
 what NVML says that user's account holds; a kernel's memory is that of the PIDs its server names
 *and* NVML shows owned by the same account (never another account's PID, never the claimed bytes).
