@@ -40,7 +40,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests"))
 
 from console_page import USAGE_ROWS, USERS_ROWS, first_paint  # noqa: E402
-from hub_fake import SERVICE_TOKEN, FakeHub, scenario_of, user_snapshot  # noqa: E402
+from hub_fake import SERVICE_TOKEN, FakeHub, report_of, scenario_of, user_snapshot  # noqa: E402
 
 from jupyter_gpu import simulate  # noqa: E402
 from jupyter_gpu.hub.accounting import Usage, interval_usage, summary  # noqa: E402
@@ -140,6 +140,11 @@ def start_service(hub_url: str, usage_db: str) -> str:
         loop = asyncio.new_event_loop()
         asyncio.set_event_loop(loop)
         service = HubService(hub_url + "/hub/api", SERVICE_TOKEN, hub_url, interval_s=1.0, usage_db=usage_db)
+        service.board.interval_s = 3600.0  # the reports below stay fresh through the runs
+        for n in range(USERS):  # what each user's server pushes (issue 27): the crowd's kernels
+            name = f"user{n:03d}"
+            snapshot = user_snapshot(name, NOTEBOOKS, gpu=n % GPUS, mib=512 + n)
+            service.board.receive(name, report_of(snapshot), time.time())
         auth = HubOAuth(
             api_url=hub_url + "/hub/api",
             api_token=SERVICE_TOKEN,

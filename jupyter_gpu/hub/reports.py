@@ -46,7 +46,7 @@ from .core import KERNEL_ID, MAX_GPUS, MAX_KERNELS_PER_USER, Truth, UserServer, 
 MAX_REPORT_BYTES = 1 << 20  # one report: 1,000 kernels with their PIDs fit in far less
 MAX_PIDS_PER_KERNEL = 1000
 MAX_PIDS = 20_000  # in one report
-MAX_SERVERS_PER_USER = 64  # named servers kept per user (more reports are dropped as "too many")
+MAX_SERVERS_PER_USER = 16  # server names kept per user (more are dropped as "too_many_servers")
 MAX_TEXT = 1024
 SHUTDOWN_TTL_INTERVALS = 6  # an instruction no report picked up within this many intervals is dropped
 DROP_REASONS = ("malformed", "oversized", "too_frequent", "lying", "too_many_servers")
@@ -224,7 +224,7 @@ class Board:
                     "too_frequent",
                     f"reports come every {self.interval_s:g} s; this one came {now - last:.2f} s after the last",
                 )
-            if key not in self.latest and sum(1 for u, _ in self.latest if u == user) >= MAX_SERVERS_PER_USER:
+            if key not in self._last_try and sum(1 for u, _ in self._last_try if u == user) >= MAX_SERVERS_PER_USER:
                 raise Refused("too_many_servers", f"at most {MAX_SERVERS_PER_USER} servers per user are kept")
             self._last_try[key] = now
             if truth is not None:
@@ -245,7 +245,8 @@ class Board:
         for key in [key for key, got in self.latest.items() if got.at < when]:
             del self.latest[key]
             self.pending.pop(key, None)
-            self._last_try.pop(key, None)
+        for key in [key for key, at in self._last_try.items() if at < when]:
+            del self._last_try[key]
 
     def ask_shutdown(self, user: str, kernel_id: str, by: str, now: float) -> str:
         """Queue a shutdown of ``user``'s kernel ``kernel_id`` for the server whose fresh report

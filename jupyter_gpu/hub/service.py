@@ -66,6 +66,7 @@ class HubService:
         self._devices_body: tuple[float, bytes] | None = None
         self.system_user = system_user  # the account owning a hub user's processes (core.account_of)
         self.board = Board(report_interval_s)
+        self._drops_logged: set[tuple[str, str]] = set()
         self._parser = ThreadPoolExecutor(1, thread_name_prefix="jupyter-gpu-hub-json")
         self._waiter = ThreadPoolExecutor(1, thread_name_prefix="jupyter-gpu-hub-wait")
         self._waiting: asyncio.Future[Snapshot | None] | None = None  # devices(): the shared wait
@@ -148,7 +149,9 @@ class HubService:
         try:
             report = self.board.receive(user, body, now, self.recent_truth(), self.system_user)
         except Refused as refused:
-            log.warning("jupyter-gpu: a report of user %s was dropped (%s): %s", user[:200], refused.reason, refused)
+            if (user, refused.reason) not in self._drops_logged:  # once per user and reason: no log flood
+                self._drops_logged.add((user, refused.reason))
+                log.warning("jupyter-gpu: a report of %s was dropped (%s): %s", user[:200], refused.reason, refused)
             raise
         return report, self.board.answer(user, report, now)
 

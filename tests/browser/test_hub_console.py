@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 from console_page import USAGE_ROWS, USERS_ROWS, open_console
-from hub_fake import SERVICE_TOKEN, FakeHub, scenario_of, user_snapshot
+from hub_fake import SERVICE_TOKEN, FakeHub, report_of, scenario_of, user_snapshot
 from jupyterhub.services.auth import HubOAuth
 from support import ScenarioFile
 from tornado import netutil
@@ -56,7 +56,10 @@ def crowd_url(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
                 interval_s=0.5,
                 usage_db=str(tmp_path / "usage.sqlite"),
                 usage_interval_s=600,
+                report_interval_s=3600,  # the reports below stay fresh for the whole test
             )
+            for name, snapshot in hub.snapshots.items():  # the 200 user servers have reported
+                service.board.receive(name, report_of(snapshot), time.time())
             now = time.time()
             await service.accountant.account_once(now - 600)
             await service.accountant.account_once(now)  # ten minutes of every kernel
