@@ -35,7 +35,6 @@ from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
-USERS, KERNELS, GPUS = 200, 2, 8
 
 
 def start_service(hub: Any, **options: Any) -> tuple[Any, str, asyncio.AbstractEventLoop]:
@@ -76,19 +75,14 @@ def start_service(hub: Any, **options: Any) -> tuple[Any, str, asyncio.AbstractE
 
 def paint_child(runs: int) -> None:
     """In the child: the 200 users, the service of the tree on sys.path, the first paints (JSON out)."""
+    from bench_accounting import crowd  # the same 200 users x 2 kernels on 8 simulated GPUs
     from console_page import first_paint
-    from hub_fake import FakeHub, report_of, scenario_of, user_snapshot
+    from hub_fake import report_of
 
     from jupyter_gpu import simulate
 
-    hub = FakeHub()
-    hub.add_user("admin", "admin-token", admin=True)
-    for n in range(USERS):
-        name = f"user{n:03d}"
-        hub.add_user(name, f"{name}-token")
-        hub.snapshots[name] = user_snapshot(name, KERNELS, gpu=n % GPUS, mib=512 + n)
     folder = Path(tempfile.mkdtemp())
-    simulate.write_scenario(folder / "gpus.json", scenario_of(hub.snapshots, gpus=GPUS))
+    hub = crowd(folder)
     os.environ[simulate.ENV_VAR] = str(folder / "gpus.json")
     import importlib.util
 
