@@ -370,11 +370,12 @@ def test_console_shows_both_users_kernels_and_keeps_privacy(hub: Hub, page: Any,
         if code != 200:
             return None
         users = {u["name"]: u for u in data["users"]}
-        if all(users.get(u, {}).get("gpu_memory") for u in PAIR):
+        # NVML's memory by owner, and the kernels from each server's next report (every 5 s)
+        if all(users.get(u, {}).get("gpu_memory") and users[u]["kernels"] for u in PAIR):
             return data
         return None
 
-    data = wait_until(console_ready, 60, "both users' GPU kernels in the console")
+    data = wait_until(console_ready, 60, "both users' GPU kernels in the console, from their servers' reports")
     users = {u["name"]: u for u in data["users"]}
     assert users[USERS[0]]["memory_by_gpu"] == {"0": 4096 * MIB}
     assert users[USERS[1]]["memory_by_gpu"] == {"1": 8192 * MIB}
@@ -501,6 +502,7 @@ def test_push_flow_believes_nobody_about_others_and_no_credential_reaches_a_user
     )
 
     # the hostile user: her own token, reports under a server name of her own (her real server reports too)
+    hub.api("POST", f"/hub/api/users/{HOSTILE}")  # a hub user (201, or 409 when known already)
     hostile = hub.token_for(HOSTILE)
     alice_pid = json.loads(hub.scenario.read_text())["gpus"][0]["processes"][0]["pid"]
     assert _push(hub, hostile, b"x" * (2 << 20))[0] == 413
