@@ -39,7 +39,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests"))
 
 from console_page import USAGE_ROWS, USERS_ROWS, first_paint  # noqa: E402
-from hub_fake import FakeHub, scenario_of, user_snapshot  # noqa: E402
+from hub_fake import FakeHub, report_of, scenario_of, user_snapshot  # noqa: E402
 
 from jupyter_gpu import simulate  # noqa: E402
 from jupyter_gpu.hub.accounting import Usage, interval_usage, summary  # noqa: E402
@@ -128,7 +128,14 @@ def crowd(folder: Path) -> FakeHub:
 def start_service(hub_url: str, usage_db: str) -> str:
     from hub_service import InThread
 
-    return InThread(hub_url, cache_max_age=300, interval_s=1.0, usage_db=usage_db).url
+    async def reports(service: Any) -> None:
+        service.board.interval_s = 3600.0  # the reports below stay fresh through the runs
+        for n in range(USERS):  # what each user's server pushes (issue 27): the crowd's kernels
+            name = f"user{n:03d}"
+            snapshot = user_snapshot(name, NOTEBOOKS, gpu=n % GPUS, mib=512 + n)
+            service.board.receive(name, report_of(snapshot), time.time())
+
+    return InThread(hub_url, prepare=reports, cache_max_age=300, interval_s=1.0, usage_db=usage_db).url
 
 
 def main() -> None:

@@ -5,8 +5,10 @@ action's permission check, 50 users for the benchmark). ``tests/test_hub_real.py
 
 - ``GET /hub/api/user``: the model of the token's owner (``tokens``), 403 for an unknown token;
 - ``GET /hub/api/users?state=active``: ``servers`` (service token only);
-- ``GET /user/<name>/jupyter-gpu/snapshot``: that user's canned snapshot (service token only);
-- ``DELETE /user/<name>/api/kernels/<id>``: recorded in ``deleted`` (service token only);
+- ``GET /user/<name>/jupyter-gpu/snapshot``: that user's canned snapshot (service token only), and
+- ``DELETE /user/<name>/api/kernels/<id>``: recorded in ``deleted`` (service token only): the
+  service no longer calls either (issue 27); tests check ``snapshot_calls`` and ``deleted`` stay empty.
+  The snapshots are what each user's server *reports* (``report_of``, ``hub_service.Running.reported``);
 - named servers (``named[(user, server)]``): the same under ``/user/<name>/<server>/``.
 
 Hostile answers for the adversarial tests: ``raw[user]`` (bytes sent instead of the snapshot),
@@ -34,7 +36,7 @@ class FakeHub:
             SERVICE_TOKEN: {
                 "kind": "service",
                 "name": "jupyter-gpu",
-                "scopes": ["list:users", "read:servers", "access:servers"],
+                "scopes": [],  # the service needs no role (it never calls a user server)
             }
         }
         self.snapshots: dict[str, dict[str, Any]] = {}
@@ -250,3 +252,26 @@ def scenario_of(snapshots: dict[Any, dict[str, Any]] | list[dict[str, Any]], gpu
                 ]
             )
     return scenario
+
+
+def report_of(snapshot: dict[str, Any], server: str = "") -> bytes:
+    """The report a user server pushes to the service (``hub.reports``) for a ``user_snapshot``:
+    its kernels with the PIDs its answer attributes to each (untyped entries passed on as they are,
+    so a hostile snapshot makes a hostile report)."""
+    pids: dict[Any, list[Any]] = {}
+    for gpu in snapshot.get("gpus") or []:
+        for process in (gpu.get("processes") or []) if isinstance(gpu, dict) else []:
+            if isinstance(process, dict) and process.get("kernel_id") is not None:
+                pids.setdefault(process["kernel_id"], []).append(process.get("pid"))
+    kernels = []
+    for kernel in snapshot.get("kernels") or []:
+        if not isinstance(kernel, dict):
+            kernels.append(kernel)
+            continue
+        entry = {k: kernel.get(k) for k in ("kernel_id", "notebook", "execution_state", "idle_s")}
+        entry["cull_idle_s"] = kernel.get("idle_s")
+        entry["pids"] = pids.get(kernel.get("kernel_id"), [])
+        if kernel.get("reported_gpu_memory") is not None:
+            entry["reported_gpu_memory"] = kernel["reported_gpu_memory"]
+        kernels.append(entry)
+    return json.dumps({"server": server, "kernels": kernels, "idle_threshold_s": 3600.0}).encode()

@@ -20,7 +20,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
-from hub_fake import SERVICE_TOKEN, FakeHub, scenario_of, user_snapshot
+from hub_fake import SERVICE_TOKEN, FakeHub, report_of, scenario_of, user_snapshot
 from jupyterhub.services.auth import HubOAuth
 from support import ScenarioFile
 from tornado import netutil
@@ -37,6 +37,7 @@ class Running:
     def __init__(self, hub: FakeHub, service: HubService, port: int, server: HTTPServer | None = None) -> None:
         self.hub, self.service, self.port, self.server = hub, service, port, server
         self.url = f"http://127.0.0.1:{port}{PREFIX}"
+        self._pushed: dict[str, bool] = {}
 
     def close(self) -> None:
         """Stop the stand-in hub (its thread and sockets), the service and its listening socket."""
@@ -47,7 +48,31 @@ class Running:
         if getattr(self, "client", None) is not None:
             self.client.close()
 
+    def reported(self) -> None:
+        """The stand-in user servers have pushed: each of ``hub.snapshots`` (and ``hub.named``) is
+        its user's latest report (``hub_fake.report_of``), ``hub.raw`` bytes a hostile one (dropped
+        and counted by the board's rules); a user in ``hub.hang`` reports nothing. The HTTP push
+        itself (tokens, 413/422/429) is tested in test_hub_push.py."""
+        import time
+
+        from jupyter_gpu.hub.reports import Refused
+
+        board = self.service.board
+        pushes = [(user, report_of(snapshot)) for user, snapshot in self.hub.snapshots.items()]
+        pushes += [(user, report_of(snapshot, server)) for (user, server), snapshot in self.hub.named.items()]
+        pushes += list(self.hub.raw.items())
+        for user, body in pushes:
+            if user in self.hub.hang or self._pushed.get(user + "\0" + body.decode(errors="replace")):
+                continue
+            board._last_try.clear()  # the stand-ins report whenever their answer changes
+            try:
+                board.receive(user, body, time.time(), None, self.service.system_user)
+            except Refused:
+                pass
+            self._pushed[user + "\0" + body.decode(errors="replace")] = True
+
     async def call(self, path: str, token: str, method: str = "GET") -> tuple[int, Any]:
+        self.reported()
         # The test's own client: tornado's per-loop shared one would queue the service's requests
         # (same loop) behind the test's (10 at a time), a deadlock no real browser causes.
         if getattr(self, "client", None) is None:
@@ -198,6 +223,7 @@ def account_in_this_process(usage_db: str, scenario: str, usage_interval_s: floa
     async def main() -> None:
         run = await start(usage_db=usage_db, usage_interval_s=usage_interval_s)
         people(run.hub, ScenarioFile(Path(scenario), simulate.plausible_gpus(4)))
+        run.reported()  # the user servers' reports, which accounting reads
         run.service.accountant.start()
         print("accounting", flush=True)
         await asyncio.Event().wait()

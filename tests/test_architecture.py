@@ -176,9 +176,12 @@ def test_the_rule_test_sees_lazy_imports() -> None:
     assert layer("jupyter_gpu.sources.processes") == "processes"
 
 
-#: The faces' pure rules, kept apart from their wiring (as hub/core.py from hub/app.py).
+#: The faces' pure rules, kept apart from their wiring (hub/core.py, hub/reports.py from hub/service.py).
 PURE_FACE_MODULES = (
     "jupyter_gpu.hub.core",
+    "jupyter_gpu.hub.reports",
+    "jupyter_gpu.hub.accounting",
+    "jupyter_gpu.server.hub_report",
     "jupyter_gpu.server.answer",
     "jupyter_gpu.server.attribution",
     "jupyter_gpu.server.cull",

@@ -130,8 +130,8 @@ def test_the_prometheus_bearer_token_goes_only_to_prometheuss_listener(
     async def ask() -> str | None:
         hub, service, _ = await start_service(f"http://127.0.0.1:{port}/", str(token_file))
         try:
-            assert neighbour.uid not in service.prometheus_owners
-            return (await service._ask_prometheus())[3]
+            assert neighbour.uid not in service.prometheus.owners
+            return (await service.prometheus._ask())[3]
         finally:
             service.close()
             hub.stop()
@@ -177,7 +177,7 @@ def test_prometheus_refusing_the_bearer_token_is_the_consoles_http_error(tmp_pat
     async def ask() -> str | None:
         hub, service, _ = await start_service(fake.url, str(token_file))
         try:
-            return (await service._ask_prometheus())[3]
+            return (await service.prometheus._ask())[3]
         finally:
             service.close()
             hub.stop()

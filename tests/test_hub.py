@@ -38,6 +38,7 @@ def test_console_admin_sees_every_users_kernels_by_notebook(hub_gpus: ScenarioFi
     async def body() -> None:
         run = await start()
         people(run.hub, hub_gpus)
+        run.reported()  # the user servers have pushed their reports
         code, raw = await run.call("api/console", "admin-token")
         assert code == 200, raw
         data = json.loads(raw)
@@ -57,6 +58,7 @@ def test_reader_gets_no_other_users_notebooks_or_commands(hub_gpus: ScenarioFile
     async def body() -> None:
         run = await start()
         people(run.hub, hub_gpus)
+        run.reported()  # the user servers have pushed their reports
         code, raw = await run.call("api/console", "alice-token")
         assert code == 200, raw
         data = json.loads(raw)
@@ -116,20 +118,29 @@ def test_plain_user_and_unknown_tokens_cannot_read_the_console(demo_gpus: None) 
 
 
 def test_only_admins_shut_kernels_down_and_the_log_says_who(demo_gpus: None, caplog: pytest.LogCaptureFixture) -> None:
+    """The admin's "Shut down" is an instruction queued for bob's server (handed over in the answer
+    to its next report, test_hub_push.py): nothing is sent to any user server, and only an admin's
+    request queues one."""
+
     async def body() -> None:
         run = await start()
         people(run.hub)
         code, _ = await run.call("api/users/bob/kernels/bob-kernel-0", "alice-token", method="DELETE")
-        assert code == 403 and run.hub.deleted == []
+        assert code == 403 and run.service.board.pending == {}
         code, _ = await run.call("api/users/bob/kernels/bob-kernel-0", "bob-token", method="DELETE")
-        assert code == 403 and run.hub.deleted == []
+        assert code == 403 and run.service.board.pending == {}
         with caplog.at_level(logging.INFO, logger="jupyter_gpu.hub"):
             code, raw = await run.call("api/users/bob/kernels/bob-kernel-0", "admin-token", method="DELETE")
-        assert code == 204, raw
-        assert run.hub.deleted == [("bob", "bob-kernel-0", SERVICE_TOKEN)]  # the service's own token
-        assert "root-admin shut down kernel bob-kernel-0 of user bob" in caplog.text
+        assert code == 202, raw
+        assert [(key, [(i.kernel_id, i.by) for i in queue]) for key, queue in run.service.board.pending.items()] == [
+            (("bob", ""), [("bob-kernel-0", "root-admin")])
+        ]
+        assert "root-admin asked for the shutdown of kernel bob-kernel-0 of user bob" in caplog.text
+        assert run.hub.deleted == [] and run.hub.snapshot_calls == {}  # no request to any user server
         code, _ = await run.call("api/users/carol/kernels/x", "admin-token", method="DELETE")
         assert code == 404
+        code, _ = await run.call("api/users/bob/kernels/alice-kernel-0", "admin-token", method="DELETE")
+        assert code == 404  # only a kernel bob's own report lists
 
     asyncio.run(body())
 
@@ -438,6 +449,7 @@ def test_usage_accounts_each_kernels_gpu_time_and_the_csv_matches_it(hub_gpus: S
     async def body() -> None:
         run = await start(usage_db=str(tmp_path / "usage.sqlite"))
         people(run.hub, hub_gpus)
+        run.reported()  # the user servers have pushed their reports
         now = time.time()
         await run.service.accountant.account_once(now - 120)  # the first sample starts the count
         await run.service.accountant.account_once(now - 60)
@@ -479,6 +491,7 @@ def test_usage_for_a_user_is_their_own_and_the_csv_is_for_admins(hub_gpus: Scena
     async def body() -> None:
         run = await start(usage_db=str(tmp_path / "usage.sqlite"))
         people(run.hub, hub_gpus)
+        run.reported()  # the user servers have pushed their reports
         await run.service.accountant.account_once(time.time() - 60)
         await run.service.accountant.account_once()
         for token, viewer in (("bob-token", "bob"), ("alice-token", "alice")):  # a plain user, a reader
@@ -501,6 +514,7 @@ def test_usage_without_a_usage_file_says_accounting_is_off(hub_gpus: ScenarioFil
     async def body() -> None:
         run = await start()
         people(run.hub, hub_gpus)
+        run.reported()  # the user servers have pushed their reports
         code, raw = await run.call("api/usage", "admin-token")
         assert code == 404 and b"accounting is off" in raw
 
@@ -533,6 +547,7 @@ def test_a_user_servers_usage_request_keeps_only_its_users_row_and_refuses_a_bad
     async def body() -> None:
         run = await start(usage_db=str(tmp_path / "usage.sqlite"))
         people(run.hub, hub_gpus)
+        run.reported()  # the user servers have pushed their reports
         await run.service.accountant.account_once(time.time() - 60)
         await run.service.accountant.account_once()
         loop = asyncio.get_running_loop()

@@ -19,8 +19,7 @@ from prometheus_fake import GIB, StandInPrometheus, T, kernel, matrix, node, ser
 from tornado.httpclient import AsyncHTTPClient, HTTPClientError
 
 from jupyter_gpu.core import wire
-from jupyter_gpu.hub import app as hub_app
-from jupyter_gpu.hub import core
+from jupyter_gpu.hub import core, prometheus_mode
 from jupyter_gpu.hub import prometheus as prom
 from jupyter_gpu.hub.__main__ import main as service_main
 from jupyter_gpu.hub.app import HubService
@@ -280,7 +279,7 @@ def test_the_history_is_built_once_per_history_step_not_per_console_request(monk
         hub, service, port = await start_service(stand_in.url, None)
         service.history_s = 3600.0  # a 12 s history step: no second range query during this test
         for token in ("admin-token", "alice-token", "admin-token", "alice-token"):
-            service._prometheus = None  # a new instant query each time, as a console a second later
+            service.prometheus.answer = None  # a new instant query each time, as a console a second later
             code, data = await call(port, "api/console", token)
             assert code == 200 and data["gpus"][0]["history"]["utilization"] == [40], data
         hub.stop()
@@ -303,7 +302,7 @@ def test_prometheus_answers_are_parsed_off_the_event_loop(monkeypatch: pytest.Mo
         parsed_on.append(threading.current_thread().name)
         return wire.loads(raw, **kwargs)
 
-    monkeypatch.setattr(hub_app, "wire", types.SimpleNamespace(loads=loads))
+    monkeypatch.setattr(prometheus_mode, "wire", types.SimpleNamespace(loads=loads))
 
     async def body() -> None:
         hub, _, port = await start_service(stand_in.url, None)

@@ -48,7 +48,7 @@ def test_the_snippets_work_on_a_config_that_set_nothing() -> None:
     hub, spawner = load(config)
     [service] = hub.services
     assert service["name"] == "jupyter-gpu" and service["environment"] == {"JUPYTER_GPU_SIMULATE": "demo"}
-    assert [role["name"] for role in hub.load_roles] == ["jupyter-gpu-service", "jupyter-gpu-readers"]
+    assert [role["name"] for role in hub.load_roles] == ["jupyter-gpu-readers"]  # the service needs no role
     assert set(hub.custom_scopes) == {"custom:jupyter-gpu:read", "custom:jupyter-gpu:admin"}
     assert spawner.environment["JUPYTER_GPU_SERVICE_URL"].endswith("/services/jupyter-gpu/")
     assert spawner.environment["JUPYTER_GPU_SIMULATE"] == "demo" and "PATH" in spawner.environment
@@ -68,7 +68,7 @@ def test_the_snippets_keep_what_the_config_set_before() -> None:
     run_snippets(config)
     hub, spawner = load(config)
     assert [s["name"] for s in hub.services] == ["announcements", "jupyter-gpu"]
-    assert [r["name"] for r in hub.load_roles] == ["teachers", "jupyter-gpu-service", "jupyter-gpu-readers"]
+    assert [r["name"] for r in hub.load_roles] == ["teachers", "jupyter-gpu-readers"]
     assert "custom:course:grade" in hub.custom_scopes and "custom:jupyter-gpu:read" in hub.custom_scopes
     assert spawner.environment["LANG"] == "C.UTF-8" and "JUPYTER_GPU_SERVICE_URL" in spawner.environment
     assert spawner.args[0] == "--ServerApp.log_level=DEBUG" and len(spawner.args) == 3

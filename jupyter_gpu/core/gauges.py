@@ -4,7 +4,7 @@ Two processes export them, never both for one host:
 
 - a Jupyter server reading NVML itself (``c.JupyterGpuServer.source = "nvml"``, the default), on
   its ``/metrics`` (:mod:`jupyter_gpu.server.metrics`);
-- the jupyter-gpu JupyterHub service, on ``/services/jupyter-gpu/metrics`` (:mod:`jupyter_gpu.hub.app`).
+- the jupyter-gpu JupyterHub service, on ``/services/jupyter-gpu/metrics`` (:mod:`jupyter_gpu.hub.handlers`).
   User servers that take their GPU data from it (``source = "hub-service"``) export only their
   kernels' series, so a host's per-GPU series come from one place however many users it has.
 

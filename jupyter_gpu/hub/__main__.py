@@ -42,8 +42,17 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument(
         "--proxy-url",
-        default=os.environ.get("JUPYTER_GPU_PROXY_URL", "http://127.0.0.1:8000"),
-        help="where the service reaches user servers: the hub's proxy (default %(default)s, c.JupyterHub.bind_url)",
+        default=os.environ.get("JUPYTER_GPU_PROXY_URL", ""),
+        help="ignored (kept so that older configurations still start): the service no longer asks "
+        "user servers anything; they report to it (--report-interval)",
+    )
+    parser.add_argument(
+        "--report-interval",
+        type=float,
+        default=5.0,
+        metavar="SECONDS",
+        help="how often each user server reports its kernels to the service (told in every answer; "
+        "a server silent for two intervals is shown as stale; default %(default)s)",
     )
     parser.add_argument("--interval", type=float, default=1.0, help="seconds between two NVML samples")
     parser.add_argument(
@@ -124,13 +133,18 @@ def main(argv: list[str] | None = None) -> int:
             file=sys.stderr,
         )
         return 2
-    if args.interval <= 0 or args.linger <= 0 or not args.usage_interval > 0:
-        print("python -m jupyter_gpu.hub: --interval, --linger and --usage-interval must be positive", file=sys.stderr)
+    if args.interval <= 0 or args.linger <= 0 or not args.usage_interval > 0 or not 1 <= args.report_interval <= 600:
+        print(
+            "python -m jupyter_gpu.hub: --interval, --linger and --usage-interval must be positive, "
+            "--report-interval 1 to 600",
+            file=sys.stderr,
+        )
         return 2
 
     from tornado.ioloop import IOLoop
 
     from .app import HubService, make_app
+    from .reports import MAX_REPORT_BYTES
     from .store import StoreError
 
     logging.basicConfig(level=logging.INFO, format="[%(levelname)1.1s %(asctime)s %(name)s] %(message)s")
@@ -152,6 +166,7 @@ def main(argv: list[str] | None = None) -> int:
             system_user=args.system_user,
             usage_db=usage_db,
             usage_interval_s=args.usage_interval,
+            report_interval_s=args.report_interval,
         )
 
     try:
@@ -163,13 +178,14 @@ def main(argv: list[str] | None = None) -> int:
         logging.getLogger("jupyter_gpu.hub").warning("jupyter-gpu: no usage accounting: %s (see --usage-db)", error)
         service = service_with(None)
     app = make_app(service, prefix)
-    app.listen(url.port or 80, url.hostname or "127.0.0.1")
+    # A report larger than this is cut by tornado unread; up to it, refused and counted (413).
+    app.listen(url.port or 80, url.hostname or "127.0.0.1", max_body_size=4 * MAX_REPORT_BYTES)
     logging.getLogger("jupyter_gpu.hub").info(
         "jupyter-gpu console at %s (%s)",
         prefix,
         f"every node from Prometheus at {args.prometheus_url}"
         if args.prometheus_url
-        else f"user servers through {args.proxy_url}",
+        else f"user servers report every {args.report_interval:g} s",
     )
     if service.accountant is not None:
         IOLoop.current().add_callback(service.accountant.start)

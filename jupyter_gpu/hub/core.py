@@ -1,7 +1,8 @@
 """The console's data, joined and filtered without any I/O (pure: no tornado, no NVML).
 
-Inputs: the host's device snapshot (one NVML sampler in the service), its history, and the snapshot
-each running user server answered at ``GET {server_url}jupyter-gpu/snapshot``. Output: the JSON of
+Inputs: the host's device snapshot (one NVML sampler in the service), its history, and each user
+server's latest report (pushed to the service with the server's own token, :mod:`.reports`, which
+hands it here in the shape of the server's ``jupyter-gpu/snapshot``). Output: the JSON of
 ``GET /services/jupyter-gpu/api/console``::
 
     {"timestamp": float, "viewer": str, "admin": bool, "simulated": bool,
@@ -15,7 +16,7 @@ each running user server answered at ``GET {server_url}jupyter-gpu/snapshot``. O
                              "gpu_memory": int, "memory_by_gpu": {"<index>": int},
                              "memory_source": "nvml"|"report"|null}]}]}
 
-**Attribution rule**: a user server is untrusted input (its user can run anything there). Memory
+**Attribution rule**: a user server's report is untrusted input (its user can run anything there). Memory
 is attributed by what the service itself reads: NVML's PIDs and their owners. A user's row shows
 what NVML says that user's account holds; a kernel's memory is that of the PIDs its server names
 *and* NVML shows owned by the same account (never another account's PID, never the claimed bytes).
@@ -36,6 +37,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..core import wire
+from ..core.culling import cull_in_s, is_idle
 from ..core.snapshot import Snapshot
 from ..core.text import display_text
 
@@ -225,6 +227,7 @@ def user_kernels(
                 "host's GPUs as the service sees them: not counted"
             )
     kernels: list[dict[str, Any]] = []
+    reported_rules = "idle_threshold_s" in snapshot
     listed = snapshot.get("kernels")
     known: set[str] = set()
     for kernel in (listed if isinstance(listed, list) else ())[:MAX_KERNELS_PER_USER]:
@@ -241,14 +244,27 @@ def user_kernels(
             values = list(reported.values())[:MAX_GPUS]
             gpu_memory = min(sum(_bytes(v) for v in values), truth.total_memory or MAX_BYTES)
             source = "report" if gpu_memory else None
+        idle_s = _finite(kernel.get("idle_s"))
+        state = _text(kernel.get("execution_state"), 32)
+        idle, cull = kernel.get("idle") is True, _finite(kernel.get("cull_in_s"))
+        if reported_rules:  # a pushed report (hub.reports): the rule applied to the checked memory
+            threshold = _finite(snapshot.get("idle_threshold_s"))
+            idle = is_idle(idle_s, gpu_memory > 0, threshold if threshold is not None else 3600.0)
+            cull_idle = (snapshot.get("cull_idle_s") or {}).get(kernel_id)
+            cull = cull_in_s(
+                cull_idle if wire.finite(cull_idle) else None,
+                gpu_memory > 0,
+                state == "busy",
+                _finite(snapshot.get("cull_idle_after_s")) or 0.0,
+            )
         kernels.append(
             {
                 "kernel_id": kernel_id,
                 "notebook": _text(kernel.get("notebook")),
-                "execution_state": _text(kernel.get("execution_state"), 32),
-                "idle_s": _finite(kernel.get("idle_s")),
-                "idle": kernel.get("idle") is True,
-                "cull_in_s": _finite(kernel.get("cull_in_s")),
+                "execution_state": state,
+                "idle_s": idle_s,
+                "idle": idle,
+                "cull_in_s": cull,
                 "gpu_memory": gpu_memory,
                 "memory_by_gpu": memory_by_gpu,
                 "memory_source": source,

@@ -19,13 +19,21 @@ __all__ = ["GpuService", "JupyterGpuServer", "KernelInfo"]
 LOG_HANDLER_KEY = "jupyter_gpu_log"  # web_app.settings: the handler of server.logs.attach
 
 
+def _start_pusher(service: GpuService) -> None:
+    from .hub_pusher import start_pusher
+
+    service.pusher = start_pusher(service)
+
+
 def _refresh_when_the_loop_runs(service: GpuService) -> None:
-    """Read the kernel table as soon as the server's loop runs (not only at the first sample)."""
+    """Read the kernel table as soon as the server's loop runs (not only at the first sample), and
+    start reporting to the hub service where there is one (:mod:`.hub_pusher`)."""
     try:
         from tornado.ioloop import IOLoop
 
         IOLoop.current().add_callback(service.refresh_kernels)
         IOLoop.current().add_callback(service.culler.start)
+        IOLoop.current().add_callback(_start_pusher, service)
     except Exception:  # no loop yet: the first request refreshes it
         pass
 

@@ -118,6 +118,18 @@ class JupyterGpuServer(Configurable):
         token goes to whoever listens on the service's address.""",
     )
 
+    report_to_hub = Bool(
+        True,
+        config=True,
+        help="""On JupyterHub (JUPYTERHUB_API_TOKEN set) with the jupyter-gpu service known (source
+        "hub-service" or a URL, or $JUPYTER_GPU_SERVICE_URL): push this server's kernel table (kernel
+        ids, notebooks, idle clocks, the kernels' PIDs) to the service every interval it asks for, with
+        this server's own token, to the service's proven socket (see service_account). The admin
+        console and usage accounting read these reports; an admin's "Shut down" comes back in the
+        service's answer and is carried out here, logged with the admin's name. The service never
+        sends anything to this server. False: no report (the console shows no kernels for this user).""",
+    )
+
     cull_idle_after_s = Float(
         0.0,
         config=True,

@@ -117,6 +117,7 @@ class GpuService:
         self._gone: set[str] = set()  # shut down, maybe still listed by the kernel manager
         self.cells = CellWatch()  # when each kernel last ran a cell: the one idle clock
         self._builder = AnswerBuilder(config, self.me)
+        self.pusher: Any = None  # hub_pusher.HubPusher when this server reports to the hub service
         _services.add(self)
         config.observe(self._reconfigure, names=["interval_s", "linger_s"])
 
@@ -147,6 +148,8 @@ class GpuService:
     def close(self) -> None:
         """Stop sampling and remove the reports of this server's kernels (the server stops)."""
         self.sampler.close(timeout=1.0)
+        if self.pusher is not None:
+            self.pusher.close()
         if self._event_logger is not None:
             try:
                 self._event_logger.remove_listener(schema_id=KERNEL_ACTIONS_SCHEMA, listener=self._on_kernel_action)

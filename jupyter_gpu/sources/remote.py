@@ -512,3 +512,55 @@ def own_usage(
         return answer
     except WireError as error:
         raise BadAnswer(f"the usage answer is unusable: {error}") from None
+
+
+REPORT_ANSWER_MAX_BYTES = 1 << 20
+
+
+def report_url(source: str) -> str | None:
+    """Where this server reports to the service (``<service>/api/report``) for
+    ``JupyterGpuServer.source`` (None: nowhere). With source "nvml", the service at
+    ``$JUPYTER_GPU_SERVICE_URL`` when that is set (a hub that runs the service says where it is)."""
+    devices = resolve_source(source)
+    if devices is None:
+        base = os.environ.get(SERVICE_URL_ENV)
+        return base.rstrip("/") + "/api/report" if base else None
+    return devices.removesuffix("/api/devices") + "/api/report"
+
+
+def push_report(
+    url: str,
+    body: bytes,
+    token: str,
+    account: str = DEFAULT_SERVICE_ACCOUNT,
+    timeout_s: float = 3.0,
+) -> dict[str, Any]:
+    """POST this server's report to the service with this server's own ``token``, on a connection
+    proven as for snapshots (module doc: over ``http://`` only to a socket of the service's
+    ``account``; no redirect followed), and return its answer, checked field by field::
+
+        {"interval_s": float, "shutdown": [{"kernel_id": str, "by": str}]}
+
+    Raises OSError (``urllib.error.HTTPError`` with the service's status) or :class:`BadAnswer`.
+    Nothing but this server's own token is ever sent, and nothing is received but instructions
+    about this server's own kernels (the service keys them by the token's user).
+    """
+    request = urllib.request.Request(
+        url,
+        data=body,
+        method="POST",
+        headers={"Accept": "application/json", "Content-Type": "application/json", "Authorization": f"token {token}"},
+    )
+    with opener(account).open(request, timeout=timeout_s) as response:
+        raw = response.read(REPORT_ANSWER_MAX_BYTES + 1)
+    try:
+        fields = Fields(loads(raw, max_bytes=REPORT_ANSWER_MAX_BYTES))
+        return {
+            "interval_s": fields.number("interval_s", 1, 600),
+            "shutdown": [
+                {"kernel_id": item.text("kernel_id", 128), "by": item.text("by", 256)}
+                for item in fields.objects("shutdown", 1000, default=[])
+            ],
+        }
+    except WireError as error:
+        raise BadAnswer(f"the service's answer to a report is unusable: {error}") from None

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 from console_page import USAGE_ROWS, USERS_ROWS, open_console
-from hub_fake import FakeHub, scenario_of, user_snapshot
+from hub_fake import FakeHub, report_of, scenario_of, user_snapshot
 from hub_service import InThread
 from support import ScenarioFile
 
@@ -38,6 +38,8 @@ def crowd_url(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
     monkeypatch.setenv(simulate.ENV_VAR, str(scenario.path))
 
     async def ten_minutes_of_every_kernel(service: HubService) -> None:
+        for name, snapshot in hub.snapshots.items():  # the 200 user servers have reported
+            service.board.receive(name, report_of(snapshot), time.time())
         now = time.time()
         await service.accountant.account_once(now - 600)
         await service.accountant.account_once(now)
@@ -49,6 +51,7 @@ def crowd_url(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
         interval_s=0.5,
         usage_db=str(tmp_path / "usage.sqlite"),
         usage_interval_s=600,
+        report_interval_s=3600,  # the reports stay fresh for the whole test
     )
     try:
         yield running.url

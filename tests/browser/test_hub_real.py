@@ -172,7 +172,6 @@ assert c.Spawner.environment["PYTHONPATH"] == {pythonpath!r}, c.Spawner.environm
 # --- what this machine needs beyond them: its ports and paths, the test's users ---
 service = next(s for s in c.JupyterHub.services if s["name"] == "jupyter-gpu")
 service["url"] = {service_url!r}
-service["command"] = [{proxy_url!r} if part == "http://127.0.0.1:8000" else part for part in service["command"]]
 service["command"] += ["--interval", "0.5"]
 service["environment"].update({{"PYTHONPATH": {pythonpath!r}, "JUPYTER_GPU_SIMULATE_CALLS_DIR": {calls_dir!r}}})
 next(r for r in c.JupyterHub.load_roles if r["name"] == "jupyter-gpu-readers")["users"] = [{alice!r}]
@@ -371,11 +370,12 @@ def test_console_shows_both_users_kernels_and_keeps_privacy(hub: Hub, page: Any,
         if code != 200:
             return None
         users = {u["name"]: u for u in data["users"]}
-        if all(users.get(u, {}).get("gpu_memory") for u in PAIR):
+        # NVML's memory by owner, and the kernels from each server's next report (every 5 s)
+        if all(users.get(u, {}).get("gpu_memory") and users[u]["kernels"] for u in PAIR):
             return data
         return None
 
-    data = wait_until(console_ready, 60, "both users' GPU kernels in the console")
+    data = wait_until(console_ready, 60, "both users' GPU kernels in the console, from their servers' reports")
     users = {u["name"]: u for u in data["users"]}
     assert users[USERS[0]]["memory_by_gpu"] == {"0": 4096 * MIB}
     assert users[USERS[1]]["memory_by_gpu"] == {"1": 8192 * MIB}
@@ -422,9 +422,130 @@ def test_console_shows_both_users_kernels_and_keeps_privacy(hub: Hub, page: Any,
         30,
         "bob's kernel to be shut down",
     )
-    line = f"{ADMIN} shut down kernel {kernel_id} of user {USERS[1]}"
-    wait_until(lambda: line in (artifacts / "hub-real.log").read_text(errors="replace"), 10, "the service's log line")
+    # the service queued it (nothing sent to bob's server); bob's server carried it out, naming the admin
+    asked = f"{ADMIN} asked for the shutdown of kernel {kernel_id} of user {USERS[1]}"
+    done = (
+        f"kernel {kernel_id} ({USERS[1]}-training.ipynb) of {USERS[1]} shut down at the request of hub admin {ADMIN!r}"
+    )
+    for line in (asked, done):
+        wait_until(lambda line=line: line in (artifacts / "hub-real.log").read_text(errors="replace"), 20, line)
     assert page.errors == []
+
+
+# -- the push (issue 27): a hostile user, and a user server that records every header it receives
+
+HOSTILE, RECORDER, VICTIM = USERS[2], USERS[3], USERS[4]
+RECORDING_CONFIG = """
+import json, os
+_jg_path = os.path.expanduser("~/received-headers.jsonl")
+
+def _jg_record(handler):
+    with open(_jg_path, "a") as out:
+        out.write(json.dumps([handler.request.method, handler.request.path, dict(handler.request.headers)]) + "\\n")
+
+c.ServerApp.tornado_settings = {"log_function": _jg_record}
+"""
+
+
+def _push(hub: Hub, token: str, body: bytes) -> tuple[int, str]:
+    request = urllib.request.Request(
+        hub.service_url + "api/report", data=body, method="POST", headers={"Authorization": f"token {token}"}
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=30) as response:
+            return response.status, response.read().decode()
+    except urllib.error.HTTPError as error:
+        return error.code, error.read().decode(errors="replace")
+
+
+def _recording_server(hub: Hub) -> Path:
+    """The recorder's ~/.jupyter config logs every request's headers (as a user may), then its server starts."""
+    account = pwd.getpwnam(RECORDER)
+    folder = Path(account.pw_dir) / ".jupyter"
+    folder.mkdir(exist_ok=True)
+    config = folder / "jupyter_server_config.py"
+    config.write_text(RECORDING_CONFIG)
+    for path in (folder, config):
+        os.chown(path, account.pw_uid, account.pw_gid)
+    start_servers(hub, ((RECORDER, ""), (VICTIM, "")))
+    return Path(account.pw_dir) / "received-headers.jsonl"
+
+
+def test_push_flow_believes_nobody_about_others_and_no_credential_reaches_a_user_server(hub: Hub) -> None:
+    """Five users' servers report with their own tokens. The recorder's server logs every header it
+    receives while the console is read, accounting would run, and the admin shuts one of its kernels
+    down; each recorded credential, tried on the victim's server, gets 403. The hostile user pushes
+    malformed, oversized, too frequent and lying reports: each dropped and counted, none believed."""
+    recorded = _recording_server(hub)
+    _start_servers_and_kernels(hub)  # alice's and bob's kernels on the simulated GPUs
+    admin_token, recorder_token = hub.token_for(ADMIN), hub.token_for(RECORDER)
+    code, model = hub.api("POST", f"/user/{RECORDER}/api/kernels", token=recorder_token, body={"name": "python3"})
+    assert code == 201, model
+
+    def reported() -> Any:
+        code, data = hub.api("GET", "/services/jupyter-gpu/api/console", token=admin_token)
+        users = {u["name"]: u for u in data["users"]} if code == 200 else {}
+        kernels = users.get(RECORDER, {}).get("kernels", [])
+        return data if any(k["kernel_id"] == model["id"] for k in kernels) else None
+
+    wait_until(reported, 60, "the recorder's kernel in the console, from its server's report")
+    code, body = hub.api(
+        "DELETE", f"/services/jupyter-gpu/api/users/{RECORDER}/kernels/{model['id']}", token=admin_token
+    )
+    assert code == 202, body
+    wait_until(
+        lambda: all(
+            k["id"] != model["id"] for k in hub.api("GET", f"/user/{RECORDER}/api/kernels", token=recorder_token)[1]
+        ),
+        60,
+        "the recorder's server to carry out the admin's shutdown",
+    )
+
+    # the hostile user: her own token, reports under a server name of her own (her real server reports too)
+    hub.api("POST", f"/hub/api/users/{HOSTILE}")  # a hub user (201, or 409 when known already)
+    hostile = hub.token_for(HOSTILE)
+    alice_pid = json.loads(hub.scenario.read_text())["gpus"][0]["processes"][0]["pid"]
+    assert _push(hub, hostile, b"x" * (2 << 20))[0] == 413
+    assert _push(hub, hostile, b'{"server": "h", "kernels": [{"kernel_id": "../x"}]}')[0] == 422
+    good = json.dumps({"server": "h", "kernels": [{"kernel_id": "mine", "pids": []}]}).encode()
+    assert _push(hub, hostile, good)[0] == 200
+    assert _push(hub, hostile, good)[0] == 429
+    time.sleep(5)  # the next interval
+    lie = json.dumps({"server": "h", "kernels": [{"kernel_id": "stolen", "pids": [alice_pid]}]}).encode()
+    code, _ = _push(hub, hostile, lie)
+    assert code in (200, 422)  # 422 when the service's sample was fresh at receipt; else refused at use
+    code, data = hub.api("GET", "/services/jupyter-gpu/api/console", token=admin_token)
+    assert code == 200, data
+    users = {u["name"]: u for u in data["users"]}
+    assert users[USERS[0]]["memory_by_gpu"] == {"0": 4096 * MIB}  # alice's memory stays alice's
+    assert not any(k["kernel_id"] == "stolen" for k in users[HOSTILE]["kernels"]), users[HOSTILE]
+    assert users[HOSTILE]["memory_by_gpu"] == {}
+    dropped = data["reports_dropped"]
+    assert dropped["oversized"] >= 1 and dropped["malformed"] >= 1 and dropped["too_frequent"] >= 1, dropped
+    assert dropped["lying"] >= 1, dropped
+
+    # every credential the recorder's server received, tried on the victim's server: 403 everywhere
+    credentials = set()
+    for line in recorded.read_text().splitlines():
+        _, _, headers = json.loads(line)
+        for name, value in headers.items():
+            if name.lower() in ("authorization", "cookie", "x-xsrftoken"):
+                credentials.add((name, value))
+    assert credentials, "the recorder's server received no credential at all: the test proves nothing"
+    for name, value in sorted(credentials):
+        for method, path in (("GET", "api/contents"), ("GET", "api/kernels"), ("POST", "api/kernels")):
+            request = urllib.request.Request(
+                f"{hub.url}/user/{VICTIM}/{path}",
+                method=method,
+                data=b"{}" if method == "POST" else None,
+                headers={name: value},
+            )
+            try:
+                with urllib.request.urlopen(request, timeout=30) as response:
+                    status = response.status
+            except urllib.error.HTTPError as error:
+                status = error.code
+            assert status == 403, (name, value[:12] + "...", method, path, status)
 
 
 def test_user_servers_serve_the_services_sample(hub: Hub) -> None:

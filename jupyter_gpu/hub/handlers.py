@@ -1,0 +1,230 @@
+"""The service's request handlers (tornado wiring; the routes are in :mod:`.app`).
+
+Identity and roles: :mod:`.auth`. Every answer's content comes from the pure rules (:mod:`.core`,
+:mod:`.reports`, :mod:`.accounting`) over :class:`jupyter_gpu.hub.service.HubService`'s state.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+from typing import Any
+
+from jupyterhub.services.auth import HubAuthenticated, HubOAuthCallbackHandler
+from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
+from prometheus_client.registry import Collector, CollectorRegistry
+from tornado import web
+
+from ..core import gauges
+from ..core.snapshot import Snapshot
+from . import accounting, core
+from .auth import Api, Base, ConsoleBase, HubAuthFromSettings, UserFirst
+from .reports import MAX_REPORT_BYTES, Refused
+from .usage import UsageAccountant
+
+log = logging.getLogger("jupyter_gpu.hub")
+STATIC = Path(__file__).with_name("static")
+
+
+class ConsolePage(ConsoleBase):
+    @web.authenticated
+    def get(self) -> None:
+        self.role()
+        self.xsrf_token  # sets the _xsrf cookie the page's DELETE sends back  # noqa: B018
+        self.set_header("Content-Type", "text/html; charset=utf-8")
+        self.set_header("Content-Security-Policy", "default-src 'self'; style-src 'self'; script-src 'self'")
+        self.finish((STATIC / "console.html").read_bytes())
+
+
+class ConsoleApi(Api, ConsoleBase):
+    @web.authenticated
+    async def get(self) -> None:
+        role = self.role()
+        viewer = self.viewer()
+        try:
+            if self.service.prometheus_url:
+                data = await self.service.prometheus_console(viewer, role)
+            else:
+                devices = await self.service.devices()
+                data = core.console(
+                    devices,
+                    self.service.history.to_dict(),
+                    self.service.servers(devices),
+                    viewer,
+                    role,
+                    self.service.system_user,
+                )
+                if role == "admin":  # how many reports were dropped since the start, by reason
+                    data["reports_dropped"] = dict(self.service.board.dropped)
+            body = json.dumps(data, allow_nan=False)
+        except Exception as error:  # a bug: logged, and the page says so instead of a 500
+            log.exception("jupyter-gpu: the console could not be built")
+            body = json.dumps(
+                {
+                    **core.console(None, {}, [], viewer, role),
+                    "error": f"the console could not be built ({type(error).__name__}; see the service's log)",
+                }
+            )
+        self.set_header("Content-Type", "application/json")
+        self.set_header("Cache-Control", "no-store")
+        self.finish(body)
+
+
+class KernelApi(Api, ConsoleBase):
+    """``DELETE api/users/<user>/kernels/<kernel_id>``: an admin asks for a kernel's shutdown.
+
+    Nothing is sent to the user's server: the instruction waits in the service until that user's
+    server picks it up with its next report (its own token) and shuts the kernel down itself,
+    logging the admin's name (``202``; ``404`` when no fresh report of the user lists the kernel).
+    """
+
+    @web.authenticated
+    async def delete(self, user: str, kernel_id: str) -> None:
+        if self.role() != "admin":
+            raise web.HTTPError(403, "only admins can shut down other users' kernels")
+        if core.KERNEL_ID.fullmatch(kernel_id) is None:
+            raise web.HTTPError(400, "not a kernel id")
+        who = self.viewer()
+        try:
+            server = self.service.ask_shutdown(user, kernel_id, who)
+        except KeyError:
+            raise web.HTTPError(404, f"no fresh report of {user[:200]}'s servers lists that kernel") from None
+        log.warning(
+            "jupyter-gpu: %s asked for the shutdown of kernel %s of user %s%s (its server carries it out)",
+            who,
+            kernel_id,
+            user,
+            f" (server {server!r})" if server else "",
+        )
+        self.set_status(202)
+        self.set_header("Content-Type", "application/json")
+        self.finish(json.dumps({"pending": True, "within_s": 2 * self.service.board.interval_s}))
+
+
+class ReportApi(Api, UserFirst, HubAuthFromSettings, HubAuthenticated, Base):
+    """``POST api/report``: a user server's report, with that server's own hub token (which names
+    its user: the report is kept as that user's, whatever it says). The answer carries the next
+    interval and the admins' shutdown instructions for this server (:mod:`.reports`)."""
+
+    @property
+    def hub_scopes(self) -> None:
+        return None  # every identified hub user; a service's token is refused below
+
+    def check_xsrf_cookie(self) -> None:
+        pass  # token-authenticated only: a login cookie is refused below
+
+    @web.authenticated
+    async def post(self) -> None:
+        model = self.current_user or {}
+        if model.get("kind", "user") != "user" or self.get_cookie(self.hub_auth.cookie_name):
+            raise web.HTTPError(403, "reports come from user servers, with their own hub token")
+        user = str(model.get("name"))
+        body = self.request.body
+        if len(body) > MAX_REPORT_BYTES:
+            self.service.board.drop("oversized")
+            raise web.HTTPError(413, f"a report is at most {MAX_REPORT_BYTES} bytes")
+        try:
+            _, answer = self.service.receive_report(user, body)
+        except Refused as refused:
+            raise web.HTTPError(429 if refused.reason == "too_frequent" else 422, str(refused)[:300]) from None
+        self.set_header("Content-Type", "application/json")
+        self.set_header("Cache-Control", "no-store")
+        self.finish(json.dumps(answer))
+
+
+class DevicesApi(Api, UserFirst, HubAuthFromSettings, HubAuthenticated, Base):
+    """Any hub user or service (user servers use their own token): what nvidia-smi shows anybody."""
+
+    @property
+    def hub_scopes(self) -> None:
+        return None  # every identified hub user or service (allow_all)
+
+    @web.authenticated
+    async def get(self) -> None:
+        body = await self.service.devices_body()
+        self.set_header("Content-Type", "application/json")
+        self.set_header("Cache-Control", "no-store")
+        self.finish(body)
+
+
+class UsageApi(Api, ConsoleBase):
+    """``api/usage``: any hub user's own usage (the sidebar's "your GPU use"); admins everybody's."""
+
+    @property
+    def hub_scopes(self) -> None:
+        return None  # every identified hub user or service; what each sees is decided below
+
+    def window(self) -> str:
+        window = self.get_argument("window", "week")
+        if window not in accounting.WINDOWS:
+            raise web.HTTPError(400, f"window must be one of {', '.join(accounting.WINDOWS)}, not {window[:40]!r}")
+        if self.service.accountant is None:
+            raise web.HTTPError(404, "usage accounting is off in this service (no --usage-db)")
+        return window
+
+    @property
+    def accountant(self) -> UsageAccountant:
+        assert self.service.accountant is not None, "checked by window()"
+        return self.service.accountant
+
+    @web.authenticated
+    async def get(self) -> None:
+        window = self.window()
+        data = await self.accountant.usage(window, self.viewer(), core.access(self.current_user) == "admin")
+        self.set_header("Content-Type", "application/json")
+        self.set_header("Cache-Control", "no-store")
+        self.finish(json.dumps(data, allow_nan=False))
+
+
+class UsageCsvApi(UsageApi):
+    """``api/usage.csv``: everybody's usage as CSV, for admins (the console's "CSV" link)."""
+
+    @web.authenticated
+    async def get(self) -> None:
+        if self.role() != "admin":
+            raise web.HTTPError(403, "the usage export is for admins")
+        window = self.window()
+        data = await self.accountant.usage(window, self.viewer(), True)
+        self.set_header("Content-Type", "text/csv; charset=utf-8")
+        self.set_header("Content-Disposition", f'attachment; filename="gpu-usage-{window}.csv"')
+        self.set_header("Cache-Control", "no-store")
+        self.finish(accounting.csv_text(data).encode())
+
+
+class _DeviceSeries(Collector):
+    """The per-GPU families of one sample (a registry per scrape: nothing shared between requests)."""
+
+    def __init__(self, snapshot: Snapshot | None, host: str) -> None:
+        self.snapshot, self.host = snapshot, host
+
+    def describe(self) -> list[Any]:
+        return []
+
+    def collect(self) -> list[Any]:
+        snapshot = self.snapshot
+        if snapshot is None:
+            return gauges.health_families(None, None)
+        try:
+            devices = gauges.device_families(gauges.gpu_rows(snapshot), gauges.slice_rows(snapshot), self.host)
+        except Exception:  # a scrape without the GPUs, never a 500 (logged: it is a bug)
+            log.exception("jupyter-gpu: the GPU series are left out of this scrape")
+            return gauges.health_families(None, None)
+        return [*gauges.health_families(snapshot.nvml_available, snapshot.timestamp), *devices]
+
+
+class MetricsApi(Api, UserFirst, HubAuthFromSettings, HubAuthenticated, Base):
+    """``/metrics``: the host's GPUs for Prometheus (the service's access scope, as for any service
+    endpoint: ``access:services!service=<name>``). Kernel series stay with the user servers."""
+
+    @web.authenticated
+    async def get(self) -> None:
+        registry = CollectorRegistry(auto_describe=False)
+        registry.register(_DeviceSeries(await self.service.devices(), self.service.host))
+        self.set_header("Content-Type", CONTENT_TYPE_LATEST)
+        self.set_header("Cache-Control", "no-store")
+        self.finish(generate_latest(registry))
+
+
+class OAuthCallback(HubAuthFromSettings, HubOAuthCallbackHandler):
+    pass

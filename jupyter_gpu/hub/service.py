@@ -1,0 +1,179 @@
+"""The service's state: the host's one NVML sampler and its history, the user servers' reports
+(:class:`jupyter_gpu.hub.reports.Board`), Prometheus mode, usage accounting (tornado wiring; the
+rules are :mod:`.core`, :mod:`.reports`, :mod:`.accounting`).
+
+**No credential ever goes to a user server.** The service used to gather every server's
+``jupyter-gpu/snapshot`` through the proxy with its own token, which any user could record and use
+(issue 27). Now each user server pushes its report to ``api/report`` with its own token, and the
+service only answers; the admin's "Shut down" is an instruction in that answer (:mod:`.reports`).
+The service's token goes to the hub's API only (checking who a report's or a console's token is).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import time
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from ..core import gauges
+from ..core.history import GpuHistory
+from ..core.snapshot import Snapshot
+from ..sources.sampler import Sampler
+from . import core
+from .prometheus_mode import PrometheusAsker
+from .reports import Board, Refused, Report
+from .usage import UsageAccountant
+
+log = logging.getLogger("jupyter_gpu.hub")
+
+REPORT_INTERVAL_S = 5.0  # how often user servers report (told in every answer)
+FORGET_AFTER_INTERVALS = 720  # a server silent this long (an hour at 5 s) leaves the console
+
+
+class HubService:
+    """One NVML sampler for the host, its history, and the user servers' latest reports."""
+
+    def __init__(
+        self,
+        api_url: str,
+        api_token: str,
+        proxy_url: str = "",
+        interval_s: float = 1.0,
+        linger_s: float = 90.0,
+        take: Any = None,
+        history_s: float = 900.0,
+        prometheus_url: str | None = None,
+        prometheus_token_file: str | None = None,
+        prometheus_account: str | None = "prometheus",
+        idle_after_s: float = 3600.0,
+        host: str | None = None,
+        system_user: str = "{name}",
+        usage_db: str | None = None,
+        usage_interval_s: float = 60.0,
+        report_interval_s: float = REPORT_INTERVAL_S,
+    ) -> None:
+        if take is None:
+            from ..sources.nvml import snapshot as take
+        self.api_url = api_url.rstrip("/")
+        self.api_token = api_token  # for the hub's API only (HubAuth): never sent to a user server
+        self.interval_s = interval_s
+        self._nvml_take = take
+        self.history = GpuHistory(history_s, interval_s)
+        self.history_s = history_s
+        self.sampler = Sampler(interval_s, take=self._take, linger_s=linger_s, name="jupyter-gpu-hub-sampler")
+        self._devices_body: tuple[float, bytes] | None = None
+        self.system_user = system_user  # the account owning a hub user's processes (core.account_of)
+        self.board = Board(report_interval_s)
+        self._drops_logged: set[tuple[str, str]] = set()
+        self._parser = ThreadPoolExecutor(1, thread_name_prefix="jupyter-gpu-hub-json")
+        self._waiter = ThreadPoolExecutor(1, thread_name_prefix="jupyter-gpu-hub-wait")
+        self._waiting: asyncio.Future[Snapshot | None] | None = None  # devices(): the shared wait
+        self.prometheus_url = prometheus_url.rstrip("/") if prometheus_url else None
+        self.idle_after_s = idle_after_s
+        self.host = gauges.host_label(host)  # the "host" label of jupyter_gpu_gpu_info
+        self.prometheus = (
+            PrometheusAsker(
+                prometheus_url,
+                prometheus_token_file,
+                self._parser,
+                interval_s,
+                history_s,
+                idle_after_s,
+                prometheus_account,
+            )
+            if prometheus_url
+            else None
+        )
+        self.accountant = UsageAccountant(self, usage_db, usage_interval_s) if usage_db else None  # None: off
+
+    def close(self) -> None:
+        """Stop sampling, the JSON parser's thread and the HTTP clients (the service stops)."""
+        self.sampler.close(timeout=1.0)
+        for executor in (self._parser, self._waiter):
+            executor.shutdown(wait=False, cancel_futures=True)
+        if self.accountant is not None:
+            self.accountant.close()
+        if self.prometheus is not None:
+            self.prometheus.close()
+
+    def _take(self) -> Snapshot:
+        snapshot = self._nvml_take()
+        self.history.record(snapshot)
+        return snapshot
+
+    async def devices(self) -> Snapshot | None:
+        """The newest device sample (waking the sampler; waits up to 1 s for a fresh one, less than
+        the user servers' 3 s timeout, so a slow NVML call never makes them fall back)."""
+        latest = self.sampler.latest
+        if latest is not None and time.time() - latest.timestamp < 2 * self.interval_s + 1:
+            self.sampler.touch()
+            return latest
+        # One waiter for every request of that moment, as GpuService._wait_for_sample: while NVML
+        # hangs, N user servers asking tie up one thread, not N of the loop's default executor (whose
+        # queue would outlast their 3 s timeout and send them all to NVML themselves).
+        if self._waiting is None or self._waiting.done():
+            self._waiting = asyncio.get_running_loop().run_in_executor(
+                self._waiter,
+                lambda: self.sampler.wait_for_snapshot(newer_than=latest.timestamp if latest else None, timeout=1.0),
+            )
+        return await asyncio.shield(self._waiting)
+
+    async def devices_body(self) -> bytes:
+        """``/api/devices``: JSON bytes built once per sample for every user server."""
+        snapshot = await self.devices()
+        if snapshot is None:
+            return json.dumps(
+                {
+                    "nvml_available": False,
+                    "error": "no GPU sample yet",
+                    "timestamp": time.time(),
+                    "gpus": [],
+                    "warnings": [],
+                }
+            ).encode()
+        cached = self._devices_body
+        if cached is None or cached[0] != snapshot.timestamp:
+            cached = (snapshot.timestamp, json.dumps(core.devices_answer(snapshot), allow_nan=False).encode())
+            self._devices_body = cached
+        return cached[1]
+
+    # -- the user servers' reports
+
+    def recent_truth(self) -> core.Truth | None:
+        """The processes index of the newest sample when it is fresh (None: no fresh sample; never
+        waits for one nor wakes the sampler)."""
+        latest = self.sampler.latest
+        if latest is None or time.time() - latest.timestamp >= 2 * self.interval_s + 1:
+            return None
+        return core.Truth.of(latest)
+
+    def receive_report(self, user: str, body: bytes) -> tuple[Report, dict[str, Any]]:
+        """Keep ``user``'s report (its own token named ``user``) and the answer for its server, or
+        :class:`Refused` (dropped and counted; logged once per user and reason)."""
+        now = time.time()
+        self.board.forget_before(now - FORGET_AFTER_INTERVALS * self.board.interval_s)
+        try:
+            report = self.board.receive(user, body, now, self.recent_truth(), self.system_user)
+        except Refused as refused:
+            if (user, refused.reason) not in self._drops_logged:  # once per user and reason: no log flood
+                self._drops_logged.add((user, refused.reason))
+                log.warning("jupyter-gpu: a report of %s was dropped (%s): %s", user[:200], refused.reason, refused)
+            raise
+        return report, self.board.answer(user, report, now)
+
+    def servers(self, devices: Snapshot | None) -> list[core.UserServer]:
+        """Every reporting server, as the console's join reads it (no waiting: the reports are here)."""
+        return self.board.servers(time.time(), core.Truth.of(devices), self.system_user)
+
+    def ask_shutdown(self, user: str, kernel_id: str, by: str) -> str:
+        """Queue the admin ``by``'s shutdown of ``user``'s kernel for that user's server to pick up
+        with its next report (the server's name returned); KeyError when no fresh report lists it."""
+        return self.board.ask_shutdown(user, kernel_id, by, time.time())
+
+    async def prometheus_console(self, viewer: str, role: str) -> dict[str, Any]:
+        """The console from Prometheus (``--prometheus-url``)."""
+        assert self.prometheus is not None, "not in Prometheus mode"
+        return await self.prometheus.console(viewer, role)
