@@ -35,7 +35,7 @@ def _mode() -> tuple[str | None, str]:
     if os.environ.get(MODE_VAR) == SIMULATED:
         return SIMULATED, ""
     if os.environ.get("JUPYTER_GPU_SIMULATE"):
-        return None, "JUPYTER_GPU_SIMULATE is set: the real GPU checks need a real driver (simulated: gpu-check.sh --simulated)"
+        return None, "JUPYTER_GPU_SIMULATE is set: real GPU checks need a real driver (or gpu-check.sh --simulated)"
     try:
         import pynvml
 
@@ -45,7 +45,7 @@ def _mode() -> tuple[str | None, str]:
         finally:
             pynvml.nvmlShutdown()
     except Exception as error:
-        return None, f"no NVIDIA driver answers here (NVML: {error}); simulated run: scripts/gpu-check.sh --simulated OUT"
+        return None, f"no NVIDIA driver answers here (NVML: {error}); simulated: scripts/gpu-check.sh --simulated OUT"
     if count < 1:
         return None, "the NVIDIA driver answers but shows no GPU"
     return REAL, ""
@@ -81,7 +81,6 @@ class Check:
 
     def figure(self, name: str, value: float | int | str) -> None:
         self.item.user_properties.append(("figure", (name, value)))
-
 
 
 @pytest.fixture(autouse=True)
@@ -123,6 +122,6 @@ def kernel(tmp_path: Path, check: Check) -> Iterator[Any]:
         env["JUPYTER_GPU_SIMULATE"] = str(SIMULATED_GPUS)
         started = kernels.standin_kernel(tmp_path, env)
     for k in started:
-        out, err = k.run("%load_ext jupyter_gpu")
+        _, err = k.run("%load_ext jupyter_gpu")
         assert "Error" not in err, err
         yield k

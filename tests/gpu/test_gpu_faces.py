@@ -84,7 +84,7 @@ def test_server_attribution(check, tmp_path: Path) -> None:
         kernel_id = session["kernel"]["id"]
         kernel = kernels.attach(tmp_path / "runtime" / f"kernel-{kernel_id}.json")
         try:
-            out, err = kernel.run(
+            out, _ = kernel.run(
                 "import os, torch\nx = torch.empty(2**30, dtype=torch.uint8, device='cuda')\nprint(os.getpid())"
             )
             pid = int(out.split()[-1])
@@ -92,7 +92,7 @@ def test_server_attribution(check, tmp_path: Path) -> None:
             while True:
                 answer = http_json(f"{base}/jupyter-gpu/snapshot", token)
                 found = [p for g in answer["gpus"] for p in g["processes"] if p["pid"] == pid]
-                if found and found[0].get("kernel_id") or time.monotonic() > deadline:
+                if (found and found[0].get("kernel_id")) or time.monotonic() > deadline:
                     break
                 time.sleep(1)
             assert found, f"PID {pid} not among the answer's processes ({answer.get('attribution_note')})"
@@ -103,7 +103,8 @@ def test_server_attribution(check, tmp_path: Path) -> None:
             assert nvml is not None and abs(process["memory"] - nvml) <= 64 * MIB, (process["memory"], nvml)
             row = next(k for k in answer["kernels"] if k["kernel_id"] == kernel_id)
             assert row["pid"] == pid and row["gpu_memory"] >= process["memory"], row
-            check.detail(f"PID {pid} -> kernel {kernel_id[:8]} check.ipynb, {gib(process['memory'])} (NVML {gib(nvml)})")
+            held = gib(process["memory"])
+            check.detail(f"PID {pid} -> kernel {kernel_id[:8]} check.ipynb, {held} (NVML {gib(nvml)})")
         finally:
             kernel.client.stop_channels()
     finally:

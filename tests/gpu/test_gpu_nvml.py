@@ -28,7 +28,7 @@ def test_snapshot_vs_nvidia_smi(check) -> None:
         problems.append(f"driver {snap.driver_version!r} vs nvidia-smi {smi.driver_version!r}")
     if facts.cuda_driver_version != smi.cuda_version:
         problems.append(f"CUDA {facts.cuda_driver_version!r} vs nvidia-smi {smi.cuda_version!r}")
-    for gpu, ref in zip(snap.gpus, smi.gpus):
+    for gpu, ref in zip(snap.gpus, smi.gpus, strict=True):
         where = f"GPU {gpu.index}"
         if gpu.name != ref.name:
             problems.append(f"{where} name {gpu.name!r} vs {ref.name!r}")
@@ -72,7 +72,8 @@ def test_wide_fields_vs_nvidia_smi(check) -> None:
     smi = read_smi()
     snap = nvml.snapshot()
     problems = []
-    for gpu, ref in zip(snap.gpus, smi.gpus):
+    assert len(snap.gpus) == len(smi.gpus), f"snapshot {len(snap.gpus)} GPUs, nvidia-smi {len(smi.gpus)}"
+    for gpu, ref in zip(snap.gpus, smi.gpus, strict=True):
         where = f"GPU {gpu.index}"
         if (gpu.fan_speed is None) != (ref.fan_percent is None):
             problems.append(f"{where} fan {gpu.fan_speed} vs nvidia-smi {ref.fan_percent}")
@@ -82,9 +83,9 @@ def test_wide_fields_vs_nvidia_smi(check) -> None:
         # on HBM parts) equal within 10 %.
         if (gpu.clock_sm is None) != (ref.clock_sm_mhz is None):
             problems.append(f"{where} SM clock {gpu.clock_sm} vs nvidia-smi {ref.clock_sm_mhz}")
-        if gpu.clock_memory is not None and ref.clock_memory_mhz:
-            if abs(gpu.clock_memory - ref.clock_memory_mhz) > 0.1 * ref.clock_memory_mhz:
-                problems.append(f"{where} memory clock {gpu.clock_memory} vs nvidia-smi {ref.clock_memory_mhz} MHz")
+        known = gpu.clock_memory is not None and ref.clock_memory_mhz
+        if known and abs(gpu.clock_memory - ref.clock_memory_mhz) > 0.1 * ref.clock_memory_mhz:
+            problems.append(f"{where} memory clock {gpu.clock_memory} vs nvidia-smi {ref.clock_memory_mhz} MHz")
         check.detail(
             f"{where}: fan {gpu.fan_speed}, ECC {gpu.ecc_errors}, SM {gpu.clock_sm} MHz, memory {gpu.clock_memory} MHz"
         )
