@@ -61,7 +61,7 @@ trap 'rm -rf "$SCRATCH"' EXIT
 if [ "$mode" = simulated ]; then
   PY=${GPU_CHECK_PYTHON:-$([ -x .venv/bin/python ] && echo .venv/bin/python || echo python3)}
   export JUPYTER_GPU_CHECK_MODE=simulated JUPYTER_GPU_SIMULATE=1
-  export PYTHONPATH="$ROOT${PYTHONPATH:+:$PYTHONPATH}"
+  export PYTHONPATH="$ROOT:$ROOT/tests${PYTHONPATH:+:$PYTHONPATH}"
 else
   PY=${GPU_CHECK_PYTHON:-python3}
   unset JUPYTER_GPU_CHECK_MODE JUPYTER_GPU_SIMULATE
@@ -77,7 +77,7 @@ else
   else
     echo "==> no wheels in $WHEELS (scripts/gpu-check.sh --fetch-wheels, online): using what is installed"
   fi
-  export PYTHONPATH="$ROOT:$SITE${PYTHONPATH:+:$PYTHONPATH}"
+  export PYTHONPATH="$ROOT:$ROOT/tests:$SITE${PYTHONPATH:+:$PYTHONPATH}"
   # The kernels' runtime and IPython folders stay in the scratch folder, not in the machine's home.
   export JUPYTER_RUNTIME_DIR="$SCRATCH/runtime" JUPYTER_DATA_DIR="$SCRATCH/data" IPYTHONDIR="$SCRATCH/ipython"
 fi
