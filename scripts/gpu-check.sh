@@ -15,7 +15,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
-WHEELS=.gpu-wheels
+WHEELS=${GPU_CHECK_WHEELS:-.gpu-wheels}
+# The GPU machines' Python; another only to rehearse the offline install on a machine without 3.12.
+WHEELS_PYTHON=${GPU_CHECK_WHEELS_PYTHON:-3.12}
 MAX_WHEELS_MIB=48
 # What tests/gpu needs beyond a bare GPU machine's python3 (PyTorch, JAX, CuPy, nvidia-ml-py, numpy,
 # psutil, pytest, prometheus-client): the kernel and server checks.
@@ -30,7 +32,7 @@ fetch_wheels() {
   local dir=${1:-$WHEELS}
   rm -rf "$dir" && mkdir -p "$dir"
   python3 -m pip download --quiet --dest "$dir" --only-binary=:all: \
-    --python-version 3.12 --implementation cp --abi cp312 --abi abi3 --abi none \
+    --python-version "$WHEELS_PYTHON" --implementation cp --abi "cp${WHEELS_PYTHON/./}" --abi abi3 --abi none \
     --platform manylinux2014_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux_2_28_x86_64 \
     --platform any "${NEEDED[@]}"
   local name

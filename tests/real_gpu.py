@@ -167,3 +167,15 @@ def gib(value: float | None) -> str:
 def first(items: list[Any], what: str) -> Any:
     assert items, f"no {what}"
     return items[0]
+
+
+_ERROR_LINE = re.compile(r"^[A-Za-z_][\w.]*(Error|Exception|Interrupt)\b: ", re.MULTILINE)
+
+
+def ran(kernel: Any, code: str, timeout: float = 180) -> tuple[str, str]:
+    """``kernel.run(code)`` that must not raise: a cell's error fails the check with the error's own
+    line (``ModuleNotFoundError: No module named 'torch'``), not a later, puzzling assertion."""
+    out, err = kernel.run(code, timeout=timeout)
+    error = _ERROR_LINE.search(err)
+    assert error is None, err[error.start() :].splitlines()[0] if error else err
+    return out, err

@@ -18,7 +18,7 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-from real_gpu import MIB, gib, process_memory, run_cli
+from real_gpu import MIB, gib, process_memory, ran, run_cli
 
 pytestmark = pytest.mark.gpu
 
@@ -65,7 +65,8 @@ def test_server_attribution(check, tmp_path: Path) -> None:
     log = (tmp_path / "server.log").open("w")
     server = subprocess.Popen(
         [sys.executable, "-m", "jupyter_server", "--no-browser", f"--port={port}", "--ServerApp.port_retries=0",
-         f"--IdentityProvider.token={token}", f"--ServerApp.root_dir={tmp_path}", "--ServerApp.ip=127.0.0.1"],
+         f"--IdentityProvider.token={token}", f"--ServerApp.root_dir={tmp_path}", "--ServerApp.ip=127.0.0.1",
+         "--allow-root"],  # GPU machines are often run as root; the server refuses root without it
         env=env, stdout=log, stderr=subprocess.STDOUT,
     )  # fmt: skip
     base = f"http://127.0.0.1:{port}"
@@ -84,8 +85,8 @@ def test_server_attribution(check, tmp_path: Path) -> None:
         kernel_id = session["kernel"]["id"]
         kernel = kernels.attach(tmp_path / "runtime" / f"kernel-{kernel_id}.json")
         try:
-            out, _ = kernel.run(
-                "import os, torch\nx = torch.empty(2**30, dtype=torch.uint8, device='cuda')\nprint(os.getpid())"
+            out, _ = ran(
+                kernel, "import os, torch\nx = torch.empty(2**30, dtype=torch.uint8, device='cuda')\nprint(os.getpid())"
             )
             pid = int(out.split()[-1])
             deadline = time.monotonic() + 30
@@ -119,10 +120,10 @@ def test_server_attribution(check, tmp_path: Path) -> None:
 @pytest.mark.real_only(NOT_MODELLED)
 def test_gpu_watch_peak(kernel, check) -> None:
     """``%gpu_watch``: its PyTorch peak is ``max_memory_allocated``; its NVML peak is at least that."""
-    kernel.run("import torch\ntorch.ones(1, device='cuda')\ntorch.cuda.reset_peak_memory_stats()")
-    kernel.run("%gpu_watch on --interval 0.05")
+    ran(kernel, "import torch\ntorch.ones(1, device='cuda')\ntorch.cuda.reset_peak_memory_stats()")
+    ran(kernel, "%gpu_watch on --interval 0.05")
     out, err = kernel.run("x = torch.empty(2 * 2**30, dtype=torch.uint8, device='cuda')\ndel x\ntime.sleep(0.3)")
-    kernel.run("%gpu_watch off")
+    ran(kernel, "%gpu_watch off")
     line = next((line for line in (out + err).splitlines() if line.startswith("GPU memory of this kernel")), None)
     assert line, out + err
     check.detail(line)
@@ -138,7 +139,7 @@ def test_gpu_watch_peak(kernel, check) -> None:
 @pytest.mark.real_only(NOT_MODELLED)
 def test_gpu_free(kernel, check) -> None:
     """``%gpu_free x`` frees what it says: NVML before and after, and its own numbers."""
-    kernel.run("import torch, os\nx = torch.empty(2 * 2**30, dtype=torch.uint8, device='cuda')")
+    ran(kernel, "import torch, os\nx = torch.empty(2 * 2**30, dtype=torch.uint8, device='cuda')")
     pid = kernel.value("os.getpid()")
     before = process_memory(pid) or 0
     out, err = kernel.run("%gpu_free x")

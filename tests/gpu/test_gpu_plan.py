@@ -17,7 +17,7 @@ Expectations, from the frameworks' documentation:
 from __future__ import annotations
 
 import pytest
-from real_gpu import gib, process_memory
+from real_gpu import gib, process_memory, ran
 
 pytestmark = pytest.mark.gpu
 
@@ -46,7 +46,7 @@ def magic(kernel, line: str) -> tuple[str, str]:
 def test_plan_magics(kernel, check) -> None:
     """``%gpu_select 0 --growth``, ``none``, ``auto``, ``%gpu_limit 4GiB``, ``%gpu_limit 50%``: what
     each sets for the frameworks (before any is imported), and the time of the first and next magic."""
-    kernel.run("import time")
+    ran(kernel, "import time")
     first = kernel.value(
         "(lambda t: (get_ipython().run_line_magic('gpu_select', '0 --growth'), time.perf_counter() - t)[1])"
         "(time.perf_counter())"
@@ -91,12 +91,13 @@ def test_torch_cap_and_device(kernel, check, tmp_path) -> None:
     magic(kernel, "%gpu_limit 4GiB")
     total = total_memory()
     if not check.real:
-        kernel.run("import torch, cuda_standin\ntorch.cuda.init()")
+        ran(kernel, "import torch, cuda_standin\ntorch.cuda.init()")
         fractions = kernel.value("{str(k): v for k, v in cuda_standin.fractions.items()}")
         assert fractions == {"0": pytest.approx(4 * GIB / total, abs=0.001)}, fractions
         check.detail(f"stand-in: PyTorch given fraction {fractions['0']:.4f} of GPU 0 (no real allocation)")
         return
-    out, err = kernel.run(
+    out, err = ran(
+        kernel,
         "import torch\n"
         "x = torch.empty(int(3.5 * 2**30), dtype=torch.uint8, device='cuda')\n"
         "try:\n"
@@ -104,7 +105,7 @@ def test_torch_cap_and_device(kernel, check, tmp_path) -> None:
         "    print('NO-OOM')\n"
         "except torch.cuda.OutOfMemoryError as error:\n"
         "    print('OOM', str(error).splitlines()[0][:200])\n"
-        "pid = os.getpid()\n"
+        "pid = os.getpid()\n",
     )
     assert "OOM" in out and "NO-OOM" not in out, out + err
     pid = kernel.value("pid")
@@ -123,7 +124,7 @@ def test_torch_cap_and_device(kernel, check, tmp_path) -> None:
 def test_jax_growth(kernel, check) -> None:
     """With ``--growth`` JAX does not preallocate: NVML shows the kernel far below 75 %."""
     magic(kernel, "%gpu_select 0 --growth")
-    kernel.run("import jax, jax.numpy as jnp\na = jnp.ones((1024, 1024)).block_until_ready()\npid = os.getpid()")
+    ran(kernel, "import jax, jax.numpy as jnp\na = jnp.ones((1024, 1024)).block_until_ready()\npid = os.getpid()")
     devices = kernel.value("[str(d.platform) for d in jax.devices()]")
     assert devices == ["gpu"], devices
     held = process_memory(kernel.value("pid")) or 0
@@ -137,7 +138,7 @@ def test_jax_limit(kernel, check) -> None:
     """With ``%gpu_limit 8GiB`` (no growth) JAX preallocates its share: NVML shows about 8 GiB."""
     magic(kernel, "%gpu_select 0")
     magic(kernel, "%gpu_limit 8GiB")
-    kernel.run("import jax, jax.numpy as jnp\na = jnp.ones((1024, 1024)).block_until_ready()\npid = os.getpid()")
+    ran(kernel, "import jax, jax.numpy as jnp\na = jnp.ones((1024, 1024)).block_until_ready()\npid = os.getpid()")
     held = process_memory(kernel.value("pid")) or 0
     assert 0.9 * 8 * GIB <= held <= 8 * GIB + CONTEXT, f"JAX holds {gib(held)} under an 8 GiB limit"
     check.detail(f"NVML: kernel holds {gib(held)} under %gpu_limit 8GiB")
@@ -148,11 +149,12 @@ def test_both_frameworks(kernel, check) -> None:
     """PyTorch and JAX in one kernel under one plan (growth, 4 GiB each): both work, the plan is followed."""
     magic(kernel, "%gpu_select 0 --growth")
     magic(kernel, "%gpu_limit 4GiB")
-    out, err = kernel.run(
+    out, err = ran(
+        kernel,
         "import torch, jax, jax.numpy as jnp\n"
         "t = torch.ones(256 * 2**20, device='cuda')\n"
         "a = jnp.ones((4096, 4096)).block_until_ready()\n"
-        "print(t.device, a.devices())\n"
+        "print(t.device, a.devices())\n",
     )
     assert "cuda:0" in out, out + err
     status, err = kernel.run("%gpu_status")
@@ -177,7 +179,7 @@ def test_no_selection(kernel, check) -> None:
 def test_too_late_torch(kernel, check) -> None:
     """After ``torch.cuda.init()`` a selection warns and changes nothing; ``%gpu_status`` says what
     PyTorch really uses, as PyTorch itself answers."""
-    kernel.run("import torch\ntorch.cuda.init()")
+    ran(kernel, "import torch\ntorch.cuda.init()")
     assert kernel.value("torch.cuda.is_initialized()") is True
     before = kernel.value("env()")
     out, err = kernel.run("%gpu_select 0 --growth")
@@ -192,7 +194,7 @@ def test_too_late_torch(kernel, check) -> None:
 @pytest.mark.real_only("the CUDA stand-in does not model JAX")
 def test_too_late_jax(kernel, check) -> None:
     """After ``jax.devices()`` a selection warns; ``%gpu_status`` says JAX is initialized."""
-    kernel.run("import jax\nd = jax.devices()")
+    ran(kernel, "import jax\nd = jax.devices()")
     before = kernel.value("env()")
     out, err = kernel.run("%gpu_select 0 --growth")
     assert "GPUAlreadyInitializedWarning" in out + err, out + err
