@@ -54,7 +54,21 @@ def _mode() -> tuple[str | None, str]:
 MODE, WHY_NOT = _mode()
 
 
+# The order of the checks: NVML first, before any kernel of a check has held the GPU (a process
+# that just ended can linger in NVML's list for a moment), the cheap figures next, then the kernels;
+# a run cut off by its time box loses the last ones.
+ORDER = ("test_gpu_nvml", "test_gpu_figures", "test_gpu_plan", "test_gpu_faces")
+
+
+def _rank(item: pytest.Item) -> int:
+    module = item.nodeid.split("::", 1)[0].rsplit("/", 1)[-1].removesuffix(".py")
+    return ORDER.index(module) if module in ORDER else len(ORDER)
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    places = [i for i, item in enumerate(items) if item.get_closest_marker("gpu") is not None]
+    for place, item in zip(places, sorted((items[i] for i in places), key=_rank), strict=True):
+        items[place] = item
     if MODE is not None:
         return
     skip = pytest.mark.skip(reason=WHY_NOT)

@@ -16,6 +16,8 @@ Expectations, from the frameworks' documentation:
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from real_gpu import gib, process_memory, ran
 
@@ -176,30 +178,42 @@ def test_no_selection(kernel, check) -> None:
     check.detail(f"PyTorch sees {count} GPU(s); %gpu_status {len(status.splitlines())} lines")
 
 
-def test_too_late_torch(kernel, check) -> None:
-    """After ``torch.cuda.init()`` a selection warns and changes nothing; ``%gpu_status`` says what
-    PyTorch really uses, as PyTorch itself answers."""
-    ran(kernel, "import torch\ntorch.cuda.init()")
-    assert kernel.value("torch.cuda.is_initialized()") is True
+def too_late(kernel, start: str, framework: str) -> str:
+    """Start ``framework`` with ``start``; then ``%gpu_select`` must warn and change nothing, and
+    ``%gpu_status`` say the framework is initialized. Returns that line of ``%gpu_status``."""
+    ran(kernel, start)
     before = kernel.value("env()")
     out, err = kernel.run("%gpu_select 0 --growth")
     assert "GPUAlreadyInitializedWarning" in out + err, out + err
     assert kernel.value("env()") == before
     status, _ = magic(kernel, "%gpu_status")
-    assert "PyTorch" in status and "initialized" in status, status
+    line = next((x.strip() for x in status.splitlines() if x.strip().startswith(f"{framework}:")), "")
+    assert "initialized" in line, status
+    return line
+
+
+def device_count_said(line: str) -> int | None:
+    """``… in effect: CUDA_VISIBLE_DEVICES=(unset), 1 CUDA device(s)`` -> 1."""
+    said = re.search(r"([0-9]+) [A-Za-z]+ device\(s\)", line)
+    return int(said.group(1)) if said else None
+
+
+def test_too_late_torch(kernel, check) -> None:
+    """After ``torch.cuda.init()`` a selection warns and changes nothing; ``%gpu_status`` says what
+    PyTorch really uses, as PyTorch itself answers (its device count)."""
+    line = too_late(kernel, "import torch\ntorch.cuda.init()", "PyTorch")
+    assert kernel.value("torch.cuda.is_initialized()") is True
     count = kernel.value("torch.cuda.device_count()")
-    check.detail(f"warned; PyTorch initialized with {count} device(s); %gpu_status: initialized")
+    assert device_count_said(line) == count, (line, count)
+    check.detail(f"warned; {line}")
 
 
 @pytest.mark.real_only("the CUDA stand-in does not model JAX")
 def test_too_late_jax(kernel, check) -> None:
-    """After ``jax.devices()`` a selection warns; ``%gpu_status`` says JAX is initialized."""
-    ran(kernel, "import jax\nd = jax.devices()")
-    before = kernel.value("env()")
-    out, err = kernel.run("%gpu_select 0 --growth")
-    assert "GPUAlreadyInitializedWarning" in out + err, out + err
-    assert kernel.value("env()") == before
-    status, _ = magic(kernel, "%gpu_status")
-    assert "JAX" in status and "initialized" in status, status
+    """After ``jax.devices()`` a selection warns; ``%gpu_status`` says JAX is initialized, with
+    JAX's own device count where it gives one."""
+    line = too_late(kernel, "import jax\nd = jax.devices()", "JAX")
     devices = kernel.value("[str(x) for x in d]")
-    check.detail(f"warned; JAX uses {devices}")
+    said = device_count_said(line)
+    assert said in (None, len(devices)), (line, devices)
+    check.detail(f"warned; {line}; jax.devices() {devices}")
