@@ -38,6 +38,7 @@ PACKAGES = (
     "jax",
     "jaxlib",
     "jax-cuda13-plugin",
+    "jax-cuda13-pjrt",
     "jax-cuda12-plugin",
     "cupy-cuda13x",
     "cupy-cuda12x",
