@@ -120,11 +120,12 @@ def test_server_attribution(check, tmp_path: Path) -> None:
 @pytest.mark.real_only(NOT_MODELLED)
 def test_gpu_watch_peak(kernel, check) -> None:
     """``%gpu_watch``: its PyTorch peak is ``max_memory_allocated``; its NVML peak is at least that."""
-    ran(kernel, "import torch\ntorch.ones(1, device='cuda')\ntorch.cuda.reset_peak_memory_stats()")
+    ran(kernel, "import time, torch\ntorch.ones(1, device='cuda')\ntorch.cuda.reset_peak_memory_stats()")
     ran(kernel, "%gpu_watch on --interval 0.05")
     out, err = kernel.run("x = torch.empty(2 * 2**30, dtype=torch.uint8, device='cuda')\ndel x\ntime.sleep(0.3)")
     ran(kernel, "%gpu_watch off")
-    line = next((line for line in (out + err).splitlines() if line.startswith("GPU memory of this kernel")), None)
+    lines = (line.strip() for line in (out + err).splitlines())
+    line = next((line for line in lines if line.startswith("GPU memory of this kernel")), None)
     assert line, out + err
     check.detail(line)
     torch_peak = re.search(r"torch: .*?peak ([0-9.]+ [KMGT]?i?B)", line)
@@ -164,7 +165,7 @@ def test_oom_explainer(kernel, check) -> None:
     text = out + err
     assert "OutOfMemoryError" in text, text
     assert "ran out of GPU memory" in text, text
-    gpu_line = next((line for line in text.splitlines() if re.match(r"GPU 0 .*total", line)), None)
+    gpu_line = next((line.strip() for line in text.splitlines() if re.match(r"\s*GPU 0 .*total", line)), None)
     assert gpu_line, text
     assert f"{format_bytes(total)} total" in gpu_line, (gpu_line, format_bytes(total))
     check.detail(gpu_line.strip())
