@@ -88,9 +88,10 @@ TIME_BOX=${GPU_CHECK_TIME_BOX_S:-450}
 echo "==> tests/gpu ($mode), at most ${TIME_BOX} s; report in $OUT"
 status=0
 # SIGINT at the time box: pytest stops, writes the report (marked incomplete), and exits; SIGKILL 20 s later.
+# addopts replaced: the suite's own (e.g. xdist's -n) may name plugins a bare GPU machine does not have.
 timeout --signal=INT --kill-after=20 "$TIME_BOX" \
   "$PY" -m pytest tests/gpu -p gpu_report --gpu-report "$OUT" -m gpu -q -p no:cacheprovider \
-  -o timeout=120 --basetemp "$SCRATCH/pytest" || status=$?
+  -o timeout=120 -o "addopts=-ra --strict-markers" --basetemp "$SCRATCH/pytest" || status=$?
 if [ ! -s "$OUT/gpu-report.json" ]; then
   echo "no report was written (pytest exit status $status)" >&2
   exit 1
