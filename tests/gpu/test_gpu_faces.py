@@ -1,0 +1,196 @@
+"""Attribution and the memory faces against NVML and PyTorch's own counters; the doctor.
+
+PyTorch's documented counters: ``torch.cuda.max_memory_allocated`` (peak of tensors in use),
+``torch.cuda.empty_cache`` ("Release all unoccupied cached memory ... visible in nvidia-smi").
+NVML's per-process figure is the pool the driver gave the process (tests/gpu/test_gpu_plan.py).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+from real_gpu import MIB, gib, process_memory, ran, run_cli
+
+pytestmark = pytest.mark.gpu
+
+GIB = 1024**3
+SIZE = re.compile(r"([0-9]+(?:\.[0-9]+)?) (B|KiB|MiB|GiB|TiB)")
+UNITS = {"B": 1, "KiB": 1024, "MiB": MIB, "GiB": GIB, "TiB": 1024 * GIB}
+NOT_MODELLED = "the simulated GPUs and the CUDA stand-in allocate nothing, so NVML never shows the kernel"
+
+
+def size(text: str) -> int:
+    number, unit = SIZE.fullmatch(text.strip()).groups()  # type: ignore[union-attr]
+    return int(float(number) * UNITS[unit])
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def http_json(url: str, token: str, body: dict | None = None) -> dict:
+    request = urllib.request.Request(
+        url,
+        data=None if body is None else json.dumps(body).encode(),
+        headers={"Authorization": f"token {token}", "Content-Type": "application/json"},
+        method="GET" if body is None else "POST",
+    )
+    with urllib.request.urlopen(request, timeout=30) as answer:
+        return json.loads(answer.read())
+
+
+@pytest.mark.real_only(NOT_MODELLED)
+def test_server_attribution(check, tmp_path: Path) -> None:
+    """The server extension maps a kernel's real PID and memory to its kernel and notebook."""
+    import kernels
+
+    config = tmp_path / "config"
+    config.mkdir()
+    (config / "jupyter_server_config.json").write_text(
+        json.dumps({"ServerApp": {"jpserver_extensions": {"jupyter_gpu": True}}})
+    )
+    port, token = free_port(), "gpu-check-token"
+    env = {**os.environ, "JUPYTER_CONFIG_DIR": str(config), "JUPYTER_RUNTIME_DIR": str(tmp_path / "runtime")}
+    log = (tmp_path / "server.log").open("w")
+    server = subprocess.Popen(
+        [sys.executable, "-m", "jupyter_server", "--no-browser", f"--port={port}", "--ServerApp.port_retries=0",
+         f"--IdentityProvider.token={token}", f"--ServerApp.root_dir={tmp_path}", "--ServerApp.ip=127.0.0.1",
+         "--allow-root"],  # GPU machines are often run as root; the server refuses root without it
+        env=env, stdout=log, stderr=subprocess.STDOUT,
+    )  # fmt: skip
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 90
+        while True:
+            try:
+                http_json(f"{base}/api/status", token)
+                break
+            except OSError:
+                assert server.poll() is None and time.monotonic() < deadline, (tmp_path / "server.log").read_text()
+                time.sleep(0.5)
+        session = http_json(
+            f"{base}/api/sessions", token, {"path": "check.ipynb", "type": "notebook", "kernel": {"name": "python3"}}
+        )
+        kernel_id = session["kernel"]["id"]
+        kernel = kernels.attach(tmp_path / "runtime" / f"kernel-{kernel_id}.json")
+        try:
+            out, _ = ran(
+                kernel, "import os, torch\nx = torch.empty(2**30, dtype=torch.uint8, device='cuda')\nprint(os.getpid())"
+            )
+            pid = int(out.split()[-1])
+            deadline = time.monotonic() + 30
+            while True:
+                answer = http_json(f"{base}/jupyter-gpu/snapshot", token)
+                found = [p for g in answer["gpus"] for p in g["processes"] if p["pid"] == pid]
+                if (found and found[0].get("kernel_id")) or time.monotonic() > deadline:
+                    break
+                time.sleep(1)
+            assert found, f"PID {pid} not among the answer's processes ({answer.get('attribution_note')})"
+            process = found[0]
+            assert process["kernel_id"] == kernel_id, process
+            assert process["notebook"] == "check.ipynb", process
+            nvml = process_memory(pid)
+            assert nvml is not None and abs(process["memory"] - nvml) <= 64 * MIB, (process["memory"], nvml)
+            row = next(k for k in answer["kernels"] if k["kernel_id"] == kernel_id)
+            assert row["pid"] == pid and row["gpu_memory"] >= process["memory"], row
+            held = gib(process["memory"])
+            check.detail(f"PID {pid} -> kernel {kernel_id[:8]} check.ipynb, {held} (NVML {gib(nvml)})")
+        finally:
+            kernel.client.stop_channels()
+    finally:
+        server.terminate()
+        try:
+            server.wait(30)
+        except subprocess.TimeoutExpired:
+            server.kill()
+        log.close()
+
+
+@pytest.mark.real_only(NOT_MODELLED)
+def test_gpu_watch_peak(kernel, check) -> None:
+    """``%gpu_watch``: its PyTorch peak is ``max_memory_allocated``; its NVML peak is at least that."""
+    ran(kernel, "import time, torch\ntorch.ones(1, device='cuda')\ntorch.cuda.reset_peak_memory_stats()")
+    ran(kernel, "%gpu_watch on --interval 0.05")
+    out, err = kernel.run("x = torch.empty(2 * 2**30, dtype=torch.uint8, device='cuda')\ndel x\ntime.sleep(0.3)")
+    ran(kernel, "%gpu_watch off")
+    lines = (line.strip() for line in (out + err).splitlines())
+    line = next((line for line in lines if line.startswith("GPU memory of this kernel")), None)
+    assert line, out + err
+    check.detail(line)
+    torch_peak = re.search(r"torch: .*?peak ([0-9.]+ [KMGT]?i?B)", line)
+    nvml_peak = re.search(r"peak ([0-9.]+ [KMGT]?i?B) during", line)
+    assert torch_peak and nvml_peak, line
+    actual = kernel.value("torch.cuda.max_memory_allocated()")
+    assert abs(size(torch_peak.group(1)) - actual) <= 0.05 * actual + 0.1 * GIB, (line, actual)
+    assert size(nvml_peak.group(1)) >= 0.95 * actual, (line, actual)
+    check.figure("torch_max_allocated_gib", round(actual / GIB, 3))
+
+
+@pytest.mark.real_only(NOT_MODELLED)
+def test_gpu_free(kernel, check) -> None:
+    """``%gpu_free x`` frees what it says: NVML before and after, and its own numbers."""
+    ran(kernel, "import torch, os\nx = torch.empty(2 * 2**30, dtype=torch.uint8, device='cuda')")
+    pid = kernel.value("os.getpid()")
+    before = process_memory(pid) or 0
+    out, err = kernel.run("%gpu_free x")
+    after = process_memory(pid) or 0
+    check.detail(" / ".join(line.strip() for line in out.splitlines()[:4]))
+    assert before - after >= 1.5 * GIB, f"NVML {gib(before)} -> {gib(after)}"
+    said = re.search(r"this kernel ([0-9.]+ [KMGT]?i?B) → ([0-9.]+ [KMGT]?i?B)", out)
+    assert said, out + err
+    assert abs(size(said.group(1)) - before) <= 0.05 * before + 64 * MIB, (said.group(0), before)
+    assert abs(size(said.group(2)) - after) <= 0.05 * after + 64 * MIB, (said.group(0), after)
+    check.figure("freed_gib", round((before - after) / GIB, 2))
+
+
+@pytest.mark.real_only(NOT_MODELLED)
+def test_oom_explainer(kernel, check) -> None:
+    """A real PyTorch OOM: the explainer names the GPU and its numbers match NVML's."""
+    from jupyter_gpu.core.units import format_bytes
+    from jupyter_gpu.sources import nvml
+
+    total = nvml.snapshot().gpus[0].memory_total
+    out, err = kernel.run(f"import torch\nx = torch.empty({int(total * 1.5)}, dtype=torch.uint8, device='cuda')")
+    text = out + err
+    assert "OutOfMemoryError" in text, text
+    assert "ran out of GPU memory" in text, text
+    gpu_line = next((line.strip() for line in text.splitlines() if re.match(r"\s*GPU 0 .*total", line)), None)
+    assert gpu_line, text
+    assert f"{format_bytes(total)} total" in gpu_line, (gpu_line, format_bytes(total))
+    check.detail(gpu_line.strip())
+
+
+def test_doctor_json(check, tmp_path: Path) -> None:
+    """``jupyter-gpu doctor --json`` with ``%gpu_select 0 --growth``: each installed framework with a
+    GPU build follows the plan (simulated: PyTorch through the stand-in; JAX has none there)."""
+    plan = "%gpu_select 0 --growth"
+    if check.real:
+        env, only = dict(os.environ), ()
+    else:
+        from standin_site import child_env, standin_site
+
+        env, only = child_env(standin_site(tmp_path / "site"), "1"), ("--framework", "torch")
+    started = time.perf_counter()
+    # within the run's 120 s per check: the frameworks get 90 s together (the doctor's own time box)
+    done = run_cli("doctor", "--json", "--plan", plan, "--timeout", "90", *only, env=env, timeout=110)
+    wall = time.perf_counter() - started
+    report = json.loads(done.stdout)
+    verdicts = {f["name"]: f["verdict"] for f in report["frameworks"]}
+    check.detail(f"exit {done.returncode}; {verdicts}; {report['verdict']}")
+    check.figure("doctor_s", round(wall, 1))
+    frameworks = [f for f in report["frameworks"] if f["installed"] and f["build"] == "gpu"]
+    assert frameworks, verdicts
+    for framework in frameworks:
+        assert framework["verdict"] == "follows", framework
+    assert report["machine"]["gpus"], report["machine"]
