@@ -93,6 +93,7 @@ import re
 import threading
 import time
 from dataclasses import dataclass, field, replace
+from functools import cached_property
 from pathlib import Path
 from stat import S_ISREG
 from typing import Any
@@ -168,22 +169,44 @@ class SimulatedGpu:
     motion: tuple[tuple[str, Track], ...] = ()  # (field, track) of the figures that move
     memory_follows_processes: bool = False  # memory_used_mib was not given: the processes' sum
 
-    @property
+    @cached_property
+    def moving_processes(self) -> tuple[int, ...]:
+        """Positions in :attr:`processes` of those whose memory moves (found once per GPU)."""
+        return tuple(i for i, p in enumerate(self.processes) if p.memory_motion is not None)
+
+    @cached_property
     def moves(self) -> bool:
-        return bool(self.motion) or any(p.memory_motion is not None for p in self.processes)
+        return bool(self.motion) or bool(self.moving_processes)
+
+    @cached_property
+    def _still_memory_mib(self) -> float:
+        """The memory of the processes that do not move (summed once per GPU)."""
+        return sum(p.memory_mib or 0 for p in self.processes if p.memory_motion is None)
 
     def at(self, elapsed_s: float) -> SimulatedGpu:
-        """This GPU ``elapsed_s`` seconds after the motion started (itself when nothing moves)."""
+        """This GPU ``elapsed_s`` seconds after the motion started (itself when nothing moves).
+
+        Only the tracks are evaluated: the still processes are shared with this GPU (the tuple
+        itself when no process moves), and the used memory is their sum (computed once) plus the
+        moving ones'."""
         if not self.moves:
             return self
         changes: dict[str, Any] = {}
         for name, track in self.motion:
             value = track.at(elapsed_s)
             changes[name] = int(value) if track.whole else value
-        processes = tuple(p.at(elapsed_s) for p in self.processes)
+        processes = self.processes
+        if self.moving_processes:
+            moved = list(processes)
+            for i in self.moving_processes:
+                moved[i] = processes[i].at(elapsed_s)
+            processes = tuple(moved)
+            changes["processes"] = processes
         if self.memory_follows_processes:
-            changes["memory_used_mib"] = sum(p.memory_mib or 0 for p in processes)
-        return replace(self, processes=processes, **changes)
+            changes["memory_used_mib"] = self._still_memory_mib + sum(
+                processes[i].memory_mib or 0 for i in self.moving_processes
+            )
+        return replace(self, **changes)
 
     @property
     def all_processes(self) -> tuple[SimulatedProcess, ...]:
@@ -382,16 +405,28 @@ class Scenario:
     identities: dict[int, tuple[str | None, str | None]] = field(default_factory=dict, compare=False, repr=False)
     motion_start: float | None = None  # Unix time; None: when this process first read the scenario
 
+    @cached_property
+    def moving_gpus(self) -> tuple[int, ...]:
+        """Positions in :attr:`gpus` of the GPUs with a figure that moves (found once per scenario)."""
+        return tuple(i for i, gpu in enumerate(self.gpus) if gpu.moves)
+
     @property
     def moves(self) -> bool:
         """Whether any figure has a ``motion`` (else :meth:`at` is the scenario itself)."""
-        return any(gpu.moves for gpu in self.gpus)
+        return bool(self.moving_gpus)
 
     def at(self, elapsed_s: float) -> Scenario:
-        """The scenario ``elapsed_s`` seconds after its motion started: a pure function of the time."""
-        if not self.moves:
+        """The scenario ``elapsed_s`` seconds after its motion started: a pure function of the time.
+
+        Only the moving GPUs are evaluated (each only its tracks); the still ones are shared."""
+        if not self.moving_gpus:
             return self
-        return replace(self, gpus=tuple(gpu.at(elapsed_s) for gpu in self.gpus))
+        gpus = list(self.gpus)
+        for i in self.moving_gpus:
+            gpus[i] = gpus[i].at(elapsed_s)
+        moved = replace(self, gpus=tuple(gpus))
+        moved.__dict__["moving_gpus"] = self.moving_gpus  # the same GPUs move: not searched again
+        return moved
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Scenario:
@@ -642,6 +677,18 @@ def _parse_process(where: str, data: Any) -> SimulatedProcess:
     )
 
 
+SAMPLE_GAP_S = 0.2
+"""A *sample* of a moving scenario: the burst of NVML calls that begins with the first call after
+a pause of at least this long (or after the scenario changed) and goes on while calls follow each
+other more closely, for at most :data:`SAMPLE_MAX_S`. Every call of one sample sees one world,
+evaluated once, at the whole second of elapsed time its first call fell in; so a snapshot (dozens
+to thousands of calls in a row) never mixes two seconds of motion, and the tracks cost once per
+sample, never once per call. A reader polling without pauses sees the world move every
+:data:`SAMPLE_MAX_S` seconds at least."""
+SAMPLE_MAX_S = 5.0
+"""The longest one sample lasts (see :data:`SAMPLE_GAP_S`): longer than any snapshot takes."""
+
+
 # The rule lives in core.environ: readers that must not import the simulation (jupyter-gpu status
 # beside a server) ask it too.
 OFF_VALUES = SIMULATE_OFF_VALUES
@@ -666,7 +713,8 @@ class ScenarioSource:
         self._path: Path | None = None
         self._stamp: tuple[int, int, int] | None = None
         self._began = time.time()  # when a motion without motion_start starts
-        self._moved: tuple[int, Scenario, Scenario] | None = None
+        self._last_call = -math.inf  # time.time() of the latest current() of a moving scenario
+        self._sample: tuple[float, Scenario, int, Scenario] | None = None  # began, scenario, second, world
         spec = spec.strip()
         if spec.isdigit():
             count = int(spec)
@@ -713,17 +761,33 @@ class ScenarioSource:
         return Scenario.from_dict(data)
 
     def current(self) -> Scenario:
-        """The scenario now: for a file, re-read if its modification stamp changed; a scenario with
-        ``motion`` evaluated at this whole second (:meth:`Scenario.at`)."""
+        """The scenario now, for one NVML call: O(1) whatever the scenario's size.
+
+        For a file, one ``lstat``: re-read only when its stamp changed. A scenario without motion is
+        returned as parsed. One with ``motion`` is the world of the current *sample*
+        (:data:`SAMPLE_GAP_S`): the tracks are evaluated once per sample, at the whole second its
+        first call fell in (:meth:`Scenario.at`), and every call of the sample sees that world."""
         scenario = self._read()
-        if not scenario.moves:
+        if not scenario.moving_gpus:
             return scenario
+        now = time.time()
+        last, self._last_call = self._last_call, now
+        sample = self._sample
+        if (
+            sample is not None
+            and sample[1] is scenario
+            and 0 <= now - last < SAMPLE_GAP_S
+            and 0 <= now - sample[0] < SAMPLE_MAX_S
+        ):
+            return sample[3]  # a call of the running sample: the same world
         start = self._began if scenario.motion_start is None else scenario.motion_start
-        second = math.floor(time.time() - start)
-        moved = self._moved  # one evaluation per second and scenario, whatever the number of calls
-        if moved is None or moved[0] != second or moved[1] is not scenario:
-            moved = self._moved = (second, scenario, scenario.at(second))
-        return moved[2]
+        second = math.floor(now - start)
+        if sample is not None and sample[1] is scenario and sample[2] == second:
+            world = sample[3]  # a new sample in the same second: the same world, not evaluated again
+        else:
+            world = scenario.at(second)
+        self._sample = (now, scenario, second, world)
+        return world
 
     def _read(self) -> Scenario:
         if self._path is None:
