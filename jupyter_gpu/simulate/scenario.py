@@ -86,6 +86,7 @@ no NaN, Infinity, float beyond a double or duplicate key), and whatever it holds
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import math
 import os
@@ -95,12 +96,13 @@ import time
 from dataclasses import dataclass, field, replace
 from functools import cached_property
 from pathlib import Path
-from stat import S_ISREG
+from stat import S_ISLNK, S_ISREG
 from typing import Any
 
 from ..core.environ import SIMULATE_ENV_VAR, SIMULATE_OFF_VALUES
 from ..core.environ import simulation_requested as simulation_requested  # re-exported: simulate.simulation_requested
 from ..core.errors import ScenarioError
+from ..core.files import others_can_replace, owner_name
 from ..core.wire import Fields, WireError, finite, loads
 from .codes import GPU_FAULTS, WHOLE_NVML_FAULTS
 from .motion import MAX_POINTS, MAX_SECONDS, Track
@@ -708,6 +710,7 @@ class ScenarioSource:
 
     def __init__(self, spec: str) -> None:
         self.spec = spec
+        self.pinned = spec.strip()  # what children get in JUPYTER_GPU_SIMULATE: a file's absolute path
         self.last_error: str | None = None
         self._lock = threading.Lock()
         self._path: Path | None = None
@@ -727,14 +730,22 @@ class ScenarioSource:
         elif spec in ("demo", DEMO_STILL):
             self._scenario = Scenario.from_dict(demo_scenario(moving=spec == "demo"))
         else:
-            self._path = Path(spec).expanduser()
-            if not spec or "\0" in spec or not self._path.is_file():
+            given = os.path.abspath(os.path.expanduser(spec)) if spec and "\0" not in spec else ""
+            if not given or not os.path.isfile(given):
                 raise ScenarioError(
                     f"{ENV_VAR}={spec[:200]!r}: expected a number of GPUs (1 to {MAX_GPUS}), 'demo', or the "
                     f"path of a JSON scenario file ('{DEMO_STILL}': the demo standing still), and no such file "
                     "exists (unset it, or set it to 0, for the real GPUs)"
                 )
+            refusal = _unsafe_links(given)
+            # Pinned: the file the links lead to now, by its absolute path, for every later read and
+            # for children (install_from_environment exports it): neither the current folder nor a
+            # link replaced later changes which file this process believes.
+            self._path = Path(os.path.realpath(given))
+            self.pinned = str(self._path)
             try:
+                if refusal is not None:
+                    raise ScenarioError(refusal)
                 self._scenario = self._load()
             except ScenarioError as error:
                 raise ScenarioError(f"{ENV_VAR}={spec[:200]!r}: {_without_path(str(error), self._path)}") from None
@@ -743,16 +754,29 @@ class ScenarioSource:
         """Parse the file; remembers its stamp even when it is refused, so it is parsed once."""
         assert self._path is not None
         try:
-            stat = self._path.stat()
+            stat = os.lstat(self._path)
             self._stamp = (stat.st_mtime_ns, stat.st_size, stat.st_ino)
             if stat.st_size > MAX_SCENARIO_BYTES:
                 raise ScenarioError(f"the file is larger than {MAX_SCENARIO_BYTES // 2**20} MiB")
-            # Non-blocking: a FIFO put in the file's place must not hang every NVML call
-            with open(os.open(self._path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0)), "rb") as file:
-                if not S_ISREG(os.fstat(file.fileno()).st_mode):
+            # Once per change of the file: who else could have put it there (docs/security.md)
+            refusal = others_can_replace(str(self._path))
+            if refusal is not None:
+                raise ScenarioError(f"{self._path}: {_REFUSED} {refusal}")
+            # Non-blocking: a FIFO put in the file's place must not hang every NVML call; never
+            # through a link put in the pinned file's place
+            flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOFOLLOW", 0)
+            with open(os.open(self._path, flags), "rb") as file:
+                opened = os.fstat(file.fileno())
+                if not S_ISREG(opened.st_mode):
                     raise ScenarioError(f"{self._path}: not a regular file")
+                if opened.st_uid not in (os.geteuid(), 0):  # what was opened, whatever changed since the check
+                    raise ScenarioError(
+                        f"{self._path}: {_REFUSED} it is owned by {owner_name(opened.st_uid)}, not by you or root"
+                    )
                 raw = file.read(MAX_SCENARIO_BYTES + 1)  # loads refuses a file that grew since
         except OSError as error:
+            if error.errno == errno.ELOOP:
+                raise ScenarioError(f"{self._path}: {_REFUSED} a link was put in its place") from None
             raise ScenarioError(f"{self._path}: cannot be read ({error.strerror or error})") from error
         try:
             data = loads(raw, max_bytes=MAX_SCENARIO_BYTES, max_depth=MAX_SCENARIO_DEPTH)
@@ -793,7 +817,7 @@ class ScenarioSource:
         if self._path is None:
             return self._scenario
         try:
-            stat = self._path.stat()
+            stat = os.lstat(self._path)
         except OSError as error:
             self.last_error = f"{self._path}: cannot be read ({error.strerror or error})"
             return self._scenario
@@ -818,6 +842,25 @@ class ScenarioSource:
         if error is None:
             return None
         return f"simulated scenario rejected: {_without_path(error, self._path)} (keeping the last good scenario)"
+
+
+_REFUSED = "refused, another user could have written it:"
+
+
+def _unsafe_links(given: str) -> str | None:
+    """Why a link on the way to ``given`` (absolute, as the user wrote it) is not to be followed:
+    one owned by another user (who then chose the file). Links are followed once, at start."""
+    trusted = (os.geteuid(), 0)
+    parts = given.split(os.sep)
+    for end in range(2, len(parts) + 1):
+        prefix = os.sep.join(parts[:end]) or os.sep
+        try:
+            info = os.lstat(prefix)
+        except OSError:
+            return None  # isfile() found it: a link that changed since is caught when the file is read
+        if S_ISLNK(info.st_mode) and info.st_uid not in trusted:
+            return f"{_REFUSED} the link {prefix} is owned by {owner_name(info.st_uid)}, not by you or root"
+    return None
 
 
 def _json_reason(reason: str) -> str:
