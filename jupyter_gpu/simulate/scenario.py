@@ -62,7 +62,8 @@ Motion (:mod:`jupyter_gpu.simulate.motion`): a ``motion`` track replaces the fig
 name with keyframes ``[[seconds, value], ...]`` (1 to 64, strictly increasing in time, each value
 within the figure's range) joined by straight lines, and an optional ``jitter`` (a fraction of the
 value, 0 to 1) that wobbles it smoothly. Time counts from ``motion_start``; the figures are
-evaluated whenever NVML is read, at whole seconds, as a pure function of the elapsed time. A
+a pure function of the elapsed time at whole seconds, evaluated once per *sample* of NVML calls
+(:data:`SAMPLE_GAP_S`: every call of one snapshot sees one world), and only the moving ones. A
 process's memory may move only on a GPU not in MIG mode whose ``memory_used_mib`` is not given
 (it then follows the processes), and the processes' peaks plus the reserved memory must fit the
 GPU. ``demo`` moves this way (:func:`demo_scenario`); ``demo-still`` is the same server standing
@@ -77,6 +78,14 @@ negative sizes, percentages above 100, more memory used than the total, more tha
 refused with one line naming the key and the rule (``gpus[0].memory_used_mib must be >= 0``). An
 edit that is refused keeps the last good scenario, and snapshots carry the rejection in their
 ``warnings`` until a good edit arrives.
+
+Whose file (docs/security.md): a scenario file is believed only if nobody else could have written
+it. :class:`ScenarioSource` resolves the path once, at start (a relative path against the current
+folder; links, which must be the user's or root's, followed once) and pins it (:attr:`ScenarioSource.pinned`);
+at start and at every change of the file it refuses, with one line, a file not owned by the user or
+root (checked on the opened descriptor, opened with ``O_NOFOLLOW``) or one in a folder, anywhere up
+to ``/``, owned by another user or writable by others without the sticky bit
+(:func:`jupyter_gpu.core.files.others_can_replace`).
 
 A scenario file is untrusted input (``JUPYTER_GPU_SIMULATE`` may name a file another user wrote):
 it is parsed by :func:`jupyter_gpu.core.wire.loads` (UTF-8, at most 64 MiB, nested at most 16 deep,
