@@ -2,8 +2,9 @@
 processes, 64 GPUs x 2,000 processes, each still and moving, read by jupyter_gpu's NVML reader.
 
 For each case: the first snapshot (NVML start, every identity looked up) and the median of
-``--repeat`` later ones (``reader.snapshot()``, NVML calls included), the NVML calls per snapshot
-and the cost per call. The moving cases give every GPU a utilization track and every 50th process a
+``--repeat`` later ones (``reader.snapshot()``, NVML calls included; 1 at 64 x 2,000), the NVML
+calls per snapshot, and the cost of one NVML call alone (the simulation's share: the same at any
+size when a call is O(1)). The moving cases give every GPU a utilization track and every 50th process a
 memory track (the still figures otherwise the same).
 
 Compare two trees in one run by pointing ``PYTHONPATH`` at each (a ``git worktree`` of main)::
@@ -60,8 +61,8 @@ def measure(spec: str, label: str, repeat: int, processes: int) -> None:
     from jupyter_gpu.sources.nvml import NvmlReader
 
     library = simulate.install(spec)
+    reader = NvmlReader()
     try:
-        reader = NvmlReader()
         began = time.perf_counter()
         snap = reader.snapshot()
         first = time.perf_counter() - began
@@ -72,18 +73,32 @@ def measure(spec: str, label: str, repeat: int, processes: int) -> None:
             snap = reader.snapshot()
             samples.append(time.perf_counter() - began)
         calls = (sum(library.calls.values()) - calls_before) / repeat
+        per_call = call_cost(reader)
         found = sum(len(g.processes) for g in snap.gpus)
         assert library.callback_errors == [], library.callback_errors
         assert processes < 0 or found == processes, (found, processes)
-        reader.reset()
     finally:
+        reader.reset()
         simulate.uninstall()
     median = statistics.median(samples)
     print(
         f"{label:<16} first {first * 1000:9.2f} ms   median of {repeat} {median * 1000:9.3f} ms "
         f"(min {min(samples) * 1000:.3f}, max {max(samples) * 1000:.3f})   "
-        f"{calls:.0f} NVML calls/snapshot, {median / calls * 1e6:.1f} us per call"
+        f"{calls:.0f} NVML calls/snapshot; one call alone {per_call * 1e6:.1f} us"
     )
+
+
+def call_cost(reader: Any) -> float:
+    """Seconds per ``nvmlDeviceGetUtilizationRates`` call on GPU 0 through nvidia-ml-py: the
+    simulation's cost per call without the reader's (calls in a row, up to 2,000 or 2 s)."""
+    import pynvml
+
+    handle = pynvml.nvmlDeviceGetHandleByIndex(0)
+    count, began = 0, time.perf_counter()
+    while count < 2000 and time.perf_counter() - began < 2:
+        pynvml.nvmlDeviceGetUtilizationRates(handle)
+        count += 1
+    return (time.perf_counter() - began) / count
 
 
 def main() -> None:
@@ -102,7 +117,7 @@ def main() -> None:
             from jupyter_gpu import simulate
 
             simulate.write_scenario(path, scenario(gpus, per_gpu, moving=kind == "moving"))
-            repeat = args.repeat or max(3, min(200, 200_000 // (gpus * per_gpu)))
+            repeat = args.repeat or max(1, min(200, 200_000 // (gpus * per_gpu)))
             measure(str(path), case, repeat, gpus * per_gpu)
 
 
