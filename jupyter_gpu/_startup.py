@@ -35,6 +35,20 @@ def install_simulation_when_pynvml_is_imported() -> None:
     value = os.environ.get("JUPYTER_GPU_SIMULATE", "")
     if value.strip().lower() in ("", "0", "false", "off", "no"):  # simulate.OFF_VALUES, without importing it
         return
+    pin_relative_path(value)
     # Once, however often the .pth file is processed (a venv whose lib64 links to lib has it twice).
     if _install not in pending("pynvml"):
         when_imported("pynvml", _install)
+
+
+def pin_relative_path(value: str) -> None:
+    """A relative scenario path is resolved once, against the folder the interpreter started in,
+    and written back to the variable: a later ``chdir`` (a kernel's notebook folder) and every child
+    process then name the same file (docs/security.md). Presets and absolute paths are left alone."""
+    import os
+
+    spec = value.strip()
+    if spec.isdigit() or spec in ("demo", "demo-still") or os.path.isabs(spec) or spec.startswith("~"):
+        return
+    if "\0" not in spec and os.path.isfile(spec):  # anything else is refused later, as the user wrote it
+        os.environ["JUPYTER_GPU_SIMULATE"] = os.path.abspath(spec)

@@ -206,3 +206,69 @@ def test_the_moving_demo_reaches_the_faces_through_pynvml(monkeypatch):
         pynvml.nvmlShutdown()
     finally:
         simulate.uninstall()
+
+
+def test_every_call_of_one_sample_sees_one_world_even_across_a_second(monkeypatch):
+    """A sample (scenario.SAMPLE_GAP_S): calls closer than the gap see the world of the whole second
+    the sample's first call fell in, so a snapshot never mixes two seconds of motion."""
+    from jupyter_gpu.simulate import scenario as scenario_module
+
+    clock = [1_000_000.9]
+    monkeypatch.setattr("jupyter_gpu.simulate.scenario.time.time", lambda: clock[0])
+    source = simulate.ScenarioSource("demo")
+    first = source.current()
+    assert first == at(1_000_000)
+    clock[0] += 0.15  # the next second begins mid-snapshot
+    assert source.current() is first
+    clock[0] += scenario_module.SAMPLE_GAP_S * 1.5  # a pause: the next sample
+    assert source.current() == at(1_000_001) != first
+    # A reader polling without pauses still sees the world move, after SAMPLE_MAX_S at most
+    began, seen = clock[0], set()
+    while clock[0] - began <= scenario_module.SAMPLE_MAX_S + 1:
+        clock[0] += scenario_module.SAMPLE_GAP_S / 2
+        seen.add(id(source.current()))
+    assert len(seen) >= 2
+
+
+def test_tracks_are_evaluated_once_per_sample_and_still_figures_never(monkeypatch):
+    from jupyter_gpu.simulate import motion
+
+    clock = [2_000_000.0]
+    monkeypatch.setattr("jupyter_gpu.simulate.scenario.time.time", lambda: clock[0])
+    evaluated = []
+    real_at = motion.Track.at
+    monkeypatch.setattr(motion.Track, "at", lambda self, t: evaluated.append(self.seed) or real_at(self, t))
+    data = {
+        "gpus": [
+            {
+                "memory_total_mib": 81920,
+                "motion": {"utilization": {"points": [[0, 10], [100, 60]]}},
+                "processes": [{"pid": 10 + p, "memory_mib": 1} for p in range(500)]
+                + [{"pid": 9, "memory_mib": 1, "motion": {"memory_mib": {"points": [[0, 1], [100, 50]]}}}],
+            },
+            {"processes": [{"pid": 1000 + p, "memory_mib": 1} for p in range(500)]},
+            {
+                "motion": {"temperature": {"points": [[0, 40], [100, 80]]}},
+                "processes": [{"pid": 2000 + p, "memory_mib": 1} for p in range(500)],
+            },
+        ]
+    }
+    scenario = simulate.Scenario.from_dict(data)
+    evaluated.clear()  # parsing evaluates a process's memory at 0 s once
+    source = simulate.ScenarioSource("1")
+    source._scenario = scenario  # a preset source holding this scenario: no file involved
+    for _ in range(100):  # one sample of 100 calls
+        world = source.current()
+    assert sorted(evaluated) == [
+        "gpus[0].motion.utilization",
+        "gpus[0].processes[500].motion.memory_mib",
+        "gpus[2].motion.temperature",
+    ]
+    assert world.gpus[1] is scenario.gpus[1]  # the still GPU is shared, not copied
+    assert world.gpus[2].processes is scenario.gpus[2].processes  # only its temperature moves
+    assert world.gpus[2].temperature == 40 and world.gpus[2].memory_used_mib == 500
+    assert world.gpus[0].processes[:500] == scenario.gpus[0].processes[:500]
+    assert world.gpus[0].memory_used_mib == 500 + world.gpus[0].processes[500].memory_mib
+    clock[0] += 30
+    source.current()
+    assert len(evaluated) == 6  # the next sample: the three tracks again, nothing else

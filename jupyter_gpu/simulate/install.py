@@ -87,7 +87,9 @@ def install_from_environment() -> SimulatedNvmlLibrary | None:
 
     Idempotent and cheap. A simulation installed explicitly with :func:`install` is left alone when
     the variable is unset. Raises :class:`ScenarioError` when the variable holds a bad value, so the
-    caller can report it (the NVML reader turns it into the snapshot's error).
+    caller can report it (the NVML reader turns it into the snapshot's error). A scenario file's
+    path is pinned: the variable is set to the file's absolute path with its links resolved
+    (:attr:`ScenarioSource.pinned`), so every child process reads that same file.
     """
     global _installed_from_environment
     spec = os.environ.get(ENV_VAR, "").strip()
@@ -96,8 +98,11 @@ def install_from_environment() -> SimulatedNvmlLibrary | None:
             uninstall()
         return None
     with _install_lock:
-        if _installed is not None and _installed.source.spec == spec:
+        if _installed is not None and spec in (_installed.source.spec, _installed.source.pinned):
             return _installed
     library = install(spec)
     _installed_from_environment = True
+    # Pinned: children (kernels, servers, workers) read the same file, whatever their folder
+    if os.environ.get(ENV_VAR) != library.source.pinned:
+        os.environ[ENV_VAR] = library.source.pinned
     return library

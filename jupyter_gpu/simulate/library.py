@@ -343,7 +343,7 @@ class SimulatedNvmlLibrary(_BoardFigures):
 
     def __init__(self, source: ScenarioSource) -> None:
         super().__init__(source)
-        self._packed: dict[tuple[int, int, str, int], tuple[SimulatedGpu, int, bytes]] = {}
+        self._packed: dict[tuple[int, int, str, int], tuple[object, int, bytes]] = {}
         missing = self._missing
         symbols = self._symbols()
         for name in NOT_SUPPORTED_FUNCTIONS:
@@ -606,8 +606,11 @@ class SimulatedNvmlLibrary(_BoardFigures):
         (linear in processes). In MIG mode each entry carries its slice's instance ids; a whole
         GPU's carry 0xFFFFFFFF, as real drivers report."""
         key = (gpu.index, -1 if slice_ is None else slice_.index, kind, version)
+        # The GPU's processes (or slices) as parsed: the same object while only other figures move
+        # (SimulatedGpu.at keeps it), so a moving utilization does not repack its processes.
+        listed = gpu.processes if gpu.mig_slices is None else gpu.mig_slices
         cached = self._packed.get(key)
-        if cached is not None and cached[0] is gpu:
+        if cached is not None and cached[0] is listed:
             return cached[1], cached[2]
         layout = _PACK_V1 if version == 1 else _PACK_V2
         if gpu.mig_slices is None:
@@ -627,7 +630,7 @@ class SimulatedNvmlLibrary(_BoardFigures):
                     layout.pack(process.pid, memory) if version == 1 else layout.pack(process.pid, memory, gi, ci)
                 )
         packed = b"".join(chunks)
-        self._packed[key] = (gpu, len(chunks), packed)
+        self._packed[key] = (listed, len(chunks), packed)
         return len(chunks), packed
 
     # -- MIG

@@ -62,7 +62,8 @@ Motion (:mod:`jupyter_gpu.simulate.motion`): a ``motion`` track replaces the fig
 name with keyframes ``[[seconds, value], ...]`` (1 to 64, strictly increasing in time, each value
 within the figure's range) joined by straight lines, and an optional ``jitter`` (a fraction of the
 value, 0 to 1) that wobbles it smoothly. Time counts from ``motion_start``; the figures are
-evaluated whenever NVML is read, at whole seconds, as a pure function of the elapsed time. A
+a pure function of the elapsed time at whole seconds, evaluated once per *sample* of NVML calls
+(:data:`SAMPLE_GAP_S`: every call of one snapshot sees one world), and only the moving ones. A
 process's memory may move only on a GPU not in MIG mode whose ``memory_used_mib`` is not given
 (it then follows the processes), and the processes' peaks plus the reserved memory must fit the
 GPU. ``demo`` moves this way (:func:`demo_scenario`); ``demo-still`` is the same server standing
@@ -78,6 +79,14 @@ refused with one line naming the key and the rule (``gpus[0].memory_used_mib mus
 edit that is refused keeps the last good scenario, and snapshots carry the rejection in their
 ``warnings`` until a good edit arrives.
 
+Whose file (docs/security.md): a scenario file is believed only if nobody else could have written
+it. :class:`ScenarioSource` resolves the path once, at start (a relative path against the current
+folder; links, which must be the user's or root's, followed once) and pins it (:attr:`ScenarioSource.pinned`);
+at start and at every change of the file it refuses, with one line, a file not owned by the user or
+root (checked on the opened descriptor, opened with ``O_NOFOLLOW``) or one in a folder, anywhere up
+to ``/``, owned by another user or writable by others without the sticky bit
+(:func:`jupyter_gpu.core.files.others_can_replace`).
+
 A scenario file is untrusted input (``JUPYTER_GPU_SIMULATE`` may name a file another user wrote):
 it is parsed by :func:`jupyter_gpu.core.wire.loads` (UTF-8, at most 64 MiB, nested at most 16 deep,
 no NaN, Infinity, float beyond a double or duplicate key), and whatever it holds, reading it raises
@@ -86,6 +95,7 @@ no NaN, Infinity, float beyond a double or duplicate key), and whatever it holds
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import math
 import os
@@ -93,13 +103,15 @@ import re
 import threading
 import time
 from dataclasses import dataclass, field, replace
+from functools import cached_property
 from pathlib import Path
-from stat import S_ISREG
+from stat import S_ISLNK, S_ISREG
 from typing import Any
 
 from ..core.environ import SIMULATE_ENV_VAR, SIMULATE_OFF_VALUES
 from ..core.environ import simulation_requested as simulation_requested  # re-exported: simulate.simulation_requested
 from ..core.errors import ScenarioError
+from ..core.files import others_can_replace, owner_name
 from ..core.wire import Fields, WireError, finite, loads
 from .codes import GPU_FAULTS, WHOLE_NVML_FAULTS
 from .motion import MAX_POINTS, MAX_SECONDS, Track
@@ -168,22 +180,44 @@ class SimulatedGpu:
     motion: tuple[tuple[str, Track], ...] = ()  # (field, track) of the figures that move
     memory_follows_processes: bool = False  # memory_used_mib was not given: the processes' sum
 
-    @property
+    @cached_property
+    def moving_processes(self) -> tuple[int, ...]:
+        """Positions in :attr:`processes` of those whose memory moves (found once per GPU)."""
+        return tuple(i for i, p in enumerate(self.processes) if p.memory_motion is not None)
+
+    @cached_property
     def moves(self) -> bool:
-        return bool(self.motion) or any(p.memory_motion is not None for p in self.processes)
+        return bool(self.motion) or bool(self.moving_processes)
+
+    @cached_property
+    def _still_memory_mib(self) -> float:
+        """The memory of the processes that do not move (summed once per GPU)."""
+        return sum(p.memory_mib or 0 for p in self.processes if p.memory_motion is None)
 
     def at(self, elapsed_s: float) -> SimulatedGpu:
-        """This GPU ``elapsed_s`` seconds after the motion started (itself when nothing moves)."""
+        """This GPU ``elapsed_s`` seconds after the motion started (itself when nothing moves).
+
+        Only the tracks are evaluated: the still processes are shared with this GPU (the tuple
+        itself when no process moves), and the used memory is their sum (computed once) plus the
+        moving ones'."""
         if not self.moves:
             return self
         changes: dict[str, Any] = {}
         for name, track in self.motion:
             value = track.at(elapsed_s)
             changes[name] = int(value) if track.whole else value
-        processes = tuple(p.at(elapsed_s) for p in self.processes)
+        processes = self.processes
+        if self.moving_processes:
+            moved = list(processes)
+            for i in self.moving_processes:
+                moved[i] = processes[i].at(elapsed_s)
+            processes = tuple(moved)
+            changes["processes"] = processes
         if self.memory_follows_processes:
-            changes["memory_used_mib"] = sum(p.memory_mib or 0 for p in processes)
-        return replace(self, processes=processes, **changes)
+            changes["memory_used_mib"] = self._still_memory_mib + sum(
+                processes[i].memory_mib or 0 for i in self.moving_processes
+            )
+        return replace(self, **changes)
 
     @property
     def all_processes(self) -> tuple[SimulatedProcess, ...]:
@@ -382,16 +416,28 @@ class Scenario:
     identities: dict[int, tuple[str | None, str | None]] = field(default_factory=dict, compare=False, repr=False)
     motion_start: float | None = None  # Unix time; None: when this process first read the scenario
 
+    @cached_property
+    def moving_gpus(self) -> tuple[int, ...]:
+        """Positions in :attr:`gpus` of the GPUs with a figure that moves (found once per scenario)."""
+        return tuple(i for i, gpu in enumerate(self.gpus) if gpu.moves)
+
     @property
     def moves(self) -> bool:
         """Whether any figure has a ``motion`` (else :meth:`at` is the scenario itself)."""
-        return any(gpu.moves for gpu in self.gpus)
+        return bool(self.moving_gpus)
 
     def at(self, elapsed_s: float) -> Scenario:
-        """The scenario ``elapsed_s`` seconds after its motion started: a pure function of the time."""
-        if not self.moves:
+        """The scenario ``elapsed_s`` seconds after its motion started: a pure function of the time.
+
+        Only the moving GPUs are evaluated (each only its tracks); the still ones are shared."""
+        if not self.moving_gpus:
             return self
-        return replace(self, gpus=tuple(gpu.at(elapsed_s) for gpu in self.gpus))
+        gpus = list(self.gpus)
+        for i in self.moving_gpus:
+            gpus[i] = gpus[i].at(elapsed_s)
+        moved = replace(self, gpus=tuple(gpus))
+        moved.__dict__["moving_gpus"] = self.moving_gpus  # the same GPUs move: not searched again
+        return moved
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Scenario:
@@ -642,6 +688,18 @@ def _parse_process(where: str, data: Any) -> SimulatedProcess:
     )
 
 
+SAMPLE_GAP_S = 0.2
+"""A *sample* of a moving scenario: the burst of NVML calls that begins with the first call after
+a pause of at least this long (or after the scenario changed) and goes on while calls follow each
+other more closely, for at most :data:`SAMPLE_MAX_S`. Every call of one sample sees one world,
+evaluated once, at the whole second of elapsed time its first call fell in; so a snapshot (dozens
+to thousands of calls in a row) never mixes two seconds of motion, and the tracks cost once per
+sample, never once per call. A reader polling without pauses sees the world move every
+:data:`SAMPLE_MAX_S` seconds at least."""
+SAMPLE_MAX_S = 5.0
+"""The longest one sample lasts (see :data:`SAMPLE_GAP_S`): longer than any snapshot takes."""
+
+
 # The rule lives in core.environ: readers that must not import the simulation (jupyter-gpu status
 # beside a server) ask it too.
 OFF_VALUES = SIMULATE_OFF_VALUES
@@ -661,12 +719,14 @@ class ScenarioSource:
 
     def __init__(self, spec: str) -> None:
         self.spec = spec
+        self.pinned = spec.strip()  # what children get in JUPYTER_GPU_SIMULATE: a file's absolute path
         self.last_error: str | None = None
         self._lock = threading.Lock()
         self._path: Path | None = None
         self._stamp: tuple[int, int, int] | None = None
         self._began = time.time()  # when a motion without motion_start starts
-        self._moved: tuple[int, Scenario, Scenario] | None = None
+        self._last_call = -math.inf  # time.time() of the latest current() of a moving scenario
+        self._sample: tuple[float, Scenario, int, Scenario] | None = None  # began, scenario, second, world
         spec = spec.strip()
         if spec.isdigit():
             count = int(spec)
@@ -679,14 +739,22 @@ class ScenarioSource:
         elif spec in ("demo", DEMO_STILL):
             self._scenario = Scenario.from_dict(demo_scenario(moving=spec == "demo"))
         else:
-            self._path = Path(spec).expanduser()
-            if not spec or "\0" in spec or not self._path.is_file():
+            given = os.path.abspath(os.path.expanduser(spec)) if spec and "\0" not in spec else ""
+            if not given or not os.path.isfile(given):
                 raise ScenarioError(
                     f"{ENV_VAR}={spec[:200]!r}: expected a number of GPUs (1 to {MAX_GPUS}), 'demo', or the "
                     f"path of a JSON scenario file ('{DEMO_STILL}': the demo standing still), and no such file "
                     "exists (unset it, or set it to 0, for the real GPUs)"
                 )
+            refusal = _unsafe_links(given)
+            # Pinned: the file the links lead to now, by its absolute path, for every later read and
+            # for children (install_from_environment exports it): neither the current folder nor a
+            # link replaced later changes which file this process believes.
+            self._path = Path(os.path.realpath(given))
+            self.pinned = str(self._path)
             try:
+                if refusal is not None:
+                    raise ScenarioError(refusal)
                 self._scenario = self._load()
             except ScenarioError as error:
                 raise ScenarioError(f"{ENV_VAR}={spec[:200]!r}: {_without_path(str(error), self._path)}") from None
@@ -695,16 +763,29 @@ class ScenarioSource:
         """Parse the file; remembers its stamp even when it is refused, so it is parsed once."""
         assert self._path is not None
         try:
-            stat = self._path.stat()
+            stat = os.lstat(self._path)
             self._stamp = (stat.st_mtime_ns, stat.st_size, stat.st_ino)
             if stat.st_size > MAX_SCENARIO_BYTES:
                 raise ScenarioError(f"the file is larger than {MAX_SCENARIO_BYTES // 2**20} MiB")
-            # Non-blocking: a FIFO put in the file's place must not hang every NVML call
-            with open(os.open(self._path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0)), "rb") as file:
-                if not S_ISREG(os.fstat(file.fileno()).st_mode):
+            # Once per change of the file: who else could have put it there (docs/security.md)
+            refusal = others_can_replace(str(self._path))
+            if refusal is not None:
+                raise ScenarioError(f"{self._path}: {_REFUSED} {refusal}")
+            # Non-blocking: a FIFO put in the file's place must not hang every NVML call; never
+            # through a link put in the pinned file's place
+            flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOFOLLOW", 0)
+            with open(os.open(self._path, flags), "rb") as file:
+                opened = os.fstat(file.fileno())
+                if not S_ISREG(opened.st_mode):
                     raise ScenarioError(f"{self._path}: not a regular file")
+                if opened.st_uid not in (os.geteuid(), 0):  # what was opened, whatever changed since the check
+                    raise ScenarioError(
+                        f"{self._path}: {_REFUSED} it is owned by {owner_name(opened.st_uid)}, not by you or root"
+                    )
                 raw = file.read(MAX_SCENARIO_BYTES + 1)  # loads refuses a file that grew since
         except OSError as error:
+            if error.errno == errno.ELOOP:
+                raise ScenarioError(f"{self._path}: {_REFUSED} a link was put in its place") from None
             raise ScenarioError(f"{self._path}: cannot be read ({error.strerror or error})") from error
         try:
             data = loads(raw, max_bytes=MAX_SCENARIO_BYTES, max_depth=MAX_SCENARIO_DEPTH)
@@ -713,23 +794,39 @@ class ScenarioSource:
         return Scenario.from_dict(data)
 
     def current(self) -> Scenario:
-        """The scenario now: for a file, re-read if its modification stamp changed; a scenario with
-        ``motion`` evaluated at this whole second (:meth:`Scenario.at`)."""
+        """The scenario now, for one NVML call: O(1) whatever the scenario's size.
+
+        For a file, one ``lstat``: re-read only when its stamp changed. A scenario without motion is
+        returned as parsed. One with ``motion`` is the world of the current *sample*
+        (:data:`SAMPLE_GAP_S`): the tracks are evaluated once per sample, at the whole second its
+        first call fell in (:meth:`Scenario.at`), and every call of the sample sees that world."""
         scenario = self._read()
-        if not scenario.moves:
+        if not scenario.moving_gpus:
             return scenario
+        now = time.time()
+        last, self._last_call = self._last_call, now
+        sample = self._sample
+        if (
+            sample is not None
+            and sample[1] is scenario
+            and 0 <= now - last < SAMPLE_GAP_S
+            and 0 <= now - sample[0] < SAMPLE_MAX_S
+        ):
+            return sample[3]  # a call of the running sample: the same world
         start = self._began if scenario.motion_start is None else scenario.motion_start
-        second = math.floor(time.time() - start)
-        moved = self._moved  # one evaluation per second and scenario, whatever the number of calls
-        if moved is None or moved[0] != second or moved[1] is not scenario:
-            moved = self._moved = (second, scenario, scenario.at(second))
-        return moved[2]
+        second = math.floor(now - start)
+        if sample is not None and sample[1] is scenario and sample[2] == second:
+            world = sample[3]  # a new sample in the same second: the same world, not evaluated again
+        else:
+            world = scenario.at(second)
+        self._sample = (now, scenario, second, world)
+        return world
 
     def _read(self) -> Scenario:
         if self._path is None:
             return self._scenario
         try:
-            stat = self._path.stat()
+            stat = os.lstat(self._path)
         except OSError as error:
             self.last_error = f"{self._path}: cannot be read ({error.strerror or error})"
             return self._scenario
@@ -754,6 +851,25 @@ class ScenarioSource:
         if error is None:
             return None
         return f"simulated scenario rejected: {_without_path(error, self._path)} (keeping the last good scenario)"
+
+
+_REFUSED = "refused, another user could have written it:"
+
+
+def _unsafe_links(given: str) -> str | None:
+    """Why a link on the way to ``given`` (absolute, as the user wrote it) is not to be followed:
+    one owned by another user (who then chose the file). Links are followed once, at start."""
+    trusted = (os.geteuid(), 0)
+    parts = given.split(os.sep)
+    for end in range(2, len(parts) + 1):
+        prefix = os.sep.join(parts[:end]) or os.sep
+        try:
+            info = os.lstat(prefix)
+        except OSError:
+            return None  # isfile() found it: a link that changed since is caught when the file is read
+        if S_ISLNK(info.st_mode) and info.st_uid not in trusted:
+            return f"{_REFUSED} the link {prefix} is owned by {owner_name(info.st_uid)}, not by you or root"
+    return None
 
 
 def _json_reason(reason: str) -> str:

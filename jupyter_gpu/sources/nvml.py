@@ -40,7 +40,7 @@ from typing import Any
 
 from .. import simulate
 from ..core.snapshot import GpuInfo, GpuProcess, MigSlice, Snapshot
-from .processes import ProcessDirectory, process_starts
+from .processes import ProcessDirectory, ProcListing, process_starts
 
 __all__ = ["NvmlReader", "default_reader", "snapshot"]
 
@@ -100,6 +100,7 @@ class NvmlReader:
         self._process_calls: dict[str, Any] = {}
         self._raw_process_calls: dict[str, bool] = {}
         self._previous: dict[int, dict[int, GpuProcess]] = {}  # per GPU index: last sample's processes
+        self._sample_local = threading.local()  # per snapshot, per thread: the /proc listing it shares
         self._simulation: simulate.SimulatedNvmlLibrary | None = None
 
     # -- initialisation
@@ -247,6 +248,7 @@ class NvmlReader:
         pynvml = self._pynvml
         gpus: list[GpuInfo] = []
         global_failure: str | None = None
+        self._sample_local.listing = ProcListing()  # one /proc listing for every GPU of this snapshot
         for index, device in enumerate(devices):
             if device is None:
                 open_error = self._device_errors.get(index, "could not be opened")
@@ -417,7 +419,7 @@ class NvmlReader:
                     merged[pid] = (both, f"{known_kind}+{kind}" if known_kind != kind else kind, instance)
                 else:
                     merged[pid] = (memory, kind, (gi, ci))
-        starts = process_starts(merged)
+        starts = process_starts(merged, getattr(self._sample_local, "listing", None))
         identify = self.processes.identify
         # A process whose every field is unchanged since the last sample is the same (immutable)
         # object: with thousands of steady GPU processes a sample allocates almost nothing that

@@ -137,19 +137,35 @@ _PROC = sys.platform.startswith("linux") and os.path.isdir("/proc/self")
 simulated_identity: Callable[[int], tuple[str | None, str | None] | None] | None = None
 
 
-def process_starts(pids: Iterable[int]) -> dict[int, int | float | None]:
+class ProcListing:
+    """The PIDs listed in ``/proc``, listed at most once, when first needed: one listing serves
+    every GPU of a snapshot (:func:`process_starts`' ``listing``), not one per GPU."""
+
+    def __init__(self) -> None:
+        self._pids: set[int] | None = None
+        self._listed = False
+
+    def pids(self) -> set[int] | None:
+        """The PIDs of this namespace, or None where ``/proc`` cannot be listed."""
+        if not self._listed:
+            try:
+                self._pids = {int(name) for name in os.listdir("/proc") if name.isdigit()}
+            except OSError:
+                self._pids = None
+            self._listed = True
+        return self._pids
+
+
+def process_starts(pids: Iterable[int], listing: ProcListing | None = None) -> dict[int, int | float | None]:
     """:func:`process_start` of many PIDs at once.
 
     With many PIDs (thousands of GPU processes, or host PIDs that do not exist in this namespace)
     one listing of ``/proc`` answers "no such process" for the missing ones without a failed open
-    each.
+    each; pass ``listing`` to share one listing between calls of one sample.
     """
     pids = list(pids)
     if _PROC and len(pids) > 64:
-        try:
-            existing = {int(name) for name in os.listdir("/proc") if name.isdigit()}
-        except OSError:
-            existing = None
+        existing = (listing or ProcListing()).pids()
         if existing is not None:
             return {pid: process_start(pid) if pid in existing else None for pid in pids}
     return {pid: process_start(pid) for pid in pids}
