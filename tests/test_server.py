@@ -814,6 +814,7 @@ async def test_usage_is_the_users_own_from_the_hub_service(jp_fetch, jp_serverap
     run = await start(usage_db=str(tmp_path / "usage.sqlite"))
     try:
         people(run.hub, scenario)
+        run.reported()  # their servers' reports (issue 27: accounting reads what servers push)
         await run.service.accountant.account_once(time.time() - 60)
         await run.service.accountant.account_once()
         for name, value in (
