@@ -39,38 +39,10 @@ REPO = Path(__file__).resolve().parents[1]
 
 def start_service(hub: Any, **options: Any) -> tuple[Any, str, asyncio.AbstractEventLoop]:
     """The service of the tree on ``sys.path`` on its own loop and thread: (service, URL, loop)."""
-    from hub_fake import SERVICE_TOKEN
-    from jupyterhub.services.auth import HubOAuth
-    from tornado import netutil
-    from tornado.httpserver import HTTPServer
+    from hub_service import InThread
 
-    from jupyter_gpu.hub.app import HubService, make_app
-
-    ready = threading.Event()
-    box: dict[str, Any] = {}
-
-    def serve() -> None:
-        loop = asyncio.new_event_loop()
-        asyncio.set_event_loop(loop)
-        service = HubService(hub.url + "/hub/api", SERVICE_TOKEN, hub.url, **options)
-        auth = HubOAuth(
-            api_url=hub.url + "/hub/api",
-            api_token=SERVICE_TOKEN,
-            oauth_client_id="service-jupyter-gpu",
-            access_scopes={"access:services!service=jupyter-gpu"},
-            cache_max_age=300,
-        )
-        sockets = netutil.bind_sockets(0, "127.0.0.1")
-        HTTPServer(make_app(service, "/services/jupyter-gpu/", hub_auth=auth)).add_sockets(sockets)
-        box.update(
-            service=service, loop=loop, url=f"http://127.0.0.1:{sockets[0].getsockname()[1]}/services/jupyter-gpu/"
-        )
-        ready.set()
-        loop.run_forever()
-
-    threading.Thread(target=serve, daemon=True).start()
-    ready.wait(30)
-    return box["service"], box["url"], box["loop"]
+    running = InThread(hub.url, cache_max_age=300, ready_s=30, **options)
+    return running.service, running.url, running.loop
 
 
 def paint_child(runs: int) -> None:
