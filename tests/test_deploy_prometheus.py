@@ -677,7 +677,15 @@ def test_a_real_prometheus_relabels_kubernetes_pods_as_the_config_says(tmp_path,
         scenario.update(
             lambda data: data["gpus"][0].setdefault("processes", []).append({"pid": pid, "memory_mib": 1024})
         )
-        uuid = get_json(alice.url + "jupyter-gpu/snapshot", alice.token)["gpus"][0]["uuid"]
+        # (the first sample can take over the snapshot's 2 s on a loaded machine: "no GPU sample yet")
+        gpus = wait_for(
+            "alice's first GPU sample",
+            lambda: get_json(alice.url + "jupyter-gpu/snapshot", alice.token)["gpus"],
+            60,
+            alice.process,
+            alice.log,
+        )
+        uuid = gpus[0]["uuid"]
         dcgm = DcgmStandIn(uuid)
         # and what discovery sees in the cluster: in jhub, alice's pod (its init container too), a named
         # server of a user whose name needs escaping, a pending user pod, the hub; a user pod in
