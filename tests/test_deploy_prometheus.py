@@ -202,7 +202,8 @@ def test_a_real_prometheus_scrapes_two_servers_kernel_series_with_their_users(tm
                 data["gpus"][gpu].setdefault("processes", []).append({"pid": pid, "memory_mib": 1024 * (gpu + 1)})
             )
         )
-    # and a Prometheus scraping both every second with a bearer token from a file (as shipped)
+    # and a Prometheus scraping both every second, each with that server's own token from a file
+    # (what a server exports; the shipped configs send no token to a user server: the tests above)
     jobs = []
     for server in servers:
         token_file = tmp_path / f"{server.user}.token"
