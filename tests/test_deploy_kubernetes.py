@@ -35,8 +35,26 @@ def test_the_zero_to_jupyterhub_values_parse_and_hold_the_documented_pieces() ->
     # the node's name is the host label; hostPID stays off
     assert singleuser["extraEnv"]["JUPYTER_GPU_HOST"]["valueFrom"]["fieldRef"]["fieldPath"] == "spec.nodeName"
     assert "extraPodConfig" not in singleuser
-    # Prometheus' service and role (the scopes deploy/prometheus documents)
-    assert values["hub"]["loadRoles"]["prometheus"]["scopes"] == ["access:servers", "read:metrics"]
+    # Prometheus' service and role: the hub's /hub/metrics only, never access to a user's server
+    assert values["hub"]["loadRoles"]["prometheus"]["scopes"] == ["read:metrics"]
+
+
+def test_the_user_pods_serve_metrics_without_a_token_and_prometheus_sends_them_none() -> None:
+    """Issue 27: no credential Prometheus holds reaches a user pod. The pods' /metrics is public
+    (jupyter_server's PrometheusMetricsHandler: 403 only while authenticate_prometheus is True and
+    the request is not logged in) and the scrape job carries no credential."""
+    from jupyter_server.serverapp import ServerApp
+
+    values = yaml.safe_load(VALUES.read_text())
+    data = values["singleuser"]["extraFiles"]["jupyter-gpu-server-config"]["data"]
+    assert data["ServerApp"] == {"authenticate_prometheus": False}
+    assert set(data["ServerApp"]) <= set(ServerApp.class_trait_names(config=True))
+    job = next(
+        job for job in yaml.safe_load(SCRAPE.read_text())["scrape_configs"] if job["job_name"] == "jupyter-user-pods"
+    )
+    assert not {"authorization", "basic_auth", "oauth2", "bearer_token", "bearer_token_file"} & set(job)
+    # a pod's answer is its user's word: bounded
+    assert job["sample_limit"] > 0 and job["body_size_limit"]
 
 
 SCRAPE = VALUES.parent.parent / "prometheus" / "kubernetes" / "prometheus.yml"

@@ -58,16 +58,91 @@ def deploy_copy(tmp_path: Path) -> Path:
     return target
 
 
-def test_every_shipped_file_is_yaml_and_points_at_the_documented_token_file() -> None:
+# Every way a scrape job can send a credential (Prometheus's <scrape_config> and its HTTP client
+# config): none of them may reach a user server.
+CREDENTIAL_FIELDS = ("authorization", "basic_auth", "oauth2", "bearer_token", "bearer_token_file", "tls_config")
+
+
+def scrapes_user_servers(job: dict[str, Any]) -> bool:
+    """Whether ``job`` scrapes a user server (a path under JupyterHub's /user/, static or relabelled,
+    or a target list of users): a process its user's code runs in."""
+    paths = [job.get("metrics_path", "/metrics")] + [
+        str(rule.get("replacement", ""))
+        for rule in job.get("relabel_configs", [])
+        if rule.get("target_label") == "__metrics_path__"
+    ]
+    return any("/user/" in path for path in paths) or "file_sd_configs" in job
+
+
+def credentials_sent(job: dict[str, Any]) -> list[str]:
+    """The credential-carrying fields of ``job`` (tls_config only with a client certificate), and any
+    token in its URL parameters or extra headers."""
+    found = [key for key in CREDENTIAL_FIELDS if key in job and (key != "tls_config" or "cert_file" in job[key])]
+    found += [f"params.{key}" for key in job.get("params", {}) if "token" in key.lower()]
+    found += [f"http_headers.{key}" for key in job.get("http_headers", {})]
+    return found
+
+
+SCRAPE_CONFIGS = ("prometheus.yml", "kubernetes/prometheus.yml")
+
+
+def test_no_shipped_scrape_job_sends_a_credential_to_a_user_server() -> None:
+    """Issue 27: a user server runs its user's code, which can record the Authorization header of
+    every request; the shipped configs used to scrape every user server with one hub token holding
+    access:servers, which opened every other user's server. No job may send one there."""
+    checked = 0
+    for name in SCRAPE_CONFIGS:
+        for job in yaml.safe_load((DEPLOY / name).read_text())["scrape_configs"]:
+            if scrapes_user_servers(job):
+                checked += 1
+                assert credentials_sent(job) == [], (name, job["job_name"])
+    assert checked == 1  # the Kubernetes user pods; on one host no user server is scraped at all
+
+
+def test_the_check_finds_the_old_shared_token_jobs() -> None:
+    """The check above fails on the configs as they were (the jupyter-user-servers job)."""
+    old = {
+        "job_name": "jupyter-user-servers",
+        "authorization": {"type": "Bearer", "credentials_file": TOKEN_PATH},
+        "file_sd_configs": [{"files": ["users.yml"]}],
+        "relabel_configs": [
+            {
+                "source_labels": ["jupyterhub_user"],
+                "target_label": "__metrics_path__",
+                "replacement": "/user/${1}/metrics",
+            }
+        ],
+    }
+    assert scrapes_user_servers(old) and credentials_sent(old) == ["authorization"]
+    assert credentials_sent({"params": {"token": ["x"]}, "http_headers": {"Authorization": {}}}) == [
+        "params.token",
+        "http_headers.Authorization",
+    ]
+
+
+def test_every_shipped_file_is_yaml_and_the_token_goes_to_the_service_and_the_hub_only() -> None:
     for path in DEPLOY.rglob("*.yml"):
         yaml.safe_load(path.read_text())  # raises on a syntax error
-    for name in ("prometheus.yml", "kubernetes/prometheus.yml"):
-        config = yaml.safe_load((DEPLOY / name).read_text())
-        for job in config["scrape_configs"]:
-            if job["job_name"] == "nvidia-dcgm-exporter":  # not a Jupyter server: the hub's token stays home
-                assert "authorization" not in job
-                continue
-            assert job["authorization"] == {"type": "Bearer", "credentials_file": TOKEN_PATH}, job["job_name"]
+    paths = {}
+    for name in SCRAPE_CONFIGS:
+        for job in yaml.safe_load((DEPLOY / name).read_text())["scrape_configs"]:
+            if "authorization" in job:
+                assert job["authorization"] == {"type": "Bearer", "credentials_file": TOKEN_PATH}, job["job_name"]
+                paths[name, job["job_name"]] = job["metrics_path"]
+    # the hub service's and the hub's own metrics: processes of the hub's admin, not of a user
+    assert paths == {
+        ("prometheus.yml", "jupyter-gpu-service"): "/services/jupyter-gpu/metrics",
+        ("kubernetes/prometheus.yml", "jupyterhub"): "/hub/metrics",
+    }
+
+
+def test_the_one_host_config_scrapes_the_service_only_with_its_access_scope_alone() -> None:
+    text = (DEPLOY / "prometheus.yml").read_text()
+    [job] = yaml.safe_load(text)["scrape_configs"]
+    assert job["job_name"] == "jupyter-gpu-service"
+    [role] = [line for line in text.splitlines() if '"scopes":' in line]
+    assert role.split('"scopes":')[1].strip() == '["access:services!service=jupyter-gpu"],'
+    assert '"access:servers"' not in text and not (DEPLOY / "users.yml").exists()
 
 
 @needs_promtool
@@ -127,7 +202,8 @@ def test_a_real_prometheus_scrapes_two_servers_kernel_series_with_their_users(tm
                 data["gpus"][gpu].setdefault("processes", []).append({"pid": pid, "memory_mib": 1024 * (gpu + 1)})
             )
         )
-    # and a Prometheus scraping both every second with a bearer token from a file (as shipped)
+    # and a Prometheus scraping both every second, each with that server's own token from a file
+    # (what a server exports; the shipped configs send no token to a user server: the tests above)
     jobs = []
     for server in servers:
         token_file = tmp_path / f"{server.user}.token"
@@ -189,7 +265,6 @@ def test_a_real_prometheus_scrapes_two_servers_kernel_series_with_their_users(tm
 # relabels them, so a file-discovered target with those labels is relabelled as a discovered pod.
 
 K8S_CONFIG = DEPLOY / "kubernetes" / "prometheus.yml"
-K8S_TOKEN = "not-a-real-token"  # what deploy_copy writes into the token file
 
 # <kubernetes_sd_config> as documented for Prometheus 2.42 (Debian's) and still in 3.x:
 # https://prometheus.io/docs/prometheus/latest/configuration/configuration/#kubernetes_sd_config
@@ -577,7 +652,10 @@ class DcgmStandIn:
 def user_pod_server(base: Path, user: str, node: str, token: str) -> LiveServer:
     """A real ``jupyter server`` as it runs in a Z2JH user pod: under the prefix JupyterHub gives it
     (``/user/<name>/``), ``JUPYTERHUB_USER`` set, ``JUPYTER_GPU_HOST`` the node's name (the values
-    file's downward API), the token the Prometheus config reads from its file."""
+    file's downward API), the values file's ``ServerApp`` settings (``/metrics`` without a token);
+    ``token`` is the server's own, for the test's calls (Prometheus has none for it)."""
+    values = yaml.safe_load((REPO / "deploy" / "kubernetes" / "z2jh-values.yaml").read_text())
+    server_app = values["singleuser"]["extraFiles"]["jupyter-gpu-server-config"]["data"]["ServerApp"]
     return LiveServer(
         base,
         user,
@@ -585,13 +663,14 @@ def user_pod_server(base: Path, user: str, node: str, token: str) -> LiveServer:
         {"interval_s": 0.5, "linger_s": 30},
         env={"JUPYTER_GPU_HOST": node},
         base_url=hub_server_prefix(user),
+        args=tuple(f"--ServerApp.{key}={value}" for key, value in server_app.items()),
     )
 
 
 @needs_prometheus
 def test_a_real_prometheus_relabels_kubernetes_pods_as_the_config_says(tmp_path, deploy_copy, scenario):
     # Given alice's user pod (a real server under /user/alice/ whose kernel holds 1 GiB of GPU 0)
-    alice = user_pod_server(tmp_path / "alice", "alice", "gpu-node-1", K8S_TOKEN)
+    alice = user_pod_server(tmp_path / "alice", "alice", "gpu-node-1", "alices-own-token")
     dcgm = None
     prometheus = None
     try:
@@ -599,7 +678,15 @@ def test_a_real_prometheus_relabels_kubernetes_pods_as_the_config_says(tmp_path,
         scenario.update(
             lambda data: data["gpus"][0].setdefault("processes", []).append({"pid": pid, "memory_mib": 1024})
         )
-        uuid = get_json(alice.url + "jupyter-gpu/snapshot", K8S_TOKEN)["gpus"][0]["uuid"]
+        # (the first sample can take over the snapshot's 2 s on a loaded machine: "no GPU sample yet")
+        gpus = wait_for(
+            "alice's first GPU sample",
+            lambda: get_json(alice.url + "jupyter-gpu/snapshot", alice.token)["gpus"],
+            60,
+            alice.process,
+            alice.log,
+        )
+        uuid = gpus[0]["uuid"]
         dcgm = DcgmStandIn(uuid)
         # and what discovery sees in the cluster: in jhub, alice's pod (its init container too), a named
         # server of a user whose name needs escaping, a pending user pod, the hub; a user pod in
@@ -704,7 +791,8 @@ def test_a_real_prometheus_relabels_kubernetes_pods_as_the_config_says(tmp_path,
         }
         alice_target = active["jupyter-user-pods", "jupyter-alice"]
         assert alice_target["scrapeUrl"] == f"http://127.0.0.1:{alice.port}/user/alice/metrics"
-        assert alice_target["health"] == "up", alice_target["lastError"]  # the hub token's path, the real server
+        # the real server, scraped without any credential (its /metrics is public, its port Prometheus's)
+        assert alice_target["health"] == "up", alice_target["lastError"]
         assert {
             k: v for k, v in alice_target["labels"].items() if k != "__scrape_interval__" and k != "__scrape_timeout__"
         } == {

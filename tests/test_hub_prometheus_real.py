@@ -4,8 +4,9 @@ node; the hub service in Prometheus mode (``--prometheus-url``) shows both serve
 
 The servers are ``jupyter server`` subprocesses with the jupyter_gpu extension (as in
 ``test_deploy_prometheus.py``): pytest-jupyter runs one server per test process. The scrape config
-labels each target as the shipped ``deploy/prometheus`` one does (``jupyterhub_user``, ``host``), so
-the test needs no server-side ``user`` label; when the servers export one, it must agree."""
+labels each target as the shipped Kubernetes one does (``jupyterhub_user``, ``host``), so the test
+needs no server-side ``user`` label; when the servers export one, it must agree. (Each server is
+scraped with its own token here; the shipped Kubernetes config sends none, docs/prometheus.md.)"""
 
 from __future__ import annotations
 
@@ -74,8 +75,8 @@ def servers(tmp_path: Path) -> Iterator[list[Server]]:
 
 @pytest.fixture
 def prometheus(tmp_path: Path, servers: list[Server]) -> Iterator[str]:
-    """A real Prometheus scraping both servers every second (bearer token from a file, target labels
-    as the shipped config gives them); its URL."""
+    """A real Prometheus scraping both servers every second (each server's own token from a file,
+    target labels as the shipped Kubernetes config gives them); its URL."""
     jobs = []
     for node, server in enumerate(servers, start=1):
         token_file = tmp_path / f"{server.user}.token"

@@ -254,6 +254,55 @@ def test_reports_are_kept_under_the_tokens_user_and_only_a_users_token_reports(h
     asyncio.run(run_test())
 
 
+def _kernel_series(raw: bytes) -> dict[str, list[Any]]:
+    """The per-kernel samples of a /metrics answer, by family name."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    return {
+        family.name: family.samples
+        for family in text_string_to_metric_families(raw.decode())
+        if family.name.startswith("jupyter_gpu_kernel_")
+    }
+
+
+def test_the_services_metrics_export_each_users_kernels_as_their_reports_are_believed(
+    hub_gpus: ScenarioFile,
+) -> None:
+    """Prometheus scrapes the service only (issue 27: no credential to a user server): its /metrics
+    carries the per-kernel series the user servers export, from the pushed reports, under the user
+    whose token pushed, with NVML's memory; a lying report's kernels and a stale report's are not there."""
+
+    async def run_test() -> None:
+        run = await start(interval_s=0.1)
+        people(run.hub, hub_gpus)  # alice: 1 kernel on GPU 0 (1 GiB), bob: 2 kernels on GPU 1 (2 GiB each)
+        run.hub.add_user("mallory", "mallory-token")
+        bob_pids = [p["pid"] for gpu in run.hub.snapshots["bob"]["gpus"] for p in gpu["processes"]]
+        run.hub.raw["mallory"] = body([{"kernel_id": "mallory-k", "notebook": "m.ipynb", "pids": bob_pids}])
+        code, raw = await run.call("metrics", "admin-token")
+        assert code == 200, raw
+        series = _kernel_series(raw)
+        sample = run.service.sampler.latest
+        assert sample is not None
+        uuids = {gpu.index: gpu.uuid for gpu in sample.gpus}
+        memory = sorted(
+            (s.labels["user"], s.labels["kernel_id"], s.labels["notebook"], s.labels["gpu"], s.labels["UUID"], s.value)
+            for s in series["jupyter_gpu_kernel_memory_used_bytes"]
+        )
+        assert memory == [
+            ("alice", "alice-kernel-0", "alice/secret-0.ipynb", "0", uuids[0], GIB),
+            ("bob", "bob-kernel-0", "bob/secret-0.ipynb", "1", uuids[1], 2 * GIB),
+            ("bob", "bob-kernel-1", "bob/secret-1.ipynb", "1", uuids[1], 2 * GIB),
+        ]  # mallory's claim on bob's processes: not exported, not added to anyone
+        assert {s.labels["user"] for s in series["jupyter_gpu_kernel_idle_seconds"]} == {"alice", "bob"}
+        assert run.service.board.dropped["lying"] == 1
+        # alice's server stops reporting: two intervals later her kernels leave the series
+        run.service.board.latest[("alice", "")].at -= 3 * run.service.board.interval_s
+        code, raw = await run.call("metrics", "admin-token")
+        assert {s.labels["user"] for s in _kernel_series(raw)["jupyter_gpu_kernel_memory_used_bytes"]} == {"bob"}
+
+    asyncio.run(run_test())
+
+
 def test_hostile_pushes_get_their_status_and_are_counted(hub_gpus: ScenarioFile) -> None:
     """Oversized (413), malformed (422), too frequent (429), lying (422: the service's fresh NVML
     sample shows bob's PID): all dropped and counted, nothing of them believed."""

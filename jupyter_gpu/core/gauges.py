@@ -17,6 +17,11 @@ Series (``gpu`` is NVML's index, ``uuid`` the GPU's UUID; ``UUID`` and ``host`` 
   ``…_temperature_celsius``, ``…_power_watts``, ``jupyter_gpu_error`` ``{gpu, uuid, name}``;
 - ``jupyter_gpu_mig_memory_used_bytes``, ``…_mig_memory_total_bytes``
   ``{gpu, parent_uuid, mig_uuid, profile}`` — per MIG slice (NVML measures nothing else per slice).
+
+The per-kernel series (:func:`kernel_families`) have two exporters too: a user server for its own
+kernels (``/metrics``, which Prometheus scrapes only where no credential goes with the scrape:
+Kubernetes, docs/prometheus.md), and the hub service for every user's kernels from their servers'
+pushed reports, as far as NVML's PID owners confirm them (:func:`jupyter_gpu.hub.core.kernel_rows`).
 """
 
 from __future__ import annotations
@@ -31,6 +36,7 @@ from prometheus_client.core import GaugeMetricFamily
 from .snapshot import Snapshot
 
 GPU_LABELS = ["gpu", "uuid", "name"]
+KERNEL_LABELS = ["kernel_id", "notebook", "user"]
 MIG_LABELS = ["gpu", "parent_uuid", "mig_uuid", "profile"]
 GAUGED = ("memory_used", "memory_total", "utilization", "temperature", "power")
 
@@ -59,6 +65,42 @@ def slice_rows(snapshot: Snapshot) -> tuple[SliceRow, ...]:
         for slice_ in gpu.slices
         if slice_.error is None
     )
+
+
+# (kernel_id, notebook, user, GPU index, GPU UUID, bytes) and (kernel_id, notebook, user, seconds)
+KernelMemoryRow = tuple[str, str, str, str, str, int]
+KernelRow = tuple[str, str, str, float]
+
+
+def kernel_families(
+    memory: list[KernelMemoryRow], idle: list[KernelRow], cull_in: list[KernelRow]
+) -> list[GaugeMetricFamily]:
+    """``jupyter_gpu_kernel_memory_used_bytes{kernel_id, notebook, user, gpu, UUID}``,
+    ``jupyter_gpu_kernel_idle_seconds`` and ``jupyter_gpu_kernel_cull_in_seconds``
+    ``{kernel_id, notebook, user}``. UUID is spelled as DCGM's exporter spells it, so PromQL joins
+    these with DCGM's device series "on (UUID)" (docs/prometheus.md)."""
+    kernel_memory = GaugeMetricFamily(
+        "jupyter_gpu_kernel_memory_used_bytes",
+        "GPU memory held by a kernel and its child processes (NVML, by PID)",
+        labels=[*KERNEL_LABELS, "gpu", "UUID"],
+    )
+    kernel_idle = GaugeMetricFamily(
+        "jupyter_gpu_kernel_idle_seconds",
+        "Seconds since a kernel holding GPU memory last ran a cell",
+        labels=KERNEL_LABELS,
+    )
+    cull = GaugeMetricFamily(
+        "jupyter_gpu_kernel_cull_in_seconds",
+        "Seconds until the GPU-aware culler shuts down this idle kernel holding GPU memory",
+        labels=KERNEL_LABELS,
+    )
+    for *labels, used in memory:
+        kernel_memory.add_metric(labels, used)
+    for *labels, seconds in idle:
+        kernel_idle.add_metric(labels, seconds)
+    for *labels, seconds in cull_in:
+        cull.add_metric(labels, seconds)
+    return [kernel_memory, kernel_idle, cull]
 
 
 def health_families(nvml_available: bool | None, timestamp: float | None) -> list[GaugeMetricFamily]:

@@ -36,7 +36,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from ..core import wire
+from ..core import gauges, wire
 from ..core.culling import cull_in_s, is_idle
 from ..core.snapshot import Snapshot
 from ..core.text import display_text
@@ -360,3 +360,31 @@ def console(
         "gpus": gpus,
         "users": users,
     }
+
+
+def kernel_rows(
+    answer: dict[str, Any], uuids: dict[int, str]
+) -> tuple[list[gauges.KernelMemoryRow], list[gauges.KernelRow], list[gauges.KernelRow]]:
+    """The per-kernel series' rows (:func:`jupyter_gpu.core.gauges.kernel_families`) of every user
+    in :func:`console`'s admin answer over the servers' reports, so the service exports what the
+    user servers' own ``/metrics`` export, with the same names and labels.
+
+    Only what the service checked is exported: memory per GPU that NVML shows held by the kernel's
+    claimed PIDs *and* owned by the user's account (a lying report, a stale one, a claim on another
+    account's process give no row; a container kernel's own ``reported_gpu_memory`` is not
+    exported either). ``user`` is the hub user whose token sent the report, never a field of it;
+    ``uuids``: GPU index -> UUID of the service's sample. Idle seconds go out for kernels holding
+    checked memory, cull countdowns for kernels that have one, as the user servers export them."""
+    memory: list[gauges.KernelMemoryRow] = []
+    idle: list[gauges.KernelRow] = []
+    cull: list[gauges.KernelRow] = []
+    for row in answer["users"]:
+        for kernel in row["kernels"]:
+            labels = (kernel["kernel_id"], kernel["notebook"] or "", row["name"])
+            for index, used in sorted(kernel["memory_by_gpu"].items()):
+                memory.append((*labels, index, uuids.get(int(index), ""), used))
+            if kernel["memory_by_gpu"] and kernel["idle_s"] is not None:
+                idle.append((*labels, kernel["idle_s"]))
+            if kernel["cull_in_s"] is not None:
+                cull.append((*labels, kernel["cull_in_s"]))
+    return memory, idle, cull

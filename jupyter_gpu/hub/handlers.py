@@ -193,10 +193,11 @@ class UsageCsvApi(UsageApi):
 
 
 class _DeviceSeries(Collector):
-    """The per-GPU families of one sample (a registry per scrape: nothing shared between requests)."""
+    """The per-GPU families of one sample and the per-kernel families of the reports believed
+    against it (a registry per scrape: nothing shared between requests)."""
 
-    def __init__(self, snapshot: Snapshot | None, host: str) -> None:
-        self.snapshot, self.host = snapshot, host
+    def __init__(self, snapshot: Snapshot | None, host: str, servers: list[core.UserServer], system_user: str) -> None:
+        self.snapshot, self.host, self.servers, self.system_user = snapshot, host, servers, system_user
 
     def describe(self) -> list[Any]:
         return []
@@ -210,17 +211,29 @@ class _DeviceSeries(Collector):
         except Exception:  # a scrape without the GPUs, never a 500 (logged: it is a bug)
             log.exception("jupyter-gpu: the GPU series are left out of this scrape")
             return gauges.health_families(None, None)
-        return [*gauges.health_families(snapshot.nvml_available, snapshot.timestamp), *devices]
+        try:
+            believed = core.console(snapshot, {}, self.servers, "", "admin", self.system_user)
+            kernels = gauges.kernel_families(*core.kernel_rows(believed, {g.index: g.uuid for g in snapshot.gpus}))
+        except Exception:  # the GPUs without the kernels, never a 500 (logged: it is a bug)
+            log.exception("jupyter-gpu: the kernel series are left out of this scrape")
+            kernels = []
+        return [*gauges.health_families(snapshot.nvml_available, snapshot.timestamp), *devices, *kernels]
 
 
 class MetricsApi(Api, UserFirst, HubAuthFromSettings, HubAuthenticated, Base):
-    """``/metrics``: the host's GPUs for Prometheus (the service's access scope, as for any service
-    endpoint: ``access:services!service=<name>``). Kernel series stay with the user servers."""
+    """``/metrics``: the host's GPUs and every user's kernels for Prometheus (the service's access
+    scope, as for any service endpoint: ``access:services!service=<name>``). The kernel series come
+    from the user servers' pushed reports, believed as the console believes them (NVML's PID owner,
+    stale and lying reports left out: :func:`jupyter_gpu.hub.core.kernel_rows`), so Prometheus
+    scrapes this one endpoint and sends no credential to any user server (issue 27)."""
 
     @web.authenticated
     async def get(self) -> None:
+        devices = await self.service.devices()
         registry = CollectorRegistry(auto_describe=False)
-        registry.register(_DeviceSeries(await self.service.devices(), self.service.host))
+        registry.register(
+            _DeviceSeries(devices, self.service.host, self.service.servers(devices), self.service.system_user)
+        )
         self.set_header("Content-Type", CONTENT_TYPE_LATEST)
         self.set_header("Cache-Control", "no-store")
         self.finish(generate_latest(registry))

@@ -1,12 +1,13 @@
 """The console's data read from Prometheus instead of local NVML: every GPU of every node (pure).
 
-On Kubernetes no process sees every node; Prometheus scrapes every user server's ``/metrics``
-(``deploy/prometheus/``). With ``--prometheus-url`` the service asks Prometheus's HTTP API one
-instant query, :data:`INSTANT_QUERY` (every ``jupyter_gpu_*`` series the console needs), and two
-range queries for the GPUs' history (:func:`range_queries`), and this module turns the answers into
-the JSON of :func:`jupyter_gpu.hub.core.console` plus ``"source": "prometheus"``, ``"hosts"``
-(sorted) and ``"host"`` on every GPU and kernel. Per-GPU ``memory_by_gpu`` keys are the GPU index on
-one host and ``"<host>:<index>"`` when there are several.
+On Kubernetes no process sees every node; Prometheus scrapes every user pod's ``/metrics``, with no
+token (``deploy/prometheus/kubernetes/``; on one host it scrapes the service alone). With
+``--prometheus-url`` the service asks Prometheus's HTTP API one instant query, :data:`INSTANT_QUERY`
+(every ``jupyter_gpu_*`` series the console needs), and two range queries for the GPUs' history
+(:func:`range_queries`), and this module turns the answers into the JSON of
+:func:`jupyter_gpu.hub.core.console` plus ``"source": "prometheus"``, ``"hosts"`` (sorted) and
+``"host"`` on every GPU and kernel. Per-GPU ``memory_by_gpu`` keys are the GPU index on one host and
+``"<host>:<index>"`` when there are several.
 
 Series used (names and labels as ``jupyter_gpu.server.metrics`` exports them):
 
@@ -18,11 +19,12 @@ Series used (names and labels as ``jupyter_gpu.server.metrics`` exports them):
   ``jupyter_gpu_kernel_idle_seconds{kernel_id, notebook, user}``,
   ``jupyter_gpu_kernel_cull_in_seconds{kernel_id, notebook, user}``.
 
-A kernel's user is ``jupyterhub_user``, the target label of the shipped scrape config's per-user
-targets (the admin's word, which a scraped series cannot override while ``honor_labels`` is off, as
-by default), else its own ``user`` label; a series whose ``user`` differs from its target's
-``jupyterhub_user`` is dropped (a server claiming its kernels are another user's). A GPU's or
-kernel's host is ``jupyter_gpu_gpu_info``'s ``host`` for its UUID, else the series' own ``host``
+A kernel's user is ``jupyterhub_user``, the target label the Kubernetes scrape config gives each
+user pod from KubeSpawner's annotation (the cluster's word, which a scraped series cannot override
+while ``honor_labels`` is off, as by default), else its own ``user`` label (on one host, the hub
+service's series: the user whose token pushed the report); a series whose ``user`` differs from its
+target's ``jupyterhub_user`` is dropped (a server claiming its kernels are another user's). A GPU's
+or kernel's host is ``jupyter_gpu_gpu_info``'s ``host`` for its UUID, else the series' own ``host``
 label (a target label), else its ``instance``.
 
 **Untrusted input.** Whatever answers at the configured URL is checked like any other process's

@@ -23,7 +23,7 @@ from typing import Any
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import REGISTRY, Collector
 
-from ..core.gauges import device_families, health_families, host_label
+from ..core.gauges import device_families, health_families, host_label, kernel_families
 from .service import GpuService
 
 log = logging.getLogger(__name__)
@@ -66,23 +66,6 @@ class GpuCollector(Collector):
         )
         if service.device_source is None:  # with the hub service, the host's GPUs are its series
             families += device_families(answer.gpu_rows, answer.slice_rows, host_label(service.config.host_label))
-        # Kernel series carry the server's user; UUID is spelled as DCGM's exporter spells it, so
-        # PromQL joins ours with DCGM's device series "on (UUID)" (docs/prometheus.md).
-        kernel_memory = GaugeMetricFamily(
-            "jupyter_gpu_kernel_memory_used_bytes",
-            "GPU memory held by a kernel of this server and its child processes (NVML, by PID)",
-            labels=["kernel_id", "notebook", "user", "gpu", "UUID"],
-        )
-        kernel_idle = GaugeMetricFamily(
-            "jupyter_gpu_kernel_idle_seconds",
-            "Seconds since a kernel holding GPU memory last ran a cell",
-            labels=["kernel_id", "notebook", "user"],
-        )
-        cull_in = GaugeMetricFamily(
-            "jupyter_gpu_kernel_cull_in_seconds",
-            "Seconds until the GPU-aware culler shuts down this idle kernel holding GPU memory",
-            labels=["kernel_id", "notebook", "user"],
-        )
         culled = CounterMetricFamily(
             "jupyter_gpu_kernels_culled",
             "Idle kernels holding GPU memory shut down by the GPU-aware culler",
@@ -92,15 +75,14 @@ class GpuCollector(Collector):
         # Public /metrics (authenticate_prometheus = False): no notebook paths unless the admin opts in.
         hide = service.metrics_public and not service.config.prometheus_notebook_labels
         user = service.user
-        for kernel_id, notebook, gpu_index, used in answer.kernel_memory:
-            kernel_memory.add_metric(
-                [kernel_id, "" if hide else notebook, user, gpu_index, uuids.get(gpu_index, "")], used
-            )
-        for kernel_id, notebook, idle_s in answer.kernel_idle:
-            kernel_idle.add_metric([kernel_id, "" if hide else notebook, user], idle_s)
-        for kernel_id, notebook, seconds in answer.kernel_cull_in:
-            cull_in.add_metric([kernel_id, "" if hide else notebook, user], seconds)
-        families += [kernel_memory, kernel_idle, cull_in]
+        families += kernel_families(
+            [
+                (kernel_id, "" if hide else notebook, user, gpu_index, uuids.get(gpu_index, ""), used)
+                for kernel_id, notebook, gpu_index, used in answer.kernel_memory
+            ],
+            [(kernel_id, "" if hide else notebook, user, idle_s) for kernel_id, notebook, idle_s in answer.kernel_idle],
+            [(kernel_id, "" if hide else notebook, user, s) for kernel_id, notebook, s in answer.kernel_cull_in],
+        )
         if service.config.cull_idle_after_s > 0 or service.culler.culled:
             culled.add_metric([user], service.culler.culled)
             families.append(culled)

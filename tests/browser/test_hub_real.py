@@ -182,7 +182,7 @@ service["command"] += ["--usage-db", ""]
 # Prometheus, as deploy/prometheus/prometheus.yml documents its token's scopes
 c.JupyterHub.services.append({{"name": "prometheus", "api_token": {prometheus!r}}})
 c.JupyterHub.load_roles.append({{"name": "prometheus", "services": ["prometheus"],
-                                 "scopes": ["access:servers", "access:services!service=jupyter-gpu"]}})
+                                 "scopes": ["access:services!service=jupyter-gpu"]}})
 c.Spawner.environment.update({{"PATH": {path!r}, "JUPYTER_GPU_SERVICE_URL": {service_prefix_url!r}}})
 c.Spawner.args.append("--JupyterGpuServer.interval_s=0.5")
 
@@ -626,19 +626,20 @@ def _scrape(hub: Hub, path: str, token: str | None) -> tuple[int, dict[str, list
     return 200, families
 
 
-def test_prometheus_reads_each_gpu_from_the_service_and_kernels_from_the_user_servers(hub: Hub) -> None:
-    """The shipped scrape jobs' token (deploy/prometheus/prometheus.yml) on a real hub: the service's
-    /metrics has the host's GPUs once; a user server on it exports no per-GPU series of its own."""
+def test_prometheus_reads_the_service_alone_and_its_token_opens_no_user_server(hub: Hub) -> None:
+    """The shipped scrape job's token (deploy/prometheus/prometheus.yml: access:services!service=
+    jupyter-gpu only) on a real hub: the service's /metrics has the host's GPUs once and the kernel
+    families; the token opens no user server, /metrics included (issue 27: the old config's
+    access:servers token, sent to every user server, opened every other one)."""
     start_servers(hub, tuple((user, "") for user in USERS))
     code, service = _scrape(hub, "/services/jupyter-gpu/metrics", PROMETHEUS_TOKEN)
     assert code == 200
     assert len(service["jupyter_gpu_gpu_info"]) == 2 and len(service["jupyter_gpu_memory_used_bytes"]) == 2
     assert service["jupyter_gpu_nvml_up"][0].value == 1
+    assert "jupyter_gpu_kernel_memory_used_bytes" in service  # every user's kernels, from their reports
     for user in USERS:
-        code, server = _scrape(hub, f"/user/{user}/metrics", PROMETHEUS_TOKEN)
-        assert code == 200, user
-        assert "jupyter_gpu_nvml_up" in server and "jupyter_gpu_kernel_memory_used_bytes" in server
-        assert not {"jupyter_gpu_gpu_info", "jupyter_gpu_memory_used_bytes", "jupyter_gpu_error"} & set(server)
+        assert _scrape(hub, f"/user/{user}/metrics", PROMETHEUS_TOKEN)[0] == 403, user
+        assert _scrape(hub, f"/user/{user}/api/contents", PROMETHEUS_TOKEN)[0] == 403, user
     # Without the service's access scope (the tester service), or without a token: refused
     assert _scrape(hub, "/services/jupyter-gpu/metrics", TESTER_TOKEN)[0] == 403
     assert _scrape(hub, "/services/jupyter-gpu/metrics", None)[0] == 403
