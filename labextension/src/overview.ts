@@ -201,7 +201,8 @@ export interface IStatusSummary {
   text: string;
   /**
    * The same for a narrow place (Notebook 7's menu bar): the GPU count, and the idle state or the
-   * countdown, or failed GPUs (`GPU 2/3 · idle`, `GPU 2/3 · shut down in 9 min`); `title` has it all.
+   * countdown, or failed GPUs (`2/3 GPUs in use · idle`, `2/3 GPUs in use · shut down in 9 min`);
+   * `title` has it all.
    */
   short: string;
   title: string;
@@ -210,7 +211,8 @@ export interface IStatusSummary {
 }
 
 /**
- * The status-bar text: `GPU 2/3 · yours 4 GiB · idle 5 min`. GPUs with a process / all GPUs; MIG
+ * The status-bar text: `2/3 GPUs in use · yours 4 GiB · idle 5 min`. GPUs with a process / all
+ * GPUs, said as what it counts (a bare `GPU 2/3` read as "GPU number 2 of 3"); MIG
  * slices counted apart (`MIG 2/3 free`); your kernels' memory when there is some; the idle state
  * said in words (the longest idle time of your kernels idle while holding memory), or the culler's
  * countdown when one of them is about to be shut down; GPUs that cannot be read.
@@ -252,8 +254,8 @@ export function statusSummary(
   }
   const free = freeUnits(gpus);
   const failed = gpus.filter(g => g.error !== null).length;
-  // "GPU 2/4" is what a glance needs; the user's own share only when there is one.
-  let text = `GPU ${inUse}/${gpus.length}`;
+  // "2/4 GPUs in use" is what a glance needs; the user's own share only when there is one.
+  let text = `${inUse}/${gpus.length} GPUs in use`;
   let short = text;
   if (free.sliceCount > 0) {
     text += ` · MIG ${free.slices.length}/${free.sliceCount} free`;

@@ -84,7 +84,7 @@ def test_status_bar_item_summarises_and_opens_the_sidebar(lab, page):
     lab.open(page)
     item = page.locator(".jp-GpuStatus")
     item.wait_for()
-    wait_until(lambda: item.inner_text() == "GPU 1/3", what="status text")
+    wait_until(lambda: item.inner_text() == "1/3 GPUs in use", what="status text")
     assert "1 of 3 GPUs in use" in item.get_attribute("title")
     item.focus()
     page.keyboard.press("Enter")  # keyboard-usable: it is a button
@@ -157,7 +157,7 @@ def test_a_notebooks_kernel_appears_goes_idle_and_is_shut_down(lab, page, artifa
     status = page.locator(".jp-GpuStatus")
     assert "jp-mod-warning" in status.get_attribute("class")
     # The idle state is said in words too, not by the colour alone.
-    assert re.fullmatch(r"GPU 2/3 · yours 4 GiB · idle \d+ s", status.inner_text())
+    assert re.fullmatch(r"2/3 GPUs in use · yours 4 GiB · idle \d+ s", status.inner_text())
     if os.environ.get("JUPYTER_GPU_UPDATE_DOCS") == "1":
         vary_load(lab, seconds=45)  # the README's screenshot gets a history worth looking at
     page.wait_for_timeout(1000)
@@ -340,7 +340,7 @@ def test_every_text_is_readable_in_both_themes(lab, page, artifacts, contrast, t
         # The IDLE row, its countdown, the summary line and the status bar (idle said in words too).
         assert row.locator(".jp-GpuProc-countdown").inner_text() == "shut down in 9 min"
         status = page.locator(".jp-GpuStatus")
-        assert status.inner_text() == "GPU 2/3 · yours 3 GiB · idle kernel shut down in 9 min"
+        assert status.inner_text() == "2/3 GPUs in use · yours 3 GiB · idle kernel shut down in 9 min"
         assert "jp-mod-warning" in status.get_attribute("class")
         assert sidebar.locator(".jp-GpuSidebar-free").inner_text() == "free: GPU 2"
         contrast(

@@ -57,7 +57,7 @@ def test_slices_are_shown_under_their_gpu(lab, page, artifacts, docs_screenshot)
     # The free slice is named in the summary line and counted in the status bar.
     assert sidebar.locator(".jp-GpuSidebar-free").inner_text() == "free: MIG 0:1"
     status = page.locator(".jp-GpuStatus")
-    assert status.inner_text() == "GPU 2/2 · MIG 1/3 free"
+    assert status.inner_text() == "2/2 GPUs in use · MIG 1/3 free"
     assert "1 of 3 MIG slices free" in status.get_attribute("title")
     page.wait_for_timeout(500)
     docs_screenshot(page, "sidebar-mig.png")
@@ -74,7 +74,7 @@ def test_slices_are_shown_under_their_gpu(lab, page, artifacts, docs_screenshot)
         )
     )
     wait_until(lambda: slices.count() == 4, what="the new slice", timeout_s=20)
-    wait_until(lambda: status.inner_text() == "GPU 2/2 · MIG 1/4 free", what="four slices counted")
+    wait_until(lambda: status.inner_text() == "2/2 GPUs in use · MIG 1/4 free", what="four slices counted")
     page.screenshot(path=str(artifacts / "sidebar-mig.png"))
     assert not page.errors
 

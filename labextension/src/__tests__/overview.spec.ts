@@ -161,8 +161,8 @@ describe('statusSummary, the status-bar text', () => {
       gpus: [gpu({ processes: [processEntry({ memory: 4 * GIB })] }), empty({ index: 1 })]
     });
     expect(statusSummary(s, 'ok', null)).toEqual({
-      text: 'GPU 1/2 · yours 4 GiB',
-      short: 'GPU 1/2',
+      text: '1/2 GPUs in use · yours 4 GiB',
+      short: '1/2 GPUs in use',
       title: '1 of 2 GPUs in use; your kernels hold 4 GiB',
       warning: false
     });
@@ -176,8 +176,8 @@ describe('statusSummary, the status-bar text', () => {
       ]
     });
     const summary = statusSummary(s, 'ok', null);
-    expect(summary.text).toBe('GPU 2/2 · yours 4 GiB · idle 5 min');
-    expect(summary.short).toBe('GPU 2/2 · idle');
+    expect(summary.text).toBe('2/2 GPUs in use · yours 4 GiB · idle 5 min');
+    expect(summary.short).toBe('2/2 GPUs in use · idle');
     expect(summary.title).toContain('1 of your kernels is idle while holding GPU memory');
     expect(summary.warning).toBe(true);
   });
@@ -197,7 +197,7 @@ describe('statusSummary, the status-bar text', () => {
       'ok',
       null
     );
-    expect(summary.text).toBe('GPU 2/2 · MIG 1/3 free');
+    expect(summary.text).toBe('2/2 GPUs in use · MIG 1/3 free');
     expect(summary.title).toContain('1 of 3 MIG slices free');
   });
 
@@ -207,8 +207,8 @@ describe('statusSummary, the status-bar text', () => {
       kernels: [kernel({ cull_warning: true, cull_in_s: 540, gpu_memory: 2 * GIB })]
     });
     const summary = statusSummary(s, 'ok', null);
-    expect(summary.text).toBe('GPU 1/2 · yours 2 GiB · 1 failed · idle kernel shut down in 9 min');
-    expect(summary.short).toBe('GPU 1/2 · 1 failed · shut down in 9 min');
+    expect(summary.text).toBe('1/2 GPUs in use · yours 2 GiB · 1 failed · idle kernel shut down in 9 min');
+    expect(summary.short).toBe('1/2 GPUs in use · 1 failed · shut down in 9 min');
     expect(summary.title).toContain('; an idle kernel is shut down in 9 min');
     expect(summary.warning).toBe(true);
   });
