@@ -70,11 +70,11 @@ describe('cullNotice and parseCulls', () => {
     const [record] = parseCulls({
       culls: [{ kernel_id: K1, notebook: 'dir/cull_a.ipynb', idle_s: 7200.5, memory: 6 * GIB, gpus: [1] }]
     });
-    expect(cullNotice(record)).toBe('cull_a.ipynb shut down after 2 h 0 min idle, 6 GiB freed on GPU 1.');
+    expect(cullNotice(record)).toBe('cull_a.ipynb shut down after 2 h idle, 6 GiB freed on GPU 1.');
     expect(cullNotice({ ...record, gpus: [] })).toBe(
-      'cull_a.ipynb shut down after 2 h 0 min idle, 6 GiB freed.'
+      'cull_a.ipynb shut down after 2 h idle, 6 GiB freed.'
     );
-    expect(cullNotice({ ...record, memory: 0 })).toBe('cull_a.ipynb shut down after 2 h 0 min idle.');
+    expect(cullNotice({ ...record, memory: 0 })).toBe('cull_a.ipynb shut down after 2 h idle.');
   });
 
   it('leaves out what is malformed and neutralizes names', () => {
@@ -115,12 +115,12 @@ describe('CullNotifier', () => {
     expect(options.autoClose).toBe(false);
     const [keep] = options.actions;
     expect(keep.label).toBe('Keep running');
-    expect(keep.caption).toBe('Postpone this kernel’s shutdown by 2 h 0 min'.replace('’', "'"));
+    expect(keep.caption).toBe('Postpone this kernel’s shutdown by 2 h'.replace('’', "'"));
     keep.callback();
     await vi.waitFor(() => expect(model.refresh).toHaveBeenCalled());
     expect(calls.keepRunning).toHaveBeenCalledWith(K1);
     expect(lastCall(Notification.success)?.[0]).toBe(
-      'cull_a.ipynb keeps running: its shutdown is postponed by 2 h 0 min.'
+      'cull_a.ipynb keeps running: its shutdown is postponed by 2 h.'
     );
     // Shown once per countdown, however many snapshots come
     model.show(counting);
@@ -159,7 +159,7 @@ describe('CullNotifier', () => {
     expect(Notification.dismiss).toHaveBeenCalledWith(id);
     await vi.waitFor(() =>
       expect(lastCall(Notification.info)).toEqual([
-        'cull_a.ipynb shut down after 2 h 0 min idle, 6 GiB freed on GPU 1.',
+        'cull_a.ipynb shut down after 2 h idle, 6 GiB freed on GPU 1.',
         { autoClose: false }
       ])
     );
@@ -220,7 +220,7 @@ describe('CullNotifier', () => {
     model.show(snapshot({ timestamp: 2000, kernels: [] }));
     await vi.waitFor(() =>
       expect(lastCall(Notification.info)).toEqual([
-        'While you were away: gone.ipynb shut down after 2 h 0 min idle, 6 GiB freed on GPU 1.',
+        'While you were away: gone.ipynb shut down after 2 h idle, 6 GiB freed on GPU 1.',
         { autoClose: false }
       ])
     );

@@ -142,7 +142,7 @@ describe('the report as text', () => {
   it('labels each button with what it does', () => {
     const actions = parseOomOffer(OFFER)?.actions ?? [];
     expect(actions.map(actionLabel)).toEqual([
-      'Shut down train_old.ipynb (idle 1 h 0 min, holds 22 GiB on GPU 1)',
+      'Shut down train_old.ipynb (idle 1 h, holds 22 GiB on GPU 1)',
       'Restart on GPU 2 with growth',
       'Free memory (5 GiB of cache)'
     ]);
