@@ -4,7 +4,7 @@
  * who) and the status-bar text. The views only put these strings into the DOM (as text).
  */
 import { cullsDue } from './culling';
-import { displayText, formatBytes, formatDuration, percent } from './format';
+import { displayText, formatBytes, formatDuration, percent, tooltipText } from './format';
 import type { IGpu, IGpuProcess, IMigSlice, ISnapshot, MonitorState } from './tokens';
 
 /**
@@ -111,23 +111,27 @@ export interface ICompactLine {
  * Who is on a GPU, in a few characters: `you` first (`you (idle)` when one of your kernels there
  * is idle while holding memory), then other users by name, once each; `free` when nobody.
  */
-export function whoIsOn(processes: readonly IGpuProcess[]): { who: string; idle: boolean } {
+export function whoIsOn(processes: readonly IGpuProcess[]): { who: string; whole: string; idle: boolean } {
   let own = false;
   let idle = false;
-  const users = new Set<string>();
+  const users = new Map<string, string>();
   for (const p of processes) {
     if (p.own) {
       own = true;
       idle = idle || p.idle === true;
     } else {
-      users.add(displayText(p.user, `pid ${p.pid}`, 24));
+      // The line wraps a long name onto a second line; only absurd ones are cut (the tooltip: whole).
+      users.set(tooltipText(p.user, `pid ${p.pid}`), displayText(p.user, `pid ${p.pid}`, 32));
     }
   }
-  const names = [...users].sort();
+  const keys = [...users.keys()].sort();
+  const names = keys.map(k => users.get(k) as string);
+  const whole = [...keys];
   if (own) {
     names.unshift(idle ? 'you (idle)' : 'you');
+    whole.unshift(idle ? 'you (idle)' : 'you');
   }
-  return { who: names.length ? names.join(', ') : '', idle };
+  return { who: names.join(', '), whole: whole.join(', '), idle };
 }
 
 /**
@@ -145,7 +149,7 @@ export function compactLine(gpu: IGpu): ICompactLine {
       }
     }
   }
-  const { who, idle } = whoIsOn(processes);
+  const { who, whole, idle } = whoIsOn(processes);
   if (gpu.error !== null) {
     const reason = displayText(gpu.error, '', 200);
     return {
@@ -172,7 +176,7 @@ export function compactLine(gpu: IGpu): ICompactLine {
       who: who || 'nobody',
       title:
         `${label}: MIG mode, ${freeSlices} of ${slices.length} slices free; ${memory}` +
-        (who ? `; on it: ${who}` : ''),
+        (whole ? `; on it: ${whole}` : ''),
       isFree: freeSlices > 0,
       idle,
       error: false
@@ -189,7 +193,7 @@ export function compactLine(gpu: IGpu): ICompactLine {
     who: isFree ? 'free' : who || 'nobody',
     title:
       `${label}: util ${utilization}, ${free} free, ${memory}` +
-      (isFree ? '; free' : who ? `; on it: ${who}` : ''),
+      (isFree ? '; free' : whole ? `; on it: ${whole}` : ''),
     isFree,
     idle,
     error: false

@@ -121,10 +121,15 @@ describe('compactLine, one GPU on one line', () => {
     expect(idle.idle).toBe(true);
   });
 
-  it('shows a user name as text, neutralised and cut', () => {
+  it('shows a user name as text, neutralised, cut only when absurd, and whole in the tooltip', () => {
     const line = compactLine(gpu({ processes: [other({ user: 'a\u202eb' + 'x'.repeat(100) })] }));
     expect(line.who.startsWith('a\ufffdb')).toBe(true);
-    expect(Array.from(line.who).length).toBeLessThanOrEqual(24);
+    expect(Array.from(line.who).length).toBeLessThanOrEqual(32);
+    expect(line.title).toContain('a\ufffdb' + 'x'.repeat(100));
+    // An ordinary long name is not cut at all: the line wraps it (tests/browser measure that).
+    const long = compactLine(gpu({ processes: [other({ user: 'zhang_wei_research_group' })] }));
+    expect(long.who).toBe('zhang_wei_research_group');
+    expect(long.title).toContain('on it: zhang_wei_research_group');
   });
 
   it('counts the free slices of a GPU in MIG mode', () => {
