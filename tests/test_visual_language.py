@@ -92,3 +92,15 @@ def test_the_panels_text_keeps_its_contrast_when_a_card_is_not_selected() -> Non
     assert "opacity" not in _rule(panel, ".jupyter-gpu-dimmed")
     assert "opacity" not in _rule(panel, ".jupyter-gpu-note")
     assert "opacity" not in _rule(panel, ".jupyter-gpu-axis")
+
+
+def test_the_monitor_notebook_names_the_colours_the_chart_draws() -> None:
+    """The example said "memory blue, utilization orange" while the chart drew other colours."""
+    import json
+
+    notebook = json.loads((ROOT / "example_notebooks" / "monitor.ipynb").read_text(encoding="utf-8"))
+    intro = "".join(notebook["cells"][0]["source"]).replace("\n", " ")
+    # #1976d2 (brand: utilization) is a blue, #388e3c (accent: memory) a green: the colours asserted above.
+    assert (UTILIZATION, MEMORY) == ("#1976d2", "#388e3c")
+    assert "utilization a blue line" in intro and "memory a green filled area" in intro
+    assert "orange" not in intro and "memory blue" not in intro
