@@ -71,9 +71,7 @@ describe('cullNotice and parseCulls', () => {
       culls: [{ kernel_id: K1, notebook: 'dir/cull_a.ipynb', idle_s: 7200.5, memory: 6 * GIB, gpus: [1] }]
     });
     expect(cullNotice(record)).toBe('cull_a.ipynb shut down after 2 h idle, 6 GiB freed on GPU 1.');
-    expect(cullNotice({ ...record, gpus: [] })).toBe(
-      'cull_a.ipynb shut down after 2 h idle, 6 GiB freed.'
-    );
+    expect(cullNotice({ ...record, gpus: [] })).toBe('cull_a.ipynb shut down after 2 h idle, 6 GiB freed.');
     expect(cullNotice({ ...record, memory: 0 })).toBe('cull_a.ipynb shut down after 2 h idle.');
   });
 

@@ -75,8 +75,7 @@ export class UsageSummary {
     private readonly _available: boolean = usageAvailable()
   ) {
     this.node.hidden = true;
-    this._timer =
-      _available && refreshMs > 0 ? setInterval(() => void this.refresh(), refreshMs) : null;
+    this._timer = _available && refreshMs > 0 ? setInterval(() => void this.refresh(), refreshMs) : null;
   }
 
   /** Ask again and show the answer; hide on 404 (no accounting); nothing without a hub service. */
