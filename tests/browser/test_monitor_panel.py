@@ -148,8 +148,9 @@ def check_grid(panel: Any, gpus: int) -> int:
         card = cards[index]
         parts = [
             boxes(row.locator(f".jupyter-gpu-{name}"))[0]
-            for name in ("title-cell", "bar-cell", "memory-cell", "stats", "chart-cell", "procs-cell")
+            for name in ("title-cell", "bar-cell", "memory-cell", "stats", "chart-cell", "procs-cell", "who-cell")
         ]
+        parts = [part for part in parts if part["w"] > 0 and part["h"] > 0]  # hidden: compact or not
         for part in parts:
             assert part["x"] >= card["x"] - 0.5 and part["x"] + part["w"] <= card["x"] + card["w"] + 0.5, (index, part)
         for i, a in enumerate(parts):
@@ -181,6 +182,13 @@ def test_panel_grid_holds_for_16_gpus_narrow_and_wide_light_and_dark(
     panel = run_panel(lab, page, "grid16.ipynb", "%load_ext jupyter_gpu\n%gpu_monitor --interval 0.5 --history 60")
     wait_until(lambda: panel.locator(".jupyter-gpu-row").count() == 16, what="16 cards")
     assert check_grid(panel, 16) >= 2  # wide: several columns
+    # Above four GPUs the panel is compact, as the sidebar: who is on each, no chart or table.
+    assert "jupyter-gpu-compact" in panel.locator(".jupyter-gpu-grid").get_attribute("class")
+    second = panel.locator(".jupyter-gpu-row").nth(1)
+    assert (
+        second.locator(".jupyter-gpu-chart-cell").is_hidden() and second.locator(".jupyter-gpu-procs-cell").is_hidden()
+    )
+    assert "a\ufffdevil" in second.locator(".jupyter-gpu-who").inner_text()
     # The long name is cut in the card with the whole name in the tooltip; the RLO spoof is gone.
     title = panel.locator(".jupyter-gpu-row").nth(0).locator(".jupyter-gpu-title")
     assert title.evaluate("n => n.scrollWidth > n.clientWidth")  # CSS ellipsis at work

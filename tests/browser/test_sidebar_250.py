@@ -70,6 +70,8 @@ nodes => nodes.filter(n => n.offsetParent !== null && n.textContent.trim() !== '
 
 @pytest.mark.parametrize("dark", [False, True], ids=["light", "dark"])
 def test_who_and_free_memory_are_readable_at_250_px(app, page, artifacts, contrast, theme, dark):
+    asked: list[str] = []
+    page.on("request", lambda request: asked.append(request.url) if "jupyter-gpu/usage" in request.url else None)
     sidebar = open_narrow_sidebar(app, page)
     lines = sidebar.locator(".jp-GpuLine")
     wait_until(lambda: lines.count() == 16, what="16 compact lines")
@@ -115,3 +117,5 @@ def test_who_and_free_memory_are_readable_at_250_px(app, page, artifacts, contra
     page.screenshot(path=str(artifacts / f"{name}-cards.png"))
     sidebar.locator(".jp-GpuSidebar-compact").click()  # back to lines for the next test
     theme(page, False)
+    # No hub service here: "your GPU use" is never asked (no 404 logged on every page load).
+    assert asked == []
