@@ -535,7 +535,7 @@ def test_above_four_gpus_the_panel_is_compact_with_who_is_on_each(scenario: Any)
                     uuid=f"GPU-{i}",
                     name="T4",
                     memory_total=16 * GIB,
-                    memory_used=GIB if i == 1 else 0,
+                    memory_used=GIB if i in (1, 2) else 0,
                     memory_free=15 * GIB,
                     utilization=0,
                     temperature=30,
@@ -552,6 +552,7 @@ def test_above_four_gpus_the_panel_is_compact_with_who_is_on_each(scenario: Any)
     assert "jupyter-gpu-compact" not in panel.rows_box._dom_classes
     panel.update(gpus(5))
     assert "jupyter-gpu-compact" in panel.rows_box._dom_classes
-    assert "zhang_wei" in panel.rows[1].who.value and "free" in panel.rows[0].who.value
+    assert "zhang_wei" in panel.rows[1].who.value and ">free<" in panel.rows[0].who.value
+    assert ">nobody<" in panel.rows[2].who.value  # memory held, no process seen: not free (the sidebar's rule)
     panel.update(gpus(2))
     assert "jupyter-gpu-compact" not in panel.rows_box._dom_classes

@@ -168,6 +168,10 @@ def processes_html(gpu: GpuInfo, own_pid: int) -> str:
     return _process_table(gpu.processes, own_pid)
 
 
+#: Memory a GPU may show as used and still be free (the driver's, a display server's): the sidebar's
+#: ``FREE_MEMORY_BYTES`` (labextension/src/overview.ts).
+FREE_MEMORY_BYTES = 512 * 1024**2
+
 #: What the panel and the sidebar say of a GPU with nothing on it (the same words in both).
 NO_PROCESSES = "No processes"
 
@@ -204,11 +208,15 @@ def _process_table(processes: Iterable[GpuProcess], own_pid: int) -> str:
 
 def who_text(gpu: GpuInfo, own_pid: int) -> str:
     """Who is on ``gpu``, in a few words, as the sidebar's compact line says it: ``this kernel``
-    first, then other users once each; ``free`` when nobody; ``—`` when it cannot be read. Escaped."""
+    first, then other users once each; ``free`` when nobody and less than 512 MiB is used (the
+    sidebar's rule, ``FREE_MEMORY_BYTES``), ``nobody`` when memory is held by no process seen;
+    ``—`` when it cannot be read. Escaped."""
     if gpu.error:
         return UNKNOWN
     processes = [*gpu.processes, *(p for s in gpu.slices for p in s.processes)]
     own = any(p.pid == own_pid for p in processes)
     users = sorted({display_text(p.user, 40, f"pid {p.pid}") for p in processes if p.pid != own_pid})
     names = (["this kernel"] if own else []) + users
-    return html.escape(", ".join(names) if names else "free")
+    if names:
+        return html.escape(", ".join(names))
+    return "free" if gpu.memory_used < FREE_MEMORY_BYTES and not gpu.mig_mode else "nobody"

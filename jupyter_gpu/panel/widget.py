@@ -217,6 +217,8 @@ class GpuRow:
         self.who = widgets.HTML()  # shown in the compact panel only (style.css), instead of the table
         self.dimmed = False
         self.lost = False
+        for label, css in ((self.utilization, "util"), (self.temperature, "temp"), (self.power, "power")):
+            label.add_class(f"jupyter-gpu-{css}")
         stats = widgets.Box([self.utilization, self.temperature, self.power])
         # Each widget sits in a named area of the card's CSS grid (see style.css): title on top, bar and
         # memory text side by side, the three readings in equal columns, chart, processes.
@@ -245,7 +247,7 @@ class GpuRow:
         if lost:
             notes.append(f'<span class="jupyter-gpu-error">⚠ {html.escape(display_text(gpu.error, 300))}</span>')
         if dimmed:
-            notes.append("<span>not selected in this kernel</span>")
+            notes.append('<span class="jupyter-gpu-unselected">not selected in this kernel</span>')
         note = f'<span class="jupyter-gpu-note">{" · ".join(notes)}</span>' if notes else ""
         title = (
             f'<span class="jupyter-gpu-title" title="GPU {gpu.index} {full_name}"><b>GPU {gpu.index}</b> '
