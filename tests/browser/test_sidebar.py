@@ -13,6 +13,7 @@ import time
 from typing import Any
 
 import pytest
+from side_panel import drag_side_panel_to_its_minimum
 from snapshot_routes import show_an_idle_kernel_about_to_be_culled
 from support import wait_until
 
@@ -392,13 +393,7 @@ def test_the_countdown_stays_on_one_line_at_250_px(lab, page, artifacts):
         sidebar = open_sidebar(lab, page)
         row = card(sidebar, 1).locator(".jp-GpuProc.jp-mod-idle")
         row.wait_for()
-        # Drag the side panel's edge as far left as it goes: the sidebar's minimum, 250 px.
-        handle = page.locator("#jp-main-split-panel > .lm-SplitPanel-handle").first
-        box = handle.bounding_box()
-        page.mouse.move(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
-        page.mouse.down()
-        page.mouse.move(60, box["y"] + box["height"] / 2, steps=5)
-        page.mouse.up()
+        drag_side_panel_to_its_minimum(page)
         wait_until(lambda: sidebar.bounding_box()["width"] <= 251, what="a 250 px sidebar")
         assert sidebar.bounding_box()["width"] >= 249
         countdown = row.locator(".jp-GpuProc-countdown")

@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from side_panel import drag_side_panel_to_its_minimum
 from support import wait_until
 
 from jupyter_gpu import simulate
@@ -50,13 +51,7 @@ def open_narrow_sidebar(app: Any, page: Any) -> Any:
     sidebar = page.locator("#jupyter-gpu-sidebar")
     sidebar.wait_for(state="visible")
     if sidebar.bounding_box()["width"] > 262 and app.app != "notebook":
-        # Drag the side panel's edge as far left as it goes: the sidebar's minimum, 250 px.
-        handle = page.locator("#jp-main-split-panel > .lm-SplitPanel-handle").first
-        box = handle.bounding_box()
-        page.mouse.move(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
-        page.mouse.down()
-        page.mouse.move(60, box["y"] + box["height"] / 2, steps=5)
-        page.mouse.up()
+        drag_side_panel_to_its_minimum(page)
     wait_until(lambda: sidebar.bounding_box()["width"] <= 262, what="a sidebar about 250 px wide")
     return sidebar
 
