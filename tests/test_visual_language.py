@@ -104,3 +104,10 @@ def test_the_monitor_notebook_names_the_colours_the_chart_draws() -> None:
     assert (UTILIZATION, MEMORY) == ("#1976d2", "#388e3c")
     assert "utilization a blue line" in intro and "memory a green filled area" in intro
     assert "orange" not in intro and "memory blue" not in intro
+
+
+def test_utilization_is_said_once_per_card_in_the_panel() -> None:
+    """Shown in the legend; the readings' label only where there is no chart (compact) or on MIG."""
+    panel = PANEL.read_text(encoding="utf-8")
+    hidden = ".jupyter-gpu-grid:not(.jupyter-gpu-compact) .jupyter-gpu-stats > .jupyter-gpu-util:not(.jupyter-gpu-mig)"
+    assert "display: none" in _rule(panel, hidden)

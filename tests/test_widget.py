@@ -41,7 +41,8 @@ def test_model_values_follow_scenario_changes(scenario: Any) -> None:
     first, second = panel.rows
     assert "GPU 0" in first.title.value and "A100" in first.title.value
     wait_until(lambda: first.memory_text.value.startswith("0 MiB / 80 GiB"))
-    assert first.utilization.value == ""  # said once per card: in the chart's legend
+    # Said once per card: in the chart's legend; the label shows only in the compact panel (CSS).
+    assert first.utilization.value == "util 0 %" and "jupyter-gpu-mig" not in first.utilization._dom_classes
     assert "util <b>0 %</b>" in first.history_chart.value
     assert first.temperature.value == "32 °C"
     assert first.power.value == "58 W / 400 W"
@@ -394,7 +395,8 @@ def test_slices_are_shown_under_their_gpu_with_this_kernels_process_marked(scena
     panel = GPUMonitor(start=False)
     panel.update(nvml.snapshot())
     mig, whole = panel.rows
-    assert mig.utilization.value == "util n/a on MIG" and whole.utilization.value == ""
+    assert mig.utilization.value == "util n/a on MIG" and "jupyter-gpu-mig" in mig.utilization._dom_classes
+    assert "jupyter-gpu-mig" not in whole.utilization._dom_classes
     assert "util <b>20 %</b>" in whole.history_chart.value
     html_text = mig.processes.value
     starts = [html_text.index(uuid) for uuid in A100_MIG_UUIDS]

@@ -61,7 +61,7 @@ from ..core.snapshot import GpuInfo, Snapshot
 from ..core.text import display_text
 from ..core.units import format_bytes
 from ..sources.sampler import Sampler
-from .render import STYLE, Sparkline, memory_bar_html, processes_html, who_text
+from .render import STYLE, Sparkline, memory_bar_html, percent_text, processes_html, who_text
 
 MIN_INTERVAL_S = 0.1
 COMPACT_ABOVE_GPUS = 4
@@ -271,11 +271,13 @@ class GpuRow:
                 memory_text += f" (limit {format_bytes(limit)})"
             _set(self.memory_bar, "value", memory_bar_html(used, total, limit))
             _set(self.memory_text, "value", memory_text)
-            # Utilization is said once per card, in the chart's legend (as in the sidebar); here
-            # only why it is missing on MIG.
-            mig_note = "util n/a on MIG" if gpu.mig_mode and gpu.utilization is None else ""
-            _set(self.utilization, "value", mig_note)
-            _set(self.utilization.layout, "display", None if mig_note else "none")
+            # Utilization is said once per card: in the chart's legend (as in the sidebar), so this
+            # label shows only in the compact panel (no chart) and, on MIG, to say why it is missing
+            # (style.css; the class "jupyter-gpu-mig" marks that case).
+            mig = gpu.mig_mode and gpu.utilization is None
+            utilization = "util n/a on MIG" if mig else f"util {percent_text(gpu.utilization)}"
+            _set(self.utilization, "value", utilization)
+            self._set_label_class(self.utilization, "jupyter-gpu-mig", mig)
             _set(self.temperature, "value", "" if gpu.temperature is None else f"{gpu.temperature} °C")
             power = "" if gpu.power is None else f"{gpu.power:.0f} W"
             if power and gpu.power_limit:
@@ -291,6 +293,11 @@ class GpuRow:
             _set(self.history_chart, "value", self.sparkline.svg(share, gpu.utilization))
         _set(self.processes, "value", processes_html(gpu, own_pid))
         _set(self.who, "value", f'<span class="jupyter-gpu-who" title="on it">{who_text(gpu, own_pid)}</span>')
+
+    @staticmethod
+    def _set_label_class(label: widgets.Widget, css: str, on: bool) -> None:
+        if on != (css in label._dom_classes):
+            (label.add_class if on else label.remove_class)(css)
 
     def _set_class(self, css: str, on: bool, attribute: str) -> None:
         if getattr(self, attribute) != on:
