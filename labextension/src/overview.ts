@@ -299,3 +299,11 @@ export const COMPACT_ABOVE_GPUS = 4;
 export function isCompact(mode: CompactMode, gpuCount: number): boolean {
   return mode === 'compact' || (mode !== 'cards' && gpuCount > COMPACT_ABOVE_GPUS);
 }
+
+/**
+ * The sidebar header's line (`driver 550.54.15 · simulated · idle after 1 h · updated 10:42:07`):
+ * at 250 px it wraps between its parts, never inside one ("idle after 1 h" stays together).
+ */
+export function headerLine(parts: readonly string[]): string {
+  return parts.map(part => part.replace(/ /g, '\u00a0')).join(' · ');
+}

@@ -6,6 +6,7 @@ import {
   compactLine,
   freeSummary,
   freeUnits,
+  headerLine,
   isCompact,
   isFreeGpu,
   isFreeSlice,
@@ -227,5 +228,13 @@ describe('statusSummary, the status-bar text', () => {
     });
     expect(statusSummary(snapshot({ error: 'no driver' }), 'no-nvml', null).title).toBe('no driver');
     expect(statusSummary(snapshot(), 'error', 'HTTP 500').title).toContain('(stale: HTTP 500)');
+  });
+});
+
+describe('headerLine', () => {
+  it('wraps between its parts only: "idle after 1 h" never breaks inside', () => {
+    const line = headerLine(['driver 550.54.15', 'idle after 1 h', 'updated 10:42:07']);
+    expect(line).toBe('driver\u00a0550.54.15 · idle\u00a0after\u00a01\u00a0h · updated\u00a010:42:07');
+    expect(line.split(' ')).toHaveLength(5); // breakable spaces: around the two separators only
   });
 });
