@@ -436,8 +436,11 @@ def test_eight_gpus_are_one_line_each_with_the_free_ones_named(lab_factory, page
     assert sidebar.locator(".jp-GpuCard").count() == 0
     assert sidebar.locator(".jp-GpuSidebar-compact").get_attribute("aria-pressed") == "true"
     assert sidebar.locator(".jp-GpuSidebar-free").inner_text() == "free: GPU 2, 7"
-    heights = {round(lines.nth(i).locator(".jp-GpuLine-row").bounding_box()["height"]) for i in range(8)}
-    assert len(heights) == 1 and heights.pop() < 30, heights  # one text line each
+    heights = [round(lines.nth(i).locator(".jp-GpuLine-row").bounding_box()["height"]) for i in range(8)]
+    # One text line each, or two where who is on it does not fit beside the figures at this width
+    # (a second line rather than an ellipsis on the names; tests/browser/test_sidebar_250.py).
+    assert max(heights) < 40, heights
+    assert heights[2] < 30  # "free": one line
     assert lines.nth(7).bounding_box()["y"] + lines.nth(7).bounding_box()["height"] <= page.viewport_size["height"]
     second = lines.nth(1)
     assert second.locator(".jp-GpuLine-label").inner_text() == "GPU 1"
