@@ -205,8 +205,8 @@ export interface IStatusSummary {
   text: string;
   /**
    * The same for a narrow place (Notebook 7's menu bar): the GPU count, and the idle state or the
-   * countdown, or failed GPUs (`2/3 GPUs in use · idle`, `2/3 GPUs in use · shut down in 9 min`);
-   * `title` has it all.
+   * countdown, or failed GPUs (`2/3 GPUs in use`, `2/3 GPUs · idle`, `2/3 GPUs · shut down in 9 min`:
+   * "in use" gives way to the news); `title` has it all.
    */
   short: string;
   title: string;
@@ -258,9 +258,10 @@ export function statusSummary(
   }
   const free = freeUnits(gpus);
   const failed = gpus.filter(g => g.error !== null).length;
-  // "2/4 GPUs in use" is what a glance needs; the user's own share only when there is one.
+  // "2/4 GPUs in use" is what a glance needs; the user's own share only when there is one. The
+  // short text (Notebook 7's menu bar) says "in use" only when nothing else needs the room.
   let text = `${inUse}/${gpus.length} GPUs in use`;
-  let short = text;
+  let short = `${inUse}/${gpus.length} GPUs`;
   if (free.sliceCount > 0) {
     text += ` · MIG ${free.slices.length}/${free.sliceCount} free`;
   }
@@ -277,6 +278,9 @@ export function statusSummary(
   } else if (idleKernels.size > 0) {
     text += ` · idle ${formatDuration(Math.max(...idleKernels.values()))}`;
     short += ' · idle';
+  }
+  if (short === `${inUse}/${gpus.length} GPUs`) {
+    short += ' in use';
   }
   const idle = idleKernels.size;
   const title =
