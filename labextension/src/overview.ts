@@ -205,7 +205,7 @@ export interface IStatusSummary {
   text: string;
   /**
    * The same for a narrow place (Notebook 7's menu bar): the GPU count, and the idle state or the
-   * countdown, or failed GPUs (`2/3 GPUs in use`, `2/3 GPUs · idle`, `2/3 GPUs · shut down in 9 min`:
+   * countdown, or failed GPUs (`2/3 GPUs in use`, `2/3 GPUs · idle`, `2/3 GPUs · shutdown in 9 min`:
    * "in use" gives way to the news); `title` has it all.
    */
   short: string;
@@ -274,7 +274,7 @@ export function statusSummary(
   }
   if (cullInS !== null) {
     text += ` · idle kernel shut down in ${formatDuration(cullInS)}`;
-    short += ` · shut down in ${formatDuration(cullInS)}`;
+    short += ` · shutdown in ${formatDuration(cullInS)}`; // one word: the menu bar at 800 px has no room to spare
   } else if (idleKernels.size > 0) {
     text += ` · idle ${formatDuration(Math.max(...idleKernels.values()))}`;
     short += ' · idle';
