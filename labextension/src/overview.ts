@@ -205,8 +205,8 @@ export interface IStatusSummary {
   text: string;
   /**
    * The same for a narrow place (Notebook 7's menu bar): the GPU count, and the idle state or the
-   * countdown, or failed GPUs (`2/3 GPUs in use`, `2/3 GPUs · idle`, `2/3 GPUs · shutdown in 9 min`:
-   * "in use" gives way to the news); `title` has it all.
+   * countdown, or failed GPUs (`2/3 GPUs in use`, `2/3 GPUs · idle`, `shut down in 9 min`: "in use",
+   * then the count, give way to the news); `title` has it all.
    */
   short: string;
   title: string;
@@ -274,7 +274,9 @@ export function statusSummary(
   }
   if (cullInS !== null) {
     text += ` · idle kernel shut down in ${formatDuration(cullInS)}`;
-    short += ` · shutdown in ${formatDuration(cullInS)}`; // one word: the menu bar at 800 px has no room to spare
+    // The countdown is the news: it takes the count's place (Notebook 7's menu bar at 800 px has
+    // room for one of them only; the tooltip says both).
+    short = `${failed > 0 ? `${failed} failed · ` : ''}shut down in ${formatDuration(cullInS)}`;
   } else if (idleKernels.size > 0) {
     text += ` · idle ${formatDuration(Math.max(...idleKernels.values()))}`;
     short += ' · idle';

@@ -214,7 +214,7 @@ describe('statusSummary, the status-bar text', () => {
     });
     const summary = statusSummary(s, 'ok', null);
     expect(summary.text).toBe('1/2 GPUs in use · yours 2 GiB · 1 failed · idle kernel shut down in 9 min');
-    expect(summary.short).toBe('1/2 GPUs · 1 failed · shutdown in 9 min');
+    expect(summary.short).toBe('1 failed · shut down in 9 min');
     expect(summary.title).toContain('; an idle kernel is shut down in 9 min');
     expect(summary.warning).toBe(true);
   });
