@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The main job: set everything up, then open JupyterLab on example_notebooks/ with every face of
+# The main job: set everything up, then open JupyterLab on the examples (working copies of
+# example_notebooks/ in .venv/examples) with every face of
 # jupyter_gpu (magics, notebook panel, server extension, sidebar); Notebook 7 is served too. On a
 # machine without an NVIDIA driver it shows the simulated 'demo' GPUs, whose figures move (a
 # training job, a kernel going idle). Extra arguments go to `jupyter lab`.
@@ -14,9 +15,12 @@ if [ -z "${JUPYTER_GPU_SIMULATE:-}" ] && \
   echo "==> no NVIDIA driver on this machine: showing simulated GPUs (JUPYTER_GPU_SIMULATE=demo, moving over 15 minutes)"
 fi
 
-# Notebook checkpoints go to .venv/checkpoints, not into example_notebooks/.ipynb_checkpoints: the
-# checkout stays as it was cloned (FileCheckpoints joins an absolute checkpoint_dir as it is).
-args=(--no-browser --ServerApp.root_dir=example_notebooks
+# The examples open from working copies in .venv/examples (scripts/examples_copy.sh): running them
+# and autosave change the copies, never example_notebooks/, so the checkout stays as it was cloned.
+# Checkpoints go to .venv/checkpoints (FileCheckpoints joins an absolute checkpoint_dir as it is).
+examples=$(scripts/examples_copy.sh .venv/examples)
+echo "==> the examples open from $examples (copies: example_notebooks/ stays as cloned)"
+args=(--no-browser --ServerApp.root_dir="$examples"
       --FileCheckpoints.checkpoint_dir="$PWD/.venv/checkpoints"
       --ServerApp.ip="${JUPYTER_GPU_LAB_IP:-127.0.0.1}" --ServerApp.port="${JUPYTER_GPU_LAB_PORT:-8888}")
 if [ "$(id -u)" = 0 ]; then args+=(--allow-root); fi

@@ -20,21 +20,13 @@ fi
 # JupyterLab extension with npm: minutes of silence otherwise.
 log=".venv/setup-$extras.log"
 with_progress() {
+  : > "$log.since"  # packages unpacked after this are counted (scripts/progress_step.sh)
   "$@" >>"$log" 2>&1 &
-  local pid=$! next=$((SECONDS - started + 10)) step
+  local pid=$! next=$((SECONDS - started + 10))
   while kill -0 "$pid" 2>/dev/null; do
     sleep 1
     if [ $((SECONDS - started)) -ge $next ]; then
-      step=$(grep -E '^ *(Collecting|Downloading|Building|Installing|Successfully|Preparing|Getting)' "$log" \
-             | tail -n 1 | sed -e 's/^ *//' | cut -c1-90)
-      case "$step" in  # the two long steps, in words
-        "Preparing editable metadata"*|"Building editable for jupyter_gpu"*|"Building wheel for jupyter_gpu"*)
-          step="building jupyter_gpu's JupyterLab extension (npm ci, TypeScript, bundle)" ;;
-        "Installing collected packages:"*)
-          step="unpacking $(grep '^Installing collected packages:' "$log" | tail -n 1 | tr -cd , | wc -c \
-                            | awk '{print $1 + 1}') packages into .venv" ;;
-      esac
-      echo "    $((SECONDS - started)) s: ${step:-starting}"
+      echo "    $((SECONDS - started)) s: $(scripts/progress_step.sh "$log" .venv "$log.since")"
       next=$((next + 10))
     fi
   done

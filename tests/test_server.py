@@ -84,6 +84,21 @@ async def test_keep_running_with_culling_off_is_409_and_the_list_of_culls_is_emp
 
 
 @asynctest
+async def test_without_a_hub_service_the_page_config_says_so_and_usage_is_404(jp_fetch, jp_serverapp, monkeypatch):
+    """The sidebar asks for "your GPU use" only where the page config says there is a hub service."""
+    from jupyter_gpu.server.handlers import usage_target
+
+    assert jp_serverapp.web_app.settings["page_config_data"]["jupyterGpuUsage"] is False
+    with pytest.raises(HTTPClientError) as raised:
+        await jp_fetch("jupyter-gpu", "usage")
+    assert raised.value.code == 404
+    monkeypatch.setenv("JUPYTER_GPU_SERVICE_URL", "http://127.0.0.1:1/services/jupyter-gpu/")
+    assert usage_target() is None  # no JUPYTERHUB_USER: nobody to ask about
+    monkeypatch.setenv("JUPYTERHUB_USER", "ann")
+    assert usage_target() == ("http://127.0.0.1:1/services/jupyter-gpu/", "ann")
+
+
+@asynctest
 async def test_unauthenticated_requests_get_403_and_no_data(jp_fetch, scenario):
     for headers in ({"Authorization": ""}, {"Authorization": "token wrong"}):
         with pytest.raises(HTTPClientError) as raised:

@@ -41,7 +41,9 @@ def test_model_values_follow_scenario_changes(scenario: Any) -> None:
     first, second = panel.rows
     assert "GPU 0" in first.title.value and "A100" in first.title.value
     wait_until(lambda: first.memory_text.value.startswith("0 MiB / 80 GiB"))
-    assert first.utilization.value == "util 0 %"
+    # Said once per card: in the chart's legend; the label shows only in the compact panel (CSS).
+    assert first.utilization.value == "util 0 %" and "jupyter-gpu-mig" not in first.utilization._dom_classes
+    assert "util <b>0 %</b>" in first.history_chart.value
     assert first.temperature.value == "32 °C"
     assert first.power.value == "58 W / 400 W"
 
@@ -51,12 +53,12 @@ def test_model_values_follow_scenario_changes(scenario: Any) -> None:
 
     scenario.update(busy)
     wait_until(lambda: second.memory_text.value == "40 GiB / 80 GiB")
-    wait_until(lambda: second.utilization.value == "util 88 %")
+    wait_until(lambda: "util <b>88 %</b>" in second.history_chart.value)
     assert second.temperature.value == "77 °C"
     assert second.power.value == "301 W / 400 W"
     assert "alice" in second.processes.value and "4242" in second.processes.value
     assert "40 GiB" in second.processes.value
-    assert "no processes" in first.processes.value
+    assert "No processes" in first.processes.value  # the sidebar's words
     # the history chart gained the new sample: memory 50 % drawn
     assert "<polyline" in second.history_chart.value
     assert 50.0 in second.memory_history
@@ -99,8 +101,9 @@ def test_this_kernels_process_is_marked(scenario: Any) -> None:
     panel.update(nvml.snapshot())
     procs = panel.rows[0].processes.value
     assert procs.count("this kernel") == 1
-    mine_at = procs.index(str(os.getpid()))
-    assert procs.index("this kernel") > mine_at > 0
+    own_row = procs[procs.index('<tr class="jupyter-gpu-own">') :]
+    own_row = own_row[: own_row.index("</tr>")]
+    assert "this kernel" in own_row and str(os.getpid()) in own_row
     assert procs.index("999992") > 0
 
 
@@ -125,7 +128,9 @@ def test_lost_gpu_state(scenario: Any) -> None:
     assert lost.lost and not healthy.lost
     assert "jupyter-gpu-lost" in lost.box._dom_classes
     assert "lost" in lost.title.value.lower()
-    assert lost.memory_text.value == "memory: unavailable (GPU lost)"
+    assert lost.memory_text.value == "memory: — (GPU lost)"
+    # What cannot be read is "—", never "mem 0 %".
+    assert "mem <b>—</b>" in lost.history_chart.value and "util <b>—</b>" in lost.history_chart.value
     assert "1 lost" in panel.status.value
     # and it comes back
     scenario.update(lambda data: data["gpus"][1].update(fault=None))
@@ -375,6 +380,7 @@ def test_cards_sit_in_a_grid_and_use_only_standard_widgets(scenario: Any) -> Non
         "jupyter-gpu-stats",
         "jupyter-gpu-chart-cell",
         "jupyter-gpu-procs-cell",
+        "jupyter-gpu-who-cell",
     } <= areas
 
 
@@ -389,7 +395,9 @@ def test_slices_are_shown_under_their_gpu_with_this_kernels_process_marked(scena
     panel = GPUMonitor(start=False)
     panel.update(nvml.snapshot())
     mig, whole = panel.rows
-    assert mig.utilization.value == "util n/a on MIG" and whole.utilization.value == "util 20 %"
+    assert mig.utilization.value == "util n/a on MIG" and "jupyter-gpu-mig" in mig.utilization._dom_classes
+    assert "jupyter-gpu-mig" not in whole.utilization._dom_classes
+    assert "util <b>20 %</b>" in whole.history_chart.value
     html_text = mig.processes.value
     starts = [html_text.index(uuid) for uuid in A100_MIG_UUIDS]
     assert starts == sorted(starts)  # slices in NVML's order, each with its UUID
@@ -476,3 +484,77 @@ def test_a_panel_whose_sample_does_not_say_who_is_connected_never_pauses_for_it(
     for at in range(0, 100, 5):
         panel._on_snapshot(dataclasses.replace(taken, timestamp=float(at), extra={"source": "nvml"}))
     assert panel.active and not panel.no_view
+
+
+# -- one vocabulary with the sidebar (issue 31)
+
+
+def test_withheld_program_names_leave_no_column_of_question_marks(scenario: Any, monkeypatch: Any) -> None:
+    monkeypatch.delenv("JUPYTER_GPU_SHOW_OTHER_NAMES", raising=False)
+
+    def others(data: dict[str, Any]) -> None:
+        data["gpus"][0]["processes"] = [
+            {"pid": 999993, "memory_mib": 1024, "user": "bob", "name": "python"},
+            {"pid": 999994, "memory_mib": 2048, "user": "carol", "name": "train"},
+        ]
+
+    scenario.update(others)
+    panel = GPUMonitor(start=False)
+    panel.update(nvml.snapshot())
+    procs = panel.rows[0].processes.value
+    assert "bob" in procs and "carol" in procs
+    assert "?" not in procs and "<th>program</th>" not in procs  # the names are withheld: no such column
+    assert "<th>user</th>" in procs and '<th class="jupyter-gpu-num">memory</th>' in procs
+
+
+def test_the_program_column_says_dash_for_a_withheld_name_beside_a_shown_one() -> None:
+    from jupyter_gpu.core.snapshot import GpuProcess
+    from jupyter_gpu.panel.render import _process_table
+
+    table = _process_table([GpuProcess(1, 10, "me", "python"), GpuProcess(2, 20, "bob", None)], own_pid=1)
+    assert "<th>program</th>" in table and ">—</td>" in table and "?" not in table
+
+
+def test_the_legend_says_the_window_in_time_as_the_sidebar() -> None:
+    from jupyter_gpu.panel.render import Sparkline
+
+    chart = Sparkline(60, interval_s=0.5)
+    for _ in range(40):
+        chart.append(10.0, 20.0)
+    assert "<span>last 20 s</span>" in chart.svg() and "samples" not in chart.svg()
+
+
+def test_above_four_gpus_the_panel_is_compact_with_who_is_on_each(scenario: Any) -> None:
+    from jupyter_gpu.core.snapshot import GpuInfo, GpuProcess, Snapshot
+
+    def gpus(count: int) -> Snapshot:
+        return Snapshot(
+            nvml_available=True,
+            timestamp=time.time(),
+            gpus=tuple(
+                GpuInfo(
+                    index=i,
+                    uuid=f"GPU-{i}",
+                    name="T4",
+                    memory_total=16 * GIB,
+                    memory_used=GIB if i in (1, 2) else 0,
+                    memory_free=15 * GIB,
+                    utilization=0,
+                    temperature=30,
+                    power=20.0,
+                    power_limit=70.0,
+                    processes=(GpuProcess(7, GIB, "zhang_wei", None),) if i == 1 else (),
+                )
+                for i in range(count)
+            ),
+        )
+
+    panel = GPUMonitor(start=False)
+    panel.update(gpus(4))
+    assert "jupyter-gpu-compact" not in panel.rows_box._dom_classes
+    panel.update(gpus(5))
+    assert "jupyter-gpu-compact" in panel.rows_box._dom_classes
+    assert "zhang_wei" in panel.rows[1].who.value and ">free<" in panel.rows[0].who.value
+    assert ">nobody<" in panel.rows[2].who.value  # memory held, no process seen: not free (the sidebar's rule)
+    panel.update(gpus(2))
+    assert "jupyter-gpu-compact" not in panel.rows_box._dom_classes

@@ -53,7 +53,7 @@ def format_bytes(value: float | None) -> str:
 
 
 def format_duration(seconds: float | None) -> str:
-    """``45 s``, ``12 min``, ``3 h 5 min``, ``2 d 4 h``; ``—`` when unknown (the module's rule)."""
+    """``45 s``, ``12 min``, ``3 h 5 min``, ``1 h``, ``2 d 4 h``, ``1 d``; ``—`` when unknown (the module's rule)."""
     if seconds is None or not _known(seconds):
         return UNKNOWN
     whole = max(0, math.floor(seconds))
@@ -63,6 +63,7 @@ def format_duration(seconds: float | None) -> str:
     if minutes < 60:
         return f"{minutes} min"
     hours = minutes // 60
+    # "1 h", not "1 h 0 min": a zero part is left out (the sidebar's "idle after 1 h").
     if hours < 24:
-        return f"{hours} h {minutes % 60} min"
-    return f"{hours // 24} d {hours % 24} h"
+        return f"{hours} h {minutes % 60} min" if minutes % 60 else f"{hours} h"
+    return f"{hours // 24} d {hours % 24} h" if hours % 24 else f"{hours // 24} d"

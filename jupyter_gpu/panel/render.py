@@ -17,16 +17,21 @@ from importlib import resources
 
 from ..core.snapshot import GpuInfo, GpuProcess
 from ..core.text import display_text
-from ..core.units import format_bytes
+from ..core.units import UNKNOWN, format_bytes, format_duration
 
 #: The panel's CSS (``style.css`` beside this module), in a ``<style>`` element the panel carries.
 STYLE = f"<style>{resources.files('jupyter_gpu.panel').joinpath('style.css').read_text(encoding='utf-8')}</style>"
 
 
+#: Memory's colour, as in the chart and the sidebar (the theme's accent colour; JupyterLab's light value
+#: where no theme is loaded): one colour language (tests/test_visual_language.py).
+MEMORY_COLOUR = "var(--jp-accent-color1, #388e3c)"
+
+
 def memory_bar_html(used: int, total: int, limit: int | None) -> str:
-    """A horizontal bar as wide as its cell: the used fraction filled, the kernel's limit as a red mark."""
+    """A horizontal bar as wide as its cell: the used fraction filled in memory's colour (the chart's
+    and the sidebar's), the kernel's limit as a red mark."""
     fraction = min(max(used / total, 0.0), 1.0) if total > 0 else 0.0
-    color = "#2e7d32" if fraction < 0.75 else "#ef6c00" if fraction < 0.95 else "#c62828"
     mark = ""
     if limit is not None and total > 0:
         at = min(max(limit / total, 0.0), 1.0) * 100
@@ -38,12 +43,12 @@ def memory_bar_html(used: int, total: int, limit: int | None) -> str:
     return (
         f'<div class="jupyter-gpu-bar" role="meter" aria-valuemin="0" aria-valuemax="100" '
         f'aria-valuenow="{fraction * 100:.0f}" aria-label="memory"><div class="jupyter-gpu-fill" '
-        f'style="width:{fraction * 100:.1f}%;background:{color}"></div>{mark}</div>'
+        f'style="width:{fraction * 100:.1f}%;background:{MEMORY_COLOUR}"></div>{mark}</div>'
     )
 
 
 def percent_text(value: float | None) -> str:
-    return "—" if value is None else f"{value:.0f} %"
+    return UNKNOWN if value is None else f"{value:.0f} %"
 
 
 class Sparkline:
@@ -57,8 +62,9 @@ class Sparkline:
     redrawing costs a string join, not a float formatting per point.
     """
 
-    def __init__(self, capacity: int, width: int = 300, height: int = 40) -> None:
+    def __init__(self, capacity: int, width: int = 300, height: int = 40, interval_s: float = 1.0) -> None:
         self.capacity = capacity
+        self.interval_s = interval_s  # between samples: the legend says the window in time, as the sidebar
         self.width = width
         self.height = height
         self.memory: deque[float] = deque(maxlen=capacity)
@@ -89,8 +95,9 @@ class Sparkline:
         self._memory_y.append(self._y(memory_percent))
         self._utilization_y.append(None if utilization_percent is None else self._y(utilization_percent))
 
-    def svg(self, memory_now: float | None = None, utilization_now: float | None = None) -> str:
-        """The chart and its legend (current values: the arguments, else the newest samples)."""
+    def svg(self, memory_now: float | None = None, utilization_now: float | None = None, unknown: bool = False) -> str:
+        """The chart and its legend (current values: the arguments, else the newest samples; ``unknown``:
+        "—" for both, a GPU that cannot be read, never "mem 0 %")."""
         xs = self._xs[self.capacity - len(self._memory_y) :]
         parts = [self._head]
         if len(self._memory_y) >= 2:
@@ -107,20 +114,23 @@ class Sparkline:
                 'stroke-linejoin="round" '
                 f'vector-effect="non-scaling-stroke" points="{" ".join(util)}"/>'
             )
-        if memory_now is None and self.memory:
-            memory_now = self.memory[-1]
-        if utilization_now is None and self.utilization:
-            utilization_now = self.utilization[-1]
+        if unknown:
+            memory_now = utilization_now = None
+        else:
+            if memory_now is None and self.memory:
+                memory_now = self.memory[-1]
+            if utilization_now is None and self.utilization:
+                utilization_now = self.utilization[-1]
         parts.append(
             '</svg></div><div class="jupyter-gpu-legend">'
             f'<span><span class="jupyter-gpu-key-line"></span>util <b>{percent_text(utilization_now)}</b></span>'
             f'<span><span class="jupyter-gpu-key-area"></span>mem <b>{percent_text(memory_now)}</b></span>'
-            f"<span>last {len(self._memory_y)} samples</span></div>"
+            f"<span>last {format_duration(len(self._memory_y) * self.interval_s)}</span></div>"
         )
         return "".join(parts)
 
 
-def _cell(value: object, max_chars: int, missing: str = "?") -> str:
+def _cell(value: object, max_chars: int, missing: str = UNKNOWN) -> str:
     """A table cell's escaped text, cut with "…", the full (neutralised) text as its tooltip."""
     short = html.escape(display_text(value, max_chars, missing))
     full = html.escape(display_text(value, 1000, missing), quote=True)
@@ -158,22 +168,55 @@ def processes_html(gpu: GpuInfo, own_pid: int) -> str:
     return _process_table(gpu.processes, own_pid)
 
 
+#: Memory a GPU may show as used and still be free (the driver's, a display server's): the sidebar's
+#: ``FREE_MEMORY_BYTES`` (labextension/src/overview.ts).
+FREE_MEMORY_BYTES = 512 * 1024**2
+
+#: What the panel and the sidebar say of a GPU with nothing on it (the same words in both).
+NO_PROCESSES = "No processes"
+
+
 def _process_table(processes: Iterable[GpuProcess], own_pid: int) -> str:
+    """The processes as a table with the sidebar's words: user, program, memory (and the PID). Other
+    users' program names are withheld unless an admin shows them: a column of nothing but "—" is left
+    out (one "—" where only some are missing), and this kernel's row is marked."""
     processes = tuple(processes)
     if not processes:
-        return '<div class="jupyter-gpu-procs"><i>no processes</i></div>'
+        return f'<div class="jupyter-gpu-procs"><i>{NO_PROCESSES}</i></div>'
+    named = any(process.name for process in processes)
     rows = []
     for process in sorted(processes, key=lambda p: -(p.memory or 0)):
         own = process.pid == own_pid
         mark = ' <span class="jupyter-gpu-own">◀ this kernel</span>' if own else ""
         css = ' class="jupyter-gpu-own"' if own else ""
-        name = _cell(process.name, 80)
+        user = _cell(process.user, 40)
+        if not named:
+            user = user[:-5] + mark + "</td>"
+        program = (_cell(process.name or None, 80)[:-5] + mark + "</td>") if named else ""
         rows.append(
-            f'<tr{css}>{_cell(process.user, 40)}<td class="jupyter-gpu-num">{process.pid}</td>'
-            f'<td class="jupyter-gpu-num">{format_bytes(process.memory)}</td>{name[:-5]}{mark}</td></tr>'
+            f'<tr{css}>{user}{program}<td class="jupyter-gpu-num">{format_bytes(process.memory)}</td>'
+            f'<td class="jupyter-gpu-num">{process.pid}</td></tr>'
         )
+    columns = '<col style="width:28%"><col>' if named else "<col>"
+    heads = "<th>user</th><th>program</th>" if named else "<th>user</th>"
     return (
-        '<div class="jupyter-gpu-procs"><table><colgroup><col style="width:28%"><col style="width:10ch">'
-        '<col style="width:10ch"><col></colgroup><tr><th>user</th><th class="jupyter-gpu-num">PID</th>'
-        f'<th class="jupyter-gpu-num">memory</th><th>process</th></tr>{"".join(rows)}</table></div>'
+        f'<div class="jupyter-gpu-procs"><table><colgroup>{columns}<col style="width:10ch">'
+        f'<col style="width:10ch"></colgroup><tr>{heads}<th class="jupyter-gpu-num">memory</th>'
+        f'<th class="jupyter-gpu-num">PID</th></tr>{"".join(rows)}</table></div>'
     )
+
+
+def who_text(gpu: GpuInfo, own_pid: int) -> str:
+    """Who is on ``gpu``, in a few words, as the sidebar's compact line says it: ``this kernel``
+    first, then other users once each; ``free`` when nobody and less than 512 MiB is used (the
+    sidebar's rule, ``FREE_MEMORY_BYTES``), ``nobody`` when memory is held by no process seen;
+    ``—`` when it cannot be read. Escaped."""
+    if gpu.error:
+        return UNKNOWN
+    processes = [*gpu.processes, *(p for s in gpu.slices for p in s.processes)]
+    own = any(p.pid == own_pid for p in processes)
+    users = sorted({display_text(p.user, 40, f"pid {p.pid}") for p in processes if p.pid != own_pid})
+    names = (["this kernel"] if own else []) + users
+    if names:
+        return html.escape(", ".join(names))
+    return "free" if gpu.memory_used < FREE_MEMORY_BYTES and not gpu.mig_mode else "nobody"

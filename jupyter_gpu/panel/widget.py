@@ -2,14 +2,18 @@
 
 A grid of GPU cards (one column in a narrow output area, as many as fit in a wide one, for 1 to 16
 GPUs and more). Each card: index and name, a memory bar (used/total GiB as text, the kernel's memory
-limit drawn as a red mark), utilization, temperature and power in three aligned columns, a history
-chart of memory (filled area) and utilization (line) on a fixed 0-100 % scale with the current
-values in its legend, and the processes on that GPU (user, PID, memory) with this kernel's own
-process marked. A GPU in MIG mode lists its slices under it instead (profile, MIG UUID, a memory
-bar, the slice's processes, "this kernel" marked) and says "n/a on MIG" for the utilization NVML
-does not measure there. GPUs outside the kernel's selection (``%gpu_select``) are
-dimmed. The panel says so when NVML is unavailable (and why), when a GPU is lost, and when the GPUs
-are simulated (``JUPYTER_GPU_SIMULATE``).
+limit drawn as a red mark), temperature and power, a history chart of memory (filled area) and
+utilization (line) on a fixed 0-100 % scale with the current values in its legend (utilization is
+said there, once, as in the sidebar), and the processes on that GPU (user, program, memory, PID: the
+sidebar's words; a program column of nothing but withheld names is left out) with this kernel's own
+process marked. Above :data:`COMPACT_ABOVE_GPUS` GPUs the panel is compact, as the sidebar: each
+card is its name, memory bar and text, readings, and who is on it. What cannot be read shows as "—"
+(a lost GPU's memory and legend). A GPU in MIG mode lists its slices under it instead (profile, MIG
+UUID, a memory bar, the slice's processes, "this kernel" marked) and says "n/a on MIG" for the
+utilization NVML does not measure there. GPUs outside the kernel's selection (``%gpu_select``) are
+marked (a dashed border and "not selected in this kernel"; their text keeps its full contrast). The
+panel says so when NVML is unavailable (and why), when a GPU is lost, and when the GPUs are simulated
+(``JUPYTER_GPU_SIMULATE``).
 
 Sampling happens on one background thread per kernel (a :class:`jupyter_gpu.sources.sampler.Sampler`
 shared by every panel), never on the kernel's main thread, so cells keep running while panels
@@ -57,9 +61,12 @@ from ..core.snapshot import GpuInfo, Snapshot
 from ..core.text import display_text
 from ..core.units import format_bytes
 from ..sources.sampler import Sampler
-from .render import STYLE, Sparkline, memory_bar_html, processes_html
+from .render import STYLE, Sparkline, memory_bar_html, percent_text, processes_html, who_text
 
 MIN_INTERVAL_S = 0.1
+COMPACT_ABOVE_GPUS = 4
+"""Above this many GPUs the panel is compact, as the sidebar (labextension/src/overview.ts): one short
+card per GPU (name, memory bar and text, readings, who is on it), without chart and process table."""
 SAMPLER_NAME = "jupyter-gpu-monitor"
 CLOSED_TEXT = "GPU panel closed; run %gpu_monitor for a new one."
 NO_VIEW_TEXT = "paused: no view of this panel is shown; it resumes when one is"
@@ -194,9 +201,9 @@ def _close_tree(widget: widgets.Widget) -> None:
 class GpuRow:
     """The widgets of one GPU row and its bounded history (``history`` samples)."""
 
-    def __init__(self, uuid: str, history: int) -> None:
+    def __init__(self, uuid: str, history: int, interval_s: float = 1.0) -> None:
         self.uuid = uuid
-        self.sparkline = Sparkline(history)
+        self.sparkline = Sparkline(history, interval_s=interval_s)
         self.memory_history = self.sparkline.memory  # percent of total, oldest first
         self.utilization_history = self.sparkline.utilization
         self.title = widgets.HTML()
@@ -207,8 +214,11 @@ class GpuRow:
         self.power = widgets.Label()
         self.history_chart = widgets.HTML()
         self.processes = widgets.HTML()
+        self.who = widgets.HTML()  # shown in the compact panel only (style.css), instead of the table
         self.dimmed = False
         self.lost = False
+        for label, css in ((self.utilization, "util"), (self.temperature, "temp"), (self.power, "power")):
+            label.add_class(f"jupyter-gpu-{css}")
         stats = widgets.Box([self.utilization, self.temperature, self.power])
         # Each widget sits in a named area of the card's CSS grid (see style.css): title on top, bar and
         # memory text side by side, the three readings in equal columns, chart, processes.
@@ -219,10 +229,11 @@ class GpuRow:
             (stats, "stats"),
             (self.history_chart, "chart"),
             (self.processes, "procs"),
+            (self.who, "who"),
         ):
             widget.add_class(f"jupyter-gpu-{area}-cell" if area != "stats" else "jupyter-gpu-stats")
         self.box = widgets.Box(
-            [self.title, self.memory_bar, self.memory_text, stats, self.history_chart, self.processes]
+            [self.title, self.memory_bar, self.memory_text, stats, self.history_chart, self.processes, self.who]
         )
         self.box.add_class("jupyter-gpu-row")
 
@@ -236,7 +247,7 @@ class GpuRow:
         if lost:
             notes.append(f'<span class="jupyter-gpu-error">⚠ {html.escape(display_text(gpu.error, 300))}</span>')
         if dimmed:
-            notes.append("<span>not selected in this kernel</span>")
+            notes.append('<span class="jupyter-gpu-unselected">not selected in this kernel</span>')
         note = f'<span class="jupyter-gpu-note">{" · ".join(notes)}</span>' if notes else ""
         title = (
             f'<span class="jupyter-gpu-title" title="GPU {gpu.index} {full_name}"><b>GPU {gpu.index}</b> '
@@ -249,7 +260,7 @@ class GpuRow:
         if lost:
             self.sparkline.append(0.0, None)
             _set(self.memory_bar, "value", memory_bar_html(0, 0, None))
-            _set(self.memory_text, "value", "memory: unavailable (GPU lost)")
+            _set(self.memory_text, "value", "memory: — (GPU lost)")
             for label in (self.utilization, self.temperature, self.power):
                 _set(label, "value", "")
         else:
@@ -260,11 +271,13 @@ class GpuRow:
                 memory_text += f" (limit {format_bytes(limit)})"
             _set(self.memory_bar, "value", memory_bar_html(used, total, limit))
             _set(self.memory_text, "value", memory_text)
-            if gpu.utilization is not None:
-                utilization = f"util {gpu.utilization} %"
-            else:
-                utilization = "util n/a on MIG" if gpu.mig_mode else "util —"
+            # Utilization is said once per card: in the chart's legend (as in the sidebar), so this
+            # label shows only in the compact panel (no chart) and, on MIG, to say why it is missing
+            # (style.css; the class "jupyter-gpu-mig" marks that case).
+            mig = gpu.mig_mode and gpu.utilization is None
+            utilization = "util n/a on MIG" if mig else f"util {percent_text(gpu.utilization)}"
             _set(self.utilization, "value", utilization)
+            self._set_label_class(self.utilization, "jupyter-gpu-mig", mig)
             _set(self.temperature, "value", "" if gpu.temperature is None else f"{gpu.temperature} °C")
             power = "" if gpu.power is None else f"{gpu.power:.0f} W"
             if power and gpu.power_limit:
@@ -274,11 +287,17 @@ class GpuRow:
                 100.0 * used / total if total else 0.0, None if gpu.utilization is None else float(gpu.utilization)
             )
         if lost:
-            _set(self.history_chart, "value", self.sparkline.svg())
+            _set(self.history_chart, "value", self.sparkline.svg(unknown=True))
         else:
             share = 100.0 * gpu.memory_used / gpu.memory_total if gpu.memory_total else None
             _set(self.history_chart, "value", self.sparkline.svg(share, gpu.utilization))
         _set(self.processes, "value", processes_html(gpu, own_pid))
+        _set(self.who, "value", f'<span class="jupyter-gpu-who" title="on it">{who_text(gpu, own_pid)}</span>')
+
+    @staticmethod
+    def _set_label_class(label: widgets.Widget, css: str, on: bool) -> None:
+        if on != (css in label._dom_classes):
+            (label.add_class if on else label.remove_class)(css)
 
     def _set_class(self, css: str, on: bool, attribute: str) -> None:
         if getattr(self, attribute) != on:
@@ -581,8 +600,11 @@ class GPUMonitor(widgets.VBox):
                 self._rows.pop(gone).close()
             for key in order:
                 if key not in self._rows:
-                    self._rows[key] = GpuRow(key, self._history)
+                    self._rows[key] = GpuRow(key, self._history, self._interval_s)
             self._row_order = order
             self.rows_box.children = tuple(self._rows[key].box for key in order)
+            compact = len(order) > COMPACT_ABOVE_GPUS
+            if compact != ("jupyter-gpu-compact" in self.rows_box._dom_classes):
+                (self.rows_box.add_class if compact else self.rows_box.remove_class)("jupyter-gpu-compact")
         for key, gpu in zip(order, gpus, strict=True):
             self._rows[key].update(gpu, selected, limit(gpu.index), self._own_pid)

@@ -58,7 +58,7 @@ def _jupyter_server_extension_points() -> list[dict[str, str]]:
 def _load_jupyter_server_extension(serverapp: Any) -> None:
     """Create the service, add the routes and bind the Prometheus collector (idempotent)."""
     from . import logs, metrics
-    from .handlers import routes
+    from .handlers import routes, usage_target
     from .history_handler import routes as history_routes
 
     web_app = serverapp.web_app
@@ -81,6 +81,9 @@ def _load_jupyter_server_extension(serverapp: Any) -> None:
     service.report_files.remove_orphans()  # reports dead kernels left behind
     service.remove_claims()  # this user's claims of kernels that no longer run
     web_app.add_handlers(".*$", routes(web_app.settings["base_url"]) + history_routes(web_app.settings["base_url"]))
+    # The sidebar asks for "your GPU use this week" only where there is a hub service to ask (no 404
+    # logged on every page load without one): JupyterLab and Notebook 7 put this in the page config.
+    web_app.settings.setdefault("page_config_data", {})["jupyterGpuUsage"] = usage_target() is not None
     service.attach_events(getattr(serverapp, "event_logger", None))
     if config.prometheus:
         metrics.bind(service)

@@ -119,6 +119,17 @@ class CullsHandler(GpuHandler):
         self.write_json({"culls": list(self.service.culler.recent)})
 
 
+def usage_target() -> tuple[str, str] | None:
+    """The jupyter-gpu hub service and the user ``GET jupyter-gpu/usage`` asks about
+    (``$JUPYTER_GPU_SERVICE_URL``, ``$JUPYTERHUB_USER``), or None when this server has none: then the
+    route answers 404, and the page config says so (``jupyterGpuUsage``) so the sidebar never asks."""
+    from ..sources import remote
+
+    base = os.environ.get(remote.SERVICE_URL_ENV)
+    user = os.environ.get("JUPYTERHUB_USER")
+    return (base, user) if base and user else None
+
+
 class UsageHandler(GpuHandler):
     """``GET {base_url}jupyter-gpu/usage?window=day|week|30d``: this server's user's GPU use (the
     sidebar's "your GPU use this week"), asked from the jupyter-gpu hub service's ``api/usage`` with
@@ -134,12 +145,12 @@ class UsageHandler(GpuHandler):
         window = self.get_argument("window", "week")
         if window not in remote.USAGE_WINDOWS:
             raise web.HTTPError(400, f"window must be one of {', '.join(remote.USAGE_WINDOWS)}")
-        base = os.environ.get(remote.SERVICE_URL_ENV)
-        user = os.environ.get("JUPYTERHUB_USER")
-        if not base or not user:
+        target = usage_target()
+        if target is None:
             raise web.HTTPError(
                 404, "no jupyter-gpu hub service for this server (JUPYTER_GPU_SERVICE_URL, JUPYTERHUB_USER)"
             )
+        base, user = target
         account = self.service.config.service_account
         try:
             data = await asyncio.get_running_loop().run_in_executor(

@@ -4,8 +4,13 @@
  * postpones that kernel's cull by one `cull_idle_after_s` and logs it), and, once the culler shut a
  * warned kernel down, a notification that stays in the notification center (`GET jupyter-gpu/culls`)
  * saying which notebook went, after how long idle, and what it freed where. Text only.
+ *
+ * Culls made while no page was open are not lost: the page remembers (per server, in the browser's
+ * local storage) the server time of the last snapshot it saw, and on the next visit shows the culls
+ * the server made after it once, in the notification center, as for live ones.
  */
 import { Notification } from '@jupyterlab/apputils';
+import { PageConfig } from '@jupyterlab/coreutils';
 
 import { countdownText, cullNotice, cullsDue, type ICullRecord, parseCulls } from './culling';
 import { displayText, formatDuration } from './format';
@@ -33,6 +38,40 @@ export const serverCullApi: ICullApi = {
   }
 };
 
+/** Where a page keeps the server time of the last snapshot it saw (tests pass their own). */
+export interface IVisitStore {
+  /** The last visit's last snapshot time (server epoch seconds), or null for a first visit. */
+  lastSeen(): number | null;
+  seen(timestamp: number): void;
+}
+
+/** The browser's local storage, one entry per server (its base URL); nothing where there is none. */
+export function browserVisits(key = `jupyter-gpu:last-seen:${PageConfig.getBaseUrl()}`): IVisitStore {
+  const storage = (): Storage | null => {
+    try {
+      return typeof localStorage === 'undefined' ? null : localStorage;
+    } catch {
+      return null; // storage disabled: live culls only
+    }
+  };
+  return {
+    lastSeen(): number | null {
+      const value = Number(storage()?.getItem(key) ?? Number.NaN);
+      return Number.isFinite(value) && value > 0 ? value : null;
+    },
+    seen(timestamp: number): void {
+      try {
+        storage()?.setItem(key, String(timestamp));
+      } catch {
+        // full or disabled: the next visit shows no catch-up, nothing worse
+      }
+    }
+  };
+}
+
+/** At most this many culls since the last visit get a notification each; the rest are counted in one. */
+export const AWAY_NOTICES = 5;
+
 /** The kernel ids of a snapshot's kernel summaries, or null when the server sends none (older servers). */
 function listedKernels(snapshot: ISnapshot | null): Set<string> | null {
   if (!snapshot || !Array.isArray(snapshot.kernels)) {
@@ -45,10 +84,15 @@ function listedKernels(snapshot: ISnapshot | null): Set<string> | null {
 export class CullNotifier {
   constructor(
     private readonly model: IGpuMonitorModel,
-    private readonly api: ICullApi = serverCullApi
+    private readonly api: ICullApi = serverCullApi,
+    private readonly visits: IVisitStore = browserVisits()
   ) {
+    this.lastVisit = visits.lastSeen();
     model.changed.connect(() => this.update());
   }
+
+  /** The server time of the last snapshot the previous visit saw (null: first visit, or done). */
+  private lastVisit: number | null;
 
   /** Toast ids of the countdowns shown, by kernel id. */
   readonly countdowns = new Map<string, string>();
@@ -63,6 +107,14 @@ export class CullNotifier {
 
   update(): void {
     const snapshot = this.model.snapshot;
+    if (snapshot && typeof snapshot.timestamp === 'number' && Number.isFinite(snapshot.timestamp)) {
+      if (this.lastVisit !== null) {
+        const since = this.lastVisit;
+        this.lastVisit = null;
+        void this.notifyAway(since);
+      }
+      this.visits.seen(snapshot.timestamp);
+    }
     const due = cullsDue(snapshot);
     const listed = listedKernels(snapshot);
     for (const [kernelId, id] of this.countdowns) {
@@ -125,6 +177,32 @@ export class CullNotifier {
       }
     }
     await this.model.refresh().catch(() => undefined);
+  }
+
+  /** The culls the server made after `since` (the last visit's last snapshot), once each. */
+  private async notifyAway(since: number): Promise<void> {
+    let culls: ICullRecord[];
+    try {
+      culls = await this.api.culls();
+    } catch {
+      return;
+    }
+    const away = culls.filter(
+      c => c.culledAt !== null && c.culledAt > since && !this.notified.has(c.kernelId)
+    );
+    for (const cull of away) {
+      this.notified.add(cull.kernelId);
+    }
+    for (const cull of away.slice(-AWAY_NOTICES)) {
+      Notification.info(`While you were away: ${cullNotice(cull)}`, { autoClose: false });
+    }
+    if (away.length > AWAY_NOTICES) {
+      const more = away.length - AWAY_NOTICES;
+      Notification.info(
+        `While you were away: ${more} more idle GPU kernel${more === 1 ? ' was' : 's were'} shut down.`,
+        { autoClose: false }
+      );
+    }
   }
 
   private async notifyCull(kernelId: string): Promise<void> {

@@ -85,6 +85,8 @@ export interface ICullRecord {
   memory: number;
   /** NVML indices of the GPUs the memory was freed on (empty: known only from the kernel's report). */
   gpus: number[];
+  /** When, in the server's epoch seconds (null: an older server that does not say). */
+  culledAt: number | null;
 }
 
 /** The records of a `GET jupyter-gpu/culls` answer; anything malformed is left out. */
@@ -104,7 +106,8 @@ export function parseCulls(answer: unknown): ICullRecord[] {
       label: label(raw.kernel_id, raw.notebook),
       idleS: raw.idle_s,
       memory: raw.memory,
-      gpus
+      gpus,
+      culledAt: finite(raw.culled_at) ? raw.culled_at : null
     });
   }
   return records;

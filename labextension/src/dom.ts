@@ -92,3 +92,19 @@ export function reconcile<T, V extends { node: HTMLElement; dispose?(): void }>(
     }
   }
 }
+
+/** A button whose action is done: it stays, says what happened, and no longer looks clickable. */
+export function markDone(button: HTMLButtonElement, text: string): void {
+  button.disabled = true;
+  button.textContent = `✓ ${text}`;
+  button.classList.remove('jp-mod-accept');
+  button.classList.add('jp-mod-done');
+}
+
+/** A button whose target is gone: disabled, and its text says why. */
+export function markGone(button: HTMLButtonElement, why: string): void {
+  button.disabled = true;
+  button.textContent = `${button.textContent ?? ''} — ${why}`;
+  button.title = why;
+  button.classList.add('jp-mod-gone');
+}

@@ -53,10 +53,11 @@ export function formatDuration(seconds: number | null | undefined): string {
     return `${minutes} min`;
   }
   const hours = Math.floor(minutes / 60);
+  // "1 h", not "1 h 0 min": a zero part is left out (the sidebar's "idle after 1 h").
   if (hours < 24) {
-    return `${hours} h ${minutes % 60} min`;
+    return minutes % 60 ? `${hours} h ${minutes % 60} min` : `${hours} h`;
   }
-  return `${Math.floor(hours / 24)} d ${hours % 24} h`;
+  return hours % 24 ? `${Math.floor(hours / 24)} d ${hours % 24} h` : `${Math.floor(hours / 24)} d`;
 }
 
 /** The last path segment, what users call a notebook ("train.ipynb"). */

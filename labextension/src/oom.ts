@@ -19,7 +19,7 @@ import { KernelAPI } from '@jupyterlab/services';
 import { Widget } from '@lumino/widgets';
 
 import { confirmAction, confirmRestart } from './confirm';
-import { el } from './dom';
+import { el, markDone, markGone } from './dom';
 import { displayText, formatBytes, formatDuration } from './format';
 import { findSessionContext, parseOffer, refusal, restartAndRun, shownPlan } from './restart';
 
@@ -124,9 +124,31 @@ export function actionLabel(action: OomAction): string {
   }
 }
 
-/** The text of the notification after `%gpu_free`: its report's lines, neutralized and bounded. */
+/** A line of `%gpu_free`'s report with the figure: `GPU 0 (A100): this kernel 6 GiB → 1 GiB (NVML)`. */
+const FIGURE = /^GPU (\d+)(?: \([^)]*\))?: (this kernel .+?)(?: \(NVML\))?$/;
+
+/**
+ * The text of the notification after `%gpu_free`: the figure first (`GPU 0: this kernel 6 GiB →
+ * 1 GiB`, a notification is cut after about a hundred characters), then the report's first lines,
+ * neutralized and bounded.
+ */
 export function freedText(output: string): string {
-  const text = displayText(output.trim().split('\n').slice(0, 3).join(' '), '', 300);
+  const lines = output
+    .trim()
+    .split('\n')
+    .map(line => line.trim())
+    .filter(line => line !== '');
+  const figures: string[] = [];
+  const rest: string[] = [];
+  for (const line of lines) {
+    const match = FIGURE.exec(line);
+    if (match) {
+      figures.push(`GPU ${match[1]}: ${match[2]}`);
+    } else {
+      rest.push(line);
+    }
+  }
+  const text = displayText([...figures, ...rest.slice(0, 3)].join(' · '), '', 300);
   return text || 'jupyter_gpu: %gpu_free ran.';
 }
 
@@ -170,22 +192,42 @@ export class OomRenderer extends Widget implements IRenderMime.IRenderer {
       return;
     }
     const bar = el('div', 'jp-GpuOom-actions');
+    const shutdowns: [string, HTMLButtonElement][] = [];
     for (const action of offer.actions) {
       const button = el('button', 'jp-Button jp-mod-styled jp-GpuOom-button', { type: 'button' });
       button.textContent = actionLabel(action);
       button.addEventListener('click', () => void this.act(action, button));
       bar.appendChild(button);
+      if (action.kind === 'shutdown') {
+        shutdowns.push([action.kernelId, button]);
+      }
     }
     this.node.appendChild(bar);
+    // A report read later (the notebook reopened): the kernels it offers to shut down may be gone.
+    if (shutdowns.length) {
+      await markGoneKernels(shutdowns);
+    }
   }
 
   private async act(action: OomAction, button: HTMLButtonElement): Promise<void> {
     button.disabled = true;
     try {
       const done = await this.run(action);
-      button.disabled = done;
+      if (done && action.kind === 'shutdown') {
+        markDone(button, `Shut down ${action.label}`);
+      } else {
+        button.disabled = done;
+      }
     } catch (error) {
       const message = error instanceof Error ? error.message : String(error);
+      if (action.kind === 'shutdown' && (await kernelGone(action.kernelId))) {
+        markGone(button, 'that kernel no longer runs');
+        return;
+      }
+      if (action.kind !== 'shutdown' && !findSessionContext(this)?.session?.kernel) {
+        markGone(button, 'this notebook has no kernel now');
+        return;
+      }
       Notification.error(`jupyter_gpu: ${actionLabel(action)} failed: ${displayText(message, '', 300)}`);
       button.disabled = false;
     }
@@ -244,6 +286,34 @@ export class OomRenderer extends Widget implements IRenderMime.IRenderer {
     }
     Notification.success(freedText(output), { autoClose: 10000 });
     return false; // it may be worth running again later
+  }
+}
+
+/** The ids of this server's running kernels, or null when they cannot be listed. */
+async function runningKernels(): Promise<Set<string> | null> {
+  try {
+    return new Set((await KernelAPI.listRunning()).map(k => k.id));
+  } catch {
+    return null;
+  }
+}
+
+/** Whether the kernel `kernelId` no longer runs on this server (false when that cannot be told). */
+async function kernelGone(kernelId: string): Promise<boolean> {
+  const running = await runningKernels();
+  return running !== null && !running.has(kernelId);
+}
+
+/** Disables the shutdown buttons of kernels that no longer run, saying so. */
+async function markGoneKernels(buttons: readonly [string, HTMLButtonElement][]): Promise<void> {
+  const running = await runningKernels();
+  if (running === null) {
+    return;
+  }
+  for (const [kernelId, button] of buttons) {
+    if (!running.has(kernelId)) {
+      markGone(button, 'that kernel no longer runs');
+    }
   }
 }
 

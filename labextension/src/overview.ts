@@ -4,7 +4,7 @@
  * who) and the status-bar text. The views only put these strings into the DOM (as text).
  */
 import { cullsDue } from './culling';
-import { displayText, formatBytes, formatDuration, percent } from './format';
+import { displayText, formatBytes, formatDuration, percent, tooltipText } from './format';
 import type { IGpu, IGpuProcess, IMigSlice, ISnapshot, MonitorState } from './tokens';
 
 /**
@@ -111,23 +111,27 @@ export interface ICompactLine {
  * Who is on a GPU, in a few characters: `you` first (`you (idle)` when one of your kernels there
  * is idle while holding memory), then other users by name, once each; `free` when nobody.
  */
-export function whoIsOn(processes: readonly IGpuProcess[]): { who: string; idle: boolean } {
+export function whoIsOn(processes: readonly IGpuProcess[]): { who: string; whole: string; idle: boolean } {
   let own = false;
   let idle = false;
-  const users = new Set<string>();
+  const users = new Map<string, string>();
   for (const p of processes) {
     if (p.own) {
       own = true;
       idle = idle || p.idle === true;
     } else {
-      users.add(displayText(p.user, `pid ${p.pid}`, 24));
+      // The line wraps a long name onto a second line; only absurd ones are cut (the tooltip: whole).
+      users.set(tooltipText(p.user, `pid ${p.pid}`), displayText(p.user, `pid ${p.pid}`, 32));
     }
   }
-  const names = [...users].sort();
+  const keys = [...users.keys()].sort();
+  const names = keys.map(k => users.get(k) as string);
+  const whole = [...keys];
   if (own) {
     names.unshift(idle ? 'you (idle)' : 'you');
+    whole.unshift(idle ? 'you (idle)' : 'you');
   }
-  return { who: names.length ? names.join(', ') : '', idle };
+  return { who: names.join(', '), whole: whole.join(', '), idle };
 }
 
 /**
@@ -145,7 +149,7 @@ export function compactLine(gpu: IGpu): ICompactLine {
       }
     }
   }
-  const { who, idle } = whoIsOn(processes);
+  const { who, whole, idle } = whoIsOn(processes);
   if (gpu.error !== null) {
     const reason = displayText(gpu.error, '', 200);
     return {
@@ -172,7 +176,7 @@ export function compactLine(gpu: IGpu): ICompactLine {
       who: who || 'nobody',
       title:
         `${label}: MIG mode, ${freeSlices} of ${slices.length} slices free; ${memory}` +
-        (who ? `; on it: ${who}` : ''),
+        (whole ? `; on it: ${whole}` : ''),
       isFree: freeSlices > 0,
       idle,
       error: false
@@ -189,7 +193,7 @@ export function compactLine(gpu: IGpu): ICompactLine {
     who: isFree ? 'free' : who || 'nobody',
     title:
       `${label}: util ${utilization}, ${free} free, ${memory}` +
-      (isFree ? '; free' : who ? `; on it: ${who}` : ''),
+      (isFree ? '; free' : whole ? `; on it: ${whole}` : ''),
     isFree,
     idle,
     error: false
@@ -201,7 +205,8 @@ export interface IStatusSummary {
   text: string;
   /**
    * The same for a narrow place (Notebook 7's menu bar): the GPU count, and the idle state or the
-   * countdown, or failed GPUs (`GPU 2/3 · idle`, `GPU 2/3 · shut down in 9 min`); `title` has it all.
+   * countdown, or failed GPUs (`2/3 GPUs in use`, `2/3 GPUs · idle`, `shut down in 9 min`: "in use",
+   * then the count, give way to the news); `title` has it all.
    */
   short: string;
   title: string;
@@ -210,7 +215,8 @@ export interface IStatusSummary {
 }
 
 /**
- * The status-bar text: `GPU 2/3 · yours 4 GiB · idle 5 min`. GPUs with a process / all GPUs; MIG
+ * The status-bar text: `2/3 GPUs in use · yours 4 GiB · idle 5 min`. GPUs with a process / all
+ * GPUs, said as what it counts (a bare `GPU 2/3` read as "GPU number 2 of 3"); MIG
  * slices counted apart (`MIG 2/3 free`); your kernels' memory when there is some; the idle state
  * said in words (the longest idle time of your kernels idle while holding memory), or the culler's
  * countdown when one of them is about to be shut down; GPUs that cannot be read.
@@ -252,9 +258,10 @@ export function statusSummary(
   }
   const free = freeUnits(gpus);
   const failed = gpus.filter(g => g.error !== null).length;
-  // "GPU 2/4" is what a glance needs; the user's own share only when there is one.
-  let text = `GPU ${inUse}/${gpus.length}`;
-  let short = text;
+  // "2/4 GPUs in use" is what a glance needs; the user's own share only when there is one. The
+  // short text (Notebook 7's menu bar) says "in use" only when nothing else needs the room.
+  let text = `${inUse}/${gpus.length} GPUs in use`;
+  let short = `${inUse}/${gpus.length} GPUs`;
   if (free.sliceCount > 0) {
     text += ` · MIG ${free.slices.length}/${free.sliceCount} free`;
   }
@@ -267,10 +274,15 @@ export function statusSummary(
   }
   if (cullInS !== null) {
     text += ` · idle kernel shut down in ${formatDuration(cullInS)}`;
-    short += ` · shut down in ${formatDuration(cullInS)}`;
+    // The countdown is the news: it takes the count's place (Notebook 7's menu bar at 800 px has
+    // room for one of them only; the tooltip says both).
+    short = `${failed > 0 ? `${failed} failed · ` : ''}shut down in ${formatDuration(cullInS)}`;
   } else if (idleKernels.size > 0) {
     text += ` · idle ${formatDuration(Math.max(...idleKernels.values()))}`;
     short += ' · idle';
+  }
+  if (short === `${inUse}/${gpus.length} GPUs`) {
+    short += ' in use';
   }
   const idle = idleKernels.size;
   const title =
@@ -292,4 +304,12 @@ export const COMPACT_ABOVE_GPUS = 4;
 /** Whether the sidebar shows one line per GPU for `mode` and `gpuCount` GPUs. */
 export function isCompact(mode: CompactMode, gpuCount: number): boolean {
   return mode === 'compact' || (mode !== 'cards' && gpuCount > COMPACT_ABOVE_GPUS);
+}
+
+/**
+ * The sidebar header's line (`driver 550.54.15 · simulated · idle after 1 h · updated 10:42:07`):
+ * at 250 px it wraps between its parts, never inside one ("idle after 1 h" stays together).
+ */
+export function headerLine(parts: readonly string[]): string {
+  return parts.map(part => part.replace(/ /g, '\u00a0')).join(' · ');
 }

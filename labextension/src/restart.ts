@@ -22,7 +22,7 @@ import type { IRenderMime } from '@jupyterlab/rendermime-interfaces';
 import { Widget } from '@lumino/widgets';
 
 import { confirmRestart } from './confirm';
-import { el } from './dom';
+import { el, markDone } from './dom';
 import { displayText } from './format';
 
 export const RESTART_MIME = 'application/vnd.jupyter-gpu.restart+json';
@@ -257,7 +257,7 @@ export class RestartRenderer extends Widget implements IRenderMime.IRenderer {
     }
     button.textContent = 'Restarting…';
     if (await restartAndRun(context, offer.lines, this.timeoutMs)) {
-      button.textContent = 'Restarted, plan applied';
+      markDone(button, 'Restarted, plan applied');
     } else {
       button.disabled = false;
       button.textContent = 'Restart kernel and apply';

@@ -348,7 +348,8 @@ WCAG_AA = 4.5
 
 # Runs in the page: for every element under `roots` with visible text of its own, its computed text
 # colour and the colour under it (ancestors' backgrounds, walked up to the first opaque one and
-# alpha-blended, white below all), and the WCAG contrast ratio of the two. Colours are read through
+# alpha-blended, white below all), and the WCAG contrast ratio of the two. The text's colour is
+# faded by its own and its ancestors' `opacity` (a dimmed card's text is drawn that faint). Colours are read through
 # a 1x1 canvas, so any CSS colour syntax the browser computes (rgb(), color(srgb ...)) works.
 CONTRAST_JS = """
 roots => {
@@ -386,7 +387,9 @@ roots => {
       const box = node.getBoundingClientRect();
       if (box.width === 0 || box.height === 0) continue;
       const background = backgroundOf(node);
-      const color = over(rgba(getComputedStyle(node).color), background);
+      const text = rgba(getComputedStyle(node).color);
+      for (let n = node; n; n = n.parentElement) text[3] *= parseFloat(getComputedStyle(n).opacity);
+      const color = over(text, background);
       const [a, b] = [luminance(color), luminance(background)];
       const ratio = (Math.max(a, b) + 0.05) / (Math.min(a, b) + 0.05);
       out.push({text: own.slice(0, 60), cls: node.className && node.className.baseVal === undefined

@@ -93,6 +93,27 @@ def test_panel_renders_updates_and_escapes(lab: Any, page: Any, artifacts: Any, 
     lab.shutdown_all_kernels()
 
 
+def test_the_panel_keeps_aa_contrast_in_both_themes_cards_not_selected_included(
+    lab: Any, page: Any, artifacts: Any, contrast: Any, theme: Any, docs_screenshot: Any
+) -> None:
+    """The dimmed "not selected in this kernel" cards measured 3.06-3.32:1 in the dark theme
+    (an opacity on the whole card); the contrast check covers the panel, opacity included."""
+    cell = "%load_ext jupyter_gpu\n%gpu_select 0\n%gpu_monitor --interval 0.3 --history 30"
+    panel = run_panel(lab, page, "panel_contrast.ipynb", cell)
+    rows = panel.locator(".jupyter-gpu-row")
+    wait_until(lambda: rows.count() == 3, what="three GPU rows")
+    wait_until(lambda: "jupyter-gpu-dimmed" in (rows.nth(1).get_attribute("class") or ""), what="a card not selected")
+    assert "not selected in this kernel" in rows.nth(1).inner_text()
+    for dark in (False, True):
+        theme(page, dark)
+        page.wait_for_timeout(800)
+        contrast(page, ".jupyter-gpu-monitor", must_include=("jupyter-gpu-unselected", "jupyter-gpu-title"))
+        panel.screenshot(path=str(artifacts / f"monitor-panel-selected-{'dark' if dark else 'light'}.png"))
+    theme(page, False)
+    assert not page.errors
+    lab.shutdown_all_kernels()
+
+
 def boxes(locator: Any) -> list[dict[str, float]]:
     return locator.evaluate_all(
         "nodes => nodes.map(n => { const r = n.getBoundingClientRect();"
@@ -125,8 +146,9 @@ def check_grid(panel: Any, gpus: int) -> int:
         card = cards[index]
         parts = [
             boxes(row.locator(f".jupyter-gpu-{name}"))[0]
-            for name in ("title-cell", "bar-cell", "memory-cell", "stats", "chart-cell", "procs-cell")
+            for name in ("title-cell", "bar-cell", "memory-cell", "stats", "chart-cell", "procs-cell", "who-cell")
         ]
+        parts = [part for part in parts if part["w"] > 0 and part["h"] > 0]  # hidden: compact or not
         for part in parts:
             assert part["x"] >= card["x"] - 0.5 and part["x"] + part["w"] <= card["x"] + card["w"] + 0.5, (index, part)
         for i, a in enumerate(parts):
@@ -158,6 +180,13 @@ def test_panel_grid_holds_for_16_gpus_narrow_and_wide_light_and_dark(
     panel = run_panel(lab, page, "grid16.ipynb", "%load_ext jupyter_gpu\n%gpu_monitor --interval 0.5 --history 60")
     wait_until(lambda: panel.locator(".jupyter-gpu-row").count() == 16, what="16 cards")
     assert check_grid(panel, 16) >= 2  # wide: several columns
+    # Above four GPUs the panel is compact, as the sidebar: who is on each, no chart or table.
+    assert "jupyter-gpu-compact" in panel.locator(".jupyter-gpu-grid").get_attribute("class")
+    second = panel.locator(".jupyter-gpu-row").nth(1)
+    assert (
+        second.locator(".jupyter-gpu-chart-cell").is_hidden() and second.locator(".jupyter-gpu-procs-cell").is_hidden()
+    )
+    assert "a\ufffdevil" in second.locator(".jupyter-gpu-who").inner_text()
     # The long name is cut in the card with the whole name in the tooltip; the RLO spoof is gone.
     title = panel.locator(".jupyter-gpu-row").nth(0).locator(".jupyter-gpu-title")
     assert title.evaluate("n => n.scrollWidth > n.clientWidth")  # CSS ellipsis at work

@@ -38,7 +38,7 @@ def test_sidebar_and_status_item_in_notebook_7(notebook_app, page, artifacts, do
     assert page.evaluate("window.jupyterapp.name") == "Jupyter Notebook"
     item = page.locator(".jp-GpuStatus")
     item.wait_for()
-    page.wait_for_function("() => document.querySelector('.jp-GpuStatus').textContent === 'GPU 1/2'")
+    page.wait_for_function("() => document.querySelector('.jp-GpuStatus').textContent === '1/2 GPUs in use'")
     assert "1 of 2 GPUs in use" in item.get_attribute("title")
     item.click()  # opens the left side panel on the GPU monitor
     sidebar = page.locator("#jupyter-gpu-sidebar")
@@ -123,7 +123,7 @@ def test_the_status_item_is_readable_at_800_px_and_leaves_the_top_bar_alone(note
         wait_until(lambda: "shut down in" in item.inner_text(), what="the countdown in the status item")
         # One line with the short text (the long one used to wrap down to "GPU"), all of it in view;
         # the tooltip has everything.
-        assert item.inner_text() == "GPU 2/2 · shut down in 9 min"
+        assert item.inner_text() == "shut down in 9 min"
         title = item.get_attribute("title")
         assert "your kernels hold 3 GiB" in title and "an idle kernel is shut down in 9 min" in title
         assert item.evaluate("n => n.scrollWidth <= n.clientWidth + 1")  # (rounding)

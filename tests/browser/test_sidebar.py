@@ -13,6 +13,7 @@ import time
 from typing import Any
 
 import pytest
+from side_panel import drag_side_panel_to_its_minimum
 from snapshot_routes import show_an_idle_kernel_about_to_be_culled
 from support import wait_until
 
@@ -84,7 +85,7 @@ def test_status_bar_item_summarises_and_opens_the_sidebar(lab, page):
     lab.open(page)
     item = page.locator(".jp-GpuStatus")
     item.wait_for()
-    wait_until(lambda: item.inner_text() == "GPU 1/3", what="status text")
+    wait_until(lambda: item.inner_text() == "1/3 GPUs in use", what="status text")
     assert "1 of 3 GPUs in use" in item.get_attribute("title")
     item.focus()
     page.keyboard.press("Enter")  # keyboard-usable: it is a button
@@ -157,7 +158,7 @@ def test_a_notebooks_kernel_appears_goes_idle_and_is_shut_down(lab, page, artifa
     status = page.locator(".jp-GpuStatus")
     assert "jp-mod-warning" in status.get_attribute("class")
     # The idle state is said in words too, not by the colour alone.
-    assert re.fullmatch(r"GPU 2/3 · yours 4 GiB · idle \d+ s", status.inner_text())
+    assert re.fullmatch(r"2/3 GPUs in use · yours 4 GiB · idle \d+ s", status.inner_text())
     if os.environ.get("JUPYTER_GPU_UPDATE_DOCS") == "1":
         vary_load(lab, seconds=45)  # the README's screenshot gets a history worth looking at
     page.wait_for_timeout(1000)
@@ -340,7 +341,7 @@ def test_every_text_is_readable_in_both_themes(lab, page, artifacts, contrast, t
         # The IDLE row, its countdown, the summary line and the status bar (idle said in words too).
         assert row.locator(".jp-GpuProc-countdown").inner_text() == "shut down in 9 min"
         status = page.locator(".jp-GpuStatus")
-        assert status.inner_text() == "GPU 2/3 · yours 3 GiB · idle kernel shut down in 9 min"
+        assert status.inner_text() == "2/3 GPUs in use · yours 3 GiB · idle kernel shut down in 9 min"
         assert "jp-mod-warning" in status.get_attribute("class")
         assert sidebar.locator(".jp-GpuSidebar-free").inner_text() == "free: GPU 2"
         contrast(
@@ -392,13 +393,7 @@ def test_the_countdown_stays_on_one_line_at_250_px(lab, page, artifacts):
         sidebar = open_sidebar(lab, page)
         row = card(sidebar, 1).locator(".jp-GpuProc.jp-mod-idle")
         row.wait_for()
-        # Drag the side panel's edge as far left as it goes: the sidebar's minimum, 250 px.
-        handle = page.locator("#jp-main-split-panel > .lm-SplitPanel-handle").first
-        box = handle.bounding_box()
-        page.mouse.move(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
-        page.mouse.down()
-        page.mouse.move(60, box["y"] + box["height"] / 2, steps=5)
-        page.mouse.up()
+        drag_side_panel_to_its_minimum(page)
         wait_until(lambda: sidebar.bounding_box()["width"] <= 251, what="a 250 px sidebar")
         assert sidebar.bounding_box()["width"] >= 249
         countdown = row.locator(".jp-GpuProc-countdown")
@@ -441,8 +436,11 @@ def test_eight_gpus_are_one_line_each_with_the_free_ones_named(lab_factory, page
     assert sidebar.locator(".jp-GpuCard").count() == 0
     assert sidebar.locator(".jp-GpuSidebar-compact").get_attribute("aria-pressed") == "true"
     assert sidebar.locator(".jp-GpuSidebar-free").inner_text() == "free: GPU 2, 7"
-    heights = {round(lines.nth(i).locator(".jp-GpuLine-row").bounding_box()["height"]) for i in range(8)}
-    assert len(heights) == 1 and heights.pop() < 30, heights  # one text line each
+    heights = [round(lines.nth(i).locator(".jp-GpuLine-row").bounding_box()["height"]) for i in range(8)]
+    # One text line each, or two where who is on it does not fit beside the figures at this width
+    # (a second line rather than an ellipsis on the names; tests/browser/test_sidebar_250.py).
+    assert max(heights) < 40, heights
+    assert heights[2] < 30  # "free": one line
     assert lines.nth(7).bounding_box()["y"] + lines.nth(7).bounding_box()["height"] <= page.viewport_size["height"]
     second = lines.nth(1)
     assert second.locator(".jp-GpuLine-label").inner_text() == "GPU 1"

@@ -41,7 +41,12 @@ def test_slices_are_shown_under_their_gpu(lab, page, artifacts, docs_screenshot)
     # "n/a on MIG" rather than 0 where NVML measures nothing
     assert mig.locator(".jp-GpuCard-utilization").inner_text() == "util n/a on MIG"
     assert slices.nth(1).locator(".jp-GpuSlice-utilization").inner_text() == "util n/a on MIG"
-    assert whole.locator(".jp-GpuCard-utilization").inner_text() == "util 20 %"
+    # Elsewhere utilization is said once per card, in the chart's legend (issue 31: not twice).
+    assert whole.locator(".jp-GpuCard-utilization").is_hidden()
+    wait_until(
+        lambda: whole.locator(".jp-GpuHistory-now.jp-mod-utilization").inner_text() == "20 %",
+        what="the legend's utilization",
+    )
     assert whole.locator(".jp-GpuSlices").is_hidden()
     # each slice's memory bar and processes; other users' processes only under their slice
     meter = slices.nth(0).get_by_role("meter", name="Memory")
@@ -57,7 +62,7 @@ def test_slices_are_shown_under_their_gpu(lab, page, artifacts, docs_screenshot)
     # The free slice is named in the summary line and counted in the status bar.
     assert sidebar.locator(".jp-GpuSidebar-free").inner_text() == "free: MIG 0:1"
     status = page.locator(".jp-GpuStatus")
-    assert status.inner_text() == "GPU 2/2 · MIG 1/3 free"
+    assert status.inner_text() == "2/2 GPUs in use · MIG 1/3 free"
     assert "1 of 3 MIG slices free" in status.get_attribute("title")
     page.wait_for_timeout(500)
     docs_screenshot(page, "sidebar-mig.png")
@@ -74,7 +79,7 @@ def test_slices_are_shown_under_their_gpu(lab, page, artifacts, docs_screenshot)
         )
     )
     wait_until(lambda: slices.count() == 4, what="the new slice", timeout_s=20)
-    wait_until(lambda: status.inner_text() == "GPU 2/2 · MIG 1/4 free", what="four slices counted")
+    wait_until(lambda: status.inner_text() == "2/2 GPUs in use · MIG 1/4 free", what="four slices counted")
     page.screenshot(path=str(artifacts / "sidebar-mig.png"))
     assert not page.errors
 

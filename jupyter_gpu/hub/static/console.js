@@ -64,7 +64,7 @@ globalThis.jupyterGpuFormat = (function () {
     }
     return bytes < 0 && text !== '0 MiB' ? '-' + text : text;
   }
-  // `45 s`, `12 min`, `3 h 5 min`, `2 d 4 h`; `—` for unknown.
+  // `45 s`, `12 min`, `3 h 5 min`, `1 h`, `2 d 4 h`, `1 d` (a zero part left out); `—` for unknown.
   function formatDuration(seconds) {
     if (typeof seconds !== 'number' || !Number.isFinite(seconds)) return '—';
     const s = Math.max(0, Math.floor(seconds));
@@ -72,8 +72,8 @@ globalThis.jupyterGpuFormat = (function () {
     const minutes = Math.floor(s / 60);
     if (minutes < 60) return minutes + ' min';
     const hours = Math.floor(minutes / 60);
-    if (hours < 24) return hours + ' h ' + (minutes % 60) + ' min';
-    return Math.floor(hours / 24) + ' d ' + (hours % 24) + ' h';
+    if (hours < 24) return hours + ' h' + (minutes % 60 ? ' ' + (minutes % 60) + ' min' : '');
+    return Math.floor(hours / 24) + ' d' + (hours % 24 ? ' ' + (hours % 24) + ' h' : '');
   }
   // Every hidden character replaced by U+FFFD.
   function neutralize(text) {

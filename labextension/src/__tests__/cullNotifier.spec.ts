@@ -35,15 +35,21 @@ class FakeModel {
   }
 }
 
-function setUp(api: Partial<ICullApi> = {}) {
+/** A visit store in memory: `last` is what the previous visit left (null: a first visit). */
+function visits(last: number | null = null) {
+  const store = { value: last, lastSeen: () => store.value, seen: (t: number) => void (store.value = t) };
+  return store;
+}
+
+function setUp(api: Partial<ICullApi> = {}, store = visits()) {
   const model = new FakeModel();
   const calls: ICullApi = {
     keepRunning: vi.fn(() => Promise.resolve(7200)),
     culls: vi.fn(() => Promise.resolve([] as ICullRecord[])),
     ...api
   };
-  const notifier = new CullNotifier(model as never, calls);
-  return { model, calls, notifier };
+  const notifier = new CullNotifier(model as never, calls, store);
+  return { model, calls, notifier, store };
 }
 
 const counting = snapshot({
@@ -64,11 +70,9 @@ describe('cullNotice and parseCulls', () => {
     const [record] = parseCulls({
       culls: [{ kernel_id: K1, notebook: 'dir/cull_a.ipynb', idle_s: 7200.5, memory: 6 * GIB, gpus: [1] }]
     });
-    expect(cullNotice(record)).toBe('cull_a.ipynb shut down after 2 h 0 min idle, 6 GiB freed on GPU 1.');
-    expect(cullNotice({ ...record, gpus: [] })).toBe(
-      'cull_a.ipynb shut down after 2 h 0 min idle, 6 GiB freed.'
-    );
-    expect(cullNotice({ ...record, memory: 0 })).toBe('cull_a.ipynb shut down after 2 h 0 min idle.');
+    expect(cullNotice(record)).toBe('cull_a.ipynb shut down after 2 h idle, 6 GiB freed on GPU 1.');
+    expect(cullNotice({ ...record, gpus: [] })).toBe('cull_a.ipynb shut down after 2 h idle, 6 GiB freed.');
+    expect(cullNotice({ ...record, memory: 0 })).toBe('cull_a.ipynb shut down after 2 h idle.');
   });
 
   it('leaves out what is malformed and neutralizes names', () => {
@@ -109,12 +113,12 @@ describe('CullNotifier', () => {
     expect(options.autoClose).toBe(false);
     const [keep] = options.actions;
     expect(keep.label).toBe('Keep running');
-    expect(keep.caption).toBe('Postpone this kernel’s shutdown by 2 h 0 min'.replace('’', "'"));
+    expect(keep.caption).toBe('Postpone this kernel’s shutdown by 2 h'.replace('’', "'"));
     keep.callback();
     await vi.waitFor(() => expect(model.refresh).toHaveBeenCalled());
     expect(calls.keepRunning).toHaveBeenCalledWith(K1);
     expect(lastCall(Notification.success)?.[0]).toBe(
-      'cull_a.ipynb keeps running: its shutdown is postponed by 2 h 0 min.'
+      'cull_a.ipynb keeps running: its shutdown is postponed by 2 h.'
     );
     // Shown once per countdown, however many snapshots come
     model.show(counting);
@@ -153,7 +157,7 @@ describe('CullNotifier', () => {
     expect(Notification.dismiss).toHaveBeenCalledWith(id);
     await vi.waitFor(() =>
       expect(lastCall(Notification.info)).toEqual([
-        'cull_a.ipynb shut down after 2 h 0 min idle, 6 GiB freed on GPU 1.',
+        'cull_a.ipynb shut down after 2 h idle, 6 GiB freed on GPU 1.',
         { autoClose: false }
       ])
     );
@@ -194,5 +198,44 @@ describe('CullNotifier', () => {
     await vi.waitFor(() => expect(calls.culls).toHaveBeenCalledTimes(1));
     await new Promise(resolve => setTimeout(resolve, 10));
     expect(vi.mocked(Notification.info).mock.calls.length).toBe(infos);
+  });
+
+  it('shows once, on the next visit, the culls made while no page was open', async () => {
+    const away = (kernelId: string, culledAt: number) => ({
+      kernel_id: kernelId,
+      notebook: `${kernelId}.ipynb`,
+      idle_s: 7200,
+      memory: 6 * GIB,
+      gpus: [1],
+      culled_at: culledAt
+    });
+    const culls = vi.fn(() =>
+      Promise.resolve(parseCulls({ culls: [away('before', 900), away('gone', 1500)] }))
+    );
+    vi.mocked(Notification.info).mockClear();
+    const store = visits(1000); // the last visit's last snapshot was at 1000 (server time)
+    const { model } = setUp({ culls }, store);
+    model.show(snapshot({ timestamp: 2000, kernels: [] }));
+    await vi.waitFor(() =>
+      expect(lastCall(Notification.info)).toEqual([
+        'While you were away: gone.ipynb shut down after 2 h idle, 6 GiB freed on GPU 1.',
+        { autoClose: false }
+      ])
+    );
+    expect(Notification.info).toHaveBeenCalledTimes(1); // not the cull of before the last visit
+    expect(store.value).toBe(2000);
+    model.show(snapshot({ timestamp: 2002, kernels: [] }));
+    await new Promise(resolve => setTimeout(resolve, 10));
+    expect(culls).toHaveBeenCalledTimes(1);
+    expect(Notification.info).toHaveBeenCalledTimes(1);
+  });
+
+  it('asks for nothing on a first visit, and remembers what it saw for the next one', async () => {
+    const store = visits(null);
+    const { model, calls } = setUp({}, store);
+    model.show(snapshot({ timestamp: 3000, kernels: [] }));
+    await new Promise(resolve => setTimeout(resolve, 10));
+    expect(calls.culls).not.toHaveBeenCalled();
+    expect(store.value).toBe(3000);
   });
 });

@@ -12,7 +12,13 @@ vi.mock('@jupyterlab/apputils', () => ({
   Dialog: { cancelButton: () => ({ accept: false }), warnButton: (o: object) => ({ ...o, accept: true }) },
   showDialog: vi.fn(() => Promise.resolve({ button: { accept: true }, isChecked: false }))
 }));
-vi.mock('@jupyterlab/services', () => ({ KernelAPI: { shutdownKernel: vi.fn(() => Promise.resolve()) } }));
+vi.mock('@jupyterlab/services', () => ({
+  KernelAPI: {
+    shutdownKernel: vi.fn(() => Promise.resolve()),
+    // The kernel the report offers to shut down still runs (tests say otherwise where they need to).
+    listRunning: vi.fn(() => Promise.resolve([{ id: 'aaaaaaaa-1111-2222-3333-444444444444' }]))
+  }
+}));
 
 import { Notification, showDialog } from '@jupyterlab/apputils';
 import type { IRenderMime } from '@jupyterlab/rendermime-interfaces';
@@ -136,11 +142,22 @@ describe('the report as text', () => {
   it('labels each button with what it does', () => {
     const actions = parseOomOffer(OFFER)?.actions ?? [];
     expect(actions.map(actionLabel)).toEqual([
-      'Shut down train_old.ipynb (idle 1 h 0 min, holds 22 GiB on GPU 1)',
+      'Shut down train_old.ipynb (idle 1 h, holds 22 GiB on GPU 1)',
       'Restart on GPU 2 with growth',
       'Free memory (5 GiB of cache)'
     ]);
     expect(freedText('')).toBe('jupyter_gpu: %gpu_free ran.');
+  });
+
+  it('puts the freed figure first in the notification (it is cut after about 100 characters)', () => {
+    const report =
+      'Dropped: the output cache (12 entries: Out, _1 … _12, _, __); the last error’s traceback ' +
+      '(OutOfMemoryError, 14 frames and their locals).\n' +
+      'gc.collect(): 5210 objects.\n' +
+      'PyTorch: torch.cuda.empty_cache(): returned the cache to the GPU.\n' +
+      'GPU 0 (A100-SXM4-80GB): this kernel 6 GiB → 1 GiB (NVML)\n';
+    const text = freedText(report);
+    expect(text.startsWith('GPU 0: this kernel 6 GiB → 1 GiB · Dropped: the output cache')).toBe(true);
   });
 
   it('offers no buttons for untrusted output', async () => {
@@ -169,6 +186,27 @@ describe('the buttons', () => {
     await vi.waitFor(() => expect(KernelAPI.shutdownKernel).toHaveBeenCalledWith(OTHER));
     expect(vi.mocked(showDialog).mock.calls[1][0]?.body).toContain('loses the variables');
     await vi.waitFor(() => expect(buttons[0].disabled).toBe(true));
+    // Done: it says so and no longer looks like a button to press.
+    expect(buttons[0].textContent).toBe('✓ Shut down train_old.ipynb');
+    expect(buttons[0].classList.contains('jp-mod-done')).toBe(true);
+  });
+
+  it('disables a shutdown button whose kernel no longer runs, and says why', async () => {
+    vi.mocked(KernelAPI.listRunning).mockResolvedValueOnce([]);
+    const { buttons } = await rendered();
+    expect(buttons[0].disabled).toBe(true);
+    expect(buttons[0].textContent).toContain('— that kernel no longer runs');
+    expect(buttons[1].disabled).toBe(false);
+  });
+
+  it('disables the button when the kernel went while the user was asked', async () => {
+    const { buttons } = await rendered();
+    vi.mocked(KernelAPI.shutdownKernel).mockRejectedValueOnce(new Error('Kernel does not exist'));
+    vi.mocked(KernelAPI.listRunning).mockResolvedValueOnce([]);
+    buttons[0].click();
+    await vi.waitFor(() => expect(buttons[0].textContent).toContain('— that kernel no longer runs'));
+    expect(buttons[0].disabled).toBe(true);
+    expect(Notification.error).not.toHaveBeenCalled();
   });
 
   it('restarts on the other GPU with the offered lines, after the restart question', async () => {

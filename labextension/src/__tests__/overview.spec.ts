@@ -6,6 +6,7 @@ import {
   compactLine,
   freeSummary,
   freeUnits,
+  headerLine,
   isCompact,
   isFreeGpu,
   isFreeSlice,
@@ -121,10 +122,15 @@ describe('compactLine, one GPU on one line', () => {
     expect(idle.idle).toBe(true);
   });
 
-  it('shows a user name as text, neutralised and cut', () => {
+  it('shows a user name as text, neutralised, cut only when absurd, and whole in the tooltip', () => {
     const line = compactLine(gpu({ processes: [other({ user: 'a\u202eb' + 'x'.repeat(100) })] }));
     expect(line.who.startsWith('a\ufffdb')).toBe(true);
-    expect(Array.from(line.who).length).toBeLessThanOrEqual(24);
+    expect(Array.from(line.who).length).toBeLessThanOrEqual(32);
+    expect(line.title).toContain('a\ufffdb' + 'x'.repeat(100));
+    // An ordinary long name is not cut at all: the line wraps it (tests/browser measure that).
+    const long = compactLine(gpu({ processes: [other({ user: 'zhang_wei_research_group' })] }));
+    expect(long.who).toBe('zhang_wei_research_group');
+    expect(long.title).toContain('on it: zhang_wei_research_group');
   });
 
   it('counts the free slices of a GPU in MIG mode', () => {
@@ -161,8 +167,8 @@ describe('statusSummary, the status-bar text', () => {
       gpus: [gpu({ processes: [processEntry({ memory: 4 * GIB })] }), empty({ index: 1 })]
     });
     expect(statusSummary(s, 'ok', null)).toEqual({
-      text: 'GPU 1/2 · yours 4 GiB',
-      short: 'GPU 1/2',
+      text: '1/2 GPUs in use · yours 4 GiB',
+      short: '1/2 GPUs in use',
       title: '1 of 2 GPUs in use; your kernels hold 4 GiB',
       warning: false
     });
@@ -176,8 +182,8 @@ describe('statusSummary, the status-bar text', () => {
       ]
     });
     const summary = statusSummary(s, 'ok', null);
-    expect(summary.text).toBe('GPU 2/2 · yours 4 GiB · idle 5 min');
-    expect(summary.short).toBe('GPU 2/2 · idle');
+    expect(summary.text).toBe('2/2 GPUs in use · yours 4 GiB · idle 5 min');
+    expect(summary.short).toBe('2/2 GPUs · idle');
     expect(summary.title).toContain('1 of your kernels is idle while holding GPU memory');
     expect(summary.warning).toBe(true);
   });
@@ -197,7 +203,7 @@ describe('statusSummary, the status-bar text', () => {
       'ok',
       null
     );
-    expect(summary.text).toBe('GPU 2/2 · MIG 1/3 free');
+    expect(summary.text).toBe('2/2 GPUs in use · MIG 1/3 free');
     expect(summary.title).toContain('1 of 3 MIG slices free');
   });
 
@@ -207,8 +213,8 @@ describe('statusSummary, the status-bar text', () => {
       kernels: [kernel({ cull_warning: true, cull_in_s: 540, gpu_memory: 2 * GIB })]
     });
     const summary = statusSummary(s, 'ok', null);
-    expect(summary.text).toBe('GPU 1/2 · yours 2 GiB · 1 failed · idle kernel shut down in 9 min');
-    expect(summary.short).toBe('GPU 1/2 · 1 failed · shut down in 9 min');
+    expect(summary.text).toBe('1/2 GPUs in use · yours 2 GiB · 1 failed · idle kernel shut down in 9 min');
+    expect(summary.short).toBe('1 failed · shut down in 9 min');
     expect(summary.title).toContain('; an idle kernel is shut down in 9 min');
     expect(summary.warning).toBe(true);
   });
@@ -222,5 +228,13 @@ describe('statusSummary, the status-bar text', () => {
     });
     expect(statusSummary(snapshot({ error: 'no driver' }), 'no-nvml', null).title).toBe('no driver');
     expect(statusSummary(snapshot(), 'error', 'HTTP 500').title).toContain('(stale: HTTP 500)');
+  });
+});
+
+describe('headerLine', () => {
+  it('wraps between its parts only: "idle after 1 h" never breaks inside', () => {
+    const line = headerLine(['driver 550.54.15', 'idle after 1 h', 'updated 10:42:07']);
+    expect(line).toBe('driver\u00a0550.54.15 · idle\u00a0after\u00a01\u00a0h · updated\u00a010:42:07');
+    expect(line.split(' ')).toHaveLength(5); // breakable spaces: around the two separators only
   });
 });

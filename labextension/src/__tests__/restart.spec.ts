@@ -381,8 +381,11 @@ describe('RestartRenderer', () => {
     expect(vi.mocked(Notification.success).mock.calls[0][0]).toBe(
       'Kernel restarted; GPU plan applied: GPU 1 · growth'
     );
-    expect(button.textContent).toBe('Restarted, plan applied');
+    expect(button.textContent).toBe('✓ Restarted, plan applied');
     expect(button.disabled).toBe(true);
+    // Finished: no longer the live (accent) button it was.
+    expect(button.classList.contains('jp-mod-done')).toBe(true);
+    expect(button.classList.contains('jp-mod-accept')).toBe(false);
   });
 
   it('reports a failed apply and lets the user try again', async () => {

@@ -1,7 +1,8 @@
 // @vitest-environment jsdom
+import { PageConfig } from '@jupyterlab/coreutils';
 import { afterEach, describe, expect, it } from 'vitest';
 
-import { IUsageAnswer, UsageSummary, usageText } from '../components/usageSummary';
+import { IUsageAnswer, UsageSummary, usageAvailable, usageText } from '../components/usageSummary';
 import { ServerExtensionMissingError } from '../server';
 
 function answer(more: Partial<IUsageAnswer> = {}): IUsageAnswer {
@@ -21,8 +22,8 @@ function answer(more: Partial<IUsageAnswer> = {}): IUsageAnswer {
 }
 
 const summaries: UsageSummary[] = [];
-function summary(fetch: () => Promise<IUsageAnswer>): UsageSummary {
-  const created = new UsageSummary(fetch, 0);
+function summary(fetch: () => Promise<IUsageAnswer>, available = true): UsageSummary {
+  const created = new UsageSummary(fetch, 0, available);
   summaries.push(created);
   return created;
 }
@@ -89,5 +90,28 @@ describe('UsageSummary', () => {
     expect(failing.node.textContent).toBe(
       'Your GPU use: not available (the jupyter-gpu service answered HTTP 500)'
     );
+  });
+
+  it('never asks without a hub service (no 404 logged per page load)', async () => {
+    let asked = 0;
+    const s = summary(async () => {
+      asked++;
+      return answer();
+    }, false);
+    await s.refresh();
+    expect(asked).toBe(0);
+    expect(s.node.hidden).toBe(true);
+  });
+});
+
+describe('usageAvailable', () => {
+  afterEach(() => PageConfig.setOption('jupyterGpuUsage', ''));
+
+  it("follows the page config's jupyterGpuUsage, false when it is absent", () => {
+    expect(usageAvailable()).toBe(false);
+    PageConfig.setOption('jupyterGpuUsage', 'true');
+    expect(usageAvailable()).toBe(true);
+    PageConfig.setOption('jupyterGpuUsage', 'false');
+    expect(usageAvailable()).toBe(false);
   });
 });

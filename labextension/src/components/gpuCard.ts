@@ -68,12 +68,10 @@ export class GpuCard {
     // A GPU that cannot be read has no numbers worth showing (NVML answers zeros): hide them.
     setHidden(this._memory.node, gpu.error !== null);
     setHidden(this._stats, gpu.error !== null);
-    setText(
-      this._utilization,
-      gpu.mig_mode && gpu.utilization === null
-        ? 'util n/a on MIG'
-        : `util ${orNone(gpu.utilization, v => `${v} %`)}`
-    );
+    // Utilization is said once per card, in the chart's legend; here only why it is missing on MIG.
+    const migUtil = gpu.mig_mode === true && gpu.utilization === null;
+    setText(this._utilization, migUtil ? 'util n/a on MIG' : '');
+    setHidden(this._utilization, !migUtil);
     this._slices.update(gpu.index, gpu.mig_mode ? gpu.slices : undefined);
     setText(
       this._temperature,

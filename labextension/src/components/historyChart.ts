@@ -14,6 +14,7 @@
  */
 import type { IHistorySample } from '../tokens';
 import { el, setAttr, setText } from '../dom';
+import { formatDuration } from '../format';
 
 const SVG_NS = 'http://www.w3.org/2000/svg';
 
@@ -194,12 +195,13 @@ export class HistoryChart {
     const last = samples.length ? samples[samples.length - 1] : undefined;
     setText(this._utilNow, percentText(last?.utilization));
     setText(this._memNow, percentText(last?.memory));
-    const minutes = Math.round(windowS / 60);
-    setText(this._window, `last ${minutes} min`);
+    // The same words as the notebook panel's legend ("last 15 min"): formatDuration.
+    const window = formatDuration(windowS);
+    setText(this._window, `last ${window}`);
     setAttr(
       this._svg,
       'aria-label',
-      `Utilization (line) and memory (area), 0 to 100 %, over the last ${minutes} minutes; ` +
+      `Utilization (line) and memory (area), 0 to 100 %, over the last ${window}; ` +
         `now ${percentText(last?.utilization)} and ${percentText(last?.memory)}`
     );
   }

@@ -31,8 +31,9 @@ export class OwnProcessRow {
     private _actions: IProcessActions,
     private _gpuLabel: string
   ) {
-    // The button shares the first line with the name (which gives way with an ellipsis), so the
-    // second line has the whole width for the idle time and the culler's countdown (250 px wide).
+    // The button shares the first line with the name (which wraps onto more lines rather than hide
+    // behind it), so the second line has the whole width for the idle time and the culler's
+    // countdown (250 px wide).
     const top = el('div', 'jp-GpuProc-line');
     top.append(this._open, this._memory, this._shutdown);
     const bottom = el('div', 'jp-GpuProc-line jp-mod-idleLine');
@@ -40,7 +41,8 @@ export class OwnProcessRow {
     this._idle.append(this._idleTime, this._countdown);
     this.node.append(top, bottom);
     this._idleBadge.textContent = 'idle';
-    this._shutdown.textContent = 'Shut down kernel';
+    // Short, so the notebook's name keeps the width (the accessible name says it all).
+    this._shutdown.textContent = 'Shut down';
     this._open.addEventListener('click', () => {
       if (this._process?.notebook) {
         this._actions.openNotebook(this._process.notebook);

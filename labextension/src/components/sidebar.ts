@@ -13,7 +13,7 @@ import { Widget } from '@lumino/widgets';
 import { el, reconcile, setAttr, setHidden, setText } from '../dom';
 import { displayText, formatDuration } from '../format';
 import { gpuIcon } from '../icons';
-import { CompactMode, freeSummary, isCompact } from '../overview';
+import { CompactMode, freeSummary, headerLine, isCompact } from '../overview';
 import type { IGpu, IGpuMonitorModel } from '../tokens';
 import { SIDEBAR_ID } from '../tokens';
 import { GpuLine } from './compactLine';
@@ -145,7 +145,7 @@ export class GpuSidebar extends Widget {
       }
       parts.push(`idle after ${formatDuration(snapshot.idle_threshold_s)}`);
       parts.push(`updated ${new Date(snapshot.timestamp * 1000).toLocaleTimeString()}`);
-      setText(this._summary, parts.join(' · '));
+      setText(this._summary, headerLine(parts));
       const note =
         snapshot.attribution === 'pid'
           ? ''

@@ -1,5 +1,5 @@
 /**
- * The status-bar item: "GPU 2/4 · yours 4 GiB · idle 5 min" (`statusSummary` in `overview.ts`).
+ * The status-bar item: "2/4 GPUs in use · yours 4 GiB · idle 5 min" (`statusSummary` in `overview.ts`).
  * The idle state is said in words and also turns it the warning colour; clicking it opens the
  * sidebar.
  */

@@ -3,10 +3,14 @@
  * `GET jupyter-gpu/usage?window=week`, which asks the jupyter-gpu hub service with the user server's
  * own token (the service answers each user with their own figures only).
  *
- * Hidden when there is nothing to show: no hub service (the route answers 404), or no accounting
- * there. Asked once when created and then every 10 minutes (the service accounts once a minute, in
- * hours rounded to two decimals); text only, through `textContent`.
+ * Hidden when there is nothing to show: no hub service, or no accounting there (the route answers
+ * 404). The server extension says in the page config whether this server has a hub service
+ * (`jupyterGpuUsage`, `jupyter_gpu.server.handlers.usage_available`): without one the route is never
+ * asked, so a page load logs no 404. Else asked once when created and then every 10 minutes (the
+ * service accounts once a minute, in hours rounded to two decimals); text only, through `textContent`.
  */
+import { PageConfig } from '@jupyterlab/coreutils';
+
 import { el, setHidden, setText } from '../dom';
 import { displayText } from '../format';
 import { requestAPI, ServerExtensionMissingError } from '../server';
@@ -56,19 +60,29 @@ export function usageText(answer: IUsageAnswer): { line: string; title: string }
   return { line, title: [...notebooks, ...more].join('\n') };
 }
 
+/** Whether this server has a jupyter-gpu hub service to ask (the page config's `jupyterGpuUsage`). */
+export function usageAvailable(): boolean {
+  return String(PageConfig.getOption('jupyterGpuUsage')) === 'true';
+}
+
 export class UsageSummary {
   readonly node: HTMLElement = el('div', 'jp-GpuSidebar-usage', { role: 'status' });
 
+  /** `available`: false when there is no hub service: then nothing is ever asked and it stays hidden. */
   constructor(
     private _fetch: () => Promise<IUsageAnswer> = () => requestAPI<IUsageAnswer>('usage?window=week'),
-    refreshMs: number = REFRESH_MS
+    refreshMs: number = REFRESH_MS,
+    private readonly _available: boolean = usageAvailable()
   ) {
     this.node.hidden = true;
-    this._timer = refreshMs > 0 ? setInterval(() => void this.refresh(), refreshMs) : null;
+    this._timer = _available && refreshMs > 0 ? setInterval(() => void this.refresh(), refreshMs) : null;
   }
 
-  /** Ask again and show the answer; hide on 404 (no hub service or no accounting). */
+  /** Ask again and show the answer; hide on 404 (no accounting); nothing without a hub service. */
   async refresh(): Promise<void> {
+    if (!this._available) {
+      return;
+    }
     try {
       const { line, title } = usageText(await this._fetch());
       setText(this.node, line);
