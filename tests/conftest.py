@@ -4,7 +4,7 @@ for on every test (``stop_sampler_after_test``, ``stop_started``).
 
 Test modules never import from each other: helpers live in support modules by topic (``support``,
 ``plan_state``, ``kernels``, ``live_processes``, ``hub_fake``, ``hub_service``, ``prometheus_fake``),
-fixtures here.
+fixtures here; ``markers`` sets the quick loop's markers at collection.
 """
 
 from __future__ import annotations
@@ -181,89 +181,14 @@ def live_server(tmp_path: Path, scenario: Any, monkeypatch: pytest.MonkeyPatch) 
         stop(server.process)
 
 
-# -- markers for the quick loop: applied here, by folder, file name and helper, not test by test
-
-TESTS = Path(__file__).parent
+# -- markers for the quick loop (markers.py decides which)
 
 
-def _helpers_that_start_processes() -> tuple[object, ...]:
-    """What starts a real kernel, Jupyter server or Prometheus (seconds each, more under load): a
-    test whose code, or whose fixtures' code, reaches one of these is ``slow``."""
-    import kernels
-    import live_processes
-    import support
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Marks ``browser``, ``hub`` and ``slow`` by folder, file name and helper (``markers.apply``)."""
+    import markers
 
-    return (
-        kernels,
-        kernels.start,
-        kernels.standin_kernel,
-        kernels.attach,
-        support.start_kernel,
-        live_processes.LiveServer,
-        live_processes.start_prometheus,
-    )
-
-
-# Names only those helpers have, matched even where a function imports them itself (``from support
-# import start_kernel`` in its body); ``start`` and ``attach`` only match as the helpers themselves.
-_DISTINCT_HELPER_NAMES = frozenset({"start_kernel", "standin_kernel", "LiveServer", "start_prometheus"})
-
-
-def _reaches(function: Any, helpers: tuple[object, ...], seen: set[int], depth: int = 3) -> bool:
-    """Whether ``function``'s code names one of ``helpers`` as a global, directly or through the
-    functions of its own module that it calls (``depth`` levels), nested functions included."""
-    code = getattr(function, "__code__", None)
-    if code is None or id(code) in seen or depth < 0:
-        return False
-    seen.add(id(code))
-    module_globals = getattr(function, "__globals__", {})
-    codes = [code]
-    while codes:
-        current = codes.pop()
-        codes.extend(const for const in current.co_consts if hasattr(const, "co_names"))
-        for name in current.co_names:
-            if name in _DISTINCT_HELPER_NAMES:  # imported inside the function: not a global
-                return True
-            value = module_globals.get(name)
-            if value is None:
-                continue
-            if any(value is helper for helper in helpers):
-                return True
-            if getattr(value, "__module__", None) == module_globals.get("__name__") and _reaches(
-                value, helpers, seen, depth - 1
-            ):
-                return True
-    return False
-
-
-def _starts_processes(item: pytest.Item, helpers: tuple[object, ...]) -> bool:
-    functions = [getattr(item, "function", None)]
-    info = getattr(item, "_fixtureinfo", None)
-    if info is not None:
-        for name in info.names_closure:
-            functions.extend(definition.func for definition in info.name2fixturedefs.get(name, ()))
-    seen: set[int] = set()
-    return any(_reaches(function, helpers, seen) for function in functions if function is not None)
-
-
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """The quick loop's markers (``scripts/test.sh -m "not browser and not hub and not slow"``),
-    so a new test written like its neighbours is marked without a decorator:
-
-    - ``browser``: every test under ``tests/browser/``;
-    - ``hub``: every test in a ``test_hub*.py`` module (the hub service, a real JupyterHub);
-    - ``slow``: every ``frameworks`` test and every test that starts a real kernel, Jupyter server
-      or Prometheus through the helpers of ``kernels``, ``support`` or ``live_processes`` (in its
-      own code, its module's helpers or its fixtures)."""
-    helpers = _helpers_that_start_processes()
-    for item in items:
-        path = Path(str(item.path))
-        if TESTS / "browser" in path.parents:
-            item.add_marker(pytest.mark.browser)
-        if path.name.startswith("test_hub"):
-            item.add_marker(pytest.mark.hub)
-        if "slow" not in item.keywords and ("frameworks" in item.keywords or _starts_processes(item, helpers)):
-            item.add_marker(pytest.mark.slow)
+    markers.apply(items)
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
