@@ -3,8 +3,9 @@
 # and stylelint for the extension and the hub console), the extension's TypeScript unit tests, unit
 # and kernel tests, server tests, browser tests (Debian's chromium, installed here if missing), the Prometheus checks
 # (Debian's prometheus, installed here if missing when root) and the example
-# notebooks under nbval. Extra arguments go to pytest.
+# notebooks under nbval, in parallel workers. Extra arguments go to pytest.
 #   scripts/test.sh [-x -k sidebar ...]
+#   scripts/test.sh -m "not browser and not hub and not slow"     the quick loop (README: Development)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -41,4 +42,8 @@ fi
 (cd labextension && npm run --silent lint:check && npm test --silent)
 echo "==> pytest"
 export PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1
-exec .venv/bin/python -m pytest --nbval tests example_notebooks "$@"
+# Parallel workers (pytest-xdist): most tests wait on processes they start (kernels, servers,
+# Chromium), so four workers keep two cores busy. --dist loadfile keeps each module (and each
+# notebook's cells) on one worker: module-scoped servers and kernels are started once, and nbval
+# runs a notebook's cells in order. Arguments given here come later and win (-n 0: one process).
+exec .venv/bin/python -m pytest -n "${JUPYTER_GPU_TEST_WORKERS:-4}" --dist loadfile --nbval tests example_notebooks "$@"

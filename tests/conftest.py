@@ -4,7 +4,7 @@ for on every test (``stop_sampler_after_test``, ``stop_started``).
 
 Test modules never import from each other: helpers live in support modules by topic (``support``,
 ``plan_state``, ``kernels``, ``live_processes``, ``hub_fake``, ``hub_service``, ``prometheus_fake``),
-fixtures here.
+fixtures here; ``markers`` sets the quick loop's markers at collection.
 """
 
 from __future__ import annotations
@@ -138,7 +138,9 @@ def neighbour() -> Iterator[Any]:
     reason = neighbours.skip_reason()
     if reason is not None:
         pytest.skip(reason)
-    with neighbours.neighbour_account() as account:
+    # One account per test process: parallel workers (pytest-xdist), and other runs on the same host,
+    # each create and remove their own, so none removes the account another is still using.
+    with neighbours.neighbour_account(f"{neighbours.NAME}-{os.getpid()}") as account:
         yield account
 
 
@@ -177,6 +179,16 @@ def live_server(tmp_path: Path, scenario: Any, monkeypatch: pytest.MonkeyPatch) 
         yield server
     finally:
         stop(server.process)
+
+
+# -- markers for the quick loop (markers.py decides which)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Marks ``browser``, ``hub`` and ``slow`` by folder, file name and helper (``markers.apply``)."""
+    import markers
+
+    markers.apply(items)
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
