@@ -111,6 +111,7 @@ BAD_INPUTS = [
     ("gpu_limit", "90GiB", "more than GPU 0's memory"),
     ("gpu_limit", "50GiB 40GiB", "more than GPU 0's memory"),
     ("gpu_limit", "off 2GiB", "cannot be combined"),
+    ("gpu_limit", "4 GiB GiB", "malformed size 'GiB'"),
     ("gpu_threads", "--intra -1", "must be 0 to 4096"),
     ("gpu_threads", "--soft-placement maybe", "invalid choice"),
 ]
@@ -346,6 +347,16 @@ def test_status_says_when_this_kernel_holds_more_than_its_limit(shell, clean, ca
     clean.update(lambda data: data["gpus"][1].update(processes=[{"pid": os.getpid(), "memory_mib": 7 * 1024}]))
     shell.run_line_magic("gpu_status", "")
     assert "more than its %gpu_limit" not in capsys.readouterr().out
+
+
+def test_a_size_typed_with_a_space_before_its_unit_is_accepted(shell, capsys) -> None:
+    shell.run_line_magic("gpu_select", "0")
+    shell.run_line_magic("gpu_limit", "4 GiB")
+    assert current_plan().memory_limit_bytes(0) == 4 * 1024**3
+    assert current_plan().request.limits == ("4GiB",)
+    shell.run_line_magic("gpu_limit", "2 GiB 25 %")
+    assert current_plan().logical_limits_bytes(0) == (2 * 1024**3, 20 * 1024**3)
+    assert "2 logical GPUs of 2 GiB + 20 GiB" in capsys.readouterr().out
 
 
 def test_limit_caveats_are_printed_once_per_kernel_then_one_line(shell, capsys) -> None:

@@ -165,7 +165,9 @@ class GpuMagics(Magics):
         if self.default_select:
             changes["selection"] = self.default_select
         if self.default_limit:
-            changes["limits"] = tuple(self.default_limit.split())
+            from ...plan import split_sizes
+
+            changes["limits"] = split_sizes(self.default_limit)
         try:
             plan = self.session.change("%load_ext jupyter_gpu", **changes)
         except UsageError as error:
@@ -317,14 +319,14 @@ class GpuMagics(Magics):
         Examples::
 
             %gpu_limit                # show the limit
-            %gpu_limit 4GiB           # 4 GiB per selected GPU
+            %gpu_limit 4GiB           # 4 GiB per selected GPU (4 GiB, with a space, too)
             %gpu_limit 30%            # 30 % of each selected GPU
             %gpu_limit 2048 2048      # two logical GPUs of 2 GiB each (TensorFlow)
             %gpu_limit off
         """
-        from ...plan import PlanError, current_plan, parse_size
+        from ...plan import PlanError, current_plan, parse_size, split_sizes
 
-        sizes = parse(self.gpu_limit, line).sizes
+        sizes = list(split_sizes(" ".join(parse(self.gpu_limit, line).sizes)))  # "4 GiB" is 4GiB
         if not sizes:
             print(limit_report(current_plan(), self._caveats_once(current_plan())))
             return
