@@ -281,6 +281,7 @@ class PlanSession:
                 own_user=current_user(),
                 claims=claims,
                 require_idle=require_idle,
+                kept=None if "selection" in changes else old,  # a new choice only when asked for
             )
         except NoGpuFits as error:
             hint = would_fit_hints(snapshot, request, claims, require_idle) if hints else ""
