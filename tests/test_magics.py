@@ -359,6 +359,31 @@ def test_a_size_typed_with_a_space_before_its_unit_is_accepted(shell, capsys) ->
     assert "2 logical GPUs of 2 GiB + 20 GiB" in capsys.readouterr().out
 
 
+def test_keras_with_another_backend_turning_growth_on_is_warned_once_and_the_advice_works(
+    shell, monkeypatch, capsys
+) -> None:
+    from jupyter_gpu.frameworks import check_after_cell, env_conflict_messages, keras_status
+
+    shell.run_line_magic("gpu_select", "0")
+    config = types.ModuleType("keras.src.backend.config")
+    config._BACKEND = "jax"  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "keras.src.backend.config", config)
+    os.environ["TF_FORCE_GPU_ALLOW_GROWTH"] = "true"  # what importing Keras on JAX does
+    [message] = check_after_cell()
+    assert message.startswith("importing Keras (backend jax) set TF_FORCE_GPU_ALLOW_GROWTH=true, so TensorFlow")
+    assert check_after_cell() == []  # once
+    assert "at import it set TF_FORCE_GPU_ALLOW_GROWTH=true" in (keras_status() or "")
+    shell.run_line_magic("gpu_select", "--growth")  # the first advice: growth becomes the plan
+    assert env_conflict_messages() == [] and "at import it set" not in (keras_status() or "")
+    shell.run_line_magic("gpu_select", "--no-growth")  # the second: growth off again, for TensorFlow too
+    assert "TF_FORCE_GPU_ALLOW_GROWTH" not in os.environ and env_conflict_messages() == []
+    config._BACKEND = "tensorflow"  # type: ignore[attr-defined]
+    os.environ["TF_FORCE_GPU_ALLOW_GROWTH"] = "true"  # set by code, not Keras: the general message
+    [message] = check_after_cell()
+    assert message.startswith("code in this kernel changed TensorFlow's settings after the GPU plan (GPU 0)")
+    assert "TF_FORCE_GPU_ALLOW_GROWTH=true makes it grow its memory, and the plan says growth off" in message
+
+
 def test_limit_caveats_are_printed_once_per_kernel_then_one_line(shell, capsys) -> None:
     shell.run_line_magic("gpu_limit", "8GiB")
     first = capsys.readouterr().out

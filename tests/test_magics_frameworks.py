@@ -644,6 +644,22 @@ def test_31_3_tensorflows_devices_are_named_with_nvidia_smis_number_beside_them(
     assert "Session 1: /GPU:0 (GPU 2), /GPU:1 (GPU 3), /GPU:2 (GPU 0), /GPU:3 (GPU 1); limit /GPU:0 (GPU 2)" in out, out
 
 
+def test_31_4_keras_on_jax_turning_tensorflows_growth_on_is_warned_at_once_and_said_once(tmp_path: Path) -> None:
+    for kernel in standin_kernel(tmp_path, {"KERAS_BACKEND": "jax"}):
+        kernel.run("%load_ext jupyter_gpu\n%gpu_select 1")
+        _, err = kernel.run("import keras")  # keras/src/backend/config.py: TF_FORCE_GPU_ALLOW_GROWTH=true
+        assert kernel.value("os.environ['TF_FORCE_GPU_ALLOW_GROWTH']") == "true"
+        assert err.count("GPUPlanMismatchWarning") == 1, err
+        assert "importing Keras (backend jax) set TF_FORCE_GPU_ALLOW_GROWTH=true, so TensorFlow" in err, err
+        for first_op in ("", "x = tf.constant(1.0)\n"):  # TensorFlow imported, then initialized
+            out, _ = kernel.run(f"import tensorflow as tf\n{first_op}%gpu_status")
+            tensorflow, keras = (out.split(f"{name}:")[1].splitlines()[0] for name in ("TensorFlow", "Keras"))
+            assert "plan applied" not in tensorflow, out
+            assert "does NOT follow the plan: TF_FORCE_GPU_ALLOW_GROWTH=true (set by Keras at import" in tensorflow
+            assert keras.endswith("at import it set TF_FORCE_GPU_ALLOW_GROWTH=true (what that does: TensorFlow above)")
+            assert "growth off" not in keras  # the consequence is said once, on TensorFlow's line
+
+
 def test_19_a_tf1_session_after_tensorflow_was_narrowed_gets_the_narrowed_gpus(kernel: Kernel) -> None:
     # CUDA started (fastest first: GPU 2, 3, 0, 1) before the plan; the plan narrowed TensorFlow to GPU 1
     kernel.run("import tensorflow as tf\ngpus = tf.config.list_physical_devices('GPU')\n%load_ext jupyter_gpu")

@@ -40,6 +40,7 @@ from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
 
+from ..core.text import display_text
 from ..core.units import MIB, format_bytes
 from ..core.visibility import cuda_devices
 from ..plan import GpuPlan, current_plan
@@ -201,11 +202,13 @@ class TensorFlow(Framework):
 
     def settings_divergence(self, plan: GpuPlan) -> list[str]:
         """The plan's memory limits that TensorFlow's config no longer holds: code called
-        ``tf.config.set_logical_device_configuration`` after the magic (the last call wins)."""
+        ``tf.config.set_logical_device_configuration`` after the magic (the last call wins); and
+        growth forced on behind a plan without growth (:func:`forced_growth`)."""
         context = self._context()
         if context is None or context._physical_devices is None or plan != current_plan():
             return []
-        problems = []
+        growth = forced_growth(plan, os.environ.get("TF_FORCE_GPU_ALLOW_GROWTH"))
+        problems = [growth] if growth else []
         for gpu, ours in self._ours.items():
             current = [c.memory_limit for c in context._virtual_device_map.get(gpu, [])]
             if gpu in context._visible_device_list and current != ours:
@@ -265,7 +268,8 @@ class TensorFlow(Framework):
                 f"TF_FORCE_GPU_ALLOW_GROWTH is {said}, and TensorFlow grows memory only with exactly 'true' "
                 "(the plan's growth)"
             ]
-        return []
+        growth = forced_growth(plan, value)
+        return [growth] if growth else []
 
     def blocking_changes(self, old: GpuPlan, new: GpuPlan) -> list[str]:
         blocked = super().blocking_changes(old, new)
@@ -631,6 +635,30 @@ def _merged(config: Any, context: Any) -> Any:
     if not options.allow_growth and not options.experimental.virtual_devices and growth and all(growth):
         options.allow_growth = True
     return merged
+
+
+def keras_forcing_growth() -> str | None:
+    """The Keras backend that set ``TF_FORCE_GPU_ALLOW_GROWTH=true`` (``"jax"``, ``"torch"``), or None.
+
+    Keras 3 does it at import for every backend but TensorFlow (``keras/src/backend/config.py``:
+    ``if _BACKEND != "tensorflow": os.environ["TF_FORCE_GPU_ALLOW_GROWTH"] = "true"``), whatever the
+    variable held. Read from ``sys.modules`` only: nothing is imported."""
+    config = sys.modules.get("keras.src.backend.config")
+    backend = getattr(config, "_BACKEND", None)
+    if not isinstance(backend, str) or backend == "tensorflow":
+        return None
+    return backend if os.environ.get("TF_FORCE_GPU_ALLOW_GROWTH") == "true" else None
+
+
+def forced_growth(plan: GpuPlan, value: str | None) -> str | None:
+    """Why TensorFlow grows its memory although ``plan`` says growth off: ``TF_FORCE_GPU_ALLOW_GROWTH``
+    is ``true`` and the plan did not leave it so (Keras with another backend, or code, set it since).
+    None when it is not so (a value the kernel started with is the plan's baseline, not a change)."""
+    if plan.growth or value != "true" or KERNEL.written_env.get("TF_FORCE_GPU_ALLOW_GROWTH") == "true":
+        return None
+    backend = keras_forcing_growth()
+    who = f" (set by Keras at import: its backend is {display_text(backend, 40)})" if backend else ""
+    return f"TF_FORCE_GPU_ALLOW_GROWTH=true{who} makes it grow its memory, and the plan says growth off"
 
 
 def tf_device_label(number: int, count: int = 1, nvml: int | None = None) -> str:
