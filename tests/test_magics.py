@@ -212,6 +212,49 @@ def test_warning_is_a_userwarning_shown_by_default() -> None:
     assert len(seen) == 2
 
 
+def test_warnings_show_no_fake_location_one_sentence_a_line_and_filters_still_work() -> None:
+    import subprocess
+
+    code = (
+        "import warnings\n"
+        "from jupyter_gpu.core.errors import GPUPlanMismatchWarning, GPUAlreadyInitializedWarning, warn\n"
+        "warn('JAX will not follow the GPU plan (GPU 1). Restart the kernel (%gpu_restart).', GPUPlanMismatchWarning)\n"
+        "warnings.warn('an ordinary warning')\n"  # others are shown as Python shows them
+        "warnings.filterwarnings('ignore', category=GPUAlreadyInitializedWarning)\n"
+        "warn('silenced', GPUAlreadyInitializedWarning)\n"
+        "warnings.filterwarnings('error', category=GPUPlanMismatchWarning)\n"
+        "try:\n    warn('raised', GPUPlanMismatchWarning)\n"
+        "except GPUPlanMismatchWarning as e:\n    print('raised', e)\n"
+    )
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
+    assert run.stderr.splitlines() == [
+        "GPUPlanMismatchWarning: JAX will not follow the GPU plan (GPU 1).",
+        "  Restart the kernel (%gpu_restart).",
+        "<string>:4: UserWarning: an ordinary warning",
+    ]
+    assert run.stdout == "raised raised\n"
+
+
+def test_the_too_late_warning_is_short_lines(shell, monkeypatch) -> None:
+    shell.run_line_magic("gpu_select", "0")
+    fake_initialized_tensorflow(monkeypatch)
+    with pytest.warns(GPUAlreadyInitializedWarning) as caught:
+        shell.run_line_magic("gpu_select", "1")
+    from jupyter_gpu.core.errors import warning_text
+
+    lines = warning_text(str(caught[0].message), GPUAlreadyInitializedWarning).splitlines()
+    assert lines[0].startswith("GPUAlreadyInitializedWarning: TensorFlow already initialized the GPU in this kernel")
+    assert lines[-2:] == [
+        "  The GPU plan and the environment are unchanged.",
+        "  To apply a new plan, restart the kernel (%gpu_restart) and run the magic before the first GPU use.",
+    ]
+    assert lines[1] == (
+        "  it cannot change the GPU selection, memory limit and growth any more; "
+        "in effect: no visible GPU (CPU only), growth off, CUDA_VISIBLE_DEVICES=0."
+    )
+    assert len(lines) == 4 and all(len(line) <= 160 for line in lines), lines
+
+
 def test_admin_defaults_and_ceiling_from_the_environment(clean, monkeypatch, capsys) -> None:
     monkeypatch.setenv("JUPYTER_GPU_DEFAULT_SELECT", "auto:1")
     monkeypatch.setenv("JUPYTER_GPU_GROWTH", "1")
