@@ -342,13 +342,17 @@ def _raise_action(oom: OutOfMemory, gpus: list[Any], facts: Facts) -> dict[str, 
     """The "raise the limit" next step as an action (see :func:`next_actions`), when the planner accepts it."""
     if facts.request is None:
         return None
+    need: int = 0
+    where: int | None = None
     if not gpus:
-        need, where = (oom.requested_bytes or 0) if _over_every_limit(oom, facts) else 0, None
+        need = (oom.requested_bytes or 0) if _over_every_limit(oom, facts) else 0
     else:
-        found = [(need, gpu.index) for gpu in gpus if (need := _limit_need(oom, gpu, facts)) is not None]
-        need, where = max(found) if found else (0, None)
-        if found and need > facts.limits.get(where or 0, 0) + next(g.memory_free for g in gpus if g.index == where):
-            return None  # more than the GPU has besides the cap: a higher limit would not help
+        found = [(hit, gpu) for gpu in gpus if (hit := _limit_need(oom, gpu, facts)) is not None]
+        if found:
+            need, gpu = max(found, key=lambda pair: pair[0])
+            where = gpu.index
+            if need > facts.limits.get(gpu.index, 0) + gpu.memory_free:
+                return None  # more than the GPU has besides the cap: a higher limit would not help
     size = _raised_limit(need, facts) if need else None
     if size is None:
         return None
