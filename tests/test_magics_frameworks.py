@@ -589,7 +589,8 @@ def test_19_a_tf1_session_made_before_the_magic_is_said_with_what_it_uses(kernel
     _, err = kernel.run("%gpu_select 2,3 --growth")
     assert "GPUAlreadyInitializedWarning: TensorFlow already initialized the GPU" in err, err
     # CUDA numbers fastest first here (no CUDA_DEVICE_ORDER): its device 1 is the second RTX A6000, GPU 3
-    assert "Session 1: GPU 3; 90% of each GPU (per_process_gpu_memory_fraction); growth off" in err, err
+    assert "Session 1: /GPU:0 (GPU 3); 90% of each GPU (per_process_gpu_memory_fraction); growth off" in err, err
+    assert "eager: visible GPUs /GPU:0 (GPU 2), /GPU:1 (GPU 3), /GPU:2 (GPU 0), /GPU:3 (GPU 1)" in err, err
     assert kernel.value("state()") == before and kernel.value(SESSION)["gpus"] == [3]
 
 
