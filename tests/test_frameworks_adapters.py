@@ -94,3 +94,11 @@ def test_checking_state_imports_nothing(framework) -> None:
     before = set(sys.modules)
     framework.state()
     assert set(sys.modules) == before
+
+
+def test_tensorflow_devices_are_named_with_nvidia_smis_number_beside_them() -> None:
+    from jupyter_gpu.frameworks.tensorflow import tf_device_label
+
+    assert tf_device_label(0, 1, 3) == "/GPU:0 (GPU 3)"
+    assert tf_device_label(2, 2, 1) == "/GPU:2…/GPU:3 (GPU 1)"  # one GPU split into two logical GPUs
+    assert tf_device_label(1) == "/GPU:1"  # CUDA's order not known: TensorFlow's name alone, never a guess

@@ -111,6 +111,7 @@ BAD_INPUTS = [
     ("gpu_limit", "90GiB", "more than GPU 0's memory"),
     ("gpu_limit", "50GiB 40GiB", "more than GPU 0's memory"),
     ("gpu_limit", "off 2GiB", "cannot be combined"),
+    ("gpu_limit", "4 GiB GiB", "malformed size 'GiB'"),
     ("gpu_threads", "--intra -1", "must be 0 to 4096"),
     ("gpu_threads", "--soft-placement maybe", "invalid choice"),
 ]
@@ -209,6 +210,49 @@ def test_warning_is_a_userwarning_shown_by_default() -> None:
         magics._warn_already_initialized("%gpu_select", "PyTorch", "in effect: x")
         magics._warn_already_initialized("%gpu_select", "PyTorch", "in effect: x")
     assert len(seen) == 2
+
+
+def test_warnings_show_no_fake_location_one_sentence_a_line_and_filters_still_work() -> None:
+    import subprocess
+
+    code = (
+        "import warnings\n"
+        "from jupyter_gpu.core.errors import GPUPlanMismatchWarning, GPUAlreadyInitializedWarning, warn\n"
+        "warn('JAX will not follow the GPU plan (GPU 1). Restart the kernel (%gpu_restart).', GPUPlanMismatchWarning)\n"
+        "warnings.warn('an ordinary warning')\n"  # others are shown as Python shows them
+        "warnings.filterwarnings('ignore', category=GPUAlreadyInitializedWarning)\n"
+        "warn('silenced', GPUAlreadyInitializedWarning)\n"
+        "warnings.filterwarnings('error', category=GPUPlanMismatchWarning)\n"
+        "try:\n    warn('raised', GPUPlanMismatchWarning)\n"
+        "except GPUPlanMismatchWarning as e:\n    print('raised', e)\n"
+    )
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
+    assert run.stderr.splitlines() == [
+        "GPUPlanMismatchWarning: JAX will not follow the GPU plan (GPU 1).",
+        "  Restart the kernel (%gpu_restart).",
+        "<string>:4: UserWarning: an ordinary warning",
+    ]
+    assert run.stdout == "raised raised\n"
+
+
+def test_the_too_late_warning_is_short_lines(shell, monkeypatch) -> None:
+    shell.run_line_magic("gpu_select", "0")
+    fake_initialized_tensorflow(monkeypatch)
+    with pytest.warns(GPUAlreadyInitializedWarning) as caught:
+        shell.run_line_magic("gpu_select", "1")
+    from jupyter_gpu.core.errors import warning_text
+
+    lines = warning_text(str(caught[0].message), GPUAlreadyInitializedWarning).splitlines()
+    assert lines[0].startswith("GPUAlreadyInitializedWarning: TensorFlow already initialized the GPU in this kernel")
+    assert lines[-2:] == [
+        "  The GPU plan and the environment are unchanged.",
+        "  To apply a new plan, restart the kernel (%gpu_restart) and run the magic before the first GPU use.",
+    ]
+    assert lines[1] == (
+        "  it cannot change the GPU selection, memory limit and growth any more; "
+        "in effect: no visible GPU (CPU only), growth off, CUDA_VISIBLE_DEVICES=0."
+    )
+    assert len(lines) == 4 and all(len(line) <= 160 for line in lines), lines
 
 
 def test_admin_defaults_and_ceiling_from_the_environment(clean, monkeypatch, capsys) -> None:
@@ -346,6 +390,41 @@ def test_status_says_when_this_kernel_holds_more_than_its_limit(shell, clean, ca
     clean.update(lambda data: data["gpus"][1].update(processes=[{"pid": os.getpid(), "memory_mib": 7 * 1024}]))
     shell.run_line_magic("gpu_status", "")
     assert "more than its %gpu_limit" not in capsys.readouterr().out
+
+
+def test_a_size_typed_with_a_space_before_its_unit_is_accepted(shell, capsys) -> None:
+    shell.run_line_magic("gpu_select", "0")
+    shell.run_line_magic("gpu_limit", "4 GiB")
+    assert current_plan().memory_limit_bytes(0) == 4 * 1024**3
+    assert current_plan().request.limits == ("4GiB",)
+    shell.run_line_magic("gpu_limit", "2 GiB 25 %")
+    assert current_plan().logical_limits_bytes(0) == (2 * 1024**3, 20 * 1024**3)
+    assert "2 logical GPUs of 2 GiB + 20 GiB" in capsys.readouterr().out
+
+
+def test_keras_with_another_backend_turning_growth_on_is_warned_once_and_the_advice_works(
+    shell, monkeypatch, capsys
+) -> None:
+    from jupyter_gpu.frameworks import check_after_cell, env_conflict_messages, keras_status
+
+    shell.run_line_magic("gpu_select", "0")
+    config = types.ModuleType("keras.src.backend.config")
+    config._BACKEND = "jax"  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "keras.src.backend.config", config)
+    os.environ["TF_FORCE_GPU_ALLOW_GROWTH"] = "true"  # what importing Keras on JAX does
+    [message] = check_after_cell()
+    assert message.startswith("importing Keras (backend jax) set TF_FORCE_GPU_ALLOW_GROWTH=true, so TensorFlow")
+    assert check_after_cell() == []  # once
+    assert "at import it set TF_FORCE_GPU_ALLOW_GROWTH=true" in (keras_status() or "")
+    shell.run_line_magic("gpu_select", "--growth")  # the first advice: growth becomes the plan
+    assert env_conflict_messages() == [] and "at import it set" not in (keras_status() or "")
+    shell.run_line_magic("gpu_select", "--no-growth")  # the second: growth off again, for TensorFlow too
+    assert "TF_FORCE_GPU_ALLOW_GROWTH" not in os.environ and env_conflict_messages() == []
+    config._BACKEND = "tensorflow"  # type: ignore[attr-defined]
+    os.environ["TF_FORCE_GPU_ALLOW_GROWTH"] = "true"  # set by code, not Keras: the general message
+    [message] = check_after_cell()
+    assert message.startswith("code in this kernel changed TensorFlow's settings after the GPU plan (GPU 0)")
+    assert "TF_FORCE_GPU_ALLOW_GROWTH=true makes it grow its memory, and the plan says growth off" in message
 
 
 def test_limit_caveats_are_printed_once_per_kernel_then_one_line(shell, capsys) -> None:

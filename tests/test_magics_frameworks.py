@@ -540,7 +540,10 @@ def test_19_a_tf1_session_config_gets_the_plan_in_every_field_it_leaves_unset(ke
     assert kernel.value("len(config.gpu_options.experimental.virtual_devices)") == 0  # the user's object is untouched
     out, _ = kernel.run("%gpu_status")
     assert "TensorFlow: initialized with the plan applied" in out and "NOT" not in out, out
-    assert "Session 1: GPU 2, GPU 3; limit GPU 2: 4 GiB, GPU 3: 4 GiB; growth on" in out, out
+    assert (
+        "Session 1: /GPU:0 (GPU 2), /GPU:1 (GPU 3); limit /GPU:0 (GPU 2): 4 GiB, /GPU:1 (GPU 3): 4 GiB; growth on"
+        in out
+    ), out
     # a field the user set that contradicts the plan: kept, and said once
     _, err = kernel.run(
         "config = tf.compat.v1.ConfigProto()\nconfig.gpu_options.visible_device_list = '1'\n"
@@ -553,7 +556,7 @@ def test_19_a_tf1_session_config_gets_the_plan_in_every_field_it_leaves_unset(ke
     ), err
     assert kernel.value(SESSION) == {"gpus": [3], "memory_mb": {"3": [round(A6000_MIB * 0.9, 1)]}, "growth": True}
     out, _ = kernel.run("%gpu_status")
-    assert "initialized with the plan applied" not in out and "Session 2: GPU 3; 90% of each GPU" in out, out
+    assert "initialized with the plan applied" not in out and "Session 2: /GPU:0 (GPU 3); 90% of each GPU" in out, out
     assert "does NOT follow the plan: Session 2: per_process_gpu_memory_fraction=0.9" in out, out
     kernel.run("sess2.close()")
     out, _ = kernel.run("%gpu_status")
@@ -586,7 +589,8 @@ def test_19_a_tf1_session_made_before_the_magic_is_said_with_what_it_uses(kernel
     _, err = kernel.run("%gpu_select 2,3 --growth")
     assert "GPUAlreadyInitializedWarning: TensorFlow already initialized the GPU" in err, err
     # CUDA numbers fastest first here (no CUDA_DEVICE_ORDER): its device 1 is the second RTX A6000, GPU 3
-    assert "Session 1: GPU 3; 90% of each GPU (per_process_gpu_memory_fraction); growth off" in err, err
+    assert "Session 1: /GPU:0 (GPU 3); 90% of each GPU (per_process_gpu_memory_fraction); growth off" in err, err
+    assert "eager: visible GPUs /GPU:0 (GPU 2), /GPU:1 (GPU 3), /GPU:2 (GPU 0), /GPU:3 (GPU 1)" in err, err
     assert kernel.value("state()") == before and kernel.value(SESSION)["gpus"] == [3]
 
 
@@ -621,7 +625,40 @@ def test_19_growth_turned_on_by_code_before_the_magic_is_shown_as_on(kernel: Ker
     kernel.run("x = tf.constant(1.0)")
     out, _ = kernel.run("%gpu_status")
     assert "TensorFlow: initialized with the plan applied" in out, out
-    assert "visible GPUs 3, growth on (set by your code" in out, out  # NVML GPU 1 is CUDA's device 3 here
+    assert "visible GPUs /GPU:0 (GPU 1), growth on (set by your code" in out, out  # CUDA's device 3 here
+
+
+def test_31_3_tensorflows_devices_are_named_with_nvidia_smis_number_beside_them(kernel: Kernel) -> None:
+    # CUDA started fastest first (GPU 2, 3, 0, 1: the 48 GiB A6000s before the 80 GiB A100s) before the
+    # plan: TensorFlow's /GPU:0 is GPU 2. "GPU 0: 40 GiB" read as the 48 GiB GPU 0 capped at 40 GiB.
+    kernel.run("import tensorflow as tf\ngpus = tf.config.list_physical_devices('GPU')\n%load_ext jupyter_gpu")
+    _, err = kernel.run("%gpu_limit 50%\nx = tf.constant(1.0)")
+    assert "Error" not in err, err
+    out, _ = kernel.run("%gpu_status")
+    tensorflow = out.split("TensorFlow:")[1].splitlines()[0]
+    assert (
+        "visible GPUs /GPU:0 (GPU 2), /GPU:1 (GPU 3), /GPU:2 (GPU 0), /GPU:3 (GPU 1), memory limits "
+        "/GPU:0 (GPU 2): 24 GiB; /GPU:1 (GPU 3): 24 GiB; /GPU:2 (GPU 0): 40 GiB; /GPU:3 (GPU 1): 40 GiB" in tensorflow
+    ), out
+    kernel.run("sess = tf.compat.v1.Session(config=tf.compat.v1.ConfigProto())")  # a session's devices too
+    out, _ = kernel.run("%gpu_status")
+    assert "Session 1: /GPU:0 (GPU 2), /GPU:1 (GPU 3), /GPU:2 (GPU 0), /GPU:3 (GPU 1); limit /GPU:0 (GPU 2)" in out, out
+
+
+def test_31_4_keras_on_jax_turning_tensorflows_growth_on_is_warned_at_once_and_said_once(tmp_path: Path) -> None:
+    for kernel in standin_kernel(tmp_path, {"KERAS_BACKEND": "jax"}):
+        kernel.run("%load_ext jupyter_gpu\n%gpu_select 1")
+        _, err = kernel.run("import keras")  # keras/src/backend/config.py: TF_FORCE_GPU_ALLOW_GROWTH=true
+        assert kernel.value("os.environ['TF_FORCE_GPU_ALLOW_GROWTH']") == "true"
+        assert err.count("GPUPlanMismatchWarning") == 1, err
+        assert "importing Keras (backend jax) set TF_FORCE_GPU_ALLOW_GROWTH=true, so TensorFlow" in err, err
+        for first_op in ("", "x = tf.constant(1.0)\n"):  # TensorFlow imported, then initialized
+            out, _ = kernel.run(f"import tensorflow as tf\n{first_op}%gpu_status")
+            tensorflow, keras = (out.split(f"{name}:")[1].splitlines()[0] for name in ("TensorFlow", "Keras"))
+            assert "plan applied" not in tensorflow, out
+            assert "does NOT follow the plan: TF_FORCE_GPU_ALLOW_GROWTH=true (set by Keras at import" in tensorflow
+            assert keras.endswith("at import it set TF_FORCE_GPU_ALLOW_GROWTH=true (what that does: TensorFlow above)")
+            assert "growth off" not in keras  # the consequence is said once, on TensorFlow's line
 
 
 def test_19_a_tf1_session_after_tensorflow_was_narrowed_gets_the_narrowed_gpus(kernel: Kernel) -> None:

@@ -452,3 +452,54 @@ def test_next_actions_need_a_kernel_id_a_plan_and_a_cache_worth_freeing() -> Non
     assert kinds.count("shutdown") == 1 and "restart" not in kinds  # no plan request known: no restart
     (shutdown,) = [action for action in oom.next_actions(error, facts) if action["kind"] == "shutdown"]
     assert shutdown["kernel_id"] == "k-old" and shutdown["gpu"] == 0 and shutdown["memory"] == 22 << 30
+
+
+def test_31_5_an_allocation_over_the_kernels_own_cap_says_the_cap_and_offers_raising_it() -> None:
+    """TensorFlow on GPU 2 under %gpu_limit 4GiB asks for 16 GiB: the cap is what ran out. No "restart on
+    GPU 2 with growth" (the GPU it is on, whose restart applies the same cap), but a higher limit."""
+    from jupyter_gpu.core.snapshot import Snapshot
+    from jupyter_gpu.plan import Fence, PlanRequest
+
+    # NVML does not show this kernel (TensorFlow failed before it held anything there)
+    gpus = [_gpu(0, 80, [(200, 70, "bob")]), _gpu(1, 48, [(300, 40, "carol")]), _gpu(2, 48, [])]
+    request = PlanRequest(selection="2", limits=("4GiB",))
+    error = oom.OutOfMemory("TensorFlow", "tensorflow", device=0, requested_bytes=16 * GIB)
+    facts = oom.Facts(
+        gpus=gpus,
+        own_pid=100,
+        own_user="me",
+        device_gpus=None,  # what TensorFlow uses could not be read
+        limits={2: 4 * GIB},
+        request=request,
+        snapshot=Snapshot(True, 0.0, tuple(gpus)),
+        fence=Fence({}),
+    )
+    for device_gpus in (None, (2,)):  # unmapped, and mapped through the plan
+        report = oom.explain(error, replace(facts, device_gpus=device_gpus))
+        steps = report.split("Next steps:")[1]
+        assert "Which GPU this was cannot be told" not in report or device_gpus is None
+        assert "the limit ran out, not the GPU" in report or "and it ran out, not the GPU" in report, report
+        assert "raise this kernel's limit: `%gpu_limit 16GiB`, then `%gpu_restart`" in steps, steps
+        assert "%gpu_select" not in steps and "GPU 0 has" not in steps, steps
+        actions = oom.next_actions(error, replace(facts, device_gpus=device_gpus))
+        assert [a["kind"] for a in actions] == ["raise_limit"], actions
+        assert actions[0]["request"].limits == (actions[0]["limit"],) and actions[0]["request"].selection == "2"
+    report = oom.explain(error, replace(facts, device_gpus=(2,)))
+    assert "GPU 2 A100 (TensorFlow /GPU:0)" in report and "This kernel's limit on GPU 2 is 4 GiB (%gpu_limit)" in report
+    unmapped = oom.explain(error, facts)
+    assert "This kernel's limit is 4 GiB per GPU, less than the 16 GiB it asked for" in unmapped
+    assert "`%gpu_limit 16GiB`" in unmapped
+
+
+def test_31_5_the_framework_device_is_mapped_through_the_plan_when_it_cannot_be_read() -> None:
+    from jupyter_gpu import frameworks
+    from jupyter_gpu.core.snapshot import Snapshot
+    from jupyter_gpu.kernel.oom.gather import planned_gpus
+    from jupyter_gpu.plan import Fence, PlanRequest, build_plan
+
+    gpus = (_gpu(0, 80, []), _gpu(1, 48, []), _gpu(2, 48, []))
+    snapshot = Snapshot(True, 0.0, gpus)
+    plan = build_plan(PlanRequest(selection="2,0", limits=("4GiB",)), snapshot, Fence({}))
+    assert planned_gpus(frameworks.TENSORFLOW, plan, gpus) == (2, 0)
+    only = build_plan(PlanRequest(limits=("4GiB",)), Snapshot(True, 0.0, gpus[:1]), Fence({}))
+    assert planned_gpus(frameworks.TENSORFLOW, only, gpus[:1]) == (0,)

@@ -16,6 +16,7 @@ from jupyter_gpu.plan import (
     parse_selection,
     parse_size,
     select_idlest,
+    split_sizes,
 )
 
 GIB = 1024**3
@@ -65,6 +66,24 @@ FOUR = snap(
 )
 def test_absolute_sizes(text: str, expected: int) -> None:
     assert parse_size(text).resolve(None) == expected
+
+
+@pytest.mark.parametrize(
+    ("line", "sizes"),
+    [
+        ("4 GiB", ("4GiB",)),
+        ("4GiB", ("4GiB",)),
+        ("2 GiB 2 GiB", ("2GiB", "2GiB")),
+        ("30 %", ("30%",)),
+        ("1.5 G  512 mib", ("1.5G", "512mib")),
+        ("2048 2048", ("2048", "2048")),
+        ("GiB 4", ("GiB", "4")),  # a unit with no number before it stays a word: parse_size refuses it
+        ("4 GiB GiB", ("4GiB", "GiB")),
+        ("off", ("off",)),
+    ],
+)
+def test_sizes_typed_with_a_space_before_the_unit_are_one_size(line: str, sizes: tuple[str, ...]) -> None:
+    assert split_sizes(line) == sizes
 
 
 def test_a_percentage_is_of_that_gpus_total() -> None:

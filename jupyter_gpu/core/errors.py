@@ -8,6 +8,8 @@ it before (``jupyter_gpu.plan.PlanError`` is this ``PlanError``), so existing im
 
 from __future__ import annotations
 
+import re
+
 __all__ = [
     "GPUAlreadyInitializedWarning",
     "GPUPlanMismatchWarning",
@@ -15,6 +17,7 @@ __all__ = [
     "ScenarioError",
     "WireError",
     "warn",
+    "warning_text",
 ]
 
 
@@ -66,8 +69,39 @@ class GPUPlanMismatchWarning(UserWarning):
     """
 
 
+# The stand-in "file" of jupyter_gpu's warnings: the formatter knows them by it and shows no location
+# (Python's default would print "jupyter_gpu:1:", a file and line that do not exist).
+_SOURCE = "<jupyter_gpu>"
+_SENTENCE_END = re.compile(r"(?<=[a-z0-9)'\]]\.) +(?=[A-Z%(])")
+
+
+def warning_text(message: str, category: type[Warning]) -> str:
+    """A warning of jupyter_gpu as it is shown: its category (what a filter names), then the message
+    one sentence per line, the lines after the first indented; no file:line. Pure."""
+    lines = [line.strip() for part in message.splitlines() for line in _SENTENCE_END.split(part) if line.strip()]
+    return f"{category.__name__}: " + "\n  ".join(lines) + "\n"
+
+
 def warn(message: str, category: type[Warning], source: str = "jupyter_gpu") -> None:
-    """Show ``message`` every time (not just the first time from one line), unless a filter ignores it."""
+    """Show ``message`` every time (not just the first time from one line), unless a filter ignores it.
+
+    A real ``warnings`` warning of ``category`` (``warnings.filterwarnings("ignore", category=...)``,
+    ``"error"``, ``pytest.warns`` and ``catch_warnings(record=True)`` work as for any warning), from
+    module ``jupyter_gpu`` (``source`` is kept for callers that name one); shown as
+    :func:`warning_text` writes it, without the fake file:line Python would print."""
     import warnings
 
-    warnings.warn_explicit(message, category, filename=source, lineno=1, module="jupyter_gpu", registry={})
+    previous = warnings.formatwarning
+
+    def shown(
+        message: Warning | str, category: type[Warning], filename: str, lineno: int, line: str | None = None
+    ) -> str:
+        if filename == _SOURCE:
+            return warning_text(str(message), category)
+        return previous(message, category, filename, lineno, line)
+
+    warnings.formatwarning = shown  # for this one warning: every other one is shown as before
+    try:
+        warnings.warn_explicit(message, category, filename=_SOURCE, lineno=0, module="jupyter_gpu", registry={})
+    finally:
+        warnings.formatwarning = previous

@@ -62,7 +62,7 @@ from .base import (
 )
 from .jax import JAX
 from .state import KERNEL, KernelGpuState
-from .tensorflow import TENSORFLOW
+from .tensorflow import TENSORFLOW, forced_growth, keras_forcing_growth
 from .torch import TORCH
 
 __all__ = [
@@ -102,6 +102,9 @@ COMMON_KEYS = ("CUDA_DEVICE_ORDER", "CUDA_VISIBLE_DEVICES")
 
 def _managed_keys() -> tuple[str, ...]:
     return COMMON_KEYS + tuple(key for framework in FRAMEWORKS for key in framework.env_keys)
+
+
+_GROWTH = "TF_FORCE_GPU_ALLOW_GROWTH"
 
 
 def baseline() -> Mapping[str, str | None]:
@@ -170,6 +173,9 @@ def environment(plan: GpuPlan) -> Environment:
     order = caps_order(plan, KERNEL.gpus or plan.gpus, seen)
     start = baseline()
     KERNEL.baseline.update(settings_set_by_code())
+    if keras_forcing_growth() and start.get(_GROWTH) == "true":
+        # Keras set it at import, for its own backend: not the user's setting; the plan decides TensorFlow's growth
+        KERNEL.baseline[_GROWTH] = environment_at_process_start().get(_GROWTH)
     env: Environment = {}
     if cuda_started():
         pass  # CUDA read CUDA_VISIBLE_DEVICES already; the frameworks narrow further with their own calls
@@ -504,11 +510,15 @@ def check_after_cell(read_gpus: Callable[[], Sequence[Gpu]] | None = None) -> li
             if state in _READ:
                 continue
             conflicts = framework.env_conflicts(plan, framework_env())
-            message = (
-                f"code in this kernel changed {framework.name}'s settings after the GPU plan "
-                f"({plan_words(plan)}{_memory_words(plan)}): {'; '.join(conflicts)}. Run the magic "
-                "again (e.g. %gpu_limit) to build the plan on your value, or remove that assignment."
-            )
+            backend = keras_forcing_growth() if framework is TENSORFLOW else None
+            if backend and forced_growth(plan, os.environ.get("TF_FORCE_GPU_ALLOW_GROWTH")):
+                message = keras_growth_message(backend, plan)
+            else:
+                message = (
+                    f"code in this kernel changed {framework.name}'s settings after the GPU plan "
+                    f"({plan_words(plan)}{_memory_words(plan)}): {'; '.join(conflicts)}. Run the magic "
+                    "again (e.g. %gpu_limit) to build the plan on your value, or remove that assignment."
+                )
             if conflicts and message not in KERNEL.warned:
                 KERNEL.warned.add(message)
                 messages.append(message)
@@ -665,13 +675,19 @@ def keras_status() -> str | None:
     if framework is None:
         return f"backend {shown}: not one jupyter_gpu configures (TensorFlow, PyTorch, JAX): the plan does not reach it"
     line = f"backend {shown}: Keras has no GPU settings of its own; it uses what {framework} above says"
-    if backend != "tensorflow" and os.environ.get("TF_FORCE_GPU_ALLOW_GROWTH") == "true" and not current_plan().growth:
-        # keras/src/backend/config.py, at import: any backend but TensorFlow sets it, whatever was there
-        line += (
-            "; at import it set TF_FORCE_GPU_ALLOW_GROWTH=true (as it does for every backend but TensorFlow), "
-            "so TensorFlow, if used as well, grows its memory although the plan says growth off"
-        )
+    if forced_growth(current_plan(), os.environ.get("TF_FORCE_GPU_ALLOW_GROWTH")) and keras_forcing_growth():
+        line += "; at import it set TF_FORCE_GPU_ALLOW_GROWTH=true (what that does: TensorFlow above)"
     return line
+
+
+def keras_growth_message(backend: str, plan: GpuPlan) -> str:
+    """The warning when importing Keras (``backend`` not TensorFlow) turned TensorFlow's growth on."""
+    return (
+        f"importing Keras (backend {display_text(backend, 40)}) set TF_FORCE_GPU_ALLOW_GROWTH=true, so "
+        f"TensorFlow, if used as well (tf.data, tf.image), grows its GPU memory although the plan "
+        f"({plan_words(plan)}{_memory_words(plan)}) says growth off. %gpu_select --growth makes growth "
+        "the plan (sensible next to JAX or PyTorch); %gpu_select --no-growth turns it off again."
+    )
 
 
 def reset_for_tests() -> None:

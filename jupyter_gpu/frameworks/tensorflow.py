@@ -40,6 +40,7 @@ from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
 
+from ..core.text import display_text
 from ..core.units import MIB, format_bytes
 from ..core.visibility import cuda_devices
 from ..plan import GpuPlan, current_plan
@@ -201,11 +202,13 @@ class TensorFlow(Framework):
 
     def settings_divergence(self, plan: GpuPlan) -> list[str]:
         """The plan's memory limits that TensorFlow's config no longer holds: code called
-        ``tf.config.set_logical_device_configuration`` after the magic (the last call wins)."""
+        ``tf.config.set_logical_device_configuration`` after the magic (the last call wins); and
+        growth forced on behind a plan without growth (:func:`forced_growth`)."""
         context = self._context()
         if context is None or context._physical_devices is None or plan != current_plan():
             return []
-        problems = []
+        growth = forced_growth(plan, os.environ.get("TF_FORCE_GPU_ALLOW_GROWTH"))
+        problems = [growth] if growth else []
         for gpu, ours in self._ours.items():
             current = [c.memory_limit for c in context._virtual_device_map.get(gpu, [])]
             if gpu in context._visible_device_list and current != ours:
@@ -265,7 +268,8 @@ class TensorFlow(Framework):
                 f"TF_FORCE_GPU_ALLOW_GROWTH is {said}, and TensorFlow grows memory only with exactly 'true' "
                 "(the plan's growth)"
             ]
-        return []
+        growth = forced_growth(plan, value)
+        return [growth] if growth else []
 
     def blocking_changes(self, old: GpuPlan, new: GpuPlan) -> list[str]:
         blocked = super().blocking_changes(old, new)
@@ -363,14 +367,28 @@ class TensorFlow(Framework):
         sessions = self.sessions.words()
         if context is None or context._physical_devices is None:
             return "; ".join(sessions) if sessions else "nothing yet"
-        visible = [
-            device.name.rsplit(":", 1)[-1] for device in context._visible_device_list if device.device_type == "GPU"
-        ]
+        physical = [device for device in context._physical_devices if device.device_type == "GPU"]
+        cuda = self.cuda_order()
+        labels, number = {}, 0  # TensorFlow's logical /GPU:k over the visible GPUs, a split GPU once per part
+        for device in context._visible_device_list:
+            if device.device_type == "GPU" and device in physical:
+                count = max(1, len(context._virtual_device_map.get(device, ())))
+                labels[device] = tf_device_label(number, count, _nvml_of(physical.index(device), cuda))
+                number += count
+        visible = list(labels.values())
         parts = [f"visible GPUs {', '.join(visible)}" if visible else "no visible GPU (CPU only)"]
         if sessions:
             parts[0] = "eager: " + parts[0]  # the sessions below have their own devices and caps
+
+        def limited(device: Any) -> str:
+            if device in labels:
+                return labels[device]
+            nvml = _nvml_of(physical.index(device), cuda) if device in physical else None
+            where = "" if nvml is None else f" (GPU {nvml})"
+            return f"{device.name.removeprefix('/physical_device:')}{where}, not visible"
+
         limits = {
-            device.name.rsplit(":", 1)[-1]: [c.memory_limit for c in configs]
+            limited(device): [c.memory_limit for c in configs]
             for device, configs in context._virtual_device_map.items()
             if device.device_type == "GPU"
         }
@@ -378,12 +396,20 @@ class TensorFlow(Framework):
             parts.append(
                 "memory limits "
                 + "; ".join(
-                    f"GPU {gpu}: {' + '.join(format_bytes(m * MIB) for m in limit)}" for gpu, limit in limits.items()
+                    f"{gpu}: {' + '.join(format_bytes(m * MIB) for m in limit)}" for gpu, limit in limits.items()
                 )
             )
         parts.append(_growth_words(context))
         parts.append(f"CUDA_VISIBLE_DEVICES={os.environ.get('CUDA_VISIBLE_DEVICES', '(unset)')}")
         return ", ".join(parts) + "".join(f"; {words}" for words in sessions)
+
+    def cuda_order(self) -> tuple[int, ...] | None:
+        """The NVML index of each CUDA device TensorFlow lists (its ``/physical_device:GPU:k`` is entry
+        k), from the variables CUDA read when it started; None before CUDA started or when unknown."""
+        start = process_cuda_start()
+        gpus = known_gpus()
+        mapping = cuda_devices(start[0], gpus, self.device_names()) if start and gpus else None
+        return None if mapping is None else mapping.indices
 
     def device_labels(self, plan: GpuPlan, gpus: Any = ()) -> dict[int, str]:
         labels: dict[int, str] = {}
@@ -468,17 +494,22 @@ class _Sessions:
         uses, in words, and the fields of the user's own config (``given``) that contradict the plan
         (one clause each; none without a plan or ``given``)."""
         options = config.gpu_options
-        start = process_cuda_start()
         gpus = known_gpus()
-        mapping = cuda_devices(start[0], gpus, self.owner.device_names()) if start and gpus else None
-        cuda = mapping.indices if mapping is not None else None
+        cuda = self.owner.cuda_order()
         listed = [int(p) for p in options.visible_device_list.split(",") if p.strip().isdigit()]
         hidden = "GPU" in config.device_count and config.device_count["GPU"] == 0
         positions: list[int] | None = [] if hidden else listed or (list(range(len(cuda))) if cuda else None)
         used = None if positions is None or cuda is None else [cuda[p] for p in positions if p < len(cuda)]
 
+        virtual = list(options.experimental.virtual_devices)
+        labels, number = {}, 0  # the session's own /GPU:k: its listed GPUs in order, a split GPU once per part
+        for at, position in enumerate(positions or ()):
+            count = max(1, len(virtual[at].memory_limit_mb)) if at < len(virtual) else 1
+            labels[position] = tf_device_label(number, count, _nvml_of(position, cuda))
+            number += count
+
         def gpu(position: int) -> str:
-            return f"GPU {cuda[position]}" if cuda is not None and position < len(cuda) else f"CUDA device {position}"
+            return labels.get(position) or f"CUDA device {position}"
 
         if positions is None:
             where = "every GPU CUDA shows"
@@ -486,7 +517,6 @@ class _Sessions:
             where = "no GPU" + (" (device_count={'GPU': 0})" if hidden else "")
         else:
             where = ", ".join(gpu(p) for p in positions)
-        virtual = list(options.experimental.virtual_devices)
         if virtual and positions:
             memory = "limit " + ", ".join(
                 f"{gpu(p)}: " + " + ".join(format_bytes(int(m * MIB)) for m in v.memory_limit_mb)
@@ -605,6 +635,42 @@ def _merged(config: Any, context: Any) -> Any:
     if not options.allow_growth and not options.experimental.virtual_devices and growth and all(growth):
         options.allow_growth = True
     return merged
+
+
+def keras_forcing_growth() -> str | None:
+    """The Keras backend that set ``TF_FORCE_GPU_ALLOW_GROWTH=true`` (``"jax"``, ``"torch"``), or None.
+
+    Keras 3 does it at import for every backend but TensorFlow (``keras/src/backend/config.py``:
+    ``if _BACKEND != "tensorflow": os.environ["TF_FORCE_GPU_ALLOW_GROWTH"] = "true"``), whatever the
+    variable held. Read from ``sys.modules`` only: nothing is imported."""
+    config = sys.modules.get("keras.src.backend.config")
+    backend = getattr(config, "_BACKEND", None)
+    if not isinstance(backend, str) or backend == "tensorflow":
+        return None
+    return backend if os.environ.get("TF_FORCE_GPU_ALLOW_GROWTH") == "true" else None
+
+
+def forced_growth(plan: GpuPlan, value: str | None) -> str | None:
+    """Why TensorFlow grows its memory although ``plan`` says growth off: ``TF_FORCE_GPU_ALLOW_GROWTH``
+    is ``true`` and the plan did not leave it so (Keras with another backend, or code, set it since).
+    None when it is not so (a value the kernel started with is the plan's baseline, not a change)."""
+    if plan.growth or value != "true" or KERNEL.written_env.get("TF_FORCE_GPU_ALLOW_GROWTH") == "true":
+        return None
+    backend = keras_forcing_growth()
+    who = f" (set by Keras at import: its backend is {display_text(backend, 40)})" if backend else ""
+    return f"TF_FORCE_GPU_ALLOW_GROWTH=true{who} makes it grow its memory, and the plan says growth off"
+
+
+def tf_device_label(number: int, count: int = 1, nvml: int | None = None) -> str:
+    """TensorFlow's name for a GPU with nvidia-smi's number beside it: ``/GPU:0 (GPU 3)``, or
+    ``/GPU:0…/GPU:1 (GPU 3)`` for a GPU split into ``count`` logical GPUs (``nvml`` None: not known)."""
+    names = f"/GPU:{number}" if count == 1 else f"/GPU:{number}…/GPU:{number + count - 1}"
+    return names if nvml is None else f"{names} (GPU {nvml})"
+
+
+def _nvml_of(position: int, cuda: tuple[int, ...] | None) -> int | None:
+    """The NVML index of CUDA device ``position`` (None when the order is not known)."""
+    return cuda[position] if cuda is not None and 0 <= position < len(cuda) else None
 
 
 def _limit_words(plan: GpuPlan) -> str:

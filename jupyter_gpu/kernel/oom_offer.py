@@ -32,6 +32,11 @@ def offer_data(report: Report) -> dict[str, Any]:
             if any(blocking_option(line) for line in lines):
                 continue
             actions.append({"kind": "restart", "gpu": action["gpu"], "lines": lines})
+        elif action["kind"] == "raise_limit":
+            lines = carried_lines(action["request"])
+            if any(blocking_option(line) for line in lines):
+                continue
+            actions.append({"kind": "raise_limit", "gpu": action["gpu"], "limit": action["limit"], "lines": lines})
         else:
             actions.append(dict(action))
     return {"version": 1, "report": report.text, "actions": actions, "kernel_id": kernel_identity()[0]}

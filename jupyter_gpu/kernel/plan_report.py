@@ -143,11 +143,35 @@ def _auto_reasons(plan: GpuPlan) -> dict[int, str]:
         gpu = by_index.get(index)
         if not isinstance(gpu, GpuInfo):  # NVML's GPUs (with processes), not a plan's
             continue
+        if plan.auto_kept:
+            reasons[index] = f"; {_KEPT.format(auto=plan.request.selection)}"
+            continue
         users = other_users(gpu, os.getpid(), current_user())
         who = f"used by {', '.join(users)}" if users else "no other users"
         busy = "" if gpu.utilization is None else f", {gpu.utilization} % busy"
         reasons[index] = f"; chosen by auto: {who}, {format_bytes(gpu.memory_free)} free{busy}"
     return reasons
+
+
+_KEPT = "as {auto} chose it before (%gpu_select {auto} chooses again)"
+
+
+def auto_rechosen(old: GpuPlan, new: GpuPlan) -> str | None:
+    """The line ``%gpu_select auto`` prints when it chose other GPUs than the ``auto`` of the plan in
+    force (``old``): a new choice happens only when asked for, and says so. None when nothing moved."""
+    if not (old.request.selection or "").strip().lower().startswith("auto") or not old.selected_indices:
+        return None
+    if not (new.request.selection or "").strip().lower().startswith("auto") or new.auto_kept:
+        return None
+    if (old.selected_indices, old.selected_slice) == (new.selected_indices, new.selected_slice):
+        return None
+
+    def gpus(plan: GpuPlan) -> str:
+        if plan.selected_slice is not None:
+            return f"MIG slice {shown(plan.selected_slice)}"
+        return "GPU " + ", ".join(map(str, plan.selected_indices or ())) if plan.selected_indices else "no GPU"
+
+    return f"{new.request.selection} chose again: {gpus(new)} (it was {gpus(old)})."
 
 
 def limit_report(plan: GpuPlan, caveats: bool = True) -> str:
@@ -193,6 +217,9 @@ def limit_report(plan: GpuPlan, caveats: bool = True) -> str:
         lines.append(ORDER_NOTE)
     if plan.limit_from_ceiling:
         lines.append(f"(the admin ceiling max_limit={plan.request.max_limit} applies)")
+    if plan.auto_kept:
+        kept = ", ".join(map(str, plan.selected_indices or ()))
+        lines.append(f"(GPU {kept} {_KEPT.format(auto=plan.request.selection)})")
     lines += [_COOPERATIVE, _CHILDREN] if caveats else [_COOPERATIVE_AGAIN]
     return "Memory limit:\n  " + "\n  ".join(lines)
 

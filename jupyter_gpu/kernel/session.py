@@ -20,13 +20,12 @@ import contextlib
 import os
 import sys
 import time
-import warnings
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Protocol
 
 from IPython.core.error import UsageError
 
-from ..core.errors import GPUAlreadyInitializedWarning
+from ..core.errors import GPUAlreadyInitializedWarning, warn
 from .plan_report import shown
 from .restart_offer import offer_restart
 
@@ -170,14 +169,11 @@ def warn_already_initialized(magic: str, who: str, detail: str) -> None:
         call = frameworks.cuda_start_call()
         opening = f"{who} already started CUDA in this kernel ({f'at {call}' if call else 'it listed the GPUs'})"
     message = (
-        f"{opening}, so {magic} cannot take effect: {detail}. The GPU plan and the environment are "
-        "unchanged; restart the kernel (%gpu_restart) to apply a new plan (run the magic before the first GPU use)."
+        f"{opening}, so {magic} cannot take effect:\n{detail}.\n"
+        "The GPU plan and the environment are unchanged. To apply a new plan, restart the kernel "
+        "(%gpu_restart) and run the magic before the first GPU use."
     )
-    # warn_explicit with a fresh registry: the warning shows every time (unless a filter ignores it),
-    # not just the first time from this line.
-    warnings.warn_explicit(
-        message, GPUAlreadyInitializedWarning, filename=magic, lineno=1, module="jupyter_gpu.kernel.magics", registry={}
-    )
+    warn(message, GPUAlreadyInitializedWarning)  # every time (unless a filter ignores it), as its own lines
 
 
 class NoGpuFitsError(Exception):
@@ -281,6 +277,7 @@ class PlanSession:
                 own_user=current_user(),
                 claims=claims,
                 require_idle=require_idle,
+                kept=None if "selection" in changes else old,  # a new choice only when asked for
             )
         except NoGpuFits as error:
             hint = would_fit_hints(snapshot, request, claims, require_idle) if hints else ""

@@ -59,7 +59,7 @@ from .mig import ONE_MIG_DEVICE as ONE_MIG_DEVICE
 from .selection import SELECT_CHOICES as SELECT_CHOICES
 from .selection import SelectionSpec as SelectionSpec
 from .selection import parse_selection
-from .sizes import Size, parse_size
+from .sizes import Size, parse_size, split_sizes
 
 __all__ = [
     "Fence",
@@ -78,6 +78,7 @@ __all__ = [
     "plan_magics",
     "select_idlest",
     "set_current_plan",
+    "split_sizes",
 ]
 
 # -- the kernel's plan ----------------------------------------------------------------------------

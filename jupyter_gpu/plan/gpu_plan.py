@@ -58,6 +58,7 @@ class GpuPlan:
     limits_bytes: Mapping[int, tuple[int, ...]] = field(default_factory=dict)
     limit_from_ceiling: bool = False
     selected_slice: str | None = None  # MIG: the MIG UUID selected (its GPU is selected_indices[0])
+    auto_kept: bool = False  # ``auto`` was not run again: the GPUs are what it chose for an earlier plan
 
     @property
     def growth(self) -> bool:
@@ -104,11 +105,15 @@ def build_plan(
     own_user: str | None = None,
     claims: Mapping[int | str, int] | None = None,
     require_idle: bool = False,
+    kept: GpuPlan | None = None,
 ) -> GpuPlan:
     """Validate ``request`` against the GPUs and the fence; raise :class:`PlanError` on any problem.
 
     ``claims`` (other kernels' claims per NVML index) and ``require_idle`` only shape ``auto``
-    (see :func:`select_idlest`)."""
+    (see :func:`select_idlest`). ``kept``: the plan in force, whose ``auto`` choice stands when
+    ``request`` selects with the same ``auto`` (a ``%gpu_limit`` after ``%gpu_select auto`` keeps
+    the GPUs; only a new ``%gpu_select`` chooses again). The kept GPUs are checked as if selected
+    by index; the plan says so in :attr:`GpuPlan.auto_kept`."""
     fence = kernel_start_fence() if fence is None else fence
     min_free = None if request.min_free is None else parse_size(request.min_free)
     if min_free is not None and min_free.percent is not None:
@@ -117,15 +122,27 @@ def build_plan(
         raise PlanError("--min-free only applies to auto or auto:N; drop it or select with auto")
     selected: tuple[int, ...] | None = None
     mig: tuple[int, str] | None = None
+    auto_kept = False
     if request.selection is not None:
         spec = parse_selection(request.selection)
         if spec.kind != "none" and snapshot.nvml_available and (why := fence.unknown(snapshot.gpus)):
             raise PlanError(f"{why}; until then select none")
-        mig = _resolve_mig(spec, snapshot, fence, min_free, own_user, claims, require_idle)
-        if mig is not None:
-            selected = (mig[0],)
-        else:
-            selected = _resolve_selection(spec, snapshot, fence, min_free, own_user, claims, require_idle)
+        if spec.kind == "auto" and (chosen := _auto_choice(kept, request)) is not None:
+            spec, auto_kept = parse_selection(chosen), True
+        try:
+            mig = _resolve_mig(spec, snapshot, fence, min_free, own_user, claims, require_idle)
+            if mig is not None:
+                selected = (mig[0],)
+            else:
+                selected = _resolve_selection(spec, snapshot, fence, min_free, own_user, claims, require_idle)
+        except PlanError as error:
+            if not auto_kept:
+                raise
+            before = ", ".join(map(str, kept.selected_indices or ())) if kept is not None else "?"
+            raise PlanError(
+                f"GPU {before}, which {request.selection} chose before, cannot be kept: {error}; "
+                f"%gpu_select {request.selection} chooses again"
+            ) from None
     if selected is None and snapshot.nvml_available and (fenced := fence.allowed_slice(snapshot.gpus)):
         found = snapshot.find_slice(fenced)
         mig = None if found is None else (found[0].index, fenced)  # the spawner's slice: limits are of it
@@ -173,7 +190,26 @@ def build_plan(
         limits_bytes=limits,
         limit_from_ceiling=limit_from_ceiling and bool(limits),
         selected_slice=None if mig is None else mig[1],
+        auto_kept=auto_kept,
     )
+
+
+def _auto_choice(kept: GpuPlan | None, request: PlanRequest) -> str | None:
+    """What ``auto`` chose for ``kept``, as a SPEC (indices, or the MIG UUID), when ``request``
+    selects with the same ``auto`` and ``--min-free``; None: choose again."""
+    if kept is None or not kept.selected_indices or kept.request.selection is None:
+        return None
+    if (kept.request.selection.strip().lower(), kept.request.min_free) != (
+        (request.selection or "").strip().lower(),
+        request.min_free,
+    ):
+        return None
+    if kept.selected_slice is not None:
+        return kept.selected_slice
+    uuids = [next((gpu.uuid for gpu in kept.gpus if gpu.index == index), "") for index in kept.selected_indices]
+    if all(uuids):  # by UUID: the same GPUs even if NVML numbered them anew
+        return ",".join(uuids)
+    return ",".join(map(str, kept.selected_indices))
 
 
 def _planned(snapshot: Snapshot, index: int, slice_uuid: str | None = None) -> PlannedGpu:

@@ -11,6 +11,7 @@ from ..core.errors import PlanError
 from ..core.units import MIB
 
 _UNITS = {"": MIB, "K": 1024, "M": MIB, "G": 1024**3, "T": 1024**4}
+_UNIT_ALONE = re.compile(r"^(?:[KMGT](?:I?B)?|B|%)$", re.IGNORECASE)
 _SIZE = re.compile(r"^\s*(?P<number>[0-9]{0,30}\.?[0-9]{1,30})\s*(?P<unit>(?:[KMGT](?:I?B)?|B)?)\s*$", re.IGNORECASE)
 
 
@@ -62,3 +63,18 @@ def parse_size(text: str) -> Size:
     if size_bytes < MIB:
         raise PlanError(f"size {text!r} is {'zero' if size_bytes == 0 else 'under 1 MiB'}; {valid}")
     return Size(text=cleaned, bytes=size_bytes)
+
+
+def split_sizes(text: str) -> tuple[str, ...]:
+    """The sizes in a line as people type them: ``"4 GiB 30 %"`` is ``("4GiB", "30%")``.
+
+    Words are split on whitespace, and a unit standing alone (``GiB``, ``G``, ``MB``, ``%``) joins the
+    word before it, so ``%gpu_limit 4 GiB`` means ``%gpu_limit 4GiB``. Nothing is checked here
+    (:func:`parse_size` does that): a unit with no word before it stays a word of its own."""
+    sizes: list[str] = []
+    for word in text.split():
+        if sizes and _UNIT_ALONE.match(word) and not _UNIT_ALONE.match(sizes[-1]) and sizes[-1][-1] in "0123456789":
+            sizes[-1] += word
+        else:
+            sizes.append(word)
+    return tuple(sizes)

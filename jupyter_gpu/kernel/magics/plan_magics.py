@@ -17,7 +17,7 @@ from IPython.core.magic import Magics, line_magic, magics_class
 from IPython.core.magic_arguments import argument, magic_arguments
 from traitlets import Bool, Float, Unicode, default, observe
 
-from ..plan_report import gpu_listing, limit_report, selection_report, summary, threads_report
+from ..plan_report import auto_rechosen, gpu_listing, limit_report, selection_report, summary, threads_report
 from ..session import PlanSession, admin_ceiling, loosens_admin_ceiling, take_snapshot
 from ..wait import parse_duration, wait_and_select
 from .arguments import parse
@@ -165,7 +165,9 @@ class GpuMagics(Magics):
         if self.default_select:
             changes["selection"] = self.default_select
         if self.default_limit:
-            changes["limits"] = tuple(self.default_limit.split())
+            from ...plan import split_sizes
+
+            changes["limits"] = split_sizes(self.default_limit)
         try:
             plan = self.session.change("%load_ext jupyter_gpu", **changes)
         except UsageError as error:
@@ -209,6 +211,9 @@ class GpuMagics(Magics):
         It leaves a short-lived claim on what it chose (see ``GpuMagics.claims``), so kernels
         started at once spread over the idle GPUs. When nothing fits it says what would (``GPU 2
         would fit if your idle kernel x.ipynb (22 GiB) were shut down``).
+        What ``auto`` chose stays: a later ``%gpu_limit``, ``%gpu_select --growth`` or ``%gpu_threads``
+        keeps those GPUs (and says so); only ``%gpu_select auto`` again chooses anew, and says when
+        the choice moved.
 
         ``--wait 30m`` waits until N GPUs fit: with ``--min-free``, N GPUs with that much free; without
         it, N GPUs without other users' work or claims. A progress line shows who holds the GPUs and
@@ -274,12 +279,14 @@ class GpuMagics(Magics):
         if not changes:
             print(gpu_listing(current_plan(), take_snapshot()))
             return
+        before = current_plan()
         if args.wait is not None:
             plan = wait_and_select(self.session, args.spec, parse_duration(args.wait), changes)
         else:
             plan = self.session.change("%gpu_select", **changes)
         if plan is not None:
-            print(selection_report(plan, self._caveats_once(plan)))
+            moved = auto_rechosen(before, plan)
+            print((f"{moved}\n" if moved else "") + selection_report(plan, self._caveats_once(plan)))
 
     @magic_arguments()
     @argument(
@@ -317,14 +324,14 @@ class GpuMagics(Magics):
         Examples::
 
             %gpu_limit                # show the limit
-            %gpu_limit 4GiB           # 4 GiB per selected GPU
+            %gpu_limit 4GiB           # 4 GiB per selected GPU (4 GiB, with a space, too)
             %gpu_limit 30%            # 30 % of each selected GPU
             %gpu_limit 2048 2048      # two logical GPUs of 2 GiB each (TensorFlow)
             %gpu_limit off
         """
-        from ...plan import PlanError, current_plan, parse_size
+        from ...plan import PlanError, current_plan, parse_size, split_sizes
 
-        sizes = parse(self.gpu_limit, line).sizes
+        sizes = list(split_sizes(" ".join(parse(self.gpu_limit, line).sizes)))  # "4 GiB" is 4GiB
         if not sizes:
             print(limit_report(current_plan(), self._caveats_once(current_plan())))
             return

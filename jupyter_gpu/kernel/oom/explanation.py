@@ -47,6 +47,17 @@ def explain(oom: OutOfMemory, facts: Facts) -> str:
     elif not gpus:
         lines.append("  Which GPU this was cannot be told (the framework's device is not mapped to a GPU).")
     steps: list[str] = []
+    largest = None if gpus else _over_every_limit(oom, facts)
+    if largest is not None:
+        lines.append(
+            f"  This kernel's limit is {format_bytes(largest)} per GPU, less than the "
+            f"{format_bytes(oom.requested_bytes)} it asked for: the limit ran out, not the GPU."
+        )
+        size = _raised_limit(oom.requested_bytes or 0, facts)
+        if size is not None:
+            steps.append(f"raise this kernel's limit: `%gpu_limit {size}`, then `%gpu_restart`")
+        else:
+            steps.append("the limit cannot be raised here: use less memory (a smaller batch or model)")
     for gpu in gpus[:4]:
         lines += _gpu_section(oom, gpu, facts, steps, several=len(gpus) > 1)
     steps += _elsewhere(oom, gpus, facts)
@@ -84,14 +95,9 @@ def _gpu_section(oom: OutOfMemory, gpu: Any, facts: Facts, steps: list[str], sev
     limit = facts.limits.get(gpu.index)
     limit_hit = False
     if limit:
-        footprint = max(own_nvml, reserved or 0, in_use or 0)
-        need = footprint + (oom.requested_bytes or 0)
-        fits_gpu = oom.requested_bytes is not None and gpu.memory_free >= oom.requested_bytes
-        limit_hit = (
-            need > limit
-            or (fits_gpu and footprint >= limit * 0.8)
-            or (oom.requested_bytes is None and footprint >= limit * 0.9)
-        )
+        need = _limit_need(oom, gpu, facts)
+        limit_hit = need is not None
+        need = need or 0
         whose = (
             f"the admin ceiling {facts.admin_ceiling}"
             if facts.limit_from_ceiling and facts.admin_ceiling
@@ -108,7 +114,7 @@ def _gpu_section(oom: OutOfMemory, gpu: Any, facts: Facts, steps: list[str], sev
                 steps.append(
                     f"the limit is the admin's ceiling{ceiling_words}: use less memory (a smaller batch or model)"
                 )
-            elif need <= limit + gpu.memory_free and follows(facts, [{"limits": (_round_up_gib(need),)}]):
+            elif need <= limit + gpu.memory_free and _raised_limit(need, facts) is not None:
                 steps.append(
                     f"raise this kernel's limit: `%gpu_limit {_round_up_gib(need)}`, then `%gpu_restart` "
                     f"(GPU {gpu.index} has {format_bytes(gpu.memory_free)} free besides it)"
@@ -126,6 +132,7 @@ def _gpu_section(oom: OutOfMemory, gpu: Any, facts: Facts, steps: list[str], sev
         )
     if (
         oom.module == "tensorflow"
+        and not limit_hit  # the cap ran out: growth would not make room under it
         and not facts.growth
         and own_nvml > 0
         and follows(facts, [{"selection": str(gpu.index), "growth": True}])
@@ -151,6 +158,43 @@ def _gpu_section(oom: OutOfMemory, gpu: Any, facts: Facts, steps: list[str], sev
                 "end it if you no longer need it"
             )
     return lines
+
+
+def _limit_need(oom: OutOfMemory, gpu: Any, facts: Facts) -> int | None:
+    """What this kernel needed on ``gpu`` when its own limit is what ran out (what it holds plus what
+    it asked for); None when it has no limit there, or the GPU ran out before the limit."""
+    limit = facts.limits.get(gpu.index)
+    if not limit:
+        return None
+    in_use, reserved = _framework_figures(oom, gpu, facts)
+    own_nvml = sum(h.memory for h in holders(gpu, facts) if h.kind == "self")
+    footprint = max(own_nvml, reserved or 0, in_use or 0)
+    need = footprint + (oom.requested_bytes or 0)
+    fits_gpu = oom.requested_bytes is not None and gpu.memory_free >= oom.requested_bytes
+    hit = (
+        need > limit
+        or (fits_gpu and footprint >= limit * 0.8)
+        or (oom.requested_bytes is None and footprint >= limit * 0.9)
+    )
+    return need if hit else None
+
+
+def _over_every_limit(oom: OutOfMemory, facts: Facts) -> int | None:
+    """The largest limit, when one allocation asked for more than it (it fits under no cap of this
+    kernel, whichever GPU it was); None otherwise."""
+    if not facts.limits or oom.requested_bytes is None:
+        return None
+    largest = max(facts.limits.values())
+    return largest if oom.requested_bytes > largest else None
+
+
+def _raised_limit(need: int, facts: Facts) -> str | None:
+    """``%gpu_limit``'s size that makes room for ``need`` (whole GiB, rounded up), when the planner
+    accepts it; None for the admin's ceiling (it cannot be raised) or a size it refuses."""
+    if facts.limit_from_ceiling and facts.admin_ceiling:
+        return None
+    size = _round_up_gib(need)
+    return size if follows(facts, [{"limits": (size,)}]) else None
 
 
 def _holder_text(holder: Holder, oom: OutOfMemory, in_use: int | None, reserved: int | None, facts: Facts) -> str:
@@ -182,8 +226,11 @@ def _source_note(facts: Facts) -> str:
 
 
 def _elsewhere(oom: OutOfMemory, gpus: list[Any], facts: Facts) -> list[str]:
-    """Other GPUs this kernel may use with room for what it holds plus what it asked for."""
-    steps = []
+    """Other GPUs this kernel may use with room for what it holds plus what it asked for (none when
+    its own limit ran out: the same cap would hold there)."""
+    steps: list[str] = []
+    if _capped(oom, gpus, facts):
+        return steps
     for busy, gpu, need in _roomier_gpus(oom, gpus, facts):
         magics = _select_magics(gpu, need, facts)
         if magics is None:
@@ -201,7 +248,7 @@ def _elsewhere(oom: OutOfMemory, gpus: list[Any], facts: Facts) -> list[str]:
 def _roomier_gpus(oom: OutOfMemory, gpus: list[Any], facts: Facts) -> list[tuple[bool, Any, int]]:
     """(others work on it, GPU, bytes needed) of the other GPUs this kernel may use with room for
     what it holds plus what it asked for: idle ones first, then by free memory."""
-    here = {gpu.index for gpu in gpus}
+    here = {gpu.index for gpu in gpus} | set(facts.device_gpus or ())  # never the GPU it is on
     own = max([sum(p.memory or 0 for p in gpu.processes if p.pid == facts.own_pid) for gpu in gpus] or [0])
     need = own + (oom.requested_bytes or 0)
     candidates = []
@@ -247,6 +294,10 @@ def next_actions(oom: OutOfMemory, facts: Facts) -> tuple[dict[str, Any], ...]:
       kernel holding memory on a GPU that ran out (known by its kernel id: the server, or its report);
     - ``{"kind": "restart", "gpu", "request"}``: a new kernel on a roomier GPU with memory growth,
       when the planner accepts that plan (``request``: the :class:`~jupyter_gpu.plan.PlanRequest`);
+    - ``{"kind": "raise_limit", "gpu", "limit", "request"}``: a new kernel with a higher
+      ``%gpu_limit`` (``limit``, e.g. ``"17GiB"``) when this kernel's own limit is what ran out
+      (``gpu``: where, or None when that cannot be told); then no "restart on a roomier GPU", whose
+      plan would carry the same cap;
     - ``{"kind": "free", "memory"}``: ``%gpu_free``, when the framework's cache is worth returning.
     """
     actions: list[dict[str, Any]] = []
@@ -267,7 +318,10 @@ def next_actions(oom: OutOfMemory, facts: Facts) -> tuple[dict[str, Any], ...]:
                         "idle_s": holder.idle_s,
                     }
                 )
-    if facts.request is not None:
+    raise_to = _raise_action(oom, gpus, facts)
+    if raise_to is not None:
+        actions.append(raise_to)
+    if facts.request is not None and not _capped(oom, gpus, facts):
         for _, gpu, _ in _roomier_gpus(oom, gpus, facts)[:2]:
             changes = {"selection": str(gpu.index), "growth": True}
             if follows(facts, [changes]):
@@ -275,3 +329,31 @@ def next_actions(oom: OutOfMemory, facts: Facts) -> tuple[dict[str, Any], ...]:
     if cache:
         actions.append({"kind": "free", "memory": cache})
     return tuple(actions)
+
+
+def _capped(oom: OutOfMemory, gpus: list[Any], facts: Facts) -> bool:
+    """Whether this kernel's own limit is what ran out (on the GPU it ran out on, or on every GPU)."""
+    if not gpus:
+        return _over_every_limit(oom, facts) is not None
+    return any(_limit_need(oom, gpu, facts) is not None for gpu in gpus)
+
+
+def _raise_action(oom: OutOfMemory, gpus: list[Any], facts: Facts) -> dict[str, Any] | None:
+    """The "raise the limit" next step as an action (see :func:`next_actions`), when the planner accepts it."""
+    if facts.request is None:
+        return None
+    need: int = 0
+    where: int | None = None
+    if not gpus:
+        need = (oom.requested_bytes or 0) if _over_every_limit(oom, facts) else 0
+    else:
+        found = [(hit, gpu) for gpu in gpus if (hit := _limit_need(oom, gpu, facts)) is not None]
+        if found:
+            need, gpu = max(found, key=lambda pair: pair[0])
+            where = gpu.index
+            if need > facts.limits.get(gpu.index, 0) + gpu.memory_free:
+                return None  # more than the GPU has besides the cap: a higher limit would not help
+    size = _raised_limit(need, facts) if need else None
+    if size is None:
+        return None
+    return {"kind": "raise_limit", "gpu": where, "limit": size, "request": replace(facts.request, limits=(size,))}

@@ -59,6 +59,8 @@ def gather_facts(oom: OutOfMemory, *, server_timeout_s: float = 1.0) -> Facts:
     seen = frameworks.actual_devices(adapter, gpus) if adapter is not None and gpus else None
     if seen is not None:
         device_gpus = seen.indices
+    if device_gpus is None and adapter is not None and gpus:
+        device_gpus = planned_gpus(adapter, plan, gpus)
     if gpus and any(gpu.mig_mode for gpu in gpus):  # the slice this kernel uses stands in for its GPU
         slice_uuid = (
             (seen.slices[0] if seen is not None and seen.slices else None)
@@ -93,6 +95,23 @@ def gather_facts(oom: OutOfMemory, *, server_timeout_s: float = 1.0) -> Facts:
         snapshot=snap if snap.nvml_available else None,
         fence=kernel_start_fence(),
     )
+
+
+def planned_gpus(adapter: Any, plan: Any, gpus: Sequence[Any]) -> tuple[int, ...] | None:
+    """The framework's devices mapped through the plan (NVML index per device position), when what
+    the framework uses cannot be read: the plan's GPUs in the order it gives them, as long as the
+    framework follows the plan; else the one GPU the kernel may use. None when neither tells."""
+    from ... import frameworks
+
+    try:
+        devices, problem = frameworks.planned_devices(adapter, plan, gpus)
+    except Exception:  # a report must never fail on a question it can do without
+        devices, problem = None, "unknown"
+    if problem is None and devices is not None and devices.indices:
+        return tuple(devices.indices)
+    if len(plan.gpus) == 1:
+        return (plan.gpus[0].index,)
+    return None
 
 
 def _pending_request() -> Any:
