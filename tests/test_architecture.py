@@ -23,6 +23,8 @@ And no module imports itself back through others (no cycles).
 from __future__ import annotations
 
 import ast
+import concurrent.futures
+import functools
 from pathlib import Path
 
 import jupyter_gpu
@@ -68,6 +70,7 @@ def layer(module: str) -> str:
     return parts[1] if parts[1] in MAY_IMPORT else "entry"
 
 
+@functools.lru_cache(maxsize=1)
 def modules() -> dict[str, Path]:
     found = {}
     for path in sorted(PACKAGE.rglob("*.py")):
@@ -100,9 +103,21 @@ def imports(module: str, path: Path, known: set[str]) -> set[str]:
     return found
 
 
+@functools.lru_cache(maxsize=1)
 def graph() -> dict[str, set[str]]:
+    """The package's import graph, read once per test process (callers must not change it).
+
+    Parsed on a thread of its own: CPython 3.11's AST constructor keeps a recursion count per thread,
+    and a RecursionError an earlier test provoked on the main thread of the same worker (the hostile
+    JSON tests nest thousands of brackets) can leave it off by the time this runs ("SystemError: AST
+    constructor recursion depth mismatch")."""
     known = modules()
-    return {module: imports(module, path, set(known)) for module, path in known.items()}
+
+    def read() -> dict[str, set[str]]:
+        return {module: imports(module, path, set(known)) for module, path in known.items()}
+
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        return pool.submit(read).result()
 
 
 def test_every_module_has_a_layer() -> None:

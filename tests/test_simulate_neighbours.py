@@ -45,8 +45,8 @@ def test_a_running_process_refuses_the_file_the_neighbour_put_in_place_of_its_ow
     assert [g.utilization for g in source.current().gpus] == [40]  # the last good world, not hers
     line = source.rejection()
     assert line is not None and "\n" not in line
-    assert "refused, another user could have written it" in line and "'jgpu-neighbour'" in line
-    with pytest.raises(simulate.ScenarioError, match=r"^JUPYTER_GPU_SIMULATE=.*owned by 'jgpu-neighbour'") as error:
+    assert "refused, another user could have written it" in line and f"'{neighbour.name}'" in line
+    with pytest.raises(simulate.ScenarioError, match=rf"^JUPYTER_GPU_SIMULATE=.*owned by '{neighbour.name}'") as error:
         simulate.ScenarioSource(str(path))  # and a process starting now refuses it at once
     assert "\n" not in str(error.value)
 
@@ -64,7 +64,7 @@ def test_the_neighbours_file_never_reaches_pynvml(neighbour, shared_tmp: Path) -
         handle = pynvml.nvmlDeviceGetHandleByIndex(0)
         assert pynvml.nvmlDeviceGetUtilizationRates(handle).gpu == 40
         assert pynvml.nvmlDeviceGetCount() == 1
-        assert "owned by 'jgpu-neighbour'" in (library.source.rejection() or "")
+        assert f"owned by '{neighbour.name}'" in (library.source.rejection() or "")
         pynvml.nvmlShutdown()
     finally:
         simulate.uninstall()
@@ -100,7 +100,7 @@ def test_a_scenario_in_the_neighbours_folder_is_refused(neighbour, shared_tmp: P
     neighbour.run(_mkdir, str(folder))
     path = folder / "s.json"
     path.write_text(json.dumps({"gpus": [{}]}))  # root writes there; she can still replace it
-    with pytest.raises(simulate.ScenarioError, match=r"folder .*hers is owned by 'jgpu-neighbour'"):
+    with pytest.raises(simulate.ScenarioError, match=rf"folder .*hers is owned by '{neighbour.name}'"):
         simulate.ScenarioSource(str(path))
 
 
@@ -109,7 +109,7 @@ def test_a_link_the_neighbour_planted_is_not_followed(neighbour, shared_tmp: Pat
     simulate.write_scenario(mine, {"gpus": [{}]})
     link = shared_tmp / "link.json"
     neighbour.run(_link, str(mine), str(link))
-    with pytest.raises(simulate.ScenarioError, match=r"the link .*link.json is owned by 'jgpu-neighbour'"):
+    with pytest.raises(simulate.ScenarioError, match=rf"the link .*link.json is owned by '{neighbour.name}'"):
         simulate.ScenarioSource(str(link))
 
 
