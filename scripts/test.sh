@@ -46,4 +46,4 @@ export PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1
 # Chromium), so four workers keep two cores busy. --dist loadfile keeps each module (and each
 # notebook's cells) on one worker: module-scoped servers and kernels are started once, and nbval
 # runs a notebook's cells in order. Arguments given here come later and win (-n 0: one process).
-exec .venv/bin/python -m pytest -n "${JUPYTER_GPU_TEST_WORKERS:-4}" --dist loadfile --nbval tests example_notebooks "$@"
+exec .venv/bin/python -m pytest -n "${JUPYTER_GPU_TEST_WORKERS:-2}" --dist loadfile --nbval tests example_notebooks "$@"
