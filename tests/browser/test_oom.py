@@ -156,6 +156,9 @@ def test_the_next_steps_are_buttons_each_confirmed(lab: Any, page: Any, artifact
     report.get_by_role("button", name=re.compile("^Shut down train_old.ipynb")).click()
     page.locator(".jp-Dialog", has_text="Shut down kernel?").get_by_role("button", name="Shut Down").click()
     wait_until(lambda: old_id not in lab.kernel_ids(), timeout_s=30, what="train_old.ipynb's kernel to go")
+    shut = report.locator(".jp-GpuOom-actions button", has_text="Shut down train_old.ipynb")
+    wait_until(lambda: shut.inner_text() == "✓ Shut down train_old.ipynb", timeout_s=30, what="the finished look")
+    assert shut.is_disabled() and "jp-mod-done" in (shut.get_attribute("class") or "")
 
     # Free memory: asked, then %gpu_free runs in this kernel and its report is a notification
     report.get_by_role("button", name=re.compile("^Free memory")).click()
@@ -169,6 +172,9 @@ def test_the_next_steps_are_buttons_each_confirmed(lab: Any, page: Any, artifact
     assert "%gpu_select 2 --growth" in dialog.inner_text() and "variables" in dialog.inner_text()
     dialog.get_by_role("button", name="Restart").click()
     page.get_by_text("Kernel restarted; GPU plan applied: GPU 2; growth on").wait_for(timeout=60_000)
+    restarted = report.locator(".jp-GpuOom-actions button.jp-mod-done", has_text="Restarted on GPU 2")
+    restarted.wait_for(timeout=30_000)
+    assert restarted.inner_text() == "✓ Restarted on GPU 2 with growth" and restarted.is_disabled()
     assert not page.errors, page.errors
 
 
