@@ -92,16 +92,8 @@ def set_theme(page: Any, theme: str) -> None:
     page.wait_for_selector(f"body[data-jp-theme-light='{light}']", state="attached")
 
 
-def raise_oom(app: Any, page: Any, path: str, old_pid: int) -> Any:
-    """Open ``path``, run the cell that prints the kernel's PID, put the kernel on GPU 1, raise
-    PyTorch's out-of-memory error; the rendered report."""
-    app.write_notebook(
-        path,
-        [
-            "%load_ext jupyter_gpu\nimport os, torch\nprint('PID', os.getpid())",
-            f"raise torch.cuda.OutOfMemoryError({TORCH_OOM!r})",
-        ],
-    )
+def open_notebook(app: Any, page: Any, path: str) -> Any:
+    """Open the notebook ``path`` and wait until its kernel is idle; its cells."""
     app.open(page, path=f"lab/tree/{path}" if app.app == "jupyterlab" else f"notebooks/{path}")
     cells = page.locator(".jp-Notebook .jp-Cell")
     cells.first.locator(".jp-InputArea-editor").wait_for(timeout=60_000)
@@ -113,6 +105,20 @@ def raise_oom(app: Any, page: Any, path: str, old_pid: int) -> Any:
         what="the notebook's kernel idle",
     )
     page.wait_for_timeout(1000)  # the page connects to the kernel it was told of
+    return cells
+
+
+def raise_oom(app: Any, page: Any, path: str, old_pid: int) -> Any:
+    """Open ``path``, run the cell that prints the kernel's PID, put the kernel on GPU 1, raise
+    PyTorch's out-of-memory error; the rendered report."""
+    app.write_notebook(
+        path,
+        [
+            "%load_ext jupyter_gpu\nimport os, torch\nprint('PID', os.getpid())",
+            f"raise torch.cuda.OutOfMemoryError({TORCH_OOM!r})",
+        ],
+    )
+    cells = open_notebook(app, page, path)
     cells.nth(0).locator(".jp-InputArea-editor").click()
     page.keyboard.press("Shift+Enter")
     output = cells.nth(0).locator(".jp-OutputArea-output", has_text="PID")
@@ -251,17 +257,7 @@ def test_raise_the_limit_restarts_with_it_and_finished_or_gone_buttons_say_so(
             "print('LIMITS', current_plan().request.limits, current_plan().request.selection)",
         ],
     )
-    lab.open(page, path=f"lab/tree/{path}")
-    cells = page.locator(".jp-Notebook .jp-Cell")
-    cells.first.locator(".jp-InputArea-editor").wait_for(timeout=60_000)
-    wait_until(
-        lambda: any(
-            s["path"] == path and s["kernel"]["execution_state"] == "idle" for s in lab.api("GET", "api/sessions")
-        ),
-        timeout_s=60,
-        what="the notebook's kernel idle",
-    )
-    page.wait_for_timeout(1000)  # the page connects to the kernel it was told of
+    cells = open_notebook(lab, page, path)
     cells.nth(0).locator(".jp-InputArea-editor").click()
     page.keyboard.press("Shift+Enter")
     report = cells.nth(0).locator(".jp-GpuOom")
