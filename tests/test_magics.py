@@ -103,6 +103,7 @@ BAD_INPUTS = [
     ("gpu_select", "auto:3", "auto:3 needs 3 GPUs"),
     ("gpu_select", "auto --min-free 90GiB", "at least 90 GiB free"),
     ("gpu_select", "1 --min-free 1GiB", "only applies to auto"),
+    ("gpu_select", "auto --min-free 90 GiB", "at least 90 GiB free"),  # read as 90GiB, then refused
     ("gpu_select", "1 --growth --no-growth", "conflict"),
     ("gpu_select", "1 --bogus", "unrecognized arguments"),
     ("gpu_limit", "0", "zero"),
@@ -400,6 +401,15 @@ def test_a_size_typed_with_a_space_before_its_unit_is_accepted(shell, capsys) ->
     shell.run_line_magic("gpu_limit", "2 GiB 25 %")
     assert current_plan().logical_limits_bytes(0) == (2 * 1024**3, 20 * 1024**3)
     assert "2 logical GPUs of 2 GiB + 20 GiB" in capsys.readouterr().out
+
+
+def test_min_free_typed_with_a_space_before_its_unit_is_accepted_as_gpu_limit_is(shell, capsys) -> None:
+    shell.run_line_magic("gpu_select", "auto --min-free 8 GiB")
+    assert current_plan().request.min_free == "8GiB" and current_plan().request.selection == "auto"
+    shell.run_line_magic("gpu_select", "auto:1 --min-free=2 GiB --growth")
+    assert current_plan().request.min_free == "2GiB" and current_plan().request.growth is True
+    shell.run_line_magic("gpu_select", "auto --min-free 4096 --growth")  # a plain number: MiB, nothing joined
+    assert current_plan().request.min_free == "4096"
 
 
 def test_keras_with_another_backend_turning_growth_on_is_warned_once_and_the_advice_works(

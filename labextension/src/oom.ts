@@ -6,6 +6,8 @@
  * elements, all through `textContent`. Its next steps become buttons, each confirmed first:
  * - "Shut down <notebook> (idle, holds X on GPU n)": Jupyter's kernel API of this server (the
  *   page's own authentication), so only this server's, this user's, kernels can be shut down;
+ * - "Restart with %gpu_limit 16GiB": when this kernel's own cap ran out, the same restart flow
+ *   with the raised limit (the action `raise_limit`; its lines are the new plan's);
  * - "Restart on GPU k with growth": the restart offer's flow (`restartAndRun`), with its question
  *   (`confirmRestart`: what is lost, the new plan) and its allowed lines only (`parseOffer`);
  * - "Free memory": `%gpu_free`, run in the notebook's kernel, its report in a notification.
@@ -25,12 +27,16 @@ import { findSessionContext, parseOffer, refusal, restartAndRun, shownPlan } fro
 
 export const OOM_MIME = 'application/vnd.jupyter-gpu.oom+json';
 
+/** A size as `%gpu_limit` takes it (`16GiB`, `2048`, `1.5G`, `30%`): nothing else goes into a label. */
+const LIMIT = /^[0-9]{1,12}(?:\.[0-9]{1,6})?(?:[KMGT]?i?B|[KMGT]|%)?$/i;
+
 /** A kernel id as Jupyter makes them (a UUID): nothing else goes into a kernel API URL. */
 const KERNEL_ID = /^[A-Za-z0-9-]{1,64}$/;
 
 export type OomAction =
   | { kind: 'shutdown'; kernelId: string; label: string; memory: number; gpu: number; idleS: number | null }
   | { kind: 'restart'; gpu: number; lines: string[] }
+  | { kind: 'raise_limit'; gpu: number | null; limit: string; lines: string[] }
   | { kind: 'free'; memory: number };
 
 export interface IOomOffer {
@@ -77,6 +83,22 @@ function parseAction(raw: unknown, ownKernel: string | null): OomAction | null {
     }
     return { kind: 'restart', gpu: a.gpu, lines: offer.lines };
   }
+  if (a.kind === 'raise_limit') {
+    const offer = parseOffer({ version: 1, lines: a.lines });
+    const gpu = a.gpu === null || a.gpu === undefined ? null : a.gpu;
+    if (gpu !== null && !gpuIndex(gpu)) {
+      return null;
+    }
+    if (typeof a.limit !== 'string' || !LIMIT.test(a.limit) || offer === null || refusal(offer) !== null) {
+      return null;
+    }
+    // The label names the limit the lines set: a `%gpu_limit` line with it must be among them.
+    const limit = a.limit;
+    if (!offer.lines.some(line => /^%gpu_limit\s/.test(line) && line.split(/\s+/).includes(limit))) {
+      return null;
+    }
+    return { kind: 'raise_limit', gpu, limit, lines: offer.lines };
+  }
   if (a.kind === 'free' && bytes(a.memory)) {
     return { kind: 'free', memory: a.memory };
   }
@@ -119,8 +141,24 @@ export function actionLabel(action: OomAction): string {
     }
     case 'restart':
       return `Restart on GPU ${action.gpu} with growth`;
+    case 'raise_limit':
+      return `Restart with %gpu_limit ${action.limit}`;
     case 'free':
       return `Free memory (${formatBytes(action.memory)} of cache)`;
+  }
+}
+
+/** A finished button's words (after its ✓): what was done, so that it no longer reads as a step to take. */
+export function doneLabel(action: OomAction): string {
+  switch (action.kind) {
+    case 'shutdown':
+      return `Shut down ${action.label}`;
+    case 'restart':
+      return `Restarted on GPU ${action.gpu} with growth`;
+    case 'raise_limit':
+      return `Restarted with %gpu_limit ${action.limit}`;
+    case 'free':
+      return 'Freed';
   }
 }
 
@@ -213,8 +251,8 @@ export class OomRenderer extends Widget implements IRenderMime.IRenderer {
     button.disabled = true;
     try {
       const done = await this.run(action);
-      if (done && action.kind === 'shutdown') {
-        markDone(button, `Shut down ${action.label}`);
+      if (done && action.kind !== 'free') {
+        markDone(button, doneLabel(action));
       } else {
         button.disabled = done;
       }
@@ -255,6 +293,14 @@ export class OomRenderer extends Widget implements IRenderMime.IRenderer {
     }
     if (action.kind === 'restart') {
       if (!(await confirmRestart(shownPlan(action.lines), `Restart the kernel on GPU ${action.gpu}?`))) {
+        return false;
+      }
+      return restartAndRun(context, action.lines);
+    }
+    if (action.kind === 'raise_limit') {
+      const where = action.gpu === null ? '' : ` on GPU ${action.gpu}`;
+      const question = `Restart the kernel with a limit of ${action.limit}${where}?`;
+      if (!(await confirmRestart(shownPlan(action.lines), question))) {
         return false;
       }
       return restartAndRun(context, action.lines);

@@ -92,16 +92,8 @@ def set_theme(page: Any, theme: str) -> None:
     page.wait_for_selector(f"body[data-jp-theme-light='{light}']", state="attached")
 
 
-def raise_oom(app: Any, page: Any, path: str, old_pid: int) -> Any:
-    """Open ``path``, run the cell that prints the kernel's PID, put the kernel on GPU 1, raise
-    PyTorch's out-of-memory error; the rendered report."""
-    app.write_notebook(
-        path,
-        [
-            "%load_ext jupyter_gpu\nimport os, torch\nprint('PID', os.getpid())",
-            f"raise torch.cuda.OutOfMemoryError({TORCH_OOM!r})",
-        ],
-    )
+def open_notebook(app: Any, page: Any, path: str) -> Any:
+    """Open the notebook ``path`` and wait until its kernel is idle; its cells."""
     app.open(page, path=f"lab/tree/{path}" if app.app == "jupyterlab" else f"notebooks/{path}")
     cells = page.locator(".jp-Notebook .jp-Cell")
     cells.first.locator(".jp-InputArea-editor").wait_for(timeout=60_000)
@@ -113,6 +105,20 @@ def raise_oom(app: Any, page: Any, path: str, old_pid: int) -> Any:
         what="the notebook's kernel idle",
     )
     page.wait_for_timeout(1000)  # the page connects to the kernel it was told of
+    return cells
+
+
+def raise_oom(app: Any, page: Any, path: str, old_pid: int) -> Any:
+    """Open ``path``, run the cell that prints the kernel's PID, put the kernel on GPU 1, raise
+    PyTorch's out-of-memory error; the rendered report."""
+    app.write_notebook(
+        path,
+        [
+            "%load_ext jupyter_gpu\nimport os, torch\nprint('PID', os.getpid())",
+            f"raise torch.cuda.OutOfMemoryError({TORCH_OOM!r})",
+        ],
+    )
+    cells = open_notebook(app, page, path)
     cells.nth(0).locator(".jp-InputArea-editor").click()
     page.keyboard.press("Shift+Enter")
     output = cells.nth(0).locator(".jp-OutputArea-output", has_text="PID")
@@ -156,6 +162,9 @@ def test_the_next_steps_are_buttons_each_confirmed(lab: Any, page: Any, artifact
     report.get_by_role("button", name=re.compile("^Shut down train_old.ipynb")).click()
     page.locator(".jp-Dialog", has_text="Shut down kernel?").get_by_role("button", name="Shut Down").click()
     wait_until(lambda: old_id not in lab.kernel_ids(), timeout_s=30, what="train_old.ipynb's kernel to go")
+    shut = report.locator(".jp-GpuOom-actions button", has_text="Shut down train_old.ipynb")
+    wait_until(lambda: shut.inner_text() == "✓ Shut down train_old.ipynb", timeout_s=30, what="the finished look")
+    assert shut.is_disabled() and "jp-mod-done" in (shut.get_attribute("class") or "")
 
     # Free memory: asked, then %gpu_free runs in this kernel and its report is a notification
     report.get_by_role("button", name=re.compile("^Free memory")).click()
@@ -169,6 +178,9 @@ def test_the_next_steps_are_buttons_each_confirmed(lab: Any, page: Any, artifact
     assert "%gpu_select 2 --growth" in dialog.inner_text() and "variables" in dialog.inner_text()
     dialog.get_by_role("button", name="Restart").click()
     page.get_by_text("Kernel restarted; GPU plan applied: GPU 2; growth on").wait_for(timeout=60_000)
+    restarted = report.locator(".jp-GpuOom-actions button.jp-mod-done", has_text="Restarted on GPU 2")
+    restarted.wait_for(timeout=30_000)
+    assert restarted.inner_text() == "✓ Restarted on GPU 2 with growth" and restarted.is_disabled()
     assert not page.errors, page.errors
 
 
@@ -201,3 +213,84 @@ def test_notebook_7_shows_the_buttons_and_asks_before_a_restart(
     own = [e for e in page.errors if "jupyter-gpu" in e or "jupyter_gpu" in e]
     assert not own, own
     notebook_app.shutdown_all_kernels()
+
+
+GONE_KERNEL = "cccccccc-1111-2222-3333-444444444444"  # no kernel of this server has this id
+
+
+def capped_report_cell() -> str:
+    """A cell that displays a report bundle as ``oom_offer.offer_data`` makes it for an allocation
+    over this kernel's own ``%gpu_limit`` (docs/oom.md): raise the limit; and a shutdown offer for a
+    kernel that is gone (a report read later)."""
+    from jupyter_gpu.kernel.oom_offer import OOM_MIME
+
+    bundle = {
+        "version": 1,
+        "report": "jupyter_gpu: TensorFlow ran out of GPU memory on GPU 2; the limit ran out, not the GPU.\n"
+        "Next steps:\n  - raise this kernel's limit: `%gpu_limit 16GiB`, then `%gpu_restart`",
+        "actions": [
+            {
+                "kind": "raise_limit",
+                "gpu": 2,
+                "limit": "16GiB",
+                "lines": ["%load_ext jupyter_gpu", "%gpu_select 2", "%gpu_limit 16GiB"],
+            },
+            {"kind": "shutdown", "kernel_id": GONE_KERNEL, "label": "old.ipynb", "memory": 8 * 1024**3, "gpu": 2},
+        ],
+        "kernel_id": None,
+    }
+    return (
+        "%load_ext jupyter_gpu\nfrom IPython.display import display\n"
+        f"display({{{OOM_MIME!r}: {bundle!r}, 'text/plain': 'report'}}, raw=True)"
+    )
+
+
+def test_raise_the_limit_restarts_with_it_and_finished_or_gone_buttons_say_so(
+    lab: Any, page: Any, artifacts: Path, contrast: Callable[..., Any], theme: Callable[[Any, bool], None]
+) -> None:
+    path = "oom-capped.ipynb"
+    lab.write_notebook(
+        path,
+        [
+            capped_report_cell(),
+            "from jupyter_gpu.plan import current_plan\n"
+            "print('LIMITS', current_plan().request.limits, current_plan().request.selection)",
+        ],
+    )
+    cells = open_notebook(lab, page, path)
+    cells.nth(0).locator(".jp-InputArea-editor").click()
+    page.keyboard.press("Shift+Enter")
+    report = cells.nth(0).locator(".jp-GpuOom")
+    report.locator(".jp-GpuOom-actions").wait_for(timeout=60_000)
+
+    # The kernel the report offered to shut down is gone: disabled, and it says why
+    gone = report.locator(".jp-GpuOom-actions button", has_text="Shut down old.ipynb")
+    wait_until(lambda: "that kernel no longer runs" in gone.inner_text(), timeout_s=30, what="the gone button")
+    assert gone.is_disabled() and gone.get_attribute("title") == "that kernel no longer runs"
+
+    # Raise the limit: the restart question with the new plan, then the new kernel has that limit
+    raise_button = report.get_by_role("button", name="Restart with %gpu_limit 16GiB")
+    raise_button.click()
+    dialog = page.locator(".jp-Dialog", has_text="Restart the kernel with a limit of 16GiB on GPU 2?")
+    dialog.wait_for()
+    assert "%gpu_limit 16GiB" in dialog.inner_text() and "variables" in dialog.inner_text()
+    dialog.get_by_role("button", name="Restart").click()
+    page.get_by_text("Kernel restarted; GPU plan applied").first.wait_for(timeout=60_000)
+    done = report.locator(".jp-GpuOom-actions button.jp-mod-done")
+    done.wait_for(timeout=30_000)
+    assert done.inner_text() == "✓ Restarted with %gpu_limit 16GiB" and done.is_disabled()
+    cells.nth(1).locator(".jp-InputArea-editor").click()
+    page.keyboard.press("Shift+Enter")
+    output = cells.nth(1).locator(".jp-OutputArea-output", has_text="LIMITS")
+    output.wait_for(timeout=60_000)
+    assert "LIMITS ('16GiB',) 2" in output.inner_text()
+
+    # The finished and the gone look are readable in both themes
+    for dark in (False, True):
+        theme(page, dark)
+        report.scroll_into_view_if_needed()
+        page.screenshot(path=str(artifacts / f"oom-raise-limit-{'dark' if dark else 'light'}.png"))
+        contrast(page, ".jp-GpuOom-actions", must_include=("jp-mod-done", "jp-mod-gone"))
+    own = [e for e in page.errors if "jupyter-gpu" in e or "jupyter_gpu" in e]
+    assert not own, own
+    lab.shutdown_all_kernels()

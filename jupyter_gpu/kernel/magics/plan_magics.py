@@ -256,14 +256,14 @@ class GpuMagics(Magics):
             %gpu_select 0,2 --growth  # GPUs 0 and 2, memory on demand
             %gpu_select GPU-8f3c      # by UUID prefix
             %gpu_select 0:1           # MIG slice 1 of GPU 0 (or its MIG UUID)
-            %gpu_select auto:2 --min-free 8GiB
+            %gpu_select auto:2 --min-free 8GiB   # (8 GiB, with a space, too)
             %gpu_select auto:1 --min-free 20GiB --wait 30m
             %gpu_select all
             %gpu_select none          # CPU only
         """
         from ...plan import current_plan
 
-        args = parse(self.gpu_select, line)
+        args = parse(self.gpu_select, _joined_min_free(line))
         if args.growth and args.no_growth:
             raise UsageError("--growth and --no-growth conflict; give one of them")
         changes: dict[str, Any] = {}
@@ -398,3 +398,22 @@ class GpuMagics(Magics):
             if plan is None:
                 return
         print(threads_report(current_plan()))
+
+
+def _joined_min_free(line: str) -> str:
+    """``line`` with the size after ``--min-free`` typed as people type it joined to its unit:
+    ``auto --min-free 8 GiB`` reads as ``auto --min-free 8GiB``, as ``%gpu_limit 4 GiB`` does
+    (:func:`jupyter_gpu.plan.split_sizes`). Other words stay as they are."""
+    from ...plan import split_sizes
+
+    words = line.split()
+    for i, word in enumerate(words):
+        if word == "--min-free" and i + 2 < len(words):
+            joined = split_sizes(f"{words[i + 1]} {words[i + 2]}")
+            if len(joined) == 1:
+                return " ".join([*words[: i + 1], joined[0], *words[i + 3 :]])
+        elif word.startswith("--min-free=") and i + 1 < len(words):
+            joined = split_sizes(f"{word} {words[i + 1]}")
+            if len(joined) == 1:
+                return " ".join([*words[:i], joined[0], *words[i + 2 :]])
+    return line

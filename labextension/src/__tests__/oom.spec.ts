@@ -109,11 +109,79 @@ describe('parseOomOffer', () => {
       { kind: 'restart', gpu: 2, lines: ['%load_ext jupyter_gpu', "import os; os.system('x')"] },
       { kind: 'restart', gpu: 2, lines: ['%gpu_select 2 --wait 168h'] },
       { kind: 'free', memory: Number.NaN },
+      {
+        kind: 'raise_limit',
+        gpu: 2,
+        limit: '16GiB',
+        lines: ['%gpu_select 2', '%gpu_limit 16GiB', 'print(1)']
+      },
+      { kind: 'raise_limit', gpu: 2, limit: '16GiB', lines: ['%gpu_select 2 --wait 1h', '%gpu_limit 16GiB'] },
+      { kind: 'raise_limit', gpu: 2, limit: '<b>16</b>', lines: ['%gpu_limit 16GiB'] },
+      { kind: 'raise_limit', gpu: 2, limit: '64GiB', lines: ['%gpu_limit 16GiB'] }, // label ≠ the line
+      { kind: 'raise_limit', gpu: -1, limit: '16GiB', lines: ['%gpu_limit 16GiB'] },
       { kind: 'eval', code: 'x' },
       null
     ];
     expect(parseOomOffer({ ...OFFER, actions: forged })?.actions).toEqual([]);
     expect(parseOomOffer({ ...OFFER, actions: Array(20).fill(ACTIONS[2]) })?.actions).toHaveLength(8);
+  });
+});
+
+const RAISE = {
+  kind: 'raise_limit',
+  gpu: 2,
+  limit: '16GiB',
+  lines: ['%load_ext jupyter_gpu', '%gpu_select 2', '%gpu_limit 16GiB']
+};
+const CAPPED = {
+  version: 1,
+  report: 'jupyter_gpu: the limit ran out, not the GPU',
+  actions: [RAISE],
+  kernel_id: OWN
+};
+
+describe('the "raise the limit" button', () => {
+  beforeEach(() => {
+    vi.mocked(showDialog).mockClear();
+    restartConfirmation.ask = true;
+  });
+
+  it('reads the action and names the new limit', () => {
+    const offer = parseOomOffer(CAPPED);
+    expect(offer?.actions).toEqual([{ kind: 'raise_limit', gpu: 2, limit: '16GiB', lines: RAISE.lines }]);
+    expect(actionLabel(offer!.actions[0])).toBe('Restart with %gpu_limit 16GiB');
+    // No GPU could be told (the limit applies to every GPU): still offered.
+    expect(parseOomOffer({ ...CAPPED, actions: [{ ...RAISE, gpu: null }] })?.actions[0]).toMatchObject({
+      gpu: null
+    });
+  });
+
+  it('restarts with the raised limit, after the restart question', async () => {
+    const { buttons, context, kernel } = await rendered(CAPPED);
+    expect(buttons.map(b => b.textContent)).toEqual(['Restart with %gpu_limit 16GiB']);
+    vi.mocked(showDialog).mockResolvedValueOnce({ button: { accept: false }, isChecked: null } as never);
+    buttons[0].click();
+    await vi.waitFor(() => expect(buttons[0].disabled).toBe(false));
+    expect(context.restartKernel).not.toHaveBeenCalled(); // Cancel
+    buttons[0].click();
+    await vi.waitFor(() => expect(context.restartKernel).toHaveBeenCalledTimes(1));
+    const asked = vi.mocked(showDialog).mock.calls[1][0] ?? {};
+    expect(asked.title).toBe('Restart the kernel with a limit of 16GiB on GPU 2?');
+    expect(asked.body).toContain('%gpu_select 2; %gpu_limit 16GiB');
+    await vi.waitFor(() => expect(kernel.requestExecute).toHaveBeenCalled());
+    expect(kernel.requestExecute.mock.calls[0][0]).toMatchObject({
+      code: '%load_ext jupyter_gpu\n%gpu_select 2\n%gpu_limit 16GiB',
+      silent: true
+    });
+    // Done: it says what was done and no longer looks like a step to take.
+    await vi.waitFor(() => expect(buttons[0].textContent).toBe('✓ Restarted with %gpu_limit 16GiB'));
+    expect(buttons[0].disabled).toBe(true);
+    expect(buttons[0].classList.contains('jp-mod-done')).toBe(true);
+  });
+
+  it('offers no button for untrusted output', async () => {
+    const { buttons } = await rendered(CAPPED, false);
+    expect(buttons).toHaveLength(0);
   });
 });
 
@@ -221,6 +289,8 @@ describe('the buttons', () => {
       code: '%load_ext jupyter_gpu\n%gpu_select 2 --growth\n%gpu_watch on',
       silent: true
     });
+    await vi.waitFor(() => expect(buttons[1].textContent).toBe('✓ Restarted on GPU 2 with growth'));
+    expect(buttons[1].classList.contains('jp-mod-done')).toBe(true);
   });
 
   it('runs %gpu_free in the notebook’s kernel and says what it returned', async () => {
