@@ -43,7 +43,8 @@ fi
 echo "==> pytest"
 export PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1
 # Parallel workers (pytest-xdist): most tests wait on processes they start (kernels, servers,
-# Chromium), so four workers keep two cores busy. --dist loadfile keeps each module (and each
+# Chromium). Two by default on two cores: four finish sooner but load the machine past what a few
+# timing-bound tests tolerate (benchmarks/README.md). --dist loadfile keeps each module (and each
 # notebook's cells) on one worker: module-scoped servers and kernels are started once, and nbval
 # runs a notebook's cells in order. Arguments given here come later and win (-n 0: one process).
 exec .venv/bin/python -m pytest -n "${JUPYTER_GPU_TEST_WORKERS:-2}" --dist loadfile --nbval tests example_notebooks "$@"

@@ -198,11 +198,20 @@ def start_kernel(folder: Path, env: dict[str, str] | None = None, timeout_s: flo
 
 
 async def until(jp_fetch: Any, predicate: Callable[[dict[str, Any]], Any], timeout: float = 10.0) -> dict[str, Any]:
-    """Poll the snapshot until ``predicate`` holds; fail with the last answer otherwise."""
+    """Poll the snapshot until ``predicate`` holds; fail with the last answer otherwise.
+
+    A predicate that looks up a kernel the answer does not list yet (``StopIteration`` from a
+    ``next(...)`` over its kernels: the server's kernel table is read once per sample, so a kernel
+    started a moment ago can be missing from the next answer or two on a loaded machine) means "not
+    yet", not a failure."""
     deadline = time.monotonic() + timeout
     while True:
         data = await get_snapshot(jp_fetch)
-        if predicate(data):
+        try:
+            held = predicate(data)
+        except StopIteration:
+            held = False
+        if held:
             return data
         if time.monotonic() > deadline:
             raise AssertionError(f"condition not met within {timeout} s; last snapshot: {json.dumps(data)[:3000]}")
