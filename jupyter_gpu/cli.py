@@ -8,6 +8,7 @@ Usage::
     jupyter-gpu status --watch 2       # refresh in place every 2 seconds (Ctrl-C to stop)
     jupyter-gpu status --show-other-names   # admins: other users' program names too
     jupyter-gpu status --source local  # NVML here (or: server, hub; default auto)
+    jupyter-gpu run --select auto:1 -- python train.py   # a command with the GPU plan (docs/run.md)
 
 The sample is the host's (:mod:`jupyter_gpu.sources.host`): this user's running Jupyter server's
 (found through its runtime files; then this user's kernels show by notebook with their idle time,
@@ -321,14 +322,23 @@ def build_parser() -> argparse.ArgumentParser:
         "--watch", metavar="SECONDS", type=_positive_seconds, help="refresh in place every SECONDS until Ctrl-C"
     )
     from .cli_doctor import add_doctor_parser
+    from .cli_run import add_run_parser
 
     add_doctor_parser(commands)
+    add_run_parser(commands)
     return parser
 
 
 def main(argv: Sequence[str] | None = None, out: TextIO | None = None, err: TextIO | None = None) -> int:
     """The ``jupyter-gpu`` console command; returns the exit status."""
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args, extra = parser.parse_known_args(argv)
+    if extra:
+        if args.command == "run":
+            from .cli_run import unrecognized
+
+            unrecognized(extra)
+        parser.error(f"unrecognized arguments: {' '.join(extra)}")
     out = out or sys.stdout
     err = err or sys.stderr
     try:
@@ -336,6 +346,10 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None, err: Text
             from .cli_doctor import run_doctor
 
             return run_doctor(args, out, err)
+        if args.command == "run":
+            from .cli_run import run_command
+
+            return run_command(args, err)
         return _status(args, out, err)
     except KeyboardInterrupt:
         return 130

@@ -13,6 +13,9 @@ the bottom:
 - ``sources``: what reads NVML, the OS and other processes' files. Imports ``core``, ``simulate``.
 - ``frameworks``: one adapter per framework. Imports ``core`` and ``plan``.
 - ``doctor``: ``jupyter-gpu doctor``'s checks and report. Imports everything above except the faces.
+- ``session``: the plan as a process lives with it (the plan session, the ``--wait`` loop, the plan's
+  printed text, the defaults, a child's environment), shared by the kernel's magics and
+  ``jupyter-gpu run``. Imports what ``doctor`` does; no face library.
 - faces (``kernel``, ``panel``, ``server``, ``hub``, ``cli``, and the ``_startup`` hook the ``.pth``
   file runs): import anything below them. Nothing imports a face, except that the kernel
   extension shows the panel (``kernel`` → ``panel``).
@@ -41,8 +44,9 @@ MAY_IMPORT = {
     "sources": {"core", "processes", "simulate"},
     "frameworks": {"core", "plan"},
     "doctor": {"core", "plan", "processes", "simulate", "sources", "frameworks"},
+    "session": {"core", "plan", "processes", "simulate", "sources", "frameworks"},
     "panel": {"core", "plan", "processes", "simulate", "sources", "frameworks"},
-    "kernel": {"core", "plan", "processes", "simulate", "sources", "frameworks", "panel", "doctor"},
+    "kernel": {"core", "plan", "processes", "simulate", "sources", "frameworks", "session", "panel", "doctor"},
     "server": {"core", "plan", "processes", "simulate", "sources", "frameworks"},
     "hub": {"core", "plan", "processes", "simulate", "sources", "frameworks"},
     "entry": {
@@ -53,6 +57,7 @@ MAY_IMPORT = {
         "sources",
         "frameworks",
         "doctor",
+        "session",
         "panel",
         "kernel",
         "server",
@@ -149,6 +154,21 @@ def test_the_core_and_the_plan_import_no_io_or_face_library() -> None:
     assert not wrong, "\n".join(sorted(wrong))
 
 
+#: What no module of the session layer imports: it sits below every face (``jupyter-gpu run`` and the kernel).
+FACE_ONLY_LIBRARIES = ("IPython", "ipykernel", "ipywidgets", "tornado", "jupyter_server", "jupyterhub")
+
+
+def test_the_session_imports_no_face_library() -> None:
+    wrong = [
+        f"{module} imports {target}"
+        for module, targets in graph().items()
+        if layer(module) == "session"
+        for target in targets
+        if target.split(".")[0] in FACE_ONLY_LIBRARIES
+    ]
+    assert not wrong, "\n".join(sorted(wrong))
+
+
 def test_no_import_cycles() -> None:
     edges = {module: {t for t in targets if t in modules() and t != module} for module, targets in graph().items()}
     index = {}
@@ -200,7 +220,7 @@ PURE_FACE_MODULES = (
     "jupyter_gpu.server.answer",
     "jupyter_gpu.server.attribution",
     "jupyter_gpu.server.cull",
-    "jupyter_gpu.kernel.plan_report",
+    "jupyter_gpu.session.report",
 )
 
 

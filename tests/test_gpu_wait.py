@@ -1,6 +1,6 @@
 """``%gpu_select auto:N --wait``, "would fit if" hints and the claim ``auto`` leaves (in-process shell).
 
-Time is the wait loop's own clock and sleep (``jupyter_gpu.kernel.wait._clock``/``_sleep``), replaced by a fake that
+Time is the wait loop's own clock and sleep (``jupyter_gpu.session.wait._clock``/``_sleep``), replaced by a fake that
 advances when the magic sleeps: no test waits in real time, and the polling interval is checked
 from what the magic asked to sleep and how often it read NVML.
 """
@@ -16,7 +16,9 @@ from IPython.core.error import UsageError
 from plan_state import state
 
 from jupyter_gpu import simulate
-from jupyter_gpu.kernel import magics, session, wait
+from jupyter_gpu.kernel import magics
+from jupyter_gpu.session import plan_session as session
+from jupyter_gpu.session import wait
 from jupyter_gpu.sources import nvml
 
 GIB_MIB = 1024

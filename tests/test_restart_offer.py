@@ -76,8 +76,8 @@ def test_the_expression_the_extension_evaluates_after_a_restart_works(shell) -> 
     it evaluates to the plan in force."""
     from pathlib import Path
 
-    from jupyter_gpu.kernel.plan_report import summary
     from jupyter_gpu.kernel.restart_offer import SUMMARY_EXPRESSION
+    from jupyter_gpu.session.report import summary
 
     source = (Path(__file__).parents[1] / "labextension" / "src" / "restart.ts").read_text()
     found = re.search(r'export const SUMMARY =\s*"([^"]+)"', source)
@@ -98,7 +98,8 @@ def test_the_summary_survives_quotes_and_new_lines(monkeypatch) -> None:
     """A Python repr cut at its outer quotes kept "it's" double-quoted and showed \\n literally."""
     import json
 
-    from jupyter_gpu.kernel import plan_report, restart_offer
+    from jupyter_gpu.kernel import restart_offer
+    from jupyter_gpu.session import report as plan_report
 
     text = "GPU 1 'Tesla' \"x\"\nback\\slash ü"
     monkeypatch.setattr(plan_report, "summary", lambda plan: text)

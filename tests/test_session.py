@@ -8,9 +8,9 @@ import os
 import pytest
 from IPython.core.error import UsageError
 
-from jupyter_gpu.kernel.plan_report import limit_report, selection_report, summary
 from jupyter_gpu.kernel.session import NoGpuFitsError, PlanSession, Settings
 from jupyter_gpu.plan import current_plan
+from jupyter_gpu.session.report import limit_report, selection_report, summary
 
 
 def test_a_session_selects_and_caps_without_a_shell(clean) -> None:
@@ -51,7 +51,7 @@ def test_19_2_caps_without_a_selection_on_two_models_set_pci_order_and_say_so(cl
     sys.path.insert(0, str(Path(__file__).parent / "standin"))
     from cuda_standin import MIXED_WORKSTATION
 
-    from jupyter_gpu.kernel.plan_report import ORDER_NOTE
+    from jupyter_gpu.session.report import ORDER_NOTE
 
     clean.write(MIXED_WORKSTATION)
     session = PlanSession(Settings())

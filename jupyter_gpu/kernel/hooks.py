@@ -37,7 +37,7 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-from .plan_report import summary
+from ..session.report import summary
 
 __all__ = [
     "error_notes",

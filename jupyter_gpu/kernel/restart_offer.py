@@ -57,7 +57,7 @@ def applied_plan_summary() -> PlanSummary:
     from IPython import get_ipython
 
     from ..plan import current_plan
-    from .plan_report import summary
+    from ..session.report import summary
 
     watching = "; %gpu_watch on" if watch_lines(get_ipython()) else ""
     return PlanSummary(summary(current_plan()) + watching)

@@ -81,7 +81,7 @@ def report_for(plan: GpuPlan, timeout_s: float, start_env: Any = None, only: tup
     """The doctor's :class:`~jupyter_gpu.doctor.report.Report` for ``plan``."""
     from ... import doctor
     from ...core.environ import environment_at_process_start
-    from ..plan_report import summary
+    from ...session.report import summary
 
     start = environment_at_process_start() if start_env is None else start_env
     return doctor.run(plan, summary(plan), doctor_magics(plan), start, timeout_s=timeout_s, only=only)

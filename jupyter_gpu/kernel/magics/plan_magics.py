@@ -3,12 +3,11 @@
 :class:`GpuMagics` also carries the extension's configuration (``c.GpuMagics.<name>``, ``%config``,
 environment variables a spawner sets) and applies the configured defaults when the extension loads.
 Each magic parses its line and hands the change to the kernel's :class:`~jupyter_gpu.kernel.session.PlanSession`;
-what it prints comes from :mod:`jupyter_gpu.kernel.plan_report`.
+what it prints comes from :mod:`jupyter_gpu.session.report`.
 """
 
 from __future__ import annotations
 
-import os
 import sys
 from typing import Any
 
@@ -17,16 +16,11 @@ from IPython.core.magic import Magics, line_magic, magics_class
 from IPython.core.magic_arguments import argument, magic_arguments
 from traitlets import Bool, Float, Unicode, default, observe
 
-from ..plan_report import auto_rechosen, gpu_listing, limit_report, selection_report, summary, threads_report
+from ...session import defaults
+from ...session.report import auto_rechosen, gpu_listing, limit_report, selection_report, summary, threads_report
 from ..session import PlanSession, admin_ceiling, loosens_admin_ceiling, take_snapshot
 from ..wait import parse_duration, wait_and_select
 from .arguments import parse
-
-_TRUE = {"1", "true", "yes", "on"}
-
-
-def _env_flag(name: str) -> bool:
-    return os.environ.get(name, "").strip().lower() in _TRUE
 
 
 @magics_class
@@ -80,7 +74,7 @@ class GpuMagics(Magics):
 
     @default("claims")
     def _claims_from_env(self) -> bool:
-        return os.environ.get("JUPYTER_GPU_CLAIMS", "").strip().lower() not in {"0", "false", "no", "off"}
+        return defaults.claims_on()
 
     @default("claims_dir")
     def _claims_dir_from_env(self) -> str:
@@ -90,19 +84,19 @@ class GpuMagics(Magics):
 
     @default("explain_oom")
     def _explain_oom_from_env(self) -> bool:
-        return os.environ.get("JUPYTER_GPU_EXPLAIN_OOM", "").strip().lower() not in {"0", "false", "no", "off"}
+        return defaults.env_not_off("JUPYTER_GPU_EXPLAIN_OOM")
 
     @default("default_select")
     def _default_select_from_env(self) -> str:
-        return os.environ.get("JUPYTER_GPU_DEFAULT_SELECT", "").strip()
+        return defaults.default_select()
 
     @default("growth")
     def _growth_from_env(self) -> bool:
-        return _env_flag("JUPYTER_GPU_GROWTH")
+        return defaults.default_growth()
 
     @default("default_limit")
     def _default_limit_from_env(self) -> str:
-        return os.environ.get("JUPYTER_GPU_DEFAULT_LIMIT", "").strip()
+        return defaults.default_limit()
 
     @default("max_limit")
     def _max_limit_from_env(self) -> str:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from IPython.core.magic import Magics, line_magic, magics_class
 
-from ..plan_report import ORDER_NOTE, gpu_listing, jax_share, summary, threads_report
+from ...session.report import ORDER_NOTE, gpu_listing, jax_share, summary, threads_report
 from ..session import take_snapshot
 
 

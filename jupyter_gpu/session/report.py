@@ -1,5 +1,5 @@
-"""The kernel's GPU plan as the magics print it: the summary line, the selection, limit and
-threads reports, and the GPU listing of ``%gpu_select`` and ``%gpu_status``.
+"""The GPU plan as the magics and ``jupyter-gpu run`` print it: the summary line, the selection, limit
+and threads reports, and the GPU listing of ``%gpu_select`` and ``%gpu_status``.
 
 Pure text from a :class:`jupyter_gpu.plan.GpuPlan`, the GPUs the frameworks were last told about
 (:func:`jupyter_gpu.frameworks.known_gpus`) and, for the listing, an NVML snapshot. Names that come
@@ -93,9 +93,9 @@ def _labels(plan: GpuPlan, not_following: list[str]) -> tuple[dict[int, str], li
     return {index: ", ".join(names) or "no framework" for index, names in labels.items()}, notes
 
 
-def selection_report(plan: GpuPlan, caveats: bool = True) -> str:
+def selection_report(plan: GpuPlan, caveats: bool = True, children: str | None = None) -> str:
     """What ``%gpu_select`` prints: each selected GPU and its name in every framework, growth, limit
-    (``caveats``: as :func:`limit_report`)."""
+    (``caveats``, ``children``: as :func:`limit_report`)."""
     notes: list[str] = []
     not_following: list[str] = []
     if plan.selected_indices == ():
@@ -123,7 +123,7 @@ def selection_report(plan: GpuPlan, caveats: bool = True) -> str:
     lines += notes
     lines.append(f"Memory growth {'on: allocated on demand' if plan.growth else 'off'}.")
     if plan.limits_bytes:
-        lines.append(limit_report(plan, caveats))
+        lines.append(limit_report(plan, caveats, children))
     lines.append(_where_applied(not_following))
     return "\n".join(lines)
 
@@ -174,12 +174,13 @@ def auto_rechosen(old: GpuPlan, new: GpuPlan) -> str | None:
     return f"{new.request.selection} chose again: {gpus(new)} (it was {gpus(old)})."
 
 
-def limit_report(plan: GpuPlan, caveats: bool = True) -> str:
+def limit_report(plan: GpuPlan, caveats: bool = True, children: str | None = None) -> str:
     """What ``%gpu_limit`` prints: the cap per GPU, what is free now, and that caps are cooperative.
 
     The two caveats (caps are cooperative; programs the kernel starts do not inherit the TensorFlow
     and PyTorch caps) take two long lines: the magics print them once per kernel (``caveats``), and a
-    one-line reminder after that (``%gpu_limit?`` keeps the whole text)."""
+    one-line reminder after that (``%gpu_limit?`` keeps the whole text). ``children`` replaces the
+    second caveat where the plan is for another program (``jupyter-gpu run``: what reaches its command)."""
     from .. import frameworks
 
     if not plan.limits_bytes:
@@ -220,7 +221,7 @@ def limit_report(plan: GpuPlan, caveats: bool = True) -> str:
     if plan.auto_kept:
         kept = ", ".join(map(str, plan.selected_indices or ()))
         lines.append(f"(GPU {kept} {_KEPT.format(auto=plan.request.selection)})")
-    lines += [_COOPERATIVE, _CHILDREN] if caveats else [_COOPERATIVE_AGAIN]
+    lines += [_COOPERATIVE, children or _CHILDREN] if caveats else [_COOPERATIVE_AGAIN]
     return "Memory limit:\n  " + "\n  ".join(lines)
 
 

@@ -1,0 +1,131 @@
+"""``%gpu_select auto:N --wait`` and ``jupyter-gpu run --wait``: try once a second until the GPUs fit,
+the time is up, or an interrupt.
+
+A live line says what is awaited, who holds each GPU and how long it has waited (the face shows it:
+a notebook output replaced in place, a terminal line on stderr). Nothing changes until the selection
+is made: when the time is up or the wait is interrupted, the plan is as it was. A refusal is one
+line, raised as the session's :attr:`~jupyter_gpu.session.plan_session.PlanSession.refused`.
+Time is this module's :data:`_clock` and :data:`_sleep` (tests replace both).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from ..core.errors import PlanError
+from ..core.units import format_bytes, format_duration
+from . import plan_session
+from .plan_session import NoGpuFitsError, PlanSession
+from .report import shown
+
+if TYPE_CHECKING:
+    from ..plan import GpuPlan
+
+POLL_INTERVAL_S = 1.0  # %gpu_select --wait reads NVML at most once a second
+_clock = time.monotonic
+_sleep = time.sleep
+_DURATION_UNITS = {"": 1, "s": 1, "sec": 1, "m": 60, "min": 60, "h": 3600}
+
+
+def parse_duration(text: str) -> float:
+    """``90``/``90s``, ``30m``, ``1.5h`` as seconds; a one-line :class:`~jupyter_gpu.plan.PlanError` otherwise."""
+    import re
+
+    match = re.fullmatch(r"\s*([0-9]{1,7}(?:\.[0-9]{1,3})?)\s*(s|sec|m|min|h)?\s*", text, re.IGNORECASE)
+    if match is None:
+        raise PlanError(f"--wait {text!r} is not a duration; give e.g. 90s, 30m or 2h (a plain number is seconds)")
+    seconds = float(match[1]) * _DURATION_UNITS[(match[2] or "").lower()]
+    if not 0 < seconds <= 7 * 86400:
+        raise PlanError(f"--wait {text!r} must be more than 0 and at most 7 days")
+    return seconds
+
+
+STOP_HINT = "interrupt the kernel to stop; nothing changes until the GPUs fit"
+"""How the progress line says to stop waiting (a face with another way says its own: Ctrl-C)."""
+
+
+def waiting_line(
+    spec: str,
+    min_free: str | None,
+    snapshot: Any,
+    claims: dict[int | str, int],
+    waited: float,
+    wait_s: float,
+    stop_hint: str = STOP_HINT,
+) -> str:
+    """One line: what is awaited, who holds each GPU now, how long it has waited."""
+    want = f"{spec} with at least {min_free} free" if min_free else f"{spec} without other users' work"
+    parts = []
+    own = os.getpid()
+    me = plan_session.current_user()
+    for gpu in getattr(snapshot, "gpus", ()):
+        holders: dict[str, int] = {}
+        for process in gpu.processes:
+            if process.pid == own or process.type == "graphics":
+                continue
+            who = "you" if me is not None and process.user == me else shown(process.user, f"PID {process.pid}")
+            holders[who] = holders.get(who, 0) + (process.memory or 0)
+        who = ", ".join(f"{name} {format_bytes(size)}" for name, size in holders.items())
+        claimed = f", {claims[gpu.index]} claim{'s' if claims[gpu.index] > 1 else ''}" if claims.get(gpu.index) else ""
+        parts.append(f"GPU {gpu.index}: {format_bytes(gpu.memory_free)} free{'; ' + who if who else ''}{claimed}")
+    gpus = " | ".join(parts) or "NVML shows no GPU"
+    return f"Waiting for {want} — {gpus} — waited {format_duration(waited)} of {format_duration(wait_s)} ({stop_hint})"
+
+
+Progress = Callable[[Any, str], Any]
+"""How a face shows the progress line: ``show(handle, text) -> handle`` (``handle`` None the first time)."""
+
+
+def wait_and_select(
+    session: PlanSession,
+    spec: str,
+    wait_s: float,
+    changes: dict[str, Any],
+    show: Progress,
+    magic: str = "%gpu_select",
+    stop_hint: str = STOP_HINT,
+) -> GpuPlan | None:
+    """Select ``spec`` (with ``changes``) through ``session`` once the GPUs fit, waiting up to ``wait_s``
+    seconds, showing the progress line with ``show``; ``session.refused`` (one line) when the time
+    is up or on an interrupt, with nothing changed."""
+    from ..plan import parse_size
+
+    if changes.get("min_free"):  # a malformed size is reported before any waiting
+        try:
+            parse_size(changes["min_free"])
+        except ValueError as error:
+            raise session.refused(str(error)) from None
+    started = _clock()
+    handle = None
+    while True:
+        try:
+            last = _clock() - started + POLL_INTERVAL_S >= wait_s  # the "would fit if" hints only then
+            plan = session.change_if_fits(
+                magic, require_idle=not changes.get("min_free"), hints=last, host_sample=True, **changes
+            )
+        except NoGpuFitsError as error:
+            waited = _clock() - started
+            if waited >= wait_s:
+                raise session.refused(
+                    f"no GPUs fit after waiting {format_duration(waited)}: {error}; nothing was changed"
+                ) from None
+            line = waiting_line(
+                spec, changes.get("min_free"), session.last_snapshot, session.last_claims, waited, wait_s, stop_hint
+            )
+            handle = show(handle, line)
+            try:
+                _sleep(POLL_INTERVAL_S)
+            except KeyboardInterrupt as interrupt:
+                # the interrupt stays the cause: a command-line face exits as interrupted (130), not refused
+                raise session.refused(
+                    f"stopped waiting for {spec} after {format_duration(_clock() - started)} "
+                    "(interrupted); nothing was changed"
+                ) from interrupt
+            continue
+        if handle is not None:
+            waited = _clock() - started
+            show(handle, f"Waited {format_duration(waited)} for {spec}: the GPUs fit now.")
+        return plan
