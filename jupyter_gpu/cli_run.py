@@ -62,8 +62,10 @@ runs' `auto` choose other GPUs.
 What is capped: the selection, growth and JAX's share are environment variables and reach any
 command and every process it starts. The TensorFlow and PyTorch caps of --limit are calls made
 inside a Python process: they can reach a Python interpreter only (named python*, or a script whose
-#! line names python), applied when it imports the framework; a command that is not (a shell script,
-a binary) gets the environment part, and one line says so. Caps are cooperative: they bind the
+#! line names python), through the plan carried in its environment and applied by jupyter_gpu's
+start-up hook when it imports the framework (the printed mapping says whether they reach it); caps
+cannot be applied to a command that is not (a shell script, a binary): it gets the environment part,
+and one line says so. Caps are cooperative: they bind the
 framework's allocator, not the driver (MIG or one GPU per container for hard isolation).
 
 Defaults come from the environment as in a kernel: JUPYTER_GPU_DEFAULT_SELECT, JUPYTER_GPU_GROWTH,
@@ -361,6 +363,9 @@ def _end_by_signal(signum: int) -> None:
     sys.stderr.flush()
     try:
         signal.signal(signum, signal.SIG_DFL)
-        os.kill(os.getpid(), signum)
     except (OSError, ValueError):
+        pass  # SIGKILL's cannot be set (nor caught): it is the default already
+    try:
+        os.kill(os.getpid(), signum)
+    except OSError:
         return

@@ -1,0 +1,372 @@
+"""``jupyter-gpu run -- COMMAND``: the plan for one command (issue 30, items 1 and 5).
+
+Every run is a real ``python -m jupyter_gpu.cli run`` process on simulated GPUs (the scenario file of
+the ``scenario`` fixture, which children see too), and its command a real child: what the child sees
+(``os.environ``), its exit status through ``run``, signals sent to ``run``, and the claim ``auto``
+leaves, read from the claims board as the kernels read it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from support import wait_until
+
+from jupyter_gpu import simulate
+from jupyter_gpu.sources.claims import ClaimBoard, user_folder
+
+GIB_MIB = 1024
+PRINT_ENV = (
+    "import json, os; print(json.dumps({k: v for k, v in os.environ.items() "
+    "if k.startswith(('CUDA_', 'TF_FORCE', 'XLA_', 'JUPYTER_GPU_PLAN'))}), flush=True)"
+)
+# A child that says it is ready (its PID on stdout), then waits for a signal: it exits 10 + the signal's
+# number on SIGINT, SIGTERM, SIGHUP, or when the file named by its first argument appears.
+WAITER = """
+import os, signal, sys, time
+def stop(signum, frame):
+    print("got", signum, flush=True)
+    sys.exit(10 + signum)
+for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+    signal.signal(s, stop)
+print(os.environ.get("CUDA_VISIBLE_DEVICES"), os.getpid(), flush=True)
+while not os.path.exists(sys.argv[1]):
+    time.sleep(0.02)
+"""
+
+
+@pytest.fixture
+def four(scenario: Any) -> Any:
+    """Four idle simulated A100s in the scenario file (children read it)."""
+    scenario.write(simulate.plausible_gpus(4))
+    return scenario
+
+
+@pytest.fixture
+def env(tmp_path: Path, four: Any) -> dict[str, str]:
+    """The runs' environment: this test's GPUs and claims folder, no defaults, no fence, no server."""
+    values = {
+        key: value
+        for key, value in os.environ.items()
+        if not key.startswith(("JUPYTER_GPU_DEFAULT", "JUPYTER_GPU_GROWTH", "JUPYTER_GPU_MAX_LIMIT", "CUDA_"))
+        and key not in ("NVIDIA_VISIBLE_DEVICES", "JUPYTER_GPU_SERVICE_URL", "JUPYTER_GPU_PLAN")
+    }
+    values["JUPYTER_RUNTIME_DIR"] = str(tmp_path / "runtime")  # no Jupyter server of this user is asked
+    return values
+
+
+def claims_dir() -> Path:
+    return Path(os.environ["JUPYTER_GPU_CLAIMS_DIR"])
+
+
+def claim_files() -> list[Path]:
+    folder = user_folder(claims_dir(), os.getuid())
+    return sorted(folder.glob("*.json")) if folder.exists() else []
+
+
+def run(args: list[str], env: dict[str, str], **popen: Any) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "jupyter_gpu.cli", "run", *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        **popen,
+    )
+
+
+def start(args: list[str], env: dict[str, str]) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "jupyter_gpu.cli", "run", *args],
+        env=env,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def ready(process: subprocess.Popen[str]) -> tuple[str, int]:
+    """The waiting child's first line: (its CUDA_VISIBLE_DEVICES, its PID)."""
+    assert process.stdout is not None
+    line = process.stdout.readline()
+    assert line, f"the command did not start: {process.stderr.read() if process.stderr else ''}"
+    visible, pid = line.split()
+    return visible, int(pid)
+
+
+def test_the_command_sees_the_plan_and_run_prints_the_mapping_as_gpu_select(env: dict[str, str]) -> None:
+    done = run(["--select", "2", "--growth", "--limit", "10%", "--", sys.executable, "-c", PRINT_ENV], env)
+    assert done.returncode == 0, done.stderr
+    seen = json.loads(done.stdout)
+    assert seen["CUDA_VISIBLE_DEVICES"] == "2" and seen["CUDA_DEVICE_ORDER"] == "PCI_BUS_ID"
+    assert seen["TF_FORCE_GPU_ALLOW_GROWTH"] == "true" and seen["XLA_PYTHON_CLIENT_PREALLOCATE"] == "false"
+    assert float(seen["XLA_CLIENT_MEM_FRACTION"]) == pytest.approx(0.1, abs=0.01)  # JAX's share of the cap
+    # %gpu_select's words (session.report), on stderr: the command's stdout is its own
+    assert "GPU 2 (A100-SXM4-80GB [simulated], 79.5 GiB free) → TensorFlow /GPU:0, PyTorch cuda:0, JAX cuda:0" in (
+        done.stderr
+    )
+    assert "Memory growth on: allocated on demand." in done.stderr
+    assert "GPU 2: at most 8 GiB of 80 GiB" in done.stderr
+    assert "Caps are cooperative" in done.stderr
+    python = os.path.basename(sys.executable)
+    assert f"{python} gets the GPU selection, growth and JAX's share" in done.stderr  # no plan variable yet
+    assert "Programs this kernel starts" not in done.stderr  # the kernel's caveat is not run's
+
+
+def test_defaults_come_from_the_environment_and_the_options_replace_them(env: dict[str, str]) -> None:
+    env = {**env, "JUPYTER_GPU_DEFAULT_SELECT": "3", "JUPYTER_GPU_GROWTH": "1"}
+    seen = json.loads(run(["--", sys.executable, "-c", PRINT_ENV], env).stdout)
+    assert seen["CUDA_VISIBLE_DEVICES"] == "3" and seen["TF_FORCE_GPU_ALLOW_GROWTH"] == "true"
+    seen = json.loads(run(["--select", "1", "--no-growth", "--", sys.executable, "-c", PRINT_ENV], env).stdout)
+    assert seen["CUDA_VISIBLE_DEVICES"] == "1" and seen.get("TF_FORCE_GPU_ALLOW_GROWTH") != "true"
+
+
+def test_nothing_asked_touches_nothing(env: dict[str, str]) -> None:
+    done = run(["--", sys.executable, "-c", PRINT_ENV], {**env, "CUDA_VISIBLE_DEVICES": "0,1"})
+    assert done.returncode == 0 and json.loads(done.stdout) == {"CUDA_VISIBLE_DEVICES": "0,1"}
+    assert "no GPU plan asked for" in done.stderr and done.stderr.count("\n") == 1
+
+
+def test_the_admin_ceiling_and_the_start_fence_bind_a_run(env: dict[str, str]) -> None:
+    fenced = {**env, "CUDA_VISIBLE_DEVICES": "1,2"}  # the GPUs assigned when run starts
+    done = run(["--select", "3", "--", sys.executable, "-c", "pass"], fenced)
+    assert done.returncode == 2 and done.stderr.count("\n") == 1, done.stderr
+    seen = json.loads(run(["--select", "all", "--", sys.executable, "-c", PRINT_ENV], fenced).stdout)
+    assert seen["CUDA_VISIBLE_DEVICES"] == "1,2"
+    ceiling = {**env, "JUPYTER_GPU_MAX_LIMIT": "4GiB"}
+    done = run(["--select", "0", "--limit", "8GiB", "--", sys.executable, "-c", "pass"], ceiling)
+    assert done.returncode == 2 and done.stderr.count("\n") == 1 and "ceiling" in done.stderr, done.stderr
+    done = run(["--select", "0", "--", sys.executable, "-c", PRINT_ENV], ceiling)
+    assert "GPU 0: at most 4 GiB of 80 GiB" in done.stderr and "admin ceiling" in done.stderr
+
+
+def test_the_exit_status_is_the_commands(env: dict[str, str]) -> None:
+    assert run(["--select", "0", "--", sys.executable, "-c", "raise SystemExit(7)"], env).returncode == 7
+    killed = "import os, signal; os.kill(os.getpid(), signal.SIGTERM)"
+    # killed by SIGTERM: run ends by SIGTERM too (a shell shows 143)
+    assert run(["--select", "0", "--", sys.executable, "-c", killed], env).returncode == -signal.SIGTERM
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP])
+def test_a_signal_to_run_reaches_the_command_and_the_claim_lives_exactly_as_long(
+    env: dict[str, str], tmp_path: Path, signum: int
+) -> None:
+    process = start(["--select", "auto", "--", sys.executable, "-c", WAITER, str(tmp_path / "never")], env)
+    try:
+        visible, _child = ready(process)
+        # while the command runs: run's claim on the GPU auto chose, which other processes count as load
+        files = claim_files()
+        assert [f.name.split("-")[0] for f in files] == [str(process.pid)]
+        snapshot = _snapshot()
+        assert ClaimBoard(claims_dir()).load(snapshot.gpus) == {int(visible): 1}
+        process.send_signal(signum)
+        out, err = process.communicate(timeout=60)
+    finally:
+        process.kill()
+    assert f"got {signum}" in out  # forwarded once
+    assert process.returncode == 10 + signum, err  # the command's own status
+    assert claim_files() == []
+
+
+def test_a_signal_run_started_ignoring_stays_ignored_by_both(env: dict[str, str], tmp_path: Path) -> None:
+    """``nohup jupyter-gpu run ... &``: SIGHUP ignored at start is not forwarded (the command ignores it too)."""
+    args = [sys.executable, "-m", "jupyter_gpu.cli", "run", "--select", "0", "--"]
+    process = subprocess.Popen(
+        [*args, sys.executable, "-c", WAITER, str(tmp_path / "stop")],
+        env=env,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGHUP, signal.SIG_IGN),  # what nohup does
+    )
+    try:
+        ready(process)
+        process.send_signal(signal.SIGHUP)
+        process.send_signal(signal.SIGTERM)  # a signal that is forwarded, after it: SIGHUP went nowhere
+        out, err = process.communicate(timeout=60)
+    finally:
+        process.kill()
+    assert "got 1\n" not in out and f"got {signal.SIGTERM}" in out, out + err
+    assert process.returncode == 10 + signal.SIGTERM
+
+
+def test_the_claim_goes_when_the_command_is_killed(env: dict[str, str], tmp_path: Path) -> None:
+    process = start(["--select", "auto:2", "--", sys.executable, "-c", WAITER, str(tmp_path / "never")], env)
+    try:
+        visible, child = ready(process)
+        assert len(visible.split(",")) == 2 and len(claim_files()) == 2
+        os.kill(child, signal.SIGKILL)
+        process.communicate(timeout=60)
+    finally:
+        process.kill()
+    assert process.returncode == -signal.SIGKILL
+    assert claim_files() == []
+
+
+def test_run_killed_with_sigkill_leaves_a_claim_that_readers_ignore(env: dict[str, str], tmp_path: Path) -> None:
+    process = start(["--select", "auto", "--", sys.executable, "-c", WAITER, str(tmp_path / "stop")], env)
+    child = None
+    try:
+        _visible, child = ready(process)
+        process.kill()  # SIGKILL: no clean-up in run
+        process.wait(timeout=60)
+        left = claim_files()
+        assert [f.name.split("-")[0] for f in left] == [str(process.pid)]  # the file is still there...
+        assert ClaimBoard(claims_dir()).load(_snapshot().gpus) == {}  # ...and counts for nothing
+    finally:
+        (tmp_path / "stop").touch()  # the orphaned command ends
+        if child is not None:
+            wait_until(lambda: not Path(f"/proc/{child}").exists(), what="the command to end")
+        if process.stdout:
+            process.stdout.close()
+        if process.stderr:
+            process.stderr.close()
+
+
+def _snapshot() -> Any:
+    from jupyter_gpu.sources.nvml import snapshot
+
+    return snapshot()
+
+
+BAD = [
+    (["--select", "9"], "there is no GPU 9"),
+    (["--select", "1,x"], "no GPU has a UUID starting with 'x'"),
+    (["--limit", "3XB"], "malformed size '3XB'"),
+    (["--select", "auto", "--min-free", "900GiB"], "900 GiB"),  # no GPU fits, and no --wait
+    (["--select", "1", "--wait", "5m"], "--wait needs --select auto"),
+    (["--select", "auto", "--wait", "soon"], "is not a duration"),
+    (["--min-free", "8GiB"], "--min-free needs --select auto"),
+    (["--growth", "--no-growth"], "not allowed with argument"),
+    (["--bogus"], "unrecognized arguments: --bogus"),
+]
+
+
+@pytest.mark.parametrize("options, words", BAD)
+def test_a_bad_request_is_one_line_status_2_and_the_command_never_starts(
+    env: dict[str, str], tmp_path: Path, options: list[str], words: str
+) -> None:
+    made = tmp_path / "made"
+    done = run([*options, "--", sys.executable, "-c", f"open({str(made)!r}, 'w')"], env)
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.count("\n") == 1 and done.stderr.startswith("jupyter-gpu run: "), done.stderr
+    assert words in done.stderr
+    assert not made.exists() and claim_files() == []
+
+
+@pytest.mark.parametrize(
+    "argv, words",
+    [([], "no COMMAND given"), (["--"], "no COMMAND given"), (["--", "no-such-command-30"], "command not found")],
+)
+def test_a_missing_or_unknown_command_is_one_line_status_2(env: dict[str, str], argv: list[str], words: str) -> None:
+    done = run(["--select", "auto", *argv], env)
+    assert done.returncode == 2 and done.stderr.count("\n") == 1 and words in done.stderr, done.stderr
+    assert claim_files() == []
+
+
+def test_a_command_that_is_not_python_gets_the_environment_and_one_line_about_caps(env: dict[str, str]) -> None:
+    done = run(["--select", "1", "--limit", "4GiB", "--", "sh", "-c", "echo $CUDA_VISIBLE_DEVICES"], env)
+    assert done.returncode == 0 and done.stdout == "1\n"
+    assert done.stderr.count("Caps cannot be applied to sh: it is not a Python interpreter") == 1
+
+
+def test_python_is_told_by_name_or_by_its_first_line(tmp_path: Path) -> None:
+    from jupyter_gpu.session.child import is_python_command
+
+    script = tmp_path / "train"
+    script.write_text("#!/usr/bin/env python3\nprint(1)\n")
+    venv_script = tmp_path / "tool"
+    venv_script.write_text(f"#!{sys.executable}\nimport sys\n")
+    shell = tmp_path / "job.sh"
+    shell.write_text("#!/bin/sh\npython train.py\n")
+    binary = tmp_path / "pythonic-tool"
+    binary.write_bytes(b"\x7fELF\x02\x01python")
+    for path, python in [
+        ("/usr/bin/python3", True),
+        ("/opt/py/bin/python3.11", True),
+        ("/usr/bin/python", True),
+        (str(script), True),
+        (str(venv_script), True),
+        (str(shell), False),
+        (str(binary), False),
+        ("/bin/sh", False),
+        (str(tmp_path / "missing"), False),
+    ]:
+        assert is_python_command(path) is python, path
+
+
+def test_two_runs_and_a_kernel_choosing_at_once_take_three_different_idle_gpus(
+    env: dict[str, str], tmp_path: Path, clean: Any
+) -> None:
+    from jupyter_gpu.session.plan_session import PlanSession, Settings
+
+    clean.write(simulate.plausible_gpus(4))
+    runs = [
+        start(["--select", "auto", "--", sys.executable, "-c", WAITER, str(tmp_path / "stop")], env) for _ in range(2)
+    ]
+    kernel = PlanSession(Settings(claims=True, claims_dir=str(claims_dir())))  # what a kernel's %gpu_select runs
+    try:
+        plan = kernel.change("%gpu_select", selection="auto")
+        assert plan is not None and plan.selected_indices is not None
+        chosen = [int(ready(process)[0]) for process in runs] + list(plan.selected_indices)
+        assert len(set(chosen)) == 3, chosen
+    finally:
+        kernel.release_claims()
+        (tmp_path / "stop").touch()
+        for process in runs:
+            process.communicate(timeout=60)
+    assert claim_files() == []
+
+
+def test_wait_starts_the_command_once_a_gpu_frees_up(env: dict[str, str], four: Any) -> None:
+    def busy(data: dict[str, Any], free_gpu_1: bool = False) -> None:
+        data["gpus"] = data["gpus"][:2]
+        data["gpus"][0]["processes"] = [{"pid": 910001, "memory_mib": 70 * GIB_MIB, "user": "bob", "name": "python"}]
+        data["gpus"][1]["processes"] = (
+            [] if free_gpu_1 else [{"pid": 910002, "memory_mib": 60 * GIB_MIB, "user": "carol", "name": "python"}]
+        )
+
+    four.update(busy)
+    process = start(["--select", "auto:1", "--wait", "2m", "--", sys.executable, "-c", PRINT_ENV], env)
+    try:
+        assert process.stderr is not None
+        waiting = process.stderr.readline()  # the progress line, as the magic's (not a terminal: once a minute)
+        assert waiting.startswith("jupyter-gpu run: Waiting for auto:1 without other users' work — GPU 0: ")
+        assert "carol 60 GiB" in waiting and "(Ctrl-C to stop; the command starts once the GPUs fit)" in waiting
+        four.update(lambda data: busy(data, free_gpu_1=True))
+        out, err = process.communicate(timeout=60)
+    finally:
+        process.kill()
+    assert process.returncode == 0, err
+    assert json.loads(out)["CUDA_VISIBLE_DEVICES"] == "1"
+    assert "for auto:1: the GPUs fit now." in err
+    assert claim_files() == []
+
+
+def test_help_is_the_manual(capsys: pytest.CaptureFixture[str]) -> None:
+    from jupyter_gpu.cli import main
+
+    with pytest.raises(SystemExit) as exited:
+        main(["run", "--help"])
+    assert exited.value.code == 0
+    text = capsys.readouterr().out
+    for words in (
+        "What is capped",
+        "cannot",
+        "Python interpreter",
+        "cooperative",
+        "JUPYTER_GPU_DEFAULT_SELECT",
+        "exit status",
+        "SIGKILL",
+        "jupyter-gpu run --select 1 -- python your_file.py",
+    ):
+        assert words in text, words
