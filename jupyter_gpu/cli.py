@@ -46,11 +46,11 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, TextIO
 
 from . import __version__
-from .core.snapshot import GpuInfo, GpuProcess, MigSlice, Snapshot
 from .core.text import display_text, truncate
 from .core.units import format_bytes, format_duration
 
 if TYPE_CHECKING:
+    from .core.snapshot import GpuInfo, GpuProcess, MigSlice, Snapshot
     from .sources.host import HostReading, KernelView
     from .sources.peers import KernelPeer
 

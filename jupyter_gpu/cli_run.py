@@ -102,7 +102,7 @@ def add_run_parser(commands: Any) -> None:
         usage="jupyter-gpu run [--select SPEC] [--limit SIZE ...] [--growth | --no-growth] [--min-free SIZE] "
         "[--wait DURATION] -- COMMAND [ARGS...]",
     )
-    run.error = _one_line_error  # type: ignore[method-assign]  # a bad request is one line, status 2
+    run.error = _one_line_error  # a bad request is one line, status 2
     run.add_argument(
         "--select",
         metavar="SPEC",
@@ -161,30 +161,28 @@ def _command(args: argparse.Namespace) -> tuple[list[str], str]:
 def _changes(args: argparse.Namespace) -> dict[str, Any]:
     """The plan request: the options over the user's defaults (``JUPYTER_GPU_DEFAULT_*``); every size
     and the selection's form checked before any GPU is looked at."""
-    from .core.errors import PlanError
-    from .plan import parse_size, split_sizes
     from .session import defaults
 
     selection = args.select.strip() if args.select is not None else defaults.default_select()
-    if args.limit is None:
-        limits = split_sizes(defaults.default_limit())
-    else:
-        limits = tuple(size for text in args.limit for size in split_sizes(text))
-        if any(size.lower() == "off" for size in limits):
-            if len(limits) > 1:
-                raise BadRequest("--limit off cannot be combined with sizes; give either sizes or off")
-            limits = ()
+    limits = _sizes(args.limit if args.limit is not None else [defaults.default_limit()])
+    if any(size.lower() == "off" for size in limits):
+        if len(limits) > 1:
+            raise BadRequest("--limit off cannot be combined with sizes; give either sizes or off")
+        limits = ()
     auto = selection.lower().startswith("auto")
     if args.min_free is not None and not auto:
         raise BadRequest("--min-free needs --select auto or auto:N, e.g. --select auto --min-free 8GiB")
     if args.wait is not None and not auto:
         raise BadRequest("--wait needs --select auto or auto:N, e.g. --select auto:1 --wait 30m")
-    min_free = "".join(split_sizes(args.min_free)) if args.min_free is not None else None
-    try:
-        for size in (*limits, *([min_free] if min_free else [])):
-            parse_size(size)
-    except PlanError as error:
-        raise BadRequest(str(error)) from None
+    min_free = "".join(_sizes([args.min_free])) or None if args.min_free is not None else None
+    if limits or min_free:
+        from .plan import PlanError, parse_size
+
+        try:
+            for size in (*limits, *([min_free] if min_free else [])):
+                parse_size(size)
+        except PlanError as error:
+            raise BadRequest(str(error)) from None
     if limits and selection.lower() == "none":
         raise BadRequest("a memory limit needs GPUs, and the selection is none (CPU only)")
     growth = defaults.default_growth() if args.growth is None else args.growth
@@ -195,6 +193,16 @@ def _changes(args: argparse.Namespace) -> dict[str, Any]:
     return changes
 
 
+def _sizes(texts: Sequence[str]) -> tuple[str, ...]:
+    """The sizes in ``texts`` as people type them (``8 GiB`` is ``8GiB``: :func:`jupyter_gpu.plan.split_sizes`);
+    the planner is imported only when there are any."""
+    if not any(text.strip() for text in texts):
+        return ()
+    from .plan import split_sizes
+
+    return tuple(size for text in texts for size in split_sizes(text))
+
+
 NOTHING_ASKED = (
     "no GPU plan asked for (no --select, --limit or --growth, no JUPYTER_GPU_DEFAULT_SELECT, _LIMIT or _GROWTH, "
     "no admin ceiling): the command sees the GPUs as it would without jupyter-gpu"
@@ -203,17 +211,23 @@ NOTHING_ASKED = (
 
 def _nothing_asked(changes: dict[str, Any]) -> bool:
     """Whether the request is empty: no selection, limit, growth, and no admin ceiling to apply."""
-    from .session.plan_session import admin_ceiling
+    from .session.defaults import admin_ceiling
 
     return not (changes.get("selection") or changes["limits"] or changes["growth"] or admin_ceiling())
 
 
-def _session() -> PlanSession:
+def _session(changes: dict[str, Any]) -> PlanSession:
+    """A plan session with the kernel's settings from the environment (claims: only ``auto`` uses them,
+    and only then is the claims board imported)."""
     from .session import defaults
-    from .session.plan_session import PlanSession, Settings, admin_ceiling
-    from .sources.claims import claims_directory
+    from .session.plan_session import PlanSession, Settings
 
-    return PlanSession(Settings(max_limit=admin_ceiling(), claims=defaults.claims_on(), claims_dir=claims_directory()))
+    settings = Settings(max_limit=defaults.admin_ceiling(), claims=defaults.claims_on())
+    if str(changes.get("selection") or "").lower().startswith("auto"):
+        from .sources.claims import claims_directory
+
+        settings.claims_dir = claims_directory()
+    return PlanSession(settings)
 
 
 class _Progress:
@@ -273,8 +287,7 @@ def _plan(args: argparse.Namespace, session: PlanSession, changes: dict[str, Any
 
 def run_command(args: argparse.Namespace, err: TextIO) -> int:
     """``jupyter-gpu run``: plan, start COMMAND, hold the claim while it runs; the exit status."""
-    from .session.child import caps_note, child_environment, is_python_command
-    from .session.report import selection_report
+    from .session.child import child_environment
 
     session = None
     try:
@@ -284,7 +297,10 @@ def run_command(args: argparse.Namespace, err: TextIO) -> int:
             env = child_environment(None)
             err.write(f"{NAME}: {NOTHING_ASKED}\n")
         else:
-            session = _session()
+            from .session.child import caps_note, is_python_command
+            from .session.report import selection_report
+
+            session = _session(changes)
             plan = _plan(args, session, changes, err)
             env = child_environment(plan)
             note = caps_note(plan, command, is_python_command(executable), env)
@@ -335,13 +351,9 @@ def _supervise(command: Sequence[str], executable: str, env: dict[str, str], err
         child = subprocess.Popen(list(command), executable=executable, env=env)
     except OSError as error:
         raise BadRequest(f"{command[0]}: cannot be started ({error.strerror or error})") from None
-    for signum in pending:
-        forward(signum, None)
-    while True:
-        try:
-            return child.wait()  # each forwarded signal interrupts the wait, which goes on (PEP 475)
-        except KeyboardInterrupt:  # pragma: no cover - SIGINT is handled above; a stray one must not orphan COMMAND
-            continue
+    for early in pending:
+        forward(early, None)
+    return child.wait()  # each forwarded signal interrupts the wait, which goes on (PEP 475)
 
 
 def _terminal_sent_it() -> bool:

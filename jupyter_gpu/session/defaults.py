@@ -15,6 +15,7 @@ user's defaults, never the admin's ceiling:
 from __future__ import annotations
 
 import os
+import sys
 
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off"}
@@ -48,3 +49,14 @@ def default_limit() -> str:
 def claims_on() -> bool:
     """``JUPYTER_GPU_CLAIMS``: claims are on unless turned off."""
     return env_not_off("JUPYTER_GPU_CLAIMS")
+
+
+def admin_ceiling() -> str:
+    """JUPYTER_GPU_MAX_LIMIT as this process was started with it (code in a kernel that changes
+    ``os.environ`` does not change it)."""
+    plan = sys.modules.get("jupyter_gpu.plan")
+    if plan is not None:  # the same function (tests replace it there)
+        return str(plan.environment_at_process_start().get("JUPYTER_GPU_MAX_LIMIT", "")).strip()
+    from ..core.environ import environment_at_process_start
+
+    return environment_at_process_start().get("JUPYTER_GPU_MAX_LIMIT", "").strip()

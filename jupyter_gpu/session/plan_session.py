@@ -26,6 +26,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Protocol
 
 from ..core.errors import GPUAlreadyInitializedWarning, PlanError, warn
+from .defaults import admin_ceiling as admin_ceiling  # the ceiling's one reading, imported from here too
 from .report import shown
 
 if TYPE_CHECKING:
@@ -84,17 +85,6 @@ def loosens_admin_ceiling(requested: str) -> str | None:
     except PlanError as error:
         return str(error)
     return None
-
-
-def admin_ceiling() -> str:
-    """JUPYTER_GPU_MAX_LIMIT as the kernel process was started with it (code in the kernel that
-    changes ``os.environ`` does not change it)."""
-    plan = sys.modules.get("jupyter_gpu.plan")
-    if plan is not None:  # the same function (tests replace it there)
-        return plan.environment_at_process_start().get("JUPYTER_GPU_MAX_LIMIT", "").strip()
-    from ..core.environ import environment_at_process_start
-
-    return environment_at_process_start().get("JUPYTER_GPU_MAX_LIMIT", "").strip()
 
 
 def gpu_settings_change(old: PlanRequest, new: PlanRequest) -> bool:
