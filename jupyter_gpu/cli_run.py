@@ -273,6 +273,11 @@ def _plan(args: argparse.Namespace, session: PlanSession, changes: dict[str, Any
                 plan = wait.wait_and_select(
                     session, changes["selection"], wait.parse_duration(args.wait), changes, progress, NAME, STOP_HINT
                 )
+            except KeyboardInterrupt:  # while NVML was read, not while sleeping: the same words
+                progress.end()
+                raise KeyboardInterrupt(
+                    f"stopped waiting for {changes['selection']} (interrupted); nothing was changed"
+                ) from None
             except BaseException:
                 progress.end()
                 raise

@@ -352,6 +352,23 @@ def test_wait_starts_the_command_once_a_gpu_frees_up(env: dict[str, str], four: 
     assert claim_files() == []
 
 
+def test_an_interrupted_wait_starts_nothing_and_exits_130(env: dict[str, str], four: Any, tmp_path: Path) -> None:
+    four.update(lambda data: data["gpus"][0].update(processes=[{"pid": 910001, "memory_mib": 1024, "user": "bob"}]))
+    four.update(lambda data: data.update(gpus=data["gpus"][:1]))
+    made = tmp_path / "made"
+    process = start(["--select", "auto", "--wait", "1h", "--", sys.executable, "-c", f"open({str(made)!r}, 'w')"], env)
+    try:
+        assert process.stderr is not None
+        assert process.stderr.readline().startswith("jupyter-gpu run: Waiting for auto without other users' work")
+        process.send_signal(signal.SIGINT)
+        _out, err = process.communicate(timeout=60)
+    finally:
+        process.kill()
+    assert process.returncode == 130
+    assert err.endswith("(interrupted); nothing was changed\n") and "jupyter-gpu run: stopped waiting for auto" in err
+    assert not made.exists() and claim_files() == []
+
+
 def test_help_is_the_manual(capsys: pytest.CaptureFixture[str]) -> None:
     from jupyter_gpu.cli import main
 
