@@ -199,6 +199,38 @@ def test_a_signal_run_started_ignoring_stays_ignored_by_both(env: dict[str, str]
     assert process.returncode == 10 + signal.SIGTERM
 
 
+def test_run_tells_a_ctrl_c_typed_in_its_terminal_from_one_sent_to_it() -> None:
+    """A Ctrl-C typed in the terminal reached the command already (same foreground group): run does not
+    send it again. It can tell: its terminal's foreground group is its own. Without a terminal, or on
+    one that is not its controlling terminal, a SIGINT was sent to run alone and is forwarded (above)."""
+    import fcntl
+    import pty
+    import termios
+
+    ask = [sys.executable, "-c", "from jupyter_gpu.cli_run import _terminal_sent_it; print(_terminal_sent_it())"]
+
+    def answer(stdin: int, controlling: bool) -> str:
+        done = subprocess.run(
+            ask,
+            stdin=stdin,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            start_new_session=True,
+            preexec_fn=(lambda: fcntl.ioctl(0, termios.TIOCSCTTY, 0)) if controlling else None,
+        )
+        return done.stdout.strip() or done.stderr
+
+    master, slave = pty.openpty()
+    try:
+        assert answer(slave, controlling=True) == "True"  # the foreground of its own terminal
+        assert answer(slave, controlling=False) == "False"  # a terminal, but not its own
+        assert answer(subprocess.DEVNULL, controlling=False) == "False"  # no terminal (nohup, a service)
+    finally:
+        os.close(master)
+        os.close(slave)
+
+
 def test_the_claim_goes_when_the_command_is_killed(env: dict[str, str], tmp_path: Path) -> None:
     process = start(["--select", "auto:2", "--", sys.executable, "-c", WAITER, str(tmp_path / "never")], env)
     try:

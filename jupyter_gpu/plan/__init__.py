@@ -45,7 +45,7 @@ from __future__ import annotations
 
 # The package's names, from the modules that hold them: sizes (parse_size), fence (the admin's),
 # selection and mig (SPEC), auto (the idlest GPUs), gpu_plan (the plan itself). Names outside
-# __all__ are re-exported with "as" (code imports them from here too); kernel.session's
+# __all__ are re-exported with "as" (code imports them from here too); session.defaults'
 # admin_ceiling calls plan.environment_at_process_start (tests replace it here).
 from ..core.environ import environment_at_process_start as environment_at_process_start
 from ..core.errors import PlanError  # defined in core (frameworks raise it too); still plan.PlanError
