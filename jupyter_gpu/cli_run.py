@@ -242,7 +242,7 @@ class _Progress:
     def __call__(self, handle: Any, text: str) -> Any:
         from .core.text import truncate
 
-        final = text.startswith("Waited ")
+        final = text.startswith("Waited ")  # the loop's last line: "Waited 3 s for auto:1: the GPUs fit now."
         if self.tty:
             width = max(20, shutil.get_terminal_size().columns - 1)
             self.err.write("\r\x1b[K" + (text if final else truncate(text, width)) + ("\n" if final else ""))
@@ -311,7 +311,7 @@ def run_command(args: argparse.Namespace, err: TextIO) -> int:
             note = caps_note(plan, command, is_python_command(executable), env)
             err.write(selection_report(plan, caveats=True, children=note) + "\n")
         err.flush()
-        returncode = _supervise(command, executable, env, err)
+        returncode = _supervise(command, executable, env)
     except BadRequest as error:
         err.write(f"{NAME}: {_one_line(str(error))}\n")
         return BAD_REQUEST
@@ -333,7 +333,7 @@ def _one_line(text: str) -> str:
     return display_text(" ".join(text.split()), 2000)
 
 
-def _supervise(command: Sequence[str], executable: str, env: dict[str, str], err: TextIO) -> int:
+def _supervise(command: Sequence[str], executable: str, env: dict[str, str]) -> int:
     """Run COMMAND to its end, forwarding :data:`FORWARDED` signals; its return code (-N: killed by N)."""
     import subprocess
 
