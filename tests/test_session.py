@@ -63,3 +63,28 @@ def test_19_2_caps_without_a_selection_on_two_models_set_pci_order_and_say_so(cl
     plan = session.change("%gpu_limit", limits=("10%",))  # one share: the order does not matter
     assert plan is not None and "CUDA_DEVICE_ORDER" not in os.environ
     assert ORDER_NOTE not in limit_report(plan) and "JAX: one fraction" not in limit_report(plan)
+
+
+def test_the_session_below_the_kernel_refuses_with_plan_error_and_hands_claim_fields_to_the_board(
+    clean, monkeypatch
+) -> None:
+    """``jupyter-gpu run``'s session: no IPython, a refusal is a PlanError; what a face says about its
+    claim (``claim_fields``) reaches ``ClaimBoard.claim`` with the GPUs auto chose."""
+
+    from jupyter_gpu.core.errors import PlanError
+    from jupyter_gpu.session import plan_session
+    from jupyter_gpu.sources.claims import ClaimBoard
+
+    session = plan_session.PlanSession(
+        plan_session.Settings(claims=True, claims_dir=os.environ["JUPYTER_GPU_CLAIMS_DIR"])
+    )
+    with pytest.raises(PlanError, match="there is no GPU 7") as refused:
+        session.change("jupyter-gpu run", selection="7")
+    assert not isinstance(refused.value, UsageError)
+    seen: list[dict] = []
+    real = ClaimBoard.claim
+    monkeypatch.setattr(ClaimBoard, "claim", lambda board, uuids, **fields: seen.append(fields) or real(board, uuids))
+    session.claim_fields = {"label": "train.py"}
+    plan = session.change("jupyter-gpu run", selection="auto")
+    assert plan is not None and seen == [{"label": "train.py"}]
+    session.release_claims()

@@ -210,6 +210,9 @@ class PlanSession:
         self.last_claims: dict[int | str, int] = {}
         self._board: Any = None
         self._claims_note_shown = False
+        #: what the claim says beyond its GPUs (:meth:`jupyter_gpu.sources.claims.ClaimBoard.claim`'s
+        #: keyword arguments; a face sets them, e.g. what holds the claim)
+        self.claim_fields: dict[str, Any] = {}
 
     def change(self, magic: str, require_idle: bool = False, hints: bool = True, **changes: Any) -> GpuPlan | None:
         """Rebuild the plan with ``changes``; apply it, or warn and change nothing. Returns the new plan
@@ -357,7 +360,7 @@ class PlanSession:
         """Claim the GPUs ``auto`` chose (replacing this kernel's earlier claims)."""
         uuids = [gpu.uuid for gpu in plan.gpus if gpu.index in (plan.selected_indices or ()) and gpu.uuid]
         try:
-            board.claim(uuids)
+            board.claim(uuids, **self.claim_fields)
         except Exception as error:  # claims are never required: the plan stands, without a claim
             why = error.strerror if isinstance(error, OSError) and error.strerror else str(error)
             self._claims_note(f"cannot write in {board.directory} ({why})")

@@ -15,8 +15,9 @@ environment variables in the spawner (see :class:`GpuMagics`).
 One ``Magics`` class per topic, as in IPython's own ``IPython.core.magics``:
 
 - :mod:`.plan_magics` — :class:`GpuMagics`: ``%gpu_select``, ``%gpu_limit``, ``%gpu_threads`` and the
-  configuration; the changes themselves are :mod:`jupyter_gpu.kernel.session`'s, the ``--wait`` loop
-  :mod:`jupyter_gpu.kernel.wait`'s, the printed text :mod:`jupyter_gpu.session.report`'s;
+  configuration; the changes themselves are :mod:`jupyter_gpu.kernel.session`'s (the kernel's face of
+  :mod:`jupyter_gpu.session.plan_session`, which ``jupyter-gpu run`` shares), the ``--wait`` loop
+  :mod:`jupyter_gpu.session.wait`'s, the printed text :mod:`jupyter_gpu.session.report`'s;
 - :mod:`.status` — ``%gpu_status``;
 - :mod:`.memory` — ``%gpu_free`` (the work is :mod:`jupyter_gpu.kernel.free`'s);
 - :mod:`.restart` — ``%gpu_restart`` (the offer is :mod:`jupyter_gpu.kernel.restart_offer`'s).
