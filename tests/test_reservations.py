@@ -1,0 +1,216 @@
+"""Issue 30 items 3-4: claims that say what holds them, and reservations as every face sees them.
+
+A claim (``sources/claims.py``) says its kind (a kernel's selection, or ``jupyter-gpu run``), a label
+for its owner and the run's child; a GPU claimed by a process that holds nothing on it yet is
+*reserved*. Another user's reservation is "reserved by another user" and nothing more: its label
+never reaches anybody else.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from jupyter_gpu.core.availability import (
+    FREE,
+    IN_USE_BY_YOU,
+    RESERVED_BY_ANOTHER_USER,
+    RESERVED_BY_YOU,
+    Reservation,
+    run_description,
+    run_of,
+    unit_availability,
+)
+from jupyter_gpu.core.snapshot import GpuInfo, GpuProcess
+from jupyter_gpu.sources.claims import ClaimBoard, user_folder
+
+UUIDS = [f"GPU-{n:08x}-0000-0000-0000-00000000000{n}" for n in range(3)]
+
+
+def three_gpus(*processes: tuple[int, int]) -> list[GpuInfo]:
+    """Three idle GPUs; ``processes``: (gpu index, pid) NVML shows."""
+    return [
+        GpuInfo(
+            index=i,
+            uuid=uuid,
+            name="A100",
+            memory_total=80 << 30,
+            memory_free=80 << 30,
+            processes=tuple(GpuProcess(pid, 1 << 30) for index, pid in processes if index == i),
+        )
+        for i, uuid in enumerate(UUIDS)
+    ]
+
+
+@pytest.fixture
+def shared(tmp_path: Path) -> Path:
+    folder = tmp_path / "shared"
+    folder.mkdir()
+    os.chmod(folder, 0o1777)  # like /tmp
+    return folder
+
+
+@pytest.fixture
+def sleepers() -> Iterator[list[subprocess.Popen[bytes]]]:
+    """Processes a test starts (claimants, a run's child); killed at the end."""
+    started: list[subprocess.Popen[bytes]] = []
+    yield started
+    for process in started:
+        process.kill()
+        process.wait()
+
+
+def sleeper(started: list[subprocess.Popen[bytes]]) -> subprocess.Popen[bytes]:
+    process = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
+    started.append(process)
+    return process
+
+
+def claim_as(shared: Path, pid: int, uuids: list[str], **holder: Any) -> list[Path]:
+    """Claims written through the real code as this user's process ``pid``."""
+    board = ClaimBoard(shared)
+    board.pid = pid
+    return board.claim(uuids, **holder)
+
+
+def test_a_claim_says_its_kind_label_and_child(shared: Path, sleepers: list[subprocess.Popen[bytes]]) -> None:
+    run, child = sleeper(sleepers), sleeper(sleepers)
+    [path] = claim_as(shared, run.pid, UUIDS[2:], kind="run", label="train.py", child_pid=child.pid)
+    data = json.loads(path.read_text())
+    assert (data["version"], data["kind"], data["label"], data["child_pid"]) == (2, "run", "train.py", child.pid)
+    [reservation] = ClaimBoard(shared).reservations(three_gpus())
+    assert reservation.own and reservation.kind == "run" and reservation.label == "train.py"
+    assert (reservation.pid, reservation.child_pid, reservation.holding) == (run.pid, child.pid, False)
+    with pytest.raises(ValueError, match="kind"):
+        ClaimBoard(shared).claim(UUIDS[:1], kind="daemon")
+
+
+def test_a_version_1_claim_is_still_a_kernel_claim(shared: Path, sleepers: list[subprocess.Popen[bytes]]) -> None:
+    kernel = sleeper(sleepers)
+    [path] = claim_as(shared, kernel.pid, UUIDS[:1])
+    data = json.loads(path.read_text())
+    for key in ("kind", "label", "child_pid"):
+        del data[key]
+    path.write_text(json.dumps({**data, "version": 1}))
+    [reservation] = ClaimBoard(shared).reservations(three_gpus())
+    assert (reservation.kind, reservation.label, reservation.child_pid) == ("kernel", "", None)
+
+
+def test_a_run_holds_its_claim_while_it_lives_a_kernel_for_the_ttl(
+    shared: Path, sleepers: list[subprocess.Popen[bytes]]
+) -> None:
+    run, kernel = sleeper(sleepers), sleeper(sleepers)
+    claim_as(shared, run.pid, UUIDS[:1], kind="run", label="train.py")
+    claim_as(shared, kernel.pid, UUIDS[1:2])
+    later = time.time() + 3600  # an hour on: the kernel's claim (ttl 600 s) is over, the run's is not
+    board = ClaimBoard(shared, ttl_s=600)
+    assert [r.gpu_uuid for r in board.reservations(three_gpus(), now=later)] == UUIDS[:1]
+    assert board.load(three_gpus(), now=later) == {0: 1}
+
+
+def test_a_run_is_no_longer_reserved_once_its_child_or_a_descendant_holds_memory(
+    shared: Path, sleepers: list[subprocess.Popen[bytes]]
+) -> None:
+    run, child = sleeper(sleepers), sleeper(sleepers)
+    claim_as(shared, run.pid, UUIDS[:2], kind="run", label="train.py", child_pid=child.pid)
+    board = ClaimBoard(shared)
+    held = board.reservations(three_gpus((0, child.pid)))
+    assert {r.gpu_uuid: r.holding for r in held} == {UUIDS[0]: True, UUIDS[1]: False}
+    assert board.load(three_gpus((0, child.pid))) == {1: 1}  # auto counts the child as NVML's, once
+    worker = 99999  # a DataLoader worker of the child: its ancestors name the child
+    held = board.reservations(three_gpus((1, worker)), ancestors={worker: [child.pid, run.pid]})
+    assert {r.gpu_uuid: r.holding for r in held} == {UUIDS[0]: False, UUIDS[1]: True}
+
+
+def test_a_sigkilled_claimants_reservation_disappears(shared: Path, sleepers: list[subprocess.Popen[bytes]]) -> None:
+    run = sleeper(sleepers)
+    claim_as(shared, run.pid, UUIDS[:1], kind="run", label="train.py")
+    board = ClaimBoard(shared)
+    assert [r.gpu_uuid for r in board.reservations(three_gpus())] == UUIDS[:1]
+    run.send_signal(signal.SIGKILL)
+    run.wait()
+    assert board.reservations(three_gpus()) == []
+    assert board.load(three_gpus()) == {}
+    assert not list(user_folder(shared, os.getuid()).iterdir())  # this user's dead claim is tidied away
+
+
+def test_a_label_is_sanitized_and_bounded(shared: Path, sleepers: list[subprocess.Popen[bytes]]) -> None:
+    run = sleeper(sleepers)
+    [path] = claim_as(shared, run.pid, UUIDS[:1], kind="run", label="evil\u202e.py" + "x" * 500)
+    label = json.loads(path.read_text())["label"]
+    assert "\u202e" not in label and len(label) <= 80
+    data = json.loads(path.read_text())
+    path.write_text(json.dumps({**data, "label": "a\u2066b" * 50}))  # written by hand: read back sanitized
+    [reservation] = ClaimBoard(shared).reservations(three_gpus())
+    assert "\u2066" not in reservation.label and len(reservation.label) <= 80
+
+
+def _plant_run(directory: str, uuid: str, label: str) -> int:
+    """As the neighbour: start a ``sleep`` and leave a run's claim of it on ``uuid`` labelled ``label``."""
+    import secrets
+    import socket
+
+    process = subprocess.Popen(
+        ["sleep", "120"], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, start_new_session=True
+    )
+    time.sleep(0.05)
+    uid = os.getuid()
+    folder = os.path.join(directory, f"jupyter-gpu-claims-{uid}")
+    os.makedirs(folder, mode=0o755, exist_ok=True)
+    os.chmod(folder, 0o755)
+    claim = {
+        "version": 2,
+        "uid": uid,
+        "pid": process.pid,
+        "gpu_uuid": uuid,
+        "time": time.time(),
+        "host": socket.gethostname(),
+        "kind": "run",
+        "label": label,
+        "child_pid": process.pid,
+    }
+    path = os.path.join(folder, f"{process.pid}-{secrets.token_hex(8)}.json")
+    with open(path, "w") as file:
+        file.write(json.dumps(claim))
+    os.chmod(path, 0o644)
+    return process.pid
+
+
+def test_another_users_reservation_is_all_anybody_else_learns(
+    neighbour: Any, shared_tmp: Path, sleepers: list[subprocess.Popen[bytes]]
+) -> None:
+    pid = neighbour.run(_plant_run, str(shared_tmp), UUIDS[1], "secret-experiment.py")
+    try:
+        mine = sleeper(sleepers)
+        claim_as(shared_tmp, mine.pid, UUIDS[2:], kind="kernel")
+        gpus = three_gpus()
+        reservations = ClaimBoard(shared_tmp).reservations(gpus)
+        theirs = [r for r in reservations if not r.own]
+        assert [(r.gpu_uuid, r.label, r.pid, r.child_pid, r.since) for r in theirs] == [(UUIDS[1], "", None, None, 0.0)]
+        assert "secret" not in json.dumps([r.to_dict() for r in reservations])
+        assert [unit_availability(gpu, reservations, me="nobody-here") for gpu in gpus] == [
+            FREE,
+            RESERVED_BY_ANOTHER_USER,
+            RESERVED_BY_YOU,
+        ]
+    finally:
+        os.kill(pid, signal.SIGKILL)
+
+
+def test_a_runs_process_is_the_users_own_and_described_from_its_claim() -> None:
+    run = Reservation(UUIDS[0], own=True, kind="run", since=1000.0, label="train.py", pid=10, child_pid=11)
+    foreign = Reservation(UUIDS[0], own=False, kind="run")
+    assert run_of(12, [11, 10, 1], [foreign, run]) is run  # a worker of the child
+    assert run_of(12, [5, 1], [foreign, run]) is None
+    assert run_description(run, 1000.0 + 2 * 3600) == "train.py (jupyter-gpu run), 2 h"
+    gpu = three_gpus((0, 12))[0]
+    assert unit_availability(gpu, [run], me=None, own_pids={12}) == IN_USE_BY_YOU
