@@ -19,11 +19,13 @@ from jupyter_gpu.core.availability import (
     RESERVED_BY_YOU,
     Reservation,
     availability,
+    run_description,
     unit_availability,
 )
 from jupyter_gpu.core.snapshot import GpuInfo, GpuProcess
 
-ROWS = json.loads((Path(__file__).parent / "golden" / "availability.json").read_text(encoding="utf-8"))["availability"]
+GOLDEN = json.loads((Path(__file__).parent / "golden" / "availability.json").read_text(encoding="utf-8"))
+ROWS = GOLDEN["availability"]
 
 
 @pytest.mark.parametrize("row", ROWS, ids=[f"{n}:{row.get('why') or row['expected']}" for n, row in enumerate(ROWS)])
@@ -51,3 +53,11 @@ def test_facts_of_a_gpu_graphics_is_no_job_and_a_holding_claim_no_reservation() 
     busy = GpuInfo(index=0, uuid="GPU-0", name="A100", processes=(GpuProcess(2, 1 << 30, user="bob"),))
     assert unit_availability(busy, [], me="bob") == IN_USE_BY_YOU
     assert unit_availability(busy, [], me="carol") == IN_USE_BY_OTHERS
+
+
+@pytest.mark.parametrize(
+    "row", GOLDEN["run"], ids=[f"{n}:{row.get('why') or row['expected']}" for n, row in enumerate(GOLDEN["run"])]
+)
+def test_a_run_is_described_by_the_golden_table(row: dict[str, Any]) -> None:
+    run = Reservation("GPU-0", own=True, kind="run", since=row["since"], label=row["label"])
+    assert run_description(run, row["now"]) == row["expected"]

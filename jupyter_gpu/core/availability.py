@@ -34,6 +34,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .snapshot import GpuInfo, GpuProcess, MigSlice
+from .text import display_text
 from .units import format_duration
 
 __all__ = [
@@ -161,5 +162,5 @@ def run_of(pid: int, ancestors: Iterable[int], reservations: Iterable[Reservatio
 
 def run_description(reservation: Reservation, now: float) -> str:
     """``train.py (jupyter-gpu run), 2 h``: a run as its owner sees it."""
-    name = reservation.label or "a command"
+    name = display_text(reservation.label or None, 80, missing="a command")
     return f"{name} (jupyter-gpu run), {format_duration(max(0.0, now - reservation.since))}"
