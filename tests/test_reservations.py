@@ -214,3 +214,84 @@ def test_a_runs_process_is_the_users_own_and_described_from_its_claim() -> None:
     assert run_description(run, 1000.0 + 2 * 3600) == "train.py (jupyter-gpu run), 2 h"
     gpu = three_gpus((0, 12))[0]
     assert unit_availability(gpu, [run], me=None, own_pids={12}) == IN_USE_BY_YOU
+
+
+# -- the Python faces: the terminal and the panel say the same words
+
+
+def _faces_world() -> tuple[list[GpuInfo], Any]:
+    """GPU 0 free, 1 reserved by you, 2 reserved by another user, 3 holding this user's run's worker."""
+    from jupyter_gpu.core.availability import Viewer
+
+    gpus = [
+        GpuInfo(index=i, uuid=f"GPU-{i}", name="A100", memory_total=80 << 30, memory_free=80 << 30) for i in range(3)
+    ]
+    worker = GpuProcess(4321, 2 << 30, user="me", name="python")
+    gpus.append(
+        GpuInfo(index=3, uuid="GPU-3", name="A100", memory_total=80 << 30, memory_used=2 << 30, processes=(worker,))
+    )
+    view = Viewer(
+        me="me",
+        reservations=(Reservation("GPU-1", own=True, pid=77), Reservation("GPU-2", own=False)),
+        runs={4321: "train.py (jupyter-gpu run), 2 h"},
+    )
+    return gpus, view
+
+
+def test_the_terminal_says_reserved_and_names_the_users_run() -> None:
+    from jupyter_gpu.cli import format_table
+    from jupyter_gpu.core.snapshot import Snapshot
+
+    gpus, view = _faces_world()
+    text = format_table(
+        Snapshot(nvml_available=True, timestamp=0.0, gpus=tuple(gpus), driver_version="550"), viewer=view
+    )
+    assert "yours: train.py (jupyter-gpu run), 2 h" in text
+    assert (
+        "Availability: free: GPU 0; reserved by you: GPU 1; reserved by another user: GPU 2; in use by you: GPU 3"
+        in text
+    )
+
+
+def test_the_panel_says_reserved_and_names_the_users_run() -> None:
+    from jupyter_gpu.panel.render import processes_html, who_text
+
+    gpus, view = _faces_world()
+    assert [who_text(gpu, own_pid=1, viewer=view) for gpu in gpus[:3]] == [
+        "free",
+        "reserved by you",
+        "reserved by another user",
+    ]
+    assert "◀ yours: train.py (jupyter-gpu run), 2 h" in processes_html(gpus[3], own_pid=1, viewer=view)
+
+
+def test_the_viewer_finds_a_runs_child_process_from_the_claim(
+    shared: Path, sleepers: list[subprocess.Popen[bytes]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from jupyter_gpu.sources.claims import viewer
+    from jupyter_gpu.sources.processes import current_user
+
+    monkeypatch.setenv("JUPYTER_GPU_CLAIMS_DIR", str(shared))
+    run = sleeper(sleepers)
+    child = subprocess.Popen([sys.executable, "-c", "import subprocess, sys; subprocess.run(['sleep', '60'])"])
+    sleepers.append(child)
+    claim_as(shared, run.pid, UUIDS[:2], kind="run", label="train.py", child_pid=child.pid)
+    me = current_user()
+    deadline = time.time() + 10
+    grandchild = None
+    while grandchild is None and time.time() < deadline:  # the child's own child: `sleep`
+        import psutil
+
+        children = psutil.Process(child.pid).children()
+        grandchild = children[0].pid if children else None
+        time.sleep(0.05)
+    assert grandchild is not None
+    gpus = [
+        GpuInfo(index=0, uuid=UUIDS[0], name="A100", processes=(GpuProcess(grandchild, 1 << 30, user=me),)),
+        GpuInfo(index=1, uuid=UUIDS[1], name="A100"),
+    ]
+    claims = viewer(gpus, me, now=time.time())
+    assert claims.run(grandchild) is not None and claims.run(grandchild).startswith(
+        "yours: train.py (jupyter-gpu run), "
+    )
+    assert [claims.state(gpu) for gpu in gpus] == [IN_USE_BY_YOU, RESERVED_BY_YOU]

@@ -29,8 +29,8 @@ command (``own`` False: "reserved by another user" is all anybody else learns).
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable, Sequence
-from dataclasses import dataclass
+from collections.abc import Collection, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from .snapshot import GpuInfo, GpuProcess, MigSlice
@@ -47,6 +47,7 @@ __all__ = [
     "RESERVED_BY_ANOTHER_USER",
     "RESERVED_BY_YOU",
     "Reservation",
+    "Viewer",
     "availability",
     "reservations_of",
     "run_description",
@@ -164,3 +165,28 @@ def run_description(reservation: Reservation, now: float) -> str:
     """``train.py (jupyter-gpu run), 2 h``: a run as its owner sees it."""
     name = display_text(reservation.label or None, 80, missing="a command")
     return f"{name} (jupyter-gpu run), {format_duration(max(0.0, now - reservation.since))}"
+
+
+@dataclass(frozen=True)
+class Viewer:
+    """Who looks at the GPUs, and the host's claims: what a Python face (the terminal, the panel)
+    needs to say "reserved by you" and "yours: train.py (jupyter-gpu run), 2 h" by the one rule.
+
+    ``me``: this user's name (a process of that user is yours); ``own_pids``: processes known to be
+    this user's besides; ``reservations``: the host's (:func:`jupyter_gpu.sources.claims.viewer`);
+    ``runs``: PID of one of this user's GPU processes → its run's description.
+    """
+
+    me: str | None = None
+    own_pids: frozenset[int] = frozenset()
+    reservations: tuple[Reservation, ...] = ()
+    runs: Mapping[int, str] = field(default_factory=dict)
+
+    def state(self, unit: GpuInfo | MigSlice) -> str:
+        """The one rule's words for ``unit`` as this viewer sees it."""
+        return unit_availability(unit, self.reservations, self.me, self.own_pids | frozenset(self.runs))
+
+    def run(self, pid: int) -> str | None:
+        """``yours: train.py (jupyter-gpu run), 2 h`` when ``pid`` is one of this user's runs, else None."""
+        described = self.runs.get(pid)
+        return None if described is None else f"yours: {described}"

@@ -75,7 +75,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..core.availability import Reservation
+from ..core.availability import Reservation, Viewer, run_description, run_of
 from ..core.text import display_text
 from ..core.wire import Fields, WireError, loads
 from .processes import ProcessKey, process_start
@@ -89,6 +89,7 @@ __all__ = [
     "claims_directory",
     "host_reservations",
     "user_folder",
+    "viewer",
 ]
 
 log = logging.getLogger(__name__)
@@ -656,3 +657,31 @@ def host_reservations(
     except Exception:
         return []
     return board.reservations(gpus, ancestors=ancestors) if board.problem is None else []
+
+
+def _parents(pid: int) -> list[int]:
+    """The PIDs of ``pid``'s parent, grandparent, …; empty when it is gone or unreadable."""
+    try:
+        import psutil
+
+        return [parent.pid for parent in psutil.Process(pid).parents()]
+    except Exception:
+        return []
+
+
+def viewer(gpus: Sequence[Any], me: str | None, own_pids: Collection[int] = (), now: float | None = None) -> Viewer:
+    """What this user sees of the host's claims (:class:`~jupyter_gpu.core.availability.Viewer`): the
+    reservations, and this user's runs among the GPU processes of ``gpus``. A claim is believed only
+    about its owner's own processes: only processes of ``me`` (or ``own_pids``) are looked up as
+    descendants of a run. Never raises."""
+    now = time.time() if now is None else now
+    units = [*gpus, *(s for gpu in gpus for s in getattr(gpu, "slices", ()))]
+    mine = {p.pid for unit in units for p in unit.processes if p.pid in own_pids or (me is not None and p.user == me)}
+    ancestors = {pid: _parents(pid) for pid in mine}
+    reservations = host_reservations(gpus, ancestors)
+    runs: dict[int, str] = {}
+    for pid in mine:
+        run = run_of(pid, ancestors.get(pid, ()), reservations)
+        if run is not None:
+            runs[pid] = run_description(run, now)
+    return Viewer(me=me, own_pids=frozenset(own_pids), reservations=tuple(reservations), runs=runs)
