@@ -621,10 +621,8 @@ class GPUMonitor(widgets.VBox):
 
 
 def _viewer(gpus: list[GpuInfo], own_pid: int) -> Viewer | None:
-    """This user's view of the host's claims (reserved GPUs, this user's runs), None when claims are
-    off here (``JUPYTER_GPU_CLAIMS=0``). Never raises: the panel shows the GPUs without it."""
-    if os.environ.get("JUPYTER_GPU_CLAIMS", "").strip().lower() in {"0", "false", "no", "off"}:
-        return None
+    """This user's view of the host's claims (reserved GPUs, this user's runs; nothing of them where
+    claims are off). Never raises: the panel shows the GPUs without it (None)."""
     try:
         from ..sources.claims import viewer
         from ..sources.processes import current_user

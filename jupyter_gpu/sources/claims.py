@@ -87,6 +87,7 @@ __all__ = [
     "Claim",
     "ClaimBoard",
     "claims_directory",
+    "claims_enabled",
     "host_reservations",
     "user_folder",
     "viewer",
@@ -669,11 +670,18 @@ def _parents(pid: int) -> list[int]:
         return []
 
 
+def claims_enabled() -> bool:
+    """Whether claims are used here: not turned off by ``JUPYTER_GPU_CLAIMS=0`` (or false, no, off)."""
+    return os.environ.get("JUPYTER_GPU_CLAIMS", "").strip().lower() not in {"0", "false", "no", "off"}
+
+
 def viewer(gpus: Sequence[Any], me: str | None, own_pids: Collection[int] = (), now: float | None = None) -> Viewer:
     """What this user sees of the host's claims (:class:`~jupyter_gpu.core.availability.Viewer`): the
     reservations, and this user's runs among the GPU processes of ``gpus``. A claim is believed only
     about its owner's own processes: only processes of ``me`` (or ``own_pids``) are looked up as
-    descendants of a run. Never raises."""
+    descendants of a run. Nothing of the claims where they are off (:func:`claims_enabled`). Never raises."""
+    if not claims_enabled():
+        return Viewer(me=me, own_pids=frozenset(own_pids))
     now = time.time() if now is None else now
     units = [*gpus, *(s for gpu in gpus for s in getattr(gpu, "slices", ()))]
     mine = {p.pid for unit in units for p in unit.processes if p.pid in own_pids or (me is not None and p.user == me)}

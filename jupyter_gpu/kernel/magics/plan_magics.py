@@ -81,7 +81,9 @@ class GpuMagics(Magics):
 
     @default("claims")
     def _claims_from_env(self) -> bool:
-        return os.environ.get("JUPYTER_GPU_CLAIMS", "").strip().lower() not in {"0", "false", "no", "off"}
+        from ...sources.claims import claims_enabled
+
+        return claims_enabled()
 
     @default("claims_dir")
     def _claims_dir_from_env(self) -> str:
