@@ -186,8 +186,8 @@ def _process_line(indent: str, process: GpuProcess, kernel: KernelPeer | None, r
     ``yours: train.py (jupyter-gpu run), 2 h``; else its program)."""
     mark = TYPE_MARKS.get(process.type, "?")
     who = display_text(process.user, 10)
-    if run is not None:
-        what = run
+    if run is not None:  # "yours: train.py (jupyter-gpu run), 2 h", the user column saying "yours:"
+        who, what = "yours:", run.removeprefix("yours: ")
     elif kernel is not None:
         what = f"{display_text(kernel.notebook or kernel.kernel_id, 48)}, {_idle_text(kernel.idle_s, kernel.idle)}"
     else:

@@ -246,10 +246,12 @@ def test_the_terminal_says_reserved_and_names_the_users_run() -> None:
     text = format_table(
         Snapshot(nvml_available=True, timestamp=0.0, gpus=tuple(gpus), driver_version="550"), viewer=view
     )
-    assert "yours: train.py (jupyter-gpu run), 2 h" in text
+    assert all(len(line) <= 80 for line in text.splitlines())
+    words = " ".join(text.split())
+    assert "yours: train.py (jupyter-gpu run), 2 h" in words
     assert (
         "Availability: free: GPU 0; reserved by you: GPU 1; reserved by another user: GPU 2; in use by you: GPU 3"
-        in text
+        in words
     )
 
 
@@ -295,3 +297,40 @@ def test_the_viewer_finds_a_runs_child_process_from_the_claim(
         "yours: train.py (jupyter-gpu run), "
     )
     assert [claims.state(gpu) for gpu in gpus] == [IN_USE_BY_YOU, RESERVED_BY_YOU]
+
+
+def test_the_hub_console_tells_each_viewer_whose_reservation_it_is_and_nothing_more() -> None:
+    from jupyter_gpu.core.snapshot import Snapshot
+    from jupyter_gpu.hub import core
+
+    gpus = tuple(GpuInfo(index=i, uuid=f"GPU-{i}", name="A100", memory_total=80 << 30) for i in range(3))
+    devices = Snapshot(nvml_available=True, timestamp=1.0, gpus=gpus)
+    reserved = {"GPU-1": frozenset({"alice"})}
+    seen = {
+        viewer: [g["availability"] for g in core.console(devices, {}, [], viewer, "read", reserved=reserved)["gpus"]]
+        for viewer in ("alice", "bob")
+    }
+    assert seen == {
+        "alice": ["free", "reserved by you", "free"],
+        "bob": ["free", "reserved by another user", "free"],
+    }
+    assert "alice" not in json.dumps(core.console(devices, {}, [], "bob", "read", reserved=reserved)["gpus"])
+
+
+def test_the_hub_reads_reservations_by_account(
+    neighbour: Any, shared_tmp: Path, sleepers: list[subprocess.Popen[bytes]]
+) -> None:
+    import pwd
+
+    from jupyter_gpu.sources.claims import reserved_accounts
+
+    pid = neighbour.run(_plant_run, str(shared_tmp), UUIDS[1], "secret.py")
+    try:
+        mine = sleeper(sleepers)
+        claim_as(shared_tmp, mine.pid, UUIDS[2:])
+        found = reserved_accounts(three_gpus(), directory=str(shared_tmp))
+        me = pwd.getpwuid(os.getuid()).pw_name
+        assert found[UUIDS[2]] == {me} and len(found[UUIDS[1]]) == 1 and me not in found[UUIDS[1]]
+        assert reserved_accounts(three_gpus((1, pid)), directory=str(shared_tmp)).get(UUIDS[1]) is None  # in use
+    finally:
+        os.kill(pid, signal.SIGKILL)

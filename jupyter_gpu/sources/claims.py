@@ -89,6 +89,7 @@ __all__ = [
     "claims_directory",
     "claims_enabled",
     "host_reservations",
+    "reserved_accounts",
     "user_folder",
     "viewer",
 ]
@@ -419,30 +420,50 @@ class ClaimBoard:
             self.failed(error)
             return []
 
+    def _seen(
+        self, gpus: Sequence[Any], now: float, ancestors: Mapping[int, Collection[int]]
+    ) -> Iterator[tuple[Claim, bool]]:
+        """Every claim that counts, and whether its process (or a descendant) holds memory there."""
+        nvml_pids: dict[str, set[int]] = {gpu.uuid: {p.pid for p in gpu.processes} for gpu in gpus}
+        nvml_pids.update({s.uuid: {p.pid for p in s.processes} for gpu in gpus for s in getattr(gpu, "slices", ())})
+        for claims in self._current(now).values():
+            for claim in claims:
+                yield claim, _holds(claim, nvml_pids.get(claim.gpu_uuid, set()), ancestors)
+
+    def reserved_uids(self, gpus: Sequence[Any], now: float | None = None) -> dict[str, set[int]]:
+        """GPU or MIG UUID → the uids with a reservation there (a claim whose process holds nothing on
+        it yet): what the hub service needs to tell each viewer "reserved by you" or "by another user".
+        Never raises."""
+        try:
+            reserved: dict[str, set[int]] = {}
+            for claim, holding in self._seen(gpus, time.time() if now is None else now, {}):
+                if not holding:
+                    reserved.setdefault(claim.gpu_uuid, set()).add(claim.uid)
+            return reserved
+        except Exception as error:
+            self.failed(error)
+            return {}
+
     def _reservations(
         self, gpus: Sequence[Any], now: float, ancestors: Mapping[int, Collection[int]]
     ) -> list[Reservation]:
-        nvml_pids: dict[str, set[int]] = {gpu.uuid: {p.pid for p in gpu.processes} for gpu in gpus}
-        nvml_pids.update({s.uuid: {p.pid for p in s.processes} for gpu in gpus for s in getattr(gpu, "slices", ())})
         result: list[Reservation] = []
-        for claims in self._current(now).values():
-            for claim in claims:
-                holding = _holds(claim, nvml_pids.get(claim.gpu_uuid, set()), ancestors)
-                if claim.uid != self.uid:
-                    result.append(Reservation(gpu_uuid=claim.gpu_uuid, own=False, holding=holding))
-                    continue
-                result.append(
-                    Reservation(
-                        gpu_uuid=claim.gpu_uuid,
-                        own=True,
-                        kind=claim.kind,
-                        since=claim.time,
-                        label=claim.label,
-                        pid=claim.pid,
-                        child_pid=claim.child_pid,
-                        holding=holding,
-                    )
+        for claim, holding in self._seen(gpus, now, ancestors):
+            if claim.uid != self.uid:
+                result.append(Reservation(gpu_uuid=claim.gpu_uuid, own=False, holding=holding))
+                continue
+            result.append(
+                Reservation(
+                    gpu_uuid=claim.gpu_uuid,
+                    own=True,
+                    kind=claim.kind,
+                    since=claim.time,
+                    label=claim.label,
+                    pid=claim.pid,
+                    child_pid=claim.child_pid,
+                    holding=holding,
                 )
+            )
         return result
 
     def load(self, gpus: Sequence[Any], now: float | None = None) -> dict[int | str, int]:
@@ -693,3 +714,27 @@ def viewer(gpus: Sequence[Any], me: str | None, own_pids: Collection[int] = (), 
         if run is not None:
             runs[pid] = run_description(run, now)
     return Viewer(me=me, own_pids=frozenset(own_pids), reservations=tuple(reservations), runs=runs)
+
+
+def reserved_accounts(gpus: Sequence[Any], directory: str | None = None) -> dict[str, frozenset[str]]:
+    """GPU or MIG UUID → the accounts (system user names; ``uid N`` where a uid has none) with a
+    reservation there, for the hub service's console. Nothing where claims are off or cannot be read
+    here. Never raises."""
+    if not claims_enabled():
+        return {}
+    try:
+        import pwd
+
+        board = ClaimBoard(directory or claims_directory())
+        if board.problem is not None:
+            return {}
+        found = board.reserved_uids(gpus)
+        names: dict[int, str] = {}
+        for uid in {uid for uids in found.values() for uid in uids}:
+            try:
+                names[uid] = pwd.getpwuid(uid).pw_name
+            except KeyError:
+                names[uid] = f"uid {uid}"
+        return {uuid: frozenset(names[uid] for uid in uids) for uuid, uids in found.items()}
+    except Exception:
+        return {}

@@ -248,6 +248,9 @@ if (typeof document !== 'undefined') {
               'jg-muted'
             )
           );
+        // The one rule's words for this viewer (hub/core.py: free, reserved by you, ...), as every face says them.
+        if (typeof gpu.availability === 'string')
+          card.appendChild(el('div', gpu.availability, 'jg-availability'));
         card.appendChild(
           el('div', holders(data, gpu.host ? gpu.host + ':' + gpu.index : String(gpu.index)), 'jg-holders')
         );
