@@ -334,3 +334,34 @@ def test_the_hub_reads_reservations_by_account(
         assert reserved_accounts(three_gpus((1, pid)), directory=str(shared_tmp)).get(UUIDS[1]) is None  # in use
     finally:
         os.kill(pid, signal.SIGKILL)
+
+
+def _neighbours_view(directory: str, uuids: list[str]) -> list[tuple[str, bool, str]]:
+    """As the neighbour: the host's reservations and the one rule's words for each GPU, from their board."""
+    from jupyter_gpu.core.availability import unit_availability as words
+    from jupyter_gpu.core.snapshot import GpuInfo as Gpu
+    from jupyter_gpu.sources.claims import ClaimBoard as Board
+
+    gpus = [Gpu(index=i, uuid=uuid, name="A100") for i, uuid in enumerate(uuids)]
+    found = Board(directory).reservations(gpus)
+    return [(gpu.uuid, any(r.own for r in found), words(gpu, found, "neighbour")) for gpu in gpus]
+
+
+def test_a_kernel_that_selected_a_gpu_and_allocated_nothing_reserves_it_for_both_users_to_see(
+    shell: Any, neighbour: Any, shared_tmp: Path, monkeypatch: pytest.MonkeyPatch, capsys: Any
+) -> None:
+    from jupyter_gpu.sources.nvml import snapshot
+
+    monkeypatch.setenv("JUPYTER_GPU_CLAIMS_DIR", str(shared_tmp))
+    shell.run_line_magic("gpu_select", "1")  # an explicit selection: no auto, still a claim
+    gpus = snapshot().gpus
+    uuids = [gpu.uuid for gpu in gpus]
+    mine = ClaimBoard(shared_tmp).reservations(gpus)
+    assert [(r.gpu_uuid, r.own, r.kind, r.pid) for r in mine] == [(uuids[1], True, "kernel", os.getpid())]
+    assert [unit_availability(gpu, mine, "me") for gpu in gpus] == [FREE, RESERVED_BY_YOU]
+    assert neighbour.run(_neighbours_view, str(shared_tmp), uuids) == [
+        (uuids[0], False, FREE),
+        (uuids[1], False, RESERVED_BY_ANOTHER_USER),
+    ]
+    shell.run_line_magic("gpu_select", "none")  # no GPU chosen: the claim goes
+    assert ClaimBoard(shared_tmp).reservations(gpus) == []
