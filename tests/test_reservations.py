@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from support import idle_gpus
 
 from jupyter_gpu.core.availability import (
     FREE,
@@ -38,17 +39,7 @@ UUIDS = [f"GPU-{n:08x}-0000-0000-0000-00000000000{n}" for n in range(3)]
 
 def three_gpus(*processes: tuple[int, int]) -> list[GpuInfo]:
     """Three idle GPUs; ``processes``: (gpu index, pid) NVML shows."""
-    return [
-        GpuInfo(
-            index=i,
-            uuid=uuid,
-            name="A100",
-            memory_total=80 << 30,
-            memory_free=80 << 30,
-            processes=tuple(GpuProcess(pid, 1 << 30) for index, pid in processes if index == i),
-        )
-        for i, uuid in enumerate(UUIDS)
-    ]
+    return idle_gpus(UUIDS, *processes)
 
 
 @pytest.fixture
