@@ -176,6 +176,34 @@ def _holds(claim: Claim, pids: set[int], ancestors: Mapping[int, Collection[int]
     return bool(holders & pids) or any(holders.intersection(ancestors.get(pid, ())) for pid in pids)
 
 
+def _seen(
+    board: ClaimBoard, gpus: Sequence[Any], now: float, ancestors: Mapping[int, Collection[int]]
+) -> Iterator[tuple[Claim, bool]]:
+    """Every claim of ``board`` that counts, and whether its process (or a run's child, or a
+    descendant of either) holds memory on that GPU (``gpus``: GpuInfo, MIG slices included)."""
+    nvml_pids: dict[str, set[int]] = {gpu.uuid: {p.pid for p in gpu.processes} for gpu in gpus}
+    nvml_pids.update({s.uuid: {p.pid for p in s.processes} for gpu in gpus for s in getattr(gpu, "slices", ())})
+    for claims in board._current(now).values():
+        for claim in claims:
+            yield claim, _holds(claim, nvml_pids.get(claim.gpu_uuid, set()), ancestors)
+
+
+def _reservation(claim: Claim, holding: bool, uid: int) -> Reservation:
+    """``claim`` as a face of user ``uid`` may show it: another user's keeps its GPU and nothing more."""
+    if claim.uid != uid:
+        return Reservation(gpu_uuid=claim.gpu_uuid, own=False, holding=holding)
+    return Reservation(
+        gpu_uuid=claim.gpu_uuid,
+        own=True,
+        kind=claim.kind,
+        since=claim.time,
+        label=claim.label,
+        pid=claim.pid,
+        child_pid=claim.child_pid,
+        holding=holding,
+    )
+
+
 def _process(pid: int) -> tuple[int, float] | None:
     """``(real uid, start time in epoch seconds)`` of a running process, None when it is gone (or invisible)."""
     try:
@@ -415,56 +443,13 @@ class ClaimBoard:
         (``gpus``: GpuInfo, MIG slices included). Another user's claim keeps only the GPU and
         ``own`` False: its label, PIDs and time are never handed on. Never raises."""
         try:
-            return self._reservations(gpus, time.time() if now is None else now, ancestors or {})
+            now = time.time() if now is None else now
+            return [
+                _reservation(claim, holding, self.uid) for claim, holding in _seen(self, gpus, now, ancestors or {})
+            ]
         except Exception as error:
             self.failed(error)
             return []
-
-    def _seen(
-        self, gpus: Sequence[Any], now: float, ancestors: Mapping[int, Collection[int]]
-    ) -> Iterator[tuple[Claim, bool]]:
-        """Every claim that counts, and whether its process (or a descendant) holds memory there."""
-        nvml_pids: dict[str, set[int]] = {gpu.uuid: {p.pid for p in gpu.processes} for gpu in gpus}
-        nvml_pids.update({s.uuid: {p.pid for p in s.processes} for gpu in gpus for s in getattr(gpu, "slices", ())})
-        for claims in self._current(now).values():
-            for claim in claims:
-                yield claim, _holds(claim, nvml_pids.get(claim.gpu_uuid, set()), ancestors)
-
-    def reserved_uids(self, gpus: Sequence[Any], now: float | None = None) -> dict[str, set[int]]:
-        """GPU or MIG UUID → the uids with a reservation there (a claim whose process holds nothing on
-        it yet): what the hub service needs to tell each viewer "reserved by you" or "by another user".
-        Never raises."""
-        try:
-            reserved: dict[str, set[int]] = {}
-            for claim, holding in self._seen(gpus, time.time() if now is None else now, {}):
-                if not holding:
-                    reserved.setdefault(claim.gpu_uuid, set()).add(claim.uid)
-            return reserved
-        except Exception as error:
-            self.failed(error)
-            return {}
-
-    def _reservations(
-        self, gpus: Sequence[Any], now: float, ancestors: Mapping[int, Collection[int]]
-    ) -> list[Reservation]:
-        result: list[Reservation] = []
-        for claim, holding in self._seen(gpus, now, ancestors):
-            if claim.uid != self.uid:
-                result.append(Reservation(gpu_uuid=claim.gpu_uuid, own=False, holding=holding))
-                continue
-            result.append(
-                Reservation(
-                    gpu_uuid=claim.gpu_uuid,
-                    own=True,
-                    kind=claim.kind,
-                    since=claim.time,
-                    label=claim.label,
-                    pid=claim.pid,
-                    child_pid=claim.child_pid,
-                    holding=holding,
-                )
-            )
-        return result
 
     def load(self, gpus: Sequence[Any], now: float | None = None) -> dict[int | str, int]:
         """NVML index → number of other processes' active claims on that GPU (``gpus``: GpuInfo),
@@ -728,7 +713,10 @@ def reserved_accounts(gpus: Sequence[Any], directory: str | None = None) -> dict
         board = ClaimBoard(directory or claims_directory())
         if board.problem is not None:
             return {}
-        found = board.reserved_uids(gpus)
+        found: dict[str, set[int]] = {}
+        for claim, holding in _seen(board, gpus, time.time(), {}):
+            if not holding:  # a reservation: the claimant holds nothing there yet
+                found.setdefault(claim.gpu_uuid, set()).add(claim.uid)
         names: dict[int, str] = {}
         for uid in {uid for uids in found.values() for uid in uids}:
             try:
