@@ -247,6 +247,13 @@ class PlanSession:
                 chosen = board if board is not None else self._claim_board()
                 if chosen is not None:
                     self._claim(chosen, plan)
+                elif self._board is not None:
+                    self._board.release()  # claims turned off since: no claim
+        # Whose claims auto saw, for its reasons ("reserved by another user"): read after the lock
+        snapshot = self.last_snapshot
+        self.last_reservations = []
+        if board is not None and snapshot is not None and self.last_claims:
+            self.last_reservations = board.reservations(snapshot.gpus)
         return plan
 
     def _change_locked(
@@ -271,7 +278,6 @@ class PlanSession:
             raise UsageError(changed.replace("Run %gpu_select", f"{magic} changes nothing; run %gpu_select"))
         claims = board.load(snapshot.gpus) if board is not None and snapshot.nvml_available else {}
         self.last_claims = claims
-        self.last_reservations = board.reservations(snapshot.gpus) if claims else []
         try:
             new = build_plan(
                 request,
