@@ -356,3 +356,21 @@ def test_a_kernel_that_selected_a_gpu_and_allocated_nothing_reserves_it_for_both
     ]
     shell.run_line_magic("gpu_select", "none")  # no GPU chosen: the claim goes
     assert ClaimBoard(shared_tmp).reservations(gpus) == []
+
+
+def test_autos_reason_says_reserved_by_another_user_in_the_rules_words(
+    shell: Any, neighbour: Any, shared_tmp: Path, monkeypatch: pytest.MonkeyPatch, capsys: Any
+) -> None:
+    from jupyter_gpu.sources.nvml import snapshot
+
+    monkeypatch.setenv("JUPYTER_GPU_CLAIMS_DIR", str(shared_tmp))
+    uuids = [gpu.uuid for gpu in snapshot().gpus]
+    planted = [neighbour.run(_plant_run, str(shared_tmp), uuid, "secret.py") for uuid in uuids]
+    try:
+        shell.run_line_magic("gpu_select", "auto")  # both GPUs reserved by the neighbour: one is chosen anyway
+        out = capsys.readouterr().out
+        assert "chosen by auto: reserved by another user" in out, out
+        assert "secret" not in out
+    finally:
+        for pid in planted:
+            os.kill(pid, signal.SIGKILL)
