@@ -10,7 +10,8 @@ import {
   isCompact,
   isFreeGpu,
   isFreeSlice,
-  statusSummary
+  statusSummary,
+  unitAvailability
 } from '../overview';
 import type { IMigSlice } from '../tokens';
 import { GIB, gpu, hostile, kernel, processEntry, snapshot } from './fixtures';
@@ -281,6 +282,19 @@ describe('reservations and runs (issue 30): one rule of free, the same words', (
     const status = statusSummary(snapshot({ gpus: [busy], timestamp: now }), 'ok', null);
     expect(status.text).toBe('1/1 GPUs in use · yours 2 GiB');
     expect(status.title).toContain('; yours: train.py (jupyter-gpu run), 2 h');
+  });
+
+  it("a run's row in the card is named from its claim, the card of an empty reserved GPU says so", async () => {
+    const { kernelLabel } = await import('../components/processRow');
+    const now = 1_700_000_000;
+    const run = processEntry({
+      kernel_id: null,
+      notebook: null,
+      run: { label: 'train.py', since: now - 2 * 3600 }
+    });
+    expect(kernelLabel(run, now)).toBe('yours: train.py (jupyter-gpu run), 2 h');
+    expect(kernelLabel(processEntry({ notebook: 'work/a.ipynb' }), now)).toBe('a.ipynb');
+    expect(unitAvailability(gpus[2])).toBe('reserved by another user');
   });
 
   it("a process of this user that is no kernel counts as yours, another user's as theirs", () => {
