@@ -4,7 +4,8 @@ Usage::
 
     jupyter-gpu status                 # every GPU and its processes, in 80 columns
     jupyter-gpu status --wide          # + fan, PCI bus id, ECC errors, clocks, UUIDs (longer lines)
-    jupyter-gpu status --json          # the JSON contract (see jupyter_gpu.core.snapshot) + source, kernels
+    jupyter-gpu status --json          # the JSON contract (see jupyter_gpu.core.snapshot) + source, kernels,
+                                       # and each GPU's "availability" (free, reserved by you, ...)
     jupyter-gpu status --watch 2       # refresh in place every 2 seconds (Ctrl-C to stop)
     jupyter-gpu status --show-other-names   # admins: other users' program names too
     jupyter-gpu status --source local  # NVML here (or: server, hub; default auto)
@@ -256,10 +257,16 @@ def _gpu_row(gpu: GpuInfo) -> tuple[str, str, str, str, str, str]:
     return (str(gpu.index), display_text(gpu.name, 40), memory, utilization, _optional(gpu.temperature, "°C"), power)
 
 
-def status_json(reading: HostReading) -> dict[str, object]:
+def status_json(reading: HostReading, viewer: Viewer | None = None) -> dict[str, object]:
     """``--json``: the snapshot contract plus ``source``, ``source_note`` and ``kernels`` (this
-    user's kernels when the sample came from their Jupyter server, else empty; see the docstring)."""
+    user's kernels when the sample came from their Jupyter server, else empty; see the docstring);
+    with ``viewer``, each GPU's and slice's ``availability`` (the one rule's words for this user)."""
     data = reading.snapshot.to_dict()
+    if viewer is not None:
+        for gpu, entry in zip(reading.snapshot.gpus, data["gpus"], strict=True):
+            entry["availability"] = None if gpu.mig_mode else viewer.state(gpu)
+            for slice_, part in zip(gpu.slices, entry["slices"], strict=True):
+                part["availability"] = viewer.state(slice_)
     data["source"] = reading.source
     data["source_note"] = reading.note
     data["kernels"] = [kernel.to_dict() for kernel in reading.kernels]
@@ -283,7 +290,7 @@ def _status(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         reading = host.read()
         snapshot = reading.snapshot
         if args.json:
-            text = json.dumps(status_json(reading), indent=2)
+            text = json.dumps(status_json(reading, _viewer(snapshot)), indent=2)
         else:
             text = format_table(snapshot, reading, wide=args.wide, viewer=_viewer(snapshot))
         if args.watch:

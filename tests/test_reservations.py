@@ -374,3 +374,20 @@ def test_autos_reason_says_reserved_by_another_user_in_the_rules_words(
     finally:
         for pid in planted:
             os.kill(pid, signal.SIGKILL)
+
+
+def test_jupyter_gpu_status_reads_the_board_json_and_table(
+    scenario: Any, sleepers: list[subprocess.Popen[bytes]], capsys: Any
+) -> None:
+    from jupyter_gpu.cli import main
+    from jupyter_gpu.sources.claims import claims_directory
+    from jupyter_gpu.sources.nvml import snapshot
+
+    uuids = [gpu.uuid for gpu in snapshot().gpus]
+    run = sleeper(sleepers)
+    claim_as(Path(claims_directory()), run.pid, uuids[1:], kind="run", label="train.py")
+    assert main(["status", "--json", "--source", "local"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert [gpu["availability"] for gpu in data["gpus"]] == [FREE, RESERVED_BY_YOU]
+    assert main(["status", "--source", "local"]) == 0
+    assert "Availability: free: GPU 0; reserved by you: GPU 1" in " ".join(capsys.readouterr().out.split())
