@@ -313,7 +313,7 @@ def test_the_hub_reads_reservations_by_account(
 ) -> None:
     import pwd
 
-    from jupyter_gpu.sources.claims import reserved_accounts
+    from jupyter_gpu.sources.claims import reserved_accounts, runs_by_account
 
     pid = neighbour.run(_plant_run, str(shared_tmp), UUIDS[1], "secret.py")
     try:
@@ -323,6 +323,9 @@ def test_the_hub_reads_reservations_by_account(
         me = pwd.getpwuid(os.getuid()).pw_name
         assert found[UUIDS[2]] == {me} and len(found[UUIDS[1]]) == 1 and me not in found[UUIDS[1]]
         assert reserved_accounts(three_gpus((1, pid)), directory=str(shared_tmp)).get(UUIDS[1]) is None  # in use
+        runs = runs_by_account(three_gpus(), directory=str(shared_tmp))  # the console shows each to its owner
+        [(account, [run])] = runs.items()
+        assert account != me and (run.kind, run.label, run.gpu_uuid) == ("run", "secret.py", UUIDS[1])
     finally:
         os.kill(pid, signal.SIGKILL)
 
@@ -391,3 +394,25 @@ def test_jupyter_gpu_status_reads_the_board_json_and_table(
     assert [gpu["availability"] for gpu in data["gpus"]] == [FREE, RESERVED_BY_YOU]
     assert main(["status", "--source", "local"]) == 0
     assert "Availability: free: GPU 0; reserved by you: GPU 1" in " ".join(capsys.readouterr().out.split())
+
+
+def test_the_hub_console_shows_a_run_to_its_owner_only_admins_included() -> None:
+    from jupyter_gpu.core.snapshot import Snapshot
+    from jupyter_gpu.hub import core
+
+    gpus = tuple(GpuInfo(index=i, uuid=f"GPU-{i}", name="A100", memory_total=80 << 30) for i in range(2))
+    devices = Snapshot(nvml_available=True, timestamp=10_000.0, gpus=gpus)
+    run = Reservation("GPU-1", own=True, kind="run", since=10_000.0 - 7200, label="train.py", pid=5)
+    servers = [
+        core.UserServer("alice", None, {"gpus": [], "kernels": []}),
+        core.UserServer("bob", None, {"gpus": [], "kernels": []}),
+    ]
+    rows = {
+        (viewer, role): {
+            u["name"]: u["runs"]
+            for u in core.console(devices, {}, servers, viewer, role, runs={"alice": (run,)})["users"]
+        }
+        for viewer, role in (("alice", "read"), ("bob", "read"), ("bob", "admin"))
+    }
+    assert rows[("alice", "read")] == {"alice": ["train.py (jupyter-gpu run), 2 h on GPU 1"], "bob": []}
+    assert rows[("bob", "read")] == rows[("bob", "admin")] == {"alice": [], "bob": []}

@@ -55,6 +55,7 @@ class ConsoleApi(Api, ConsoleBase):
                     role,
                     self.service.system_user,
                     reserved=self.service.reserved,
+                    runs=self.service.runs,
                 )
                 if role == "admin":  # how many reports were dropped since the start, by reason
                     data["reports_dropped"] = dict(self.service.board.dropped)

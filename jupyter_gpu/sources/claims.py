@@ -90,6 +90,7 @@ __all__ = [
     "claims_enabled",
     "host_reservations",
     "reserved_accounts",
+    "runs_by_account",
     "user_folder",
     "viewer",
 ]
@@ -699,6 +700,32 @@ def viewer(gpus: Sequence[Any], me: str | None, own_pids: Collection[int] = (), 
         if run is not None:
             runs[pid] = run_description(run, now)
     return Viewer(me=me, own_pids=frozenset(own_pids), reservations=tuple(reservations), runs=runs)
+
+
+def runs_by_account(gpus: Sequence[Any], directory: str | None = None) -> dict[str, tuple[Reservation, ...]]:
+    """Account (system user name) → that account's ``jupyter-gpu run`` claims (one per run and GPU,
+    as :class:`~jupyter_gpu.core.availability.Reservation` with ``own`` True: label and start), for
+    the hub service's console, which shows each account's runs to that account's user only. Nothing
+    where claims are off or cannot be read here. Never raises."""
+    if not claims_enabled():
+        return {}
+    try:
+        import pwd
+
+        board = ClaimBoard(directory or claims_directory())
+        if board.problem is not None:
+            return {}
+        runs: dict[str, list[Reservation]] = {}
+        for claim, holding in _seen(board, gpus, time.time(), {}):
+            if claim.kind == "run":
+                try:
+                    account = pwd.getpwuid(claim.uid).pw_name
+                except KeyError:
+                    account = f"uid {claim.uid}"
+                runs.setdefault(account, []).append(_reservation(claim, holding, claim.uid))
+        return {account: tuple(found) for account, found in runs.items()}
+    except Exception:
+        return {}
 
 
 def reserved_accounts(gpus: Sequence[Any], directory: str | None = None) -> dict[str, frozenset[str]]:

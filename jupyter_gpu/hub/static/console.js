@@ -385,6 +385,14 @@ if (typeof document !== 'undefined') {
           head.appendChild(el('td', ''));
           head.appendChild(el('td', ''));
           rows.push(head);
+          // The viewer's own runs (`jupyter-gpu run`), from their claims: nobody else's row has any.
+          (user.runs || []).forEach(function (text) {
+            const row = el('tr', null, 'jg-run');
+            row.dataset.user = user.name;
+            row.appendChild(el('td', ''));
+            row.appendChild(el('td', 'yours: ' + text));
+            rows.push(row);
+          });
           user.kernels.forEach(function (kernel) {
             const row = el('tr', null, kernel.idle ? 'jg-idle' : '');
             row.dataset.user = user.name;
