@@ -702,26 +702,37 @@ def viewer(gpus: Sequence[Any], me: str | None, own_pids: Collection[int] = (), 
     return Viewer(me=me, own_pids=frozenset(own_pids), reservations=tuple(reservations), runs=runs)
 
 
-def runs_by_account(gpus: Sequence[Any], directory: str | None = None) -> dict[str, tuple[Reservation, ...]]:
-    """Account (system user name) → that account's ``jupyter-gpu run`` claims (one per run and GPU,
-    as :class:`~jupyter_gpu.core.availability.Reservation` with ``own`` True: label and start), for
-    the hub service's console, which shows each account's runs to that account's user only. Nothing
-    where claims are off or cannot be read here. Never raises."""
+def _by_account(gpus: Sequence[Any], directory: str | None) -> list[tuple[str, Claim, bool]]:
+    """Every claim that counts on this host's board, with its owner's account (system user name;
+    ``uid N`` where a uid has none) and whether it holds memory there: the hub service's reading.
+    Empty where claims are off or cannot be read here."""
     if not claims_enabled():
-        return {}
-    try:
-        import pwd
+        return []
+    import pwd
 
-        board = ClaimBoard(directory or claims_directory())
-        if board.problem is not None:
-            return {}
+    board = ClaimBoard(directory or claims_directory())
+    if board.problem is not None:
+        return []
+    names: dict[int, str] = {}
+    found = []
+    for claim, holding in _seen(board, gpus, time.time(), {}):
+        if claim.uid not in names:
+            try:
+                names[claim.uid] = pwd.getpwuid(claim.uid).pw_name
+            except KeyError:
+                names[claim.uid] = f"uid {claim.uid}"
+        found.append((names[claim.uid], claim, holding))
+    return found
+
+
+def runs_by_account(gpus: Sequence[Any], directory: str | None = None) -> dict[str, tuple[Reservation, ...]]:
+    """Account → that account's ``jupyter-gpu run`` claims (one per run and GPU, as
+    :class:`~jupyter_gpu.core.availability.Reservation` with ``own`` True: label and start), for the
+    hub service's console, which shows each account's runs to that account's user only. Never raises."""
+    try:
         runs: dict[str, list[Reservation]] = {}
-        for claim, holding in _seen(board, gpus, time.time(), {}):
+        for account, claim, holding in _by_account(gpus, directory):
             if claim.kind == "run":
-                try:
-                    account = pwd.getpwuid(claim.uid).pw_name
-                except KeyError:
-                    account = f"uid {claim.uid}"
                 runs.setdefault(account, []).append(_reservation(claim, holding, claim.uid))
         return {account: tuple(found) for account, found in runs.items()}
     except Exception:
@@ -729,27 +740,13 @@ def runs_by_account(gpus: Sequence[Any], directory: str | None = None) -> dict[s
 
 
 def reserved_accounts(gpus: Sequence[Any], directory: str | None = None) -> dict[str, frozenset[str]]:
-    """GPU or MIG UUID → the accounts (system user names; ``uid N`` where a uid has none) with a
-    reservation there, for the hub service's console. Nothing where claims are off or cannot be read
-    here. Never raises."""
-    if not claims_enabled():
-        return {}
+    """GPU or MIG UUID → the accounts with a reservation there (a claim whose process holds nothing
+    there yet), for the hub service's console. Never raises."""
     try:
-        import pwd
-
-        board = ClaimBoard(directory or claims_directory())
-        if board.problem is not None:
-            return {}
-        found: dict[str, set[int]] = {}
-        for claim, holding in _seen(board, gpus, time.time(), {}):
-            if not holding:  # a reservation: the claimant holds nothing there yet
-                found.setdefault(claim.gpu_uuid, set()).add(claim.uid)
-        names: dict[int, str] = {}
-        for uid in {uid for uids in found.values() for uid in uids}:
-            try:
-                names[uid] = pwd.getpwuid(uid).pw_name
-            except KeyError:
-                names[uid] = f"uid {uid}"
-        return {uuid: frozenset(names[uid] for uid in uids) for uuid, uids in found.items()}
+        found: dict[str, set[str]] = {}
+        for account, claim, holding in _by_account(gpus, directory):
+            if not holding:
+                found.setdefault(claim.gpu_uuid, set()).add(account)
+        return {uuid: frozenset(accounts) for uuid, accounts in found.items()}
     except Exception:
         return {}
