@@ -43,14 +43,6 @@ def three_gpus(*processes: tuple[int, int]) -> list[GpuInfo]:
 
 
 @pytest.fixture
-def shared(tmp_path: Path) -> Path:
-    folder = tmp_path / "shared"
-    folder.mkdir()
-    os.chmod(folder, 0o1777)  # like /tmp
-    return folder
-
-
-@pytest.fixture
 def sleepers() -> Iterator[list[subprocess.Popen[bytes]]]:
     """Processes a test starts (claimants, a run's child); killed at the end."""
     started: list[subprocess.Popen[bytes]] = []
@@ -66,54 +58,54 @@ def sleeper(started: list[subprocess.Popen[bytes]]) -> subprocess.Popen[bytes]:
     return process
 
 
-def claim_as(shared: Path, pid: int, uuids: list[str], **holder: Any) -> list[Path]:
+def claim_as(shared_tmp: Path, pid: int, uuids: list[str], **holder: Any) -> list[Path]:
     """Claims written through the real code as this user's process ``pid``."""
-    board = ClaimBoard(shared)
+    board = ClaimBoard(shared_tmp)
     board.pid = pid
     return board.claim(uuids, **holder)
 
 
-def test_a_claim_says_its_kind_label_and_child(shared: Path, sleepers: list[subprocess.Popen[bytes]]) -> None:
+def test_a_claim_says_its_kind_label_and_child(shared_tmp: Path, sleepers: list[subprocess.Popen[bytes]]) -> None:
     run, child = sleeper(sleepers), sleeper(sleepers)
-    [path] = claim_as(shared, run.pid, UUIDS[2:], kind="run", label="train.py", child_pid=child.pid)
+    [path] = claim_as(shared_tmp, run.pid, UUIDS[2:], kind="run", label="train.py", child_pid=child.pid)
     data = json.loads(path.read_text())
     assert (data["version"], data["kind"], data["label"], data["child_pid"]) == (2, "run", "train.py", child.pid)
-    [reservation] = ClaimBoard(shared).reservations(three_gpus())
+    [reservation] = ClaimBoard(shared_tmp).reservations(three_gpus())
     assert reservation.own and reservation.kind == "run" and reservation.label == "train.py"
     assert (reservation.pid, reservation.child_pid, reservation.holding) == (run.pid, child.pid, False)
     with pytest.raises(ValueError, match="kind"):
-        ClaimBoard(shared).claim(UUIDS[:1], kind="daemon")
+        ClaimBoard(shared_tmp).claim(UUIDS[:1], kind="daemon")
 
 
-def test_a_version_1_claim_is_still_a_kernel_claim(shared: Path, sleepers: list[subprocess.Popen[bytes]]) -> None:
+def test_a_version_1_claim_is_still_a_kernel_claim(shared_tmp: Path, sleepers: list[subprocess.Popen[bytes]]) -> None:
     kernel = sleeper(sleepers)
-    [path] = claim_as(shared, kernel.pid, UUIDS[:1])
+    [path] = claim_as(shared_tmp, kernel.pid, UUIDS[:1])
     data = json.loads(path.read_text())
     for key in ("kind", "label", "child_pid"):
         del data[key]
     path.write_text(json.dumps({**data, "version": 1}))
-    [reservation] = ClaimBoard(shared).reservations(three_gpus())
+    [reservation] = ClaimBoard(shared_tmp).reservations(three_gpus())
     assert (reservation.kind, reservation.label, reservation.child_pid) == ("kernel", "", None)
 
 
 def test_a_run_holds_its_claim_while_it_lives_a_kernel_for_the_ttl(
-    shared: Path, sleepers: list[subprocess.Popen[bytes]]
+    shared_tmp: Path, sleepers: list[subprocess.Popen[bytes]]
 ) -> None:
     run, kernel = sleeper(sleepers), sleeper(sleepers)
-    claim_as(shared, run.pid, UUIDS[:1], kind="run", label="train.py")
-    claim_as(shared, kernel.pid, UUIDS[1:2])
+    claim_as(shared_tmp, run.pid, UUIDS[:1], kind="run", label="train.py")
+    claim_as(shared_tmp, kernel.pid, UUIDS[1:2])
     later = time.time() + 3600  # an hour on: the kernel's claim (ttl 600 s) is over, the run's is not
-    board = ClaimBoard(shared, ttl_s=600)
+    board = ClaimBoard(shared_tmp, ttl_s=600)
     assert [r.gpu_uuid for r in board.reservations(three_gpus(), now=later)] == UUIDS[:1]
     assert board.load(three_gpus(), now=later) == {0: 1}
 
 
 def test_a_run_is_no_longer_reserved_once_its_child_or_a_descendant_holds_memory(
-    shared: Path, sleepers: list[subprocess.Popen[bytes]]
+    shared_tmp: Path, sleepers: list[subprocess.Popen[bytes]]
 ) -> None:
     run, child = sleeper(sleepers), sleeper(sleepers)
-    claim_as(shared, run.pid, UUIDS[:2], kind="run", label="train.py", child_pid=child.pid)
-    board = ClaimBoard(shared)
+    claim_as(shared_tmp, run.pid, UUIDS[:2], kind="run", label="train.py", child_pid=child.pid)
+    board = ClaimBoard(shared_tmp)
     held = board.reservations(three_gpus((0, child.pid)))
     assert {r.gpu_uuid: r.holding for r in held} == {UUIDS[0]: True, UUIDS[1]: False}
     assert board.load(three_gpus((0, child.pid))) == {1: 1}  # auto counts the child as NVML's, once
@@ -122,26 +114,28 @@ def test_a_run_is_no_longer_reserved_once_its_child_or_a_descendant_holds_memory
     assert {r.gpu_uuid: r.holding for r in held} == {UUIDS[0]: False, UUIDS[1]: True}
 
 
-def test_a_sigkilled_claimants_reservation_disappears(shared: Path, sleepers: list[subprocess.Popen[bytes]]) -> None:
+def test_a_sigkilled_claimants_reservation_disappears(
+    shared_tmp: Path, sleepers: list[subprocess.Popen[bytes]]
+) -> None:
     run = sleeper(sleepers)
-    claim_as(shared, run.pid, UUIDS[:1], kind="run", label="train.py")
-    board = ClaimBoard(shared)
+    claim_as(shared_tmp, run.pid, UUIDS[:1], kind="run", label="train.py")
+    board = ClaimBoard(shared_tmp)
     assert [r.gpu_uuid for r in board.reservations(three_gpus())] == UUIDS[:1]
     run.send_signal(signal.SIGKILL)
     run.wait()
     assert board.reservations(three_gpus()) == []
     assert board.load(three_gpus()) == {}
-    assert not list(user_folder(shared, os.getuid()).iterdir())  # this user's dead claim is tidied away
+    assert not list(user_folder(shared_tmp, os.getuid()).iterdir())  # this user's dead claim is tidied away
 
 
-def test_a_label_is_sanitized_and_bounded(shared: Path, sleepers: list[subprocess.Popen[bytes]]) -> None:
+def test_a_label_is_sanitized_and_bounded(shared_tmp: Path, sleepers: list[subprocess.Popen[bytes]]) -> None:
     run = sleeper(sleepers)
-    [path] = claim_as(shared, run.pid, UUIDS[:1], kind="run", label="evil\u202e.py" + "x" * 500)
+    [path] = claim_as(shared_tmp, run.pid, UUIDS[:1], kind="run", label="evil\u202e.py" + "x" * 500)
     label = json.loads(path.read_text())["label"]
     assert "\u202e" not in label and len(label) <= 80
     data = json.loads(path.read_text())
     path.write_text(json.dumps({**data, "label": "a\u2066b" * 50}))  # written by hand: read back sanitized
-    [reservation] = ClaimBoard(shared).reservations(three_gpus())
+    [reservation] = ClaimBoard(shared_tmp).reservations(three_gpus())
     assert "\u2066" not in reservation.label and len(reservation.label) <= 80
 
 
@@ -259,16 +253,16 @@ def test_the_panel_says_reserved_and_names_the_users_run() -> None:
 
 
 def test_the_viewer_finds_a_runs_child_process_from_the_claim(
-    shared: Path, sleepers: list[subprocess.Popen[bytes]], monkeypatch: pytest.MonkeyPatch
+    shared_tmp: Path, sleepers: list[subprocess.Popen[bytes]], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from jupyter_gpu.sources.claims import viewer
     from jupyter_gpu.sources.processes import current_user
 
-    monkeypatch.setenv("JUPYTER_GPU_CLAIMS_DIR", str(shared))
+    monkeypatch.setenv("JUPYTER_GPU_CLAIMS_DIR", str(shared_tmp))
     run = sleeper(sleepers)
     child = subprocess.Popen([sys.executable, "-c", "import subprocess, sys; subprocess.run(['sleep', '60'])"])
     sleepers.append(child)
-    claim_as(shared, run.pid, UUIDS[:2], kind="run", label="train.py", child_pid=child.pid)
+    claim_as(shared_tmp, run.pid, UUIDS[:2], kind="run", label="train.py", child_pid=child.pid)
     me = current_user()
     deadline = time.time() + 10
     grandchild = None
