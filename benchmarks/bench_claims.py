@@ -7,7 +7,9 @@ folder; run as root, the other user is ``nobody``). Two
 other kernels of this user hold real claims (GPUs 0 and 1) throughout, and every case checks that
 ``auto`` still sees them (it chooses GPU 2). Prints the median time of ``%gpu_select auto`` (the
 whole magic in an IPython shell: snapshot of 4 simulated GPUs, lock, claims read, plan, claim
-written) and of ``ClaimBoard.load`` alone, over ``--runs`` repetitions each.
+written), of ``ClaimBoard.load`` alone, and of ``host_reservations`` (what the server's sampling
+thread, the panel and ``jupyter-gpu status`` add per sample to show reservations and runs, issue
+30), over ``--runs`` repetitions each.
 
 Command: ``PYTHONPATH=. .venv/bin/python benchmarks/bench_claims.py --runs 21``
 """
@@ -32,7 +34,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests"))
 
 from jupyter_gpu import simulate  # noqa: E402
-from jupyter_gpu.sources.claims import ClaimBoard, user_folder  # noqa: E402
+from jupyter_gpu.sources.claims import ClaimBoard, host_reservations, user_folder  # noqa: E402
 
 
 def median_ms(action, runs: int) -> float:
@@ -83,11 +85,16 @@ def main() -> None:
         def load() -> None:
             assert ClaimBoard(claims).load(gpus) == {0: 1, 1: 1}
 
+        def reservations() -> None:
+            found = host_reservations(gpus, directory=str(claims))
+            assert {g.uuid for g in gpus[:2]} <= {r.gpu_uuid for r in found if not r.holding}
+
         def report(case: str) -> None:
             select()  # warm: NVML started, modules imported
             print(
                 f"{case}: %gpu_select auto median {median_ms(select, args.runs):.1f} ms, "
-                f"ClaimBoard.load median {median_ms(load, args.runs):.1f} ms",
+                f"ClaimBoard.load median {median_ms(load, args.runs):.1f} ms, "
+                f"host_reservations median {median_ms(reservations, args.runs):.1f} ms",
                 flush=True,
             )
 

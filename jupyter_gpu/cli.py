@@ -4,7 +4,8 @@ Usage::
 
     jupyter-gpu status                 # every GPU and its processes, in 80 columns
     jupyter-gpu status --wide          # + fan, PCI bus id, ECC errors, clocks, UUIDs (longer lines)
-    jupyter-gpu status --json          # the JSON contract (see jupyter_gpu.core.snapshot) + source, kernels
+    jupyter-gpu status --json          # the JSON contract (see jupyter_gpu.core.snapshot) + source, kernels,
+                                       # and each GPU's "availability" (free, reserved by you, ...)
     jupyter-gpu status --watch 2       # refresh in place every 2 seconds (Ctrl-C to stop)
     jupyter-gpu status --show-other-names   # admins: other users' program names too
     jupyter-gpu status --source local  # NVML here (or: server, hub; default auto)
@@ -46,6 +47,16 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, TextIO
 
 from . import __version__
+from .core.availability import (
+    CANNOT_BE_READ,
+    FREE,
+    IN_USE,
+    IN_USE_BY_OTHERS,
+    IN_USE_BY_YOU,
+    RESERVED_BY_ANOTHER_USER,
+    RESERVED_BY_YOU,
+    Viewer,
+)
 from .core.text import display_text, truncate
 from .core.units import format_bytes, format_duration
 
@@ -78,10 +89,15 @@ def _wrap(text: str, wide: bool, indent: str = "  ") -> list[str]:
     return textwrap.wrap(text, WIDTH, subsequent_indent=indent, break_on_hyphens=False) or [text]
 
 
-def format_table(snapshot: Snapshot, reading: HostReading | None = None, wide: bool = False) -> str:
+def format_table(
+    snapshot: Snapshot, reading: HostReading | None = None, wide: bool = False, viewer: Viewer | None = None
+) -> str:
     """The snapshot as an aligned, plain-text table of at most 80 columns (``wide``: more columns,
     no limit), its warnings first; with ``reading`` (the host sample it came from), where it came
-    from and, from a Jupyter server, this user's kernels by notebook with their idle time."""
+    from and, from a Jupyter server, this user's kernels by notebook with their idle time; with
+    ``viewer`` (:func:`jupyter_gpu.sources.claims.viewer`), this user's runs by name and the
+    ``Availability:`` line (the one rule's words: free, reserved by you, ...)."""
+    view = viewer if viewer is not None else Viewer()
     lines = [line for warning in snapshot.warnings for line in _wrap(f"Warning: {display_text(warning)}", wide)]
     if not snapshot.nvml_available:
         return "\n".join([*lines, f"No GPUs can be read: {snapshot.error}"])
@@ -141,7 +157,9 @@ def format_table(snapshot: Snapshot, reading: HostReading | None = None, wide: b
             lines.append(render(row))
         indent = " " * (widths[0] + 2 * depth)
         for process in sorted(processes, key=lambda p: -(p.memory or 0)):
-            lines.append(_fit(_process_line(indent, process, by_pid.get(process.pid)), wide))
+            lines.append(_fit(_process_line(indent, process, by_pid.get(process.pid), view.run(process.pid)), wide))
+    if viewer is not None:
+        lines.extend(_wrap(_availability_line(snapshot.gpus, viewer), wide))
     from .sources.host import SOURCE_SERVER
 
     if reading is not None and reading.source == SOURCE_SERVER:
@@ -149,12 +167,30 @@ def format_table(snapshot: Snapshot, reading: HostReading | None = None, wide: b
     return "\n".join(lines)
 
 
-def _process_line(indent: str, process: GpuProcess, kernel: KernelPeer | None) -> str:
+def _availability_line(gpus: Sequence[GpuInfo], viewer: Viewer) -> str:
+    """``Availability: free: GPU 0, 3; reserved by another user: GPU 2; in use by you: GPU 1`` (MIG
+    slices by their ``0:1`` names; a GPU in MIG mode by its slices)."""
+    by_state: dict[str, list[str]] = {}
+    for gpu in gpus:
+        if gpu.mig_mode and not gpu.error:
+            for slice_ in gpu.slices:
+                by_state.setdefault(viewer.state(slice_), []).append(f"MIG {gpu.index}:{slice_.index}")
+        else:
+            by_state.setdefault(viewer.state(gpu), []).append(f"GPU {gpu.index}")
+    order = [FREE, RESERVED_BY_YOU, RESERVED_BY_ANOTHER_USER, IN_USE_BY_YOU, IN_USE_BY_OTHERS, IN_USE, CANNOT_BE_READ]
+    parts = [f"{state}: {', '.join(by_state[state])}" for state in order if state in by_state]
+    return "Availability: " + "; ".join(parts)
+
+
+def _process_line(indent: str, process: GpuProcess, kernel: KernelPeer | None, run: str | None = None) -> str:
     """``└ C   9.5 GiB  pid 4100001 alice      train.ipynb, idle 12 min``: type, memory, PID,
-    user, and what it is (this user's kernel: its notebook and idle time; else its program)."""
+    user, and what it is (this user's kernel: its notebook and idle time; this user's run:
+    ``yours: train.py (jupyter-gpu run), 2 h``; else its program)."""
     mark = TYPE_MARKS.get(process.type, "?")
     who = display_text(process.user, 10)
-    if kernel is not None:
+    if run is not None:  # "yours: train.py (jupyter-gpu run), 2 h", the user column saying "yours:"
+        who, what = "yours:", run.removeprefix("yours: ")
+    elif kernel is not None:
         what = f"{display_text(kernel.notebook or kernel.kernel_id, 48)}, {_idle_text(kernel.idle_s, kernel.idle)}"
     else:
         what = display_text(process.name, 40)
@@ -222,14 +258,28 @@ def _gpu_row(gpu: GpuInfo) -> tuple[str, str, str, str, str, str]:
     return (str(gpu.index), display_text(gpu.name, 40), memory, utilization, _optional(gpu.temperature, "°C"), power)
 
 
-def status_json(reading: HostReading) -> dict[str, object]:
+def status_json(reading: HostReading, viewer: Viewer | None = None) -> dict[str, object]:
     """``--json``: the snapshot contract plus ``source``, ``source_note`` and ``kernels`` (this
-    user's kernels when the sample came from their Jupyter server, else empty; see the docstring)."""
+    user's kernels when the sample came from their Jupyter server, else empty; see the docstring);
+    with ``viewer``, each GPU's and slice's ``availability`` (the one rule's words for this user)."""
     data = reading.snapshot.to_dict()
+    if viewer is not None:
+        for gpu, entry in zip(reading.snapshot.gpus, data["gpus"], strict=True):
+            entry["availability"] = None if gpu.mig_mode else viewer.state(gpu)
+            for slice_, part in zip(gpu.slices, entry["slices"], strict=True):
+                part["availability"] = viewer.state(slice_)
     data["source"] = reading.source
     data["source_note"] = reading.note
     data["kernels"] = [kernel.to_dict() for kernel in reading.kernels]
     return data
+
+
+def _viewer(snapshot: Snapshot) -> Viewer:
+    """This user's view of the host's claims for ``snapshot`` (reservations, runs)."""
+    from .sources.claims import viewer
+    from .sources.processes import current_user
+
+    return viewer(snapshot.gpus, current_user(), now=snapshot.timestamp) if snapshot.nvml_available else Viewer()
 
 
 def _status(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
@@ -241,9 +291,9 @@ def _status(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         reading = host.read()
         snapshot = reading.snapshot
         if args.json:
-            text = json.dumps(status_json(reading), indent=2)
+            text = json.dumps(status_json(reading, _viewer(snapshot)), indent=2)
         else:
-            text = format_table(snapshot, reading, wide=args.wide)
+            text = format_table(snapshot, reading, wide=args.wide, viewer=_viewer(snapshot))
         if args.watch:
             stamp = time.strftime("%H:%M:%S", time.localtime(snapshot.timestamp))
             out.write(f"{clear}{text}\n-- {stamp}, every {args.watch:g} s, Ctrl-C to stop\n")

@@ -216,18 +216,23 @@ def _nothing_asked(changes: dict[str, Any]) -> bool:
     return not (changes.get("selection") or changes["limits"] or changes["growth"] or admin_ceiling())
 
 
-def _session(changes: dict[str, Any]) -> PlanSession:
-    """A plan session with the kernel's settings from the environment (claims: only ``auto`` uses them,
-    and only then is the claims board imported)."""
+def _session(changes: dict[str, Any], command: Sequence[str]) -> PlanSession:
+    """A plan session with the kernel's settings from the environment. A selection is claimed for
+    the command's life as a run's claim (:func:`jupyter_gpu.session.child.run_label` names it), so
+    every face shows its GPU as reserved until the command uses it, and the user's faces show the
+    command's processes as theirs; the claims board is imported only when there is a selection."""
     from .session import defaults
+    from .session.child import run_label
     from .session.plan_session import PlanSession, Settings
 
     settings = Settings(max_limit=defaults.admin_ceiling(), claims=defaults.claims_on())
-    if str(changes.get("selection") or "").lower().startswith("auto"):
+    if changes.get("selection"):
         from .sources.claims import claims_directory
 
         settings.claims_dir = claims_directory()
-    return PlanSession(settings)
+    session = PlanSession(settings)
+    session.claim_fields = {"kind": "run", "label": run_label(command)}
+    return session
 
 
 class _Progress:
@@ -305,11 +310,11 @@ def run_command(args: argparse.Namespace, err: TextIO) -> int:
             from .session.child import caps_note, is_python_command
             from .session.report import selection_report
 
-            session = _session(changes)
+            session = _session(changes, command)
             plan = _plan(args, session, changes, err)
             env = child_environment(plan)
             note = caps_note(plan, command, is_python_command(executable), env)
-            err.write(selection_report(plan, caveats=True, children=note) + "\n")
+            err.write(selection_report(plan, caveats=True, children=note, reservations=session.last_reservations) + "\n")
         err.flush()
         returncode = _supervise(command, executable, env)
     except BadRequest as error:

@@ -271,3 +271,21 @@ def metric_samples(text: str) -> dict[str, list[Any]]:
     for family in text_string_to_metric_families(text):
         families.setdefault(family.name, []).extend(family.samples)
     return families
+
+
+def idle_gpus(uuids: list[str], *processes: tuple[int, int]) -> list[Any]:
+    """Idle 80 GiB GPUs with these UUIDs (GpuInfo, index = position); ``processes``: (gpu index, pid)
+    NVML shows, 1 GiB each (the claims tests' world)."""
+    from jupyter_gpu.core.snapshot import GpuInfo, GpuProcess
+
+    return [
+        GpuInfo(
+            index=i,
+            uuid=uuid,
+            name="NVIDIA A100",
+            memory_total=80 << 30,
+            memory_free=80 << 30,
+            processes=tuple(GpuProcess(pid, 1 << 30) for index, pid in processes if index == i),
+        )
+        for i, uuid in enumerate(uuids)
+    ]

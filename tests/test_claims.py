@@ -11,8 +11,9 @@ import time
 from pathlib import Path
 
 import pytest
+from support import idle_gpus
 
-from jupyter_gpu.core.snapshot import GpuInfo, GpuProcess
+from jupyter_gpu.core.snapshot import GpuInfo
 from jupyter_gpu.sources.claims import MAX_LOGGED, ClaimBoard, user_folder
 
 UUIDS = ["GPU-aaaa-0", "GPU-bbbb-1", "GPU-cccc-2"]
@@ -20,17 +21,7 @@ UUIDS = ["GPU-aaaa-0", "GPU-bbbb-1", "GPU-cccc-2"]
 
 def gpus(*processes: tuple[int, int]) -> list[GpuInfo]:
     """Three idle GPUs; ``processes``: (gpu index, pid) NVML shows."""
-    return [
-        GpuInfo(
-            index=i,
-            uuid=uuid,
-            name="NVIDIA A100",
-            memory_total=80 << 30,
-            memory_free=80 << 30,
-            processes=tuple(GpuProcess(pid, 1 << 30) for index, pid in processes if index == i),
-        )
-        for i, uuid in enumerate(UUIDS)
-    ]
+    return idle_gpus(UUIDS, *processes)
 
 
 @pytest.fixture

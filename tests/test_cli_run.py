@@ -165,6 +165,9 @@ def test_a_signal_to_run_reaches_the_command_and_the_claim_lives_exactly_as_long
         # while the command runs: run's claim on the GPU auto chose, which other processes count as load
         files = claim_files()
         assert [f.name.split("-")[0] for f in files] == [str(process.pid)]
+        # a run's claim: held for the command's life, named by what it runs (shown to its user only)
+        (claim,) = ClaimBoard(claims_dir()).claims()
+        assert (claim.kind, claim.label) == ("run", f"{os.path.basename(sys.executable)} -c")
         snapshot = _snapshot()
         assert ClaimBoard(claims_dir()).load(snapshot.gpus) == {int(visible): 1}
         process.send_signal(signum)
@@ -419,3 +422,14 @@ def test_help_is_the_manual(capsys: pytest.CaptureFixture[str]) -> None:
         "jupyter-gpu run --select 1 -- python your_file.py",
     ):
         assert words in text, words
+
+
+def test_a_runs_claim_is_named_by_the_script_it_runs() -> None:
+    from jupyter_gpu.session.child import run_label
+
+    assert run_label(["python", "-u", "train.py", "--epochs", "3"]) == "train.py"
+    assert run_label(["/opt/py/bin/python3.11", "-W", "ignore", "jobs/b.py"]) == "b.py"
+    assert run_label(["python3", "-m", "pkg.train"]) == "pkg.train"
+    assert run_label(["python", "-c", "pass"]) == "python -c"
+    assert run_label(["./train.sh", "python", "x.py"]) == "train.sh"  # not python: its own name
+    assert run_label(["/venv/bin/train", "-m", "x"]) == "train"  # a console script's arguments are its own

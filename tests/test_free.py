@@ -168,3 +168,13 @@ def test_only_the_first_items_of_a_huge_container_are_followed() -> None:
 
     free.track([Counted(range(free._CONTAINER_LIMIT * 10))])
     assert len(taken) <= free._CONTAINER_LIMIT + 1
+
+
+def test_the_users_runs_are_said_as_theirs_and_not_freed_here() -> None:
+    """Issue 30: a `jupyter-gpu run`'s memory is the user's own, named from the run's claim; %gpu_free
+    frees this kernel's memory only and says how the run's is freed."""
+    run = "train.py (jupyter-gpu run), 2 h"
+    after = Measure(nvml={0: 0}, runs={(2, run): 30 * 1024**3})
+    lines = free.describe_change(Measure(nvml={0: 1024**3}), after, Tracked())
+    assert f"GPU 2: yours: {run} holds 30 GiB" in "\n".join(lines)
+    assert "end the run to free it" in lines[-1]

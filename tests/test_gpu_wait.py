@@ -168,7 +168,10 @@ def test_auto_leaves_a_claim_and_counts_others(shell, clean, capsys, tmp_path: P
         assert os.environ["CUDA_VISIBLE_DEVICES"] == "1"  # GPU 0 is claimed: the equally idle GPU 1 instead
         claims = list(mine.glob(f"{os.getpid()}-*.json"))
         assert len(claims) == 1 and uuids[1] in claims[0].read_text()
-        shell.run_line_magic("gpu_select", "0")  # not auto: this kernel's claim goes
+        shell.run_line_magic("gpu_select", "0")  # not auto: the claim follows the selection (issue 30)
+        claims = list(mine.glob(f"{os.getpid()}-*.json"))
+        assert len(claims) == 1 and uuids[0] in claims[0].read_text()
+        shell.run_line_magic("gpu_select", "none")  # no GPU: this kernel's claim goes
         assert not list(mine.glob(f"{os.getpid()}-*.json"))
     finally:
         other.kill()

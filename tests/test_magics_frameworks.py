@@ -211,7 +211,7 @@ def test_3_index_style_nvidia_visible_devices_in_a_container(scenario) -> None:
 def test_10_auto_says_why_limits_warn_and_status_is_complete(kernel: Kernel) -> None:
     out, err = kernel.run("%load_ext jupyter_gpu\n%gpu_select auto")
     assert "GPU 3 " not in out or "Xorg" not in out
-    assert "chosen by auto: no other users" in out, (out, err)
+    assert "chosen by auto: free" in out, (out, err)
     out, err = kernel.run("%gpu_select 0\n%gpu_limit 10GiB")
     assert "only 5.3 GiB of GPU 0 is free now (held by bob 74.2 GiB)" in out, (out, err)
     kernel.run("%gpu_select none")

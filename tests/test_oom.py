@@ -503,3 +503,17 @@ def test_31_5_the_framework_device_is_mapped_through_the_plan_when_it_cannot_be_
     assert planned_gpus(frameworks.TENSORFLOW, plan, gpus) == (2, 0)
     only = build_plan(PlanRequest(limits=("4GiB",)), Snapshot(True, 0.0, gpus[:1]), Fence({}))
     assert planned_gpus(frameworks.TENSORFLOW, only, gpus[:1]) == (0,)
+
+
+def test_a_runs_processes_are_yours_named_from_its_claim_and_another_users_never() -> None:
+    """Issue 30: `jupyter-gpu run`'s processes count as this user's, named by the run's own claim; a
+    run description given for another user's PID names nothing (a claim is believed only about its
+    owner's own processes)."""
+    gpu = _gpu(0, 80, [(1, 10, "me"), (700, 30, "me"), (701, 6, "me"), (800, 20, "carol")])
+    run = "train.py (jupyter-gpu run), 2 h"
+    facts = oom.Facts(
+        gpus=(gpu,), own_pid=1, own_user="me", device_gpus=(0,), runs={700: run, 701: run, 800: "forged.py"}
+    )
+    report = oom.explain(oom.OutOfMemory("PyTorch", "torch", device=0), facts)
+    assert f"your process PID 700 ({run}): 36 GiB" in report  # the run's worker adds up under it
+    assert "carol: 20 GiB" in report and "forged" not in report

@@ -80,7 +80,7 @@ def test_a_limit_after_auto_keeps_the_gpu_though_auto_would_now_choose_another(s
     out = capsys.readouterr().out
     assert current_plan().selected_indices == (1,) and not current_plan().auto_kept
     assert out.startswith("auto chose again: GPU 1 (it was GPU 0).\n")
-    assert "chosen by auto: no other users" in out
+    assert "chosen by auto: free" in out
     assert current_plan().memory_limit_bytes(1) == 4 * 1024**3  # the limit goes with it
 
 

@@ -165,3 +165,38 @@ def test_an_answer_attributes_a_kernels_process_and_hides_other_users_names():
     assert body["kernels"][0]["gpu_memory"] == 64 and body["stale"] is False and body["age_s"] == 1.0
     assert answer.key == (NOW - 1, 3, False, None)
     assert answer.kernel_memory == (("k1", "", "0", 64),) and answer.due == ()
+
+
+def test_the_answer_shows_reservations_and_runs_as_the_users_own_never_anothers_label():
+    from jupyter_gpu.core.availability import Reservation
+
+    config = JupyterGpuServer(show_other_users=True)
+    worker = GpuProcess(700, 64, user="me", name="python")  # a DataLoader worker of the run's child
+    stranger = GpuProcess(800, 64, user="bob", name="python")  # bob's process: never a run of mine
+    sample = AttributedSnapshot(
+        nvml_available=True,
+        timestamp=NOW - 1,
+        gpus=(
+            GpuInfo(0, "GPU-0", "Sim", processes=(worker, stranger)),
+            GpuInfo(1, "GPU-1", "Sim"),
+            GpuInfo(2, "GPU-2", "Sim"),
+            GpuInfo(3, "GPU-3", "Sim"),
+        ),
+        keys={700: (700, 1), 800: (800, 1)},
+        ancestry={700: ((650, 1), (600, 1)), 800: ((600, 1),)},
+        reservations=(
+            Reservation("GPU-0", own=True, kind="run", since=NOW - 7200, label="train.py", pid=600, holding=True),
+            Reservation("GPU-1", own=True, kind="run", since=NOW - 7200, label="train.py", pid=600),
+            Reservation("GPU-2", own=True, kind="kernel", since=NOW - 60, pid=100),
+            Reservation("GPU-3", own=False),  # bob's: its label never reached this server
+        ),
+    )
+    body = json.loads(AnswerBuilder(config, "me").build(sample, KernelTable(), NOW).body)
+    gpus = body["gpus"]
+    run, theirs = gpus[0]["processes"]
+    assert (run["own"], run["mine"], run["run"]) == (True, True, {"label": "train.py", "since": NOW - 7200})
+    assert (theirs["own"], theirs["mine"], "run" in theirs) == (False, False, False)
+    assert gpus[0]["reservations"] == []  # the run holds memory there: in use, not reserved
+    assert gpus[1]["reservations"] == [{"own": True, "kind": "run", "label": "train.py", "since": NOW - 7200}]
+    assert gpus[2]["reservations"][0]["kind"] == "kernel"
+    assert gpus[3]["reservations"] == [{"own": False}]

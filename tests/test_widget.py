@@ -555,6 +555,6 @@ def test_above_four_gpus_the_panel_is_compact_with_who_is_on_each(scenario: Any)
     panel.update(gpus(5))
     assert "jupyter-gpu-compact" in panel.rows_box._dom_classes
     assert "zhang_wei" in panel.rows[1].who.value and ">free<" in panel.rows[0].who.value
-    assert ">nobody<" in panel.rows[2].who.value  # memory held, no process seen: not free (the sidebar's rule)
+    assert ">in use<" in panel.rows[2].who.value  # memory held, no process seen: not free (the one rule: "in use")
     panel.update(gpus(2))
     assert "jupyter-gpu-compact" not in panel.rows_box._dom_classes

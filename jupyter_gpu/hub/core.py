@@ -8,9 +8,11 @@ hands it here in the shape of the server's ``jupyter-gpu/snapshot``). Output: th
     {"timestamp": float, "viewer": str, "admin": bool, "simulated": bool,
      "nvml_available": bool, "error": str|null, "warnings": [str],
      "gpus": [{"index", "uuid", "name", "memory_total", "memory_used", "utilization", "error",
+               "availability": str|null,   (the one rule's words for this viewer; null in MIG mode)
                "history": {"t": [float], "utilization": [int|null], "memory": [float|null]}}],
      "users": [{"name": str, "server_url": str|null, "error": str|null, "warnings": [str],
                 "gpu_memory": int, "memory_by_gpu": {"<index>": int},
+                "runs": [str],   (the viewer's own `jupyter-gpu run`s, from their claims; else empty)
                 "kernels": [{"kernel_id": str|null, "notebook": str|null, "execution_state": str|null,
                              "idle_s": float|null, "idle": bool, "cull_in_s": float|null,
                              "gpu_memory": int, "memory_by_gpu": {"<index>": int},
@@ -33,10 +35,12 @@ only). The viewer's own kernels keep theirs.
 from __future__ import annotations
 
 import re
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from ..core import gauges, wire
+from ..core.availability import Reservation, run_description, unit_availability
 from ..core.culling import cull_in_s, is_idle
 from ..core.snapshot import Snapshot
 from ..core.text import display_text
@@ -287,8 +291,19 @@ def console(
     role: str,
     system_user: str = "{name}",
     warnings: list[str] | None = None,
+    reserved: Mapping[str, Collection[str]] | None = None,
+    runs: Mapping[str, Sequence[Reservation]] | None = None,
 ) -> dict[str, Any]:
     """The console's JSON for ``viewer`` with ``role`` ("admin" or "read"), privacy applied.
+
+    Each GPU's ``availability`` is the one rule's words for this viewer
+    (:func:`jupyter_gpu.core.availability.unit_availability`: ``free``, ``in use by you``,
+    ``reserved by another user``, ...): ``reserved`` maps a GPU's UUID to the accounts whose kernel or
+    run chose it and holds nothing there yet (:func:`jupyter_gpu.sources.claims.reserved_accounts`);
+    a viewer learns only whether a reservation is theirs, never whose or what it is. ``runs`` maps an
+    account to its ``jupyter-gpu run`` claims (:func:`jupyter_gpu.sources.claims.runs_by_account`):
+    the viewer's own row lists them (``"runs": ["train.py (jupyter-gpu run), 2 h on GPU 1"]``);
+    every other row's ``runs`` is empty, for admins too (a run's label is its owner's only).
 
     One row per user (a user's named servers are merged). A row's ``gpu_memory``/``memory_by_gpu``
     is what NVML shows the user's account holding (``system_user``, see :func:`account_of`), plus
@@ -298,9 +313,11 @@ def console(
     admin = role == "admin"
     truth = Truth.of(devices)
     series = {gpu["uuid"]: gpu for gpu in history.get("gpus", [])}
+    me = account_of(viewer, system_user) if viewer else None
     gpus = []
     for gpu in devices.gpus if devices is not None else ():
         past = series.get(gpu.uuid, {})
+        held = [Reservation(gpu.uuid, own=account == me) for account in (reserved or {}).get(gpu.uuid, ())]
         gpus.append(
             {
                 "index": gpu.index,
@@ -310,6 +327,7 @@ def console(
                 "memory_used": gpu.memory_used,
                 "utilization": gpu.utilization,
                 "error": gpu.error,
+                "availability": None if gpu.mig_mode else unit_availability(gpu, held, me),
                 "history": {key: past.get(key, []) for key in ("t", "utilization", "memory")},
             }
         )
@@ -347,6 +365,7 @@ def console(
                 "gpu_memory": sum(total.values()) + reported,
                 "memory_by_gpu": total,
                 "kernels": kernels,
+                "runs": _runs_text((runs or {}).get(account, ()), devices) if mine else [],
             }
         )
     return {
@@ -360,6 +379,20 @@ def console(
         "gpus": gpus,
         "users": users,
     }
+
+
+def _runs_text(runs: Sequence[Reservation], devices: Snapshot | None) -> list[str]:
+    """One account's runs as its user reads them: ``train.py (jupyter-gpu run), 2 h on GPU 1, 2``."""
+    now = devices.timestamp if devices is not None else 0.0
+    index = {gpu.uuid: str(gpu.index) for gpu in devices.gpus} if devices is not None else {}
+    index.update({s.uuid: f"{gpu.index}:{s.index}" for gpu in devices.gpus for s in gpu.slices} if devices else {})
+    by_run: dict[tuple[int | None, float], list[Reservation]] = {}
+    for run in runs:
+        by_run.setdefault((run.pid, run.since), []).append(run)
+    return [
+        f"{run_description(found[0], now)} on GPU {', '.join(sorted(index.get(r.gpu_uuid, '?') for r in found))}"
+        for _key, found in sorted(by_run.items(), key=lambda item: item[0][1])
+    ]
 
 
 def kernel_rows(

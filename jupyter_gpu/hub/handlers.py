@@ -54,6 +54,8 @@ class ConsoleApi(Api, ConsoleBase):
                     viewer,
                     role,
                     self.service.system_user,
+                    reserved=self.service.reserved,
+                    runs=self.service.runs,
                 )
                 if role == "admin":  # how many reports were dropped since the start, by reason
                     data["reports_dropped"] = dict(self.service.board.dropped)

@@ -19,8 +19,10 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from ..core import gauges
+from ..core.availability import Reservation
 from ..core.history import GpuHistory
 from ..core.snapshot import Snapshot
+from ..sources.claims import reserved_accounts, runs_by_account
 from ..sources.sampler import Sampler
 from . import core
 from .prometheus_mode import PrometheusAsker
@@ -66,6 +68,8 @@ class HubService:
         self.sampler = Sampler(interval_s, take=self._take, linger_s=linger_s, name="jupyter-gpu-hub-sampler")
         self._devices_body: tuple[float, bytes] | None = None
         self.system_user = system_user  # the account owning a hub user's processes (core.account_of)
+        self.reserved: dict[str, frozenset[str]] = {}  # GPU UUID -> accounts with a reservation (claims)
+        self.runs: dict[str, tuple[Reservation, ...]] = {}  # account -> its `jupyter-gpu run` claims
         self.board = Board(report_interval_s)
         self._drops_logged: set[tuple[str, str]] = set()
         self._parser = ThreadPoolExecutor(1, thread_name_prefix="jupyter-gpu-hub-json")
@@ -102,6 +106,9 @@ class HubService:
     def _take(self) -> Snapshot:
         snapshot = self._nvml_take()
         self.history.record(snapshot)
+        if snapshot.nvml_available:  # who reserved which GPU, whose runs (claims): read here, off the event loop
+            self.reserved = reserved_accounts(snapshot.gpus)
+            self.runs = runs_by_account(snapshot.gpus)
         return snapshot
 
     async def devices(self) -> Snapshot | None:

@@ -46,6 +46,8 @@ class Measure:
     counters: dict[str, dict[str, tuple[int, int | None]]] = field(default_factory=dict)  # framework → device
     rss: int | None = None  # resident memory of the process (CPU tensors live there)
     nvml_error: str | None = None
+    # This user's `jupyter-gpu run`s: (NVML index, "train.py (jupyter-gpu run), 2 h") → bytes NVML shows
+    runs: dict[tuple[int, str], int] = field(default_factory=dict)
 
 
 def measure() -> Measure:
@@ -72,7 +74,28 @@ def measure() -> Measure:
         rss = int(psutil.Process().memory_info().rss)
     except Exception:
         rss = None
-    return Measure(nvml, names, counters, rss, None if snap.nvml_available else snap.error)
+    return Measure(nvml, names, counters, rss, None if snap.nvml_available else snap.error, _runs(snap))
+
+
+def _runs(snap: Any) -> dict[tuple[int, str], int]:
+    """This user's runs' memory per GPU (from the runs' own claims); empty when claims are off or
+    unreadable. Never raises: the report goes on without them."""
+    if not snap.nvml_available:
+        return {}
+    try:
+        from ..sources.claims import viewer
+        from ..sources.processes import current_user
+
+        runs = viewer(snap.gpus, current_user()).runs
+    except Exception:
+        return {}
+    held: dict[tuple[int, str], int] = {}
+    for gpu in snap.gpus:
+        for process in gpu.processes:
+            if process.pid in runs:
+                key = (gpu.index, runs[process.pid])
+                held[key] = held.get(key, 0) + (process.memory or 0)
+    return held
 
 
 def array_info(value: Any) -> tuple[str, str, int, int] | None:
@@ -245,6 +268,11 @@ def describe_change(before: Measure, after: Measure, tracked: Tracked) -> list[s
         lines.append(
             f"{framework} arrays still referenced elsewhere on {device}: {format_bytes(size)} "
             "(name them: %gpu_free NAME …)"
+        )
+    for (index, run), size in sorted(after.runs.items()):
+        lines.append(
+            f"GPU {index}: yours: {run} holds {format_bytes(size)} (a process of its own: "
+            "%gpu_free frees this kernel's memory only; end the run to free it)"
         )
     if before.rss is not None and after.rss is not None:
         lines.append(f"process memory (RSS, CPU arrays): {format_bytes(before.rss)} → {format_bytes(after.rss)}")

@@ -15,6 +15,8 @@ from collections import deque
 from collections.abc import Iterable
 from importlib import resources
 
+from ..core.availability import FREE_MEMORY_BYTES as RULE_FREE_MEMORY_BYTES
+from ..core.availability import Viewer
 from ..core.snapshot import GpuInfo, GpuProcess
 from ..core.text import display_text
 from ..core.units import UNKNOWN, format_bytes, format_duration
@@ -161,33 +163,38 @@ def slices_html(gpu: GpuInfo, own_pid: int) -> str:
     return "".join(parts)
 
 
-def processes_html(gpu: GpuInfo, own_pid: int) -> str:
-    """The processes on ``gpu`` as an escaped table; this kernel's process is marked (by slice in MIG mode)."""
+def processes_html(gpu: GpuInfo, own_pid: int, viewer: Viewer | None = None) -> str:
+    """The processes on ``gpu`` as an escaped table; this kernel's process is marked (by slice in MIG
+    mode), this user's runs named from their claims (``viewer``: ``yours: train.py (jupyter-gpu run), 2 h``)."""
     if gpu.mig_mode and not gpu.error:
         return slices_html(gpu, own_pid)
-    return _process_table(gpu.processes, own_pid)
+    return _process_table(gpu.processes, own_pid, viewer)
 
 
-#: Memory a GPU may show as used and still be free (the driver's, a display server's): the sidebar's
-#: ``FREE_MEMORY_BYTES`` (labextension/src/overview.ts).
-FREE_MEMORY_BYTES = 512 * 1024**2
+#: Memory a GPU may show as used and still be free (the driver's, a display server's): the one rule's
+#: (core/availability.py; the sidebar's ``FREE_MEMORY_BYTES`` in labextension/src/overview.ts).
+FREE_MEMORY_BYTES = RULE_FREE_MEMORY_BYTES
 
 #: What the panel and the sidebar say of a GPU with nothing on it (the same words in both).
 NO_PROCESSES = "No processes"
 
 
-def _process_table(processes: Iterable[GpuProcess], own_pid: int) -> str:
+def _process_table(processes: Iterable[GpuProcess], own_pid: int, viewer: Viewer | None = None) -> str:
     """The processes as a table with the sidebar's words: user, program, memory (and the PID). Other
     users' program names are withheld unless an admin shows them: a column of nothing but "—" is left
     out (one "—" where only some are missing), and this kernel's row is marked."""
     processes = tuple(processes)
     if not processes:
         return f'<div class="jupyter-gpu-procs"><i>{NO_PROCESSES}</i></div>'
-    named = any(process.name for process in processes)
+    runs = {p.pid: run for p in processes if viewer is not None and (run := viewer.run(p.pid)) is not None}
+    named = any(process.name for process in processes) or bool(runs)
     rows = []
     for process in sorted(processes, key=lambda p: -(p.memory or 0)):
         own = process.pid == own_pid
         mark = ' <span class="jupyter-gpu-own">◀ this kernel</span>' if own else ""
+        if process.pid in runs:
+            mark = f' <span class="jupyter-gpu-own">◀ {html.escape(runs[process.pid])}</span>'
+            own = True
         css = ' class="jupyter-gpu-own"' if own else ""
         user = _cell(process.user, 40)
         if not named:
@@ -206,11 +213,12 @@ def _process_table(processes: Iterable[GpuProcess], own_pid: int) -> str:
     )
 
 
-def who_text(gpu: GpuInfo, own_pid: int) -> str:
+def who_text(gpu: GpuInfo, own_pid: int, viewer: Viewer | None = None) -> str:
     """Who is on ``gpu``, in a few words, as the sidebar's compact line says it: ``this kernel``
-    first, then other users once each; ``free`` when nobody and less than 512 MiB is used (the
-    sidebar's rule, ``FREE_MEMORY_BYTES``), ``nobody`` when memory is held by no process seen;
-    ``—`` when it cannot be read. Escaped."""
+    first, then other users once each; with nobody on it, the one rule's words
+    (:mod:`jupyter_gpu.core.availability`: ``free``, ``reserved by you``, ``reserved by another
+    user``, ``in use`` for memory no process seen holds; ``viewer`` brings the host's claims);
+    ``nobody`` for a GPU in MIG mode (its slices say it); ``—`` when it cannot be read. Escaped."""
     if gpu.error:
         return UNKNOWN
     processes = [*gpu.processes, *(p for s in gpu.slices for p in s.processes)]
@@ -219,4 +227,6 @@ def who_text(gpu: GpuInfo, own_pid: int) -> str:
     names = (["this kernel"] if own else []) + users
     if names:
         return html.escape(", ".join(names))
-    return "free" if gpu.memory_used < FREE_MEMORY_BYTES and not gpu.mig_mode else "nobody"
+    if gpu.mig_mode:
+        return "nobody"
+    return html.escape((viewer if viewer is not None else Viewer()).state(gpu))

@@ -57,6 +57,7 @@ from typing import Any
 
 import ipywidgets as widgets
 
+from ..core.availability import Viewer
 from ..core.snapshot import GpuInfo, Snapshot
 from ..core.text import display_text
 from ..core.units import format_bytes
@@ -237,7 +238,14 @@ class GpuRow:
         )
         self.box.add_class("jupyter-gpu-row")
 
-    def update(self, gpu: GpuInfo, selected: tuple[int, ...] | None, limit: int | None, own_pid: int) -> None:
+    def update(
+        self,
+        gpu: GpuInfo,
+        selected: tuple[int, ...] | None,
+        limit: int | None,
+        own_pid: int,
+        viewer: Viewer | None = None,
+    ) -> None:
         """Show ``gpu``; append to the history; set only the values that changed."""
         lost = gpu.error is not None
         dimmed = selected is not None and gpu.index not in selected
@@ -291,8 +299,9 @@ class GpuRow:
         else:
             share = 100.0 * gpu.memory_used / gpu.memory_total if gpu.memory_total else None
             _set(self.history_chart, "value", self.sparkline.svg(share, gpu.utilization))
-        _set(self.processes, "value", processes_html(gpu, own_pid))
-        _set(self.who, "value", f'<span class="jupyter-gpu-who" title="on it">{who_text(gpu, own_pid)}</span>')
+        _set(self.processes, "value", processes_html(gpu, own_pid, viewer))
+        who = who_text(gpu, own_pid, viewer)
+        _set(self.who, "value", f'<span class="jupyter-gpu-who" title="on it">{who}</span>')
 
     @staticmethod
     def _set_label_class(label: widgets.Widget, css: str, on: bool) -> None:
@@ -606,5 +615,18 @@ class GPUMonitor(widgets.VBox):
             compact = len(order) > COMPACT_ABOVE_GPUS
             if compact != ("jupyter-gpu-compact" in self.rows_box._dom_classes):
                 (self.rows_box.add_class if compact else self.rows_box.remove_class)("jupyter-gpu-compact")
+        view = _viewer(gpus, self._own_pid) if gpus else None
         for key, gpu in zip(order, gpus, strict=True):
-            self._rows[key].update(gpu, selected, limit(gpu.index), self._own_pid)
+            self._rows[key].update(gpu, selected, limit(gpu.index), self._own_pid, view)
+
+
+def _viewer(gpus: list[GpuInfo], own_pid: int) -> Viewer | None:
+    """This user's view of the host's claims (reserved GPUs, this user's runs; nothing of them where
+    claims are off). Never raises: the panel shows the GPUs without it (None)."""
+    try:
+        from ..sources.claims import viewer
+        from ..sources.processes import current_user
+
+        return viewer(gpus, current_user(), own_pids={own_pid})
+    except Exception:
+        return None

@@ -15,6 +15,7 @@ import json
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
+from ..core.availability import Reservation, reservations_of
 from ..core.gauges import GAUGED
 from ..core.snapshot import GpuInfo, GpuProcess, Snapshot
 from .attribution import (
@@ -28,6 +29,7 @@ from .attribution import (
     kernel_summary,
     notebook_of,
     process_fields,
+    run_fields,
 )
 from .cull import Due, due_kernels
 
@@ -92,6 +94,8 @@ class _Rendering:
     matcher: KernelMatcher
     reports: dict[str, KernelReport]
     idle_of: dict[str, float | None]
+    ancestry: dict[int, tuple[ProcessKey, ...]] = field(default_factory=dict)
+    reservations: tuple[Reservation, ...] = ()
     holdings: Holdings = field(default_factory=Holdings)
     total: int = 0  # GPU processes
     unknown: int = 0  # GPU processes whose PID does not exist here
@@ -174,6 +178,8 @@ class AnswerBuilder:
             matcher=KernelMatcher(kernels, keys, ancestry, reports),
             reports=reports,
             idle_of={kid: info.idle_s(now) for kid, info in kernels.items()},
+            ancestry=ancestry,
+            reservations=getattr(snapshot, "reservations", ()),
         )
 
     def _render_gpus(self, snapshot: Snapshot, work: _Rendering) -> None:
@@ -207,12 +213,19 @@ class AnswerBuilder:
                 work.holdings.add(info.kernel_id, notebook, gpu.index, process)
                 entry = process.to_dict()
                 entry.update(process_fields(info, notebook, work.idle_of[info.kernel_id], process.memory or 0, policy))
+                entry["mine"] = True
                 fragments.append((pid, dumps(entry)))
                 continue
             if process.user is None and process.name is None:
                 work.unknown += 1  # a PID that does not exist here (another PID namespace)
             others = process.user is None or process.user != me
             if others and not show_others:
+                continue
+            run = None if others or not work.reservations else run_fields(pid, work.ancestry, work.reservations)
+            if run is not None:  # this user's `jupyter-gpu run`: from its own claim, never cached
+                entry = self._foreign_entry(process, others)
+                entry.update(run)
+                fragments.append((pid, dumps(entry)))
                 continue
             cached = old_texts.get(pid)
             if cached is not None and cached[0] is process:  # the reader reuses unchanged records
@@ -237,7 +250,7 @@ class AnswerBuilder:
                 entry["slice"] = process.slice
         else:
             entry = process.to_dict()
-        entry.update(kernel_id=None, notebook=None, own=False, idle_s=None, idle=False)
+        entry.update(kernel_id=None, notebook=None, own=False, idle_s=None, idle=False, mine=not others)
         return entry
 
     @staticmethod
@@ -247,12 +260,14 @@ class AnswerBuilder:
         fragment_of = dict(fragments)  # pid -> its JSON text, for the GPU's slices (MIG mode)
         head = replace(gpu, processes=(), slices=()).to_dict()
         del head["processes"], head["slices"]
+        head["reservations"] = [r.to_dict() for r in reservations_of(gpu.uuid, work.reservations)]
         # A slice lists the same process entries as its GPU (annotated and filtered the same way:
         # another user's process hidden on the GPU is hidden on its slice too).
         slice_texts = []
         for slice_ in gpu.slices:
             slice_head = replace(slice_, processes=()).to_dict()
             del slice_head["processes"]
+            slice_head["reservations"] = [r.to_dict() for r in reservations_of(slice_.uuid, work.reservations)]
             members = ",".join(fragment_of[p.pid] for p in slice_.processes if p.pid in fragment_of)
             slice_texts.append(dumps(slice_head)[:-1] + ',"processes":[' + members + "]}")
             if slice_.error is None:

@@ -19,6 +19,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from ..core.availability import Reservation, run_of
 from ..core.culling import cull_in_s, cull_warning, is_idle
 from ..core.snapshot import GpuProcess, Snapshot
 
@@ -87,6 +88,8 @@ class AttributedSnapshot(Snapshot):
     keys: dict[int, ProcessKey] = field(default_factory=dict, compare=False)
     ancestry: dict[int, tuple[ProcessKey, ...]] = field(default_factory=dict, compare=False)
     reports: dict[str, KernelReport] = field(default_factory=dict, compare=False)
+    # The host's claims as faces show them (core.availability.Reservation): reserved GPUs, this user's runs
+    reservations: tuple[Reservation, ...] = field(default=(), compare=False)
 
 
 def current_reports(reports: Mapping[str, KernelReport], kernels: Mapping[str, KernelInfo]) -> dict[str, KernelReport]:
@@ -159,6 +162,19 @@ class CullPolicy:
     idle_threshold_s: float
     cull_idle_after_s: float = 0.0
     cull_warn_s: float = 0.0
+
+
+def run_fields(
+    pid: int, ancestry: Mapping[int, tuple[ProcessKey, ...]], reservations: tuple[Reservation, ...]
+) -> dict[str, Any] | None:
+    """The fields a GPU process of this user carries when it is one of this user's ``jupyter-gpu run``
+    processes (the run's claimant or child, or a descendant): ``own`` and ``run`` (its label and
+    start, from the run's own claim); None when it is no run's. Call it for this user's processes
+    only: a claim is believed about its owner's own processes, never another account's."""
+    run = run_of(pid, (key[0] for key in ancestry.get(pid, ())), reservations)
+    if run is None:
+        return None
+    return {"own": True, "run": {"label": run.label, "since": run.since}}
 
 
 def notebook_of(info: KernelInfo, report: KernelReport | None) -> str | None:

@@ -40,6 +40,7 @@ import psutil
 
 from ..core.history import GpuHistory
 from ..core.snapshot import Snapshot
+from ..sources.claims import host_reservations
 from ..sources.kernel_reports import ReportReader
 from ..sources.processes import PidCache, ProcessKey, current_user, process_key, process_starts
 from ..sources.sampler import Sampler
@@ -176,8 +177,13 @@ class GpuService:
         ancestry = {pid: self._ancestry.get(pid, keys[pid][1]) for pid in pids}
         self._ancestry.forget_all_but(pids)
         reports = self._report_reader.read(self.report_dir) if self.report_dir else {}
+        reservations = tuple(
+            host_reservations(snapshot.gpus, {pid: [key[0] for key in line] for pid, line in ancestry.items()})
+        )
         values = {f.name: getattr(snapshot, f.name) for f in fields(Snapshot)}
-        attributed = AttributedSnapshot(**values, keys=keys, ancestry=ancestry, reports=reports)
+        attributed = AttributedSnapshot(
+            **values, keys=keys, ancestry=ancestry, reports=reports, reservations=reservations
+        )
         try:  # build the answer here, once, for every client to come
             self._store(self._build(attributed, self._table, time.time()))
         except Exception:

@@ -86,3 +86,26 @@ def caps_note(plan: GpuPlan, command: Sequence[str], python: bool, env: Mapping[
         f"{name} gets the GPU selection, growth and JAX's share (environment variables), not the TensorFlow "
         "and PyTorch caps (calls made inside a Python process): cap them in the program itself."
     )
+
+
+def run_label(command: Sequence[str]) -> str:
+    """What a run's claim calls it: the script a Python command runs (``python -u train.py`` ->
+    ``train.py``, ``python -m pkg.train`` -> ``pkg.train``), else the program's name (``./train.sh``
+    -> ``train.sh``). Only the run's own user is ever shown it (docs/security.md)."""
+    if not command:
+        return ""
+    program = os.path.basename(command[0])
+    if not _PYTHON_NAME.match(program):  # a console script's arguments are its own, not python's
+        return program
+    arguments = iter(command[1:])
+    for argument in arguments:
+        if argument == "-m":
+            return next(arguments, program)
+        if argument == "-c":
+            return f"{program} -c"
+        if argument in ("-W", "-X", "-Q"):  # options that take a value
+            next(arguments, None)
+            continue
+        if not argument.startswith("-"):
+            return os.path.basename(argument)
+    return program

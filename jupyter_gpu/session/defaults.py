@@ -47,8 +47,11 @@ def default_limit() -> str:
 
 
 def claims_on() -> bool:
-    """``JUPYTER_GPU_CLAIMS``: claims are on unless turned off."""
-    return env_not_off("JUPYTER_GPU_CLAIMS")
+    """``JUPYTER_GPU_CLAIMS``: claims are on unless turned off (the board's own rule,
+    :func:`jupyter_gpu.sources.claims.claims_enabled`, imported only when asked)."""
+    from ..sources.claims import claims_enabled
+
+    return claims_enabled()
 
 
 def admin_ceiling() -> str:

@@ -208,6 +208,7 @@ class PlanSession:
         self.pending_request: PlanRequest | None = None
         self.last_snapshot: Snapshot | None = None
         self.last_claims: dict[int | str, int] = {}
+        self.last_reservations: list[Any] = []  # core.availability.Reservation: why auto chose a GPU
         self._board: Any = None
         self._claims_note_shown = False
         #: what the claim says beyond its GPUs (:meth:`jupyter_gpu.sources.claims.ClaimBoard.claim`'s
@@ -240,10 +241,18 @@ class PlanSession:
             fresh = warm[0] if warm is not None and time.monotonic() - warm[1] < 0.5 else None
             plan = self._change_locked(magic, board, require_idle, fresh, hints, host_sample, **changes)
             if plan is not None and "selection" in changes:
-                if board is not None:
-                    self._claim(board, plan)
+                # Every selection of GPUs is claimed, `%gpu_select 2` too: the GPU shows as reserved
+                # (to this user and, as "reserved by another user", to the others) until it is used.
+                chosen = board if board is not None else self._claim_board()
+                if chosen is not None:
+                    self._claim(chosen, plan)
                 elif self._board is not None:
-                    self._board.release()  # a selection that is not auto (or claims off): no claim
+                    self._board.release()  # claims turned off since: no claim
+        # Whose claims auto saw, for its reasons ("reserved by another user"): read after the lock
+        snapshot = self.last_snapshot
+        self.last_reservations = []
+        if board is not None and snapshot is not None and self.last_claims:
+            self.last_reservations = board.reservations(snapshot.gpus)
         return plan
 
     def _change_locked(
@@ -357,7 +366,7 @@ class PlanSession:
         return self._board
 
     def _claim(self, board: Any, plan: GpuPlan) -> None:
-        """Claim the GPUs ``auto`` chose (replacing this kernel's earlier claims)."""
+        """Claim the GPUs the selection chose (replacing this kernel's earlier claims; none: released)."""
         uuids = [gpu.uuid for gpu in plan.gpus if gpu.index in (plan.selected_indices or ()) and gpu.uuid]
         try:
             board.claim(uuids, **self.claim_fields)

@@ -12,6 +12,7 @@ import os
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from ..core.availability import Reservation, unit_availability
 from ..core.text import display_text
 from ..core.units import format_bytes
 
@@ -93,9 +94,12 @@ def _labels(plan: GpuPlan, not_following: list[str]) -> tuple[dict[int, str], li
     return {index: ", ".join(names) or "no framework" for index, names in labels.items()}, notes
 
 
-def selection_report(plan: GpuPlan, caveats: bool = True, children: str | None = None) -> str:
+def selection_report(
+    plan: GpuPlan, caveats: bool = True, children: str | None = None, reservations: Sequence[Reservation] = ()
+) -> str:
     """What ``%gpu_select`` prints: each selected GPU and its name in every framework, growth, limit
-    (``caveats``, ``children``: as :func:`limit_report`)."""
+    (``caveats``, ``children``: as :func:`limit_report`; ``reservations``: the host's other claims
+    ``auto`` saw, so its reason says "reserved by another user" where that is so)."""
     notes: list[str] = []
     not_following: list[str] = []
     if plan.selected_indices == ():
@@ -105,7 +109,7 @@ def selection_report(plan: GpuPlan, caveats: bool = True, children: str | None =
     else:
         labels, notes = _labels(plan, not_following)
         lines = []
-        why = _auto_reasons(plan)
+        why = _auto_reasons(plan, reservations)
         for index in plan.selected_indices:
             gpu = plan.gpu(index)
             about = (
@@ -128,8 +132,10 @@ def selection_report(plan: GpuPlan, caveats: bool = True, children: str | None =
     return "\n".join(lines)
 
 
-def _auto_reasons(plan: GpuPlan) -> dict[int, str]:
-    """Why ``auto`` chose each GPU, e.g. ``": no other users, 46.8 GiB free, 3 % busy"``."""
+def _auto_reasons(plan: GpuPlan, reservations: Sequence[Reservation] = ()) -> dict[int, str]:
+    """Why ``auto`` chose each GPU, e.g. ``"; chosen by auto: free, 46.8 GiB free, 3 % busy"``: the
+    GPU's state in the words of the one rule (:func:`~jupyter_gpu.core.availability.unit_availability`:
+    ``free``, ``reserved by another user``, ...), with the other users working there by name."""
     if not (plan.request.selection or "").lower().startswith("auto"):
         return {}
     from .. import frameworks
@@ -147,7 +153,9 @@ def _auto_reasons(plan: GpuPlan) -> dict[int, str]:
             reasons[index] = f"; {_KEPT.format(auto=plan.request.selection)}"
             continue
         users = other_users(gpu, os.getpid(), current_user())
-        who = f"used by {', '.join(users)}" if users else "no other users"
+        others = [r for r in reservations if r.pid != os.getpid()]  # not this kernel's own new claim
+        state = unit_availability(gpu, others, current_user(), own_pids={os.getpid()})
+        who = f"used by {', '.join(users)}" if users else state
         busy = "" if gpu.utilization is None else f", {gpu.utilization} % busy"
         reasons[index] = f"; chosen by auto: {who}, {format_bytes(gpu.memory_free)} free{busy}"
     return reasons

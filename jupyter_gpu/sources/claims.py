@@ -70,16 +70,30 @@ import socket
 import stat
 import tempfile
 import time
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..core.availability import Reservation, Viewer, run_description, run_of
 from ..core.text import display_text
 from ..core.wire import Fields, WireError, loads
 from .processes import ProcessKey, process_start
 
-__all__ = ["DEFAULT_DIRECTORY", "DEFAULT_TTL_S", "Claim", "ClaimBoard", "claims_directory", "user_folder"]
+__all__ = [
+    "DEFAULT_DIRECTORY",
+    "DEFAULT_TTL_S",
+    "KINDS",
+    "Claim",
+    "ClaimBoard",
+    "claims_directory",
+    "claims_enabled",
+    "host_reservations",
+    "reserved_accounts",
+    "runs_by_account",
+    "user_folder",
+    "viewer",
+]
 
 log = logging.getLogger(__name__)
 
@@ -96,12 +110,22 @@ CONTENDED_WAIT_S = 0.2  # the lock's wait once it was not obtained in time (some
 MAX_LOGGED = 10  # refused files logged per board, one line each (then one line for the rest)
 _NAME = re.compile(r"^([1-9][0-9]{0,9})-[0-9a-z_]{1,32}\.json$")
 _UUID = re.compile(r"^(GPU|MIG)-[0-9A-Za-z/\-]{1,120}$")
-_VERSION = 1
+_VERSION = 2  # 2 adds kind, label, child_pid; version 1 files (kernels before) are still read
+_VERSIONS = (1, 2)
+KINDS = ("kernel", "run")  # what holds a claim: a kernel's selection, or `jupyter-gpu run`'s child
+MAX_LABEL_CHARS = 80  # a run's command's short name (another user's text: never shown to others)
 
 
 @dataclass(frozen=True)
 class Claim:
-    """A validated claim: ``uid``'s process ``pid`` chose the GPU ``gpu_uuid`` at ``time`` (epoch s)."""
+    """A validated claim: ``uid``'s process ``pid`` chose the GPU ``gpu_uuid`` at ``time`` (epoch s).
+
+    ``kind`` says what holds it: ``"kernel"`` (a kernel's ``%gpu_select``: counts for ``ttl_s``) or
+    ``"run"`` (``jupyter-gpu run``: counts while its process lives, no time limit). ``label`` is the
+    holder's own short description (``train.py``), sanitized and bounded here; it is the claim
+    owner's text, shown to that user only. ``child_pid`` is the process a run started (None for a
+    kernel): its GPU memory is the run's.
+    """
 
     uid: int
     pid: int
@@ -109,6 +133,9 @@ class Claim:
     time: float
     host: str
     path: Path
+    kind: str = "kernel"
+    label: str = ""
+    child_pid: int | None = None
 
 
 def parse_claim(data: Any, owner_uid: int, path: Path) -> Claim | str:
@@ -116,7 +143,7 @@ def parse_claim(data: Any, owner_uid: int, path: Path) -> Claim | str:
     try:
         fields = Fields(data)
         version = fields.raw("version", None)
-        if isinstance(version, bool) or version != _VERSION:
+        if isinstance(version, bool) or version not in _VERSIONS:
             return "unknown version"
         uid = fields.integer("uid", 0, 2**31 - 1)
         pid = fields.integer("pid", 1, 2**31 - 1)
@@ -127,12 +154,55 @@ def parse_claim(data: Any, owner_uid: int, path: Path) -> Claim | str:
             return "gpu_uuid is not a GPU UUID"
         when = fields.number("time")
         host = fields.text("host", 255)
+        kind, label, child_pid = "kernel", "", None
+        if version >= 2:
+            kind = fields.text("kind", 16)
+            if kind not in KINDS:
+                return f"kind must be one of {', '.join(KINDS)}"
+            label = display_text(fields.text("label", 4 * MAX_LABEL_CHARS, min_chars=0), MAX_LABEL_CHARS, missing="")
+            child_pid = fields.optional_integer("child_pid", 1, 2**31 - 1)
     except WireError as error:
         return str(error)
-    return Claim(uid=uid, pid=pid, gpu_uuid=uuid, time=when, host=host, path=path)
+    return Claim(
+        uid=uid, pid=pid, gpu_uuid=uuid, time=when, host=host, path=path, kind=kind, label=label, child_pid=child_pid
+    )
 
 
 _Found = tuple[Claim, tuple[int, float]]  # a claim read, and its process's (real uid, start time)
+
+
+def _holds(claim: Claim, pids: set[int], ancestors: Mapping[int, Collection[int]]) -> bool:
+    """Whether ``claim``'s process, its run's child, or a descendant of either is among ``pids``."""
+    holders = {claim.pid} if claim.child_pid is None else {claim.pid, claim.child_pid}
+    return bool(holders & pids) or any(holders.intersection(ancestors.get(pid, ())) for pid in pids)
+
+
+def _seen(
+    board: ClaimBoard, gpus: Sequence[Any], now: float, ancestors: Mapping[int, Collection[int]]
+) -> Iterator[tuple[Claim, bool]]:
+    """Every claim of ``board`` that counts, and whether its process (or a run's child, or a
+    descendant of either) holds memory on that GPU (``gpus``: GpuInfo, MIG slices included)."""
+    nvml_pids: dict[str, set[int]] = {gpu.uuid: {p.pid for p in gpu.processes} for gpu in gpus}
+    nvml_pids.update({s.uuid: {p.pid for p in s.processes} for gpu in gpus for s in getattr(gpu, "slices", ())})
+    for claims in board._current(now).values():
+        for claim in claims:
+            yield claim, _holds(claim, nvml_pids.get(claim.gpu_uuid, set()), ancestors)
+
+
+def _reservation(claim: Claim, holding: bool, uid: int) -> Reservation:
+    """``claim`` as a face of user ``uid`` may show it: another user's keeps its GPU and nothing more."""
+    if claim.uid != uid:
+        return Reservation(gpu_uuid=claim.gpu_uuid, own=False, holding=holding)
+    return Reservation(
+        gpu_uuid=claim.gpu_uuid,
+        own=True,
+        kind=claim.kind,
+        since=claim.time,
+        label=claim.label,
+        pid=claim.pid,
+        child_pid=claim.child_pid,
+        holding=holding,
+    )
 
 
 def _process(pid: int) -> tuple[int, float] | None:
@@ -322,36 +392,65 @@ class ClaimBoard:
         alive: dict[int, tuple[int, float] | None] = {}
         return [found for uid in sorted(_users_with_processes()) for found in self._user_claims(uid, alive)]
 
-    def active(
-        self, nvml_pids: dict[str, set[int]], now: float | None = None, exclude_pid: int | None = None
-    ) -> list[Claim]:
-        """Claims that still count, one per (process, GPU): on this host; younger than ``ttl_s``, not
-        dated ahead, and written after their process started; their process alive and run by the claim's
-        user; from the process's newest selection; not yet shown by NVML on that GPU (``nvml_pids``:
-        GPU UUID → PIDs NVML shows there). This user's files that no longer count are deleted."""
-        now = time.time() if now is None else now
+    def _current(self, now: float) -> dict[tuple[int, float], list[Claim]]:
+        """The claims that still count, per process (PID, start): on this host; not dated ahead and
+        written after their process started; a kernel's younger than ``ttl_s`` (a run's count while
+        its process lives); their process alive and run by the claim's user; from the process's
+        newest selection. This user's files that no longer count are deleted."""
         by_process: dict[tuple[int, float], list[Claim]] = {}
         for claim, process in self._found():
             if claim.host != self.host:
                 continue  # a directory shared between hosts: PIDs mean nothing here
-            if not process[1] - START_SKEW_S <= claim.time <= now + FUTURE_SKEW_S or now - claim.time > self.ttl_s:
+            expired = claim.kind != "run" and now - claim.time > self.ttl_s
+            if not process[1] - START_SKEW_S <= claim.time <= now + FUTURE_SKEW_S or expired:
                 if claim.uid == self.uid:  # this user's files that no longer count are removed
                     with contextlib.suppress(OSError):
                         claim.path.unlink()
                 continue
             by_process.setdefault((claim.pid, process[1]), []).append(claim)
-        result: list[Claim] = []
-        for (pid, _start), claims in by_process.items():
-            if pid == (self.pid if exclude_pid is None else exclude_pid):
-                continue
+        for key, claims in by_process.items():
             newest = max(claim.time for claim in claims)
-            gpus = {
-                claim.gpu_uuid: claim
-                for claim in sorted(claims, key=lambda c: c.time)
-                if claim.time >= newest - SELECTION_WINDOW_S and pid not in nvml_pids.get(claim.gpu_uuid, set())
+            chosen = {
+                c.gpu_uuid: c for c in sorted(claims, key=lambda c: c.time) if c.time >= newest - SELECTION_WINDOW_S
             }
-            result.extend(gpus.values())
-        return result
+            by_process[key] = list(chosen.values())
+        return by_process
+
+    def active(
+        self, nvml_pids: dict[str, set[int]], now: float | None = None, exclude_pid: int | None = None
+    ) -> list[Claim]:
+        """Claims that still count (:meth:`_current`), one per (process, GPU), except this process's
+        (or ``exclude_pid``'s), and not yet shown by NVML on that GPU: neither the claimant nor a
+        run's child is among ``nvml_pids`` (GPU UUID → PIDs NVML shows there)."""
+        now = time.time() if now is None else now
+        skip = self.pid if exclude_pid is None else exclude_pid
+        return [
+            claim
+            for (pid, _start), claims in self._current(now).items()
+            if pid != skip
+            for claim in claims
+            if not _holds(claim, nvml_pids.get(claim.gpu_uuid, set()), {})
+        ]
+
+    def reservations(
+        self,
+        gpus: Sequence[Any],
+        now: float | None = None,
+        ancestors: Mapping[int, Collection[int]] | None = None,
+    ) -> list[Reservation]:
+        """Every claim that counts as the faces show it (:class:`~jupyter_gpu.core.availability.Reservation`):
+        this process's too; ``holding`` when the claimant, a run's child, or a process descending from
+        either (``ancestors``: NVML PID → its ancestors' PIDs, where known) holds memory on that GPU
+        (``gpus``: GpuInfo, MIG slices included). Another user's claim keeps only the GPU and
+        ``own`` False: its label, PIDs and time are never handed on. Never raises."""
+        try:
+            now = time.time() if now is None else now
+            return [
+                _reservation(claim, holding, self.uid) for claim, holding in _seen(self, gpus, now, ancestors or {})
+            ]
+        except Exception as error:
+            self.failed(error)
+            return []
 
     def load(self, gpus: Sequence[Any], now: float | None = None) -> dict[int | str, int]:
         """NVML index → number of other processes' active claims on that GPU (``gpus``: GpuInfo),
@@ -384,18 +483,28 @@ class ClaimBoard:
 
     # -- writing
 
-    def claim(self, gpu_uuids: Iterable[str]) -> list[Path]:
+    def claim(
+        self, gpu_uuids: Iterable[str], *, kind: str = "kernel", label: str = "", child_pid: int | None = None
+    ) -> list[Path]:
         """Leave a claim for each GPU (this process's earlier claims are replaced). Raises OSError,
-        with a message naming the problem, when this user's folder cannot be made or used."""
+        with a message naming the problem, when this user's folder cannot be made or used.
+
+        ``kind``: ``"kernel"`` (counts for ``ttl_s``) or ``"run"`` (``jupyter-gpu run``: counts while
+        this process lives); ``label``: what holds it in a few words (``train.py``; shown to this user
+        only, cut to :data:`MAX_LABEL_CHARS`); ``child_pid``: the process a run started, whose GPU
+        memory is the run's. ValueError for an unknown ``kind``."""
+        if kind not in KINDS:
+            raise ValueError(f"kind must be one of {', '.join(KINDS)}, not {kind!r}")
         self.release()
         made: list[Path] = []
         uuids = list(gpu_uuids)
         if not uuids:
             return made
+        holder = {"kind": kind, "label": display_text(label, MAX_LABEL_CHARS, missing=""), "child_pid": child_pid}
         folder = self._own_folder()
         try:
             for uuid in uuids:
-                made.append(self._write(folder, uuid))
+                made.append(self._write(folder, uuid, holder))
         finally:
             os.close(folder)
             self.mine = made
@@ -425,7 +534,7 @@ class ClaimBoard:
             )
         return fd
 
-    def _write(self, folder: int, uuid: str) -> Path:
+    def _write(self, folder: int, uuid: str, holder: dict[str, Any]) -> Path:
         """One claim file, created privately and linked into place; nothing is left behind on failure."""
         payload = json.dumps(
             {
@@ -435,6 +544,7 @@ class ClaimBoard:
                 "gpu_uuid": uuid,
                 "time": time.time(),
                 "host": self.host,
+                **holder,
             }
         ).encode()
         fd, tmp = tempfile.mkstemp(prefix=".", suffix=".tmp", dir=self.folder)  # O_EXCL, 0600, unpredictable
@@ -542,3 +652,101 @@ class ClaimBoard:
             yield True
         finally:
             os.close(fd)  # closing releases the lock
+
+
+def host_reservations(
+    gpus: Sequence[Any], ancestors: Mapping[int, Collection[int]] | None = None, directory: str | None = None
+) -> list[Reservation]:
+    """The host's reservations for a face (:meth:`ClaimBoard.reservations` in the claims directory
+    kernels and runs use, ``$JUPYTER_GPU_CLAIMS_DIR`` else ``/tmp``); empty when claims cannot be
+    read there. Never raises: reservations only refine what a face shows."""
+    try:
+        board = ClaimBoard(directory or claims_directory())
+    except Exception:
+        return []
+    return board.reservations(gpus, ancestors=ancestors) if board.problem is None else []
+
+
+def _parents(pid: int) -> list[int]:
+    """The PIDs of ``pid``'s parent, grandparent, …; empty when it is gone or unreadable."""
+    try:
+        import psutil
+
+        return [parent.pid for parent in psutil.Process(pid).parents()]
+    except Exception:
+        return []
+
+
+def claims_enabled() -> bool:
+    """Whether claims are used here: not turned off by ``JUPYTER_GPU_CLAIMS=0`` (or false, no, off)."""
+    return os.environ.get("JUPYTER_GPU_CLAIMS", "").strip().lower() not in {"0", "false", "no", "off"}
+
+
+def viewer(gpus: Sequence[Any], me: str | None, own_pids: Collection[int] = (), now: float | None = None) -> Viewer:
+    """What this user sees of the host's claims (:class:`~jupyter_gpu.core.availability.Viewer`): the
+    reservations, and this user's runs among the GPU processes of ``gpus``. A claim is believed only
+    about its owner's own processes: only processes of ``me`` (or ``own_pids``) are looked up as
+    descendants of a run. Nothing of the claims where they are off (:func:`claims_enabled`). Never raises."""
+    if not claims_enabled():
+        return Viewer(me=me, own_pids=frozenset(own_pids))
+    now = time.time() if now is None else now
+    units = [*gpus, *(s for gpu in gpus for s in getattr(gpu, "slices", ()))]
+    mine = {p.pid for unit in units for p in unit.processes if p.pid in own_pids or (me is not None and p.user == me)}
+    ancestors = {pid: _parents(pid) for pid in mine}
+    reservations = host_reservations(gpus, ancestors)
+    runs: dict[int, str] = {}
+    for pid in mine:
+        run = run_of(pid, ancestors.get(pid, ()), reservations)
+        if run is not None:
+            runs[pid] = run_description(run, now)
+    return Viewer(me=me, own_pids=frozenset(own_pids), reservations=tuple(reservations), runs=runs)
+
+
+def _by_account(gpus: Sequence[Any], directory: str | None) -> list[tuple[str, Claim, bool]]:
+    """Every claim that counts on this host's board, with its owner's account (system user name;
+    ``uid N`` where a uid has none) and whether it holds memory there: the hub service's reading.
+    Empty where claims are off or cannot be read here."""
+    if not claims_enabled():
+        return []
+    import pwd
+
+    board = ClaimBoard(directory or claims_directory())
+    if board.problem is not None:
+        return []
+    names: dict[int, str] = {}
+    found = []
+    for claim, holding in _seen(board, gpus, time.time(), {}):
+        if claim.uid not in names:
+            try:
+                names[claim.uid] = pwd.getpwuid(claim.uid).pw_name
+            except KeyError:
+                names[claim.uid] = f"uid {claim.uid}"
+        found.append((names[claim.uid], claim, holding))
+    return found
+
+
+def runs_by_account(gpus: Sequence[Any], directory: str | None = None) -> dict[str, tuple[Reservation, ...]]:
+    """Account → that account's ``jupyter-gpu run`` claims (one per run and GPU, as
+    :class:`~jupyter_gpu.core.availability.Reservation` with ``own`` True: label and start), for the
+    hub service's console, which shows each account's runs to that account's user only. Never raises."""
+    try:
+        runs: dict[str, list[Reservation]] = {}
+        for account, claim, holding in _by_account(gpus, directory):
+            if claim.kind == "run":
+                runs.setdefault(account, []).append(_reservation(claim, holding, claim.uid))
+        return {account: tuple(found) for account, found in runs.items()}
+    except Exception:
+        return {}
+
+
+def reserved_accounts(gpus: Sequence[Any], directory: str | None = None) -> dict[str, frozenset[str]]:
+    """GPU or MIG UUID → the accounts with a reservation there (a claim whose process holds nothing
+    there yet), for the hub service's console. Never raises."""
+    try:
+        found: dict[str, set[str]] = {}
+        for account, claim, holding in _by_account(gpus, directory):
+            if not holding:
+                found.setdefault(claim.gpu_uuid, set()).add(account)
+        return {uuid: frozenset(accounts) for uuid, accounts in found.items()}
+    except Exception:
+        return {}

@@ -5,7 +5,7 @@
  */
 import { cullsDue } from './culling';
 import { displayText, formatBytes, formatDuration, percent, tooltipText } from './format';
-import type { IGpu, IGpuProcess, IMigSlice, ISnapshot, MonitorState } from './tokens';
+import type { IGpu, IGpuProcess, IMigSlice, IReservation, IRunInfo, ISnapshot, MonitorState } from './tokens';
 
 /**
  * Memory a GPU or MIG slice may show as used and still count as free: what the driver and a display
@@ -24,27 +24,117 @@ function processesOf(unit: { processes?: unknown }): IGpuProcess[] {
     : [];
 }
 
+function reservationsOf(unit: { reservations?: unknown }): IReservation[] {
+  return Array.isArray(unit.reservations)
+    ? (unit.reservations.filter(r => typeof r === 'object' && r !== null) as IReservation[])
+    : [];
+}
+
+/** What a GPU or MIG slice is to the user looking at it: the words every face shows. */
+export type Availability =
+  | 'free'
+  | 'in use by you'
+  | 'in use by others'
+  | 'in use'
+  | 'reserved by you'
+  | 'reserved by another user'
+  | 'cannot be read';
+
+/** The plain facts of one GPU or MIG slice the rule reads (`tests/golden/availability.json`). */
+export interface IAvailabilityFacts {
+  error: boolean;
+  memory_used: number;
+  jobs_yours: number;
+  jobs_others: number;
+  reserved_yours: boolean;
+  reserved_others: boolean;
+}
+
 /**
- * The one "free" rule of the sidebar and the status bar: readable (no error), no compute process
- * of anybody (this user's included), and less than `FREE_MEMORY_BYTES` of memory used. A GPU in
- * MIG mode is never free as a whole: its slices are counted instead (`isFreeSlice`).
+ * The one rule of "free", the twin of `jupyter_gpu/core/availability.py` (both checked against
+ * `tests/golden/availability.json`): unreadable, then another user's job, then yours, then another
+ * user's reservation (a kernel or run that chose it and holds nothing yet), then yours, then memory
+ * nobody's visible job accounts for, else free.
  */
+export function availability(facts: IAvailabilityFacts): Availability {
+  if (facts.error) {
+    return 'cannot be read';
+  }
+  if (facts.jobs_others > 0) {
+    return 'in use by others';
+  }
+  if (facts.jobs_yours > 0) {
+    return 'in use by you';
+  }
+  if (facts.reserved_others) {
+    return 'reserved by another user';
+  }
+  if (facts.reserved_yours) {
+    return 'reserved by you';
+  }
+  if (!(facts.memory_used < FREE_MEMORY_BYTES)) {
+    return 'in use';
+  }
+  return 'free';
+}
+
+/** A process that is this user's: a kernel's (`own`), a run's, or any other of the server's user. */
+function isYours(process: IGpuProcess): boolean {
+  return process.own === true || process.mine === true;
+}
+
+/** The rule's facts gathered from one GPU or MIG slice of the server's answer. */
+export function unitAvailability(unit: {
+  error: string | null;
+  memory_used: number;
+  processes?: unknown;
+  reservations?: unknown;
+}): Availability {
+  const jobs = processesOf(unit).filter(isJob);
+  const yours = jobs.filter(isYours).length;
+  const reservations = reservationsOf(unit);
+  return availability({
+    error: unit.error !== null,
+    memory_used: typeof unit.memory_used === 'number' ? unit.memory_used : NaN,
+    jobs_yours: yours,
+    jobs_others: jobs.length - yours,
+    reserved_yours: reservations.some(r => r.own === true),
+    reserved_others: reservations.some(r => r.own !== true)
+  });
+}
+
+/** Free by the one rule. A GPU in MIG mode is never free as a whole: its slices are counted instead. */
 export function isFreeGpu(gpu: IGpu): boolean {
-  return gpu.mig_mode !== true && isFreeUnit(gpu);
+  return gpu.mig_mode !== true && unitAvailability(gpu) === 'free';
 }
 
 /** The same rule for one MIG slice. */
 export function isFreeSlice(slice: IMigSlice): boolean {
-  return isFreeUnit(slice);
+  return unitAvailability(slice) === 'free';
 }
 
-function isFreeUnit(unit: { error: string | null; memory_used: number; processes: IGpuProcess[] }): boolean {
-  return (
-    unit.error === null &&
-    typeof unit.memory_used === 'number' &&
-    unit.memory_used < FREE_MEMORY_BYTES &&
-    !processesOf(unit).some(isJob)
-  );
+/** `train.py (jupyter-gpu run), 2 h`: one of this user's runs, as the golden table spells it. */
+export function runDescription(run: IRunInfo, now: number): string {
+  const name = displayText(run.label || null, 'a command', 80);
+  return `${name} (jupyter-gpu run), ${formatDuration(Math.max(0, now - run.since))}`;
+}
+
+/** This user's runs on `gpus`, described once each (`yours: train.py (jupyter-gpu run), 2 h`). */
+export function runsOn(gpus: readonly (IGpu | IMigSlice)[], now: number): string[] {
+  const seen = new Set<string>();
+  for (const unit of gpus) {
+    for (const p of processesOf(unit)) {
+      if (p.run && typeof p.run === 'object') {
+        seen.add(`yours: ${runDescription(p.run, now)}`);
+      }
+    }
+    for (const r of reservationsOf(unit)) {
+      if (r.own === true && r.kind === 'run' && typeof r.since === 'number') {
+        seen.add(`yours: ${runDescription({ label: r.label ?? '', since: r.since }, now)}`);
+      }
+    }
+  }
+  return [...seen].sort();
 }
 
 /** The MIG slices of `gpu` (none unless it is in MIG mode). */
@@ -137,8 +227,10 @@ export function whoIsOn(processes: readonly IGpuProcess[]): { who: string; whole
 /**
  * One GPU as one line of the compact view, under the column heads `GPU memory util free who`:
  * `GPU 2 ▮▮▯ 87 % 60 GiB you, alice`. In MIG mode util is `n/a` and free counts slices (`2/3 MIG`).
+ * A GPU nobody works on says what the one rule says (`free`, `reserved by you`, ...); the title names
+ * this user's runs on it (`yours: train.py (jupyter-gpu run), 2 h`, durations to `now`, epoch s).
  */
-export function compactLine(gpu: IGpu): ICompactLine {
+export function compactLine(gpu: IGpu, now: number = Date.now() / 1000): ICompactLine {
   const label = `GPU ${gpu.index}`;
   const slices = slicesOf(gpu);
   const processes = [...processesOf(gpu)];
@@ -182,18 +274,22 @@ export function compactLine(gpu: IGpu): ICompactLine {
       error: false
     };
   }
-  const isFree = isFreeGpu(gpu);
+  const state = unitAvailability(gpu);
+  const isFree = state === 'free';
+  const reserved = state === 'reserved by you' || state === 'reserved by another user';
   const utilization = gpu.utilization === null ? '—' : `${gpu.utilization} %`;
   const free = formatBytes(gpu.memory_free);
+  const runs = runsOn([gpu], now);
   return {
     label,
     memoryPercent,
     utilization,
     free,
-    who: isFree ? 'free' : who || 'nobody',
+    who: isFree || reserved ? state : who || state,
     title:
       `${label}: util ${utilization}, ${free} free, ${memory}` +
-      (isFree ? '; free' : whole ? `; on it: ${whole}` : ''),
+      (isFree || reserved ? `; ${state}` : whole ? `; on it: ${whole}` : `; ${state}`) +
+      runs.map(run => `; ${run}`).join(''),
     isFree,
     idle,
     error: false
@@ -238,7 +334,12 @@ export function statusSummary(
     };
   }
   const gpus = snapshot.gpus;
-  const inUse = gpus.filter(g => processesOf(g).length > 0).length;
+  const states = gpus.map(unitAvailability);
+  const inUse = states.filter(state => state.startsWith('in use')).length;
+  const reserved = gpus
+    .map((gpu, n) => ({ gpu, state: states[n] }))
+    .filter(({ state }) => state === 'reserved by you' || state === 'reserved by another user');
+  const runs = runsOn(gpus, snapshot.timestamp);
   let own = 0;
   const idleKernels = new Map<string, number>();
   for (const gpu of gpus) {
@@ -265,6 +366,9 @@ export function statusSummary(
   if (free.sliceCount > 0) {
     text += ` · MIG ${free.slices.length}/${free.sliceCount} free`;
   }
+  if (reserved.length > 0) {
+    text += ` · ${reserved.length} reserved`;
+  }
   if (own > 0) {
     text += ` · yours ${formatBytes(own)}`;
   }
@@ -288,7 +392,9 @@ export function statusSummary(
   const title =
     `${inUse} of ${gpus.length} GPUs in use` +
     (free.sliceCount > 0 ? `; ${free.slices.length} of ${free.sliceCount} MIG slices free` : '') +
+    reserved.map(({ gpu, state }) => `; GPU ${gpu.index} ${state}`).join('') +
     `; your kernels hold ${formatBytes(own)}` +
+    runs.map(run => `; ${run}`).join('') +
     (idle > 0 ? `; ${idle} of your kernels ${idle === 1 ? 'is' : 'are'} idle while holding GPU memory` : '') +
     (cullInS !== null ? `; an idle kernel is shut down in ${formatDuration(cullInS)}` : '') +
     (state === 'error' ? ` (stale: ${message ?? 'update failed'})` : '');

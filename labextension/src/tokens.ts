@@ -30,6 +30,27 @@ export interface IGpuProcess {
   cull_warning?: boolean;
   /** The MIG UUID of the slice it runs in (GPUs in MIG mode only). */
   slice?: string;
+  /** A process of this server's user (a kernel's, a run's, or any other): yours. */
+  mine?: boolean;
+  /** This user's `jupyter-gpu run` holds it (from the run's own claim): what the run is, since when. */
+  run?: IRunInfo;
+}
+
+/** A `jupyter-gpu run` as its owner sees it: the command's short name and the start (epoch s). */
+export interface IRunInfo {
+  label: string;
+  since: number;
+}
+
+/**
+ * A GPU or MIG slice chosen by a kernel or a run that holds no memory on it yet. Another user's is
+ * `{own: false}` and nothing more; this user's says what holds it.
+ */
+export interface IReservation {
+  own: boolean;
+  kind?: 'kernel' | 'run';
+  label?: string;
+  since?: number;
 }
 
 /** One MIG device ("slice") of a GPU in MIG mode; NVML has no utilization/temperature/power for it. */
@@ -45,6 +66,7 @@ export interface IMigSlice {
   memory_free: number;
   error: string | null;
   processes: IGpuProcess[];
+  reservations?: IReservation[];
 }
 
 /** One GPU as NVML saw it at `ISnapshot.timestamp`. */
@@ -66,6 +88,7 @@ export interface IGpu {
   /** MIG mode (absent from servers older than MIG support). */
   mig_mode?: boolean;
   slices?: IMigSlice[];
+  reservations?: IReservation[];
 }
 
 /** One of this server's kernels (`ISnapshot.kernels`), as the server's idle check and culler see it. */

@@ -248,6 +248,9 @@ if (typeof document !== 'undefined') {
               'jg-muted'
             )
           );
+        // The one rule's words for this viewer (hub/core.py: free, reserved by you, ...), as every face says them.
+        if (typeof gpu.availability === 'string')
+          card.appendChild(el('div', gpu.availability, 'jg-availability'));
         card.appendChild(
           el('div', holders(data, gpu.host ? gpu.host + ':' + gpu.index : String(gpu.index)), 'jg-holders')
         );
@@ -382,6 +385,14 @@ if (typeof document !== 'undefined') {
           head.appendChild(el('td', ''));
           head.appendChild(el('td', ''));
           rows.push(head);
+          // The viewer's own runs (`jupyter-gpu run`), from their claims: nobody else's row has any.
+          (user.runs || []).forEach(function (text) {
+            const row = el('tr', null, 'jg-run');
+            row.dataset.user = user.name;
+            row.appendChild(el('td', ''));
+            row.appendChild(el('td', 'yours: ' + text));
+            rows.push(row);
+          });
           user.kernels.forEach(function (kernel) {
             const row = el('tr', null, kernel.idle ? 'jg-idle' : '');
             row.dataset.user = user.name;

@@ -58,8 +58,9 @@ class GpuMagics(Magics):
 
     claims = Bool(
         True,
-        help="auto leaves a short-lived claim on the GPUs it chooses (a file in claims_dir) and counts other "
-        "kernels' claims as load, so kernels started at once spread over idle GPUs. Never required: an "
+        help="%gpu_select leaves a short-lived claim on the GPUs it chooses (a file in claims_dir; auto counts "
+        "other kernels' and runs' claims as load, so kernels started at once spread over idle GPUs, and every "
+        "face shows a claimed GPU as reserved until it is used). Never required: an "
         "unusable directory means auto works without claims. Env: JUPYTER_GPU_CLAIMS=0 turns them off.",
     ).tag(config=True)
     claims_dir = Unicode(
@@ -280,7 +281,8 @@ class GpuMagics(Magics):
             plan = self.session.change("%gpu_select", **changes)
         if plan is not None:
             moved = auto_rechosen(before, plan)
-            print((f"{moved}\n" if moved else "") + selection_report(plan, self._caveats_once(plan)))
+            report = selection_report(plan, self._caveats_once(plan), reservations=self.session.last_reservations)
+            print((f"{moved}\n" if moved else "") + report)
 
     @magic_arguments()
     @argument(

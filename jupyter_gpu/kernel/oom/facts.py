@@ -51,6 +51,9 @@ class Facts:
     request: Any = None  # the kernel's PlanRequest (or the one a restart would apply)
     snapshot: Any = None  # the NVML snapshot (with MIG modes, not the slice views in ``gpus``)
     fence: Any = None  # the kernel's start fence
+    # This user's `jupyter-gpu run` processes: pid → "train.py (jupyter-gpu run), 2 h" (from the runs'
+    # own claims, sources.claims.viewer; believed only for processes of this user)
+    runs: Mapping[int, str] = field(default_factory=dict)
 
 
 def _which_gpus(oom: OutOfMemory, facts: Facts) -> list[Any]:
@@ -94,8 +97,9 @@ def holders(gpu: Any, facts: Facts) -> list[Holder]:
         elif process.user is not None and process.user == facts.own_user:
             if process.type == "graphics":
                 continue
-            key = ("process", str(process.pid))
-            name = f" ({_shown(process.name)})" if process.name else ""
+            run = facts.runs.get(process.pid)
+            key = ("process", f"run {run}" if run else str(process.pid))  # a run's processes add up
+            name = f" ({run})" if run else (f" ({_shown(process.name)})" if process.name else "")
             holder = Holder("process", memory, f"PID {process.pid}{name}", process.pid)
         else:
             user = _shown(process.user) if process.user else f"unknown user (PID {process.pid})"

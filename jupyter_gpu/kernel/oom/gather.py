@@ -94,7 +94,20 @@ def gather_facts(oom: OutOfMemory, *, server_timeout_s: float = 1.0) -> Facts:
         request=_pending_request() or plan.request,
         snapshot=snap if snap.nvml_available else None,
         fence=kernel_start_fence(),
+        runs=_runs(gpus),
     )
+
+
+def _runs(gpus: Sequence[Any]) -> dict[int, str]:
+    """This user's ``jupyter-gpu run`` processes on ``gpus`` (pid → description), from the runs'
+    own claims; empty when claims are off or cannot be read (never raises)."""
+    try:
+        from ...sources.claims import viewer
+        from ...sources.processes import current_user
+
+        return dict(viewer(gpus, current_user()).runs)
+    except Exception:
+        return {}
 
 
 def planned_gpus(adapter: Any, plan: Any, gpus: Sequence[Any]) -> tuple[int, ...] | None:

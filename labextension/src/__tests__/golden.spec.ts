@@ -9,6 +9,7 @@ import { runInNewContext } from 'node:vm';
 import { describe, expect, it } from 'vitest';
 
 import { displayText, formatBytes, formatDuration, neutralize, truncate } from '../format';
+import { availability, IAvailabilityFacts, runDescription } from '../overview';
 
 interface IRow {
   input: unknown;
@@ -69,4 +70,36 @@ describe.each([
     const value = row.input as string | null;
     expect(format.displayText(value, row.missing as string, row.max_chars as number)).toBe(row.expected);
   });
+});
+
+interface IAvailabilityRow {
+  facts: IAvailabilityFacts;
+  expected: string;
+  why?: string;
+}
+interface IRunRow {
+  label: string;
+  since: number;
+  now: number;
+  expected: string;
+  why?: string;
+}
+const RULE = JSON.parse(read('../../../tests/golden/availability.json')) as {
+  availability: IAvailabilityRow[];
+  run: IRunRow[];
+};
+
+describe('overview.ts follows the golden table of free (core/availability.py)', () => {
+  it.each(
+    RULE.availability.map((row, n): [string, IAvailabilityRow] => [`${n}: ${row.why ?? row.expected}`, row])
+  )('availability %s', (_, row) => {
+    expect(availability(row.facts)).toBe(row.expected);
+  });
+
+  it.each(RULE.run.map((row, n): [string, IRunRow] => [`${n}: ${row.why ?? row.expected}`, row]))(
+    'run %s',
+    (_, row) => {
+      expect(runDescription({ label: row.label, since: row.since }, row.now)).toBe(row.expected);
+    }
+  );
 });

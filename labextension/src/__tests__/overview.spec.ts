@@ -10,7 +10,8 @@ import {
   isCompact,
   isFreeGpu,
   isFreeSlice,
-  statusSummary
+  statusSummary,
+  unitAvailability
 } from '../overview';
 import type { IMigSlice } from '../tokens';
 import { GIB, gpu, hostile, kernel, processEntry, snapshot } from './fixtures';
@@ -236,5 +237,72 @@ describe('headerLine', () => {
     const line = headerLine(['driver 550.54.15', 'idle after 1 h', 'updated 10:42:07']);
     expect(line).toBe('driver\u00a0550.54.15 · idle\u00a0after\u00a01\u00a0h · updated\u00a010:42:07');
     expect(line.split(' ')).toHaveLength(5); // breakable spaces: around the two separators only
+  });
+});
+
+describe('reservations and runs (issue 30): one rule of free, the same words', () => {
+  const idle = { memory_used: 0, memory_free: 40 * GIB, utilization: 0, processes: [] };
+  const gpus = [
+    gpu({ ...idle, index: 0, uuid: 'GPU-0' }),
+    gpu({
+      ...idle,
+      index: 1,
+      uuid: 'GPU-1',
+      reservations: [{ own: true, kind: 'kernel', label: '', since: 0 }]
+    }),
+    gpu({ ...idle, index: 2, uuid: 'GPU-2', reservations: [{ own: false }] })
+  ];
+
+  it('a GPU a kernel chose but has not filled yet is not free, for its user or the neighbour', () => {
+    expect(freeSummary(gpus)).toBe('free: GPU 0');
+    expect(gpus.map(g => compactLine(g).who)).toEqual([
+      'free',
+      'reserved by you',
+      'reserved by another user'
+    ]);
+    expect(compactLine(gpus[2]).title).toContain('; reserved by another user');
+    const status = statusSummary(snapshot({ gpus }), 'ok', null);
+    expect(status.text).toBe('0/3 GPUs in use · 2 reserved');
+    expect(status.title).toContain('; GPU 1 reserved by you; GPU 2 reserved by another user');
+  });
+
+  it("a run's process is yours, described from its claim", () => {
+    const now = 1_700_000_000;
+    const run = processEntry({
+      kernel_id: null,
+      notebook: null,
+      idle_s: null,
+      own: true,
+      mine: true,
+      run: { label: 'train.py', since: now - 2 * 3600 }
+    });
+    const busy = gpu({ index: 3, processes: [run] });
+    expect(compactLine(busy, now).who).toBe('you');
+    expect(compactLine(busy, now).title).toContain('; yours: train.py (jupyter-gpu run), 2 h');
+    const status = statusSummary(snapshot({ gpus: [busy], timestamp: now }), 'ok', null);
+    expect(status.text).toBe('1/1 GPUs in use · yours 2 GiB');
+    expect(status.title).toContain('; yours: train.py (jupyter-gpu run), 2 h');
+  });
+
+  it("a run's row in the card is named from its claim, the card of an empty reserved GPU says so", async () => {
+    const { kernelLabel } = await import('../components/processRow');
+    const now = 1_700_000_000;
+    const run = processEntry({
+      kernel_id: null,
+      notebook: null,
+      run: { label: 'train.py', since: now - 2 * 3600 }
+    });
+    expect(kernelLabel(run, now)).toBe('yours: train.py (jupyter-gpu run), 2 h');
+    expect(kernelLabel(processEntry({ notebook: 'work/a.ipynb' }), now)).toBe('a.ipynb');
+    expect(unitAvailability(gpus[2])).toBe('reserved by another user');
+  });
+
+  it("a process of this user that is no kernel counts as yours, another user's as theirs", () => {
+    const mine = processEntry({ own: false, mine: true, kernel_id: null });
+    const theirs = processEntry({ own: false, mine: false, user: 'bob', kernel_id: null });
+    expect(compactLine(gpu({ processes: [mine] })).title).not.toContain('in use by others');
+    expect(statusSummary(snapshot({ gpus: [gpu({ processes: [theirs] })] }), 'ok', null).text).toBe(
+      '1/1 GPUs in use'
+    );
   });
 });

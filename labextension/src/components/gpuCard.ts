@@ -1,6 +1,7 @@
 /** One GPU: title, error, memory bar, utilization/temperature/power, history chart, processes. */
 import { el, reconcile, setAttr, setHidden, setText } from '../dom';
 import { displayText, tooltipText } from '../format';
+import { unitAvailability } from '../overview';
 import type { IGpu, IGpuProcess, IHistorySample } from '../tokens';
 import { HistoryChart } from './historyChart';
 import { MemoryBar } from './memoryBar';
@@ -63,7 +64,7 @@ export class GpuCard {
       .filter(p => !p.own && !gpu.mig_mode)
       .sort((a, b) => (b.memory ?? 0) - (a.memory ?? 0));
     const ownBytes = own.reduce((sum, p) => sum + (p.memory ?? 0), 0);
-    setText(this._inUse, gpu.processes.length > 0 ? `${gpu.processes.length} proc` : 'free');
+    setText(this._inUse, gpu.processes.length > 0 ? `${gpu.processes.length} proc` : unitAvailability(gpu));
     this._memory.update(gpu.memory_used, gpu.memory_total, ownBytes);
     // A GPU that cannot be read has no numbers worth showing (NVML answers zeros): hide them.
     setHidden(this._memory.node, gpu.error !== null);

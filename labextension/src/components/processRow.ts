@@ -4,6 +4,7 @@
  */
 import { el, setAttr, setHidden, setText } from '../dom';
 import { basename, displayText, formatBytes, formatDuration, tooltipText } from '../format';
+import { runDescription } from '../overview';
 import type { IGpuProcess } from '../tokens';
 
 /** What a row can ask the application to do; implemented by the plugin. */
@@ -12,8 +13,14 @@ export interface IProcessActions {
   shutdownKernel(process: IGpuProcess, gpuLabel: string): void;
 }
 
-/** How this user's kernel is called in the UI: its notebook's name, or the kernel id. */
-export function kernelLabel(process: IGpuProcess): string {
+/**
+ * How this user's kernel is called in the UI: its notebook's name, or the kernel id; one of this
+ * user's runs as `yours: train.py (jupyter-gpu run), 2 h` (from the run's own claim).
+ */
+export function kernelLabel(process: IGpuProcess, now: number = Date.now() / 1000): string {
+  if (process.run && typeof process.run === 'object') {
+    return `yours: ${runDescription(process.run, now)}`;
+  }
   if (process.notebook) {
     return displayText(basename(process.notebook), '');
   }
