@@ -314,7 +314,9 @@ def run_command(args: argparse.Namespace, err: TextIO) -> int:
             plan = _plan(args, session, changes, err)
             env = child_environment(plan)
             note = caps_note(plan, command, is_python_command(executable), env)
-            err.write(selection_report(plan, caveats=True, children=note, reservations=session.last_reservations) + "\n")
+            err.write(
+                selection_report(plan, caveats=True, children=note, reservations=session.last_reservations) + "\n"
+            )
         err.flush()
         returncode = _supervise(command, executable, env)
     except BadRequest as error:
