@@ -109,3 +109,40 @@ def test_the_first_data_is_the_viewers_console_answer_as_text(hub_gpus: Scenario
         assert response.body.count(b"<script") == 2 and b"alert(1)</script>" not in response.body
 
     asyncio.run(body())
+
+
+def test_the_pages_head_goes_out_before_the_data_is_joined(
+    hub_gpus: ScenarioFile, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from jupyter_gpu.hub import handlers
+
+    async def body() -> None:
+        run = await start()
+        people(run.hub, hub_gpus)
+        head_arrived = asyncio.Event()
+        chunks: list[bytes] = []
+
+        async def joined_once_the_head_arrived(handler: Any, role: str) -> str:
+            await asyncio.wait_for(head_arrived.wait(), 30)  # without the early head: a timeout here
+            return json.dumps({"joined": "after the head"})
+
+        monkeypatch.setattr(handlers, "console_body", joined_once_the_head_arrived)
+
+        def received(chunk: bytes) -> None:
+            chunks.append(chunk)
+            if b"</header>" in b"".join(chunks):
+                head_arrived.set()
+
+        client = AsyncHTTPClient(force_instance=True)
+        try:
+            response = await client.fetch(
+                run.url, headers={"Authorization": "token admin-token"}, streaming_callback=received, request_timeout=60
+            )
+        finally:
+            client.close()
+        assert response.code == 200
+        page_bytes = b"".join(chunks)
+        assert first_data(page_bytes) == {"joined": "after the head"}
+        assert page_bytes.index(b"<style>") < page_bytes.index(b"</header>") < page_bytes.index(b"after the head")
+
+    asyncio.run(body())

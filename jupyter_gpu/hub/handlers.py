@@ -55,17 +55,19 @@ async def console_body(handler: ConsoleBase, role: str) -> str:
 class ConsolePage(ConsoleBase):
     """The console's page with its style, script and first data inline (:mod:`.page`; issue 27:
     its first paint waits for no request of its own). The first data is what ``api/console``
-    answers this viewer now."""
+    answers this viewer now; the page's head goes out before it is joined."""
 
     @web.authenticated
     async def get(self) -> None:
         role = self.role()
         self.xsrf_token  # sets the _xsrf cookie the page's DELETE sends back  # noqa: B018
-        body, csp = page.render(await console_body(self, role))
+        built = page.page()
         self.set_header("Content-Type", "text/html; charset=utf-8")
-        self.set_header("Content-Security-Policy", csp)
+        self.set_header("Content-Security-Policy", built.csp)
         self.set_header("Cache-Control", "no-store")
-        self.finish(body)
+        self.write(built.before)  # the head and style, parsed while the data is joined
+        await self.flush()
+        self.finish(built.rest(await console_body(self, role)))  # never raises: a bug is an error line
 
 
 class ConsoleApi(Api, ConsoleBase):

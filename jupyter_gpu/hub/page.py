@@ -4,7 +4,9 @@ first data inline, so its first paint waits for no request of its own (issue 27)
 ``static/console.html`` links ``static/console.css`` and ``static/console.js`` and has an empty
 ``<script id="jg-first" type="application/json">`` (the file works as it is, served statically);
 :func:`render` puts the two files' text in their place and the first ``api/console`` answer in
-``jg-first``. The Content-Security-Policy (:attr:`Page.csp`) still allows no script or style but
+``jg-first``. The service sends :attr:`Page.before` (the style included) as soon as the viewer is
+known, then the data once it is joined (:meth:`Page.rest`), so the browser parses the head while
+the service works. The Content-Security-Policy (:attr:`Page.csp`) still allows no script or style but
 these two, named by their SHA-256, and nothing from elsewhere; the data is never markup:
 ``console.js`` reads ``jg-first`` with ``JSON.parse`` and writes every text with ``textContent``.
 :func:`script_json` makes sure no text in the data can end the element.
@@ -46,6 +48,11 @@ class Page:
     after: bytes
     csp: str
 
+    def rest(self, first_json: str) -> bytes:
+        """What follows :attr:`before`: ``first_json`` (``api/console``'s answer) made safe, then the
+        page's end."""
+        return script_json(first_json).encode() + self.after
+
 
 def build(html: bytes, css: bytes, js: bytes) -> Page:
     """The page of ``html`` with ``css`` and ``js`` inline (ValueError: a link or the first-data
@@ -79,4 +86,4 @@ def page() -> Page:
 def render(first_json: str) -> tuple[bytes, str]:
     """The page's bytes with ``first_json`` (``api/console``'s answer) as its first data, and its CSP."""
     built = page()
-    return built.before + script_json(first_json).encode() + built.after, built.csp
+    return built.before + built.rest(first_json), built.csp
