@@ -216,6 +216,7 @@ PURE_FACE_MODULES = (
     "jupyter_gpu.hub.core",
     "jupyter_gpu.hub.reports",
     "jupyter_gpu.hub.accounting",
+    "jupyter_gpu.hub.page",
     "jupyter_gpu.server.hub_report",
     "jupyter_gpu.server.answer",
     "jupyter_gpu.server.attribution",

@@ -4,7 +4,8 @@
 :mod:`.prometheus_mode` (``--prometheus-url``); the pure rules :mod:`.core`, :mod:`.reports`,
 :mod:`.accounting`, :mod:`.prometheus`.
 
-- ``/`` — the admin's GPU console (HTML + ``static/console.js``), hub OAuth login;
+- ``/`` — the admin's GPU console, one response with its style, script and first data inline
+  (:mod:`.page`), hub OAuth login;
 - ``api/console`` — its JSON (:func:`jupyter_gpu.hub.core.console`), same auth; with
   ``--prometheus-url``, every node's GPUs and kernels from Prometheus
   (:func:`jupyter_gpu.hub.prometheus.console`) instead of local NVML and the user servers' reports;

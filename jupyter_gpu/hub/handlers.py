@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import logging
-from pathlib import Path
 from typing import Any
 
 from jupyterhub.services.auth import HubAuthenticated, HubOAuthCallbackHandler
@@ -18,56 +17,70 @@ from tornado import web
 
 from ..core import gauges
 from ..core.snapshot import Snapshot
-from . import accounting, core
+from . import accounting, core, page
 from .auth import Api, Base, ConsoleBase, HubAuthFromSettings, UserFirst
 from .reports import MAX_REPORT_BYTES, Refused
 from .usage import UsageAccountant
 
 log = logging.getLogger("jupyter_gpu.hub")
-STATIC = Path(__file__).with_name("static")
+STATIC = page.STATIC
+
+
+async def console_body(handler: ConsoleBase, role: str) -> str:
+    """``api/console``'s JSON for the handler's viewer with ``role``: what the page polls and what
+    its first request carries inline (:class:`ConsolePage`). A bug is logged and the page says so,
+    never a 500."""
+    service, viewer = handler.service, handler.viewer()
+    try:
+        if service.prometheus_url:
+            data = await service.prometheus_console(viewer, role)
+        else:
+            devices = await service.devices()
+            data = core.console(
+                devices,
+                service.history.to_dict(),
+                service.servers(devices),
+                viewer,
+                role,
+                service.system_user,
+                reserved=service.reserved,
+                runs=service.runs,
+            )
+            if role == "admin":  # how many reports were dropped since the start, by reason
+                data["reports_dropped"] = dict(service.board.dropped)
+        return json.dumps(data, allow_nan=False)
+    except Exception as error:  # a bug: logged, and the page says so instead of a 500
+        log.exception("jupyter-gpu: the console could not be built")
+        return json.dumps(
+            {
+                **core.console(None, {}, [], viewer, role),
+                "error": f"the console could not be built ({type(error).__name__}; see the service's log)",
+            }
+        )
 
 
 class ConsolePage(ConsoleBase):
+    """The console's page with its style, script and first data inline (:mod:`.page`; issue 27:
+    its first paint waits for no request of its own). The first data is what ``api/console``
+    answers this viewer now; the page's head goes out before it is joined."""
+
     @web.authenticated
-    def get(self) -> None:
-        self.role()
+    async def get(self) -> None:
+        role = self.role()
         self.xsrf_token  # sets the _xsrf cookie the page's DELETE sends back  # noqa: B018
+        built = page.page()
         self.set_header("Content-Type", "text/html; charset=utf-8")
-        self.set_header("Content-Security-Policy", "default-src 'self'; style-src 'self'; script-src 'self'")
-        self.finish((STATIC / "console.html").read_bytes())
+        self.set_header("Content-Security-Policy", built.csp)
+        self.set_header("Cache-Control", "no-store")
+        self.write(built.before)  # the head and style, parsed while the data is joined
+        await self.flush()
+        self.finish(built.rest(await console_body(self, role)))  # never raises: a bug is an error line
 
 
 class ConsoleApi(Api, ConsoleBase):
     @web.authenticated
     async def get(self) -> None:
-        role = self.role()
-        viewer = self.viewer()
-        try:
-            if self.service.prometheus_url:
-                data = await self.service.prometheus_console(viewer, role)
-            else:
-                devices = await self.service.devices()
-                data = core.console(
-                    devices,
-                    self.service.history.to_dict(),
-                    self.service.servers(devices),
-                    viewer,
-                    role,
-                    self.service.system_user,
-                    reserved=self.service.reserved,
-                    runs=self.service.runs,
-                )
-                if role == "admin":  # how many reports were dropped since the start, by reason
-                    data["reports_dropped"] = dict(self.service.board.dropped)
-            body = json.dumps(data, allow_nan=False)
-        except Exception as error:  # a bug: logged, and the page says so instead of a 500
-            log.exception("jupyter-gpu: the console could not be built")
-            body = json.dumps(
-                {
-                    **core.console(None, {}, [], viewer, role),
-                    "error": f"the console could not be built ({type(error).__name__}; see the service's log)",
-                }
-            )
+        body = await console_body(self, self.role())
         self.set_header("Content-Type", "application/json")
         self.set_header("Cache-Control", "no-store")
         self.finish(body)

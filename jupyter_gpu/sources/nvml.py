@@ -31,6 +31,7 @@ or a slice cannot be read (slices are created and destroyed without a GPU reset)
 from __future__ import annotations
 
 import functools
+import operator
 import os
 import struct
 import threading
@@ -40,7 +41,8 @@ from typing import Any
 
 from .. import simulate
 from ..core.snapshot import GpuInfo, GpuProcess, MigSlice, Snapshot
-from .processes import ProcessDirectory, ProcListing, process_starts
+from .gpu_processes import Entry, ProcessTable
+from .processes import ProcessDirectory
 
 __all__ = ["NvmlReader", "default_reader", "snapshot"]
 
@@ -99,8 +101,8 @@ class NvmlReader:
         self._memory_v2 = True
         self._process_calls: dict[str, Any] = {}
         self._raw_process_calls: dict[str, bool] = {}
-        self._previous: dict[int, dict[int, GpuProcess]] = {}  # per GPU index: last sample's processes
-        self._sample_local = threading.local()  # per snapshot, per thread: the /proc listing it shares
+        self._table = ProcessTable(self.processes)  # per GPU: the last sample's processes
+        self._raw_reads: dict[tuple[str, int], _RawRead] = {}  # per (kind, GPU index): NVML's last array
         self._simulation: simulate.SimulatedNvmlLibrary | None = None
 
     # -- initialisation
@@ -248,7 +250,7 @@ class NvmlReader:
         pynvml = self._pynvml
         gpus: list[GpuInfo] = []
         global_failure: str | None = None
-        self._sample_local.listing = ProcListing()  # one /proc listing for every GPU of this snapshot
+        self._table.begin()  # one /proc listing for every GPU of this snapshot
         for index, device in enumerate(devices):
             if device is None:
                 open_error = self._device_errors.get(index, "could not be opened")
@@ -281,7 +283,7 @@ class NvmlReader:
                 simulated=simulated,
                 warnings=_warnings(),
             )
-        self.processes.forget_all_but({p.pid for gpu in gpus for p in gpu.processes})
+        self._table.end([gpu.processes for gpu in gpus])
         return Snapshot(
             nvml_available=True,
             timestamp=timestamp,
@@ -409,57 +411,22 @@ class NvmlReader:
     def _processes(
         self, handle: Any, index: int = -1, slices: dict[tuple[int, int], str] | None = None
     ) -> tuple[GpuProcess, ...]:
-        """A GPU's processes; with ``slices`` ((GI id, CI id) -> MIG UUID) each carries its slice."""
-        merged: dict[int, tuple[int | None, str, tuple[int, int]]] = {}
-        for kind in ("compute", "graphics"):
-            for pid, memory, gi, ci in self._running_processes(kind, handle):
-                if pid in merged:
-                    known_memory, known_kind, instance = merged[pid]
-                    both = None if known_memory is None and memory is None else max(known_memory or 0, memory or 0)
-                    merged[pid] = (both, f"{known_kind}+{kind}" if known_kind != kind else kind, instance)
-                else:
-                    merged[pid] = (memory, kind, (gi, ci))
-        starts = process_starts(merged, getattr(self._sample_local, "listing", None))
-        identify = self.processes.identify
-        # A process whose every field is unchanged since the last sample is the same (immutable)
-        # object: with thousands of steady GPU processes a sample allocates almost nothing that
-        # lives on, which keeps the garbage collector's full collections rare.
-        previous = self._previous.get(index, {})
-        current: dict[int, GpuProcess] = {}
-        for pid, (memory, kind, instance) in merged.items():
-            identity = identify(pid, starts[pid])
-            known = previous.get(pid)
-            slice_uuid = None if slices is None else slices.get(instance)
-            if (
-                known is not None
-                and known.memory == memory
-                and known.type == kind
-                and known.user == identity.user
-                and known.name == identity.name
-                and known.command == identity.command
-                and known.slice == slice_uuid
-            ):
-                current[pid] = known
-            else:
-                current[pid] = GpuProcess(
-                    pid=pid,
-                    memory=memory,
-                    user=identity.user,
-                    name=identity.name,
-                    type=kind,
-                    command=identity.command,
-                    slice=slice_uuid,
-                )
-        self._previous[index] = current
-        return tuple(current.values())
+        """A GPU's processes; with ``slices`` ((GI id, CI id) -> MIG UUID) each carries its slice
+        (:class:`jupyter_gpu.sources.gpu_processes.ProcessTable`: a steady GPU costs no look-up)."""
+        compute = self._running_processes("compute", handle, index)
+        graphics = self._running_processes("graphics", handle, index)
+        return self._table.processes(index, compute, graphics, slices)
 
-    def _running_processes(self, kind: str, handle: Any) -> list[tuple[int, int | None, int, int]]:
+    def _running_processes(self, kind: str, handle: Any, index: int = -1) -> list[tuple[int, int | None, int, int]]:
         """(pid, bytes or None, GPU instance id, compute instance id) of one GPU's compute or graphics
-        processes (the ids are 0xFFFFFFFF outside MIG mode and on drivers without them)."""
+        processes (the ids are 0xFFFFFFFF outside MIG mode and on drivers without them). The same
+        list object as the last read of GPU ``index`` when NVML's array has the same bytes."""
         pynvml = self._pynvml
         if self._raw_process_calls.get(kind, True):
             try:
-                return _raw_processes(pynvml, _V3_SYMBOLS[kind], handle)
+                read = _raw_processes(pynvml, _V3_SYMBOLS[kind], handle, self._raw_reads.get((kind, index)))
+                self._raw_reads[(kind, index)] = read
+                return read[1]
             except (AttributeError, TypeError, pynvml.NVMLError_FunctionNotFound):
                 self._raw_process_calls[kind] = False  # bindings or driver differ: their own wrapper
             except pynvml.NVMLError_NotSupported:
@@ -488,18 +455,26 @@ class NvmlReader:
         ]
 
 
+_MEMORY = operator.itemgetter(1)
+
+
 _V3_SYMBOLS = {
     "compute": "nvmlDeviceGetComputeRunningProcesses_v3",
     "graphics": "nvmlDeviceGetGraphicsRunningProcesses_v3",
 }
 
 
-def _raw_processes(pynvml: Any, symbol: str, handle: Any) -> list[tuple[int, int | None, int, int]]:
-    """NVML's two-call process protocol as nvidia-ml-py's ``_v3`` wrapper does it, read in bulk.
+_RawRead = tuple[bytes, list[Entry]]
+
+
+def _raw_processes(pynvml: Any, symbol: str, handle: Any, previous: _RawRead | None = None) -> _RawRead:
+    """NVML's two-call process protocol as nvidia-ml-py's ``_v3`` wrapper does it, read in bulk:
+    the array's bytes and its entries.
 
     nvidia-ml-py turns every entry into a "friendly object" (~7 us each: 0.9 s for 128,000
     processes); here the array it would fill (its own ``c_nvmlProcessInfo_v3_t``, so the layout is
-    the bindings') is read with one ``struct`` pass. Raises what the bindings raise.
+    the bindings') is read with one ``struct`` pass, or not at all when its bytes are those of
+    ``previous`` (the last read of this GPU), whose list is returned. Raises what the bindings raise.
     """
     from ctypes import byref, c_uint, sizeof
 
@@ -508,7 +483,7 @@ def _raw_processes(pynvml: Any, symbol: str, handle: Any) -> list[tuple[int, int
     count = c_uint(0)
     ret = function(handle, byref(count), None)
     if ret == pynvml.NVML_SUCCESS:
-        return []
+        return b"", []
     if ret != pynvml.NVML_ERROR_INSUFFICIENT_SIZE:
         raise pynvml.NVMLError(ret)
     count.value = count.value * 2 + 5  # room for processes started meanwhile, as nvidia-ml-py does
@@ -524,8 +499,13 @@ def _raw_processes(pynvml: Any, symbol: str, handle: Any) -> list[tuple[int, int
         sizeof(entry),
     )
     missing = pynvml.NVML_VALUE_NOT_AVAILABLE_ulonglong.value
-    data = memoryview(array).cast("B")[: count.value * sizeof(entry)]
-    return [(pid, None if memory == missing else memory, gi, ci) for pid, memory, gi, ci in layout.iter_unpack(data)]
+    data = bytes(memoryview(array).cast("B")[: count.value * sizeof(entry)])
+    if previous is not None and previous[0] == data:
+        return previous
+    rows = list(layout.iter_unpack(data))  # (pid, memory, gi, ci) tuples, made in C
+    if missing in map(_MEMORY, rows):  # rare (some drivers, some processes): write those as None
+        rows = [(pid, None if memory == missing else memory, gi, ci) for pid, memory, gi, ci in rows]
+    return data, rows
 
 
 @functools.cache

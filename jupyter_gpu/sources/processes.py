@@ -167,7 +167,10 @@ def process_starts(pids: Iterable[int], listing: ProcListing | None = None) -> d
     if _PROC and len(pids) > 64:
         existing = (listing or ProcListing()).pids()
         if existing is not None:
-            return {pid: process_start(pid) if pid in existing else None for pid in pids}
+            starts: dict[int, int | float | None] = dict.fromkeys(pids)  # in C: most are not here
+            for pid in existing.intersection(starts):
+                starts[pid] = process_start(pid)
+            return starts
     return {pid: process_start(pid) for pid in pids}
 
 
@@ -194,31 +197,59 @@ class PidCache(Generic[T]):
         self.ttl_s = ttl_s
         self._cache: dict[int, tuple[int | float | None, float, T]] = {}
         self._lock = threading.Lock()
+        self.generation = 0  # counts every entry written or dropped
 
     def get(self, pid: int, start: int | float | EllipsisType | None = ...) -> T:
         """The value for the process that has ``pid`` now (``start``: its :func:`process_start`,
         when the caller read it already)."""
         if start is ...:
             start = process_start(pid)
-        now = time.monotonic()
+        return self._get(pid, start, time.monotonic())[0]
+
+    def _get(self, pid: int, start: int | float | None, now: float) -> tuple[T, float | None]:
+        """The value and when it was cached (None: not cached, the process changed meanwhile)."""
         cached = self._cache.get(pid)
         if cached is not None and cached[0] == start and now - cached[1] < self.ttl_s:
-            return cached[2]
+            return cached[2], cached[1]
         if start is None and self.missing is not None:
             value = self.missing(pid)  # a process appearing later has a start time: a new key
         else:
             value = self.lookup(pid)
             if process_start(pid) != start:  # the process changed while we looked: do not cache a mix
-                return value
+                return value, None
         with self._lock:
             self._cache[pid] = (start, now, value)
-        return value
+            self.generation += 1
+        return value, now
+
+    def get_all(self, starts: dict[int, int | float | None]) -> tuple[list[T], float]:
+        """:meth:`get` of every PID of ``starts`` (PID -> its :func:`process_start`), in its order,
+        and until when (``time.monotonic()``) they all stay good while :attr:`generation` does not
+        change and the start times are the same: the same rule, in one loop."""
+        now = time.monotonic()
+        cache, ttl_s = self._cache, self.ttl_s
+        oldest = now
+        values: list[T] = []
+        append = values.append
+        for pid, start in starts.items():
+            cached = cache.get(pid)
+            if cached is not None and cached[0] == start and now - cached[1] < ttl_s:
+                append(cached[2])
+                if cached[1] < oldest:
+                    oldest = cached[1]
+            else:
+                value, at = self._get(pid, start, now)
+                append(value)
+                if at is None:
+                    oldest = float("-inf")  # not cached: look it up again next time
+        return values, oldest + ttl_s
 
     def forget_all_but(self, pids: set[int]) -> None:
         """Drop the entries of every PID not in ``pids``."""
         with self._lock:
-            for pid in [pid for pid in self._cache if pid not in pids]:
+            for pid in self._cache.keys() - pids:
                 del self._cache[pid]
+                self.generation += 1
 
     def __len__(self) -> int:
         return len(self._cache)
@@ -235,6 +266,16 @@ class ProcessDirectory:
     def identify(self, pid: int, start: int | float | EllipsisType | None = ...) -> ProcessIdentity:
         """Who process ``pid`` is (``start``: its :func:`process_start`, when the caller has it)."""
         return self._identities.get(pid, start)
+
+    def identify_all(self, starts: dict[int, int | float | None]) -> tuple[list[ProcessIdentity], float]:
+        """:meth:`identify` of every PID of ``starts`` (PID -> its :func:`process_start`), in order,
+        and until when they stay good unless :attr:`generation` changes (:meth:`PidCache.get_all`)."""
+        return self._identities.get_all(starts)
+
+    @property
+    def generation(self) -> int:
+        """Changes whenever a cached identity is written or dropped."""
+        return self._identities.generation
 
     def forget_all_but(self, pids: set[int]) -> None:
         """Drop cached entries of processes no longer on any GPU (keeps the cache bounded)."""

@@ -141,6 +141,34 @@ if (typeof document !== 'undefined') {
         }
       );
     }
+    // Times of day in the viewer's locale. A page's first locale formatting loads the browser's
+    // locale data (60-100 ms in a fresh page on a loaded machine): the first render leaves its
+    // times empty and they are written once the first paint is on screen and the browser is idle
+    // (at most a second later: localeWhenIdle); later renders write them at once.
+    let localeReady = false;
+    let pendingTimes = [];
+    function whenLocaleReady(write) {
+      if (localeReady) write();
+      else pendingTimes.push(write);
+    }
+    function localeWhenIdle() {
+      const later = globalThis.requestIdleCallback
+        ? function (run) {
+            requestIdleCallback(run, { timeout: 1000 });
+          }
+        : function (run) {
+            setTimeout(run, 0);
+          };
+      requestAnimationFrame(function () {
+        later(function () {
+          localeReady = true;
+          pendingTimes.forEach(function (write) {
+            write();
+          });
+          pendingTimes = [];
+        });
+      });
+    }
     function clock(seconds) {
       return new Date(seconds * 1000).toLocaleTimeString([], { hour: '2-digit', minute: '2-digit' });
     }
@@ -182,7 +210,10 @@ if (typeof document !== 'undefined') {
       axis.setAttribute('aria-hidden', 'true');
       if (t.length > 1) {
         [t[0], (t[0] + t[t.length - 1]) / 2, t[t.length - 1]].forEach(function (time) {
-          axis.appendChild(el('span', clock(time)));
+          const label = axis.appendChild(el('span'));
+          whenLocaleReady(function () {
+            label.textContent = clock(time);
+          });
         });
       }
       figure.appendChild(axis);
@@ -498,12 +529,15 @@ if (typeof document !== 'undefined') {
     function render(data) {
       latest = data;
       const status = document.getElementById('jg-status');
-      status.textContent =
+      const view =
         (data.admin ? 'admin view' : 'read-only view') +
         (data.simulated ? ' · simulated GPUs' : '') +
-        (data.source === 'prometheus' ? ' · from Prometheus, ' + data.hosts.length + ' host(s)' : '') +
-        ' · ' +
-        new Date(data.timestamp * 1000).toLocaleTimeString();
+        (data.source === 'prometheus' ? ' · from Prometheus, ' + data.hosts.length + ' host(s)' : '');
+      status.textContent = view;
+      whenLocaleReady(function () {
+        if (latest === data)
+          status.textContent = view + ' · ' + new Date(data.timestamp * 1000).toLocaleTimeString();
+      });
       const warnings = document.getElementById('jg-warnings');
       const lines = (data.error ? [data.error] : []).concat(data.warnings);
       warnings.replaceChildren.apply(
@@ -542,7 +576,20 @@ if (typeof document !== 'undefined') {
       view.usage.page = 0;
       refreshUsage();
     });
-    refresh();
+    // The first answer comes inline in the page (ConsolePage: a JSON script element, never HTML),
+    // so the first paint waits for no request; later ones are polled.
+    const first = document.getElementById('jg-first');
+    let firstData = null;
+    try {
+      firstData = first && first.textContent ? JSON.parse(first.textContent) : null;
+    } catch {
+      firstData = null; // not expected (the service writes it): ask for it instead
+    }
+    if (firstData) {
+      render(firstData);
+      timer = setTimeout(refresh, POLL_MS);
+    } else refresh();
+    localeWhenIdle();
     refreshUsage();
   })(globalThis.jupyterGpuFormat);
 }
