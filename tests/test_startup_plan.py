@@ -1,0 +1,199 @@
+"""``jupyter_gpu_plan.pth`` and ``jupyter_gpu._startup``'s carried plan: caps applied in Python children.
+
+The children process the worktree's ``.pth`` file from a ``sitecustomize`` (``plan_site``), after the
+CUDA stand-in (as in a kernel of ``kernels.standin_kernel``, whose start-up file imports it before
+jupyter_gpu watches): the file under test, whatever copy an editable install put in site-packages.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from standin_site import STANDIN, child_env
+
+from jupyter_gpu.plan.carry import PLAN_VARIABLE
+
+ROOT = Path(__file__).resolve().parents[1]
+GIB = 1024**3
+A6000_GIB = 47.98828125  # demo-still's GPU 2, as the simulation gives its total
+
+
+def plan_site(folder: Path, standin: bool = True) -> Path:
+    """A folder whose ``sitecustomize`` imports the CUDA stand-in (``standin``), then processes the
+    worktree's ``jupyter_gpu_plan.pth`` as site.py processes a ``.pth`` in site-packages."""
+    folder.mkdir(parents=True, exist_ok=True)
+    lines = ["import site, sys"]
+    if standin:
+        lines += [f"sys.path.insert(0, {str(STANDIN)!r})", "import cuda_standin"]
+    lines.append(f"site.addpackage({str(ROOT)!r}, 'jupyter_gpu_plan.pth', set())")
+    (folder / "sitecustomize.py").write_text("\n".join(lines) + "\n")
+    return folder
+
+
+def carried(selection: str | None, *limits: str, growth: bool = False) -> str:
+    """The ``JUPYTER_GPU_PLAN`` a kernel on demo-still writes for this plan."""
+    os.environ["JUPYTER_GPU_SIMULATE"] = "demo-still"
+    from jupyter_gpu.plan import Fence, PlanRequest, build_plan
+    from jupyter_gpu.plan.carry import plan_environment
+    from jupyter_gpu.sources.nvml import snapshot
+
+    gpus = snapshot()
+    plan = build_plan(PlanRequest(selection=selection, limits=limits, growth=growth), gpus, Fence({}))
+    return plan_environment(plan, gpus.gpus)[PLAN_VARIABLE]
+
+
+def run_child(site: Path, code: str, **env: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        env=child_env(site, "demo-still", **env),
+        cwd=str(site),
+        timeout=180,
+    )
+
+
+TORCH_CAPS = (
+    "import json, torch, cuda_standin\n"
+    "torch.cuda.init()\n"
+    "print(json.dumps({'gpus': [i for i, _, _ in cuda_standin.cu_init()], 'fractions': cuda_standin.fractions}))\n"
+)
+
+
+@pytest.mark.usefixtures("demo_gpus")
+def test_a_child_gets_the_pytorch_cap_when_it_imports_torch(tmp_path: Path) -> None:
+    # Given a kernel's plan: GPU 2 (an RTX A6000 of 48 GiB) capped at 4 GiB, carried to a child
+    value = carried("2", "4GiB")
+    result = run_child(
+        plan_site(tmp_path / "site"),
+        TORCH_CAPS,
+        CUDA_VISIBLE_DEVICES="2",
+        CUDA_DEVICE_ORDER="PCI_BUS_ID",
+        **{PLAN_VARIABLE: value},
+    )
+    assert result.returncode == 0, result.stderr
+    seen = json.loads(result.stdout.strip().splitlines()[-1])
+    # Then PyTorch's lazy CUDA start in the child ran the plan's cap on its cuda:0 (GPU 2)
+    assert seen["gpus"] == [2]
+    assert {k: round(v * A6000_GIB, 3) for k, v in seen["fractions"].items()} == {"0": pytest.approx(4, abs=0.01)}
+    assert "jupyter_gpu" not in result.stderr, result.stderr
+
+
+def run_pth(value: str | None, code: str) -> subprocess.CompletedProcess[str]:
+    """Only the worktree's ``jupyter_gpu_plan.pth``, processed as site.py does, then ``code`` (``-S``:
+    no site-packages, so no installed ``.pth`` file runs; nothing simulated)."""
+    env = {key: val for key, val in os.environ.items() if not key.startswith("JUPYTER_GPU_")}
+    env["PYTHONPATH"] = str(ROOT)
+    if value is not None:
+        env[PLAN_VARIABLE] = value
+    program = f"import site, sys; site.addpackage({str(ROOT)!r}, 'jupyter_gpu_plan.pth', set()); {code}"
+    return subprocess.run([sys.executable, "-S", "-c", program], capture_output=True, text=True, env=env, cwd="/")
+
+
+SHOW = "print(sorted(m for m in sys.modules if m.startswith('jupyter_gpu')))"
+
+
+@pytest.mark.parametrize("value", [None, "", "  "])
+def test_without_the_variable_the_pth_line_imports_nothing(value: str | None) -> None:
+    result = run_pth(value, SHOW)
+    assert result.returncode == 0 and result.stdout.strip() == "[]" and result.stderr == "", result
+
+
+def test_with_the_variable_only_the_hook_is_registered_until_a_framework_is_imported() -> None:
+    # even a malformed value costs nothing and says nothing at start: it is read when a framework is imported
+    result = run_pth("{not json", SHOW + "; import jupyter_gpu.core.import_hooks as h; print(sorted(h._callbacks))")
+    assert result.returncode == 0 and result.stderr == "", result
+    modules, hooks = result.stdout.strip().splitlines()
+    assert "jupyter_gpu.plan" not in modules and "jupyter_gpu.frameworks" not in modules
+    assert hooks == "['jax', 'tensorflow', 'torch']"
+
+
+def test_a_pth_line_whose_package_is_gone_prints_one_line_and_no_traceback(tmp_path: Path) -> None:
+    env = {key: val for key, val in os.environ.items() if not key.startswith("JUPYTER_GPU_") and key != "PYTHONPATH"}
+    env[PLAN_VARIABLE] = "{}"
+    program = f"import site; site.addpackage({str(ROOT)!r}, 'jupyter_gpu_plan.pth', set()); print('started')"
+    result = subprocess.run(
+        [sys.executable, "-S", "-c", program], capture_output=True, text=True, env=env, cwd=str(tmp_path)
+    )
+    assert result.returncode == 0 and result.stdout.strip() == "started"
+    assert result.stderr.splitlines() == [
+        "jupyter_gpu: the GPU plan's caps are not applied: No module named 'jupyter_gpu'"
+    ], result.stderr
+
+
+@pytest.mark.usefixtures("demo_gpus")
+def test_without_the_variable_a_child_that_imports_torch_gets_no_cap(tmp_path: Path) -> None:
+    code = TORCH_CAPS + "import sys; print('jupyter_gpu.frameworks' in sys.modules)\n"
+    result = run_child(plan_site(tmp_path / "site"), code, CUDA_VISIBLE_DEVICES="2", CUDA_DEVICE_ORDER="PCI_BUS_ID")
+    assert result.returncode == 0, result.stderr
+    caps, frameworks = result.stdout.strip().splitlines()[-2:]
+    assert json.loads(caps)["fractions"] == {} and frameworks == "False"
+
+
+@pytest.mark.usefixtures("demo_gpus")
+@pytest.mark.parametrize(
+    ("value", "line"),
+    [
+        ("{not json", "jupyter_gpu: the GPU plan's caps are not applied: JUPYTER_GPU_PLAN is malformed: not JSON"),
+        ('{"v": 9}', "jupyter_gpu: the GPU plan's caps are not applied: JUPYTER_GPU_PLAN is malformed: v must be 1"),
+    ],
+)
+def test_a_malformed_variable_is_one_line_and_the_child_runs_uncapped(tmp_path: Path, value: str, line: str) -> None:
+    result = run_child(
+        plan_site(tmp_path / "site"),
+        TORCH_CAPS,
+        CUDA_VISIBLE_DEVICES="2",
+        CUDA_DEVICE_ORDER="PCI_BUS_ID",
+        **{PLAN_VARIABLE: value},
+    )
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout.strip().splitlines()[-1])["fractions"] == {}
+    (said,) = [text for text in result.stderr.splitlines() if "jupyter_gpu" in text]
+    assert said.startswith(line) and "Traceback" not in result.stderr, result.stderr
+
+
+@pytest.mark.usefixtures("demo_gpus")
+def test_a_child_that_chose_other_gpus_keeps_its_choice_and_gets_no_cap(tmp_path: Path) -> None:
+    # `!CUDA_VISIBLE_DEVICES=0 python train.py` in a kernel whose plan is GPU 2 at 4 GiB
+    result = run_child(
+        plan_site(tmp_path / "site"),
+        TORCH_CAPS,
+        CUDA_VISIBLE_DEVICES="0",
+        CUDA_DEVICE_ORDER="PCI_BUS_ID",
+        **{PLAN_VARIABLE: carried("2", "4GiB")},
+    )
+    assert result.returncode == 0, result.stderr
+    seen = json.loads(result.stdout.strip().splitlines()[-1])
+    assert seen == {"gpus": [0], "fractions": {}}
+    (said,) = [text for text in result.stderr.splitlines() if "jupyter_gpu" in text]
+    assert "this process has CUDA_VISIBLE_DEVICES '0'" in said and "the plan selected GPU 2" in said, said
+
+
+@pytest.mark.usefixtures("demo_gpus")
+def test_a_child_gets_the_tensorflow_memory_limit_as_logical_devices(tmp_path: Path) -> None:
+    value = carried("2", "2GiB", "1GiB")
+    code = (
+        "import json, tensorflow as tf\n"
+        "gpus = tf.config.list_physical_devices('GPU')\n"
+        "limits = [[c.memory_limit for c in tf.config.get_logical_device_configuration(g) or []] for g in gpus]\n"
+        "print(json.dumps(limits))\n"
+    )
+    result = run_child(
+        plan_site(tmp_path / "site"),
+        code,
+        CUDA_VISIBLE_DEVICES="2",
+        CUDA_DEVICE_ORDER="PCI_BUS_ID",
+        **{PLAN_VARIABLE: value},
+    )
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout.strip().splitlines()[-1]) == [[2048, 1024]]
+
+
+def test_the_wheel_installs_the_pth_file() -> None:
+    text = (ROOT / "pyproject.toml").read_text()
+    assert '"jupyter_gpu_plan.pth" = "jupyter_gpu_plan.pth"' in text
