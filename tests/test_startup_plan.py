@@ -14,25 +14,12 @@ import sys
 from pathlib import Path
 
 import pytest
-from standin_site import STANDIN, child_env
+from standin_site import ROOT, child_env, plan_site
 
 from jupyter_gpu.plan.carry import PLAN_VARIABLE
 
-ROOT = Path(__file__).resolve().parents[1]
 GIB = 1024**3
 A6000_GIB = 47.98828125  # demo-still's GPU 2, as the simulation gives its total
-
-
-def plan_site(folder: Path, standin: bool = True) -> Path:
-    """A folder whose ``sitecustomize`` imports the CUDA stand-in (``standin``), then processes the
-    worktree's ``jupyter_gpu_plan.pth`` as site.py processes a ``.pth`` in site-packages."""
-    folder.mkdir(parents=True, exist_ok=True)
-    lines = ["import site, sys"]
-    if standin:
-        lines += [f"sys.path.insert(0, {str(STANDIN)!r})", "import cuda_standin"]
-    lines.append(f"site.addpackage({str(ROOT)!r}, 'jupyter_gpu_plan.pth', set())")
-    (folder / "sitecustomize.py").write_text("\n".join(lines) + "\n")
-    return folder
 
 
 def carried(selection: str | None, *limits: str, growth: bool = False) -> str:
@@ -197,3 +184,33 @@ def test_a_child_gets_the_tensorflow_memory_limit_as_logical_devices(tmp_path: P
 def test_the_wheel_installs_the_pth_file() -> None:
     text = (ROOT / "pyproject.toml").read_text()
     assert '"jupyter_gpu_plan.pth" = "jupyter_gpu_plan.pth"' in text
+
+
+SUBPROCESS_CAPS = (
+    "json.loads(__import__('subprocess').run([sys.executable, '-c', {code!r}], capture_output=True, text=True, "
+    "check=True).stdout.strip().splitlines()[-1])"
+)
+
+
+def test_a_kernels_limit_reaches_its_subprocess_and_follows_the_plan(tmp_path: Path) -> None:
+    from kernels import standin_kernel
+
+    site = plan_site(tmp_path / "site")
+    paths = [str(site), *(p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p)]
+    for kernel in standin_kernel(tmp_path, {"PYTHONPATH": os.pathsep.join(paths)}):
+        child = SUBPROCESS_CAPS.format(code=TORCH_CAPS)
+        _, err = kernel.run("%load_ext jupyter_gpu\n%gpu_select 2\nimport sys")
+        assert "Error" not in err, err
+        assert kernel.value("os.environ.get('JUPYTER_GPU_PLAN')") is None  # no limit: nothing to carry
+        kernel.run("%gpu_limit 4GiB")
+        seen = kernel.value(child)
+        assert seen["gpus"] == [2]
+        assert {k: round(v * A6000_GIB, 3) for k, v in seen["fractions"].items()} == {"0": pytest.approx(4, abs=0.01)}
+        # a later magic: the variable follows the plan (GPU 1, an 80 GiB A100, at 4 GiB)
+        kernel.run("%gpu_select 1")
+        seen = kernel.value(child)
+        assert seen["gpus"] == [1] and seen["fractions"] == {"0": pytest.approx(4 / 80, abs=1e-4)}
+        # the limit off: the variable goes, and so does the child's cap
+        kernel.run("%gpu_limit off")
+        assert kernel.value("os.environ.get('JUPYTER_GPU_PLAN')") is None
+        assert kernel.value(child) == {"gpus": [1], "fractions": {}}

@@ -103,7 +103,7 @@ COMMON_KEYS = ("CUDA_DEVICE_ORDER", "CUDA_VISIBLE_DEVICES")
 
 
 def _managed_keys() -> tuple[str, ...]:
-    return COMMON_KEYS + tuple(key for framework in FRAMEWORKS for key in framework.env_keys)
+    return (*COMMON_KEYS, PLAN_VARIABLE, *(key for framework in FRAMEWORKS for key in framework.env_keys))
 
 
 _GROWTH = "TF_FORCE_GPU_ALLOW_GROWTH"
