@@ -112,8 +112,13 @@ def _follow() -> bool:
     from .core.visibility import CudaEnv
     from .plan.carry import WireError, plan_from_environment
 
+    # A kernel started with the variable that made its own plan (a magic) rewrote or removed it:
+    # what is read here is that plan, or nothing.
+    value = os.environ.get("JUPYTER_GPU_PLAN", "")
+    if not value.strip():
+        return False  # removed since the start (del os.environ[...]): the program opted out
     try:
-        carried = plan_from_environment(os.environ.get("JUPYTER_GPU_PLAN", ""))
+        carried = plan_from_environment(value)
     except WireError as error:
         _say(f"the GPU plan's caps are not applied: JUPYTER_GPU_PLAN is malformed: {_first_line(error)}")
         return False

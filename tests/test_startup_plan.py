@@ -52,23 +52,29 @@ TORCH_CAPS = (
 )
 
 
-@pytest.mark.usefixtures("demo_gpus")
-def test_a_child_gets_the_pytorch_cap_when_it_imports_torch(tmp_path: Path) -> None:
-    # Given a kernel's plan: GPU 2 (an RTX A6000 of 48 GiB) capped at 4 GiB, carried to a child
-    value = carried("2", "4GiB")
+def child_with_plan(tmp_path: Path, code: str, value: str, visible: str = "2") -> tuple[object, list[str]]:
+    """Run ``code`` in a child with ``JUPYTER_GPU_PLAN=value`` and ``CUDA_VISIBLE_DEVICES=visible`` (PCI
+    bus order) on the CUDA stand-in: what its last line printed (JSON), and its lines from jupyter_gpu."""
     result = run_child(
         plan_site(tmp_path / "site"),
-        TORCH_CAPS,
-        CUDA_VISIBLE_DEVICES="2",
+        code,
+        CUDA_VISIBLE_DEVICES=visible,
         CUDA_DEVICE_ORDER="PCI_BUS_ID",
         **{PLAN_VARIABLE: value},
     )
-    assert result.returncode == 0, result.stderr
-    seen = json.loads(result.stdout.strip().splitlines()[-1])
+    assert result.returncode == 0 and "Traceback" not in result.stderr, result.stderr
+    said = [text for text in result.stderr.splitlines() if "jupyter_gpu" in text]
+    return json.loads(result.stdout.strip().splitlines()[-1]), said
+
+
+@pytest.mark.usefixtures("demo_gpus")
+def test_a_child_gets_the_pytorch_cap_when_it_imports_torch(tmp_path: Path) -> None:
+    # Given a kernel's plan: GPU 2 (an RTX A6000 of 48 GiB) capped at 4 GiB, carried to a child
+    seen, said = child_with_plan(tmp_path, TORCH_CAPS, carried("2", "4GiB"))
     # Then PyTorch's lazy CUDA start in the child ran the plan's cap on its cuda:0 (GPU 2)
-    assert seen["gpus"] == [2]
+    assert isinstance(seen, dict) and seen["gpus"] == [2]
     assert {k: round(v * A6000_GIB, 3) for k, v in seen["fractions"].items()} == {"0": pytest.approx(4, abs=0.01)}
-    assert "jupyter_gpu" not in result.stderr, result.stderr
+    assert said == []
 
 
 def run_pth(value: str | None, code: str) -> subprocess.CompletedProcess[str]:
@@ -131,34 +137,18 @@ def test_without_the_variable_a_child_that_imports_torch_gets_no_cap(tmp_path: P
     ],
 )
 def test_a_malformed_variable_is_one_line_and_the_child_runs_uncapped(tmp_path: Path, value: str, line: str) -> None:
-    result = run_child(
-        plan_site(tmp_path / "site"),
-        TORCH_CAPS,
-        CUDA_VISIBLE_DEVICES="2",
-        CUDA_DEVICE_ORDER="PCI_BUS_ID",
-        **{PLAN_VARIABLE: value},
-    )
-    assert result.returncode == 0, result.stderr
-    assert json.loads(result.stdout.strip().splitlines()[-1])["fractions"] == {}
-    (said,) = [text for text in result.stderr.splitlines() if "jupyter_gpu" in text]
-    assert said.startswith(line) and "Traceback" not in result.stderr, result.stderr
+    seen, said = child_with_plan(tmp_path, TORCH_CAPS, value)
+    assert isinstance(seen, dict) and seen["fractions"] == {}
+    assert len(said) == 1 and said[0].startswith(line), said
 
 
 @pytest.mark.usefixtures("demo_gpus")
 def test_a_child_that_chose_other_gpus_keeps_its_choice_and_gets_no_cap(tmp_path: Path) -> None:
     # `!CUDA_VISIBLE_DEVICES=0 python train.py` in a kernel whose plan is GPU 2 at 4 GiB
-    result = run_child(
-        plan_site(tmp_path / "site"),
-        TORCH_CAPS,
-        CUDA_VISIBLE_DEVICES="0",
-        CUDA_DEVICE_ORDER="PCI_BUS_ID",
-        **{PLAN_VARIABLE: carried("2", "4GiB")},
-    )
-    assert result.returncode == 0, result.stderr
-    seen = json.loads(result.stdout.strip().splitlines()[-1])
+    seen, said = child_with_plan(tmp_path, TORCH_CAPS, carried("2", "4GiB"), visible="0")
     assert seen == {"gpus": [0], "fractions": {}}
-    (said,) = [text for text in result.stderr.splitlines() if "jupyter_gpu" in text]
-    assert "this process has CUDA_VISIBLE_DEVICES '0'" in said and "the plan selected GPU 2" in said, said
+    assert len(said) == 1 and "this process has CUDA_VISIBLE_DEVICES '0'" in said[0], said
+    assert "the plan selected GPU 2" in said[0]
 
 
 @pytest.mark.usefixtures("demo_gpus")
@@ -170,15 +160,8 @@ def test_a_child_gets_the_tensorflow_memory_limit_as_logical_devices(tmp_path: P
         "limits = [[c.memory_limit for c in tf.config.get_logical_device_configuration(g) or []] for g in gpus]\n"
         "print(json.dumps(limits))\n"
     )
-    result = run_child(
-        plan_site(tmp_path / "site"),
-        code,
-        CUDA_VISIBLE_DEVICES="2",
-        CUDA_DEVICE_ORDER="PCI_BUS_ID",
-        **{PLAN_VARIABLE: value},
-    )
-    assert result.returncode == 0, result.stderr
-    assert json.loads(result.stdout.strip().splitlines()[-1]) == [[2048, 1024]]
+    limits, said = child_with_plan(tmp_path, code, value)
+    assert limits == [[2048, 1024]] and said == []
 
 
 def test_the_wheel_installs_the_pth_file() -> None:
@@ -214,3 +197,30 @@ def test_a_kernels_limit_reaches_its_subprocess_and_follows_the_plan(tmp_path: P
         kernel.run("%gpu_limit off")
         assert kernel.value("os.environ.get('JUPYTER_GPU_PLAN')") is None
         assert kernel.value(child) == {"gpus": [1], "fractions": {}}
+
+
+@pytest.mark.usefixtures("demo_gpus")
+def test_a_plan_the_process_made_itself_wins_over_the_carried_one(tmp_path: Path) -> None:
+    # a kernel started with the variable (a notebook run by nbconvert from a capped kernel) whose own
+    # magic set GPU 2 at 1 GiB before `import torch`: the magic rewrote the variable, so the start-up
+    # hook reads the kernel's own plan, not the 4 GiB it started with
+    own = carried("2", "1GiB")
+    code = (
+        "from jupyter_gpu import frameworks\n"
+        "from jupyter_gpu.plan import GpuPlan\n"
+        "from jupyter_gpu.plan.carry import plan_from_environment\n"
+        f"own = plan_from_environment({own!r})\n"
+        "frameworks.remember_gpus(own.known_gpus())\n"  # as the magics do before they apply a plan
+        "frameworks.apply_plan(GpuPlan(), own.plan)\n" + TORCH_CAPS
+    )
+    seen, said = child_with_plan(tmp_path, code, carried("2", "4GiB"))
+    assert said == []
+    assert isinstance(seen, dict)
+    assert {k: round(v * A6000_GIB, 3) for k, v in seen["fractions"].items()} == {"0": pytest.approx(1, abs=0.01)}
+
+
+@pytest.mark.usefixtures("demo_gpus")
+def test_a_program_that_removes_the_variable_before_the_import_gets_no_cap_and_no_line(tmp_path: Path) -> None:
+    code = "import os\ndel os.environ['JUPYTER_GPU_PLAN']\n" + TORCH_CAPS
+    seen, said = child_with_plan(tmp_path, code, carried("2", "4GiB"))
+    assert seen == {"gpus": [2], "fractions": {}} and said == []
