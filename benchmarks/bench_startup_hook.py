@@ -6,7 +6,8 @@ start, and a child's ``import torch`` with a plan.
 1. ``python -S -c "import site; site.addpackage(<tree>, <file>, set())"``, interleaved, median of
    ``--runs``: ``import site`` alone; with the tree's ``jupyter_gpu_plan.pth`` and
    ``JUPYTER_GPU_PLAN`` unset; with it set to a plan (GPU 0 at 4 GiB on two simulated A100s). ``-S``
-   keeps every installed ``.pth`` file out, so the difference is this file's line alone. Then
+   keeps every installed ``.pth`` file out, so the difference is this file's line alone. Wall time
+   and CPU time (user + system of the child: on a loaded host, what the start itself costs). Then
    ``python -X importtime`` of the set case: what of jupyter_gpu is imported at start.
 2. ``import torch`` timed inside the process (``time.perf_counter`` around the statement), median of
    ``--torch-runs`` fresh interpreters each: a child without the variable, a child with the plan
@@ -15,13 +16,16 @@ start, and a child's ``import torch`` with a plan.
    ``import torch`` (its hook was registered by the magic; ``jupyter_gpu.frameworks`` was imported
    by the extension before the timed statement). Children and kernels run the tree's ``.pth`` from a
    ``sitecustomize`` (as ``tests/standin_site.plan_site`` does), and ``JUPYTER_GPU_SIMULATE=2``.
+
+Every process keeps compiled modules (``PYTHONPYCACHEPREFIX``, a temporary folder warmed first), as
+an installed package has them, even where ``PYTHONDONTWRITEBYTECODE`` is set.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -43,6 +47,16 @@ def base_env() -> dict[str, str]:
     return env
 
 
+def cache_bytecode(folder: Path) -> None:
+    """Compiled modules kept (in ``folder``, not the tree) for every process this benchmark starts, as
+    an installed package has them: with ``PYTHONDONTWRITEBYTECODE`` each start would compile
+    jupyter_gpu's sources again (0.2 s for ``jupyter_gpu.frameworks`` on a loaded host)."""
+    os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+    os.environ["PYTHONPYCACHEPREFIX"] = str(folder)
+    warm = "import jupyter_gpu._startup, jupyter_gpu.frameworks, jupyter_gpu.plan.carry, torch"
+    subprocess.run([sys.executable, "-c", warm], env=base_env(), check=True, capture_output=True)
+
+
 def carried_plan() -> str:
     """The JUPYTER_GPU_PLAN a kernel writes for GPU 0 at 4 GiB on two simulated A100s."""
     os.environ["JUPYTER_GPU_SIMULATE"] = "2"
@@ -62,16 +76,22 @@ def start_up(runs: int, plan: str) -> dict[str, float]:
         "with jupyter_gpu_plan.pth, variable unset": (pth, None),
         "with jupyter_gpu_plan.pth, variable set to a plan": (pth, plan),
     }
-    times: dict[str, list[float]] = {name: [] for name in cases}
+    times: dict[str, list[tuple[float, float]]] = {name: [] for name in cases}
     for _ in range(runs):
         for name, (code, value) in cases.items():
             env = base_env()
             if value is not None:
                 env["JUPYTER_GPU_PLAN"] = value
+            cpu = resource.getrusage(resource.RUSAGE_CHILDREN)
             started = time.perf_counter()
             subprocess.run([sys.executable, "-S", "-c", code], env=env, check=True, cwd="/")
-            times[name].append(time.perf_counter() - started)
-    return {name: statistics.median(values) * 1000 for name, values in times.items()}
+            wall = time.perf_counter() - started
+            after = resource.getrusage(resource.RUSAGE_CHILDREN)
+            times[name].append((wall, (after.ru_utime - cpu.ru_utime) + (after.ru_stime - cpu.ru_stime)))
+    return {
+        name: (statistics.median(w for w, _ in values) * 1000, statistics.median(c for _, c in values) * 1000)
+        for name, values in times.items()
+    }
 
 
 def import_time(plan: str) -> list[str]:
@@ -131,17 +151,22 @@ def main() -> None:
     parser.add_argument("--torch-runs", type=int, default=7)
     parser.add_argument("--kernels", type=int, default=5)
     args = parser.parse_args()
+    pycache = tempfile.TemporaryDirectory(prefix="bench-startup-pycache-")
+    cache_bytecode(Path(pycache.name))
     plan = carried_plan()
     print(f"JUPYTER_GPU_PLAN: {len(plan)} characters")
     startup = start_up(args.runs, plan)
-    for name, ms in startup.items():
-        print(f"start-up, median of {args.runs}: {name}: {ms:.2f} ms")
-    base = startup["import site (no .pth)"]
-    print(f"  the line, variable unset: {startup['with jupyter_gpu_plan.pth, variable unset'] - base:+.2f} ms")
-    print(f"  the line, variable set:   {startup['with jupyter_gpu_plan.pth, variable set to a plan'] - base:+.2f} ms")
+    for name, (wall, cpu) in startup.items():
+        print(f"start-up, median of {args.runs}: {name}: {wall:.2f} ms wall, {cpu:.2f} ms CPU")
+    base_wall, base_cpu = startup["import site (no .pth)"]
+    for case in ("variable unset", "variable set to a plan"):
+        wall, cpu = startup[f"with jupyter_gpu_plan.pth, {case}"]
+        print(f"  the line, {case}: {wall - base_wall:+.2f} ms wall, {cpu - base_cpu:+.2f} ms CPU")
     print("-X importtime, variable set (self µs | cumulative µs | module):")
     for line in import_time(plan):
         print("  " + line.removeprefix("import time:").strip())
+    if not args.torch_runs:
+        return
     with tempfile.TemporaryDirectory() as scratch:
         site = site_folder(Path(scratch) / "site")
         torch_times = child_torch(args.torch_runs, plan, site)
@@ -153,7 +178,6 @@ def main() -> None:
             print(f"import torch, {kernels}: {kernel_ms:.0f} ms")
             child_ms = torch_times["child, plan (GPU 0 at 4 GiB)"]
             print(f"  child with the plan / kernel with the plan: {child_ms / kernel_ms:.2f}")
-    print(json.dumps({"startup_ms": startup}))
 
 
 if __name__ == "__main__":
