@@ -38,7 +38,7 @@ with one line; the hook prints it and applies nothing. Pure: no I/O; the caller 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ..core.visibility import CudaEnv, Gpu
@@ -175,9 +175,3 @@ def plan_from_environment(value: str) -> ChildPlan:
 
 def _index(value: object, where: str) -> int:
     return integer(value, where, 0, MAX_INDEX)
-
-
-def carried(environ: Mapping[str, str]) -> str | None:
-    """The variable's value in ``environ`` when it is set to something (an empty value counts as unset)."""
-    value = environ.get(PLAN_VARIABLE)
-    return value if value is not None and value.strip() else None
