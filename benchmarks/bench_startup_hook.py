@@ -8,13 +8,15 @@ start, and a child's ``import torch`` with a plan.
    ``JUPYTER_GPU_PLAN`` unset; with it set to a plan (GPU 0 at 4 GiB on two simulated A100s). ``-S``
    keeps every installed ``.pth`` file out, so the difference is this file's line alone. Wall time
    and CPU time (user + system of the child: on a loaded host, what the start itself costs). Then
-   ``python -X importtime`` of the set case: what of jupyter_gpu is imported at start.
+   ``python -X importtime`` of the set case: what of jupyter_gpu is imported at start; and the file
+   processed 2,000 times in one interpreter, variable unset (its own cost, without process noise).
 2. ``import torch`` timed inside the process (``time.perf_counter`` around the statement), median of
    ``--torch-runs`` fresh interpreters each: a child without the variable, a child with the plan
    (its post-import hook applies the cap: it imports ``jupyter_gpu.frameworks``), and (``--kernels``
    fresh kernels) a kernel with the same plan made by ``%gpu_select 0`` + ``%gpu_limit 4GiB`` before
    ``import torch`` (its hook was registered by the magic; ``jupyter_gpu.frameworks`` was imported
-   by the extension before the timed statement). Children and kernels run the tree's ``.pth`` from a
+   by the extension before the timed statement); and the start-up hook's own time inside the child's
+   ``import torch``. Children and kernels run the tree's ``.pth`` from a
    ``sitecustomize`` (as ``tests/standin_site.plan_site`` does), and ``JUPYTER_GPU_SIMULATE=2``.
 
 Every process keeps compiled modules (``PYTHONPYCACHEPREFIX``, a temporary folder warmed first), as
@@ -94,6 +96,24 @@ def start_up(runs: int, plan: str) -> dict[str, float]:
     }
 
 
+def line_cost(repeats: int = 2000) -> float:
+    """Microseconds to process the ``.pth`` file once with the variable unset, inside one interpreter
+    (``site.addpackage`` opens, reads and runs its line), median of ``repeats``: the hook's own cost,
+    without the noise of starting processes."""
+    code = (
+        "import site, statistics, time\n"
+        "times = []\n"
+        f"for _ in range({repeats}):\n"
+        "    t = time.perf_counter()\n"
+        f"    site.addpackage({str(REPO)!r}, 'jupyter_gpu_plan.pth', set())\n"
+        "    times.append(time.perf_counter() - t)\n"
+        "print(statistics.median(times) * 1e6)\n"
+    )
+    command = [sys.executable, "-S", "-c", code]
+    done = subprocess.run(command, env=base_env(), capture_output=True, text=True, check=True)
+    return float(done.stdout)
+
+
 def import_time(plan: str) -> list[str]:
     """``-X importtime`` lines of jupyter_gpu's modules at a start with the plan set (self, cumulative µs)."""
     env = {**base_env(), "JUPYTER_GPU_PLAN": plan}
@@ -125,6 +145,29 @@ def child_torch(runs: int, plan: str, site: Path) -> dict[str, float]:
             done = subprocess.run([sys.executable, "-c", TIMED_TORCH], env=child_env, capture_output=True, text=True)
             times[name].append(float(done.stdout.split("TORCH ")[1]))
     return {name: statistics.median(values) * 1000 for name, values in times.items()}
+
+
+HOOK_TIMED = (
+    "import time, jupyter_gpu._startup as startup, jupyter_gpu.core.import_hooks as hooks\n"
+    "spent = []\n"
+    "def timed(module, _hook=startup._apply_carried_plan):\n"
+    "    t = time.perf_counter(); _hook(module); spent.append(time.perf_counter() - t)\n"
+    "hooks.cancel('torch', startup._apply_carried_plan); hooks.when_imported('torch', timed)\n"
+    "import torch\n"
+    "print(f'HOOK {spent[0]:.6f}')\n"
+)
+
+
+def child_hook(runs: int, plan: str, site: Path) -> float:
+    """Milliseconds the start-up hook takes inside a child's ``import torch`` (median of ``runs``):
+    importing ``jupyter_gpu.frameworks``, reading the plan, the framework's own hook."""
+    env = {**base_env(), "PYTHONPATH": f"{site}{os.pathsep}{REPO}", "JUPYTER_GPU_SIMULATE": "2"}
+    env.update(JUPYTER_GPU_PLAN=plan, CUDA_VISIBLE_DEVICES="0", CUDA_DEVICE_ORDER="PCI_BUS_ID")
+    times = []
+    for _ in range(runs):
+        done = subprocess.run([sys.executable, "-c", HOOK_TIMED], env=env, capture_output=True, text=True, check=True)
+        times.append(float(done.stdout.split("HOOK ")[1]))
+    return statistics.median(times) * 1000
 
 
 def kernel_torch(runs: int, site: Path) -> float:
@@ -162,6 +205,7 @@ def main() -> None:
     for case in ("variable unset", "variable set to a plan"):
         wall, cpu = startup[f"with jupyter_gpu_plan.pth, {case}"]
         print(f"  the line, {case}: {wall - base_wall:+.2f} ms wall, {cpu - base_cpu:+.2f} ms CPU")
+    print(f"  processing jupyter_gpu_plan.pth once, variable unset, in one interpreter: {line_cost():.1f} µs")
     print("-X importtime, variable set (self µs | cumulative µs | module):")
     for line in import_time(plan):
         print("  " + line.removeprefix("import time:").strip())
@@ -172,6 +216,8 @@ def main() -> None:
         torch_times = child_torch(args.torch_runs, plan, site)
         for name, ms in torch_times.items():
             print(f"import torch, median of {args.torch_runs}: {name}: {ms:.0f} ms")
+        hook_ms = child_hook(args.torch_runs, plan, site)
+        print(f"  of which the start-up hook in the child (median of {args.torch_runs}): {hook_ms:.1f} ms")
         if args.kernels:
             kernel_ms = kernel_torch(args.kernels, site)
             kernels = f"median of {args.kernels} kernels: kernel, same plan by the magics"
