@@ -4,7 +4,7 @@ Importable as ``standin_site``. The doctor starts each framework in a child proc
 by :func:`standin_site` first on that child's ``PYTHONPATH`` makes its TensorFlow and PyTorch (CPU
 builds) see the simulated GPUs through ``tests/standin/cuda_standin.py``, as the kernels of
 ``kernels.standin_kernel`` do. ``extra`` is more code for that file (e.g. a framework that ignores a
-call), run after the stand-in is imported.
+call), run after the stand-in is imported. :func:`plan_site` adds the tree's ``jupyter_gpu_plan.pth``.
 """
 
 from __future__ import annotations
@@ -22,6 +22,24 @@ def standin_site(folder: Path, extra: str = "") -> Path:
     folder.mkdir(parents=True, exist_ok=True)
     code = f"import sys\nsys.path.insert(0, {str(STANDIN)!r})\nimport cuda_standin\n{extra}"
     (folder / "sitecustomize.py").write_text(code)
+    return folder
+
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def plan_site(folder: Path, standin: bool = True) -> Path:
+    """A folder for ``PYTHONPATH`` whose ``sitecustomize`` imports the CUDA stand-in (``standin``),
+    then processes the tree's ``jupyter_gpu_plan.pth`` as site.py processes a ``.pth`` file in
+    site-packages: children started with it apply a carried ``JUPYTER_GPU_PLAN`` from the file under
+    test, whatever copy (or none) an editable install left in site-packages. The stand-in comes
+    first, as in a kernel of ``kernels.standin_kernel`` (its start-up file runs before jupyter_gpu watches)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    lines = ["import site, sys"]
+    if standin:
+        lines += [f"sys.path.insert(0, {str(STANDIN)!r})", "import cuda_standin"]
+    lines.append(f"site.addpackage({str(ROOT)!r}, 'jupyter_gpu_plan.pth', set())")
+    (folder / "sitecustomize.py").write_text("\n".join(lines) + "\n")
     return folder
 
 

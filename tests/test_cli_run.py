@@ -312,6 +312,20 @@ def test_a_command_that_is_not_python_gets_the_environment_and_one_line_about_ca
     done = run(["--select", "1", "--limit", "4GiB", "--", "sh", "-c", "echo $CUDA_VISIBLE_DEVICES"], env)
     assert done.returncode == 0 and done.stdout == "1\n"
     assert done.stderr.count("Caps cannot be applied to sh: it is not a Python interpreter") == 1
+    # ...but the plan travels on: a Python program the script starts applies the caps at import
+    assert "Python programs it starts get them through JUPYTER_GPU_PLAN" in done.stderr
+
+
+def test_a_script_started_by_a_shell_command_inherits_the_plans_caps(env: dict[str, str]) -> None:
+    from jupyter_gpu.plan.carry import PLAN_VARIABLE, plan_from_environment
+    from jupyter_gpu.session.child import PLAN_VARIABLE as named_by_run
+
+    assert named_by_run == PLAN_VARIABLE
+    show = f"{sys.executable} -c 'import os; print(os.environ.get(\"{PLAN_VARIABLE}\", \"\"))'"
+    done = run(["--select", "1", "--limit", "4GiB", "--", "sh", "-c", show], env)
+    assert done.returncode == 0, done.stderr
+    carried = plan_from_environment(done.stdout.strip())
+    assert 4 * 1024**3 in carried.plan.limits_bytes, carried
 
 
 def test_python_is_told_by_name_or_by_its_first_line(tmp_path: Path) -> None:

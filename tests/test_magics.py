@@ -440,11 +440,12 @@ def test_keras_with_another_backend_turning_growth_on_is_warned_once_and_the_adv
 def test_limit_caveats_are_printed_once_per_kernel_then_one_line(shell, capsys) -> None:
     shell.run_line_magic("gpu_limit", "8GiB")
     first = capsys.readouterr().out
-    assert "Caps are cooperative: they bind the framework's allocator" in first and "Programs this kernel" in first
+    assert "Caps are cooperative: they bind the framework's allocator" in first
+    assert "Python programs this kernel" in first
     shell.run_line_magic("gpu_limit", "4GiB")
     shell.run_line_magic("gpu_select", "0")
     shell.run_line_magic("gpu_limit", "")
     later = capsys.readouterr().out
-    assert "Programs this kernel" not in later and "Caps are cooperative: they bind" not in later
+    assert "programs this kernel starts" not in later and "Caps are cooperative: they bind" not in later
     assert later.count("(Caps are cooperative, as said above; %gpu_limit? says more.)") == 3
     assert "Caps are cooperative: they bind the framework's allocator" in shell.find_line_magic("gpu_limit").__doc__

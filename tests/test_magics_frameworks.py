@@ -362,7 +362,8 @@ def test_13_programs_the_kernel_starts_inherit_the_selection_and_growth_and_the_
     kernel: Kernel,
 ) -> None:
     out, _ = kernel.run("%load_ext jupyter_gpu\n%gpu_select 3,1 --growth\n%gpu_limit 1GiB")
-    assert "inherit the GPU selection, growth and JAX's share" in out and "not the TensorFlow and PyTorch caps" in out
+    assert "inherit the GPU selection, growth and JAX's share, and the TensorFlow and PyTorch caps" in out
+    assert "a cap per process, not shared" in out and "Other programs get the variables only." in out
     planned = kernel.value("env()")
     child = kernel.value(
         f"json.loads(__import__('subprocess').run([sys.executable, '-c', {CHILD_ENV!r}], "

@@ -7,16 +7,19 @@ on the CUDA stand-in (``tests/standin/cuda_standin.py``), in both orders (the ma
 - ``torch.cuda.device_count()`` / ``get_device_name(k)`` after ``%gpu_select 3,1``: what the
   printout maps (``cuda:0`` is GPU 3);
 - a ``torch.multiprocessing`` spawn worker after ``%gpu_select 2`` and ``%gpu_limit 4GiB``: it reads
-  the selection from the environment, the cap does not reach it, and ``%gpu_limit`` says so.
+  the selection from the environment and, through ``JUPYTER_GPU_PLAN`` and the start-up hook, gets the
+  same cap as the kernel (its own: not a share of the kernel's), as ``%gpu_limit`` says.
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from kernels import Kernel, standin_kernel
+from standin_site import plan_site
 
 pytestmark = pytest.mark.frameworks
 
@@ -100,9 +103,18 @@ CHILD = (
 
 
 @pytest.mark.parametrize("order", [MAGICS_FIRST, TORCH_FIRST])
-def test_a_spawned_worker_gets_the_selection_not_the_cap_and_the_printout_says_so(kernel: Kernel, order: str) -> None:
+def test_a_spawned_worker_gets_the_selection_and_its_own_cap_and_the_printout_says_so(
+    tmp_path: Path, order: str
+) -> None:
+    site = plan_site(tmp_path / "site")  # the spawned worker's interpreter runs jupyter_gpu_plan.pth
+    paths = [str(site), *(p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p)]
+    for kernel in standin_kernel(tmp_path, {"PYTHONPATH": os.pathsep.join(paths)}):
+        spawned_worker_is_capped(kernel, order)
+
+
+def spawned_worker_is_capped(kernel: Kernel, order: str) -> None:
     out = plan_then_torch(kernel, order, "%gpu_select 2\n%gpu_limit 4GiB")
-    assert "not the TensorFlow and PyTorch caps (calls made in this kernel): cap them in the program itself" in out
+    assert "and the TensorFlow and PyTorch caps through JUPYTER_GPU_PLAN" in out and "not shared" in out
     _, err = kernel.run("torch.cuda.init()")
     assert "Error" not in err, err
     capped = kernel.value("{str(k): round(v * 47.98828125, 3) for k, v in cuda_standin.fractions.items()}")
@@ -112,8 +124,8 @@ def test_a_spawned_worker_gets_the_selection_not_the_cap_and_the_printout_says_s
     child = kernel.value("child")
     # the selection is in the environment: the worker's CUDA shows GPU 2 alone
     assert child["CUDA_VISIBLE_DEVICES"] == "2" and child["gpus"] == [2]
-    # the cap is a call in this kernel's process: the worker's allocator has none
-    assert child["fractions"] == {}
+    # the cap reached the worker through JUPYTER_GPU_PLAN: its own allocator has the same 4 GiB on its cuda:0
+    assert {k: round(v * 47.98828125, 3) for k, v in child["fractions"].items()} == {"0": pytest.approx(4, abs=0.01)}
     assert kernel.value("{str(k): v for k, v in cuda_standin.fractions.items()}").keys() == {"0"}
 
 

@@ -40,6 +40,7 @@ from ..core.text import display_text
 from ..core.units import format_bytes
 from ..core.visibility import UNKNOWN, CudaEnv, Gpu, cuda_devices, cuda_start, cuda_start_call
 from ..plan import GpuPlan, PlanError, current_plan, set_current_plan
+from ..plan.carry import PLAN_VARIABLE, plan_environment
 from .base import (
     DeviceMemory,
     Environment,
@@ -80,6 +81,7 @@ __all__ = [
     "cuda_started",
     "cuda_status",
     "expected_devices",
+    "follow_carried_plan",
     "framework_memory",
     "framework_statuses",
     "known_gpus",
@@ -101,7 +103,7 @@ COMMON_KEYS = ("CUDA_DEVICE_ORDER", "CUDA_VISIBLE_DEVICES")
 
 
 def _managed_keys() -> tuple[str, ...]:
-    return COMMON_KEYS + tuple(key for framework in FRAMEWORKS for key in framework.env_keys)
+    return (*COMMON_KEYS, PLAN_VARIABLE, *(key for framework in FRAMEWORKS for key in framework.env_keys))
 
 
 _GROWTH = "TF_FORCE_GPU_ALLOW_GROWTH"
@@ -189,7 +191,26 @@ def environment(plan: GpuPlan) -> Environment:
         env["CUDA_DEVICE_ORDER"] = order
     for framework in FRAMEWORKS:
         env.update(framework.environment(plan, start))
+    # The caps that are calls (TensorFlow's limit, PyTorch's fraction), for Python children
+    # (docs/children.md): only where a child will see the plan's selection, else it would refuse them.
+    selection_written = plan.selected_indices is None or env.get("CUDA_VISIBLE_DEVICES") == plan.cuda_visible_devices
+    carried = plan_environment(plan, KERNEL.gpus) if selection_written else {}
+    env[PLAN_VARIABLE] = carried.get(PLAN_VARIABLE)
     return env
+
+
+def follow_carried_plan(plan: GpuPlan, gpus: Sequence[Gpu]) -> None:
+    """Make ``plan`` this process's plan without writing a variable: a Python child started with a
+    kernel's (or ``jupyter-gpu run``'s) ``JUPYTER_GPU_PLAN`` (:mod:`jupyter_gpu.plan.carry`), which
+    inherited the selection, growth and JAX's share as variables already. Each framework's
+    :meth:`Framework.hook`, called when it is imported, then makes the plan's calls as in a kernel.
+    ``gpus``: the GPUs the plan was made with (CUDA's numbering)."""
+    remember_gpus(gpus)
+    set_current_plan(plan)
+    KERNEL.plan_active = True
+    if KERNEL.written is None:
+        KERNEL.written = CudaEnv.now()  # what the child started with is the plan's (checked by the caller)
+    KERNEL.written_env.update(framework_env())
 
 
 def _caps_differ(plan: GpuPlan) -> bool:

@@ -21,7 +21,8 @@ if TYPE_CHECKING:
     from ..plan import GpuPlan
 
 PLAN_VARIABLE = "JUPYTER_GPU_PLAN"
-"""The variable that carries the plan's caps to a Python child's start-up hook (when it is set)."""
+"""The variable that carries the plan's caps to a Python child's start-up hook (when it is set):
+:data:`jupyter_gpu.plan.carry.PLAN_VARIABLE`, named here so a run with nothing to plan imports no planner."""
 
 _PYTHON_NAME = re.compile(r"^python[0-9.]*(?:-dbg|d|m|u)?$")
 _SHEBANG_BYTES = 256
@@ -72,10 +73,15 @@ def caps_note(plan: GpuPlan, command: Sequence[str], python: bool, env: Mapping[
 
     name = shown(os.path.basename(command[0]))
     if not python:
+        carried = (
+            "Python programs it starts get them through JUPYTER_GPU_PLAN where jupyter_gpu is installed in "
+            "their environment"
+            if PLAN_VARIABLE in env
+            else "the Python programs it starts get no TensorFlow or PyTorch cap"
+        )
         return (
             f"Caps cannot be applied to {name}: it is not a Python interpreter; it gets the GPU selection, "
-            "growth and JAX's share (environment variables), and the Python programs it starts get no "
-            "TensorFlow or PyTorch cap."
+            f"growth and JAX's share (environment variables); {carried}."
         )
     if PLAN_VARIABLE in env:
         return (

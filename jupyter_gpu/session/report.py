@@ -34,9 +34,10 @@ ORDER_NOTE = (
 )
 
 _CHILDREN = (
-    "Programs this kernel starts (subprocess, multiprocessing with spawn) inherit the GPU selection, "
-    "growth and JAX's share (environment variables), not the TensorFlow and PyTorch caps (calls made in "
-    "this kernel): cap them in the program itself."
+    "Python programs this kernel starts (!python, subprocess, spawn and DataLoader workers) inherit the GPU "
+    "selection, growth and JAX's share, and the TensorFlow and PyTorch caps through JUPYTER_GPU_PLAN when they "
+    "import the framework: a cap per process, not shared (two children capped at 4 GiB can take 8 GiB). "
+    "Other programs get the variables only."
 )
 
 
@@ -185,10 +186,11 @@ def auto_rechosen(old: GpuPlan, new: GpuPlan) -> str | None:
 def limit_report(plan: GpuPlan, caveats: bool = True, children: str | None = None) -> str:
     """What ``%gpu_limit`` prints: the cap per GPU, what is free now, and that caps are cooperative.
 
-    The two caveats (caps are cooperative; programs the kernel starts do not inherit the TensorFlow
-    and PyTorch caps) take two long lines: the magics print them once per kernel (``caveats``), and a
-    one-line reminder after that (``%gpu_limit?`` keeps the whole text). ``children`` replaces the
-    second caveat where the plan is for another program (``jupyter-gpu run``: what reaches its command)."""
+    The two caveats (caps are cooperative; what programs the kernel starts inherit: a cap per
+    process, docs/children.md) take two long lines: the magics print them once per kernel
+    (``caveats``), and a one-line reminder after that (``%gpu_limit?`` keeps the whole text).
+    ``children`` replaces the second caveat where the plan is for another program (``jupyter-gpu
+    run``: what reaches its command)."""
     from .. import frameworks
 
     if not plan.limits_bytes:

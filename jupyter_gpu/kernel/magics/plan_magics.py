@@ -310,9 +310,15 @@ class GpuMagics(Magics):
         cap raises out-of-memory in the framework. For hard isolation use MIG or one GPU per
         container. An admin ceiling (``max_limit``) cannot be exceeded nor switched off.
 
-        Programs the kernel starts (``subprocess.run([sys.executable, "train.py"])``,
-        ``multiprocessing`` with ``spawn``) inherit the environment: the selection, growth and JAX's
-        share hold there, the TensorFlow and PyTorch caps (calls in this kernel) do not.
+        Python programs the kernel starts (``!python train.py``,
+        ``subprocess.run([sys.executable, "train.py"])``, ``multiprocessing`` spawn and DataLoader
+        workers) inherit the environment: the selection, growth and JAX's share hold there, and the
+        limit sets ``JUPYTER_GPU_PLAN``, which jupyter_gpu's start-up hook reads in a child whose
+        Python has jupyter_gpu installed: its TensorFlow and PyTorch get the same caps when it imports
+        them. Each child has its own cap, not a share of the kernel's: two children capped at 4 GiB
+        can take 8 GiB. A child that sets its own ``CUDA_VISIBLE_DEVICES`` gets no cap (one line says
+        so); ``!JUPYTER_GPU_PLAN= python train.py`` runs one without. Other programs, and a
+        ``%gpu_limit`` on a MIG slice, pass on the variables only. See docs/children.md.
 
         The report prints these two caveats with the kernel's first memory limit, and a one-line
         reminder after that.
