@@ -12,7 +12,7 @@ import os
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from ..core.text import display_text
+from ..core.text import display_text, wrap
 from ..core.units import format_bytes
 
 if TYPE_CHECKING:
@@ -95,7 +95,7 @@ def _labels(plan: GpuPlan, not_following: list[str]) -> tuple[dict[int, str], li
 
 def selection_report(plan: GpuPlan, caveats: bool = True) -> str:
     """What ``%gpu_select`` prints: each selected GPU and its name in every framework, growth, limit
-    (``caveats``: as :func:`limit_report`)."""
+    (``caveats``: as :func:`limit_report`); lines wrapped to 100 columns (:func:`core.text.wrap`)."""
     notes: list[str] = []
     not_following: list[str] = []
     if plan.selected_indices == ():
@@ -125,7 +125,7 @@ def selection_report(plan: GpuPlan, caveats: bool = True) -> str:
     if plan.limits_bytes:
         lines.append(limit_report(plan, caveats))
     lines.append(_where_applied(not_following))
-    return "\n".join(lines)
+    return wrap("\n".join(lines))
 
 
 def _auto_reasons(plan: GpuPlan) -> dict[int, str]:
@@ -179,7 +179,8 @@ def limit_report(plan: GpuPlan, caveats: bool = True) -> str:
 
     The two caveats (caps are cooperative; programs the kernel starts do not inherit the TensorFlow
     and PyTorch caps) take two long lines: the magics print them once per kernel (``caveats``), and a
-    one-line reminder after that (``%gpu_limit?`` keeps the whole text)."""
+    one-line reminder after that (``%gpu_limit?`` keeps the whole text). Lines wrapped to 100
+    columns (:func:`core.text.wrap`)."""
     from .. import frameworks
 
     if not plan.limits_bytes:
@@ -221,7 +222,7 @@ def limit_report(plan: GpuPlan, caveats: bool = True) -> str:
         kept = ", ".join(map(str, plan.selected_indices or ()))
         lines.append(f"(GPU {kept} {_KEPT.format(auto=plan.request.selection)})")
     lines += [_COOPERATIVE, _CHILDREN] if caveats else [_COOPERATIVE_AGAIN]
-    return "Memory limit:\n  " + "\n  ".join(lines)
+    return wrap("Memory limit:\n  " + "\n  ".join(lines))
 
 
 def jax_shares(plan: GpuPlan) -> list[tuple[int, int]] | None:
