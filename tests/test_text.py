@@ -70,6 +70,8 @@ def test_wrap_never_breaks_a_magic_with_its_arguments_a_code_span_or_a_path():
     # A magic's argument stops at the end of a clause, and at a word that is no argument
     assert wrap("a %gpu_limit off, then text", 12).splitlines() == ["a", "  %gpu_limit off,", "  then text"]
     assert wrap("see %gpu_select auto chooses", 20).splitlines() == ["see %gpu_select auto", "  chooses"]
+    # A figure stays with its unit
+    assert wrap("JAX: 4 GiB in all, 30 % busy", 10).splitlines() == ["JAX: 4 GiB", "  in all,", "  30 %", "  busy"]
 
 
 def test_wrap_keeps_each_lines_indent_and_leaves_short_lines_alone():

@@ -35,8 +35,8 @@ the full (neutralised) text there.
 
 **Width**: :func:`wrap` lays out the kernel's own sentences (warnings, what the magics print) in
 lines of at most :data:`WIDTH` columns. It breaks only at spaces, and never inside a word, a path,
-a code span between backticks or a magic with its arguments (``%gpu_limit 16GiB``,
-``%gpu_select 2 --growth``): a line longer than the width is left long rather than cut there.
+a code span between backticks, a figure and its unit (``4 GiB``) or a magic with its arguments
+(``%gpu_limit 16GiB``, ``%gpu_select 2 --growth``): a line longer than the width is left long rather than cut there.
 (Python only: the pages lay out their own text.)
 
 Pure: no IPython, no widgets.
@@ -134,6 +134,7 @@ _KEEP = "\x00"  # a space no line may break at (never in the kernel's own text, 
 _CODE_SPAN = re.compile(r"`[^`\n]*`")
 _MAGIC = re.compile(r"^[(\"']?%{1,2}[a-z_]\w*\??$")
 _ARGUMENT = re.compile(r"^(?:--?[a-z][\w-]*(?:=\S*)?|\S*\d\S*|auto\S*|all|none|off|on|cpu)$", re.IGNORECASE)
+_UNIT = re.compile(r"^(?:[KMGTP]i?B|B|%|ms|s|min|h|W|°C)(?:[.,;:)!?\"'…]+)?$")
 _CLOSED = re.compile(r"[.,;:)!?\"']+$")
 
 
@@ -145,6 +146,9 @@ def _keep_together(line: str) -> str:
     out = [words[0]]
     glued = bool(_MAGIC.match(words[0]))
     for word in words[1:]:
+        if out[-1][-1:].isdigit() and _UNIT.match(word):  # "4 GiB", "30 %": a figure with its unit
+            out[-1] += _KEEP + word
+            continue
         if glued and word and _ARGUMENT.match(_CLOSED.sub("", word)):
             out[-1] += _KEEP + word
             glued = not _CLOSED.search(word)
@@ -158,8 +162,8 @@ def wrap(text: str, width: int = WIDTH, indent: str = "  ") -> str:
     """``text`` with each line longer than ``width`` columns broken at spaces into lines of at most
     ``width``, each continued line indented as its first line plus ``indent``.
 
-    Never breaks a word, a path, a code span between backticks or a magic with its arguments
-    (``%gpu_limit 16GiB``); such a piece longer than the room on a line gets a line of its own,
+    Never breaks a word, a path, a code span between backticks, a figure and its unit (``4 GiB``)
+    or a magic with its arguments (``%gpu_limit 16GiB``); such a piece longer than the room on a line gets a line of its own,
     even a line longer than ``width``. Lines that fit are returned as they are. Idempotent:
     wrapping wrapped text changes nothing."""
     if _KEEP in text:  # not the kernel's own text: leave it as it is
