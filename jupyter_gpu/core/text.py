@@ -163,9 +163,9 @@ def wrap(text: str, width: int = WIDTH, indent: str = "  ") -> str:
     ``width``, each continued line indented as its first line plus ``indent``.
 
     Never breaks a word, a path, a code span between backticks, a figure and its unit (``4 GiB``)
-    or a magic with its arguments (``%gpu_limit 16GiB``); such a piece longer than the room on a line gets a line of its own,
-    even a line longer than ``width``. Lines that fit are returned as they are. Idempotent:
-    wrapping wrapped text changes nothing."""
+    or a magic with its arguments (``%gpu_limit 16GiB``); such a piece longer than the room on a
+    line gets a line of its own, even a line longer than ``width``. Lines that fit are returned as
+    they are. Idempotent: wrapping wrapped text changes nothing."""
     if _KEEP in text:  # not the kernel's own text: leave it as it is
         return text
     out: list[str] = []
