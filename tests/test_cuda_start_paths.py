@@ -93,13 +93,13 @@ def test_19_a_path_that_started_cuda_before_the_magic_is_said_not_believed_unsta
         assert "%gpu_restart" in flat(out) and "PyTorch cuda:0" not in flat(out)
         assert kernel.value("env()")["CUDA_VISIBLE_DEVICES"] is None  # nothing written that nobody reads
     status, _ = kernel.run("%gpu_status")
-    assert f"CUDA: started in this kernel by {by}, with CUDA_VISIBLE_DEVICES unset" in status, status
-    assert "%gpu_restart" in status
+    assert f"CUDA: started in this kernel by {by}, with CUDA_VISIBLE_DEVICES unset" in flat(status), status
+    assert "%gpu_restart" in flat(status)
     if not initializes:  # TensorFlow, imported now or later, sees what the status says: GPU 2
         assert tf_visible(kernel) == [2]
         status, _ = kernel.run("%gpu_status")
-        assert "TensorFlow: initialized with the plan applied" in status, status
-        assert "PyTorch: not imported; the plan is applied when it is imported" not in status
+        assert "TensorFlow: initialized with the plan applied" in flat(status), status
+        assert "PyTorch: not imported; the plan is applied when it is imported" not in flat(status)
 
 
 @pytest.mark.parametrize(("path", "by", "initializes"), PATHS, ids=IDS)
@@ -111,12 +111,12 @@ def test_19_the_magic_first_then_each_path_starts_cuda_with_the_plan(
     assert "Warning" not in flat(err), err
     assert kernel.value("cuda_standin.started['env']") == ["2", "PCI_BUS_ID"]
     status, _ = kernel.run("%gpu_status")
-    assert f"CUDA: started in this kernel by {by}, with CUDA_VISIBLE_DEVICES '2'" in status, status
-    assert "NOT" not in status, status
+    assert f"CUDA: started in this kernel by {by}, with CUDA_VISIBLE_DEVICES '2'" in flat(status), status
+    assert "NOT" not in flat(status), status
     if "tf.compat.v1.Session" not in path:
         assert tf_visible(kernel) == [2]
         status, _ = kernel.run("%gpu_status")
-        assert "TensorFlow: initialized with the plan applied" in status and "NOT" not in status, status
+        assert "TensorFlow: initialized with the plan applied" in flat(status) and "NOT" not in flat(status), status
 
 
 def test_19_item_3_gpus_of_two_models_counted_fastest_first_are_refused_and_stay_so(tmp_path: Path) -> None:
@@ -136,5 +136,5 @@ def test_19_item_3_gpus_of_two_models_counted_fastest_first_are_refused_and_stay
         )
         kernel.run("import tensorflow as tf")
         status, _ = kernel.run("%gpu_status")
-        assert "plan applied" not in status and "the plan is applied when it is imported" not in status
-        assert "CUDA: started in this kernel by PyTorch, at torch.cuda.is_available()" in status, status
+        assert "plan applied" not in flat(status) and "the plan is applied when it is imported" not in flat(status)
+        assert "CUDA: started in this kernel by PyTorch, at torch.cuda.is_available()" in flat(status), status

@@ -12,6 +12,7 @@ framework seeing what the plan says, or with a clear warning and nothing changed
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -33,6 +34,12 @@ print(json.dumps({"physical": [cuda_standin.started["devices"][i][0] for i in ra
                   "limits": {str(cuda_standin.started["devices"][_phys.index(d)][0]): [c.memory_limit for c in v]
                              for d, v in _ctx._virtual_device_map.items()}}))
 """
+
+
+def status_entry(out: str, name: str) -> str:
+    """A framework's entry in ``%gpu_status``'s output (its wrapped lines, indented deeper, joined),
+    whitespace flattened."""
+    return flat(re.split(r"\n(?! {4})", out.split(f"{name}:")[1])[0])
 
 
 @pytest.fixture
@@ -638,7 +645,7 @@ def test_19_growth_turned_on_by_code_is_shown_as_on(kernel: Kernel) -> None:
     assert kernel.value("tf.config.experimental.get_memory_growth(tf.config.list_physical_devices('GPU')[0])")
     out, _ = kernel.run("%gpu_status")
     assert "growth on (set by your code: tf.config.experimental.set_memory_growth)" in flat(out), out
-    assert "growth off" not in out.split("TensorFlow:")[1].splitlines()[0]
+    assert "growth off" not in status_entry(out, "TensorFlow")
 
 
 def test_19_growth_turned_on_by_code_before_the_magic_is_shown_as_on(kernel: Kernel) -> None:
@@ -661,7 +668,7 @@ def test_31_3_tensorflows_devices_are_named_with_nvidia_smis_number_beside_them(
     _, err = kernel.run("%gpu_limit 50%\nx = tf.constant(1.0)")
     assert "Error" not in flat(err), err
     out, _ = kernel.run("%gpu_status")
-    tensorflow = out.split("TensorFlow:")[1].splitlines()[0]
+    tensorflow = status_entry(out, "TensorFlow")
     assert (
         "visible GPUs /GPU:0 (GPU 2), /GPU:1 (GPU 3), /GPU:2 (GPU 0), /GPU:3 (GPU 1), memory limits "
         "/GPU:0 (GPU 2): 24 GiB; /GPU:1 (GPU 3): 24 GiB; /GPU:2 (GPU 0): 40 GiB; /GPU:3 (GPU 1): 40 GiB" in tensorflow
@@ -682,7 +689,7 @@ def test_31_4_keras_on_jax_turning_tensorflows_growth_on_is_warned_at_once_and_s
         assert "importing Keras (backend jax) set TF_FORCE_GPU_ALLOW_GROWTH=true, so TensorFlow" in flat(err), err
         for first_op in ("", "x = tf.constant(1.0)\n"):  # TensorFlow imported, then initialized
             out, _ = kernel.run(f"import tensorflow as tf\n{first_op}%gpu_status")
-            tensorflow, keras = (out.split(f"{name}:")[1].splitlines()[0] for name in ("TensorFlow", "Keras"))
+            tensorflow, keras = (status_entry(out, name) for name in ("TensorFlow", "Keras"))
             assert "plan applied" not in tensorflow, out
             assert "does NOT follow the plan: TF_FORCE_GPU_ALLOW_GROWTH=true (set by Keras at import" in tensorflow
             assert keras.endswith("at import it set TF_FORCE_GPU_ALLOW_GROWTH=true (what that does: TensorFlow above)")
