@@ -122,7 +122,8 @@ const plugin: JupyterFrontEndPlugin<IGpuMonitorModel> = {
       app.shell.add(item, 'menu', { rank: 1000 });
     }
 
-    new CullNotifier(model); // countdowns with "Keep running", and what each cull freed
+    // countdowns with "Keep running", what each cull freed, and the culls made while the page was closed
+    new CullNotifier(model, undefined, undefined, app.started);
 
     if (settingRegistry) {
       const apply = (settings: ISettingRegistry.ISettings): void => {
