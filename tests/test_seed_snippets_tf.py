@@ -90,7 +90,7 @@ def test_19_a_tf_device_outside_the_plan_is_named_with_the_mapping_magic_first(k
     assert "Could not satisfy device specification" in flat(err) and err.count(MAPPING) == 1, err
     assert tf_visible(kernel) == [1, 2]
     status, _ = kernel.run("%gpu_status")
-    assert "TensorFlow: initialized with the plan applied" in status and "NOT" not in status, status
+    assert "TensorFlow: initialized with the plan applied" in flat(status) and "NOT" not in flat(status), status
 
 
 def test_19_a_tf_device_outside_the_plan_is_named_tensorflow_imported_first(kernel: Kernel) -> None:
@@ -122,7 +122,7 @@ def test_19_mirrored_strategy_gets_the_plans_gpus_and_a_device_outside_is_named(
     assert tf_visible(kernel) == [1, 2]
     assert kernel.value("strategy.extended.worker_devices[0].endswith('CPU:0')") is True
     status, _ = kernel.run("%gpu_status")
-    assert "TensorFlow: initialized with the plan applied" in status and "NOT" not in status, status
+    assert "TensorFlow: initialized with the plan applied" in flat(status) and "NOT" not in flat(status), status
     _, err = kernel.run("bad = tf.distribute.MirroredStrategy(devices=['/gpu:0', '/gpu:3'])")
     assert err.count("jupyter_gpu:") == 1 and MAPPING in err, err
 
@@ -172,8 +172,10 @@ def test_19_keras_on_tensorflow_gets_the_plan(tmp_path: Path, magic_first: bool)
         limits = kernel.value("{d.name: [c.memory_limit for c in v] for d, v in _ctx._virtual_device_map.items()}")
         assert list(limits.values()) == [[2048]], limits
         status, _ = kernel.run("%gpu_status")
-        assert "TensorFlow: initialized with the plan applied" in status and "NOT" not in status, status
-        assert "Keras: backend tensorflow: Keras has no GPU settings of its own; it uses what TensorFlow" in status
+        assert "TensorFlow: initialized with the plan applied" in flat(status) and "NOT" not in flat(status), status
+        assert "Keras: backend tensorflow: Keras has no GPU settings of its own; it uses what TensorFlow" in flat(
+            status
+        )
 
 
 @pytest.mark.parametrize("magic_first", [True, False], ids=["magic_first", "keras_first"])
@@ -191,8 +193,8 @@ def test_19_keras_on_jax_gets_the_plan_in_jaxs_variables(tmp_path: Path, magic_f
         _, err = kernel.run(MODEL)  # this jaxlib is a CPU build: said so, once
         assert err.count("GPUPlanMismatchWarning") == 1 and "this jaxlib has no GPU support" in flat(err), err
         status, _ = kernel.run("%gpu_status")
-        assert "Keras: backend jax: Keras has no GPU settings of its own; it uses what JAX above says" in status
-        assert "JAX: initialized on the CPU only" in status and "does NOT follow the plan" in status, status
+        assert "Keras: backend jax: Keras has no GPU settings of its own; it uses what JAX above says" in flat(status)
+        assert "JAX: initialized on the CPU only" in flat(status) and "does NOT follow the plan" in flat(status), status
 
 
 def test_19_keras_on_torch_gets_the_plan_magic_first(tmp_path: Path) -> None:
@@ -203,8 +205,10 @@ def test_19_keras_on_torch_gets_the_plan_magic_first(tmp_path: Path) -> None:
         assert kernel.value("keras.config.backend()") == "torch"
         assert kernel.value("env()['PYTORCH_CUDA_ALLOC_CONF']") == "expandable_segments:True"
         status, _ = kernel.run("%gpu_status")
-        assert "PyTorch: imported, GPU not initialized; plan applied" in status, status
-        assert "Keras: backend torch: Keras has no GPU settings of its own; it uses what PyTorch above says" in status
+        assert "PyTorch: imported, GPU not initialized; plan applied" in flat(status), status
+        assert "Keras: backend torch: Keras has no GPU settings of its own; it uses what PyTorch above says" in flat(
+            status
+        )
         # the model's first CUDA tensor starts CUDA (this CPU build then fails): the queued cap lands on GPU 1
         kernel.run("torch = __import__('torch')\ntorch.cuda.init()")
         assert kernel.value("cuda_standin.started['env']") == ["1", "PCI_BUS_ID"]
@@ -219,7 +223,9 @@ def test_19_keras_on_torch_imported_first_started_cuda_and_says_so(tmp_path: Pat
         assert "PyTorch will NOT follow this: CUDA already started in this kernel" in flat(out), (out, err)
         assert "torch.cuda.is_available()" in flat(out) and "not applied to PyTorch" in flat(out), out
         status, _ = kernel.run("%gpu_status")
-        assert "Keras: backend torch" in status and "CUDA: started in this kernel by PyTorch" in status, status
+        assert "Keras: backend torch" in flat(status) and "CUDA: started in this kernel by PyTorch" in flat(status), (
+            status
+        )
 
 
 def test_19_keras_on_jax_without_growth_says_it_turned_tensorflow_growth_on(tmp_path: Path) -> None:
@@ -227,4 +233,4 @@ def test_19_keras_on_jax_without_growth_says_it_turned_tensorflow_growth_on(tmp_
         kernel.run("%load_ext jupyter_gpu\n%gpu_select 1\nimport keras")
         assert kernel.value("env()['TF_FORCE_GPU_ALLOW_GROWTH']") == "true"  # Keras' own doing
         status, _ = kernel.run("%gpu_status")
-        assert "at import it set TF_FORCE_GPU_ALLOW_GROWTH=true" in status, status
+        assert "at import it set TF_FORCE_GPU_ALLOW_GROWTH=true" in flat(status), status
