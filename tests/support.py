@@ -34,6 +34,12 @@ class ScenarioFile:
         self.write(data)
 
 
+def flat(text: str) -> str:
+    """``text`` with every run of whitespace (a wrapped line's break and indent included) one space:
+    what a check searches when the text it looks for may be wrapped (``core.text.wrap``)."""
+    return " ".join(text.split())
+
+
 def wait_until(
     condition: Callable[[], Any], timeout_s: float = 30.0, what: str = "condition", interval_s: float = 0.02
 ) -> Any:

@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 from kernels import Kernel, standin_kernel
+from support import flat
 
 pytestmark = pytest.mark.frameworks
 
@@ -80,25 +81,25 @@ def test_19_a_path_that_started_cuda_before_the_magic_is_said_not_believed_unsta
     before = kernel.value("state()")
     out, err = kernel.run("%gpu_select 2")
     if initializes:  # the framework holds its GPUs: nothing changes, and the warning says why
-        assert "GPUAlreadyInitializedWarning" in err and "already initialized the GPU" in err, (out, err)
+        assert "GPUAlreadyInitializedWarning" in flat(err) and "already initialized the GPU" in flat(err), (out, err)
         assert kernel.value("state()") == before
     else:
-        assert "GPU 2 (RTX A6000" in out and "TensorFlow /GPU:0" in out, (out, err)
+        assert "GPU 2 (RTX A6000" in flat(out) and "TensorFlow /GPU:0" in flat(out), (out, err)
         for name in ("PyTorch", "JAX"):
             assert (
                 f"{name} will NOT follow this: CUDA already started in this kernel (by {by}) showing GPU 0, 1, 2, 3"
-                in out
+                in flat(out)
             ), out
-        assert "%gpu_restart" in out and "PyTorch cuda:0" not in out
+        assert "%gpu_restart" in flat(out) and "PyTorch cuda:0" not in flat(out)
         assert kernel.value("env()")["CUDA_VISIBLE_DEVICES"] is None  # nothing written that nobody reads
     status, _ = kernel.run("%gpu_status")
-    assert f"CUDA: started in this kernel by {by}, with CUDA_VISIBLE_DEVICES unset" in status, status
-    assert "%gpu_restart" in status
+    assert f"CUDA: started in this kernel by {by}, with CUDA_VISIBLE_DEVICES unset" in flat(status), status
+    assert "%gpu_restart" in flat(status)
     if not initializes:  # TensorFlow, imported now or later, sees what the status says: GPU 2
         assert tf_visible(kernel) == [2]
         status, _ = kernel.run("%gpu_status")
-        assert "TensorFlow: initialized with the plan applied" in status, status
-        assert "PyTorch: not imported; the plan is applied when it is imported" not in status
+        assert "TensorFlow: initialized with the plan applied" in flat(status), status
+        assert "PyTorch: not imported; the plan is applied when it is imported" not in flat(status)
 
 
 @pytest.mark.parametrize(("path", "by", "initializes"), PATHS, ids=IDS)
@@ -107,15 +108,15 @@ def test_19_the_magic_first_then_each_path_starts_cuda_with_the_plan(
 ) -> None:
     kernel.run("%load_ext jupyter_gpu\n%gpu_select 2 --growth")
     _, err = kernel.run(path)
-    assert "Warning" not in err, err
+    assert "Warning" not in flat(err), err
     assert kernel.value("cuda_standin.started['env']") == ["2", "PCI_BUS_ID"]
     status, _ = kernel.run("%gpu_status")
-    assert f"CUDA: started in this kernel by {by}, with CUDA_VISIBLE_DEVICES '2'" in status, status
-    assert "NOT" not in status, status
+    assert f"CUDA: started in this kernel by {by}, with CUDA_VISIBLE_DEVICES '2'" in flat(status), status
+    assert "NOT" not in flat(status), status
     if "tf.compat.v1.Session" not in path:
         assert tf_visible(kernel) == [2]
         status, _ = kernel.run("%gpu_status")
-        assert "TensorFlow: initialized with the plan applied" in status and "NOT" not in status, status
+        assert "TensorFlow: initialized with the plan applied" in flat(status) and "NOT" not in flat(status), status
 
 
 def test_19_item_3_gpus_of_two_models_counted_fastest_first_are_refused_and_stay_so(tmp_path: Path) -> None:
@@ -126,10 +127,14 @@ def test_19_item_3_gpus_of_two_models_counted_fastest_first_are_refused_and_stay
         _, err = kernel.run("%gpu_select 2")
         assert (
             "GPUAlreadyInitializedWarning: PyTorch already started CUDA in this kernel (at torch.cuda.is_available())"
-            in err
+            in flat(err)
         ), err
-        assert "cannot tell which GPU is which" in err and "%gpu_restart" in err and kernel.value("state()") == before
+        assert (
+            "cannot tell which GPU is which" in flat(err)
+            and "%gpu_restart" in flat(err)
+            and kernel.value("state()") == before
+        )
         kernel.run("import tensorflow as tf")
         status, _ = kernel.run("%gpu_status")
-        assert "plan applied" not in status and "the plan is applied when it is imported" not in status
-        assert "CUDA: started in this kernel by PyTorch, at torch.cuda.is_available()" in status, status
+        assert "plan applied" not in flat(status) and "the plan is applied when it is imported" not in flat(status)
+        assert "CUDA: started in this kernel by PyTorch, at torch.cuda.is_available()" in flat(status), status

@@ -12,6 +12,7 @@ import pytest
 from IPython.core.error import UsageError
 from IPython.core.interactiveshell import InteractiveShell
 from plan_state import state
+from support import flat
 
 from jupyter_gpu import GPUAlreadyInitializedWarning, frameworks, plan
 from jupyter_gpu.core import import_hooks as _import_hooks
@@ -22,8 +23,10 @@ from jupyter_gpu.plan import Fence, current_plan
 def test_select_sets_cuda_env_prints_the_mapping_and_waits_for_imports(shell, capsys) -> None:
     shell.run_line_magic("gpu_select", "1 --growth")
     out = capsys.readouterr().out
-    assert "GPU 1 (A100-SXM4-80GB [simulated], 79.5 GiB free) → TensorFlow /GPU:0, PyTorch cuda:0, JAX cuda:0" in out
-    assert "Applied to TensorFlow, PyTorch, JAX when imported" in out
+    assert "GPU 1 (A100-SXM4-80GB [simulated], 79.5 GiB free) → TensorFlow /GPU:0, PyTorch cuda:0, JAX cuda:0" in flat(
+        out
+    )
+    assert "Applied to TensorFlow, PyTorch, JAX when imported" in flat(out)
     assert os.environ["CUDA_DEVICE_ORDER"] == "PCI_BUS_ID"
     assert os.environ["CUDA_VISIBLE_DEVICES"] == "1"
     assert os.environ["TF_FORCE_GPU_ALLOW_GROWTH"] == "true"
@@ -52,7 +55,7 @@ def test_limit_sets_jax_fraction_and_reports_cooperative_caps(shell, capsys) -> 
     shell.run_line_magic("gpu_select", "0")
     shell.run_line_magic("gpu_limit", "8GiB")
     out = capsys.readouterr().out
-    assert "GPU 0: at most 8 GiB of 80 GiB" in out and "cooperative" in out
+    assert "GPU 0: at most 8 GiB of 80 GiB" in flat(out) and "cooperative" in flat(out)
     assert os.environ["XLA_CLIENT_MEM_FRACTION"] == "0.100"
     assert current_plan().memory_limit_bytes(0) == 8 * 1024**3
     shell.run_line_magic("gpu_limit", "2048 2048")
@@ -66,8 +69,8 @@ def test_status_shows_plan_frameworks_and_gpus(shell, capsys) -> None:
     capsys.readouterr()
     shell.run_line_magic("gpu_status", "")
     out = capsys.readouterr().out
-    assert "Plan: GPU 1; growth off; no memory limit" in out
-    assert "TensorFlow: not imported; the plan is applied when it is imported" in out
+    assert "Plan: GPU 1; growth off; no memory limit" in flat(out)
+    assert "TensorFlow: not imported; the plan is applied when it is imported" in flat(out)
     assert " * GPU 1 NVIDIA A100-SXM4-80GB" in out and "   GPU 0 NVIDIA A100-SXM4-80GB" in out
 
 
@@ -80,10 +83,10 @@ def test_status_shows_names_from_elsewhere_bidi_safe_and_cut(shell, scenario, ca
     scenario.update(hostile)
     shell.run_line_magic("gpu_status", "")
     out = capsys.readouterr().out
-    assert "\u202e" not in out and "a\ufffdevil" in out
+    assert "\u202e" not in flat(out) and "a\ufffdevil" in flat(out)
     line = next(line for line in out.splitlines() if "GPU 0" in line)
     assert "X" * 40 not in line and "…" in line
-    assert "GPU 1: cannot be read (GPU is lost" in out  # not "0 MiB used, 0 MiB free of 0 MiB"
+    assert "GPU 1: cannot be read (GPU is lost" in flat(out)  # not "0 MiB used, 0 MiB free of 0 MiB"
 
 
 def test_threads_and_placement(shell, capsys) -> None:
@@ -249,11 +252,13 @@ def test_the_too_late_warning_is_short_lines(shell, monkeypatch) -> None:
         "  The GPU plan and the environment are unchanged.",
         "  To apply a new plan, restart the kernel (%gpu_restart) and run the magic before the first GPU use.",
     ]
-    assert lines[1] == (
-        "  it cannot change the GPU selection, memory limit and growth any more; "
-        "in effect: no visible GPU (CPU only), growth off, CUDA_VISIBLE_DEVICES=0."
-    )
-    assert len(lines) == 4 and all(len(line) <= 160 for line in lines), lines
+    # Long sentences are wrapped to 100 columns, continued further in than the next sentence
+    assert lines[1:3] == [
+        "    cannot take effect:",
+        "  it cannot change the GPU selection, memory limit and growth any more; in effect: no visible GPU",
+    ]
+    assert lines[3] == "    (CPU only), growth off, CUDA_VISIBLE_DEVICES=0."
+    assert all(len(line) <= 100 for line in lines), lines
 
 
 def test_admin_defaults_and_ceiling_from_the_environment(clean, monkeypatch, capsys) -> None:
@@ -264,7 +269,7 @@ def test_admin_defaults_and_ceiling_from_the_environment(clean, monkeypatch, cap
     magics.register(ip)
     try:
         out = capsys.readouterr().out
-        assert "jupyter_gpu: GPU 0 (auto:1); growth on; limit GPU 0: 8 GiB (admin ceiling)" in out
+        assert "jupyter_gpu: GPU 0 (auto:1); growth on; limit GPU 0: 8 GiB (admin ceiling)" in flat(out)
         assert os.environ["TF_FORCE_GPU_ALLOW_GROWTH"] == "true" and os.environ["CUDA_VISIBLE_DEVICES"] == "0"
         with pytest.raises(UsageError, match="above the admin ceiling max_limit=10%"):
             ip.run_line_magic("gpu_limit", "9GiB")

@@ -12,11 +12,13 @@ framework seeing what the plan says, or with a clear warning and nothing changed
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from kernels import Kernel, standin_kernel, start
+from support import flat
 
 pytestmark = pytest.mark.frameworks
 
@@ -34,6 +36,12 @@ print(json.dumps({"physical": [cuda_standin.started["devices"][i][0] for i in ra
 """
 
 
+def status_entry(out: str, name: str) -> str:
+    """A framework's entry in ``%gpu_status``'s output (its wrapped lines, indented deeper, joined),
+    whitespace flattened."""
+    return flat(re.split(r"\n(?! {4})", out.split(f"{name}:")[1])[0])
+
+
 @pytest.fixture
 def kernel(tmp_path: Path) -> Iterator[Kernel]:
     yield from standin_kernel(tmp_path)
@@ -49,18 +57,18 @@ def test_1_gpus_listed_before_the_magic_map_by_fact_not_by_position(kernel: Kern
     kernel.run("import tensorflow as tf\ngpus = tf.config.list_physical_devices('GPU')")
     assert tf_gpus(kernel)["physical"] == [2, 3, 0, 1]  # CUDA's fastest-first order, not nvidia-smi's
     out, err = kernel.run("%load_ext jupyter_gpu\n%gpu_select 1")
-    assert "GPU 1 (A100-SXM4-80GB" in out and "TensorFlow /GPU:0" in out, err
+    assert "GPU 1 (A100-SXM4-80GB" in flat(out) and "TensorFlow /GPU:0" in flat(out), err
     assert tf_gpus(kernel)["visible"] == [1]  # NVML GPU 1 (TensorFlow's physical GPU:3), not NVML GPU 0
-    assert "PyTorch will NOT follow this" in out and "JAX will NOT follow this" in out  # cannot be narrowed
-    assert "PyTorch cuda:0" not in out
+    assert "PyTorch will NOT follow this" in flat(out) and "JAX will NOT follow this" in flat(out)  # cannot be narrowed
+    assert "PyTorch cuda:0" not in flat(out)
     out, err = kernel.run("%gpu_select 3")
-    assert tf_gpus(kernel)["visible"] == [3] and "set by hand" not in err, err
+    assert tf_gpus(kernel)["visible"] == [3] and "set by hand" not in flat(err), err
     kernel.run("tf.config.set_visible_devices(gpus[0], 'GPU')")  # by hand: TensorFlow's GPU:0 = NVML 2
     _, err = kernel.run("%gpu_select 1")
-    assert "replacing the visible GPUs set by hand (GPU:0) with the plan's (GPU:3)" in err, err
+    assert "replacing the visible GPUs set by hand (GPU:0) with the plan's (GPU:3)" in flat(err), err
     assert tf_gpus(kernel)["visible"] == [1]
     out, _ = kernel.run("%gpu_status")
-    assert "TensorFlow: imported, GPUs listed (CUDA started), not initialized; plan applied" in out
+    assert "TensorFlow: imported, GPUs listed (CUDA started), not initialized; plan applied" in flat(out)
 
 
 def test_1_an_index_counted_fastest_first_cannot_be_mapped_so_the_plan_is_refused(kernel: Kernel) -> None:
@@ -72,8 +80,8 @@ def test_1_an_index_counted_fastest_first_cannot_be_mapped_so_the_plan_is_refuse
     kernel.run("%load_ext jupyter_gpu")
     before = kernel.value("state()")
     out, err = kernel.run("%gpu_select 2")
-    assert "GPUAlreadyInitializedWarning: TensorFlow already started CUDA in this kernel" in err, (out, err)
-    assert "cannot tell which GPU is which" in err and "restart the kernel" in err
+    assert "GPUAlreadyInitializedWarning: TensorFlow already started CUDA in this kernel" in flat(err), (out, err)
+    assert "cannot tell which GPU is which" in flat(err) and "restart the kernel" in flat(err)
     assert kernel.value("state()") == before and tf_gpus(kernel)["visible"] == [2]
 
 
@@ -83,14 +91,14 @@ def test_1_magic_first_gpus_are_where_the_plan_says(kernel: Kernel) -> None:
         "import tensorflow as tf\nimport torch\ngpus = tf.config.list_physical_devices('GPU')\n"
         "x = tf.constant(1.0)\ntorch.cuda.init()"
     )
-    assert "jupyter_gpu" not in err, err  # the documented path: no warning, no hint
+    assert "jupyter_gpu" not in flat(err), err  # the documented path: no warning, no hint
     assert tf_gpus(kernel)["visible"] == [3, 1]
     assert kernel.value("cuda_standin.fractions") == {
         "0": pytest.approx(1024 / 49140, abs=1e-6),
         "1": pytest.approx(1024 / 81920, abs=1e-6),
     }
     out, _ = kernel.run("%gpu_status")
-    assert "TensorFlow: initialized with the plan applied" in out and "NOT" not in out
+    assert "TensorFlow: initialized with the plan applied" in flat(out) and "NOT" not in flat(out)
     assert kernel.value("torch.cuda.device_count()") == 2
     assert kernel.value("[torch.cuda.get_device_name(i) for i in range(2)]") == [
         "NVIDIA RTX A6000 [simulated]",
@@ -101,13 +109,17 @@ def test_1_magic_first_gpus_are_where_the_plan_says(kernel: Kernel) -> None:
 def test_2_magic_first_then_the_users_cuda_visible_devices_is_noticed(kernel: Kernel) -> None:
     kernel.run("%load_ext jupyter_gpu\n%gpu_select 1,2 --growth\n%gpu_limit 2048")
     out, err = kernel.run("os.environ['CUDA_VISIBLE_DEVICES'] = '0'\nimport tensorflow as tf\nimport torch")
-    assert "GPUPlanMismatchWarning" in err and "CUDA_VISIBLE_DEVICES='0'" in err and "not the plan" in err, err
+    assert (
+        "GPUPlanMismatchWarning" in flat(err)
+        and "CUDA_VISIBLE_DEVICES='0'" in flat(err)
+        and "not the plan" in flat(err)
+    ), err
     assert err.count("GPUPlanMismatchWarning") == 1  # one clear warning, not one per framework
     out, _ = kernel.run("%gpu_status")
-    assert "plan applied" not in out and "does NOT follow the plan" in out
+    assert "plan applied" not in flat(out) and "does NOT follow the plan" in flat(out)
     before = kernel.value("state()")
     out, err = kernel.run("%gpu_limit 1024")
-    assert "UsageError" in err and "changes nothing" in err and err.count("\n") == 1, err
+    assert "UsageError" in flat(err) and "changes nothing" in flat(err) and err.count("\n") == 1, err
     assert kernel.value("state()") == before and kernel.value("env()")["CUDA_VISIBLE_DEVICES"] == "0"
     # PyTorch will have one GPU (NVML 0, uncapped): no cap may be queued for devices that will not exist
     kernel.run("torch.cuda.init()")
@@ -120,7 +132,7 @@ def test_2_magic_first_then_the_users_cuda_visible_devices_is_noticed(kernel: Ke
 def test_2_user_first_a_selection_says_it_replaces_the_users_value(kernel: Kernel) -> None:
     kernel.run("os.environ['CUDA_VISIBLE_DEVICES'] = '0'")
     _out, err = kernel.run("%load_ext jupyter_gpu\n%gpu_select 1,2\n%gpu_limit 2048")
-    assert "replaces CUDA_VISIBLE_DEVICES='0'" in err, err
+    assert "replaces CUDA_VISIBLE_DEVICES='0'" in flat(err), err
     kernel.run("import torch\ntorch.cuda.init()")
     assert kernel.value("cuda_standin.fractions") == {
         "0": pytest.approx(2048 / 81920, abs=1e-6),
@@ -131,18 +143,18 @@ def test_2_user_first_a_selection_says_it_replaces_the_users_value(kernel: Kerne
 def test_4_5_cpu_only_jax_is_not_gpu_initialized_and_a_tf1_session_is(kernel: Kernel) -> None:
     kernel.run("import jax.numpy as jnp\nx = jnp.arange(3)")
     out, err = kernel.run("%load_ext jupyter_gpu\n%gpu_select 1")
-    assert "already initialized" not in err and "GPU 1 (A100-SXM4-80GB" in out, err
-    assert "JAX does not follow the GPU plan (GPU 1): it runs on the CPU only" in err  # item 8, said once
+    assert "already initialized" not in flat(err) and "GPU 1 (A100-SXM4-80GB" in flat(out), err
+    assert "JAX does not follow the GPU plan (GPU 1): it runs on the CPU only" in flat(err)  # item 8, said once
     assert kernel.value("env()")["CUDA_VISIBLE_DEVICES"] == "1"
     kernel.run(
         "import tensorflow as tf\ng = tf.Graph()\nwith g.as_default():\n    c = tf.constant(1)\n"
         "sess = tf.compat.v1.Session(graph=g, config=tf.compat.v1.ConfigProto())\nsess.run(c)"
     )
     out, _ = kernel.run("%gpu_status")
-    assert "TensorFlow: initialized" in out
+    assert "TensorFlow: initialized" in flat(out)
     before = kernel.value("state()")
     out, err = kernel.run("%gpu_limit 1024")
-    assert "GPUAlreadyInitializedWarning: TensorFlow already initialized the GPU" in err
+    assert "GPUAlreadyInitializedWarning: TensorFlow already initialized the GPU" in flat(err)
     assert kernel.value("state()") == before
 
 
@@ -159,29 +171,29 @@ def test_6_7_user_settings_survive_and_framework_errors_get_a_hint(kernel: Kerne
     _, err = kernel.run(
         "for g in tf.config.list_physical_devices('GPU'):\n    tf.config.experimental.set_memory_growth(g, True)"
     )
-    assert "ValueError: Cannot set memory growth on device when virtual devices configured" in err
-    assert "jupyter_gpu: TensorFlow refuses set_memory_growth" in err and "%gpu_select --growth" in err
-    assert "The kernel's GPU plan: GPU 1" in err
+    assert "ValueError: Cannot set memory growth on device when virtual devices configured" in flat(err)
+    assert "jupyter_gpu: TensorFlow refuses set_memory_growth" in flat(err) and "%gpu_select --growth" in flat(err)
+    assert "The kernel's GPU plan: GPU 1" in flat(err)
     kernel.run(
         "g = tf.config.get_visible_devices('GPU')[0]\n"
         "tf.config.set_logical_device_configuration(g, [tf.config.LogicalDeviceConfiguration(512)])"
     )
     _, err = kernel.run("%gpu_limit 1024")
-    assert "replacing the logical devices set by hand" in err and "512 MiB" in err, err
+    assert "replacing the logical devices set by hand" in flat(err) and "512 MiB" in flat(err), err
     assert tf_gpus(kernel)["limits"] == {"1": [1024]}
     kernel.run("x = tf.constant(1.0)")
     _out, err = kernel.run("tf.config.set_visible_devices([], 'GPU')")
-    assert "Visible devices cannot be modified after being initialized" in err and "%gpu_select SPEC" in err
+    assert "Visible devices cannot be modified after being initialized" in flat(err) and "%gpu_select SPEC" in flat(err)
 
 
 def test_8_a_cpu_only_tensorflow_is_not_reported_as_success(scenario) -> None:
     for kernel in start({"JUPYTER_GPU_SIMULATE": "demo"}):  # no stand-in: the real CPU build lists no GPU
         kernel.run("%load_ext jupyter_gpu\n%gpu_select 1")
         out, err = kernel.run("import tensorflow as tf\nx = tf.constant(1.0)")
-        assert "TensorFlow does not follow the GPU plan (GPU 1): it sees no GPU" in err, err
-        assert "tensorflow[and-cuda]" in err
+        assert "TensorFlow does not follow the GPU plan (GPU 1): it sees no GPU" in flat(err), err
+        assert "tensorflow[and-cuda]" in flat(err)
         out, _ = kernel.run("%gpu_status")
-        assert "initialized with the plan applied" not in out and "does NOT follow the plan" in out
+        assert "initialized with the plan applied" not in flat(out) and "does NOT follow the plan" in flat(out)
 
 
 def test_9_the_admin_ceiling_comes_from_the_kernels_start(tmp_path: Path) -> None:
@@ -189,12 +201,12 @@ def test_9_the_admin_ceiling_comes_from_the_kernels_start(tmp_path: Path) -> Non
         kernel.run("os.environ.pop('JUPYTER_GPU_MAX_LIMIT')")
         kernel.run("%load_ext jupyter_gpu")
         _, err = kernel.run("%config GpuMagics.max_limit = ''")
-        assert "can only be tightened" in err
+        assert "can only be tightened" in flat(err)
         _, err = kernel.run("%gpu_limit 32GiB")
-        assert "UsageError" in err and "above the admin ceiling" in err, err
+        assert "UsageError" in flat(err) and "above the admin ceiling" in flat(err), err
         kernel.run("%reload_ext jupyter_gpu")
         _out, err = kernel.run("%gpu_limit 32GiB")
-        assert "UsageError" in err and "above the admin ceiling" in err, err
+        assert "UsageError" in flat(err) and "above the admin ceiling" in flat(err), err
 
 
 def test_3_index_style_nvidia_visible_devices_in_a_container(scenario) -> None:
@@ -205,20 +217,20 @@ def test_3_index_style_nvidia_visible_devices_in_a_container(scenario) -> None:
         out, err = kernel.run("%gpu_select all")
         assert kernel.value("env()")["CUDA_VISIBLE_DEVICES"] == "0,1", err
         out, err = kernel.run("%gpu_select auto")
-        assert "UsageError" not in err and kernel.value("env()")["CUDA_VISIBLE_DEVICES"] == "0"
+        assert "UsageError" not in flat(err) and kernel.value("env()")["CUDA_VISIBLE_DEVICES"] == "0"
 
 
 def test_10_auto_says_why_limits_warn_and_status_is_complete(kernel: Kernel) -> None:
     out, err = kernel.run("%load_ext jupyter_gpu\n%gpu_select auto")
-    assert "GPU 3 " not in out or "Xorg" not in out
-    assert "chosen by auto: free" in out, (out, err)
+    assert "GPU 3 " not in out or "Xorg" not in flat(out)
+    assert "chosen by auto: free" in flat(out), (out, err)
     out, err = kernel.run("%gpu_select 0\n%gpu_limit 10GiB")
-    assert "only 5.3 GiB of GPU 0 is free now (held by bob 74.2 GiB)" in out, (out, err)
+    assert "only 5.3 GiB of GPU 0 is free now (held by bob 74.2 GiB)" in flat(out), (out, err)
     kernel.run("%gpu_select none")
     out, _ = kernel.run("%gpu_limit")
-    assert "applies again when GPUs are selected" in out
+    assert "applies again when GPUs are selected" in flat(out)
     out, _ = kernel.run("%gpu_status")
-    assert "Threads: intra-op" in out and "(* selected)" not in out and "jupyter-gpu status" in out
+    assert "Threads: intra-op" in flat(out) and "(* selected)" not in flat(out) and "jupyter-gpu status" in flat(out)
 
 
 def test_5_a_session_made_before_the_extension_counts_too(kernel: Kernel) -> None:
@@ -229,10 +241,10 @@ def test_5_a_session_made_before_the_extension_counts_too(kernel: Kernel) -> Non
     kernel.run("%load_ext jupyter_gpu")
     before = kernel.value("state()")
     _, err = kernel.run("%gpu_select 2")
-    assert "GPUAlreadyInitializedWarning: TensorFlow already initialized the GPU" in err, err
+    assert "GPUAlreadyInitializedWarning: TensorFlow already initialized the GPU" in flat(err), err
     assert kernel.value("state()") == before
     out, _ = kernel.run("%gpu_status")
-    assert "TensorFlow: initialized before the plan" in out
+    assert "TensorFlow: initialized before the plan" in flat(out)
 
 
 def test_6_7_magic_first_then_the_users_settings_and_the_blog_loop(kernel: Kernel) -> None:
@@ -244,8 +256,10 @@ def test_6_7_magic_first_then_the_users_settings_and_the_blog_loop(kernel: Kerne
     _, err = kernel.run(
         "for g in tf.config.list_physical_devices('GPU'):\n    tf.config.experimental.set_memory_growth(g, True)"
     )
-    assert "Cannot set memory growth" in err and "growth is" not in err and "%gpu_select --growth" in err
-    assert "The kernel's GPU plan: GPU 2; growth on; limit GPU 2: 1 GiB" in err
+    assert (
+        "Cannot set memory growth" in flat(err) and "growth is" not in flat(err) and "%gpu_select --growth" in flat(err)
+    )
+    assert "The kernel's GPU plan: GPU 2; growth on; limit GPU 2: 1 GiB" in flat(err)
 
 
 def test_1_torch_is_available_before_the_extension_starts_cuda_unseen(kernel: Kernel) -> None:
@@ -253,8 +267,10 @@ def test_1_torch_is_available_before_the_extension_starts_cuda_unseen(kernel: Ke
     kernel.run("%load_ext jupyter_gpu")
     before = kernel.value("state()")
     out, err = kernel.run("%gpu_select 1")
-    assert "PyTorch already started CUDA in this kernel" in err and "cannot tell which GPU is which" in err, (out, err)
-    assert "restart the kernel" in err and kernel.value("state()") == before
+    assert "PyTorch already started CUDA in this kernel" in flat(err) and "cannot tell which GPU is which" in flat(
+        err
+    ), (out, err)
+    assert "restart the kernel" in flat(err) and kernel.value("state()") == before
     assert kernel.value("torch.cuda.device_count()") == 4
 
 
@@ -264,9 +280,11 @@ def test_7_user_first_growth_set_by_hand_then_a_limit_says_what_tensorflow_will_
         "    tf.config.experimental.set_memory_growth(g, True)"
     )
     _, err = kernel.run("%load_ext jupyter_gpu\n%gpu_limit 2048")
-    assert "the memory growth set by hand on GPU:0, GPU:1, GPU:2, GPU:3 does not hold next to a memory limit" in err
+    assert "the memory growth set by hand on GPU:0, GPU:1, GPU:2, GPU:3 does not hold next to a memory limit" in flat(
+        err
+    )
     assert err.count("set by hand") == 1
-    assert "%gpu_select --growth" in err
+    assert "%gpu_select --growth" in flat(err)
     assert tf_gpus(kernel)["limits"] == {"0": [2048], "1": [2048], "2": [2048], "3": [2048]}
 
 
@@ -284,25 +302,25 @@ def test_11_allocator_settings_set_by_code_are_kept_and_a_conflict_is_warned(ker
         "os.environ['PYTORCH_CUDA_ALLOC_CONF'] = 'expandable_segments:False'\n"
         "os.environ['XLA_PYTHON_CLIENT_PREALLOCATE'] = 'true'"
     )
-    assert "GPUPlanMismatchWarning: code in this kernel changed PyTorch's settings" in err, err
-    assert "PYTORCH_CUDA_ALLOC_CONF='expandable_segments:False', without expandable_segments:True" in err
-    assert "changed JAX's settings" in err and "XLA_PYTHON_CLIENT_PREALLOCATE is 'true'" in err
+    assert "GPUPlanMismatchWarning: code in this kernel changed PyTorch's settings" in flat(err), err
+    assert "PYTORCH_CUDA_ALLOC_CONF='expandable_segments:False', without expandable_segments:True" in flat(err)
+    assert "changed JAX's settings" in flat(err) and "XLA_PYTHON_CLIENT_PREALLOCATE is 'true'" in flat(err)
     out, _ = kernel.run("%gpu_status")
-    assert "PyTorch: not imported; the plan is applied when it is imported — does NOT follow the plan" in out, out
+    assert "PyTorch: not imported; the plan is applied when it is imported — does NOT follow the plan" in flat(out), out
     _, err = kernel.run("%gpu_limit 1GiB")
-    assert "replaces PYTORCH_CUDA_ALLOC_CONF='expandable_segments:False' (now 'expandable_segments:True')" in err
-    assert "XLA_PYTHON_CLIENT_PREALLOCATE='true' (now 'false')" in err and "Warning" not in err, err
+    assert "replaces PYTORCH_CUDA_ALLOC_CONF='expandable_segments:False' (now 'expandable_segments:True')" in flat(err)
+    assert "XLA_PYTHON_CLIENT_PREALLOCATE='true' (now 'false')" in flat(err) and "Warning" not in flat(err), err
     kernel.run("import torch\ntorch.cuda.init()")
     assert kernel.value(ALLOC) == "expandable_segments:True"  # what PyTorch's allocator really read
     out, _ = kernel.run("%gpu_status")
-    assert "PyTorch: initialized with the plan applied" in out and "NOT" not in out, out
+    assert "PyTorch: initialized with the plan applied" in flat(out) and "NOT" not in flat(out), out
 
 
 def test_11_a_users_pytorch_alloc_conf_is_carried_into_the_variable_pytorch_reads(tmp_path: Path) -> None:
     for kernel in standin_kernel(tmp_path, {"PYTORCH_ALLOC_CONF": "max_split_size_mb:64"}):
         kernel.run("%load_ext jupyter_gpu\n%gpu_select 1 --growth")
         _, err = kernel.run("import torch\ntorch.cuda.init()")
-        assert "jupyter_gpu" not in err, err
+        assert "jupyter_gpu" not in flat(err), err
         # PyTorch parses PYTORCH_CUDA_ALLOC_CONF when set and then never PYTORCH_ALLOC_CONF
         assert kernel.value(ALLOC) == "max_split_size_mb:64,expandable_segments:True"
 
@@ -312,32 +330,36 @@ def test_11_jax_platform_allocator_has_no_memory_fraction_so_the_limit_is_said_n
         "os.environ['XLA_PYTHON_CLIENT_ALLOCATOR'] = 'platform'\nos.environ['XLA_PYTHON_CLIENT_PREALLOCATE'] = 'true'"
     )
     _, err = kernel.run("%load_ext jupyter_gpu\n%gpu_select 1 --growth")  # the first plan replaces a value too
-    assert "%gpu_select replaces XLA_PYTHON_CLIENT_PREALLOCATE='true' (now 'false'): the plan needs it." in err, err
+    assert "%gpu_select replaces XLA_PYTHON_CLIENT_PREALLOCATE='true' (now 'false'): the plan needs it." in flat(err), (
+        err
+    )
     _, err = kernel.run("%gpu_select 1 --no-growth\n%gpu_limit 2GiB")
-    assert "GPUPlanMismatchWarning: JAX will not follow the GPU plan (GPU 1; limit GPU 1: 2 GiB)" in err, err
-    assert "platform allocator has no memory fraction" in err
+    assert "GPUPlanMismatchWarning: JAX will not follow the GPU plan (GPU 1; limit GPU 1: 2 GiB)" in flat(err), err
+    assert "platform allocator has no memory fraction" in flat(err)
     kernel.run("del os.environ['XLA_PYTHON_CLIENT_ALLOCATOR']")
     _, err = kernel.run("os.environ['XLA_PYTHON_CLIENT_MEM_FRACTION'] = '.9'")
-    assert "JAX refuses both" in err, err
+    assert "JAX refuses both" in flat(err), err
     kernel.run("del os.environ['XLA_PYTHON_CLIENT_MEM_FRACTION']")
     out, _ = kernel.run("%gpu_status")
-    assert "JAX: not imported; the plan is applied when it is imported" in out and "NOT" not in out, out
+    assert "JAX: not imported; the plan is applied when it is imported" in flat(out) and "NOT" not in flat(out), out
 
 
 def test_12_a_memory_fraction_set_by_hand_after_the_plan_is_not_reported_as_the_plan(kernel: Kernel) -> None:
     kernel.run("%load_ext jupyter_gpu\n%gpu_select 1\n%gpu_limit 1GiB")
     _, err = kernel.run("import torch\ntorch.cuda.init()")
-    assert "jupyter_gpu" not in err, err  # the plan's cap: nothing to say
+    assert "jupyter_gpu" not in flat(err), err  # the plan's cap: nothing to say
     _, err = kernel.run("torch.cuda.set_per_process_memory_fraction(0.5, 0)")  # a later cell, no state change
     assert (
         "GPUPlanMismatchWarning: PyTorch does not follow the GPU plan (GPU 1): cuda:0 (GPU 1) may use 50.0% of its "
-        "memory (set_per_process_memory_fraction by code), the plan 1." in err
+        "memory (set_per_process_memory_fraction by code), the plan 1." in flat(err)
     ), err
     out, _ = kernel.run("%gpu_status")
-    assert "PyTorch: initialized with the plan applied" not in out and "does NOT follow the plan" in out, out
+    assert "PyTorch: initialized with the plan applied" not in flat(out) and "does NOT follow the plan" in flat(out), (
+        out
+    )
     kernel.run(f"torch.cuda.set_per_process_memory_fraction({1024 / 81920!r}, 0)")  # back to the plan's cap
     out, _ = kernel.run("%gpu_status")
-    assert "PyTorch: initialized with the plan applied" in out, out
+    assert "PyTorch: initialized with the plan applied" in flat(out), out
 
 
 def test_12_jax_told_to_use_the_cpu_is_not_sent_to_install_a_gpu_jaxlib(kernel: Kernel) -> None:
@@ -346,9 +368,10 @@ def test_12_jax_told_to_use_the_cpu_is_not_sent_to_install_a_gpu_jaxlib(kernel: 
         "import jax\njax.config.update('jax_platforms', 'cpu')\nimport jax.numpy as jnp\nx = jnp.arange(3)"
     )
     assert (
-        "JAX does not follow the GPU plan (GPU 1): it runs on the CPU only: the code set jax_platforms='cpu'" in err
+        "JAX does not follow the GPU plan (GPU 1): it runs on the CPU only: the code set jax_platforms='cpu'"
+        in flat(err)
     ), err
-    assert "jax[cuda12]" not in err
+    assert "jax[cuda12]" not in flat(err)
 
 
 CHILD_ENV = (
@@ -362,8 +385,8 @@ def test_13_programs_the_kernel_starts_inherit_the_selection_and_growth_and_the_
     kernel: Kernel,
 ) -> None:
     out, _ = kernel.run("%load_ext jupyter_gpu\n%gpu_select 3,1 --growth\n%gpu_limit 1GiB")
-    assert "inherit the GPU selection, growth and JAX's share, and the TensorFlow and PyTorch caps" in out
-    assert "a cap per process, not shared" in out and "Other programs get the variables only." in out
+    assert "inherit the GPU selection, growth and JAX's share, and the TensorFlow and PyTorch caps" in flat(out)
+    assert "a cap per process, not shared" in flat(out) and "Other programs get the variables only." in flat(out)
     planned = kernel.value("env()")
     child = kernel.value(
         f"json.loads(__import__('subprocess').run([sys.executable, '-c', {CHILD_ENV!r}], "
@@ -386,13 +409,13 @@ def test_12_jax_narrowed_by_its_own_flag_is_not_reported_as_the_plan(kernel: Ker
     _, err = kernel.run("jax.config.update('jax_cuda_visible_devices', '1')")  # CUDA device 1 of the plan's: GPU 1
     assert (
         "GPUPlanMismatchWarning: JAX does not follow the GPU plan (GPU 3,1): it uses GPU 1, the plan says "
-        "GPU 3, 1" in err
+        "GPU 3, 1" in flat(err)
     ), err
     out, _ = kernel.run("%gpu_status")
-    assert "JAX: imported, GPU not initialized; plan NOT applied — does NOT follow the plan" in out, out
+    assert "JAX: imported, GPU not initialized; plan NOT applied — does NOT follow the plan" in flat(out), out
     _, err = kernel.run("jax.config.update('jax_cuda_visible_devices', 'all')")
     out, _ = kernel.run("%gpu_status")
-    assert "JAX: imported, GPU not initialized; plan applied" in out and "NOT" not in out, out
+    assert "JAX: imported, GPU not initialized; plan applied" in flat(out) and "NOT" not in flat(out), out
 
 
 def test_12_logical_devices_set_by_hand_after_the_limit_are_not_reported_as_the_plan(kernel: Kernel) -> None:
@@ -404,11 +427,13 @@ def test_12_logical_devices_set_by_hand_after_the_limit_are_not_reported_as_the_
     )
     assert (
         "GPUPlanMismatchWarning: TensorFlow does not follow the GPU plan (GPU 1): GPU:0 has logical devices "
-        "of 4096 MiB (set by code), the plan 1024 MiB" in err
+        "of 4096 MiB (set by code), the plan 1024 MiB" in flat(err)
     ), err
     kernel.run("x = tf.constant(1.0)")
     out, _ = kernel.run("%gpu_status")
-    assert "TensorFlow: initialized with the plan applied" not in out and "does NOT follow the plan" in out, out
+    assert "TensorFlow: initialized with the plan applied" not in flat(out) and "does NOT follow the plan" in flat(
+        out
+    ), out
 
 
 def test_14_torch_device_count_before_the_magic_counts_with_nvml_and_starts_no_cuda(tmp_path: Path) -> None:
@@ -418,7 +443,7 @@ def test_14_torch_device_count_before_the_magic_counts_with_nvml_and_starts_no_c
         assert kernel.value("torch.cuda.device_count()") == 4
         assert kernel.value("'env' in cuda_standin.started") is False  # CUDA did not start
         out, err = kernel.run("%load_ext jupyter_gpu\n%gpu_select 1")
-        assert "PyTorch cuda:0" in out and "Warning" not in err, (out, err)
+        assert "PyTorch cuda:0" in flat(out) and "Warning" not in flat(err), (out, err)
         assert kernel.value("torch.cuda.device_count()") == 1  # the plan's variables, counted again
         # what Keras' torch backend asks at import: with the plan's PYTORCH_NVML_BASED_CUDA_CHECK=1, NVML answers
         assert kernel.value("torch.cuda.is_available()") is True
@@ -426,20 +451,20 @@ def test_14_torch_device_count_before_the_magic_counts_with_nvml_and_starts_no_c
         kernel.run("torch.cuda.init()")
         assert kernel.value("cuda_standin.started['env']") == ["1", "PCI_BUS_ID"]
         out, _ = kernel.run("%gpu_status")
-        assert "PyTorch: initialized with the plan applied" in out, out
+        assert "PyTorch: initialized with the plan applied" in flat(out), out
 
 
 def test_15_reload_ext_keeps_the_kernels_plan_instead_of_the_admin_defaults(tmp_path: Path) -> None:
     for kernel in standin_kernel(tmp_path, {"JUPYTER_GPU_DEFAULT_SELECT": "3", "JUPYTER_GPU_DEFAULT_LIMIT": "10%"}):
         out, _ = kernel.run("%load_ext jupyter_gpu")
-        assert "GPU 3" in out  # the defaults, at the first load
+        assert "GPU 3" in flat(out)  # the defaults, at the first load
         kernel.run("%gpu_select 1\n%gpu_limit 2GiB\nimport torch")
         before = kernel.value("state()")
         out, err = kernel.run("%reload_ext jupyter_gpu")
-        assert kernel.value("state()") == before and "jupyter_gpu" not in out + err, (out, err)
+        assert kernel.value("state()") == before and "jupyter_gpu" not in flat(out) + err, (out, err)
         kernel.run("torch.cuda.init()")
         _, err = kernel.run("%reload_ext jupyter_gpu")  # no spurious "too late" warning, no restart offer
-        assert "Warning" not in err and "restart" not in err, err
+        assert "Warning" not in flat(err) and "restart" not in flat(err), err
         assert kernel.value("cuda_standin.fractions") == {"0": pytest.approx(2048 / 81920, abs=1e-6)}
 
 
@@ -448,7 +473,7 @@ def test_12_tensorflow_narrowed_by_hand_in_a_later_cell_is_noticed_at_once(kerne
     _, err = kernel.run("tf.config.set_visible_devices([], 'GPU')")  # no state change: TensorFlow stays listed
     assert (
         "GPUPlanMismatchWarning: TensorFlow does not follow the GPU plan (GPU 3,1): it uses no GPU, the plan "
-        "says GPU 3, 1" in err
+        "says GPU 3, 1" in flat(err)
     ), err
 
 
@@ -456,26 +481,28 @@ def test_2_the_same_gpus_spelled_otherwise_and_a_value_set_back_are_not_a_diverg
     kernel.run("%load_ext jupyter_gpu\n%gpu_select 1\n%gpu_limit 2048")
     uuid = kernel.value("cuda_standin._nvml_gpus()[1][2]")
     _, err = kernel.run(f"os.environ['CUDA_VISIBLE_DEVICES'] = {uuid!r}")  # GPU 1 by its UUID: the same GPU
-    assert "Warning" not in err, err
+    assert "Warning" not in flat(err), err
     _, err = kernel.run("os.environ['CUDA_VISIBLE_DEVICES'] = '0'\nimport torch")
-    assert "GPUPlanMismatchWarning" in err and "not the plan" in err, err
+    assert "GPUPlanMismatchWarning" in flat(err) and "not the plan" in flat(err), err
     kernel.run("os.environ['CUDA_VISIBLE_DEVICES'] = '1'")  # set back before PyTorch starts CUDA
     kernel.run("torch.cuda.init()")
     assert kernel.value("cuda_standin.fractions") == {"0": pytest.approx(2048 / 81920, abs=1e-6)}  # the cap holds
     out, _ = kernel.run("%gpu_status")
-    assert "PyTorch: initialized with the plan applied" in out, out
+    assert "PyTorch: initialized with the plan applied" in flat(out), out
 
 
 def test_16_a_plan_without_a_selection_is_not_called_a_divergence_on_gpus_of_two_models(kernel: Kernel) -> None:
     # No CUDA_DEVICE_ORDER and two models: CUDA's order is unknown, but with no selection every GPU is the plan's
     kernel.run("%load_ext jupyter_gpu\n%gpu_threads --intra 4 --inter 2\nimport tensorflow as tf\nimport torch")
     out, _ = kernel.run("%gpu_status")
-    assert "does NOT follow" not in out and "TensorFlow: imported, GPU not initialized; plan applied" in out, out
-    assert "PyTorch: imported, GPU not initialized; plan applied" in out
+    assert "does NOT follow" not in flat(out) and "TensorFlow: imported, GPU not initialized; plan applied" in flat(
+        out
+    ), out
+    assert "PyTorch: imported, GPU not initialized; plan applied" in flat(out)
     _, err = kernel.run("os.environ['CUDA_VISIBLE_DEVICES'] = '0'")  # a change still counts
-    assert "GPUPlanMismatchWarning" in err, err
+    assert "GPUPlanMismatchWarning" in flat(err), err
     out, _ = kernel.run("%gpu_status")
-    assert "does NOT follow" in out, out
+    assert "does NOT follow" in flat(out), out
 
 
 def test_7_growth_on_some_gpus_and_an_nvidia_smi_index_get_a_hint(kernel: Kernel) -> None:
@@ -484,11 +511,11 @@ def test_7_growth_on_some_gpus_and_an_nvidia_smi_index_get_a_hint(kernel: Kernel
         "tf.config.experimental.set_memory_growth(tf.config.list_physical_devices('GPU')[0], True)\n"
         "x = tf.constant(1.0)"
     )
-    assert "ValueError: Memory growth cannot differ between GPU devices" in err, err  # TensorFlow's own check
-    assert "jupyter_gpu: TensorFlow needs the same memory growth on every GPU" in err and "--growth" in err
-    assert "The kernel's GPU plan: GPU 3, 1" in err
+    assert "ValueError: Memory growth cannot differ between GPU devices" in flat(err), err  # TensorFlow's own check
+    assert "jupyter_gpu: TensorFlow needs the same memory growth on every GPU" in flat(err) and "--growth" in flat(err)
+    assert "The kernel's GPU plan: GPU 3, 1" in flat(err)
     _, err = kernel.run("import torch\ntorch.cuda.set_per_process_memory_fraction(0.5, 3)")  # nvidia-smi's GPU 3
-    assert "invalid device ordinal" in err and "count the GPUs the plan selected, from 0" in err, err
+    assert "invalid device ordinal" in flat(err) and "count the GPUs the plan selected, from 0" in flat(err), err
 
 
 def test_2_a_cuda_visible_devices_set_after_cuda_started_is_said_to_have_no_effect(kernel: Kernel) -> None:
@@ -499,8 +526,8 @@ def test_2_a_cuda_visible_devices_set_after_cuda_started_is_said_to_have_no_effe
     assert (
         "GPUPlanMismatchWarning: code in this kernel set CUDA_VISIBLE_DEVICES='0' after CUDA started "
         "(TensorFlow started it with CUDA_VISIBLE_DEVICES '1,2'"
-        in err
-        and "has no effect" in err
+        in flat(err)
+        and "has no effect" in flat(err)
     ), err
     kernel.run("import torch\ntorch.cuda.init()")
     assert kernel.value("cuda_standin.started['env']") == ["1,2", "PCI_BUS_ID"]  # indeed: CUDA read them once
@@ -511,9 +538,11 @@ def test_17_a_limit_then_another_selection_caps_the_new_gpus_and_selecting_twice
 ) -> None:
     kernel.run("%load_ext jupyter_gpu\n%gpu_select 1 --growth\n%gpu_limit 2GiB\nimport torch")
     _, err = kernel.run("os.environ['PYTORCH_ALLOC_CONF'] = 'max_split_size_mb:64'")  # the newer name, after the plan
-    assert "PyTorch ignores PYTORCH_ALLOC_CONF='max_split_size_mb:64' while PYTORCH_CUDA_ALLOC_CONF is set" in err, err
+    assert "PyTorch ignores PYTORCH_ALLOC_CONF='max_split_size_mb:64' while PYTORCH_CUDA_ALLOC_CONF is set" in flat(
+        err
+    ), err
     _, err = kernel.run("%gpu_select 3,2")  # PyTorch imported, CUDA not started: the caps move with the GPUs
-    assert "Warning" not in err, err
+    assert "Warning" not in flat(err), err
     assert kernel.value("env()")["PYTORCH_CUDA_ALLOC_CONF"] == "max_split_size_mb:64,expandable_segments:True"
     kernel.run("torch.cuda.init()")
     assert kernel.value("cuda_standin.fractions") == {
@@ -536,14 +565,14 @@ def test_19_a_tf1_session_config_gets_the_plan_in_every_field_it_leaves_unset(ke
         "config = tf.compat.v1.ConfigProto()\nconfig.gpu_options.allow_growth = True\n"
         "sess = tf.compat.v1.Session(config=config)"
     )
-    assert "Warning" not in err, err
+    assert "Warning" not in flat(err), err
     assert kernel.value(SESSION) == {"gpus": [2, 3], "memory_mb": {"2": [4096.0], "3": [4096.0]}, "growth": True}
     assert kernel.value("len(config.gpu_options.experimental.virtual_devices)") == 0  # the user's object is untouched
     out, _ = kernel.run("%gpu_status")
-    assert "TensorFlow: initialized with the plan applied" in out and "NOT" not in out, out
+    assert "TensorFlow: initialized with the plan applied" in flat(out) and "NOT" not in flat(out), out
     assert (
         "Session 1: /GPU:0 (GPU 2), /GPU:1 (GPU 3); limit /GPU:0 (GPU 2): 4 GiB, /GPU:1 (GPU 3): 4 GiB; growth on"
-        in out
+        in flat(out)
     ), out
     # a field the user set that contradicts the plan: kept, and said once
     _, err = kernel.run(
@@ -553,18 +582,20 @@ def test_19_a_tf1_session_config_gets_the_plan_in_every_field_it_leaves_unset(ke
     assert err.count("GPUPlanMismatchWarning") == 1, err
     assert (
         "TensorFlow Session 2 does not follow the GPU plan (GPU 2,3; limit 4 GiB): per_process_gpu_memory_fraction"
-        "=0.9 in your ConfigProto overrides %gpu_limit 4 GiB for this session" in err
+        "=0.9 in your ConfigProto overrides %gpu_limit 4 GiB for this session" in flat(err)
     ), err
     assert kernel.value(SESSION) == {"gpus": [3], "memory_mb": {"3": [round(A6000_MIB * 0.9, 1)]}, "growth": True}
     out, _ = kernel.run("%gpu_status")
-    assert "initialized with the plan applied" not in out and "Session 2: /GPU:0 (GPU 3); 90% of each GPU" in out, out
-    assert "does NOT follow the plan: Session 2: per_process_gpu_memory_fraction=0.9" in out, out
+    assert "initialized with the plan applied" not in flat(
+        out
+    ) and "Session 2: /GPU:0 (GPU 3); 90% of each GPU" in flat(out), out
+    assert "does NOT follow the plan: Session 2: per_process_gpu_memory_fraction=0.9" in flat(out), out
     kernel.run("sess2.close()")
     out, _ = kernel.run("%gpu_status")
-    assert "TensorFlow: initialized with the plan applied" in out and "Session 2" not in out, out
+    assert "TensorFlow: initialized with the plan applied" in flat(out) and "Session 2" not in flat(out), out
     # Session() without a config takes the eager context's config: the plan
     _, err = kernel.run("sess3 = tf.compat.v1.Session()")
-    assert "Warning" not in err and kernel.value(SESSION)["memory_mb"] == {"2": [4096.0], "3": [4096.0]}, err
+    assert "Warning" not in flat(err) and kernel.value(SESSION)["memory_mb"] == {"2": [4096.0], "3": [4096.0]}, err
     # InteractiveSession replaces a missing config by its own (allow_growth only): the plan is merged in too
     kernel.run("isess = tf.compat.v1.InteractiveSession()\nisess.close()")
     assert kernel.value(SESSION) == {"gpus": [2, 3], "memory_mb": {"2": [4096.0], "3": [4096.0]}, "growth": True}
@@ -572,10 +603,10 @@ def test_19_a_tf1_session_config_gets_the_plan_in_every_field_it_leaves_unset(ke
         "isess = tf.compat.v1.InteractiveSession(config=tf.compat.v1.ConfigProto(device_count={'GPU': 0}))"
     )
     assert err.count("GPUPlanMismatchWarning") == 1, err
-    assert "device_count={'GPU': 0} in your ConfigProto: this session uses no GPU, the plan GPU 2, GPU 3" in err
+    assert "device_count={'GPU': 0} in your ConfigProto: this session uses no GPU, the plan GPU 2, GPU 3" in flat(err)
     assert kernel.value(SESSION)["gpus"] == []
     out, _ = kernel.run("%gpu_status")
-    assert "InteractiveSession 5: no GPU (device_count={'GPU': 0})" in out, out
+    assert "InteractiveSession 5: no GPU (device_count={'GPU': 0})" in flat(out), out
     # Keras 3 has no TF1 session: tf.compat.v1.keras.backend.set_session is gone (tf_keras, Keras 2, had it)
     assert kernel.value("hasattr(tf.compat.v1.keras.backend, 'set_session')") is False
 
@@ -588,10 +619,10 @@ def test_19_a_tf1_session_made_before_the_magic_is_said_with_what_it_uses(kernel
     )
     before = kernel.value("state()")
     _, err = kernel.run("%gpu_select 2,3 --growth")
-    assert "GPUAlreadyInitializedWarning: TensorFlow already initialized the GPU" in err, err
+    assert "GPUAlreadyInitializedWarning: TensorFlow already initialized the GPU" in flat(err), err
     # CUDA numbers fastest first here (no CUDA_DEVICE_ORDER): its device 1 is the second RTX A6000, GPU 3
-    assert "Session 1: /GPU:0 (GPU 3); 90% of each GPU (per_process_gpu_memory_fraction); growth off" in err, err
-    assert "eager: visible GPUs /GPU:0 (GPU 2), /GPU:1 (GPU 3), /GPU:2 (GPU 0), /GPU:3 (GPU 1)" in err, err
+    assert "Session 1: /GPU:0 (GPU 3); 90% of each GPU (per_process_gpu_memory_fraction); growth off" in flat(err), err
+    assert "eager: visible GPUs /GPU:0 (GPU 2), /GPU:1 (GPU 3), /GPU:2 (GPU 0), /GPU:3 (GPU 1)" in flat(err), err
     assert kernel.value("state()") == before and kernel.value(SESSION)["gpus"] == [3]
 
 
@@ -600,7 +631,7 @@ def test_19_a_tf1_session_made_before_the_extension_is_said_to_be_unknown(kernel
         "import tensorflow as tf\nsess = tf.compat.v1.Session(config=tf.compat.v1.ConfigProto())\n%load_ext jupyter_gpu"
     )
     _, err = kernel.run("%gpu_select 2")
-    assert "1 session made before jupyter_gpu watched (its devices and caps are not known)" in err, err
+    assert "1 session made before jupyter_gpu watched (its devices and caps are not known)" in flat(err), err
 
 
 def test_19_growth_turned_on_by_code_is_shown_as_on(kernel: Kernel) -> None:
@@ -609,11 +640,11 @@ def test_19_growth_turned_on_by_code_is_shown_as_on(kernel: Kernel) -> None:
         "for g in tf.config.list_physical_devices('GPU'):\n    tf.config.experimental.set_memory_growth(g, True)\n"
         "x = tf.constant(1.0)"
     )
-    assert "Warning" not in err, err
+    assert "Warning" not in flat(err), err
     assert kernel.value("tf.config.experimental.get_memory_growth(tf.config.list_physical_devices('GPU')[0])")
     out, _ = kernel.run("%gpu_status")
-    assert "growth on (set by your code: tf.config.experimental.set_memory_growth)" in out, out
-    assert "growth off" not in out.split("TensorFlow:")[1].splitlines()[0]
+    assert "growth on (set by your code: tf.config.experimental.set_memory_growth)" in flat(out), out
+    assert "growth off" not in status_entry(out, "TensorFlow")
 
 
 def test_19_growth_turned_on_by_code_before_the_magic_is_shown_as_on(kernel: Kernel) -> None:
@@ -622,11 +653,11 @@ def test_19_growth_turned_on_by_code_before_the_magic_is_shown_as_on(kernel: Ker
         "    tf.config.experimental.set_memory_growth(g, True)"
     )
     _, err = kernel.run("%load_ext jupyter_gpu\n%gpu_select 1")
-    assert "Warning" not in err, err
+    assert "Warning" not in flat(err), err
     kernel.run("x = tf.constant(1.0)")
     out, _ = kernel.run("%gpu_status")
-    assert "TensorFlow: initialized with the plan applied" in out, out
-    assert "visible GPUs /GPU:0 (GPU 1), growth on (set by your code" in out, out  # CUDA's device 3 here
+    assert "TensorFlow: initialized with the plan applied" in flat(out), out
+    assert "visible GPUs /GPU:0 (GPU 1), growth on (set by your code" in flat(out), out  # CUDA's device 3 here
 
 
 def test_31_3_tensorflows_devices_are_named_with_nvidia_smis_number_beside_them(kernel: Kernel) -> None:
@@ -634,16 +665,18 @@ def test_31_3_tensorflows_devices_are_named_with_nvidia_smis_number_beside_them(
     # plan: TensorFlow's /GPU:0 is GPU 2. "GPU 0: 40 GiB" read as the 48 GiB GPU 0 capped at 40 GiB.
     kernel.run("import tensorflow as tf\ngpus = tf.config.list_physical_devices('GPU')\n%load_ext jupyter_gpu")
     _, err = kernel.run("%gpu_limit 50%\nx = tf.constant(1.0)")
-    assert "Error" not in err, err
+    assert "Error" not in flat(err), err
     out, _ = kernel.run("%gpu_status")
-    tensorflow = out.split("TensorFlow:")[1].splitlines()[0]
+    tensorflow = status_entry(out, "TensorFlow")
     assert (
         "visible GPUs /GPU:0 (GPU 2), /GPU:1 (GPU 3), /GPU:2 (GPU 0), /GPU:3 (GPU 1), memory limits "
         "/GPU:0 (GPU 2): 24 GiB; /GPU:1 (GPU 3): 24 GiB; /GPU:2 (GPU 0): 40 GiB; /GPU:3 (GPU 1): 40 GiB" in tensorflow
     ), out
     kernel.run("sess = tf.compat.v1.Session(config=tf.compat.v1.ConfigProto())")  # a session's devices too
     out, _ = kernel.run("%gpu_status")
-    assert "Session 1: /GPU:0 (GPU 2), /GPU:1 (GPU 3), /GPU:2 (GPU 0), /GPU:3 (GPU 1); limit /GPU:0 (GPU 2)" in out, out
+    assert "Session 1: /GPU:0 (GPU 2), /GPU:1 (GPU 3), /GPU:2 (GPU 0), /GPU:3 (GPU 1); limit /GPU:0 (GPU 2)" in flat(
+        out
+    ), out
 
 
 def test_31_4_keras_on_jax_turning_tensorflows_growth_on_is_warned_at_once_and_said_once(tmp_path: Path) -> None:
@@ -652,10 +685,10 @@ def test_31_4_keras_on_jax_turning_tensorflows_growth_on_is_warned_at_once_and_s
         _, err = kernel.run("import keras")  # keras/src/backend/config.py: TF_FORCE_GPU_ALLOW_GROWTH=true
         assert kernel.value("os.environ['TF_FORCE_GPU_ALLOW_GROWTH']") == "true"
         assert err.count("GPUPlanMismatchWarning") == 1, err
-        assert "importing Keras (backend jax) set TF_FORCE_GPU_ALLOW_GROWTH=true, so TensorFlow" in err, err
+        assert "importing Keras (backend jax) set TF_FORCE_GPU_ALLOW_GROWTH=true, so TensorFlow" in flat(err), err
         for first_op in ("", "x = tf.constant(1.0)\n"):  # TensorFlow imported, then initialized
             out, _ = kernel.run(f"import tensorflow as tf\n{first_op}%gpu_status")
-            tensorflow, keras = (out.split(f"{name}:")[1].splitlines()[0] for name in ("TensorFlow", "Keras"))
+            tensorflow, keras = (status_entry(out, name) for name in ("TensorFlow", "Keras"))
             assert "plan applied" not in tensorflow, out
             assert "does NOT follow the plan: TF_FORCE_GPU_ALLOW_GROWTH=true (set by Keras at import" in tensorflow
             assert keras.endswith("at import it set TF_FORCE_GPU_ALLOW_GROWTH=true (what that does: TensorFlow above)")
@@ -667,13 +700,15 @@ def test_19_a_tf1_session_after_tensorflow_was_narrowed_gets_the_narrowed_gpus(k
     kernel.run("import tensorflow as tf\ngpus = tf.config.list_physical_devices('GPU')\n%load_ext jupyter_gpu")
     kernel.run("%gpu_select 1")
     _, err = kernel.run("sess = tf.compat.v1.Session(config=tf.compat.v1.ConfigProto())")
-    assert "Warning" not in err and kernel.value(SESSION)["gpus"] == [1], err
+    assert "Warning" not in flat(err) and kernel.value(SESSION)["gpus"] == [1], err
     _, err = kernel.run(
         "config = tf.compat.v1.ConfigProto()\nconfig.gpu_options.visible_device_list = '0'\n"
         "sess2 = tf.compat.v1.Session(config=config)"
     )
     assert kernel.value(SESSION)["gpus"] == [2]  # CUDA's device 0 is GPU 2: the user's field is kept
-    assert "visible_device_list='0' in your ConfigProto: this session uses GPU 2, outside the plan's GPU 1" in err, err
+    assert "visible_device_list='0' in your ConfigProto: this session uses GPU 2, outside the plan's GPU 1" in flat(
+        err
+    ), err
 
 
 # -- issue 19: each GPU's cap where CUDA really numbers it; JAX's one share said as it is --------
@@ -705,20 +740,20 @@ def test_19_2_caps_on_a_t400_and_an_a6000_without_a_selection_land_on_their_gpus
     scenario.write_text(json.dumps(MIXED_WORKSTATION))
     for kernel in standin_kernel(tmp_path, {"JUPYTER_GPU_SIMULATE": str(scenario)}):
         out, err = kernel.run("%load_ext jupyter_gpu\n%gpu_limit 3GiB")
-        assert "CUDA_DEVICE_ORDER=PCI_BUS_ID set by the plan" in out, (out, err)
+        assert "CUDA_DEVICE_ORDER=PCI_BUS_ID set by the plan" in flat(out), (out, err)
         _, err = kernel.run("import torch; torch.cuda.init()")
-        assert "jupyter_gpu" not in err, err
+        assert "jupyter_gpu" not in flat(err), err
         assert torch_caps_gib(kernel) == {"0": pytest.approx(3, abs=0.01), "1": pytest.approx(3, abs=0.01)}
         assert kernel.value("torch.cuda.get_device_name(0)") == "NVIDIA T400 4GB [simulated]"  # as nvidia-smi
         out, _ = kernel.run("%gpu_status")
-        assert "PyTorch: initialized with the plan applied" in out and "NOT" not in out, out
-        assert "CUDA_DEVICE_ORDER=PCI_BUS_ID set by the plan" in out
+        assert "PyTorch: initialized with the plan applied" in flat(out) and "NOT" not in flat(out), out
+        assert "CUDA_DEVICE_ORDER=PCI_BUS_ID set by the plan" in flat(out)
 
 
 def test_19_2_demo_caps_without_a_selection_are_the_planned_ones_on_every_gpu(kernel: Kernel) -> None:
     kernel.run("%load_ext jupyter_gpu\nimport torch")  # imported first: the caps are queued by the magic
     out, err = kernel.run("%gpu_limit 8GiB")
-    assert "PCI_BUS_ID set by the plan" in out, (out, err)
+    assert "PCI_BUS_ID set by the plan" in flat(out), (out, err)
     kernel.run("torch.cuda.init()")
     assert torch_caps_gib(kernel) == {str(i): pytest.approx(8, abs=0.01) for i in range(4)}
     assert kernel.value("cuda_standin.started['env']") == [None, "PCI_BUS_ID"]
@@ -730,31 +765,37 @@ def test_19_2_a_cuda_order_the_kernel_started_with_is_kept_and_the_caps_refused(
         before = kernel.value("state()")
         _, err = kernel.run("%gpu_limit 8GiB")
         # the smallest share (8 GiB of 80 GiB): at most every limit; the advice, followed as printed, passes
-        assert "UsageError" in err and "CUDA_DEVICE_ORDER='FASTEST_FIRST'" in err and "(%gpu_limit 10%)" in err, err
+        assert (
+            "UsageError" in flat(err)
+            and "CUDA_DEVICE_ORDER='FASTEST_FIRST'" in flat(err)
+            and "(%gpu_limit 10%)" in flat(err)
+        ), err
         assert kernel.value("state()") == before  # nothing changed
         _, err = kernel.run("%gpu_limit 10%\nimport torch; torch.cuda.init()")  # one share: order does not matter
-        assert "Error" not in err, err
+        assert "Error" not in flat(err), err
         assert kernel.value("sorted(set(round(f, 6) for f in cuda_standin.fractions.values()))") == [0.1]
         _, err = kernel.run("%gpu_select all")  # the other advice passes too
-        assert "UsageError" not in err, err
+        assert "UsageError" not in flat(err), err
 
 
 def test_19_6_jax_one_share_is_printed_as_what_each_gpu_gets(kernel: Kernel) -> None:
     out, err = kernel.run("%load_ext jupyter_gpu\n%gpu_select 2,0\n%gpu_limit 20GiB")
-    assert "JAX: one fraction 0.250 for all its GPUs: GPU 2 12 GiB, GPU 0 20 GiB" in out, (out, err)
-    assert "JAX cannot cap GPUs differently" in out and "GPU 2: at most 20 GiB of 48 GiB (TensorFlow and PyTorch" in out
+    assert "JAX: one fraction 0.250 for all its GPUs: GPU 2 12 GiB, GPU 0 20 GiB" in flat(out), (out, err)
+    assert "JAX cannot cap GPUs differently" in flat(
+        out
+    ) and "GPU 2: at most 20 GiB of 48 GiB (TensorFlow and PyTorch" in flat(out)
     assert kernel.value("env()['XLA_CLIENT_MEM_FRACTION']") == "0.250"
     out, _ = kernel.run("%gpu_status")
-    assert "JAX: one fraction 0.250 for all its GPUs: GPU 2 12 GiB, GPU 0 20 GiB" in out, out
+    assert "JAX: one fraction 0.250 for all its GPUs: GPU 2 12 GiB, GPU 0 20 GiB" in flat(out), out
     out, _ = kernel.run("%gpu_limit 10%")  # one share on every GPU: nothing to add
-    assert "JAX: one fraction" not in out, out
+    assert "JAX: one fraction" not in flat(out), out
 
 
 def test_19_2_after_cuda_started_in_an_unknown_order_pytorch_gets_no_cap_on_the_wrong_gpu(kernel: Kernel) -> None:
     kernel.run("import tensorflow as tf\ntf.config.list_physical_devices('GPU')")  # fastest first, before the plan
     out, err = kernel.run("%load_ext jupyter_gpu\n%gpu_limit 8GiB")
-    assert "PyTorch gets no memory cap" in out and "(%gpu_limit 10%)" in out, (out, err)  # 8 GiB of 80 GiB
+    assert "PyTorch gets no memory cap" in flat(out) and "(%gpu_limit 10%)" in flat(out), (out, err)  # 8 GiB of 80 GiB
     kernel.run("import torch; torch.cuda.init()")
     assert kernel.value("cuda_standin.fractions") == {}  # none rather than an A100's share on an A6000
     out, _ = kernel.run("%gpu_status")
-    assert "PyTorch: initialized" in out and "PyTorch: initialized with the plan applied" not in out, out
+    assert "PyTorch: initialized" in flat(out) and "PyTorch: initialized with the plan applied" not in flat(out), out

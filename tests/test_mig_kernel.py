@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 from kernels import Kernel, start
-from support import A100_MIG_UUIDS, a100_mig_scenario, h100_split_scenario
+from support import A100_MIG_UUIDS, a100_mig_scenario, flat, h100_split_scenario
 
 
 @pytest.fixture
@@ -48,7 +48,7 @@ def test_a_slice_as_the_spawners_fence(scenario: Any) -> None:
         assert not err, err
         assert kernel.value("env()")["CUDA_VISIBLE_DEVICES"] == A100_MIG_UUIDS[0]
         out, err = kernel.run("%gpu_select 0:2")
-        assert "outside the GPUs assigned to this kernel" in out + err
+        assert "outside the GPUs assigned to this kernel" in flat(out) + err
         out, err = kernel.run("%gpu_select 0")  # names the one slice assigned, not every slice
         assert "CUDA cannot use it whole; select one of its slices: 0:0 (3g.40gb)\n" in out + err + "\n"
         assert kernel.value("env()")["CUDA_VISIBLE_DEVICES"] == A100_MIG_UUIDS[0]
@@ -67,7 +67,7 @@ def test_auto_chooses_the_idlest_slice_when_only_slices_can_be_selected(scenario
         wanted = kernel.value("[s.uuid for s in __import__('jupyter_gpu').snapshot().gpus[0].slices][6]")
         assert kernel.value("env()")["CUDA_VISIBLE_DEVICES"] == wanted
         out, err = kernel.run("%gpu_select auto:2")
-        assert "CUDA enumerates at most one MIG device per process" in out + err
+        assert "CUDA enumerates at most one MIG device per process" in flat(out) + err
 
 
 def test_gpu_select_lists_slices_under_their_gpu_and_status_names_the_slice(mig_kernel: Kernel) -> None:
@@ -83,5 +83,5 @@ def test_gpu_select_lists_slices_under_their_gpu_and_status_names_the_slice(mig_
     assert "used by bob" in lines[gpu0 + 1] and A100_MIG_UUIDS[1] in lines[gpu0 + 2]
     mig_kernel.run("%gpu_select 0:1")
     out, _ = mig_kernel.run("%gpu_status")
-    assert f"Plan: MIG slice {A100_MIG_UUIDS[1]} of GPU 0" in out
+    assert f"Plan: MIG slice {A100_MIG_UUIDS[1]} of GPU 0" in flat(out)
     assert any(line.startswith(" *   0:1 MIG 2g.20gb") for line in out.splitlines())

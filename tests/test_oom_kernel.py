@@ -24,7 +24,7 @@ from typing import Any
 import pytest
 from jupyter_client.blocking.client import BlockingKernelClient
 from kernels import Kernel, start
-from support import ScenarioFile, wait_until
+from support import ScenarioFile, flat, wait_until
 
 pytestmark = pytest.mark.frameworks
 
@@ -135,7 +135,7 @@ def report_of(kernel: Kernel) -> str:
 
 
 def no_report(kernel: Kernel, err: str) -> bool:
-    return "jupyter_gpu" not in err and not kernel.displayed
+    return "jupyter_gpu" not in flat(err) and not kernel.displayed
 
 
 def leave_stale_reports(runtime: Path, old_pid: int, old_start: int) -> None:
@@ -169,12 +169,14 @@ def test_pytorch_oom_names_the_gpu_holders_and_computed_next_steps(
     world: ScenarioFile, runtime: Path, old_kernel: Kernel, new_kernel: Kernel
 ) -> None:
     out, err = new_kernel.run("%load_ext jupyter_gpu\n%gpu_select 1\nimport torch")
-    assert "GPU 1" in out, err
+    assert "GPU 1" in flat(out), err
     world.write(server_gpus(pid(new_kernel), {1: 30720}, old=pid(old_kernel)))
     old_kernel.run("from jupyter_gpu.sources.processes import process_start")
     leave_stale_reports(runtime, pid(old_kernel), old_kernel.value("process_start(os.getpid())"))
     _, err = new_kernel.run(f"raise torch.cuda.OutOfMemoryError({TORCH_OOM!r})")
-    assert "OutOfMemoryError: CUDA out of memory" in err and "jupyter_gpu" not in err  # the traceback, as it is
+    assert "OutOfMemoryError: CUDA out of memory" in flat(err) and "jupyter_gpu" not in flat(
+        err
+    )  # the traceback, as it is
     report = report_of(new_kernel)  # displayed after it
     assert report.splitlines()[0] == "jupyter_gpu: PyTorch cuda:0 ran out of GPU memory; it tried to allocate 2 GiB."
     # 80 GiB total; 30 + 22 + 24 GiB held; 80 - 0.5 reserved - 76 = 3.5 GiB free
@@ -216,7 +218,7 @@ def test_tensorflow_oom_under_a_limit_says_the_limit_ran_out(world: ScenarioFile
     new_kernel.run("%load_ext jupyter_gpu\n%gpu_select 2\n%gpu_limit 16GiB")
     world.write(server_gpus(pid(new_kernel), {2: 16690}))
     _, err = new_kernel.run(f"import tensorflow as tf\nraise tf.errors.ResourceExhaustedError(None, None, {TF_OOM!r})")
-    assert "ResourceExhaustedError" in err
+    assert "ResourceExhaustedError" in flat(err)
     report = report_of(new_kernel)
     # 1024**3 floats = 4 GiB, on TensorFlow's /GPU:0 = GPU 2 (the plan)
     assert report.splitlines()[0] == (
@@ -235,10 +237,10 @@ def test_jax_oom_with_the_extension_autoloaded(world: ScenarioFile, tmp_path: Pa
     kernel = next(generator)
     try:
         out, err = kernel.run("%gpu_select 0")  # autoloaded: no %load_ext
-        assert "GPU 0" in out, err
+        assert "GPU 0" in flat(out), err
         world.write(server_gpus(pid(kernel), {0: 8192}))
         _, err = kernel.run(f"from jax._src.lib import xla_client\nraise xla_client.XlaRuntimeError({JAX_OOM!r})")
-        assert "RESOURCE_EXHAUSTED" in err
+        assert "RESOURCE_EXHAUSTED" in flat(err)
         report = report_of(kernel)
         assert report.splitlines()[0] == "jupyter_gpu: JAX ran out of GPU memory; it tried to allocate 16 GiB."
         # JAX names no device; the plan has one GPU: GPU 0. 66000 + 8192 MiB used, 7 GiB free
@@ -250,7 +252,7 @@ def test_jax_oom_with_the_extension_autoloaded(world: ScenarioFile, tmp_path: Pa
         assert "GPU 3 has" not in steps
         kernel.run("%config GpuMagics.explain_oom = False")
         _, err = kernel.run(f"raise xla_client.XlaRuntimeError({JAX_OOM!r})")
-        assert "RESOURCE_EXHAUSTED" in err and no_report(kernel, err)  # opted out
+        assert "RESOURCE_EXHAUSTED" in flat(err) and no_report(kernel, err)  # opted out
     finally:
         generator.close()
 
@@ -352,7 +354,7 @@ def test_idle_kernel_by_notebook_and_idle_time_from_the_server(
     old = server.kernel("train_old.ipynb", runtime)
     new = server.kernel("oom.ipynb", runtime)
     out, err = new.run("%gpu_select 1\nimport torch")  # the extension was autoloaded by the server's kernels
-    assert "GPU 1" in out, err
+    assert "GPU 1" in flat(out), err
     world.write(server_gpus(pid(new), {1: 30720}, old=pid(old)))
     time.sleep(2.5)  # train_old.ipynb stays idle beyond the server's 1 s threshold
     _, err = new.run(f"raise torch.cuda.OutOfMemoryError({TORCH_OOM!r})")
@@ -384,10 +386,10 @@ def test_19_7_every_next_step_succeeds_when_followed_literally(world: ScenarioFi
         for magic in magics:
             _, err = new_kernel.run(magic)
             # refused as too late (a warning: the restart applies it) is fine; refused as wrong is not
-            assert "UsageError" not in err and "Error:" not in err, (line, magic, err)
+            assert "UsageError" not in flat(err) and "Error:" not in flat(err), (line, magic, err)
         new_kernel.run("%gpu_select 1\n%gpu_limit 50GiB")  # back to the plan of the report for the next line
     _, err = new_kernel.run("%gpu_limit 47GiB\n%gpu_select 2")
-    assert "UsageError" not in err, err
+    assert "UsageError" not in flat(err), err
     new_kernel.run(
         "from jupyter_gpu.kernel import magics as _m\nfrom jupyter_gpu.plan import plan_magics, build_plan\n"
         "from jupyter_gpu.sources.nvml import snapshot as _snapshot\n"

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 from kernels import start
-from support import ScenarioFile
+from support import ScenarioFile, flat
 
 from jupyter_gpu import simulate
 from jupyter_gpu.plan import PlanError, PlanRequest, build_plan, current_plan
@@ -51,7 +51,7 @@ def test_two_kernels_keep_their_auto_gpus_through_a_limit(tmp_path: Path) -> Non
             assert not err, err
             first.run("%gpu_limit 4GiB")
             assert [kernel.value("os.environ['CUDA_VISIBLE_DEVICES']") for kernel in (first, second)] == chosen
-            assert f"(GPU {chosen[1]} as auto chose it before (%gpu_select auto chooses again))" in out
+            assert f"(GPU {chosen[1]} as auto chose it before (%gpu_select auto chooses again))" in flat(out)
             limit = f"__import__('jupyter_gpu').plan.current_plan().memory_limit_bytes({chosen[1]})"
             assert second.value(limit) == 4 * 1024**3
         finally:
@@ -69,18 +69,18 @@ def test_a_limit_after_auto_keeps_the_gpu_though_auto_would_now_choose_another(s
     out = capsys.readouterr().out
     assert current_plan().selected_indices == (0,) and os.environ["CUDA_VISIBLE_DEVICES"] == "0"
     assert current_plan().auto_kept and current_plan().memory_limit_bytes(0) == 4 * 1024**3
-    assert "GPU 0: at most 4 GiB of 80 GiB" in out
-    assert "(GPU 0 as auto chose it before (%gpu_select auto chooses again))" in out
+    assert "GPU 0: at most 4 GiB of 80 GiB" in flat(out)
+    assert "(GPU 0 as auto chose it before (%gpu_select auto chooses again))" in flat(out)
     shell.run_line_magic("gpu_select", "--no-growth")
     out = capsys.readouterr().out
     assert current_plan().selected_indices == (0,)
-    assert "GPU 0 (A100-SXM4-80GB [simulated]" in out and "as auto chose it before" in out
-    assert "chose again" not in out
+    assert "GPU 0 (A100-SXM4-80GB [simulated]" in flat(out) and "as auto chose it before" in flat(out)
+    assert "chose again" not in flat(out)
     shell.run_line_magic("gpu_select", "auto")  # asked for: a new choice, and it says it moved
     out = capsys.readouterr().out
     assert current_plan().selected_indices == (1,) and not current_plan().auto_kept
     assert out.startswith("auto chose again: GPU 1 (it was GPU 0).\n")
-    assert "chosen by auto: free" in out
+    assert "chosen by auto: free" in flat(out)
     assert current_plan().memory_limit_bytes(1) == 4 * 1024**3  # the limit goes with it
 
 

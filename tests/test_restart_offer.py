@@ -6,6 +6,7 @@ import re
 
 import pytest
 from plan_state import reset_plan_state
+from support import flat
 
 from jupyter_gpu.kernel import magics
 from jupyter_gpu.plan import PlanRequest, current_plan, plan_magics
@@ -60,7 +61,7 @@ def test_a_refused_plan_is_offered_for_a_restart_and_kept_for_gpu_restart(
         shell.run_line_magic("gpu_select", "1 --growth")
     offer = shown[-1][magics.RESTART_MIME]
     assert offer["lines"] == ["%load_ext jupyter_gpu", "%gpu_select 1 --growth"] and offer["automatic"] is False
-    assert "restart the kernel and run first: %gpu_select 1 --growth" in shown[-1]["text/plain"]
+    assert "restart the kernel and run first: %gpu_select 1 --growth" in flat(shown[-1]["text/plain"])
     with pytest.warns(magics.GPUAlreadyInitializedWarning):
         shell.run_line_magic("gpu_limit", "4GiB")  # also refused: the offer now has both
     assert shown[-1][magics.RESTART_MIME]["lines"][1:] == ["%gpu_select 1 --growth", "%gpu_limit 4GiB"]
@@ -168,7 +169,7 @@ def test_gpu_watch_is_carried_over_with_the_plan(shell, monkeypatch, capsys) -> 
         lines = shown[-1][restart_offer.RESTART_MIME]["lines"]
         assert lines == ["%load_ext jupyter_gpu", "%gpu_select 1", "%gpu_watch on --interval 0.5"]
         assert all(ALLOWED_LINE.match(line) for line in lines), lines
-        assert "%gpu_select 1; %gpu_watch on --interval 0.5" in shown[-1]["text/plain"]
+        assert "%gpu_select 1; %gpu_watch on --interval 0.5" in flat(shown[-1]["text/plain"])
         assert json.loads(repr(restart_offer.applied_plan_summary())).endswith("; %gpu_watch on")
         shell.run_line_magic("gpu_watch", "on --interval 0.2")  # the default interval: no option
         assert restart_offer.carried_lines(current_plan().request)[-1] == "%gpu_watch on"

@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 from kernels import Kernel, standin_kernel
 from standin_site import plan_site
+from support import flat
 
 pytestmark = pytest.mark.frameworks
 
@@ -41,7 +42,7 @@ def plan_then_torch(kernel: Kernel, order: str, magics: str) -> str:
     if order == TORCH_FIRST:
         kernel.run("import torch")
     out, err = kernel.run(f"%load_ext jupyter_gpu\n{magics}")
-    assert "Warning" not in err and "Error" not in err, err
+    assert "Warning" not in flat(err) and "Error" not in flat(err), err
     if order == MAGICS_FIRST:
         kernel.run("import torch")
     return out
@@ -63,16 +64,16 @@ def test_a_cuda_index_past_the_selection_fails_as_in_cuda_and_the_hint_names_eac
         snippets.reverse()  # CUDA started by .to() this time
     for snippet in snippets:
         _, err = kernel.run(snippet)
-        assert "RuntimeError: CUDA error: invalid device ordinal" in err, (snippet, err)
+        assert "RuntimeError: CUDA error: invalid device ordinal" in flat(err), (snippet, err)
         assert MAPPING_HINT in err, (snippet, err)
-        assert "The kernel's GPU plan: GPU 1, 2" in err, err
+        assert "The kernel's GPU plan: GPU 1, 2" in flat(err), err
     # the advice, followed: cuda:1 is GPU 2 (an RTX A6000 in the demo; GPU 1 is an A100)
     _, err = kernel.run("torch.cuda.set_device(1)\nname = torch.cuda.get_device_name()")
-    assert "Error" not in err, err
+    assert "Error" not in flat(err), err
     assert kernel.value("name") == kernel.value(NVML_NAMES)[2]
     assert kernel.value("cuda_standin.started['env']") == ["1,2", "PCI_BUS_ID"]
     _, err = kernel.run("torch.cuda.get_device_name(2)")  # PyTorch's own check of an index
-    assert "AssertionError: Invalid device id" in err and MAPPING_HINT in err, err
+    assert "AssertionError: Invalid device id" in flat(err) and MAPPING_HINT in err, err
 
 
 @pytest.mark.parametrize("order", [MAGICS_FIRST, TORCH_FIRST])
@@ -91,8 +92,8 @@ def test_device_count_and_names_are_the_printouts_mapping(tmp_path: Path, order:
         ]
         assert kernel.value("torch.cuda.get_device_name('cuda:1')") == nvml[1]
         out, err = kernel.run("%gpu_status")
-        assert "PyTorch: initialized" in out and "NOT" not in out, (out, err)
-        assert "Warning" not in err, err
+        assert "PyTorch: initialized" in flat(out) and "NOT" not in flat(out), (out, err)
+        assert "Warning" not in flat(err), err
 
 
 CHILD = (
@@ -114,13 +115,13 @@ def test_a_spawned_worker_gets_the_selection_and_its_own_cap_and_the_printout_sa
 
 def spawned_worker_is_capped(kernel: Kernel, order: str) -> None:
     out = plan_then_torch(kernel, order, "%gpu_select 2\n%gpu_limit 4GiB")
-    assert "and the TensorFlow and PyTorch caps through JUPYTER_GPU_PLAN" in out and "not shared" in out
+    assert "and the TensorFlow and PyTorch caps through JUPYTER_GPU_PLAN" in flat(out) and "not shared" in flat(out)
     _, err = kernel.run("torch.cuda.init()")
-    assert "Error" not in err, err
+    assert "Error" not in flat(err), err
     capped = kernel.value("{str(k): round(v * 47.98828125, 3) for k, v in cuda_standin.fractions.items()}")
     assert capped == {"0": pytest.approx(4, abs=0.01)}  # this kernel: GPU 2 (48 GiB) at 4 GiB
     _, err = kernel.run(CHILD)
-    assert "Error" not in err, err
+    assert "Error" not in flat(err), err
     child = kernel.value("child")
     # the selection is in the environment: the worker's CUDA shows GPU 2 alone
     assert child["CUDA_VISIBLE_DEVICES"] == "2" and child["gpus"] == [2]
@@ -134,12 +135,12 @@ def test_after_cuda_started_before_the_selection_the_hint_names_what_cuda_shows_
     for kernel in standin_kernel(tmp_path, {"CUDA_DEVICE_ORDER": "PCI_BUS_ID"}):
         kernel.run("import torch\ntorch.cuda.is_available()\n%load_ext jupyter_gpu")
         out, err = kernel.run("%gpu_select 1,2")
-        assert "PyTorch will NOT follow this" in out + err, (out, err)
+        assert "PyTorch will NOT follow this" in flat(out) + err, (out, err)
         _, err = kernel.run("torch.cuda.set_device(5)")
-        assert "invalid device ordinal" in err, err
+        assert "invalid device ordinal" in flat(err), err
         assert (
             "In this kernel, PyTorch's cuda:0 is GPU 0, cuda:1 is GPU 1, cuda:2 is GPU 2 and cuda:3 is GPU 3 "
-            "(nvidia-smi's numbers); there is no cuda:4." in err
+            "(nvidia-smi's numbers); there is no cuda:4." in flat(err)
         ), err
     # fastest first (the A6000s, GPUs 2 and 3, before the A100s): the selection is refused, and once
     # PyTorch initialized the kernel tells each cuda:N by its model (ties in PCI bus order, as CUDA)
@@ -147,11 +148,11 @@ def test_after_cuda_started_before_the_selection_the_hint_names_what_cuda_shows_
         kernel.run("import torch\ntorch.cuda.is_available()\n%load_ext jupyter_gpu")
         kernel.run("%gpu_select 1,2")
         _, err = kernel.run("torch.cuda.set_device(5)")
-        assert "invalid device ordinal" in err and "count the GPUs the plan selected" not in err, err
+        assert "invalid device ordinal" in flat(err) and "count the GPUs the plan selected" not in flat(err), err
         assert (
             "jupyter_gpu: CUDA has no device with that index. In this kernel, PyTorch's cuda:0 is GPU 2, "
             "cuda:1 is GPU 3, cuda:2 is GPU 0 and cuda:3 is GPU 1 "
-            "(nvidia-smi's numbers): use cuda:3 for GPU 1; there is no cuda:4." in err
+            "(nvidia-smi's numbers): use cuda:3 for GPU 1; there is no cuda:4." in flat(err)
         ), err
         assert [kernel.value(f"torch.cuda.get_device_name({k})") for k in range(4)] == [
             kernel.value(NVML_NAMES)[index] for index in (2, 3, 0, 1)

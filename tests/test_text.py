@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from jupyter_gpu.core.text import BIDI_CONTROLS, ELLIPSIS, REPLACEMENT, display_text, neutralize, truncate
+from jupyter_gpu.core.text import BIDI_CONTROLS, ELLIPSIS, REPLACEMENT, WIDTH, display_text, neutralize, truncate, wrap
 
 
 @pytest.mark.parametrize(
@@ -43,3 +43,40 @@ def test_display_text():
     assert display_text(None, missing="unknown user") == "unknown user"
     assert display_text(1234) == "1234"
     assert display_text("u\u202e" + "y" * 100, max_chars=10) == "u\ufffd" + "y" * 7 + ELLIPSIS
+
+
+LONG = (
+    "TensorFlow already initialized the GPU in this kernel, so it cannot change the GPU selection, memory "
+    "limit and growth any more; raise it with %gpu_limit 16GiB then %gpu_restart, or move with "
+    "`%gpu_select 2 --growth`; the report is /home/a-user/projects/deep-learning/runs/2026-11-27/report.json here."
+)
+
+
+def test_wrap_keeps_lines_within_the_width_and_every_word():
+    wrapped = wrap(LONG)
+    lines = wrapped.splitlines()
+    assert len(lines) > 2 and all(len(line) <= WIDTH for line in lines), lines
+    assert all(line.startswith("  ") for line in lines[1:])  # continued lines are indented
+    assert " ".join(wrapped.split()) == LONG  # nothing lost, nothing broken inside a word
+    assert wrap(wrapped) == wrapped  # idempotent
+
+
+def test_wrap_never_breaks_a_magic_with_its_arguments_a_code_span_or_a_path():
+    for width in range(30, 101):
+        lines = wrap(LONG, width).splitlines()
+        assert any("%gpu_limit 16GiB" in line for line in lines), (width, lines)
+        assert any("`%gpu_select 2 --growth`;" in line for line in lines), (width, lines)
+        assert any("/home/a-user/projects/deep-learning/runs/2026-11-27/report.json" in line for line in lines)
+    # A magic's argument stops at the end of a clause, and at a word that is no argument
+    assert wrap("a %gpu_limit off, then text", 12).splitlines() == ["a", "  %gpu_limit off,", "  then text"]
+    assert wrap("see %gpu_select auto chooses", 20).splitlines() == ["see %gpu_select auto", "  chooses"]
+    # A figure stays with its unit
+    assert wrap("JAX: 4 GiB in all, 30 % busy", 10).splitlines() == ["JAX: 4 GiB", "  in all,", "  30 %", "  busy"]
+
+
+def test_wrap_keeps_each_lines_indent_and_leaves_short_lines_alone():
+    text = "Memory limit:\n  GPU 0: at most 4 GiB\n  " + "word " * 30 + "end"
+    lines = wrap(text, 60).splitlines()
+    assert lines[:2] == ["Memory limit:", "  GPU 0: at most 4 GiB"]
+    assert all(line.startswith("    ") for line in lines[3:]) and all(len(line) <= 60 for line in lines)
+    assert wrap("  " + "x" * 120, 100) == "  " + "x" * 120  # one word longer than the width: left whole

@@ -77,9 +77,14 @@ _SENTENCE_END = re.compile(r"(?<=[a-z0-9)'\]]\.) +(?=[A-Z%(])")
 
 def warning_text(message: str, category: type[Warning]) -> str:
     """A warning of jupyter_gpu as it is shown: its category (what a filter names), then the message
-    one sentence per line, the lines after the first indented; no file:line. Pure."""
+    one sentence per line, the lines after the first indented by 2, each wrapped to
+    :data:`jupyter_gpu.core.text.WIDTH` columns (:func:`jupyter_gpu.core.text.wrap`: never inside a
+    word, a path or a magic with its arguments) and continued indented by 4; no file:line. Pure."""
+    from .text import wrap
+
     lines = [line.strip() for part in message.splitlines() for line in _SENTENCE_END.split(part) if line.strip()]
-    return f"{category.__name__}: " + "\n  ".join(lines) + "\n"
+    first = wrap(f"{category.__name__}: {lines[0] if lines else ''}", indent="    ")  # as the others' go on
+    return "\n".join([first, *(wrap(f"  {line}") for line in lines[1:])]) + "\n"
 
 
 def warn(message: str, category: type[Warning], source: str = "jupyter_gpu") -> None:

@@ -33,12 +33,19 @@ golden row; ``tests/test_golden_format.py`` checks the list covers the running P
 character and the combining marks (category M) that follow it. Faces that can show a tooltip put
 the full (neutralised) text there.
 
+**Width**: :func:`wrap` lays out the kernel's own sentences (warnings, what the magics print) in
+lines of at most :data:`WIDTH` columns. It breaks only at spaces, and never inside a word, a path,
+a code span between backticks, a figure and its unit (``4 GiB``) or a magic with its arguments
+(``%gpu_limit 16GiB``, ``%gpu_select 2 --growth``): a line longer than the width is left long rather than cut there.
+(Python only: the pages lay out their own text.)
+
 Pure: no IPython, no widgets.
 """
 
 from __future__ import annotations
 
 import re
+import textwrap
 import unicodedata
 
 REPLACEMENT = "\ufffd"
@@ -118,3 +125,63 @@ def display_text(value: object, max_chars: int | None = None, missing: str = "?"
     """
     text = missing if value is None else neutralize(str(value))
     return text if max_chars is None else truncate(text, max_chars)
+
+
+#: The width :func:`wrap` lays text out to: readable in a notebook's output and a terminal.
+WIDTH = 100
+
+_KEEP = "\x00"  # a space no line may break at (never in the kernel's own text, nor after neutralize)
+_CODE_SPAN = re.compile(r"`[^`\n]*`")
+_MAGIC = re.compile(r"^[(\"']?%{1,2}[a-z_]\w*\??$")
+_ARGUMENT = re.compile(r"^(?:--?[a-z][\w-]*(?:=\S*)?|\S*\d\S*|auto\S*|all|none|off|on|cpu)$", re.IGNORECASE)
+_UNIT = re.compile(r"^(?:[KMGTP]i?B|B|%|ms|s|min|h|W|°C)(?:[.,;:)!?\"'…]+)?$")
+_CLOSED = re.compile(r"[.,;:)!?\"']+$")
+
+
+def _keep_together(line: str) -> str:
+    """``line`` with the spaces inside code spans and between a magic and its arguments made
+    unbreakable (:data:`_KEEP`)."""
+    line = _CODE_SPAN.sub(lambda match: match.group().replace(" ", _KEEP), line)
+    words = line.split(" ")
+    out = [words[0]]
+    glued = bool(_MAGIC.match(words[0]))
+    for word in words[1:]:
+        if out[-1][-1:].isdigit() and _UNIT.match(word):  # "4 GiB", "30 %": a figure with its unit
+            out[-1] += _KEEP + word
+            continue
+        if glued and word and _ARGUMENT.match(_CLOSED.sub("", word)):
+            out[-1] += _KEEP + word
+            glued = not _CLOSED.search(word)
+            continue
+        out.append(word)
+        glued = bool(_MAGIC.match(word))
+    return " ".join(out)
+
+
+def wrap(text: str, width: int = WIDTH, indent: str = "  ") -> str:
+    """``text`` with each line longer than ``width`` columns broken at spaces into lines of at most
+    ``width``, each continued line indented as its first line plus ``indent``.
+
+    Never breaks a word, a path, a code span between backticks, a figure and its unit (``4 GiB``)
+    or a magic with its arguments (``%gpu_limit 16GiB``); such a piece longer than the room on a
+    line gets a line of its own, even a line longer than ``width``. Lines that fit are returned as
+    they are. Idempotent: wrapping wrapped text changes nothing."""
+    if _KEEP in text:  # not the kernel's own text: leave it as it is
+        return text
+    out: list[str] = []
+    for line in text.split("\n"):
+        if len(line) <= width:
+            out.append(line)
+            continue
+        body = line.lstrip(" ")
+        lead = line[: len(line) - len(body)]
+        wrapped = textwrap.wrap(
+            _keep_together(body),
+            width,
+            initial_indent=lead,
+            subsequent_indent=lead + indent,
+            break_long_words=False,
+            break_on_hyphens=False,
+        )
+        out.extend(part.replace(_KEEP, " ") for part in wrapped or [line])
+    return "\n".join(out)

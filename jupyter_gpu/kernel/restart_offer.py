@@ -17,6 +17,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from ..core.text import wrap
+
 RESTART_MIME = "application/vnd.jupyter-gpu.restart+json"
 
 #: The first line of every offer; the only line a face may leave unsaid (it changes no plan).
@@ -111,8 +113,10 @@ def offer_restart(request: Any, reason: str, automatic: bool = False) -> None:
         # on screen saying why. The text says what to run, by hand.
         display(
             {
-                "text/plain": f"To apply this GPU plan, restart the kernel and run: {shown_lines(lines)} "
-                f"(not offered as a restart: {blocking} could keep the new kernel waiting)"
+                "text/plain": wrap(
+                    f"To apply this GPU plan, restart the kernel and run: {shown_lines(lines)} "
+                    f"(not offered as a restart: {blocking} could keep the new kernel waiting)"
+                )
             },
             raw=True,
         )
@@ -136,4 +140,4 @@ def offer_restart(request: Any, reason: str, automatic: bool = False) -> None:
         "kernel_id": kernel_identity()[0],
         "id": uuid.uuid4().hex,
     }
-    display({RESTART_MIME: data, "text/plain": text}, raw=True)
+    display({RESTART_MIME: data, "text/plain": wrap(text)}, raw=True)

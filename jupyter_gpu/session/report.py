@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from ..core.availability import Reservation, unit_availability
-from ..core.text import display_text
+from ..core.text import display_text, wrap
 from ..core.units import format_bytes
 
 if TYPE_CHECKING:
@@ -100,7 +100,8 @@ def selection_report(
 ) -> str:
     """What ``%gpu_select`` prints: each selected GPU and its name in every framework, growth, limit
     (``caveats``, ``children``: as :func:`limit_report`; ``reservations``: the host's other claims
-    ``auto`` saw, so its reason says "reserved by another user" where that is so)."""
+    ``auto`` saw, so its reason says "reserved by another user" where that is so); lines wrapped to
+    100 columns (:func:`core.text.wrap`)."""
     notes: list[str] = []
     not_following: list[str] = []
     if plan.selected_indices == ():
@@ -130,7 +131,7 @@ def selection_report(
     if plan.limits_bytes:
         lines.append(limit_report(plan, caveats, children))
     lines.append(_where_applied(not_following))
-    return "\n".join(lines)
+    return wrap("\n".join(lines))
 
 
 def _auto_reasons(plan: GpuPlan, reservations: Sequence[Reservation] = ()) -> dict[int, str]:
@@ -190,7 +191,7 @@ def limit_report(plan: GpuPlan, caveats: bool = True, children: str | None = Non
     process, docs/children.md) take two long lines: the magics print them once per kernel
     (``caveats``), and a one-line reminder after that (``%gpu_limit?`` keeps the whole text).
     ``children`` replaces the second caveat where the plan is for another program (``jupyter-gpu
-    run``: what reaches its command)."""
+    run``: what reaches its command). Lines wrapped to 100 columns (:func:`core.text.wrap`)."""
     from .. import frameworks
 
     if not plan.limits_bytes:
@@ -232,7 +233,7 @@ def limit_report(plan: GpuPlan, caveats: bool = True, children: str | None = Non
         kept = ", ".join(map(str, plan.selected_indices or ()))
         lines.append(f"(GPU {kept} {_KEPT.format(auto=plan.request.selection)})")
     lines += [_COOPERATIVE, children or _CHILDREN] if caveats else [_COOPERATIVE_AGAIN]
-    return "Memory limit:\n  " + "\n  ".join(lines)
+    return wrap("Memory limit:\n  " + "\n  ".join(lines))
 
 
 def jax_shares(plan: GpuPlan) -> list[tuple[int, int]] | None:

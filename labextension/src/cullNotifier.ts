@@ -85,7 +85,13 @@ export class CullNotifier {
   constructor(
     private readonly model: IGpuMonitorModel,
     private readonly api: ICullApi = serverCullApi,
-    private readonly visits: IVisitStore = browserVisits()
+    private readonly visits: IVisitStore = browserVisits(),
+    /**
+     * Settles once every plugin of the page is activated (`app.started`): the culls made while the
+     * page was closed are notified after it, when the page's notification display listens (in
+     * Notebook 7 the first snapshot could come before it did, and the notice was never shown).
+     */
+    private readonly ready: Promise<unknown> = Promise.resolve()
   ) {
     this.lastVisit = visits.lastSeen();
     model.changed.connect(() => this.update());
@@ -184,6 +190,7 @@ export class CullNotifier {
     let culls: ICullRecord[];
     try {
       culls = await this.api.culls();
+      await this.ready;
     } catch {
       return;
     }

@@ -19,6 +19,7 @@ import { CullNotifier } from './cullNotifier';
 import { GpuStatusItem } from './components/statusItem';
 import { formatBytes } from './format';
 import { gpuIcon } from './icons';
+import { LatestSave } from './latestSave';
 import { GpuMonitorModel } from './model';
 import type { CompactMode } from './overview';
 import { restoreWithoutRestorer } from './restoreSidebar';
@@ -74,12 +75,17 @@ const plugin: JupyterFrontEndPlugin<IGpuMonitorModel> = {
     let historyMinutes = 15;
     const model = new GpuMonitorModel({ historyMinutes });
     let settings: ISettingRegistry.ISettings | null = null;
+    // The header's toggle is kept as the user's setting (when settings can be saved), one save at a
+    // time so that of quick clicks the last one wins on a slow server.
+    const compactSave = new LatestSave<CompactMode>(
+      async mode => settings?.set('compactView', mode),
+      reason => console.warn('jupyter-gpu:', reason)
+    );
     const sidebar = new GpuSidebar(
       model,
       makeActions(app, model),
       () => historyMinutes * 60,
-      // The header's toggle is kept as the user's setting (when settings can be saved).
-      mode => void settings?.set('compactView', mode).catch(reason => console.warn('jupyter-gpu:', reason))
+      mode => compactSave.set(mode)
     );
 
     app.commands.addCommand(CommandIDs.open, {
@@ -116,7 +122,8 @@ const plugin: JupyterFrontEndPlugin<IGpuMonitorModel> = {
       app.shell.add(item, 'menu', { rank: 1000 });
     }
 
-    new CullNotifier(model); // countdowns with "Keep running", and what each cull freed
+    // countdowns with "Keep running", what each cull freed, and the culls made while the page was closed
+    new CullNotifier(model, undefined, undefined, app.started);
 
     if (settingRegistry) {
       const apply = (settings: ISettingRegistry.ISettings): void => {
@@ -124,7 +131,10 @@ const plugin: JupyterFrontEndPlugin<IGpuMonitorModel> = {
         historyMinutes = settings.get('historyMinutes').composite as number;
         model.historyMinutes = historyMinutes;
         restartConfirmation.ask = settings.get('confirmRestart').composite !== false;
-        sidebar.compactMode = settings.get('compactView').composite as CompactMode;
+        if (!compactSave.busy) {
+          // (while the header's clicks are being saved, a save's echo may carry an earlier click)
+          sidebar.compactMode = settings.get('compactView').composite as CompactMode;
+        }
       };
       settingRegistry
         .load(PLUGIN_ID)

@@ -206,49 +206,6 @@ def test_a_kernel_showing_a_live_gpu_panel_is_counted_down_and_culled_like_any_o
     lab.scenario.update(lambda s: s["gpus"][0].__setitem__("processes", []))
 
 
-def test_a_cull_made_while_the_page_was_closed_is_shown_once_on_the_next_visit(lab, page, artifacts):
-    """Issue 31 item 10: the page keeps the last snapshot's server time in local storage; the next
-    visit shows the server's culls after it (``GET jupyter-gpu/culls``) once, in the bell."""
-    lab.shutdown_all_kernels()
-    lab.scenario.update(lambda s: [gpu.__setitem__("processes", []) for gpu in s["gpus"]])
-    # A first visit: the page sees snapshots (and remembers their time), then the user leaves
-    lab.open(page)
-    page.locator(".jp-GpuStatus").wait_for(timeout=30_000)
-    wait_until(
-        lambda: page.evaluate("() => Object.keys(localStorage).some(k => k.startsWith('jupyter-gpu:last-seen:'))"),
-        timeout_s=30,
-        what="the page to remember the last snapshot's time",
-    )
-    page.goto("about:blank")
-    # While no page is open, a notebook's kernel holding 2 GiB on GPU 0 stays idle and is culled
-    session = lab.api("POST", "api/sessions", {"path": "away.ipynb", "type": "notebook", "kernel": {"name": "python3"}})
-    kernel_id = session["kernel"]["id"]
-    kernel = kernel_child(lab.process.pid)
-    lab.scenario.update(lambda s: s["gpus"][0].__setitem__("processes", [{"pid": kernel, "memory_mib": 2048}]))
-    wait_until(lambda: kernel_id not in lab.kernel_ids(), timeout_s=AFTER_S + 40, what="the cull")
-    lab.scenario.update(lambda s: s["gpus"][0].__setitem__("processes", []))
-    assert any(c.get("kernel_id") == kernel_id for c in lab.api("GET", "jupyter-gpu/culls").get("culls", []))
-    # The next visit: the cull is shown once, as for live culls, and stays in the bell
-    lab.open(page)
-    away = page.locator(".Toastify__toast", has_text="While you were away: away.ipynb shut down after")
-    away.wait_for(timeout=30_000)
-    assert re.search(r"away\.ipynb shut down after \d+ s idle, 2 GiB freed on GPU 0\.", away.inner_text())
-    page.screenshot(path=str(artifacts / "culling-while-away.png"))
-    assert bell_count(page) >= 1
-    page.locator(".jp-Notification-Status").click()
-    center = page.locator(".jp-Notification-Center")
-    center.wait_for()
-    assert center.inner_text().count("While you were away: away.ipynb") == 1
-    # Once only: the visit after that one asks the server again, and shows nothing of it
-    with page.expect_response(lambda response: "jupyter-gpu/culls" in response.url, timeout=30_000):
-        lab.open(page)
-    page.locator(".jp-GpuStatus").wait_for(timeout=30_000)
-    page.wait_for_timeout(1000)  # the answer is rendered (or not) right after it arrives
-    assert page.locator(".Toastify__toast", has_text="While you were away").count() == 0
-    own = [e for e in page.errors if "jupyter-gpu" in e or "jupyter_gpu" in e]
-    assert not own, own
-
-
 @pytest.fixture(scope="module")
 def notebook_app(lab_factory: Any) -> Any:
     pytest.importorskip("notebook", reason="Notebook 7 is not installed (pip install notebook)")
@@ -258,6 +215,68 @@ def notebook_app(lab_factory: Any) -> Any:
         app="notebook",
         extra_args=(f"--JupyterGpuServer.cull_idle_after_s={AFTER_S}", f"--JupyterGpuServer.cull_warn_s={WARN_S}"),
     )
+
+
+@pytest.fixture(params=["lab", "notebook7"])
+def front(request: pytest.FixtureRequest) -> Any:
+    """JupyterLab, then Notebook 7 (each its own server, started once for the module)."""
+    return request.getfixturevalue("lab" if request.param == "lab" else "notebook_app")
+
+
+@pytest.mark.parametrize("dark", [False, True], ids=["light", "dark"])
+def test_a_cull_made_while_the_page_was_closed_is_shown_once_on_the_next_visit(
+    front, page, artifacts, contrast, theme, dark
+):
+    """Issue 31 item 10: the page keeps the last snapshot's server time in local storage; the next
+    visit shows the server's culls after it (``GET jupyter-gpu/culls``) once, in the bell (JupyterLab;
+    Notebook 7 has no status bar, so no bell: its notification), in both themes."""
+    lab = front
+    name = f"away-{lab.app}-{'dark' if dark else 'light'}"
+    lab.shutdown_all_kernels()
+    lab.scenario.update(lambda s: [gpu.__setitem__("processes", []) for gpu in s["gpus"]])
+    # A first visit: the page sees snapshots (and remembers their time), then the user leaves
+    lab.open(page)
+    theme(page, dark)  # kept by the server's settings for the next visit
+    page.locator(".jp-GpuStatus").wait_for(timeout=30_000)
+    wait_until(
+        lambda: page.evaluate("() => Object.keys(localStorage).some(k => k.startsWith('jupyter-gpu:last-seen:'))"),
+        timeout_s=30,
+        what="the page to remember the last snapshot's time",
+    )
+    page.goto("about:blank")
+    # While no page is open, a notebook's kernel holding 2 GiB on GPU 0 stays idle and is culled
+    session = lab.api(
+        "POST", "api/sessions", {"path": f"{name}.ipynb", "type": "notebook", "kernel": {"name": "python3"}}
+    )
+    kernel_id = session["kernel"]["id"]
+    kernel = kernel_child(lab.process.pid)
+    lab.scenario.update(lambda s: s["gpus"][0].__setitem__("processes", [{"pid": kernel, "memory_mib": 2048}]))
+    wait_until(lambda: kernel_id not in lab.kernel_ids(), timeout_s=AFTER_S + 40, what="the cull")
+    lab.scenario.update(lambda s: s["gpus"][0].__setitem__("processes", []))
+    assert any(c.get("kernel_id") == kernel_id for c in lab.api("GET", "jupyter-gpu/culls").get("culls", []))
+    # The next visit: the cull is shown once, as for live culls, and stays in the bell
+    lab.open(page)
+    page.wait_for_selector(f"body[data-jp-theme-light='{'false' if dark else 'true'}']", state="attached")
+    away = page.locator(".Toastify__toast", has_text=f"While you were away: {name}.ipynb shut down after")
+    away.wait_for(timeout=30_000)
+    assert re.search(rf"{name}\.ipynb shut down after \d+ s idle, 2 GiB freed on GPU 0\.", away.inner_text())
+    page.screenshot(path=str(artifacts / f"culling-while-away-{lab.app}-{'dark' if dark else 'light'}.png"))
+    checked = contrast(page, ".Toastify__toast")  # the notice is readable in this theme
+    assert any("While you were away" in entry["text"] for entry in checked), checked
+    if lab.app == "jupyterlab":
+        assert bell_count(page) >= 1
+        page.locator(".jp-Notification-Status").click()
+        center = page.locator(".jp-Notification-Center")
+        center.wait_for()
+        assert center.inner_text().count(f"While you were away: {name}.ipynb") == 1
+    # Once only: the visit after that one asks the server again, and shows nothing of it
+    with page.expect_response(lambda response: "jupyter-gpu/culls" in response.url, timeout=30_000):
+        lab.open(page)
+    page.locator(".jp-GpuStatus").wait_for(timeout=30_000)
+    page.wait_for_timeout(1000)  # the answer is rendered (or not) right after it arrives
+    assert page.locator(".Toastify__toast", has_text="While you were away").count() == 0
+    own = [e for e in page.errors if "jupyter-gpu" in e or "jupyter_gpu" in e]
+    assert not own, own
 
 
 def test_notebook_7_counts_down_keeps_running_and_leaves_a_notification_after_the_cull(notebook_app, page, artifacts):

@@ -245,10 +245,23 @@ def capped_report_cell() -> str:
     )
 
 
+@pytest.fixture(params=["lab", "notebook7"])
+def front(request: pytest.FixtureRequest) -> Any:
+    """JupyterLab, then Notebook 7 (each its own server, started once for the module)."""
+    return request.getfixturevalue("lab" if request.param == "lab" else "notebook_app")
+
+
 def test_raise_the_limit_restarts_with_it_and_finished_or_gone_buttons_say_so(
-    lab: Any, page: Any, artifacts: Path, contrast: Callable[..., Any], theme: Callable[[Any, bool], None]
+    front: Any,
+    page: Any,
+    artifacts: Path,
+    contrast: Callable[..., Any],
+    theme: Callable[[Any, bool], None],
+    docs_screenshot: Any,
 ) -> None:
-    path = "oom-capped.ipynb"
+    """In JupyterLab and Notebook 7, light and dark (docs/oom-report-limit*.png, from JupyterLab)."""
+    lab = front
+    path = f"oom-capped-{lab.app}.ipynb"
     lab.write_notebook(
         path,
         [
@@ -267,6 +280,13 @@ def test_raise_the_limit_restarts_with_it_and_finished_or_gone_buttons_say_so(
     gone = report.locator(".jp-GpuOom-actions button", has_text="Shut down old.ipynb")
     wait_until(lambda: "that kernel no longer runs" in gone.inner_text(), timeout_s=30, what="the gone button")
     assert gone.is_disabled() and gone.get_attribute("title") == "that kernel no longer runs"
+    for dark in (False, True):  # the live raise button and the gone one, before the click
+        theme(page, dark)
+        report.scroll_into_view_if_needed()
+        contrast(page, ".jp-GpuOom-actions", must_include=("jp-mod-gone",))
+        if lab.app == "jupyterlab":
+            docs_screenshot(report, f"oom-report-limit{'-dark' if dark else ''}.png")
+    theme(page, False)
 
     # Raise the limit: the restart question with the new plan, then the new kernel has that limit
     raise_button = report.get_by_role("button", name="Restart with %gpu_limit 16GiB")
@@ -289,7 +309,7 @@ def test_raise_the_limit_restarts_with_it_and_finished_or_gone_buttons_say_so(
     for dark in (False, True):
         theme(page, dark)
         report.scroll_into_view_if_needed()
-        page.screenshot(path=str(artifacts / f"oom-raise-limit-{'dark' if dark else 'light'}.png"))
+        page.screenshot(path=str(artifacts / f"oom-raise-limit-{lab.app}-{'dark' if dark else 'light'}.png"))
         contrast(page, ".jp-GpuOom-actions", must_include=("jp-mod-done", "jp-mod-gone"))
     own = [e for e in page.errors if "jupyter-gpu" in e or "jupyter_gpu" in e]
     assert not own, own

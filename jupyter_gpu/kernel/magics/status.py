@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from IPython.core.magic import Magics, line_magic, magics_class
 
+from ...core.text import wrap
 from ...session.report import ORDER_NOTE, gpu_listing, jax_share, summary, threads_report
 from ..session import take_snapshot
 
@@ -51,5 +52,5 @@ class GpuStatusMagics(Magics):
         cuda = frameworks.cuda_status()
         if cuda is not None:
             lines.append(f"  CUDA: {cuda}")
-        lines.append(gpu_listing(plan, heading="GPUs:", snapshot=snapshot))
-        print("\n".join(lines))
+        # The plan and the frameworks' lines wrapped to 100 columns; the GPU listing a row per GPU
+        print(wrap("\n".join(lines)) + "\n" + gpu_listing(plan, heading="GPUs:", snapshot=snapshot))

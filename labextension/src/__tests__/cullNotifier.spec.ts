@@ -230,6 +230,33 @@ describe('CullNotifier', () => {
     expect(Notification.info).toHaveBeenCalledTimes(1);
   });
 
+  it('holds the notices of a closed page until every plugin is activated (Notebook 7)', async () => {
+    const culls = vi.fn(() =>
+      Promise.resolve(
+        parseCulls({
+          culls: [
+            { kernel_id: 'late', notebook: 'late.ipynb', idle_s: 60, memory: GIB, gpus: [0], culled_at: 1500 }
+          ]
+        })
+      )
+    );
+    vi.mocked(Notification.info).mockClear();
+    let started = (): void => undefined;
+    const ready = new Promise<void>(resolve => (started = resolve));
+    const model = new FakeModel();
+    new CullNotifier(model as never, { keepRunning: vi.fn(), culls }, visits(1000), ready);
+    model.show(snapshot({ timestamp: 2000, kernels: [] })); // the first snapshot, before the app started
+    await vi.waitFor(() => expect(culls).toHaveBeenCalledTimes(1));
+    await new Promise(resolve => setTimeout(resolve, 10));
+    expect(Notification.info).not.toHaveBeenCalled(); // nobody would show it yet
+    started();
+    await vi.waitFor(() =>
+      expect(lastCall(Notification.info)?.[0]).toBe(
+        'While you were away: late.ipynb shut down after 1 min idle, 1 GiB freed on GPU 0.'
+      )
+    );
+  });
+
   it('asks for nothing on a first visit, and remembers what it saw for the next one', async () => {
     const store = visits(null);
     const { model, calls } = setUp({}, store);
