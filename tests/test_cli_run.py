@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from support import wait_until
+from support import flat, wait_until
 
 from jupyter_gpu import simulate
 from jupyter_gpu.sources.claims import ClaimBoard, user_folder
@@ -113,13 +113,13 @@ def test_the_command_sees_the_plan_and_run_prints_the_mapping_as_gpu_select(env:
     assert "GPU 2 (A100-SXM4-80GB [simulated], 79.5 GiB free) → TensorFlow /GPU:0, PyTorch cuda:0, JAX cuda:0" in (
         done.stderr
     )
-    assert "Memory growth on: allocated on demand." in done.stderr
-    assert "GPU 2: at most 8 GiB of 80 GiB" in done.stderr
-    assert "Caps are cooperative" in done.stderr
+    assert "Memory growth on: allocated on demand." in flat(done.stderr)
+    assert "GPU 2: at most 8 GiB of 80 GiB" in flat(done.stderr)
+    assert "Caps are cooperative" in flat(done.stderr)
     python = os.path.basename(sys.executable)
-    assert f"The TensorFlow and PyTorch caps are applied in {python} when it imports them" in done.stderr
+    assert f"The TensorFlow and PyTorch caps are applied in {python} when it imports them" in flat(done.stderr)
     assert "JUPYTER_GPU_PLAN" in seen  # the caps travel to the command's start-up hook (docs/children.md)
-    assert "Programs this kernel starts" not in done.stderr  # the kernel's caveat is not run's
+    assert "Programs this kernel starts" not in flat(done.stderr)  # the kernel's caveat is not run's
 
 
 def test_defaults_come_from_the_environment_and_the_options_replace_them(env: dict[str, str]) -> None:
@@ -146,7 +146,7 @@ def test_the_admin_ceiling_and_the_start_fence_bind_a_run(env: dict[str, str]) -
     done = run(["--select", "0", "--limit", "8GiB", "--", sys.executable, "-c", "pass"], ceiling)
     assert done.returncode == 2 and done.stderr.count("\n") == 1 and "ceiling" in done.stderr, done.stderr
     done = run(["--select", "0", "--", sys.executable, "-c", PRINT_ENV], ceiling)
-    assert "GPU 0: at most 4 GiB of 80 GiB" in done.stderr and "admin ceiling" in done.stderr
+    assert "GPU 0: at most 4 GiB of 80 GiB" in flat(done.stderr) and "admin ceiling" in flat(done.stderr)
 
 
 def test_the_exit_status_is_the_commands(env: dict[str, str]) -> None:
@@ -312,9 +312,9 @@ def test_a_missing_or_unknown_command_is_one_line_status_2(env: dict[str, str], 
 def test_a_command_that_is_not_python_gets_the_environment_and_one_line_about_caps(env: dict[str, str]) -> None:
     done = run(["--select", "1", "--limit", "4GiB", "--", "sh", "-c", "echo $CUDA_VISIBLE_DEVICES"], env)
     assert done.returncode == 0 and done.stdout == "1\n"
-    assert done.stderr.count("Caps cannot be applied to sh: it is not a Python interpreter") == 1
+    assert flat(done.stderr).count("Caps cannot be applied to sh: it is not a Python interpreter") == 1
     # ...but the plan travels on: a Python program the script starts applies the caps at import
-    assert "Python programs it starts get them through JUPYTER_GPU_PLAN" in done.stderr
+    assert "Python programs it starts get them through JUPYTER_GPU_PLAN" in flat(done.stderr)
 
 
 def test_a_script_started_by_a_shell_command_inherits_the_plans_caps(env: dict[str, str]) -> None:
@@ -322,7 +322,7 @@ def test_a_script_started_by_a_shell_command_inherits_the_plans_caps(env: dict[s
     from jupyter_gpu.session.child import PLAN_VARIABLE as named_by_run
 
     assert named_by_run == PLAN_VARIABLE
-    show = f"{sys.executable} -c 'import os; print(os.environ.get(\"{PLAN_VARIABLE}\", \"\"))'"
+    show = f'{sys.executable} -c \'import os; print(os.environ.get("{PLAN_VARIABLE}", ""))\''
     done = run(["--select", "1", "--limit", "4GiB", "--", "sh", "-c", show], env)
     assert done.returncode == 0, done.stderr
     carried = plan_from_environment(done.stdout.strip())
