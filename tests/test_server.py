@@ -567,17 +567,20 @@ async def test_a_recycled_pid_of_a_kernels_child_is_not_the_kernels(jp_fetch, jp
     worker_pid = int(out.strip())
     place(scenario, 0, pid=worker_pid, memory_mib=1500)
     await until(jp_fetch, lambda d: worker_pid in processes(d) and processes(d)[worker_pid]["own"])
-    # When the worker dies and another user's process gets its PID
+    # When the worker dies and another user's process gets its PID (the world says whose first: a
+    # sample between the two would rightly remember the new process as this user's, the real owner)
     await run_code(jp_serverapp, kernel_id, "worker.kill(); worker.wait()")
-    await asyncio.sleep(0.05)
+    scenario.update(lambda data: data["gpus"][0]["processes"][0].update(user="mallory"))
+    await asyncio.sleep(0.05)  # a start time (100 Hz ticks) the worker's cannot share
     intruder = spawn_at_pid(worker_pid, ["sleep", "120"])
     if intruder is None:
         pytest.skip("cannot choose the next PID here (needs root in this PID namespace)")
+    spawned_at = time.time()
     try:
-        scenario.update(lambda data: data["gpus"][0]["processes"][0].update(user="mallory"))
-        # Then the next sample shows it as mallory's, never as the kernel's
-        data = await until(jp_fetch, lambda d: processes(d)[worker_pid]["user"] == "mallory")
+        # Then the first sample taken after it started shows it as mallory's, never as the kernel's
+        data = await until(jp_fetch, lambda d: d["timestamp"] > spawned_at)
         process = processes(data)[worker_pid]
+        assert process["user"] == "mallory"
         assert process["own"] is False and process["kernel_id"] is None and "command" not in process
     finally:
         intruder.kill()
@@ -597,14 +600,17 @@ async def test_a_dead_kernels_pid_reused_by_another_process_is_not_the_kernel(jp
     # When it is killed and another user's process gets its PID
     os.kill(pid, 9)
     jp_serverapp.kernel_manager.get_kernel(kernel_id).provisioner.process.wait()  # reaped (the restarter would)
-    await asyncio.sleep(0.05)
+    scenario.update(lambda data: data["gpus"][0]["processes"][0].update(user="mallory"))  # whose it is next
+    await asyncio.sleep(0.05)  # a start time (100 Hz ticks) the kernel's cannot share
     intruder = spawn_at_pid(pid, ["sleep", "120"])
     if intruder is None:
         pytest.skip("cannot choose the next PID here (needs root in this PID namespace)")
+    spawned_at = time.time()
     try:
-        scenario.update(lambda data: data["gpus"][0]["processes"][0].update(user="mallory"))
-        data = await until(jp_fetch, lambda d: processes(d)[pid]["user"] == "mallory")
-        # Then the process is mallory's at once, without the kernel's identity or a shutdown button
+        data = await until(jp_fetch, lambda d: d["timestamp"] > spawned_at)
+        # Then the first sample after it started shows mallory's process, without the kernel's
+        # identity or a shutdown button
+        assert processes(data)[pid]["user"] == "mallory"
         assert processes(data)[pid]["own"] is False and processes(data)[pid]["kernel_id"] is None
     finally:
         intruder.kill()
