@@ -254,7 +254,7 @@ def start_kernel(folder: Path, env: dict[str, str] | None = None, timeout_s: flo
     return manager, client
 
 
-async def until(jp_fetch: Any, predicate: Callable[[dict[str, Any]], Any], timeout: float = 10.0) -> dict[str, Any]:
+async def until(jp_fetch: Any, predicate: Callable[[dict[str, Any]], Any], timeout: float = 60.0) -> dict[str, Any]:
     """Poll the snapshot until ``predicate`` holds; fail with the last answer otherwise.
 
     A predicate that looks up a kernel the answer does not list yet (``StopIteration`` from a

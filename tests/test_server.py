@@ -180,7 +180,7 @@ async def test_idle_time_grows_while_the_kernel_is_idle_and_resets_when_busy(jp_
     place(scenario, 0, pid=pid, memory_mib=2048)
     first = processes(await until(jp_fetch, lambda d: pid in processes(d)))[pid]
     # idle_threshold_s is 0.5 in these tests
-    later = processes(await until(jp_fetch, lambda d: processes(d)[pid]["idle"], timeout=5))[pid]
+    later = processes(await until(jp_fetch, lambda d: processes(d)[pid]["idle"]))[pid]
     assert later["idle_s"] > first["idle_s"] and later["idle_s"] >= 0.5
     # When the kernel runs a cell, its idle time starts again
     await run_code(jp_serverapp, kernel_id, "import time; time.sleep(0.3)")
@@ -292,7 +292,7 @@ async def test_a_hung_nvml_call_does_not_hang_requests(jp_fetch, scenario):
     assert data["nvml_available"] is True and len(data["gpus"]) == 2  # the last good sample
     assert worst < 0.5
     scenario.update(lambda data: data.update(latency_ms=0))
-    await until(jp_fetch, lambda d: not d["stale"], timeout=15)
+    await until(jp_fetch, lambda d: not d["stale"])
 
 
 @asynctest
@@ -310,7 +310,7 @@ async def test_nvml_hung_from_the_start_answers_within_wait_s(jp_fetch, scenario
     await get_snapshot(jp_fetch)
     assert time.monotonic() - started < 0.5
     scenario.update(lambda data: data.update(latency_ms=0))
-    await until(jp_fetch, lambda d: d["nvml_available"] and not d["stale"], timeout=20)
+    await until(jp_fetch, lambda d: d["nvml_available"] and not d["stale"])
 
 
 # -- Prometheus
@@ -538,7 +538,7 @@ async def test_after_an_oom_kill_the_restarted_kernel_does_not_inherit_the_dead_
     # When the kernel is killed (the OOM killer's SIGKILL: no atexit, the file stays)
     os.kill(old_pid, 9)
     # Then, once Jupyter restarted it, the new process is not shown with the dead one's 5 GiB
-    data = await until(jp_fetch, lambda d: d["kernels"] and d["kernels"][0]["pid"] not in (None, old_pid), timeout=30)
+    data = await until(jp_fetch, lambda d: d["kernels"] and d["kernels"][0]["pid"] not in (None, old_pid))
     assert data["kernels"][0]["reported_gpu_memory"] is None
     # And the dead process's report is gone
     await asyncio.sleep(0.5)
