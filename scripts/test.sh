@@ -42,8 +42,7 @@ fi
 (cd labextension && npm run --silent lint:check && npm test --silent)
 echo "==> pytest"
 export PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1
-# One process by default (-n 0). pytest-xdist is installed and JUPYTER_GPU_TEST_WORKERS=2 runs two
-# workers (--dist loadfile: a module's tests and a notebook's cells stay on one worker), about a
-# quarter faster on two cores, but a few tests still depend on order or race another worker for a
-# PID (benchmarks/README.md, "The merged tree"; issue 28), so CI runs them in one process until then.
-exec .venv/bin/python -m pytest -n "${JUPYTER_GPU_TEST_WORKERS:-0}" --dist loadfile --nbval tests example_notebooks "$@"
+# Two parallel workers by default (pytest-xdist; this project's machine has 2 cores, where four
+# loaded it past what the tests that start servers tolerate). --dist loadfile: a module's tests and a
+# notebook's cells stay on one worker. JUPYTER_GPU_TEST_WORKERS=0 runs everything in this process.
+exec .venv/bin/python -m pytest -n "${JUPYTER_GPU_TEST_WORKERS:-2}" --dist loadfile --nbval tests example_notebooks "$@"

@@ -30,9 +30,17 @@ def _no_ambient_simulation(monkeypatch: pytest.MonkeyPatch) -> None:
 
     A simulation an earlier test installed in this process is removed too: its scenario's PIDs
     would otherwise still name the owners of real processes that happen to get those PIDs (PIDs wrap
-    at 32,768 here, and the PID-reuse tests choose PIDs on purpose)."""
+    at 32,768 here, and the PID-reuse tests choose PIDs on purpose).
+
+    So is the process's shared NVML reader (``nvml.default_reader()``, what ``jupyter-gpu status``
+    and the magics read through): its process directory keeps who a PID is for a minute, and a
+    simulated PID has no start time to tell one scenario's process from the next, so an earlier
+    test's owner of PID 910001 would still be shown in the next test's scenario."""
     monkeypatch.delenv(simulate.ENV_VAR, raising=False)
     simulate.uninstall()
+    nvml = sys.modules.get("jupyter_gpu.sources.nvml")  # not imported for every test
+    if nvml is not None:
+        monkeypatch.setattr(nvml, "_default_reader", None)
 
 
 @pytest.fixture(autouse=True)

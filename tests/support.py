@@ -54,25 +54,82 @@ def wait_until(
         time.sleep(interval_s)
 
 
-def spawn_at_pid(pid: int, argv: list[str], tries: int = 20) -> Any:
-    """Start ``argv`` as process number ``pid`` (a recycled PID), through /proc/sys/kernel/ns_last_pid.
+# Run by a fresh, single-threaded interpreter: clone3(2) with set_tid asks the kernel for exactly
+# that PID (EEXIST when a process has it), and CLONE_PARENT makes the new process a child of the
+# test process itself (the helper exits at once). Unlike writing ns_last_pid and forking, which any
+# other fork on the host (another xdist worker, another engineer's run) may overtake, nothing races.
+_CLONE_AT_PID = r"""
+import ctypes, os, sys
+answer, pid, argv = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3:]
+libc = ctypes.PyDLL(None, use_errno=True)  # keeps the GIL: the child must not wait for it after the clone
+libc.syscall.restype = ctypes.c_long
+set_tid = (ctypes.c_int * 1)(pid)
+# struct clone_args: flags (CLONE_PARENT), pidfd, child_tid, parent_tid, exit_signal (0: the
+# parent's own, as CLONE_PARENT requires), stack, stack_size, tls, set_tid, set_tid_size, cgroup
+args = (ctypes.c_uint64 * 11)(0x8000, 0, 0, 0, 0, 0, 0, 0, ctypes.addressof(set_tid), 1, 0)
+child = libc.syscall(ctypes.c_long(435), ctypes.byref(args), ctypes.c_size_t(ctypes.sizeof(args)))  # clone3
+if child == 0:
+    try:
+        os.close(answer)  # the test reads the answer to its end: the new process must not hold it open
+        os.execvp(argv[0], argv)
+    finally:
+        os._exit(127)
+os.write(answer, str(child if child > 0 else -ctypes.get_errno()).encode())
+"""
 
-    Needs root in its PID namespace; the caller skips the test when it returns None.
+
+class ChildAtPid:
+    """A child of this process started by :func:`spawn_at_pid`: ``kill()`` and ``wait()`` as a Popen's."""
+
+    def __init__(self, pid: int) -> None:
+        self.pid = pid
+        self.returncode: int | None = None
+
+    def kill(self) -> None:
+        import signal
+
+        try:
+            os.kill(self.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+    def wait(self) -> int | None:
+        if self.returncode is None:
+            try:
+                _, status = os.waitpid(self.pid, 0)
+            except ChildProcessError:  # reaped by someone else already
+                return None
+            self.returncode = os.waitstatus_to_exitcode(status)
+        return self.returncode
+
+
+def spawn_at_pid(pid: int, argv: list[str]) -> ChildAtPid | None:
+    """Start ``argv`` as process number ``pid`` (a recycled PID) and a child of this process.
+
+    The kernel gives that PID or refuses (clone3's ``set_tid``: Linux 5.5+, root in the PID
+    namespace): None then, and the caller skips the test. It may return before ``argv`` is exec'd.
     """
     import subprocess
+    import sys
 
-    for _ in range(tries):
-        try:
-            with open("/proc/sys/kernel/ns_last_pid", "w") as file:
-                file.write(str(pid - 1))
-        except OSError:
-            return None
-        process = subprocess.Popen(argv)
-        if process.pid == pid:
-            return process
-        process.kill()
-        process.wait()
-    return None
+    read_end, write_end = os.pipe()
+    try:
+        helper = subprocess.Popen(
+            [sys.executable, "-c", _CLONE_AT_PID, str(write_end), str(pid), *argv], pass_fds=[write_end]
+        )
+        os.close(write_end)
+        write_end = -1
+        with os.fdopen(read_end, "rb") as answer_file:
+            read_end = -1
+            answer = answer_file.read().decode().strip()
+        helper.wait(timeout=60)
+    finally:
+        for fd in (read_end, write_end):
+            if fd >= 0:
+                os.close(fd)
+    if helper.returncode != 0 or answer != str(pid):
+        return None
+    return ChildAtPid(pid)
 
 
 A100_MIG_UUIDS = (
@@ -203,7 +260,7 @@ def start_kernel(folder: Path, env: dict[str, str] | None = None, timeout_s: flo
     return manager, client
 
 
-async def until(jp_fetch: Any, predicate: Callable[[dict[str, Any]], Any], timeout: float = 10.0) -> dict[str, Any]:
+async def until(jp_fetch: Any, predicate: Callable[[dict[str, Any]], Any], timeout: float = 60.0) -> dict[str, Any]:
     """Poll the snapshot until ``predicate`` holds; fail with the last answer otherwise.
 
     A predicate that looks up a kernel the answer does not list yet (``StopIteration`` from a

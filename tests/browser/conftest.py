@@ -311,7 +311,7 @@ def page(browser: Any, artifacts: Path, request: pytest.FixtureRequest) -> Itera
     """A fresh browser context and page (1280x800). Page errors are collected in ``page.errors``;
     a failing test leaves a screenshot ``test-artifacts/<test>-failure.png``."""
     context = browser.new_context(viewport={"width": 1280, "height": 800})
-    context.set_default_timeout(20_000)
+    context.set_default_timeout(60_000)  # a wait on the page itself, generous for a loaded machine
     new_page = context.new_page()
     new_page.errors = []  # type: ignore[attr-defined]
     new_page.on("pageerror", lambda error: new_page.errors.append(str(error)))
