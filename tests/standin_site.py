@@ -37,7 +37,16 @@ def plan_site(folder: Path, standin: bool = True) -> Path:
     folder.mkdir(parents=True, exist_ok=True)
     lines = ["import site, sys"]
     if standin:
-        lines += [f"sys.path.insert(0, {str(STANDIN)!r})", "import cuda_standin"]
+        lines += [
+            f"sys.path.insert(0, {str(STANDIN)!r})",
+            "import cuda_standin",
+            # The stand-in plays the driver, which exists before any program: its patches run before
+            # every other post-import hook, the hooks an installed jupyter_gpu_plan.pth registered
+            # earlier in site-packages included (TensorFlow lists its GPUs once).
+            "from jupyter_gpu.core import import_hooks",
+            "for waiting in import_hooks._callbacks.values():",
+            "    waiting.sort(key=lambda callback: getattr(callback, '__module__', '') != 'cuda_standin')",
+        ]
     lines.append(f"site.addpackage({str(ROOT)!r}, 'jupyter_gpu_plan.pth', set())")
     (folder / "sitecustomize.py").write_text("\n".join(lines) + "\n")
     return folder

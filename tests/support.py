@@ -352,3 +352,14 @@ def idle_gpus(uuids: list[str], *processes: tuple[int, int]) -> list[Any]:
         )
         for i, uuid in enumerate(uuids)
     ]
+
+
+def as_from_a_terminal() -> None:
+    """``preexec_fn`` for a child started as from an interactive shell: SIGINT, SIGQUIT and SIGHUP at
+    their defaults. The test runner may itself have been started with them ignored (``nohup``, a
+    background job of a shell without job control, some CI runners), and children inherit ignored
+    signals: a test about what a signal does must not depend on how the suite was started."""
+    import signal
+
+    for signum in (signal.SIGINT, signal.SIGQUIT, signal.SIGHUP):
+        signal.signal(signum, signal.SIG_DFL)

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from support import flat, wait_until
+from support import as_from_a_terminal, flat, wait_until
 
 from jupyter_gpu import simulate
 from jupyter_gpu.sources.claims import ClaimBoard, user_folder
@@ -78,6 +78,7 @@ def run(args: list[str], env: dict[str, str], **popen: Any) -> subprocess.Comple
         capture_output=True,
         text=True,
         timeout=120,
+        preexec_fn=as_from_a_terminal,
         **popen,
     )
 
@@ -90,6 +91,7 @@ def start(args: list[str], env: dict[str, str]) -> subprocess.Popen[str]:
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        preexec_fn=as_from_a_terminal,
     )
 
 
@@ -190,7 +192,7 @@ def test_a_signal_run_started_ignoring_stays_ignored_by_both(env: dict[str, str]
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
-        preexec_fn=lambda: signal.signal(signal.SIGHUP, signal.SIG_IGN),  # what nohup does
+        preexec_fn=lambda: (as_from_a_terminal(), signal.signal(signal.SIGHUP, signal.SIG_IGN)),  # what nohup does
     )
     try:
         ready(process)

@@ -21,7 +21,7 @@ from pathlib import Path
 import psutil
 import pytest
 from jupyter_client.blocking.client import BlockingKernelClient
-from support import ScenarioFile, wait_until
+from support import ScenarioFile, as_from_a_terminal, wait_until
 
 from jupyter_gpu import simulate
 from jupyter_gpu.kernel import exit_hooks
@@ -77,7 +77,11 @@ def launched(tmp_path: Path) -> Iterator[LaunchedKernel]:
         "JUPYTER_GPU_CLAIMS_DIR": str(claims_dir),
     }
     parent = subprocess.Popen(
-        [sys.executable, "-c", LAUNCHER, str(connection_file)], env=env, stdout=subprocess.PIPE, text=True
+        [sys.executable, "-c", LAUNCHER, str(connection_file)],
+        env=env,
+        stdout=subprocess.PIPE,
+        text=True,
+        preexec_fn=as_from_a_terminal,  # SIGHUP must end the kernel even where the suite runs under nohup
     )
     assert parent.stdout is not None
     folder = user_folder(claims_dir, os.getuid())
