@@ -132,6 +132,12 @@ class Lab:
             text = response.read()
         return json.loads(text) if text else None
 
+    def forget_sidebar_settings(self) -> None:
+        """Forget the sidebar's settings an earlier test of this module left (its compact/cards choice:
+        the header button's saves go one at a time, so a test's last click may still be saving when
+        the next test loads the page): the next page starts as a new user's would."""
+        self.api("PUT", "lab/api/settings/jupyter-gpu:plugin", {"raw": "{}"})
+
     def snapshot(self) -> dict[str, Any]:
         return self.api("GET", "jupyter-gpu/snapshot")
 

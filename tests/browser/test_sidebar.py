@@ -334,7 +334,7 @@ def cards_unless_many(lab: Any) -> None:
     """Forget a compact/cards choice an earlier test left in this server's settings (the header
     button's two clicks are two saves in flight: on a loaded machine the earlier one can land last),
     so the sidebar starts as a user's would: cards for these three GPUs."""
-    lab.api("PUT", "lab/api/settings/jupyter-gpu:plugin", {"raw": "{}"})
+    lab.forget_sidebar_settings()
 
 
 @pytest.mark.parametrize("dark", [False, True], ids=["light", "dark"])

@@ -16,6 +16,7 @@ def lab(lab_factory: Any) -> Any:
 
 
 def open_sidebar(lab: Any, page: Any) -> Any:
+    lab.forget_sidebar_settings()  # cards, whatever view an earlier test's last click was saving
     lab.open(page)
     sidebar = page.locator("#jupyter-gpu-sidebar")
     if not sidebar.is_visible():
