@@ -47,7 +47,7 @@ def test_panel_renders_updates_and_escapes(lab: Any, page: Any, artifacts: Any, 
     assert "simulated GPUs" in panel.inner_text()
     assert re.search(r"GPU 0\s+NVIDIA A100-SXM4-80GB", rows.nth(0).inner_text())
     assert "20 GiB / 80 GiB" in rows.nth(0).inner_text()
-    assert "alice" in rows.nth(0).inner_text()
+    wait_until(lambda: "alice" in rows.nth(0).inner_text(), what="GPU 0's user")  # named once the owner is known
 
     # Escaping: the process name shows as text; no <img> was created, its handler never ran.
     procs = rows.nth(2).locator(".jupyter-gpu-procs")
