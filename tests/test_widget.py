@@ -64,6 +64,16 @@ def test_model_values_follow_scenario_changes(scenario: Any) -> None:
     assert 50.0 in second.memory_history
 
 
+def test_a_row_is_filled_before_it_is_shown(scenario: Any) -> None:
+    panel = GPUMonitor(start=False)
+    titles_when_shown: list[list[str]] = []
+    panel.rows_box.observe(
+        lambda _change: titles_when_shown.append([row.title.value for row in panel.rows]), "children"
+    )
+    panel.update(nvml.snapshot())
+    assert titles_when_shown and all("GPU" in title for title in titles_when_shown[0])
+
+
 def test_simulated_gpus_are_announced(scenario: Any) -> None:
     panel = GPUMonitor(start=False)
     panel.update(nvml.snapshot())

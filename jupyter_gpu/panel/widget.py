@@ -604,20 +604,21 @@ class GPUMonitor(widgets.VBox):
     ) -> None:
         gpus = list(gpus)
         order = tuple(gpu.uuid or f"index-{gpu.index}" for gpu in gpus)
-        if order != self._row_order:
-            for gone in set(self._rows) - set(order):
-                self._rows.pop(gone).close()
-            for key in order:
-                if key not in self._rows:
-                    self._rows[key] = GpuRow(key, self._history, self._interval_s)
-            self._row_order = order
-            self.rows_box.children = tuple(self._rows[key].box for key in order)
-            compact = len(order) > COMPACT_ABOVE_GPUS
-            if compact != ("jupyter-gpu-compact" in self.rows_box._dom_classes):
-                (self.rows_box.add_class if compact else self.rows_box.remove_class)("jupyter-gpu-compact")
+        for key in order:
+            if key not in self._rows:
+                self._rows[key] = GpuRow(key, self._history, self._interval_s)
+        # Every row is filled before a new one is shown: a card never appears as a blank row.
         view = _viewer(gpus, self._own_pid) if gpus else None
         for key, gpu in zip(order, gpus, strict=True):
             self._rows[key].update(gpu, selected, limit(gpu.index), self._own_pid, view)
+        if order != self._row_order:
+            self._row_order = order
+            self.rows_box.children = tuple(self._rows[key].box for key in order)
+            for gone in set(self._rows) - set(order):
+                self._rows.pop(gone).close()
+            compact = len(order) > COMPACT_ABOVE_GPUS
+            if compact != ("jupyter-gpu-compact" in self.rows_box._dom_classes):
+                (self.rows_box.add_class if compact else self.rows_box.remove_class)("jupyter-gpu-compact")
 
 
 def _viewer(gpus: list[GpuInfo], own_pid: int) -> Viewer | None:
