@@ -72,9 +72,22 @@ def decide(package_dir: Path, output_dir: Path, npm_found: bool, mode: str = "")
         "(>= 20.19) and retry, or install a wheel or sdist of jupyter_gpu, which ship the built extension.")
 
 
+def build_translations() -> None:
+    """JupyterLab's catalogs of the extension (``jupyter_gpu/locale/<lang>/LC_MESSAGES/jupyter_gpu.json``)
+    from each language's ``lab.po``: cheap, no npm, on every build (docs/i18n.md)."""
+    sys.path.insert(0, str(Path.cwd()))
+    try:
+        from jupyter_gpu.core.i18n import write_lab_catalogs
+    finally:
+        sys.path.pop(0)
+    for path in write_lab_catalogs():
+        log.info("jupyter_gpu: wrote %s", path)
+
+
 def build(target_name: str, version: str, path: str = "labextension", output: str = "jupyter_gpu/labextension",
           build_cmd: str = "build:prod", npm: Any = None, **_: Any) -> None:
     """The hatch-jupyter-builder build function (see the module docstring)."""
+    build_translations()
     package_dir = Path(path).resolve()
     output_dir = Path(output).resolve()
     mode = os.environ.get(ENV, "").strip().lower()

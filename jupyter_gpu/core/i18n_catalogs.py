@@ -1,0 +1,195 @@
+"""The translation catalogs kept in step with the code: which source files feed which ``.po`` file.
+
+Used by ``scripts/i18n.py`` (``update``: add what was marked, drop what is gone) and by
+``tests/test_i18n.py`` (every marked string translated, placeholders kept). Not imported at run time.
+
+Each face has one ``.po`` file per language; :data:`FACES` maps it to the files whose marked strings
+it holds. The same English may sit in two faces' files; it must then read the same in both.
+Markers: Python ``_``, ``N_``, ``ngettext``, ``pgettext`` (:mod:`jupyter_gpu.core.i18n`); TypeScript
+JupyterLab's ``trans.__``, ``trans._n``, ``trans._p``; the console's JavaScript ``__``, ``_n``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+
+from jupyter_gpu.core.i18n import LOCALE_DIR, placeholders
+
+ROOT = LOCALE_DIR.parent.parent
+
+#: face -> the files (globs relative to the repository) whose strings its ``.po`` holds; first match wins.
+FACES: dict[str, tuple[str, ...]] = {
+    "lab": ("labextension/src/*.ts", "labextension/src/components/*.ts"),
+    "console": ("jupyter_gpu/hub/*.py", "jupyter_gpu/hub/static/*.js"),
+    "magics": (
+        "jupyter_gpu/kernel/magics/*.py",
+        "jupyter_gpu/session/*.py",
+        "jupyter_gpu/plan/*.py",
+        "jupyter_gpu/frameworks/*.py",
+    ),
+    "notebook": (
+        "jupyter_gpu/kernel/*.py",
+        "jupyter_gpu/kernel/oom/*.py",
+        "jupyter_gpu/panel/*.py",
+        "jupyter_gpu/server/*.py",
+    ),
+    "terminal": (
+        "jupyter_gpu/cli*.py",
+        "jupyter_gpu/doctor/*.py",
+        "jupyter_gpu/core/*.py",
+        "jupyter_gpu/sources/*.py",
+        "jupyter_gpu/simulate/*.py",
+        "jupyter_gpu/*.py",
+    ),
+}
+
+PYTHON_KEYWORDS = {"_": None, "N_": None, "ngettext": (1, 2), "pgettext": ((1, "c"), 2)}
+SCRIPT_KEYWORDS = {"__": None, "_n": (1, 2), "_p": ((1, "c"), 2)}
+#: Written into every header, so an update changes a file only where its messages changed.
+CATALOG_DATE = datetime(2026, 11, 27, tzinfo=timezone.utc)
+NOT_SOURCES = ("jupyter_gpu/core/i18n.py", "jupyter_gpu/core/i18n_catalogs.py")
+
+
+@dataclass(frozen=True)
+class Marked:
+    """One marked string: its id (a tuple for plurals), context, and where it was found."""
+
+    id: str | tuple[str, str]
+    context: str | None
+    where: str
+
+
+def face_files(face: str) -> list[Path]:
+    """The source files of one face (a file matched by an earlier face is not repeated)."""
+    claimed: set[Path] = set()
+    for other, patterns in FACES.items():
+        files = sorted({path for pattern in patterns for path in ROOT.glob(pattern)} - claimed)
+        files = [path for path in files if path.relative_to(ROOT).as_posix() not in NOT_SOURCES]
+        if other == face:
+            return files
+        claimed.update(files)
+    raise KeyError(face)
+
+
+def extract(path: Path) -> Iterator[Marked]:
+    """The marked strings of one source file."""
+    from babel.messages.extract import extract as babel_extract
+
+    python = path.suffix == ".py"
+    with path.open("rb") as source:
+        for line, message, _comments, context in babel_extract(
+            "python" if python else "javascript",
+            source,
+            keywords=PYTHON_KEYWORDS if python else SCRIPT_KEYWORDS,
+            options={} if python else {"jsx": "false", "template_string": "true"},
+        ):
+            if isinstance(message, tuple):
+                message = (message[0], message[1])
+            yield Marked(message, context, f"{path.relative_to(ROOT).as_posix()}:{line}")
+
+
+def marked(face: str) -> list[Marked]:
+    """Every marked string of one face, in the order of its files."""
+    return [item for path in face_files(face) for item in extract(path)]
+
+
+def po_path(language: str, face: str) -> Path:
+    return LOCALE_DIR / language / "LC_MESSAGES" / f"{face}.po"
+
+
+def problems(language: str) -> list[str]:
+    """What keeps a language's catalogs from matching the code (empty when complete)."""
+    from babel.messages.pofile import read_po
+
+    found: list[str] = []
+    translations: dict[tuple[str | None, str], str] = {}
+    for face in FACES:
+        path = po_path(language, face)
+        if not path.is_file():
+            found.append(f"{path.relative_to(ROOT)}: missing (scripts/i18n.py update)")
+            continue
+        with path.open("rb") as source:
+            catalog = read_po(source, locale=language)
+        wanted = {(item.context, item.id if isinstance(item.id, str) else item.id[0]): item for item in marked(face)}
+        for key, item in wanted.items():
+            message = catalog.get(key[1], context=key[0])
+            if message is None:
+                found.append(f"{item.where}: {key[1]!r} is not in {path.name} (scripts/i18n.py update)")
+                continue
+            strings = list(message.string) if isinstance(message.string, (list, tuple)) else [message.string]
+            if message.fuzzy or not all(strings):
+                found.append(f"{item.where}: {key[1]!r} has no {language} translation in {path.name}")
+                continue
+            sources = list(item.id) if isinstance(item.id, tuple) else [item.id]
+            for string in strings:
+                if placeholders(string) != placeholders(sources[-1]) and placeholders(string) != placeholders(
+                    sources[0]
+                ):
+                    found.append(f"{item.where}: {string!r} does not keep the placeholders of {sources[0]!r}")
+            earlier = translations.setdefault(key, strings[0])
+            if earlier != strings[0]:
+                found.append(f"{key[1]!r} reads {earlier!r} in one face and {strings[0]!r} in {path.name}")
+        for message in catalog:
+            if not message.id:
+                continue
+            key = (message.context, message.id if isinstance(message.id, str) else message.id[0])
+            if key not in wanted:
+                found.append(f"{path.name}: {key[1]!r} is no longer marked in this face (scripts/i18n.py update)")
+    return found
+
+
+def update(language: str) -> list[Path]:
+    """Bring each face's ``.po`` in step with the code: add marked strings (taking a translation the
+    same English already has in another face), drop strings no longer marked. Returns what changed."""
+    from babel.messages.catalog import Catalog
+    from babel.messages.pofile import read_po, write_po
+
+    existing: dict[str, Catalog] = {}
+    for face in FACES:
+        path = po_path(language, face)
+        if path.is_file():
+            with path.open("rb") as source:
+                existing[face] = read_po(source, locale=language)
+    known: dict[tuple[str | None, str], object] = {}
+    for catalog in existing.values():
+        for message in catalog:
+            strings = list(message.string) if isinstance(message.string, (list, tuple)) else [message.string]
+            if message.id and not message.fuzzy and all(strings):
+                key = (message.context, message.id if isinstance(message.id, str) else message.id[0])
+                known.setdefault(key, message.string)
+    changed = []
+    for face in FACES:
+        path = po_path(language, face)
+        old = existing.get(face)
+        fresh = Catalog(
+            locale=language,
+            domain=face,
+            header_comment=f"# {language} translations of jupyter_gpu's {face} face (docs/i18n.md: glossary, how to edit).",
+            project="jupyter_gpu",
+            version="",
+            msgid_bugs_address="",
+            last_translator="jupyter_gpu developers",
+            language_team=language,
+            creation_date=CATALOG_DATE,
+            revision_date=CATALOG_DATE,
+            fuzzy=False,
+        )
+        for item in marked(face):
+            key = (item.context, item.id if isinstance(item.id, str) else item.id[0])
+            previous = old.get(key[1], context=key[0]) if old is not None else None
+            string: object = (
+                previous.string if previous is not None else known.get(key, "" if isinstance(item.id, str) else ("",))
+            )
+            fresh.add(item.id, string, locations=[(item.where.rsplit(":", 1)[0], None)], context=item.context)  # type: ignore[arg-type]
+            if previous is not None and previous.fuzzy:
+                fresh[item.id if isinstance(item.id, str) else item.id[0]].flags.add("fuzzy")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        before = path.read_bytes() if path.is_file() else b""
+        with path.open("wb") as target:
+            write_po(target, fresh, width=100, omit_header=False, include_lineno=False, no_location=False)
+        if path.read_bytes() != before:
+            changed.append(path)
+    return changed
