@@ -44,6 +44,19 @@ def _no_ambient_simulation(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 @pytest.fixture(autouse=True)
+def _english_unless_asked(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """Every face speaks English in a test (and in the kernels, servers and commands it starts),
+    whatever this machine's LANG or JupyterLab setting says; a test of another language sets
+    ``JUPYTER_GPU_LANG`` or deletes it and sets ``LANG`` (docs/i18n.md). JupyterLab's settings folder
+    is the test's own, so a test that chooses a language in Lab leaves none behind."""
+    from jupyter_gpu.core import i18n
+
+    monkeypatch.setenv(i18n.ENV, "en")
+    monkeypatch.setenv("JUPYTERLAB_SETTINGS_DIR", str(tmp_path / "lab-user-settings"))
+    i18n.set_language(None)
+
+
+@pytest.fixture(autouse=True)
 def _private_gpu_claims(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """GPU claims (``auto``) go to a folder of this test: simulated GPUs have the same UUIDs in every
     test, and a claim left by another test process (or another engineer's run) must not steer ``auto``."""
