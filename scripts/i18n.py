@@ -16,7 +16,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from jupyter_gpu.core import i18n, i18n_catalogs  # noqa: E402
+from jupyter_gpu.core import i18n, i18n_catalogs
 
 
 def main(argv: list[str] | None = None) -> int:

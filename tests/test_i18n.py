@@ -123,7 +123,10 @@ def test_the_built_lab_catalog_matches_lab_po() -> None:
 def test_a_languages_po_files_are_read_together_fuzzy_left_out(monkeypatch: Any, tmp_path: Path) -> None:
     folder = tmp_path / "zh_CN" / "LC_MESSAGES"
     folder.mkdir(parents=True)
-    header = 'msgid ""\nmsgstr ""\n"Language: zh_CN\\n"\n"Plural-Forms: nplurals=1; plural=0;\\n"\n"Content-Type: text/plain; charset=utf-8\\n"\n\n'
+    header = (
+        'msgid ""\nmsgstr ""\n"Language: zh_CN\\n"\n"Plural-Forms: nplurals=1; plural=0;\\n"\n'
+        '"Content-Type: text/plain; charset=utf-8\\n"\n\n'
+    )
     (folder / "a.po").write_text(
         header + 'msgid "GPU memory"\nmsgstr "显存"\n\n#, fuzzy\nmsgid "Idle"\nmsgstr "忙"\n', encoding="utf-8"
     )

@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 from support import wait_until
 
+from jupyter_gpu import simulate
 from jupyter_gpu.core.units import GIB
 from jupyter_gpu.panel import widget
 from jupyter_gpu.panel.widget import SAMPLER_NAME, GPUMonitor
@@ -70,8 +71,10 @@ def test_a_row_is_filled_before_it_is_shown(scenario: Any) -> None:
     panel.rows_box.observe(
         lambda _change: titles_when_shown.append([row.title.value for row in panel.rows]), "children"
     )
+    scenario.write(simulate.plausible_gpus(3))  # a card more: a new row
     panel.update(nvml.snapshot())
-    assert titles_when_shown and all("GPU" in title for title in titles_when_shown[0])
+    assert titles_when_shown and len(titles_when_shown[-1]) == 3
+    assert all("GPU" in title for title in titles_when_shown[-1])
 
 
 def test_simulated_gpus_are_announced(scenario: Any) -> None:

@@ -285,14 +285,8 @@ def lab_catalog(language_: str) -> dict[str, Any]:
     The Jed format JupyterLab's ``TranslationBundle`` reads: ``""`` holds the domain, language,
     plural forms and version; each message maps to its translations (a context is ``context\\x04id``).
     """
-    from importlib.metadata import PackageNotFoundError, version
-
     from babel.messages.pofile import read_po
 
-    try:
-        package_version = version(DOMAIN)
-    except PackageNotFoundError:
-        package_version = "0"
     path = LOCALE_DIR / language_ / "LC_MESSAGES" / LAB_SOURCE
     with path.open("rb") as source:
         catalog = read_po(source, locale=language_, domain=DOMAIN)
@@ -301,7 +295,7 @@ def lab_catalog(language_: str) -> dict[str, Any]:
             "domain": DOMAIN,
             "language": language_,
             "plural_forms": catalog.plural_forms,
-            "version": package_version,
+            "version": DOMAIN,  # compared only with a language pack of the same domain: none
         }
     }
     for message in catalog:

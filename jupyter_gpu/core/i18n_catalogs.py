@@ -119,8 +119,14 @@ def problems(language: str) -> list[str]:
             if message is None:
                 found.append(f"{item.where}: {key[1]!r} is not in {path.name} (scripts/i18n.py update)")
                 continue
-            strings = list(message.string) if isinstance(message.string, (list, tuple)) else [message.string]
-            if message.fuzzy or not all(strings):
+            strings = [
+                str(s) for s in (message.string if isinstance(message.string, (list, tuple)) else [message.string]) if s
+            ]
+            if (
+                message.fuzzy
+                or not strings
+                or len(strings) < (len(message.string) if isinstance(message.string, (list, tuple)) else 1)
+            ):
                 found.append(f"{item.where}: {key[1]!r} has no {language} translation in {path.name}")
                 continue
             sources = list(item.id) if isinstance(item.id, tuple) else [item.id]
@@ -167,7 +173,7 @@ def update(language: str) -> list[Path]:
         fresh = Catalog(
             locale=language,
             domain=face,
-            header_comment=f"# {language} translations of jupyter_gpu's {face} face (docs/i18n.md: glossary, how to edit).",
+            header_comment=f"# {language} translations of jupyter_gpu's {face} face (docs/i18n.md).",
             project="jupyter_gpu",
             version="",
             msgid_bugs_address="",
@@ -183,7 +189,7 @@ def update(language: str) -> list[Path]:
             string: object = (
                 previous.string if previous is not None else known.get(key, "" if isinstance(item.id, str) else ("",))
             )
-            fresh.add(item.id, string, locations=[(item.where.rsplit(":", 1)[0], None)], context=item.context)  # type: ignore[arg-type]
+            fresh.add(item.id, string, locations=[(item.where.rsplit(":", 1)[0], None)], context=item.context)  # type: ignore[arg-type,list-item]
             if previous is not None and previous.fuzzy:
                 fresh[item.id if isinstance(item.id, str) else item.id[0]].flags.add("fuzzy")
         path.parent.mkdir(parents=True, exist_ok=True)
