@@ -118,11 +118,7 @@ class GpuMagics(Magics):
     def _ceiling_changed(self, change: dict[str, Any]) -> None:
         refusal = loosens_admin_ceiling(change["new"].strip())
         if refusal:
-            print(
-                "jupyter_gpu: "
-                + _("max_limit stays {old}: {refusal}").format(old=repr(change["old"]), refusal=refusal),
-                file=sys.stderr,
-            )
+            _note(_("max_limit stays {old}: {refusal}").format(old=repr(change["old"]), refusal=refusal))
             self.max_limit = change["old"]
             if self.shell is not None and "GpuMagics" in self.shell.config:
                 self.shell.config.GpuMagics.max_limit = change["old"]  # a %reload_ext keeps the ceiling too
@@ -130,11 +126,7 @@ class GpuMagics(Magics):
         try:
             self.session.change("%config", max_limit=change["new"].strip() or None)
         except UsageError as error:
-            print(
-                "jupyter_gpu: "
-                + _("max_limit {value} is not applied yet: {error}").format(value=repr(change["new"]), error=error),
-                file=sys.stderr,
-            )
+            _note(_("max_limit {value} is not applied yet: {error}").format(value=repr(change["new"]), error=error))
 
     def __init__(self, shell: Any = None, **kwargs: Any) -> None:
         # before the traits load their configuration: a configured max_limit already changes the plan
@@ -155,13 +147,11 @@ class GpuMagics(Magics):
         """A configured ``max_limit`` looser than the admin's JUPYTER_GPU_MAX_LIMIT is replaced by it."""
         admin = admin_ceiling()
         if admin and self.max_limit.strip() != admin and loosens_admin_ceiling(self.max_limit.strip()):
-            print(
-                "jupyter_gpu: "
-                + _(
+            _note(
+                _(
                     "max_limit {value} is looser than JUPYTER_GPU_MAX_LIMIT={admin}, which "
                     "the kernel was started with; the ceiling stays {admin}."
-                ).format(value=repr(self.max_limit), admin=admin),
-                file=sys.stderr,
+                ).format(value=repr(self.max_limit), admin=admin)
             )
             with self.hold_trait_notifications():
                 self.set_trait("max_limit", admin)
@@ -188,10 +178,7 @@ class GpuMagics(Magics):
         try:
             plan = self.session.change("%load_ext jupyter_gpu", **changes)
         except UsageError as error:
-            print(
-                "jupyter_gpu: " + _("the configured defaults were not applied: {error}").format(error=error),
-                file=sys.stderr,
-            )
+            _note(_("the configured defaults were not applied: {error}").format(error=error))
             return
         if plan is not None:
             print(f"jupyter_gpu: {summary(plan)}")  # the summary is translated
@@ -429,6 +416,11 @@ class GpuMagics(Magics):
             if plan is None:
                 return
         print(threads_report(current_plan()))
+
+
+def _note(text: str) -> None:
+    """A problem with the configuration, on stderr: ``jupyter_gpu: <text>``."""
+    print(f"jupyter_gpu: {text}", file=sys.stderr)
 
 
 def _joined_min_free(line: str) -> str:
