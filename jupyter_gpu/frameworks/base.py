@@ -18,6 +18,7 @@ from enum import Enum
 from types import ModuleType
 
 from ..core.environ import environment_at_process_start
+from ..core.i18n import N_
 from ..core.visibility import (
     UNKNOWN,
     CudaEnv,
@@ -36,13 +37,14 @@ Environment = dict[str, "str | None"]  # None: the variable is removed
 
 
 class State(str, Enum):
-    """Where a framework is in this process, as :meth:`Framework.state` tells from ``sys.modules``."""
+    """Where a framework is in this process, as :meth:`Framework.state` tells from ``sys.modules``.
+    The values are marked text (``_(state.value)`` shows one in the user's language)."""
 
-    NOT_IMPORTED = "not imported"
-    IMPORTED = "imported, GPU not initialized"
-    DEVICES_LISTED = "imported, GPUs listed (CUDA started), not initialized"
-    CPU_ONLY = "initialized on the CPU only (no GPU backend)"
-    INITIALIZED = "initialized"
+    NOT_IMPORTED = N_("not imported")
+    IMPORTED = N_("imported, GPU not initialized")
+    DEVICES_LISTED = N_("imported, GPUs listed (CUDA started), not initialized")
+    CPU_ONLY = N_("initialized on the CPU only (no GPU backend)")
+    INITIALIZED = N_("initialized")
 
 
 @dataclass(frozen=True)

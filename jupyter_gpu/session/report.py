@@ -43,19 +43,20 @@ _CHILDREN = N_(
 )
 
 
+def gpus_text(indices: Sequence[int]) -> str:
+    """``GPU 0, 2``: planned GPUs by index (the list stays in figures and commas)."""
+    return _("GPU {indices}").format(indices=", ".join(map(str, indices)))
+
+
 def clauses(parts: Sequence[str]) -> str:
-    """Clauses of one line joined as the language joins them (``"; "``; a translation may use its own mark)."""
+    """Clauses of one line joined as the language joins them: ``"; "`` (Chinese: the full-width
+    semicolon). Each part is a whole piece of its own ``_()``."""
     return pgettext("clause separator", "; ").join(parts)
 
 
 def listed(names: Sequence[str]) -> str:
-    """Names listed in one clause (``"TensorFlow, PyTorch"``, in Chinese ``"TensorFlow、PyTorch"``)."""
+    """Names listed in one clause: ``"TensorFlow, PyTorch"`` (Chinese: the enumeration comma)."""
     return pgettext("list separator", ", ").join(names)
-
-
-def gpus_text(indices: Sequence[int]) -> str:
-    """``GPU 0, 2``: planned GPUs by index (the list stays in figures and commas)."""
-    return _("GPU {indices}").format(indices=", ".join(map(str, indices)))
 
 
 def shown(value: str | None, missing: str = "?") -> str:
