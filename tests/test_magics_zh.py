@@ -49,6 +49,7 @@ def test_the_language_setting_puts_the_magics_in_chinese(chinese_setting: Any, c
     out = capsys.readouterr().out
     assert "GPU 方案：GPU 1；显存动态增长开启；显存上限 GPU 1：8 GiB" in flat(out)
     assert " * GPU 1 NVIDIA A100-SXM4-80GB" in out and "（* 已选择）" in out
+    assert "框架：" in out and "TensorFlow: 未导入；导入时应用 GPU 方案" in flat(out)
     assert all(columns(line) <= WIDTH for line in out.splitlines() if "GPU-" not in line), out  # wrapped by columns
 
     with pytest.raises(UsageError, match=r"^没有 GPU 7；可选 GPU：0 .*，或 auto、all、none$"):
