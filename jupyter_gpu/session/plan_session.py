@@ -290,9 +290,9 @@ class PlanSession:
         snapshot = take_snapshot(host_sample) if fresh is None else fresh
         self.last_snapshot = snapshot
         frameworks.remember_gpus(snapshot.gpus)
-        changed = frameworks.selection_env_changed()
+        changed = frameworks.selection_env_changed(magic)
         if changed and "selection" not in changes and gpu_settings_change(old.request, request):
-            raise self.refused(changed.replace("Run %gpu_select", f"{magic} changes nothing; run %gpu_select"))
+            raise self.refused(changed)
         claims = board.load(snapshot.gpus) if board is not None and snapshot.nvml_available else {}
         self.last_claims = claims
         try:
