@@ -491,7 +491,7 @@ def divergence(framework: Framework, plan: GpuPlan, gpus: Sequence[Gpu]) -> str 
             return _("it runs on the CPU only: {reason}").format(reason=framework.cpu_only_reason())
         return None
     if state in (State.DEVICES_LISTED, State.INITIALIZED) and framework.built_with_gpu() is False and wanted.indices:
-        return _("it sees no GPU: {hint}").format(hint=framework.gpu_build_hint)
+        return _("it sees no GPU: {hint}").format(hint=_(framework.gpu_build_hint))
     changed = selection_env_changed()
     if changed and framework.cuda_started() is False:
         return _("CUDA_VISIBLE_DEVICES/CUDA_DEVICE_ORDER were changed by code after the plan")

@@ -97,8 +97,9 @@ class Framework:
         """Make the calls ``plan`` needs on the imported, not yet initialized framework."""
 
     def cpu_only_reason(self) -> str:
-        """Why the framework runs on the CPU only (state ``CPU_ONLY``): by default, its build."""
-        return self.gpu_build_hint
+        """Why the framework runs on the CPU only (state ``CPU_ONLY``): by default, its build
+        (``gpu_build_hint``, marked text, in the user's language)."""
+        return _(self.gpu_build_hint)
 
     def settings_divergence(self, plan: GpuPlan) -> list[str]:
         """Once initialized: what the framework uses now that differs from ``plan`` beyond the GPUs
