@@ -61,7 +61,7 @@ def test_the_language_setting_puts_the_magics_in_chinese(chinese_setting: Any, c
 def test_the_language_setting_back_to_english(chinese_setting: Any, capsys: Any) -> None:
     shell = chinese_setting
     shell.run_line_magic("gpu_threads", "--intra 4")
-    assert "线程：intra-op 为 4" in capsys.readouterr().out
+    assert "线程：intra-op 4，inter-op 框架默认值；" in capsys.readouterr().out
     shell.run_line_magic("config", "GpuMagics.language = 'en'")
     shell.run_line_magic("gpu_threads", "")
     assert "Threads: intra-op 4, inter-op framework default" in capsys.readouterr().out
