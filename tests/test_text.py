@@ -1,10 +1,21 @@
+# ruff: noqa: RUF001  (Chinese text and its full-width punctuation on purpose)
 """Neutralising and truncating text from other processes (GPU, user, program and notebook names)."""
 
 from __future__ import annotations
 
 import pytest
 
-from jupyter_gpu.core.text import BIDI_CONTROLS, ELLIPSIS, REPLACEMENT, WIDTH, display_text, neutralize, truncate, wrap
+from jupyter_gpu.core.text import (
+    BIDI_CONTROLS,
+    ELLIPSIS,
+    REPLACEMENT,
+    WIDTH,
+    columns,
+    display_text,
+    neutralize,
+    truncate,
+    wrap,
+)
 
 
 @pytest.mark.parametrize(
@@ -80,3 +91,41 @@ def test_wrap_keeps_each_lines_indent_and_leaves_short_lines_alone():
     assert lines[:2] == ["Memory limit:", "  GPU 0: at most 4 GiB"]
     assert all(line.startswith("    ") for line in lines[3:]) and all(len(line) <= 60 for line in lines)
     assert wrap("  " + "x" * 120, 100) == "  " + "x" * 120  # one word longer than the width: left whole
+
+
+CHINESE = (
+    "TensorFlow 已在此内核中初始化了 GPU，所以无法再更改 GPU 选择、显存上限和显存动态增长；请用 %gpu_limit 16GiB "
+    "提高上限，然后运行%gpu_restart 重启内核，或者改用 `%gpu_select 2 --growth`（只剩 4 GiB 空闲，报告在 "
+    "/home/a-user/projects/deep-learning/report.json）。"
+)
+
+
+def test_columns_count_east_asian_wide_characters_as_two():
+    assert columns("GPU 0") == 5
+    assert columns("显存 4 GiB") == 10
+    assert columns("（空闲）。") == 10  # fullwidth punctuation too
+    assert columns("e\u0301") == 1  # a combining mark takes no column
+
+
+def test_wrap_breaks_a_chinese_sentence_between_characters_within_the_width():
+    for width in range(24, 101):
+        wrapped = wrap(CHINESE, width)
+        lines = wrapped.splitlines()
+        unbreakable = ("  `%gpu_select 2 --growth`", "  /home/a-user/projects/deep-learning/report.json）。")
+        assert all(columns(line) <= width or line in unbreakable for line in lines), (width, lines)
+        assert "".join("".join(line.split()) for line in lines) == "".join(CHINESE.split()), width  # nothing lost
+        assert wrap(wrapped, width) == wrapped  # idempotent
+        text = "\n".join(lines)
+        assert "%gpu_limit 16GiB" in text and "`%gpu_select 2 --growth`" in text and "4 GiB" in text
+        # no line starts with a closing mark nor ends with an opening one
+        assert not any(line.lstrip()[:1] in "，。、；）" for line in lines), (width, lines)
+        assert not any(line.rstrip()[-1:] in "（" for line in lines), (width, lines)
+    # Chinese text fills lines by columns: 100 columns are 50 characters, not 100
+    assert wrap("显" * 120) == "显" * 50 + "\n  " + "显" * 49 + "\n  " + "显" * 21
+
+
+def test_wrap_keeps_a_magic_after_chinese_text_with_its_arguments():
+    lines = wrap("请先运行%gpu_select auto:1 --growth，然后再运行单元格", 16).splitlines()
+    assert any("%gpu_select auto:1 --growth，" in line for line in lines), lines
+    lines = wrap("显存上限为 4 GiB，空闲显存只有 2 GiB。", 12).splitlines()
+    assert any("4 GiB，" in line for line in lines) and any("2 GiB。" in line for line in lines), lines

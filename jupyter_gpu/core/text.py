@@ -1,3 +1,4 @@
+# ruff: noqa: RUF001, RUF002, RUF003  (Chinese punctuation on purpose: the rules of CJK line breaking)
 """Text from other processes made safe to show: hidden characters replaced, long text cut with "…".
 
 GPU names, user names, program names and notebook paths come from the driver, the OS and other
@@ -34,10 +35,13 @@ character and the combining marks (category M) that follow it. Faces that can sh
 the full (neutralised) text there.
 
 **Width**: :func:`wrap` lays out the kernel's own sentences (warnings, what the magics print) in
-lines of at most :data:`WIDTH` columns. It breaks only at spaces, and never inside a word, a path,
-a code span between backticks, a figure and its unit (``4 GiB``) or a magic with its arguments
-(``%gpu_limit 16GiB``, ``%gpu_select 2 --growth``): a line longer than the width is left long rather than cut there.
-(Python only: the pages lay out their own text.)
+lines of at most :data:`WIDTH` columns, a column as a terminal counts it (:func:`columns`: an East
+Asian wide or fullwidth character, 中 or ，, takes two). It breaks at spaces and, since a Chinese
+sentence has none, between two CJK characters (never before a closing mark such as ，。）or after an
+opening one such as （), and never inside a word, a path, a code span between backticks, a figure
+and its unit (``4 GiB``) or a magic with its arguments (``%gpu_limit 16GiB``, ``%gpu_select 2
+--growth``): a line longer than the width is left long rather than cut there. (Python only: the
+pages lay out their own text.)
 
 Pure: no IPython, no widgets.
 """
@@ -45,7 +49,6 @@ Pure: no IPython, no widgets.
 from __future__ import annotations
 
 import re
-import textwrap
 import unicodedata
 
 REPLACEMENT = "\ufffd"
@@ -132,10 +135,27 @@ WIDTH = 100
 
 _KEEP = "\x00"  # a space no line may break at (never in the kernel's own text, nor after neutralize)
 _CODE_SPAN = re.compile(r"`[^`\n]*`")
-_MAGIC = re.compile(r"^[(\"']?%{1,2}[a-z_]\w*\??$")
+# A magic may follow Chinese text with no space (运行%gpu_restart); Latin text never has such a prefix.
+_MAGIC = re.compile(r"^[^\x00-\u2e7f]*[(\"']?%{1,2}[a-z_]\w*\??$")
 _ARGUMENT = re.compile(r"^(?:--?[a-z][\w-]*(?:=\S*)?|\S*\d\S*|auto\S*|all|none|off|on|cpu)$", re.IGNORECASE)
-_UNIT = re.compile(r"^(?:[KMGTP]i?B|B|%|ms|s|min|h|W|°C)(?:[.,;:)!?\"'…]+)?$")
-_CLOSED = re.compile(r"[.,;:)!?\"']+$")
+_UNIT = re.compile(r"^(?:[KMGTP]i?B|B|%|ms|s|min|h|W|°C)(?:[.,;:)!?\"'…]+|[^\x00-\u2e7f].*)?$")
+_CJK_TAIL = re.compile(r"[^\x00-\u2e7f].*$")
+_CLOSED = re.compile(r"[.,;:)!?\"'，。；：）！？、」』]+$")
+#: No line starts with these (closing marks, in Chinese and Latin text) ...
+_NO_BREAK_BEFORE = frozenset("，。、；：！？）】》」』〉〕…‥·ー～%,.;:!?)]}\"'’”")
+#: ... and none ends with these (opening marks).
+_NO_BREAK_AFTER = frozenset("（【《「『〈〔([{‘“")
+_WHITESPACE = re.compile(r"([\t\n\x0b\x0c\r ]+)")
+
+
+def _wide(char: str) -> bool:
+    return unicodedata.east_asian_width(char) in ("W", "F")
+
+
+def columns(text: str) -> int:
+    """The columns ``text`` takes in a terminal: an East Asian wide or fullwidth character (UAX #11:
+    中, ，, ｇ) two, a combining mark none, any other one. ``columns("显存 4 GiB") == 10``."""
+    return sum(0 if _is_mark(char) else 2 if _wide(char) else 1 for char in text)
 
 
 def _keep_together(line: str) -> str:
@@ -149,39 +169,95 @@ def _keep_together(line: str) -> str:
         if out[-1][-1:].isdigit() and _UNIT.match(word):  # "4 GiB", "30 %": a figure with its unit
             out[-1] += _KEEP + word
             continue
-        if glued and word and _ARGUMENT.match(_CLOSED.sub("", word)):
+        head = _CJK_TAIL.sub("", word)  # "--growth，然后": the argument, then Chinese text
+        if glued and head and _ARGUMENT.match(_CLOSED.sub("", head)):
             out[-1] += _KEEP + word
-            glued = not _CLOSED.search(word)
+            glued = head == word and not _CLOSED.search(word)
             continue
         out.append(word)
         glued = bool(_MAGIC.match(word))
     return " ".join(out)
 
 
+def _pieces(word: str) -> list[str]:
+    """``word`` cut where a line may break inside it: between two characters one of which is wide
+    (CJK), unless that starts a line with a closing mark, ends one with an opening mark, or cuts a
+    code span or a kept space. Latin words come back whole."""
+    if not any(_wide(char) for char in word):
+        return [word]
+    inside = [False] * (len(word) + 1)
+    for match in _CODE_SPAN.finditer(word):
+        for position in range(match.start() + 1, match.end()):
+            inside[position] = True
+    pieces, start = [], 0
+    for i in range(1, len(word)):
+        before, after = word[i - 1], word[i]
+        if (
+            (_wide(before) or _wide(after))
+            and not inside[i]
+            and _KEEP not in (before, after)
+            and after not in _NO_BREAK_BEFORE
+            and before not in _NO_BREAK_AFTER
+            and not _is_mark(after)
+        ):
+            pieces.append(word[start:i])
+            start = i
+    pieces.append(word[start:])
+    return pieces
+
+
+def _fill(body: str, width: int, first: str, rest: str) -> list[str]:
+    """Greedy lines of at most ``width`` columns from ``body``, as :func:`textwrap.wrap` fills them
+    (spaces dropped where a line breaks, a piece too long for any line on a line of its own), with
+    the CJK break points of :func:`_pieces` as well as the spaces."""
+    chunks: list[tuple[str, bool]] = []  # (text, is a space)
+    for part in _WHITESPACE.split(body.expandtabs()):
+        if not part:
+            continue
+        if _WHITESPACE.fullmatch(part):
+            chunks.append((" " * len(part), True))
+        else:
+            chunks.extend((piece, False) for piece in _pieces(part))
+    chunks.reverse()
+    lines: list[str] = []
+    while chunks:
+        indent = rest if lines else first
+        room = width - columns(indent)
+        if lines and chunks[-1][1]:
+            chunks.pop()
+        line: list[tuple[str, bool]] = []
+        used = 0
+        while chunks and used + columns(chunks[-1][0]) <= room:
+            used += columns(chunks[-1][0])
+            line.append(chunks.pop())
+        if chunks and not line and columns(chunks[-1][0]) > room:
+            line.append(chunks.pop())  # too long for any line: whole, on its own
+        if line and line[-1][1]:
+            line.pop()
+        if line:
+            lines.append(indent + "".join(text for text, _space in line))
+    return lines
+
+
 def wrap(text: str, width: int = WIDTH, indent: str = "  ") -> str:
-    """``text`` with each line longer than ``width`` columns broken at spaces into lines of at most
-    ``width``, each continued line indented as its first line plus ``indent``.
+    """``text`` with each line longer than ``width`` columns (:func:`columns`) broken at spaces, and
+    between CJK characters, into lines of at most ``width``, each continued line indented as its
+    first line plus ``indent``.
 
     Never breaks a word, a path, a code span between backticks, a figure and its unit (``4 GiB``)
-    or a magic with its arguments (``%gpu_limit 16GiB``); such a piece longer than the room on a
-    line gets a line of its own, even a line longer than ``width``. Lines that fit are returned as
-    they are. Idempotent: wrapping wrapped text changes nothing."""
+    or a magic with its arguments (``%gpu_limit 16GiB``), nor puts a closing mark (，。）) at the
+    start of a line; such a piece longer than the room on a line gets a line of its own, even a line
+    longer than ``width``. Lines that fit are returned as they are. Idempotent: wrapping wrapped
+    text changes nothing."""
     if _KEEP in text:  # not the kernel's own text: leave it as it is
         return text
     out: list[str] = []
     for line in text.split("\n"):
-        if len(line) <= width:
+        if columns(line) <= width:
             out.append(line)
             continue
         body = line.lstrip(" ")
         lead = line[: len(line) - len(body)]
-        wrapped = textwrap.wrap(
-            _keep_together(body),
-            width,
-            initial_indent=lead,
-            subsequent_indent=lead + indent,
-            break_long_words=False,
-            break_on_hyphens=False,
-        )
+        wrapped = _fill(_keep_together(body), width, lead, lead + indent)
         out.extend(part.replace(_KEEP, " ") for part in wrapped or [line])
     return "\n".join(out)

@@ -35,6 +35,7 @@ from collections.abc import Callable, Mapping, Sequence
 
 from ..core import import_hooks as _import_hooks
 from ..core.environ import environment_at_process_start
+from ..core.i18n import _, pgettext
 from ..core.snapshot import Snapshot
 from ..core.text import display_text
 from ..core.units import format_bytes
@@ -225,7 +226,11 @@ def _share_advice(plan: GpuPlan) -> str:
     ceiling included) and passes again; "" when that is under 1 %."""
     fractions = [fraction for index in visible_order(plan) if (fraction := plan.memory_fraction(index)) is not None]
     percent = int(min(fractions, default=0) * 100)
-    return f"give the limit as a share, the same on every GPU (%gpu_limit {percent}%), or " if percent >= 1 else ""
+    return (
+        _("give the limit as a share, the same on every GPU (%gpu_limit {percent}%), or ").format(percent=percent)
+        if percent >= 1
+        else ""
+    )
 
 
 def caps_order(plan: GpuPlan, gpus: Sequence[Gpu], start: Mapping[str, str | None]) -> str | None:
@@ -249,9 +254,11 @@ def caps_order(plan: GpuPlan, gpus: Sequence[Gpu], start: Mapping[str, str | Non
     if env.device_order is None:
         return "PCI_BUS_ID"
     raise PlanError(
-        f"the kernel was started with CUDA_DEVICE_ORDER={env.device_order!r}: CUDA numbers these GPUs of "
-        "several models fastest first, which NVML cannot tell, and PyTorch caps each GPU by CUDA's number; "
-        f"{_share_advice(plan)}select the GPUs (%gpu_select all numbers them as nvidia-smi does)"
+        _(
+            "the kernel was started with CUDA_DEVICE_ORDER={order}: CUDA numbers these GPUs of "
+            "several models fastest first, which NVML cannot tell, and PyTorch caps each GPU by CUDA's number; "
+            "{advice}select the GPUs (%gpu_select all numbers them as nvidia-smi does)"
+        ).format(order=repr(env.device_order), advice=_share_advice(plan))
     )
 
 
@@ -264,11 +271,11 @@ def torch_caps_problem(plan: GpuPlan, gpus: Sequence[Gpu]) -> str | None:
     seen = actual_devices(TORCH, gpus)
     if seen.known:
         return None
-    return (
-        f"PyTorch gets no memory cap: it caps each GPU by CUDA's device number, and which GPU is which cannot "
-        f"be told ({seen.reason}); {_share_advice(plan)}restart the kernel and run %gpu_limit before anything "
+    return _(
+        "PyTorch gets no memory cap: it caps each GPU by CUDA's device number, and which GPU is which cannot "
+        "be told ({reason}); {advice}restart the kernel and run %gpu_limit before anything "
         "lists the GPUs"
-    )
+    ).format(reason=seen.reason, advice=_share_advice(plan))
 
 
 def order_set_by_plan(plan: GpuPlan) -> bool:
@@ -288,7 +295,9 @@ def too_late(old: GpuPlan, new: GpuPlan, snapshot: Snapshot | None) -> tuple[str
     for framework in FRAMEWORKS:
         blocked = framework.blocking_changes(old, new)
         if blocked:
-            return framework.name, f"it cannot change {blocked[0]} any more; in effect: {_in_effect(framework)}"
+            return framework.name, _("it cannot change {what} any more; in effect: {in_effect}").format(
+                what=blocked[0], in_effect=_in_effect(framework)
+            )
     gpus = snapshot.gpus if snapshot is not None and snapshot.nvml_available else KERNEL.gpus
     start = process_cuda_start()
     if start is not None and gpu_settings(old) != gpu_settings(new):
@@ -302,8 +311,13 @@ def too_late(old: GpuPlan, new: GpuPlan, snapshot: Snapshot | None) -> tuple[str
     if snapshot is not None and snapshot.nvml_available and gpu_settings(old) != gpu_settings(new):
         held = snapshot.processes_of(os.getpid())
         if held:
-            where = ", ".join(f"{format_bytes(process.memory or 0)} on GPU {gpu.index}" for gpu, process in held)
-            return "CUDA", f"NVML shows this kernel (PID {os.getpid()}) holding GPU memory: {where}"
+            where = ", ".join(
+                _("{size} on GPU {index}").format(size=format_bytes(process.memory or 0), index=gpu.index)
+                for gpu, process in held
+            )
+            return "CUDA", _("NVML shows this kernel (PID {pid}) holding GPU memory: {where}").format(
+                pid=os.getpid(), where=where
+            )
     return None
 
 
@@ -344,7 +358,9 @@ def apply_plan(old: GpuPlan, new: GpuPlan) -> list[str]:
             except Exception:
                 pass
         raise PlanError(
-            f"{framework.name} refused the plan ({type(error).__name__}: {error}); nothing was changed"
+            _("{framework} refused the plan ({error}); nothing was changed").format(
+                framework=framework.name, error=f"{type(error).__name__}: {error}"
+            )
         ) from error
     set_current_plan(new)
     KERNEL.plan_active = True
@@ -361,9 +377,13 @@ def apply_plan(old: GpuPlan, new: GpuPlan) -> list[str]:
             _import_hooks.when_imported(framework.module_name, framework.hook)
     written = KERNEL.written_env
     return [
-        f"{key}={value!r} (now {'unset' if written[key] is None else repr(written[key])})"
+        (
+            _("{setting} (now unset)").format(setting=f"{key}={value!r}")
+            if written[key] is None
+            else _("{setting} (now {value})").format(setting=f"{key}={value!r}", value=repr(written[key]))
+        )
         if value is not None
-        else f"the removal of {key}"
+        else _("the removal of {variable}").format(variable=key)
         for key, value in by_code.items()
         if written.get(key) != value and not (value and written.get(key) and value in str(written[key]))
     ]
@@ -388,22 +408,29 @@ def env_conflict_messages() -> list[str]:
         conflicts = env_conflicts(framework, plan)
         if conflicts:
             messages.append(
-                f"{framework.name} will not follow the GPU plan ({plan_words(plan)}"
-                f"{_memory_words(plan)}): {'; '.join(conflicts)}."
+                _("{framework} will not follow the GPU plan ({plan}): {conflicts}.").format(
+                    framework=framework.name,
+                    plan=plan_words(plan) + _memory_words(plan),
+                    conflicts=_clauses(conflicts),
+                )
             )
     return messages
 
 
+def _clauses(parts: Sequence[str]) -> str:
+    """Clauses joined as :func:`jupyter_gpu.session.report.clauses` joins them (a layer above)."""
+    return pgettext("clause separator", "; ").join(parts)
+
+
 def _memory_words(plan: GpuPlan) -> str:
-    parts = ["growth on"] if plan.growth else []
+    parts = [_("growth on")] if plan.growth else []
     if plan.limits_bytes:
-        parts.append(
-            "limit "
-            + ", ".join(
-                f"GPU {index}: {format_bytes(plan.memory_limit_bytes(index) or 0)}" for index in plan.limits_bytes
-            )
+        each = ", ".join(
+            _("GPU {index}: {size}").format(index=index, size=format_bytes(plan.memory_limit_bytes(index) or 0))
+            for index in plan.limits_bytes
         )
-    return "".join(f"; {part}" for part in parts)
+        parts.append(_("limit {limits}").format(limits=each))
+    return _clauses(["", *parts]) if parts else ""
 
 
 def _hook_pending(framework: Framework) -> bool:
@@ -440,7 +467,7 @@ def release_memory() -> list[tuple[str, str, str]]:
         try:
             released = framework.release()
         except Exception as error:
-            done.append((framework.name, "release failed", f"{type(error).__name__}: {error}"))
+            done.append((framework.name, _("release failed"), f"{type(error).__name__}: {error}"))
             continue
         if released is not None:
             done.append((framework.name, *released))
@@ -455,19 +482,19 @@ def divergence(framework: Framework, plan: GpuPlan, gpus: Sequence[Gpu]) -> str 
     state = framework.state()
     conflicts = env_conflicts(framework, plan)
     if conflicts:
-        return "; ".join(conflicts)
+        return _clauses(conflicts)
     if state is State.NOT_IMPORTED:
         return None if process_cuda_start() is None else planned_devices(framework, plan, gpus)[1]
     wanted = expected_devices(plan, gpus)
     if state is State.CPU_ONLY:
         if wanted.indices:
-            return f"it runs on the CPU only: {framework.cpu_only_reason()}"
+            return _("it runs on the CPU only: {reason}").format(reason=framework.cpu_only_reason())
         return None
     if state in (State.DEVICES_LISTED, State.INITIALIZED) and framework.built_with_gpu() is False and wanted.indices:
-        return f"it sees no GPU: {framework.gpu_build_hint}"
+        return _("it sees no GPU: {hint}").format(hint=_(framework.gpu_build_hint))
     changed = selection_env_changed()
     if changed and framework.cuda_started() is False:
-        return "CUDA_VISIBLE_DEVICES/CUDA_DEVICE_ORDER were changed by code after the plan"
+        return _("CUDA_VISIBLE_DEVICES/CUDA_DEVICE_ORDER were changed by code after the plan")
     start = environment_at_process_start()
     if (
         plan.selected_indices is None
@@ -478,18 +505,21 @@ def divergence(framework: Framework, plan: GpuPlan, gpus: Sequence[Gpu]) -> str 
         return None  # no selection, nothing changed: it will see the kernel's GPUs, whatever CUDA's order
     actual = actual_devices(framework, gpus)
     if not actual.known:
-        return f"cannot tell which GPUs it uses: {actual.reason}"
+        return _("cannot tell which GPUs it uses: {reason}").format(reason=actual.reason)
     if wanted.known and set(actual.indices or ()) != set(wanted.indices or ()):
         started = process_cuda_start()
-        cause = f" (CUDA started with {started[0].describe()})" if started and started[0] is not UNKNOWN else ""
-        return f"it uses {actual.describe()}, the plan says {wanted.describe()}{cause}"
+        if started and started[0] is not UNKNOWN:
+            return _("it uses {actual}, the plan says {wanted} (CUDA started with {start})").format(
+                actual=actual.describe(), wanted=wanted.describe(), start=started[0].describe()
+            )
+        return _("it uses {actual}, the plan says {wanted}").format(actual=actual.describe(), wanted=wanted.describe())
     if state in (State.DEVICES_LISTED, State.INITIALIZED):
         try:
             settings = framework.settings_divergence(plan)
         except Exception:  # asking must never break a check
             settings = []
         if settings:
-            return "; ".join(settings)
+            return _clauses(settings)
     return None
 
 
@@ -535,10 +565,12 @@ def check_after_cell(read_gpus: Callable[[], Sequence[Gpu]] | None = None) -> li
             if backend and forced_growth(plan, os.environ.get("TF_FORCE_GPU_ALLOW_GROWTH")):
                 message = keras_growth_message(backend, plan)
             else:
-                message = (
-                    f"code in this kernel changed {framework.name}'s settings after the GPU plan "
-                    f"({plan_words(plan)}{_memory_words(plan)}): {'; '.join(conflicts)}. Run the magic "
+                message = _(
+                    "code in this kernel changed {framework}'s settings after the GPU plan "
+                    "({plan}): {conflicts}. Run the magic "
                     "again (e.g. %gpu_limit) to build the plan on your value, or remove that assignment."
+                ).format(
+                    framework=framework.name, plan=plan_words(plan) + _memory_words(plan), conflicts=_clauses(conflicts)
                 )
             if conflicts and message not in KERNEL.warned:
                 KERNEL.warned.add(message)
@@ -548,7 +580,9 @@ def check_after_cell(read_gpus: Callable[[], Sequence[Gpu]] | None = None) -> li
         framework.settings_touched = False
         if KERNEL.plan_active and framework.state() not in (State.NOT_IMPORTED, State.CPU_ONLY):
             problem = divergence(framework, current_plan(), KERNEL.gpus_or_read(read_gpus))
-            message = f"{framework.name} does not follow the GPU plan ({plan_words(current_plan())}): {problem}."
+            message = _("{framework} does not follow the GPU plan ({plan}): {problem}.").format(
+                framework=framework.name, plan=plan_words(current_plan()), problem=problem
+            )
             if problem and message not in KERNEL.warned:
                 KERNEL.warned.add(message)
                 messages.append(message)
@@ -565,8 +599,10 @@ def check_after_cell(read_gpus: Callable[[], Sequence[Gpu]] | None = None) -> li
         gpus = KERNEL.gpus_or_read(read_gpus)
         problem = divergence(framework, plan, gpus)
         if problem:
-            words = plan_words(plan) if plan.selected_indices is not None else "no selection"
-            message = f"{framework.name} does not follow the GPU plan ({words}): {problem}."
+            words = plan_words(plan) if plan.selected_indices is not None else _("no selection")
+            message = _("{framework} does not follow the GPU plan ({plan}): {problem}.").format(
+                framework=framework.name, plan=words, problem=problem
+            )
             if message not in KERNEL.warned:
                 KERNEL.warned.add(message)
                 messages.append(message)
@@ -586,18 +622,18 @@ def _set_after_cuda_start() -> str | None:
     if KERNEL.gpus and (same := cuda_devices(now, KERNEL.gpus)).known and same == cuda_devices(env, KERNEL.gpus):
         return None
     what = [
-        f"{key}={new!r}" if new is not None else f"{key} unset"
+        f"{key}={new!r}" if new is not None else _("{variable} unset").format(variable=key)
         for key, old, new in (
             ("CUDA_VISIBLE_DEVICES", env.visible_devices, now.visible_devices),
             ("CUDA_DEVICE_ORDER", env.device_order, now.device_order),
         )
         if old != new
     ]
-    return (
-        f"code in this kernel set {' and '.join(what)} after CUDA started ({by} started it with "
-        f"{env.describe()}): CUDA reads them once per process, so this has no effect on TensorFlow, PyTorch "
+    return _(
+        "code in this kernel set {what} after CUDA started ({by} started it with "
+        "{values}): CUDA reads them once per process, so this has no effect on TensorFlow, PyTorch "
         "or JAX here. To use other GPUs, restart the kernel and run %gpu_select first."
-    )
+    ).format(what=_(" and ").join(what), by=by, values=env.describe())
 
 
 def _apply_missed() -> list[str]:
@@ -615,7 +651,11 @@ def _apply_missed() -> list[str]:
         try:
             framework.apply(module, plan)
         except Exception as error:  # a check must never break the kernel; say what did not happen
-            notes.append(f"{framework.name} did not take the plan's calls ({type(error).__name__}: {error}).")
+            notes.append(
+                _("{framework} did not take the plan's calls ({error}).").format(
+                    framework=framework.name, error=f"{type(error).__name__}: {error}"
+                )
+            )
             continue
         KERNEL.applied[framework.name] = plan
     return notes
@@ -625,7 +665,7 @@ def _in_effect(framework: Framework) -> str:
     try:
         return framework.in_effect()
     except Exception as error:  # a status must never fail because a framework's query does
-        return f"unknown ({type(error).__name__}: {error})"
+        return _("unknown ({error})").format(error=f"{type(error).__name__}: {error}")
 
 
 def framework_statuses(gpus: Sequence[Gpu] = ()) -> list[tuple[Framework, str]]:
@@ -637,27 +677,34 @@ def framework_statuses(gpus: Sequence[Gpu] = ()) -> list[tuple[Framework, str]]:
         state = framework.state()
         problem = divergence(framework, plan, gpus) if KERNEL.plan_active else None
         if KERNEL.plan_active and not problem and state is State.INITIALIZED:
-            problem = "; ".join(framework.known_divergence(plan)) or None
+            problem = _clauses(framework.known_divergence(plan)) or None
         if state is State.NOT_IMPORTED:
             # Once CUDA started, a framework that cannot follow will not get the plan at its import either.
             waiting = _hook_pending(framework) and KERNEL.plan_active and not (problem and cuda_started())
-            text = "not imported; the plan is applied when it is imported" if waiting else "not imported"
+            text = _("not imported; the plan is applied when it is imported") if waiting else _("not imported")
         elif state is State.INITIALIZED:
             applied_plan = KERNEL.applied.get(framework.name)
             if applied_plan is not None and gpu_settings(applied_plan) == gpu_settings(plan) and not problem:
-                text = f"initialized with the plan applied; in effect: {_in_effect(framework)}"
+                text = _("initialized with the plan applied; in effect: {in_effect}")
             elif applied_plan is not None and gpu_settings(applied_plan) == gpu_settings(plan):
-                text = f"initialized; in effect: {_in_effect(framework)}"
+                text = _("initialized; in effect: {in_effect}")
             else:
-                text = f"initialized before the plan; in effect: {_in_effect(framework)}"
+                text = _("initialized before the plan; in effect: {in_effect}")
+            text = text.format(in_effect=_in_effect(framework))
         elif state is State.CPU_ONLY:
-            text = f"{state.value}; in effect: {_in_effect(framework)}"
+            text = _("{state}; in effect: {in_effect}").format(state=_(state.value), in_effect=_in_effect(framework))
         else:
             applied = framework.name in KERNEL.applied and KERNEL.applied[framework.name] == plan
-            verdict = "NOT applied" if problem else "applied" if applied else "not applied yet"
-            text = f"{state.value}; plan {verdict}"
+            verdict = (
+                _("{state}; plan NOT applied")
+                if problem
+                else _("{state}; plan applied")
+                if applied
+                else _("{state}; plan not applied yet")
+            )
+            text = verdict.format(state=_(state.value))
         if problem:
-            text += f" — does NOT follow the plan: {problem}"
+            text = _("{status} — does NOT follow the plan: {problem}").format(status=text, problem=problem)
         result.append((framework, text))
     return result
 
@@ -669,11 +716,11 @@ def cuda_status() -> str | None:
     if start is None:
         return None
     env = start[0]
-    values = "values that cannot be told any more" if env is UNKNOWN else env.describe()
-    return (
-        f"started in this kernel by {who_started(start)}, with {values}: CUDA read them once, for every "
+    values = _("values that cannot be told any more") if env is UNKNOWN else env.describe()
+    return _(
+        "started in this kernel by {who}, with {values}: CUDA read them once, for every "
         "framework of this process; another selection takes effect after a restart (%gpu_restart)"
-    )
+    ).format(who=who_started(start), values=values)
 
 
 _KERAS_BACKENDS = {"tensorflow": "TensorFlow", "torch": "PyTorch", "jax": "JAX"}
@@ -690,25 +737,31 @@ def keras_status() -> str | None:
         return None
     backend = getattr(config, "_BACKEND", None)
     if not isinstance(backend, str):
-        return "imported; its backend cannot be told"
+        return _("imported; its backend cannot be told")
     framework = _KERAS_BACKENDS.get(backend)
     shown = display_text(backend, 40)
     if framework is None:
-        return f"backend {shown}: not one jupyter_gpu configures (TensorFlow, PyTorch, JAX): the plan does not reach it"
-    line = f"backend {shown}: Keras has no GPU settings of its own; it uses what {framework} above says"
+        return _(
+            "backend {backend}: not one jupyter_gpu configures (TensorFlow, PyTorch, JAX): the plan does not reach it"
+        ).format(backend=shown)
     if forced_growth(current_plan(), os.environ.get("TF_FORCE_GPU_ALLOW_GROWTH")) and keras_forcing_growth():
-        line += "; at import it set TF_FORCE_GPU_ALLOW_GROWTH=true (what that does: TensorFlow above)"
-    return line
+        return _(
+            "backend {backend}: Keras has no GPU settings of its own; it uses what {framework} above says; "
+            "at import it set TF_FORCE_GPU_ALLOW_GROWTH=true (what that does: TensorFlow above)"
+        ).format(backend=shown, framework=framework)
+    return _("backend {backend}: Keras has no GPU settings of its own; it uses what {framework} above says").format(
+        backend=shown, framework=framework
+    )
 
 
 def keras_growth_message(backend: str, plan: GpuPlan) -> str:
     """The warning when importing Keras (``backend`` not TensorFlow) turned TensorFlow's growth on."""
-    return (
-        f"importing Keras (backend {display_text(backend, 40)}) set TF_FORCE_GPU_ALLOW_GROWTH=true, so "
-        f"TensorFlow, if used as well (tf.data, tf.image), grows its GPU memory although the plan "
-        f"({plan_words(plan)}{_memory_words(plan)}) says growth off. %gpu_select --growth makes growth "
+    return _(
+        "importing Keras (backend {backend}) set TF_FORCE_GPU_ALLOW_GROWTH=true, so "
+        "TensorFlow, if used as well (tf.data, tf.image), grows its GPU memory although the plan "
+        "({plan}) says growth off. %gpu_select --growth makes growth "
         "the plan (sensible next to JAX or PyTorch); %gpu_select --no-growth turns it off again."
-    )
+    ).format(backend=display_text(backend, 40), plan=plan_words(plan) + _memory_words(plan))
 
 
 def reset_for_tests() -> None:

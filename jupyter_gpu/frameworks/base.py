@@ -18,6 +18,7 @@ from enum import Enum
 from types import ModuleType
 
 from ..core.environ import environment_at_process_start
+from ..core.i18n import N_, _
 from ..core.visibility import (
     UNKNOWN,
     CudaEnv,
@@ -36,13 +37,14 @@ Environment = dict[str, "str | None"]  # None: the variable is removed
 
 
 class State(str, Enum):
-    """Where a framework is in this process, as :meth:`Framework.state` tells from ``sys.modules``."""
+    """Where a framework is in this process, as :meth:`Framework.state` tells from ``sys.modules``.
+    The values are marked text (``_(state.value)`` shows one in the user's language)."""
 
-    NOT_IMPORTED = "not imported"
-    IMPORTED = "imported, GPU not initialized"
-    DEVICES_LISTED = "imported, GPUs listed (CUDA started), not initialized"
-    CPU_ONLY = "initialized on the CPU only (no GPU backend)"
-    INITIALIZED = "initialized"
+    NOT_IMPORTED = N_("not imported")
+    IMPORTED = N_("imported, GPU not initialized")
+    DEVICES_LISTED = N_("imported, GPUs listed (CUDA started), not initialized")
+    CPU_ONLY = N_("initialized on the CPU only (no GPU backend)")
+    INITIALIZED = N_("initialized")
 
 
 @dataclass(frozen=True)
@@ -95,8 +97,9 @@ class Framework:
         """Make the calls ``plan`` needs on the imported, not yet initialized framework."""
 
     def cpu_only_reason(self) -> str:
-        """Why the framework runs on the CPU only (state ``CPU_ONLY``): by default, its build."""
-        return self.gpu_build_hint
+        """Why the framework runs on the CPU only (state ``CPU_ONLY``): by default, its build
+        (``gpu_build_hint``, marked text, in the user's language)."""
+        return _(self.gpu_build_hint)
 
     def settings_divergence(self, plan: GpuPlan) -> list[str]:
         """Once initialized: what the framework uses now that differs from ``plan`` beyond the GPUs
@@ -140,7 +143,7 @@ class Framework:
     def blocking_changes(self, old: GpuPlan, new: GpuPlan) -> list[str]:
         """What of the change from ``old`` to ``new`` this framework can no longer take."""
         if self.state() is State.INITIALIZED and gpu_settings(old) != gpu_settings(new):
-            return ["the GPU selection, memory limit and growth"]
+            return [_("the GPU selection, memory limit and growth")]
         return []
 
     def device_labels(self, plan: GpuPlan, gpus: Sequence[Gpu] = ()) -> dict[int, str]:
@@ -238,14 +241,14 @@ def starting_call(module: str) -> str:
             break
     path = path.removesuffix(".__init__")
     if function.startswith("_") and function != "__init__":
-        return f"its first GPU use ({path})"
+        return _("its first GPU use ({path})").format(path=path)
     return f"{path}()"
 
 
 def who_started(start: tuple[CudaEnv, str]) -> str:
     """``"PyTorch, at torch.cuda.is_available()"``: who started CUDA, and by which call where known."""
     call = cuda_start_call()
-    return f"{start[1]}, at {call}" if call else start[1]
+    return _("{who}, at {call}").format(who=start[1], call=call) if call else start[1]
 
 
 def process_cuda_start() -> tuple[CudaEnv, str] | None:
@@ -277,15 +280,16 @@ def process_cuda_start() -> tuple[CudaEnv, str] | None:
         unchanged = now == at_start and (KERNEL.written is None or KERNEL.written == now)
     else:  # since the extension loaded: what it wrote or found, unless code changed it meanwhile
         unchanged = now == KERNEL.written and not KERNEL.selection_changed
-    unseen = "a call jupyter_gpu does not watch (the CUDA driver is loaded)"
+    unseen = _("a call jupyter_gpu does not watch (the CUDA driver is loaded)")
     call = "" if unwatched or by in KERNEL.unwatched else unseen
     record_cuda_start(now if unchanged else UNKNOWN, by, call)
     return cuda_start()
 
 
-def selection_env_changed() -> str | None:
+def selection_env_changed(magic: str | None = None) -> str | None:
     """A one-line warning when code changed ``CUDA_VISIBLE_DEVICES``/``CUDA_DEVICE_ORDER`` behind the
-    magics' back before CUDA started (None when unchanged, or when CUDA already read them)."""
+    magics' back before CUDA started (None when unchanged, or when CUDA already read them); with
+    ``magic``, the refusal of that magic (which changes nothing then)."""
     if KERNEL.written is None or not KERNEL.plan_active:
         return None  # without a plan, the user's own CUDA_VISIBLE_DEVICES is simply the choice
     now = CudaEnv.now()
@@ -296,7 +300,7 @@ def selection_env_changed() -> str | None:
         return None  # another spelling of the same GPUs in the same order (a UUID for an index)
     plan = current_plan()
     what = [
-        f"{key}={new!r}" if new is not None else f"{key} unset"
+        f"{key}={new!r}" if new is not None else _("{variable} unset").format(variable=key)
         for key, old, new in (
             ("CUDA_VISIBLE_DEVICES", KERNEL.written.visible_devices, now.visible_devices),
             ("CUDA_DEVICE_ORDER", KERNEL.written.device_order, now.device_order),
@@ -305,23 +309,34 @@ def selection_env_changed() -> str | None:
     ]
     seen = cuda_devices(now, KERNEL.gpus) if KERNEL.gpus else None
     sees = (
-        f"the frameworks will see {seen.describe()}"
+        _("the frameworks will see {gpus}").format(gpus=seen.describe())
         if seen is not None and seen.known
-        else "the frameworks will not see what the plan says"
+        else _("the frameworks will not see what the plan says")
     )
-    source = f"the plan ({plan_words(plan)})" if plan.selected_indices is not None else "the kernel's start"
-    return (
-        f"code in this kernel set {' and '.join(what)} after {source}: {sees}, not the plan. "
-        "Run %gpu_select with the GPUs you want (it replaces the value), or remove that assignment."
+    source = (
+        _("the plan ({plan})").format(plan=plan_words(plan))
+        if plan.selected_indices is not None
+        else _("the kernel's start")
     )
+    what_changed = _("code in this kernel set {what} after {source}: {sees}, not the plan.").format(
+        what=_(" and ").join(what), source=source, sees=sees
+    )
+    if magic is None:
+        advice = _("Run %gpu_select with the GPUs you want (it replaces the value), or remove that assignment.")
+    else:
+        advice = _(
+            "{magic} changes nothing; run %gpu_select with the GPUs you want (it replaces the value), "
+            "or remove that assignment."
+        ).format(magic=magic)
+    return f"{what_changed} {advice}"
 
 
 def plan_words(plan: GpuPlan) -> str:
     if plan.selected_indices is None:
-        return "no selection"
+        return _("no selection")
     if plan.selected_indices == ():
-        return "CPU only"
-    return "GPU " + ",".join(map(str, plan.selected_indices or ()))
+        return _("CPU only")
+    return _("GPU {indices}").format(indices=",".join(map(str, plan.selected_indices or ())))
 
 
 def warn_once(message: str) -> None:
@@ -353,8 +368,10 @@ def _cuda_map(framework: Framework, gpus: Sequence[Gpu]) -> DeviceMap | None:
     if env is UNKNOWN:
         return DeviceMap(
             None,
-            f"{by} started CUDA before jupyter_gpu watched, and the CUDA variables were "
-            "changed since the kernel started",
+            _(
+                "{who} started CUDA before jupyter_gpu watched, and the CUDA variables were "
+                "changed since the kernel started"
+            ).format(who=by),
         )
     return cuda_devices(env, gpus, framework.device_names())
 
@@ -370,18 +387,28 @@ def planned_devices(framework: Framework, plan: GpuPlan, gpus: Sequence[Gpu]) ->
         return DeviceMap(plan.selected_indices if plan.selected_indices is not None else None), None
     shown = cuda.indices
     started = process_cuda_start()
-    when = f"CUDA already started in this kernel (by {who_started(started)})" if started else "CUDA started"
     if shown is None:
-        return cuda, f"cannot tell which GPU is which: {cuda.reason}"
+        return cuda, _("cannot tell which GPU is which: {reason}").format(reason=cuda.reason)
+    figures = {"who": who_started(started) if started else "", "gpus": cuda.describe(), "framework": framework.name}
     wanted = expected.indices if expected.indices is not None else shown
     if framework.can_narrow:
         missing = [index for index in wanted if index not in shown]
         narrowed = tuple(index for index in shown if index in wanted)
         if missing:
-            return DeviceMap(narrowed), (f"{when} showing {cuda.describe()} only, so GPU {missing[0]} cannot be added")
+            problem = (
+                _("CUDA already started in this kernel (by {who}) showing {gpus} only, so GPU {index} cannot be added")
+                if started
+                else _("CUDA started showing {gpus} only, so GPU {index} cannot be added")
+            )
+            return DeviceMap(narrowed), problem.format(index=missing[0], **figures)
         return DeviceMap(narrowed), None
     if set(shown) != set(wanted):
-        return cuda, f"{when} showing {cuda.describe()}, and {framework.name} cannot narrow that"
+        problem = (
+            _("CUDA already started in this kernel (by {who}) showing {gpus}, and {framework} cannot narrow that")
+            if started
+            else _("CUDA started showing {gpus}, and {framework} cannot narrow that")
+        )
+        return cuda, problem.format(**figures)
     return cuda, None
 
 

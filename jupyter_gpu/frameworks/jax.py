@@ -19,6 +19,7 @@ from collections.abc import Mapping
 from types import ModuleType
 from typing import Any
 
+from ..core.i18n import N_, _
 from ..plan import GpuPlan
 from .base import DeviceMemory, Environment, Framework, State, visible_order
 
@@ -37,7 +38,7 @@ class Jax(Framework):
         "XLA_PYTHON_CLIENT_ALLOCATOR",
     )
 
-    gpu_build_hint = "this jaxlib has no GPU support: pip install 'jax[cuda12]' and restart the kernel"
+    gpu_build_hint = N_("this jaxlib has no GPU support: pip install 'jax[cuda12]' and restart the kernel")
 
     def state(self) -> State:
         """Only a GPU backend counts as initialized: a CPU-only computation leaves the GPU untouched."""
@@ -89,11 +90,11 @@ class Jax(Framework):
             and platforms.strip()
             and not any(p.strip() in _GPU_PLATFORMS for p in platforms.split(","))
         ):
-            return (
-                f"the code set jax_platforms={platforms!r} (JAX_PLATFORMS or jax.config.update), so JAX "
+            return _(
+                "the code set jax_platforms={platforms} (JAX_PLATFORMS or jax.config.update), so JAX "
                 "made no GPU backend; to use the GPU, leave jax_platforms unset and restart the kernel"
-            )
-        return self.gpu_build_hint
+            ).format(platforms=repr(platforms))
+        return _(self.gpu_build_hint)
 
     def built_with_gpu(self) -> bool | None:
         return False if self.state() is State.CPU_ONLY else None  # a GPU backend shows itself by initializing
@@ -147,11 +148,15 @@ class Jax(Framework):
             and os.environ.get("XLA_PYTHON_CLIENT_ALLOCATOR", "").lower() != "platform"
         )
         pool = (
-            "JAX preallocated its pool (75 % of the GPU unless XLA_PYTHON_CLIENT_PREALLOCATE=false): freed "
-            "arrays are reused by JAX, the pool is not returned to the driver; only a restart returns it"
+            _(
+                "JAX preallocated its pool (75 % of the GPU unless XLA_PYTHON_CLIENT_PREALLOCATE=false): freed "
+                "arrays are reused by JAX, the pool is not returned to the driver; only a restart returns it"
+            )
             if preallocated
-            else "freed arrays go back to JAX's allocator, which keeps what it grew for reuse "
-            "(XLA_PYTHON_CLIENT_ALLOCATOR=platform returns it at once, slowly)"
+            else _(
+                "freed arrays go back to JAX's allocator, which keeps what it grew for reuse "
+                "(XLA_PYTHON_CLIENT_ALLOCATOR=platform returns it at once, slowly)"
+            )
         )
         return "jax.clear_caches()", pool
 
@@ -175,10 +180,18 @@ class Jax(Framework):
         preallocate = env.get("XLA_PYTHON_CLIENT_PREALLOCATE")
         allocator = (env.get("XLA_PYTHON_CLIENT_ALLOCATOR") or "default").lower()
         if plan.growth and preallocate not in ("false", "False", "0") and allocator != "platform":
-            said = "unset" if preallocate is None else repr(preallocate)
             conflicts.append(
-                f"XLA_PYTHON_CLIENT_PREALLOCATE is {said}, so JAX takes 75% of each GPU at start "
-                "(the plan's growth needs 'false')"
+                (
+                    _(
+                        "XLA_PYTHON_CLIENT_PREALLOCATE is unset, so JAX takes 75% of each GPU at start "
+                        "(the plan's growth needs 'false')"
+                    )
+                    if preallocate is None
+                    else _(
+                        "XLA_PYTHON_CLIENT_PREALLOCATE is {value}, so JAX takes 75% of each GPU at start "
+                        "(the plan's growth needs 'false')"
+                    )
+                ).format(value=repr(preallocate))
             )
         planned = self.environment(plan, {}).get("XLA_CLIENT_MEM_FRACTION")
         if planned is None:
@@ -186,9 +199,11 @@ class Jax(Framework):
         fraction, old = env.get("XLA_CLIENT_MEM_FRACTION"), env.get(_OLD_FRACTION)
         if old and fraction:
             conflicts.append(
-                f"{_OLD_FRACTION}={old!r} is set next to XLA_CLIENT_MEM_FRACTION, and JAX refuses "
-                "both (ValueError: XLA_CLIENT_MEM_FRACTION is specified together with "
-                f"{_OLD_FRACTION}) when it starts the GPU"
+                _(
+                    "{old} is set next to XLA_CLIENT_MEM_FRACTION, and JAX refuses "
+                    "both (ValueError: XLA_CLIENT_MEM_FRACTION is specified together with "
+                    "{old_name}) when it starts the GPU"
+                ).format(old=f"{_OLD_FRACTION}={old!r}", old_name=_OLD_FRACTION)
             )
         elif (fraction or old) != planned:
             said = (
@@ -196,13 +211,17 @@ class Jax(Framework):
                 if fraction
                 else f"{_OLD_FRACTION}={old!r}"
                 if old
-                else "XLA_CLIENT_MEM_FRACTION unset"
+                else _("XLA_CLIENT_MEM_FRACTION unset")
             )
-            conflicts.append(f"JAX reads {said}, not the plan's {planned!r}")
+            conflicts.append(
+                _("JAX reads {setting}, not the plan's {planned}").format(setting=said, planned=repr(planned))
+            )
         if allocator == "platform":
             conflicts.append(
-                "XLA_PYTHON_CLIENT_ALLOCATOR='platform': JAX's platform allocator has no memory "
-                "fraction, so the memory limit does not hold for JAX (unset it, or use 'bfc')"
+                _(
+                    "XLA_PYTHON_CLIENT_ALLOCATOR='platform': JAX's platform allocator has no memory "
+                    "fraction, so the memory limit does not hold for JAX (unset it, or use 'bfc')"
+                )
             )
         return conflicts
 
@@ -210,11 +229,11 @@ class Jax(Framework):
         jax = sys.modules.get("jax")
         parts = []
         if jax is not None and self.state() is State.INITIALIZED:
-            parts.append("devices " + ", ".join(str(device) for device in jax.devices()))
+            parts.append(_("devices {devices}").format(devices=", ".join(str(device) for device in jax.devices())))
         for key in self.env_keys:
             if os.environ.get(key):
                 parts.append(f"{key}={os.environ[key]}")
-        return ", ".join(parts) or "defaults"
+        return ", ".join(parts) or _("defaults")
 
 
 JAX = Jax()

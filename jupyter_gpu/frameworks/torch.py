@@ -31,6 +31,7 @@ import warnings
 from collections.abc import Callable, Mapping
 from types import ModuleType
 
+from ..core.i18n import N_, _
 from ..plan import GpuPlan
 from .base import DeviceMemory, Environment, Framework, State, fractions_differ, note_cuda_start, visible_order
 
@@ -42,7 +43,7 @@ class Torch(Framework):
     module_name = "torch"
     env_keys = ("PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_NVML_BASED_CUDA_CHECK", "PYTORCH_ALLOC_CONF")
 
-    gpu_build_hint = (
+    gpu_build_hint = N_(
         "this PyTorch is a CPU-only build: install a CUDA build (pip install torch --index-url "
         "https://download.pytorch.org/whl/cu126) and restart the kernel"
     )
@@ -123,14 +124,16 @@ class Torch(Framework):
                 continue
             actual = float(c_module._cuda_getMemoryFraction(position))
             if abs(actual - fraction) > 1e-6:
-                gpu = f" (GPU {devices[position]})" if devices is not None else ""
+                device = f"cuda:{position} (GPU {devices[position]})" if devices is not None else f"cuda:{position}"
                 how = (
-                    "set_per_process_memory_fraction by code"
+                    _("set_per_process_memory_fraction by code")
                     if position in queued
-                    else "the plan's cap was not placed: CUDA's order could not be told when it was queued"
+                    else _("the plan's cap was not placed: CUDA's order could not be told when it was queued")
                 )
                 problems.append(
-                    f"cuda:{position}{gpu} may use {actual:.1%} of its memory ({how}), the plan {fraction:.1%}"
+                    _("{device} may use {actual} of its memory ({how}), the plan {planned}").format(
+                        device=device, actual=f"{actual:.1%}", how=how, planned=f"{fraction:.1%}"
+                    )
                 )
         return problems
 
@@ -157,7 +160,7 @@ class Torch(Framework):
         sys.modules["torch"].cuda.empty_cache()
         return (
             "torch.cuda.empty_cache()",
-            "returns the cached blocks no live tensor uses to the driver; memory of tensors still referenced stays",
+            _("returns the cached blocks no live tensor uses to the driver; memory of tensors still referenced stays"),
         )
 
     def environment(self, plan: GpuPlan, baseline: Mapping[str, str | None]) -> Environment:
@@ -184,14 +187,20 @@ class Torch(Framework):
             and not set(alloc_conf_entries(generic)) <= set(alloc_conf_entries(cuda_conf))
         ):
             conflicts.append(
-                f"PyTorch ignores PYTORCH_ALLOC_CONF={generic!r} while PYTORCH_CUDA_ALLOC_CONF is set "
-                "(it reads only one, PYTORCH_CUDA_ALLOC_CONF first)"
+                _(
+                    "PyTorch ignores PYTORCH_ALLOC_CONF={value} while PYTORCH_CUDA_ALLOC_CONF is set "
+                    "(it reads only one, PYTORCH_CUDA_ALLOC_CONF first)"
+                ).format(value=repr(generic))
             )
         read = cuda_conf if cuda_conf is not None else generic
         if not expandable(read):
             name = "PYTORCH_CUDA_ALLOC_CONF" if cuda_conf is not None else "PYTORCH_ALLOC_CONF"
-            said = f"{name}={read!r}" if read is not None else "PYTORCH_CUDA_ALLOC_CONF unset"
-            conflicts.append(f"its allocator reads {said}, without expandable_segments:True (the plan's growth)")
+            said = f"{name}={read!r}" if read is not None else _("PYTORCH_CUDA_ALLOC_CONF unset")
+            conflicts.append(
+                _("its allocator reads {setting}, without expandable_segments:True (the plan's growth)").format(
+                    setting=said
+                )
+            )
         return conflicts
 
     def apply(self, module: ModuleType, plan: GpuPlan, old: GpuPlan | None = None) -> None:
@@ -203,7 +212,10 @@ class Torch(Framework):
                 module.set_num_interop_threads(request.inter_op_threads)
             except RuntimeError as error:  # only possible before the first parallel work
                 warnings.warn(
-                    f"PyTorch kept {module.get_num_interop_threads()} inter-op threads: {error}", stacklevel=2
+                    _("PyTorch kept {count} inter-op threads: {error}").format(
+                        count=module.get_num_interop_threads(), error=error
+                    ),
+                    stacklevel=2,
                 )
         cuda = module.cuda
         queued = cuda._queued_calls
@@ -239,9 +251,10 @@ class Torch(Framework):
 
     def in_effect(self) -> str:
         cuda = sys.modules.get("torch.cuda")
-        parts = [f"CUDA_VISIBLE_DEVICES={os.environ.get('CUDA_VISIBLE_DEVICES', '(unset)')}"]
+        visible = os.environ.get("CUDA_VISIBLE_DEVICES", _("(unset)"))
+        parts = [f"CUDA_VISIBLE_DEVICES={visible}"]
         if cuda is not None and getattr(cuda, "_initialized", False):
-            parts.append(f"{cuda.device_count()} CUDA device(s)")
+            parts.append(_("{count} CUDA device(s)").format(count=cuda.device_count()))
             for device in range(cuda.device_count()):
                 fraction = (
                     cuda.get_per_process_memory_fraction(device)
@@ -249,7 +262,9 @@ class Torch(Framework):
                     else None
                 )
                 if fraction is not None and fraction < 1:
-                    parts.append(f"cuda:{device} memory fraction {fraction:.2f}")
+                    parts.append(
+                        _("cuda:{device} memory fraction {fraction}").format(device=device, fraction=f"{fraction:.2f}")
+                    )
         return ", ".join(parts)
 
 

@@ -8,6 +8,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 
 from ..core.errors import PlanError
+from ..core.i18n import _, ngettext, pgettext
 from ..core.snapshot import GpuInfo, GpuProcess
 from ..core.units import format_bytes
 
@@ -76,14 +77,40 @@ def select_idlest(
         ),
     )
     if len(ranked) < count:
-        condition = f" with at least {format_bytes(min_free_bytes)} free" if min_free_bytes else ""
-        if require_idle:
-            condition += " and without other users' work"
-        raise NoGpuFits(
-            f"auto:{count} needs {count} GPU{'s' if count > 1 else ''}{condition}, but only "
-            f"{len(ranked)} of the GPUs this kernel may use qualif{'ies' if len(ranked) == 1 else 'y'}"
-            f" ({_listing(gpus)}); ask for fewer or lower --min-free"
+        figures = {
+            "count": count,
+            "size": format_bytes(min_free_bytes),
+            "found": len(ranked),
+            "gpus": _listing(gpus),
+        }
+        if min_free_bytes and require_idle:
+            need = ngettext(
+                "auto:{count} needs {count} GPU with at least {size} free and without other users' work",
+                "auto:{count} needs {count} GPUs with at least {size} free and without other users' work",
+                count,
+            )
+        elif min_free_bytes:
+            need = ngettext(
+                "auto:{count} needs {count} GPU with at least {size} free",
+                "auto:{count} needs {count} GPUs with at least {size} free",
+                count,
+            )
+        elif require_idle:
+            need = ngettext(
+                "auto:{count} needs {count} GPU without other users' work",
+                "auto:{count} needs {count} GPUs without other users' work",
+                count,
+            )
+        else:
+            need = ngettext("auto:{count} needs {count} GPU", "auto:{count} needs {count} GPUs", count)
+        found = ngettext(
+            "{need}, but only {found} of the GPUs this kernel may use qualifies ({gpus}); "
+            "ask for fewer or lower --min-free",
+            "{need}, but only {found} of the GPUs this kernel may use qualify ({gpus}); "
+            "ask for fewer or lower --min-free",
+            len(ranked),
         )
+        raise NoGpuFits(found.format(need=need.format(**figures), **figures))
     return tuple(gpu.index for gpu in ranked[:count])
 
 
@@ -124,12 +151,25 @@ def fit_hints(
         )
         if check is not None and not check(after):
             continue  # shutting them down would not make the request pass: no hint that cannot work
-        names = ", ".join(f"{kernels.get(p.pid, f'process PID {p.pid}')} ({format_bytes(p.memory)})" for p in mine[:3])
-        hints.append(f"GPU {gpu.index} would fit if your {names} {'were' if len(mine) == 1 else 'were all'} shut down")
+        names = pgettext("list separator", ", ").join(
+            "{name} ({size})".format(
+                name=kernels.get(p.pid) or _("process PID {pid}").format(pid=p.pid), size=format_bytes(p.memory)
+            )
+            for p in mine[:3]
+        )
+        hints.append(
+            ngettext(
+                "GPU {index} would fit if your {names} were shut down",
+                "GPU {index} would fit if your {names} were all shut down",
+                len(mine),
+            ).format(index=gpu.index, names=names)
+        )
     return hints
 
 
 def _listing(gpus: Sequence[GpuInfo]) -> str:
     if not gpus:
-        return "none"
-    return ", ".join(f"{gpu.index}: {format_bytes(gpu.memory_free)} free" for gpu in gpus)
+        return _("none")
+    return ", ".join(
+        _("{index}: {free} free").format(index=gpu.index, free=format_bytes(gpu.memory_free)) for gpu in gpus
+    )

@@ -7,6 +7,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from ..core.environ import environment_at_process_start
+from ..core.i18n import _
 from ..core.snapshot import GpuInfo
 
 
@@ -43,12 +44,13 @@ class Fence:
         for name, value in self.variables.items():
             if name == "NVIDIA_VISIBLE_DEVICES" and not value.strip().upper().startswith(("GPU-", "MIG-")):
                 parts.append(
-                    f"{name}={value!r} (applied by the container runtime: NVML here sees only those "
-                    "GPUs, numbered from 0)"
+                    _(
+                        "{variable} (applied by the container runtime: NVML here sees only those GPUs, numbered from 0)"
+                    ).format(variable=f"{name}={value!r}")
                 )
             else:
                 parts.append(f"{name}={value!r}")
-        return " and ".join(parts)
+        return _(" and ").join(parts)
 
     def allowed_slice(self, gpus: Sequence[GpuInfo]) -> str | None:
         """The MIG UUID of the slice the fence assigns (CUDA shows one MIG device at most), or None."""

@@ -8,6 +8,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 
 from ..core.errors import PlanError
+from ..core.i18n import _
 from ..core.snapshot import Snapshot
 from ..core.units import format_bytes
 from .fence import Fence, kernel_start_fence
@@ -117,16 +118,20 @@ def build_plan(
     fence = kernel_start_fence() if fence is None else fence
     min_free = None if request.min_free is None else parse_size(request.min_free)
     if min_free is not None and min_free.percent is not None:
-        raise PlanError(f"--min-free {request.min_free!r} must be an absolute size such as 8GiB, not a share")
+        raise PlanError(
+            _("--min-free {size} must be an absolute size such as 8GiB, not a share").format(
+                size=repr(request.min_free)
+            )
+        )
     if min_free is not None and (request.selection is None or not request.selection.lower().startswith("auto")):
-        raise PlanError("--min-free only applies to auto or auto:N; drop it or select with auto")
+        raise PlanError(_("--min-free only applies to auto or auto:N; drop it or select with auto"))
     selected: tuple[int, ...] | None = None
     mig: tuple[int, str] | None = None
     auto_kept = False
     if request.selection is not None:
         spec = parse_selection(request.selection)
         if spec.kind != "none" and snapshot.nvml_available and (why := fence.unknown(snapshot.gpus)):
-            raise PlanError(f"{why}; until then select none")
+            raise PlanError(_("{why}; until then select none").format(why=why))
         if spec.kind == "auto" and (chosen := _auto_choice(kept, request)) is not None:
             spec, auto_kept = parse_selection(chosen), True
         try:
@@ -140,8 +145,9 @@ def build_plan(
                 raise
             before = ", ".join(map(str, kept.selected_indices or ())) if kept is not None else "?"
             raise PlanError(
-                f"GPU {before}, which {request.selection} chose before, cannot be kept: {error}; "
-                f"%gpu_select {request.selection} chooses again"
+                _(
+                    "GPU {before}, which {auto} chose before, cannot be kept: {error}; %gpu_select {auto} chooses again"
+                ).format(before=before, auto=request.selection, error=error)
             ) from None
     if selected is None and snapshot.nvml_available and (fenced := fence.allowed_slice(snapshot.gpus)):
         found = snapshot.find_slice(fenced)
@@ -161,23 +167,35 @@ def build_plan(
     if selected == ():
         sizes, ceiling = (), None  # CPU only: nothing to cap (the sizes come back with a new selection)
     if sizes and not gpus:
-        raise PlanError(f"no GPU to limit: NVML sees none ({snapshot.error or 'no GPUs'}); select GPUs by index first")
+        raise PlanError(
+            _("no GPU to limit: NVML sees none ({error}); select GPUs by index first").format(
+                error=snapshot.error or _("no GPUs")
+            )
+        )
     limits: dict[int, tuple[int, ...]] = {}
     for gpu in gpus:
         per_device = tuple(size.resolve(gpu.memory_total) for size in sizes)
         total = sum(per_device)
         if per_device and gpu.memory_total and total > gpu.memory_total:
             raise PlanError(
-                f"the limit {' + '.join(map(str, sizes))} = {format_bytes(total)} is more than GPU "
-                f"{gpu.index}'s memory ({format_bytes(gpu.memory_total)}); give at most "
-                f"{format_bytes(gpu.memory_total)} in all"
+                _(
+                    "the limit {sizes} = {total} is more than GPU {index}'s memory ({memory}); "
+                    "give at most {memory} in all"
+                ).format(
+                    sizes=" + ".join(map(str, sizes)),
+                    total=format_bytes(total),
+                    index=gpu.index,
+                    memory=format_bytes(gpu.memory_total),
+                )
             )
         if ceiling is not None:
             cap = ceiling.resolve(gpu.memory_total)
             if per_device and total > cap:
                 raise PlanError(
-                    f"the limit {format_bytes(total)} on GPU {gpu.index} is above the admin ceiling "
-                    f"max_limit={ceiling} ({format_bytes(cap)}); give at most {format_bytes(cap)}"
+                    _(
+                        "the limit {total} on GPU {index} is above the admin ceiling "
+                        "max_limit={ceiling} ({cap}); give at most {cap}"
+                    ).format(total=format_bytes(total), index=gpu.index, ceiling=ceiling, cap=format_bytes(cap))
                 )
             if not per_device:
                 per_device = (cap,)

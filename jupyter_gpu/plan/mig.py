@@ -8,6 +8,7 @@ import re
 from collections.abc import Mapping
 
 from ..core.errors import PlanError
+from ..core.i18n import N_, _
 from ..core.snapshot import MigSlice, Snapshot
 from ..core.units import format_bytes
 from .auto import NoGpuFits
@@ -16,7 +17,8 @@ from .selection import SelectionSpec, _choices, _slice_listing
 from .sizes import Size
 
 _SLICE_NOTATION = re.compile(r"([0-9]{1,6}):([0-9]{1,3})")
-ONE_MIG_DEVICE = (
+#: Marked, not translated: shown through ``_(ONE_MIG_DEVICE)``.
+ONE_MIG_DEVICE = N_(
     "CUDA enumerates at most one MIG device per process (a second slice, or a slice next to a GPU, "
     "would be invisible to the frameworks)"
 )
@@ -53,12 +55,19 @@ def _resolve_mig(
             return None  # whole GPUs to choose from (GPUs in MIG mode are left out, see _resolve_selection)
         if spec.kind == "all" or spec.count == 1:
             if not candidates:
-                raise PlanError(f"{spec.text!r}: this kernel may use only MIG slices and none exists now; select none")
+                raise PlanError(
+                    _("{spec}: this kernel may use only MIG slices and none exists now; select none").format(
+                        spec=repr(spec.text)
+                    )
+                )
             if spec.kind == "all":
                 if len(candidates) > 1:
                     raise PlanError(
-                        f"'all' would be {len(candidates)} MIG slices, and {ONE_MIG_DEVICE}; select one: "
-                        + ", ".join(f"{g.index}:{s.index} ({s.profile})" for g, s in candidates)
+                        _("'all' would be {count} MIG slices, and {why}; select one: {slices}").format(
+                            count=len(candidates),
+                            why=_(ONE_MIG_DEVICE),
+                            slices=", ".join(f"{g.index}:{s.index} ({s.profile})" for g, s in candidates),
+                        )
                     )
                 return candidates[0][0].index, candidates[0][1].uuid
             own_pid = os.getpid()
@@ -79,19 +88,26 @@ def _resolve_mig(
                 and not (require_idle and (others(s) or claims.get(s.uuid)))
             ]
             if not eligible:
-                condition = (
-                    f"at least {format_bytes(min_free_bytes)} free"
-                    if min_free_bytes
-                    else "no other users' work or claims"
-                    if require_idle
-                    else "that can be read"
+                if min_free_bytes:
+                    need = _(
+                        "auto needs a MIG slice with at least {size} free, and none of the slices this kernel "
+                        "may use has it ({slices})"
+                    )
+                elif require_idle:
+                    need = _(
+                        "auto needs a MIG slice with no other users' work or claims, and none of the slices "
+                        "this kernel may use has it ({slices})"
+                    )
+                else:
+                    need = _(
+                        "auto needs a MIG slice with that can be read, and none of the slices this kernel "
+                        "may use has it ({slices})"
+                    )
+                slices = ", ".join(
+                    _("{slice}: {free} free").format(slice=f"{g.index}:{s.index}", free=format_bytes(s.memory_free))
+                    for g, s in candidates
                 )
-                raise NoGpuFits(
-                    f"auto needs a MIG slice with {condition}, and none of the slices this kernel may use "
-                    "has it ("
-                    + ", ".join(f"{g.index}:{s.index}: {format_bytes(s.memory_free)} free" for g, s in candidates)
-                    + ")"
-                )
+                raise NoGpuFits(need.format(size=format_bytes(min_free_bytes), slices=slices))
             # As for GPUs: slices without other users' work first, then the fewest claims of other
             # kernels (so kernels started at once spread over the slices), then the most free memory.
             best = min(
@@ -105,7 +121,11 @@ def _resolve_mig(
                 ),
             )
             return best[0].index, best[1].uuid
-        raise PlanError(f"{spec.text!r}: this kernel may use only MIG slices, and {ONE_MIG_DEVICE}; use auto")
+        raise PlanError(
+            _("{spec}: this kernel may use only MIG slices, and {why}; use auto").format(
+                spec=repr(spec.text), why=_(ONE_MIG_DEVICE)
+            )
+        )
     picked: list[tuple[int, str]] = []
     for item in spec.items:
         notation = _SLICE_NOTATION.fullmatch(item)
@@ -113,35 +133,49 @@ def _resolve_mig(
             gpu_index, position = int(notation[1]), int(notation[2])
             gpu = next((g for g in gpus if g.index == gpu_index), None)
             if gpu is None:
-                raise PlanError(f"there is no GPU {gpu_index}; {_choices(gpus, allowed, fence)}")
+                raise PlanError(
+                    _("there is no GPU {index}; {choices}").format(
+                        index=gpu_index, choices=_choices(gpus, allowed, fence)
+                    )
+                )
             slice_ = next((s for s in gpu.slices if s.index == position), None)
             if slice_ is None:
-                what = "is not in MIG mode" if not gpu.mig_mode else f"has no MIG slice {position}"
-                raise PlanError(f"GPU {gpu_index} {what}; its slices: {_slice_listing(gpu)}")
+                what = (
+                    _("GPU {index} is not in MIG mode; its slices: {slices}")
+                    if not gpu.mig_mode
+                    else _("GPU {index} has no MIG slice {position}; its slices: {slices}")
+                )
+                raise PlanError(what.format(index=gpu_index, position=position, slices=_slice_listing(gpu)))
             picked.append((gpu.index, slice_.uuid))
         elif item.upper().startswith("MIG-"):
             from ..core.visibility import _find_slice
 
             found = _find_slice(item, gpus)
             if found is None:
-                known = "; ".join(f"{g.index}:{s.index} {s.uuid}" for g in gpus for s in g.slices) or "none"
+                known = "; ".join(f"{g.index}:{s.index} {s.uuid}" for g in gpus for s in g.slices) or _("none")
                 raise PlanError(
-                    f"no MIG slice has a UUID starting with {item!r} (or it is not unique); MIG slices: {known}"
+                    _(
+                        "no MIG slice has a UUID starting with {item} (or it is not unique); MIG slices: {slices}"
+                    ).format(item=repr(item), slices=known)
                 )
             picked.append(found)
     if not picked:
         return None
     if len(spec.items) > 1:
-        raise PlanError(f"{spec.text!r}: {ONE_MIG_DEVICE}; select one slice per kernel")
+        raise PlanError(
+            _("{spec}: {why}; select one slice per kernel").format(spec=repr(spec.text), why=_(ONE_MIG_DEVICE))
+        )
     index, uuid = picked[0]
     if fenced_slice is not None and uuid != fenced_slice:
         raise PlanError(
-            f"slice {uuid} is outside the GPUs assigned to this kernel ({fence.describe()}); "
-            f"the slice assigned is {fenced_slice}"
+            _(
+                "slice {uuid} is outside the GPUs assigned to this kernel ({fence}); the slice assigned is {assigned}"
+            ).format(uuid=uuid, fence=fence.describe(), assigned=fenced_slice)
         )
     if fenced_slice is None and index not in allowed:
         raise PlanError(
-            f"GPU {index} is outside the GPUs assigned to this kernel ({fence.describe()}); "
-            f"{_choices(gpus, allowed, fence)}"
+            _("GPU {index} is outside the GPUs assigned to this kernel ({fence}); {choices}").format(
+                index=index, fence=fence.describe(), choices=_choices(gpus, allowed, fence)
+            )
         )
     return index, uuid

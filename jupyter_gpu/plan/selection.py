@@ -9,6 +9,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from ..core.errors import PlanError
+from ..core.i18n import N_, _
 from ..core.snapshot import GpuInfo, Snapshot
 from .auto import select_idlest
 from .fence import Fence
@@ -27,7 +28,8 @@ class SelectionSpec:
     count: int = 0
 
 
-SELECT_CHOICES = (
+#: Marked, not translated: shown through ``_(SELECT_CHOICES)``.
+SELECT_CHOICES = N_(
     "GPU indices like 0 or 1,3, UUIDs (unique prefixes), a MIG slice like 0:1 or its MIG UUID, "
     "auto, auto:N, all or none"
 )
@@ -38,28 +40,42 @@ def parse_selection(text: str) -> SelectionSpec:
     cleaned = text.strip()
     lowered = cleaned.lower()
     if not cleaned:
-        raise PlanError(f"no GPUs given; valid choices: {SELECT_CHOICES}")
+        raise PlanError(_("no GPUs given; valid choices: {choices}").format(choices=_(SELECT_CHOICES)))
     if lowered in {"all", "none"}:
         return SelectionSpec(text=cleaned, kind=lowered)
     if lowered == "auto" or lowered.startswith("auto:"):
         count_text = lowered.partition(":")[2] or "1"
         if not _DIGITS.fullmatch(count_text) or len(count_text) > 4 or int(count_text) < 1:
             raise PlanError(
-                f"{cleaned!r}: auto:N needs a whole number N of at least 1; valid choices: {SELECT_CHOICES}"
+                _("{spec}: auto:N needs a whole number N of at least 1; valid choices: {choices}").format(
+                    spec=repr(cleaned), choices=_(SELECT_CHOICES)
+                )
             )
         return SelectionSpec(text=cleaned, kind="auto", count=int(count_text))
     items = tuple(item.strip() for item in cleaned.split(","))
     if any(not item for item in items):
-        raise PlanError(f"{cleaned!r} has an empty entry; valid choices: {SELECT_CHOICES}")
+        raise PlanError(
+            _("{spec} has an empty entry; valid choices: {choices}").format(
+                spec=repr(cleaned), choices=_(SELECT_CHOICES)
+            )
+        )
     for item in items:
         if item.lower() in {"all", "none"} or item.lower().startswith("auto"):
-            raise PlanError(f"{cleaned!r} mixes {item!r} with other entries; use it alone")
+            raise PlanError(
+                _("{spec} mixes {item} with other entries; use it alone").format(spec=repr(cleaned), item=repr(item))
+            )
         if item.startswith("-"):
-            raise PlanError(f"{item!r} is not a GPU index; valid choices: {SELECT_CHOICES}")
+            raise PlanError(
+                _("{item} is not a GPU index; valid choices: {choices}").format(
+                    item=repr(item), choices=_(SELECT_CHOICES)
+                )
+            )
     seen: set[str] = set()
     for item in items:
         if item.lower() in seen:
-            raise PlanError(f"GPU {item!r} is given twice in {cleaned!r}; list each GPU once")
+            raise PlanError(
+                _("GPU {item} is given twice in {spec}; list each GPU once").format(item=repr(item), spec=repr(cleaned))
+            )
         seen.add(item.lower())
     return SelectionSpec(text=cleaned, kind="gpus", items=items)
 
@@ -75,7 +91,7 @@ def _resolve_selection(
 ) -> tuple[int, ...]:
     gpus = snapshot.gpus
     if spec.kind != "none" and snapshot.nvml_available and (why := fence.unknown(gpus)):
-        raise PlanError(f"{why}; until then select none")
+        raise PlanError(_("{why}; until then select none").format(why=why))
     allowed = fence.allowed(gpus) if snapshot.nvml_available else ()
     if snapshot.nvml_available and fence.allowed_slice(gpus) is None:
         allowed = tuple(i for i in allowed if not _in_mig_mode(snapshot, i))  # usable by slice only
@@ -85,16 +101,22 @@ def _resolve_selection(
     if not snapshot.nvml_available:
         if spec.kind == "auto":
             raise PlanError(
-                f"{spec.text!r} needs NVML to see how busy the GPUs are, and NVML is unavailable "
-                f"({snapshot.error}); select GPUs by index, or none"
+                _(
+                    "{spec} needs NVML to see how busy the GPUs are, and NVML is unavailable "
+                    "({error}); select GPUs by index, or none"
+                ).format(spec=repr(spec.text), error=snapshot.error)
             )
         if spec.kind == "all":
             raise PlanError(
-                f"'all' needs NVML to count the GPUs, and NVML is unavailable ({snapshot.error}); "
-                "select GPUs by index, or none"
+                _(
+                    "'all' needs NVML to count the GPUs, and NVML is unavailable ({error}); "
+                    "select GPUs by index, or none"
+                ).format(error=snapshot.error)
             )
         if not all(_DIGITS.fullmatch(item) for item in spec.items):
-            raise PlanError(f"UUIDs cannot be checked without NVML ({snapshot.error}); select GPUs by index")
+            raise PlanError(
+                _("UUIDs cannot be checked without NVML ({error}); select GPUs by index").format(error=snapshot.error)
+            )
         return tuple(int(item) for item in spec.items)
     if spec.kind == "all":
         return tuple(allowed)
@@ -114,14 +136,22 @@ def _resolve_selection(
         if _DIGITS.fullmatch(item):
             index = int(item) if len(item) < 10 else -1
             if not any(gpu.index == index for gpu in gpus):
-                raise PlanError(f"there is no GPU {item if len(item) < 10 else item[:9] + '…'}; {choices}")
+                raise PlanError(
+                    _("there is no GPU {index}; {choices}").format(
+                        index=item if len(item) < 10 else item[:9] + "…", choices=choices
+                    )
+                )
         else:
             matches = [gpu.index for gpu in gpus if gpu.uuid and gpu.uuid.lower().startswith(item.lower())]
             if not matches:
-                raise PlanError(f"no GPU has a UUID starting with {item!r}; {choices}")
+                raise PlanError(
+                    _("no GPU has a UUID starting with {item}; {choices}").format(item=repr(item), choices=choices)
+                )
             if len(matches) > 1:
                 raise PlanError(
-                    f"{item!r} matches the UUIDs of GPUs {', '.join(map(str, matches))}; give more of the UUID"
+                    _("{item} matches the UUIDs of GPUs {indices}; give more of the UUID").format(
+                        item=repr(item), indices=", ".join(map(str, matches))
+                    )
                 )
             index = matches[0]
         if _in_mig_mode(snapshot, index):
@@ -131,15 +161,23 @@ def _resolve_selection(
                 _slice_listing(gpu)
                 if fenced_slice is None
                 else ", ".join(f"{gpu.index}:{s.index} ({s.profile})" for s in gpu.slices if s.uuid == fenced_slice)
-                or "none assigned"
+                or _("none assigned")
             )
             raise PlanError(
-                f"GPU {index} is in MIG mode: CUDA cannot use it whole; select one of its slices: {listing}"
+                _("GPU {index} is in MIG mode: CUDA cannot use it whole; select one of its slices: {slices}").format(
+                    index=index, slices=listing
+                )
             )
         if index not in allowed:
-            raise PlanError(f"GPU {index} is outside the GPUs assigned to this kernel ({fence.describe()}); {choices}")
+            raise PlanError(
+                _("GPU {index} is outside the GPUs assigned to this kernel ({fence}); {choices}").format(
+                    index=index, fence=fence.describe(), choices=choices
+                )
+            )
         if index in indices:
-            raise PlanError(f"GPU {index} is given twice in {spec.text!r}; list each GPU once")
+            raise PlanError(
+                _("GPU {item} is given twice in {spec}; list each GPU once").format(item=index, spec=repr(spec.text))
+            )
         indices.append(index)
     return tuple(indices)
 
@@ -151,12 +189,14 @@ def _in_mig_mode(snapshot: Snapshot, index: int) -> bool:
 def _choices(gpus: Sequence[GpuInfo], allowed: Sequence[int], fence: Fence) -> str:
     usable = [gpu for gpu in gpus if gpu.index in allowed]
     if not usable:
-        where = f" ({fence.describe()})" if fence.active else ""
-        return f"this kernel may use no GPU{where}: choose none"
+        if fence.active:
+            return _("this kernel may use no GPU ({fence}): choose none").format(fence=fence.describe())
+        return _("this kernel may use no GPU: choose none")
     names = ", ".join(f"{gpu.index} ({gpu.uuid[:12]}…)" if gpu.uuid else str(gpu.index) for gpu in usable)
-    assigned = " assigned to this kernel" if fence.active else ""
-    return f"valid GPUs{assigned}: {names}, or auto, all, none"
+    if fence.active:
+        return _("valid GPUs assigned to this kernel: {gpus}, or auto, all, none").format(gpus=names)
+    return _("valid GPUs: {gpus}, or auto, all, none").format(gpus=names)
 
 
 def _slice_listing(gpu: GpuInfo) -> str:
-    return ", ".join(f"{gpu.index}:{s.index} ({s.profile})" for s in gpu.slices) or "none"
+    return ", ".join(f"{gpu.index}:{s.index} ({s.profile})" for s in gpu.slices) or _("none")

@@ -8,6 +8,7 @@ import re
 from dataclasses import dataclass
 
 from ..core.errors import PlanError
+from ..core.i18n import _
 from ..core.units import MIB
 
 _UNITS = {"": MIB, "K": 1024, "M": MIB, "G": 1024**3, "T": 1024**4}
@@ -30,8 +31,10 @@ class Size:
         assert self.percent is not None
         if total_bytes is None:
             raise PlanError(
-                f"{self.text!r} is a share of a GPU's memory, but NVML cannot tell the GPU's "
-                "size here; give an absolute size such as 2GiB or 2048 (MiB)"
+                _(
+                    "{size} is a share of a GPU's memory, but NVML cannot tell the GPU's "
+                    "size here; give an absolute size such as 2GiB or 2048 (MiB)"
+                ).format(size=repr(self.text))
             )
         return int(total_bytes * self.percent / 100)
 
@@ -42,26 +45,33 @@ class Size:
 def parse_size(text: str) -> Size:
     """``"2048"`` (MiB), ``"2GiB"``, ``"1.5G"``, ``"512MB"`` or ``"30%"``; raises :class:`PlanError`."""
     cleaned = text.strip()
-    valid = "valid sizes: 2048 (MiB), 512MiB, 2GiB, 1.5G or 30% (of the GPU's memory)"
+    figures = {
+        "size": repr(text),
+        "valid": _("valid sizes: 2048 (MiB), 512MiB, 2GiB, 1.5G or 30% (of the GPU's memory)"),
+    }
     if cleaned.endswith("%"):
         if not re.fullmatch(r"\s*[0-9]{0,30}\.?[0-9]{1,30}\s*", cleaned[:-1]):
-            raise PlanError(f"malformed size {text!r}; {valid}")
+            raise PlanError(_("malformed size {size}; {valid}").format(**figures))
         percent = float(cleaned[:-1])
         if not 0 < percent <= 100:
-            raise PlanError(f"size {text!r} must be more than 0% and at most 100%; {valid}")
+            raise PlanError(_("size {size} must be more than 0% and at most 100%; {valid}").format(**figures))
         return Size(text=cleaned, percent=percent)
     match = _SIZE.match(cleaned)
     if match is None:
         if cleaned.startswith("-"):
-            raise PlanError(f"size {text!r} is negative; {valid}")
-        raise PlanError(f"malformed size {text!r}; {valid}")
+            raise PlanError(_("size {size} is negative; {valid}").format(**figures))
+        raise PlanError(_("malformed size {size}; {valid}").format(**figures))
     unit = match["unit"].upper()
     multiplier = 1 if unit == "B" else _UNITS[unit[:1]]
     size_bytes = int(float(match["number"]) * multiplier)
     if size_bytes > 1024**5:
-        raise PlanError(f"size {text!r} is more than 1 PiB, more than any GPU has; {valid}")
+        raise PlanError(_("size {size} is more than 1 PiB, more than any GPU has; {valid}").format(**figures))
     if size_bytes < MIB:
-        raise PlanError(f"size {text!r} is {'zero' if size_bytes == 0 else 'under 1 MiB'}; {valid}")
+        raise PlanError(
+            (_("size {size} is zero; {valid}") if size_bytes == 0 else _("size {size} is under 1 MiB; {valid}")).format(
+                **figures
+            )
+        )
     return Size(text=cleaned, bytes=size_bytes)
 
 

@@ -17,6 +17,8 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
+from ..core.i18n import _
+
 if TYPE_CHECKING:
     from ..plan import GpuPlan
 
@@ -73,25 +75,28 @@ def caps_note(plan: GpuPlan, command: Sequence[str], python: bool, env: Mapping[
 
     name = shown(os.path.basename(command[0]))
     if not python:
-        carried = (
-            "Python programs it starts get them through JUPYTER_GPU_PLAN where jupyter_gpu is installed in "
-            "their environment"
+        return (
+            _(
+                "Caps cannot be applied to {name}: it is not a Python interpreter; it gets the GPU selection, "
+                "growth and JAX's share (environment variables); Python programs it starts get them through "
+                "JUPYTER_GPU_PLAN where jupyter_gpu is installed in their environment."
+            )
             if PLAN_VARIABLE in env
-            else "the Python programs it starts get no TensorFlow or PyTorch cap"
-        )
-        return (
-            f"Caps cannot be applied to {name}: it is not a Python interpreter; it gets the GPU selection, "
-            f"growth and JAX's share (environment variables); {carried}."
-        )
+            else _(
+                "Caps cannot be applied to {name}: it is not a Python interpreter; it gets the GPU selection, "
+                "growth and JAX's share (environment variables); the Python programs it starts get no "
+                "TensorFlow or PyTorch cap."
+            )
+        ).format(name=name)
     if PLAN_VARIABLE in env:
-        return (
-            f"The TensorFlow and PyTorch caps are applied in {name} when it imports them (jupyter_gpu's "
+        return _(
+            "The TensorFlow and PyTorch caps are applied in {name} when it imports them (jupyter_gpu's "
             "start-up hook), as in a kernel; cooperative, one cap per process."
-        )
-    return (
-        f"{name} gets the GPU selection, growth and JAX's share (environment variables), not the TensorFlow "
+        ).format(name=name)
+    return _(
+        "{name} gets the GPU selection, growth and JAX's share (environment variables), not the TensorFlow "
         "and PyTorch caps (calls made inside a Python process): cap them in the program itself."
-    )
+    ).format(name=name)
 
 
 def run_label(command: Sequence[str]) -> str:

@@ -26,6 +26,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Protocol
 
 from ..core.errors import GPUAlreadyInitializedWarning, PlanError, warn
+from ..core.i18n import _
 from .defaults import admin_ceiling as admin_ceiling  # the ceiling's one reading, imported from here too
 from .report import shown
 
@@ -74,7 +75,9 @@ def loosens_admin_ceiling(requested: str) -> str | None:
     admin = admin_ceiling()
     if not admin or requested == admin:
         return None
-    why = f"the administrator's ceiling JUPYTER_GPU_MAX_LIMIT={admin} can only be tightened from the kernel"
+    why = _("the administrator's ceiling JUPYTER_GPU_MAX_LIMIT={admin} can only be tightened from the kernel").format(
+        admin=admin
+    )
     if not requested:
         return why
     try:
@@ -96,8 +99,11 @@ def gpu_settings_change(old: PlanRequest, new: PlanRequest) -> bool:
 def _replaced_by_hand() -> str:
     from ..core.visibility import SELECTION_KEYS
 
-    values = [f"{key}={os.environ[key]!r}" if key in os.environ else f"{key} (unset)" for key in SELECTION_KEYS]
-    return " and ".join(values)
+    values = [
+        f"{key}={os.environ[key]!r}" if key in os.environ else _("{variable} (unset)").format(variable=key)
+        for key in SELECTION_KEYS
+    ]
+    return _(" and ").join(values)
 
 
 def would_fit_hints(
@@ -137,12 +143,14 @@ def would_fit_hints(
         kernels = {}
         for pid, peer in find_peers().by_pid.items():
             if peer.notebook:
-                idle = "idle " if peer.idle or (peer.idle_s or 0) >= 600 else ""
-                kernels[pid] = f"{idle}kernel {shown(peer.notebook)}"
+                idle = peer.idle or (peer.idle_s or 0) >= 600
+                kernels[pid] = (_("idle kernel {notebook}") if idle else _("kernel {notebook}")).format(
+                    notebook=shown(peer.notebook)
+                )
         hints = fit_hints(snapshot.gpus, min_free, os.getpid(), current_user(), kernels, check=check)
     except Exception:
         return ""
-    return "".join(f"; {hint}" for hint in hints[:3])
+    return "".join(_("; {hint}").format(hint=hint) for hint in hints[:3])
 
 
 def warn_already_initialized(magic: str, who: str, detail: str) -> None:
@@ -150,17 +158,27 @@ def warn_already_initialized(magic: str, who: str, detail: str) -> None:
     from .. import frameworks
 
     state = next((f.state() for f in frameworks.FRAMEWORKS if f.name == who), None)
+    call = None
     if who == "CUDA":
-        opening = "This kernel already uses the GPU"
+        opening = _("This kernel already uses the GPU, so {magic} cannot take effect:")
     elif state is frameworks.State.INITIALIZED:
-        opening = f"{who} already initialized the GPU in this kernel"
+        opening = _("{who} already initialized the GPU in this kernel, so {magic} cannot take effect:")
     else:
         call = frameworks.cuda_start_call()
-        opening = f"{who} already started CUDA in this kernel ({f'at {call}' if call else 'it listed the GPUs'})"
+        opening = (
+            _("{who} already started CUDA in this kernel (at {call}), so {magic} cannot take effect:")
+            if call
+            else _("{who} already started CUDA in this kernel (it listed the GPUs), so {magic} cannot take effect:")
+        )
     message = (
-        f"{opening}, so {magic} cannot take effect:\n{detail}.\n"
-        "The GPU plan and the environment are unchanged. To apply a new plan, restart the kernel "
-        "(%gpu_restart) and run the magic before the first GPU use."
+        opening.format(who=who, magic=magic, call=call)
+        + "\n"
+        + _("{detail}.").format(detail=detail)
+        + "\n"
+        + _(
+            "The GPU plan and the environment are unchanged. To apply a new plan, restart the kernel "
+            "(%gpu_restart) and run the magic before the first GPU use."
+        )
     )
     warn(message, GPUAlreadyInitializedWarning)  # every time (unless a filter ignores it), as its own lines
 
@@ -272,9 +290,9 @@ class PlanSession:
         snapshot = take_snapshot(host_sample) if fresh is None else fresh
         self.last_snapshot = snapshot
         frameworks.remember_gpus(snapshot.gpus)
-        changed = frameworks.selection_env_changed()
+        changed = frameworks.selection_env_changed(magic)
         if changed and "selection" not in changes and gpu_settings_change(old.request, request):
-            raise self.refused(changed.replace("Run %gpu_select", f"{magic} changes nothing; run %gpu_select"))
+            raise self.refused(changed)
         claims = board.load(snapshot.gpus) if board is not None and snapshot.nvml_available else {}
         self.last_claims = claims
         try:
@@ -312,9 +330,19 @@ class PlanSession:
         except PlanError as error:
             raise self.refused(str(error)) from None
         if replaced:
-            print(f"jupyter_gpu: {magic} replaces {replaced} set by code in this kernel.", file=sys.stderr)
+            print(
+                "jupyter_gpu: "
+                + _("{magic} replaces {replaced} set by code in this kernel.").format(magic=magic, replaced=replaced),
+                file=sys.stderr,
+            )
         if settings_replaced:
-            print(f"jupyter_gpu: {magic} replaces {', '.join(settings_replaced)}: the plan needs it.", file=sys.stderr)
+            print(
+                "jupyter_gpu: "
+                + _("{magic} replaces {settings}: the plan needs it.").format(
+                    magic=magic, settings=", ".join(settings_replaced)
+                ),
+                file=sys.stderr,
+            )
         from ..core.errors import GPUPlanMismatchWarning, warn
 
         for message in frameworks.env_conflict_messages():
@@ -372,10 +400,13 @@ class PlanSession:
             board.claim(uuids, **self.claim_fields)
         except Exception as error:  # claims are never required: the plan stands, without a claim
             why = error.strerror if isinstance(error, OSError) and error.strerror else str(error)
-            self._claims_note(f"cannot write in {board.directory} ({why})")
+            self._claims_note(_("cannot write in {directory} ({why})").format(directory=board.directory, why=why))
 
     def _claims_note(self, why: str) -> None:
         """Say once per session that claims are not used, and why (``auto`` chooses without them)."""
         if not self._claims_note_shown:
             self._claims_note_shown = True
-            print(f"jupyter_gpu: GPU claims are not used: {why}; auto chooses without them.", file=sys.stderr)
+            print(
+                "jupyter_gpu: " + _("GPU claims are not used: {why}; auto chooses without them.").format(why=why),
+                file=sys.stderr,
+            )

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from ..core.availability import Reservation, unit_availability
+from ..core.i18n import N_, _, pgettext
 from ..core.text import display_text, wrap
 from ..core.units import format_bytes
 
@@ -20,25 +21,42 @@ if TYPE_CHECKING:
     from ..plan import GpuPlan
 
 _NAME_CHARS = 40
-_COOPERATIVE = (
+_COOPERATIVE = N_(
     "Caps are cooperative: they bind the framework's allocator, not the driver "
     "(MIG or one GPU per container for hard isolation)."
 )
-_COOPERATIVE_AGAIN = "(Caps are cooperative, as said above; %gpu_limit? says more.)"
+_COOPERATIVE_AGAIN = N_("(Caps are cooperative, as said above; %gpu_limit? says more.)")
 
 
-ORDER_NOTE = (
+#: Marked, not translated: shown through ``_(ORDER_NOTE)``.
+ORDER_NOTE = N_(
     "CUDA_DEVICE_ORDER=PCI_BUS_ID set by the plan: these GPUs are of several models, and PyTorch caps "
     "each GPU by CUDA's device number, so CUDA now numbers them as nvidia-smi does (PyTorch's cuda:k "
     "and TensorFlow's /GPU:k are GPU k)."
 )
 
-_CHILDREN = (
+_CHILDREN = N_(
     "Python programs this kernel starts (!python, subprocess, spawn and DataLoader workers) inherit the GPU "
     "selection, growth and JAX's share, and the TensorFlow and PyTorch caps through JUPYTER_GPU_PLAN when they "
     "import the framework: a cap per process, not shared (two children capped at 4 GiB can take 8 GiB). "
     "Other programs get the variables only."
 )
+
+
+def gpus_text(indices: Sequence[int]) -> str:
+    """``GPU 0, 2``: planned GPUs by index (the list stays in figures and commas)."""
+    return _("GPU {indices}").format(indices=", ".join(map(str, indices)))
+
+
+def clauses(parts: Sequence[str]) -> str:
+    """Clauses of one line joined as the language joins them: ``"; "`` (Chinese: the full-width
+    semicolon). Each part is a whole piece of its own ``_()``."""
+    return pgettext("clause separator", "; ").join(parts)
+
+
+def listed(names: Sequence[str]) -> str:
+    """Names listed in one clause: ``"TensorFlow, PyTorch"`` (Chinese: the enumeration comma)."""
+    return pgettext("list separator", ", ").join(names)
 
 
 def shown(value: str | None, missing: str = "?") -> str:
@@ -50,27 +68,35 @@ def summary(plan: GpuPlan) -> str:
     """The plan in one line: selection, growth, limit, admin ceiling."""
     request = plan.request
     if plan.selected_indices is None:
-        selection = "no selection (the frameworks see every GPU the kernel may use)"
+        selection = _("no selection (the frameworks see every GPU the kernel may use)")
     elif not plan.selected_indices:
-        selection = "CPU only (no GPU)"
+        selection = _("CPU only (no GPU)")
     elif plan.selected_slice is not None:
-        selection = f"MIG slice {shown(plan.selected_slice)} of GPU {plan.selected_indices[0]}"
-    else:
-        selection = "GPU " + ", ".join(map(str, plan.selected_indices))
-    if plan.selected_indices and request.selection and request.selection.lower().startswith("auto"):
-        selection += f" ({request.selection})"
-    parts = [selection, f"growth {'on' if plan.growth else 'off'}"]
-    limits = {index: plan.memory_limit_bytes(index) for index in plan.limits_bytes}
-    if limits:
-        how = " (admin ceiling)" if plan.limit_from_ceiling else ""
-        parts.append(
-            "limit " + ", ".join(f"GPU {index}: {format_bytes(size)}" for index, size in limits.items() if size) + how
+        selection = _("MIG slice {slice} of GPU {index}").format(
+            slice=shown(plan.selected_slice), index=plan.selected_indices[0]
         )
     else:
-        parts.append("no memory limit")
+        selection = gpus_text(plan.selected_indices)
+    if plan.selected_indices and request.selection and request.selection.lower().startswith("auto"):
+        selection = _("{selection} ({auto})").format(selection=selection, auto=request.selection)
+    parts = [selection, _("growth on") if plan.growth else _("growth off")]
+    limits = {index: plan.memory_limit_bytes(index) for index in plan.limits_bytes}
+    if limits:
+        each = ", ".join(
+            _("GPU {index}: {size}").format(index=index, size=format_bytes(size))
+            for index, size in limits.items()
+            if size
+        )
+        parts.append(
+            (_("limit {limits} (admin ceiling)") if plan.limit_from_ceiling else _("limit {limits}")).format(
+                limits=each
+            )
+        )
+    else:
+        parts.append(_("no memory limit"))
     if request.max_limit:
-        parts.append(f"admin ceiling {request.max_limit}")
-    return "; ".join(parts)
+        parts.append(_("admin ceiling {ceiling}").format(ceiling=request.max_limit))
+    return clauses(parts)
 
 
 def _labels(plan: GpuPlan, not_following: list[str]) -> tuple[dict[int, str], list[str]]:
@@ -86,13 +112,15 @@ def _labels(plan: GpuPlan, not_following: list[str]) -> tuple[dict[int, str], li
         if problem is not None:
             not_following.append(framework.name)
             notes.append(
-                f"{framework.name} will NOT follow this: {problem}; restart the kernel (%gpu_restart) to apply "
-                f"the plan to {framework.name}."
+                _(
+                    "{framework} will NOT follow this: {problem}; restart the kernel (%gpu_restart) to apply "
+                    "the plan to {framework}."
+                ).format(framework=framework.name, problem=problem)
             )
             continue
         for index, label in framework.device_labels(plan, gpus).items():
             labels.setdefault(index, []).append(f"{framework.name} {label}")
-    return {index: ", ".join(names) or "no framework" for index, names in labels.items()}, notes
+    return {index: ", ".join(names) or _("no framework") for index, names in labels.items()}, notes
 
 
 def selection_report(
@@ -105,29 +133,36 @@ def selection_report(
     notes: list[str] = []
     not_following: list[str] = []
     if plan.selected_indices == ():
-        lines = ["No GPU selected: TensorFlow, PyTorch and JAX will run on the CPU only."]
+        lines = [_("No GPU selected: TensorFlow, PyTorch and JAX will run on the CPU only.")]
     elif plan.selected_indices is None:
-        lines = [f"No selection: {summary(plan)}"]
+        lines = [_("No selection: {summary}").format(summary=summary(plan))]
     else:
         labels, notes = _labels(plan, not_following)
         lines = []
         why = _auto_reasons(plan, reservations)
         for index in plan.selected_indices:
             gpu = plan.gpu(index)
-            about = (
-                ""
-                if gpu is None or gpu.memory_free is None
-                else f" ({shown(gpu.name.removeprefix('NVIDIA '))}, {format_bytes(gpu.memory_free)} free)"
-            )
-            lines.append(f"GPU {index}{about} → {labels.get(index, 'no framework')}{why.get(index, '')}")
+            names = labels.get(index, _("no framework"))
+            if gpu is None or gpu.memory_free is None:
+                line = _("GPU {index} → {names}").format(index=index, names=names)
+            else:
+                line = _("GPU {index} ({name}, {free} free) → {names}").format(
+                    index=index,
+                    name=shown(gpu.name.removeprefix("NVIDIA ")),
+                    free=format_bytes(gpu.memory_free),
+                    names=names,
+                )
+            lines.append(line + why.get(index, ""))
         if len(plan.selected_indices) > 1:
             lines.append(
-                f"{len(plan.selected_indices)} GPUs selected. Selecting does not parallelize: use "
-                "tf.distribute.MirroredStrategy() (build and compile Keras models in its scope()), "
-                "PyTorch DistributedDataParallel, or JAX sharding."
+                _(
+                    "{count} GPUs selected. Selecting does not parallelize: use "
+                    "tf.distribute.MirroredStrategy() (build and compile Keras models in its scope()), "
+                    "PyTorch DistributedDataParallel, or JAX sharding."
+                ).format(count=len(plan.selected_indices))
             )
     lines += notes
-    lines.append(f"Memory growth {'on: allocated on demand' if plan.growth else 'off'}.")
+    lines.append(_("Memory growth on: allocated on demand.") if plan.growth else _("Memory growth off."))
     if plan.limits_bytes:
         lines.append(limit_report(plan, caveats, children))
     lines.append(_where_applied(not_following))
@@ -152,18 +187,23 @@ def _auto_reasons(plan: GpuPlan, reservations: Sequence[Reservation] = ()) -> di
         if not isinstance(gpu, GpuInfo):  # NVML's GPUs (with processes), not a plan's
             continue
         if plan.auto_kept:
-            reasons[index] = f"; {_KEPT.format(auto=plan.request.selection)}"
+            reasons[index] = _("; as {auto} chose it before (%gpu_select {auto} chooses again)").format(
+                auto=plan.request.selection
+            )
             continue
         users = other_users(gpu, os.getpid(), current_user())
         others = [r for r in reservations if r.pid != os.getpid()]  # not this kernel's own new claim
         state = unit_availability(gpu, others, current_user(), own_pids={os.getpid()})
-        who = f"used by {', '.join(users)}" if users else state
-        busy = "" if gpu.utilization is None else f", {gpu.utilization} % busy"
-        reasons[index] = f"; chosen by auto: {who}, {format_bytes(gpu.memory_free)} free{busy}"
+        who = _("used by {users}").format(users=listed(users)) if users else state
+        free = format_bytes(gpu.memory_free)
+        reasons[index] = (
+            _("; chosen by auto: {who}, {free} free").format(who=who, free=free)
+            if gpu.utilization is None
+            else _("; chosen by auto: {who}, {free} free, {percent} % busy").format(
+                who=who, free=free, percent=gpu.utilization
+            )
+        )
     return reasons
-
-
-_KEPT = "as {auto} chose it before (%gpu_select {auto} chooses again)"
 
 
 def auto_rechosen(old: GpuPlan, new: GpuPlan) -> str | None:
@@ -178,10 +218,12 @@ def auto_rechosen(old: GpuPlan, new: GpuPlan) -> str | None:
 
     def gpus(plan: GpuPlan) -> str:
         if plan.selected_slice is not None:
-            return f"MIG slice {shown(plan.selected_slice)}"
-        return "GPU " + ", ".join(map(str, plan.selected_indices or ())) if plan.selected_indices else "no GPU"
+            return _("MIG slice {slice}").format(slice=shown(plan.selected_slice))
+        return gpus_text(plan.selected_indices) if plan.selected_indices else _("no GPU")
 
-    return f"{new.request.selection} chose again: {gpus(new)} (it was {gpus(old)})."
+    return _("{auto} chose again: {new} (it was {old}).").format(
+        auto=new.request.selection, new=gpus(new), old=gpus(old)
+    )
 
 
 def limit_report(plan: GpuPlan, caveats: bool = True, children: str | None = None) -> str:
@@ -196,44 +238,68 @@ def limit_report(plan: GpuPlan, caveats: bool = True, children: str | None = Non
 
     if not plan.limits_bytes:
         if plan.selected_indices == () and plan.request.limits:
-            return (
-                f"No memory limit while the selection is none (CPU only); {' '.join(plan.request.limits)} per GPU "
+            return _(
+                "No memory limit while the selection is none (CPU only); {limits} per GPU "
                 "applies again when GPUs are selected (%gpu_limit off drops it)."
-            )
-        return "No memory limit."
+            ).format(limits=" ".join(plan.request.limits))
+        return _("No memory limit.")
     labels = frameworks.TENSORFLOW.device_labels(plan, frameworks.known_gpus())
     lines = []
     jax_differs = jax_shares(plan) is not None
     for index, sizes in plan.limits_bytes.items():
         gpu = plan.gpu(index)
-        of = f" of {format_bytes(gpu.memory_total)}" if gpu and gpu.memory_total else ""
+        total = format_bytes(gpu.memory_total) if gpu and gpu.memory_total else None
         if len(sizes) > 1:
-            where = f" → TensorFlow {labels[index]}" if index in labels else ""
+            figures = {
+                "index": index,
+                "count": len(sizes),
+                "sizes": " + ".join(map(format_bytes, sizes)),
+                "total": total,
+                "where": f" → TensorFlow {labels[index]}" if index in labels else "",
+                "sum": format_bytes(sum(sizes)),
+            }
             lines.append(
-                f"GPU {index}: {len(sizes)} logical GPUs of {' + '.join(map(format_bytes, sizes))}{of}"
-                f"{where} (PyTorch and JAX: {format_bytes(sum(sizes))} in all)"
+                (
+                    _("GPU {index}: {count} logical GPUs of {sizes} of {total}{where} (PyTorch and JAX: {sum} in all)")
+                    if total
+                    else _("GPU {index}: {count} logical GPUs of {sizes}{where} (PyTorch and JAX: {sum} in all)")
+                ).format(**figures)
             )
         else:
-            whom = " (TensorFlow and PyTorch; JAX below)" if jax_differs else ""
-            lines.append(f"GPU {index}: at most {format_bytes(sizes[0])}{of}{whom}")
-        if gpu and gpu.memory_free is not None and sum(sizes) > gpu.memory_free:
-            lines.append(
-                f"  note: only {format_bytes(gpu.memory_free)} of GPU {index} is free now{_holders(index)}; "
-                "the framework runs out of memory before it reaches the cap"
+            line = (_("GPU {index}: at most {size} of {total}") if total else _("GPU {index}: at most {size}")).format(
+                index=index, size=format_bytes(sizes[0]), total=total
             )
+            lines.append(line + (_(" (TensorFlow and PyTorch; JAX below)") if jax_differs else ""))
+        if gpu and gpu.memory_free is not None and sum(sizes) > gpu.memory_free:
+            holders = _holders(index)
+            note = (
+                _(
+                    "note: only {free} of GPU {index} is free now (held by {holders}); "
+                    "the framework runs out of memory before it reaches the cap"
+                )
+                if holders
+                else _(
+                    "note: only {free} of GPU {index} is free now; "
+                    "the framework runs out of memory before it reaches the cap"
+                )
+            )
+            lines.append("  " + note.format(free=format_bytes(gpu.memory_free), index=index, holders=holders))
     lines += jax_share(plan)
     torch_problem = frameworks.torch_caps_problem(plan, frameworks.known_gpus())
     if torch_problem is not None:
-        lines.append(torch_problem + ".")
+        lines.append(_("{problem}.").format(problem=torch_problem))
     if frameworks.order_set_by_plan(plan):
-        lines.append(ORDER_NOTE)
+        lines.append(_(ORDER_NOTE))
     if plan.limit_from_ceiling:
-        lines.append(f"(the admin ceiling max_limit={plan.request.max_limit} applies)")
+        lines.append(_("(the admin ceiling max_limit={ceiling} applies)").format(ceiling=plan.request.max_limit))
     if plan.auto_kept:
-        kept = ", ".join(map(str, plan.selected_indices or ()))
-        lines.append(f"(GPU {kept} {_KEPT.format(auto=plan.request.selection)})")
-    lines += [_COOPERATIVE, children or _CHILDREN] if caveats else [_COOPERATIVE_AGAIN]
-    return wrap("Memory limit:\n  " + "\n  ".join(lines))
+        lines.append(
+            _("(GPU {indices} as {auto} chose it before (%gpu_select {auto} chooses again))").format(
+                indices=", ".join(map(str, plan.selected_indices or ())), auto=plan.request.selection
+            )
+        )
+    lines += [_(_COOPERATIVE), children or _(_CHILDREN)] if caveats else [_(_COOPERATIVE_AGAIN)]
+    return wrap(_("Memory limit:") + "\n  " + "\n  ".join(lines))
 
 
 def jax_shares(plan: GpuPlan) -> list[tuple[int, int]] | None:
@@ -273,10 +339,10 @@ def jax_share(plan: GpuPlan) -> list[str]:
 
 def jax_share_line(shares: list[tuple[int, int]], fraction: str) -> str:
     each = ", ".join(f"GPU {index} {format_bytes(size)}" for index, size in shares)
-    return (
-        f"JAX: one fraction {fraction} for all its GPUs: {each} (JAX cannot cap GPUs differently; "
+    return _(
+        "JAX: one fraction {fraction} for all its GPUs: {each} (JAX cannot cap GPUs differently; "
         "XLA_CLIENT_MEM_FRACTION is one share of each GPU's memory)"
-    )
+    ).format(fraction=fraction, each=each)
 
 
 def _holders(index: int) -> str:
@@ -286,11 +352,9 @@ def _holders(index: int) -> str:
     processes = getattr(gpu, "processes", ())
     held: dict[str, int] = {}
     for process in processes:
-        who = "this kernel" if process.pid == os.getpid() else shown(process.user, f"PID {process.pid}")
+        who = _("this kernel") if process.pid == os.getpid() else shown(process.user, f"PID {process.pid}")
         held[who] = held.get(who, 0) + (process.memory or 0)
-    if not held:
-        return ""
-    return " (held by " + ", ".join(f"{who} {format_bytes(size)}" for who, size in held.items()) + ")"
+    return listed([f"{who} {format_bytes(size)}" for who, size in held.items()])
 
 
 def threads_report(plan: GpuPlan) -> str:
@@ -298,16 +362,19 @@ def threads_report(plan: GpuPlan) -> str:
     request = plan.request
 
     def setting(value: object) -> str:
-        return (
-            "framework default"
-            if value is None
-            else ("on" if value is True else "off" if value is False else str(value))
-        )
+        if value is None:
+            return _("framework default")
+        if value is True:
+            return pgettext("setting", "on")
+        return pgettext("setting", "off") if value is False else str(value)
 
-    return (
-        f"Threads: intra-op {setting(request.intra_op_threads)}, inter-op {setting(request.inter_op_threads)}; "
-        f"TensorFlow soft placement {setting(request.soft_placement)}, "
-        f"device-placement logging {setting(request.log_device_placement)}."
+    return _(
+        "Threads: intra-op {intra}, inter-op {inter}; TensorFlow soft placement {soft}, device-placement logging {log}."
+    ).format(
+        intra=setting(request.intra_op_threads),
+        inter=setting(request.inter_op_threads),
+        soft=setting(request.soft_placement),
+        log=setting(request.log_device_placement),
     )
 
 
@@ -324,30 +391,58 @@ def _where_applied(not_following: Sequence[str] = ()) -> str:
         (later if framework.state() is frameworks.State.NOT_IMPORTED else now).append(framework.name)
     parts = []
     if now:
-        parts.append(f"Applied now to {', '.join(now)}")
+        parts.append(_("applied now to {frameworks}").format(frameworks=listed(now)))
     if later:
-        parts.append(f"applied to {', '.join(later)} when imported")
+        parts.append(_("applied to {frameworks} when imported").format(frameworks=listed(later)))
     if not_following:
-        parts.append(f"not applied to {', '.join(not_following)} (above: restart the kernel)")
-    text = "; ".join(parts)
-    return text[0].upper() + text[1:] + "."
+        parts.append(
+            _("not applied to {frameworks} (above: restart the kernel)").format(frameworks=listed(not_following))
+        )
+    text = _("{clauses}.").format(clauses=clauses(parts))
+    return text[0].upper() + text[1:]
 
 
 def over_limit(index: int, held: int, cap: int) -> str:
     """The line under a GPU on which NVML shows this kernel holding more than its ``%gpu_limit``."""
-    return (
-        f"! this kernel holds {format_bytes(held)} on GPU {index}, more than its %gpu_limit of "
-        f"{format_bytes(cap)}: caps bind each framework's allocator, not CUDA's own context, a second "
+    return "! " + _(
+        "this kernel holds {held} on GPU {index}, more than its %gpu_limit of "
+        "{cap}: caps bind each framework's allocator, not CUDA's own context, a second "
         "framework or code that ignores them"
-    )
+    ).format(held=format_bytes(held), index=index, cap=format_bytes(cap))
 
 
-def gpu_listing(plan: GpuPlan, snapshot: Any, heading: str = "GPUs this kernel may use:") -> str:
-    """The GPUs the kernel may use (its start fence), the selected ones starred, with who uses them."""
+def _usage(
+    used: int | None,
+    free: int | None,
+    total: int | None,
+    mine: int,
+    others: Sequence[str],
+    utilization: int | None = None,
+) -> str:
+    """``8 GiB used, 72 GiB free of 80 GiB, 3% busy; this kernel 2 GiB; used by ana``: a GPU's or
+    slice's memory, its utilization, this kernel's share and who else uses it."""
+    figures = {"used": format_bytes(used), "free": format_bytes(free), "total": format_bytes(total)}
+    parts = [
+        _("{used} used, {free} free of {total}").format(**figures)
+        if utilization is None
+        else _("{used} used, {free} free of {total}, {percent}% busy").format(percent=utilization, **figures)
+    ]
+    if mine:
+        parts.append(_("this kernel {size}").format(size=format_bytes(mine)))
+    if others:
+        parts.append(_("used by {users}").format(users=listed(others)))
+    return clauses(parts)
+
+
+def gpu_listing(plan: GpuPlan, snapshot: Any, heading: str | None = None) -> str:
+    """The GPUs the kernel may use (its start fence), the selected ones starred, with who uses them.
+
+    ``heading``: the first line (translated already), by default "GPUs this kernel may use:"."""
     from ..plan import kernel_start_fence
 
+    heading = heading or _("GPUs this kernel may use:")
     if not snapshot.nvml_available:
-        return f"{heading} unknown: NVML is unavailable ({snapshot.error})"
+        return _("{heading} unknown: NVML is unavailable ({error})").format(heading=heading, error=snapshot.error)
     allowed = kernel_start_fence().allowed(snapshot.gpus)
     selected = plan.selected_indices
     own = os.getpid()
@@ -357,18 +452,14 @@ def gpu_listing(plan: GpuPlan, snapshot: Any, heading: str = "GPUs this kernel m
             continue
         mark = "*" if selected is not None and gpu.index in selected and plan.selected_slice is None else " "
         if gpu.error:
-            lines.append(f" {mark} GPU {gpu.index}: cannot be read ({gpu.error})")
+            lines.append(
+                f" {mark} " + _("GPU {index}: cannot be read ({error})").format(index=gpu.index, error=gpu.error)
+            )
             continue
         mine = sum(p.memory or 0 for p in gpu.processes if p.pid == own)
         others = sorted({shown(p.user) for p in gpu.processes if p.pid != own})
-        util = "" if gpu.utilization is None else f", {gpu.utilization}% busy"
-        lines.append(
-            f" {mark} GPU {gpu.index} {shown(gpu.name)} ({shown(gpu.uuid[:12])}…): "
-            f"{format_bytes(gpu.memory_used)} used, "
-            f"{format_bytes(gpu.memory_free)} free of {format_bytes(gpu.memory_total)}{util}"
-            f"{f'; this kernel {format_bytes(mine)}' if mine else ''}"
-            f"{'; used by ' + ', '.join(others) if others else ''}"
-        )
+        usage = _usage(gpu.memory_used, gpu.memory_free, gpu.memory_total, mine, others, gpu.utilization)
+        lines.append(f" {mark} GPU {gpu.index} {shown(gpu.name)} ({shown(gpu.uuid[:12])}…): {usage}")
         cap = plan.memory_limit_bytes(gpu.index)
         if cap is not None and mine > cap:
             lines.append(f"     {over_limit(gpu.index, mine, cap)}")
@@ -379,21 +470,22 @@ def gpu_listing(plan: GpuPlan, snapshot: Any, heading: str = "GPUs this kernel m
             mark = "*" if slice_.uuid == plan.selected_slice else " "
             mine = sum(p.memory or 0 for p in slice_.processes if p.pid == own)
             others = sorted({shown(p.user) for p in slice_.processes if p.pid != own})
+            usage = _usage(slice_.memory_used, slice_.memory_free, slice_.memory_total, mine, others)
             lines.append(
-                f" {mark}   {gpu.index}:{slice_.index} MIG {shown(slice_.profile)} ({shown(slice_.uuid)}): "
-                f"{format_bytes(slice_.memory_used)} used, {format_bytes(slice_.memory_free)} free of "
-                f"{format_bytes(slice_.memory_total)}"
-                f"{f'; this kernel {format_bytes(mine)}' if mine else ''}"
-                f"{'; used by ' + ', '.join(others) if others else ''}"
+                f" {mark}   {gpu.index}:{slice_.index} MIG {shown(slice_.profile)} ({shown(slice_.uuid)}): {usage}"
             )
     if len(lines) == 1:
-        lines.append("  none")
+        lines.append("  " + _("none"))
     if any(line.startswith(" *") for line in lines):
-        lines.append("  (* selected)")
+        lines.append("  " + _("(* selected)"))
     elif selected == ():
-        lines.append("  (selection: none, CPU only)")
+        lines.append("  " + _("(selection: none, CPU only)"))
     if getattr(snapshot, "simulated", False):
         lines.append(
-            "  (simulated GPUs, JUPYTER_GPU_SIMULATE: there is no nvidia-smi; !jupyter-gpu status shows the same GPUs)"
+            "  "
+            + _(
+                "(simulated GPUs, JUPYTER_GPU_SIMULATE: there is no nvidia-smi; "
+                "!jupyter-gpu status shows the same GPUs)"
+            )
         )
     return "\n".join(lines)

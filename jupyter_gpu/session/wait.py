@@ -16,10 +16,11 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from ..core.errors import PlanError
+from ..core.i18n import N_, _, ngettext
 from ..core.units import format_bytes, format_duration
-from . import plan_session
+from . import plan_session, report
 from .plan_session import NoGpuFitsError, PlanSession
-from .report import shown
+from .report import listed, shown
 
 if TYPE_CHECKING:
     from ..plan import GpuPlan
@@ -36,15 +37,20 @@ def parse_duration(text: str) -> float:
 
     match = re.fullmatch(r"\s*([0-9]{1,7}(?:\.[0-9]{1,3})?)\s*(s|sec|m|min|h)?\s*", text, re.IGNORECASE)
     if match is None:
-        raise PlanError(f"--wait {text!r} is not a duration; give e.g. 90s, 30m or 2h (a plain number is seconds)")
+        raise PlanError(
+            _("--wait {text} is not a duration; give e.g. 90s, 30m or 2h (a plain number is seconds)").format(
+                text=repr(text)
+            )
+        )
     seconds = float(match[1]) * _DURATION_UNITS[(match[2] or "").lower()]
     if not 0 < seconds <= 7 * 86400:
-        raise PlanError(f"--wait {text!r} must be more than 0 and at most 7 days")
+        raise PlanError(_("--wait {text} must be more than 0 and at most 7 days").format(text=repr(text)))
     return seconds
 
 
-STOP_HINT = "interrupt the kernel to stop; nothing changes until the GPUs fit"
-"""How the progress line says to stop waiting (a face with another way says its own: Ctrl-C)."""
+STOP_HINT = N_("interrupt the kernel to stop; nothing changes until the GPUs fit")
+"""How the progress line says to stop waiting (a face with another way says its own: Ctrl-C); marked
+text, translated where it is shown (a face's own hint too)."""
 
 
 def waiting_line(
@@ -54,10 +60,14 @@ def waiting_line(
     claims: dict[int | str, int],
     waited: float,
     wait_s: float,
-    stop_hint: str = STOP_HINT,
+    stop_hint: str | None = None,
 ) -> str:
     """One line: what is awaited, who holds each GPU now, how long it has waited."""
-    want = f"{spec} with at least {min_free} free" if min_free else f"{spec} without other users' work"
+    want = (
+        _("{spec} with at least {size} free").format(spec=spec, size=min_free)
+        if min_free
+        else _("{spec} without other users' work").format(spec=spec)
+    )
     parts = []
     own = os.getpid()
     me = plan_session.current_user()
@@ -66,13 +76,24 @@ def waiting_line(
         for process in gpu.processes:
             if process.pid == own or process.type == "graphics":
                 continue
-            who = "you" if me is not None and process.user == me else shown(process.user, f"PID {process.pid}")
+            who = _("you") if me is not None and process.user == me else shown(process.user, f"PID {process.pid}")
             holders[who] = holders.get(who, 0) + (process.memory or 0)
-        who = ", ".join(f"{name} {format_bytes(size)}" for name, size in holders.items())
-        claimed = f", {claims[gpu.index]} claim{'s' if claims[gpu.index] > 1 else ''}" if claims.get(gpu.index) else ""
-        parts.append(f"GPU {gpu.index}: {format_bytes(gpu.memory_free)} free{'; ' + who if who else ''}{claimed}")
-    gpus = " | ".join(parts) or "NVML shows no GPU"
-    return f"Waiting for {want} — {gpus} — waited {format_duration(waited)} of {format_duration(wait_s)} ({stop_hint})"
+        clauses = [_("GPU {index}: {free} free").format(index=gpu.index, free=format_bytes(gpu.memory_free))]
+        if holders:
+            clauses.append(listed([f"{name} {format_bytes(size)}" for name, size in holders.items()]))
+        part = report.clauses(clauses)
+        count = claims.get(gpu.index)
+        if count:
+            part = ngettext("{gpu}, {count} claim", "{gpu}, {count} claims", count).format(gpu=part, count=count)
+        parts.append(part)
+    gpus = " | ".join(parts) or _("NVML shows no GPU")
+    return _("Waiting for {want} — {gpus} — waited {waited} of {wait} ({stop_hint})").format(
+        want=want,
+        gpus=gpus,
+        waited=format_duration(waited),
+        wait=format_duration(wait_s),
+        stop_hint=_(stop_hint or STOP_HINT),
+    )
 
 
 Progress = Callable[[Any, str], Any]
@@ -86,7 +107,7 @@ def wait_and_select(
     changes: dict[str, Any],
     show: Progress,
     magic: str = "%gpu_select",
-    stop_hint: str = STOP_HINT,
+    stop_hint: str | None = None,
 ) -> GpuPlan | None:
     """Select ``spec`` (with ``changes``) through ``session`` once the GPUs fit, waiting up to ``wait_s``
     seconds, showing the progress line with ``show``; ``session.refused`` (one line) when the time
@@ -110,7 +131,9 @@ def wait_and_select(
             waited = _clock() - started
             if waited >= wait_s:
                 raise session.refused(
-                    f"no GPUs fit after waiting {format_duration(waited)}: {error}; nothing was changed"
+                    _("no GPUs fit after waiting {waited}: {error}; nothing was changed").format(
+                        waited=format_duration(waited), error=error
+                    )
                 ) from None
             line = waiting_line(
                 spec, changes.get("min_free"), session.last_snapshot, session.last_claims, waited, wait_s, stop_hint
@@ -121,11 +144,15 @@ def wait_and_select(
             except KeyboardInterrupt as interrupt:
                 # the interrupt stays the cause: a command-line face exits as interrupted (130), not refused
                 raise session.refused(
-                    f"stopped waiting for {spec} after {format_duration(_clock() - started)} "
-                    "(interrupted); nothing was changed"
+                    _("stopped waiting for {spec} after {waited} (interrupted); nothing was changed").format(
+                        spec=spec, waited=format_duration(_clock() - started)
+                    )
                 ) from interrupt
             continue
         if handle is not None:
             waited = _clock() - started
-            show(handle, f"Waited {format_duration(waited)} for {spec}: the GPUs fit now.")
+            show(
+                handle,
+                _("Waited {waited} for {spec}: the GPUs fit now.").format(waited=format_duration(waited), spec=spec),
+            )
         return plan

@@ -7,6 +7,8 @@ from typing import Any
 from IPython.core.error import UsageError
 from IPython.core.magic_arguments import parse_argstring
 
+from ...core.i18n import _
+
 
 def parse(magic: Any, line: str) -> Any:
     """``parse_argstring`` with every malformed line (an unclosed quote too) as a one-line UsageError."""
@@ -15,4 +17,6 @@ def parse(magic: Any, line: str) -> Any:
     except UsageError:
         raise
     except (ValueError, OverflowError) as error:
-        raise UsageError(f"cannot read the arguments {line.strip()!r}: {error}") from None
+        raise UsageError(
+            _("cannot read the arguments {line}: {error}").format(line=repr(line.strip()), error=error)
+        ) from None

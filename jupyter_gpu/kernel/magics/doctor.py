@@ -15,6 +15,7 @@ from IPython.core.error import UsageError
 from IPython.core.magic import Magics, line_magic, magics_class
 from IPython.core.magic_arguments import argument, magic_arguments
 
+from ...core.i18n import _
 from .arguments import parse
 
 if TYPE_CHECKING:  # loading the extension imports no plan (the plan module is the magics' own business)
@@ -34,11 +35,17 @@ def plan_lines(text: str) -> list[tuple[str, str]]:
         part = part.strip()
         if not part or part == "%load_ext jupyter_gpu":
             continue
-        name, _, rest = part.lstrip("%").partition(" ")
+        name, _sep, rest = part.lstrip("%").partition(" ")
         if name not in PLAN_MAGICS:
-            raise PlanTextError(f"{part!r} is not a plan magic: give %gpu_select, %gpu_limit or %gpu_threads lines")
+            raise PlanTextError(
+                _("{part} is not a plan magic: give %gpu_select, %gpu_limit or %gpu_threads lines").format(
+                    part=repr(part)
+                )
+            )
         if "--wait" in rest.split():
-            raise PlanTextError(f"{part!r}: the doctor does not wait for GPUs; leave --wait out")
+            raise PlanTextError(
+                _("{part}: the doctor does not wait for GPUs; leave --wait out").format(part=repr(part))
+            )
         lines.append((name, rest.strip()))
     return lines
 
@@ -132,11 +139,15 @@ class GpuDoctorMagics(Magics):
         args = parse(self.gpu_doctor, line)
         timeout = doctor.DEFAULT_TIMEOUT_S if args.timeout is None else args.timeout
         if not 0 < timeout <= 3600:
-            raise UsageError(f"--timeout must be more than 0 and at most 3600 seconds, not {args.timeout:g}")
+            raise UsageError(
+                _("--timeout must be more than 0 and at most 3600 seconds, not {seconds}").format(
+                    seconds=f"{args.timeout:g}"
+                )
+            )
         try:
             report = report_for(current_plan(), timeout, only=tuple(args.framework))
         except Exception as error:  # a doctor that fails must not take the kernel with it
-            print(f"%gpu_doctor could not run: {type(error).__name__}: {error}")
+            print(_("%gpu_doctor could not run: {error}").format(error=f"{type(error).__name__}: {error}"))
             return
         print(json.dumps(report.to_dict(), indent=2) if args.json else doctor.render_text(report))
 

@@ -16,6 +16,7 @@ from IPython.core.magic import Magics, line_magic, magics_class
 from IPython.core.magic_arguments import argument, magic_arguments
 from traitlets import Bool, Float, Unicode, default, observe
 
+from ...core.i18n import _, set_language
 from ...session import defaults
 from ...session.report import auto_rechosen, gpu_listing, limit_report, selection_report, summary, threads_report
 from ..session import PlanSession, admin_ceiling, loosens_admin_ceiling, take_snapshot
@@ -67,6 +68,12 @@ class GpuMagics(Magics):
         help="Directory of the host-wide GPU claims: every user must be able to write it, and it must have "
         "the sticky bit when shared (default /tmp). Env: JUPYTER_GPU_CLAIMS_DIR.",
     ).tag(config=True)
+    language = Unicode(
+        help="The language of what the magics, the panel and the out-of-memory report print: 'zh_CN' "
+        "(中文), 'en'; '' chooses from JUPYTER_GPU_LANG, then JupyterLab's Settings → Language when the "
+        "kernel started, then LANGUAGE, LC_ALL, LC_MESSAGES, LANG (docs/i18n.md).",
+    ).tag(config=True)
+
     claim_ttl_s = Float(
         600.0,
         help="Seconds after which a claim no longer counts (it also stops counting once its process is gone or "
@@ -103,11 +110,15 @@ class GpuMagics(Magics):
     def _max_limit_from_env(self) -> str:
         return admin_ceiling()
 
+    @observe("language")
+    def _language_changed(self, change: dict[str, Any]) -> None:
+        set_language(change["new"].strip() or None)
+
     @observe("max_limit")
     def _ceiling_changed(self, change: dict[str, Any]) -> None:
         refusal = loosens_admin_ceiling(change["new"].strip())
         if refusal:
-            print(f"jupyter_gpu: max_limit stays {change['old']!r}: {refusal}", file=sys.stderr)
+            _note(_("max_limit stays {old}: {refusal}").format(old=repr(change["old"]), refusal=refusal))
             self.max_limit = change["old"]
             if self.shell is not None and "GpuMagics" in self.shell.config:
                 self.shell.config.GpuMagics.max_limit = change["old"]  # a %reload_ext keeps the ceiling too
@@ -115,7 +126,7 @@ class GpuMagics(Magics):
         try:
             self.session.change("%config", max_limit=change["new"].strip() or None)
         except UsageError as error:
-            print(f"jupyter_gpu: max_limit {change['new']!r} is not applied yet: {error}", file=sys.stderr)
+            _note(_("max_limit {value} is not applied yet: {error}").format(value=repr(change["new"]), error=error))
 
     def __init__(self, shell: Any = None, **kwargs: Any) -> None:
         # before the traits load their configuration: a configured max_limit already changes the plan
@@ -136,10 +147,11 @@ class GpuMagics(Magics):
         """A configured ``max_limit`` looser than the admin's JUPYTER_GPU_MAX_LIMIT is replaced by it."""
         admin = admin_ceiling()
         if admin and self.max_limit.strip() != admin and loosens_admin_ceiling(self.max_limit.strip()):
-            print(
-                f"jupyter_gpu: max_limit {self.max_limit!r} is looser than JUPYTER_GPU_MAX_LIMIT={admin}, which "
-                "the kernel was started with; the ceiling stays {admin}.".replace("{admin}", admin),
-                file=sys.stderr,
+            _note(
+                _(
+                    "max_limit {value} is looser than JUPYTER_GPU_MAX_LIMIT={admin}, which "
+                    "the kernel was started with; the ceiling stays {admin}."
+                ).format(value=repr(self.max_limit), admin=admin)
             )
             with self.hold_trait_notifications():
                 self.set_trait("max_limit", admin)
@@ -166,10 +178,10 @@ class GpuMagics(Magics):
         try:
             plan = self.session.change("%load_ext jupyter_gpu", **changes)
         except UsageError as error:
-            print(f"jupyter_gpu: the configured defaults were not applied: {error}", file=sys.stderr)
+            _note(_("the configured defaults were not applied: {error}").format(error=error))
             return
         if plan is not None:
-            print(f"jupyter_gpu: {summary(plan)}")
+            print(f"jupyter_gpu: {summary(plan)}")  # the summary is translated
 
     # -- the magics
 
@@ -260,17 +272,17 @@ class GpuMagics(Magics):
 
         args = parse(self.gpu_select, _joined_min_free(line))
         if args.growth and args.no_growth:
-            raise UsageError("--growth and --no-growth conflict; give one of them")
+            raise UsageError(_("--growth and --no-growth conflict; give one of them"))
         changes: dict[str, Any] = {}
         if args.growth or args.no_growth:
             changes["growth"] = bool(args.growth)
         if args.min_free is not None and args.spec is None:
-            raise UsageError("--min-free needs a SPEC of auto or auto:N, e.g. %gpu_select auto --min-free 8GiB")
+            raise UsageError(_("--min-free needs a SPEC of auto or auto:N, e.g. %gpu_select auto --min-free 8GiB"))
         if args.spec is not None:
             changes["selection"] = args.spec
             changes["min_free"] = args.min_free
         if args.wait is not None and not (args.spec or "").strip().lower().startswith("auto"):
-            raise UsageError("--wait needs a SPEC of auto or auto:N, e.g. %gpu_select auto:1 --wait 30m")
+            raise UsageError(_("--wait needs a SPEC of auto or auto:N, e.g. %gpu_select auto:1 --wait 30m"))
         if not changes:
             print(gpu_listing(current_plan(), take_snapshot()))
             return
@@ -339,7 +351,7 @@ class GpuMagics(Magics):
             return
         if any(size.lower() == "off" for size in sizes):
             if len(sizes) > 1:
-                raise UsageError("'off' cannot be combined with sizes; give either sizes or off")
+                raise UsageError(_("'off' cannot be combined with sizes; give either sizes or off"))
             sizes = []
         for size in sizes:  # the first malformed size is reported before any GPU is looked at
             try:
@@ -348,8 +360,10 @@ class GpuMagics(Magics):
                 raise UsageError(str(error)) from None
         if sizes and current_plan().selected_indices == ():
             raise UsageError(
-                "a memory limit needs GPUs, and the selection is none (CPU only); "
-                "select GPUs first, e.g. %gpu_select auto"
+                _(
+                    "a memory limit needs GPUs, and the selection is none (CPU only); "
+                    "select GPUs first, e.g. %gpu_select auto"
+                )
             )
         plan = self.session.change("%gpu_limit", limits=tuple(sizes))
         if plan is not None:
@@ -387,8 +401,10 @@ class GpuMagics(Magics):
             if value is not None:
                 if value < 0 or value > 4096:
                     raise UsageError(
-                        f"a number of threads must be 0 to 4096, not {value}; give 1 or more, "
-                        "or 0 for the framework's default"
+                        _(
+                            "a number of threads must be 0 to 4096, not {value}; give 1 or more, "
+                            "or 0 for the framework's default"
+                        ).format(value=value)
                     )
                 changes[name] = value or None
         if args.soft_placement is not None:
@@ -400,6 +416,11 @@ class GpuMagics(Magics):
             if plan is None:
                 return
         print(threads_report(current_plan()))
+
+
+def _note(text: str) -> None:
+    """A problem with the configuration, on stderr: ``jupyter_gpu: <text>``."""
+    print(f"jupyter_gpu: {text}", file=sys.stderr)
 
 
 def _joined_min_free(line: str) -> str:

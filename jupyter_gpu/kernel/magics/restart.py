@@ -7,6 +7,7 @@ from typing import Any
 from IPython.core.error import UsageError
 from IPython.core.magic import Magics, line_magic, magics_class
 
+from ...core.i18n import _
 from ..restart_offer import offer_restart
 from ..session import PlanSession
 
@@ -40,6 +41,6 @@ class GpuRestartMagics(Magics):
         from ...plan import current_plan
 
         if line.strip():
-            raise UsageError("%gpu_restart takes no arguments; it applies the last refused (or the current) plan")
+            raise UsageError(_("%gpu_restart takes no arguments; it applies the last refused (or the current) plan"))
         request = self.session.pending_request or current_plan().request
         offer_restart(request, "%gpu_restart", automatic=True)

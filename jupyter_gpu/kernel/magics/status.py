@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from IPython.core.magic import Magics, line_magic, magics_class
 
+from ...core.i18n import _
 from ...core.text import wrap
 from ...session.report import ORDER_NOTE, gpu_listing, jax_share, summary, threads_report
 from ..session import take_snapshot
@@ -34,17 +35,21 @@ class GpuStatusMagics(Magics):
         from ...plan import current_plan, kernel_start_fence
 
         plan = current_plan()
-        lines = [f"Plan: {summary(plan)}"]
+        lines = [_("Plan: {summary}").format(summary=summary(plan))]
         lines += [f"  {line}" for line in jax_share(plan)]
         if frameworks.order_set_by_plan(plan):
-            lines.append(f"  {ORDER_NOTE}")
+            lines.append(f"  {_(ORDER_NOTE)}")
         fence = kernel_start_fence()
         if fence.active:
-            lines.append(f"GPUs the kernel was started with (by the admin, spawner or kernelspec): {fence.describe()}")
+            lines.append(
+                _("GPUs the kernel was started with (by the admin, spawner or kernelspec): {fence}").format(
+                    fence=fence.describe()
+                )
+            )
         lines.append(threads_report(plan))
         snapshot = take_snapshot()
         frameworks.remember_gpus(snapshot.gpus)
-        lines.append("Frameworks:")
+        lines.append(_("Frameworks:"))
         lines += [f"  {framework.name}: {text}" for framework, text in frameworks.framework_statuses(snapshot.gpus)]
         keras = frameworks.keras_status()
         if keras is not None:
@@ -53,4 +58,4 @@ class GpuStatusMagics(Magics):
         if cuda is not None:
             lines.append(f"  CUDA: {cuda}")
         # The plan and the frameworks' lines wrapped to 100 columns; the GPU listing a row per GPU
-        print(wrap("\n".join(lines)) + "\n" + gpu_listing(plan, heading="GPUs:", snapshot=snapshot))
+        print(wrap("\n".join(lines)) + "\n" + gpu_listing(plan, heading=_("GPUs:"), snapshot=snapshot))
