@@ -57,9 +57,10 @@ def memory_bar_html(used: int, total: int, limit: int | None) -> str:
             f'<div class="jupyter-gpu-limit" title="{title}" style="position:absolute;left:{at:.1f}%;'
             'top:-3px;bottom:-3px;width:2px;background:#d50000"></div>'
         )
+    label = html.escape(_("memory"), quote=True)
     return (
         f'<div class="jupyter-gpu-bar" role="meter" aria-valuemin="0" aria-valuemax="100" '
-        f'aria-valuenow="{fraction * 100:.0f}" aria-label="{html.escape(_("memory"), quote=True)}">'
+        f'aria-valuenow="{fraction * 100:.0f}" aria-label="{label}">'
         '<div class="jupyter-gpu-fill" '
         f'style="width:{fraction * 100:.1f}%;background:{MEMORY_COLOUR}"></div>{mark}</div>'
     )
@@ -96,11 +97,12 @@ class Sparkline:
             'stroke-dasharray="2 3" vector-effect="non-scaling-stroke"/>'
             for y in (0.5, height / 2, height - 0.5)
         )
+        label = html.escape(_("memory (area) and utilization (line), 0 to 100 %"), quote=True)
         self._head = (
             '<div class="jupyter-gpu-plot"><div class="jupyter-gpu-axis" aria-hidden="true">'
             "<span>100 %</span><span>50 %</span><span>0 %</span></div>"
             f'<svg viewBox="0 0 {width} {height}" preserveAspectRatio="none" role="img" '
-            f'aria-label="{html.escape(_("memory (area) and utilization (line), 0 to 100 %"), quote=True)}">{grid}'
+            f'aria-label="{label}">{grid}'
         )
 
     def _y(self, percent: float) -> str:
@@ -164,14 +166,16 @@ def _cell(value: object, max_chars: int, missing: str = UNKNOWN) -> str:
 def slices_html(gpu: GpuInfo, own_pid: int) -> str:
     """A GPU in MIG mode: each slice (profile, MIG UUID, memory bar and text, its processes), escaped."""
     if not gpu.slices:
-        return f'<div class="jupyter-gpu-procs"><i>{html.escape(_("MIG mode, no slices"))}</i></div>'
+        no_slices = html.escape(_("MIG mode, no slices"))
+        return f'<div class="jupyter-gpu-procs"><i>{no_slices}</i></div>'
     parts = []
+    no_utilization = html.escape(_("util n/a on MIG"))
     for slice_ in gpu.slices:
         label = (
             f'<div class="jupyter-gpu-slice-title"><b>{gpu.index}:{slice_.index}</b> MIG '
             f"{html.escape(display_text(slice_.profile, 24))} "
             f'<span title="{html.escape(display_text(slice_.uuid, 200), quote=True)}">'
-            f"{html.escape(display_text(slice_.uuid, 48))}</span> · {html.escape(_('util n/a on MIG'))}</div>"
+            f"{html.escape(display_text(slice_.uuid, 48))}</span> · {no_utilization}</div>"
         )
         if slice_.error:
             body = f'<span class="jupyter-gpu-error">⚠ {html.escape(display_text(slice_.error, 300))}</span>'
@@ -207,7 +211,8 @@ def _process_table(processes: Iterable[GpuProcess], own_pid: int, viewer: Viewer
     out (one "—" where only some are missing), and this kernel's row is marked."""
     processes = tuple(processes)
     if not processes:
-        return f'<div class="jupyter-gpu-procs"><i>{html.escape(_(NO_PROCESSES))}</i></div>'
+        nothing = html.escape(_(NO_PROCESSES))
+        return f'<div class="jupyter-gpu-procs"><i>{nothing}</i></div>'
     runs = {p.pid: run for p in processes if viewer is not None and (run := viewer.run(p.pid)) is not None}
     named = any(process.name for process in processes) or bool(runs)
     rows = []

@@ -257,7 +257,8 @@ class GpuRow:
         if lost:
             notes.append(f'<span class="jupyter-gpu-error">⚠ {html.escape(display_text(gpu.error, 300))}</span>')
         if dimmed:
-            notes.append(f'<span class="jupyter-gpu-unselected">{html.escape(_("not selected in this kernel"))}</span>')
+            unselected = html.escape(_("not selected in this kernel"))
+            notes.append(f'<span class="jupyter-gpu-unselected">{unselected}</span>')
         note = f'<span class="jupyter-gpu-note">{" · ".join(notes)}</span>' if notes else ""
         title = (
             f'<span class="jupyter-gpu-title" title="GPU {gpu.index} {full_name}"><b>GPU {gpu.index}</b> '
@@ -399,7 +400,7 @@ class GPUMonitor(widgets.VBox):
         if sampler.latest is not None:
             self.update(sampler.latest)
         else:
-            _set(self.status, "value", f"<i>{html.escape(_('waiting for the first sample…'))}</i>")
+            _set(self.status, "value", "<i>" + html.escape(_("waiting for the first sample…")) + "</i>")
         if start:
             self.resume()
         else:
@@ -491,7 +492,7 @@ class GPUMonitor(widgets.VBox):
         """Pause because no view of the panel can be shown; a view shown again resumes it."""
         self._unsubscribe_sampler()
         self.no_view = True
-        _set(self.status, "value", f"<i>{html.escape(_(NO_VIEW_TEXT))}</i>")
+        _set(self.status, "value", "<i>" + html.escape(_(NO_VIEW_TEXT)) + "</i>")
 
     def get_state(self, key: Any = None, drop_defaults: bool = False) -> dict[str, Any]:
         """ipywidgets' state of the panel's model. Asked for as a whole after the model was opened,
@@ -569,7 +570,8 @@ class GPUMonitor(widgets.VBox):
         if snapshot.simulated:
             parts.append(
                 '<span style="background:#fff3cd;color:#3e2f00;padding:0 4px">'
-                f"{html.escape(_('simulated GPUs'))}</span>"
+                + html.escape(_("simulated GPUs"))
+                + "</span>"
             )
         if not snapshot.nvml_available:
             reason = html.escape(display_text(snapshot.error or None, 500, _("unknown reason")))
