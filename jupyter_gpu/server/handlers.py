@@ -40,6 +40,7 @@ class Refusal(web.HTTPError):
 
     def __init__(self, status: int, english: str, shown: str) -> None:
         super().__init__(status, "%s", english)  # the log line: never a format of the user's text
+        self.english = english
         self.shown = shown
 
 
@@ -75,7 +76,7 @@ class GpuHandler(APIHandler):
             super().write_error(status_code, **kwargs)
             return
         self.set_header("Content-Type", "application/json")
-        self.log.warning("wrote error: %r", error.log_message % error.args)
+        self.log.warning("wrote error: %r", error.english)
         self.finish(json.dumps({"message": error.shown, "reason": error.reason}))
 
     def write_json(self, data: Any) -> None:

@@ -291,7 +291,7 @@ def _holder_text(holder: Holder, oom: OutOfMemory, in_use: int | None, reserved:
         return _("your kernel {label}: {size}, idle time unknown").format(**figures)
     if holder.kind == "process":
         return _("your process {label}: {size}").format(label=holder.label, size=format_bytes(holder.memory))
-    return f"{holder.label}: {format_bytes(holder.memory)}"
+    return _("{user}: {size}").format(user=holder.label, size=format_bytes(holder.memory))
 
 
 def _elsewhere(oom: OutOfMemory, gpus: list[Any], facts: Facts) -> list[str]:
