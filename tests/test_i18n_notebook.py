@@ -94,7 +94,7 @@ def test_the_out_of_memory_report_in_chinese(chinese: None) -> None:
     report = oom.explain(error, facts)
     lines = report.splitlines()
     assert lines[0] == "jupyter_gpu：PyTorch cuda:0 显存不足；它尝试分配 2 GiB。"
-    assert lines[1] == "GPU 0 A100 (PyTorch cuda:0)：共 80 GiB，已用 79 GiB，可用 1 GiB。"
+    assert lines[1] == "GPU 0 A100（PyTorch cuda:0）：共 80 GiB，已用 79 GiB，可用 1 GiB。"
     assert "  占用者：" in lines and "    本内核：70 GiB" in lines and "    bob：9 GiB" in lines
     assert "下一步：" in lines
     assert "  - GPU 1 有 80 GiB 可用：`%gpu_select 1`，然后 `%gpu_restart`（用它重启内核）" in lines, report

@@ -88,17 +88,20 @@ def _unique(items: list[str]) -> list[str]:
 
 def _gpu_section(oom: OutOfMemory, gpu: Any, facts: Facts, steps: list[str], several: bool) -> list[str]:
     name = _shown(gpu.name.removeprefix("NVIDIA "))
-    label = f" ({oom.framework} {oom.device_label})" if oom.device_label and not several else ""
-    lines = [
-        _("GPU {index} {name}{device}: {total} total, {used} used, {free} free.").format(
-            index=gpu.index,
-            name=name,
-            device=label,
-            total=format_bytes(gpu.memory_total),
-            used=format_bytes(gpu.memory_used),
-            free=format_bytes(gpu.memory_free),
+    figures = {
+        "index": gpu.index,
+        "name": name,
+        "total": format_bytes(gpu.memory_total),
+        "used": format_bytes(gpu.memory_used),
+        "free": format_bytes(gpu.memory_free),
+    }
+    if oom.device_label and not several:
+        head = _("GPU {index} {name} ({device}): {total} total, {used} used, {free} free.").format(
+            **figures, device=f"{oom.framework} {oom.device_label}"
         )
-    ]
+    else:
+        head = _("GPU {index} {name}: {total} total, {used} used, {free} free.").format(**figures)
+    lines = [head]
     held = holders(gpu, facts)
     own_nvml = sum(h.memory for h in held if h.kind == "self")
     in_use, reserved = _framework_figures(oom, gpu, facts)
@@ -264,18 +267,25 @@ def _raised_limit(need: int, facts: Facts) -> str | None:
 
 def _holder_text(holder: Holder, oom: OutOfMemory, in_use: int | None, reserved: int | None, facts: Facts) -> str:
     if holder.kind == "self":
-        own = [
-            _("in use {size}").format(size=format_bytes(in_use)) if in_use is not None else "",
-            _("reserved {size}").format(size=format_bytes(reserved)) if reserved is not None else "",
-        ]
-        told = ", ".join(part for part in own if part)
-        framework = f" ({oom.framework}: {told})" if told else ""
         nvml = format_bytes(holder.memory) if holder.memory else _("no memory NVML can see")
-        if facts.own_notebook:
-            return _("this kernel ({notebook}): {memory}{framework}").format(
-                notebook=_shown(facts.own_notebook), memory=nvml, framework=framework
+        if in_use is not None and reserved is not None:
+            told = _("{framework}: in use {in_use}, reserved {reserved}").format(
+                framework=oom.framework, in_use=format_bytes(in_use), reserved=format_bytes(reserved)
             )
-        return _("this kernel: {memory}{framework}").format(memory=nvml, framework=framework)
+        elif in_use is not None:
+            told = _("{framework}: in use {size}").format(framework=oom.framework, size=format_bytes(in_use))
+        elif reserved is not None:
+            told = _("{framework}: reserved {size}").format(framework=oom.framework, size=format_bytes(reserved))
+        else:
+            told = ""
+        whose = (
+            _("this kernel ({notebook})").format(notebook=_shown(facts.own_notebook))
+            if facts.own_notebook
+            else _("this kernel")
+        )
+        if told:
+            return _("{holder}: {memory} ({figures})").format(holder=whose, memory=nvml, figures=told)
+        return _("{holder}: {memory}").format(holder=whose, memory=nvml)
     if holder.kind == "kernel":
         figures = {"label": holder.label, "size": format_bytes(holder.memory)}
         if holder.idle_s == 0:
