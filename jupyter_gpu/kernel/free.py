@@ -27,7 +27,7 @@ from itertools import islice
 from types import TracebackType
 from typing import Any
 
-from ..core.i18n import _, ngettext
+from ..core.i18n import _, ngettext, pgettext
 from ..core.text import display_text
 from ..core.units import format_bytes
 
@@ -319,7 +319,7 @@ def free_memory(shell: Any, names: list[str], dry_run: bool = False) -> str:
     collected, releases = release()
     after = measure()
     lines = [
-        _("Dropped: {what}.").format(what="; ".join(dropped))
+        _("Dropped: {what}.").format(what=pgettext("between the parts of a list", "; ").join(dropped))
         if dropped
         else _("Dropped: nothing to drop (no output cache, no last error)."),
         ngettext("gc.collect(): {count} object.", "gc.collect(): {count} objects.", collected).format(count=collected),
@@ -470,7 +470,7 @@ def _what_is_dropped(shell: Any, cache: OutputCache, names: list[str]) -> tuple[
 
 def _dry_run_report(dropped: list[str], tracked: Tracked) -> str:
     lines = [
-        _("Would drop: {what}.").format(what="; ".join(dropped))
+        _("Would drop: {what}.").format(what=pgettext("between the parts of a list", "; ").join(dropped))
         if dropped
         else _("Would drop: nothing (no output cache, no last error).")
     ]
