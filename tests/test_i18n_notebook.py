@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from kernels import start
 from pytest_jupyter.jupyter_server import *  # noqa: F403
 from support import asynctest, wait_until
 from tornado.httpclient import HTTPClientError
@@ -211,8 +212,6 @@ async def test_the_servers_messages_follow_the_language_chosen_in_jupyterlab_and
 def chinese_kernel(scenario: Any, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[Any]:
     """A kernel whose environment says Chinese the standard way: ``LANG=zh_CN.UTF-8``, no
     ``JUPYTER_GPU_LANG`` and no other language variable."""
-    from kernels import start
-
     monkeypatch.delenv(i18n.ENV)
     for variable in ("LANGUAGE", "LC_ALL", "LC_MESSAGES"):
         monkeypatch.delenv(variable, raising=False)
