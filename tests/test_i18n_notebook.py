@@ -134,6 +134,8 @@ def test_the_panel_in_chinese(chinese: None, scenario: Any) -> None:
     from jupyter_gpu.panel import widget
     from jupyter_gpu.sources import nvml
 
+    with pytest.raises(ValueError, match=r"^interval_s 至少为 0\.1 s，而不是 0\.01$"):
+        widget.GPUMonitor(interval_s=0.01)
     panel = widget.GPUMonitor(start=False)
     try:
         assert (panel.pause_button.description, panel.close_button.description) == ("恢复", "关闭")

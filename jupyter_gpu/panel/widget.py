@@ -351,9 +351,15 @@ class GPUMonitor(widgets.VBox):
 
     def __init__(self, interval_s: float = 1.0, history: int = 60, start: bool = True, **kwargs: Any) -> None:
         if not isinstance(interval_s, (int, float)) or interval_s < MIN_INTERVAL_S:
-            raise ValueError(f"interval_s must be at least {MIN_INTERVAL_S} s, not {interval_s!r}")
+            raise ValueError(
+                _("interval_s must be at least {minimum} s, not {value}").format(
+                    minimum=MIN_INTERVAL_S, value=repr(interval_s)
+                )
+            )
         if not isinstance(history, int) or isinstance(history, bool) or history < 2:
-            raise ValueError(f"history must be an integer of at least 2 samples, not {history!r}")
+            raise ValueError(
+                _("history must be an integer of at least 2 samples, not {value}").format(value=repr(history))
+            )
         self.status = widgets.HTML()
         self.pause_button = widgets.ToggleButton(
             value=False,
@@ -457,7 +463,7 @@ class GPUMonitor(widgets.VBox):
     def resume(self) -> None:
         """Update again at ``interval_s``."""
         if self.closed:
-            raise RuntimeError("this GPU panel is closed; create a new one")
+            raise RuntimeError(_("this GPU panel is closed; create a new one"))
         self.no_view = False
         self.unconnected.reset()
         with _lock:
