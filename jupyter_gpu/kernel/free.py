@@ -27,6 +27,7 @@ from itertools import islice
 from types import TracebackType
 from typing import Any
 
+from ..core.i18n import _, ngettext, pgettext
 from ..core.text import display_text
 from ..core.units import format_bytes
 
@@ -236,15 +237,17 @@ def describe_change(before: Measure, after: Measure, tracked: Tracked) -> list[s
     for index in sorted(set(before.nvml) | set(after.nvml)):
         name = (before.gpu_names.get(index) or after.gpu_names.get(index) or "").removeprefix("NVIDIA ")
         name = display_text(name, _NAME_CHARS) if name else ""  # the driver's text, as the magics show it
+        gpu = _("GPU {index} ({name})").format(index=index, name=name) if name else _("GPU {index}").format(index=index)
         lines.append(
-            f"GPU {index}{f' ({name})' if name else ''}: this kernel {format_bytes(before.nvml.get(index, 0))}"
-            f" → {format_bytes(after.nvml.get(index, 0))} (NVML)"
+            _("{gpu}: this kernel {before} → {after} (NVML)").format(
+                gpu=gpu, before=format_bytes(before.nvml.get(index, 0)), after=format_bytes(after.nvml.get(index, 0))
+            )
         )
     if not before.nvml and not after.nvml:
         lines.append(
-            "NVML: this kernel holds no GPU memory"
+            _("NVML: this kernel holds no GPU memory")
             if before.nvml_error is None
-            else f"NVML unavailable ({before.nvml_error})"
+            else _("NVML unavailable ({error})").format(error=before.nvml_error)
         )
     for framework in sorted(set(before.counters) | set(after.counters)):
         devices = {**before.counters.get(framework, {}), **after.counters.get(framework, {})}
@@ -253,29 +256,47 @@ def describe_change(before: Measure, after: Measure, tracked: Tracked) -> list[s
             new = after.counters.get(framework, {}).get(device)
             if old is None or new is None:
                 continue
-            held = (
-                f", reserved {format_bytes(old[1])} → {format_bytes(new[1])}"
-                if old[1] is not None and new[1] is not None
-                else ""
-            )
             shown = {"torch": "PyTorch", "tensorflow": "TensorFlow", "jax": "JAX"}.get(framework, framework)
-            lines.append(f"{shown} {device}: in use {format_bytes(old[0])} → {format_bytes(new[0])}{held}")
+            figures = {
+                "framework": shown,
+                "device": device,
+                "before": format_bytes(old[0]),
+                "after": format_bytes(new[0]),
+            }
+            if old[1] is not None and new[1] is not None:
+                line = _(
+                    "{framework} {device}: in use {before} → {after}, reserved {reserved_before} → {reserved_after}"
+                ).format(**figures, reserved_before=format_bytes(old[1]), reserved_after=format_bytes(new[1]))
+            else:
+                line = _("{framework} {device}: in use {before} → {after}").format(**figures)
+            lines.append(line)
     freed = tracked.by_device(alive=False)
     kept = tracked.by_device(alive=True)
     for (framework, device), size in sorted(freed.items()):
-        lines.append(f"{framework} arrays freed on {device}: {format_bytes(size)}")
+        lines.append(
+            _("{framework} arrays freed on {device}: {size}").format(
+                framework=framework, device=device, size=format_bytes(size)
+            )
+        )
     for (framework, device), size in sorted(kept.items()):
         lines.append(
-            f"{framework} arrays still referenced elsewhere on {device}: {format_bytes(size)} "
-            "(name them: %gpu_free NAME …)"
+            _("{framework} arrays still referenced elsewhere on {device}: {size} (name them: %gpu_free NAME …)").format(
+                framework=framework, device=device, size=format_bytes(size)
+            )
         )
     for (index, run), size in sorted(after.runs.items()):
         lines.append(
-            f"GPU {index}: yours: {run} holds {format_bytes(size)} (a process of its own: "
-            "%gpu_free frees this kernel's memory only; end the run to free it)"
+            _(
+                "GPU {index}: yours: {run} holds {size} (a process of its own: "
+                "%gpu_free frees this kernel's memory only; end the run to free it)"
+            ).format(index=index, run=run, size=format_bytes(size))
         )
     if before.rss is not None and after.rss is not None:
-        lines.append(f"process memory (RSS, CPU arrays): {format_bytes(before.rss)} → {format_bytes(after.rss)}")
+        lines.append(
+            _("process memory (RSS, CPU arrays): {before} → {after}").format(
+                before=format_bytes(before.rss), after=format_bytes(after.rss)
+            )
+        )
     return lines
 
 
@@ -298,11 +319,13 @@ def free_memory(shell: Any, names: list[str], dry_run: bool = False) -> str:
     collected, releases = release()
     after = measure()
     lines = [
-        f"Dropped: {'; '.join(dropped) if dropped else 'nothing to drop (no output cache, no last error)'}.",
-        f"gc.collect(): {collected} objects.",
+        _("Dropped: {what}.").format(what=pgettext("between the parts of a list", "; ").join(dropped))
+        if dropped
+        else _("Dropped: nothing to drop (no output cache, no last error)."),
+        ngettext("gc.collect(): {count} object.", "gc.collect(): {count} objects.", collected).format(count=collected),
     ]
     for framework, called, note in releases:
-        lines.append(f"{framework}: {called}: {note}.")
+        lines.append(_("{framework}: {call}: {note}.").format(framework=framework, call=called, note=note))
     lines += describe_change(before, after, tracked)
     return "\n".join(lines)
 
@@ -358,12 +381,20 @@ class OutputCache:
         if not entries and not names:
             return None
         more = len(names) - _SHOWN_NAMES
-        shown = ", ".join(names[:_SHOWN_NAMES]) + (f" and {more} more" if more > 0 else "")
-        return (
-            f"IPython's output cache (Out: {entries} entr{'y' if entries == 1 else 'ies'}"
-            + (f"; names {shown}" if names else "; no name of it left in your namespace")
-            + ")"
-        )
+        shown = ", ".join(names[:_SHOWN_NAMES])
+        if more > 0:
+            shown = _("{names} and {more} more").format(names=shown, more=more)
+        if names:
+            return ngettext(
+                "IPython's output cache (Out: {count} entry; names {names})",
+                "IPython's output cache (Out: {count} entries; names {names})",
+                entries,
+            ).format(count=entries, names=shown)
+        return ngettext(
+            "IPython's output cache (Out: {count} entry; no name of it left in your namespace)",
+            "IPython's output cache (Out: {count} entries; no name of it left in your namespace)",
+            entries,
+        ).format(count=entries)
 
     def drop(self, shell: Any) -> None:
         """Empty ``Out``, delete the ``_N`` names and reset ``_``/``__``/``___`` found IPython's, and
@@ -392,15 +423,20 @@ def check_names(shell: Any, names: list[str]) -> None:
 
     for name in names:
         if not name.isidentifier():
-            raise UsageError(f"{name!r} is not a variable name; give names like: %gpu_free model optimizer")
+            raise UsageError(
+                _("{name} is not a variable name; give names like: %gpu_free model optimizer").format(name=repr(name))
+            )
         if name in shell.user_ns_hidden or name.startswith("_"):
             raise UsageError(
-                f"{name!r} belongs to IPython; %gpu_free drops the output cache by itself, name only your own variables"
+                _(
+                    "{name} belongs to IPython; %gpu_free drops the output cache by itself, "
+                    "name only your own variables"
+                ).format(name=repr(name))
             )
         if name not in shell.user_ns:
-            raise UsageError(f"there is no variable {name!r}; nothing was changed")
+            raise UsageError(_("there is no variable {name}; nothing was changed").format(name=repr(name)))
     if len(set(names)) != len(names):
-        raise UsageError("a name is given twice; list each variable once")
+        raise UsageError(_("a name is given twice; list each variable once"))
 
 
 def _what_is_dropped(shell: Any, cache: OutputCache, names: list[str]) -> tuple[list[str], Tracked]:
@@ -418,25 +454,36 @@ def _what_is_dropped(shell: Any, cache: OutputCache, names: list[str]) -> tuple[
         dropped.append(words)
     if tb is not None:
         dropped.append(
-            f"the last error's traceback ({display_text(class_name(type(error)), 60)}, {len(frames)} frame"
-            f"{'' if len(frames) == 1 else 's'} and their locals)"
+            ngettext(
+                "the last error's traceback ({error}, {count} frame and its locals)",
+                "the last error's traceback ({error}, {count} frames and their locals)",
+                len(frames),
+            ).format(error=display_text(class_name(type(error)), 60), count=len(frames))
         )
     if names:
-        dropped.append("your variable" + ("s " if len(names) > 1 else " ") + ", ".join(names))
+        dropped.append(
+            ngettext("your variable {names}", "your variables {names}", len(names)).format(names=", ".join(names))
+        )
     unders = [ns[key] for key in cache.unders]
     return dropped, track([*cache.values(), *unders, *frame_values(frames), *named])
 
 
 def _dry_run_report(dropped: list[str], tracked: Tracked) -> str:
-    lines = [f"Would drop: {'; '.join(dropped) if dropped else 'nothing (no output cache, no last error)'}."]
+    lines = [
+        _("Would drop: {what}.").format(what=pgettext("between the parts of a list", "; ").join(dropped))
+        if dropped
+        else _("Would drop: nothing (no output cache, no last error).")
+    ]
     reachable = tracked.by_device()
     if reachable:
+        arrays = ", ".join(
+            _("{framework} {size} on {device}").format(framework=framework, size=format_bytes(size), device=device)
+            for (framework, device), size in reachable.items()
+        )
         lines.append(
-            "Framework arrays reachable from them: "
-            + ", ".join(
-                f"{framework} {format_bytes(size)} on {device}" for (framework, device), size in reachable.items()
+            _("Framework arrays reachable from them: {arrays} (freed unless referenced elsewhere).").format(
+                arrays=arrays
             )
-            + " (freed unless referenced elsewhere)."
         )
     initialized: list[str] = []
     if any(module in sys.modules for module in _FRAMEWORK_MODULES):
@@ -444,11 +491,11 @@ def _dry_run_report(dropped: list[str], tracked: Tracked) -> str:
 
         initialized = [f.name for f in adapters.FRAMEWORKS if f.state() is adapters.State.INITIALIZED]
     lines.append(
-        f"Then gc.collect() and the release of {', '.join(initialized)}."
+        _("Then gc.collect() and the release of {frameworks}.").format(frameworks=", ".join(initialized))
         if initialized
-        else "Then gc.collect(); no framework has initialized a GPU, so none has a cache to release."
+        else _("Then gc.collect(); no framework has initialized a GPU, so none has a cache to release.")
     )
-    lines.append("Nothing was changed (--dry-run).")
+    lines.append(_("Nothing was changed (--dry-run)."))
     return "\n".join(lines)
 
 

@@ -37,6 +37,7 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
+from ..core.i18n import N_, _, ngettext
 from ..session.report import summary
 
 __all__ = [
@@ -83,50 +84,75 @@ def _on_import(_module: Any) -> None:
 
 # -- after every cell -----------------------------------------------------------------------------
 
-# Framework errors that GPU configuration causes: (text in the message, what happened).
-_HINTS = (
+# Framework errors that GPU configuration causes: (text in the message, what happened, its first sentence
+# alone where a device map replaces the rest). Marked here, translated where shown.
+_HINTS: tuple[tuple[str, str, str | None], ...] = (
     (
         "Cannot set memory growth on device when virtual devices configured",
-        "TensorFlow refuses set_memory_growth on a GPU that has a memory limit (logical devices), and the limit "
-        "here comes from the kernel's GPU plan. Growth and the limit hold together through %gpu_select --growth "
-        "(TF_FORCE_GPU_ALLOW_GROWTH): drop the set_memory_growth loop.",
+        N_(
+            "TensorFlow refuses set_memory_growth on a GPU that has a memory limit (logical devices), and the limit "
+            "here comes from the kernel's GPU plan. Growth and the limit hold together through %gpu_select --growth "
+            "(TF_FORCE_GPU_ALLOW_GROWTH): drop the set_memory_growth loop."
+        ),
+        None,
     ),
     (
         "Physical devices cannot be modified after being initialized",
-        "TensorFlow already initialized its GPUs, so set_memory_growth/set_visible_devices can no longer change "
-        "them. Restart the kernel and configure the GPUs before the first op with the magics (%gpu_select, "
-        "%gpu_limit) or with tf.config calls.",
+        N_(
+            "TensorFlow already initialized its GPUs, so set_memory_growth/set_visible_devices can no longer change "
+            "them. Restart the kernel and configure the GPUs before the first op with the magics (%gpu_select, "
+            "%gpu_limit) or with tf.config calls."
+        ),
+        None,
     ),
     (
         "Virtual devices cannot be modified after being initialized",
-        "TensorFlow already initialized its GPUs, so set_logical_device_configuration can no longer change "
-        "them. Restart the kernel and set the limit first: %gpu_limit SIZE [SIZE ...].",
+        N_(
+            "TensorFlow already initialized its GPUs, so set_logical_device_configuration can no longer change "
+            "them. Restart the kernel and set the limit first: %gpu_limit SIZE [SIZE ...]."
+        ),
+        None,
     ),
     (
         "Visible devices cannot be modified after being initialized",
-        "TensorFlow already initialized its GPUs, so set_visible_devices can no longer change them. Restart the "
-        "kernel and choose the GPUs first: %gpu_select SPEC.",
+        N_(
+            "TensorFlow already initialized its GPUs, so set_visible_devices can no longer change them. Restart the "
+            "kernel and choose the GPUs first: %gpu_select SPEC."
+        ),
+        None,
     ),
     (
         "Memory growth cannot differ between GPU devices",
-        "TensorFlow needs the same memory growth on every GPU it uses, and code set it on some of them only. "
-        "Growth on all of the plan's GPUs: %gpu_select ... --growth (TF_FORCE_GPU_ALLOW_GROWTH); drop the "
-        "set_memory_growth calls.",
+        N_(
+            "TensorFlow needs the same memory growth on every GPU it uses, and code set it on some of them only. "
+            "Growth on all of the plan's GPUs: %gpu_select ... --growth (TF_FORCE_GPU_ALLOW_GROWTH); drop the "
+            "set_memory_growth calls."
+        ),
+        None,
     ),
     (
         "invalid device ordinal",
-        "CUDA has no device with that index. Device indices (cuda:N, /GPU:N, set_per_process_memory_fraction's "
-        "device) count the GPUs the plan selected, from 0 in the plan's order, not nvidia-smi's numbers.",
+        N_(
+            "CUDA has no device with that index. Device indices (cuda:N, /GPU:N, set_per_process_memory_fraction's "
+            "device) count the GPUs the plan selected, from 0 in the plan's order, not nvidia-smi's numbers."
+        ),
+        N_("CUDA has no device with that index."),
     ),
     (
         "Invalid device id",
-        "PyTorch has no CUDA device with that index (get_device_name, get_device_properties). Device indices "
-        "count the GPUs the plan selected, from 0 in the plan's order, not nvidia-smi's numbers.",
+        N_(
+            "PyTorch has no CUDA device with that index (get_device_name, get_device_properties). Device indices "
+            "count the GPUs the plan selected, from 0 in the plan's order, not nvidia-smi's numbers."
+        ),
+        N_("PyTorch has no CUDA device with that index (get_device_name, get_device_properties)."),
     ),
     (
         "Torch not compiled with CUDA enabled",
-        "this PyTorch is a CPU-only build: the GPU plan cannot apply to it. Install a CUDA build of PyTorch and "
-        "restart the kernel.",
+        N_(
+            "this PyTorch is a CPU-only build: the GPU plan cannot apply to it. Install a CUDA build of PyTorch and "
+            "restart the kernel."
+        ),
+        None,
     ),
 )
 
@@ -138,46 +164,73 @@ def traceback_hint(error: BaseException | None) -> str | None:
     from .oom import error_text
 
     text = error_text(error)  # "" for an error that cannot print itself: IPython says so, nothing is added here
-    for needle, hint in _HINTS:
+    for needle, full, first in _HINTS:
         if needle in text:
             from ..plan import current_plan
 
             plan = current_plan()
-            mapping = torch_device_map(plan) if needle in ("invalid device ordinal", "Invalid device id") else None
-            if mapping and mapping.startswith("In this kernel"):
+            mapping, selected = torch_device_map(plan) if first is not None else (None, False)
+            if mapping and not selected and first is not None:
                 # CUDA does not show the plan's selection: "count the GPUs the plan selected" is not true here
-                hint = f"{hint.split('.', 1)[0]}. {mapping}"
+                hint = _("{hint} {mapping}").format(hint=_(first), mapping=mapping)
             elif mapping:
-                hint = f"{hint} {mapping}"
-            return f"jupyter_gpu: {hint} The kernel's GPU plan: {summary(plan)} (%gpu_status shows more)."
+                hint = _("{hint} {mapping}").format(hint=_(full), mapping=mapping)
+            else:
+                hint = _(full)
+            return _("jupyter_gpu: {hint} The kernel's GPU plan: {plan} (%gpu_status shows more).").format(
+                hint=hint, plan=summary(plan)
+            )
     return None
 
 
-def torch_device_map(plan: Any) -> str | None:
+def torch_device_map(plan: Any) -> tuple[str | None, bool]:
     """Which GPU each of PyTorch's ``cuda:N`` is, e.g. "After %gpu_select 1,2, PyTorch's cuda:0 is
-    GPU 1 and cuda:1 is GPU 2 (nvidia-smi's numbers): use cuda:1 for GPU 2." From the GPUs CUDA
-    shows PyTorch (:func:`jupyter_gpu.frameworks.base.actual_devices`: once CUDA started, what it
-    read then); None while PyTorch is not imported or CUDA's numbering cannot be told."""
+    GPU 1 and cuda:1 is GPU 2 (nvidia-smi's numbers): use cuda:1 for GPU 2.", and whether CUDA shows
+    the plan's selection (False: "In this kernel, …"). From the GPUs CUDA shows PyTorch
+    (:func:`jupyter_gpu.frameworks.base.actual_devices`: once CUDA started, what it read then); None
+    while PyTorch is not imported or CUDA's numbering cannot be told."""
     if "torch" not in sys.modules or "jupyter_gpu.frameworks" not in sys.modules:
-        return None
+        return None, False
     from ..frameworks.base import actual_devices, known_gpus
     from ..frameworks.torch import TORCH
 
     gpus = known_gpus() or plan.gpus
     devices = actual_devices(TORCH, gpus).indices if gpus else None
     if not devices:
-        return None
-    pairs = [f"cuda:{position} is GPU {index}" for position, index in enumerate(devices)]
-    said = ", ".join(pairs[:-1]) + (" and " if len(pairs) > 1 else "") + pairs[-1]
+        return None, False
+    pairs = [
+        _("cuda:{position} is GPU {index}").format(position=position, index=index)
+        for position, index in enumerate(devices)
+    ]
+    said = _joined([", ".join(pairs[:-1]), pairs[-1]], N_("{first} and {last}")) if len(pairs) > 1 else pairs[0]
     selected = plan.selected_indices
-    when = (
-        f"After %gpu_select {','.join(str(index) for index in selected)}"
-        if selected is not None and tuple(selected) == tuple(devices)
-        else "In this kernel"
-    )
+    shown = selected is not None and tuple(selected) == tuple(devices)
     moved = [(position, index) for position, index in enumerate(devices) if position != index]
-    use = f": use cuda:{moved[-1][0]} for GPU {moved[-1][1]}" if moved else ""
-    return f"{when}, PyTorch's {said} (nvidia-smi's numbers){use}; there is no cuda:{len(devices)}."
+    figures = {"devices": said, "missing": len(devices)}
+    if moved:
+        figures.update(use=moved[-1][0], gpu=moved[-1][1])
+    if shown:
+        selection = ",".join(str(index) for index in selected)
+        text = (
+            _(
+                "After %gpu_select {selection}, PyTorch's {devices} (nvidia-smi's numbers): use cuda:{use} for "
+                "GPU {gpu}; there is no cuda:{missing}."
+            )
+            if moved
+            else _(
+                "After %gpu_select {selection}, PyTorch's {devices} (nvidia-smi's numbers); there is no cuda:{missing}."
+            )
+        ).format(selection=selection, **figures)
+    else:
+        text = (
+            _(
+                "In this kernel, PyTorch's {devices} (nvidia-smi's numbers): use cuda:{use} for GPU {gpu}; "
+                "there is no cuda:{missing}."
+            )
+            if moved
+            else _("In this kernel, PyTorch's {devices} (nvidia-smi's numbers); there is no cuda:{missing}.")
+        ).format(**figures)
+    return text, shown
 
 
 def error_notes(error: BaseException | None) -> list[str]:
@@ -248,27 +301,44 @@ def tf_device_hint(source: str | None, error: BaseException | None = None) -> st
     names_of: dict[int, list[str]] = {}
     for number, index in enumerate(logical):
         names_of.setdefault(index, []).append(f"/GPU:{number}")
-    mapping = " and ".join(
-        f"{' and '.join(names)} {'are' if len(names) > 1 else 'is'} GPU {index}" for index, names in names_of.items()
+    mapping = _joined(
+        [
+            ngettext("{names} is GPU {index}", "{names} are GPU {index}", len(names)).format(
+                names=_joined(names, N_("{first} and {last}")), index=index
+            )
+            for index, names in names_of.items()
+        ],
+        N_("{first} and {last}"),
     )
-    select = f"%gpu_select {plan.request.selection}" if plan.request.selection else "the plan"
+    select = f"%gpu_select {plan.request.selection}" if plan.request.selection else _("the plan")
     if plan.request.limits and len(logical) > len(names_of):
-        select += f" and %gpu_limit {' '.join(plan.request.limits)}"
+        select = _("{select} and %gpu_limit {limits}").format(select=select, limits=" ".join(plan.request.limits))
     names = ", ".join(f"/GPU:{number}" for number in missing)
-    has = f"TensorFlow's {mapping}" if logical else "TensorFlow has no GPU"
+    has = _("TensorFlow's {mapping}").format(mapping=mapping) if logical else _("TensorFlow has no GPU")
     if not logical:
         use = "/CPU:0"
     elif len(logical) < 4:
-        use = " or ".join(f"/GPU:{number}" for number in range(len(logical)))
+        use = _joined([f"/GPU:{number}" for number in range(len(logical))], N_("{first} or {last}"))
     else:
         use = f"/GPU:0 … /GPU:{len(logical) - 1}"
-    first = "the first GPU, /GPU:0, for ops it has a GPU kernel for, else the CPU" if logical else "the CPU"
-    return (
-        f"jupyter_gpu: after {select}, {has}; {names} {'do' if len(missing) > 1 else 'does'} not exist in this "
-        f"kernel. With soft placement (TensorFlow's default) such ops run on another device without a word "
-        f"({first}); with it off they fail ('Could not satisfy device specification'). Use {use}, or "
-        "%gpu_select the GPUs you mean."
-    )
+    first = _("the first GPU, /GPU:0, for ops it has a GPU kernel for, else the CPU") if logical else _("the CPU")
+    absent = ngettext(
+        "{names} does not exist in this kernel", "{names} do not exist in this kernel", len(missing)
+    ).format(names=names)
+    return _(
+        "jupyter_gpu: after {select}, {has}; {absent}. With soft placement (TensorFlow's default) such ops run "
+        "on another device without a word ({first}); with it off they fail ('Could not satisfy device "
+        "specification'). Use {use}, or %gpu_select the GPUs you mean."
+    ).format(select=select, has=has, absent=absent, first=first, use=use)
+
+
+def _joined(items: list[str], pattern: str) -> str:
+    """``items`` joined two by two through ``pattern`` (``N_("{first} and {last}")``, translated here):
+    ``a and b and c``, in the user's language."""
+    text = items[0]
+    for item in items[1:]:
+        text = _(pattern).format(first=text, last=item)
+    return text
 
 
 def _nvml_gpus() -> Any:
@@ -310,7 +380,7 @@ _explain_oom: dict[int, Callable[[], bool]] = {}
 def install(ipython: Any, explain_oom: Callable[[], bool]) -> None:
     """Run :func:`_after_cell` after every cell of ``ipython``; ``explain_oom`` says whether to add the OOM report."""
     _explain_oom[id(ipython)] = explain_oom
-    on_cell_event(ipython, "post_run_cell", _after_cell, "the after-cell check")
+    on_cell_event(ipython, "post_run_cell", _after_cell, N_("the after-cell check"))
 
 
 def uninstall(ipython: Any) -> None:
@@ -332,14 +402,31 @@ def guarded(callback: Callable[..., Any], what: str) -> Callable[..., None]:
         try:
             callback(*args, **kwargs)
         except KeyboardInterrupt:
-            _say(f"jupyter_gpu: {what} was interrupted; the cell and its variables are unaffected.")
+            _say(
+                _guard_line(N_("jupyter_gpu: {what} was interrupted; the cell and its variables are unaffected."), what)
+            )
         except BaseException as error:  # SystemExit from user data must not end the kernel
-            _say(f"jupyter_gpu: {what} failed ({_class_name(error)}); the cell and its variables are unaffected.")
+            _say(
+                _guard_line(
+                    N_("jupyter_gpu: {what} failed ({error}); the cell and its variables are unaffected."),
+                    what,
+                    _class_name(error),
+                )
+            )
 
     guard.__wrapped__ = callback  # type: ignore[attr-defined]
     guard.__name__ = getattr(callback, "__name__", "guard")
     guard.__qualname__ = f"guarded({guard.__name__})"
     return guard
+
+
+def _guard_line(line: str, what: str, error: str = "") -> str:
+    """One of the guard's lines in the user's language (``what`` marked with ``N_`` where it is given);
+    in English when translating fails: nothing leaves the guard."""
+    try:
+        return _(line).format(what=_(what), error=error)
+    except BaseException:
+        return line.format(what=what, error=error)
 
 
 def _class_name(error: BaseException) -> str:

@@ -17,6 +17,7 @@ from IPython.core.magic import Magics, line_magic, magics_class
 from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
 from traitlets import Float, Integer
 
+from ..core.i18n import _
 from .hooks import off_cell_event, on_cell_event
 
 if TYPE_CHECKING:
@@ -63,14 +64,14 @@ class MonitorMagics(Magics):
         type=float,
         default=None,
         metavar="SECONDS",
-        help="seconds between updates (at least 0.1; default 1)",
+        help=_("seconds between updates (at least 0.1; default 1)"),
     )
     @argument(
         "--history",
         type=int,
         default=None,
         metavar="SAMPLES",
-        help="samples shown in each history chart (at least 2; default 60)",
+        help=_("samples shown in each history chart (at least 2; default 60)"),
     )
     @line_magic
     def gpu_monitor(self, line: str = "") -> None:
@@ -100,9 +101,9 @@ class MonitorMagics(Magics):
         interval_s = self.monitor_interval_s if args.interval is None else args.interval
         history = self.monitor_history if args.history is None else args.history
         if not interval_s >= 0.1:
-            raise UsageError(f"--interval must be at least 0.1 seconds, not {interval_s:g}")
+            raise UsageError(_("--interval must be at least 0.1 seconds, not {value}").format(value=f"{interval_s:g}"))
         if history < 2:
-            raise UsageError(f"--history must be at least 2 samples, not {history}")
+            raise UsageError(_("--history must be at least 2 samples, not {value}").format(value=history))
         from IPython.display import display
 
         from ..panel.widget import GPUMonitor
@@ -119,14 +120,14 @@ class MonitorMagics(Magics):
         "state",
         nargs="?",
         choices=("on", "off"),
-        help="on: report after every cell; off: stop reporting; nothing: say which",
+        help=_("on: report after every cell; off: stop reporting; nothing: say which"),
     )
     @argument(
         "--interval",
         type=float,
         default=None,
         metavar="SECONDS",
-        help="seconds between samples while a cell runs (default 0.2)",
+        help=_("seconds between samples while a cell runs (default 0.2)"),
     )
     @line_magic
     def gpu_watch(self, line: str = "") -> None:
@@ -153,9 +154,9 @@ class MonitorMagics(Magics):
         args = _parse(self.gpu_watch, line)
         interval_s = self.watch_interval_s if args.interval is None else args.interval
         if not interval_s > 0:
-            raise UsageError(f"--interval must be positive, not {interval_s:g}")
+            raise UsageError(_("--interval must be positive, not {value}").format(value=f"{interval_s:g}"))
         if args.state is None:
-            print(f"%gpu_watch is {'on' if self.watch is not None else 'off'}")
+            print(_("%gpu_watch is on") if self.watch is not None else _("%gpu_watch is off"))
         elif args.state == "on":
             if self.watch is not None:
                 self.watch.interval_s = interval_s
@@ -165,10 +166,14 @@ class MonitorMagics(Magics):
                 self.watch = CellWatch(interval_s=interval_s)
                 on_cell_event(self._shell(), "pre_run_cell", self._pre_run_cell, "%gpu_watch")
                 on_cell_event(self._shell(), "post_run_cell", self._post_run_cell, "%gpu_watch")
-            print(f"%gpu_watch on: one line of GPU memory after each cell (sampled every {interval_s:g} s)")
+            print(
+                _("%gpu_watch on: one line of GPU memory after each cell (sampled every {interval} s)").format(
+                    interval=f"{interval_s:g}"
+                )
+            )
         else:
             self.stop_watching()
-            print("%gpu_watch off")
+            print(_("%gpu_watch off"))
 
     def carried_lines(self) -> list[str]:
         """The magic lines that give a fresh kernel this kernel's ``%gpu_watch`` (none while it is

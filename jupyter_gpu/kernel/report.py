@@ -54,6 +54,7 @@ from pathlib import Path
 from typing import Any
 
 from ..core.files import replace_file
+from ..core.i18n import N_
 from ..sources import kernel_reports
 from ..sources.kernel_reports import (
     REPORT_PREFIX,
@@ -236,9 +237,9 @@ def register(ipython: Any) -> None:
     from .hooks import guarded, on_cell_event
 
     _state["callback"] = after_cell
-    on_cell_event(ipython, "post_run_cell", after_cell, "the kernel report")  # guarded: nothing escapes
+    on_cell_event(ipython, "post_run_cell", after_cell, N_("the kernel report"))  # guarded: nothing escapes
     at_kernel_exit(remove_report)
-    guarded(after_cell, "the kernel report")()
+    guarded(after_cell, N_("the kernel report"))()
 
 
 def unregister(ipython: Any) -> None:

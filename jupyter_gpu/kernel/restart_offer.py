@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from ..core.i18n import _
 from ..core.text import wrap
 
 RESTART_MIME = "application/vnd.jupyter-gpu.restart+json"
@@ -114,24 +115,27 @@ def offer_restart(request: Any, reason: str, automatic: bool = False) -> None:
         display(
             {
                 "text/plain": wrap(
-                    f"To apply this GPU plan, restart the kernel and run: {shown_lines(lines)} "
-                    f"(not offered as a restart: {blocking} could keep the new kernel waiting)"
+                    _(
+                        "To apply this GPU plan, restart the kernel and run: {lines} "
+                        "(not offered as a restart: {option} could keep the new kernel waiting)"
+                    ).format(lines=shown_lines(lines), option=blocking)
                 )
             },
             raw=True,
         )
         return
     text = (
-        "To apply this GPU plan, restart the kernel and run first: "
-        + shown_lines(lines)
-        + (
-            " (JupyterLab and Notebook 7 with jupyter_gpu's extension do it for you, after asking: %gpu_restart)"
-            if not automatic
-            else " (JupyterLab and Notebook 7 with jupyter_gpu's extension ask, then restart; this frontend "
-            "cannot restart the kernel from code: restart it yourself, then run the lines. This kernel's "
-            "variables are lost either way)"
+        _(
+            "To apply this GPU plan, restart the kernel and run first: {lines} (JupyterLab and Notebook 7 "
+            "with jupyter_gpu's extension do it for you, after asking: %gpu_restart)"
         )
-    )
+        if not automatic
+        else _(
+            "To apply this GPU plan, restart the kernel and run first: {lines} (JupyterLab and Notebook 7 "
+            "with jupyter_gpu's extension ask, then restart; this frontend cannot restart the kernel from "
+            "code: restart it yourself, then run the lines. This kernel's variables are lost either way)"
+        )
+    ).format(lines=shown_lines(lines))
     data = {
         "version": 1,
         "lines": lines,

@@ -31,6 +31,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from ..core.i18n import _
 from ..core.snapshot import Snapshot
 from ..core.units import format_bytes
 from ..frameworks import FRAMEWORKS, Framework
@@ -112,29 +113,40 @@ class CellReport:
 
     def line(self) -> str:
         """The one-line report shown after the cell."""
-        head = f"GPU memory of this kernel (PID {self.pid})"
         if not self.nvml_available:
-            text = f"{head}: not measured, NVML unavailable: {self.error or 'unknown reason'}"
-        elif self.before == self.after == self.peak == 0:
-            text = f"{head}: none held"
-        else:
-            where = ""
-            if self.gpus:
-                where = f" on GPU {','.join(str(i) for i in self.gpus)}"
-            text = (
-                f"{head}: {format_change(self.change)} over the cell ({format_bytes(self.before)} → "
-                f"{format_bytes(self.after)}), peak {format_bytes(self.peak)} during the cell{where}"
+            text = _("GPU memory of this kernel (PID {pid}): not measured, NVML unavailable: {reason}").format(
+                pid=self.pid, reason=self.error or _("unknown reason")
             )
+        elif self.before == self.after == self.peak == 0:
+            text = _("GPU memory of this kernel (PID {pid}): none held").format(pid=self.pid)
+        else:
+            figures = {
+                "pid": self.pid,
+                "change": format_change(self.change),
+                "before": format_bytes(self.before),
+                "after": format_bytes(self.after),
+                "peak": format_bytes(self.peak),
+            }
+            if self.gpus:
+                text = _(
+                    "GPU memory of this kernel (PID {pid}): {change} over the cell ({before} → {after}), "
+                    "peak {peak} during the cell on GPU {gpus}"
+                ).format(**figures, gpus=",".join(str(i) for i in self.gpus))
+            else:
+                text = _(
+                    "GPU memory of this kernel (PID {pid}): {change} over the cell ({before} → {after}), "
+                    "peak {peak} during the cell"
+                ).format(**figures)
         for framework in self.frameworks:
             if framework.before is None:
-                text += (
-                    f" · {framework.framework}: {format_bytes(framework.after)} in use"
-                    f" (initialized during the cell), peak {format_bytes(framework.peak)}"
+                text += " · " + _("{framework}: {size} in use (initialized during the cell), peak {peak}").format(
+                    framework=framework.framework, size=format_bytes(framework.after), peak=format_bytes(framework.peak)
                 )
             else:
-                text += (
-                    f" · {framework.framework}: {format_change(framework.after - framework.before)}"
-                    f" in use, peak {format_bytes(framework.peak)}"
+                text += " · " + _("{framework}: {change} in use, peak {peak}").format(
+                    framework=framework.framework,
+                    change=format_change(framework.after - framework.before),
+                    peak=format_bytes(framework.peak),
                 )
         return text
 

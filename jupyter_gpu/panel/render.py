@@ -17,12 +17,27 @@ from importlib import resources
 
 from ..core.availability import FREE_MEMORY_BYTES as RULE_FREE_MEMORY_BYTES
 from ..core.availability import Viewer
+from ..core.i18n import N_, _
 from ..core.snapshot import GpuInfo, GpuProcess
 from ..core.text import display_text
 from ..core.units import UNKNOWN, format_bytes, format_duration
 
 #: The panel's CSS (``style.css`` beside this module), in a ``<style>`` element the panel carries.
 STYLE = f"<style>{resources.files('jupyter_gpu.panel').joinpath('style.css').read_text(encoding='utf-8')}</style>"
+
+#: What a panel whose kernel restarted says (``style.css``'s ``::before`` content: the browser shows
+#: it with no kernel behind the panel, so the text is put in the CSS when the panel is made).
+KERNEL_RESTARTED = N_("GPU panel: kernel restarted: run the cell again")
+
+
+def style() -> str:
+    """:data:`STYLE` with :data:`KERNEL_RESTARTED` in the user's language (a CSS string: quotes,
+    backslashes and ``<`` escaped, so no translation can end the string or the element)."""
+    translated = _(KERNEL_RESTARTED)
+    if translated == KERNEL_RESTARTED:
+        return STYLE
+    escaped = "".join(f"\\{ord(char):x} " if char in '"\\<>\n' else char for char in translated)
+    return STYLE.replace(f'"{KERNEL_RESTARTED}"', f'"{escaped}"')
 
 
 #: Memory's colour, as in the chart and the sidebar (the theme's accent colour; JupyterLab's light value
@@ -37,14 +52,16 @@ def memory_bar_html(used: int, total: int, limit: int | None) -> str:
     mark = ""
     if limit is not None and total > 0:
         at = min(max(limit / total, 0.0), 1.0) * 100
-        title = html.escape(f"this kernel's limit: {format_bytes(limit)}", quote=True)
+        title = html.escape(_("this kernel's limit: {size}").format(size=format_bytes(limit)), quote=True)
         mark = (
             f'<div class="jupyter-gpu-limit" title="{title}" style="position:absolute;left:{at:.1f}%;'
             'top:-3px;bottom:-3px;width:2px;background:#d50000"></div>'
         )
+    label = html.escape(_("memory"), quote=True)
     return (
         f'<div class="jupyter-gpu-bar" role="meter" aria-valuemin="0" aria-valuemax="100" '
-        f'aria-valuenow="{fraction * 100:.0f}" aria-label="memory"><div class="jupyter-gpu-fill" '
+        f'aria-valuenow="{fraction * 100:.0f}" aria-label="{label}">'
+        '<div class="jupyter-gpu-fill" '
         f'style="width:{fraction * 100:.1f}%;background:{MEMORY_COLOUR}"></div>{mark}</div>'
     )
 
@@ -80,11 +97,12 @@ class Sparkline:
             'stroke-dasharray="2 3" vector-effect="non-scaling-stroke"/>'
             for y in (0.5, height / 2, height - 0.5)
         )
+        label = html.escape(_("memory (area) and utilization (line), 0 to 100 %"), quote=True)
         self._head = (
             '<div class="jupyter-gpu-plot"><div class="jupyter-gpu-axis" aria-hidden="true">'
             "<span>100 %</span><span>50 %</span><span>0 %</span></div>"
             f'<svg viewBox="0 0 {width} {height}" preserveAspectRatio="none" role="img" '
-            f'aria-label="memory (area) and utilization (line), 0 to 100 %">{grid}'
+            f'aria-label="{label}">{grid}'
         )
 
     def _y(self, percent: float) -> str:
@@ -125,9 +143,15 @@ class Sparkline:
                 utilization_now = self.utilization[-1]
         parts.append(
             '</svg></div><div class="jupyter-gpu-legend">'
-            f'<span><span class="jupyter-gpu-key-line"></span>util <b>{percent_text(utilization_now)}</b></span>'
-            f'<span><span class="jupyter-gpu-key-area"></span>mem <b>{percent_text(memory_now)}</b></span>'
-            f"<span>last {format_duration(len(self._memory_y) * self.interval_s)}</span></div>"
+            '<span><span class="jupyter-gpu-key-line"></span>'
+            + html.escape(_("util"))
+            + f" <b>{percent_text(utilization_now)}</b></span>"
+            '<span><span class="jupyter-gpu-key-area"></span>'
+            + html.escape(_("mem"))
+            + f" <b>{percent_text(memory_now)}</b></span>"
+            + "<span>"
+            + html.escape(_("last {duration}").format(duration=format_duration(len(self._memory_y) * self.interval_s)))
+            + "</span></div>"
         )
         return "".join(parts)
 
@@ -142,14 +166,16 @@ def _cell(value: object, max_chars: int, missing: str = UNKNOWN) -> str:
 def slices_html(gpu: GpuInfo, own_pid: int) -> str:
     """A GPU in MIG mode: each slice (profile, MIG UUID, memory bar and text, its processes), escaped."""
     if not gpu.slices:
-        return '<div class="jupyter-gpu-procs"><i>MIG mode, no slices</i></div>'
+        no_slices = html.escape(_("MIG mode, no slices"))
+        return f'<div class="jupyter-gpu-procs"><i>{no_slices}</i></div>'
     parts = []
+    no_utilization = html.escape(_("util n/a on MIG"))
     for slice_ in gpu.slices:
         label = (
             f'<div class="jupyter-gpu-slice-title"><b>{gpu.index}:{slice_.index}</b> MIG '
             f"{html.escape(display_text(slice_.profile, 24))} "
             f'<span title="{html.escape(display_text(slice_.uuid, 200), quote=True)}">'
-            f"{html.escape(display_text(slice_.uuid, 48))}</span> · util n/a on MIG</div>"
+            f"{html.escape(display_text(slice_.uuid, 48))}</span> · {no_utilization}</div>"
         )
         if slice_.error:
             body = f'<span class="jupyter-gpu-error">⚠ {html.escape(display_text(slice_.error, 300))}</span>'
@@ -176,7 +202,7 @@ def processes_html(gpu: GpuInfo, own_pid: int, viewer: Viewer | None = None) -> 
 FREE_MEMORY_BYTES = RULE_FREE_MEMORY_BYTES
 
 #: What the panel and the sidebar say of a GPU with nothing on it (the same words in both).
-NO_PROCESSES = "No processes"
+NO_PROCESSES = N_("No processes")
 
 
 def _process_table(processes: Iterable[GpuProcess], own_pid: int, viewer: Viewer | None = None) -> str:
@@ -185,13 +211,15 @@ def _process_table(processes: Iterable[GpuProcess], own_pid: int, viewer: Viewer
     out (one "—" where only some are missing), and this kernel's row is marked."""
     processes = tuple(processes)
     if not processes:
-        return f'<div class="jupyter-gpu-procs"><i>{NO_PROCESSES}</i></div>'
+        nothing = html.escape(_(NO_PROCESSES))
+        return f'<div class="jupyter-gpu-procs"><i>{nothing}</i></div>'
     runs = {p.pid: run for p in processes if viewer is not None and (run := viewer.run(p.pid)) is not None}
     named = any(process.name for process in processes) or bool(runs)
     rows = []
+    this_kernel = html.escape(_("this kernel"))
     for process in sorted(processes, key=lambda p: -(p.memory or 0)):
         own = process.pid == own_pid
-        mark = ' <span class="jupyter-gpu-own">◀ this kernel</span>' if own else ""
+        mark = f' <span class="jupyter-gpu-own">◀ {this_kernel}</span>' if own else ""
         if process.pid in runs:
             mark = f' <span class="jupyter-gpu-own">◀ {html.escape(runs[process.pid])}</span>'
             own = True
@@ -205,10 +233,11 @@ def _process_table(processes: Iterable[GpuProcess], own_pid: int, viewer: Viewer
             f'<td class="jupyter-gpu-num">{process.pid}</td></tr>'
         )
     columns = '<col style="width:28%"><col>' if named else "<col>"
-    heads = "<th>user</th><th>program</th>" if named else "<th>user</th>"
+    user_head, program_head, memory_head = (html.escape(word) for word in (_("user"), _("program"), _("memory")))
+    heads = f"<th>{user_head}</th><th>{program_head}</th>" if named else f"<th>{user_head}</th>"
     return (
         f'<div class="jupyter-gpu-procs"><table><colgroup>{columns}<col style="width:10ch">'
-        f'<col style="width:10ch"></colgroup><tr>{heads}<th class="jupyter-gpu-num">memory</th>'
+        f'<col style="width:10ch"></colgroup><tr>{heads}<th class="jupyter-gpu-num">{memory_head}</th>'
         f'<th class="jupyter-gpu-num">PID</th></tr>{"".join(rows)}</table></div>'
     )
 
@@ -224,9 +253,9 @@ def who_text(gpu: GpuInfo, own_pid: int, viewer: Viewer | None = None) -> str:
     processes = [*gpu.processes, *(p for s in gpu.slices for p in s.processes)]
     own = any(p.pid == own_pid for p in processes)
     users = sorted({display_text(p.user, 40, f"pid {p.pid}") for p in processes if p.pid != own_pid})
-    names = (["this kernel"] if own else []) + users
+    names = ([_("this kernel")] if own else []) + users
     if names:
         return html.escape(", ".join(names))
     if gpu.mig_mode:
-        return "nobody"
+        return html.escape(_("nobody"))
     return html.escape((viewer if viewer is not None else Viewer()).state(gpu))

@@ -58,19 +58,20 @@ from typing import Any
 import ipywidgets as widgets
 
 from ..core.availability import Viewer
+from ..core.i18n import N_, _, ngettext
 from ..core.snapshot import GpuInfo, Snapshot
 from ..core.text import display_text
 from ..core.units import format_bytes
 from ..sources.sampler import Sampler
-from .render import STYLE, Sparkline, memory_bar_html, percent_text, processes_html, who_text
+from .render import Sparkline, memory_bar_html, percent_text, processes_html, style, who_text
 
 MIN_INTERVAL_S = 0.1
 COMPACT_ABOVE_GPUS = 4
 """Above this many GPUs the panel is compact, as the sidebar (labextension/src/overview.ts): one short
 card per GPU (name, memory bar and text, readings, who is on it), without chart and process table."""
 SAMPLER_NAME = "jupyter-gpu-monitor"
-CLOSED_TEXT = "GPU panel closed; run %gpu_monitor for a new one."
-NO_VIEW_TEXT = "paused: no view of this panel is shown; it resumes when one is"
+CLOSED_TEXT = N_("GPU panel closed; run %gpu_monitor for a new one.")
+NO_VIEW_TEXT = N_("paused: no view of this panel is shown; it resumes when one is")
 UNCONNECTED_GRACE_S = 10.0
 """How long nobody may be connected to the kernel before its panels pause: a page reload or a
 short network drop reconnects within seconds, so those do not pause a panel someone is watching."""
@@ -249,13 +250,15 @@ class GpuRow:
         """Show ``gpu``; append to the history; set only the values that changed."""
         lost = gpu.error is not None
         dimmed = selected is not None and gpu.index not in selected
-        name = html.escape(display_text(gpu.name or None, 60, "unknown GPU"))
-        full_name = html.escape(display_text(gpu.name or None, 1000, "unknown GPU"), quote=True)
+        unknown = _("unknown GPU")
+        name = html.escape(display_text(gpu.name or None, 60, unknown))
+        full_name = html.escape(display_text(gpu.name or None, 1000, unknown), quote=True)
         notes = []
         if lost:
             notes.append(f'<span class="jupyter-gpu-error">⚠ {html.escape(display_text(gpu.error, 300))}</span>')
         if dimmed:
-            notes.append('<span class="jupyter-gpu-unselected">not selected in this kernel</span>')
+            unselected = html.escape(_("not selected in this kernel"))
+            notes.append(f'<span class="jupyter-gpu-unselected">{unselected}</span>')
         note = f'<span class="jupyter-gpu-note">{" · ".join(notes)}</span>' if notes else ""
         title = (
             f'<span class="jupyter-gpu-title" title="GPU {gpu.index} {full_name}"><b>GPU {gpu.index}</b> '
@@ -268,7 +271,7 @@ class GpuRow:
         if lost:
             self.sparkline.append(0.0, None)
             _set(self.memory_bar, "value", memory_bar_html(0, 0, None))
-            _set(self.memory_text, "value", "memory: — (GPU lost)")
+            _set(self.memory_text, "value", _("memory: — (GPU lost)"))
             for label in (self.utilization, self.temperature, self.power):
                 _set(label, "value", "")
         else:
@@ -276,14 +279,18 @@ class GpuRow:
             used = gpu.memory_used
             memory_text = f"{format_bytes(used)} / {format_bytes(total)}"
             if limit is not None:
-                memory_text += f" (limit {format_bytes(limit)})"
+                memory_text = _("{used} / {total} (limit {limit})").format(
+                    used=format_bytes(used), total=format_bytes(total), limit=format_bytes(limit)
+                )
             _set(self.memory_bar, "value", memory_bar_html(used, total, limit))
             _set(self.memory_text, "value", memory_text)
             # Utilization is said once per card: in the chart's legend (as in the sidebar), so this
             # label shows only in the compact panel (no chart) and, on MIG, to say why it is missing
             # (style.css; the class "jupyter-gpu-mig" marks that case).
             mig = gpu.mig_mode and gpu.utilization is None
-            utilization = "util n/a on MIG" if mig else f"util {percent_text(gpu.utilization)}"
+            utilization = (
+                _("util n/a on MIG") if mig else _("util {percent}").format(percent=percent_text(gpu.utilization))
+            )
             _set(self.utilization, "value", utilization)
             self._set_label_class(self.utilization, "jupyter-gpu-mig", mig)
             _set(self.temperature, "value", "" if gpu.temperature is None else f"{gpu.temperature} °C")
@@ -301,7 +308,8 @@ class GpuRow:
             _set(self.history_chart, "value", self.sparkline.svg(share, gpu.utilization))
         _set(self.processes, "value", processes_html(gpu, own_pid, viewer))
         who = who_text(gpu, own_pid, viewer)
-        _set(self.who, "value", f'<span class="jupyter-gpu-who" title="on it">{who}</span>')
+        on_it = html.escape(_("on it"), quote=True)
+        _set(self.who, "value", f'<span class="jupyter-gpu-who" title="{on_it}">{who}</span>')
 
     @staticmethod
     def _set_label_class(label: widgets.Widget, css: str, on: bool) -> None:
@@ -343,21 +351,27 @@ class GPUMonitor(widgets.VBox):
 
     def __init__(self, interval_s: float = 1.0, history: int = 60, start: bool = True, **kwargs: Any) -> None:
         if not isinstance(interval_s, (int, float)) or interval_s < MIN_INTERVAL_S:
-            raise ValueError(f"interval_s must be at least {MIN_INTERVAL_S} s, not {interval_s!r}")
+            raise ValueError(
+                _("interval_s must be at least {minimum} s, not {value}").format(
+                    minimum=MIN_INTERVAL_S, value=repr(interval_s)
+                )
+            )
         if not isinstance(history, int) or isinstance(history, bool) or history < 2:
-            raise ValueError(f"history must be an integer of at least 2 samples, not {history!r}")
+            raise ValueError(
+                _("history must be an integer of at least 2 samples, not {value}").format(value=repr(history))
+            )
         self.status = widgets.HTML()
         self.pause_button = widgets.ToggleButton(
             value=False,
-            description="Pause",
+            description=_("Pause"),
             icon="pause",
-            tooltip="Pause or resume sampling",
+            tooltip=_("Pause or resume sampling"),
             layout=widgets.Layout(width="90px"),
         )
         self.close_button = widgets.Button(
-            description="Close",
+            description=_("Close"),
             icon="times",
-            tooltip="Stop this panel for good (run %gpu_monitor for a new one)",
+            tooltip=_("Stop this panel for good (run %gpu_monitor for a new one)"),
             layout=widgets.Layout(width="90px"),
         )
         self.warnings = widgets.HTML()
@@ -367,7 +381,7 @@ class GPUMonitor(widgets.VBox):
         header = widgets.HBox([self.pause_button, self.close_button, self.status])
         # _view_count=0: the front end counts this panel's views (None would turn that off).
         kwargs.setdefault("_view_count", 0)
-        super().__init__([widgets.HTML(STYLE), header, self.warnings, self.rows_box], **kwargs)
+        super().__init__([widgets.HTML(style()), header, self.warnings, self.rows_box], **kwargs)
         self.add_class("jupyter-gpu-monitor")
         self._interval_s = float(interval_s)
         self._history = history
@@ -392,7 +406,7 @@ class GPUMonitor(widgets.VBox):
         if sampler.latest is not None:
             self.update(sampler.latest)
         else:
-            _set(self.status, "value", "<i>waiting for the first sample…</i>")
+            _set(self.status, "value", "<i>" + html.escape(_("waiting for the first sample…")) + "</i>")
         if start:
             self.resume()
         else:
@@ -442,14 +456,14 @@ class GPUMonitor(widgets.VBox):
         if unsubscribe is not None:
             unsubscribe()
         _set(self.pause_button, "value", True)
-        _set(self.pause_button, "description", "Resume")
+        _set(self.pause_button, "description", _("Resume"))
         _set(self.pause_button, "icon", "play")
         _retune_sampler()
 
     def resume(self) -> None:
         """Update again at ``interval_s``."""
         if self.closed:
-            raise RuntimeError("this GPU panel is closed; create a new one")
+            raise RuntimeError(_("this GPU panel is closed; create a new one"))
         self.no_view = False
         self.unconnected.reset()
         with _lock:
@@ -458,7 +472,7 @@ class GPUMonitor(widgets.VBox):
                 self._unsubscribe = sampler.subscribe(self._on_snapshot)
         _retune_sampler()
         _set(self.pause_button, "value", False)
-        _set(self.pause_button, "description", "Pause")
+        _set(self.pause_button, "description", _("Pause"))
         _set(self.pause_button, "icon", "pause")
 
     def _on_pause_button(self, change: dict[str, Any]) -> None:
@@ -484,7 +498,7 @@ class GPUMonitor(widgets.VBox):
         """Pause because no view of the panel can be shown; a view shown again resumes it."""
         self._unsubscribe_sampler()
         self.no_view = True
-        _set(self.status, "value", f"<i>{NO_VIEW_TEXT}</i>")
+        _set(self.status, "value", "<i>" + html.escape(_(NO_VIEW_TEXT)) + "</i>")
 
     def get_state(self, key: Any = None, drop_defaults: bool = False) -> dict[str, Any]:
         """ipywidgets' state of the panel's model. Asked for as a whole after the model was opened,
@@ -513,7 +527,7 @@ class GPUMonitor(widgets.VBox):
             try:
                 from IPython.display import update_display
 
-                update_display({"text/plain": CLOSED_TEXT}, raw=True, display_id=self._display_id)
+                update_display({"text/plain": _(CLOSED_TEXT)}, raw=True, display_id=self._display_id)
             except Exception:  # no kernel output channel (a plain interpreter): nothing to replace
                 pass
         self.pause()
@@ -560,31 +574,44 @@ class GPUMonitor(widgets.VBox):
     def _show_status(self, snapshot: Snapshot) -> None:
         parts = []
         if snapshot.simulated:
-            parts.append('<span style="background:#fff3cd;color:#3e2f00;padding:0 4px">simulated GPUs</span>')
+            parts.append(
+                '<span style="background:#fff3cd;color:#3e2f00;padding:0 4px">'
+                + html.escape(_("simulated GPUs"))
+                + "</span>"
+            )
         if not snapshot.nvml_available:
-            reason = html.escape(display_text(snapshot.error or None, 500, "unknown reason"))
-            parts.append(f'<span class="jupyter-gpu-error">NVML unavailable: {reason}</span>')
+            reason = html.escape(display_text(snapshot.error or None, 500, _("unknown reason")))
+            unavailable = html.escape(_("NVML unavailable: {reason}")).format(reason=reason)
+            parts.append(f'<span class="jupyter-gpu-error">{unavailable}</span>')
         else:
             count = len(snapshot.gpus)
             lost = sum(gpu.error is not None for gpu in snapshot.gpus)
-            text = f"{count} GPU{'s' if count != 1 else ''}"
+            text = html.escape(ngettext("{count} GPU", "{count} GPUs", count)).format(count=count)
             if lost:
-                text += f', <span class="jupyter-gpu-error">{lost} lost</span>'
+                text = html.escape(_("{gpus}, {lost}")).format(
+                    gpus=text,
+                    lost='<span class="jupyter-gpu-error">'
+                    + html.escape(_("{count} lost")).format(count=lost)
+                    + "</span>",
+                )
             if count == 0:
-                text = "no GPUs found"
+                text = html.escape(_("no GPUs found"))
             parts.append(text)
             if snapshot.driver_version:
-                parts.append(f"driver {html.escape(display_text(snapshot.driver_version, 40))}")
+                parts.append(
+                    html.escape(_("driver {version}")).format(
+                        version=html.escape(display_text(snapshot.driver_version, 40))
+                    )
+                )
         source = snapshot.extra.get("source")  # the host sample's (sources/host.py): where it came from
         if isinstance(source, str):
             from ..sources.host import SOURCE_LABELS
 
             note = html.escape(display_text(snapshot.extra.get("source_note") or source, 500), quote=True)
-            parts.append(
-                f'<span title="{note}">{html.escape(SOURCE_LABELS.get(source, display_text(source, 40)))}</span>'
-            )
+            label = _(SOURCE_LABELS[source]) if source in SOURCE_LABELS else display_text(source, 40)
+            parts.append(f'<span title="{note}">{html.escape(label)}</span>')
         stamp = time.strftime("%H:%M:%S", time.localtime(snapshot.timestamp))
-        parts.append(f"every {self._interval_s:g} s · {stamp}")
+        parts.append(html.escape(_("every {interval} s · {time}")).format(interval=f"{self._interval_s:g}", time=stamp))
         _set(self.status, "value", '<span style="line-height:28px">' + " · ".join(parts) + "</span>")
 
     def _show_warnings(self, snapshot: Snapshot) -> None:

@@ -11,6 +11,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import replace
 from typing import Any, NamedTuple
 
+from ..core.i18n import N_
 from .attribution import KernelInfo
 
 
@@ -108,7 +109,7 @@ class Postponements:
         """Postpone the cull of ``kernels[kernel_id]`` by ``after_s`` (``cull_idle_after_s``) more;
         its new entry for the kernel table. KeyError: not in ``kernels``; ValueError: culling is off."""
         if after_s <= 0:
-            raise ValueError("culling is off on this server (cull_idle_after_s = 0): nothing to postpone")
+            raise ValueError(N_("culling is off on this server (cull_idle_after_s = 0): nothing to postpone"))
         info = kernels[kernel_id]
         postponed_s = info.cull_postponed_s + after_s
         self._kept[info.kernel_id] = (info.last_activity, postponed_s)

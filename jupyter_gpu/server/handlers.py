@@ -1,4 +1,8 @@
-"""HTTP handlers of the server extension: one small class per endpoint, routes as a table."""
+"""HTTP handlers of the server extension: one small class per endpoint, routes as a table.
+
+An error's one-line ``message`` is read by the user (the sidebar shows it): it is in the user's
+language (:func:`reader_language`), while the server's log keeps it in English (:class:`Refusal`).
+"""
 
 from __future__ import annotations
 
@@ -13,12 +17,38 @@ from jupyter_server.base.handlers import APIHandler
 from jupyter_server.utils import url_path_join
 from tornado import web
 
+from ..core.i18n import ENV, N_, _, lab_language, language_forced
 from .service import GpuService
 
 NAMESPACE = "jupyter-gpu"
 # Authorization: reading the GPU snapshot reveals this server's kernels, so it needs "read" on
 # "kernels" (what an authorizer such as JupyterHub's grants to whoever may list kernels).
 AUTH_RESOURCE = "kernels"
+
+
+def reader_language() -> str | None:
+    """The language of the messages the server's user reads: ``JUPYTER_GPU_LANG``, else the language
+    chosen in JupyterLab's Settings → Language (read at each error: the user may change it while the
+    server runs; the server runs as that user), else None (the standard variables decide)."""
+    if os.environ.get(ENV, "").strip():
+        return None
+    return lab_language()
+
+
+class Refusal(web.HTTPError):
+    """An error the user reads: ``shown`` in their language in the reply, English in the server's log."""
+
+    def __init__(self, status: int, english: str, shown: str) -> None:
+        super().__init__(status, "%s", english)  # the log line: never a format of the user's text
+        self.english = english
+        self.shown = shown
+
+
+def refuse(status: int, message: str, **fields: Any) -> Refusal:
+    """The :class:`Refusal` of ``message`` (marked ``N_``, named placeholders filled from ``fields``)."""
+    with language_forced(reader_language()):
+        shown = _(message).format(**fields)
+    return Refusal(status, message.format(**fields), shown)
 
 
 class GpuHandler(APIHandler):
@@ -34,8 +64,20 @@ class GpuHandler(APIHandler):
     def service(self) -> GpuService:
         service = self.settings.get(GpuService.SETTINGS_KEY)
         if service is None:
-            raise web.HTTPError(503, "the jupyter_gpu server extension is not loaded")
+            raise refuse(503, N_("the jupyter_gpu server extension is not loaded"))
         return service
+
+    def write_error(self, status_code: int, **kwargs: Any) -> None:
+        """A :class:`Refusal` leaves with its message in the user's language (logged in English);
+        any other error as ``APIHandler`` writes it."""
+        exc_info = kwargs.get("exc_info")
+        error = exc_info[1] if exc_info else None
+        if not isinstance(error, Refusal):
+            super().write_error(status_code, **kwargs)
+            return
+        self.set_header("Content-Type", "application/json")
+        self.log.warning("wrote error: %r", error.english)
+        self.finish(json.dumps({"message": error.shown, "reason": error.reason}))
 
     def write_json(self, data: Any) -> None:
         self.set_header("Content-Type", "application/json")
@@ -97,14 +139,14 @@ class KeepRunningHandler(GpuHandler):
             fields = Fields(loads(self.request.body, max_bytes=self.MAX_BODY_BYTES, max_depth=2), "body")
             kernel_id = fields.text("kernel_id", 64)
         except WireError as error:
-            raise web.HTTPError(400, f'expected {{"kernel_id": "…"}}: {error}') from None
+            raise refuse(400, N_('expected {{"kernel_id": "…"}}: {error}'), error=error) from None
         user = getattr(self.current_user, "username", None) or self.service.user
         try:
             postponed_s = await self.service.keep_running(kernel_id, user)
         except KeyError:
-            raise web.HTTPError(404, "no kernel of this server has that id") from None
-        except ValueError as error:
-            raise web.HTTPError(409, str(error)) from None
+            raise refuse(404, N_("no kernel of this server has that id")) from None
+        except ValueError as error:  # its message is marked where it is raised (server/cull.py)
+            raise refuse(409, str(error).replace("{", "{{").replace("}", "}}")) from None
         self.write_json({"kernel_id": kernel_id, "postponed_s": postponed_s})
 
 
@@ -144,11 +186,11 @@ class UsageHandler(GpuHandler):
 
         window = self.get_argument("window", "week")
         if window not in remote.USAGE_WINDOWS:
-            raise web.HTTPError(400, f"window must be one of {', '.join(remote.USAGE_WINDOWS)}")
+            raise refuse(400, N_("window must be one of {windows}"), windows=", ".join(remote.USAGE_WINDOWS))
         target = usage_target()
         if target is None:
-            raise web.HTTPError(
-                404, "no jupyter-gpu hub service for this server (JUPYTER_GPU_SERVICE_URL, JUPYTERHUB_USER)"
+            raise refuse(
+                404, N_("no jupyter-gpu hub service for this server (JUPYTER_GPU_SERVICE_URL, JUPYTERHUB_USER)")
             )
         base, user = target
         account = self.service.config.service_account
@@ -158,11 +200,13 @@ class UsageHandler(GpuHandler):
             )
         except urllib.error.HTTPError as error:
             if error.code == 404:
-                raise web.HTTPError(404, "the jupyter-gpu service keeps no usage accounting") from None
-            raise web.HTTPError(502, f"the jupyter-gpu service answered HTTP {error.code}") from None
+                raise refuse(404, N_("the jupyter-gpu service keeps no usage accounting")) from None
+            raise refuse(502, N_("the jupyter-gpu service answered HTTP {code}"), code=error.code) from None
         except (OSError, remote.BadAnswer) as error:
             reason = getattr(error, "reason", None) or error
-            raise web.HTTPError(502, f"cannot read your GPU use from the jupyter-gpu service: {reason}") from None
+            raise refuse(
+                502, N_("cannot read your GPU use from the jupyter-gpu service: {reason}"), reason=reason
+            ) from None
         self.write_json(data)
 
 

@@ -15,7 +15,8 @@ from jupyter_server.auth.decorator import authorized
 from jupyter_server.utils import url_path_join
 from tornado import web
 
-from .handlers import NAMESPACE, GpuHandler
+from ..core.i18n import N_
+from .handlers import NAMESPACE, GpuHandler, refuse
 
 
 class HistoryHandler(GpuHandler):
@@ -32,11 +33,13 @@ class HistoryHandler(GpuHandler):
             except ValueError:
                 since = math.nan
             if not math.isfinite(since):
-                raise web.HTTPError(400, f"since must be a number of epoch seconds, not {since_text[:40]!r}")
+                raise refuse(
+                    400, N_("since must be a number of epoch seconds, not {value}"), value=repr(since_text[:40])
+                )
         service = self.service
         history = getattr(service, "history", None)
         if history is None:
-            raise web.HTTPError(503, "the jupyter_gpu server extension keeps no history")
+            raise refuse(503, N_("the jupyter_gpu server extension keeps no history"))
         service.sampler.touch()  # looking at the history is demand, like a poll
         self.write_json(history.to_dict(since=since))
 

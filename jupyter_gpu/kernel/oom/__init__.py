@@ -85,9 +85,13 @@ def explain_error_report(error: BaseException | None, *, server_timeout_s: float
         facts = gather_facts(oom, server_timeout_s=server_timeout_s)
         text = explain(oom, facts)
     except Exception as failure:  # the explainer must never add an error of its own
+        from ...core.i18n import _
+
         return Report(
-            f"jupyter_gpu: {oom.framework} ran out of GPU memory (the explanation failed: "
-            f"{type(failure).__name__}: {failure}); %gpu_status shows the GPUs."
+            _(
+                "jupyter_gpu: {framework} ran out of GPU memory (the explanation failed: {error}); "
+                "%gpu_status shows the GPUs."
+            ).format(framework=oom.framework, error=f"{type(failure).__name__}: {failure}")
         )
     try:
         return Report(text, next_actions(oom, facts))

@@ -9,6 +9,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
+from ...core.i18n import _
 from ...core.units import GIB, format_bytes, format_duration
 from .facts import Facts, Holder, _framework_figures, _freeable_cache, _shown, _which_gpus, holders
 from .recognize import OutOfMemory
@@ -39,34 +40,44 @@ def _round_up_gib(value: int) -> str:
 def explain(oom: OutOfMemory, facts: Facts) -> str:
     """The report under the traceback (several lines, plain text)."""
     where = f"{oom.framework} {oom.device_label}" if oom.device_label else oom.framework
-    asked = f"; it tried to allocate {format_bytes(oom.requested_bytes)}" if oom.requested_bytes else ""
-    lines = [f"jupyter_gpu: {where} ran out of GPU memory{asked}."]
+    lines = [
+        _("jupyter_gpu: {where} ran out of GPU memory; it tried to allocate {size}.").format(
+            where=where, size=format_bytes(oom.requested_bytes)
+        )
+        if oom.requested_bytes
+        else _("jupyter_gpu: {where} ran out of GPU memory.").format(where=where)
+    ]
     gpus = _which_gpus(oom, facts)
     if not facts.gpus:
-        lines.append("  NVML cannot be read here, so the GPUs and who holds them are unknown.")
+        lines.append("  " + _("NVML cannot be read here, so the GPUs and who holds them are unknown."))
     elif not gpus:
-        lines.append("  Which GPU this was cannot be told (the framework's device is not mapped to a GPU).")
+        lines.append("  " + _("Which GPU this was cannot be told (the framework's device is not mapped to a GPU)."))
     steps: list[str] = []
     largest = None if gpus else _over_every_limit(oom, facts)
     if largest is not None:
         lines.append(
-            f"  This kernel's limit is {format_bytes(largest)} per GPU, less than the "
-            f"{format_bytes(oom.requested_bytes)} it asked for: the limit ran out, not the GPU."
+            "  "
+            + _(
+                "This kernel's limit is {limit} per GPU, less than the {size} it asked for: the limit ran out, "
+                "not the GPU."
+            ).format(limit=format_bytes(largest), size=format_bytes(oom.requested_bytes))
         )
         size = _raised_limit(oom.requested_bytes or 0, facts)
         if size is not None:
-            steps.append(f"raise this kernel's limit: `%gpu_limit {size}`, then `%gpu_restart`")
+            steps.append(_("raise this kernel's limit: `%gpu_limit {size}`, then `%gpu_restart`").format(size=size))
         else:
-            steps.append("the limit cannot be raised here: use less memory (a smaller batch or model)")
+            steps.append(_("the limit cannot be raised here: use less memory (a smaller batch or model)"))
     for gpu in gpus[:4]:
         lines += _gpu_section(oom, gpu, facts, steps, several=len(gpus) > 1)
     steps += _elsewhere(oom, gpus, facts)
     if not steps:
         steps.append(
-            "no GPU this kernel may use has room for it now: use less memory (a smaller batch or "
-            "model), or free memory on this GPU"
+            _(
+                "no GPU this kernel may use has room for it now: use less memory (a smaller batch or "
+                "model), or free memory on this GPU"
+            )
         )
-    lines.append("Next steps:")
+    lines.append(_("Next steps:"))
     lines += [f"  - {step}" for step in _unique(steps)]
     return "\n".join(lines)
 
@@ -77,21 +88,30 @@ def _unique(items: list[str]) -> list[str]:
 
 def _gpu_section(oom: OutOfMemory, gpu: Any, facts: Facts, steps: list[str], several: bool) -> list[str]:
     name = _shown(gpu.name.removeprefix("NVIDIA "))
-    label = f" ({oom.framework} {oom.device_label})" if oom.device_label and not several else ""
-    lines = [
-        f"GPU {gpu.index} {name}{label}: {format_bytes(gpu.memory_total)} total, "
-        f"{format_bytes(gpu.memory_used)} used, {format_bytes(gpu.memory_free)} free."
-    ]
+    figures = {
+        "index": gpu.index,
+        "name": name,
+        "total": format_bytes(gpu.memory_total),
+        "used": format_bytes(gpu.memory_used),
+        "free": format_bytes(gpu.memory_free),
+    }
+    if oom.device_label and not several:
+        head = _("GPU {index} {name} ({device}): {total} total, {used} used, {free} free.").format(
+            **figures, device=f"{oom.framework} {oom.device_label}"
+        )
+    else:
+        head = _("GPU {index} {name}: {total} total, {used} used, {free} free.").format(**figures)
+    lines = [head]
     held = holders(gpu, facts)
     own_nvml = sum(h.memory for h in held if h.kind == "self")
     in_use, reserved = _framework_figures(oom, gpu, facts)
-    lines.append("  Who holds it:")
+    lines.append("  " + _("Who holds it:"))
     if not any(h.kind == "self" for h in held) and (in_use or reserved):
         held.insert(0, Holder("self", 0, "this kernel", facts.own_pid))
     for holder in held:
         lines.append(f"    {_holder_text(holder, oom, in_use, reserved, facts)}")
     if len(lines) == 2:
-        lines.append("    nobody NVML can see")
+        lines.append("    " + _("nobody NVML can see"))
     limit = facts.limits.get(gpu.index)
     limit_hit = False
     if limit:
@@ -99,36 +119,57 @@ def _gpu_section(oom: OutOfMemory, gpu: Any, facts: Facts, steps: list[str], sev
         limit_hit = need is not None
         need = need or 0
         whose = (
-            f"the admin ceiling {facts.admin_ceiling}"
+            _("the admin ceiling {ceiling}").format(ceiling=facts.admin_ceiling)
             if facts.limit_from_ceiling and facts.admin_ceiling
             else "%gpu_limit"
         )
+        figures = {
+            "index": gpu.index,
+            "limit": format_bytes(limit),
+            "whose": whose,
+            "free": format_bytes(gpu.memory_free),
+        }
         if limit_hit:
             lines.append(
-                f"  This kernel's limit on GPU {gpu.index} is {format_bytes(limit)} ({whose}), and it ran "
-                f"out, not the GPU ({format_bytes(gpu.memory_free)} free)."
+                "  "
+                + _(
+                    "This kernel's limit on GPU {index} is {limit} ({whose}), and it ran out, "
+                    "not the GPU ({free} free)."
+                ).format(**figures)
             )
-            ceiling_words = ""
             if facts.limit_from_ceiling and facts.admin_ceiling:
-                ceiling_words = f" (the admin ceiling {facts.admin_ceiling} does not allow more)"
                 steps.append(
-                    f"the limit is the admin's ceiling{ceiling_words}: use less memory (a smaller batch or model)"
+                    _(
+                        "the limit is the admin's ceiling (the admin ceiling {ceiling} does not allow more): use "
+                        "less memory (a smaller batch or model)"
+                    ).format(ceiling=facts.admin_ceiling)
                 )
             elif need <= limit + gpu.memory_free and _raised_limit(need, facts) is not None:
                 steps.append(
-                    f"raise this kernel's limit: `%gpu_limit {_round_up_gib(need)}`, then `%gpu_restart` "
-                    f"(GPU {gpu.index} has {format_bytes(gpu.memory_free)} free besides it)"
+                    _(
+                        "raise this kernel's limit: `%gpu_limit {size}`, then `%gpu_restart` "
+                        "(GPU {index} has {free} free besides it)"
+                    ).format(size=_round_up_gib(need), index=gpu.index, free=format_bytes(gpu.memory_free))
                 )
         else:
             lines.append(
-                f"  This kernel's limit on GPU {gpu.index}: {format_bytes(limit)} ({whose}); the GPU ran "
-                "out before the limit."
+                "  "
+                + _("This kernel's limit on GPU {index}: {limit} ({whose}); the GPU ran out before the limit.").format(
+                    **figures
+                )
             )
     cache = _freeable_cache(oom, in_use, reserved)
     if cache:
         steps.append(
-            f"`%gpu_free` may return {format_bytes(cache)} held by this kernel's cache "
-            f"({oom.framework} reserved {format_bytes(reserved)}, in use {format_bytes(in_use)})"
+            _(
+                "`%gpu_free` may return {size} held by this kernel's cache "
+                "({framework} reserved {reserved}, in use {in_use})"
+            ).format(
+                size=format_bytes(cache),
+                framework=oom.framework,
+                reserved=format_bytes(reserved),
+                in_use=format_bytes(in_use),
+            )
         )
     if (
         oom.module == "tensorflow"
@@ -138,24 +179,51 @@ def _gpu_section(oom: OutOfMemory, gpu: Any, facts: Facts, steps: list[str], sev
         and follows(facts, [{"selection": str(gpu.index), "growth": True}])
     ):
         steps.append(
-            "TensorFlow without memory growth keeps its whole pool until the kernel restarts: "
-            f"`%gpu_select {gpu.index} --growth`, then `%gpu_restart`, and it takes only what the model "
-            "needs"
+            _(
+                "TensorFlow without memory growth keeps its whole pool until the kernel restarts: "
+                "`%gpu_select {index} --growth`, then `%gpu_restart`, and it takes only what the model needs"
+            ).format(index=gpu.index)
         )
     for holder in held:
         if holder.kind == "kernel" and holder.memory > 0:
-            state = "idle " if holder.idle or (holder.idle_s or 0) >= 600 else ""
-            since = f", idle for {format_duration(holder.idle_s)}" if holder.idle_s else ""
+            figures = {"label": holder.label, "size": format_bytes(holder.memory), "index": gpu.index}
+            idle = holder.idle or (holder.idle_s or 0) >= 600
             if holder.idle_s == 0:
-                since, state = " (busy now)", ""
-            steps.append(
-                f"your {state}kernel `{holder.label}` holds {format_bytes(holder.memory)} on GPU "
-                f"{gpu.index}{since}: shut it down from the GPU sidebar if you no longer need it"
-            )
+                step = _(
+                    "your kernel `{label}` holds {size} on GPU {index} (busy now): shut it down from the GPU "
+                    "sidebar if you no longer need it"
+                )
+            elif holder.idle_s:
+                figures["idle"] = format_duration(holder.idle_s)
+                step = (
+                    _(
+                        "your idle kernel `{label}` holds {size} on GPU {index}, idle for {idle}: shut it down "
+                        "from the GPU sidebar if you no longer need it"
+                    )
+                    if idle
+                    else _(
+                        "your kernel `{label}` holds {size} on GPU {index}, idle for {idle}: shut it down from "
+                        "the GPU sidebar if you no longer need it"
+                    )
+                )
+            else:
+                step = (
+                    _(
+                        "your idle kernel `{label}` holds {size} on GPU {index}: shut it down from the GPU "
+                        "sidebar if you no longer need it"
+                    )
+                    if idle
+                    else _(
+                        "your kernel `{label}` holds {size} on GPU {index}: shut it down from the GPU sidebar "
+                        "if you no longer need it"
+                    )
+                )
+            steps.append(step.format(**figures))
         elif holder.kind == "process" and holder.memory > 0:
             steps.append(
-                f"your process {holder.label} holds {format_bytes(holder.memory)} on GPU {gpu.index}: "
-                "end it if you no longer need it"
+                _("your process {label} holds {size} on GPU {index}: end it if you no longer need it").format(
+                    label=holder.label, size=format_bytes(holder.memory), index=gpu.index
+                )
             )
     return lines
 
@@ -199,30 +267,41 @@ def _raised_limit(need: int, facts: Facts) -> str | None:
 
 def _holder_text(holder: Holder, oom: OutOfMemory, in_use: int | None, reserved: int | None, facts: Facts) -> str:
     if holder.kind == "self":
-        nb = f" ({_shown(facts.own_notebook)})" if facts.own_notebook else ""
-        own = [
-            f"in use {format_bytes(in_use)}" if in_use is not None else "",
-            f"reserved {format_bytes(reserved)}" if reserved is not None else "",
-        ]
-        told = ", ".join(part for part in own if part)
-        framework = f" ({oom.framework}: {told})" if told else ""
-        nvml = format_bytes(holder.memory) if holder.memory else "no memory NVML can see"
-        return f"this kernel{nb}: {nvml}{framework}"
-    if holder.kind == "kernel":
-        if holder.idle_s == 0:
-            idle = ", busy now"
-        elif holder.idle_s is not None:
-            idle = f", idle for {format_duration(holder.idle_s)}"
+        nvml = format_bytes(holder.memory) if holder.memory else _("no memory NVML can see")
+        if in_use is not None and reserved is not None:
+            told = _("{framework}: in use {in_use}, reserved {reserved}").format(
+                framework=oom.framework, in_use=format_bytes(in_use), reserved=format_bytes(reserved)
+            )
+        elif in_use is not None:
+            told = _("{framework}: in use {size}").format(framework=oom.framework, size=format_bytes(in_use))
+        elif reserved is not None:
+            told = _("{framework}: reserved {size}").format(framework=oom.framework, size=format_bytes(reserved))
         else:
-            idle = f", idle time unknown{_source_note(facts)}"
-        return f"your kernel {holder.label}: {format_bytes(holder.memory)}{idle}"
+            told = ""
+        whose = (
+            _("this kernel ({notebook})").format(notebook=_shown(facts.own_notebook))
+            if facts.own_notebook
+            else _("this kernel")
+        )
+        if told:
+            return _("{holder}: {memory} ({figures})").format(holder=whose, memory=nvml, figures=told)
+        return _("{holder}: {memory}").format(holder=whose, memory=nvml)
+    if holder.kind == "kernel":
+        figures = {"label": holder.label, "size": format_bytes(holder.memory)}
+        if holder.idle_s == 0:
+            return _("your kernel {label}: {size}, busy now").format(**figures)
+        if holder.idle_s is not None:
+            return _("your kernel {label}: {size}, idle for {idle}").format(
+                **figures, idle=format_duration(holder.idle_s)
+            )
+        if facts.peers_source == "kernel reports":
+            return _("your kernel {label}: {size}, idle time unknown (the server extension was not reachable)").format(
+                **figures
+            )
+        return _("your kernel {label}: {size}, idle time unknown").format(**figures)
     if holder.kind == "process":
-        return f"your process {holder.label}: {format_bytes(holder.memory)}"
-    return f"{holder.label}: {format_bytes(holder.memory)}"
-
-
-def _source_note(facts: Facts) -> str:
-    return " (the server extension was not reachable)" if facts.peers_source == "kernel reports" else ""
+        return _("your process {label}: {size}").format(label=holder.label, size=format_bytes(holder.memory))
+    return _("{user}: {size}").format(user=holder.label, size=format_bytes(holder.memory))
 
 
 def _elsewhere(oom: OutOfMemory, gpus: list[Any], facts: Facts) -> list[str]:
@@ -235,11 +314,15 @@ def _elsewhere(oom: OutOfMemory, gpus: list[Any], facts: Facts) -> list[str]:
         magics = _select_magics(gpu, need, facts)
         if magics is None:
             continue  # no way there that the planner accepts: no suggestion rather than one that fails
-        who = " (other users work on it)" if busy else ""
-        steps.append(
-            f"GPU {gpu.index} has {format_bytes(gpu.memory_free)} free{who}: {magics}, "
-            "then `%gpu_restart` (restarts the kernel with it)"
+        step = (
+            _(
+                "GPU {index} has {free} free (other users work on it): {magics}, then `%gpu_restart` "
+                "(restarts the kernel with it)"
+            )
+            if busy
+            else _("GPU {index} has {free} free: {magics}, then `%gpu_restart` (restarts the kernel with it)")
         )
+        steps.append(step.format(index=gpu.index, free=format_bytes(gpu.memory_free), magics=magics))
         if len(steps) == 2:
             break
     return steps

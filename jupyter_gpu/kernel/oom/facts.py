@@ -7,6 +7,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from ...core.i18n import _
 from ...core.text import display_text
 from ...core.units import MIB
 from .recognize import OutOfMemory
@@ -90,7 +91,9 @@ def holders(gpu: Any, facts: Facts) -> list[Holder]:
             label = (
                 _shown(peer.notebook)
                 if peer.notebook
-                else (f"kernel {_shown(peer.kernel_id[:8])}" if peer.kernel_id else f"PID {process.pid}")
+                else (
+                    _("kernel {id}").format(id=_shown(peer.kernel_id[:8])) if peer.kernel_id else f"PID {process.pid}"
+                )
             )
             key = ("kernel", peer.kernel_id or str(process.pid))
             holder = Holder("kernel", memory, label, process.pid, peer.idle_s, peer.idle)
@@ -102,7 +105,7 @@ def holders(gpu: Any, facts: Facts) -> list[Holder]:
             name = f" ({run})" if run else (f" ({_shown(process.name)})" if process.name else "")
             holder = Holder("process", memory, f"PID {process.pid}{name}", process.pid)
         else:
-            user = _shown(process.user) if process.user else f"unknown user (PID {process.pid})"
+            user = _shown(process.user) if process.user else _("unknown user (PID {pid})").format(pid=process.pid)
             key, holder = ("user", user), Holder("user", memory, user)
         if key in found:  # a kernel's child processes, or several processes of one user, add up
             old = found[key]
