@@ -72,7 +72,7 @@ def _pattern(template: str) -> re.Pattern[str]:
         if index % 2 == 0:
             pieces.append(re.escape(part))
         else:
-            pieces.append("(.+)")
+            pieces.append("(.+?)")
     return re.compile("".join(pieces).replace(re.escape("%%"), "%"), re.DOTALL)
 
 
