@@ -217,6 +217,10 @@ SERVICE_STATES = {
 }
 
 
+#: A service's name as the page says it (:mod:`jupyter_gpu.doctor.machine` names them).
+SERVICE_NAMES = {"Server extension": N_("Server extension"), "Hub service": N_("Hub service")}
+
+
 def _machine_lines(machine: Machine) -> list[str]:
     lines = [_("Machine")]
     if machine.simulated:
@@ -282,9 +286,15 @@ def _machine_lines(machine: Machine) -> list[str]:
     else:
         lines.append("  " + _("Admin settings: none"))
     for service in machine.services:
-        detail = f" ({display_text(service.detail, 200)})" if service.detail else ""
+        name = _(SERVICE_NAMES[service.name]) if service.name in SERVICE_NAMES else service.name
         state = _(SERVICE_STATES[service.state]) if service.state in SERVICE_STATES else service.state
-        lines.append(f"  {service.name}: {state}{detail}")
+        if service.detail:
+            line = _("{service}: {state} ({detail})").format(
+                service=name, state=state, detail=display_text(service.detail, 200)
+            )
+        else:
+            line = _("{service}: {state}").format(service=name, state=state)
+        lines.append("  " + line)
     lines += ["  " + _("PROBLEM: {problem}").format(problem=display_text(text, 300)) for text in machine.problems]
     lines += ["  " + _("note: {note}").format(note=display_text(text, 300)) for text in machine.notes]
     return lines
@@ -318,7 +328,12 @@ def _framework_lines(check: FrameworkCheck, driver_cuda: str | None = None) -> l
             build += " " + _("(the driver supports CUDA {version})").format(version=display_text(driver_cuda))
     else:
         build = _("build not known")
-    lines = [f"  {check.name} {version}{package}: {build}"]
+    lines = [
+        "  "
+        + _("{framework} {version}{package}: {build}").format(
+            framework=check.name, version=version, package=package, build=build
+        )
+    ]
     for device in check.devices:
         if device.gpu is not None:
             which = _("GPU {index} (by {matched_by})").format(index=device.gpu, matched_by=device.matched_by)
@@ -338,8 +353,9 @@ def _framework_lines(check: FrameworkCheck, driver_cuda: str | None = None) -> l
         lines += [f"      - {display_text(text, 400)}" for text in check.differences or (check.reason,)]
     elif check.verdict in (FOLLOWS, CANNOT_VERIFY):
         verdict = _("follows the plan") if check.verdict == FOLLOWS else _("cannot verify")
-        reason = f": {display_text(check.reason, 400)}" if check.reason else ""
-        lines.append(f"    {verdict}{reason}")
+        if check.reason:
+            verdict = _("{verdict}: {reason}").format(verdict=verdict, reason=display_text(check.reason, 400))
+        lines.append(f"    {verdict}")
     lines += ["    " + _("PROBLEM: {problem}").format(problem=display_text(text, 400)) for text in check.problems]
     return lines
 
