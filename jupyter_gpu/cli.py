@@ -127,7 +127,12 @@ def format_table(
         header += "  " + _("(simulated GPUs)")
     lines.append(header)
     if reading is not None:
-        lines.extend(_wrap(_("Sample: {source}").format(source=display_text(reading.note or reading.source)), wide))
+        lines.extend(
+            _wrap(
+                _("Sample: {source}").format(source=display_text(reading.shown_note or reading.note or reading.source)),
+                wide,
+            )
+        )
     if not snapshot.gpus:
         lines.append(_("NVML works, but this machine has no NVIDIA GPU."))
         return "\n".join(lines)

@@ -158,6 +158,7 @@ def test_status_table_is_chinese_and_fits_80_columns(demo_gpus: None, chinese: N
     out = capsys.readouterr().out
     lines = out.splitlines()
     assert lines[0].startswith("驱动 ") and lines[0].endswith("（模拟 GPU）")
+    assert lines[1] == "采样来源：在本机读取 NVML（--source local）"
     head = next(line for line in lines if line.startswith("GPU "))
     for word in ("名称", "显存 已用 / 总量", "利用率", "温度", "功耗"):
         assert word in head
@@ -171,6 +172,7 @@ def test_status_table_is_chinese_and_fits_80_columns(demo_gpus: None, chinese: N
 def test_status_json_stays_english_in_chinese(demo_gpus: None, chinese: None, capsys: Any) -> None:
     assert cli.main(["status", "--source", "local", "--json"]) == 0
     data = json.loads(capsys.readouterr().out)
+    assert data["source_note"] == "NVML read locally (--source local)"
     assert [gpu["availability"] for gpu in data["gpus"]] == ["in use by others", "in use by others", "free", "in use"]
 
 
