@@ -293,3 +293,16 @@ def test_the_parser_is_the_one_class(chinese: None) -> None:
     assert isinstance(parser, arguments.ArgumentParser)
     subparsers = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
     assert all(isinstance(p, arguments.ArgumentParser) for p in subparsers.choices.values())
+
+
+# -- the start-up hook's one line (a child of `jupyter-gpu run`, a simulation)
+
+
+def test_the_start_up_line_is_chinese() -> None:
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    env = {**os.environ, "JUPYTER_GPU_SIMULATE": "four", "PYTHONPATH": root, i18n.ENV: "zh_CN"}
+    code = "import pynvml; import jupyter_gpu.simulate as s; print(s.installed())"
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=60)
+    assert result.returncode == 0 and result.stdout.strip() == "None"
+    (line,) = result.stderr.splitlines()
+    assert line.startswith("jupyter_gpu: 模拟 GPU 未安装：JUPYTER_GPU_SIMULATE='four'")
