@@ -46,7 +46,7 @@ def test_help_is_chinese_with_argparse_words_too() -> None:
     out = done.stdout
     assert out.startswith("用法：jupyter-gpu ")
     assert "查看这台机器的 GPU 以及谁在使用它们" in out
-    assert "位置参数" in out and "选项" in out
+    assert "\n位置参数：\n" in out and "\n选项：\n" in out  # the headings' colon is full-width too
     assert "显示此帮助信息并退出" in out and "显示程序的版本号并退出" in out
     for english in ("usage:", "options:", "positional arguments", "show this help message"):
         assert english not in out

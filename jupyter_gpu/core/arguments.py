@@ -56,6 +56,7 @@ POSITIONALS = N_("positional arguments")
 OPTIONALS = N_("options")
 HELP = N_("show this help message and exit")
 ERROR = N_("{prog}: error: {message}")
+HEADING = N_("{heading}:")
 
 #: Full-width comma, full stop, enumeration comma, semicolon, colon, exclamation and question marks:
 #: never at the start of a line (closing brackets are by their Unicode category).
@@ -176,6 +177,22 @@ class HelpFormatter(argparse.HelpFormatter):
         self, usage: str | None, actions: Iterable[argparse.Action], groups: Iterable[Any], prefix: str | None = None
     ) -> None:
         super().add_usage(usage, actions, groups, _(USAGE) if prefix is None else prefix)
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._headings: list[str] = []
+
+    def start_section(self, heading: str | None) -> None:
+        if heading:
+            self._headings.append(heading)
+        super().start_section(heading)
+
+    def format_help(self) -> str:
+        """argparse's page, each section's heading followed by the colon of the user's language."""
+        text = super().format_help()
+        for heading in self._headings:
+            text = text.replace(f"\n{heading}:\n", "\n" + _(HEADING).format(heading=heading) + "\n")
+        return text
 
     def _split_lines(self, text: str, width: int) -> list[str]:
         return _lines(text, width) or super()._split_lines(text, width)
