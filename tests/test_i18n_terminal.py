@@ -306,3 +306,20 @@ def test_the_start_up_line_is_chinese() -> None:
     assert result.returncode == 0 and result.stdout.strip() == "None"
     (line,) = result.stderr.splitlines()
     assert line.startswith("jupyter_gpu: 模拟 GPU 未安装：JUPYTER_GPU_SIMULATE='four'")
+
+
+def test_doctor_findings_are_english_in_json_and_chinese_on_the_page(chinese: None) -> None:
+    from jupyter_gpu.doctor.children import ProbeResult
+    from jupyter_gpu.doctor.compare import no_gpu_causes
+
+    causes = no_gpu_causes("torch", ProbeResult("torch", 1.0), False, 0, None, {"CUDA_VISIBLE_DEVICES": "-1"})
+    check = FrameworkCheck(name="PyTorch", installed=True, version="2.5", build="gpu", problems=tuple(causes))
+    report = Report("0.1.0", Machine(nvml_available=False, nvml_error="no driver"), "", (), (check,))
+    data = json.loads(json.dumps(report.to_dict()))
+    assert data["frameworks"][0]["problems"] == [
+        "the NVIDIA driver cannot be reached (see Machine); fix: install or load the driver",
+        "CUDA_VISIBLE_DEVICES='-1' hides every GPU; fix: unset it or %gpu_select GPUs",
+    ]
+    page = render_text(report)
+    assert "    问题：无法访问 NVIDIA 驱动（见“机器”部分）；解决：安装或加载驱动" in page
+    assert "    问题：CUDA_VISIBLE_DEVICES='-1' 隐藏了所有 GPU；解决：取消设置它，或用 %gpu_select 选择 GPU" in page

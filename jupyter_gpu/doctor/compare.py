@@ -18,13 +18,14 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
+from ..core.i18n import N_
 from ..core.snapshot import GpuInfo
 from ..core.units import format_bytes
 from ..core.visibility import CudaEnv, cuda_devices, same_model
 from ..frameworks.base import fractions_differ
 from ..plan import GpuPlan
 from .children import ProbeDevice, ProbeResult
-from .report import CANNOT_VERIFY, DIFFERS, FOLLOWS, DeviceMatch
+from .report import CANNOT_VERIFY, DIFFERS, FOLLOWS, DeviceMatch, Finding
 
 #: A cap taken within this much of the plan's is the plan's (TensorFlow rounds to MiB, JAX to pages).
 CAP_TOLERANCE_BYTES = 64 * 1024**2
@@ -297,26 +298,48 @@ def no_gpu_causes(
     child_env: Mapping[str, str],
 ) -> list[str]:
     """The classic causes of "no GPU" for a GPU build that listed none, each with its fix."""
-    causes = []
+    causes: list[str] = []
     if not nvml_available:
-        causes.append("the NVIDIA driver cannot be reached (see Machine); fix: install or load the driver")
+        causes.append(
+            Finding.said(N_("the NVIDIA driver cannot be reached (see Machine); fix: install or load the driver"))
+        )
     elif nvml_gpus == 0:
-        causes.append("NVML shows no GPU on this machine (or in this container)")
+        causes.append(Finding.said(N_("NVML shows no GPU on this machine (or in this container)")))
     visible = child_env.get("CUDA_VISIBLE_DEVICES")
     if visible is not None and visible.strip() in ("", "-1", "none", "NoDevFiles"):
-        causes.append(f"CUDA_VISIBLE_DEVICES={visible!r} hides every GPU; fix: unset it or %gpu_select GPUs")
+        causes.append(
+            Finding.said(
+                N_("CUDA_VISIBLE_DEVICES={value} hides every GPU; fix: unset it or %gpu_select GPUs"),
+                value=repr(visible),
+            )
+        )
     too_old = driver_too_old(probe.cuda, driver_cuda)
     if too_old:
         causes.append(too_old)
     said = f"{probe.stderr}\n{probe.error or ''}"
     if any(marker in said for marker in _MISSING_LIBRARIES):
-        causes.append(f"CUDA libraries are missing or do not load; fix: install {GPU_INSTALL[framework]}")
+        causes.append(
+            Finding.said(
+                N_("CUDA libraries are missing or do not load; fix: install {command}"), command=GPU_INSTALL[framework]
+            )
+        )
     elif nvml_available and probe.error and "driver" in probe.error.lower():
         causes.append(
-            f"CUDA's driver did not start in the framework ({probe.error[:200]}); fix: check that nvidia-smi "
-            "works in this same environment (in a container: the GPU devices and the driver's libraries mounted)"
+            Finding.said(
+                N_(
+                    "CUDA's driver did not start in the framework ({error}); fix: check that nvidia-smi works in "
+                    "this same environment (in a container: the GPU devices and the driver's libraries mounted)"
+                ),
+                error=probe.error[:200],
+            )
         )
     if not causes:
         last = (probe.error or "").strip() or (probe.stderr.strip().splitlines() or ["no message"])[-1]
-        causes.append(f"it lists no GPU although NVML shows {nvml_gpus}; its last message: {last[:300]}")
+        causes.append(
+            Finding.said(
+                N_("it lists no GPU although NVML shows {count}; its last message: {message}"),
+                count=nvml_gpus,
+                message=last[:300],
+            )
+        )
     return causes

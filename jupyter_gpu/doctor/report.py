@@ -33,8 +33,9 @@ timed out or failed, a GPU build sees no GPU, NVML cannot be read, or a machine 
 not run: bad arguments, a plan the planner refuses) has no report.
 
 The page (:func:`render_text`) is in the user's language (:mod:`jupyter_gpu.core.i18n`); the JSON
-stays English, and so do the findings it carries (problems, notes, differences, reasons), which the
-page shows as they are.
+stays English. A finding (a problem, a note, a cause) made with :meth:`Finding.said` is English in the
+JSON and carries its translation for the page; the others (a framework's own message, a child's
+answer) are shown as they are.
 """
 
 from __future__ import annotations
@@ -48,6 +49,32 @@ from ..core.text import display_text
 from ..core.units import format_bytes
 
 SCHEMA = 1
+
+
+class Finding(str):
+    """A finding as the JSON has it (English), with :attr:`shown`, the page's words, beside it.
+
+    ``Finding.said(N_("GPU {index} cannot be read: {error}"), index=1, error=...)``: the template is
+    filled once in English and once in the user's language. A plain ``str`` everywhere else (JSON,
+    comparisons, ``asdict``); :func:`shown` gives the page's words of any string."""
+
+    shown: str
+
+    def __new__(cls, text: str, shown: str | None = None) -> Finding:
+        finding = super().__new__(cls, text)
+        finding.shown = text if shown is None else shown
+        return finding
+
+    @classmethod
+    def said(cls, template: str, **fields: object) -> Finding:
+        """``template`` (marked with ``N_``) filled in English, and in the user's language for the page."""
+        return cls(template.format(**fields), _(template).format(**fields))
+
+
+def shown(text: str) -> str:
+    """The page's words of a finding (:class:`Finding`), or ``text`` as it is."""
+    return text.shown if isinstance(text, Finding) else text
+
 
 FOLLOWS = "follows"
 DIFFERS = "differs"
@@ -295,8 +322,10 @@ def _machine_lines(machine: Machine) -> list[str]:
         else:
             line = _("{service}: {state}").format(service=name, state=state)
         lines.append("  " + line)
-    lines += ["  " + _("PROBLEM: {problem}").format(problem=display_text(text, 300)) for text in machine.problems]
-    lines += ["  " + _("note: {note}").format(note=display_text(text, 300)) for text in machine.notes]
+    lines += [
+        "  " + _("PROBLEM: {problem}").format(problem=display_text(shown(text), 300)) for text in machine.problems
+    ]
+    lines += ["  " + _("note: {note}").format(note=display_text(shown(text), 300)) for text in machine.notes]
     return lines
 
 
@@ -350,13 +379,15 @@ def _framework_lines(check: FrameworkCheck, driver_cuda: str | None = None) -> l
         )
     if check.verdict == DIFFERS:
         lines.append("    " + _("DIFFERS from the plan:"))
-        lines += [f"      - {display_text(text, 400)}" for text in check.differences or (check.reason,)]
+        lines += [f"      - {display_text(shown(text), 400)}" for text in check.differences or (check.reason,)]
     elif check.verdict in (FOLLOWS, CANNOT_VERIFY):
         verdict = _("follows the plan") if check.verdict == FOLLOWS else _("cannot verify")
         if check.reason:
-            verdict = _("{verdict}: {reason}").format(verdict=verdict, reason=display_text(check.reason, 400))
+            verdict = _("{verdict}: {reason}").format(verdict=verdict, reason=display_text(shown(check.reason), 400))
         lines.append(f"    {verdict}")
-    lines += ["    " + _("PROBLEM: {problem}").format(problem=display_text(text, 400)) for text in check.problems]
+    lines += [
+        "    " + _("PROBLEM: {problem}").format(problem=display_text(shown(text), 400)) for text in check.problems
+    ]
     return lines
 
 
