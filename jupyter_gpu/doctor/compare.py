@@ -198,26 +198,47 @@ def check_devices(
         gpu = by_index.get(index) if index is not None else None
         matches.append(DeviceMatch(position, device.name, index, how, _cap(framework, device, gpu)))
     if expected is None:
-        return CANNOT_VERIFY, (f"which GPUs the plan means cannot be told: {expect.reason}",), tuple(matches)
+        told = Finding.said(N_("which GPUs the plan means cannot be told: {reason}"), reason=expect.reason)
+        return CANNOT_VERIFY, (told,), tuple(matches)
     if len(probe.devices) != len(expected):
         listed = ", ".join(device.name for device in probe.devices) or "none"
         planned = ", ".join(f"GPU {index}" for index in expected) or "none (CPU only)"
-        differences.append(f"it lists {len(probe.devices)} GPU(s) ({listed}); the plan gives {planned}")
+        differences.append(
+            Finding.said(
+                N_("it lists {count} GPU(s) ({listed}); the plan gives {planned}"),
+                count=len(probe.devices),
+                listed=listed,
+                planned=planned,
+            )
+        )
     misplaced = False
     for match, wanted in zip(matches, expected, strict=False):
         if match.gpu == wanted:
             continue
         misplaced = True
         planned_name = by_index[wanted].name if wanted in by_index else "?"
-        what = f"GPU {match.gpu}" if match.gpu is not None else "a GPU NVML does not show"
+        if match.gpu is not None:
+            template = N_(
+                "its device {position} is GPU {gpu} ({name}); the plan's device {position} is GPU {wanted} ({planned})"
+            )
+        else:
+            template = N_(
+                "its device {position} is a GPU NVML does not show ({name}); the plan's device {position} is "
+                "GPU {wanted} ({planned})"
+            )
         differences.append(
-            f"its device {match.position} is {what} ({match.name}); the plan's device {match.position} is "
-            f"GPU {wanted} ({planned_name})"
+            Finding.said(
+                template, position=match.position, gpu=match.gpu, name=match.name, wanted=wanted, planned=planned_name
+            )
         )
     if misplaced and (child_order or "").strip() != "PCI_BUS_ID":
         differences.append(
-            "cause: CUDA_DEVICE_ORDER is not PCI_BUS_ID, so CUDA numbers the GPUs fastest first, not as "
-            "nvidia-smi does. Fix: export CUDA_DEVICE_ORDER=PCI_BUS_ID, or %gpu_select the GPUs (it sets it)"
+            Finding.said(
+                N_(
+                    "cause: CUDA_DEVICE_ORDER is not PCI_BUS_ID, so CUDA numbers the GPUs fastest first, not as "
+                    "nvidia-smi does. Fix: export CUDA_DEVICE_ORDER=PCI_BUS_ID, or %gpu_select the GPUs (it sets it)"
+                )
+            )
         )
     for match, device in zip(matches, probe.devices, strict=True):
         if match.gpu is not None and match.gpu in (expected or ()):
@@ -225,32 +246,43 @@ def check_devices(
             if problem:
                 differences.append(problem)
     if expect.growth and probe.growth is False:
-        differences.append("memory growth is off (the plan asks for growth)")
+        differences.append(Finding.said(N_("memory growth is off (the plan asks for growth)")))
     if differences:
         return DIFFERS, tuple(differences), tuple(matches)
     return FOLLOWS, (_follows_reason(matches, expect),), tuple(matches)
 
 
+#: The one line of a framework that follows the plan with no GPU.
+NO_GPU_AS_PLANNED = N_("no GPU, as the plan says (CPU only)")
+
+
 def _follows_reason(matches: Sequence[DeviceMatch], expect: PlanExpectation) -> str:
     if not matches:
-        return "no GPU, as the plan says (CPU only)"
-    parts = [", ".join(f"device {m.position} = GPU {m.gpu}" for m in matches)]
+        return Finding.said(NO_GPU_AS_PLANNED)
+    parts: list[str] = [", ".join(f"device {m.position} = GPU {m.gpu}" for m in matches)]
     by_name = [m for m in matches if m.matched_by == "name"]
     if by_name:
         parts.append(
-            "told by model name (and memory where given), not by UUID or PCI bus id: the framework gives neither"
+            Finding.said(
+                N_(
+                    "told by model name (and memory where given), not by UUID or PCI bus id: the framework gives "
+                    "neither"
+                )
+            )
         )
         models = [m.name for m in by_name]
         if len(set(models)) < len(models):
-            parts.append("GPUs of one model cannot be told apart that way")
+            parts.append(Finding.said(N_("GPUs of one model cannot be told apart that way")))
     if expect.nvidia_smi_order_assumed:
-        parts.append("in nvidia-smi's order")
+        parts.append(Finding.said(N_("in nvidia-smi's order")))
     caps = [m for m in matches if m.memory_limit is not None]
     if caps:
-        parts.append("caps " + ", ".join(f"GPU {m.gpu} {format_bytes(m.memory_limit)}" for m in caps))
+        parts.append(
+            Finding.said(N_("caps {caps}"), caps=", ".join(f"GPU {m.gpu} {format_bytes(m.memory_limit)}" for m in caps))
+        )
     if expect.growth:
-        parts.append("growth on")
-    return "; ".join(parts)
+        parts.append(Finding.said(N_("growth on")))
+    return Finding.joined(parts)
 
 
 # -- why a GPU build lists no GPU -----------------------------------------------------------------
@@ -282,9 +314,14 @@ def driver_too_old(build_cuda: str | None, driver_cuda: str | None) -> str | Non
     if build is None or driver is None:
         return None
     if build[0] > driver[0]:
-        return (
-            f"the driver is too old: it supports CUDA {driver_cuda}, the build needs CUDA {build_cuda}; "
-            f"fix: update the NVIDIA driver, or install a build for CUDA {driver[0]}"
+        return Finding.said(
+            N_(
+                "the driver is too old: it supports CUDA {driver}, the build needs CUDA {build}; "
+                "fix: update the NVIDIA driver, or install a build for CUDA {major}"
+            ),
+            driver=driver_cuda,
+            build=build_cuda,
+            major=driver[0],
         )
     return None
 

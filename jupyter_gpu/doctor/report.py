@@ -40,7 +40,7 @@ answer) are shown as they are.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -69,6 +69,11 @@ class Finding(str):
     def said(cls, template: str, **fields: object) -> Finding:
         """``template`` (marked with ``N_``) filled in English, and in the user's language for the page."""
         return cls(template.format(**fields), _(template).format(**fields))
+
+    @classmethod
+    def joined(cls, parts: Sequence[str]) -> Finding:
+        """Findings as one line, ``; `` between them (in the page's language too)."""
+        return cls("; ".join(parts), _("; ").join(shown(part) for part in parts))
 
 
 def shown(text: str) -> str:
