@@ -18,6 +18,7 @@ import pytest
 from jupyter_gpu import cli, simulate
 from jupyter_gpu.core import arguments, i18n
 from jupyter_gpu.core.arguments import ARGPARSE_MESSAGES, columns, translate_error, wrap_columns
+from jupyter_gpu.doctor.compare import GPU_INSTALL
 from jupyter_gpu.doctor.report import FrameworkCheck, Machine, Report, Service, render_text
 
 
@@ -213,7 +214,7 @@ def _report() -> Report:
         services=(Service("Hub service", "not configured", "JUPYTERHUB_API_TOKEN unset"),),
     )
     torch = FrameworkCheck(
-        name="PyTorch", package="torch", installed=True, version="2.5", build="cpu", gpu_install="torch+cu124"
+        name="PyTorch", package="torch", installed=True, version="2.5", build="cpu", gpu_install=GPU_INSTALL["torch"]
     )
     return Report("0.1.0", machine, "no selection", (), (torch, FrameworkCheck(name="JAX")))
 
@@ -223,7 +224,7 @@ def test_doctor_page_is_chinese(chinese: None) -> None:
     assert "机器\n  模拟 GPU（JUPYTER_GPU_SIMULATE）" in page
     assert "驱动 550.54.15，NVML 12.550，CUDA 12.4（驱动支持的最高版本）" in page
     assert "JupyterHub 服务：未配置（JUPYTERHUB_API_TOKEN unset）" in page
-    assert "PyTorch 2.5 (torch)：仅 CPU 构建：要使用 GPU，请安装 torch+cu124" in page
+    assert "PyTorch 2.5 (torch)：仅 CPU 构建：要使用 GPU，请安装 从 PyTorch 的 CUDA wheel 索引安装的 torch（" in page
     assert "JAX：未安装" in page
     assert page.endswith("结论：无法验证方案：没有支持 GPU 的框架；未发现问题（退出状态 0）")
 

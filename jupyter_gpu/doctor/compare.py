@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from ..core.i18n import N_
+from ..core.i18n import N_, _
 from ..core.snapshot import GpuInfo
 from ..core.units import format_bytes
 from ..core.visibility import CudaEnv, cuda_devices, same_model
@@ -33,7 +33,7 @@ CAP_TOLERANCE_BYTES = 64 * 1024**2
 #: What gives each framework a GPU build (pip names; PyTorch's CUDA wheels come from its own index).
 GPU_INSTALL = {
     "tensorflow": "tensorflow[and-cuda]",
-    "torch": "torch from PyTorch's CUDA wheel index (the cu12x line of its install selector)",
+    "torch": N_("torch from PyTorch's CUDA wheel index (the cu12x line of its install selector)"),
     "jax": "jax[cuda12]",
 }
 
@@ -357,7 +357,9 @@ def no_gpu_causes(
     if any(marker in said for marker in _MISSING_LIBRARIES):
         causes.append(
             Finding.said(
-                N_("CUDA libraries are missing or do not load; fix: install {command}"), command=GPU_INSTALL[framework]
+                N_("CUDA libraries are missing or do not load; fix: install {command}"),
+                command=GPU_INSTALL[framework],
+                shown_fields={"command": _(GPU_INSTALL[framework])},
             )
         )
     elif nvml_available and probe.error and "driver" in probe.error.lower():

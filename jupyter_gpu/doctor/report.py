@@ -66,9 +66,10 @@ class Finding(str):
         return finding
 
     @classmethod
-    def said(cls, template: str, **fields: object) -> Finding:
-        """``template`` (marked with ``N_``) filled in English, and in the user's language for the page."""
-        return cls(template.format(**fields), _(template).format(**fields))
+    def said(cls, template: str, shown_fields: Mapping[str, object] | None = None, **fields: object) -> Finding:
+        """``template`` (marked with ``N_``) filled in English, and in the user's language for the page
+        (with ``shown_fields`` instead of those ``fields`` there: a marked word translated)."""
+        return cls(template.format(**fields), _(template).format(**{**fields, **(shown_fields or {})}))
 
     @classmethod
     def joined(cls, parts: Sequence[str]) -> Finding:
@@ -350,7 +351,9 @@ def _framework_lines(check: FrameworkCheck, driver_cuda: str | None = None) -> l
         ]
     package = f" ({check.package})" if check.package else ""
     if check.build == "cpu":
-        build = _("CPU-only build: for a GPU, install {command}").format(command=check.gpu_install)
+        build = _("CPU-only build: for a GPU, install {command}").format(
+            command=_(check.gpu_install) if check.gpu_install else ""  # _("") would be the catalog's header
+        )
     elif check.build == "gpu":
         built = ", ".join(
             part
