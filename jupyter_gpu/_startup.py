@@ -43,7 +43,7 @@ def _install(_pynvml: ModuleType) -> None:
 
         install_from_environment()
     except Exception as error:  # interpreter start-up and the user's import must never fail because of us
-        _say(f"simulated GPUs not installed: {_first_line(error)}")
+        _say(N_("simulated GPUs not installed: {error}"), error=_first_line(error))
 
 
 def install_simulation_when_pynvml_is_imported() -> None:
@@ -101,7 +101,11 @@ def _apply_carried_plan(module: ModuleType) -> None:
             framework = next(f for f in frameworks.FRAMEWORKS if f.module_name == module.__name__)
             framework.hook(module)
     except Exception as error:  # the user's import must never fail because of us
-        _say(f"the GPU plan's caps are not applied to {module.__name__}: {_first_line(error)}")
+        _say(
+            N_("the GPU plan's caps are not applied to {module}: {error}"),
+            module=module.__name__,
+            error=_first_line(error),
+        )
 
 
 def _follow() -> bool:
@@ -120,11 +124,13 @@ def _follow() -> bool:
     try:
         carried = plan_from_environment(value)
     except WireError as error:
-        _say(f"the GPU plan's caps are not applied: JUPYTER_GPU_PLAN is malformed: {_first_line(error)}")
+        _say(
+            N_("the GPU plan's caps are not applied: JUPYTER_GPU_PLAN is malformed: {error}"), error=_first_line(error)
+        )
         return False
     mismatch = carried.mismatch(CudaEnv.now())
     if mismatch is not None:
-        _say(f"the GPU plan's caps are not applied: {mismatch}")
+        _say(N_("the GPU plan's caps are not applied: {reason}"), reason=mismatch)
         return False
     frameworks.follow_carried_plan(carried.plan, carried.known_gpus())
     return True
@@ -134,5 +140,17 @@ def _first_line(error: BaseException) -> str:
     return str(error).splitlines()[0] if str(error) else type(error).__name__
 
 
-def _say(message: str) -> None:
+def N_(message: str) -> str:
+    """Mark a message (as :func:`jupyter_gpu.core.i18n.N_`), without importing the translations at start-up."""
+    return message
+
+
+def _say(template: str, **fields: str) -> None:
+    """One line on stderr, in the user's language (English if even that fails: start-up must go on)."""
+    try:
+        from .core.i18n import _
+
+        message = _(template).format(**fields)
+    except Exception:
+        message = template.format(**fields)
     print(f"jupyter_gpu: {message}", file=sys.stderr)

@@ -41,12 +41,12 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import textwrap
 import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, TextIO
 
 from . import __version__
+from .core.arguments import ArgumentParser, columns, wrap_columns
 from .core.availability import (
     CANNOT_BE_READ,
     FREE,
@@ -56,7 +56,9 @@ from .core.availability import (
     RESERVED_BY_ANOTHER_USER,
     RESERVED_BY_YOU,
     Viewer,
+    label,
 )
+from .core.i18n import N_, _
 from .core.text import display_text, truncate
 from .core.units import format_bytes, format_duration
 
@@ -65,7 +67,7 @@ if TYPE_CHECKING:
     from .sources.host import HostReading, KernelView
     from .sources.peers import KernelPeer
 
-NOT_ON_MIG = "n/a on MIG"
+NOT_ON_MIG = N_("n/a on MIG")
 WIDTH = 80
 """The table fits a classic terminal: every line at most this many columns (``--wide``: no limit)."""
 TYPE_MARKS = {"compute": "C", "graphics": "G", "compute+graphics": "C+G"}
@@ -77,8 +79,23 @@ def _optional(value: float | None, unit: str, digits: int = 0) -> str:
 
 
 def _fit(line: str, wide: bool) -> str:
-    """A table line cut to the terminal's width (``wide``: left whole)."""
-    return line if wide else truncate(line, WIDTH)
+    """A table line cut to the terminal's width (``wide``: left whole), a wide (CJK) character
+    counting two columns."""
+    return line if wide else _fit_cell(line, WIDTH)
+
+
+def _fit_cell(cell: str, width: int) -> str:
+    """A table cell cut to ``width`` columns, "…" ending what was cut."""
+    cut = width
+    while cut > 1 and columns(truncate(cell, cut)) > width:
+        cut -= 1
+    return truncate(cell, cut) if cell else cell
+
+
+def _pad(cell: str, width: int, right: bool) -> str:
+    """``cell`` padded to ``width`` columns (a wide character counts two)."""
+    room = " " * max(0, width - columns(cell))
+    return room + cell if right else cell + room
 
 
 def _wrap(text: str, wide: bool, indent: str = "  ") -> list[str]:
@@ -86,7 +103,7 @@ def _wrap(text: str, wide: bool, indent: str = "  ") -> list[str]:
     of at most 80 columns, continued with ``indent`` (``wide``: one line)."""
     if wide:
         return [text]
-    return textwrap.wrap(text, WIDTH, subsequent_indent=indent, break_on_hyphens=False) or [text]
+    return wrap_columns(text, WIDTH, indent) or [text]
 
 
 def format_table(
@@ -98,21 +115,30 @@ def format_table(
     ``viewer`` (:func:`jupyter_gpu.sources.claims.viewer`), this user's runs by name and the
     ``Availability:`` line (the one rule's words: free, reserved by you, ...)."""
     view = viewer if viewer is not None else Viewer()
-    lines = [line for warning in snapshot.warnings for line in _wrap(f"Warning: {display_text(warning)}", wide)]
+    lines = [
+        line
+        for warning in snapshot.warnings
+        for line in _wrap(_("Warning: {warning}").format(warning=display_text(warning)), wide)
+    ]
     if not snapshot.nvml_available:
-        return "\n".join([*lines, f"No GPUs can be read: {snapshot.error}"])
-    header = f"Driver {snapshot.driver_version}"
+        return "\n".join([*lines, _("No GPUs can be read: {error}").format(error=snapshot.error)])
+    header = _("Driver {version}").format(version=snapshot.driver_version)
     if snapshot.simulated:
-        header += "  (simulated GPUs)"
+        header += "  " + _("(simulated GPUs)")
     lines.append(header)
     if reading is not None:
-        lines.extend(_wrap(f"Sample: {display_text(reading.note or reading.source)}", wide))
+        lines.extend(
+            _wrap(
+                _("Sample: {source}").format(source=display_text(reading.shown_note or reading.note or reading.source)),
+                wide,
+            )
+        )
     if not snapshot.gpus:
-        lines.append("NVML works, but this machine has no NVIDIA GPU.")
+        lines.append(_("NVML works, but this machine has no NVIDIA GPU."))
         return "\n".join(lines)
-    heads = ["GPU", "Name", "Memory used / total", "Util", "Temp", "Power"]
+    heads = ["GPU", _("Name"), _("Memory used / total"), _("Util"), _("Temp"), _("Power")]
     if wide:
-        heads.extend(WIDE_HEADS)
+        heads.extend(_(head) for head in WIDE_HEADS)
     rows: list[list[str]] = []
     groups: list[tuple[tuple[GpuProcess, ...], int]] = []  # under each row: its processes, how deep
     errors: dict[int, str] = {}  # row -> its error, printed across the figures' columns (wrapped)
@@ -131,7 +157,7 @@ def format_table(
                 groups.append((slice_.processes, 2))
         else:
             groups.append((gpu.processes, 1))
-    widths = [max(len(row[i]) for row in [heads, *rows] if i < 2 or row[2] != "") for i in range(len(heads))]
+    widths = [max(columns(row[i]) for row in [heads, *rows] if i < 2 or row[2] != "") for i in range(len(heads))]
     if not wide:  # the name gives way: everything else must be readable
         others = sum(widths) - widths[1] + 2 * (len(widths) - 1)
         widths[1] = max(8, min(widths[1], WIDTH - others))
@@ -139,10 +165,7 @@ def format_table(
 
     def render(row: Sequence[str]) -> str:
         cells = [
-            (truncate(cell, w) if cell and len(cell) > w else cell).rjust(w)
-            if i in right_aligned
-            else (truncate(cell, w) if cell and len(cell) > w else cell).ljust(w)
-            for i, (cell, w) in enumerate(zip(row, widths, strict=True))
+            _pad(_fit_cell(cell, w), w, i in right_aligned) for i, (cell, w) in enumerate(zip(row, widths, strict=True))
         ]
         return _fit("  ".join(cells).rstrip(), wide)
 
@@ -150,14 +173,16 @@ def format_table(
     lines.append(render(heads))
     for position, ((processes, depth), row) in enumerate(zip(groups, rows, strict=True)):
         if position in errors:
-            start = render(row[:2] + [""] * (len(row) - 2)).ljust(widths[0] + widths[1] + 4)
-            error = f"{start}error: {display_text(errors[position])}"
+            start = _pad(render(row[:2] + [""] * (len(row) - 2)), widths[0] + widths[1] + 4, right=False)
+            error = start + _("error: {error}").format(error=display_text(errors[position]))
             lines.extend(_wrap(error, wide, " " * (widths[0] + widths[1] + 4)))
         else:
             lines.append(render(row))
         indent = " " * (widths[0] + 2 * depth)
         for process in sorted(processes, key=lambda p: -(p.memory or 0)):
-            lines.append(_fit(_process_line(indent, process, by_pid.get(process.pid), view.run(process.pid)), wide))
+            lines.append(
+                _fit(_process_line(indent, process, by_pid.get(process.pid), view.runs.get(process.pid)), wide)
+            )
     if viewer is not None:
         lines.extend(_wrap(_availability_line(snapshot.gpus, viewer), wide))
     from .sources.host import SOURCE_SERVER
@@ -178,8 +203,12 @@ def _availability_line(gpus: Sequence[GpuInfo], viewer: Viewer) -> str:
         else:
             by_state.setdefault(viewer.state(gpu), []).append(f"GPU {gpu.index}")
     order = [FREE, RESERVED_BY_YOU, RESERVED_BY_ANOTHER_USER, IN_USE_BY_YOU, IN_USE_BY_OTHERS, IN_USE, CANNOT_BE_READ]
-    parts = [f"{state}: {', '.join(by_state[state])}" for state in order if state in by_state]
-    return "Availability: " + "; ".join(parts)
+    parts = [
+        _("{state}: {units}").format(state=label(state), units=", ".join(by_state[state]))
+        for state in order
+        if state in by_state
+    ]
+    return _("Availability: {states}").format(states=_("; ").join(parts))
 
 
 def _process_line(indent: str, process: GpuProcess, kernel: KernelPeer | None, run: str | None = None) -> str:
@@ -189,34 +218,40 @@ def _process_line(indent: str, process: GpuProcess, kernel: KernelPeer | None, r
     mark = TYPE_MARKS.get(process.type, "?")
     who = display_text(process.user, 10)
     if run is not None:  # "yours: train.py (jupyter-gpu run), 2 h", the user column saying "yours:"
-        who, what = "yours:", run.removeprefix("yours: ")
+        who, what = _("yours:"), run
     elif kernel is not None:
-        what = f"{display_text(kernel.notebook or kernel.kernel_id, 48)}, {_idle_text(kernel.idle_s, kernel.idle)}"
+        what = _("{notebook}, {idle}").format(
+            notebook=display_text(kernel.notebook or kernel.kernel_id, 48), idle=_idle_text(kernel.idle_s, kernel.idle)
+        )
     else:
         what = display_text(process.name, 40)
-    return f"{indent}└ {mark:<3} {format_bytes(process.memory):>9}  pid {process.pid:<7} {who:<10} {what}"
+    return f"{indent}└ {mark:<3} {format_bytes(process.memory):>9}  pid {process.pid:<7} {_pad(who, 10, False)} {what}"
 
 
 def _idle_text(idle_s: float | None, idle: bool | None) -> str:
     if idle_s is None:
-        return "idle time unknown"
-    return f"idle {format_duration(idle_s)}" if idle or idle_s >= 1 else "busy"
+        return _("idle time unknown")
+    if idle or idle_s >= 1:
+        return _("idle {duration}").format(duration=format_duration(idle_s))
+    return _("busy")
 
 
 def _kernel_lines(kernels: Sequence[KernelView]) -> list[str]:
     """This user's kernels on the server the sample came from, by notebook."""
     if not kernels:
-        return ["Your kernels: none running on that server."]
-    lines = ["Your kernels:"]
+        return [_("Your kernels: none running on that server.")]
+    lines = [_("Your kernels:")]
     for kernel in sorted(kernels, key=lambda k: (-(k.gpu_memory or 0), k.notebook or "")):
-        state = "busy" if kernel.execution_state == "busy" else _idle_text(kernel.idle_s, kernel.idle)
-        memory = f"GPU {format_bytes(kernel.gpu_memory)}" if kernel.gpu_memory else "no GPU memory"
-        name = display_text(kernel.notebook or f"kernel {kernel.kernel_id}", 44)
-        lines.append(f"  {name:<44} {state:<16} {memory}")
+        state = _("busy") if kernel.execution_state == "busy" else _idle_text(kernel.idle_s, kernel.idle)
+        memory = (
+            _("GPU {size}").format(size=format_bytes(kernel.gpu_memory)) if kernel.gpu_memory else _("no GPU memory")
+        )
+        name = display_text(kernel.notebook or _("kernel {kernel_id}").format(kernel_id=kernel.kernel_id), 44)
+        lines.append(f"  {_pad(name, 44, False)} {_pad(state, 16, False)} {memory}")
     return lines
 
 
-WIDE_HEADS = ("Fan", "Bus-Id", "ECC", "SM clock", "Mem clock", "UUID")
+WIDE_HEADS = (N_("Fan"), N_("Bus-Id"), "ECC", N_("SM clock"), N_("Mem clock"), "UUID")
 """``--wide``: what nvitop users look for first, where NVML has it ("-" where it does not: no fan on
 a passively cooled card, no ECC count with ECC off). ECC: volatile uncorrected errors; clocks in MHz."""
 
@@ -240,7 +275,7 @@ def _slice_row(gpu: GpuInfo, slice_: MigSlice) -> tuple[str, str, str, str, str,
         return (f"{gpu.index}:{slice_.index}", name, "", "", "", "")  # its error is printed across
     share = 100 * slice_.memory_used / slice_.memory_total if slice_.memory_total else 0
     memory = f"{format_bytes(slice_.memory_used)} / {format_bytes(slice_.memory_total)} ({share:.0f}%)"
-    return (f"{gpu.index}:{slice_.index}", name, memory, NOT_ON_MIG, "n/a", "n/a")  # the card's are on its row
+    return (f"{gpu.index}:{slice_.index}", name, memory, _(NOT_ON_MIG), _("n/a"), _("n/a"))  # the card's are on its row
 
 
 def _gpu_row(gpu: GpuInfo) -> tuple[str, str, str, str, str, str]:
@@ -254,7 +289,7 @@ def _gpu_row(gpu: GpuInfo) -> tuple[str, str, str, str, str, str]:
         power = f"{gpu.power:.0f} W"
     else:
         power = f"{gpu.power:.0f} / {gpu.power_limit:.0f} W"
-    utilization = NOT_ON_MIG if gpu.mig_mode and gpu.utilization is None else _optional(gpu.utilization, "%")
+    utilization = _(NOT_ON_MIG) if gpu.mig_mode and gpu.utilization is None else _optional(gpu.utilization, "%")
     return (str(gpu.index), display_text(gpu.name, 40), memory, utilization, _optional(gpu.temperature, "°C"), power)
 
 
@@ -296,13 +331,14 @@ def _status(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
             text = format_table(snapshot, reading, wide=args.wide, viewer=_viewer(snapshot))
         if args.watch:
             stamp = time.strftime("%H:%M:%S", time.localtime(snapshot.timestamp))
-            out.write(f"{clear}{text}\n-- {stamp}, every {args.watch:g} s, Ctrl-C to stop\n")
+            footer = _("-- {time}, every {seconds} s, Ctrl-C to stop").format(time=stamp, seconds=f"{args.watch:g}")
+            out.write(f"{clear}{text}\n{footer}\n")
         else:
             out.write(text + "\n")
         out.flush()
         if args.json:  # the table says it itself; JSON readers get it on stderr too
             for warning in snapshot.warnings:
-                err.write(f"jupyter-gpu: warning: {warning}\n")
+                err.write("jupyter-gpu: " + _("warning: {warning}").format(warning=warning) + "\n")
             if not snapshot.nvml_available:
                 err.write(f"jupyter-gpu: {snapshot.error}\n")
         if not args.watch:
@@ -317,9 +353,11 @@ def _positive_seconds(text: str) -> float:
     try:
         value = float(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number of seconds, got {text!r}") from None
+        raise argparse.ArgumentTypeError(
+            _("expected a number of seconds, got {text}").format(text=repr(text))
+        ) from None
     if not value > 0:
-        raise argparse.ArgumentTypeError(f"the interval must be positive, got {text}")
+        raise argparse.ArgumentTypeError(_("the interval must be positive, got {text}").format(text=text))
     return value
 
 
@@ -328,48 +366,64 @@ def _source(text: str) -> str:
     from .sources.host import SOURCE_CHOICES
 
     if text not in SOURCE_CHOICES:
-        raise argparse.ArgumentTypeError(f"expected one of {', '.join(SOURCE_CHOICES)}, got {text!r}")
+        raise argparse.ArgumentTypeError(
+            _("expected one of {choices}, got {text}").format(choices=", ".join(SOURCE_CHOICES), text=repr(text))
+        )
     return text
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    """The ``jupyter-gpu`` parser, its subcommands and their help in the user's language."""
+    parser = ArgumentParser(
         prog="jupyter-gpu",
-        description="See the GPUs of this machine and who uses them (NVML, through nvidia-ml-py).",
-        epilog="Set JUPYTER_GPU_SIMULATE=demo (or a number, or a scenario file) to simulate GPUs.",
+        description=_("See the GPUs of this machine and who uses them (NVML, through nvidia-ml-py)."),
+        epilog=_("Set JUPYTER_GPU_SIMULATE=demo (or a number, or a scenario file) to simulate GPUs."),
     )
-    parser.add_argument("--version", action="version", version=f"jupyter-gpu {__version__}")
+    parser.add_argument(
+        "--version",
+        action="version",
+        version=f"jupyter-gpu {__version__}",
+        help=_("show the program's version number and exit"),
+    )
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     status = commands.add_parser(
         "status",
-        help="show every GPU: memory, utilization, temperature, power, processes",
-        description="Show every GPU: memory, utilization, temperature, power and processes. "
-        "Exit status 0 when GPUs were read, 1 when NVML is unavailable.",
+        help=_("show every GPU: memory, utilization, temperature, power, processes"),
+        description=_(
+            "Show every GPU: memory, utilization, temperature, power and processes. "
+            "Exit status 0 when GPUs were read, 1 when NVML is unavailable."
+        ),
     )
-    status.add_argument("--json", action="store_true", help="print the JSON snapshot instead of a table")
+    status.add_argument("--json", action="store_true", help=_("print the JSON snapshot instead of a table"))
     status.add_argument(
         "--show-other-names",
         action="store_true",
-        help="show the program names of other users' GPU processes (withheld by default, as "
-        "in the server and the notebook; for admins; command lines are never shown)",
+        help=_(
+            "show the program names of other users' GPU processes (withheld by default, as "
+            "in the server and the notebook; for admins; command lines are never shown)"
+        ),
     )
     status.add_argument(
         "--wide",
         action="store_true",
-        help="more columns, lines longer than 80: fan, PCI bus id, uncorrected ECC errors, SM and memory "
-        "clocks (where NVML has them), UUIDs",
+        help=_(
+            "more columns, lines longer than 80: fan, PCI bus id, uncorrected ECC errors, SM and memory "
+            "clocks (where NVML has them), UUIDs"
+        ),
     )
     status.add_argument(
         "--source",
         type=_source,
         default="auto",
         metavar="auto|server|hub|local",
-        help="where the sample comes from: auto (this user's Jupyter server of the same world, else the hub "
-        "service, else NVML here), server, hub or local (NVML in this process); a chosen source that does "
-        "not answer is an error (exit status 1), nothing else is read in its place",
+        help=_(
+            "where the sample comes from: auto (this user's Jupyter server of the same world, else the hub "
+            "service, else NVML here), server, hub or local (NVML in this process); a chosen source that does "
+            "not answer is an error (exit status 1), nothing else is read in its place"
+        ),
     )
     status.add_argument(
-        "--watch", metavar="SECONDS", type=_positive_seconds, help="refresh in place every SECONDS until Ctrl-C"
+        "--watch", metavar="SECONDS", type=_positive_seconds, help=_("refresh in place every SECONDS until Ctrl-C")
     )
     from .cli_doctor import add_doctor_parser
     from .cli_run import add_run_parser
@@ -388,7 +442,7 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None, err: Text
             from .cli_run import unrecognized
 
             unrecognized(extra)
-        parser.error(f"unrecognized arguments: {' '.join(extra)}")
+        parser.error(_("unrecognized arguments: {arguments}").format(arguments=" ".join(extra)))
     out = out or sys.stdout
     err = err or sys.stderr
     try:

@@ -16,14 +16,20 @@ import argparse
 import json
 from typing import Any, TextIO
 
+from .core.i18n import _
+
 
 def _timeout(text: str) -> float:
     try:
         value = float(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number of seconds, got {text!r}") from None
+        raise argparse.ArgumentTypeError(
+            _("expected a number of seconds, got {text}").format(text=repr(text))
+        ) from None
     if not 0 < value <= 3600:
-        raise argparse.ArgumentTypeError(f"the timeout must be more than 0 and at most 3600 seconds, got {text}")
+        raise argparse.ArgumentTypeError(
+            _("the timeout must be more than 0 and at most 3600 seconds, got {text}").format(text=text)
+        )
     return value
 
 
@@ -31,32 +37,38 @@ def add_doctor_parser(commands: Any) -> None:
     """The ``doctor`` subcommand on the CLI's subparsers."""
     doctor = commands.add_parser(
         "doctor",
-        help="check the GPU stack and the plan: driver, GPUs, each framework's build, the plan for real",
-        description="Check the GPU stack and the plan on this machine: the driver and GPUs, each installed "
-        "framework's build, and the plan checked for real (each framework started in a child process with the "
-        "plan). Exit status 0 all good, 1 a problem was found, 2 the doctor could not run.",
+        help=_("check the GPU stack and the plan: driver, GPUs, each framework's build, the plan for real"),
+        description=_(
+            "Check the GPU stack and the plan on this machine: the driver and GPUs, each installed "
+            "framework's build, and the plan checked for real (each framework started in a child process with the "
+            "plan). Exit status 0 all good, 1 a problem was found, 2 the doctor could not run."
+        ),
     )
     doctor.add_argument(
         "--plan",
         metavar="MAGICS",
         default="",
-        help="the plan to check, as magics separated by ';' (e.g. \"%%gpu_select 1 --growth; %%gpu_limit 2GiB\"); "
-        "default: the plan a new kernel gets (the admin's JUPYTER_GPU_DEFAULT_* settings)",
+        help=_(
+            "the plan to check, as magics separated by ';' (e.g. \"%%gpu_select 1 --growth; %%gpu_limit 2GiB\"); "
+            "default: the plan a new kernel gets (the admin's JUPYTER_GPU_DEFAULT_* settings)"
+        ),
     )
     doctor.add_argument(
         "--framework",
         action="append",
         choices=("tensorflow", "torch", "jax"),
         default=[],
-        help="check only this framework (repeatable; default: every installed one)",
+        help=_("check only this framework (repeatable; default: every installed one)"),
     )
-    doctor.add_argument("--json", action="store_true", help="print the report as JSON (a stable shape, docs/doctor.md)")
+    doctor.add_argument(
+        "--json", action="store_true", help=_("print the report as JSON (a stable shape, docs/doctor.md)")
+    )
     doctor.add_argument(
         "--timeout",
         type=_timeout,
         metavar="SECONDS",
         default=60.0,
-        help="how long the frameworks may take to start, all together (default 60)",
+        help=_("how long the frameworks may take to start, all together (default 60)"),
     )
 
 
@@ -68,12 +80,14 @@ def run_doctor(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     try:
         plan = plan_from_magics(args.plan)
     except PlanTextError as error:
-        err.write(f"jupyter-gpu doctor: bad --plan: {error}\n")
+        err.write("jupyter-gpu doctor: " + _("bad --plan: {error}").format(error=error) + "\n")
         return 2
     try:
         report = report_for(plan, args.timeout, only=tuple(args.framework))
     except Exception as error:  # the doctor itself broke: say so in one line, status 2
-        err.write(f"jupyter-gpu doctor: could not run: {type(error).__name__}: {error}\n")
+        err.write(
+            "jupyter-gpu doctor: " + _("could not run: {error}").format(error=f"{type(error).__name__}: {error}") + "\n"
+        )
         return 2
     out.write((json.dumps(report.to_dict(), indent=2) if args.json else doctor.render_text(report)) + "\n")
     out.flush()

@@ -38,6 +38,9 @@ import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, NoReturn, TextIO
 
+from .core.arguments import RawDescriptionHelpFormatter, translate_error
+from .core.i18n import N_, _
+
 if TYPE_CHECKING:
     from .plan import GpuPlan
     from .session.plan_session import PlanSession
@@ -50,9 +53,9 @@ FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT, signa
 FROM_THE_TERMINAL = (signal.SIGINT, signal.SIGQUIT)
 """Signals a terminal sends to its whole foreground process group (Ctrl-C, Ctrl-\\): the command has them."""
 NAME = "jupyter-gpu run"
-STOP_HINT = "Ctrl-C to stop; the command starts once the GPUs fit"
+STOP_HINT = N_("Ctrl-C to stop; the command starts once the GPUs fit")
 
-DESCRIPTION = """\
+DESCRIPTION = N_("""\
 Start COMMAND with the GPU plan a notebook's %gpu_select and %gpu_limit would make, the same rules,
 defaults and claims: print the mapping on stderr (as %gpu_select does), set the environment
 (CUDA_DEVICE_ORDER=PCI_BUS_ID, CUDA_VISIBLE_DEVICES, growth, JAX's memory share) and run COMMAND
@@ -71,9 +74,9 @@ and one line says so. Caps are cooperative: they bind the framework's allocator,
 Defaults come from the environment as in a kernel: JUPYTER_GPU_DEFAULT_SELECT, JUPYTER_GPU_GROWTH,
 JUPYTER_GPU_DEFAULT_LIMIT (the options replace them); the admin ceiling JUPYTER_GPU_MAX_LIMIT and a
 CUDA_VISIBLE_DEVICES set when run starts (the GPUs assigned to you) bind as in a kernel.
-"""
+""")
 
-EPILOG = """\
+EPILOG = N_("""\
 signals and exit status:
   SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2 sent to run are forwarded to COMMAND, then run
   waits for it (Ctrl-C in the terminal reaches COMMAND directly, once). The claim is removed however
@@ -88,17 +91,17 @@ examples:
   nohup jupyter-gpu run --select auto:1 --limit 8GiB -- python train.py &
 
 See docs/run.md.
-"""
+""")
 
 
 def add_run_parser(commands: Any) -> None:
     """The ``run`` subcommand on the CLI's subparsers."""
     run = commands.add_parser(
         "run",
-        help="start a command with the GPU plan: idle-GPU choice, caps, growth, a claim for its life",
-        description=DESCRIPTION,
-        epilog=EPILOG,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        help=_("start a command with the GPU plan: idle-GPU choice, caps, growth, a claim for its life"),
+        description=_(DESCRIPTION),
+        epilog=_(EPILOG),
+        formatter_class=RawDescriptionHelpFormatter,
         usage="jupyter-gpu run [--select SPEC] [--limit SIZE ...] [--growth | --no-growth] [--min-free SIZE] "
         "[--wait DURATION] -- COMMAND [ARGS...]",
     )
@@ -106,29 +109,35 @@ def add_run_parser(commands: Any) -> None:
     run.add_argument(
         "--select",
         metavar="SPEC",
-        help="the GPUs, as %%gpu_select takes them: 0 or 1,3 (nvidia-smi's numbers), a UUID prefix, a MIG slice "
-        "(0:1), auto, auto:N (the N idlest), all, none (CPU only); default JUPYTER_GPU_DEFAULT_SELECT",
+        help=_(
+            "the GPUs, as %%gpu_select takes them: 0 or 1,3 (nvidia-smi's numbers), a UUID prefix, a MIG slice "
+            "(0:1), auto, auto:N (the N idlest), all, none (CPU only); default JUPYTER_GPU_DEFAULT_SELECT"
+        ),
     )
     run.add_argument(
         "--limit",
         metavar="SIZE",
         action="append",
-        help="cap each selected GPU's memory, as %%gpu_limit: 2048 (MiB), 8GiB, 30%% (of that GPU); given twice, "
-        "two logical GPUs (TensorFlow); 'off' drops JUPYTER_GPU_DEFAULT_LIMIT; never above the admin ceiling",
+        help=_(
+            "cap each selected GPU's memory, as %%gpu_limit: 2048 (MiB), 8GiB, 30%% (of that GPU); given twice, "
+            "two logical GPUs (TensorFlow); 'off' drops JUPYTER_GPU_DEFAULT_LIMIT; never above the admin ceiling"
+        ),
     )
     growth = run.add_mutually_exclusive_group()
     growth.add_argument(
-        "--growth", dest="growth", action="store_true", default=None, help="allocate GPU memory on demand"
+        "--growth", dest="growth", action="store_true", default=None, help=_("allocate GPU memory on demand")
     )
-    growth.add_argument("--no-growth", dest="growth", action="store_false", help="memory growth off")
-    run.add_argument("--min-free", metavar="SIZE", help="with auto: only GPUs with at least SIZE free (e.g. 8GiB)")
+    growth.add_argument("--no-growth", dest="growth", action="store_false", help=_("memory growth off"))
+    run.add_argument("--min-free", metavar="SIZE", help=_("with auto: only GPUs with at least SIZE free (e.g. 8GiB)"))
     run.add_argument(
         "--wait",
         metavar="DURATION",
-        help="with auto: wait up to DURATION (90s, 30m, 2h) until the GPUs fit, a progress line on stderr; "
-        "Ctrl-C stops waiting and nothing starts",
+        help=_(
+            "with auto: wait up to DURATION (90s, 30m, 2h) until the GPUs fit, a progress line on stderr; "
+            "Ctrl-C stops waiting and nothing starts"
+        ),
     )
-    run.add_argument("argv", nargs=argparse.REMAINDER, metavar="-- COMMAND [ARGS...]", help="what to run")
+    run.add_argument("argv", nargs=argparse.REMAINDER, metavar="-- COMMAND [ARGS...]", help=_("what to run"))
 
 
 class BadRequest(Exception):
@@ -137,11 +146,14 @@ class BadRequest(Exception):
 
 def unrecognized(extra: Sequence[str]) -> NoReturn:
     """Options ``run`` does not know, before COMMAND (the main parser collects them): one line, status 2."""
-    _one_line_error(f"unrecognized arguments: {' '.join(extra)}")
+    _one_line_error(_("unrecognized arguments: {arguments}").format(arguments=" ".join(extra)))
 
 
 def _one_line_error(message: str) -> NoReturn:
-    sys.stderr.write(f"{NAME}: {message} (see {NAME} --help)\n")
+    """argparse's error (or ours) as one translated line on stderr; exit status 2."""
+    sys.stderr.write(
+        f"{NAME}: " + _("{message} (see {help})").format(message=translate_error(message), help=f"{NAME} --help") + "\n"
+    )
     sys.exit(BAD_REQUEST)
 
 
@@ -151,10 +163,10 @@ def _command(args: argparse.Namespace) -> tuple[list[str], str]:
     if command[:1] == ["--"]:
         command = command[1:]
     if not command:
-        raise BadRequest("no COMMAND given: jupyter-gpu run [options] -- COMMAND [ARGS...]")
+        raise BadRequest(_("no COMMAND given: jupyter-gpu run [options] -- COMMAND [ARGS...]"))
     executable = shutil.which(command[0])
     if executable is None or os.path.isdir(executable):
-        raise BadRequest(f"{command[0]}: command not found (or not executable)")
+        raise BadRequest(_("{command}: command not found (or not executable)").format(command=command[0]))
     return command, executable
 
 
@@ -167,13 +179,13 @@ def _changes(args: argparse.Namespace) -> dict[str, Any]:
     limits = _sizes(args.limit if args.limit is not None else [defaults.default_limit()])
     if any(size.lower() == "off" for size in limits):
         if len(limits) > 1:
-            raise BadRequest("--limit off cannot be combined with sizes; give either sizes or off")
+            raise BadRequest(_("--limit off cannot be combined with sizes; give either sizes or off"))
         limits = ()
     auto = selection.lower().startswith("auto")
     if args.min_free is not None and not auto:
-        raise BadRequest("--min-free needs --select auto or auto:N, e.g. --select auto --min-free 8GiB")
+        raise BadRequest(_("--min-free needs --select auto or auto:N, e.g. --select auto --min-free 8GiB"))
     if args.wait is not None and not auto:
-        raise BadRequest("--wait needs --select auto or auto:N, e.g. --select auto:1 --wait 30m")
+        raise BadRequest(_("--wait needs --select auto or auto:N, e.g. --select auto:1 --wait 30m"))
     min_free = "".join(_sizes([args.min_free])) or None if args.min_free is not None else None
     if limits or min_free:
         from .plan import PlanError, parse_size
@@ -184,7 +196,7 @@ def _changes(args: argparse.Namespace) -> dict[str, Any]:
         except PlanError as error:
             raise BadRequest(str(error)) from None
     if limits and selection.lower() == "none":
-        raise BadRequest("a memory limit needs GPUs, and the selection is none (CPU only)")
+        raise BadRequest(_("a memory limit needs GPUs, and the selection is none (CPU only)"))
     growth = defaults.default_growth() if args.growth is None else args.growth
     changes: dict[str, Any] = {"growth": growth, "limits": limits}
     if selection:
@@ -203,7 +215,7 @@ def _sizes(texts: Sequence[str]) -> tuple[str, ...]:
     return tuple(size for text in texts for size in split_sizes(text))
 
 
-NOTHING_ASKED = (
+NOTHING_ASKED = N_(
     "no GPU plan asked for (no --select, --limit or --growth, no JUPYTER_GPU_DEFAULT_SELECT, _LIMIT or _GROWTH, "
     "no admin ceiling): the command sees the GPUs as it would without jupyter-gpu"
 )
@@ -276,12 +288,14 @@ def _plan(args: argparse.Namespace, session: PlanSession, changes: dict[str, Any
             progress = _Progress(err)
             try:
                 plan = wait.wait_and_select(
-                    session, changes["selection"], wait.parse_duration(args.wait), changes, progress, NAME, STOP_HINT
+                    session, changes["selection"], wait.parse_duration(args.wait), changes, progress, NAME, _(STOP_HINT)
                 )
             except KeyboardInterrupt:  # while NVML was read, not while sleeping: the same words
                 progress.end()
                 raise KeyboardInterrupt(
-                    f"stopped waiting for {changes['selection']} (interrupted); nothing was changed"
+                    _("stopped waiting for {selection} (interrupted); nothing was changed").format(
+                        selection=changes["selection"]
+                    )
                 ) from None
             except BaseException:
                 progress.end()
@@ -291,7 +305,7 @@ def _plan(args: argparse.Namespace, session: PlanSession, changes: dict[str, Any
             raise KeyboardInterrupt(str(error)) from None
         raise BadRequest(str(error)) from None
     if plan is None:  # a framework already uses the GPU in this process: cannot happen in a fresh `run`
-        raise BadRequest("the plan could not be applied")
+        raise BadRequest(_("the plan could not be applied"))
     return plan
 
 
@@ -305,7 +319,7 @@ def run_command(args: argparse.Namespace, err: TextIO) -> int:
         changes = _changes(args)
         if _nothing_asked(changes):  # as a kernel with nothing configured: no NVML, no variable touched
             env = child_environment(None)
-            err.write(f"{NAME}: {NOTHING_ASKED}\n")
+            err.write(f"{NAME}: {_(NOTHING_ASKED)}\n")
         else:
             from .session.child import caps_note, is_python_command
             from .session.report import selection_report
@@ -323,7 +337,7 @@ def run_command(args: argparse.Namespace, err: TextIO) -> int:
         err.write(f"{NAME}: {_one_line(str(error))}\n")
         return BAD_REQUEST
     except KeyboardInterrupt as interrupt:
-        err.write(f"{NAME}: {_one_line(str(interrupt) or 'interrupted')}\n")
+        err.write(f"{NAME}: {_one_line(str(interrupt) or _('interrupted'))}\n")
         return INTERRUPTED
     finally:
         if session is not None:
@@ -362,7 +376,9 @@ def _supervise(command: Sequence[str], executable: str, env: dict[str, str]) -> 
     try:
         child = subprocess.Popen(list(command), executable=executable, env=env)
     except OSError as error:
-        raise BadRequest(f"{command[0]}: cannot be started ({error.strerror or error})") from None
+        raise BadRequest(
+            _("{command}: cannot be started ({error})").format(command=command[0], error=error.strerror or error)
+        ) from None
     for early in pending:
         forward(early, None)
     return child.wait()  # each forwarded signal interrupts the wait, which goes on (PEP 475)

@@ -23,6 +23,9 @@ mode is judged by its slices (each slice by this rule), never free as a whole.
 :func:`unit_availability` gathers the facts from a :class:`~jupyter_gpu.core.snapshot.GpuInfo`
 or :class:`~jupyter_gpu.core.snapshot.MigSlice` and the host's :class:`Reservation` list.
 
+The words are also values of the JSON answers (``availability``) and stay English there; a face
+shows them to a person through :func:`label` (in the user's language, :mod:`jupyter_gpu.core.i18n`).
+
 A :class:`Reservation` is a claim as a face may show it: another user's has no label, PID or
 command (``own`` False: "reserved by another user" is all anybody else learns).
 """
@@ -33,6 +36,7 @@ from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from .i18n import N_, _
 from .snapshot import GpuInfo, GpuProcess, MigSlice
 from .text import display_text
 from .units import format_duration
@@ -49,6 +53,7 @@ __all__ = [
     "Reservation",
     "Viewer",
     "availability",
+    "label",
     "reservations_of",
     "run_description",
     "run_of",
@@ -62,6 +67,23 @@ IN_USE = "in use"
 RESERVED_BY_YOU = "reserved by you"
 RESERVED_BY_ANOTHER_USER = "reserved by another user"
 CANNOT_BE_READ = "cannot be read"
+
+#: The words as a person reads them (marked for translation; :func:`label`).
+LABELS = {
+    FREE: N_("free"),
+    IN_USE_BY_YOU: N_("in use by you"),
+    IN_USE_BY_OTHERS: N_("in use by others"),
+    IN_USE: N_("in use"),
+    RESERVED_BY_YOU: N_("reserved by you"),
+    RESERVED_BY_ANOTHER_USER: N_("reserved by another user"),
+    CANNOT_BE_READ: N_("cannot be read"),
+}
+
+
+def label(state: str) -> str:
+    """One of the rule's words (``free``, ``in use by you`` ...) in the user's language."""
+    return _(LABELS[state]) if state in LABELS else state
+
 
 FREE_MEMORY_BYTES = 512 * 1024**2
 """Memory a unit may show as used and still be free: what the driver and a display server hold on

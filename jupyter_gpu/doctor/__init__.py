@@ -29,13 +29,24 @@ from pathlib import Path
 
 from ..core.environ import SIMULATE_ENV_VAR
 from ..core.errors import WireError
+from ..core.i18n import N_
 from ..core.snapshot import GpuInfo
 from ..core.wire import Fields, loads
 from ..plan import GpuPlan, PlanRequest, kernel_start_fence
 from .children import ProbeResult, Probes, request_to_json
-from .compare import GPU_INSTALL, PlanExpectation, check_devices, expectation, no_gpu_causes
+from .compare import GPU_INSTALL, NO_GPU_AS_PLANNED, PlanExpectation, check_devices, expectation, no_gpu_causes
 from .machine import read_machine
-from .report import CANNOT_VERIFY, FOLLOWS, NOT_CHECKED, NOT_INSTALLED, FrameworkCheck, Machine, Report, render_text
+from .report import (
+    CANNOT_VERIFY,
+    FOLLOWS,
+    NOT_CHECKED,
+    NOT_INSTALLED,
+    Finding,
+    FrameworkCheck,
+    Machine,
+    Report,
+    render_text,
+)
 
 __all__ = ["DEFAULT_TIMEOUT_S", "FRAMEWORKS", "Report", "render_text", "resolved_request", "run"]
 
@@ -164,25 +175,26 @@ def check_framework(
     if probe.failure is not None:
         return replace(base, verdict=CANNOT_VERIFY, reason=probe.failure, problems=(f"{name} {probe.failure}",))
     if probe.plan_error is not None:
-        why = f"the plan was refused in the child process: {probe.plan_error}"
+        why = Finding.said(N_("the plan was refused in the child process: {error}"), error=probe.plan_error)
         return replace(base, verdict=CANNOT_VERIFY, reason=why, problems=(why,))
     if probe.error is not None and probe.version is None:  # it never got as far as its version: no import
-        why = f"could not be imported: {probe.error}"
-        return replace(base, verdict=CANNOT_VERIFY, reason=why, problems=(f"{name} {why}",))
+        why = Finding.said(N_("could not be imported: {error}"), error=probe.error)
+        problem = Finding.said(N_("{framework} could not be imported: {error}"), framework=name, error=probe.error)
+        return replace(base, verdict=CANNOT_VERIFY, reason=why, problems=(problem,))
     base = replace(base, build=_build(probe), cuda=probe.cuda, cudnn=probe.cudnn)
     if base.build == "cpu":
-        return replace(base, verdict=CANNOT_VERIFY, reason="CPU-only build")
+        return replace(base, verdict=CANNOT_VERIFY, reason=Finding.said(N_("CPU-only build")))
     if probe.error is not None and not probe.devices:
         causes = no_gpu_causes(module, probe, machine.nvml_available, len(gpus), machine.cuda_driver_version, child_env)
         return replace(base, verdict=CANNOT_VERIFY, reason=probe.error, problems=tuple(causes))
     if not probe.devices:
         if expect.indices == ():
-            return replace(base, verdict=FOLLOWS, reason="no GPU, as the plan says (CPU only)")
+            return replace(base, verdict=FOLLOWS, reason=Finding.said(NO_GPU_AS_PLANNED))
         causes = no_gpu_causes(module, probe, machine.nvml_available, len(gpus), machine.cuda_driver_version, child_env)
-        return replace(base, verdict=CANNOT_VERIFY, reason="it lists no GPU", problems=tuple(causes))
+        return replace(base, verdict=CANNOT_VERIFY, reason=Finding.said(N_("it lists no GPU")), problems=tuple(causes))
     pci = {gpu.index: gpu.pci_bus_id for gpu in machine.gpus if gpu.pci_bus_id}
     verdict, differences, devices = check_devices(module, probe, expect, gpus, pci, probe.cuda_device_order)
-    return replace(base, verdict=verdict, reason="; ".join(differences), differences=differences, devices=devices)
+    return replace(base, verdict=verdict, reason=Finding.joined(differences), differences=differences, devices=devices)
 
 
 def run(

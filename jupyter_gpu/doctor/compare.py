@@ -18,13 +18,14 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
+from ..core.i18n import N_, _
 from ..core.snapshot import GpuInfo
 from ..core.units import format_bytes
 from ..core.visibility import CudaEnv, cuda_devices, same_model
 from ..frameworks.base import fractions_differ
 from ..plan import GpuPlan
 from .children import ProbeDevice, ProbeResult
-from .report import CANNOT_VERIFY, DIFFERS, FOLLOWS, DeviceMatch
+from .report import CANNOT_VERIFY, DIFFERS, FOLLOWS, DeviceMatch, Finding
 
 #: A cap taken within this much of the plan's is the plan's (TensorFlow rounds to MiB, JAX to pages).
 CAP_TOLERANCE_BYTES = 64 * 1024**2
@@ -32,7 +33,7 @@ CAP_TOLERANCE_BYTES = 64 * 1024**2
 #: What gives each framework a GPU build (pip names; PyTorch's CUDA wheels come from its own index).
 GPU_INSTALL = {
     "tensorflow": "tensorflow[and-cuda]",
-    "torch": "torch from PyTorch's CUDA wheel index (the cu12x line of its install selector)",
+    "torch": N_("torch from PyTorch's CUDA wheel index (the cu12x line of its install selector)"),
     "jax": "jax[cuda12]",
 }
 
@@ -197,26 +198,47 @@ def check_devices(
         gpu = by_index.get(index) if index is not None else None
         matches.append(DeviceMatch(position, device.name, index, how, _cap(framework, device, gpu)))
     if expected is None:
-        return CANNOT_VERIFY, (f"which GPUs the plan means cannot be told: {expect.reason}",), tuple(matches)
+        told = Finding.said(N_("which GPUs the plan means cannot be told: {reason}"), reason=expect.reason)
+        return CANNOT_VERIFY, (told,), tuple(matches)
     if len(probe.devices) != len(expected):
         listed = ", ".join(device.name for device in probe.devices) or "none"
         planned = ", ".join(f"GPU {index}" for index in expected) or "none (CPU only)"
-        differences.append(f"it lists {len(probe.devices)} GPU(s) ({listed}); the plan gives {planned}")
+        differences.append(
+            Finding.said(
+                N_("it lists {count} GPU(s) ({listed}); the plan gives {planned}"),
+                count=len(probe.devices),
+                listed=listed,
+                planned=planned,
+            )
+        )
     misplaced = False
     for match, wanted in zip(matches, expected, strict=False):
         if match.gpu == wanted:
             continue
         misplaced = True
         planned_name = by_index[wanted].name if wanted in by_index else "?"
-        what = f"GPU {match.gpu}" if match.gpu is not None else "a GPU NVML does not show"
+        if match.gpu is not None:
+            template = N_(
+                "its device {position} is GPU {gpu} ({name}); the plan's device {position} is GPU {wanted} ({planned})"
+            )
+        else:
+            template = N_(
+                "its device {position} is a GPU NVML does not show ({name}); the plan's device {position} is "
+                "GPU {wanted} ({planned})"
+            )
         differences.append(
-            f"its device {match.position} is {what} ({match.name}); the plan's device {match.position} is "
-            f"GPU {wanted} ({planned_name})"
+            Finding.said(
+                template, position=match.position, gpu=match.gpu, name=match.name, wanted=wanted, planned=planned_name
+            )
         )
     if misplaced and (child_order or "").strip() != "PCI_BUS_ID":
         differences.append(
-            "cause: CUDA_DEVICE_ORDER is not PCI_BUS_ID, so CUDA numbers the GPUs fastest first, not as "
-            "nvidia-smi does. Fix: export CUDA_DEVICE_ORDER=PCI_BUS_ID, or %gpu_select the GPUs (it sets it)"
+            Finding.said(
+                N_(
+                    "cause: CUDA_DEVICE_ORDER is not PCI_BUS_ID, so CUDA numbers the GPUs fastest first, not as "
+                    "nvidia-smi does. Fix: export CUDA_DEVICE_ORDER=PCI_BUS_ID, or %gpu_select the GPUs (it sets it)"
+                )
+            )
         )
     for match, device in zip(matches, probe.devices, strict=True):
         if match.gpu is not None and match.gpu in (expected or ()):
@@ -224,32 +246,43 @@ def check_devices(
             if problem:
                 differences.append(problem)
     if expect.growth and probe.growth is False:
-        differences.append("memory growth is off (the plan asks for growth)")
+        differences.append(Finding.said(N_("memory growth is off (the plan asks for growth)")))
     if differences:
         return DIFFERS, tuple(differences), tuple(matches)
     return FOLLOWS, (_follows_reason(matches, expect),), tuple(matches)
 
 
+#: The one line of a framework that follows the plan with no GPU.
+NO_GPU_AS_PLANNED = N_("no GPU, as the plan says (CPU only)")
+
+
 def _follows_reason(matches: Sequence[DeviceMatch], expect: PlanExpectation) -> str:
     if not matches:
-        return "no GPU, as the plan says (CPU only)"
-    parts = [", ".join(f"device {m.position} = GPU {m.gpu}" for m in matches)]
+        return Finding.said(NO_GPU_AS_PLANNED)
+    parts: list[str] = [", ".join(f"device {m.position} = GPU {m.gpu}" for m in matches)]
     by_name = [m for m in matches if m.matched_by == "name"]
     if by_name:
         parts.append(
-            "told by model name (and memory where given), not by UUID or PCI bus id: the framework gives neither"
+            Finding.said(
+                N_(
+                    "told by model name (and memory where given), not by UUID or PCI bus id: the framework gives "
+                    "neither"
+                )
+            )
         )
         models = [m.name for m in by_name]
         if len(set(models)) < len(models):
-            parts.append("GPUs of one model cannot be told apart that way")
+            parts.append(Finding.said(N_("GPUs of one model cannot be told apart that way")))
     if expect.nvidia_smi_order_assumed:
-        parts.append("in nvidia-smi's order")
+        parts.append(Finding.said(N_("in nvidia-smi's order")))
     caps = [m for m in matches if m.memory_limit is not None]
     if caps:
-        parts.append("caps " + ", ".join(f"GPU {m.gpu} {format_bytes(m.memory_limit)}" for m in caps))
+        parts.append(
+            Finding.said(N_("caps {caps}"), caps=", ".join(f"GPU {m.gpu} {format_bytes(m.memory_limit)}" for m in caps))
+        )
     if expect.growth:
-        parts.append("growth on")
-    return "; ".join(parts)
+        parts.append(Finding.said(N_("growth on")))
+    return Finding.joined(parts)
 
 
 # -- why a GPU build lists no GPU -----------------------------------------------------------------
@@ -281,9 +314,14 @@ def driver_too_old(build_cuda: str | None, driver_cuda: str | None) -> str | Non
     if build is None or driver is None:
         return None
     if build[0] > driver[0]:
-        return (
-            f"the driver is too old: it supports CUDA {driver_cuda}, the build needs CUDA {build_cuda}; "
-            f"fix: update the NVIDIA driver, or install a build for CUDA {driver[0]}"
+        return Finding.said(
+            N_(
+                "the driver is too old: it supports CUDA {driver}, the build needs CUDA {build}; "
+                "fix: update the NVIDIA driver, or install a build for CUDA {major}"
+            ),
+            driver=driver_cuda,
+            build=build_cuda,
+            major=driver[0],
         )
     return None
 
@@ -297,26 +335,50 @@ def no_gpu_causes(
     child_env: Mapping[str, str],
 ) -> list[str]:
     """The classic causes of "no GPU" for a GPU build that listed none, each with its fix."""
-    causes = []
+    causes: list[str] = []
     if not nvml_available:
-        causes.append("the NVIDIA driver cannot be reached (see Machine); fix: install or load the driver")
+        causes.append(
+            Finding.said(N_("the NVIDIA driver cannot be reached (see Machine); fix: install or load the driver"))
+        )
     elif nvml_gpus == 0:
-        causes.append("NVML shows no GPU on this machine (or in this container)")
+        causes.append(Finding.said(N_("NVML shows no GPU on this machine (or in this container)")))
     visible = child_env.get("CUDA_VISIBLE_DEVICES")
     if visible is not None and visible.strip() in ("", "-1", "none", "NoDevFiles"):
-        causes.append(f"CUDA_VISIBLE_DEVICES={visible!r} hides every GPU; fix: unset it or %gpu_select GPUs")
+        causes.append(
+            Finding.said(
+                N_("CUDA_VISIBLE_DEVICES={value} hides every GPU; fix: unset it or %gpu_select GPUs"),
+                value=repr(visible),
+            )
+        )
     too_old = driver_too_old(probe.cuda, driver_cuda)
     if too_old:
         causes.append(too_old)
     said = f"{probe.stderr}\n{probe.error or ''}"
     if any(marker in said for marker in _MISSING_LIBRARIES):
-        causes.append(f"CUDA libraries are missing or do not load; fix: install {GPU_INSTALL[framework]}")
+        causes.append(
+            Finding.said(
+                N_("CUDA libraries are missing or do not load; fix: install {command}"),
+                command=GPU_INSTALL[framework],
+                shown_fields={"command": _(GPU_INSTALL[framework])},
+            )
+        )
     elif nvml_available and probe.error and "driver" in probe.error.lower():
         causes.append(
-            f"CUDA's driver did not start in the framework ({probe.error[:200]}); fix: check that nvidia-smi "
-            "works in this same environment (in a container: the GPU devices and the driver's libraries mounted)"
+            Finding.said(
+                N_(
+                    "CUDA's driver did not start in the framework ({error}); fix: check that nvidia-smi works in "
+                    "this same environment (in a container: the GPU devices and the driver's libraries mounted)"
+                ),
+                error=probe.error[:200],
+            )
         )
     if not causes:
         last = (probe.error or "").strip() or (probe.stderr.strip().splitlines() or ["no message"])[-1]
-        causes.append(f"it lists no GPU although NVML shows {nvml_gpus}; its last message: {last[:300]}")
+        causes.append(
+            Finding.said(
+                N_("it lists no GPU although NVML shows {count}; its last message: {message}"),
+                count=nvml_gpus,
+                message=last[:300],
+            )
+        )
     return causes

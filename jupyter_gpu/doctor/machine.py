@@ -17,10 +17,11 @@ import urllib.request
 from collections.abc import Mapping
 from pathlib import Path
 
+from ..core.i18n import N_
 from ..core.snapshot import Snapshot
 from ..core.units import format_bytes
 from ..plan import Fence
-from .report import Machine, MachineGpu, Service
+from .report import Finding, Machine, MachineGpu, Service
 
 #: Seconds each service is given to answer.
 SERVICE_TIMEOUT_S = 0.3
@@ -70,7 +71,7 @@ UNLISTED_SLACK_BYTES = 512 * 1024**2
 def unlisted_memory(snapshot: Snapshot) -> list[str]:
     """One note per GPU whose used memory is far more than its listed processes hold: processes NVML
     does not show this user (another container or PID namespace, or no permission to see them)."""
-    notes = []
+    notes: list[str] = []
     for gpu in snapshot.gpus:
         if gpu.error:
             continue
@@ -78,8 +79,14 @@ def unlisted_memory(snapshot: Snapshot) -> list[str]:
         hidden = gpu.memory_used - listed
         if hidden > UNLISTED_SLACK_BYTES:
             notes.append(
-                f"GPU {gpu.index}: {format_bytes(hidden)} in use by processes NVML does not list here (another "
-                "container or PID namespace, or no permission to see them): jupyter_gpu cannot say whose"
+                Finding.said(
+                    N_(
+                        "GPU {index}: {size} in use by processes NVML does not list here (another container or "
+                        "PID namespace, or no permission to see them): jupyter_gpu cannot say whose"
+                    ),
+                    index=gpu.index,
+                    size=format_bytes(hidden),
+                )
             )
     return notes
 
@@ -177,18 +184,27 @@ def read_machine(
     nvidia_visible = os.environ.get("NVIDIA_VISIBLE_DEVICES")
     if counts.get("unknown_owner"):
         notes.append(
-            f"{counts['unknown_owner']} GPU process(es) NVML lists have no owner in this PID namespace (a "
-            "container sees the host's PIDs): the server attributes memory from the kernels' own reports"
+            Finding.said(
+                N_(
+                    "{count} GPU process(es) NVML lists have no owner in this PID namespace (a container sees "
+                    "the host's PIDs): the server attributes memory from the kernels' own reports"
+                ),
+                count=counts["unknown_owner"],
+            )
         )
     if container and nvidia_visible not in (None, "all"):
         notes.append(
-            "NVIDIA_VISIBLE_DEVICES was used by the container runtime on the host: inside, NVML numbers "
-            "the GPUs it was given from 0"
+            Finding.said(
+                N_(
+                    "NVIDIA_VISIBLE_DEVICES was used by the container runtime on the host: inside, NVML numbers "
+                    "the GPUs it was given from 0"
+                )
+            )
         )
     notes += unlisted_memory(shot) if shot.nvml_available else []
     for gpu in shot.gpus:
         if gpu.error:
-            problems.append(f"GPU {gpu.index} cannot be read: {gpu.error}")
+            problems.append(Finding.said(N_("GPU {index} cannot be read: {error}"), index=gpu.index, error=gpu.error))
     admin = {key: os.environ[key] for key in ADMIN_VARIABLES if os.environ.get(key)}
     machine = Machine(
         nvml_available=shot.nvml_available,

@@ -31,18 +31,56 @@ Sizes are bytes. ``status`` is "problem" (exit status 1) when a framework differ
 timed out or failed, a GPU build sees no GPU, NVML cannot be read, or a machine problem was found;
 "cannot verify" alone is not a problem (a machine with CPU builds runs clean). Exit status 2 (could
 not run: bad arguments, a plan the planner refuses) has no report.
+
+The page (:func:`render_text`) is in the user's language (:mod:`jupyter_gpu.core.i18n`); the JSON
+stays English. A finding (a problem, a note, a cause) made with :meth:`Finding.said` is English in the
+JSON and carries its translation for the page; the others (a framework's own message, a child's
+answer) are shown as they are.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from ..core.i18n import N_, _
 from ..core.text import display_text
 from ..core.units import format_bytes
 
 SCHEMA = 1
+
+
+class Finding(str):
+    """A finding as the JSON has it (English), with :attr:`shown`, the page's words, beside it.
+
+    ``Finding.said(N_("GPU {index} cannot be read: {error}"), index=1, error=...)``: the template is
+    filled once in English and once in the user's language. A plain ``str`` everywhere else (JSON,
+    comparisons, ``asdict``); :func:`shown` gives the page's words of any string."""
+
+    shown: str
+
+    def __new__(cls, text: str, shown: str | None = None) -> Finding:
+        finding = super().__new__(cls, text)
+        finding.shown = text if shown is None else shown
+        return finding
+
+    @classmethod
+    def said(cls, template: str, shown_fields: Mapping[str, object] | None = None, **fields: object) -> Finding:
+        """``template`` (marked with ``N_``) filled in English, and in the user's language for the page
+        (with ``shown_fields`` instead of those ``fields`` there: a marked word translated)."""
+        return cls(template.format(**fields), _(template).format(**{**fields, **(shown_fields or {})}))
+
+    @classmethod
+    def joined(cls, parts: Sequence[str]) -> Finding:
+        """Findings as one line, ``; `` between them (in the page's language too)."""
+        return cls("; ".join(parts), _("; ").join(shown(part) for part in parts))
+
+
+def shown(text: str) -> str:
+    """The page's words of a finding (:class:`Finding`), or ``text`` as it is."""
+    return text.shown if isinstance(text, Finding) else text
+
 
 FOLLOWS = "follows"
 DIFFERS = "differs"
@@ -140,19 +178,28 @@ class Report:
 
     @property
     def verdict(self) -> str:
-        """The plan's verdict in one line."""
+        """The plan's verdict in one line (English: the JSON's ``verdict``)."""
+        template, frameworks = self._verdict()
+        return template.format(frameworks=frameworks)
+
+    def shown_verdict(self) -> str:
+        """:attr:`verdict` in the user's language (the page)."""
+        template, frameworks = self._verdict()
+        return _(template).format(frameworks=frameworks)
+
+    def _verdict(self) -> tuple[str, str]:
         checked = [f for f in self.frameworks if f.verdict in (FOLLOWS, DIFFERS)]
         if not checked:
             installed = [f for f in self.frameworks if f.installed and f.verdict != NOT_CHECKED]
             if not installed:
-                return "cannot verify the plan: no framework (TensorFlow, PyTorch, JAX) is installed"
+                return N_("cannot verify the plan: no framework (TensorFlow, PyTorch, JAX) is installed"), ""
             if all(f.build == "cpu" for f in installed):
-                return "cannot verify the plan: no framework with GPU support"
-            return "cannot verify the plan: no framework listed a GPU"
+                return N_("cannot verify the plan: no framework with GPU support"), ""
+            return N_("cannot verify the plan: no framework listed a GPU"), ""
         differing = [f.name for f in checked if f.verdict == DIFFERS]
         if differing:
-            return f"the plan is NOT followed by {', '.join(differing)}"
-        return f"the plan is followed by {', '.join(f.name for f in checked)}"
+            return N_("the plan is NOT followed by {frameworks}"), ", ".join(differing)
+        return N_("the plan is followed by {frameworks}"), ", ".join(f.name for f in checked)
 
     @property
     def exit_status(self) -> int:
@@ -188,29 +235,51 @@ class Report:
 # -- the page -------------------------------------------------------------------------------------
 
 
-def _value(value: str | None, missing: str = "unset") -> str:
-    return missing if value is None else repr(display_text(value, 200))
+def _value(value: str | None, missing: str | None = None) -> str:
+    if value is None:
+        return _("unset") if missing is None else missing
+    return repr(display_text(value, 200))
+
+
+#: A service's state as the page says it (the JSON keeps the English words).
+SERVICE_STATES = {
+    "answers": N_("answers"),
+    "no answer": N_("no answer"),
+    "not running": N_("not running"),
+    "not configured": N_("not configured"),
+}
+
+
+#: A service's name as the page says it (:mod:`jupyter_gpu.doctor.machine` names them).
+SERVICE_NAMES = {"Server extension": N_("Server extension"), "Hub service": N_("Hub service")}
 
 
 def _machine_lines(machine: Machine) -> list[str]:
-    lines = ["Machine"]
+    lines = [_("Machine")]
     if machine.simulated:
-        lines.append("  SIMULATED GPUs (JUPYTER_GPU_SIMULATE): no real GPU or driver is being checked")
+        lines.append("  " + _("SIMULATED GPUs (JUPYTER_GPU_SIMULATE): no real GPU or driver is being checked"))
     if not machine.nvml_available:
-        lines.append(f"  NVML cannot be read: {display_text(machine.nvml_error)}")
+        lines.append("  " + _("NVML cannot be read: {error}").format(error=display_text(machine.nvml_error)))
     else:
-        versions = [f"driver {display_text(machine.driver_version)}"]
-        versions.append(f"NVML {display_text(machine.nvml_version, missing='n/a')}")
-        versions.append(f"CUDA {display_text(machine.cuda_driver_version, missing='n/a')} (the newest the driver runs)")
-        lines.append("  " + ", ".join(versions))
+        lines.append(
+            "  "
+            + _("driver {driver}, NVML {nvml}, CUDA {cuda} (the newest the driver runs)").format(
+                driver=display_text(machine.driver_version),
+                nvml=display_text(machine.nvml_version, missing=_("n/a")),
+                cuda=display_text(machine.cuda_driver_version, missing=_("n/a")),
+            )
+        )
         if not machine.gpus:
-            lines.append("  NVML works, but it shows no GPU")
+            lines.append("  " + _("NVML works, but it shows no GPU"))
         for gpu in machine.gpus:
             if gpu.error:
-                lines.append(f"  GPU {gpu.index}: cannot be read: {display_text(gpu.error)}")
+                lines.append(
+                    "  "
+                    + _("GPU {index}: cannot be read: {error}").format(index=gpu.index, error=display_text(gpu.error))
+                )
                 continue
-            pci = display_text(gpu.pci_bus_id, missing="n/a")
-            mig = "MIG on" if gpu.mig_mode else "MIG off"
+            pci = display_text(gpu.pci_bus_id, missing=_("n/a"))
+            mig = _("MIG on") if gpu.mig_mode else _("MIG off")
             lines.append(
                 f"  GPU {gpu.index}: {display_text(gpu.name, 48)}, {format_bytes(gpu.memory_total)}, "
                 f"{display_text(gpu.uuid, 48)}, PCI {pci}, {mig}"
@@ -218,31 +287,51 @@ def _machine_lines(machine: Machine) -> list[str]:
         counts = machine.processes
         if counts:
             lines.append(
-                f"  GPU processes NVML lists: {counts.get('total', 0)} (yours {counts.get('yours', 0)}, "
-                f"other users' {counts.get('other_users', 0)}, owner not known {counts.get('unknown_owner', 0)})"
+                "  "
+                + _(
+                    "GPU processes NVML lists: {total} (yours {yours}, other users' {others}, "
+                    "owner not known {unknown})"
+                ).format(
+                    total=counts.get("total", 0),
+                    yours=counts.get("yours", 0),
+                    others=counts.get("other_users", 0),
+                    unknown=counts.get("unknown_owner", 0),
+                )
             )
     env = machine.environment
     lines.append(
-        "  At start: CUDA_VISIBLE_DEVICES "
-        + _value(env.get("CUDA_VISIBLE_DEVICES"))
-        + ", CUDA_DEVICE_ORDER "
-        + _value(env.get("CUDA_DEVICE_ORDER"), "unset (fastest first)")
-        + ", NVIDIA_VISIBLE_DEVICES "
-        + _value(env.get("NVIDIA_VISIBLE_DEVICES"))
+        "  "
+        + _(
+            "At start: CUDA_VISIBLE_DEVICES {visible}, CUDA_DEVICE_ORDER {order}, NVIDIA_VISIBLE_DEVICES {nvidia}"
+        ).format(
+            visible=_value(env.get("CUDA_VISIBLE_DEVICES")),
+            order=_value(env.get("CUDA_DEVICE_ORDER"), _("unset (fastest first)")),
+            nvidia=_value(env.get("NVIDIA_VISIBLE_DEVICES")),
+        )
     )
     if machine.container:
-        lines.append(f"  Container: {display_text(machine.container, 200)}")
-    lines.append(f"  Fence: {display_text(machine.fence, 200, missing='none (every GPU may be selected)')}")
+        lines.append("  " + _("Container: {container}").format(container=display_text(machine.container, 200)))
+    fence = display_text(machine.fence, 200, missing=_("none (every GPU may be selected)"))
+    lines.append("  " + _("Fence: {fence}").format(fence=fence))
     if machine.admin:
         admin = ", ".join(f"{key}={display_text(value, 60)}" for key, value in sorted(machine.admin.items()))
-        lines.append(f"  Admin settings: {admin}")
+        lines.append("  " + _("Admin settings: {settings}").format(settings=admin))
     else:
-        lines.append("  Admin settings: none")
+        lines.append("  " + _("Admin settings: none"))
     for service in machine.services:
-        detail = f" ({display_text(service.detail, 200)})" if service.detail else ""
-        lines.append(f"  {service.name}: {service.state}{detail}")
-    lines += [f"  PROBLEM: {display_text(text, 300)}" for text in machine.problems]
-    lines += [f"  note: {display_text(text, 300)}" for text in machine.notes]
+        name = _(SERVICE_NAMES[service.name]) if service.name in SERVICE_NAMES else service.name
+        state = _(SERVICE_STATES[service.state]) if service.state in SERVICE_STATES else service.state
+        if service.detail:
+            line = _("{service}: {state} ({detail})").format(
+                service=name, state=state, detail=display_text(service.detail, 200)
+            )
+        else:
+            line = _("{service}: {state}").format(service=name, state=state)
+        lines.append("  " + line)
+    lines += [
+        "  " + _("PROBLEM: {problem}").format(problem=display_text(shown(text), 300)) for text in machine.problems
+    ]
+    lines += ["  " + _("note: {note}").format(note=display_text(shown(text), 300)) for text in machine.notes]
     return lines
 
 
@@ -251,52 +340,93 @@ KERAS_FOLLOWS = {"tensorflow": "TensorFlow", "torch": "PyTorch", "jax": "JAX"}
 
 def _framework_lines(check: FrameworkCheck, driver_cuda: str | None = None) -> list[str]:
     if not check.installed:
-        return [f"  {check.name}: not installed"]
+        return ["  " + _("{framework}: not installed").format(framework=check.name)]
+    version = display_text(check.version, missing="?")
     if check.verdict == NOT_CHECKED:
-        return [f"  {check.name} {display_text(check.version, missing='?')}: not checked (left out by --framework)"]
+        return [
+            "  "
+            + _("{framework} {version}: not checked (left out by --framework)").format(
+                framework=check.name, version=version
+            )
+        ]
     package = f" ({check.package})" if check.package else ""
-    head = f"  {check.name} {display_text(check.version, missing='?')}{package}: "
     if check.build == "cpu":
-        head += f"CPU-only build: for a GPU, install {check.gpu_install}"
+        build = _("CPU-only build: for a GPU, install {command}").format(
+            command=_(check.gpu_install) if check.gpu_install else ""  # _("") would be the catalog's header
+        )
     elif check.build == "gpu":
-        built = [f"CUDA {check.cuda}" if check.cuda else "", f"cuDNN {check.cudnn}" if check.cudnn else ""]
-        head += "GPU build" + (f" for {', '.join(b for b in built if b)}" if any(built) else "")
+        built = ", ".join(
+            part
+            for part in (f"CUDA {check.cuda}" if check.cuda else "", f"cuDNN {check.cudnn}" if check.cudnn else "")
+            if part
+        )
+        build = _("GPU build for {versions}").format(versions=built) if built else _("GPU build")
         if check.cuda and driver_cuda:
-            head += f" (the driver supports CUDA {display_text(driver_cuda)})"
+            build += " " + _("(the driver supports CUDA {version})").format(version=display_text(driver_cuda))
     else:
-        head += "build not known"
-    lines = [head]
+        build = _("build not known")
+    lines = [
+        "  "
+        + _("{framework} {version}{package}: {build}").format(
+            framework=check.name, version=version, package=package, build=build
+        )
+    ]
     for device in check.devices:
-        which = f"GPU {device.gpu} (by {device.matched_by})" if device.gpu is not None else "no NVML GPU matches"
-        cap = f", cap {format_bytes(device.memory_limit)}" if device.memory_limit is not None else ""
-        lines.append(f"    device {device.position}: {display_text(device.name, 48)} = {which}{cap}")
+        if device.gpu is not None:
+            which = _("GPU {index} (by {matched_by})").format(index=device.gpu, matched_by=device.matched_by)
+        else:
+            which = _("no NVML GPU matches")
+        cap = (
+            _(", cap {size}").format(size=format_bytes(device.memory_limit)) if device.memory_limit is not None else ""
+        )
+        lines.append(
+            "    "
+            + _("device {position}: {name} = {which}{cap}").format(
+                position=device.position, name=display_text(device.name, 48), which=which, cap=cap
+            )
+        )
     if check.verdict == DIFFERS:
-        lines.append("    DIFFERS from the plan:")
-        lines += [f"      - {display_text(text, 400)}" for text in check.differences or (check.reason,)]
+        lines.append("    " + _("DIFFERS from the plan:"))
+        lines += [f"      - {display_text(shown(text), 400)}" for text in check.differences or (check.reason,)]
     elif check.verdict in (FOLLOWS, CANNOT_VERIFY):
-        verdict = "follows the plan" if check.verdict == FOLLOWS else "cannot verify"
-        reason = f": {display_text(check.reason, 400)}" if check.reason else ""
-        lines.append(f"    {verdict}{reason}")
-    lines += [f"    PROBLEM: {display_text(text, 400)}" for text in check.problems]
+        verdict = _("follows the plan") if check.verdict == FOLLOWS else _("cannot verify")
+        if check.reason:
+            verdict = _("{verdict}: {reason}").format(verdict=verdict, reason=display_text(shown(check.reason), 400))
+        lines.append(f"    {verdict}")
+    lines += [
+        "    " + _("PROBLEM: {problem}").format(problem=display_text(shown(text), 400)) for text in check.problems
+    ]
     return lines
 
 
 def render_text(report: Report) -> str:
-    """The report as one page of plain text (the terminal and ``%gpu_doctor``)."""
+    """The report as one page of plain text (the terminal and ``%gpu_doctor``), in the user's language."""
     lines = [f"jupyter-gpu doctor (jupyter_gpu {report.jupyter_gpu})"]
     lines += _machine_lines(report.machine)
-    lines.append(f"Plan: {display_text(report.plan_summary, 400)}")
-    lines.append("Frameworks (each started in a child process with the plan)")
+    lines.append(_("Plan: {plan}").format(plan=display_text(report.plan_summary, 400)))
+    lines.append(_("Frameworks (each started in a child process with the plan)"))
     for check in report.frameworks:
         lines += _framework_lines(check, report.machine.cuda_driver_version)
     if report.keras is not None:
         keras = report.keras
         follows = KERAS_FOLLOWS.get(keras.get("backend", ""))
-        which = f"{follows}'s line above says what it uses" if follows else "not a backend jupyter_gpu configures"
-        lines.append(
-            f"  Keras {display_text(keras.get('version'))}: backend {display_text(keras.get('backend'), 40)} "
-            f"(from {display_text(keras.get('source'), 200)}); Keras has no GPU settings of its own: {which}"
+        which = (
+            _("{framework}'s line above says what it uses").format(framework=follows)
+            if follows
+            else _("not a backend jupyter_gpu configures")
         )
-    status = "a problem was found (exit status 1)" if report.exit_status else "no problem found (exit status 0)"
-    lines.append(f"Verdict: {report.verdict}; {status}")
+        lines.append(
+            "  "
+            + _(
+                "Keras {version}: backend {backend} (from {source}); Keras has no GPU settings of its own: {which}"
+            ).format(
+                version=display_text(keras.get("version")),
+                backend=display_text(keras.get("backend"), 40),
+                source=display_text(keras.get("source"), 200),
+                which=which,
+            )
+        )
+    found = _("a problem was found (exit status 1)")
+    status = found if report.exit_status else _("no problem found (exit status 0)")
+    lines.append(_("Verdict: {verdict}; {status}").format(verdict=report.shown_verdict(), status=status))
     return "\n".join(lines)

@@ -63,6 +63,7 @@ from pathlib import Path
 from typing import Any
 
 from ..core.environ import SIMULATE_ENV_VAR, simulation_requested
+from ..core.i18n import N_, _
 from ..core.snapshot import Snapshot
 from ..core.wire import Fields, maybe
 from .peers import KernelPeer, parse_server_snapshot
@@ -136,6 +137,21 @@ class HostReading:
     note: str | None = None
     kernels: tuple[KernelView, ...] = ()
     by_pid: dict[int, KernelPeer] = field(default_factory=dict)  # GPU PID -> its kernel
+    shown_note: str | None = None
+    """``note`` in the user's language, for a face to show (``note`` stays English: ``source_note``)."""
+
+
+def _said(template: str, **fields: str) -> tuple[str, str]:
+    """A note in English (the JSON's) and in the user's language (a face's), from one marked template."""
+    return template.format(**fields), _(template).format(**fields)
+
+
+LOCAL_NOTE = N_("NVML read locally (--source local)")
+NOTHING_ANSWERED_NOTE = N_("NVML read locally: no Jupyter server or hub service answered")
+LOCAL_BECAUSE_NOTE = N_("NVML read locally: {reasons}")
+SERVICE_NOTE = N_("from the jupyter-gpu service at {url}")
+CHOSEN_SERVICE_NOTE = N_("from the jupyter-gpu service at {url} (--source hub)")
+SERVER_NOTE = N_("from the Jupyter server at {url}")
 
 
 def parse_kernels(data: Any, by_pid: dict[int, KernelPeer]) -> tuple[KernelView, ...]:
@@ -242,7 +258,8 @@ class HostSample:
         without: list[str] = []  # servers without the extension (404), of another world: said in the note only
         if self.source == "local":
             self.last_source = SOURCE_NVML
-            return HostReading(self._read_nvml(), SOURCE_NVML, "NVML read locally (--source local)")
+            note, shown = _said(LOCAL_NOTE)
+            return HostReading(self._read_nvml(), SOURCE_NVML, note, shown_note=shown)
         servers = self._servers() if self.source in ("auto", "server") else []
         for server in servers:
             try:
@@ -275,26 +292,28 @@ class HostSample:
                 why = f"the jupyter-gpu service at {service.url} did not answer"
                 return self._nothing(SOURCE_SERVICE, why, [_reason(error)])
             self.last_source = SOURCE_SERVICE
-            return HostReading(fetched, SOURCE_SERVICE, f"from the jupyter-gpu service at {service.url} (--source hub)")
+            note, shown = _said(CHOSEN_SERVICE_NOTE, url=service.url)
+            return HostReading(fetched, SOURCE_SERVICE, note, shown_note=shown)
         if service is not None:
             snapshot = service()
             if service.last_error is None:
                 self.last_source = SOURCE_SERVICE
-                return HostReading(snapshot, SOURCE_SERVICE, f"from the jupyter-gpu service at {service.url}")
+                note, shown = _said(SERVICE_NOTE, url=service.url)
+                return HostReading(snapshot, SOURCE_SERVICE, note, shown_note=shown)
             failures.append(service.last_error)
-            note = "NVML read locally: " + "; ".join([*failures, *without])
+            note, shown = _said(LOCAL_BECAUSE_NOTE, reasons="; ".join([*failures, *without]))
             self.last_source = SOURCE_NVML
-            return HostReading(snapshot, SOURCE_NVML, note)
+            return HostReading(snapshot, SOURCE_NVML, note, shown_note=shown)
         snapshot = self._read_nvml()
         if failures:
-            note = "NVML read locally: " + "; ".join([*failures, *without])
+            note, shown = _said(LOCAL_BECAUSE_NOTE, reasons="; ".join([*failures, *without]))
             snapshot = replace(snapshot, warnings=(*snapshot.warnings, note))
         elif without:
-            note = "NVML read locally: " + "; ".join(without)
+            note, shown = _said(LOCAL_BECAUSE_NOTE, reasons="; ".join(without))
         else:
-            note = "NVML read locally: no Jupyter server or hub service answered"
+            note, shown = _said(NOTHING_ANSWERED_NOTE)
         self.last_source = SOURCE_NVML
-        return HostReading(snapshot, SOURCE_NVML, note)
+        return HostReading(snapshot, SOURCE_NVML, note, shown_note=shown)
 
     def _nothing(self, source: str, why: str, reasons: list[str]) -> HostReading:
         """The chosen ``source`` did not answer: no GPUs, and why (nothing is read in its place)."""
@@ -351,9 +370,8 @@ class HostSample:
         snapshot = fill_own_names(snapshot, self.directory, everyone=self.everyone)
         self.directory.forget_all_but({p.pid for gpu in snapshot.gpus for p in gpu.processes})
         by_pid = parse_server_snapshot(data)
-        return HostReading(
-            snapshot, SOURCE_SERVER, f"from the Jupyter server at {server.url}", parse_kernels(data, by_pid), by_pid
-        )
+        note, shown = _said(SERVER_NOTE, url=server.url)
+        return HostReading(snapshot, SOURCE_SERVER, note, parse_kernels(data, by_pid), by_pid, shown_note=shown)
 
     def _service_source(self) -> Any:
         from .remote import SERVICE_URL_ENV, RemoteSource
