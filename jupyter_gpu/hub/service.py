@@ -56,11 +56,13 @@ class HubService:
         usage_db: str | None = None,
         usage_interval_s: float = 60.0,
         report_interval_s: float = REPORT_INTERVAL_S,
+        language: str | None = None,
     ) -> None:
         if take is None:
             from ..sources.nvml import snapshot as take
         self.api_url = api_url.rstrip("/")
         self.api_token = api_token  # for the hub's API only (HubAuth): never sent to a user server
+        self.language = language or None  # --language: the console's, unless a page asks for its own (?lang=)
         self.interval_s = interval_s
         self._nvml_take = take
         self.history = GpuHistory(history_s, interval_s)
