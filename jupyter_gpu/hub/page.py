@@ -223,7 +223,8 @@ def page(language: str = i18n.SOURCE_LANGUAGE) -> Page:
     stamp = tuple(n for path in paths for n in (path.stat().st_mtime_ns, path.stat().st_size))
     cached = _cached.get(catalog)
     if cached is None or cached[0] != stamp:
-        cached = (stamp, build(*(path.read_bytes() for path in paths[:3]), language=catalog))
+        html, css, js = (path.read_bytes() for path in paths[:3])
+        cached = (stamp, build(html, css, js, language=catalog))
         _cached[catalog] = cached
     return cached[1]
 
