@@ -611,11 +611,7 @@ if (typeof document !== 'undefined') {
       const parts = [data.admin ? __('admin view') : __('read-only view')];
       if (data.simulated) parts.push(__('simulated GPUs'));
       if (data.source === 'prometheus')
-        parts.push(
-          fill(_n('from Prometheus, {count} host', 'from Prometheus, {count} hosts', data.hosts.length), {
-            count: data.hosts.length
-          })
-        );
+        parts.push(fill(__('from Prometheus, {count} host(s)'), { count: data.hosts.length }));
       const view = parts.join(' · ');
       status.textContent = view;
       whenLocaleReady(function () {
