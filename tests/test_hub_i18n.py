@@ -14,6 +14,7 @@ import os
 import re
 import subprocess
 import sys
+import threading
 from typing import Any
 
 import pytest
@@ -123,6 +124,24 @@ def test_the_consoles_messages_are_in_the_forced_language() -> None:
     english = core.console(None, {}, [], "alice", "read")
     assert chinese["error"] == "还没有 GPU 采样" and english["error"] == "no GPU sample yet"
     assert chinese.keys() == english.keys()
+
+
+def test_a_forced_language_is_its_threads_alone(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A request answered in Chinese does not turn the sampler's thread (or another request) Chinese."""
+    monkeypatch.setenv(i18n.ENV, "en")
+    inside, seen = threading.Event(), []
+
+    def elsewhere() -> None:
+        inside.wait(10)
+        seen.append(core.console(None, {}, [], "alice", "read")["error"])
+
+    thread = threading.Thread(target=elsewhere)
+    thread.start()
+    with i18n.language_forced("zh_CN"):
+        inside.set()
+        thread.join(10)
+        assert core.console(None, {}, [], "alice", "read")["error"] == "还没有 GPU 采样"
+    assert seen == ["no GPU sample yet"]
 
 
 async def fetch(url: str, token: str, **headers: str) -> Any:
