@@ -276,3 +276,32 @@ def test_the_services_help_is_in_chinese_with_language_or_the_variable(capsys: p
 def test_a_bad_option_is_one_chinese_line(capsys: pytest.CaptureFixture[str]) -> None:
     assert hub_main.main(["--language=zh_CN", "--idle-after", "0"]) == 2
     assert capsys.readouterr().err == "python -m jupyter_gpu.hub: --idle-after 必须为正数\n"
+
+
+def test_prometheus_modes_errors_are_said_in_the_language_and_logged_in_english(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    from test_hub_prometheus import start_service
+
+    async def body() -> None:
+        hub, _service, port = await start_service("http://127.0.0.1:9", None)
+        url = f"http://127.0.0.1:{port}/services/jupyter-gpu/api/console"
+        with caplog.at_level(logging.WARNING, logger="jupyter_gpu.hub"):
+            chinese = json.loads((await fetch(url + "?lang=zh_CN", "admin-token")).body)
+            english = json.loads((await fetch(url, "admin-token", **{"Accept-Language": "en"})).body)
+        hub.stop()
+        assert chinese["error"].startswith("无法读取 http://127.0.0.1:9 上的 Prometheus：")
+        assert english["error"].startswith("cannot read Prometheus at http://127.0.0.1:9: ")
+        assert keys_of(chinese) == keys_of(english)
+        logged = [r.getMessage() for r in caplog.records if "Prometheus" in r.getMessage()]
+        assert logged and not any(CJK.search(line) for line in logged)
+
+    asyncio.run(body())
+
+
+def test_an_unusable_prometheus_answer_is_said_in_the_forced_language() -> None:
+    from jupyter_gpu.hub import prometheus as prom
+
+    with i18n.language_forced("zh_CN"):
+        assert prom.console("<html>", "root", "admin")["error"] == "Prometheus 的应答不是 JSON 对象"
+    assert prom.console("<html>", "root", "admin")["error"] == "Prometheus answered something that is not a JSON object"

@@ -66,10 +66,17 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     asked = language_asked(argv)
     with i18n.language_forced(asked) if asked else contextlib.nullcontext():
-        return _main(argv)
+        checked = _arguments(argv)
+    if isinstance(checked, int):
+        return checked
+    # From here on the service's own words are its log's: English. Each console request is
+    # answered in its asker's language (hub.page.request_language, i18n.language_forced).
+    i18n.set_language(i18n.SOURCE_LANGUAGE)
+    return _serve(checked)
 
 
-def _main(argv: list[str]) -> int:
+def _arguments(argv: list[str]) -> argparse.Namespace | int:
+    """The parsed command line, or the exit status after its one-line error (in the language asked)."""
     parser = argparse.ArgumentParser(
         prog="python -m jupyter_gpu.hub",
         description=_(
@@ -204,7 +211,11 @@ def _main(argv: list[str]) -> int:
             file=sys.stderr,
         )
         return 2
+    return args
 
+
+def _serve(args: argparse.Namespace) -> int:
+    """Run the service until the hub stops it."""
     from tornado.ioloop import IOLoop
 
     from .app import HubService, make_app

@@ -35,7 +35,7 @@ async def console_body(handler: ConsoleBase, role: str) -> str:
     service, viewer = handler.service, handler.viewer()
     try:
         if service.prometheus_url:
-            data = await service.prometheus_console(viewer, role)
+            data = await service.prometheus_console(viewer, role, handler.language())
         else:
             devices = await service.devices()
             with handler.speaking():  # no await in here: the language is this request's alone

@@ -182,7 +182,7 @@ class HubService:
         with its next report (the server's name returned); KeyError when no fresh report lists it."""
         return self.board.ask_shutdown(user, kernel_id, by, time.time())
 
-    async def prometheus_console(self, viewer: str, role: str) -> dict[str, Any]:
-        """The console from Prometheus (``--prometheus-url``)."""
+    async def prometheus_console(self, viewer: str, role: str, language: str | None = None) -> dict[str, Any]:
+        """The console from Prometheus (``--prometheus-url``), its messages in ``language``."""
         assert self.prometheus is not None, "not in Prometheus mode"
-        return await self.prometheus.console(viewer, role)
+        return await self.prometheus.console(viewer, role, language)
