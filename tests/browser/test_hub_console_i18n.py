@@ -7,21 +7,16 @@ from __future__ import annotations
 
 # ruff: noqa: RUF001  (Chinese text has full-width punctuation)
 import re
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from console_page import USAGE_ROWS, USERS_ROWS, open_console
-from hub_fake import FakeHub, report_of, scenario_of, user_snapshot
-from hub_service import InThread
+from hub_service import crowd
 from playwright.sync_api import expect
-from support import ScenarioFile
 
-from jupyter_gpu import simulate
 from jupyter_gpu.core import i18n
-from jupyter_gpu.hub.app import HubService
 
 pytestmark = pytest.mark.browser
 USERS = [f"user{n:02d}" for n in range(60)]
@@ -30,35 +25,8 @@ USERS = [f"user{n:02d}" for n in range(60)]
 @pytest.fixture
 def console_url(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
     monkeypatch.delenv(i18n.ENV, raising=False)  # the browser's language decides (conftest forces English)
-    hub = FakeHub()
-    hub.add_user("root-admin", "admin-token", admin=True)
-    for n, name in enumerate(USERS):
-        hub.add_user(name, f"{name}-token")
-        hub.snapshots[name] = user_snapshot(name, 1, gpu=n % 4, mib=256 + n)
-    scenario = ScenarioFile(tmp_path / "gpus.json", scenario_of(hub.snapshots, gpus=4))
-    monkeypatch.setenv(simulate.ENV_VAR, str(scenario.path))
-
-    async def ten_minutes_of_every_kernel(service: HubService) -> None:
-        for name, snapshot in hub.snapshots.items():
-            service.board.receive(name, report_of(snapshot), time.time())
-        now = time.time()
-        await service.accountant.account_once(now - 600)
-        await service.accountant.account_once(now)
-
-    running = InThread(
-        hub.url,
-        prepare=ten_minutes_of_every_kernel,
-        ready_s=60,
-        interval_s=0.5,
-        usage_db=str(tmp_path / "usage.sqlite"),
-        usage_interval_s=600,
-        report_interval_s=3600,
-    )
-    try:
-        yield running.url
-    finally:
-        running.stop()
-        hub.stop()
+    with crowd(tmp_path, USERS, kernels=1, gpus=4) as url:
+        yield url
 
 
 def test_a_chinese_browser_gets_the_console_in_chinese(browser: Any, console_url: str) -> None:
