@@ -36,14 +36,14 @@ def test_a_chinese_browser_gets_the_console_in_chinese(browser: Any, console_url
         assert page.title() == "GPU 控制台 – jupyter-gpu"
         assert page.locator("h1").text_content() == "GPU 控制台"
         headers = page.locator("#jg-users th").all_text_contents()
-        assert headers[:6] == ["用户", "笔记本", "状态", "显存", "闲置时长", "距离回收"]
+        assert headers[:6] == ["用户", "笔记本", "状态", "显存", "闲置时长", "回收倒计时"]
         assert page.locator("#jg-users-pages").text_content() == "‹ 上一页第 1–50 位用户，共 60 位下一页 ›"
         first = page.locator("#jg-users tr.jg-user").first
         assert first.locator("td").nth(1).text_content() == "1 个内核"
         assert page.locator("#jg-users tr.jg-user + tr button").first.text_content() == "关闭"
         card = page.locator(".jg-gpu[data-index='0']")
         assert card.locator(".jg-holders").text_content().startswith("占用者：user56 ")
-        assert card.locator(".jg-holders").text_content().endswith(" 等另外 10 人")
+        assert card.locator(".jg-holders").text_content().endswith("，另有 10 人")
         assert "利用率" in card.locator(".jg-legend").text_content()
         assert page.locator("#jg-usage tr.jg-user").first.locator("td").nth(1).text_content() == "1 个笔记本"
         expect(page.locator("#jg-usage-status")).to_have_text(
