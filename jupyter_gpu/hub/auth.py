@@ -138,7 +138,9 @@ class ConsoleBase(UserFirst, HubAuthFromSettings, HubOAuthenticated, Base):
 
     @contextmanager
     def speaking(self) -> Iterator[None]:
-        """Messages made in this block are in :meth:`language`. The forced language is the
-        process's: only around code that does not await (another request would speak it too)."""
+        """Messages made in this block are in :meth:`language` (this request's task alone:
+        :func:`jupyter_gpu.core.i18n.language_forced`). Not around code that starts work shared
+        with other requests (a task started here would inherit the language: Prometheus mode's
+        asking, whose log stays English)."""
         with i18n.language_forced(self.language()):
             yield

@@ -38,7 +38,7 @@ async def console_body(handler: ConsoleBase, role: str) -> str:
             data = await service.prometheus_console(viewer, role, handler.language())
         else:
             devices = await service.devices()
-            with handler.speaking():  # no await in here: the language is this request's alone
+            with handler.speaking():  # the console's words in this request's language
                 data = core.console(
                     devices,
                     service.history.to_dict(),
