@@ -14,12 +14,21 @@ USAGE_ROWS = "#jg-usage tr.jg-user"
 
 
 def open_console(
-    browser: Any, url: str, token: str, *, height: int = 900, wait_for: tuple[str, ...] = (USERS_ROWS,)
+    browser: Any,
+    url: str,
+    token: str,
+    *,
+    height: int = 900,
+    wait_for: tuple[str, ...] = (USERS_ROWS,),
+    locale: str | None = None,
 ) -> Any:
     """A page of the console at ``url`` as the holder of ``token``, once ``wait_for`` are drawn;
-    ``page.errors`` collects the page's uncaught errors."""
+    ``page.errors`` collects the page's uncaught errors. ``locale``: the browser's language (its
+    ``Accept-Language`` and ``navigator.language``, e.g. ``zh-CN``)."""
     context = browser.new_context(
-        viewport={"width": 1280, "height": height}, extra_http_headers={"Authorization": f"token {token}"}
+        viewport={"width": 1280, "height": height},
+        extra_http_headers={"Authorization": f"token {token}"},
+        **({"locale": locale} if locale else {}),
     )
     page = context.new_page()
     errors: list[str] = []

@@ -15,8 +15,11 @@ module using it asks for: ``pytestmark = pytest.mark.usefixtures("stop_started")
 from __future__ import annotations
 
 import asyncio
+import os
 import threading
-from collections.abc import Awaitable, Callable
+import time
+from collections.abc import Awaitable, Callable, Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -229,3 +232,51 @@ def account_in_this_process(usage_db: str, scenario: str, usage_interval_s: floa
         await asyncio.Event().wait()
 
     asyncio.run(main())
+
+
+@contextmanager
+def crowd(folder: Path, users: Sequence[str], kernels: int, gpus: int) -> Iterator[str]:
+    """The console's URL for a crowd of the stand-in hub: the admin ``admin-token`` and ``users``
+    (tokens ``<name>-token``) with ``kernels`` kernels each, user n's on GPU ``n % gpus`` holding
+    ``256 + n`` MiB per kernel (simulated GPUs, ``folder/gpus.json``), reported and ten minutes of them
+    accounted (``folder/usage.sqlite``); the service runs in a thread of its own (:class:`InThread`).
+    The caller's test sets nothing: the simulation's variable is set and restored here."""
+    from jupyter_gpu import simulate
+
+    hub = FakeHub()
+    hub.add_user("root-admin", "admin-token", admin=True)
+    for n, name in enumerate(users):
+        hub.add_user(name, f"{name}-token")
+        hub.snapshots[name] = user_snapshot(name, kernels, gpu=n % gpus, mib=256 + n)
+    scenario = ScenarioFile(folder / "gpus.json", scenario_of(hub.snapshots, gpus=gpus))
+    before = os.environ.get(simulate.ENV_VAR)
+    os.environ[simulate.ENV_VAR] = str(scenario.path)
+
+    async def ten_minutes_of_every_kernel(service: HubService) -> None:
+        for name, snapshot in hub.snapshots.items():  # every user server has reported
+            service.board.receive(name, report_of(snapshot), time.time())
+        now = time.time()
+        assert service.accountant is not None
+        await service.accountant.account_once(now - 600)
+        await service.accountant.account_once(now)
+
+    running = None
+    try:
+        running = InThread(
+            hub.url,
+            prepare=ten_minutes_of_every_kernel,
+            ready_s=60,
+            interval_s=0.5,
+            usage_db=str(folder / "usage.sqlite"),
+            usage_interval_s=600,
+            report_interval_s=3600,  # the reports stay fresh for the whole test
+        )
+        yield running.url
+    finally:
+        if running is not None:
+            running.stop()
+        hub.stop()
+        if before is None:
+            os.environ.pop(simulate.ENV_VAR, None)
+        else:
+            os.environ[simulate.ENV_VAR] = before

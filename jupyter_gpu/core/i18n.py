@@ -26,6 +26,7 @@ placeholders differ, and a translation of a string that no longer exists.
 
 **Choosing the language**, first match wins:
 
+0. inside :func:`language_forced`, its language (that thread's or asyncio task's alone);
 1. :func:`set_language` (the ``language`` traitlets of the kernel, the server and the hub service);
 2. ``JUPYTER_GPU_LANG``;
 3. in a kernel started by Jupyter, the language chosen in JupyterLab's Settings → Language (the
@@ -34,13 +35,16 @@ placeholders differ, and a translation of a string that no longer exists.
 
 A value names a language as people write it (``zh_CN``, ``zh-CN``, ``zh_CN.UTF-8``, ``zh``); one
 with no catalog (``C``, ``en_US``, ``fr``) means English. The hub console chooses per request
-(:func:`translator` with the page's ``?lang=``, else the browser's ``Accept-Language``).
+(:func:`jupyter_gpu.hub.page.request_language`: the page's ``?lang=``, the service's ``--language``
+or ``JUPYTER_GPU_LANG``, the browser's ``Accept-Language``) and answers in it with
+:func:`language_forced` and :func:`translator`.
 
 Pure: the standard library, and Babel only to read a catalog.
 """
 
 from __future__ import annotations
 
+import contextvars
 import functools
 import gettext
 import io
@@ -67,7 +71,10 @@ LAB_SETTINGS_FILE = Path("@jupyterlab", "translation-extension", "plugin.jupyter
 #: The catalog JupyterLab's front end reads (built from it).
 LAB_SOURCE = "lab.po"
 
-_forced: str | None = None
+_forced: str | None = None  # set_language: the whole process's
+#: language_forced: one block's, seen only by its own thread and asyncio task (a request answered in
+#: its asker's language while the sampler's thread or another request's task goes on in theirs).
+_scoped: contextvars.ContextVar[str | None] = contextvars.ContextVar("jupyter_gpu_language", default=None)
 
 
 def available_languages() -> tuple[str, ...]:
@@ -125,14 +132,17 @@ def set_language(value: str | None) -> None:
 
 @contextmanager
 def language_forced(value: str | None) -> Iterator[None]:
-    """Run a block in one language (tests, a face that answers one request in its asker's)."""
-    global _forced
-    before = _forced
-    _forced = value or None
+    """Run a block in one language (tests, a face that answers one request in its asker's).
+
+    Only this thread, or this asyncio task, speaks it: other threads and tasks keep theirs (a
+    context variable), so a server may answer two requests in two languages at once. ``None`` or
+    ``""``: the block has no language of its own (the process's choice, :func:`set_language`, or
+    the environment)."""
+    token = _scoped.set(value or None)
     try:
         yield
     finally:
-        _forced = before
+        _scoped.reset(token)
 
 
 def lab_settings_dir() -> Path:
@@ -183,6 +193,9 @@ def _started_by_jupyter() -> bool:
 
 def language() -> str:
     """This process's language now (the rules in the module docstring): ``"en"`` or a catalog."""
+    scoped = _scoped.get()
+    if scoped:
+        return choose([scoped])
     if _forced:
         return choose([_forced])
     explicit = os.environ.get(ENV, "")

@@ -1,121 +1,191 @@
-"""``python -m jupyter_gpu.hub``: the jupyter-gpu JupyterHub service (started by the hub)."""
+"""``python -m jupyter_gpu.hub``: the jupyter-gpu JupyterHub service (started by the hub).
+
+Its ``--help`` and one-line errors are in the language ``--language`` names (else
+``JUPYTER_GPU_LANG``, else the standard variables); ``--language`` is also the console's language
+for a browser whose page does not ask for another (``?lang=``). The service's log stays English.
+"""
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import logging
 import os
 import sys
 from urllib.parse import urlparse
 
+from ..core import i18n
+from ..core.i18n import _
+
 
 def _prometheus_problem(args: argparse.Namespace) -> str | None:
     """A one-line error for bad Prometheus options (None: fine)."""
     if args.prometheus_token_file and not args.prometheus_url:
-        return "--prometheus-token-file needs --prometheus-url"
+        return _("--prometheus-token-file needs --prometheus-url")
     if args.prometheus_url:
         url = urlparse(args.prometheus_url)
         if url.scheme not in ("http", "https") or not url.netloc or url.query or url.fragment:
-            return f"--prometheus-url {args.prometheus_url!r}: give the http(s) URL of Prometheus, e.g. http://prometheus:9090"
+            return _("--prometheus-url {url}: give the http(s) URL of Prometheus, e.g. http://prometheus:9090").format(
+                url=repr(args.prometheus_url)
+            )
     if args.prometheus_token_file:
         try:
             with open(args.prometheus_token_file, encoding="utf-8") as file:
                 if not file.read(4096).strip():
-                    return f"--prometheus-token-file {args.prometheus_token_file}: the file is empty"
+                    return _("--prometheus-token-file {file}: the file is empty").format(
+                        file=args.prometheus_token_file
+                    )
         except OSError as error:
             return f"--prometheus-token-file: {error.strerror}: {args.prometheus_token_file}"
     if not args.idle_after > 0:
-        return "--idle-after must be positive"
+        return _("--idle-after must be positive")
     if "{name}" not in args.system_user:
-        return f"--system-user {args.system_user!r}: the template must contain {{name}}"
+        return _("--system-user {template}: the template must contain {placeholder}").format(
+            template=repr(args.system_user), placeholder="{name}"
+        )
     return None
 
 
 DEFAULT_USAGE_DB = "jupyter_gpu_usage.sqlite"
 
 
+def language_asked(argv: list[str]) -> str | None:
+    """The value of ``--language`` in ``argv`` (looked for before the parser is built, so that its
+    ``--help`` is in that language too), or None."""
+    for position, arg in enumerate(argv):
+        if arg == "--":
+            break
+        if arg.startswith("--language="):
+            return arg.partition("=")[2]
+        if arg == "--language" and position + 1 < len(argv):
+            return argv[position + 1]
+    return None
+
+
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    asked = language_asked(argv)
+    with i18n.language_forced(asked) if asked else contextlib.nullcontext():
+        checked = _arguments(argv)
+    if isinstance(checked, int):
+        return checked
+    # From here on the service's own words are its log's: English. Each console request is
+    # answered in its asker's language (hub.page.request_language, i18n.language_forced).
+    i18n.set_language(i18n.SOURCE_LANGUAGE)
+    return _serve(checked)
+
+
+def _arguments(argv: list[str]) -> argparse.Namespace | int:
+    """The parsed command line, or the exit status after its one-line error (in the language asked)."""
     parser = argparse.ArgumentParser(
         prog="python -m jupyter_gpu.hub",
-        description="The jupyter-gpu JupyterHub service: GPU console at /services/<name>/ and one NVML "
-        "sampler for every user server of the host. Run it from c.JupyterHub.services.",
+        description=_(
+            "The jupyter-gpu JupyterHub service: GPU console at /services/<name>/ and one NVML "
+            "sampler for every user server of the host. Run it from c.JupyterHub.services."
+        ),
+    )
+    parser.add_argument(
+        "--language",
+        metavar="LANG",
+        help=_(
+            "the language of the console and of this help (zh_CN, en; default: $JUPYTER_GPU_LANG, "
+            "else each browser's Accept-Language); a console page's ?lang= still chooses its own"
+        ),
     )
     parser.add_argument(
         "--proxy-url",
         default=os.environ.get("JUPYTER_GPU_PROXY_URL", ""),
-        help="ignored (kept so that older configurations still start): the service no longer asks "
-        "user servers anything; they report to it (--report-interval)",
+        help=_(
+            "ignored (kept so that older configurations still start): the service no longer asks "
+            "user servers anything; they report to it (--report-interval)"
+        ),
     )
     parser.add_argument(
         "--report-interval",
         type=float,
         default=5.0,
         metavar="SECONDS",
-        help="how often each user server reports its kernels to the service (told in every answer; "
-        "a server silent for two intervals is shown as stale; default %(default)s)",
+        help=_(
+            "how often each user server reports its kernels to the service (told in every answer; "
+            "a server silent for two intervals is shown as stale; default %(default)s)"
+        ),
     )
-    parser.add_argument("--interval", type=float, default=1.0, help="seconds between two NVML samples")
+    parser.add_argument("--interval", type=float, default=1.0, help=_("seconds between two NVML samples"))
     parser.add_argument(
         "--linger",
         type=float,
         default=90.0,
-        help="keep sampling this long after the last request (then no NVML calls at all)",
+        help=_("keep sampling this long after the last request (then no NVML calls at all)"),
     )
     parser.add_argument(
         "--prometheus-url",
         metavar="URL",
-        help="read every node's GPUs and kernels from this Prometheus (its HTTP API, e.g. "
-        "http://prometheus.monitoring:9090) instead of local NVML and the user servers",
+        help=_(
+            "read every node's GPUs and kernels from this Prometheus (its HTTP API, e.g. "
+            "http://prometheus.monitoring:9090) instead of local NVML and the user servers"
+        ),
     )
     parser.add_argument(
         "--prometheus-token-file",
         metavar="FILE",
-        help="a file holding a bearer token for --prometheus-url (read at each query)",
+        help=_("a file holding a bearer token for --prometheus-url (read at each query)"),
     )
     parser.add_argument(
         "--prometheus-account",
         default="prometheus",
         metavar="USER",
-        help="the account Prometheus runs as when --prometheus-url is http:// on this host: the bearer "
-        "token goes only to a listener of this account, root or the service's own (default: prometheus)",
+        help=_(
+            "the account Prometheus runs as when --prometheus-url is http:// on this host: the bearer "
+            "token goes only to a listener of this account, root or the service's own (default: prometheus)"
+        ),
     )
     parser.add_argument(
         "--idle-after",
         type=float,
         default=3600.0,
         metavar="SECONDS",
-        help="with --prometheus-url: flag kernels idle this long (the user servers' "
-        "c.JupyterGpuServer.idle_threshold_s, default %(default)s)",
+        help=_(
+            "with --prometheus-url: flag kernels idle this long (the user servers' "
+            "c.JupyterGpuServer.idle_threshold_s, default %(default)s)"
+        ),
     )
     parser.add_argument(
         "--host-label",
         metavar="NAME",
-        help="the host label of jupyter_gpu_gpu_info on /metrics (default: $JUPYTER_GPU_HOST, "
-        "else the host name; give user servers the same c.JupyterGpuServer.host_label)",
+        help=_(
+            "the host label of jupyter_gpu_gpu_info on /metrics (default: $JUPYTER_GPU_HOST, "
+            "else the host name; give user servers the same c.JupyterGpuServer.host_label)"
+        ),
     )
     parser.add_argument(
         "--system-user",
         default="{name}",
         metavar="TEMPLATE",
-        help="the system account owning a hub user's processes, {name} standing for the "
-        "hub user name (default %(default)s; The Littlest JupyterHub: jupyter-{name}). "
-        "GPU memory is attributed to a user only through processes NVML shows owned "
-        "by that account",
+        help=_(
+            "the system account owning a hub user's processes, {name} standing for the "
+            "hub user name (default %(default)s; The Littlest JupyterHub: jupyter-{name}). "
+            "GPU memory is attributed to a user only through processes NVML shows owned "
+            "by that account"
+        ),
     )
     parser.add_argument(
         "--usage-db",
         metavar="FILE",
-        help="the SQLite file of usage accounting and the GPU history (relative to the service's "
-        f"working directory, c.JupyterHub.services' cwd; default {DEFAULT_USAGE_DB}, and without "
-        "accounting if that cannot be opened; created 0600, never through a symbolic link; an empty "
-        "value turns accounting off)",
+        help=_(
+            "the SQLite file of usage accounting and the GPU history (relative to the service's "
+            "working directory, c.JupyterHub.services' cwd; default {file}, and without "
+            "accounting if that cannot be opened; created 0600, never through a symbolic link; an empty "
+            "value turns accounting off)"
+        ).format(file=DEFAULT_USAGE_DB),
     )
     parser.add_argument(
         "--usage-interval",
         type=float,
         default=60.0,
         metavar="SECONDS",
-        help="seconds between two usage samples, each one transaction: a crash loses at most one (default %(default)s)",
+        help=_(
+            "seconds between two usage samples, each one transaction: a crash loses at most one (default %(default)s)"
+        ),
     )
     args = parser.parse_args(argv)
     problem = _prometheus_problem(args)
@@ -129,18 +199,23 @@ def main(argv: list[str] | None = None) -> int:
     ]
     if missing:
         print(
-            f"python -m jupyter_gpu.hub: {', '.join(missing)} not set: run it from c.JupyterHub.services",
+            "python -m jupyter_gpu.hub: "
+            + _("{variables} not set: run it from c.JupyterHub.services").format(variables=", ".join(missing)),
             file=sys.stderr,
         )
         return 2
     if args.interval <= 0 or args.linger <= 0 or not args.usage_interval > 0 or not 1 <= args.report_interval <= 600:
         print(
-            "python -m jupyter_gpu.hub: --interval, --linger and --usage-interval must be positive, "
-            "--report-interval 1 to 600",
+            "python -m jupyter_gpu.hub: "
+            + _("--interval, --linger and --usage-interval must be positive, --report-interval 1 to 600"),
             file=sys.stderr,
         )
         return 2
+    return args
 
+
+def _serve(args: argparse.Namespace) -> int:
+    """Run the service until the hub stops it."""
     from tornado.ioloop import IOLoop
 
     from .app import HubService, make_app
@@ -167,6 +242,7 @@ def main(argv: list[str] | None = None) -> int:
             usage_db=usage_db,
             usage_interval_s=args.usage_interval,
             report_interval_s=args.report_interval,
+            language=args.language,
         )
 
     try:

@@ -2,21 +2,36 @@
 
 A request's identity is looked up once, awaited, in ``prepare()`` (:class:`UserFirst`), through the
 app's one :class:`jupyterhub.services.auth.HubOAuth` (cached for ``cache_max_age``, as HubAuth
-does). :class:`ConsoleBase` adds the console's roles (:func:`jupyter_gpu.hub.core.access`).
+does). :class:`ConsoleBase` adds the console's roles (:func:`jupyter_gpu.hub.core.access`) and
+the language each of its requests is answered in (:meth:`ConsoleBase.language`).
 """
 
 from __future__ import annotations
 
 import json
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 from jupyterhub.services.auth import HubAuthenticated, HubOAuth, HubOAuthenticated, UserNotAllowed
 from tornado import web
 
-from . import core
+from ..core import i18n
+from ..core.i18n import N_
+from . import core, page
 
 if TYPE_CHECKING:
     from .service import HubService
+
+
+class Refusal(web.HTTPError):
+    """An answer's error whose ``message`` is in the asker's language (``said``) while the service's
+    log keeps the English (admin logs stay English)."""
+
+    def __init__(self, status_code: int, english: str, said: str) -> None:
+        super().__init__(status_code, english.replace("%", "%%"))
+        self.said = said
 
 
 class Base(web.RequestHandler):
@@ -27,7 +42,9 @@ class Base(web.RequestHandler):
     def write_error(self, status_code: int, **kwargs: Any) -> None:
         reason = self._reason
         exc = kwargs.get("exc_info", (None, None))[1]
-        if isinstance(exc, web.HTTPError) and exc.log_message:
+        if isinstance(exc, Refusal):
+            reason = exc.said
+        elif isinstance(exc, web.HTTPError) and exc.log_message:
             reason = exc.log_message % exc.args if exc.args else exc.log_message
         self.set_header("Content-Type", "application/json")
         self.finish(json.dumps({"message": reason}))
@@ -94,5 +111,36 @@ class ConsoleBase(UserFirst, HubAuthFromSettings, HubOAuthenticated, Base):
     def role(self) -> str:
         role = core.access(self.current_user)
         if role is None:
-            raise web.HTTPError(403, f"the GPU console is for hub admins and holders of {core.READ_SCOPE}")
+            raise self.refusal(
+                403, N_("the GPU console is for hub admins and holders of {scope}"), scope=core.READ_SCOPE
+            )
         return role
+
+    def refusal(self, status_code: int, message: str, **values: Any) -> Refusal:
+        """The error to raise for ``message`` (marked with ``N_``, ``{placeholders}`` filled from
+        ``values``): its answer says it in :meth:`language`, the log in English."""
+        said = i18n.translator(self.language()).gettext(message)
+        return Refusal(status_code, message.format(**values), said.format(**values))
+
+    def language(self) -> str:
+        """The language this request is answered in (:func:`jupyter_gpu.hub.page.request_language`):
+        the page's ``?lang=``, the service's ``--language`` or ``JUPYTER_GPU_LANG``, the browser's
+        ``Accept-Language``, English. Field names, numbers and units stay as they are."""
+        chosen: str | None = getattr(self, "_jupyter_gpu_language", None)
+        if chosen is None:
+            chosen = page.request_language(
+                self.get_query_argument("lang", None),
+                self.service.language or os.environ.get(i18n.ENV),
+                self.request.headers.get("Accept-Language"),
+            )
+            self._jupyter_gpu_language = chosen
+        return chosen
+
+    @contextmanager
+    def speaking(self) -> Iterator[None]:
+        """Messages made in this block are in :meth:`language` (this request's task alone:
+        :func:`jupyter_gpu.core.i18n.language_forced`). Not around code that starts work shared
+        with other requests (a task started here would inherit the language: Prometheus mode's
+        asking, whose log stays English)."""
+        with i18n.language_forced(self.language()):
+            yield

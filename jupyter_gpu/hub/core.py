@@ -42,6 +42,7 @@ from typing import Any
 from ..core import gauges, wire
 from ..core.availability import Reservation, run_description, unit_availability
 from ..core.culling import cull_in_s, is_idle
+from ..core.i18n import _, ngettext
 from ..core.snapshot import Snapshot
 from ..core.text import display_text
 
@@ -164,9 +165,9 @@ _TRUTH: tuple[Snapshot | None, Truth] | None = None  # the latest sample's index
 def snapshot_problem(snapshot: Any) -> str | None:
     """Why ``snapshot`` is not a user server's ``jupyter-gpu/snapshot`` answer at all (None: it is)."""
     if not isinstance(snapshot, dict):
-        return "the answer is not a JSON object"
+        return _("the answer is not a JSON object")
     if not isinstance(snapshot.get("gpus", []), list) or not isinstance(snapshot.get("kernels", []), list):
-        return "the answer is not a jupyter-gpu snapshot (gpus and kernels must be lists)"
+        return _("the answer is not a jupyter-gpu snapshot (gpus and kernels must be lists)")
     return None
 
 
@@ -222,13 +223,23 @@ def user_kernels(
     if notes is not None:
         if foreign:
             notes.append(
-                f"{foreign} GPU process(es) this server claims for its kernels belong to another "
-                "account (NVML's PID owner): not counted"
+                ngettext(
+                    "{count} GPU process this server claims for its kernels belongs to another "
+                    "account (NVML's PID owner): not counted",
+                    "{count} GPU processes this server claims for its kernels belong to another "
+                    "account (NVML's PID owner): not counted",
+                    foreign,
+                ).format(count=foreign)
             )
         if unknown:
             notes.append(
-                f"{unknown} GPU process(es) this server claims for its kernels are not on this "
-                "host's GPUs as the service sees them: not counted"
+                ngettext(
+                    "{count} GPU process this server claims for its kernels is not on this "
+                    "host's GPUs as the service sees them: not counted",
+                    "{count} GPU processes this server claims for its kernels are not on this "
+                    "host's GPUs as the service sees them: not counted",
+                    unknown,
+                ).format(count=unknown)
             )
     kernels: list[dict[str, Any]] = []
     reported_rules = "idle_threshold_s" in snapshot
@@ -276,8 +287,11 @@ def user_kernels(
         )
     if notes is not None and malformed:
         notes.append(
-            f"{malformed} malformed or repeated entr{'y' if malformed == 1 else 'ies'} in this "
-            "server's answer: left out"
+            ngettext(
+                "{count} malformed or repeated entry in this server's answer: left out",
+                "{count} malformed or repeated entries in this server's answer: left out",
+                malformed,
+            ).format(count=malformed)
         )
     kernels.sort(key=lambda k: (-k["gpu_memory"], k["notebook"] or "", k["kernel_id"]))
     return kernels
@@ -344,7 +358,7 @@ def console(
         for server in by_user[name]:
             problem = None if server.snapshot is None else snapshot_problem(server.snapshot)
             if problem is not None:
-                errors.append(f"cannot read this server's GPU kernels: {problem}")
+                errors.append(_("cannot read this server's GPU kernels: {problem}").format(problem=problem))
             elif server.snapshot is not None:
                 kernels += user_kernels(server.snapshot, truth, account, notes)
             if server.error:
@@ -374,7 +388,7 @@ def console(
         "admin": admin,
         "simulated": devices.simulated if devices is not None else False,
         "nvml_available": devices.nvml_available if devices is not None else False,
-        "error": devices.error if devices is not None else "no GPU sample yet",
+        "error": devices.error if devices is not None else _("no GPU sample yet"),
         "warnings": [*(devices.warnings if devices is not None else ()), *(warnings or ())],
         "gpus": gpus,
         "users": users,
@@ -390,7 +404,9 @@ def _runs_text(runs: Sequence[Reservation], devices: Snapshot | None) -> list[st
     for run in runs:
         by_run.setdefault((run.pid, run.since), []).append(run)
     return [
-        f"{run_description(found[0], now)} on GPU {', '.join(sorted(index.get(r.gpu_uuid, '?') for r in found))}"
+        _("{run} on GPU {gpus}").format(
+            run=run_description(found[0], now), gpus=", ".join(sorted(index.get(r.gpu_uuid, "?") for r in found))
+        )
         for _key, found in sorted(by_run.items(), key=lambda item: item[0][1])
     ]
 

@@ -16,6 +16,7 @@ from prometheus_client.registry import Collector, CollectorRegistry
 from tornado import web
 
 from ..core import gauges
+from ..core.i18n import N_, _
 from ..core.snapshot import Snapshot
 from . import accounting, core, page
 from .auth import Api, Base, ConsoleBase, HubAuthFromSettings, UserFirst
@@ -28,35 +29,40 @@ STATIC = page.STATIC
 
 async def console_body(handler: ConsoleBase, role: str) -> str:
     """``api/console``'s JSON for the handler's viewer with ``role``: what the page polls and what
-    its first request carries inline (:class:`ConsolePage`). A bug is logged and the page says so,
+    its first request carries inline (:class:`ConsolePage`), its messages in the request's language
+    (:meth:`ConsoleBase.language`; its fields as they are). A bug is logged and the page says so,
     never a 500."""
     service, viewer = handler.service, handler.viewer()
     try:
         if service.prometheus_url:
-            data = await service.prometheus_console(viewer, role)
+            data = await service.prometheus_console(viewer, role, handler.language())
         else:
             devices = await service.devices()
-            data = core.console(
-                devices,
-                service.history.to_dict(),
-                service.servers(devices),
-                viewer,
-                role,
-                service.system_user,
-                reserved=service.reserved,
-                runs=service.runs,
-            )
+            with handler.speaking():  # the console's words in this request's language
+                data = core.console(
+                    devices,
+                    service.history.to_dict(),
+                    service.servers(devices),
+                    viewer,
+                    role,
+                    service.system_user,
+                    reserved=service.reserved,
+                    runs=service.runs,
+                )
             if role == "admin":  # how many reports were dropped since the start, by reason
                 data["reports_dropped"] = dict(service.board.dropped)
         return json.dumps(data, allow_nan=False)
     except Exception as error:  # a bug: logged, and the page says so instead of a 500
         log.exception("jupyter-gpu: the console could not be built")
-        return json.dumps(
-            {
-                **core.console(None, {}, [], viewer, role),
-                "error": f"the console could not be built ({type(error).__name__}; see the service's log)",
-            }
-        )
+        with handler.speaking():
+            return json.dumps(
+                {
+                    **core.console(None, {}, [], viewer, role),
+                    "error": _("the console could not be built ({error}; see the service's log)").format(
+                        error=type(error).__name__
+                    ),
+                }
+            )
 
 
 class ConsolePage(ConsoleBase):
@@ -68,7 +74,7 @@ class ConsolePage(ConsoleBase):
     async def get(self) -> None:
         role = self.role()
         self.xsrf_token  # sets the _xsrf cookie the page's DELETE sends back  # noqa: B018
-        built = page.page()
+        built = page.page(self.language())
         self.set_header("Content-Type", "text/html; charset=utf-8")
         self.set_header("Content-Security-Policy", built.csp)
         self.set_header("Cache-Control", "no-store")
@@ -97,14 +103,16 @@ class KernelApi(Api, ConsoleBase):
     @web.authenticated
     async def delete(self, user: str, kernel_id: str) -> None:
         if self.role() != "admin":
-            raise web.HTTPError(403, "only admins can shut down other users' kernels")
+            raise self.refusal(403, N_("only admins can shut down other users' kernels"))
         if core.KERNEL_ID.fullmatch(kernel_id) is None:
-            raise web.HTTPError(400, "not a kernel id")
+            raise self.refusal(400, N_("not a kernel id"))
         who = self.viewer()
         try:
             server = self.service.ask_shutdown(user, kernel_id, who)
         except KeyError:
-            raise web.HTTPError(404, f"no fresh report of {user[:200]}'s servers lists that kernel") from None
+            raise self.refusal(
+                404, N_("no fresh report of {user}'s servers lists that kernel"), user=user[:200]
+            ) from None
         log.warning(
             "jupyter-gpu: %s asked for the shutdown of kernel %s of user %s%s (its server carries it out)",
             who,
@@ -140,7 +148,7 @@ class ReportApi(Api, UserFirst, HubAuthFromSettings, HubAuthenticated, Base):
             self.service.board.drop("oversized")
             raise web.HTTPError(413, f"a report is at most {MAX_REPORT_BYTES} bytes")
         try:
-            _, answer = self.service.receive_report(user, body)
+            _report, answer = self.service.receive_report(user, body)
         except Refused as refused:
             raise web.HTTPError(429 if refused.reason == "too_frequent" else 422, str(refused)[:300]) from None
         self.set_header("Content-Type", "application/json")
@@ -173,9 +181,14 @@ class UsageApi(Api, ConsoleBase):
     def window(self) -> str:
         window = self.get_argument("window", "week")
         if window not in accounting.WINDOWS:
-            raise web.HTTPError(400, f"window must be one of {', '.join(accounting.WINDOWS)}, not {window[:40]!r}")
+            raise self.refusal(
+                400,
+                N_("window must be one of {windows}, not {window}"),
+                windows=", ".join(accounting.WINDOWS),
+                window=repr(window[:40]),
+            )
         if self.service.accountant is None:
-            raise web.HTTPError(404, "usage accounting is off in this service (no --usage-db)")
+            raise self.refusal(404, N_("usage accounting is off in this service (no --usage-db)"))
         return window
 
     @property
@@ -198,7 +211,7 @@ class UsageCsvApi(UsageApi):
     @web.authenticated
     async def get(self) -> None:
         if self.role() != "admin":
-            raise web.HTTPError(403, "the usage export is for admins")
+            raise self.refusal(403, N_("the usage export is for admins"))
         window = self.window()
         data = await self.accountant.usage(window, self.viewer(), True)
         self.set_header("Content-Type", "text/csv; charset=utf-8")

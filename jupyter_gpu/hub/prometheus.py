@@ -45,6 +45,7 @@ import re
 from typing import Any
 
 from ..core.culling import is_idle
+from ..core.i18n import _
 from ..core.wire import WireError, maybe, number
 
 log = logging.getLogger("jupyter_gpu.hub")
@@ -110,15 +111,21 @@ class _Dropped:
 def _result(answer: Any, result_type: str) -> list[Any]:
     """The ``data.result`` list of an API answer, or :class:`PrometheusError`."""
     if not isinstance(answer, dict):
-        raise PrometheusError("Prometheus answered something that is not a JSON object")
+        raise PrometheusError(_("Prometheus answered something that is not a JSON object"))
     if answer.get("status") != "success":
         error = answer.get("error")
-        raise PrometheusError("Prometheus answered an error: " + (error[:300] if isinstance(error, str) else "?"))
+        raise PrometheusError(
+            _("Prometheus answered an error: {error}").format(error=error[:300] if isinstance(error, str) else "?")
+        )
     data = answer.get("data")
     if not isinstance(data, dict) or data.get("resultType") != result_type or not isinstance(data.get("result"), list):
-        raise PrometheusError(f"Prometheus answered no {result_type} result")
+        raise PrometheusError(_("Prometheus answered no {kind} result").format(kind=result_type))
     if len(data["result"]) > MAX_SERIES:
-        raise PrometheusError(f"Prometheus answered {len(data['result'])} series (more than {MAX_SERIES})")
+        raise PrometheusError(
+            _("Prometheus answered {count} series (more than {limit})").format(
+                count=len(data["result"]), limit=MAX_SERIES
+            )
+        )
     return data["result"]
 
 
@@ -185,7 +192,7 @@ def devices_and_kernels(
         rows.append((kind, labels, sample[1]))
 
     hosts: dict[str, str] = {}
-    for kind, labels, _ in rows:
+    for kind, labels, _value in rows:
         if kind == "info" and labels.get("UUID") and labels.get("host"):
             hosts[labels["UUID"]] = labels["host"]
 
@@ -216,7 +223,7 @@ def devices_and_kernels(
         elif kind == "utilization":
             gpu["utilization"] = round(value)
         elif kind == "error" and value > 0:
-            gpu["error"] = "this GPU could not be read (jupyter_gpu_error)"
+            gpu["error"] = _("this GPU could not be read (jupyter_gpu_error)")
 
     kernels: dict[tuple[str, str], dict[str, Any]] = {}
     for kind, labels, value in rows:

@@ -15,7 +15,8 @@ from urllib.parse import urlencode
 
 from tornado.httpclient import AsyncHTTPClient, HTTPClientError, HTTPRequest
 
-from ..core import wire
+from ..core import i18n, wire
+from ..core.i18n import N_, _
 from ..sources.remote import account_uid, get_with_credential
 from . import prometheus as prom
 
@@ -47,6 +48,8 @@ class PrometheusAsker:
         self.answer: tuple[float, Any, dict[str, Any], str | None] | None = None
         self._asking: asyncio.Future[tuple[float, Any, dict[str, Any], str | None]] | None = None
         self._ranges: tuple[float, dict[str, Any]] | None = None  # (when asked, prom.history of the answers)
+        # The last error as logged (English) and as a reader is told it: (english, (template, values)).
+        self._error_said: tuple[str, tuple[str, dict[str, str]]] | None = None
         # Prometheus's answers are untrusted input: bounded in size before they are parsed.
         self.client = AsyncHTTPClient(force_instance=True, max_body_size=prom.MAX_BODY_BYTES)
 
@@ -118,26 +121,35 @@ class PrometheusAsker:
                 ),
             )
         error = None
+        said: tuple[str, dict[str, str]] | None = None
         if isinstance(instant, (HTTPClientError, urllib.error.HTTPError)):  # urllib's: with the bearer token
-            error = f"cannot read Prometheus at {self.url}: HTTP {instant.code}"
+            said = (N_("cannot read Prometheus at {url}: HTTP {code}"), {"url": self.url, "code": str(instant.code)})
         elif isinstance(instant, Exception):  # unreachable, not JSON, token file unreadable
-            error = f"cannot read Prometheus at {self.url}: {str(instant)[:300] or type(instant).__name__}"
+            problem = str(instant)[:300] or type(instant).__name__
+            said = (N_("cannot read Prometheus at {url}: {problem}"), {"url": self.url, "problem": problem})
         elif isinstance(instant, BaseException):
             raise instant
-        if error:
+        if said:
+            error = said[0].format(**said[1])  # the log's, in English
+            self._error_said = (error, said)
             log.warning("jupyter-gpu: %s", error)
         answer = (now, None if error else instant, self._ranges[1] if self._ranges else {}, error)
         self.answer = answer
         return answer
 
-    async def console(self, viewer: str, role: str) -> dict[str, Any]:
-        """The console from Prometheus (asked at most once per interval, shared by requests)."""
+    async def console(self, viewer: str, role: str, language: str | None = None) -> dict[str, Any]:
+        """The console from Prometheus (asked at most once per interval, shared by requests), its
+        messages in ``language`` (the asking happens outside it: the log stays English)."""
         cached = self.answer
         if cached is None or time.time() - cached[0] >= self.interval_s:
             if self._asking is None or self._asking.done():
                 self._asking = asyncio.ensure_future(self._ask())
             cached = await asyncio.shield(self._asking)
         now, instant, past, error = cached
-        data = prom.console(instant, viewer, role, past, self.idle_after_s, error, self.logged)
+        with i18n.language_forced(language):  # no await in here
+            said = self._error_said
+            if error and said is not None and said[0] == error:
+                error = _(said[1][0]).format(**said[1][1])
+            data = prom.console(instant, viewer, role, past, self.idle_after_s, error, self.logged)
         data["timestamp"] = data["timestamp"] or now
         return data

@@ -41,6 +41,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..core import wire
+from ..core.i18n import _, ngettext
 from .core import KERNEL_ID, MAX_GPUS, MAX_KERNELS_PER_USER, Truth, UserServer, account_of
 
 MAX_REPORT_BYTES = 1 << 20  # one report: 1,000 kernels with their PIDs fit in far less
@@ -289,8 +290,9 @@ class Board:
                         user,
                         None,
                         None,
-                        f"stale: no report from this server for {now - got.at:.0f} s "
-                        f"(servers report every {self.interval_s:g} s)",
+                        _(
+                            "stale: no report from this server for {silent} s (servers report every {interval} s)"
+                        ).format(silent=f"{now - got.at:.0f}", interval=f"{self.interval_s:g}"),
                     )
                 )
                 continue
@@ -304,7 +306,11 @@ class Board:
                         user,
                         None,
                         None,
-                        f"this server's report claims {len(lies)} GPU process(es) of another account: not believed",
+                        ngettext(
+                            "this server's report claims {count} GPU process of another account: not believed",
+                            "this server's report claims {count} GPU processes of another account: not believed",
+                            len(lies),
+                        ).format(count=len(lies)),
                     )
                 )
                 continue

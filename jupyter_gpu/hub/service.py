@@ -56,11 +56,13 @@ class HubService:
         usage_db: str | None = None,
         usage_interval_s: float = 60.0,
         report_interval_s: float = REPORT_INTERVAL_S,
+        language: str | None = None,
     ) -> None:
         if take is None:
             from ..sources.nvml import snapshot as take
         self.api_url = api_url.rstrip("/")
         self.api_token = api_token  # for the hub's API only (HubAuth): never sent to a user server
+        self.language = language or None  # --language: the console's, unless a page asks for its own (?lang=)
         self.interval_s = interval_s
         self._nvml_take = take
         self.history = GpuHistory(history_s, interval_s)
@@ -180,7 +182,7 @@ class HubService:
         with its next report (the server's name returned); KeyError when no fresh report lists it."""
         return self.board.ask_shutdown(user, kernel_id, by, time.time())
 
-    async def prometheus_console(self, viewer: str, role: str) -> dict[str, Any]:
-        """The console from Prometheus (``--prometheus-url``)."""
+    async def prometheus_console(self, viewer: str, role: str, language: str | None = None) -> dict[str, Any]:
+        """The console from Prometheus (``--prometheus-url``), its messages in ``language``."""
         assert self.prometheus is not None, "not in Prometheus mode"
-        return await self.prometheus.console(viewer, role)
+        return await self.prometheus.console(viewer, role, language)

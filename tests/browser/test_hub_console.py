@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import csv
 import io
-import time
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
@@ -16,48 +15,16 @@ from typing import Any
 
 import pytest
 from console_page import USAGE_ROWS, USERS_ROWS, open_console
-from hub_fake import FakeHub, report_of, scenario_of, user_snapshot
-from hub_service import InThread
-from support import ScenarioFile
-
-from jupyter_gpu import simulate
-from jupyter_gpu.hub.app import HubService
+from hub_service import crowd
 
 pytestmark = pytest.mark.browser
 USERS = [f"user{n:03d}" for n in range(200)]
 
 
 @pytest.fixture
-def crowd_url(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
-    hub = FakeHub()
-    hub.add_user("root-admin", "admin-token", admin=True)
-    for n, name in enumerate(USERS):
-        hub.add_user(name, f"{name}-token")
-        hub.snapshots[name] = user_snapshot(name, 2, gpu=n % 8, mib=256 + n)
-    scenario = ScenarioFile(tmp_path / "gpus.json", scenario_of(hub.snapshots, gpus=8))
-    monkeypatch.setenv(simulate.ENV_VAR, str(scenario.path))
-
-    async def ten_minutes_of_every_kernel(service: HubService) -> None:
-        for name, snapshot in hub.snapshots.items():  # the 200 user servers have reported
-            service.board.receive(name, report_of(snapshot), time.time())
-        now = time.time()
-        await service.accountant.account_once(now - 600)
-        await service.accountant.account_once(now)
-
-    running = InThread(
-        hub.url,
-        prepare=ten_minutes_of_every_kernel,
-        ready_s=60,
-        interval_s=0.5,
-        usage_db=str(tmp_path / "usage.sqlite"),
-        usage_interval_s=600,
-        report_interval_s=3600,  # the reports stay fresh for the whole test
-    )
-    try:
-        yield running.url
-    finally:
-        running.stop()
-        hub.stop()
+def crowd_url(tmp_path: Path) -> Iterator[str]:
+    with crowd(tmp_path, USERS, kernels=2, gpus=8) as url:
+        yield url
 
 
 def test_200_users_are_paged_filtered_and_sorted(browser: Any, crowd_url: str) -> None:

@@ -1,4 +1,7 @@
 // The GPU console: polls api/console and renders it as text only (textContent, never innerHTML).
+// Its words are in the page's language: __("…"), _n(…), _p(…) look them up in the catalog the
+// service embeds in the page (jg-i18n, jupyter_gpu/hub/page.py), fill() puts values into their
+// {placeholders} after translation; scripts/i18n.py extracts them into console.po.
 'use strict';
 
 // How the console writes sizes, durations and text from elsewhere: the twins of
@@ -102,6 +105,51 @@ globalThis.jupyterGpuFormat = (function () {
 
 if (typeof document !== 'undefined') {
   (function (format) {
+    // The catalog the service embedded: {"language": "zh_CN", "messages": {id: text or [forms]}}.
+    const I18N = (function () {
+      const node = document.getElementById('jg-i18n');
+      try {
+        const data = node && node.textContent ? JSON.parse(node.textContent) : null;
+        if (data && typeof data.language === 'string' && data.messages) return data;
+      } catch {
+        // not expected (the service writes it): English
+      }
+      return { language: 'en', messages: {} };
+    })();
+    function lookup(key) {
+      return Object.prototype.hasOwnProperty.call(I18N.messages, key) ? I18N.messages[key] : null;
+    }
+    function __(text) {
+      const found = lookup(text);
+      return typeof found === 'string' ? found : text;
+    }
+    // A plural: the catalogs' languages have one form (zh_CN) or two, the second for n != 1 (en).
+    function _n(singular, plural, count) {
+      const found = lookup(singular);
+      if (Array.isArray(found) && found.length) return found[found.length === 1 || count === 1 ? 0 : 1];
+      return count === 1 ? singular : plural;
+    }
+    function _p(context, text) {
+      const found = lookup(context + '\u0004' + text);
+      return typeof found === 'string' ? found : text;
+    }
+    // "held by {holders}" with its values, after translation (as Python's str.format).
+    function fill(text, values) {
+      return text.replace(/\{([A-Za-z_][A-Za-z0-9_]*)\}/g, function (whole, name) {
+        return Object.prototype.hasOwnProperty.call(values, name) ? String(values[name]) : whole;
+      });
+    }
+    // Every request carries the page's language, so that the messages it answers match the page.
+    function withLanguage(url) {
+      return url + (url.indexOf('?') === -1 ? '?' : '&') + 'lang=' + encodeURIComponent(I18N.language);
+    }
+    // Jupyter's kernel execution states, as JupyterLab's language pack says them.
+    const STATES = {
+      busy: _p('kernel state', 'busy'),
+      idle: _p('kernel state', 'idle'),
+      starting: _p('kernel state', 'starting'),
+      dead: _p('kernel state', 'dead')
+    };
     const POLL_MS = 2000;
     const USAGE_POLL_MS = 60000;
     const PAGE_USERS = 50; // users per page: the page stays readable (and quick) at 200 users
@@ -131,15 +179,16 @@ if (typeof document !== 'undefined') {
     }
     function getJson(url) {
       // JupyterHub checks XSRF on every cookie-authenticated fetch, GET included.
-      return fetch(url, { credentials: 'same-origin', headers: { 'X-XSRFToken': xsrf() } }).then(
-        function (response) {
-          if (!response.ok)
-            return response.json().then(function (body) {
-              throw new Error(body.message);
-            });
-          return response.json();
-        }
-      );
+      return fetch(withLanguage(url), {
+        credentials: 'same-origin',
+        headers: { 'X-XSRFToken': xsrf() }
+      }).then(function (response) {
+        if (!response.ok)
+          return response.json().then(function (body) {
+            throw new Error(body.message);
+          });
+        return response.json();
+      });
     }
     // Times of day in the viewer's locale. A page's first locale formatting loads the browser's
     // locale data (60-100 ms in a fresh page on a loaded machine): the first render leaves its
@@ -222,8 +271,8 @@ if (typeof document !== 'undefined') {
         return points.length ? Math.round(points[points.length - 1][1]) + ' %' : '—';
       };
       [
-        ['util', 'utilization ' + newest(util)],
-        ['mem', 'memory ' + newest(mem)]
+        ['util', fill(__('utilization {value}'), { value: newest(util) })],
+        ['mem', fill(__('memory {value}'), { value: newest(mem) })]
       ].forEach(function (key) {
         const item = el('span', null, 'jg-key jg-key-' + key[0]);
         item.appendChild(el('span', null, 'jg-swatch'));
@@ -243,11 +292,21 @@ if (typeof document !== 'undefined') {
       held.sort(function (a, b) {
         return b[1] - a[1] || (a[0] < b[0] ? -1 : 1);
       });
-      if (!held.length) return 'held by nobody';
-      const shown = held.slice(0, 5).map(function (entry) {
-        return entry[0] + ' ' + format.formatBytes(entry[1]);
-      });
-      return 'held by ' + shown.join(', ') + (held.length > 5 ? ' and ' + (held.length - 5) + ' more' : '');
+      if (!held.length) return __('held by nobody');
+      const shown = held
+        .slice(0, 5)
+        .map(function (entry) {
+          return entry[0] + ' ' + format.formatBytes(entry[1]);
+        })
+        .join(', ');
+      if (held.length <= 5) return fill(__('held by {holders}'), { holders: shown });
+      return fill(
+        _n('held by {holders} and {count} more', 'held by {holders} and {count} more', held.length - 5),
+        {
+          holders: shown,
+          count: held.length - 5
+        }
+      );
     }
     function renderGpus(data) {
       const box = document.getElementById('jg-gpus');
@@ -292,11 +351,16 @@ if (typeof document !== 'undefined') {
     }
     function shutdown(user, kernel, button) {
       button.disabled = true;
-      fetch('api/users/' + encodeURIComponent(user) + '/kernels/' + encodeURIComponent(kernel.kernel_id), {
-        method: 'DELETE',
-        headers: { 'X-XSRFToken': xsrf() },
-        credentials: 'same-origin'
-      })
+      fetch(
+        withLanguage(
+          'api/users/' + encodeURIComponent(user) + '/kernels/' + encodeURIComponent(kernel.kernel_id)
+        ),
+        {
+          method: 'DELETE',
+          headers: { 'X-XSRFToken': xsrf() },
+          credentials: 'same-origin'
+        }
+      )
         .then(function (response) {
           if (!response.ok)
             return response.json().then(function (body) {
@@ -306,7 +370,7 @@ if (typeof document !== 'undefined') {
         })
         .catch(function (error) {
           button.disabled = false;
-          button.textContent = format.neutralize('failed: ' + error.message);
+          button.textContent = format.neutralize(fill(__('failed: {error}'), { error: error.message }));
         });
     }
     function memoryText(kernel) {
@@ -317,10 +381,10 @@ if (typeof document !== 'undefined') {
         });
       if (parts.length) return parts.join(', ');
       if (!kernel.gpu_memory) return '–';
-      return (
-        format.formatBytes(kernel.gpu_memory) +
-        (kernel.memory_source === 'report' ? " (the kernel's report)" : '')
-      );
+      const memory = format.formatBytes(kernel.gpu_memory);
+      return kernel.memory_source === 'report'
+        ? fill(__("{memory} (the kernel's report)"), { memory: memory })
+        : memory;
     }
     // The rows a table shows: filtered by user name, sorted by the chosen column (then by name).
     function arrange(rows, state) {
@@ -343,13 +407,13 @@ if (typeof document !== 'undefined') {
       const pager = document.getElementById(pagerId);
       const parts = [];
       if (pages > 1) {
-        const back = el('button', '‹ previous');
+        const back = el('button', __('‹ previous'));
         back.disabled = state.page === 0;
         back.addEventListener('click', function () {
           state.page -= 1;
           rerender();
         });
-        const next = el('button', 'next ›');
+        const next = el('button', __('next ›'));
         next.disabled = state.page === pages - 1;
         next.addEventListener('click', function () {
           state.page += 1;
@@ -357,7 +421,12 @@ if (typeof document !== 'undefined') {
         });
         const first = state.page * PAGE_USERS + 1;
         const last = Math.min(rows.length, first + PAGE_USERS - 1);
-        parts.push(back, el('span', 'users ' + first + '–' + last + ' of ' + rows.length, 'jg-muted'), next);
+        const where = fill(__('users {first}–{last} of {total}'), {
+          first: first,
+          last: last,
+          total: rows.length
+        });
+        parts.push(back, el('span', where, 'jg-muted'), next);
       }
       pager.replaceChildren.apply(pager, parts);
       return rows.slice(state.page * PAGE_USERS, (state.page + 1) * PAGE_USERS);
@@ -403,7 +472,10 @@ if (typeof document !== 'undefined') {
           head.appendChild(el('td', user.name));
           const status = el(
             'td',
-            user.error || user.kernels.length + ' kernel(s)',
+            user.error ||
+              fill(_n('{count} kernel', '{count} kernels', user.kernels.length), {
+                count: user.kernels.length
+              }),
             user.error ? 'jg-error' : ''
           );
           (user.warnings || []).forEach(function (text) {
@@ -421,7 +493,7 @@ if (typeof document !== 'undefined') {
             const row = el('tr', null, 'jg-run');
             row.dataset.user = user.name;
             row.appendChild(el('td', ''));
-            row.appendChild(el('td', 'yours: ' + text));
+            row.appendChild(el('td', fill(__('yours: {run}'), { run: text })));
             rows.push(row);
           });
           user.kernels.forEach(function (kernel) {
@@ -429,9 +501,10 @@ if (typeof document !== 'undefined') {
             row.dataset.user = user.name;
             row.appendChild(el('td', ''));
             row.appendChild(
-              el('td', kernel.notebook || (kernel.kernel_id ? kernel.kernel_id.slice(0, 8) : '(hidden)'))
+              el('td', kernel.notebook || (kernel.kernel_id ? kernel.kernel_id.slice(0, 8) : __('(hidden)')))
             );
-            row.appendChild(el('td', (kernel.execution_state || '?') + (kernel.idle ? ' · idle' : '')));
+            const state = STATES[kernel.execution_state] || kernel.execution_state || '?';
+            row.appendChild(el('td', kernel.idle ? fill(__('{state} · idle'), { state: state }) : state));
             row.appendChild(el('td', memoryText(kernel)));
             row.appendChild(el('td', format.formatDuration(kernel.idle_s)));
             row.appendChild(el('td', format.formatDuration(kernel.cull_in_s)));
@@ -442,8 +515,8 @@ if (typeof document !== 'undefined') {
               kernel.gpu_memory > 0 &&
               kernel.execution_state !== 'busy'
             ) {
-              const button = el('button', 'Shut down');
-              button.title = 'Shut this kernel down (the user loses its state)';
+              const button = el('button', __('Shut down'));
+              button.title = __('Shut this kernel down (the user loses its state)');
               button.addEventListener('click', function () {
                 shutdown(user.name, kernel, button);
               });
@@ -472,7 +545,14 @@ if (typeof document !== 'undefined') {
           const head = el('tr', null, 'jg-user');
           head.dataset.user = user.name;
           head.appendChild(el('td', user.name));
-          head.appendChild(el('td', user.notebooks.length + ' notebook(s)'));
+          head.appendChild(
+            el(
+              'td',
+              fill(_n('{count} notebook', '{count} notebooks', user.notebooks.length), {
+                count: user.notebooks.length
+              })
+            )
+          );
           FIGURES.forEach(function (key) {
             head.appendChild(el('td', user[key].toFixed(2), 'jg-number'));
           });
@@ -481,7 +561,7 @@ if (typeof document !== 'undefined') {
             const row = el('tr', null, 'jg-notebook');
             row.dataset.user = user.name;
             row.appendChild(el('td', ''));
-            row.appendChild(el('td', entry.notebook || '(outside notebooks)'));
+            row.appendChild(el('td', entry.notebook || __('(outside notebooks)')));
             FIGURES.forEach(function (key) {
               row.appendChild(el('td', entry[key].toFixed(2), 'jg-number'));
             });
@@ -491,7 +571,7 @@ if (typeof document !== 'undefined') {
       );
       if (!rows.length) {
         const empty = el('tr');
-        const cell = el('td', 'no GPU use in this window', 'jg-muted');
+        const cell = el('td', __('no GPU use in this window'), 'jg-muted');
         cell.colSpan = 6;
         empty.appendChild(cell);
         rows.push(empty);
@@ -508,18 +588,17 @@ if (typeof document !== 'undefined') {
           usage = data;
           csv.hidden = !data.admin;
           document.getElementById('jg-usage-status').textContent = format.neutralize(
-            'since ' +
-              new Date(data.since * 1000).toLocaleString() +
-              ' (hours of the usage file, sampled every ' +
-              format.formatDuration(data.interval_s) +
-              ')'
+            fill(__('since {time} (hours of the usage file, sampled every {interval})'), {
+              time: new Date(data.since * 1000).toLocaleString(),
+              interval: format.formatDuration(data.interval_s)
+            })
           );
           renderUsage();
           document.body.dataset.usageRendered = String(Date.now());
         })
         .catch(function (error) {
           document.getElementById('jg-usage-status').textContent = format.neutralize(
-            'no usage: ' + error.message
+            fill(__('no usage: {error}'), { error: error.message })
           );
         })
         .finally(function () {
@@ -529,10 +608,11 @@ if (typeof document !== 'undefined') {
     function render(data) {
       latest = data;
       const status = document.getElementById('jg-status');
-      const view =
-        (data.admin ? 'admin view' : 'read-only view') +
-        (data.simulated ? ' · simulated GPUs' : '') +
-        (data.source === 'prometheus' ? ' · from Prometheus, ' + data.hosts.length + ' host(s)' : '');
+      const parts = [data.admin ? __('admin view') : __('read-only view')];
+      if (data.simulated) parts.push(__('simulated GPUs'));
+      if (data.source === 'prometheus')
+        parts.push(fill(__('from Prometheus, {count} host(s)'), { count: data.hosts.length }));
+      const view = parts.join(' · ');
       status.textContent = view;
       whenLocaleReady(function () {
         if (latest === data)
@@ -556,7 +636,7 @@ if (typeof document !== 'undefined') {
         .then(render)
         .catch(function (error) {
           document.getElementById('jg-status').textContent = format.neutralize(
-            'cannot load: ' + error.message
+            fill(__('cannot load: {error}'), { error: error.message })
           );
         })
         .finally(function () {
