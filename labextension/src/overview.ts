@@ -421,6 +421,7 @@ export function statusSummary(
     short = [inUseText];
   }
   const idle = idleKernels.size;
+  const staleReason = message ?? trans.__('update failed');
   const title =
     clauses([
       trans.__('%1 of %2 GPUs in use', inUse, gpus.length),
@@ -440,7 +441,7 @@ export function statusSummary(
           ]
         : []),
       ...(cullInS !== null ? [trans.__('an idle kernel is shut down in %1', formatDuration(cullInS))] : [])
-    ]) + (state === 'error' ? trans.__(' (stale: %1)', message ?? trans.__('update failed')) : '');
+    ]) + (state === 'error' ? trans.__(' (stale: %1)', staleReason) : '');
   return { text: text.join(' · '), short: short.join(' · '), title, warning: idle > 0 || cullInS !== null };
 }
 

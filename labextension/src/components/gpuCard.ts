@@ -47,9 +47,10 @@ export class GpuCard {
     gapS: number
   ): void {
     this._label = `GPU ${gpu.index}`;
-    const name = displayText(gpu.name, trans.__('unknown GPU'), 120);
+    const unknown = trans.__('unknown GPU');
+    const name = displayText(gpu.name, unknown, 120);
     setText(this._title, `GPU ${gpu.index} · ${name}`);
-    setAttr(this._title, 'title', `GPU ${gpu.index} · ${tooltipText(gpu.name, trans.__('unknown GPU'))}`);
+    setAttr(this._title, 'title', `GPU ${gpu.index} · ${tooltipText(gpu.name, unknown)}`);
     setAttr(this.node, 'aria-label', `GPU ${gpu.index}: ${name}`);
     setAttr(this.node, 'data-gpu-index', String(gpu.index));
     this.node.classList.toggle('jp-mod-error', gpu.error !== null);

@@ -173,13 +173,13 @@ export class HistoryChart {
     const util = el('span', 'jp-GpuHistory-key jp-mod-utilization');
     util.append(
       el('span', 'jp-GpuHistory-swatch', { 'aria-hidden': 'true' }),
-      `${trans._p('chart legend: GPU utilization', 'util')} `,
+      trans._p('chart legend: GPU utilization', 'util') + ' ',
       this._utilNow
     );
     const memory = el('span', 'jp-GpuHistory-key jp-mod-memory');
     memory.append(
       el('span', 'jp-GpuHistory-swatch', { 'aria-hidden': 'true' }),
-      `${trans._p('chart legend: GPU memory used', 'mem')} `,
+      trans._p('chart legend: GPU memory used', 'mem') + ' ',
       this._memNow
     );
     caption.append(util, memory, this._window);

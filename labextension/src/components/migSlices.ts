@@ -16,14 +16,16 @@ class SliceProcess {
 
   update(process: IGpuProcess): void {
     this.node.classList.toggle('jp-mod-own', process.own);
+    const unknownUser = trans.__('unknown user');
+    const noNotebook = trans.__('no notebook');
     const who = process.own
       ? trans.__('yours · %1', kernelLabel(process))
-      : `${displayText(process.user, trans.__('unknown user'), 40)} · ${displayText(process.name, `pid ${process.pid}`, 60)}`;
+      : `${displayText(process.user, unknownUser, 40)} · ${displayText(process.name, `pid ${process.pid}`, 60)}`;
     setText(this.node, `${who} · ${formatBytes(process.memory)}`);
     setAttr(
       this.node,
       'title',
-      `pid ${process.pid}${process.own ? ` · ${tooltipText(process.notebook, trans.__('no notebook'))}` : ''}`
+      `pid ${process.pid}${process.own ? ` · ${tooltipText(process.notebook, noNotebook)}` : ''}`
     );
   }
 }

@@ -66,12 +66,9 @@ export class OwnProcessRow {
   update(process: IGpuProcess, idleThresholdS: number): void {
     this._process = process;
     const label = kernelLabel(process);
+    const noNotebook = trans.__('no notebook');
     setText(this._open, label);
-    setAttr(
-      this._open,
-      'title',
-      `${tooltipText(process.notebook, trans.__('no notebook'))} (pid ${process.pid})`
-    );
+    setAttr(this._open, 'title', `${tooltipText(process.notebook, noNotebook)} (pid ${process.pid})`);
     setAttr(this._open, 'aria-label', process.notebook ? trans.__('Open %1', label) : label);
     this._open.disabled = !process.notebook;
     setText(this._memory, formatBytes(process.memory));
@@ -123,13 +120,15 @@ export class OtherProcessRow {
   }
 
   update(process: IGpuProcess): void {
-    setText(this._user, displayText(process.user, trans.__('unknown user'), 64));
+    const unknownUser = trans.__('unknown user');
+    const unknownProgram = trans.__('unknown program');
+    setText(this._user, displayText(process.user, unknownUser, 64));
     setText(this._name, displayText(process.name, `pid ${process.pid}`));
     // The full (neutralised) texts are in the tooltip; the row itself cuts them with an ellipsis.
     setAttr(
       this.node,
       'title',
-      `${tooltipText(process.user, trans.__('unknown user'))}: ${tooltipText(process.name, trans.__('unknown program'))}` +
+      `${tooltipText(process.user, unknownUser)}: ${tooltipText(process.name, unknownProgram)}` +
         ` (pid ${process.pid}, ${displayText(process.type, '?', 40)})`
     );
     setText(this._memory, formatBytes(process.memory));

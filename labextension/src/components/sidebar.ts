@@ -118,26 +118,21 @@ export class GpuSidebar extends Widget {
       case 'missing-extension':
         this._showBanner('error', model.message ?? trans.__('The jupyter_gpu server extension is missing.'));
         break;
-      case 'error':
+      case 'error': {
+        const reason = model.message ?? trans.__('unknown error');
         this._showBanner(
           'error',
           snapshot
-            ? trans.__(
-                'Could not update the GPU status: %1 (showing the last answer)',
-                model.message ?? trans.__('unknown error')
-              )
-            : trans.__('Could not update the GPU status: %1', model.message ?? trans.__('unknown error'))
+            ? trans.__('Could not update the GPU status: %1 (showing the last answer)', reason)
+            : trans.__('Could not update the GPU status: %1', reason)
         );
         break;
-      case 'no-nvml':
-        this._showBanner(
-          'warn',
-          trans.__(
-            'No GPU information: %1',
-            snapshot?.error ?? trans.__('NVML is not available on this server.')
-          )
-        );
+      }
+      case 'no-nvml': {
+        const reason = snapshot?.error ?? trans.__('NVML is not available on this server.');
+        this._showBanner('warn', trans.__('No GPU information: %1', reason));
         break;
+      }
       default:
         this._showBanner(null, '');
     }

@@ -67,16 +67,11 @@ export function usageText(answer: IUsageAnswer): { line: string; title: string }
     hours(answer.gib_hours),
     Math.min(100, Math.max(0, idle))
   );
+  const outside = trans.__('(outside notebooks)');
   const notebooks = [...answer.notebooks]
     .sort((a, b) => b.gpu_hours - a.gpu_hours)
     .slice(0, 5)
-    .map(n =>
-      trans.__(
-        '%1: %2 GPU-hours',
-        displayText(n.notebook || trans.__('(outside notebooks)'), '?', 80),
-        hours(n.gpu_hours)
-      )
-    );
+    .map(n => trans.__('%1: %2 GPU-hours', displayText(n.notebook || outside, '?', 80), hours(n.gpu_hours)));
   const more = answer.notebooks.length > 5 ? [trans.__('and %1 more', answer.notebooks.length - 5)] : [];
   return { line, title: [...notebooks, ...more].join('\n') };
 }
