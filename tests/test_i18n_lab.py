@@ -6,6 +6,8 @@ of JupyterLab's ``Gettext`` (labextension/node_modules/@jupyterlab/translation/l
 JupyterLab's translation server finds it through the ``jupyterlab.locale`` entry point.
 """
 
+# ruff: noqa: RUF001  (Chinese text is written with full-width punctuation: docs/i18n.md)
+
 from __future__ import annotations
 
 import re

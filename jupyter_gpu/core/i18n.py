@@ -311,7 +311,7 @@ def lab_catalog(language_: str) -> dict[str, Any]:
         strings = list(message.string) if isinstance(message.string, (list, tuple)) else [message.string]
         if all(strings):
             plural = isinstance(message.id, (list, tuple))
-            data[key] = strings + [""] if plural and len(strings) == 1 else strings
+            data[key] = [*strings, ""] if plural and len(strings) == 1 else strings
     return data
 
 

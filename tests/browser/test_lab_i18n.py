@@ -9,6 +9,8 @@ sidebar, the status-bar item, the out-of-memory report's button and its question
 offer and its question; then, with the setting back to its default, the same page in English.
 """
 
+# ruff: noqa: RUF001  (Chinese text is written with full-width punctuation: docs/i18n.md)
+
 from __future__ import annotations
 
 import json
