@@ -105,7 +105,7 @@ def test_the_sidebar_status_bar_and_dialogs_speak_chinese(lab: Any, page: Any, a
     assert sidebar.locator(".jp-GpuSidebar-compact").inner_text() == "紧凑"
     wait_until(lambda: sidebar.locator(".jp-GpuSidebar-free").inner_text() == "空闲：GPU 1, 2", what="空闲：GPU 1, 2")
     summary = sidebar.locator(".jp-GpuSidebar-summary").inner_text()
-    assert "模拟" in summary and "闲置判定" in summary and "更新于" in summary, summary
+    assert "模拟" in summary and "闲置阈值" in summary and "更新于" in summary, summary
     busy = sidebar.locator('.jp-GpuCard[data-gpu-index="0"]')
     assert busy.locator(".jp-GpuCard-sectionTitle", has_text="其他进程").is_visible()
     assert busy.locator(".jp-GpuCard-inUse").inner_text() == "1 个进程"

@@ -37,7 +37,7 @@ const CATALOG: ICatalog = {
   },
   '%1/%2 GPUs in use': ['%1/%2 个 GPU 使用中'],
   '%1 of %2 GPUs in use': ['%2 个 GPU 中 %1 个使用中'],
-  'yours %1': ['您的 %1'],
+  'yours %1': ['您占用 %1'],
   'your kernels hold %1': ['您的内核占用 %1'],
   'idle %1': ['闲置 %1'],
   '%1 of your kernels is idle while holding GPU memory': ['您有 %1 个内核闲置但仍占用显存', ''],
@@ -74,7 +74,7 @@ describe('the translator', () => {
   it("speaks Lab's language once handed its translator", () => {
     useTranslator(translator(CATALOG));
     const summary = statusSummary(busy, 'ok', null);
-    expect(summary.text).toBe('1/2 个 GPU 使用中 · 您的 4 GiB');
+    expect(summary.text).toBe('1/2 个 GPU 使用中 · 您占用 4 GiB');
     expect(summary.title).toBe('2 个 GPU 中 1 个使用中；您的内核占用 4 GiB');
     // a message the catalog lacks stays English, its values filled in
     expect(trans.__('%1 of %2 used', '1 GiB', '2 GiB')).toBe('1 GiB of 2 GiB used');
@@ -83,7 +83,7 @@ describe('the translator', () => {
   it('keeps the language when a later caller has no translator', () => {
     useTranslator(translator(CATALOG));
     useTranslator(undefined);
-    expect(statusSummary(busy, 'ok', null).text).toBe('1/2 个 GPU 使用中 · 您的 4 GiB');
+    expect(statusSummary(busy, 'ok', null).text).toBe('1/2 个 GPU 使用中 · 您占用 4 GiB');
   });
 
   it('takes a plural translation only with two entries, as lab_catalog writes it', () => {
