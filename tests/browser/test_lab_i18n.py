@@ -30,6 +30,18 @@ pytestmark = pytest.mark.browser
 NOTEBOOK = "offers.ipynb"
 RESTART_MIME = "application/vnd.jupyter-gpu.restart+json"
 TRANSLATION_PLUGIN = "@jupyterlab/translation-extension/plugin"
+#: How many lines each ` · `-separated part of the sidebar's header line takes on screen.
+LINES_PER_PART = """() => {
+  const text = document.querySelector('#jupyter-gpu-sidebar .jp-GpuSidebar-summary').firstChild;
+  let offset = 0;
+  return text.data.split(' · ').map(part => {
+    const range = document.createRange();
+    range.setStart(text, offset);
+    range.setEnd(text, offset + part.length);
+    offset += part.length + 3;
+    return new Set([...range.getClientRects()].map(rect => Math.round(rect.top))).size;
+  });
+}"""
 
 
 @pytest.fixture(scope="module")
@@ -106,6 +118,8 @@ def test_the_sidebar_status_bar_and_dialogs_speak_chinese(lab: Any, page: Any, a
     wait_until(lambda: sidebar.locator(".jp-GpuSidebar-free").inner_text() == "空闲：GPU 1, 2", what="空闲：GPU 1, 2")
     summary = sidebar.locator(".jp-GpuSidebar-summary").inner_text()
     assert "模拟" in summary and "闲置阈值" in summary and "更新于" in summary, summary
+    # At 250 px the header line wraps between its parts, never inside one, in Chinese too
+    assert page.evaluate(LINES_PER_PART) == [1] * len(summary.split(" · ")), summary
     busy = sidebar.locator('.jp-GpuCard[data-gpu-index="0"]')
     assert busy.locator(".jp-GpuCard-sectionTitle", has_text="其他进程").is_visible()
     assert busy.locator(".jp-GpuCard-inUse").inner_text() == "1 个进程"
