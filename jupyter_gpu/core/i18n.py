@@ -297,6 +297,10 @@ def lab_catalog(language_: str) -> dict[str, Any]:
 
     The Jed format JupyterLab's ``TranslationBundle`` reads: ``""`` holds the domain, language,
     plural forms and version; each message maps to its translations (a context is ``context\\x04id``).
+    Two rules of JupyterLab's ``Gettext`` that a catalog must follow to be read at all: the language
+    is a BCP 47 tag (``zh-CN``: Lab looks its own ``zh-CN``/``zh`` up, never ``zh_CN``), and a plural
+    message has at least two entries, a singular one exactly one (Lab tells them apart by length;
+    a language with one plural form gets an unused ``""`` second entry, as the zh-CN pack has).
     """
     from babel.messages.pofile import read_po
 
@@ -306,7 +310,7 @@ def lab_catalog(language_: str) -> dict[str, Any]:
     data: dict[str, Any] = {
         "": {
             "domain": DOMAIN,
-            "language": language_,
+            "language": language_.replace("_", "-"),
             "plural_forms": catalog.plural_forms,
             "version": DOMAIN,  # compared only with a language pack of the same domain: none
         }
@@ -319,7 +323,8 @@ def lab_catalog(language_: str) -> dict[str, Any]:
             key = f"{message.context}\x04{key}"
         strings = list(message.string) if isinstance(message.string, (list, tuple)) else [message.string]
         if all(strings):
-            data[key] = strings
+            plural = isinstance(message.id, (list, tuple))
+            data[key] = [*strings, ""] if plural and len(strings) == 1 else strings
     return data
 
 

@@ -11,6 +11,8 @@
  */
 import { Dialog, showDialog } from '@jupyterlab/apputils';
 
+import { trans } from './i18n';
+
 /** Whether to ask before a restart, and how to remember "Do not ask again" (set by index.ts). */
 export const restartConfirmation: {
   ask: boolean;
@@ -20,9 +22,9 @@ export const restartConfirmation: {
 
 /** The restart dialog's text: what is lost, and the plan (as text) the new kernel runs first. */
 export function restartQuestion(plan: string): string {
-  return (
-    'The kernel restarts: its variables and everything else defined in it are lost, as with any ' +
-    `restart. The new kernel then runs, before anything else: ${plan}.`
+  return trans.__(
+    'The kernel restarts: its variables and everything else defined in it are lost, as with any restart. The new kernel then runs, before anything else: %1.',
+    plan
   );
 }
 
@@ -30,20 +32,17 @@ export function restartQuestion(plan: string): string {
  * Asks before a restart that applies `plan` (unless the user opted out); true to go ahead.
  * "Do not ask again" with Restart turns the question off and saves that in the settings.
  */
-export async function confirmRestart(
-  plan: string,
-  title = 'Restart kernel and apply the GPU plan?'
-): Promise<boolean> {
+export async function confirmRestart(plan: string, title?: string): Promise<boolean> {
   if (!restartConfirmation.ask) {
     return true;
   }
   const result = await showDialog({
-    title,
+    title: title ?? trans.__('Restart kernel and apply the GPU plan?'),
     body: restartQuestion(plan),
-    buttons: [Dialog.cancelButton(), Dialog.warnButton({ label: 'Restart' })],
+    buttons: [Dialog.cancelButton(), Dialog.warnButton({ label: trans.__('Restart') })],
     checkbox: {
-      label: 'Do not ask again',
-      caption: 'Restart at once from now on (Settings › GPU monitor › Ask before restarting)',
+      label: trans.__('Do not ask again'),
+      caption: trans.__('Restart at once from now on (Settings › GPU monitor › Ask before restarting)'),
       checked: false
     }
   });

@@ -14,6 +14,7 @@ import { PageConfig } from '@jupyterlab/coreutils';
 
 import { countdownText, cullNotice, cullsDue, type ICullRecord, parseCulls } from './culling';
 import { displayText, formatDuration } from './format';
+import { trans } from './i18n';
 import { requestAPI } from './server';
 import type { IGpuMonitorModel, ISnapshot } from './tokens';
 
@@ -147,11 +148,11 @@ export class CullNotifier {
             autoClose: false,
             actions: [
               {
-                label: 'Keep running',
+                label: trans.__('Keep running'),
                 caption:
                   typeof postpone === 'number'
-                    ? `Postpone this kernel's shutdown by ${formatDuration(postpone)}`
-                    : "Postpone this kernel's shutdown",
+                    ? trans.__("Postpone this kernel's shutdown by %1", formatDuration(postpone))
+                    : trans.__("Postpone this kernel's shutdown"),
                 displayType: 'accent',
                 callback: () => void this.keep(kernelId, cull.label)
               }
@@ -166,7 +167,11 @@ export class CullNotifier {
     try {
       const postponed = await this.api.keepRunning(kernelId);
       Notification.success(
-        `${label.slice(0, 40)} keeps running: its shutdown is postponed by ${formatDuration(postponed)}.`,
+        trans.__(
+          '%1 keeps running: its shutdown is postponed by %2.',
+          label.slice(0, 40),
+          formatDuration(postponed)
+        ),
         {
           autoClose: 5000
         }
@@ -174,7 +179,11 @@ export class CullNotifier {
     } catch (error) {
       const message = error instanceof Error ? error.message : String(error);
       Notification.error(
-        `jupyter_gpu: could not keep ${label.slice(0, 40)} running: ${displayText(message, '', 300)}`
+        trans.__(
+          'jupyter_gpu: could not keep %1 running: %2',
+          label.slice(0, 40),
+          displayText(message, '', 300)
+        )
       );
       const id = this.countdowns.get(kernelId);
       if (id !== undefined) {
@@ -201,12 +210,16 @@ export class CullNotifier {
       this.notified.add(cull.kernelId);
     }
     for (const cull of away.slice(-AWAY_NOTICES)) {
-      Notification.info(`While you were away: ${cullNotice(cull)}`, { autoClose: false });
+      Notification.info(trans.__('While you were away: %1', cullNotice(cull)), { autoClose: false });
     }
     if (away.length > AWAY_NOTICES) {
       const more = away.length - AWAY_NOTICES;
       Notification.info(
-        `While you were away: ${more} more idle GPU kernel${more === 1 ? ' was' : 's were'} shut down.`,
+        trans._n(
+          'While you were away: %1 more idle GPU kernel was shut down.',
+          'While you were away: %1 more idle GPU kernels were shut down.',
+          more
+        ),
         { autoClose: false }
       );
     }

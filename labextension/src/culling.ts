@@ -5,6 +5,7 @@
  * process entries are read only from servers that send no summaries.
  */
 import { basename, displayText, formatBytes, formatDuration } from './format';
+import { trans } from './i18n';
 import type { IGpu, IGpuProcess, IKernelSummary, ISnapshot } from './tokens';
 
 export interface ICullDue {
@@ -19,7 +20,7 @@ export interface ICullDue {
 function label(kernelId: string, notebook: unknown): string {
   return typeof notebook === 'string' && notebook
     ? displayText(basename(notebook), '')
-    : `kernel ${displayText(kernelId.slice(0, 8), '')}`;
+    : trans.__('kernel %1', displayText(kernelId.slice(0, 8), ''));
 }
 
 function finite(value: unknown): value is number {
@@ -115,15 +116,23 @@ export function parseCulls(answer: unknown): ICullRecord[] {
 
 /** The notification that stays after a cull: "cull_a.ipynb shut down after 2 h idle, 6 GiB freed on GPU 1". */
 export function cullNotice(cull: ICullRecord): string {
-  const where = cull.gpus.length ? ` on GPU ${cull.gpus.join(', ')}` : '';
-  const freed = cull.memory > 0 ? `, ${formatBytes(cull.memory)} freed${where}` : '';
-  return `${cull.label.slice(0, 60)} shut down after ${formatDuration(cull.idleS)} idle${freed}.`;
+  const label = cull.label.slice(0, 60);
+  const idle = formatDuration(cull.idleS);
+  if (!(cull.memory > 0)) {
+    return trans.__('%1 shut down after %2 idle.', label, idle);
+  }
+  const freed = formatBytes(cull.memory);
+  return cull.gpus.length
+    ? trans.__('%1 shut down after %2 idle, %3 freed on GPU %4.', label, idle, freed, cull.gpus.join(', '))
+    : trans.__('%1 shut down after %2 idle, %3 freed.', label, idle, freed);
 }
 
 /** The countdown notification's text (plain text, short: under 140 characters). */
 export function countdownText(cull: ICullDue): string {
-  return (
-    `Idle GPU kernel ${cull.label.slice(0, 40)} (${formatBytes(cull.memory)}) ` +
-    `shuts down in ${formatDuration(cull.cullInS)}. Run a cell to keep it.`
+  return trans.__(
+    'Idle GPU kernel %1 (%2) shuts down in %3. Run a cell to keep it.',
+    cull.label.slice(0, 40),
+    formatBytes(cull.memory),
+    formatDuration(cull.cullInS)
   );
 }

@@ -10,6 +10,7 @@ import { ILayoutRestorer, JupyterFrontEnd, JupyterFrontEndPlugin } from '@jupyte
 import { Dialog, showDialog, showErrorMessage } from '@jupyterlab/apputils';
 import { ISettingRegistry } from '@jupyterlab/settingregistry';
 import { IStatusBar } from '@jupyterlab/statusbar';
+import { ITranslator } from '@jupyterlab/translation';
 
 import type { IProcessActions } from './components/processRow';
 import { kernelLabel } from './components/processRow';
@@ -18,6 +19,7 @@ import { restartConfirmation } from './confirm';
 import { CullNotifier } from './cullNotifier';
 import { GpuStatusItem } from './components/statusItem';
 import { formatBytes } from './format';
+import { trans, useTranslator } from './i18n';
 import { gpuIcon } from './icons';
 import { LatestSave } from './latestSave';
 import { GpuMonitorModel } from './model';
@@ -40,11 +42,14 @@ function makeActions(app: JupyterFrontEnd, model: GpuMonitorModel): IProcessActi
       }
       const label = kernelLabel(process);
       void showDialog({
-        title: 'Shut down kernel?',
-        body:
-          `The kernel of ${label} holds ${formatBytes(process.memory)} on ${gpuLabel}. ` +
-          'Shutting it down frees that memory and loses the variables of the notebook.',
-        buttons: [Dialog.cancelButton(), Dialog.warnButton({ label: 'Shut Down' })]
+        title: trans.__('Shut down kernel?'),
+        body: trans.__(
+          'The kernel of %1 holds %2 on %3. Shutting it down frees that memory and loses the variables of the notebook.',
+          label,
+          formatBytes(process.memory),
+          gpuLabel
+        ),
+        buttons: [Dialog.cancelButton(), Dialog.warnButton({ label: trans.__('Shut Down') })]
       }).then(async result => {
         if (!result.button.accept) {
           return;
@@ -52,7 +57,7 @@ function makeActions(app: JupyterFrontEnd, model: GpuMonitorModel): IProcessActi
         try {
           await app.serviceManager.kernels.shutdown(kernelId);
         } catch (error) {
-          await showErrorMessage('Could not shut down the kernel', error as Error);
+          await showErrorMessage(trans.__('Could not shut down the kernel'), error as Error);
         }
         await model.refresh().catch(() => undefined);
       });
@@ -65,13 +70,15 @@ const plugin: JupyterFrontEndPlugin<IGpuMonitorModel> = {
   description: 'A sidebar and status-bar GPU monitor built on the jupyter_gpu server extension.',
   autoStart: true,
   provides: IGpuMonitorModel,
-  optional: [ILayoutRestorer, IStatusBar, ISettingRegistry],
+  optional: [ILayoutRestorer, IStatusBar, ISettingRegistry, ITranslator],
   activate: (
     app: JupyterFrontEnd,
     restorer: ILayoutRestorer | null,
     statusBar: IStatusBar | null,
-    settingRegistry: ISettingRegistry | null
+    settingRegistry: ISettingRegistry | null,
+    translator: ITranslator | null
   ): IGpuMonitorModel => {
+    useTranslator(translator); // before any view is made: they read their words from `trans`
     let historyMinutes = 15;
     const model = new GpuMonitorModel({ historyMinutes });
     let settings: ISettingRegistry.ISettings | null = null;
@@ -89,13 +96,13 @@ const plugin: JupyterFrontEndPlugin<IGpuMonitorModel> = {
     );
 
     app.commands.addCommand(CommandIDs.open, {
-      label: 'GPU Monitor',
-      caption: 'Show which GPUs are in use and by which kernels',
+      label: trans.__('GPU Monitor'),
+      caption: trans.__('Show which GPUs are in use and by which kernels'),
       icon: gpuIcon,
       execute: () => app.shell.activateById(SIDEBAR_ID)
     });
     app.commands.addCommand(CommandIDs.refresh, {
-      label: 'Refresh GPU Status',
+      label: trans.__('Refresh GPU Status'),
       execute: () => model.refresh()
     });
 

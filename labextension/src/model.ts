@@ -13,6 +13,8 @@
 import { Poll } from '@lumino/polling';
 import { ISignal, Signal } from '@lumino/signaling';
 
+import { trans } from './i18n';
+
 import { requestAPI, ServerExtensionMissingError } from './server';
 import type { IGpuMonitorModel, IHistoryAnswer, IHistorySample, ISnapshot, MonitorState } from './tokens';
 
@@ -47,14 +49,14 @@ function memoryPercent(used: unknown, total: unknown): number | null {
  */
 export function snapshotProblem(snapshot: unknown): string | null {
   if (typeof snapshot !== 'object' || snapshot === null) {
-    return 'the server sent no snapshot object';
+    return trans.__('the server sent no snapshot object');
   }
   const { timestamp, gpus } = snapshot as Record<string, unknown>;
   if (!finite(timestamp)) {
-    return 'the server sent a snapshot without a timestamp';
+    return trans.__('the server sent a snapshot without a timestamp');
   }
   if (!Array.isArray(gpus) || !gpus.every(gpu => typeof gpu === 'object' && gpu !== null)) {
-    return 'the server sent a snapshot without a list of GPUs';
+    return trans.__('the server sent a snapshot without a list of GPUs');
   }
   return null;
 }

@@ -23,6 +23,7 @@ import { Widget } from '@lumino/widgets';
 import { confirmAction, confirmRestart } from './confirm';
 import { el, markDone, markGone } from './dom';
 import { displayText, formatBytes, formatDuration } from './format';
+import { trans, useTranslator } from './i18n';
 import { findSessionContext, parseOffer, refusal, restartAndRun, shownPlan } from './restart';
 
 export const OOM_MIME = 'application/vnd.jupyter-gpu.oom+json';
@@ -136,15 +137,22 @@ export function codeParts(line: string): { text: string; code: boolean }[] {
 export function actionLabel(action: OomAction): string {
   switch (action.kind) {
     case 'shutdown': {
-      const idle = action.idleS !== null && action.idleS > 0 ? `idle ${formatDuration(action.idleS)}, ` : '';
-      return `Shut down ${action.label} (${idle}holds ${formatBytes(action.memory)} on GPU ${action.gpu})`;
+      return action.idleS !== null && action.idleS > 0
+        ? trans.__(
+            'Shut down %1 (idle %2, holds %3 on GPU %4)',
+            action.label,
+            formatDuration(action.idleS),
+            formatBytes(action.memory),
+            action.gpu
+          )
+        : trans.__('Shut down %1 (holds %2 on GPU %3)', action.label, formatBytes(action.memory), action.gpu);
     }
     case 'restart':
-      return `Restart on GPU ${action.gpu} with growth`;
+      return trans.__('Restart on GPU %1 with growth', action.gpu);
     case 'raise_limit':
-      return `Restart with %gpu_limit ${action.limit}`;
+      return trans.__('Restart with %gpu_limit %1', action.limit);
     case 'free':
-      return `Free memory (${formatBytes(action.memory)} of cache)`;
+      return trans.__('Free memory (%1 of cache)', formatBytes(action.memory));
   }
 }
 
@@ -152,13 +160,13 @@ export function actionLabel(action: OomAction): string {
 export function doneLabel(action: OomAction): string {
   switch (action.kind) {
     case 'shutdown':
-      return `Shut down ${action.label}`;
+      return trans.__('Shut down %1', action.label);
     case 'restart':
-      return `Restarted on GPU ${action.gpu} with growth`;
+      return trans.__('Restarted on GPU %1 with growth', action.gpu);
     case 'raise_limit':
-      return `Restarted with %gpu_limit ${action.limit}`;
+      return trans.__('Restarted with %gpu_limit %1', action.limit);
     case 'free':
-      return 'Freed';
+      return trans.__('Freed');
   }
 }
 
@@ -187,12 +195,14 @@ export function freedText(output: string): string {
     }
   }
   const text = displayText([...figures, ...rest.slice(0, 3)].join(' · '), '', 300);
-  return text || 'jupyter_gpu: %gpu_free ran.';
+  return text || trans.__('jupyter_gpu: %gpu_free ran.');
 }
 
 export class OomRenderer extends Widget implements IRenderMime.IRenderer {
-  constructor() {
+  /** `options.translator`: Lab's language (the renderer may be the first of the extension to run). */
+  constructor(options?: Partial<IRenderMime.IRendererOptions>) {
     super();
+    useTranslator(options?.translator);
     this.addClass('jp-GpuOom');
   }
 
@@ -204,7 +214,7 @@ export class OomRenderer extends Widget implements IRenderMime.IRenderer {
     if (offer === null) {
       const plain = model.data['text/plain'];
       report.textContent =
-        typeof plain === 'string' ? plain : 'jupyter_gpu: this out-of-memory report is malformed.';
+        typeof plain === 'string' ? plain : trans.__('jupyter_gpu: this out-of-memory report is malformed.');
       return;
     }
     for (const line of offer.report.split('\n')) {
@@ -225,7 +235,7 @@ export class OomRenderer extends Widget implements IRenderMime.IRenderer {
     }
     if (!model.trusted) {
       const note = el('div', 'jp-GpuOom-note');
-      note.textContent = 'Untrusted output: the next steps are shown as text only.';
+      note.textContent = trans.__('Untrusted output: the next steps are shown as text only.');
       this.node.appendChild(note);
       return;
     }
@@ -259,14 +269,16 @@ export class OomRenderer extends Widget implements IRenderMime.IRenderer {
     } catch (error) {
       const message = error instanceof Error ? error.message : String(error);
       if (action.kind === 'shutdown' && (await kernelGone(action.kernelId))) {
-        markGone(button, 'that kernel no longer runs');
+        markGone(button, trans.__('that kernel no longer runs'));
         return;
       }
       if (action.kind !== 'shutdown' && !findSessionContext(this)?.session?.kernel) {
-        markGone(button, 'this notebook has no kernel now');
+        markGone(button, trans.__('this notebook has no kernel now'));
         return;
       }
-      Notification.error(`jupyter_gpu: ${actionLabel(action)} failed: ${displayText(message, '', 300)}`);
+      Notification.error(
+        trans.__('jupyter_gpu: %1 failed: %2', actionLabel(action), displayText(message, '', 300))
+      );
       button.disabled = false;
     }
   }
@@ -275,41 +287,53 @@ export class OomRenderer extends Widget implements IRenderMime.IRenderer {
   private async run(action: OomAction): Promise<boolean> {
     if (action.kind === 'shutdown') {
       const ok = await confirmAction(
-        'Shut down kernel?',
-        `The kernel of ${action.label} holds ${formatBytes(action.memory)} on GPU ${action.gpu}. ` +
-          'Shutting it down frees that memory and loses the variables of that notebook.',
-        'Shut Down'
+        trans.__('Shut down kernel?'),
+        trans.__(
+          'The kernel of %1 holds %2 on GPU %3. Shutting it down frees that memory and loses the variables of that notebook.',
+          action.label,
+          formatBytes(action.memory),
+          action.gpu
+        ),
+        trans.__('Shut Down')
       );
       if (!ok) {
         return false;
       }
       await KernelAPI.shutdownKernel(action.kernelId);
-      Notification.success(`Kernel of ${action.label} shut down.`, { autoClose: 5000 });
+      Notification.success(trans.__('Kernel of %1 shut down.', action.label), { autoClose: 5000 });
       return true;
     }
     const context = findSessionContext(this);
     if (!context?.session?.kernel) {
-      throw new Error('no kernel session holds this output');
+      throw new Error(trans.__('no kernel session holds this output'));
     }
     if (action.kind === 'restart') {
-      if (!(await confirmRestart(shownPlan(action.lines), `Restart the kernel on GPU ${action.gpu}?`))) {
+      if (
+        !(await confirmRestart(
+          shownPlan(action.lines),
+          trans.__('Restart the kernel on GPU %1?', action.gpu)
+        ))
+      ) {
         return false;
       }
       return restartAndRun(context, action.lines);
     }
     if (action.kind === 'raise_limit') {
-      const where = action.gpu === null ? '' : ` on GPU ${action.gpu}`;
-      const question = `Restart the kernel with a limit of ${action.limit}${where}?`;
+      const question =
+        action.gpu === null
+          ? trans.__('Restart the kernel with a limit of %1?', action.limit)
+          : trans.__('Restart the kernel with a limit of %1 on GPU %2?', action.limit, action.gpu);
       if (!(await confirmRestart(shownPlan(action.lines), question))) {
         return false;
       }
       return restartAndRun(context, action.lines);
     }
     const ok = await confirmAction(
-      'Free GPU memory?',
-      'Runs %gpu_free in this notebook’s kernel: the framework returns its unused cache to the GPU, ' +
-        'and only the output entries IPython itself made are dropped. Your variables stay.',
-      'Free'
+      trans.__('Free GPU memory?'),
+      trans.__(
+        'Runs %gpu_free in this notebook’s kernel: the framework returns its unused cache to the GPU, and only the output entries IPython itself made are dropped. Your variables stay.'
+      ),
+      trans._p('button: free GPU memory', 'Free')
     );
     if (!ok) {
       return false;
@@ -358,7 +382,7 @@ async function markGoneKernels(buttons: readonly [string, HTMLButtonElement][]):
   }
   for (const [kernelId, button] of buttons) {
     if (!running.has(kernelId)) {
-      markGone(button, 'that kernel no longer runs');
+      markGone(button, trans.__('that kernel no longer runs'));
     }
   }
 }
@@ -367,7 +391,7 @@ export const oomRendererFactory: IRenderMime.IRendererFactory = {
   safe: true, // text only; the buttons need trusted output, and each asks first
   mimeTypes: [OOM_MIME],
   defaultRank: 50,
-  createRenderer: () => new OomRenderer()
+  createRenderer: options => new OomRenderer(options)
 };
 
 export const oomExtension: IRenderMime.IExtension = {

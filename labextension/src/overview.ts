@@ -5,6 +5,7 @@
  */
 import { cullsDue } from './culling';
 import { displayText, formatBytes, formatDuration, percent, tooltipText } from './format';
+import { trans } from './i18n';
 import type { IGpu, IGpuProcess, IMigSlice, IReservation, IRunInfo, ISnapshot, MonitorState } from './tokens';
 
 /**
@@ -39,6 +40,31 @@ export type Availability =
   | 'reserved by you'
   | 'reserved by another user'
   | 'cannot be read';
+
+/** An `Availability` in the user's language (the value itself stays English: code compares it). */
+export function availabilityText(state: Availability): string {
+  switch (state) {
+    case 'free':
+      return trans.__('free');
+    case 'in use by you':
+      return trans.__('in use by you');
+    case 'in use by others':
+      return trans.__('in use by others');
+    case 'in use':
+      return trans.__('in use');
+    case 'reserved by you':
+      return trans.__('reserved by you');
+    case 'reserved by another user':
+      return trans.__('reserved by another user');
+    case 'cannot be read':
+      return trans.__('cannot be read');
+  }
+}
+
+/** Clauses of one tooltip or title, joined as the language joins them (`; ` in English). */
+export function clauses(parts: readonly string[]): string {
+  return parts.join(trans._p('between the clauses of a tooltip', '; '));
+}
 
 /** The plain facts of one GPU or MIG slice the rule reads (`tests/golden/availability.json`). */
 export interface IAvailabilityFacts {
@@ -115,8 +141,8 @@ export function isFreeSlice(slice: IMigSlice): boolean {
 
 /** `train.py (jupyter-gpu run), 2 h`: one of this user's runs, as the golden table spells it. */
 export function runDescription(run: IRunInfo, now: number): string {
-  const name = displayText(run.label || null, 'a command', 80);
-  return `${name} (jupyter-gpu run), ${formatDuration(Math.max(0, now - run.since))}`;
+  const name = displayText(run.label || null, trans.__('a command'), 80);
+  return trans.__('%1 (jupyter-gpu run), %2', name, formatDuration(Math.max(0, now - run.since)));
 }
 
 /** This user's runs on `gpus`, described once each (`yours: train.py (jupyter-gpu run), 2 h`). */
@@ -125,12 +151,12 @@ export function runsOn(gpus: readonly (IGpu | IMigSlice)[], now: number): string
   for (const unit of gpus) {
     for (const p of processesOf(unit)) {
       if (p.run && typeof p.run === 'object') {
-        seen.add(`yours: ${runDescription(p.run, now)}`);
+        seen.add(trans.__('yours: %1', runDescription(p.run, now)));
       }
     }
     for (const r of reservationsOf(unit)) {
       if (r.own === true && r.kind === 'run' && typeof r.since === 'number') {
-        seen.add(`yours: ${runDescription({ label: r.label ?? '', since: r.since }, now)}`);
+        seen.add(trans.__('yours: %1', runDescription({ label: r.label ?? '', since: r.since }, now)));
       }
     }
   }
@@ -178,7 +204,7 @@ export function freeSummary(gpus: readonly IGpu[]): string {
   if (free.slices.length) {
     parts.push(`MIG ${free.slices.join(', ')}`);
   }
-  return `free: ${parts.length ? parts.join(' · ') : 'none'}`;
+  return parts.length ? trans.__('free: %1', parts.join(' · ')) : trans.__('free: none');
 }
 
 /** The pieces of one compact line; `title` spells the line out for the tooltip. */
@@ -218,8 +244,9 @@ export function whoIsOn(processes: readonly IGpuProcess[]): { who: string; whole
   const names = keys.map(k => users.get(k) as string);
   const whole = [...keys];
   if (own) {
-    names.unshift(idle ? 'you (idle)' : 'you');
-    whole.unshift(idle ? 'you (idle)' : 'you');
+    const you = idle ? trans.__('you (idle)') : trans.__('you');
+    names.unshift(you);
+    whole.unshift(you);
   }
   return { who: names.join(', '), whole: whole.join(', '), idle };
 }
@@ -249,26 +276,28 @@ export function compactLine(gpu: IGpu, now: number = Date.now() / 1000): ICompac
       memoryPercent: 0,
       utilization: '—',
       free: '—',
-      who: 'cannot be read',
-      title: `${label}: cannot be read: ${reason}`,
+      who: availabilityText('cannot be read'),
+      title: trans.__('%1: cannot be read: %2', label, reason),
       isFree: false,
       idle: false,
       error: true
     };
   }
   const memoryPercent = percent(gpu.memory_used, gpu.memory_total);
-  const memory = `${formatBytes(gpu.memory_used)} of ${formatBytes(gpu.memory_total)} used`;
+  const memory = trans.__('%1 of %2 used', formatBytes(gpu.memory_used), formatBytes(gpu.memory_total));
   if (slices.length) {
     const freeSlices = slices.filter(isFreeSlice).length;
     return {
       label,
       memoryPercent,
-      utilization: 'n/a',
+      utilization: trans.__('n/a'),
       free: `${freeSlices}/${slices.length} MIG`,
-      who: who || 'nobody',
-      title:
-        `${label}: MIG mode, ${freeSlices} of ${slices.length} slices free; ${memory}` +
-        (whole ? `; on it: ${whole}` : ''),
+      who: who || trans.__('nobody'),
+      title: clauses([
+        trans.__('%1: MIG mode, %2 of %3 slices free', label, freeSlices, slices.length),
+        memory,
+        ...(whole ? [trans.__('on it: %1', whole)] : [])
+      ]),
       isFree: freeSlices > 0,
       idle,
       error: false
@@ -285,11 +314,12 @@ export function compactLine(gpu: IGpu, now: number = Date.now() / 1000): ICompac
     memoryPercent,
     utilization,
     free,
-    who: isFree || reserved ? state : who || state,
-    title:
-      `${label}: util ${utilization}, ${free} free, ${memory}` +
-      (isFree || reserved ? `; ${state}` : whole ? `; on it: ${whole}` : `; ${state}`) +
-      runs.map(run => `; ${run}`).join(''),
+    who: isFree || reserved ? availabilityText(state) : who || availabilityText(state),
+    title: clauses([
+      trans.__('%1: util %2, %3 free, %4', label, utilization, free, memory),
+      isFree || reserved || !whole ? availabilityText(state) : trans.__('on it: %1', whole),
+      ...runs
+    ]),
     isFree,
     idle,
     error: false
@@ -324,12 +354,12 @@ export function statusSummary(
 ): IStatusSummary {
   if (!snapshot || state === 'missing-extension' || state === 'no-nvml') {
     return {
-      text: 'GPU: n/a',
-      short: 'GPU: n/a',
+      text: trans.__('GPU: n/a'),
+      short: trans.__('GPU: n/a'),
       title:
         state === 'loading'
-          ? 'Waiting for the GPU status'
-          : (message ?? snapshot?.error ?? 'No GPU information'),
+          ? trans.__('Waiting for the GPU status')
+          : (message ?? snapshot?.error ?? trans.__('No GPU information')),
       warning: false
     };
   }
@@ -361,44 +391,58 @@ export function statusSummary(
   const failed = gpus.filter(g => g.error !== null).length;
   // "2/4 GPUs in use" is what a glance needs; the user's own share only when there is one. The
   // short text (Notebook 7's menu bar) says "in use" only when nothing else needs the room.
-  let text = `${inUse}/${gpus.length} GPUs in use`;
-  let short = `${inUse}/${gpus.length} GPUs`;
+  const inUseText = trans.__('%1/%2 GPUs in use', inUse, gpus.length);
+  const text = [inUseText];
+  let short = [trans.__('%1/%2 GPUs', inUse, gpus.length)];
   if (free.sliceCount > 0) {
-    text += ` · MIG ${free.slices.length}/${free.sliceCount} free`;
+    text.push(trans.__('MIG %1/%2 free', free.slices.length, free.sliceCount));
   }
   if (reserved.length > 0) {
-    text += ` · ${reserved.length} reserved`;
+    text.push(trans.__('%1 reserved', reserved.length));
   }
   if (own > 0) {
-    text += ` · yours ${formatBytes(own)}`;
+    text.push(trans.__('yours %1', formatBytes(own)));
   }
+  const failedText = trans.__('%1 failed', failed);
   if (failed > 0) {
-    text += ` · ${failed} failed`;
-    short += ` · ${failed} failed`;
+    text.push(failedText);
+    short.push(failedText);
   }
   if (cullInS !== null) {
-    text += ` · idle kernel shut down in ${formatDuration(cullInS)}`;
+    text.push(trans.__('idle kernel shut down in %1', formatDuration(cullInS)));
     // The countdown is the news: it takes the count's place (Notebook 7's menu bar at 800 px has
     // room for one of them only; the tooltip says both).
-    short = `${failed > 0 ? `${failed} failed · ` : ''}shut down in ${formatDuration(cullInS)}`;
+    short = [...(failed > 0 ? [failedText] : []), trans.__('shut down in %1', formatDuration(cullInS))];
   } else if (idleKernels.size > 0) {
-    text += ` · idle ${formatDuration(Math.max(...idleKernels.values()))}`;
-    short += ' · idle';
+    text.push(trans.__('idle %1', formatDuration(Math.max(...idleKernels.values()))));
+    short.push(trans.__('idle'));
   }
-  if (short === `${inUse}/${gpus.length} GPUs`) {
-    short += ' in use';
+  if (short.length === 1 && cullInS === null) {
+    short = [inUseText];
   }
   const idle = idleKernels.size;
+  const staleReason = message ?? trans.__('update failed');
   const title =
-    `${inUse} of ${gpus.length} GPUs in use` +
-    (free.sliceCount > 0 ? `; ${free.slices.length} of ${free.sliceCount} MIG slices free` : '') +
-    reserved.map(({ gpu, state }) => `; GPU ${gpu.index} ${state}`).join('') +
-    `; your kernels hold ${formatBytes(own)}` +
-    runs.map(run => `; ${run}`).join('') +
-    (idle > 0 ? `; ${idle} of your kernels ${idle === 1 ? 'is' : 'are'} idle while holding GPU memory` : '') +
-    (cullInS !== null ? `; an idle kernel is shut down in ${formatDuration(cullInS)}` : '') +
-    (state === 'error' ? ` (stale: ${message ?? 'update failed'})` : '');
-  return { text, short, title, warning: idle > 0 || cullInS !== null };
+    clauses([
+      trans.__('%1 of %2 GPUs in use', inUse, gpus.length),
+      ...(free.sliceCount > 0
+        ? [trans.__('%1 of %2 MIG slices free', free.slices.length, free.sliceCount)]
+        : []),
+      ...reserved.map(({ gpu, state }) => trans.__('GPU %1 %2', gpu.index, availabilityText(state))),
+      trans.__('your kernels hold %1', formatBytes(own)),
+      ...runs,
+      ...(idle > 0
+        ? [
+            trans._n(
+              '%1 of your kernels is idle while holding GPU memory',
+              '%1 of your kernels are idle while holding GPU memory',
+              idle
+            )
+          ]
+        : []),
+      ...(cullInS !== null ? [trans.__('an idle kernel is shut down in %1', formatDuration(cullInS))] : [])
+    ]) + (state === 'error' ? trans.__(' (stale: %1)', staleReason) : '');
+  return { text: text.join(' · '), short: short.join(' · '), title, warning: idle > 0 || cullInS !== null };
 }
 
 /** The sidebar's view setting: one line per GPU (`compact`), a card per GPU (`cards`), or `auto`. */

@@ -24,6 +24,7 @@ import { Widget } from '@lumino/widgets';
 import { confirmRestart } from './confirm';
 import { el, markDone } from './dom';
 import { displayText } from './format';
+import { trans, useTranslator } from './i18n';
 
 export const RESTART_MIME = 'application/vnd.jupyter-gpu.restart+json';
 
@@ -127,9 +128,10 @@ export function refusal(offer: IRestartOffer): string | null {
       .slice(1)
       .find(word => word.startsWith('-') && !QUICK_SELECT_OPTIONS.has(word));
     if (blocking !== undefined) {
-      return (
-        `jupyter_gpu: this restart offer is refused: ${blocking} in “${line}” could keep the new ` +
-        'kernel waiting; restart the kernel and run the line yourself.'
+      return trans.__(
+        'jupyter_gpu: this restart offer is refused: %1 in “%2” could keep the new kernel waiting; restart the kernel and run the line yourself.',
+        blocking,
+        line
       );
     }
   }
@@ -142,7 +144,7 @@ export function refusal(offer: IRestartOffer): string | null {
  */
 export function shownPlan(lines: readonly string[]): string {
   const shown = lines[0] === LOAD_LINE ? lines.slice(1) : lines;
-  return shown.length ? shown.join('; ') : 'the kernel’s default plan';
+  return shown.length ? shown.join('; ') : trans.__('the kernel’s default plan');
 }
 
 /**
@@ -153,7 +155,11 @@ export function shownPlan(lines: readonly string[]): string {
  */
 export function appliedPlanText(content: IExecuteReplyContent): string {
   if (content.status !== 'ok') {
-    const name = displayText(typeof content.ename === 'string' ? content.ename : null, 'Error', 100);
+    const name = displayText(
+      typeof content.ename === 'string' ? content.ename : null,
+      trans.__('Error'),
+      100
+    );
     const value = displayText(typeof content.evalue === 'string' ? content.evalue : null, '', 300);
     throw new Error(value ? `${name}: ${value}` : name);
   }
@@ -194,8 +200,10 @@ export function findSessionContext(widget: Widget): ISessionContextLike | null {
 }
 
 export class RestartRenderer extends Widget implements IRenderMime.IRenderer {
-  constructor() {
+  /** `options.translator`: Lab's language (the renderer may be the first of the extension to run). */
+  constructor(options?: Partial<IRenderMime.IRendererOptions>) {
     super();
+    useTranslator(options?.translator);
     this.addClass('jp-GpuRestart');
   }
 
@@ -208,10 +216,10 @@ export class RestartRenderer extends Widget implements IRenderMime.IRenderer {
     const text = el('div', 'jp-GpuRestart-text');
     this.node.appendChild(text);
     if (offer === null) {
-      text.textContent = 'jupyter_gpu: this restart offer is malformed and is ignored.';
+      text.textContent = trans.__('jupyter_gpu: this restart offer is malformed and is ignored.');
       return;
     }
-    text.textContent = `GPU plan for a fresh kernel: ${shownPlan(offer.lines)}`;
+    text.textContent = trans.__('GPU plan for a fresh kernel: %1', shownPlan(offer.lines));
     const refused = refusal(offer);
     if (refused !== null) {
       const note = el('div', 'jp-GpuRestart-note');
@@ -221,15 +229,15 @@ export class RestartRenderer extends Widget implements IRenderMime.IRenderer {
     }
     if (!model.trusted) {
       const note = el('div', 'jp-GpuRestart-note');
-      note.textContent = 'Untrusted output: restart the kernel and run these lines yourself.';
+      note.textContent = trans.__('Untrusted output: restart the kernel and run these lines yourself.');
       this.node.appendChild(note);
       return;
     }
     const button = el('button', 'jp-Button jp-mod-styled jp-mod-accept jp-GpuRestart-button', {
       type: 'button',
-      title: 'Restart the kernel, then apply this GPU plan before anything else runs'
+      title: trans.__('Restart the kernel, then apply this GPU plan before anything else runs')
     });
-    button.textContent = 'Restart kernel and apply';
+    button.textContent = trans.__('Restart kernel and apply');
     button.addEventListener('click', () => void this.restartAndApply(offer, button));
     this.node.appendChild(button);
     if (offer.automatic && offer.id && !handled.has(offer.id)) {
@@ -247,7 +255,9 @@ export class RestartRenderer extends Widget implements IRenderMime.IRenderer {
   private async restartAndApply(offer: IRestartOffer, button: HTMLButtonElement): Promise<void> {
     const context = findSessionContext(this);
     if (!context) {
-      Notification.error('jupyter_gpu: no kernel session holds this output; restart the kernel yourself.');
+      Notification.error(
+        trans.__('jupyter_gpu: no kernel session holds this output; restart the kernel yourself.')
+      );
       return;
     }
     button.disabled = true;
@@ -255,12 +265,12 @@ export class RestartRenderer extends Widget implements IRenderMime.IRenderer {
       button.disabled = false;
       return;
     }
-    button.textContent = 'Restarting…';
+    button.textContent = trans.__('Restarting…');
     if (await restartAndRun(context, offer.lines, this.timeoutMs)) {
-      markDone(button, 'Restarted, plan applied');
+      markDone(button, trans.__('Restarted, plan applied'));
     } else {
       button.disabled = false;
-      button.textContent = 'Restart kernel and apply';
+      button.textContent = trans.__('Restart kernel and apply');
     }
   }
 }
@@ -282,7 +292,7 @@ export async function restartAndRun(
         await context.restartKernel();
         const kernel = context.session?.kernel;
         if (!kernel) {
-          throw new Error('the kernel did not come back after the restart');
+          throw new Error(trans.__('the kernel did not come back after the restart'));
         }
         return kernel.requestExecute({
           code: lines.join('\n'),
@@ -292,18 +302,22 @@ export async function restartAndRun(
         }).done;
       })(),
       timeoutMs,
-      `no answer from the new kernel within ${seconds} s; it may still be busy with the ` +
-        'plan’s lines (interrupt it, then check with %gpu_status)'
+      trans.__(
+        'no answer from the new kernel within %1 s; it may still be busy with the plan’s lines (interrupt it, then check with %gpu_status)',
+        seconds
+      )
     );
     const words = appliedPlanText(reply.content);
     Notification.success(
-      words ? `Kernel restarted; GPU plan applied: ${words}` : 'Kernel restarted; GPU plan applied.',
+      words
+        ? trans.__('Kernel restarted; GPU plan applied: %1', words)
+        : trans.__('Kernel restarted; GPU plan applied.'),
       { autoClose: 10000 }
     );
     return true;
   } catch (error) {
     const message = error instanceof Error ? error.message : String(error);
-    Notification.error(`jupyter_gpu: restart and apply failed: ${displayText(message, '', 500)}`);
+    Notification.error(trans.__('jupyter_gpu: restart and apply failed: %1', displayText(message, '', 500)));
     return false;
   }
 }
@@ -312,7 +326,7 @@ export const rendererFactory: IRenderMime.IRendererFactory = {
   safe: true, // it renders text only; running the plan needs trusted output and allowed lines
   mimeTypes: [RESTART_MIME],
   defaultRank: 50,
-  createRenderer: () => new RestartRenderer()
+  createRenderer: options => new RestartRenderer(options)
 };
 
 const extension: IRenderMime.IExtension = {

@@ -8,6 +8,8 @@
 import { URLExt } from '@jupyterlab/coreutils';
 import { ServerConnection } from '@jupyterlab/services';
 
+import { trans } from './i18n';
+
 /** The namespace of the server extension's routes. */
 export const API_NAMESPACE = 'jupyter-gpu';
 
@@ -18,10 +20,10 @@ export const API_NAMESPACE = 'jupyter-gpu';
 export class ServerExtensionMissingError extends Error {
   constructor(url: string) {
     super(
-      `The jupyter_gpu server extension did not answer at ${url}. ` +
-        'Install jupyter_gpu in the environment that runs Jupyter Server ' +
-        '(pip install jupyter_gpu), check that `jupyter server extension list` shows ' +
-        'jupyter_gpu enabled, then restart the server.'
+      trans.__(
+        'The jupyter_gpu server extension did not answer at %1. Install jupyter_gpu in the environment that runs Jupyter Server (pip install jupyter_gpu), check that `jupyter server extension list` shows jupyter_gpu enabled, then restart the server.',
+        url
+      )
     );
     this.name = 'ServerExtensionMissingError';
   }

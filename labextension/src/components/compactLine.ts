@@ -4,6 +4,7 @@
  * under it (processes, kernel controls, chart) and closes it again. All server strings are text.
  */
 import { el, setAttr, setHidden, setStyle, setText } from '../dom';
+import { trans } from '../i18n';
 import { compactLine } from '../overview';
 import type { IGpu } from '../tokens';
 import { GpuCard } from './gpuCard';
@@ -65,7 +66,7 @@ export class GpuLine {
   private _label = el('span', 'jp-GpuLine-label');
   private _meter = el('span', 'jp-GpuLine-meter', {
     role: 'meter',
-    'aria-label': 'Memory used',
+    'aria-label': trans.__('Memory used'),
     'aria-valuemin': '0',
     'aria-valuemax': '100'
   });

@@ -1,7 +1,8 @@
 /** One GPU: title, error, memory bar, utilization/temperature/power, history chart, processes. */
 import { el, reconcile, setAttr, setHidden, setText } from '../dom';
 import { displayText, tooltipText } from '../format';
-import { unitAvailability } from '../overview';
+import { trans } from '../i18n';
+import { availabilityText, unitAvailability } from '../overview';
 import type { IGpu, IGpuProcess, IHistorySample } from '../tokens';
 import { HistoryChart } from './historyChart';
 import { MemoryBar } from './memoryBar';
@@ -21,9 +22,9 @@ export class GpuCard {
     this._stats.append(this._utilization, this._temperature, this._power);
     this._ownSection.append(this._ownHeading, this._ownList);
     this._otherSection.append(this._otherHeading, this._otherList);
-    this._ownHeading.textContent = 'Your kernels';
-    this._otherHeading.textContent = 'Other processes';
-    this._empty.textContent = 'No processes';
+    this._ownHeading.textContent = trans.__('Your kernels');
+    this._otherHeading.textContent = trans.__('Other processes');
+    this._empty.textContent = trans.__('No processes');
     this.node.append(
       header,
       this._error,
@@ -46,16 +47,17 @@ export class GpuCard {
     gapS: number
   ): void {
     this._label = `GPU ${gpu.index}`;
-    const name = displayText(gpu.name, 'unknown GPU', 120);
+    const unknown = trans.__('unknown GPU');
+    const name = displayText(gpu.name, unknown, 120);
     setText(this._title, `GPU ${gpu.index} · ${name}`);
-    setAttr(this._title, 'title', `GPU ${gpu.index} · ${tooltipText(gpu.name, 'unknown GPU')}`);
+    setAttr(this._title, 'title', `GPU ${gpu.index} · ${tooltipText(gpu.name, unknown)}`);
     setAttr(this.node, 'aria-label', `GPU ${gpu.index}: ${name}`);
     setAttr(this.node, 'data-gpu-index', String(gpu.index));
     this.node.classList.toggle('jp-mod-error', gpu.error !== null);
     setHidden(this._error, gpu.error === null);
     setText(
       this._error,
-      gpu.error === null ? '' : `Cannot read this GPU: ${displayText(gpu.error, '', 500)}`
+      gpu.error === null ? '' : trans.__('Cannot read this GPU: %1', displayText(gpu.error, '', 500))
     );
 
     const own = gpu.processes.filter(p => p.own);
@@ -64,14 +66,19 @@ export class GpuCard {
       .filter(p => !p.own && !gpu.mig_mode)
       .sort((a, b) => (b.memory ?? 0) - (a.memory ?? 0));
     const ownBytes = own.reduce((sum, p) => sum + (p.memory ?? 0), 0);
-    setText(this._inUse, gpu.processes.length > 0 ? `${gpu.processes.length} proc` : unitAvailability(gpu));
+    setText(
+      this._inUse,
+      gpu.processes.length > 0
+        ? trans._n('%1 proc', '%1 procs', gpu.processes.length)
+        : availabilityText(unitAvailability(gpu))
+    );
     this._memory.update(gpu.memory_used, gpu.memory_total, ownBytes);
     // A GPU that cannot be read has no numbers worth showing (NVML answers zeros): hide them.
     setHidden(this._memory.node, gpu.error !== null);
     setHidden(this._stats, gpu.error !== null);
     // Utilization is said once per card, in the chart's legend; here only why it is missing on MIG.
     const migUtil = gpu.mig_mode === true && gpu.utilization === null;
-    setText(this._utilization, migUtil ? 'util n/a on MIG' : '');
+    setText(this._utilization, migUtil ? trans.__('util n/a on MIG') : '');
     setHidden(this._utilization, !migUtil);
     this._slices.update(gpu.index, gpu.mig_mode ? gpu.slices : undefined);
     setText(
@@ -122,10 +129,10 @@ export class GpuCard {
   private _slices = new MigSlices();
   private _ownSection = el('div', 'jp-GpuCard-section jp-mod-own');
   private _ownHeading = el('h4', 'jp-GpuCard-sectionTitle');
-  private _ownList = el('ul', 'jp-GpuCard-processes', { 'aria-label': 'Your kernels' });
+  private _ownList = el('ul', 'jp-GpuCard-processes', { 'aria-label': trans.__('Your kernels') });
   private _otherSection = el('div', 'jp-GpuCard-section jp-mod-other');
   private _otherHeading = el('h4', 'jp-GpuCard-sectionTitle');
-  private _otherList = el('ul', 'jp-GpuCard-processes', { 'aria-label': 'Other processes' });
+  private _otherList = el('ul', 'jp-GpuCard-processes', { 'aria-label': trans.__('Other processes') });
   private _empty = el('p', 'jp-GpuCard-empty');
   private _ownRows = new Map<string, OwnProcessRow>();
   private _otherRows = new Map<string, OtherProcessRow>();

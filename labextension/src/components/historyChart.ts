@@ -15,6 +15,7 @@
 import type { IHistorySample } from '../tokens';
 import { el, setAttr, setText } from '../dom';
 import { formatDuration } from '../format';
+import { trans } from '../i18n';
 
 const SVG_NS = 'http://www.w3.org/2000/svg';
 
@@ -170,9 +171,17 @@ export class HistoryChart {
 
     const caption = el('figcaption', 'jp-GpuHistory-legend');
     const util = el('span', 'jp-GpuHistory-key jp-mod-utilization');
-    util.append(el('span', 'jp-GpuHistory-swatch', { 'aria-hidden': 'true' }), 'util ', this._utilNow);
+    util.append(
+      el('span', 'jp-GpuHistory-swatch', { 'aria-hidden': 'true' }),
+      trans._p('chart legend: GPU utilization', 'util') + ' ',
+      this._utilNow
+    );
     const memory = el('span', 'jp-GpuHistory-key jp-mod-memory');
-    memory.append(el('span', 'jp-GpuHistory-swatch', { 'aria-hidden': 'true' }), 'mem ', this._memNow);
+    memory.append(
+      el('span', 'jp-GpuHistory-swatch', { 'aria-hidden': 'true' }),
+      trans._p('chart legend: GPU memory used', 'mem') + ' ',
+      this._memNow
+    );
     caption.append(util, memory, this._window);
     this.node.append(plot, caption);
   }
@@ -197,12 +206,16 @@ export class HistoryChart {
     setText(this._memNow, percentText(last?.memory));
     // The same words as the notebook panel's legend ("last 15 min"): formatDuration.
     const window = formatDuration(windowS);
-    setText(this._window, `last ${window}`);
+    setText(this._window, trans.__('last %1', window));
     setAttr(
       this._svg,
       'aria-label',
-      `Utilization (line) and memory (area), 0 to 100 %, over the last ${window}; ` +
-        `now ${percentText(last?.utilization)} and ${percentText(last?.memory)}`
+      trans.__(
+        'Utilization (line) and memory (area), 0 to 100 %, over the last %1; now %2 and %3',
+        window,
+        percentText(last?.utilization),
+        percentText(last?.memory)
+      )
     );
   }
 

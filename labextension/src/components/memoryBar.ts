@@ -4,6 +4,7 @@
  */
 import { el, setAttr, setStyle, setText } from '../dom';
 import { formatBytes, percent } from '../format';
+import { trans } from '../i18n';
 
 export class MemoryBar {
   readonly node = el('div', 'jp-GpuMemory');
@@ -24,14 +25,20 @@ export class MemoryBar {
     setAttr(
       this._meter,
       'aria-valuetext',
-      `Memory ${formatBytes(used)} of ${formatBytes(total)} used` +
-        (own > 0 ? `, ${formatBytes(own)} by your kernels` : '')
+      own > 0
+        ? trans.__(
+            'Memory %1 of %2 used, %3 by your kernels',
+            formatBytes(used),
+            formatBytes(total),
+            formatBytes(own)
+          )
+        : trans.__('Memory %1 of %2 used', formatBytes(used), formatBytes(total))
     );
   }
 
   private _meter = el('div', 'jp-GpuMemory-meter', {
     role: 'meter',
-    'aria-label': 'Memory',
+    'aria-label': trans.__('Memory'),
     'aria-valuemin': '0',
     'aria-valuemax': '100'
   });

@@ -6,6 +6,7 @@
  */
 import { el, reconcile, setAttr, setHidden, setText } from '../dom';
 import { displayText, formatBytes, tooltipText } from '../format';
+import { trans } from '../i18n';
 import type { IGpuProcess, IMigSlice } from '../tokens';
 import { MemoryBar } from './memoryBar';
 import { kernelLabel } from './processRow';
@@ -15,14 +16,16 @@ class SliceProcess {
 
   update(process: IGpuProcess): void {
     this.node.classList.toggle('jp-mod-own', process.own);
+    const unknownUser = trans.__('unknown user');
+    const noNotebook = trans.__('no notebook');
     const who = process.own
-      ? `yours · ${kernelLabel(process)}`
-      : `${displayText(process.user, 'unknown user', 40)} · ${displayText(process.name, `pid ${process.pid}`, 60)}`;
+      ? trans.__('yours · %1', kernelLabel(process))
+      : `${displayText(process.user, unknownUser, 40)} · ${displayText(process.name, `pid ${process.pid}`, 60)}`;
     setText(this.node, `${who} · ${formatBytes(process.memory)}`);
     setAttr(
       this.node,
       'title',
-      `pid ${process.pid}${process.own ? ` · ${tooltipText(process.notebook, 'no notebook')}` : ''}`
+      `pid ${process.pid}${process.own ? ` · ${tooltipText(process.notebook, noNotebook)}` : ''}`
     );
   }
 }
@@ -33,7 +36,7 @@ class SliceView {
   constructor() {
     this._header.append(this._title, this._utilization);
     this.node.append(this._header, this._error, this._memory.node, this._list);
-    this._utilization.textContent = 'util n/a on MIG';
+    this._utilization.textContent = trans.__('util n/a on MIG');
   }
 
   update(gpuIndex: number, slice: IMigSlice): void {
@@ -41,11 +44,11 @@ class SliceView {
     setText(this._title, `${label} · MIG ${displayText(slice.profile, '?', 32)}`);
     setAttr(this._title, 'title', `${label} · ${tooltipText(slice.uuid, '')}`);
     setAttr(this.node, 'data-mig-uuid', slice.uuid);
-    setAttr(this.node, 'aria-label', `MIG slice ${label} ${displayText(slice.profile, '?', 32)}`);
+    setAttr(this.node, 'aria-label', trans.__('MIG slice %1 %2', label, displayText(slice.profile, '?', 32)));
     setHidden(this._error, slice.error === null);
     setText(
       this._error,
-      slice.error === null ? '' : `Cannot read this slice: ${displayText(slice.error, '', 300)}`
+      slice.error === null ? '' : trans.__('Cannot read this slice: %1', displayText(slice.error, '', 300))
     );
     setHidden(this._memory.node, slice.error !== null);
     const own = slice.processes.filter(p => p.own).reduce((sum, p) => sum + (p.memory ?? 0), 0);
@@ -66,13 +69,13 @@ class SliceView {
   private _utilization = el('span', 'jp-GpuSlice-utilization');
   private _error = el('div', 'jp-GpuCard-error', { role: 'alert' });
   private _memory = new MemoryBar();
-  private _list = el('ul', 'jp-GpuSlice-processes', { 'aria-label': 'Processes on this slice' });
+  private _list = el('ul', 'jp-GpuSlice-processes', { 'aria-label': trans.__('Processes on this slice') });
   private _rows = new Map<string, SliceProcess>();
 }
 
 /** The slices of one GPU (hidden when the GPU is not in MIG mode). */
 export class MigSlices {
-  readonly node = el('ul', 'jp-GpuSlices', { 'aria-label': 'MIG slices' });
+  readonly node = el('ul', 'jp-GpuSlices', { 'aria-label': trans.__('MIG slices') });
 
   update(gpuIndex: number, slices: readonly IMigSlice[] | undefined): void {
     setHidden(this.node, !slices || slices.length === 0);

@@ -4,6 +4,7 @@
  */
 import { el, setAttr, setHidden, setText } from '../dom';
 import { basename, displayText, formatBytes, formatDuration, tooltipText } from '../format';
+import { trans } from '../i18n';
 import { runDescription } from '../overview';
 import type { IGpuProcess } from '../tokens';
 
@@ -19,13 +20,13 @@ export interface IProcessActions {
  */
 export function kernelLabel(process: IGpuProcess, now: number = Date.now() / 1000): string {
   if (process.run && typeof process.run === 'object') {
-    return `yours: ${runDescription(process.run, now)}`;
+    return trans.__('yours: %1', runDescription(process.run, now));
   }
   if (process.notebook) {
     return displayText(basename(process.notebook), '');
   }
   if (process.kernel_id) {
-    return `kernel ${displayText(process.kernel_id.slice(0, 8), '')}`;
+    return trans.__('kernel %1', displayText(process.kernel_id.slice(0, 8), ''));
   }
   return displayText(process.name, `pid ${process.pid}`);
 }
@@ -47,9 +48,9 @@ export class OwnProcessRow {
     bottom.append(this._idleBadge, this._idle);
     this._idle.append(this._idleTime, this._countdown);
     this.node.append(top, bottom);
-    this._idleBadge.textContent = 'idle';
+    this._idleBadge.textContent = trans.__('idle');
     // Short, so the notebook's name keeps the width (the accessible name says it all).
-    this._shutdown.textContent = 'Shut down';
+    this._shutdown.textContent = trans.__('Shut down');
     this._open.addEventListener('click', () => {
       if (this._process?.notebook) {
         this._actions.openNotebook(this._process.notebook);
@@ -65,17 +66,20 @@ export class OwnProcessRow {
   update(process: IGpuProcess, idleThresholdS: number): void {
     this._process = process;
     const label = kernelLabel(process);
+    const noNotebook = trans.__('no notebook');
     setText(this._open, label);
-    setAttr(this._open, 'title', `${tooltipText(process.notebook, 'no notebook')} (pid ${process.pid})`);
-    setAttr(this._open, 'aria-label', process.notebook ? `Open ${label}` : label);
+    setAttr(this._open, 'title', `${tooltipText(process.notebook, noNotebook)} (pid ${process.pid})`);
+    setAttr(this._open, 'aria-label', process.notebook ? trans.__('Open %1', label) : label);
     this._open.disabled = !process.notebook;
     setText(this._memory, formatBytes(process.memory));
     const idleText =
-      process.idle_s === null ? 'busy or unknown' : `idle for ${formatDuration(process.idle_s)}`;
+      process.idle_s === null
+        ? trans.__('busy or unknown')
+        : trans.__('idle for %1', formatDuration(process.idle_s));
     const culling = process.cull_warning === true && typeof process.cull_in_s === 'number';
     setText(this._idleTime, idleText);
     // Its own element, never broken inside: it moves to the next line as a whole when it must.
-    setText(this._countdown, culling ? `shut down in ${formatDuration(process.cull_in_s)}` : '');
+    setText(this._countdown, culling ? trans.__('shut down in %1', formatDuration(process.cull_in_s)) : '');
     setHidden(this._countdown, !culling);
     this.node.classList.toggle('jp-mod-culling', culling);
     this.node.classList.toggle('jp-mod-idle', process.idle);
@@ -84,13 +88,15 @@ export class OwnProcessRow {
       this._idleBadge,
       'title',
       process.idle
-        ? `Idle longer than ${formatDuration(idleThresholdS)} while holding ${formatBytes(
-            process.memory
-          )} of GPU memory`
+        ? trans.__(
+            'Idle longer than %1 while holding %2 of GPU memory',
+            formatDuration(idleThresholdS),
+            formatBytes(process.memory)
+          )
         : null
     );
     setHidden(this._shutdown, !process.kernel_id);
-    setAttr(this._shutdown, 'aria-label', `Shut down kernel of ${label} (pid ${process.pid})`);
+    setAttr(this._shutdown, 'aria-label', trans.__('Shut down kernel of %1 (pid %2)', label, process.pid));
   }
 
   private _process: IGpuProcess | null = null;
@@ -114,13 +120,15 @@ export class OtherProcessRow {
   }
 
   update(process: IGpuProcess): void {
-    setText(this._user, displayText(process.user, 'unknown user', 64));
+    const unknownUser = trans.__('unknown user');
+    const unknownProgram = trans.__('unknown program');
+    setText(this._user, displayText(process.user, unknownUser, 64));
     setText(this._name, displayText(process.name, `pid ${process.pid}`));
     // The full (neutralised) texts are in the tooltip; the row itself cuts them with an ellipsis.
     setAttr(
       this.node,
       'title',
-      `${tooltipText(process.user, 'unknown user')}: ${tooltipText(process.name, 'unknown program')}` +
+      `${tooltipText(process.user, unknownUser)}: ${tooltipText(process.name, unknownProgram)}` +
         ` (pid ${process.pid}, ${displayText(process.type, '?', 40)})`
     );
     setText(this._memory, formatBytes(process.memory));

@@ -13,6 +13,7 @@ import { Widget } from '@lumino/widgets';
 import { el, reconcile, setAttr, setHidden, setText } from '../dom';
 import { displayText, formatDuration } from '../format';
 import { gpuIcon } from '../icons';
+import { trans } from '../i18n';
 import { CompactMode, freeSummary, headerLine, isCompact } from '../overview';
 import type { IGpu, IGpuMonitorModel } from '../tokens';
 import { SIDEBAR_ID } from '../tokens';
@@ -32,21 +33,21 @@ export class GpuSidebar extends Widget {
     this.id = SIDEBAR_ID;
     this.addClass('jp-GpuSidebar');
     this.title.icon = gpuIcon;
-    this.title.caption = 'GPU monitor';
+    this.title.caption = trans.__('GPU monitor');
     this.node.setAttribute('role', 'region');
-    this.node.setAttribute('aria-label', 'GPU monitor');
+    this.node.setAttribute('aria-label', trans.__('GPU monitor'));
 
     const header = el('header', 'jp-GpuSidebar-header');
     const heading = el('h2', 'jp-GpuSidebar-title');
-    heading.textContent = 'GPUs';
+    heading.textContent = trans.__('GPUs');
     const refresh = el('button', 'jp-GpuSidebar-refresh', {
       type: 'button',
-      'aria-label': 'Refresh GPU status',
-      title: 'Refresh GPU status'
+      'aria-label': trans.__('Refresh GPU status'),
+      title: trans.__('Refresh GPU status')
     });
     refreshIcon.element({ container: refresh, tag: 'span' });
     refresh.addEventListener('click', () => void this.model.refresh().catch(() => undefined));
-    this._compactToggle.textContent = 'Compact';
+    this._compactToggle.textContent = trans.__('Compact');
     this._compactToggle.addEventListener('click', () => {
       // The toggle says what is shown now and switches to the other view; the choice is kept (settings).
       this.compactMode = this._compact ? 'cards' : 'compact';
@@ -64,10 +65,10 @@ export class GpuSidebar extends Widget {
     this._linesHead.setAttribute('aria-hidden', 'true');
     for (const [name, text] of [
       ['label', 'GPU'],
-      ['meter', 'mem'],
-      ['utilization', 'util'],
-      ['free', 'free'],
-      ['who', 'who']
+      ['meter', trans._p('column head: GPU memory used', 'mem')],
+      ['utilization', trans._p('column head: GPU utilization', 'util')],
+      ['free', trans._p('column head: free GPU memory', 'free')],
+      ['who', trans._p('column head: who uses the GPU', 'who')]
     ]) {
       const head = el('span', `jp-GpuLine-${name}`);
       head.textContent = text;
@@ -112,24 +113,26 @@ export class GpuSidebar extends Widget {
 
     switch (model.state) {
       case 'loading':
-        this._showBanner('info', 'Waiting for the first GPU snapshot…');
+        this._showBanner('info', trans.__('Waiting for the first GPU snapshot…'));
         break;
       case 'missing-extension':
-        this._showBanner('error', model.message ?? 'The jupyter_gpu server extension is missing.');
+        this._showBanner('error', model.message ?? trans.__('The jupyter_gpu server extension is missing.'));
         break;
-      case 'error':
+      case 'error': {
+        const reason = model.message ?? trans.__('unknown error');
         this._showBanner(
           'error',
-          `Could not update the GPU status: ${model.message ?? 'unknown error'}` +
-            (snapshot ? ' (showing the last answer)' : '')
+          snapshot
+            ? trans.__('Could not update the GPU status: %1 (showing the last answer)', reason)
+            : trans.__('Could not update the GPU status: %1', reason)
         );
         break;
-      case 'no-nvml':
-        this._showBanner(
-          'warn',
-          `No GPU information: ${snapshot?.error ?? 'NVML is not available on this server.'}`
-        );
+      }
+      case 'no-nvml': {
+        const reason = snapshot?.error ?? trans.__('NVML is not available on this server.');
+        this._showBanner('warn', trans.__('No GPU information: %1', reason));
         break;
+      }
       default:
         this._showBanner(null, '');
     }
@@ -138,20 +141,20 @@ export class GpuSidebar extends Widget {
     if (snapshot) {
       const parts = [];
       if (snapshot.driver_version) {
-        parts.push(`driver ${displayText(snapshot.driver_version, '?', 40)}`);
+        parts.push(trans.__('driver %1', displayText(snapshot.driver_version, '?', 40)));
       }
       if (snapshot.simulated) {
-        parts.push('simulated');
+        parts.push(trans.__('simulated'));
       }
-      parts.push(`idle after ${formatDuration(snapshot.idle_threshold_s)}`);
-      parts.push(`updated ${new Date(snapshot.timestamp * 1000).toLocaleTimeString()}`);
+      parts.push(trans.__('idle after %1', formatDuration(snapshot.idle_threshold_s)));
+      parts.push(trans.__('updated %1', new Date(snapshot.timestamp * 1000).toLocaleTimeString()));
       setText(this._summary, headerLine(parts));
       const note =
         snapshot.attribution === 'pid'
           ? ''
           : (snapshot.attribution_note ??
             (snapshot.attribution === 'unavailable'
-              ? 'Processes cannot be mapped to kernels on this server.'
+              ? trans.__('Processes cannot be mapped to kernels on this server.')
               : ''));
       setText(this._note, displayText(note, '', 1000));
       // Without NVML the banner already says why ("NVML cannot be read: <the same reason>" twice).
@@ -177,8 +180,8 @@ export class GpuSidebar extends Widget {
       this._compactToggle,
       'title',
       compact
-        ? 'Showing one line per GPU: show a card per GPU'
-        : 'Showing a card per GPU: show one line per GPU'
+        ? trans.__('Showing one line per GPU: show a card per GPU')
+        : trans.__('Showing a card per GPU: show one line per GPU')
     );
     this.node.classList.toggle('jp-mod-compact', compact);
     setHidden(this._cards, compact);
@@ -206,7 +209,7 @@ export class GpuSidebar extends Widget {
         )
     );
     if (snapshot && snapshot.nvml_available && gpus.length === 0) {
-      this._showBanner('info', 'NVML is available but reports no GPUs.');
+      this._showBanner('info', trans.__('NVML is available but reports no GPUs.'));
     }
   }
 
@@ -272,12 +275,15 @@ export class GpuSidebar extends Widget {
   private _free = el('p', 'jp-GpuSidebar-free');
   private _note = el('p', 'jp-GpuSidebar-note');
   private _banner = el('div', 'jp-GpuSidebar-banner');
-  private _warnings = el('ul', 'jp-GpuSidebar-warnings', { role: 'status', 'aria-label': 'Warnings' });
+  private _warnings = el('ul', 'jp-GpuSidebar-warnings', {
+    role: 'status',
+    'aria-label': trans.__('Warnings')
+  });
   private _warningsKey = '';
   private _cards = el('div', 'jp-GpuSidebar-cards');
   private _usage = new UsageSummary();
   private _cardViews = new Map<string, GpuCard>();
   private _linesHead = el('div', 'jp-GpuLine-row jp-GpuSidebar-linesHead');
-  private _lines = el('ul', 'jp-GpuSidebar-lines', { 'aria-label': 'GPUs, one line each' });
+  private _lines = el('ul', 'jp-GpuSidebar-lines', { 'aria-label': trans.__('GPUs, one line each') });
   private _lineViews = new Map<string, GpuLine>();
 }

@@ -6,6 +6,7 @@
 import { Widget } from '@lumino/widgets';
 
 import { setAttr, setText } from '../dom';
+import { trans } from '../i18n';
 import { statusSummary } from '../overview';
 import type { IGpuMonitorModel } from '../tokens';
 
@@ -29,7 +30,7 @@ export class GpuStatusItem extends Widget {
     const { text, short, title, warning } = statusSummary(snapshot, state, message);
     setText(this.node, this._short ? short : text);
     setAttr(this.node, 'title', title);
-    setAttr(this.node, 'aria-label', `${title}. Open the GPU monitor.`);
+    setAttr(this.node, 'aria-label', trans.__('%1. Open the GPU monitor.', title));
     this.node.classList.toggle('jp-mod-warning', warning);
     this.node.classList.toggle('jp-mod-error', state === 'error' || state === 'missing-extension');
   }

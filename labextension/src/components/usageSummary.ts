@@ -13,6 +13,7 @@ import { PageConfig } from '@jupyterlab/coreutils';
 
 import { el, setHidden, setText } from '../dom';
 import { displayText } from '../format';
+import { trans } from '../i18n';
 import { requestAPI, ServerExtensionMissingError } from '../server';
 
 /** The figures of one notebook, or of the user (hours; `idle_hours` is part of `gpu_hours`). */
@@ -30,7 +31,19 @@ export interface IUsageAnswer extends IUsageFigures {
   notebooks: (IUsageFigures & { notebook: string })[];
 }
 
-const WINDOW_TEXT: Record<string, string> = { day: 'today', week: 'this week', '30d': 'in 30 days' };
+/** The window of an answer in words (`this week`), in the user's language. */
+function windowText(window: string): string {
+  switch (window) {
+    case 'day':
+      return trans._p('GPU use over a time window', 'today');
+    case 'week':
+      return trans._p('GPU use over a time window', 'this week');
+    case '30d':
+      return trans._p('GPU use over a time window', 'in 30 days');
+    default:
+      return trans._p('GPU use over a time window', 'over %1', displayText(window, '?', 16));
+  }
+}
 const REFRESH_MS = 10 * 60 * 1000;
 
 function hours(value: number): string {
@@ -42,21 +55,24 @@ function hours(value: number): string {
  * (the notebooks, most GPU-hours first, at most five).
  */
 export function usageText(answer: IUsageAnswer): { line: string; title: string } {
-  const when = WINDOW_TEXT[answer.window] ?? `over ${displayText(answer.window, '?', 16)}`;
+  const when = windowText(answer.window);
   if (!(answer.gpu_hours > 0)) {
-    return { line: `Your GPU use ${when}: none`, title: '' };
+    return { line: trans.__('Your GPU use %1: none', when), title: '' };
   }
   const idle = Math.round((100 * answer.idle_hours) / answer.gpu_hours);
-  const line =
-    `Your GPU use ${when}: ${hours(answer.gpu_hours)} GPU-hours, ` +
-    `${hours(answer.gib_hours)} GiB-hours, ${Math.min(100, Math.max(0, idle))} % idle`;
+  const line = trans.__(
+    'Your GPU use %1: %2 GPU-hours, %3 GiB-hours, %4 % idle',
+    when,
+    hours(answer.gpu_hours),
+    hours(answer.gib_hours),
+    Math.min(100, Math.max(0, idle))
+  );
+  const outside = trans.__('(outside notebooks)');
   const notebooks = [...answer.notebooks]
     .sort((a, b) => b.gpu_hours - a.gpu_hours)
     .slice(0, 5)
-    .map(
-      n => `${displayText(n.notebook || '(outside notebooks)', '?', 80)}: ${hours(n.gpu_hours)} GPU-hours`
-    );
-  const more = answer.notebooks.length > 5 ? [`and ${answer.notebooks.length - 5} more`] : [];
+    .map(n => trans.__('%1: %2 GPU-hours', displayText(n.notebook || outside, '?', 80), hours(n.gpu_hours)));
+  const more = answer.notebooks.length > 5 ? [trans.__('and %1 more', answer.notebooks.length - 5)] : [];
   return { line, title: [...notebooks, ...more].join('\n') };
 }
 
@@ -93,7 +109,10 @@ export class UsageSummary {
         setHidden(this.node, true);
         return;
       }
-      setText(this.node, `Your GPU use: not available (${displayText((error as Error).message, '?', 200)})`);
+      setText(
+        this.node,
+        trans.__('Your GPU use: not available (%1)', displayText((error as Error).message, '?', 200))
+      );
       this.node.title = '';
       setHidden(this.node, false);
     }
