@@ -258,8 +258,9 @@ class _Progress:
 
     def __call__(self, handle: Any, text: str) -> Any:
         from .core.text import truncate
+        from .session.wait import FinalLine
 
-        final = text.startswith("Waited ")  # the loop's last line: "Waited 3 s for auto:1: the GPUs fit now."
+        final = isinstance(text, FinalLine)  # the loop's last line: "Waited 3 s for auto:1: the GPUs fit now."
         if self.tty:
             width = max(20, shutil.get_terminal_size().columns - 1)
             self.err.write("\r\x1b[K" + (text if final else truncate(text, width)) + ("\n" if final else ""))

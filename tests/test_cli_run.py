@@ -450,3 +450,24 @@ def test_a_runs_claim_is_named_by_the_script_it_runs() -> None:
     assert run_label(["python", "-c", "pass"]) == "python -c"
     assert run_label(["./train.sh", "python", "x.py"]) == "train.sh"  # not python: its own name
     assert run_label(["/venv/bin/train", "-m", "x"]) == "train"  # a console script's arguments are its own
+
+
+def test_the_waits_last_line_is_written_in_any_language() -> None:
+    """Under nohup (no terminal) the wait's line is written once a minute, and its last line always:
+    the last line is known by its type, not by its English words."""
+    import io
+
+    from jupyter_gpu.cli_run import _Progress
+    from jupyter_gpu.core import i18n
+    from jupyter_gpu.session.wait import FinalLine
+
+    err = io.StringIO()
+    progress = _Progress(err)
+    with i18n.language_forced("zh_CN"):
+        for second in range(3):
+            progress(None, f"等待 {second} 秒")
+        progress(
+            None, FinalLine(i18n._("Waited {waited} for {spec}: the GPUs fit now.").format(waited="3 s", spec="auto:1"))
+        )
+    lines = err.getvalue().splitlines()
+    assert len(lines) == 2 and "auto:1" in lines[-1] and "Waited" not in lines[-1]

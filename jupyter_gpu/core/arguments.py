@@ -27,12 +27,20 @@ from __future__ import annotations
 import argparse
 import re
 import sys
-import textwrap
-import unicodedata
 from collections.abc import Iterable
 from typing import Any, NoReturn
 
 from .i18n import N_, _
+from .text import columns, fill
+
+__all__ = [
+    "ArgumentParser",
+    "HelpFormatter",
+    "RawDescriptionHelpFormatter",
+    "columns",
+    "translate_error",
+    "wrap_columns",
+]
 
 #: argparse's own messages (Python 3.10-3.13, ``%``-templates as argparse writes them) -> ours,
 #: with ``{name}`` placeholders in the order of argparse's (``%s`` is ``{0}`` ... by position).
@@ -58,9 +66,6 @@ HELP = N_("show this help message and exit")
 ERROR = N_("{prog}: error: {message}")
 HEADING = N_("{heading}:")
 
-#: Full-width comma, full stop, enumeration comma, semicolon, colon, exclamation and question marks:
-#: never at the start of a line (closing brackets are by their Unicode category).
-_CLOSING_MARKS = "\uff0c\u3002\u3001\uff1b\uff1a\uff01\uff1f"
 _FIELD = re.compile(r"%\((\w+)\)[sr]|%[sr]")
 _NAMED = re.compile(r"\{(\w+)\}")
 
@@ -96,78 +101,17 @@ def translate_error(message: str) -> str:
     return message
 
 
-def _is_wide(char: str) -> bool:
-    return unicodedata.east_asian_width(char) in ("W", "F")
-
-
-def columns(text: str) -> int:
-    """The columns ``text`` takes in a terminal: an East-Asian wide or full-width character two."""
-    return sum(2 if _is_wide(char) else 1 for char in text)
-
-
 def wrap_columns(text: str, width: int, indent: str = "") -> list[str]:
     """``text`` (one paragraph) in lines of at most ``width`` columns, lines after the first
-    starting with ``indent``: broken at spaces as :func:`textwrap.wrap` does (never inside a word
-    or at a hyphen), and, where there are wide (CJK) characters, also between them."""
-    if not any(_is_wide(char) for char in text):
-        return textwrap.wrap(text, width, subsequent_indent=indent, break_on_hyphens=False)
-    lines = _break_wide(text, width, width - len(indent))
-    return [lines[0], *(indent + line for line in lines[1:])] if lines else []
-
-
-def _break_wide(text: str, width: int, later: int | None = None) -> list[str]:
-    """A paragraph with wide characters in lines of at most ``width`` columns (``later`` for the
-    lines after the first): a break at a space, or next to a wide character (never inside a Latin
-    word, before a closing punctuation mark or after an opening one)."""
-    tokens: list[str] = []
-    for piece in re.split(r"(\s+)", " ".join(text.split())):
-        if not piece.strip():
-            if piece:
-                tokens.append(" ")
-            continue
-        current = ""
-        for char in piece:
-            if _closing(char) and not current and tokens and tokens[-1] != " ":
-                tokens[-1] += char  # a closing mark stays with what it closes
-                continue
-            if _is_wide(char) and current and not _opening(current[-1]) and not _closing(char):
-                tokens.append(current)
-                current = ""
-            current += char
-            if _is_wide(char) and not _opening(char):
-                tokens.append(current)
-                current = ""
-        if current:
-            tokens.append(current)
-    lines: list[str] = []
-    line = ""
-    for token in tokens:
-        if token == " ":
-            if line:
-                line += " "
-            continue
-        if line and columns(line.rstrip() + token) > (width if not lines or later is None else later):
-            lines.append(line.rstrip())
-            line = ""
-        line += token
-    if line.strip():
-        lines.append(line.rstrip())
-    return lines
-
-
-def _closing(char: str) -> bool:
-    return char in _CLOSING_MARKS or unicodedata.category(char) in ("Pe", "Pf")
-
-
-def _opening(char: str) -> bool:
-    return unicodedata.category(char) in ("Ps", "Pi")
+    starting with ``indent``: :func:`jupyter_gpu.core.text.fill` (spaces, and between CJK characters)."""
+    return fill(text, width, indent)
 
 
 def _lines(text: str, width: int) -> list[str] | None:
     """``text`` broken for a CJK reader, or None when it has no wide character (argparse's own way)."""
-    if not any(_is_wide(char) for char in text):
+    if columns(text) == len(text):
         return None
-    return _break_wide(text, max(width, 10))
+    return fill(text, max(width, 10))
 
 
 class HelpFormatter(argparse.HelpFormatter):

@@ -239,6 +239,14 @@ def _fill(body: str, width: int, first: str, rest: str) -> list[str]:
     return lines
 
 
+def fill(paragraph: str, width: int, indent: str = "") -> list[str]:
+    """One paragraph (its spaces and line breaks collapsed) in lines of at most ``width`` columns, the
+    lines after the first starting with ``indent``: broken at spaces and, with the rules of
+    :func:`wrap`, between CJK characters. What argparse's help and the terminal's notes use; unlike
+    :func:`wrap`, no magic or figure is held together (help text names options, not magics)."""
+    return _fill(" ".join(paragraph.split()), width, "", indent)
+
+
 def wrap(text: str, width: int = WIDTH, indent: str = "  ") -> str:
     """``text`` with each line longer than ``width`` columns (:func:`columns`) broken at spaces, and
     between CJK characters, into lines of at most ``width``, each continued line indented as its

@@ -15,6 +15,7 @@ import sys
 from urllib.parse import urlparse
 
 from ..core import i18n
+from ..core.arguments import ArgumentParser
 from ..core.i18n import _
 
 
@@ -77,7 +78,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def _arguments(argv: list[str]) -> argparse.Namespace | int:
     """The parsed command line, or the exit status after its one-line error (in the language asked)."""
-    parser = argparse.ArgumentParser(
+    parser = ArgumentParser(
         prog="python -m jupyter_gpu.hub",
         description=_(
             "The jupyter-gpu JupyterHub service: GPU console at /services/<name>/ and one NVML "

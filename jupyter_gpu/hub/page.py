@@ -55,7 +55,7 @@ PAGE_TEXTS = (
     N_("notebook"),
     N_("state"),
     N_("GPU memory"),
-    N_("idle"),
+    N_("idle for"),
     N_("will be culled in"),
     N_("Usage"),
     N_("window"),

@@ -17,6 +17,7 @@ from importlib import resources
 
 from ..core.availability import FREE_MEMORY_BYTES as RULE_FREE_MEMORY_BYTES
 from ..core.availability import Viewer
+from ..core.availability import label as availability_label
 from ..core.i18n import N_, _
 from ..core.snapshot import GpuInfo, GpuProcess
 from ..core.text import display_text
@@ -258,4 +259,4 @@ def who_text(gpu: GpuInfo, own_pid: int, viewer: Viewer | None = None) -> str:
         return html.escape(", ".join(names))
     if gpu.mig_mode:
         return html.escape(_("nobody"))
-    return html.escape((viewer if viewer is not None else Viewer()).state(gpu))
+    return html.escape(availability_label((viewer if viewer is not None else Viewer()).state(gpu)))

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from ..core.availability import Reservation, unit_availability
+from ..core.availability import label as availability_label
 from ..core.i18n import N_, _, pgettext
 from ..core.text import display_text, wrap
 from ..core.units import format_bytes
@@ -194,7 +195,7 @@ def _auto_reasons(plan: GpuPlan, reservations: Sequence[Reservation] = ()) -> di
         users = other_users(gpu, os.getpid(), current_user())
         others = [r for r in reservations if r.pid != os.getpid()]  # not this kernel's own new claim
         state = unit_availability(gpu, others, current_user(), own_pids={os.getpid()})
-        who = _("used by {users}").format(users=listed(users)) if users else state
+        who = _("used by {users}").format(users=listed(users)) if users else availability_label(state)
         free = format_bytes(gpu.memory_free)
         reasons[index] = (
             _("; chosen by auto: {who}, {free} free").format(who=who, free=free)

@@ -97,6 +97,13 @@ def waiting_line(
 
 
 Progress = Callable[[Any, str], Any]
+
+
+class FinalLine(str):
+    """The wait's last progress line ("Waited 3 s for auto:1: the GPUs fit now."), in any language:
+    a face that rewrites its line in place ends it here."""
+
+
 """How a face shows the progress line: ``show(handle, text) -> handle`` (``handle`` None the first time)."""
 
 
@@ -153,6 +160,8 @@ def wait_and_select(
             waited = _clock() - started
             show(
                 handle,
-                _("Waited {waited} for {spec}: the GPUs fit now.").format(waited=format_duration(waited), spec=spec),
+                FinalLine(
+                    _("Waited {waited} for {spec}: the GPUs fit now.").format(waited=format_duration(waited), spec=spec)
+                ),
             )
         return plan
