@@ -371,7 +371,7 @@ class HostSample:
         if snapshot.simulated != (own is not None):
             if snapshot.simulated:
                 raise OtherWorld(messages.SERVER_SEES_SIMULATED)
-            raise OtherWorld(messages.SERVER_SEES_REAL, world=own, variable=SIMULATE_ENV_VAR)
+            raise OtherWorld(messages.SERVER_SEES_REAL, world=str(own), variable=SIMULATE_ENV_VAR)
         theirs = maybe(Fields(data).text, WORLD_KEY, 4096) if isinstance(data, dict) else None
         if own is not None and theirs is not None and theirs != own:
             raise OtherWorld(messages.SERVER_OTHER_WORLD, theirs=theirs, world=own, variable=SIMULATE_ENV_VAR)
