@@ -66,6 +66,10 @@ SCENARIO_COUNT_FEWER = N_(
     "simulated scenario now has {now} GPUs; this process keeps its {fixed} until it restarts "
     "(a process's GPUs are counted once, when it starts NVML: the missing ones read as lost)"
 )
+SCENARIO_COUNT_MORE_ONE = N_(
+    "simulated scenario now has {now} GPU; this process keeps its {fixed} until it restarts "
+    "(a process's GPUs are counted once, when it starts NVML)"
+)
 SCENARIO_COUNT_MORE = N_(
     "simulated scenario now has {now} GPUs; this process keeps its {fixed} until it restarts "
     "(a process's GPUs are counted once, when it starts NVML)"
@@ -134,6 +138,7 @@ KNOWN: tuple[str, ...] = (
     SCENARIO_COUNT_ONE,
     SCENARIO_COUNT_FEWER,
     SCENARIO_COUNT_MORE,
+    SCENARIO_COUNT_MORE_ONE,
     SCENARIO_SETTING,
     SCENARIO_AT_PATH,
     SCENARIO_COUNT_RANGE,

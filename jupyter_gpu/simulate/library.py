@@ -164,13 +164,10 @@ class _SimulatedDriver:
         now = len(self.source.last.gpus)
         if fixed is None or now == fixed:
             return None
-        template = (
-            messages.SCENARIO_COUNT_MORE
-            if now > fixed
-            else messages.SCENARIO_COUNT_ONE
-            if now == 1
-            else messages.SCENARIO_COUNT_FEWER
-        )
+        if now > fixed:
+            template = messages.SCENARIO_COUNT_MORE_ONE if now == 1 else messages.SCENARIO_COUNT_MORE
+        else:
+            template = messages.SCENARIO_COUNT_ONE if now == 1 else messages.SCENARIO_COUNT_FEWER
         return template.format(now=now, fixed=fixed)
 
     def __getattr__(self, name: str) -> Any:
