@@ -148,7 +148,8 @@ def test_the_panel_shows_nvml_errors_warnings_and_the_source_in_chinese(chinese:
     try:
         scenario.update(lambda data: data.update(fault="driver_not_loaded"))
         down = nvml.snapshot()
-        assert down.error == DRIVER_NOT_LOADED  # the snapshot keeps the English
+        assert down.error == DRIVER_NOT_LOADED  # the snapshot keeps the English, and its JSON
+        assert down.to_dict()["error"] == DRIVER_NOT_LOADED
         rejected = messages.SCENARIO_REJECTED.format(error=messages.SCENARIO_NOT_REGULAR)
         note = messages.SERVER_NOTE.format(url="http://127.0.0.1:8888/")
         panel.update(
@@ -204,3 +205,17 @@ def test_status_shows_a_gpus_error_and_a_warning_in_chinese(chinese: None) -> No
     table = cli.format_table(Snapshot(nvml_available=True, timestamp=0.0, gpus=(lost,), warnings=(warning,)), wide=True)
     assert "警告：模拟场景现在有 3 块 GPU；本进程在重启前仍保留它的 2 块" in table
     assert "无法打开" in table and "could not be opened" not in table
+
+
+# -- the kernel's own lines that carry NVML's error (%gpu_watch, %gpu_free)
+
+
+def test_gpu_watch_and_gpu_free_say_why_nvml_is_unavailable_in_chinese(chinese: None) -> None:
+    from jupyter_gpu.kernel.free import Measure, describe_change, track
+    from jupyter_gpu.kernel.watch import CellReport
+
+    report = CellReport(pid=4711, nvml_available=False, before=0, after=0, peak=0, gpus=(), error=DRIVER_NOT_LOADED)
+    chinese_reason = "NVIDIA 驱动未加载：内核模块缺失或加载失败（见 dmesg）（NVML：Driver Not Loaded）"
+    assert chinese_reason in report.line()
+    lines = describe_change(Measure(nvml_error=DRIVER_NOT_LOADED), Measure(nvml_error=DRIVER_NOT_LOADED), track([]))
+    assert f"NVML 不可用（{chinese_reason}）" in lines
