@@ -56,6 +56,16 @@ def test_every_known_template_is_recognized_and_translated(chinese: None) -> Non
         assert messages.shown(english) == wanted, template
 
 
+def test_every_template_of_the_module_is_in_the_table() -> None:
+    """A template written into data but left out of KNOWN would stay English on every face."""
+    templates = {
+        value
+        for name, value in vars(messages).items()
+        if name.isupper() and isinstance(value, str) and name != "JOINER" and not hasattr(i18n, name)
+    }
+    assert templates | set(messages.NVML_EXPLANATIONS.values()) == set(messages.KNOWN)
+
+
 def test_the_drivers_own_words_stay_inside_the_translated_sentence(chinese: None) -> None:
     english = nvml.explain_nvml_error(FakeNvmlError(9, "Driver Not Loaded"))
     assert english == DRIVER_NOT_LOADED  # the data: English, whatever the language
