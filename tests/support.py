@@ -34,6 +34,12 @@ class ScenarioFile:
         self.write(data)
 
 
+UNDER_LOAD_S = 120.0
+"""The deadline of one wait for something that is slow only on a loaded machine (a kernel or server
+starting, a service's first sample, a process ending after a signal): generous, so the suite passes
+beside other work (two CPU hogs on two cores), and still bounded, so a real hang fails the test."""
+
+
 def flat(text: str) -> str:
     """``text`` with every run of whitespace (a wrapped line's break and indent included) one space:
     what a check searches when the text it looks for may be wrapped (``core.text.wrap``)."""

@@ -413,7 +413,7 @@ def test_a_hung_driver_answers_without_a_sample(gpus: ScenarioFile) -> None:
 
     async def body() -> None:
         gpus.update(lambda s: s.update(latency_ms=3000))
-        run = await start()
+        run = await start(first_sample=False)
         people(run.hub)
         for path in ("api/console", "api/devices", "metrics"):
             code, raw = await run.call(path, "admin-token")
