@@ -36,12 +36,21 @@ def no_panels_left() -> Iterator[None]:
     wait_until(lambda: not sampler_threads(), timeout_s=5)
 
 
+def shown(panel: GPUMonitor, condition: Any, what: str) -> None:
+    """Wait until ``condition`` holds and the update that made it true has finished: the sampler's
+    thread sets a row's values one after the other (memory, then utilization, temperature, power,
+    chart, processes), so a value set first can be read while the others are still the old ones."""
+    wait_until(condition, what=what)
+    with panel._update_lock:  # an update under way when the condition became true ends first
+        pass
+
+
 def test_model_values_follow_scenario_changes(scenario: Any) -> None:
     panel = GPUMonitor(interval_s=0.1)
     wait_until(lambda: len(panel.rows) == 2)
     first, second = panel.rows
     assert "GPU 0" in first.title.value and "A100" in first.title.value
-    wait_until(lambda: first.memory_text.value.startswith("0 MiB / 80 GiB"))
+    shown(panel, lambda: first.memory_text.value.startswith("0 MiB / 80 GiB"), "GPU 0's memory")
     # Said once per card: in the chart's legend; the label shows only in the compact panel (CSS).
     assert first.utilization.value == "util 0 %" and "jupyter-gpu-mig" not in first.utilization._dom_classes
     assert "util <b>0 %</b>" in first.history_chart.value
@@ -53,7 +62,7 @@ def test_model_values_follow_scenario_changes(scenario: Any) -> None:
         data["gpus"][1]["processes"] = [{"pid": 4242, "memory_mib": 40960, "user": "alice", "name": "train"}]
 
     scenario.update(busy)
-    wait_until(lambda: second.memory_text.value == "40 GiB / 80 GiB")
+    shown(panel, lambda: second.memory_text.value == "40 GiB / 80 GiB", "GPU 1's new memory")
     wait_until(lambda: "util <b>88 %</b>" in second.history_chart.value)
     assert second.temperature.value == "77 °C"
     assert second.power.value == "301 W / 400 W"
