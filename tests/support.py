@@ -47,9 +47,11 @@ def flat(text: str) -> str:
 
 
 def wait_until(
-    condition: Callable[[], Any], timeout_s: float = 30.0, what: str = "condition", interval_s: float = 0.02
+    condition: Callable[[], Any], timeout_s: float = UNDER_LOAD_S, what: str = "condition", interval_s: float = 0.02
 ) -> Any:
-    """Poll ``condition`` until it returns something truthy and return that; fail after ``timeout_s``."""
+    """Poll ``condition`` until it returns something truthy and return that; fail after ``timeout_s``
+    (by default :data:`UNDER_LOAD_S`: it returns at the event, so a long deadline costs nothing
+    while the thing awaited comes, and holds where it comes late on a loaded machine)."""
     deadline = time.monotonic() + timeout_s
     while True:
         value = condition()
