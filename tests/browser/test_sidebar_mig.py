@@ -107,7 +107,7 @@ def test_your_kernel_on_a_slice_is_marked_yours(lab, page):
         sidebar = open_sidebar(lab, page)
         slice_ = sidebar.locator(f'.jp-GpuSlice[data-mig-uuid="{A100_MIG_UUIDS[1]}"]')
         mine = slice_.locator(".jp-GpuSlice-process.jp-mod-own")
-        mine.wait_for(timeout=30_000)
+        mine.wait_for(timeout=60_000)
         assert mine.inner_text() == "yours · on_a_slice.ipynb · 2 GiB"
         assert "(yours: 2 GiB)" in slice_.locator(".jp-GpuMemory-label").inner_text()
         # the card keeps its kernel controls for it
