@@ -18,6 +18,7 @@ from typing import Any
 
 from jupyter_client.blocking.client import BlockingKernelClient
 from jupyter_client.manager import KernelManager
+from support import UNDER_LOAD_S
 
 # The CUDA stand-in (tests/standin/cuda_standin.py), imported by the kernels of standin_kernel.
 STANDIN = Path(__file__).parent / "standin"
@@ -42,7 +43,7 @@ class Kernel:
         self.client = client
         self.displayed: list[dict[str, Any]] = []  # the display_data bundles of the last run
 
-    def run(self, code: str, timeout: float = 90) -> tuple[str, str]:
+    def run(self, code: str, timeout: float = UNDER_LOAD_S) -> tuple[str, str]:
         """Run ``code``; return (stdout, stderr); its displays are kept in :attr:`displayed`."""
         out: list[str] = []
         err: list[str] = []
@@ -123,7 +124,7 @@ def start(env: dict[str, str] | None = None, connection_dir: Path | None = None)
         client = manager.client()
         client.start_channels()
         try:
-            client.wait_for_ready(timeout=90)
+            client.wait_for_ready(timeout=UNDER_LOAD_S)
             kernel = Kernel(client)
             kernel.run(ENV)
             yield kernel

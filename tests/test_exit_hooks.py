@@ -87,7 +87,9 @@ def launched(tmp_path: Path) -> Iterator[LaunchedKernel]:
     folder = user_folder(claims_dir, os.getuid())
     kernel = LaunchedKernel(parent, int(parent.stdout.readline()), connection_file, folder)
     try:
-        wait_until(lambda: kernel.claim_files() and kernel.report_files(), 90, "the kernel's claim and report")
+        wait_until(
+            lambda: kernel.claim_files() and kernel.report_files(), UNDER_LOAD_S, "the kernel's claim and report"
+        )
         yield kernel
     finally:
         for pid in (kernel.pid, parent.pid):
@@ -109,7 +111,7 @@ def test_a_kernel_shut_down_removes_its_claim_and_report(launched: LaunchedKerne
     client.load_connection_file()
     client.start_channels()
     try:
-        client.wait_for_ready(timeout=60)
+        client.wait_for_ready(timeout=UNDER_LOAD_S)
         client.shutdown()
     finally:
         client.stop_channels()
