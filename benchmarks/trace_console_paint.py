@@ -56,7 +56,7 @@ def main() -> None:
         for run in range(args.runs + 1):
             context = browser.new_context(extra_http_headers={"Authorization": "token admin-token"})
             page = context.new_page()
-            browser.start_tracing(page=page, categories=["devtools.timeline", "loading"])
+            browser.start_tracing(page=page, categories=["devtools.timeline", "blink.user_timing", "loading"])
             page.goto(url)
             page.locator("#jg-users tr.jg-user").nth(49).wait_for(timeout=30_000)
             page.wait_for_timeout(300)
