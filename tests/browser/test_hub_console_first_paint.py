@@ -134,23 +134,3 @@ def test_the_usage_request_waits_for_the_frame_that_draws_the_users(browser: Any
         assert fetches and fetches[0][1] is True  # a frame with the rows came first
     finally:
         context.close()
-
-
-def test_the_usage_section_is_not_laid_out_until_scrolled_near(browser: Any, service_url: str) -> None:
-    """``content-visibility: auto``: far below a short window, the usage table is skipped (neither
-    laid out nor painted); scrolled to, it is drawn as before."""
-    context = browser.new_context(
-        viewport={"width": 1280, "height": 240}, extra_http_headers={"Authorization": "token admin-token"}
-    )
-    page = context.new_page()
-    try:
-        page.goto(service_url)
-        page.locator(USERS_ROWS).nth(2).wait_for(timeout=30_000)
-        page.wait_for_timeout(200)  # a frame or two: the skipping is decided at a frame
-        shown = "document.querySelector('#jg-usage').checkVisibility({contentVisibilityAuto: true})"
-        assert page.evaluate(shown) is False
-        page.locator("#jg-usage").scroll_into_view_if_needed()
-        page.wait_for_timeout(200)
-        assert page.evaluate(shown) is True
-    finally:
-        context.close()
