@@ -2,13 +2,15 @@
 this tree against another (``--against``, e.g. the current main) in the same run; and, with usage
 accounting on and nobody looking, how often user servers' samplers wake and whose NVML calls they are.
 
-    PYTHONPATH=. .venv/bin/python benchmarks/bench_hub_push.py --against /work/main [--runs 7]
+    PYTHONPATH=. .venv/bin/python benchmarks/bench_hub_push.py --against /work/main [--runs 7] [--rounds 2]
 
 1. First paint: headless Chromium (Debian's) opens ``/services/jupyter-gpu/`` with an admin token;
    milliseconds from navigation until the 50th user's row is drawn (``tests/console_page.py``),
    median over ``--runs`` fresh contexts (a first run left out), while two ``yes > /dev/null`` run;
    beside it the page's own clock (navigation start until its script had drawn the users:
-   ``console_page.first_paint``'s ``page_clock``), without the harness's share.
+   ``console_page.first_paint``'s ``page_clock``), without the harness's share, and the paint clock
+   (navigation start until the frame that drew the 50th user's row was painted: ``paint_clock``,
+   the same measure for both trees, style, layout and paint included).
    Each tree runs in its own child process (``PYTHONPATH`` = that tree first, this tree's
    ``tests/`` helpers): a tree whose service has ``board`` (the push) is given the 200 users'
    reports as its user servers push them (``hub_fake.report_of``, into ``HubService.board``); an
@@ -47,11 +49,25 @@ def start_service(hub: Any, **options: Any) -> tuple[Any, str, asyncio.AbstractE
     return running.service, running.url, running.loop
 
 
+def push_reports(hub: Any, service: Any, loop: asyncio.AbstractEventLoop) -> None:
+    """Every user's report into the service's board, as their user servers push them (on its loop)."""
+    from hub_fake import report_of
+
+    done = threading.Event()
+
+    def push_all() -> None:
+        for name, snapshot in hub.snapshots.items():
+            service.board.receive(name, report_of(snapshot), time.time())
+        done.set()
+
+    loop.call_soon_threadsafe(push_all)
+    done.wait(60)
+
+
 def paint_child(runs: int, wait_until: str = "load") -> None:
     """In the child: the 200 users, the service of the tree on sys.path, the first paints (JSON out)."""
     from bench_accounting import crowd  # the same 200 users x 2 kernels on 8 simulated GPUs
     from console_page import first_paint
-    from hub_fake import report_of
 
     from jupyter_gpu import simulate
 
@@ -66,17 +82,10 @@ def paint_child(runs: int, wait_until: str = "load") -> None:
         options["report_interval_s"] = 3600.0  # the reports stay fresh through the runs
     service, url, loop = start_service(hub, **options)
     if pushed:
-        done = threading.Event()
-
-        def push_all() -> None:
-            for name, snapshot in hub.snapshots.items():
-                service.board.receive(name, report_of(snapshot), time.time())
-            done.set()
-
-        loop.call_soon_threadsafe(push_all)
-        done.wait(60)
+        push_reports(hub, service, loop)
     page_clock: list[float] = []
-    paints = first_paint(url, runs, page_clock=page_clock, wait_until=wait_until)
+    paint_clock: list[float] = []
+    paints = first_paint(url, runs, page_clock=page_clock, wait_until=wait_until, paint_clock=paint_clock)
     answers = []  # api/console alone, as the page asks it (the service's part of the paint)
     for _ in range(runs):
         request = urllib.request.Request(url + "api/console", headers={"Authorization": "token admin-token"})
@@ -91,6 +100,7 @@ def paint_child(runs: int, wait_until: str = "load") -> None:
                 "users": users,
                 "runs": [round(t, 1) for t in paints],
                 "page_clock_ms": [round(t, 1) for t in page_clock],
+                "paint_clock_ms": [round(t, 1) for t in paint_clock],
                 "api_console_ms": [round(t, 1) for t in answers],
             }
         ),
@@ -113,7 +123,19 @@ def paint(tree: Path, runs: int, wait_until: str = "load") -> dict[str, Any]:
     answer: dict[str, Any] = json.loads(out.strip().splitlines()[-1])
     answer["median_ms"] = round(statistics.median(answer["runs"]), 1)
     answer["page_clock_median_ms"] = round(statistics.median(answer["page_clock_ms"]), 1)
+    answer["paint_clock_median_ms"] = round(statistics.median(answer["paint_clock_ms"]), 1)
     answer["api_console_median_ms"] = round(statistics.median(answer["api_console_ms"]), 1)
+    return answer
+
+
+def pooled(earlier: dict[str, Any], later: dict[str, Any]) -> dict[str, Any]:
+    """Two rounds of one tree as one: the runs of both, the medians over all of them."""
+    answer = dict(later)
+    for key in ("runs", "page_clock_ms", "paint_clock_ms", "api_console_ms"):
+        answer[key] = earlier[key] + later[key]
+    answer["median_ms"] = round(statistics.median(answer["runs"]), 1)
+    for clock in ("page_clock", "paint_clock", "api_console"):
+        answer[f"{clock}_median_ms"] = round(statistics.median(answer[f"{clock}_ms"]), 1)
     return answer
 
 
@@ -186,6 +208,9 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--against", type=Path, help="another checkout to time in the same run (e.g. /work/main)")
     parser.add_argument("--runs", type=int, default=7)
+    parser.add_argument(
+        "--rounds", type=int, default=1, help="time the trees this many times each, in turn (A B, B A, ...)"
+    )
     parser.add_argument("--skip-paint", action="store_true")
     parser.add_argument(
         "--wait-until",
@@ -198,15 +223,20 @@ def main() -> None:
     if not args.skip_paint:
         hogs = [subprocess.Popen(["yes"], stdout=subprocess.DEVNULL) for _ in range(2)]
         try:
-            results["this tree"] = paint(REPO, args.runs, args.wait_until)
-            print(json.dumps({"this tree": results["this tree"]}), flush=True)
+            trees = {"this tree": REPO, **({str(args.against): args.against} if args.against else {})}
+            # Round r times the trees in turn, every other round the other way round (A B, B A, ...):
+            # a load that rises or falls during the run weighs on both trees alike.
+            for round_ in range(args.rounds):
+                for name in list(trees)[:: -1 if round_ % 2 else 1]:
+                    answer = paint(trees[name], args.runs, args.wait_until)
+                    print(json.dumps({name: answer}), flush=True)
+                    results[name] = pooled(results[name], answer) if name in results else answer
             if args.against:
-                results[str(args.against)] = paint(args.against, args.runs, args.wait_until)
-                print(json.dumps({str(args.against): results[str(args.against)]}), flush=True)
                 results["ratio"] = round(results[str(args.against)]["median_ms"] / results["this tree"]["median_ms"], 1)
-                results["ratio_page_clock"] = round(
-                    results[str(args.against)]["page_clock_median_ms"] / results["this tree"]["page_clock_median_ms"], 1
-                )
+                for clock in ("page_clock", "paint_clock"):
+                    results[f"ratio_{clock}"] = round(
+                        results[str(args.against)][f"{clock}_median_ms"] / results["this tree"][f"{clock}_median_ms"], 2
+                    )
         finally:
             for hog in hogs:
                 hog.kill()

@@ -64,6 +64,9 @@ def test_the_first_paint_needs_no_request_and_its_data_stays_text(browser: Any, 
         notebooks = page.locator("#jg-users tr:not(.jg-user)[data-user='bob'] td:nth-child(2)")
         assert sorted(notebooks.all_text_contents()) == sorted(EVIL)
         assert page.locator("#jg-users img").count() == 0
+        # A user's row: name, kernels, (no notebook), memory, one cell across the last three columns.
+        assert page.locator(USERS_ROWS).first.locator("td").count() == 5
+        assert page.locator(USERS_ROWS).first.locator("td").last.get_attribute("colspan") == "3"
         assert page.evaluate("window.__jupyterGpuXss") is None
         # The times of day, left out of the first render, follow once the browser is idle.
         page.locator("#jg-status", has_text=":").wait_for(timeout=60_000)
@@ -91,5 +94,43 @@ def test_without_its_first_data_the_page_asks_for_it(browser: Any, service_url: 
         page.goto(service_url)
         page.locator(USERS_ROWS).nth(2).wait_for(timeout=60_000)
         assert page.locator(USERS_ROWS).count() == 3
+    finally:
+        context.close()
+
+
+# Counts, in every animation frame, whether the users' rows exist yet; records each fetch with
+# whether such a frame had come before it (the page's CSP does not apply to an init script).
+FRAMES_AND_FETCHES = """(() => {
+  window.__jgRowsFramed = false;
+  window.__jgFetches = [];
+  const tick = () => {
+    if (document.querySelector('#jg-users tr.jg-user')) window.__jgRowsFramed = true;
+    else requestAnimationFrame(tick);
+  };
+  requestAnimationFrame(tick);
+  const fetch = window.fetch;
+  window.fetch = function (url, options) {
+    window.__jgFetches.push([String(url), window.__jgRowsFramed]);
+    return fetch.call(this, url, options);
+  };
+})();"""
+
+
+def test_the_usage_request_waits_for_the_frame_that_draws_the_users(browser: Any, service_url: str) -> None:
+    """The usage table is below the users: its request goes out after the first frame with the
+    users' rows, so that neither the request nor its rows land in the work before the first paint."""
+    context = browser.new_context(extra_http_headers={"Authorization": "token admin-token"})
+    page = context.new_page()
+    page.add_init_script(FRAMES_AND_FETCHES)
+    try:
+        page.goto(service_url)
+        page.locator(USERS_ROWS).nth(2).wait_for(timeout=30_000)
+        fetches: list[list[Any]] = []
+        for _ in range(100):
+            fetches = [entry for entry in page.evaluate("window.__jgFetches") if "api/usage" in entry[0]]
+            if fetches:
+                break
+            page.wait_for_timeout(100)
+        assert fetches and fetches[0][1] is True  # a frame with the rows came first
     finally:
         context.close()

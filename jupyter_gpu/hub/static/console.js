@@ -484,9 +484,9 @@ if (typeof document !== 'undefined') {
           head.appendChild(status);
           head.appendChild(el('td', ''));
           head.appendChild(el('td', user.gpu_memory ? format.formatBytes(user.gpu_memory) : '–'));
-          head.appendChild(el('td', ''));
-          head.appendChild(el('td', ''));
-          head.appendChild(el('td', ''));
+          const rest = el('td'); // idle for, will be culled in, the button: one empty cell, not three
+          rest.colSpan = 3;
+          head.appendChild(rest);
           rows.push(head);
           // The viewer's own runs (`jupyter-gpu run`), from their claims: nobody else's row has any.
           (user.runs || []).forEach(function (text) {
@@ -665,11 +665,18 @@ if (typeof document !== 'undefined') {
     } catch {
       firstData = null; // not expected (the service writes it): ask for it instead
     }
+    // The usage table is below the users: its request (and its rows, when the answer comes back
+    // while the first frame is still being made) waits until the users are on screen.
+    function afterFirstPaint(run) {
+      requestAnimationFrame(function () {
+        setTimeout(run, 0); // a task after the frame that painted what render() built
+      });
+    }
     if (firstData) {
       render(firstData);
       timer = setTimeout(refresh, POLL_MS);
     } else refresh();
     localeWhenIdle();
-    refreshUsage();
+    afterFirstPaint(refreshUsage);
   })(globalThis.jupyterGpuFormat);
 }
