@@ -18,7 +18,7 @@ from enum import Enum
 from types import ModuleType
 
 from ..core.environ import environment_at_process_start
-from ..core.i18n import N_, _
+from ..core.i18n import N_, _, pgettext
 from ..core.visibility import (
     UNKNOWN,
     CudaEnv,
@@ -329,6 +329,17 @@ def selection_env_changed(magic: str | None = None) -> str | None:
             "or remove that assignment."
         ).format(magic=magic)
     return f"{what_changed} {advice}"
+
+
+def clauses(parts: Sequence[str]) -> str:
+    """Clauses joined as :func:`jupyter_gpu.session.report.clauses` joins them (a layer above):
+    ``"; "``, in Chinese the full-width semicolon."""
+    return pgettext("clause separator", "; ").join(parts)
+
+
+def listed(names: Sequence[str]) -> str:
+    """Names listed as :func:`jupyter_gpu.session.report.listed` lists them: ``", "``, in Chinese ``、``."""
+    return pgettext("list separator", ", ").join(names)
 
 
 def plan_words(plan: GpuPlan) -> str:

@@ -104,14 +104,14 @@ class GpuDoctorMagics(Magics):
         action="append",
         choices=("tensorflow", "torch", "jax"),
         default=[],
-        help="check only this framework (repeatable; default: every installed one)",
+        help=_("check only this framework (repeatable; default: every installed one)"),
     )
-    @argument("--json", action="store_true", help="print the report's JSON (docs/doctor.md) instead of text")
+    @argument("--json", action="store_true", help=_("print the report's JSON (docs/doctor.md) instead of text"))
     @argument(
         "--timeout",
         type=float,
         metavar="SECONDS",
-        help="how long the frameworks may take to start, all together (default 60)",
+        help=_("how long the frameworks may take to start, all together (default 60)"),
     )
     @line_magic
     def gpu_doctor(self, line: str = "") -> None:
