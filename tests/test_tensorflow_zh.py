@@ -1,5 +1,5 @@
 # ruff: noqa: RUF001  (Chinese text and its full-width punctuation on purpose)
-"""TensorFlow's words in Chinese, and the magics' argument help (``%gpu_select?``) in Chinese.
+"""TensorFlow's words in Chinese, and the magics' argument help (``%gpu_select?``) and errors in Chinese.
 
 Every other test runs in English (``tests/conftest.py``). In-process, a fake eager context (as
 ``tests/test_frameworks_adapters.py`` makes one) shows what ``%gpu_status`` says TensorFlow has in
@@ -24,6 +24,7 @@ from kernels import Kernel, standin_kernel
 
 from jupyter_gpu.core import i18n
 from jupyter_gpu.core.snapshot import GpuInfo, Snapshot
+from jupyter_gpu.core.text import columns
 from jupyter_gpu.frameworks import TENSORFLOW
 from jupyter_gpu.frameworks.tensorflow import forced_growth
 from jupyter_gpu.plan import Fence, PlanRequest, build_plan
@@ -163,6 +164,11 @@ def test_a_chinese_kernel_says_tensorflow_in_chinese_and_its_magic_help_too(chin
     assert "--no-growth      关闭显存动态增长" in help_page, help_page
     assert tight("与 auto 一起使用：最多等待 DURATION（90s、30m、2h；纯数字表示秒）") in tight(help_page)
     assert "turn memory growth off again" not in help_page
+    assert "\n位置参数：\n" in help_page and "\n选项：\n" in help_page, help_page  # argparse's headings too
+    lines = help_page[help_page.index("位置参数：") :].splitlines()
+    assert all(columns(line) <= 80 for line in lines), lines  # Chinese help wrapped by columns, not characters
+    _, err = kernel.run("%gpu_select --bogus")
+    assert "UsageError: 无法识别的参数：--bogus" in err, err  # argparse's own error
     assert "--intra N" in pager(kernel, "%gpu_threads?") and "单个运算内部的线程数（0：框架默认值）" in tight(
         pager(kernel, "%gpu_threads?")
     )

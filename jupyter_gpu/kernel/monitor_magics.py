@@ -14,22 +14,15 @@ from typing import TYPE_CHECKING, Any
 
 from IPython.core.error import UsageError
 from IPython.core.magic import Magics, line_magic, magics_class
-from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
+from IPython.core.magic_arguments import argument, magic_arguments
 from traitlets import Float, Integer
 
 from ..core.i18n import _
 from .hooks import off_cell_event, on_cell_event
+from .magics.arguments import help_in_language, parse
 
 if TYPE_CHECKING:
     from .watch import CellWatch
-
-
-def _parse(magic: Any, line: str) -> Any:
-    """``parse_argstring`` whose errors are one-line UsageErrors."""
-    try:
-        return parse_argstring(magic, line)
-    except UsageError as error:
-        raise UsageError(str(error).strip().splitlines()[-1]) from None
 
 
 @magics_class
@@ -58,6 +51,7 @@ class MonitorMagics(Magics):
 
     # -- %gpu_monitor
 
+    @help_in_language
     @magic_arguments()
     @argument(
         "--interval",
@@ -97,7 +91,7 @@ class MonitorMagics(Magics):
         From Python: ``from jupyter_gpu import GPUMonitor; panel = GPUMonitor(interval_s=0.5)``,
         then ``display(panel)`` and later ``panel.close()``.
         """
-        args = _parse(self.gpu_monitor, line)
+        args = parse(self.gpu_monitor, line)
         interval_s = self.monitor_interval_s if args.interval is None else args.interval
         history = self.monitor_history if args.history is None else args.history
         if not interval_s >= 0.1:
@@ -115,6 +109,7 @@ class MonitorMagics(Magics):
 
     # -- %gpu_watch
 
+    @help_in_language
     @magic_arguments()
     @argument(
         "state",
@@ -151,7 +146,7 @@ class MonitorMagics(Magics):
         A restart made by jupyter_gpu (``%gpu_restart``, "Restart kernel and apply") carries the
         watch over to the new kernel with the GPU plan.
         """
-        args = _parse(self.gpu_watch, line)
+        args = parse(self.gpu_watch, line)
         interval_s = self.watch_interval_s if args.interval is None else args.interval
         if not interval_s > 0:
             raise UsageError(_("--interval must be positive, not {value}").format(value=f"{interval_s:g}"))

@@ -16,7 +16,7 @@ from IPython.core.magic import Magics, line_magic, magics_class
 from IPython.core.magic_arguments import argument, magic_arguments
 
 from ...core.i18n import _
-from .arguments import parse
+from .arguments import help_in_language, parse
 
 if TYPE_CHECKING:  # loading the extension imports no plan (the plan module is the magics' own business)
     from ...plan import GpuPlan
@@ -98,6 +98,7 @@ def report_for(plan: GpuPlan, timeout_s: float, start_env: Any = None, only: tup
 class GpuDoctorMagics(Magics):
     """``%gpu_doctor``: check the GPU stack and this kernel's plan, changing nothing."""
 
+    @help_in_language
     @magic_arguments()
     @argument(
         "--framework",

@@ -21,7 +21,7 @@ from ...session import defaults
 from ...session.report import auto_rechosen, gpu_listing, limit_report, selection_report, summary, threads_report
 from ..session import PlanSession, admin_ceiling, loosens_admin_ceiling, take_snapshot
 from ..wait import parse_duration, wait_and_select
-from .arguments import parse
+from .arguments import help_in_language, parse
 
 
 @magics_class
@@ -185,6 +185,7 @@ class GpuMagics(Magics):
 
     # -- the magics
 
+    @help_in_language
     @magic_arguments()
     @argument(
         "spec",
@@ -300,6 +301,7 @@ class GpuMagics(Magics):
             report = selection_report(plan, self._caveats_once(plan), reservations=self.session.last_reservations)
             print((f"{moved}\n" if moved else "") + report)
 
+    @help_in_language
     @magic_arguments()
     @argument(
         "sizes",
@@ -375,6 +377,7 @@ class GpuMagics(Magics):
         if plan is not None:
             print(limit_report(plan, self._caveats_once(plan)))
 
+    @help_in_language
     @magic_arguments()
     @argument("--intra", type=int, metavar="N", help=_("threads inside one operation (0: framework default)"))
     @argument("--inter", type=int, metavar="N", help=_("operations run in parallel (0: framework default)"))
