@@ -332,13 +332,14 @@ def selection_env_changed(magic: str | None = None) -> str | None:
 
 
 def clauses(parts: Sequence[str]) -> str:
-    """Clauses joined as :func:`jupyter_gpu.session.report.clauses` joins them (a layer above):
-    ``"; "``, in Chinese the full-width semicolon."""
+    """Clauses of one line joined as the language joins them: ``"; "`` (Chinese: the full-width
+    semicolon). Each part is a whole piece of its own ``_()``. The one rule for the magics' words:
+    :mod:`jupyter_gpu.session.report` re-exports it."""
     return pgettext("clause separator", "; ").join(parts)
 
 
 def listed(names: Sequence[str]) -> str:
-    """Names listed as :func:`jupyter_gpu.session.report.listed` lists them: ``", "``, in Chinese ``、``."""
+    """Names listed in one clause: ``"TensorFlow, PyTorch"`` (Chinese: the enumeration comma)."""
     return pgettext("list separator", ", ").join(names)
 
 

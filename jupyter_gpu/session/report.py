@@ -17,6 +17,7 @@ from ..core.availability import label as availability_label
 from ..core.i18n import N_, _, pgettext
 from ..core.text import display_text, wrap
 from ..core.units import format_bytes
+from ..frameworks.base import clauses, listed  # one joining rule for the magics' words (re-exported)
 
 if TYPE_CHECKING:
     from ..plan import GpuPlan
@@ -47,17 +48,6 @@ _CHILDREN = N_(
 def gpus_text(indices: Sequence[int]) -> str:
     """``GPU 0, 2``: planned GPUs by index (the list stays in figures and commas)."""
     return _("GPU {indices}").format(indices=", ".join(map(str, indices)))
-
-
-def clauses(parts: Sequence[str]) -> str:
-    """Clauses of one line joined as the language joins them: ``"; "`` (Chinese: the full-width
-    semicolon). Each part is a whole piece of its own ``_()``."""
-    return pgettext("clause separator", "; ").join(parts)
-
-
-def listed(names: Sequence[str]) -> str:
-    """Names listed in one clause: ``"TensorFlow, PyTorch"`` (Chinese: the enumeration comma)."""
-    return pgettext("list separator", ", ").join(names)
 
 
 def shown(value: str | None, missing: str = "?") -> str:
