@@ -37,7 +37,7 @@ from ..core import import_hooks as _import_hooks
 from ..core.environ import environment_at_process_start
 from ..core.i18n import _
 from ..core.snapshot import Snapshot
-from ..core.text import display_text
+from ..core.text import clauses, display_text
 from ..core.units import format_bytes
 from ..core.visibility import UNKNOWN, CudaEnv, Gpu, cuda_devices, cuda_start, cuda_start_call
 from ..plan import GpuPlan, PlanError, current_plan, set_current_plan
@@ -48,7 +48,6 @@ from .base import (
     Framework,
     State,
     actual_devices,
-    clauses,
     cuda_started,
     expected_devices,
     fractions_differ,

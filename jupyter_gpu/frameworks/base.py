@@ -18,7 +18,7 @@ from enum import Enum
 from types import ModuleType
 
 from ..core.environ import environment_at_process_start
-from ..core.i18n import N_, _, pgettext
+from ..core.i18n import N_, _
 from ..core.visibility import (
     UNKNOWN,
     CudaEnv,
@@ -329,18 +329,6 @@ def selection_env_changed(magic: str | None = None) -> str | None:
             "or remove that assignment."
         ).format(magic=magic)
     return f"{what_changed} {advice}"
-
-
-def clauses(parts: Sequence[str]) -> str:
-    """Clauses of one line joined as the language joins them: ``"; "`` (Chinese: the full-width
-    semicolon). Each part is a whole piece of its own ``_()``. The one rule for the magics' words:
-    :mod:`jupyter_gpu.session.report` re-exports it."""
-    return pgettext("clause separator", "; ").join(parts)
-
-
-def listed(names: Sequence[str]) -> str:
-    """Names listed in one clause: ``"TensorFlow, PyTorch"`` (Chinese: the enumeration comma)."""
-    return pgettext("list separator", ", ").join(names)
 
 
 def plan_words(plan: GpuPlan) -> str:

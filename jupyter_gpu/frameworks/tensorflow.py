@@ -41,7 +41,7 @@ from types import ModuleType
 from typing import Any
 
 from ..core.i18n import N_, _, ngettext, pgettext
-from ..core.text import display_text
+from ..core.text import clauses, display_text, listed
 from ..core.units import MIB, format_bytes
 from ..core.visibility import cuda_devices
 from ..plan import GpuPlan, current_plan
@@ -50,10 +50,8 @@ from .base import (
     Environment,
     Framework,
     State,
-    clauses,
     expected_devices,
     known_gpus,
-    listed,
     note_cuda_start,
     plan_words,
     planned_devices,

@@ -19,12 +19,13 @@ from traitlets import Float, Integer
 
 from ..core.i18n import _
 from .hooks import off_cell_event, on_cell_event
-from .magics.arguments import help_in_language, parse
+from .magics.arguments import help_pages_in_language, parse
 
 if TYPE_CHECKING:
     from .watch import CellWatch
 
 
+@help_pages_in_language
 @magics_class
 class MonitorMagics(Magics):
     """The live GPU panel (``%gpu_monitor``) and the per-cell GPU memory report (``%gpu_watch``)."""
@@ -51,7 +52,6 @@ class MonitorMagics(Magics):
 
     # -- %gpu_monitor
 
-    @help_in_language
     @magic_arguments()
     @argument(
         "--interval",
@@ -109,7 +109,6 @@ class MonitorMagics(Magics):
 
     # -- %gpu_watch
 
-    @help_in_language
     @magic_arguments()
     @argument(
         "state",

@@ -15,9 +15,8 @@ from typing import TYPE_CHECKING, Any
 from ..core.availability import Reservation, unit_availability
 from ..core.availability import label as availability_label
 from ..core.i18n import N_, _, pgettext
-from ..core.text import display_text, wrap
+from ..core.text import clauses, display_text, listed, wrap
 from ..core.units import format_bytes
-from ..frameworks.base import clauses, listed  # one joining rule for the magics' words (re-exported)
 
 if TYPE_CHECKING:
     from ..plan import GpuPlan

@@ -3,7 +3,7 @@
 - :func:`parse`: ``parse_argstring`` with every malformed line as one UsageError, argparse's own
   error (``unrecognized arguments: --x``) said in the user's language
   (:func:`jupyter_gpu.core.arguments.translate_error`).
-- :func:`help_in_language`: the help page ``%gpu_select?`` shows, built again with the section
+- :func:`help_pages_in_language`: the help pages (``%gpu_select?``) built again with the section
   headings ("positional arguments", "options") in the user's language and Chinese help text wrapped
   between characters, a wide one counting two columns. The ``help=`` texts are marked with ``_`` in
   the decorators, so they are translated when the module is imported: the magics' help speaks the
@@ -14,7 +14,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from typing import Any, TypeVar
 
 from IPython.core.error import UsageError
@@ -23,7 +23,7 @@ from IPython.core.magic_arguments import MagicHelpFormatter, parse_argstring
 from ...core.arguments import OPTIONALS, POSITIONALS, HelpFormatter, translate_error
 from ...core.i18n import _
 
-Magic = TypeVar("Magic", bound=Callable[..., Any])
+MagicsClass = TypeVar("MagicsClass", bound=type)
 
 
 def parse(magic: Any, line: str) -> Any:
@@ -48,13 +48,17 @@ class MagicHelp(HelpFormatter, MagicHelpFormatter):
         MagicHelpFormatter.add_usage(self, usage, actions, groups)  # IPython's "%name" prefix, no "usage:"
 
 
-def help_in_language(magic: Magic) -> Magic:
-    """Rebuild the help of a magic made with ``@magic_arguments()`` (put this decorator above it)
-    with translated section headings and :class:`MagicHelp`; its docstring becomes that page, as
-    IPython's ``construct_parser`` makes it."""
-    parser = magic.parser  # type: ignore[attr-defined]
-    parser.formatter_class = MagicHelp
-    parser._positionals.title = _(POSITIONALS)
-    parser._optionals.title = _(OPTIONALS)
-    magic.__doc__ = parser.format_help()
-    return magic
+def help_pages_in_language(magics: MagicsClass) -> MagicsClass:
+    """Rebuild the help page of every magic of a ``Magics`` class made with ``@magic_arguments()``
+    (put this decorator above ``@magics_class``) with translated section headings and
+    :class:`MagicHelp`; each magic's docstring becomes that page, as IPython's ``construct_parser``
+    makes it."""
+    for magic in vars(magics).values():
+        parser = getattr(magic, "parser", None)
+        if parser is None or not getattr(magic, "has_arguments", False):
+            continue
+        parser.formatter_class = MagicHelp
+        parser._positionals.title = _(POSITIONALS)
+        parser._optionals.title = _(OPTIONALS)
+        magic.__doc__ = parser.format_help()
+    return magics

@@ -16,7 +16,7 @@ from IPython.core.magic import Magics, line_magic, magics_class
 from IPython.core.magic_arguments import argument, magic_arguments
 
 from ...core.i18n import _
-from .arguments import help_in_language, parse
+from .arguments import help_pages_in_language, parse
 
 if TYPE_CHECKING:  # loading the extension imports no plan (the plan module is the magics' own business)
     from ...plan import GpuPlan
@@ -94,11 +94,11 @@ def report_for(plan: GpuPlan, timeout_s: float, start_env: Any = None, only: tup
     return doctor.run(plan, summary(plan), doctor_magics(plan), start, timeout_s=timeout_s, only=only)
 
 
+@help_pages_in_language
 @magics_class
 class GpuDoctorMagics(Magics):
     """``%gpu_doctor``: check the GPU stack and this kernel's plan, changing nothing."""
 
-    @help_in_language
     @magic_arguments()
     @argument(
         "--framework",

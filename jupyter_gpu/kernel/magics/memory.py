@@ -7,14 +7,14 @@ from IPython.core.magic_arguments import argument, magic_arguments
 
 from ...core.i18n import _
 from .. import free
-from .arguments import help_in_language, parse
+from .arguments import help_pages_in_language, parse
 
 
+@help_pages_in_language
 @magics_class
 class GpuMemoryMagics(Magics):
     """``%gpu_free``: drop what keeps framework memory alive, release the frameworks' caches, report."""
 
-    @help_in_language
     @magic_arguments()
     @argument(
         "names",

@@ -21,9 +21,10 @@ from ...session import defaults
 from ...session.report import auto_rechosen, gpu_listing, limit_report, selection_report, summary, threads_report
 from ..session import PlanSession, admin_ceiling, loosens_admin_ceiling, take_snapshot
 from ..wait import parse_duration, wait_and_select
-from .arguments import help_in_language, parse
+from .arguments import help_pages_in_language, parse
 
 
+@help_pages_in_language
 @magics_class
 class GpuMagics(Magics):
     """The kernel's GPU plan as magics. Configurable (``c.GpuMagics.<name>`` or ``%config``).
@@ -185,7 +186,6 @@ class GpuMagics(Magics):
 
     # -- the magics
 
-    @help_in_language
     @magic_arguments()
     @argument(
         "spec",
@@ -301,7 +301,6 @@ class GpuMagics(Magics):
             report = selection_report(plan, self._caveats_once(plan), reservations=self.session.last_reservations)
             print((f"{moved}\n" if moved else "") + report)
 
-    @help_in_language
     @magic_arguments()
     @argument(
         "sizes",
@@ -377,7 +376,6 @@ class GpuMagics(Magics):
         if plan is not None:
             print(limit_report(plan, self._caveats_once(plan)))
 
-    @help_in_language
     @magic_arguments()
     @argument("--intra", type=int, metavar="N", help=_("threads inside one operation (0: framework default)"))
     @argument("--inter", type=int, metavar="N", help=_("operations run in parallel (0: framework default)"))
