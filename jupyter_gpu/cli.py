@@ -59,6 +59,7 @@ from .core.availability import (
     label,
 )
 from .core.i18n import N_, _
+from .core.messages import shown
 from .core.text import display_text, truncate
 from .core.units import format_bytes, format_duration
 
@@ -118,10 +119,10 @@ def format_table(
     lines = [
         line
         for warning in snapshot.warnings
-        for line in _wrap(_("Warning: {warning}").format(warning=display_text(warning)), wide)
+        for line in _wrap(_("Warning: {warning}").format(warning=display_text(shown(warning))), wide)
     ]
     if not snapshot.nvml_available:
-        return "\n".join([*lines, _("No GPUs can be read: {error}").format(error=snapshot.error)])
+        return "\n".join([*lines, _("No GPUs can be read: {error}").format(error=display_text(shown(snapshot.error)))])
     header = _("Driver {version}").format(version=snapshot.driver_version)
     if snapshot.simulated:
         header += "  " + _("(simulated GPUs)")
@@ -174,7 +175,7 @@ def format_table(
     for position, ((processes, depth), row) in enumerate(zip(groups, rows, strict=True)):
         if position in errors:
             start = _pad(render(row[:2] + [""] * (len(row) - 2)), widths[0] + widths[1] + 4, right=False)
-            error = start + _("error: {error}").format(error=display_text(errors[position]))
+            error = start + _("error: {error}").format(error=display_text(shown(errors[position])))
             lines.extend(_wrap(error, wide, " " * (widths[0] + widths[1] + 4)))
         else:
             lines.append(render(row))
@@ -338,9 +339,9 @@ def _status(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         out.flush()
         if args.json:  # the table says it itself; JSON readers get it on stderr too
             for warning in snapshot.warnings:
-                err.write("jupyter-gpu: " + _("warning: {warning}").format(warning=warning) + "\n")
+                err.write("jupyter-gpu: " + _("warning: {warning}").format(warning=display_text(shown(warning))) + "\n")
             if not snapshot.nvml_available:
-                err.write(f"jupyter-gpu: {snapshot.error}\n")
+                err.write(f"jupyter-gpu: {display_text(shown(snapshot.error))}\n")
         if not args.watch:
             return 0 if snapshot.nvml_available else 1
         try:

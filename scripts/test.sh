@@ -40,6 +40,9 @@ if [ ! -x labextension/node_modules/.bin/eslint ] || [ ! -x labextension/node_mo
   (cd labextension && npm ci --no-audit --no-fund)
 fi
 (cd labextension && npm run --silent lint:check && npm test --silent)
+echo "==> JupyterLab's catalogs of the extension (jupyter_gpu/locale/*/lab.po -> jupyter_gpu.json)"
+# pip's build writes them too; this keeps them in step with a .po edited since (docs/i18n.md).
+.venv/bin/python -m jupyter_gpu.core.i18n >/dev/null
 echo "==> pytest"
 export PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1
 # One process by default: with two workers (JUPYTER_GPU_TEST_WORKERS=2; pytest-xdist, --dist

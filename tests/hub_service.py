@@ -25,7 +25,7 @@ from typing import Any
 
 from hub_fake import SERVICE_TOKEN, FakeHub, report_of, scenario_of, user_snapshot
 from jupyterhub.services.auth import HubOAuth
-from support import ScenarioFile
+from support import UNDER_LOAD_S, ScenarioFile
 from tornado import netutil
 from tornado.httpclient import AsyncHTTPClient, HTTPClientError
 from tornado.httpserver import HTTPServer
@@ -37,8 +37,11 @@ PREFIX = "/services/jupyter-gpu/"
 
 
 class Running:
-    def __init__(self, hub: FakeHub, service: HubService, port: int, server: HTTPServer | None = None) -> None:
+    def __init__(
+        self, hub: FakeHub, service: HubService, port: int, server: HTTPServer | None = None, first_sample: bool = True
+    ) -> None:
         self.hub, self.service, self.port, self.server = hub, service, port, server
+        self.first_sample = first_sample  # call() waits for the service's first NVML sample
         self.url = f"http://127.0.0.1:{port}{PREFIX}"
         self._pushed: dict[str, bool] = {}
 
@@ -74,8 +77,27 @@ class Running:
                 pass
             self._pushed[user + "\0" + body.decode(errors="replace")] = True
 
+    async def sampled(self) -> None:
+        """Wait (up to :data:`support.UNDER_LOAD_S`) until the service has its first NVML sample.
+
+        A request waits at most 1 s for one (``HubService.devices``, by design: less than the user
+        servers' 3 s timeout), then answers "no GPU sample yet": on a loaded machine the first
+        sample (NVML's start, the scenario's first read) can take longer, and a test of what the
+        console makes of NVML's processes would then read a console without any."""
+        sampler = self.service.sampler
+        if sampler.latest is None:
+            await asyncio.get_running_loop().run_in_executor(
+                None, lambda: sampler.wait_for_snapshot(timeout=UNDER_LOAD_S)
+            )
+        assert sampler.latest is not None, f"the hub service took no NVML sample within {UNDER_LOAD_S} s"
+
     async def call(self, path: str, token: str, method: str = "GET") -> tuple[int, Any]:
+        """``path`` of the service as ``token``'s owner: (HTTP status, body). The stand-in servers
+        report first (:meth:`reported`) and, unless the test started the service with
+        ``first_sample=False`` (a hung driver), the service has its first sample (:meth:`sampled`)."""
         self.reported()
+        if self.first_sample and self.service.prometheus is None:
+            await self.sampled()
         # The test's own client: tornado's per-loop shared one would queue the service's requests
         # (same loop) behind the test's (10 at a time), a deadlock no real browser causes.
         if getattr(self, "client", None) is None:
@@ -111,15 +133,19 @@ def listen(service: HubService, hub_url: str, cache_max_age: float = 60) -> tupl
     return server, sockets[0].getsockname()[1]
 
 
-async def start(interval_s: float = 0.2, usage_db: str | None = None, usage_interval_s: float = 60.0) -> Running:
+async def start(
+    interval_s: float = 0.2, usage_db: str | None = None, usage_interval_s: float = 60.0, first_sample: bool = True
+) -> Running:
     """The service on a loopback port; with ``usage_db``, usage accounting in that file (tests call
-    ``run.service.accountant.account_once()`` or ``run.service.accountant.start()`` themselves)."""
+    ``run.service.accountant.account_once()`` or ``run.service.accountant.start()`` themselves).
+    ``first_sample=False``: :meth:`Running.call` does not wait for the first NVML sample (a test of
+    the service without one)."""
     hub = FakeHub()
     service = service_for(
         hub.url, interval_s=interval_s, linger_s=5, usage_db=usage_db, usage_interval_s=usage_interval_s
     )
     server, port = listen(service, hub.url)
-    run = Running(hub, service, port, server)
+    run = Running(hub, service, port, server, first_sample)
     _STARTED.append(run)
     return run
 

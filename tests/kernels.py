@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import queue
 import tempfile
 import time
 import uuid
@@ -17,6 +18,7 @@ from typing import Any
 
 from jupyter_client.blocking.client import BlockingKernelClient
 from jupyter_client.manager import KernelManager
+from support import UNDER_LOAD_S
 
 # The CUDA stand-in (tests/standin/cuda_standin.py), imported by the kernels of standin_kernel.
 STANDIN = Path(__file__).parent / "standin"
@@ -41,15 +43,13 @@ class Kernel:
         self.client = client
         self.displayed: list[dict[str, Any]] = []  # the display_data bundles of the last run
 
-    def run(self, code: str, timeout: float = 90) -> tuple[str, str]:
+    def run(self, code: str, timeout: float = UNDER_LOAD_S) -> tuple[str, str]:
         """Run ``code``; return (stdout, stderr); its displays are kept in :attr:`displayed`."""
-        msg_id = self.client.execute(code)
         out: list[str] = []
         err: list[str] = []
         self.displayed = []
-        deadline = time.monotonic() + timeout
-        while True:
-            message = self.client.get_iopub_msg(timeout=max(deadline - time.monotonic(), 0.1))
+        msg_id = execute_drained(self.client, code)
+        for message in iopub_until_idle(self.client, msg_id, timeout):
             if message["parent_header"].get("msg_id") != msg_id:
                 continue
             kind, content = message["msg_type"], message["content"]
@@ -59,8 +59,6 @@ class Kernel:
                 self.displayed.append(content["data"])
             elif kind == "error":
                 err.append(f"{content['ename']}: {content['evalue']}")
-            elif kind == "status" and content["execution_state"] == "idle":
-                break
         self.client.get_shell_msg(timeout=10)
         return "".join(out), "".join(err)
 
@@ -68,6 +66,45 @@ class Kernel:
         out, err = self.run(f"print(json.dumps({expression}))")
         assert out, err
         return json.loads(out.strip().splitlines()[-1])
+
+
+def execute_drained(client: BlockingKernelClient, code: str) -> str:
+    """Send ``code`` for execution and return its msg_id, after reading away the IOPub messages
+    waiting since the last cell (a panel's updates). A subscriber that does not read drops what
+    arrives once its queue holds ZMQ's high-water mark (1,000 messages): a panel updating between
+    two cells could fill it, and the new cell's own output and idle status would be dropped."""
+    while True:
+        try:
+            client.get_iopub_msg(timeout=0)
+        except queue.Empty:
+            break
+    return client.execute(code)
+
+
+def iopub_until_idle(client: BlockingKernelClient, msg_id: str, timeout: float) -> list[dict[str, Any]]:
+    """Every IOPub message read until the request ``msg_id`` is idle (others' too, in order).
+
+    Fails after ``timeout`` seconds in all, also while other messages keep coming (a panel updating
+    every second would otherwise keep a lost idle status waiting for ever, past any deadline)."""
+    messages: list[dict[str, Any]] = []
+    deadline = time.monotonic() + timeout
+    while True:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise AssertionError(
+                f"no idle status of {msg_id} within {timeout} s; read {[m['msg_type'] for m in messages][-20:]}"
+            )
+        try:
+            message = client.get_iopub_msg(timeout=left)
+        except queue.Empty:
+            continue
+        messages.append(message)
+        if (
+            message["parent_header"].get("msg_id") == msg_id
+            and message["msg_type"] == "status"
+            and message["content"]["execution_state"] == "idle"
+        ):
+            return messages
 
 
 def start(env: dict[str, str] | None = None, connection_dir: Path | None = None) -> Iterator[Kernel]:
@@ -87,7 +124,7 @@ def start(env: dict[str, str] | None = None, connection_dir: Path | None = None)
         client = manager.client()
         client.start_channels()
         try:
-            client.wait_for_ready(timeout=90)
+            client.wait_for_ready(timeout=UNDER_LOAD_S)
             kernel = Kernel(client)
             kernel.run(ENV)
             yield kernel

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import psutil
+from support import UNDER_LOAD_S
 
 PROMETHEUS = shutil.which("prometheus")  # Debian's, for the tests with a real Prometheus
 
@@ -124,7 +125,7 @@ class LiveServer:
         gpu_config: dict[str, Any],
         env: dict[str, str] | None = None,
         base_url: str = "/",
-        wait_s: float | None = 90,
+        wait_s: float | None = UNDER_LOAD_S,
         args: tuple[str, ...] = (),
     ) -> None:
         self.user, self.token, self.port, self.base_url = user, token, free_port(), base_url
@@ -166,7 +167,7 @@ class LiveServer:
         if wait_s is not None:
             self.wait(wait_s)
 
-    def wait(self, timeout: float = 90) -> None:
+    def wait(self, timeout: float = UNDER_LOAD_S) -> None:
         """Until the server answers ``api/status`` (fails early, with its log, if it exits)."""
         wait_for(
             f"{self.user}'s server",

@@ -8,6 +8,7 @@ in the directory itself), so these tests show what that layout let a neighbour d
 
 from __future__ import annotations
 
+import fcntl
 import os
 import signal
 import subprocess
@@ -18,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from support import UNDER_LOAD_S, wait_until
 
 from jupyter_gpu import simulate
 from jupyter_gpu.core.snapshot import GpuInfo
@@ -201,8 +203,10 @@ def test_claims_dated_ahead_or_before_their_process_started_are_refused(
     magics.register(ip)
     try:
         started = time.monotonic()
-        ip.run_line_magic("gpu_select", "auto:2 --wait 2s")
-        assert os.environ["CUDA_VISIBLE_DEVICES"] == "0,1" and time.monotonic() - started < 1.5
+        ip.run_line_magic("gpu_select", "auto:2 --wait 120s")
+        # chosen at once: waiting would take the whole 120 s (then refuse); half of it is a margin
+        # no loaded machine needs for one selection (a 2 s wait against 1.5 s was one it could need)
+        assert os.environ["CUDA_VISIBLE_DEVICES"] == "0,1" and time.monotonic() - started < 60
     finally:
         magics.unregister(ip)
 
@@ -312,6 +316,19 @@ def test_a_claims_directory_a_neighbour_made_first_is_not_used(
     assert list(theirs.iterdir()) == []  # nothing written where the neighbour could read, move or delete it
 
 
+def _lock_held(directory: str) -> bool:
+    """Whether someone holds the claims lock (``flock`` on the directory) now; takes it for an
+    instant when nobody does."""
+    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(fd)  # closing the only descriptor releases a lock taken here
+    return False
+
+
 def _hold_lock(directory: str) -> int:
     """Hold the claims lock forever (``flock(1)`` on the directory); returns the holder's PID."""
     holder = subprocess.Popen(
@@ -320,7 +337,8 @@ def _hold_lock(directory: str) -> int:
         stdout=subprocess.DEVNULL,
         start_new_session=True,
     )
-    time.sleep(0.3)
+    # until flock(1) holds it (a fixed 0.3 s held only while flock got the CPU in time)
+    wait_until(lambda: _lock_held(directory), UNDER_LOAD_S, "flock(1) to hold the claims lock")
     return holder.pid
 
 
@@ -338,6 +356,6 @@ def test_a_neighbour_holding_the_lock_forever_delays_auto_once(
         assert obtained is False  # this time waited only CONTENDED_WAIT_S
     assert board.lock_timeout_s > claims.CONTENDED_WAIT_S
     os.killpg(holder, signal.SIGKILL)
-    time.sleep(0.2)
+    wait_until(lambda: not _lock_held(str(shared_tmp)), what="the lock to go with its holder")
     with board.locked() as obtained:
         assert obtained is True and not board.lock_missed

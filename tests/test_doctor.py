@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from support import wait_until
+from support import UNDER_LOAD_S, wait_until
 
 from jupyter_gpu import doctor
 from jupyter_gpu.core.snapshot import GpuInfo
@@ -283,8 +283,9 @@ def test_an_interrupt_kills_the_children_too(tmp_path: Path) -> None:
 
 
 def _alive(pid: int) -> bool:
-    """Running (a zombie waiting for its parent to read its status is not)."""
-    deadline = time.monotonic() + 10
+    """Running (a zombie waiting for its parent to read its status is not), after waiting up to
+    ``support.UNDER_LOAD_S`` for it to end (a killed process's end can take seconds under load)."""
+    deadline = time.monotonic() + UNDER_LOAD_S
     while time.monotonic() < deadline:
         try:
             state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]

@@ -21,7 +21,7 @@ from pathlib import Path
 import psutil
 import pytest
 from jupyter_client.blocking.client import BlockingKernelClient
-from support import ScenarioFile, as_from_a_terminal, wait_until
+from support import UNDER_LOAD_S, ScenarioFile, as_from_a_terminal, wait_until
 
 from jupyter_gpu import simulate
 from jupyter_gpu.kernel import exit_hooks
@@ -87,7 +87,9 @@ def launched(tmp_path: Path) -> Iterator[LaunchedKernel]:
     folder = user_folder(claims_dir, os.getuid())
     kernel = LaunchedKernel(parent, int(parent.stdout.readline()), connection_file, folder)
     try:
-        wait_until(lambda: kernel.claim_files() and kernel.report_files(), 90, "the kernel's claim and report")
+        wait_until(
+            lambda: kernel.claim_files() and kernel.report_files(), UNDER_LOAD_S, "the kernel's claim and report"
+        )
         yield kernel
     finally:
         for pid in (kernel.pid, parent.pid):
@@ -99,7 +101,7 @@ def launched(tmp_path: Path) -> Iterator[LaunchedKernel]:
 
 
 def _ended_clean(kernel: LaunchedKernel) -> None:
-    wait_until(kernel.gone, 30, "the kernel to end")
+    wait_until(kernel.gone, UNDER_LOAD_S, "the kernel to end")
     wait_until(lambda: not kernel.claim_files(), 10, "its claim to go")
     assert kernel.report_files() == []
 
@@ -109,7 +111,7 @@ def test_a_kernel_shut_down_removes_its_claim_and_report(launched: LaunchedKerne
     client.load_connection_file()
     client.start_channels()
     try:
-        client.wait_for_ready(timeout=60)
+        client.wait_for_ready(timeout=UNDER_LOAD_S)
         client.shutdown()
     finally:
         client.stop_channels()
@@ -128,14 +130,14 @@ def test_a_kernel_terminated_by_a_signal_removes_its_claim_and_dies_by_it(
     launched: LaunchedKernel, signum: signal.Signals
 ) -> None:
     os.kill(launched.pid, signum)
-    assert launched.parent.wait(30) is not None
+    assert launched.parent.wait(UNDER_LOAD_S) is not None
     _ended_clean(launched)
 
 
 def test_a_killed_kernel_leaves_a_claim_that_counts_for_nothing_and_is_tidied(launched: LaunchedKernel) -> None:
     [claim] = launched.claim_files()
     os.kill(launched.pid, signal.SIGKILL)
-    launched.parent.wait(30)
+    launched.parent.wait(UNDER_LOAD_S)
     assert launched.claim_files() == [claim]  # SIGKILL runs nothing
     board = ClaimBoard(claim.parents[1])
     assert board.active({}) == []  # its process is gone: it counts for nothing (and is tidied)

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from hub_fake import SERVICE_TOKEN
 from hub_service import people, service_for, start
-from support import ScenarioFile
+from support import UNDER_LOAD_S, ScenarioFile
 
 from jupyter_gpu import simulate
 from jupyter_gpu.core.snapshot import Snapshot
@@ -218,7 +218,7 @@ def test_unreachable_service_falls_back_to_own_sampler_and_says_so(demo_gpus: No
     config = JupyterGpuServer(source=f"http://127.0.0.1:{port}/services/jupyter-gpu/", interval_s=0.1)
     service = GpuService(config)
     before = nvml_calls()
-    snapshot = service.sampler.wait_for_snapshot(timeout=5)
+    snapshot = service.sampler.wait_for_snapshot(timeout=UNDER_LOAD_S)
     service.sampler.close()
     assert snapshot is not None and len(snapshot.gpus) == 4  # read locally
     assert nvml_calls() > before
@@ -421,9 +421,14 @@ def test_a_service_address_whose_owner_cannot_be_checked_gets_no_token(
     async def body() -> None:
         run = await start()
         people(run.hub)
+        await run.sampled()  # else api/devices may answer "no GPU sample yet" after its 1 s on a loaded machine
         loop = asyncio.get_running_loop()
         devices = run.url + "api/devices"
-        ok = remote.RemoteSource(devices, fallback=lambda: Snapshot(False, 0.0), token="bob-token")
+        # the checks refuse before any request; where one is made, a loaded machine gets longer than
+        # a user server's 3 s to answer (the timeout is not what this test is about)
+        ok = remote.RemoteSource(
+            devices, fallback=lambda: Snapshot(False, 0.0), token="bob-token", timeout_s=UNDER_LOAD_S
+        )
         assert (await loop.run_in_executor(None, ok)).gpus and ok.last_error is None  # root's socket
         monkeypatch.setattr(remote, "PROC_NET_TCP", ("/dev/null",))
         blind = remote.RemoteSource(devices, fallback=lambda: Snapshot(False, 0.0), token="bob-token")
@@ -435,7 +440,9 @@ def test_a_service_address_whose_owner_cannot_be_checked_gets_no_token(
         other = remote.RemoteSource(devices, fallback=lambda: Snapshot(False, 0.0), token="bob-token", account="99999")
         await loop.run_in_executor(None, other)
         assert "not by the service's account uid 99999" in (other.last_error or ""), other.last_error
-        unchecked = remote.RemoteSource(devices, fallback=lambda: Snapshot(False, 0.0), token="bob-token", account="")
+        unchecked = remote.RemoteSource(
+            devices, fallback=lambda: Snapshot(False, 0.0), token="bob-token", account="", timeout_s=UNDER_LOAD_S
+        )
         assert (await loop.run_in_executor(None, unchecked)).gpus and unchecked.last_error is None
 
     asyncio.run(body())

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from hub_fake import scenario_of, user_snapshot
 from hub_service import Running, people, start
-from support import ScenarioFile
+from support import UNDER_LOAD_S, ScenarioFile
 from tornado import netutil, web
 from tornado.httpserver import HTTPServer
 
@@ -413,7 +413,7 @@ def test_a_hung_driver_answers_without_a_sample(gpus: ScenarioFile) -> None:
 
     async def body() -> None:
         gpus.update(lambda s: s.update(latency_ms=3000))
-        run = await start()
+        run = await start(first_sample=False)
         people(run.hub)
         for path in ("api/console", "api/devices", "metrics"):
             code, raw = await run.call(path, "admin-token")
@@ -717,7 +717,7 @@ def test_a_neighbour_on_the_service_port_gets_no_token(
         snapshots = []
         for _ in range(5):
             snapshot = service.sampler.wait_for_snapshot(
-                newer_than=snapshots[-1].timestamp if snapshots else None, timeout=5
+                newer_than=snapshots[-1].timestamp if snapshots else None, timeout=UNDER_LOAD_S
             )
             assert snapshot is not None
             snapshots.append(snapshot)

@@ -238,3 +238,23 @@ def test_a_kernel_with_lang_zh_cn_shows_the_notebook_face_in_chinese(chinese_ker
         "[b.description for b in __import__('jupyter_gpu.panel.widget', fromlist=['x']).GPUMonitor(start=False)"
         ".children[1].children[:2]]"
     ) == ["恢复", "关闭"]
+
+
+def test_the_servers_language_setting_outranks_jupyterlabs_choice(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``c.JupyterGpuServer.language`` (set for the process when the extension loads) decides the
+    refusals' language before JUPYTER_GPU_LANG and JupyterLab's Settings → Language."""
+    from jupyter_gpu.server.config import JupyterGpuServer
+    from jupyter_gpu.server.handlers import reader_language, refuse
+
+    monkeypatch.delenv(i18n.ENV)
+    choose_in_lab("en")
+    assert reader_language() == "en"
+    assert JupyterGpuServer(language="zh_CN").language == "zh_CN"
+    i18n.set_language("zh_CN")  # what loading the extension does with that setting
+    try:
+        assert reader_language() is None
+        refusal = refuse(400, i18n.N_("since must be a number of epoch seconds, not {value}"), value="'yesterday'")
+        assert refusal.shown == "since 必须是以秒为单位的 Unix 时间戳，而不是 'yesterday'"
+        assert refusal.english == "since must be a number of epoch seconds, not 'yesterday'"
+    finally:
+        i18n.set_language(None)

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from support import idle_gpus
+from support import UNDER_LOAD_S, idle_gpus
 
 from jupyter_gpu.core.availability import (
     FREE,
@@ -264,7 +264,7 @@ def test_the_viewer_finds_a_runs_child_process_from_the_claim(
     sleepers.append(child)
     claim_as(shared_tmp, run.pid, UUIDS[:2], kind="run", label="train.py", child_pid=child.pid)
     me = current_user()
-    deadline = time.time() + 10
+    deadline = time.time() + UNDER_LOAD_S
     grandchild = None
     while grandchild is None and time.time() < deadline:  # the child's own child: `sleep`
         import psutil

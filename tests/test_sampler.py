@@ -6,7 +6,7 @@ import threading
 import time
 
 import pytest
-from support import wait_until
+from support import UNDER_LOAD_S, wait_until
 
 from jupyter_gpu.core.snapshot import Snapshot
 from jupyter_gpu.sources.sampler import Sampler
@@ -45,9 +45,9 @@ def test_touch_keeps_sampling_for_linger_then_stops():
     take = CountingTake()
     sampler = Sampler(interval_s=0.01, take=take, linger_s=0.2)
     sampler.touch()
-    assert sampler.wait_for_snapshot(timeout=2) is not None
+    assert sampler.wait_for_snapshot(timeout=UNDER_LOAD_S) is not None
     assert sampler.running
-    wait_until(lambda: not sampler.running, timeout_s=3)
+    wait_until(lambda: not sampler.running, timeout_s=UNDER_LOAD_S)
     sampler.touch()  # demand again: a new thread
     assert sampler.running
     sampler.close()
@@ -56,8 +56,8 @@ def test_touch_keeps_sampling_for_linger_then_stops():
 
 def test_wait_for_snapshot_newer_than():
     sampler = Sampler(interval_s=0.01, take=CountingTake(), linger_s=1)
-    first = sampler.wait_for_snapshot(timeout=2)
-    second = sampler.wait_for_snapshot(newer_than=first.timestamp, timeout=2)
+    first = sampler.wait_for_snapshot(timeout=UNDER_LOAD_S)
+    second = sampler.wait_for_snapshot(newer_than=first.timestamp, timeout=UNDER_LOAD_S)
     assert second.timestamp > first.timestamp
     sampler.close()
 

@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 from live_processes import free_port
+from support import UNDER_LOAD_S, wait_until
 
 from jupyter_gpu.sources import host
 from jupyter_gpu.sources.processes import current_user
@@ -300,6 +301,12 @@ def _open_notebook(server: Any, path: str) -> str:
         return json.loads(response.read())["kernel"]["id"]
 
 
+def _read_all(stream: Any, into: bytearray) -> None:
+    """Append everything ``stream`` gives to ``into`` until its end (a terminal's output, read as it comes)."""
+    for chunk in iter(lambda: stream.read1(65536), b""):
+        into.extend(chunk)
+
+
 def _calls_per_second(folder: Path, seconds: float) -> float:
     from jupyter_gpu.simulate import counters
 
@@ -337,7 +344,10 @@ def test_nvml_calls_stay_flat_with_five_panels_and_five_terminals(live_server, t
         kernel_ids = [_open_notebook(live_server, f"notebook-{n}.ipynb") for n in range(5)]
         for kernel_id in kernel_ids:
             kernels.append(attach(runtime / f"kernel-{kernel_id}.json"))
-        time.sleep(1.0)  # the sampler runs steadily
+        from jupyter_gpu.simulate import counters
+
+        # the server's sampler runs (the sidebar asked): NVML calls counted
+        wait_until(lambda: counters.calls_in(calls) > 0, UNDER_LOAD_S, "the server's first sample")
         alone = _calls_per_second(calls, window_s)
         assert alone > 0
         # Driven over ZMQ, no websocket: the server counts no connection to these kernels, so the
@@ -354,16 +364,27 @@ def test_nvml_calls_stay_flat_with_five_panels_and_five_terminals(live_server, t
         command = [sys.executable, "-m", "jupyter_gpu.cli", "status", "--watch", "1"]
         for _ in range(5):
             terminals.append(subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL))
-        time.sleep(2.0)  # the terminals' interpreters start
+        outputs = [bytearray() for _ in terminals]
+        readers = [
+            threading.Thread(target=_read_all, args=(terminal.stdout, output), daemon=True)
+            for terminal, output in zip(terminals, outputs, strict=True)
+        ]
+        for reader in readers:
+            reader.start()
+        said = f"Sample: from the Jupyter server at {live_server.url}".encode()
+        # every terminal shows its first sample, then the window is measured (a fixed 2 s for the
+        # interpreters to start measured some of them still starting on a loaded machine)
+        wait_until(lambda: all(said in output for output in outputs), UNDER_LOAD_S, "every terminal's first sample")
         with_terminals = _calls_per_second(calls, window_s)
         # every panel took the server's sample, and so did every terminal
         for kernel in kernels:
             out, _ = kernel.run("print(panel.last_snapshot.extra.get('source'), panel.updates > 0)")
             assert out.split() == ["jupyter-server", "True"], out
-        for terminal in terminals:
+        for terminal, reader, output in zip(terminals, readers, outputs, strict=True):
             terminal.terminate()
-            output = terminal.communicate(timeout=20)[0].decode()
-            assert f"Sample: from the Jupyter server at {live_server.url}" in output, output[:400]
+            terminal.wait(UNDER_LOAD_S)
+            reader.join(UNDER_LOAD_S)
+            assert said in output, output[:400]
         figures = (
             f"alone {alone:.1f}/s, 1 panel {one:.1f}/s, 5 panels {five:.1f}/s, +5 terminals {with_terminals:.1f}/s"
         )

@@ -6,7 +6,6 @@ import os
 import subprocess
 import sys
 import threading
-import time
 import types
 from collections.abc import Iterator
 from typing import Any
@@ -14,6 +13,7 @@ from typing import Any
 import pytest
 from IPython.core.error import UsageError
 from IPython.core.interactiveshell import InteractiveShell
+from support import UNDER_LOAD_S, wait_until
 
 from jupyter_gpu.kernel import monitor_magics
 from jupyter_gpu.kernel.watch import FRAMEWORK_PROBES, SAMPLER_NAME, CellWatch, format_change
@@ -44,7 +44,8 @@ def test_change_and_peak_over_a_cell(scenario: Any) -> None:
     watch.start()
     assert len(watch_threads()) == 1
     hold(scenario, {0: 3000, 1: 500})  # the peak, only visible to the background sampler
-    time.sleep(0.5)
+    # until the sampler has seen it (a fixed 0.5 s held only while the sampler got the CPU in time)
+    wait_until(lambda: watch._peak == 3500 * MIB and watch._samples >= 3, UNDER_LOAD_S, "the peak to be sampled")
     hold(scenario, {0: 2000})
     report = watch.stop()
     assert watch_threads() == []
@@ -191,9 +192,11 @@ def test_gpu_watch_reports_after_each_cell(
     shell.run_line_magic("gpu_watch", "on --interval 0.05")
     assert "%gpu_watch on" in capsys.readouterr().out
 
+    magics = shell.magics_manager.registry["MonitorMagics"]
+
     def cell_body() -> None:
         hold(scenario, {0: 6144})
-        time.sleep(0.5)
+        wait_until(lambda: magics.watch._peak == 6144 * MIB, UNDER_LOAD_S, "the peak to be sampled")
         hold(scenario, {0: 3072})
         print("cell output")
 
@@ -218,7 +221,6 @@ def test_gpu_watch_reports_after_each_cell(
     shell.run_line_magic("gpu_watch", "off")
     shell.run_cell("pass")
     assert capsys.readouterr().out == "%gpu_watch off\n"
-    magics = shell.magics_manager.registry["MonitorMagics"]
     assert magics._pre_run_cell not in shell.events.callbacks["pre_run_cell"]
     assert magics._post_run_cell not in shell.events.callbacks["post_run_cell"]
 

@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from support import wait_until
+from support import UNDER_LOAD_S, wait_until
 
 from jupyter_gpu import simulate
 from jupyter_gpu.core.units import GIB
@@ -33,7 +33,16 @@ def sampler_threads() -> list[threading.Thread]:
 def no_panels_left() -> Iterator[None]:
     yield
     widget.close_all()
-    wait_until(lambda: not sampler_threads(), timeout_s=5)
+    wait_until(lambda: not sampler_threads(), timeout_s=UNDER_LOAD_S)
+
+
+def shown(panel: GPUMonitor, condition: Any, what: str) -> None:
+    """Wait until ``condition`` holds and the update that made it true has finished: the sampler's
+    thread sets a row's values one after the other (memory, then utilization, temperature, power,
+    chart, processes), so a value set first can be read while the others are still the old ones."""
+    wait_until(condition, what=what)
+    with panel._update_lock:  # an update under way when the condition became true ends first
+        pass
 
 
 def test_model_values_follow_scenario_changes(scenario: Any) -> None:
@@ -41,7 +50,7 @@ def test_model_values_follow_scenario_changes(scenario: Any) -> None:
     wait_until(lambda: len(panel.rows) == 2)
     first, second = panel.rows
     assert "GPU 0" in first.title.value and "A100" in first.title.value
-    wait_until(lambda: first.memory_text.value.startswith("0 MiB / 80 GiB"))
+    shown(panel, lambda: first.memory_text.value.startswith("0 MiB / 80 GiB"), "GPU 0's memory")
     # Said once per card: in the chart's legend; the label shows only in the compact panel (CSS).
     assert first.utilization.value == "util 0 %" and "jupyter-gpu-mig" not in first.utilization._dom_classes
     assert "util <b>0 %</b>" in first.history_chart.value
@@ -53,7 +62,7 @@ def test_model_values_follow_scenario_changes(scenario: Any) -> None:
         data["gpus"][1]["processes"] = [{"pid": 4242, "memory_mib": 40960, "user": "alice", "name": "train"}]
 
     scenario.update(busy)
-    wait_until(lambda: second.memory_text.value == "40 GiB / 80 GiB")
+    shown(panel, lambda: second.memory_text.value == "40 GiB / 80 GiB", "GPU 1's new memory")
     wait_until(lambda: "util <b>88 %</b>" in second.history_chart.value)
     assert second.temperature.value == "77 °C"
     assert second.power.value == "301 W / 400 W"
@@ -178,7 +187,7 @@ def test_several_panels_share_one_sampler_and_closing_stops_the_thread(scenario:
     assert first.closed and sampler.running
     assert sampler.listener_count == 1
     second.close()
-    wait_until(lambda: not sampler.running, timeout_s=5)
+    wait_until(lambda: not sampler.running, timeout_s=UNDER_LOAD_S)
     assert sampler_threads() == []
     assert widget.open_panels() == []
 
@@ -189,7 +198,7 @@ def test_pause_and_resume(scenario: Any) -> None:
     wait_until(lambda: panel.updates >= 1)
     panel.pause_button.value = True  # the user clicks "Pause"
     assert panel.paused and panel.pause_button.description == "Resume"
-    wait_until(lambda: not sampler.running, timeout_s=5)
+    wait_until(lambda: not sampler.running, timeout_s=UNDER_LOAD_S)
     updates = panel.updates
     time.sleep(0.3)
     assert panel.updates == updates
@@ -208,7 +217,7 @@ def test_the_panel_pauses_when_its_last_view_goes_and_resumes_when_one_comes_bac
     assert panel.active
     panel._view_count = 0  # "Clear output": the last view went
     assert panel.paused and panel.no_view and widget.NO_VIEW_TEXT in panel.status.value
-    wait_until(lambda: not sampler.running, timeout_s=5)
+    wait_until(lambda: not sampler.running, timeout_s=UNDER_LOAD_S)
     updates = panel.updates
     panel._view_count = 1  # the notebook was opened again
     assert panel.active and not panel.no_view and panel.pause_button.description == "Pause"
@@ -230,7 +239,7 @@ def test_close_button_stops_the_panel_for_good(scenario: Any) -> None:
     wait_until(lambda: panel.updates >= 1)
     panel.close_button.click()
     assert panel.closed and not panel.active and widget.open_panels() == []
-    wait_until(lambda: not sampler.running, timeout_s=5)
+    wait_until(lambda: not sampler.running, timeout_s=UNDER_LOAD_S)
     assert panel.comm is None and panel.close_button.comm is None  # every widget closed
     panel._view_count = 1  # a late view count changes nothing
     assert panel.closed and not sampler.running
@@ -312,7 +321,7 @@ def test_gpu_monitor_magic(scenario: Any) -> None:
     finally:
         monitor_magics.unregister(ip)
     assert panel.closed
-    wait_until(lambda: not sampler_threads(), timeout_s=5)
+    wait_until(lambda: not sampler_threads(), timeout_s=UNDER_LOAD_S)
 
 
 def test_the_kernels_plan_is_read(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -130,6 +130,11 @@ def set_language(value: str | None) -> None:
     _forced = value or None
 
 
+def forced_language() -> str | None:
+    """What :func:`set_language` forced for this process, or None."""
+    return _forced
+
+
 @contextmanager
 def language_forced(value: str | None) -> Iterator[None]:
     """Run a block in one language (tests, a face that answers one request in its asker's).

@@ -45,6 +45,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from ..core.i18n import N_, _
+from ..core.messages import shown as shown_message
 from ..core.text import display_text
 from ..core.units import format_bytes
 
@@ -275,7 +276,9 @@ def _machine_lines(machine: Machine) -> list[str]:
             if gpu.error:
                 lines.append(
                     "  "
-                    + _("GPU {index}: cannot be read: {error}").format(index=gpu.index, error=display_text(gpu.error))
+                    + _("GPU {index}: cannot be read: {error}").format(
+                        index=gpu.index, error=display_text(shown_message(gpu.error))
+                    )
                 )
                 continue
             pci = display_text(gpu.pci_bus_id, missing=_("n/a"))

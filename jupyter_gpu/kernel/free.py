@@ -28,6 +28,7 @@ from types import TracebackType
 from typing import Any
 
 from ..core.i18n import _, ngettext, pgettext
+from ..core.messages import shown as shown_message
 from ..core.text import display_text
 from ..core.units import format_bytes
 
@@ -247,7 +248,7 @@ def describe_change(before: Measure, after: Measure, tracked: Tracked) -> list[s
         lines.append(
             _("NVML: this kernel holds no GPU memory")
             if before.nvml_error is None
-            else _("NVML unavailable ({error})").format(error=before.nvml_error)
+            else _("NVML unavailable ({error})").format(error=shown_message(before.nvml_error))
         )
     for framework in sorted(set(before.counters) | set(after.counters)):
         devices = {**before.counters.get(framework, {}), **after.counters.get(framework, {})}

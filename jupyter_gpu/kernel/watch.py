@@ -32,6 +32,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from ..core.i18n import _
+from ..core.messages import shown
 from ..core.snapshot import Snapshot
 from ..core.units import format_bytes
 from ..frameworks import FRAMEWORKS, Framework
@@ -115,7 +116,7 @@ class CellReport:
         """The one-line report shown after the cell."""
         if not self.nvml_available:
             text = _("GPU memory of this kernel (PID {pid}): not measured, NVML unavailable: {reason}").format(
-                pid=self.pid, reason=self.error or _("unknown reason")
+                pid=self.pid, reason=shown(self.error) or _("unknown reason")
             )
         elif self.before == self.after == self.peak == 0:
             text = _("GPU memory of this kernel (PID {pid}): none held").format(pid=self.pid)

@@ -19,6 +19,7 @@ from ..core.availability import FREE_MEMORY_BYTES as RULE_FREE_MEMORY_BYTES
 from ..core.availability import Viewer
 from ..core.availability import label as availability_label
 from ..core.i18n import N_, _
+from ..core.messages import shown
 from ..core.snapshot import GpuInfo, GpuProcess
 from ..core.text import display_text
 from ..core.units import UNKNOWN, format_bytes, format_duration
@@ -179,7 +180,7 @@ def slices_html(gpu: GpuInfo, own_pid: int) -> str:
             f"{html.escape(display_text(slice_.uuid, 48))}</span> · {no_utilization}</div>"
         )
         if slice_.error:
-            body = f'<span class="jupyter-gpu-error">⚠ {html.escape(display_text(slice_.error, 300))}</span>'
+            body = f'<span class="jupyter-gpu-error">⚠ {html.escape(display_text(shown(slice_.error), 300))}</span>'
         else:
             body = (
                 memory_bar_html(slice_.memory_used, slice_.memory_total, None)

@@ -59,6 +59,7 @@ import ipywidgets as widgets
 
 from ..core.availability import Viewer
 from ..core.i18n import N_, _, ngettext
+from ..core.messages import shown
 from ..core.snapshot import GpuInfo, Snapshot
 from ..core.text import display_text
 from ..core.units import format_bytes
@@ -255,7 +256,7 @@ class GpuRow:
         full_name = html.escape(display_text(gpu.name or None, 1000, unknown), quote=True)
         notes = []
         if lost:
-            notes.append(f'<span class="jupyter-gpu-error">⚠ {html.escape(display_text(gpu.error, 300))}</span>')
+            notes.append(f'<span class="jupyter-gpu-error">⚠ {html.escape(display_text(shown(gpu.error), 300))}</span>')
         if dimmed:
             unselected = html.escape(_("not selected in this kernel"))
             notes.append(f'<span class="jupyter-gpu-unselected">{unselected}</span>')
@@ -580,7 +581,7 @@ class GPUMonitor(widgets.VBox):
                 + "</span>"
             )
         if not snapshot.nvml_available:
-            reason = html.escape(display_text(snapshot.error or None, 500, _("unknown reason")))
+            reason = html.escape(display_text(shown(snapshot.error or None), 500, _("unknown reason")))
             unavailable = html.escape(_("NVML unavailable: {reason}")).format(reason=reason)
             parts.append(f'<span class="jupyter-gpu-error">{unavailable}</span>')
         else:
@@ -605,10 +606,11 @@ class GPUMonitor(widgets.VBox):
                 )
         source = snapshot.extra.get("source")  # the host sample's (sources/host.py): where it came from
         if isinstance(source, str):
-            from ..sources.host import SOURCE_LABELS
+            from ..sources.host import source_label
 
-            note = html.escape(display_text(snapshot.extra.get("source_note") or source, 500), quote=True)
-            label = _(SOURCE_LABELS[source]) if source in SOURCE_LABELS else display_text(source, 40)
+            said = snapshot.extra.get("source_note")
+            note = html.escape(display_text(shown(said) if isinstance(said, str) else source, 500), quote=True)
+            label = display_text(source_label(source), 40)
             parts.append(f'<span title="{note}">{html.escape(label)}</span>')
         stamp = time.strftime("%H:%M:%S", time.localtime(snapshot.timestamp))
         parts.append(html.escape(_("every {interval} s · {time}")).format(interval=f"{self._interval_s:g}", time=stamp))
@@ -620,7 +622,7 @@ class GPUMonitor(widgets.VBox):
         if warnings is None:
             warnings = snapshot.extra.get("warnings") if isinstance(snapshot.extra, dict) else None
         lines = [w for w in warnings if isinstance(w, str)][:20] if isinstance(warnings, (list, tuple)) else []
-        value = "".join(f"<div>⚠ {html.escape(display_text(line, 300))}</div>" for line in lines)
+        value = "".join(f"<div>⚠ {html.escape(display_text(shown(line), 300))}</div>" for line in lines)
         if value:
             value = f'<div class="jupyter-gpu-warnings" role="status">{value}</div>'
         _set(self.warnings, "value", value)

@@ -69,6 +69,10 @@ def _load_jupyter_server_extension(serverapp: Any) -> None:
     if not config.enabled:
         serverapp.log.info("jupyter_gpu server extension disabled (JupyterGpuServer.enabled = False)")
         return
+    if config.language:
+        from ..core import i18n
+
+        i18n.set_language(config.language)
     web_app.settings[LOG_HANDLER_KEY] = logs.attach(serverapp)  # jupyter_gpu's lines in the server's log
     service = GpuService(
         config,

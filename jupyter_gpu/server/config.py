@@ -22,6 +22,15 @@ class JupyterGpuServer(Configurable):
         help="Serve jupyter-gpu/snapshot and the Prometheus gauges. False loads nothing at all.",
     )
 
+    language = Unicode(
+        "",
+        config=True,
+        help="""The language of the messages this server's users read ('zh_CN', 'en'). '' (the
+        default): JUPYTER_GPU_LANG, else the language chosen in JupyterLab's Settings → Language,
+        else LANGUAGE/LC_ALL/LC_MESSAGES/LANG. API fields, metrics and the log stay English
+        (docs/i18n.md).""",
+    )
+
     interval_s = Float(
         1.0,
         config=True,

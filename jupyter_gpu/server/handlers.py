@@ -17,7 +17,7 @@ from jupyter_server.base.handlers import APIHandler
 from jupyter_server.utils import url_path_join
 from tornado import web
 
-from ..core.i18n import ENV, N_, _, lab_language, language_forced
+from ..core.i18n import ENV, N_, _, forced_language, lab_language, language_forced
 from .service import GpuService
 
 NAMESPACE = "jupyter-gpu"
@@ -27,11 +27,12 @@ AUTH_RESOURCE = "kernels"
 
 
 def reader_language() -> str | None:
-    """The language of the messages the server's user reads: ``JUPYTER_GPU_LANG``, else the language
+    """The language of the messages the server's user reads: ``c.JupyterGpuServer.language``, else
+    ``JUPYTER_GPU_LANG``, else the language
     chosen in JupyterLab's Settings → Language (read at each error: the user may change it while the
     server runs; the server runs as that user), else None (the standard variables decide)."""
-    if os.environ.get(ENV, "").strip():
-        return None
+    if forced_language() or os.environ.get(ENV, "").strip():
+        return None  # c.JupyterGpuServer.language (set_language at load) or JUPYTER_GPU_LANG decides
     return lab_language()
 
 

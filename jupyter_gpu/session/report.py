@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 from ..core.availability import Reservation, unit_availability
 from ..core.availability import label as availability_label
 from ..core.i18n import N_, _, pgettext
+from ..core.messages import shown as shown_message
 from ..core.text import clauses, display_text, listed, wrap
 from ..core.units import format_bytes
 
@@ -432,7 +433,9 @@ def gpu_listing(plan: GpuPlan, snapshot: Any, heading: str | None = None) -> str
 
     heading = heading or _("GPUs this kernel may use:")
     if not snapshot.nvml_available:
-        return _("{heading} unknown: NVML is unavailable ({error})").format(heading=heading, error=snapshot.error)
+        return _("{heading} unknown: NVML is unavailable ({error})").format(
+            heading=heading, error=shown_message(snapshot.error)
+        )
     allowed = kernel_start_fence().allowed(snapshot.gpus)
     selected = plan.selected_indices
     own = os.getpid()
@@ -443,7 +446,8 @@ def gpu_listing(plan: GpuPlan, snapshot: Any, heading: str | None = None) -> str
         mark = "*" if selected is not None and gpu.index in selected and plan.selected_slice is None else " "
         if gpu.error:
             lines.append(
-                f" {mark} " + _("GPU {index}: cannot be read ({error})").format(index=gpu.index, error=gpu.error)
+                f" {mark} "
+                + _("GPU {index}: cannot be read ({error})").format(index=gpu.index, error=shown_message(gpu.error))
             )
             continue
         mine = sum(p.memory or 0 for p in gpu.processes if p.pid == own)

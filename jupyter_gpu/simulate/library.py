@@ -22,6 +22,7 @@ from collections.abc import Callable
 from ctypes import POINTER, c_char_p, c_int, c_uint, c_ulonglong, c_void_p
 from typing import Any
 
+from ..core import messages
 from ..core.units import MIB
 from . import counters
 from .codes import (
@@ -163,11 +164,11 @@ class _SimulatedDriver:
         now = len(self.source.last.gpus)
         if fixed is None or now == fixed:
             return None
-        return (
-            f"simulated scenario now has {now} GPU{'s' if now != 1 else ''}; this process keeps its {fixed} "
-            "until it restarts (a process's GPUs are counted once, when it starts NVML"
-            + (": the missing ones read as lost)" if now < fixed else ")")
-        )
+        if now > fixed:
+            template = messages.SCENARIO_COUNT_MORE_ONE if now == 1 else messages.SCENARIO_COUNT_MORE
+        else:
+            template = messages.SCENARIO_COUNT_ONE if now == 1 else messages.SCENARIO_COUNT_FEWER
+        return template.format(now=now, fixed=fixed)
 
     def __getattr__(self, name: str) -> Any:
         """Every other NVML symbol answers NVML_ERROR_NOT_SUPPORTED, as a real driver does for a

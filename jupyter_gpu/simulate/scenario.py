@@ -108,6 +108,7 @@ from pathlib import Path
 from stat import S_ISLNK, S_ISREG
 from typing import Any
 
+from ..core import messages
 from ..core.environ import SIMULATE_ENV_VAR, SIMULATE_OFF_VALUES
 from ..core.environ import simulation_requested as simulation_requested  # re-exported: simulate.simulation_requested
 from ..core.errors import ScenarioError
@@ -732,8 +733,7 @@ class ScenarioSource:
             count = int(spec)
             if not 1 <= count <= MAX_GPUS:
                 raise ScenarioError(
-                    f"{ENV_VAR}={spec!r}: the number of simulated GPUs must be 1 to {MAX_GPUS} "
-                    "(unset the variable, or set it to 0, to read the real GPUs)"
+                    messages.SCENARIO_COUNT_RANGE.format(variable=ENV_VAR, value=repr(spec), most=MAX_GPUS)
                 )
             self._scenario = Scenario.from_dict(plausible_gpus(count))
         elif spec in ("demo", DEMO_STILL):
@@ -742,9 +742,9 @@ class ScenarioSource:
             given = os.path.abspath(os.path.expanduser(spec)) if spec and "\0" not in spec else ""
             if not given or not os.path.isfile(given):
                 raise ScenarioError(
-                    f"{ENV_VAR}={spec[:200]!r}: expected a number of GPUs (1 to {MAX_GPUS}), 'demo', or the "
-                    f"path of a JSON scenario file ('{DEMO_STILL}': the demo standing still), and no such file "
-                    "exists (unset it, or set it to 0, for the real GPUs)"
+                    messages.SCENARIO_NO_FILE.format(
+                        variable=ENV_VAR, value=repr(spec[:200]), most=MAX_GPUS, still=DEMO_STILL
+                    )
                 )
             refusal = _unsafe_links(given)
             # Pinned: the file the links lead to now, by its absolute path, for every later read and
@@ -757,7 +757,11 @@ class ScenarioSource:
                     raise ScenarioError(refusal)
                 self._scenario = self._load()
             except ScenarioError as error:
-                raise ScenarioError(f"{ENV_VAR}={spec[:200]!r}: {_without_path(str(error), self._path)}") from None
+                raise ScenarioError(
+                    messages.SCENARIO_SETTING.format(
+                        variable=ENV_VAR, value=repr(spec[:200]), error=_without_path(str(error), self._path)
+                    )
+                ) from None
 
     def _load(self) -> Scenario:
         """Parse the file; remembers its stamp even when it is refused, so it is parsed once."""
@@ -766,31 +770,31 @@ class ScenarioSource:
             stat = os.lstat(self._path)
             self._stamp = (stat.st_mtime_ns, stat.st_size, stat.st_ino)
             if stat.st_size > MAX_SCENARIO_BYTES:
-                raise ScenarioError(f"the file is larger than {MAX_SCENARIO_BYTES // 2**20} MiB")
+                raise ScenarioError(messages.SCENARIO_TOO_LARGE.format(mib=MAX_SCENARIO_BYTES // 2**20))
             # Once per change of the file: who else could have put it there (docs/security.md)
             refusal = others_can_replace(str(self._path))
             if refusal is not None:
-                raise ScenarioError(f"{self._path}: {_REFUSED} {refusal}")
+                raise ScenarioError(_at(self._path, messages.SCENARIO_REFUSED.format(reason=refusal)))
             # Non-blocking: a FIFO put in the file's place must not hang every NVML call; never
             # through a link put in the pinned file's place
             flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOFOLLOW", 0)
             with open(os.open(self._path, flags), "rb") as file:
                 opened = os.fstat(file.fileno())
                 if not S_ISREG(opened.st_mode):
-                    raise ScenarioError(f"{self._path}: not a regular file")
+                    raise ScenarioError(_at(self._path, messages.SCENARIO_NOT_REGULAR))
                 if opened.st_uid not in (os.geteuid(), 0):  # what was opened, whatever changed since the check
                     raise ScenarioError(
-                        f"{self._path}: {_REFUSED} it is owned by {owner_name(opened.st_uid)}, not by you or root"
+                        _at(self._path, messages.SCENARIO_OWNED.format(owner=owner_name(opened.st_uid)))
                     )
                 raw = file.read(MAX_SCENARIO_BYTES + 1)  # loads refuses a file that grew since
         except OSError as error:
             if error.errno == errno.ELOOP:
-                raise ScenarioError(f"{self._path}: {_REFUSED} a link was put in its place") from None
-            raise ScenarioError(f"{self._path}: cannot be read ({error.strerror or error})") from error
+                raise ScenarioError(_at(self._path, messages.SCENARIO_REPLACED)) from None
+            raise ScenarioError(_unreadable(self._path, error)) from error
         try:
             data = loads(raw, max_bytes=MAX_SCENARIO_BYTES, max_depth=MAX_SCENARIO_DEPTH)
         except WireError as error:
-            raise ScenarioError(f"{self._path}: {_json_reason(str(error))}") from None
+            raise ScenarioError(_at(self._path, _json_reason(str(error)))) from None
         return Scenario.from_dict(data)
 
     def current(self) -> Scenario:
@@ -828,7 +832,7 @@ class ScenarioSource:
         try:
             stat = os.lstat(self._path)
         except OSError as error:
-            self.last_error = f"{self._path}: cannot be read ({error.strerror or error})"
+            self.last_error = _unreadable(self._path, error)
             return self._scenario
         if (stat.st_mtime_ns, stat.st_size, stat.st_ino) != self._stamp:
             with self._lock:
@@ -850,10 +854,16 @@ class ScenarioSource:
         error = self.last_error
         if error is None:
             return None
-        return f"simulated scenario rejected: {_without_path(error, self._path)} (keeping the last good scenario)"
+        return messages.SCENARIO_REJECTED.format(error=_without_path(error, self._path))
 
 
-_REFUSED = "refused, another user could have written it:"
+def _at(path: Path, error: str) -> str:
+    """A scenario file's refusal: its path, then why (one of :mod:`jupyter_gpu.core.messages`')."""
+    return messages.SCENARIO_AT_PATH.format(path=path, error=error)
+
+
+def _unreadable(path: Path, error: OSError) -> str:
+    return _at(path, messages.SCENARIO_UNREADABLE.format(reason=error.strerror or error))
 
 
 def _unsafe_links(given: str) -> str | None:
@@ -868,7 +878,7 @@ def _unsafe_links(given: str) -> str | None:
         except OSError:
             return None  # isfile() found it: a link that changed since is caught when the file is read
         if S_ISLNK(info.st_mode) and info.st_uid not in trusted:
-            return f"{_REFUSED} the link {prefix} is owned by {owner_name(info.st_uid)}, not by you or root"
+            return messages.SCENARIO_REFUSED_LINK.format(link=prefix, owner=owner_name(info.st_uid))
     return None
 
 
@@ -881,7 +891,7 @@ def _json_reason(reason: str) -> str:
     for said in ("not JSON (", "not usable JSON ("):
         if reason.startswith(said) and reason.endswith(")"):
             reason = reason[len(said) : -1]
-    return f"not valid JSON ({reason})"
+    return messages.SCENARIO_NOT_JSON.format(reason=reason)
 
 
 def _without_path(error: str, path: Path | None) -> str:

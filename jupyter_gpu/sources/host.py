@@ -62,8 +62,18 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from ..core import messages
 from ..core.environ import SIMULATE_ENV_VAR, simulation_requested
-from ..core.i18n import N_, _
+from ..core.i18n import N_
+from ..core.messages import (
+    CHOSEN_SERVICE_NOTE,
+    LOCAL_BECAUSE_NOTE,
+    LOCAL_NOTE,
+    NOTHING_ANSWERED_NOTE,
+    SERVER_NOTE,
+    SERVICE_NOTE,
+)
+from ..core.messages import said as _said
 from ..core.snapshot import Snapshot
 from ..core.wire import Fields, maybe
 from .peers import KernelPeer, parse_server_snapshot
@@ -87,8 +97,21 @@ SOURCE_CHOICES = ("auto", "server", "hub", "local")
 """What ``HostSample(source=...)`` and ``jupyter-gpu status --source`` take (module docstring)."""
 WORLD_KEY = "simulated_world"
 """The answer's field naming the simulated world a server reads (:func:`with_world`)."""
-SOURCE_LABELS = {SOURCE_SERVER: "from the server", SOURCE_SERVICE: "from the hub", SOURCE_NVML: "NVML read here"}
-"""A few words for a narrow status line (the panel's); ``source_note`` says it in full."""
+SOURCE_LABELS = {
+    SOURCE_SERVER: N_("from the server"),
+    SOURCE_SERVICE: N_("from the hub"),
+    SOURCE_NVML: N_("NVML read here"),
+}
+"""A few words for a narrow status line (the panel's); ``source_note`` says it in full. English in
+the data (``source``); shown through :func:`source_label`."""
+
+
+def source_label(source: str) -> str:
+    """The few words of :data:`SOURCE_LABELS` in the user's language (``source`` itself when unknown)."""
+    from ..core.i18n import _
+
+    return _(SOURCE_LABELS[source]) if source in SOURCE_LABELS else source
+
 
 SERVER_TIMEOUT_S = 2.0
 """How long one server may take to answer. A server whose sampler runs answers from its last sample
@@ -139,19 +162,6 @@ class HostReading:
     by_pid: dict[int, KernelPeer] = field(default_factory=dict)  # GPU PID -> its kernel
     shown_note: str | None = None
     """``note`` in the user's language, for a face to show (``note`` stays English: ``source_note``)."""
-
-
-def _said(template: str, **fields: str) -> tuple[str, str]:
-    """A note in English (the JSON's) and in the user's language (a face's), from one marked template."""
-    return template.format(**fields), _(template).format(**fields)
-
-
-LOCAL_NOTE = N_("NVML read locally (--source local)")
-NOTHING_ANSWERED_NOTE = N_("NVML read locally: no Jupyter server or hub service answered")
-LOCAL_BECAUSE_NOTE = N_("NVML read locally: {reasons}")
-SERVICE_NOTE = N_("from the jupyter-gpu service at {url}")
-CHOSEN_SERVICE_NOTE = N_("from the jupyter-gpu service at {url} (--source hub)")
-SERVER_NOTE = N_("from the Jupyter server at {url}")
 
 
 def parse_kernels(data: Any, by_pid: dict[int, KernelPeer]) -> tuple[KernelView, ...]:
@@ -266,11 +276,11 @@ class HostSample:
                 reading = self.ask_server(server)
             except Exception as error:  # unreachable, refused, not the user's listener, bad answer
                 if isinstance(error, OtherWorld):
-                    without.append(f"the Jupyter server at {server.url} {error}")
+                    without.append(error.template.format(url=server.url, **error.fields))
                 elif isinstance(error, urllib.error.HTTPError) and error.code == 404:
-                    without.append(f"the Jupyter server at {server.url} runs without the jupyter_gpu extension")
+                    without.append(messages.SERVER_WITHOUT_EXTENSION.format(url=server.url))
                 else:
-                    failures.append(f"the Jupyter server at {server.url} did not answer usably ({_reason(error)})")
+                    failures.append(messages.SERVER_FAILED.format(url=server.url, reason=_reason(error)))
                 with self._lock:
                     if self._server == server:
                         self._server = None
@@ -280,16 +290,15 @@ class HostSample:
             self.last_source = SOURCE_SERVER
             return reading
         if self.source == "server":
-            return self._nothing(SOURCE_SERVER, "no Jupyter server of this user answered", [*failures, *without])
+            return self._nothing(SOURCE_SERVER, messages.NO_SERVER_ANSWERED, [*failures, *without])
         service = self._service_source()
         if self.source == "hub":
             if service is None:
-                why = "no hub service is named ($JUPYTER_GPU_SERVICE_URL is not set)"
-                return self._nothing(SOURCE_SERVICE, why, [])
+                return self._nothing(SOURCE_SERVICE, messages.NO_SERVICE_NAMED, [])
             try:
                 fetched = service.fetch()
             except Exception as error:  # unreachable, not the service's listener, bad answer
-                why = f"the jupyter-gpu service at {service.url} did not answer"
+                why = messages.SERVICE_SILENT.format(url=service.url)
                 return self._nothing(SOURCE_SERVICE, why, [_reason(error)])
             self.last_source = SOURCE_SERVICE
             note, shown = _said(CHOSEN_SERVICE_NOTE, url=service.url)
@@ -301,15 +310,15 @@ class HostSample:
                 note, shown = _said(SERVICE_NOTE, url=service.url)
                 return HostReading(snapshot, SOURCE_SERVICE, note, shown_note=shown)
             failures.append(service.last_error)
-            note, shown = _said(LOCAL_BECAUSE_NOTE, reasons="; ".join([*failures, *without]))
+            note, shown = _said(LOCAL_BECAUSE_NOTE, reasons=messages.JOINER.join([*failures, *without]))
             self.last_source = SOURCE_NVML
             return HostReading(snapshot, SOURCE_NVML, note, shown_note=shown)
         snapshot = self._read_nvml()
         if failures:
-            note, shown = _said(LOCAL_BECAUSE_NOTE, reasons="; ".join([*failures, *without]))
+            note, shown = _said(LOCAL_BECAUSE_NOTE, reasons=messages.JOINER.join([*failures, *without]))
             snapshot = replace(snapshot, warnings=(*snapshot.warnings, note))
         elif without:
-            note, shown = _said(LOCAL_BECAUSE_NOTE, reasons="; ".join(without))
+            note, shown = _said(LOCAL_BECAUSE_NOTE, reasons=messages.JOINER.join(without))
         else:
             note, shown = _said(NOTHING_ANSWERED_NOTE)
         self.last_source = SOURCE_NVML
@@ -317,8 +326,11 @@ class HostSample:
 
     def _nothing(self, source: str, why: str, reasons: list[str]) -> HostReading:
         """The chosen ``source`` did not answer: no GPUs, and why (nothing is read in its place)."""
-        detail = "; ".join(reason for reason in reasons if reason)
-        error = f"{why} (--source {self.source}){': ' + detail if detail else ''}"
+        detail = messages.JOINER.join(reason for reason in reasons if reason)
+        if detail:
+            error = messages.CHOSEN_SILENT_BECAUSE.format(why=why, source=self.source, reasons=detail)
+        else:
+            error = messages.CHOSEN_SILENT.format(why=why, source=self.source)
         self.last_source = source
         return HostReading(Snapshot(nvml_available=False, timestamp=time.time(), error=error), source, error)
 
@@ -357,14 +369,12 @@ class HostSample:
         snapshot = snapshot_from_dict(data)
         own = simulated_world()
         if snapshot.simulated != (own is not None):
-            raise OtherWorld(
-                "sees simulated GPUs and this process would read the real ones"
-                if snapshot.simulated
-                else f"sees real GPUs and this process simulates {own} ({SIMULATE_ENV_VAR})"
-            )
+            if snapshot.simulated:
+                raise OtherWorld(messages.SERVER_SEES_SIMULATED)
+            raise OtherWorld(messages.SERVER_SEES_REAL, world=str(own), variable=SIMULATE_ENV_VAR)
         theirs = maybe(Fields(data).text, WORLD_KEY, 4096) if isinstance(data, dict) else None
         if own is not None and theirs is not None and theirs != own:
-            raise OtherWorld(f"simulates {theirs} and this process simulates {own} ({SIMULATE_ENV_VAR})")
+            raise OtherWorld(messages.SERVER_OTHER_WORLD, theirs=theirs, world=own, variable=SIMULATE_ENV_VAR)
         if snapshot.simulated and self.everyone:
             _follow_the_scenario()
         snapshot = fill_own_names(snapshot, self.directory, everyone=self.everyone)
@@ -405,7 +415,13 @@ def _in_kernel() -> bool:
 
 
 class OtherWorld(Exception):
-    """A server's GPUs are of another world than this process asks for (its text says which)."""
+    """A server's GPUs are of another world than this process asks for: which, as one of
+    :mod:`jupyter_gpu.core.messages`' templates (``{url}``: the server's, filled by the asker) and its fields."""
+
+    def __init__(self, template: str, **fields: str) -> None:
+        super().__init__(template)
+        self.template = template
+        self.fields = fields
 
 
 def world_name(spec: str) -> str:

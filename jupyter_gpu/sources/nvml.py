@@ -40,6 +40,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .. import simulate
+from ..core import messages
 from ..core.snapshot import GpuInfo, GpuProcess, MigSlice, Snapshot
 from .gpu_processes import Entry, ProcessTable
 from .processes import ProcessDirectory
@@ -113,7 +114,7 @@ class NvmlReader:
             simulate.install_from_environment()
         except simulate.ScenarioError as error:
             self._forget()
-            raise NvmlUnavailable(f"simulated GPUs could not be set up: {error}") from error
+            raise NvmlUnavailable(messages.SIMULATION_FAILED.format(error=error)) from error
         if simulate.installed() is not self._simulation:  # another simulated world, or none now
             self._forget()
             self._simulation = simulate.installed()
@@ -122,9 +123,7 @@ class NvmlReader:
         try:
             import pynvml
         except ImportError as error:
-            raise NvmlUnavailable(
-                "nvidia-ml-py is not installed (pip install nvidia-ml-py); GPUs cannot be read"
-            ) from error
+            raise NvmlUnavailable(messages.NVML_NOT_INSTALLED) from error
         self._pynvml = pynvml
         try:
             pynvml.nvmlInit()
@@ -253,7 +252,7 @@ class NvmlReader:
         self._table.begin()  # one /proc listing for every GPU of this snapshot
         for index, device in enumerate(devices):
             if device is None:
-                open_error = self._device_errors.get(index, "could not be opened")
+                open_error = self._device_errors.get(index, messages.GPU_NOT_OPENED)
                 gpus.append(GpuInfo(index=index, uuid="", name="", error=open_error))
                 continue
             try:
@@ -565,34 +564,17 @@ def mig_profile(name: str) -> str:
 
 # --------------------------------------------------------------------------------------------
 
-_MISMATCH = (
-    "the installed nvidia-ml-py expects a newer NVIDIA driver than this machine has "
-    "(NVMLLibraryMismatchError): upgrade the driver or install an older nvidia-ml-py"
-)
+_MISMATCH = messages.NVML_MISMATCH
 
 # NVML error codes that mean "NVML as a whole is unusable", not "this GPU": see nvml.h.
 _GLOBAL_ERRORS = {1, 4, 9, 12, 18}  # uninitialized, no permission, driver not loaded, no library, RM mismatch
-
-_EXPLANATIONS = {
-    12: "the NVIDIA driver library (libnvidia-ml.so.1) was not found: no NVIDIA driver is installed "
-    "on this machine, or the library is not on the loader's path",
-    9: "the NVIDIA driver is not loaded: the kernel module is missing or failed to load (see dmesg)",
-    4: "no permission to talk to the NVIDIA driver: check the permissions of /dev/nvidia* for this user",
-    18: "the NVIDIA driver's kernel module and user-space library have different versions: "
-    "reboot or reload the driver after an upgrade",
-    15: "GPU is lost: it fell off the bus or needs a reset (see nvidia-smi and dmesg)",
-    1: "NVML is not initialized",
-}
 
 
 def explain_nvml_error(error: Exception) -> str:
     """A sentence a person can act on, ending with NVML's own words."""
     code = getattr(error, "value", None)
-    explanation = _EXPLANATIONS.get(code) if isinstance(code, int) else None
-    own_words = str(error)
-    if explanation is None:
-        return f"NVML error: {own_words}"
-    return f"{explanation} (NVML: {own_words})"
+    explanation = messages.NVML_EXPLANATIONS.get(code) if isinstance(code, int) else None
+    return (explanation or messages.NVML_ERROR).format(error=error)
 
 
 def _warnings() -> tuple[str, ...]:

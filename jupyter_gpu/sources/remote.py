@@ -45,6 +45,7 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
+from ..core import messages
 from ..core.snapshot import GpuInfo, GpuProcess, MigSlice, Snapshot
 from ..core.wire import Fields, WireError, loads, text
 from .processes import ProcessDirectory
@@ -431,15 +432,9 @@ class RemoteSource:
                 else str(getattr(error, "reason", error))
             )
             if isinstance(getattr(error, "reason", error), NotTheService):  # urllib wraps it in URLError
-                message = (
-                    f"the jupyter-gpu service ({self.url}) was not asked: {reason}. This server reads "
-                    "NVML itself until the service's own account answers there"
-                )
+                message = messages.SERVICE_NOT_ASKED.format(url=self.url, reason=reason)
             else:
-                message = (
-                    f"the jupyter-gpu service ({self.url}) is unreachable ({reason}): this server "
-                    "reads NVML itself until it answers again"
-                )
+                message = messages.SERVICE_UNREACHABLE.format(url=self.url, reason=reason)
             if message != self.last_error:
                 log.warning("jupyter_gpu: %s", message)
             self.last_error = message

@@ -34,7 +34,7 @@ from typing import Any
 
 import pytest
 from live_processes import free_port
-from support import ScenarioFile
+from support import UNDER_LOAD_S, ScenarioFile
 
 from jupyter_gpu import simulate
 
@@ -52,7 +52,7 @@ CHROMIUM_ARGS = [
     "--disable-quic",
     "--no-first-run",
 ]
-LAB_START_TIMEOUT_S = 90
+LAB_START_TIMEOUT_S = UNDER_LOAD_S
 BUILT_EXTENSION = REPO / "jupyter_gpu" / "labextension"
 
 # Settings every test server starts with (JUPYTERLAB_SETTINGS_DIR): no "Jupyter news" toast over

@@ -60,7 +60,7 @@ def test_gpu_cards_say_who_holds_them_and_chart_with_a_time_axis_and_a_legend(br
         assert holders.startswith("held by user199 910 MiB, user191 894 MiB,") and holders.endswith(" and 20 more")
         # The one rule's words for this viewer, as every face says them (core/availability.py)
         assert card.locator(".jg-availability").text_content() == "in use by others"
-        page.wait_for_function("document.querySelectorAll('.jg-gpu .jg-axis span').length >= 24", timeout=20_000)
+        page.wait_for_function("document.querySelectorAll('.jg-gpu .jg-axis span').length >= 24", timeout=60_000)
         assert card.locator(".jg-axis span").count() == 3
         legend = card.locator(".jg-legend").text_content()
         assert "utilization" in legend and "memory" in legend and "%" in legend

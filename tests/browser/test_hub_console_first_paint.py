@@ -59,14 +59,14 @@ def test_the_first_paint_needs_no_request_and_its_data_stays_text(browser: Any, 
     page.on("pageerror", lambda error: errors.append(str(error)))
     try:
         page.goto(service_url)
-        page.locator(USERS_ROWS).nth(2).wait_for(timeout=30_000)  # root-admin has no server: 3 users
+        page.locator(USERS_ROWS).nth(2).wait_for(timeout=60_000)  # root-admin has no server: 3 users
         assert asked == []  # drawn from the page's own data; the first poll comes 2 s later
         notebooks = page.locator("#jg-users tr:not(.jg-user)[data-user='bob'] td:nth-child(2)")
         assert sorted(notebooks.all_text_contents()) == sorted(EVIL)
         assert page.locator("#jg-users img").count() == 0
         assert page.evaluate("window.__jupyterGpuXss") is None
         # The times of day, left out of the first render, follow once the browser is idle.
-        page.locator("#jg-status", has_text=":").wait_for(timeout=10_000)
+        page.locator("#jg-status", has_text=":").wait_for(timeout=60_000)
         assert page.locator(".jg-gpu .jg-axis span").count() in (0, 6)  # one sample: no axis yet
         assert errors == []
     finally:
@@ -89,7 +89,7 @@ def test_without_its_first_data_the_page_asks_for_it(browser: Any, service_url: 
     try:
         page = context.new_page()
         page.goto(service_url)
-        page.locator(USERS_ROWS).nth(2).wait_for(timeout=30_000)
+        page.locator(USERS_ROWS).nth(2).wait_for(timeout=60_000)
         assert page.locator(USERS_ROWS).count() == 3
     finally:
         context.close()

@@ -59,7 +59,7 @@ def test_panel_renders_updates_and_escapes(lab: Any, page: Any, artifacts: Any, 
     output = page.locator(
         ".jp-NotebookPanel .jp-OutputArea-output[data-mime-type='application/vnd.jupyter.stdout']", has_text="PID"
     ).first
-    output.wait_for(timeout=30_000)
+    output.wait_for(timeout=60_000)
     pid = int(re.search(r"PID (\d+)", output.inner_text()).group(1))
 
     def busy(s: dict[str, Any]) -> None:
@@ -289,7 +289,7 @@ def test_after_a_kernel_restart_the_old_panel_says_run_the_cell_again(lab: Any, 
     wait_until(lambda: panel.locator(".jupyter-gpu-row").count() == 3, what="three GPU rows")
     page.evaluate("() => { window.jupyterapp.commands.execute('notebook:restart-kernel'); }")
     page.locator(".jp-Dialog .jp-mod-accept").click()
-    panel.and_(page.locator(".jupyter-widgets-disconnected")).wait_for(timeout=30_000)
+    panel.and_(page.locator(".jupyter-widgets-disconnected")).wait_for(timeout=60_000)
     before = panel.evaluate("n => getComputedStyle(n, '::before').content")
     assert before == '"GPU panel: kernel restarted: run the cell again"'
     assert panel.locator(".jupyter-gpu-row").first.is_hidden()  # no stale readings, no broken-link icons

@@ -100,7 +100,7 @@ def test_gpu_panel_pauses_without_a_view_closes_and_says_restarted_in_notebook_7
     panel.locator(".jupyter-gpu-row").first.wait_for(timeout=60_000)
     page.evaluate("() => { window.jupyterapp.commands.execute('notebook:restart-kernel'); }")
     page.locator(".jp-Dialog .jp-mod-accept").click()
-    panel.and_(page.locator(".jupyter-widgets-disconnected")).wait_for(timeout=30_000)
+    panel.and_(page.locator(".jupyter-widgets-disconnected")).wait_for(timeout=60_000)
     assert (
         panel.evaluate("n => getComputedStyle(n, '::before').content")
         == '"GPU panel: kernel restarted: run the cell again"'

@@ -169,7 +169,7 @@ def test_the_next_steps_are_buttons_each_confirmed(lab: Any, page: Any, artifact
     # Free memory: asked, then %gpu_free runs in this kernel and its report is a notification
     report.get_by_role("button", name=re.compile("^Free memory")).click()
     page.locator(".jp-Dialog", has_text="Free GPU memory?").get_by_role("button", name="Free").click()
-    page.locator(".Toastify__toast--success, .jp-Notification-Toast-success").first.wait_for(timeout=30_000)
+    page.locator(".Toastify__toast--success, .jp-Notification-Toast-success").first.wait_for(timeout=60_000)
 
     # Restart on GPU 2 with growth: the restart question, then the new kernel has that plan
     report.get_by_role("button", name="Restart on GPU 2 with growth").click()
@@ -179,7 +179,7 @@ def test_the_next_steps_are_buttons_each_confirmed(lab: Any, page: Any, artifact
     dialog.get_by_role("button", name="Restart").click()
     page.get_by_text("Kernel restarted; GPU plan applied: GPU 2; growth on").wait_for(timeout=60_000)
     restarted = report.locator(".jp-GpuOom-actions button.jp-mod-done", has_text="Restarted on GPU 2")
-    restarted.wait_for(timeout=30_000)
+    restarted.wait_for(timeout=60_000)
     assert restarted.inner_text() == "✓ Restarted on GPU 2 with growth" and restarted.is_disabled()
     assert not page.errors, page.errors
 
@@ -206,7 +206,7 @@ def test_notebook_7_shows_the_buttons_and_asks_before_a_restart(
     page.keyboard.type("%gpu_restart")
     page.keyboard.press("Shift+Enter")
     dialog = page.locator(".jp-Dialog", has_text="Restart kernel and apply the GPU plan?")
-    dialog.wait_for(timeout=30_000)
+    dialog.wait_for(timeout=60_000)
     assert "variables" in dialog.inner_text()
     dialog.get_by_role("button", name="Restart").click()
     page.get_by_text("Kernel restarted; GPU plan applied").first.wait_for(timeout=60_000)
@@ -297,7 +297,7 @@ def test_raise_the_limit_restarts_with_it_and_finished_or_gone_buttons_say_so(
     dialog.get_by_role("button", name="Restart").click()
     page.get_by_text("Kernel restarted; GPU plan applied").first.wait_for(timeout=60_000)
     done = report.locator(".jp-GpuOom-actions button.jp-mod-done")
-    done.wait_for(timeout=30_000)
+    done.wait_for(timeout=60_000)
     assert done.inner_text() == "✓ Restarted with %gpu_limit 16GiB" and done.is_disabled()
     cells.nth(1).locator(".jp-InputArea-editor").click()
     page.keyboard.press("Shift+Enter")

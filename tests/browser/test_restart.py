@@ -68,7 +68,7 @@ def run_cell(page: Any, index: int) -> Any:
 def confirm_dialog(page: Any) -> Any:
     """The restart confirmation (JupyterLab's own dialog), once it is shown."""
     dialog = page.locator(".jp-Dialog", has_text="Restart kernel and apply the GPU plan?")
-    dialog.wait_for(timeout=30_000)
+    dialog.wait_for(timeout=60_000)
     return dialog
 
 
@@ -105,7 +105,7 @@ def test_warning_button_restarts_the_kernel_and_applies_the_plan(lab: Any, page:
     lab.scenario.update(lambda s: s["gpus"][0].__setitem__("processes", [{"pid": pid, "memory_mib": 2048}]))
 
     warned = run_cell(page, 1)
-    warned.locator(".jp-OutputArea-output", has_text="GPUAlreadyInitializedWarning").wait_for(timeout=30_000)
+    warned.locator(".jp-OutputArea-output", has_text="GPUAlreadyInitializedWarning").wait_for(timeout=60_000)
     offer = warned.locator(".jp-GpuRestart")
     offer.wait_for()
     # The kernel's jupyter_gpu settings are carried over: the plan and %gpu_watch
@@ -139,7 +139,7 @@ def test_warning_button_restarts_the_kernel_and_applies_the_plan(lab: Any, page:
     )
     assert lab.api("GET", f"api/kernels/{first_kernel}")["id"] == first_kernel  # the same kernel, restarted
     status = run_cell(page, 2).locator(".jp-OutputArea-output", has_text="Plan:")
-    status.wait_for(timeout=30_000)
+    status.wait_for(timeout=60_000)
     text = status.inner_text()
     assert "Plan: GPU 1; growth on" in text, text
     assert re.search(r"\* GPU 1 ", text), text  # marked as selected in the new kernel's listing
@@ -147,7 +147,7 @@ def test_warning_button_restarts_the_kernel_and_applies_the_plan(lab: Any, page:
     assert "GPU memory of this kernel" in text, text  # %gpu_watch came along
 
     # %gpu_restart from code asks at once; "Do not ask again" turns the question off
-    run_cell(page, 3).locator(".jp-GpuRestart").wait_for(timeout=30_000)
+    run_cell(page, 3).locator(".jp-GpuRestart").wait_for(timeout=60_000)
     dialog = confirm_dialog(page)
     dialog.get_by_label("Do not ask again").check()
     dialog.get_by_role("button", name="Restart").click()
@@ -157,10 +157,10 @@ def test_warning_button_restarts_the_kernel_and_applies_the_plan(lab: Any, page:
         what="the second notification",
     )
     status = run_cell(page, 4).locator(".jp-OutputArea-output", has_text="Plan:")
-    status.wait_for(timeout=30_000)
+    status.wait_for(timeout=60_000)
     assert "Plan: GPU 1; growth on" in status.inner_text()
     # The next %gpu_restart restarts without asking (the choice is kept in the settings)
-    run_cell(page, 5).locator(".jp-GpuRestart").wait_for(timeout=30_000)
+    run_cell(page, 5).locator(".jp-GpuRestart").wait_for(timeout=60_000)
     wait_until(
         lambda: page.get_by_text("Kernel restarted; GPU plan applied").count() >= 3,
         timeout_s=60,
@@ -210,7 +210,7 @@ def test_an_untrusted_or_forged_offer_runs_nothing(lab: Any, page: Any) -> None:
     lab.api("PUT", "api/contents/forged.ipynb", {"type": "notebook", "format": "json", "content": content})
     lab.open(page, path="lab/tree/forged.ipynb")
     offers = page.locator(".jp-GpuRestart")
-    offers.nth(2).wait_for(timeout=30_000)
+    offers.nth(2).wait_for(timeout=60_000)
     assert "malformed" in offers.nth(0).inner_text()
     assert "Untrusted output" in offers.nth(1).inner_text()  # not run, not even offered as a button
     # Every line is shown (the first is not assumed to be %load_ext), and one that can wait is refused.

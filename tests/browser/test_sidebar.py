@@ -152,7 +152,7 @@ def test_a_notebooks_kernel_appears_goes_idle_and_is_shut_down(lab, page, artifa
     assert "(yours: 4 GiB)" in card(sidebar, 1).locator(".jp-GpuMemory-label").inner_text()
 
     # Idle beyond the server's threshold (3 s here) while holding memory: flagged, status bar warns.
-    row.locator(".jp-GpuProc-idleBadge").wait_for(state="visible", timeout=30_000)
+    row.locator(".jp-GpuProc-idleBadge").wait_for(state="visible", timeout=60_000)
     assert "jp-mod-idle" in row.get_attribute("class")
     assert re.fullmatch(r"idle for \d+ s", row.locator(".jp-GpuProc-idle").inner_text())
     status = page.locator(".jp-GpuStatus")

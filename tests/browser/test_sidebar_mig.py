@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from support import A100_MIG_UUIDS, a100_mig_scenario, wait_until
+from support import A100_MIG_UUIDS, UNDER_LOAD_S, a100_mig_scenario, wait_until
 
 pytestmark = pytest.mark.browser
 
@@ -79,7 +79,7 @@ def test_slices_are_shown_under_their_gpu(lab, page, artifacts, docs_screenshot)
             }
         )
     )
-    wait_until(lambda: slices.count() == 4, what="the new slice", timeout_s=20)
+    wait_until(lambda: slices.count() == 4, what="the new slice", timeout_s=UNDER_LOAD_S)
     wait_until(lambda: status.inner_text() == "2/2 GPUs in use · MIG 1/4 free", what="four slices counted")
     page.screenshot(path=str(artifacts / "sidebar-mig.png"))
     assert not page.errors
@@ -107,7 +107,7 @@ def test_your_kernel_on_a_slice_is_marked_yours(lab, page):
         sidebar = open_sidebar(lab, page)
         slice_ = sidebar.locator(f'.jp-GpuSlice[data-mig-uuid="{A100_MIG_UUIDS[1]}"]')
         mine = slice_.locator(".jp-GpuSlice-process.jp-mod-own")
-        mine.wait_for(timeout=30_000)
+        mine.wait_for(timeout=60_000)
         assert mine.inner_text() == "yours · on_a_slice.ipynb · 2 GiB"
         assert "(yours: 2 GiB)" in slice_.locator(".jp-GpuMemory-label").inner_text()
         # the card keeps its kernel controls for it

@@ -1,0 +1,233 @@
+"""Sentences that travel inside data: English there, in the user's language where a person reads them.
+
+A snapshot's ``error`` and ``warnings``, a GPU's ``error`` and the host sample's ``source_note`` are
+data: ``--json``, the server's and the hub's answers carry them, and other processes (a kernel
+reading its server's answer, the sidebar) receive them already written. So the writer keeps them
+English, filled from one of the marked templates below, and a face that shows one passes it through
+:func:`shown`: a sentence made from a known template is recognized again, its fields taken back, and
+the template's translation filled with them. A field that is itself a known sentence (a scenario
+refusal inside "simulated GPUs could not be set up: ...") is translated too; a driver's own words
+(NVML's error string), a path or a URL stay as they are. Text that matches no template (another
+program's, an older version's) is shown unchanged. Like :func:`jupyter_gpu.core.availability.label`
+for single words, and ``doctor.report.Finding`` / the host sample's ``shown_note`` where the writer
+itself shows the sentence.
+
+Adding a sentence: write it here with ``N_`` (named placeholders, each field a whole value), use the
+constant where the data is written (``TEMPLATE.format(...)``), and list it in :data:`KNOWN`.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+
+from .i18n import N_, SOURCE_LANGUAGE, _, language
+
+# -- NVML (sources/nvml.py)
+
+NVML_NOT_INSTALLED = N_("nvidia-ml-py is not installed (pip install nvidia-ml-py); GPUs cannot be read")
+NVML_MISMATCH = N_(
+    "the installed nvidia-ml-py expects a newer NVIDIA driver than this machine has "
+    "(NVMLLibraryMismatchError): upgrade the driver or install an older nvidia-ml-py"
+)
+NVML_ERROR = N_("NVML error: {error}")
+"""An NVML error without an explanation of ours: ``{error}`` is NVML's own words."""
+#: NVML error codes -> a sentence a person can act on, ending with NVML's own words (``{error}``).
+NVML_EXPLANATIONS: dict[int, str] = {
+    12: N_(
+        "the NVIDIA driver library (libnvidia-ml.so.1) was not found: no NVIDIA driver is installed "
+        "on this machine, or the library is not on the loader's path (NVML: {error})"
+    ),
+    9: N_(
+        "the NVIDIA driver is not loaded: the kernel module is missing or failed to load (see dmesg) (NVML: {error})"
+    ),
+    4: N_(
+        "no permission to talk to the NVIDIA driver: check the permissions of /dev/nvidia* for this user "
+        "(NVML: {error})"
+    ),
+    18: N_(
+        "the NVIDIA driver's kernel module and user-space library have different versions: "
+        "reboot or reload the driver after an upgrade (NVML: {error})"
+    ),
+    15: N_("GPU is lost: it fell off the bus or needs a reset (see nvidia-smi and dmesg) (NVML: {error})"),
+    1: N_("NVML is not initialized (NVML: {error})"),
+}
+GPU_NOT_OPENED = N_("could not be opened")
+SIMULATION_FAILED = N_("simulated GPUs could not be set up: {error}")
+
+# -- the simulated scenario (simulate/)
+
+SCENARIO_REJECTED = N_("simulated scenario rejected: {error} (keeping the last good scenario)")
+SCENARIO_COUNT_ONE = N_(
+    "simulated scenario now has {now} GPU; this process keeps its {fixed} until it restarts "
+    "(a process's GPUs are counted once, when it starts NVML: the missing ones read as lost)"
+)
+SCENARIO_COUNT_FEWER = N_(
+    "simulated scenario now has {now} GPUs; this process keeps its {fixed} until it restarts "
+    "(a process's GPUs are counted once, when it starts NVML: the missing ones read as lost)"
+)
+SCENARIO_COUNT_MORE_ONE = N_(
+    "simulated scenario now has {now} GPU; this process keeps its {fixed} until it restarts "
+    "(a process's GPUs are counted once, when it starts NVML)"
+)
+SCENARIO_COUNT_MORE = N_(
+    "simulated scenario now has {now} GPUs; this process keeps its {fixed} until it restarts "
+    "(a process's GPUs are counted once, when it starts NVML)"
+)
+SCENARIO_SETTING = N_("{variable}={value}: {error}")
+"""A refused ``JUPYTER_GPU_SIMULATE``: the variable as set, and why (translated alike: a frame)."""
+SCENARIO_AT_PATH = N_("{path}: {error}")
+"""A refused scenario file: its path, and why (translated alike: a frame)."""
+SCENARIO_COUNT_RANGE = N_(
+    "{variable}={value}: the number of simulated GPUs must be 1 to {most} "
+    "(unset the variable, or set it to 0, to read the real GPUs)"
+)
+SCENARIO_NO_FILE = N_(
+    "{variable}={value}: expected a number of GPUs (1 to {most}), 'demo', or the path of a JSON scenario "
+    "file ('{still}': the demo standing still), and no such file exists (unset it, or set it to 0, for the real GPUs)"
+)
+SCENARIO_TOO_LARGE = N_("the file is larger than {mib} MiB")
+SCENARIO_REFUSED = N_("refused, another user could have written it: {reason}")
+"""``{reason}``: who could have (:func:`jupyter_gpu.core.files.others_can_replace`'s words)."""
+SCENARIO_REFUSED_LINK = N_(
+    "refused, another user could have written it: the link {link} is owned by {owner}, not by you or root"
+)
+SCENARIO_OWNED = N_("refused, another user could have written it: it is owned by {owner}, not by you or root")
+SCENARIO_REPLACED = N_("refused, another user could have written it: a link was put in its place")
+SCENARIO_NOT_REGULAR = N_("not a regular file")
+SCENARIO_UNREADABLE = N_("cannot be read ({reason})")
+SCENARIO_NOT_JSON = N_("not valid JSON ({reason})")
+
+# -- where the host's sample came from (sources/host.py, sources/remote.py)
+
+SERVER_WITHOUT_EXTENSION = N_("the Jupyter server at {url} runs without the jupyter_gpu extension")
+SERVER_FAILED = N_("the Jupyter server at {url} did not answer usably ({reason})")
+SERVER_SEES_SIMULATED = N_("the Jupyter server at {url} sees simulated GPUs and this process would read the real ones")
+SERVER_SEES_REAL = N_("the Jupyter server at {url} sees real GPUs and this process simulates {world} ({variable})")
+SERVER_OTHER_WORLD = N_(
+    "the Jupyter server at {url} simulates {theirs} and this process simulates {world} ({variable})"
+)
+NO_SERVER_ANSWERED = N_("no Jupyter server of this user answered")
+NO_SERVICE_NAMED = N_("no hub service is named ($JUPYTER_GPU_SERVICE_URL is not set)")
+SERVICE_SILENT = N_("the jupyter-gpu service at {url} did not answer")
+CHOSEN_SILENT = N_("{why} (--source {source})")
+CHOSEN_SILENT_BECAUSE = N_("{why} (--source {source}): {reasons}")
+SERVICE_NOT_ASKED = N_(
+    "the jupyter-gpu service ({url}) was not asked: {reason}. This server reads NVML itself until the "
+    "service's own account answers there"
+)
+SERVICE_UNREACHABLE = N_(
+    "the jupyter-gpu service ({url}) is unreachable ({reason}): this server reads NVML itself until it answers again"
+)
+LOCAL_NOTE = N_("NVML read locally (--source local)")
+NOTHING_ANSWERED_NOTE = N_("NVML read locally: no Jupyter server or hub service answered")
+LOCAL_BECAUSE_NOTE = N_("NVML read locally: {reasons}")
+SERVICE_NOTE = N_("from the jupyter-gpu service at {url}")
+CHOSEN_SERVICE_NOTE = N_("from the jupyter-gpu service at {url} (--source hub)")
+SERVER_NOTE = N_("from the Jupyter server at {url}")
+
+#: Every template :func:`shown` recognizes.
+KNOWN: tuple[str, ...] = (
+    NVML_NOT_INSTALLED,
+    NVML_MISMATCH,
+    NVML_ERROR,
+    *NVML_EXPLANATIONS.values(),
+    GPU_NOT_OPENED,
+    SIMULATION_FAILED,
+    SCENARIO_REJECTED,
+    SCENARIO_COUNT_ONE,
+    SCENARIO_COUNT_FEWER,
+    SCENARIO_COUNT_MORE,
+    SCENARIO_COUNT_MORE_ONE,
+    SCENARIO_SETTING,
+    SCENARIO_AT_PATH,
+    SCENARIO_COUNT_RANGE,
+    SCENARIO_NO_FILE,
+    SCENARIO_TOO_LARGE,
+    SCENARIO_REFUSED,
+    SCENARIO_REFUSED_LINK,
+    SCENARIO_OWNED,
+    SCENARIO_REPLACED,
+    SCENARIO_NOT_REGULAR,
+    SCENARIO_UNREADABLE,
+    SCENARIO_NOT_JSON,
+    SERVER_WITHOUT_EXTENSION,
+    SERVER_FAILED,
+    SERVER_SEES_SIMULATED,
+    SERVER_SEES_REAL,
+    SERVER_OTHER_WORLD,
+    NO_SERVER_ANSWERED,
+    NO_SERVICE_NAMED,
+    SERVICE_SILENT,
+    CHOSEN_SILENT,
+    CHOSEN_SILENT_BECAUSE,
+    SERVICE_NOT_ASKED,
+    SERVICE_UNREACHABLE,
+    LOCAL_NOTE,
+    NOTHING_ANSWERED_NOTE,
+    LOCAL_BECAUSE_NOTE,
+    SERVICE_NOTE,
+    CHOSEN_SERVICE_NOTE,
+    SERVER_NOTE,
+)
+
+JOINER = "; "
+"""How several reasons are joined in one sentence (``{reasons}``); each is recognized on its own."""
+_FIELD = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
+_DEPTH = 3  # a known sentence inside a known sentence inside one: enough for every writer above
+
+
+def said(template: str, **fields: object) -> tuple[str, str]:
+    """One marked template filled in English (the data's) and in the user's language (a face's)."""
+    return template.format(**fields), _(template).format(**fields)
+
+
+@functools.lru_cache(maxsize=1)
+def _patterns() -> tuple[tuple[str, re.Pattern[str]], ...]:
+    """Each template as a pattern taking its fields back; the most literal text first (the most
+    specific: ``NVML error: {error}`` is tried after every explanation that also starts with words)."""
+    compiled = []
+    for template in KNOWN:
+        parts, seen, literal = [], set(), 0
+        position = 0
+        for match in _FIELD.finditer(template):
+            text = template[position : match.start()].replace("{{", "{").replace("}}", "}")
+            literal += len(text)
+            parts.append(re.escape(text))
+            name = match.group(1)
+            parts.append(f"(?P={name})" if name in seen else f"(?P<{name}>.+?)")
+            seen.add(name)
+            position = match.end()
+        tail = template[position:].replace("{{", "{").replace("}}", "}")
+        literal += len(tail)
+        parts.append(re.escape(tail))
+        compiled.append((literal, template, re.compile("".join(parts), re.DOTALL)))
+    compiled.sort(key=lambda item: -item[0])
+    return tuple((template, pattern) for _literal, template, pattern in compiled)
+
+
+def shown(text: str | None, depth: int = _DEPTH) -> str | None:
+    """``text`` in the user's language when it is one of the :data:`KNOWN` sentences (its fields
+    kept, a known one among them translated too), else ``text`` as it is. English: unchanged.
+
+    Show the result through :func:`jupyter_gpu.core.text.display_text` as any text from data."""
+    if text is None or language() == SOURCE_LANGUAGE:
+        return text
+    return _translated(text, depth)
+
+
+def _translated(text: str, depth: int) -> str:
+    for template, pattern in _patterns():
+        match = pattern.fullmatch(text)
+        if match is None:
+            continue
+        fields = match.groupdict()
+        if depth > 1:
+            fields = {name: _translated(value, depth - 1) for name, value in fields.items()}
+        return _(template).format(**fields)
+    if depth > 1 and JOINER in text:
+        parts = text.split(JOINER)
+        translated = [_translated(part, depth - 1) for part in parts]
+        if translated != parts:
+            return _(JOINER).join(translated)
+    return text
