@@ -10,6 +10,7 @@ import pytest
 from hostile_json import FAST, HUGE, hostile_documents
 from hypothesis import given
 
+from jupyter_gpu.core.i18n import language_forced
 from jupyter_gpu.core.snapshot import GpuInfo, Snapshot
 from jupyter_gpu.core.visibility import CudaEnv
 from jupyter_gpu.plan import Fence, PlanRequest, build_plan
@@ -89,6 +90,14 @@ def test_a_child_whose_cuda_variables_are_not_the_plans_selection_is_refused() -
         assert problem is not None and "the plan selected GPU 2" in problem, env
     # no selection: nothing to compare (each cap goes where CUDA puts that GPU)
     assert plan_from_environment(value(limits=("10%",))).mismatch(CudaEnv("0", None)) is None
+
+
+def test_the_refusal_a_child_prints_is_in_the_users_language() -> None:
+    received = plan_from_environment(value(selection="2", limits=("4GiB",)))
+    with language_forced("zh_CN"):
+        problem = received.mismatch(CudaEnv("0", "PCI_BUS_ID"))
+    assert problem is not None and problem.startswith("此进程的设置为 CUDA_VISIBLE_DEVICES")
+    assert "而 GPU 方案选择的是 GPU 2（需要 CUDA_VISIBLE_DEVICES '2' 和 CUDA_DEVICE_ORDER PCI_BUS_ID）" in problem  # noqa: RUF001
 
 
 VALID = json.loads(value(selection="2", limits=("4GiB",), growth=True))

@@ -132,7 +132,8 @@ def test_a_languages_po_files_are_read_together_fuzzy_left_out(monkeypatch: Any,
     )
     (folder / "b.po").write_text(
         header + 'msgid "{count} GPU"\nmsgid_plural "{count} GPUs"\nmsgstr[0] "{count} 张显卡"\n\n'
-        'msgctxt "button"\nmsgid "Free"\nmsgstr "释放"\n',
+        'msgctxt "button"\nmsgid "Free"\nmsgstr "释放"\n\n'
+        'msgid "; "\nmsgstr " / "\n\nmsgctxt "between names"\nmsgid "; "\nmsgstr "、"\n',
         encoding="utf-8",
     )
     monkeypatch.setattr(i18n, "LOCALE_DIR", tmp_path)
@@ -143,5 +144,7 @@ def test_a_languages_po_files_are_read_together_fuzzy_left_out(monkeypatch: Any,
         assert i18n._("Idle") == "Idle"  # fuzzy: not trusted
         assert i18n.ngettext("{count} GPU", "{count} GPUs", 3).format(count=3) == "3 张显卡"
         assert i18n.pgettext("button", "Free") == "释放" and i18n._("Free") == "Free"
+        # one id with and without a context, in a file read after the first: two messages, both kept
+        assert i18n._("; ") == " / " and i18n.pgettext("between names", "; ") == "、"
     finally:
         i18n.translator.cache_clear()

@@ -249,7 +249,9 @@ def translator(language_: str) -> gettext.NullTranslations:
             merged = part
             continue
         for message in part:
-            if message.id and message.id not in merged:
+            key = message.id if isinstance(message.id, str) else message.id[0]
+            # by id *and* context: "; " in one file and ("clause separator", "; ") in another are two messages
+            if message.id and merged.get(key, context=message.context) is None:
                 merged[message.id] = message
     if merged is None:
         return gettext.NullTranslations()

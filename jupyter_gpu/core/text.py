@@ -43,6 +43,9 @@ and its unit (``4 GiB``) or a magic with its arguments (``%gpu_limit 16GiB``, ``
 --growth``): a line longer than the width is left long rather than cut there. (Python only: the
 pages lay out their own text.)
 
+**Joining**: :func:`clauses` and :func:`listed` join a line's clauses and a clause's names as the
+user's language does (``; `` / ``；``, ``, `` / ``、``), each part a whole piece of its own ``_()``.
+
 Pure: no IPython, no widgets.
 """
 
@@ -50,6 +53,9 @@ from __future__ import annotations
 
 import re
 import unicodedata
+from collections.abc import Sequence
+
+from .i18n import pgettext
 
 REPLACEMENT = "\ufffd"
 ELLIPSIS = "…"
@@ -119,6 +125,17 @@ def truncate(text: str, max_chars: int) -> str:
     while cut > 0 and _is_mark(text[cut]):
         cut -= 1
     return text[:cut] + ELLIPSIS
+
+
+def clauses(parts: Sequence[str]) -> str:
+    """Clauses of one line joined as the language joins them: ``"; "`` (Chinese: the full-width
+    semicolon). Each part is a whole piece of its own ``_()``."""
+    return pgettext("clause separator", "; ").join(parts)
+
+
+def listed(names: Sequence[str]) -> str:
+    """Names listed in one clause: ``"TensorFlow, PyTorch"`` (Chinese: the enumeration comma)."""
+    return pgettext("list separator", ", ").join(names)
 
 
 def display_text(value: object, max_chars: int | None = None, missing: str = "?") -> str:

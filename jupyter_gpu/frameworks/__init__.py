@@ -35,9 +35,9 @@ from collections.abc import Callable, Mapping, Sequence
 
 from ..core import import_hooks as _import_hooks
 from ..core.environ import environment_at_process_start
-from ..core.i18n import _, pgettext
+from ..core.i18n import _
 from ..core.snapshot import Snapshot
-from ..core.text import display_text
+from ..core.text import clauses, display_text
 from ..core.units import format_bytes
 from ..core.visibility import UNKNOWN, CudaEnv, Gpu, cuda_devices, cuda_start, cuda_start_call
 from ..plan import GpuPlan, PlanError, current_plan, set_current_plan
@@ -411,15 +411,10 @@ def env_conflict_messages() -> list[str]:
                 _("{framework} will not follow the GPU plan ({plan}): {conflicts}.").format(
                     framework=framework.name,
                     plan=plan_words(plan) + _memory_words(plan),
-                    conflicts=_clauses(conflicts),
+                    conflicts=clauses(conflicts),
                 )
             )
     return messages
-
-
-def _clauses(parts: Sequence[str]) -> str:
-    """Clauses joined as :func:`jupyter_gpu.session.report.clauses` joins them (a layer above)."""
-    return pgettext("clause separator", "; ").join(parts)
 
 
 def _memory_words(plan: GpuPlan) -> str:
@@ -430,7 +425,7 @@ def _memory_words(plan: GpuPlan) -> str:
             for index in plan.limits_bytes
         )
         parts.append(_("limit {limits}").format(limits=each))
-    return _clauses(["", *parts]) if parts else ""
+    return clauses(["", *parts]) if parts else ""
 
 
 def _hook_pending(framework: Framework) -> bool:
@@ -482,7 +477,7 @@ def divergence(framework: Framework, plan: GpuPlan, gpus: Sequence[Gpu]) -> str 
     state = framework.state()
     conflicts = env_conflicts(framework, plan)
     if conflicts:
-        return _clauses(conflicts)
+        return clauses(conflicts)
     if state is State.NOT_IMPORTED:
         return None if process_cuda_start() is None else planned_devices(framework, plan, gpus)[1]
     wanted = expected_devices(plan, gpus)
@@ -519,7 +514,7 @@ def divergence(framework: Framework, plan: GpuPlan, gpus: Sequence[Gpu]) -> str 
         except Exception:  # asking must never break a check
             settings = []
         if settings:
-            return _clauses(settings)
+            return clauses(settings)
     return None
 
 
@@ -570,7 +565,7 @@ def check_after_cell(read_gpus: Callable[[], Sequence[Gpu]] | None = None) -> li
                     "({plan}): {conflicts}. Run the magic "
                     "again (e.g. %gpu_limit) to build the plan on your value, or remove that assignment."
                 ).format(
-                    framework=framework.name, plan=plan_words(plan) + _memory_words(plan), conflicts=_clauses(conflicts)
+                    framework=framework.name, plan=plan_words(plan) + _memory_words(plan), conflicts=clauses(conflicts)
                 )
             if conflicts and message not in KERNEL.warned:
                 KERNEL.warned.add(message)
@@ -677,7 +672,7 @@ def framework_statuses(gpus: Sequence[Gpu] = ()) -> list[tuple[Framework, str]]:
         state = framework.state()
         problem = divergence(framework, plan, gpus) if KERNEL.plan_active else None
         if KERNEL.plan_active and not problem and state is State.INITIALIZED:
-            problem = _clauses(framework.known_divergence(plan)) or None
+            problem = clauses(framework.known_divergence(plan)) or None
         if state is State.NOT_IMPORTED:
             # Once CUDA started, a framework that cannot follow will not get the plan at its import either.
             waiting = _hook_pending(framework) and KERNEL.plan_active and not (problem and cuda_started())

@@ -40,7 +40,8 @@ from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
 
-from ..core.text import display_text
+from ..core.i18n import N_, _, ngettext, pgettext
+from ..core.text import clauses, display_text, listed
 from ..core.units import MIB, format_bytes
 from ..core.visibility import cuda_devices
 from ..plan import GpuPlan, current_plan
@@ -71,7 +72,7 @@ class TensorFlow(Framework):
     module_name = "tensorflow"
     env_keys = ("TF_FORCE_GPU_ALLOW_GROWTH", "TF_NUM_INTRAOP_THREADS", "TF_NUM_INTEROP_THREADS")
     can_narrow = True
-    gpu_build_hint = (
+    gpu_build_hint = N_(
         "this TensorFlow has no GPU support (tensorflow-cpu, or CUDA libraries missing): "
         "pip install 'tensorflow[and-cuda]' and restart the kernel"
     )
@@ -213,9 +214,9 @@ class TensorFlow(Framework):
             current = [c.memory_limit for c in context._virtual_device_map.get(gpu, [])]
             if gpu in context._visible_device_list and current != ours:
                 problems.append(
-                    f"{_names([gpu])} has logical devices of "
-                    f"{' + '.join(f'{m} MiB' for m in current) or 'no limit'} (set by code), the plan "
-                    f"{' + '.join(f'{m} MiB' for m in ours)}"
+                    _("{gpu} has logical devices of {sizes} (set by code), the plan {planned}").format(
+                        gpu=_names([gpu]), sizes=_mib(current) or _("no limit"), planned=_mib(ours)
+                    )
                 )
         return problems
 
@@ -235,19 +236,20 @@ class TensorFlow(Framework):
         if self.state() is not State.INITIALIZED:
             return None
         keras = sys.modules.get("keras")
-        called = "nothing to call (Keras not imported)"
+        called = _("nothing to call (Keras not imported)")
         if keras is not None and hasattr(getattr(keras, "backend", None), "clear_session"):
             keras.backend.clear_session()
             called = "keras.backend.clear_session()"
-        growth = os.environ.get("TF_FORCE_GPU_ALLOW_GROWTH") == "true"
-        pool = (
-            "with memory growth TensorFlow grew its pool on demand, and it never gives it back"
-            if growth
-            else "without memory growth TensorFlow took nearly the whole GPU at its start"
-        )
-        return called, (
-            f"{pool}: freed tensors are reused by TensorFlow, the memory is not returned to the "
-            "driver; only a restart of the kernel returns it"
+        if os.environ.get("TF_FORCE_GPU_ALLOW_GROWTH") == "true":
+            return called, _(
+                "with memory growth TensorFlow grew its pool on demand, and it never gives it back: freed "
+                "tensors are reused by TensorFlow, the memory is not returned to the driver; only a restart "
+                "of the kernel returns it"
+            )
+        return called, _(
+            "without memory growth TensorFlow took nearly the whole GPU at its start: freed tensors are "
+            "reused by TensorFlow, the memory is not returned to the driver; only a restart of the kernel "
+            "returns it"
         )
 
     def environment(self, plan: GpuPlan, baseline: Mapping[str, str | None]) -> Environment:
@@ -263,10 +265,18 @@ class TensorFlow(Framework):
         if value is None and _growth_set_by_hand():
             return []  # unset: TensorFlow's own config decides, and code turned growth on for every GPU
         if plan.growth and value != "true":
-            said = "unset" if value is None else repr(value)
+            if value is None:
+                return [
+                    _(
+                        "TF_FORCE_GPU_ALLOW_GROWTH is unset, and TensorFlow grows memory only with exactly "
+                        "'true' (the plan's growth)"
+                    )
+                ]
             return [
-                f"TF_FORCE_GPU_ALLOW_GROWTH is {said}, and TensorFlow grows memory only with exactly 'true' "
-                "(the plan's growth)"
+                _(
+                    "TF_FORCE_GPU_ALLOW_GROWTH is {value}, and TensorFlow grows memory only with exactly "
+                    "'true' (the plan's growth)"
+                ).format(value=repr(value))
             ]
         growth = forced_growth(plan, value)
         return [growth] if growth else []
@@ -276,7 +286,7 @@ class TensorFlow(Framework):
         if self.state() is State.INITIALIZED:
             threads = ("intra_op_threads", "inter_op_threads")
             if any(getattr(old.request, name) != getattr(new.request, name) for name in threads):
-                blocked.append("the number of threads")
+                blocked.append(_("the number of threads"))
         return blocked
 
     def apply(self, module: ModuleType, plan: GpuPlan, old: GpuPlan | None = None) -> None:
@@ -300,9 +310,9 @@ class TensorFlow(Framework):
             if value is not None or previous is not None:
                 setter(value or 0)
         context = self._context()
-        listed = context is not None and context._physical_devices is not None
+        devices_listed = context is not None and context._physical_devices is not None
         configured = context is not None and bool(context._virtual_device_map)
-        if not (plan.limits_bytes or listed or configured or process_cuda_start() is not None):
+        if not (plan.limits_bytes or devices_listed or configured or process_cuda_start() is not None):
             # CUDA_VISIBLE_DEVICES and TF_FORCE_GPU_ALLOW_GROWTH do it all; do not start CUDA now. Once
             # CUDA started (another framework, or a call no wrapper saw), they no longer do: TensorFlow
             # narrows what CUDA showed by listing (which starts nothing new) and set_visible_devices.
@@ -323,8 +333,9 @@ class TensorFlow(Framework):
             listed_gpus = [device for device in context._physical_devices if device.device_type == "GPU"]
             if visible_now != (self._our_visible if self._our_visible is not None else listed_gpus):
                 _say(
-                    f"jupyter_gpu: replacing the visible GPUs set by hand ({_names(visible_now)}) with the plan's "
-                    f"({_names(wanted)})."
+                    _(
+                        "jupyter_gpu: replacing the visible GPUs set by hand ({by_hand}) with the plan's ({planned})."
+                    ).format(by_hand=_names(visible_now), planned=_names(wanted))
                 )
             module.config.set_visible_devices(wanted, "GPU")
             self._our_visible = wanted
@@ -335,9 +346,10 @@ class TensorFlow(Framework):
             current = [c.memory_limit for c in context._virtual_device_map.get(gpu, [])]
             if current and current != self._ours.get(gpu) and current != limits:
                 _say(
-                    f"jupyter_gpu: replacing the logical devices set by hand on {gpu.name} "
-                    f"({' + '.join(f'{m} MiB' for m in current)}) with the plan's "
-                    f"({' + '.join(f'{m} MiB' for m in limits) or 'none'})."
+                    _(
+                        "jupyter_gpu: replacing the logical devices set by hand on {gpu} ({by_hand}) with the "
+                        "plan's ({planned})."
+                    ).format(gpu=gpu.name, by_hand=_mib(current), planned=_mib(limits) or _("none"))
                 )
             if limits:
                 if context._memory_growth_map.get(gpu) and not plan.growth:
@@ -356,8 +368,10 @@ class TensorFlow(Framework):
                 self._ours.pop(gpu, None)
         if growth_by_hand:
             _say(
-                f"jupyter_gpu: the memory growth set by hand on {_names(growth_by_hand)} does not hold next to a "
-                "memory limit in TensorFlow; use %gpu_select --growth (TF_FORCE_GPU_ALLOW_GROWTH keeps both)."
+                _(
+                    "jupyter_gpu: the memory growth set by hand on {gpus} does not hold next to a memory limit "
+                    "in TensorFlow; use %gpu_select --growth (TF_FORCE_GPU_ALLOW_GROWTH keeps both)."
+                ).format(gpus=_names(growth_by_hand))
             )
 
     def in_effect(self) -> str:
@@ -366,7 +380,7 @@ class TensorFlow(Framework):
         context = self._context()
         sessions = self.sessions.words()
         if context is None or context._physical_devices is None:
-            return "; ".join(sessions) if sessions else "nothing yet"
+            return clauses(sessions) if sessions else _("nothing yet")
         physical = [device for device in context._physical_devices if device.device_type == "GPU"]
         cuda = self.cuda_order()
         labels, number = {}, 0  # TensorFlow's logical /GPU:k over the visible GPUs, a split GPU once per part
@@ -376,16 +390,17 @@ class TensorFlow(Framework):
                 labels[device] = tf_device_label(number, count, _nvml_of(physical.index(device), cuda))
                 number += count
         visible = list(labels.values())
-        parts = [f"visible GPUs {', '.join(visible)}" if visible else "no visible GPU (CPU only)"]
-        if sessions:
-            parts[0] = "eager: " + parts[0]  # the sessions below have their own devices and caps
+        devices = _("visible GPUs {gpus}").format(gpus=listed(visible)) if visible else _("no visible GPU (CPU only)")
+        if sessions:  # the sessions below have their own devices and caps
+            devices = _("eager: {devices}").format(devices=devices)
+        parts = [devices]
 
         def limited(device: Any) -> str:
             if device in labels:
                 return labels[device]
             nvml = _nvml_of(physical.index(device), cuda) if device in physical else None
-            where = "" if nvml is None else f" (GPU {nvml})"
-            return f"{device.name.removeprefix('/physical_device:')}{where}, not visible"
+            name = device.name.removeprefix("/physical_device:")
+            return _("{device}, not visible").format(device=name if nvml is None else f"{name} (GPU {nvml})")
 
         limits = {
             limited(device): [c.memory_limit for c in configs]
@@ -393,15 +408,11 @@ class TensorFlow(Framework):
             if device.device_type == "GPU"
         }
         if limits:
-            parts.append(
-                "memory limits "
-                + "; ".join(
-                    f"{gpu}: {' + '.join(format_bytes(m * MIB) for m in limit)}" for gpu, limit in limits.items()
-                )
-            )
+            each = [_sized(gpu, " + ".join(format_bytes(m * MIB) for m in limit)) for gpu, limit in limits.items()]
+            parts.append(_("memory limits {limits}").format(limits=clauses(each)))
         parts.append(_growth_words(context))
-        parts.append(f"CUDA_VISIBLE_DEVICES={os.environ.get('CUDA_VISIBLE_DEVICES', '(unset)')}")
-        return ", ".join(parts) + "".join(f"; {words}" for words in sessions)
+        parts.append(f"CUDA_VISIBLE_DEVICES={os.environ.get('CUDA_VISIBLE_DEVICES', _('(unset)'))}")
+        return clauses([pgettext("clause comma", ", ").join(parts), *sessions])
 
     def cuda_order(self) -> tuple[int, ...] | None:
         """The NVML index of each CUDA device TensorFlow lists (its ``/physical_device:GPU:k`` is entry
@@ -462,8 +473,10 @@ class _Sessions:
             return _merged(config, self.owner._context())
         except Exception as error:  # a session must be made whatever happens here
             _say(
-                f"jupyter_gpu: could not merge the GPU plan into this session's ConfigProto "
-                f"({type(error).__name__}: {error}); the session uses your config as it is."
+                _(
+                    "jupyter_gpu: could not merge the GPU plan into this session's ConfigProto ({error}); the "
+                    "session uses your config as it is."
+                ).format(error=f"{type(error).__name__}: {error}")
             )
             return config
 
@@ -483,10 +496,15 @@ class _Sessions:
             return
         if conflicts:
             warn_once(
-                f"TensorFlow {record.kind} {number} does not follow the GPU plan ({plan_words(current_plan())}"
-                f"{_limit_words(current_plan())}): {'; '.join(conflicts)}. Leave that field unset in the "
-                "ConfigProto to get the plan's value (jupyter_gpu fills in every GPU field you leave unset), "
-                "or change the plan with the magics."
+                _(
+                    "TensorFlow {session} does not follow the GPU plan ({plan}): {conflicts}. Leave that field "
+                    "unset in the ConfigProto to get the plan's value (jupyter_gpu fills in every GPU field you "
+                    "leave unset), or change the plan with the magics."
+                ).format(
+                    session=f"{record.kind} {number}",
+                    plan=_plan_and_limit(current_plan()),
+                    conflicts=clauses(conflicts),
+                )
             )
 
     def use(self, config: Any, given: Any, forced: str | None) -> tuple[str, list[str]]:
@@ -496,9 +514,9 @@ class _Sessions:
         options = config.gpu_options
         gpus = known_gpus()
         cuda = self.owner.cuda_order()
-        listed = [int(p) for p in options.visible_device_list.split(",") if p.strip().isdigit()]
+        in_list = [int(p) for p in options.visible_device_list.split(",") if p.strip().isdigit()]
         hidden = "GPU" in config.device_count and config.device_count["GPU"] == 0
-        positions: list[int] | None = [] if hidden else listed or (list(range(len(cuda))) if cuda else None)
+        positions: list[int] | None = [] if hidden else in_list or (list(range(len(cuda))) if cuda else None)
         used = None if positions is None or cuda is None else [cuda[p] for p in positions if p < len(cuda)]
 
         virtual = list(options.experimental.virtual_devices)
@@ -509,30 +527,35 @@ class _Sessions:
             number += count
 
         def gpu(position: int) -> str:
-            return labels.get(position) or f"CUDA device {position}"
+            return labels.get(position) or _("CUDA device {position}").format(position=position)
 
         if positions is None:
-            where = "every GPU CUDA shows"
+            where = _("every GPU CUDA shows")
         elif not positions:
-            where = "no GPU" + (" (device_count={'GPU': 0})" if hidden else "")
+            where = _("no GPU ({setting})").format(setting=_HIDDEN) if hidden else _("no GPU")
         else:
-            where = ", ".join(gpu(p) for p in positions)
-        if virtual and positions:
-            memory = "limit " + ", ".join(
-                f"{gpu(p)}: " + " + ".join(format_bytes(int(m * MIB)) for m in v.memory_limit_mb)
-                for p, v in zip(positions, virtual, strict=False)
-                if v.memory_limit_mb
+            where = listed([gpu(p) for p in positions])
+        sized = [
+            _sized(gpu(p), " + ".join(format_bytes(int(m * MIB)) for m in v.memory_limit_mb))
+            for p, v in zip(positions or (), virtual, strict=False)
+            if v.memory_limit_mb
+        ]
+        if virtual and positions and sized:
+            memory = _("limit {limits}").format(limits=listed(sized))
+        elif options.per_process_gpu_memory_fraction and positions != [] and not (virtual and positions):
+            memory = _("{share} of each GPU (per_process_gpu_memory_fraction)").format(
+                share=f"{options.per_process_gpu_memory_fraction:.0%}"
             )
-            memory = "no limit" if memory == "limit " else memory
-        elif options.per_process_gpu_memory_fraction and positions != []:
-            memory = f"{options.per_process_gpu_memory_fraction:.0%} of each GPU (per_process_gpu_memory_fraction)"
         else:
-            memory = "no limit"
-        if forced in ("true", "false"):
-            growth = f"growth {'on' if forced == 'true' else 'off'} (TF_FORCE_GPU_ALLOW_GROWTH={forced})"
+            memory = _("no limit")
+        setting = f"TF_FORCE_GPU_ALLOW_GROWTH={forced}"
+        if forced == "true":
+            growth = _("growth on ({setting})").format(setting=setting)
+        elif forced == "false":
+            growth = _("growth off ({setting})").format(setting=setting)
         else:
-            growth = "growth on (allow_growth in its ConfigProto)" if options.allow_growth else "growth off"
-        uses = f"{where}; {memory}; {growth}" if positions != [] else where
+            growth = _("growth on (allow_growth in its ConfigProto)") if options.allow_growth else _("growth off")
+        uses = clauses([where, memory, growth]) if positions != [] else where
         if not KERNEL.plan_active or given is None:
             return uses, []
         plan = current_plan()
@@ -541,28 +564,35 @@ class _Sessions:
         conflicts = []
         if hidden and wanted:
             conflicts.append(
-                "device_count={'GPU': 0} in your ConfigProto: this session uses no GPU, the plan "
-                + ", ".join(f"GPU {i}" for i in wanted)
+                _("{setting} in your ConfigProto: this session uses no GPU, the plan {gpus}").format(
+                    setting=_HIDDEN, gpus=_gpus(wanted)
+                )
             )
         elif theirs.visible_device_list and used is not None and wanted is not None:
             outside = [index for index in used if index not in wanted]
             if outside:
                 conflicts.append(
-                    f"visible_device_list={theirs.visible_device_list!r} in your ConfigProto: this session uses "
-                    f"{', '.join(f'GPU {i}' for i in used)}, outside the plan's {', '.join(f'GPU {i}' for i in wanted)}"
+                    _("{setting} in your ConfigProto: this session uses {used}, outside the plan's {gpus}").format(
+                        setting=f"visible_device_list={theirs.visible_device_list!r}",
+                        used=_gpus(used),
+                        gpus=_gpus(wanted),
+                    )
                 )
         if plan.limits_bytes and not hidden:
             if theirs.per_process_gpu_memory_fraction:
                 conflicts.append(
-                    f"per_process_gpu_memory_fraction={theirs.per_process_gpu_memory_fraction:g} in your ConfigProto "
-                    f"overrides %gpu_limit {_limit_words(plan).removeprefix('; limit ')} for this session"
+                    _("{setting} in your ConfigProto overrides %gpu_limit {limit} for this session").format(
+                        setting=f"per_process_gpu_memory_fraction={theirs.per_process_gpu_memory_fraction:g}",
+                        limit=_limit_sizes(plan),
+                    )
                 )
             elif theirs.experimental.virtual_devices and [
                 list(v.memory_limit_mb) for v in theirs.experimental.virtual_devices
             ] != _plan_virtual(plan, positions, cuda):
                 conflicts.append(
-                    f"gpu_options.experimental.virtual_devices in your ConfigProto ({memory}) overrides "
-                    f"%gpu_limit {_limit_words(plan).removeprefix('; limit ')} for this session"
+                    _("{setting} in your ConfigProto ({memory}) overrides %gpu_limit {limit} for this session").format(
+                        setting="gpu_options.experimental.virtual_devices", memory=memory, limit=_limit_sizes(plan)
+                    )
                 )
         return uses, conflicts
 
@@ -579,15 +609,18 @@ class _Sessions:
         """Each open session's fields that contradict the plan (warned when the session was made)."""
         if plan != current_plan():
             return []
-        return [f"{r.kind} {r.number}: {'; '.join(r.conflicts)}" for r in self.live() if r.conflicts]
+        return [_sized(f"{r.kind} {r.number}", clauses(r.conflicts)) for r in self.live() if r.conflicts]
 
     def words(self) -> list[str]:
-        words = [f"{r.kind} {r.number}: {self.use(r.config, None, r.forced)[0]}" for r in self.live()]
+        words = [_sized(f"{r.kind} {r.number}", self.use(r.config, None, r.forced)[0]) for r in self.live()]
         unseen = self.owner._sessions_created() - len(self.records)
         if unseen > 0:
             words.append(
-                f"{unseen} session{'s' if unseen > 1 else ''} made before jupyter_gpu watched "
-                "(its devices and caps are not known)"
+                ngettext(
+                    "{count} session made before jupyter_gpu watched (its devices and caps are not known)",
+                    "{count} sessions made before jupyter_gpu watched (its devices and caps are not known)",
+                    unseen,
+                ).format(count=unseen)
             )
         return words
 
@@ -657,8 +690,12 @@ def forced_growth(plan: GpuPlan, value: str | None) -> str | None:
     if plan.growth or value != "true" or KERNEL.written_env.get("TF_FORCE_GPU_ALLOW_GROWTH") == "true":
         return None
     backend = keras_forcing_growth()
-    who = f" (set by Keras at import: its backend is {display_text(backend, 40)})" if backend else ""
-    return f"TF_FORCE_GPU_ALLOW_GROWTH=true{who} makes it grow its memory, and the plan says growth off"
+    if backend:
+        return _(
+            "TF_FORCE_GPU_ALLOW_GROWTH=true (set by Keras at import: its backend is {backend}) makes it grow its "
+            "memory, and the plan says growth off"
+        ).format(backend=display_text(backend, 40))
+    return _("TF_FORCE_GPU_ALLOW_GROWTH=true makes it grow its memory, and the plan says growth off")
 
 
 def tf_device_label(number: int, count: int = 1, nvml: int | None = None) -> str:
@@ -673,14 +710,38 @@ def _nvml_of(position: int, cuda: tuple[int, ...] | None) -> int | None:
     return cuda[position] if cuda is not None and 0 <= position < len(cuda) else None
 
 
-def _limit_words(plan: GpuPlan) -> str:
-    """``"; limit 4 GiB"`` (the same on every GPU) or ``"; limit GPU 2: 4 GiB, GPU 3: 2 GiB + 2 GiB"``."""
-    if not plan.limits_bytes:
-        return ""
+#: The ConfigProto field that hides every GPU from a session (code: shown as it is written).
+_HIDDEN = "device_count={'GPU': 0}"
+
+
+def _limit_sizes(plan: GpuPlan) -> str:
+    """``"4 GiB"`` (the same on every GPU) or ``"GPU 2: 4 GiB, GPU 3: 2 GiB + 2 GiB"``; ``""`` without limits."""
     each = {index: " + ".join(format_bytes(size) for size in sizes) for index, sizes in plan.limits_bytes.items()}
     if len(set(each.values())) == 1:
-        return f"; limit {next(iter(each.values()))}"
-    return "; limit " + ", ".join(f"GPU {index}: {words}" for index, words in each.items())
+        return next(iter(each.values()))
+    return listed([_("GPU {index}: {size}").format(index=index, size=words) for index, words in each.items()])
+
+
+def _plan_and_limit(plan: GpuPlan) -> str:
+    """``"GPU 1; limit 4 GiB"``: the plan's selection and, when it has one, its memory limit."""
+    if not plan.limits_bytes:
+        return plan_words(plan)
+    return clauses([plan_words(plan), _("limit {limits}").format(limits=_limit_sizes(plan))])
+
+
+def _sized(what: str, value: str) -> str:
+    """``"/GPU:0 (GPU 3): 4 GiB"``, ``"Session 1: …"``: a thing and what it has (a full-width colon in Chinese)."""
+    return _("{what}: {value}").format(what=what, value=value)
+
+
+def _gpus(indices: Any) -> str:
+    """``"GPU 1, GPU 2"``."""
+    return listed([_("GPU {index}").format(index=index) for index in indices])
+
+
+def _mib(sizes: list[int]) -> str:
+    """TensorFlow's logical device sizes as it takes them: ``"2048 MiB + 2048 MiB"`` (``""``: none)."""
+    return " + ".join(f"{size} MiB" for size in sizes)
 
 
 def _plan_virtual(plan: GpuPlan, positions: list[int] | None, cuda: tuple[int, ...] | None) -> list[list[float]]:
@@ -695,7 +756,7 @@ def _expected(plan: GpuPlan, gpus: Any) -> tuple[int, ...] | None:
 
 
 def _names(devices: list[Any]) -> str:
-    return ", ".join(device.name.removeprefix("/physical_device:") for device in devices) or "none"
+    return listed([device.name.removeprefix("/physical_device:") for device in devices]) or _("none")
 
 
 def _say(message: str) -> None:
@@ -720,17 +781,16 @@ def _growth_words(context: Any) -> str:
         return f"TF_FORCE_GPU_ALLOW_GROWTH={forced}"
     gpus = [device for device in context._visible_device_list if device.device_type == "GPU"]
     if not gpus or any(device in context._virtual_device_map for device in gpus):
-        return "growth off"
+        return _("growth off")
     growth_map = getattr(context, "_memory_growth_map", None) or {}
     on = [device for device in gpus if growth_map.get(device)]
     if not on:
-        return "growth off"
+        return _("growth off")
     if len(on) == len(gpus):
-        return "growth on (set by your code: tf.config.experimental.set_memory_growth)"
-    return (
-        f"growth on {_names(on)} only (set by your code): TensorFlow refuses different growth on its GPUs "
-        "at its first op"
-    )
+        return _("growth on (set by your code: tf.config.experimental.set_memory_growth)")
+    return _(
+        "growth on {gpus} only (set by your code): TensorFlow refuses different growth on its GPUs at its first op"
+    ).format(gpus=_names(on))
 
 
 def _growth_set_by_hand() -> bool:

@@ -14,24 +14,18 @@ from typing import TYPE_CHECKING, Any
 
 from IPython.core.error import UsageError
 from IPython.core.magic import Magics, line_magic, magics_class
-from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
+from IPython.core.magic_arguments import argument, magic_arguments
 from traitlets import Float, Integer
 
 from ..core.i18n import _
 from .hooks import off_cell_event, on_cell_event
+from .magics.arguments import help_pages_in_language, parse
 
 if TYPE_CHECKING:
     from .watch import CellWatch
 
 
-def _parse(magic: Any, line: str) -> Any:
-    """``parse_argstring`` whose errors are one-line UsageErrors."""
-    try:
-        return parse_argstring(magic, line)
-    except UsageError as error:
-        raise UsageError(str(error).strip().splitlines()[-1]) from None
-
-
+@help_pages_in_language
 @magics_class
 class MonitorMagics(Magics):
     """The live GPU panel (``%gpu_monitor``) and the per-cell GPU memory report (``%gpu_watch``)."""
@@ -97,7 +91,7 @@ class MonitorMagics(Magics):
         From Python: ``from jupyter_gpu import GPUMonitor; panel = GPUMonitor(interval_s=0.5)``,
         then ``display(panel)`` and later ``panel.close()``.
         """
-        args = _parse(self.gpu_monitor, line)
+        args = parse(self.gpu_monitor, line)
         interval_s = self.monitor_interval_s if args.interval is None else args.interval
         history = self.monitor_history if args.history is None else args.history
         if not interval_s >= 0.1:
@@ -151,7 +145,7 @@ class MonitorMagics(Magics):
         A restart made by jupyter_gpu (``%gpu_restart``, "Restart kernel and apply") carries the
         watch over to the new kernel with the GPU plan.
         """
-        args = _parse(self.gpu_watch, line)
+        args = parse(self.gpu_watch, line)
         interval_s = self.watch_interval_s if args.interval is None else args.interval
         if not interval_s > 0:
             raise UsageError(_("--interval must be positive, not {value}").format(value=f"{interval_s:g}"))

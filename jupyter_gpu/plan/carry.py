@@ -99,10 +99,15 @@ class ChildPlan:
         if wanted is None:
             return None  # no selection: each cap goes to the GPU CUDA shows, where that can be told
         if env.visible_devices != wanted or not env.pci_order:
-            return (
-                f"this process has {env.describe()}, and the plan selected GPU "
-                f"{', '.join(map(str, self.plan.selected_indices or ()))} (CUDA_VISIBLE_DEVICES {wanted!r}, "
-                "CUDA_DEVICE_ORDER PCI_BUS_ID)"
+            from ..core.i18n import _  # only when there is something to say: a child's start stays light
+
+            return _(
+                "this process has {cuda}, and the plan selected GPU {indices} (CUDA_VISIBLE_DEVICES "
+                "{wanted}, CUDA_DEVICE_ORDER PCI_BUS_ID)"
+            ).format(
+                cuda=env.describe(),
+                indices=", ".join(map(str, self.plan.selected_indices or ())),
+                wanted=repr(wanted),
             )
         return None
 

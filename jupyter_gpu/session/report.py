@@ -16,7 +16,7 @@ from ..core.availability import Reservation, unit_availability
 from ..core.availability import label as availability_label
 from ..core.i18n import N_, _, pgettext
 from ..core.messages import shown as shown_message
-from ..core.text import display_text, wrap
+from ..core.text import clauses, display_text, listed, wrap
 from ..core.units import format_bytes
 
 if TYPE_CHECKING:
@@ -48,17 +48,6 @@ _CHILDREN = N_(
 def gpus_text(indices: Sequence[int]) -> str:
     """``GPU 0, 2``: planned GPUs by index (the list stays in figures and commas)."""
     return _("GPU {indices}").format(indices=", ".join(map(str, indices)))
-
-
-def clauses(parts: Sequence[str]) -> str:
-    """Clauses of one line joined as the language joins them: ``"; "`` (Chinese: the full-width
-    semicolon). Each part is a whole piece of its own ``_()``."""
-    return pgettext("clause separator", "; ").join(parts)
-
-
-def listed(names: Sequence[str]) -> str:
-    """Names listed in one clause: ``"TensorFlow, PyTorch"`` (Chinese: the enumeration comma)."""
-    return pgettext("list separator", ", ").join(names)
 
 
 def shown(value: str | None, missing: str = "?") -> str:

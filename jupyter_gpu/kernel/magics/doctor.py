@@ -16,7 +16,7 @@ from IPython.core.magic import Magics, line_magic, magics_class
 from IPython.core.magic_arguments import argument, magic_arguments
 
 from ...core.i18n import _
-from .arguments import parse
+from .arguments import help_pages_in_language, parse
 
 if TYPE_CHECKING:  # loading the extension imports no plan (the plan module is the magics' own business)
     from ...plan import GpuPlan
@@ -94,6 +94,7 @@ def report_for(plan: GpuPlan, timeout_s: float, start_env: Any = None, only: tup
     return doctor.run(plan, summary(plan), doctor_magics(plan), start, timeout_s=timeout_s, only=only)
 
 
+@help_pages_in_language
 @magics_class
 class GpuDoctorMagics(Magics):
     """``%gpu_doctor``: check the GPU stack and this kernel's plan, changing nothing."""
@@ -104,14 +105,14 @@ class GpuDoctorMagics(Magics):
         action="append",
         choices=("tensorflow", "torch", "jax"),
         default=[],
-        help="check only this framework (repeatable; default: every installed one)",
+        help=_("check only this framework (repeatable; default: every installed one)"),
     )
-    @argument("--json", action="store_true", help="print the report's JSON (docs/doctor.md) instead of text")
+    @argument("--json", action="store_true", help=_("print the report's JSON (docs/doctor.md) instead of text"))
     @argument(
         "--timeout",
         type=float,
         metavar="SECONDS",
-        help="how long the frameworks may take to start, all together (default 60)",
+        help=_("how long the frameworks may take to start, all together (default 60)"),
     )
     @line_magic
     def gpu_doctor(self, line: str = "") -> None:

@@ -5,10 +5,12 @@ from __future__ import annotations
 from IPython.core.magic import Magics, line_magic, magics_class
 from IPython.core.magic_arguments import argument, magic_arguments
 
+from ...core.i18n import _
 from .. import free
-from .arguments import parse
+from .arguments import help_pages_in_language, parse
 
 
+@help_pages_in_language
 @magics_class
 class GpuMemoryMagics(Magics):
     """``%gpu_free``: drop what keeps framework memory alive, release the frameworks' caches, report."""
@@ -17,9 +19,9 @@ class GpuMemoryMagics(Magics):
     @argument(
         "names",
         nargs="*",
-        help="your variables to delete as well (e.g. model optimizer); no other variable of yours is touched",
+        help=_("your variables to delete as well (e.g. model optimizer); no other variable of yours is touched"),
     )
-    @argument("--dry-run", action="store_true", help="list what would be dropped and released; change nothing")
+    @argument("--dry-run", action="store_true", help=_("list what would be dropped and released; change nothing"))
     @line_magic
     def gpu_free(self, line: str) -> None:
         """Give GPU memory back without restarting the kernel.

@@ -21,9 +21,10 @@ from ...session import defaults
 from ...session.report import auto_rechosen, gpu_listing, limit_report, selection_report, summary, threads_report
 from ..session import PlanSession, admin_ceiling, loosens_admin_ceiling, take_snapshot
 from ..wait import parse_duration, wait_and_select
-from .arguments import parse
+from .arguments import help_pages_in_language, parse
 
 
+@help_pages_in_language
 @magics_class
 class GpuMagics(Magics):
     """The kernel's GPU plan as magics. Configurable (``c.GpuMagics.<name>`` or ``%config``).
@@ -189,18 +190,22 @@ class GpuMagics(Magics):
     @argument(
         "spec",
         nargs="?",
-        help="GPUs: indices like 0 or 1,3 (as nvidia-smi numbers them), UUIDs "
-        "(unique prefixes), a MIG slice (0:1 = GPU 0's MIG device 1, or its MIG-… UUID), auto, auto:N, "
-        "all or none. Without SPEC: list the GPUs.",
+        help=_(
+            "GPUs: indices like 0 or 1,3 (as nvidia-smi numbers them), UUIDs "
+            "(unique prefixes), a MIG slice (0:1 = GPU 0's MIG device 1, or its MIG-… UUID), auto, auto:N, "
+            "all or none. Without SPEC: list the GPUs."
+        ),
     )
-    @argument("--growth", action="store_true", help="allocate GPU memory on demand instead of up front")
-    @argument("--no-growth", action="store_true", help="turn memory growth off again")
-    @argument("--min-free", metavar="SIZE", help="with auto: only GPUs with at least SIZE free (e.g. 8GiB)")
+    @argument("--growth", action="store_true", help=_("allocate GPU memory on demand instead of up front"))
+    @argument("--no-growth", action="store_true", help=_("turn memory growth off again"))
+    @argument("--min-free", metavar="SIZE", help=_("with auto: only GPUs with at least SIZE free (e.g. 8GiB)"))
     @argument(
         "--wait",
         metavar="DURATION",
-        help="with auto: wait up to DURATION (90s, 30m, 2h; a plain number is "
-        "seconds) until the GPUs fit, showing who holds them; interrupt to stop (nothing changes)",
+        help=_(
+            "with auto: wait up to DURATION (90s, 30m, 2h; a plain number is "
+            "seconds) until the GPUs fit, showing who holds them; interrupt to stop (nothing changes)"
+        ),
     )
     @line_magic
     def gpu_select(self, line: str) -> None:
@@ -300,8 +305,10 @@ class GpuMagics(Magics):
     @argument(
         "sizes",
         nargs="*",
-        help="a size per selected GPU: 2048 (MiB), 2GiB, 1.5G or 30%% (of that GPU); "
-        "several sizes split each GPU into that many logical GPUs; 'off' removes the limit",
+        help=_(
+            "a size per selected GPU: 2048 (MiB), 2GiB, 1.5G or 30%% (of that GPU); "
+            "several sizes split each GPU into that many logical GPUs; 'off' removes the limit"
+        ),
     )
     @line_magic
     def gpu_limit(self, line: str) -> None:
@@ -370,12 +377,14 @@ class GpuMagics(Magics):
             print(limit_report(plan, self._caveats_once(plan)))
 
     @magic_arguments()
-    @argument("--intra", type=int, metavar="N", help="threads inside one operation (0: framework default)")
-    @argument("--inter", type=int, metavar="N", help="operations run in parallel (0: framework default)")
+    @argument("--intra", type=int, metavar="N", help=_("threads inside one operation (0: framework default)"))
+    @argument("--inter", type=int, metavar="N", help=_("operations run in parallel (0: framework default)"))
     @argument(
-        "--soft-placement", choices=["on", "off"], help="TensorFlow: fall back to the CPU for ops without a GPU kernel"
+        "--soft-placement",
+        choices=["on", "off"],
+        help=_("TensorFlow: fall back to the CPU for ops without a GPU kernel"),
     )
-    @argument("--log-placement", choices=["on", "off"], help="TensorFlow: log the device of every op")
+    @argument("--log-placement", choices=["on", "off"], help=_("TensorFlow: log the device of every op"))
     @line_magic
     def gpu_threads(self, line: str) -> None:
         """CPU threads and TensorFlow device placement for this kernel.
