@@ -8,6 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from jupyter_gpu.core import i18n
 from jupyter_gpu.panel import render
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -79,11 +80,17 @@ def test_the_same_words_for_the_same_things() -> None:
     card = (SIDEBAR_SRC / "components" / "gpuCard.ts").read_text(encoding="utf-8")
     chart = (SIDEBAR_SRC / "components" / "historyChart.ts").read_text(encoding="utf-8")
     assert f"'{render.NO_PROCESSES}'" in card  # "No processes", not "no processes" in one of them
-    assert "`last ${window}`" in chart and "formatDuration(windowS)" in chart  # "last 15 min"
+    assert "trans.__('last %1', window)" in chart and "formatDuration(windowS)" in chart  # "last 15 min"
     sparkline = render.Sparkline(10, interval_s=6.0)
     for _ in range(10):
         sparkline.append(1.0, 1.0)
     assert "<span>last 1 min</span>" in sparkline.svg()  # the same words: format_duration = formatDuration
+    # ... and the same words in Chinese: the sidebar's and the panel's catalogs agree
+    with i18n.language_forced("zh_CN"):
+        chinese_panel = i18n._("last {duration}")
+    lab = i18n.lab_catalog("zh_CN")
+    assert lab["last %1"][0].replace("%1", "{duration}") == chinese_panel != "last {duration}"
+    assert lab[render.NO_PROCESSES][0] == i18n.translator("zh_CN").gettext(render.NO_PROCESSES)
 
 
 def test_the_panels_text_keeps_its_contrast_when_a_card_is_not_selected() -> None:
