@@ -11,14 +11,12 @@ import os
 import queue
 import tempfile
 import time
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from jupyter_client.blocking.client import BlockingKernelClient
-from jupyter_client.manager import KernelManager
-from support import UNDER_LOAD_S
+from support import UNDER_LOAD_S, kernel_manager
 
 # The CUDA stand-in (tests/standin/cuda_standin.py), imported by the kernels of standin_kernel.
 STANDIN = Path(__file__).parent / "standin"
@@ -119,7 +117,7 @@ def start(env: dict[str, str] | None = None, connection_dir: Path | None = None)
     kernel_env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", **(env or {})}
     with tempfile.TemporaryDirectory(prefix="jupyter-gpu-kernel-test-") as scratch:
         folder = connection_dir or Path(scratch)
-        manager = KernelManager(kernel_name="python3", connection_file=str(folder / f"kernel-{uuid.uuid4()}.json"))
+        manager = kernel_manager(folder)
         manager.start_kernel(env=kernel_env)
         client = manager.client()
         client.start_channels()

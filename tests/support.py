@@ -246,16 +246,46 @@ async def get_snapshot(jp_fetch: Any) -> dict[str, Any]:
     return json.loads(response.body)
 
 
-def start_kernel(folder: Path, env: dict[str, str] | None = None, timeout_s: float = UNDER_LOAD_S) -> tuple[Any, Any]:
-    """A real ipykernel whose connection file (and so its kernel report) lies in ``folder``; its
-    (manager, started client). Not jupyter_client's default, the system's /tmp: a kernel killed at
-    the end leaves its report there, and the OOM explainer of every later kernel reads that folder."""
-    import os
+@functools.cache
+def _socket_folder() -> Path:
+    """One short folder per test process for the kernels' Unix sockets (a socket's path must stay
+    under 108 bytes; a test's ``tmp_path`` can be longer). Removed when the process ends."""
+    import atexit
+    import shutil
+    import tempfile
+
+    folder = Path(tempfile.mkdtemp(prefix="jg-ipc-"))
+    atexit.register(shutil.rmtree, folder, ignore_errors=True)
+    return folder
+
+
+def kernel_manager(folder: Path) -> Any:
+    """A ``KernelManager`` for a real ipykernel whose connection file (and so its kernel report) lies
+    in ``folder``, talking over Unix sockets.
+
+    Not jupyter_client's default folder, the system's /tmp: a kernel killed at the end leaves its
+    report there, and the OOM explainer of every later kernel reads that folder. Not TCP: the test
+    process picks five free ports and the kernel binds them seconds later; on a busy host another
+    process's outgoing connection can take one in between, and the kernel dies at start ("Kernel died
+    before replying to kernel_info": CI's stop-35 run, 16 kernels starting at once). Each kernel's
+    sockets have their own prefix, so kernels started back to back never pick the same path.
+    """
     import uuid
 
     from jupyter_client.manager import KernelManager
 
-    manager = KernelManager(kernel_name="python3", connection_file=str(folder / f"kernel-{uuid.uuid4()}.json"))
+    kernel_id = uuid.uuid4()
+    return KernelManager(
+        kernel_name="python3",
+        connection_file=str(folder / f"kernel-{kernel_id}.json"),
+        transport="ipc",
+        ip=str(_socket_folder() / kernel_id.hex[:12]),
+    )
+
+
+def start_kernel(folder: Path, env: dict[str, str] | None = None, timeout_s: float = UNDER_LOAD_S) -> tuple[Any, Any]:
+    """A real ipykernel (see :func:`kernel_manager`) and its started client: (manager, client)."""
+    manager = kernel_manager(folder)
     manager.start_kernel(env=env if env is not None else dict(os.environ))
     client = manager.client()
     client.start_channels()

@@ -14,8 +14,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from jupyter_client.manager import KernelManager
-from support import ScenarioFile
+from support import ScenarioFile, kernel_manager
 
 from jupyter_gpu import simulate
 
@@ -43,7 +42,7 @@ def choices(tmp_path: Path, claims: bool, gpus: dict | None = None, kernels: int
     managers = []
     try:
         for _ in range(kernels):  # launched back to back: nobody waits for another kernel to be ready
-            manager = KernelManager(kernel_name="python3")
+            manager = kernel_manager(tmp_path)
             manager.start_kernel(env=env)
             managers.append(manager)
         chosen: Counter[str] = Counter()

@@ -94,10 +94,10 @@ def test_labs_default_and_an_unreadable_setting_choose_nothing(tmp_path: Path) -
 
 
 def test_english_is_the_source_and_costs_no_catalog() -> None:
-    i18n.translator.cache_clear()
+    i18n._translations.cache_clear()
     assert i18n._("GPU memory") == "GPU memory"
     assert i18n.ngettext("{count} GPU", "{count} GPUs", 2) == "{count} GPUs"
-    assert i18n.translator.cache_info().currsize == 0
+    assert i18n._translations.cache_info().currsize == 0
 
 
 def test_placeholders_are_compared_by_name() -> None:
@@ -136,8 +136,7 @@ def test_a_languages_po_files_are_read_together_fuzzy_left_out(monkeypatch: Any,
         'msgid "; "\nmsgstr " / "\n\nmsgctxt "between names"\nmsgid "; "\nmsgstr "、"\n',
         encoding="utf-8",
     )
-    monkeypatch.setattr(i18n, "LOCALE_DIR", tmp_path)
-    i18n.translator.cache_clear()
+    monkeypatch.setattr(i18n, "LOCALE_DIR", tmp_path)  # a catalog cached by its folder: no clearing needed
     try:
         i18n.set_language("zh_CN")
         assert i18n._("GPU memory") == "显存"
@@ -147,4 +146,16 @@ def test_a_languages_po_files_are_read_together_fuzzy_left_out(monkeypatch: Any,
         # one id with and without a context, in a file read after the first: two messages, both kept
         assert i18n._("; ") == " / " and i18n.pgettext("between names", "; ") == "、"
     finally:
-        i18n.translator.cache_clear()
+        i18n.set_language(None)
+
+
+def test_a_language_is_found_once_whatever_its_spelling(monkeypatch: Any) -> None:
+    """Every spelling shares one compiled catalog, and a message in Chinese lists no folder."""
+    assert i18n.translator("zh-CN") is i18n.translator("zh_CN.UTF-8") is i18n.translator("zh")
+    listed: list[Path] = []
+    real_iterdir = Path.iterdir
+    monkeypatch.setattr(Path, "iterdir", lambda self: listed.append(self) or real_iterdir(self))
+    with i18n.language_forced("zh_CN"):
+        for _ in range(100):
+            assert i18n._("GPU memory") != "GPU memory"
+    assert listed == []

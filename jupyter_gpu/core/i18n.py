@@ -79,11 +79,14 @@ _scoped: contextvars.ContextVar[str | None] = contextvars.ContextVar("jupyter_gp
 
 def available_languages() -> tuple[str, ...]:
     """The languages with a catalog, English (the source) first: ``("en", "zh_CN")``."""
-    found = (
-        sorted(path.name for path in LOCALE_DIR.iterdir() if (path / "LC_MESSAGES").is_dir())
-        if LOCALE_DIR.is_dir()
-        else []
-    )
+    return _languages_in(LOCALE_DIR)
+
+
+@functools.lru_cache(maxsize=4)
+def _languages_in(folder: Path) -> tuple[str, ...]:
+    """Listed once per folder and process: every ``_()`` in a non-English language asks (through
+    :func:`normalize`), and the installed catalogs do not change while a process runs."""
+    found = sorted(path.name for path in folder.iterdir() if (path / "LC_MESSAGES").is_dir()) if folder.is_dir() else []
     return (SOURCE_LANGUAGE, *found)
 
 
@@ -223,26 +226,31 @@ def _cached_lab_language() -> str | None:
     return lab_language()
 
 
-def catalog_files(language_: str) -> list[Path]:
-    """The ``.po`` sources of one language, sorted."""
-    folder = LOCALE_DIR / language_ / "LC_MESSAGES"
+def catalog_files(language_: str, root: Path | None = None) -> list[Path]:
+    """The ``.po`` sources of one language (under ``root``, by default :data:`LOCALE_DIR`), sorted."""
+    folder = (root or LOCALE_DIR) / language_ / "LC_MESSAGES"
     return sorted(folder.glob("*.po")) if folder.is_dir() else []
 
 
-@functools.lru_cache(maxsize=8)
 def translator(language_: str) -> gettext.NullTranslations:
     """The translations of one language (all its ``.po`` files), or the source text for English.
 
-    Cached: a language's catalog is read once per process.
+    Any spelling of a language (``zh-CN``, ``zh_CN.UTF-8``) shares one catalog, read once per process.
     """
     catalog = normalize(language_)
     if catalog is None:
         return gettext.NullTranslations()
+    return _translations(LOCALE_DIR, catalog)
+
+
+@functools.lru_cache(maxsize=8)
+def _translations(folder: Path, catalog: str) -> gettext.NullTranslations:
+    """The ``.po`` files of ``catalog`` under ``folder``, merged and compiled (see :func:`translator`)."""
     from babel.messages.mofile import write_mo
     from babel.messages.pofile import read_po
 
     merged = None
-    for path in catalog_files(catalog):
+    for path in catalog_files(catalog, folder):
         with path.open("rb") as source:
             part = read_po(source, locale=catalog, domain=DOMAIN)
         if merged is None:

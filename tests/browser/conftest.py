@@ -34,7 +34,7 @@ from typing import Any
 
 import pytest
 from live_processes import free_port
-from support import UNDER_LOAD_S, ScenarioFile
+from support import UNDER_LOAD_S, ScenarioFile, wait_until
 
 from jupyter_gpu import simulate
 
@@ -445,3 +445,53 @@ def contrast() -> Callable[..., list[dict[str, Any]]]:
 def theme() -> Callable[[Any, bool], None]:
     """``theme(page, dark=True)``: see ``use_theme``."""
     return use_theme
+
+
+TOAST_COUNTER_JS = """
+(text) => {
+  const key = `__toasts:${text}`;
+  if (window[key]) { return; }
+  const seen = new Set();
+  const look = () => {
+    for (const toast of document.querySelectorAll('.Toastify__toast')) {
+      if ((toast.textContent || '').includes(text)) { seen.add(toast); }
+    }
+  };
+  new MutationObserver(look).observe(document.body, {childList: true, subtree: true, characterData: true});
+  look();
+  window[key] = seen;
+}
+"""
+
+
+class ToastCounter:
+    """How many notifications (JupyterLab's toasts) containing ``text`` a page has shown since this
+    counter was made, the ones that closed again included.
+
+    A toast closes itself after its ``autoClose`` (10 s for "Kernel restarted; GPU plan applied"), so
+    counting the toasts on screen races the test's own steps: on a loaded machine the first one is
+    gone before the second comes, and ``count() >= 2`` never holds (CI's stop-35 failure). The page
+    keeps each matching toast element it ever saw in a set; ``count()`` reads its size.
+    """
+
+    def __init__(self, page: Any, text: str) -> None:
+        self.page = page
+        self.text = text
+        page.evaluate(TOAST_COUNTER_JS, text)
+
+    def count(self) -> int:
+        return int(self.page.evaluate("(text) => window[`__toasts:${text}`].size", self.text))
+
+    def wait_for(self, at_least: int, timeout_s: float = 60) -> int:
+        """Wait until ``at_least`` matching toasts have been shown; return how many."""
+        return wait_until(
+            lambda: (seen := self.count()) >= at_least and seen,
+            timeout_s=timeout_s,
+            what=f"{at_least} notification(s) with {self.text!r}",
+        )
+
+
+@pytest.fixture
+def toasts() -> Callable[[Any, str], ToastCounter]:
+    """``applied = toasts(page, "Kernel restarted"); …; applied.wait_for(2)``: see ``ToastCounter``."""
+    return ToastCounter

@@ -78,7 +78,9 @@ def set_theme(page: Any, theme: str) -> None:
     page.wait_for_selector(f"body[data-jp-theme-light='{light}']", state="attached")
 
 
-def test_warning_button_restarts_the_kernel_and_applies_the_plan(lab: Any, page: Any, artifacts: Path) -> None:
+def test_warning_button_restarts_the_kernel_and_applies_the_plan(
+    lab: Any, page: Any, artifacts: Path, toasts: Callable[[Any, str], Any]
+) -> None:
     lab.write_notebook(
         NOTEBOOK,
         [
@@ -95,6 +97,7 @@ def test_warning_button_restarts_the_kernel_and_applies_the_plan(lab: Any, page:
         page.locator('.jp-SideBar .lm-TabBar-tab[data-id="filebrowser"]').click()
     page.locator(".jp-DirListing-item", has_text=NOTEBOOK).dblclick()
     page.locator(".jp-NotebookPanel .jp-Cell .jp-InputArea-editor").first.wait_for()
+    applied = toasts(page, "Kernel restarted; GPU plan applied")
     first_kernel = kernel_id(lab)
     page.locator(".jp-NotebookPanel-toolbar .jp-Toolbar-kernelName", has_text="Python 3").first.wait_for()
 
@@ -151,21 +154,13 @@ def test_warning_button_restarts_the_kernel_and_applies_the_plan(lab: Any, page:
     dialog = confirm_dialog(page)
     dialog.get_by_label("Do not ask again").check()
     dialog.get_by_role("button", name="Restart").click()
-    wait_until(
-        lambda: page.get_by_text("Kernel restarted; GPU plan applied").count() >= 2,
-        timeout_s=60,
-        what="the second notification",
-    )
+    applied.wait_for(2)
     status = run_cell(page, 4).locator(".jp-OutputArea-output", has_text="Plan:")
     status.wait_for(timeout=60_000)
     assert "Plan: GPU 1; growth on" in status.inner_text()
     # The next %gpu_restart restarts without asking (the choice is kept in the settings)
     run_cell(page, 5).locator(".jp-GpuRestart").wait_for(timeout=60_000)
-    wait_until(
-        lambda: page.get_by_text("Kernel restarted; GPU plan applied").count() >= 3,
-        timeout_s=60,
-        what="the third notification",
-    )
+    applied.wait_for(3)
     assert page.locator(".jp-Dialog").count() == 0
     saved = lab.api("GET", "lab/api/settings/jupyter-gpu:plugin")
     assert saved["settings"]["confirmRestart"] is False
