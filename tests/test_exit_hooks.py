@@ -20,7 +20,7 @@ from pathlib import Path
 
 import psutil
 import pytest
-from jupyter_client.blocking.client import BlockingKernelClient
+from kernels import attach
 from support import UNDER_LOAD_S, ScenarioFile, as_from_a_terminal, wait_until
 
 from jupyter_gpu import simulate
@@ -107,11 +107,8 @@ def _ended_clean(kernel: LaunchedKernel) -> None:
 
 
 def test_a_kernel_shut_down_removes_its_claim_and_report(launched: LaunchedKernel) -> None:
-    client = BlockingKernelClient(connection_file=str(launched.connection_file))
-    client.load_connection_file()
-    client.start_channels()
+    client = attach(launched.connection_file, UNDER_LOAD_S).client
     try:
-        client.wait_for_ready(timeout=UNDER_LOAD_S)
         client.shutdown()
     finally:
         client.stop_channels()
