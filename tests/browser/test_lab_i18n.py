@@ -20,15 +20,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from offer_payloads import OOM_MIME, RESTART_MIME, display_cell, oom_report, restart_offer
 from support import wait_until
 
 from jupyter_gpu import simulate
-from jupyter_gpu.kernel.oom_offer import OOM_MIME
 
 pytestmark = pytest.mark.browser
 
 NOTEBOOK = "offers.ipynb"
-RESTART_MIME = "application/vnd.jupyter-gpu.restart+json"
 TRANSLATION_PLUGIN = "@jupyterlab/translation-extension/plugin"
 #: How many lines each ` · `-separated part of the sidebar's header line takes on screen.
 LINES_PER_PART = """() => {
@@ -55,25 +54,9 @@ def lab(lab_factory: Callable[..., Any]) -> Any:
 def offers_cell() -> str:
     """A cell that displays a restart offer and an out-of-memory report with one step (free memory),
     as the kernel displays them: output of this session, so trusted, with buttons."""
-    restart = {
-        "version": 1,
-        "lines": ["%load_ext jupyter_gpu", "%gpu_select 1 --growth"],
-        "reason": "too late",
-        "automatic": False,
-        "kernel_id": None,
-        "id": "i18n",
-    }
-    oom = {
-        "version": 1,
-        "report": "jupyter_gpu: PyTorch ran out of GPU memory on GPU 1.",
-        "actions": [{"kind": "free", "memory": 2 * 1024**3}],
-        "kernel_id": None,
-    }
-    return (
-        "from IPython.display import display\n"
-        f"display({{{RESTART_MIME!r}: {restart!r}, 'text/plain': 'offer'}}, raw=True)\n"
-        f"display({{{OOM_MIME!r}: {oom!r}, 'text/plain': 'report'}}, raw=True)"
-    )
+    restart = restart_offer(["%load_ext jupyter_gpu", "%gpu_select 1 --growth"], offer_id="i18n")
+    oom = oom_report("jupyter_gpu: PyTorch ran out of GPU memory on GPU 1.", [{"kind": "free", "memory": 2 * 1024**3}])
+    return display_cell((RESTART_MIME, restart), (OOM_MIME, oom))
 
 
 def open_sidebar(lab: Any, page: Any) -> Any:

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from offer_payloads import OOM_MIME, display_cell, oom_report
 from support import wait_until
 
 import jupyter_gpu
@@ -222,13 +223,10 @@ def capped_report_cell() -> str:
     """A cell that displays a report bundle as ``oom_offer.offer_data`` makes it for an allocation
     over this kernel's own ``%gpu_limit`` (docs/oom.md): raise the limit; and a shutdown offer for a
     kernel that is gone (a report read later)."""
-    from jupyter_gpu.kernel.oom_offer import OOM_MIME
-
-    bundle = {
-        "version": 1,
-        "report": "jupyter_gpu: TensorFlow ran out of GPU memory on GPU 2; the limit ran out, not the GPU.\n"
+    bundle = oom_report(
+        "jupyter_gpu: TensorFlow ran out of GPU memory on GPU 2; the limit ran out, not the GPU.\n"
         "Next steps:\n  - raise this kernel's limit: `%gpu_limit 16GiB`, then `%gpu_restart`",
-        "actions": [
+        [
             {
                 "kind": "raise_limit",
                 "gpu": 2,
@@ -237,12 +235,8 @@ def capped_report_cell() -> str:
             },
             {"kind": "shutdown", "kernel_id": GONE_KERNEL, "label": "old.ipynb", "memory": 8 * 1024**3, "gpu": 2},
         ],
-        "kernel_id": None,
-    }
-    return (
-        "%load_ext jupyter_gpu\nfrom IPython.display import display\n"
-        f"display({{{OOM_MIME!r}: {bundle!r}, 'text/plain': 'report'}}, raw=True)"
     )
+    return display_cell((OOM_MIME, bundle), prelude="%load_ext jupyter_gpu")
 
 
 @pytest.fixture(params=["lab", "notebook7"])
