@@ -126,6 +126,19 @@ SERVICE_NOTE = N_("from the jupyter-gpu service at {url}")
 CHOSEN_SERVICE_NOTE = N_("from the jupyter-gpu service at {url} (--source hub)")
 SERVER_NOTE = N_("from the Jupyter server at {url}")
 
+# -- which GPU is which for CUDA (core/visibility.py: DeviceMap.reason, in doctor's JSON too)
+
+CUDA_FASTEST_FIRST = N_(
+    "CUDA_DEVICE_ORDER was not PCI_BUS_ID when CUDA started, so CUDA numbered the {count} GPUs of "
+    "{kinds} models ({models}) fastest first, an order NVML does not tell"
+)
+CUDA_COUNTS_IN_ORDER = N_("CUDA_VISIBLE_DEVICES={value} counts GPUs in that order: {why}")
+FRAMEWORK_NOT_ONE_MIG = N_("the framework lists {count} GPU(s), not the one MIG device CUDA shows")
+FRAMEWORK_LISTS_OTHER = N_(
+    "the framework lists {count} GPU(s) ({listed}), not the {named} that the CUDA variables name"
+)
+FRAMEWORK_LISTS_NONE = N_("the framework lists no GPU, not the {named} that the CUDA variables name")
+
 #: Every template :func:`shown` recognizes.
 KNOWN: tuple[str, ...] = (
     NVML_NOT_INSTALLED,
@@ -169,6 +182,11 @@ KNOWN: tuple[str, ...] = (
     SERVICE_NOTE,
     CHOSEN_SERVICE_NOTE,
     SERVER_NOTE,
+    CUDA_FASTEST_FIRST,
+    CUDA_COUNTS_IN_ORDER,
+    FRAMEWORK_NOT_ONE_MIG,
+    FRAMEWORK_LISTS_OTHER,
+    FRAMEWORK_LISTS_NONE,
 )
 
 JOINER = "; "

@@ -7,6 +7,8 @@ asks its translation server for ``zh_CN``, which answers the pack's catalogs and
 entry point), and the extension's words come from ``translator.load('jupyter_gpu')``. Shown: the
 sidebar, the status-bar item, the out-of-memory report's button and its question, the restart
 offer and its question; then, with the setting back to its default, the same page in English.
+Notebook 7 (``jupyter notebook``) with the same setting: its GPU item, the side panel, and the two
+offers in a notebook, in Chinese too.
 """
 
 # ruff: noqa: RUF001  (Chinese text is written with full-width punctuation: docs/i18n.md)
@@ -90,6 +92,32 @@ def run_offers(lab: Any, page: Any) -> Any:
     return cell
 
 
+def offers_speak_chinese(page: Any, cell: Any, artifacts: Path, front: str) -> None:
+    """The restart offer and the out-of-memory report of :func:`offers_cell`, run in ``cell``, and their
+    questions, in Chinese (JupyterLab and Notebook 7: the same renderers)."""
+    offer = cell.locator(".jp-GpuRestart")
+    assert offer.locator(".jp-GpuRestart-text").inner_text() == "新内核的 GPU 方案：%gpu_select 1 --growth"
+    offer.get_by_role("button", name="重启内核并应用").click()
+    dialog = page.locator(".jp-Dialog", has_text="重启内核并应用 GPU 方案？")
+    dialog.wait_for(timeout=30_000)
+    body = dialog.locator(".jp-Dialog-body").inner_text()
+    assert "变量" in body and "%gpu_select 1 --growth" in body, body
+    assert dialog.get_by_label("不再询问").is_visible()
+    page.screenshot(path=str(artifacts / f"{front}-zh_CN-restart-dialog.png"))
+    dialog.get_by_role("button", name="取消").click()
+    dialog.wait_for(state="detached")
+
+    report = cell.locator(".jp-GpuOom")
+    report.get_by_role("button", name="释放显存（2 GiB 缓存）").click()
+    dialog = page.locator(".jp-Dialog", has_text="释放显存？")
+    dialog.wait_for(timeout=30_000)
+    assert "您的变量会保留" in dialog.locator(".jp-Dialog-body").inner_text()
+    assert dialog.get_by_role("button", name="释放", exact=True).is_visible()
+    page.screenshot(path=str(artifacts / f"{front}-zh_CN-oom-dialog.png"))
+    dialog.get_by_role("button", name="取消").click()
+    dialog.wait_for(state="detached")
+
+
 def test_the_sidebar_status_bar_and_dialogs_speak_chinese(lab: Any, page: Any, artifacts: Path) -> None:
     lab.write_notebook(NOTEBOOK, [offers_cell()])
     sidebar = open_sidebar(lab, page)
@@ -119,27 +147,7 @@ def test_the_sidebar_status_bar_and_dialogs_speak_chinese(lab: Any, page: Any, a
     page.screenshot(path=str(artifacts / "lab-zh_CN-sidebar.png"))
 
     cell = run_offers(lab, page)
-    offer = cell.locator(".jp-GpuRestart")
-    assert offer.locator(".jp-GpuRestart-text").inner_text() == "新内核的 GPU 方案：%gpu_select 1 --growth"
-    offer.get_by_role("button", name="重启内核并应用").click()
-    dialog = page.locator(".jp-Dialog", has_text="重启内核并应用 GPU 方案？")
-    dialog.wait_for(timeout=30_000)
-    body = dialog.locator(".jp-Dialog-body").inner_text()
-    assert "变量" in body and "%gpu_select 1 --growth" in body, body
-    assert dialog.get_by_label("不再询问").is_visible()
-    page.screenshot(path=str(artifacts / "lab-zh_CN-restart-dialog.png"))
-    dialog.get_by_role("button", name="取消").click()
-    dialog.wait_for(state="detached")
-
-    report = cell.locator(".jp-GpuOom")
-    report.get_by_role("button", name="释放显存（2 GiB 缓存）").click()
-    dialog = page.locator(".jp-Dialog", has_text="释放显存？")
-    dialog.wait_for(timeout=30_000)
-    assert "您的变量会保留" in dialog.locator(".jp-Dialog-body").inner_text()
-    assert dialog.get_by_role("button", name="释放", exact=True).is_visible()
-    page.screenshot(path=str(artifacts / "lab-zh_CN-oom-dialog.png"))
-    dialog.get_by_role("button", name="取消").click()
-    dialog.wait_for(state="detached")
+    offers_speak_chinese(page, cell, artifacts, "lab")
     own = [e for e in page.errors if "jupyter-gpu" in e or "jupyter_gpu" in e]
     assert not own, own
     lab.shutdown_all_kernels()
@@ -171,3 +179,58 @@ def test_english_by_default(lab: Any, page: Any) -> None:
             "lab/api/settings/@jupyterlab/translation-extension:plugin",
             {"raw": json.dumps({"locale": "zh_CN"})},
         )
+
+
+# -- Notebook 7 -----------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def notebook_zh(lab_factory: Callable[..., Any]) -> Any:
+    """Notebook 7 (``jupyter notebook``) on the same GPUs, its language set to zh_CN as Settings →
+    Language saves it (Notebook 7 reads JupyterLab's setting and translation server)."""
+    pytest.importorskip("notebook", reason="Notebook 7 is not installed (pip install notebook)")
+    scenario = simulate.plausible_gpus(3)
+    scenario["gpus"][0]["processes"] = [{"pid": 4_000_001, "memory_mib": 20480, "user": "alice", "name": "python"}]
+    return lab_factory(
+        scenario, name="notebook7_i18n", app="notebook", settings={TRANSLATION_PLUGIN: {"locale": "zh_CN"}}
+    )
+
+
+def test_notebook_7_speaks_chinese(notebook_zh: Any, page: Any, artifacts: Path) -> None:
+    """The top-area GPU item, the side panel it opens, and in a notebook the restart offer and the
+    out-of-memory report with their questions: Chinese, as in JupyterLab."""
+    app = notebook_zh
+    app.write_notebook(NOTEBOOK, [offers_cell()])
+    app.open(page, path="tree")
+    item = page.locator(".jp-GpuStatus")
+    item.wait_for()
+    wait_until(lambda: item.inner_text() == "1/3 个 GPU 使用中", what="the GPU item in Chinese")
+    assert "3 个 GPU 中 1 个使用中" in (item.get_attribute("title") or "")
+    item.click()  # opens the left side panel on the GPU monitor
+    sidebar = page.locator("#jupyter-gpu-sidebar")
+    sidebar.wait_for(state="visible")
+    sidebar.locator(".jp-GpuCard").first.wait_for()
+    assert sidebar.locator(".jp-GpuSidebar-compact").inner_text() == "紧凑"
+    wait_until(lambda: sidebar.locator(".jp-GpuSidebar-free").inner_text() == "空闲：GPU 1, 2", what="空闲：GPU 1, 2")
+    assert sidebar.locator('.jp-GpuCard[data-gpu-index="2"] .jp-GpuCard-inUse').inner_text() == "空闲"
+    assert sidebar.locator('.jp-GpuCard[data-gpu-index="0"] .jp-GpuCard-inUse').inner_text() == "1 个进程"
+    page.screenshot(path=str(artifacts / "notebook7-zh_CN-sidebar.png"))
+
+    app.open(page, path=f"notebooks/{NOTEBOOK}")
+    cell = page.locator(".jp-Notebook .jp-Cell").first
+    cell.locator(".jp-InputArea-editor").wait_for(timeout=60_000)
+    wait_until(
+        lambda: any(
+            s["path"] == NOTEBOOK and s["kernel"]["execution_state"] == "idle" for s in app.api("GET", "api/sessions")
+        ),
+        timeout_s=90,
+        what="the notebook's kernel idle",
+    )
+    page.wait_for_timeout(1000)  # the page connects to the kernel it was told of
+    cell.locator(".jp-InputArea-editor").click()
+    page.keyboard.press("Shift+Enter")
+    cell.locator(".jp-GpuOom-actions").wait_for(timeout=60_000)
+    offers_speak_chinese(page, cell, artifacts, "notebook7")
+    own = [e for e in page.errors if "jupyter-gpu" in e or "jupyter_gpu" in e]
+    assert not own, own
+    app.shutdown_all_kernels()
