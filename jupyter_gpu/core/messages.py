@@ -207,6 +207,32 @@ SCENARIO_INSTANCES_EXCEED = N_(
     "memory_reserved_mib ({room})"
 )
 
+# -- JSON from elsewhere (core.wire: a Jupyter server's, the hub service's, a kernel's report)
+
+WIRE_TOO_DEEP = N_("nested too deeply (more than {levels} levels)")
+WIRE_NESTED = N_("nested too deeply")
+WIRE_NOT_A_NUMBER = N_("{name} is not a number (JSON has finite numbers only)")
+WIRE_NUMBER_TOO_LARGE = N_("the number {literal} is too large")
+WIRE_KEY_TWICE = N_("the key {key} appears twice in one object")
+WIRE_SURROGATES = N_("the text holds lone surrogates (not UTF-8)")
+WIRE_NOT_UTF8 = N_("not UTF-8 (byte {position})")
+WIRE_TOO_LARGE = N_("larger than {most} bytes")
+WIRE_NOT_JSON = N_("not JSON ({reason} at character {position})")
+"""``{reason}``: Python's json module's own words (``Expecting value``)."""
+WIRE_HUGE_INTEGER = N_("not usable JSON (an integer of more digits than Python reads)")
+FIELD_WHOLE_IN_RANGE = N_("{field} must be a whole number in {low}..{high}, not {kind}")
+FIELD_FINITE_IN_RANGE = N_("{field} must be a finite number in {low}..{high}, not {kind}")
+FIELD_NOT_FINITE_NUMBER = N_("{field} must be a finite number, not {kind}")
+FIELD_DOUBLE_RANGE = N_("{field} must be a finite number within a double's range")
+FIELD_STRING_LENGTH = N_("{field} must be a string of {least}..{most} characters, not {kind}")
+FIELD_NOT_AN_OBJECT = N_("{field} is not a JSON object ({kind})")
+FIELD_MISSING = N_("{field} is missing")
+FIELD_NOT_BOOL = N_("{field} must be true or false, not {kind}")
+FIELD_LIST_TOO_LONG = N_("{field} must be a list of at most {most} entries, not {kind}")
+FIELD_OBJECT_TOO_LARGE = N_("{field} must be an object of at most {most} entries, not {kind}")
+FIELD_KEYS_TOO_LONG = N_("{field} keys must have at most {most} characters")
+KIND_BIG_INTEGER = N_("an integer of {bits} bits")
+
 #: Every template :func:`shown` recognizes.
 KNOWN: tuple[str, ...] = (
     NVML_NOT_INSTALLED,
@@ -297,6 +323,28 @@ KNOWN: tuple[str, ...] = (
     SCENARIO_UUID_TAKEN,
     SCENARIO_IDS_TAKEN,
     SCENARIO_INSTANCES_EXCEED,
+    WIRE_TOO_DEEP,
+    WIRE_NESTED,
+    WIRE_NOT_A_NUMBER,
+    WIRE_NUMBER_TOO_LARGE,
+    WIRE_KEY_TWICE,
+    WIRE_SURROGATES,
+    WIRE_NOT_UTF8,
+    WIRE_TOO_LARGE,
+    WIRE_NOT_JSON,
+    WIRE_HUGE_INTEGER,
+    FIELD_WHOLE_IN_RANGE,
+    FIELD_FINITE_IN_RANGE,
+    FIELD_NOT_FINITE_NUMBER,
+    FIELD_DOUBLE_RANGE,
+    FIELD_STRING_LENGTH,
+    FIELD_NOT_AN_OBJECT,
+    FIELD_MISSING,
+    FIELD_NOT_BOOL,
+    FIELD_LIST_TOO_LONG,
+    FIELD_OBJECT_TOO_LARGE,
+    FIELD_KEYS_TOO_LONG,
+    KIND_BIG_INTEGER,
 )
 
 JOINER = "; "

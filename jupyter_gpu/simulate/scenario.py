@@ -323,16 +323,20 @@ class _Reader:
     def name(self, key: str) -> str:
         return self.fields.path(key)
 
+    def refusal(self, template: str, key: str, **fields: object) -> ScenarioError:
+        """The error of ``key`` breaking the rule ``template`` says (a :mod:`~jupyter_gpu.core.messages` template)."""
+        return ScenarioError(template.format(field=self.name(key), **fields))
+
     def number(self, key: str, default: float, low: float, high: float) -> float:
         value = self.fields.raw(key, default)
         if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise ScenarioError(messages.FIELD_NOT_NUMBER.format(field=self.name(key), kind=_kind(value)))
+            raise self.refusal(messages.FIELD_NOT_NUMBER, key, kind=_kind(value))
         if not finite(value):
-            raise ScenarioError(messages.FIELD_NOT_FINITE.format(field=self.name(key)))
+            raise self.refusal(messages.FIELD_NOT_FINITE, key)
         if value < low:  # int against float: exact, whatever the int's size
-            raise ScenarioError(messages.FIELD_AT_LEAST.format(field=self.name(key), low=f"{low:g}"))
+            raise self.refusal(messages.FIELD_AT_LEAST, key, low=f"{low:g}")
         if value > high:
-            raise ScenarioError(messages.FIELD_AT_MOST.format(field=self.name(key), high=f"{high:g}"))
+            raise self.refusal(messages.FIELD_AT_MOST, key, high=f"{high:g}")
         return float(value)  # within finite bounds, so within a double's range
 
     def integer(self, key: str, default: int, low: int, high: int) -> int:
@@ -340,11 +344,11 @@ class _Reader:
         if isinstance(value, float) and value.is_integer():  # "2.0": a whole number all the same
             value = int(value)
         if isinstance(value, bool) or not isinstance(value, int):
-            raise ScenarioError(messages.FIELD_NOT_WHOLE.format(field=self.name(key), kind=_kind(value)))
+            raise self.refusal(messages.FIELD_NOT_WHOLE, key, kind=_kind(value))
         if value < low:
-            raise ScenarioError(messages.FIELD_AT_LEAST.format(field=self.name(key), low=low))
+            raise self.refusal(messages.FIELD_AT_LEAST, key, low=low)
         if value > high:
-            raise ScenarioError(messages.FIELD_AT_MOST.format(field=self.name(key), high=high))
+            raise self.refusal(messages.FIELD_AT_MOST, key, high=high)
         return value
 
     def text(self, key: str, default: str | None, optional: bool = False, max_bytes: int | None = None) -> str | None:
@@ -352,54 +356,42 @@ class _Reader:
         if value is None and optional:
             return None
         if not isinstance(value, str):
-            raise ScenarioError(messages.FIELD_NOT_STRING.format(field=self.name(key), kind=_kind(value)))
+            raise self.refusal(messages.FIELD_NOT_STRING, key, kind=_kind(value))
         if len(value) > MAX_TEXT:
-            raise ScenarioError(messages.FIELD_TOO_LONG.format(field=self.name(key), most=MAX_TEXT))
+            raise self.refusal(messages.FIELD_TOO_LONG, key, most=MAX_TEXT)
         if "\0" in value:
-            raise ScenarioError(messages.FIELD_NUL.format(field=self.name(key)))
+            raise self.refusal(messages.FIELD_NUL, key)
         try:
             size = len(value.encode("utf-8"))
         except UnicodeEncodeError:  # "\ud800" is a valid JSON escape, but no UTF-8 holds it
-            raise ScenarioError(messages.FIELD_SURROGATES.format(field=self.name(key))) from None
+            raise self.refusal(messages.FIELD_SURROGATES, key) from None
         if max_bytes is not None and size > max_bytes:
-            raise ScenarioError(
-                messages.FIELD_NAME_BYTES.format(
-                    field=self.name(key),
-                    most=max_bytes,
-                    buffer=NAME_BUFFER_BYTES,
-                    marker=repr(SIMULATED_MARKER.strip()),
-                )
-            )
+            marker = repr(SIMULATED_MARKER.strip())
+            raise self.refusal(messages.FIELD_NAME_BYTES, key, most=max_bytes, buffer=NAME_BUFFER_BYTES, marker=marker)
         return value
 
     def choice(self, key: str, choices: Any) -> str | None:
         value = self.fields.raw(key, None)
         if value is not None and (not isinstance(value, str) or value not in choices):
             shown = repr(value[:80]) if isinstance(value, str) else _kind(value)
-            raise ScenarioError(
-                messages.FIELD_UNKNOWN_FAULT.format(field=self.name(key), value=shown, choices=sorted(choices))
-            )
+            raise self.refusal(messages.FIELD_UNKNOWN_FAULT, key, value=shown, choices=sorted(choices))
         return value
 
     def strings(self, key: str, allowed: set[str] | None = None, what: str = "") -> frozenset[str]:
         value = self.fields.raw(key, [])
         if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
-            raise ScenarioError(messages.FIELD_NOT_STRINGS.format(field=self.name(key)))
+            raise self.refusal(messages.FIELD_NOT_STRINGS, key)
         if allowed is not None and set(value) - allowed:
             refused = sorted(item[:80] for item in set(value) - allowed)[:8]
-            raise ScenarioError(
-                messages.FIELD_CANNOT_MARK.format(
-                    field=self.name(key), refused=refused, what=what, allowed=sorted(allowed)
-                )
-            )
+            raise self.refusal(messages.FIELD_CANNOT_MARK, key, refused=refused, what=what, allowed=sorted(allowed))
         return frozenset(value)
 
     def items(self, key: str, limit: int) -> list[Any]:
         value = self.fields.raw(key, [])
         if not isinstance(value, list):
-            raise ScenarioError(messages.FIELD_NOT_LIST.format(field=self.name(key), kind=_kind(value)))
+            raise self.refusal(messages.FIELD_NOT_LIST, key, kind=_kind(value))
         if len(value) > limit:
-            raise ScenarioError(messages.FIELD_TOO_MANY.format(field=self.name(key), limit=limit))
+            raise self.refusal(messages.FIELD_TOO_MANY, key, limit=limit)
         return value
 
 
@@ -509,23 +501,17 @@ def _parse_gpu(index: int, data: Any) -> SimulatedGpu:
     if moving_memory:
         peak = sum(p.memory_motion.peak if p.memory_motion else p.memory_mib or 0 for p in processes)
         if peak + reserved > total:
-            raise ScenarioError(
-                messages.SCENARIO_PEAKS_EXCEED.format(
-                    field=where, peak=f"{peak:g}", reserved=f"{reserved:g}", total=f"{total:g}"
-                )
-            )
+            figures = {"peak": f"{peak:g}", "reserved": f"{reserved:g}", "total": f"{total:g}"}
+            raise ScenarioError(messages.SCENARIO_PEAKS_EXCEED.format(field=where, **figures))
     digest = hashlib.sha1(f"jupyter-gpu-sim-{index}".encode()).hexdigest()
     default_uuid = f"GPU-{digest[:8]}-{digest[8:12]}-{digest[12:16]}-{digest[16:20]}-{digest[20:32]}"
     power_limit = gpu.number("power_limit_w", 400, 0, 100_000)
     name = gpu.text("name", "NVIDIA A100-SXM4-80GB", max_bytes=MAX_NAME_BYTES) or ""
     for s in slices or ():
         if len(f"{name} MIG {s.profile}".encode()) > MAX_NAME_BYTES:
+            at, device = f"{where}.mig_slices[{s.index}].profile", f"{name} MIG {s.profile}"
             raise ScenarioError(
-                messages.SCENARIO_MIG_NAME_TOO_LONG.format(
-                    field=f"{where}.mig_slices[{s.index}].profile",
-                    name=f"{name} MIG {s.profile}",
-                    buffer=NAME_BUFFER_BYTES,
-                )
+                messages.SCENARIO_MIG_NAME_TOO_LONG.format(field=at, name=device, buffer=NAME_BUFFER_BYTES)
             )
     return SimulatedGpu(
         index=index,
