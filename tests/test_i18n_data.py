@@ -106,15 +106,20 @@ def test_joined_reasons_are_translated_one_by_one_and_unknown_text_is_left_alone
     assert messages.shown("Driver Not Loaded") == "Driver Not Loaded"
 
 
-def test_the_scenario_writers_use_the_table(tmp_path: Any) -> None:
-    """The English the simulation writes is unchanged, and made from the table's templates."""
+def rejected(tmp_path: Any, text: str) -> str | None:
+    """What a simulation says when its good scenario file is rewritten to ``text`` (its rejection)."""
     path = tmp_path / "scenario.json"
     simulate.write_scenario(path, simulate.plausible_gpus(2))
     source = simulate.ScenarioSource(str(path))
-    path.write_text("{ not json", encoding="utf-8")
+    path.write_text(text, encoding="utf-8")
     os.utime(path, ns=(1, 1))
     source.current()
-    rejection = source.rejection()
+    return source.rejection()
+
+
+def test_the_scenario_writers_use_the_table(tmp_path: Any) -> None:
+    """The English the simulation writes is unchanged, and made from the table's templates."""
+    rejection = rejected(tmp_path, "{ not json")
     assert rejection is not None and rejection.startswith("simulated scenario rejected: not valid JSON (")
     with i18n.language_forced("zh_CN"):
         assert messages.shown(rejection).startswith("模拟场景被拒绝：不是有效的 JSON（")
@@ -124,13 +129,7 @@ def test_the_scenario_writers_use_the_table(tmp_path: Any) -> None:
 def test_a_scenario_files_refusal_is_shown_in_chinese_down_to_the_kind_of_value(tmp_path: Any) -> None:
     """The scenario's own rules (simulate/scenario.py) are table templates too: a refusal is English
     data, and a face shows it in Chinese down to the kind of value the field got."""
-    path = tmp_path / "scenario.json"
-    simulate.write_scenario(path, simulate.plausible_gpus(2))
-    source = simulate.ScenarioSource(str(path))
-    path.write_text('{"gpus": [{"utilization": "busy"}]}', encoding="utf-8")
-    os.utime(path, ns=(1, 1))
-    source.current()
-    rejection = source.rejection()
+    rejection = rejected(tmp_path, '{"gpus": [{"utilization": "busy"}]}')
     assert rejection == (
         "simulated scenario rejected: gpus[0].utilization must be a whole number, not a string "
         "(keeping the last good scenario)"

@@ -15,7 +15,9 @@ server extension, when it loads, gives JupyterLab's translator the ``jupyter_gpu
 itself (:func:`install`): one that reads the catalog every Python face reads
 (:func:`jupyter_gpu.core.i18n.translator`: the ``.po`` sources, ``lab.po`` among them, where
 ``scripts/i18n.py update`` puts the schema's strings), in whatever language JupyterLab sets.
-Nothing is compiled to a file for it, so no ``.mo`` can fall behind its ``.po``.
+Nothing is compiled to a file for it, so no ``.mo`` can fall behind its ``.po``. (The list of every
+plugin's settings, which the registry preloads, is not translated by jupyterlab_server for an
+extension's schema; the extension translates its own there: ``labextension/src/settingsSchema.ts``.)
 
 Where jupyterlab_server is not installed (a server without JupyterLab or Notebook 7), nothing is done.
 """

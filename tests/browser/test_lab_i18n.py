@@ -6,7 +6,8 @@ asks its translation server for ``zh_CN``, which answers the pack's catalogs and
 (``jupyter_gpu/locale/zh_CN/LC_MESSAGES/jupyter_gpu.json`` through the ``jupyterlab.locale``
 entry point), and the extension's words come from ``translator.load('jupyter_gpu')``. Shown: the
 sidebar, the status-bar item, the out-of-memory report's button and its question, the restart
-offer and its question; then, with the setting back to its default, the same page in English.
+offer and its question; the Settings editor's entry of the GPU monitor; then, with the setting back
+to its default, the same page in English.
 Notebook 7 (``jupyter notebook``) with the same setting: its GPU item, the side panel, and the two
 offers in a notebook, in Chinese too.
 """
@@ -23,6 +24,7 @@ from typing import Any
 
 import pytest
 from offer_payloads import OOM_MIME, RESTART_MIME, display_cell, oom_report, restart_offer
+from panel_cells import open_notebook
 from support import wait_until
 
 from jupyter_gpu import simulate
@@ -71,30 +73,21 @@ def open_sidebar(lab: Any, page: Any) -> Any:
     return sidebar
 
 
-def run_offers(lab: Any, page: Any) -> Any:
-    """Open the notebook, run its cell; the cell (its two rendered offers wait inside)."""
-    if not page.locator("#filebrowser").is_visible():
-        page.locator('.jp-SideBar .lm-TabBar-tab[data-id="filebrowser"]').click()
-    page.locator(".jp-DirListing-item", has_text=NOTEBOOK).dblclick()
-    cell = page.locator(".jp-NotebookPanel .jp-Notebook .jp-Cell").first
-    cell.locator(".jp-InputArea-editor").wait_for()
-    wait_until(
-        lambda: any(
-            s["path"] == NOTEBOOK and s["kernel"]["execution_state"] == "idle" for s in lab.api("GET", "api/sessions")
-        ),
-        timeout_s=90,
-        what="the notebook's kernel idle",
-    )
-    page.wait_for_timeout(1000)  # the page connects to the kernel it was told of
+def run_offers(app: Any, page: Any) -> Any:
+    """Open the notebook (JupyterLab or Notebook 7), run its cell; the cell (its two rendered offers
+    wait inside)."""
+    cell = open_notebook(app, page, NOTEBOOK).first
     cell.locator(".jp-InputArea-editor").click()
     page.keyboard.press("Shift+Enter")
     cell.locator(".jp-GpuOom-actions").wait_for(timeout=60_000)
     return cell
 
 
-def offers_speak_chinese(page: Any, cell: Any, artifacts: Path, front: str) -> None:
-    """The restart offer and the out-of-memory report of :func:`offers_cell`, run in ``cell``, and their
-    questions, in Chinese (JupyterLab and Notebook 7: the same renderers)."""
+def offers_speak_chinese(app: Any, page: Any, artifacts: Path) -> None:
+    """Run :func:`offers_cell`: the restart offer and the out-of-memory report, and their questions,
+    in Chinese (JupyterLab and Notebook 7: the same renderers); no error of ours on the page."""
+    front = "lab" if app.app == "jupyterlab" else "notebook7"
+    cell = run_offers(app, page)
     offer = cell.locator(".jp-GpuRestart")
     assert offer.locator(".jp-GpuRestart-text").inner_text() == "新内核的 GPU 方案：%gpu_select 1 --growth"
     offer.get_by_role("button", name="重启内核并应用").click()
@@ -116,6 +109,9 @@ def offers_speak_chinese(page: Any, cell: Any, artifacts: Path, front: str) -> N
     page.screenshot(path=str(artifacts / f"{front}-zh_CN-oom-dialog.png"))
     dialog.get_by_role("button", name="取消").click()
     dialog.wait_for(state="detached")
+    own = [e for e in page.errors if "jupyter-gpu" in e or "jupyter_gpu" in e]
+    assert not own, own
+    app.shutdown_all_kernels()
 
 
 def test_the_sidebar_status_bar_and_dialogs_speak_chinese(lab: Any, page: Any, artifacts: Path) -> None:
@@ -146,11 +142,22 @@ def test_the_sidebar_status_bar_and_dialogs_speak_chinese(lab: Any, page: Any, a
     assert (status.get_attribute("aria-label") or "").endswith("。打开 GPU 监视器。")
     page.screenshot(path=str(artifacts / "lab-zh_CN-sidebar.png"))
 
-    cell = run_offers(lab, page)
-    offers_speak_chinese(page, cell, artifacts, "lab")
-    own = [e for e in page.errors if "jupyter-gpu" in e or "jupyter_gpu" in e]
-    assert not own, own
-    lab.shutdown_all_kernels()
+    offers_speak_chinese(lab, page, artifacts)
+
+
+def test_the_settings_editor_shows_the_gpu_monitors_settings_in_chinese(lab: Any, page: Any, artifacts: Path) -> None:
+    """Settings → Settings Editor: the plugin's entry, its title and its fields' titles come from our
+    catalog through JupyterLab's server (jupyter_gpu/server/lab_settings.py)."""
+    lab.open(page)
+    page.evaluate("() => window.jupyterapp.commands.execute('settingeditor:open', {query: 'GPU'})")
+    editor = page.locator(".jp-SettingsPanel, .jp-SettingsEditor").first
+    editor.wait_for(timeout=60_000)
+    entry = page.locator(".jp-PluginList-entry", has_text="GPU 监视器").first
+    entry.wait_for(timeout=30_000)
+    entry.click()
+    for title in ("刷新间隔（毫秒）", "历史（分钟）", "重启前询问", "紧凑视图"):
+        page.get_by_text(title, exact=True).first.wait_for(timeout=30_000)
+    page.screenshot(path=str(artifacts / "lab-zh_CN-settings-editor.png"))
 
 
 def test_english_by_default(lab: Any, page: Any) -> None:
@@ -216,21 +223,4 @@ def test_notebook_7_speaks_chinese(notebook_zh: Any, page: Any, artifacts: Path)
     assert sidebar.locator('.jp-GpuCard[data-gpu-index="0"] .jp-GpuCard-inUse').inner_text() == "1 个进程"
     page.screenshot(path=str(artifacts / "notebook7-zh_CN-sidebar.png"))
 
-    app.open(page, path=f"notebooks/{NOTEBOOK}")
-    cell = page.locator(".jp-Notebook .jp-Cell").first
-    cell.locator(".jp-InputArea-editor").wait_for(timeout=60_000)
-    wait_until(
-        lambda: any(
-            s["path"] == NOTEBOOK and s["kernel"]["execution_state"] == "idle" for s in app.api("GET", "api/sessions")
-        ),
-        timeout_s=90,
-        what="the notebook's kernel idle",
-    )
-    page.wait_for_timeout(1000)  # the page connects to the kernel it was told of
-    cell.locator(".jp-InputArea-editor").click()
-    page.keyboard.press("Shift+Enter")
-    cell.locator(".jp-GpuOom-actions").wait_for(timeout=60_000)
-    offers_speak_chinese(page, cell, artifacts, "notebook7")
-    own = [e for e in page.errors if "jupyter-gpu" in e or "jupyter_gpu" in e]
-    assert not own, own
-    app.shutdown_all_kernels()
+    offers_speak_chinese(app, page, artifacts)

@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 from offer_payloads import OOM_MIME, display_cell, oom_report
+from panel_cells import open_notebook
 from support import wait_until
 
 import jupyter_gpu
@@ -91,22 +92,6 @@ def set_theme(page: Any, theme: str) -> None:
     page.evaluate(f"() => window.jupyterapp.commands.execute('apputils:change-theme', {{theme: '{theme}'}})")
     light = "true" if theme.endswith("Light") else "false"
     page.wait_for_selector(f"body[data-jp-theme-light='{light}']", state="attached")
-
-
-def open_notebook(app: Any, page: Any, path: str) -> Any:
-    """Open the notebook ``path`` and wait until its kernel is idle; its cells."""
-    app.open(page, path=f"lab/tree/{path}" if app.app == "jupyterlab" else f"notebooks/{path}")
-    cells = page.locator(".jp-Notebook .jp-Cell")
-    cells.first.locator(".jp-InputArea-editor").wait_for(timeout=60_000)
-    wait_until(
-        lambda: any(
-            s["path"] == path and s["kernel"]["execution_state"] == "idle" for s in app.api("GET", "api/sessions")
-        ),
-        timeout_s=60,
-        what="the notebook's kernel idle",
-    )
-    page.wait_for_timeout(1000)  # the page connects to the kernel it was told of
-    return cells
 
 
 def raise_oom(app: Any, page: Any, path: str, old_pid: int) -> Any:
