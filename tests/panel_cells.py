@@ -35,6 +35,22 @@ def run_panel(lab: Any, page: Any, notebook: str, code: str, *more_cells: str) -
     return panel
 
 
+def open_notebook(app: Any, page: Any, path: str) -> Any:
+    """Open the notebook ``path`` and wait until its kernel is idle; its cells."""
+    app.open(page, path=f"lab/tree/{path}" if app.app == "jupyterlab" else f"notebooks/{path}")
+    cells = page.locator(".jp-Notebook .jp-Cell")
+    cells.first.locator(".jp-InputArea-editor").wait_for(timeout=60_000)
+    wait_until(
+        lambda: any(
+            s["path"] == path and s["kernel"]["execution_state"] == "idle" for s in app.api("GET", "api/sessions")
+        ),
+        timeout_s=60,
+        what="the notebook's kernel idle",
+    )
+    page.wait_for_timeout(1000)  # the page connects to the kernel it was told of
+    return cells
+
+
 PANEL_CELL = "%load_ext jupyter_gpu\n%gpu_monitor --interval 0.3"
 STATE_CELL = (
     "from jupyter_gpu.panel import widget\n"

@@ -106,19 +106,42 @@ def test_joined_reasons_are_translated_one_by_one_and_unknown_text_is_left_alone
     assert messages.shown("Driver Not Loaded") == "Driver Not Loaded"
 
 
-def test_the_scenario_writers_use_the_table(tmp_path: Any) -> None:
-    """The English the simulation writes is unchanged, and made from the table's templates."""
+def rejected(tmp_path: Any, text: str) -> str | None:
+    """What a simulation says when its good scenario file is rewritten to ``text`` (its rejection)."""
     path = tmp_path / "scenario.json"
     simulate.write_scenario(path, simulate.plausible_gpus(2))
     source = simulate.ScenarioSource(str(path))
-    path.write_text("{ not json", encoding="utf-8")
+    path.write_text(text, encoding="utf-8")
     os.utime(path, ns=(1, 1))
     source.current()
-    rejection = source.rejection()
+    return source.rejection()
+
+
+def test_the_scenario_writers_use_the_table(tmp_path: Any) -> None:
+    """The English the simulation writes is unchanged, and made from the table's templates."""
+    rejection = rejected(tmp_path, "{ not json")
     assert rejection is not None and rejection.startswith("simulated scenario rejected: not valid JSON (")
     with i18n.language_forced("zh_CN"):
         assert messages.shown(rejection).startswith("模拟场景被拒绝：不是有效的 JSON（")
         assert messages.shown(rejection).endswith("（继续使用上一个有效的场景）")
+
+
+def test_a_scenario_files_refusal_is_shown_in_chinese_down_to_the_kind_of_value(tmp_path: Any) -> None:
+    """The scenario's own rules (simulate/scenario.py) are table templates too: a refusal is English
+    data, and a face shows it in Chinese down to the kind of value the field got."""
+    rejection = rejected(tmp_path, '{"gpus": [{"utilization": "busy"}]}')
+    assert rejection == (
+        "simulated scenario rejected: gpus[0].utilization must be a whole number, not a string "
+        "(keeping the last good scenario)"
+    )
+    with i18n.language_forced("zh_CN"):
+        assert messages.shown(rejection) == (
+            "模拟场景被拒绝：gpus[0].utilization 必须是整数，而不是字符串（继续使用上一个有效的场景）"
+        )
+    with pytest.raises(simulate.ScenarioError) as refused:
+        simulate.plausible_gpus(-1)
+    with i18n.language_forced("zh_CN"):
+        assert messages.shown(str(refused.value)) == "模拟 GPU 的数量不能为负"
 
 
 # -- the source labels (panel) and the host sample's own refusals (jupyter-gpu status)

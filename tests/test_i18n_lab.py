@@ -28,6 +28,8 @@ def test_every_marker_call_in_the_extension_is_extracted() -> None:
     inside another marker call's arguments (``trans.__('a: %1', x ?? trans.__('b'))``): such a string
     would never reach lab.po and would stay English in every language."""
     for path in i18n_catalogs.face_files("lab"):
+        if path.suffix != ".ts":
+            continue  # a settings schema has no marker calls (tests/test_i18n_lab_settings.py)
         code = COMMENT.sub("", path.read_text(encoding="utf-8"))
         calls = len(MARKER.findall(code))
         extracted = len(list(i18n_catalogs.extract(path)))

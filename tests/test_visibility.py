@@ -1,3 +1,4 @@
+# ruff: noqa: RUF001  (Chinese sentences use full-width punctuation: docs/i18n.md)
 """What each framework sees: CUDA's devices as NVML GPUs, from facts only (the pure core)."""
 
 from __future__ import annotations
@@ -78,3 +79,23 @@ def test_any_value_gives_known_distinct_gpus_or_a_reason(value: str, order: str 
 def test_names_match_across_small_spelling_differences() -> None:
     assert cuda_devices(CudaEnv("1", "PCI_BUS_ID"), DEMO, ["A100-SXM4-80GB"]).indices == (1,)
     assert cuda_devices(CudaEnv("2", "PCI_BUS_ID"), DEMO, ["nvidia rtx a6000"]).indices == (2,)
+
+
+def test_the_reason_is_english_data_and_shown_in_the_users_language() -> None:
+    """``reason`` goes into ``jupyter-gpu doctor --json``: English whatever the language; a face shows
+    ``shown_reason``, and ``describe`` is only ever shown (docs/i18n.md)."""
+    from jupyter_gpu.core import i18n
+
+    with i18n.language_forced("zh_CN"):
+        counted = cuda_devices(CudaEnv("0", None), DEMO)
+        none_listed = cuda_devices(CudaEnv("1", "PCI_BUS_ID"), DEMO, [])
+        assert counted.reason.startswith("CUDA_VISIBLE_DEVICES='0' counts GPUs in that order: CUDA_DEVICE_ORDER")
+        assert counted.shown_reason == (
+            "CUDA_VISIBLE_DEVICES='0' 按这个顺序数 GPU：CUDA 启动时 CUDA_DEVICE_ORDER 不是 PCI_BUS_ID，"
+            f"所以 CUDA 把 2 种型号（{A100}, {A6000}）的 4 块 GPU 按最快的在前编号，而 NVML 无法得知这个顺序"
+        )
+        assert none_listed.shown_reason == "框架一块 GPU 也没有列出，而 CUDA 变量指定了 1 块"
+        assert CudaEnv(None, None).describe() == "CUDA_VISIBLE_DEVICES 未设置，CUDA_DEVICE_ORDER 未设置（最快的在前）"
+        assert counted.describe() == "未知的 GPU"
+    assert counted.shown_reason == counted.reason  # English: the data as it is
+    assert CudaEnv("1", "PCI_BUS_ID").describe() == "CUDA_VISIBLE_DEVICES '1', CUDA_DEVICE_ORDER PCI_BUS_ID"

@@ -1,3 +1,4 @@
+# ruff: noqa: RUF001  (Chinese sentences use full-width punctuation: docs/i18n.md)
 """core.wire, the one strict reader of untrusted JSON: its rules, and every reader built on it.
 
 The unit tests pin each rule of :func:`jupyter_gpu.core.wire.loads` and :class:`Fields`. The
@@ -387,3 +388,23 @@ def test_the_history_refuses_a_bad_window_with_value_error_only(value: Any) -> N
         GpuHistory(window_s=value)
     except ValueError as error:
         assert "window_s must be a positive number" in str(error)
+
+
+def test_a_refusal_is_english_data_and_shown_in_the_users_language() -> None:
+    """What the checks say travels as data (a server's answer refused by a kernel becomes a warning
+    of its snapshot): English there, Chinese where :func:`jupyter_gpu.core.messages.shown` shows it."""
+    from jupyter_gpu.core import i18n, messages
+
+    with i18n.language_forced("zh_CN"):
+        with pytest.raises(WireError) as not_json:
+            loads(b"{", max_bytes=100)
+        with pytest.raises(WireError) as not_whole:
+            wire.integer("0", "gpus[0].index", 0, 63)
+        assert str(not_json.value).startswith("not JSON (Expecting property name")
+        assert str(not_whole.value) == "gpus[0].index must be a whole number in 0..63, not a string"
+        failed = messages.SERVER_FAILED.format(url="http://127.0.0.1:8888/", reason=not_whole.value)
+        assert messages.shown(failed) == (
+            "http://127.0.0.1:8888/ 上的 Jupyter 服务器没有给出可用的响应"
+            "（gpus[0].index 必须是 0..63 之间的整数，而不是字符串）"
+        )
+        assert messages.shown(str(not_json.value)).startswith("不是 JSON（Expecting property name")

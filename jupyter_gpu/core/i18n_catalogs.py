@@ -6,15 +6,22 @@ Used by ``scripts/i18n.py`` (``update``: add what was marked, drop what is gone)
 Each face has one ``.po`` file per language; :data:`FACES` maps it to the files whose marked strings
 it holds. The same English may sit in two faces' files; it must then read the same in both.
 Markers: Python ``_``, ``N_``, ``ngettext``, ``pgettext`` (:mod:`jupyter_gpu.core.i18n`); TypeScript
-JupyterLab's ``trans.__``, ``trans._n``, ``trans._p``; the console's JavaScript ``__``, ``_n``.
+JupyterLab's ``trans.__``, ``trans._n``, ``trans._p``; the console's JavaScript ``__``, ``_n``. A
+JupyterLab settings schema (``labextension/schema/*.json``) has no markers: the strings JupyterLab's
+server translates in it (:data:`SCHEMA_SELECTORS`, and the schema's own
+``jupyter.lab.internationalization`` selectors) are its messages, each with the context Lab looks it
+up in (``schema``, ``settings``).
 """
 
 from __future__ import annotations
 
+import json
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import Any
 
 from jupyter_gpu.core.i18n import LOCALE_DIR, placeholders
 
@@ -22,7 +29,7 @@ ROOT = LOCALE_DIR.parent.parent
 
 #: face -> the files (globs relative to the repository) whose strings its ``.po`` holds; first match wins.
 FACES: dict[str, tuple[str, ...]] = {
-    "lab": ("labextension/src/*.ts", "labextension/src/components/*.ts"),
+    "lab": ("labextension/src/*.ts", "labextension/src/components/*.ts", "labextension/schema/*.json"),
     "console": ("jupyter_gpu/hub/*.py", "jupyter_gpu/hub/static/*.js"),
     "magics": (
         "jupyter_gpu/kernel/magics/*.py",
@@ -50,6 +57,22 @@ PYTHON_KEYWORDS = {"_": None, "N_": None, "ngettext": (1, 2), "pgettext": ((1, "
 SCRIPT_KEYWORDS = {"__": None, "_n": (1, 2), "_p": ((1, "c"), 2)}
 #: Written into every header, so an update changes a file only where its messages changed.
 CATALOG_DATE = datetime(2026, 11, 27, tzinfo=timezone.utc)
+#: What jupyterlab_server translates in a settings schema, and in which context: its
+#: ``DEFAULT_SCHEMA_SELECTORS`` (``tests/test_i18n_lab.py`` keeps the two equal). A path is the schema's
+#: keys joined by ``/`` (a list's element ``key[i]``); a selector matches a whole path.
+SCHEMA_SELECTORS: dict[str, str] = {
+    "properties/.*/title": "settings",
+    "properties/.*/description": "settings",
+    "definitions/.*/properties/.*/title": "settings",
+    "definitions/.*/properties/.*/description": "settings",
+    "title": "schema",
+    "description": "schema",
+    r"jupyter\.lab\.setting-icon-label": "settings",
+    r"jupyter\.lab\.menus/.*/label": "menu",
+    r"jupyter\.lab\.toolbars/.*/label": "toolbar",
+}
+#: The schema key that names its gettext domain and its own selectors (context ``schema``).
+SCHEMA_I18N = "jupyter.lab.internationalization"
 NOT_SOURCES = ("jupyter_gpu/core/i18n.py", "jupyter_gpu/core/i18n_catalogs.py")
 
 
@@ -74,10 +97,43 @@ def face_files(face: str) -> list[Path]:
     raise KeyError(face)
 
 
+def schema_strings(schema: dict[str, Any]) -> Iterator[tuple[str, str, str]]:
+    """``(path, context, text)`` of every string JupyterLab's server translates in a settings schema,
+    walked as ``jupyterlab_server.translation_utils.translator.translate_schema`` walks it."""
+    own = schema.get(SCHEMA_I18N, {}).get("selectors", []) if isinstance(schema.get(SCHEMA_I18N), dict) else []
+    patterns = [(re.compile(f"^/{selector}$"), context) for selector, context in SCHEMA_SELECTORS.items()]
+    patterns += [(re.compile(f"^/{selector}$"), "schema") for selector in own]
+    contexts: dict[str, str] = {}
+    for pattern, context in patterns:  # as Lab merges them: a schema's selector equal to a default wins
+        contexts[pattern.pattern] = context
+    compiled = [(re.compile(pattern), context) for pattern, context in contexts.items()]
+
+    def walk(node: dict[str, Any], prefix: str) -> Iterator[tuple[str, str, str]]:
+        for key, value in node.items():
+            path = f"{prefix}/{key}"
+            if isinstance(value, str):
+                context = next((context for pattern, context in compiled if pattern.fullmatch(path)), None)
+                if context is not None:
+                    yield path, context, value
+            elif isinstance(value, dict):
+                yield from walk(value, path)
+            elif isinstance(value, list):
+                for index, element in enumerate(value):
+                    if isinstance(element, dict):
+                        yield from walk(element, f"{path}[{index}]")
+
+    yield from walk(schema, "")
+
+
 def extract(path: Path) -> Iterator[Marked]:
-    """The marked strings of one source file."""
+    """The marked strings of one source file (a settings schema's translated strings, :func:`schema_strings`)."""
     from babel.messages.extract import extract as babel_extract
 
+    if path.suffix == ".json":
+        schema = json.loads(path.read_text(encoding="utf-8"))
+        for pointer, selected, text in schema_strings(schema):
+            yield Marked(text, selected, f"{path.relative_to(ROOT).as_posix()}:{pointer}")
+        return
     python = path.suffix == ".py"
     with path.open("rb") as source:
         for line, message, _comments, context in babel_extract(

@@ -126,6 +126,113 @@ SERVICE_NOTE = N_("from the jupyter-gpu service at {url}")
 CHOSEN_SERVICE_NOTE = N_("from the jupyter-gpu service at {url} (--source hub)")
 SERVER_NOTE = N_("from the Jupyter server at {url}")
 
+# -- which GPU is which for CUDA (core/visibility.py: DeviceMap.reason, in doctor's JSON too)
+
+CUDA_FASTEST_FIRST = N_(
+    "CUDA_DEVICE_ORDER was not PCI_BUS_ID when CUDA started, so CUDA numbered the {count} GPUs of "
+    "{kinds} models ({models}) fastest first, an order NVML does not tell"
+)
+CUDA_COUNTS_IN_ORDER = N_("CUDA_VISIBLE_DEVICES={value} counts GPUs in that order: {why}")
+FRAMEWORK_NOT_ONE_MIG = N_("the framework lists {count} GPU(s), not the one MIG device CUDA shows")
+FRAMEWORK_LISTS_OTHER = N_(
+    "the framework lists {count} GPU(s) ({listed}), not the {named} that the CUDA variables name"
+)
+FRAMEWORK_LISTS_NONE = N_("the framework lists no GPU, not the {named} that the CUDA variables name")
+
+# -- a field of checked data: a simulated scenario's (simulate/scenario.py) and any JSON's (core.wire)
+#: ``{field}`` is the field's path as the data writes it (``gpus[0].memory_used_mib``): it stays as it is.
+
+FIELD_NOT_OBJECT = N_("{field} must be a JSON object")
+FIELD_UNKNOWN_KEY = N_("{field} is not a scenario key; known keys: {keys}")
+FIELD_NOT_NUMBER = N_("{field} must be a number, not {kind}")
+FIELD_NOT_FINITE = N_("{field} must be a finite number")
+FIELD_AT_LEAST = N_("{field} must be >= {low}")
+FIELD_AT_MOST = N_("{field} must be <= {high}")
+FIELD_NOT_WHOLE = N_("{field} must be a whole number, not {kind}")
+FIELD_NOT_STRING = N_("{field} must be a string, not {kind}")
+FIELD_TOO_LONG = N_("{field} must be at most {most} characters")
+FIELD_NUL = N_("{field} must not contain NUL characters")
+FIELD_SURROGATES = N_("{field} must not contain lone surrogates (not UTF-8)")
+FIELD_NAME_BYTES = N_("{field} must be at most {most} bytes in UTF-8 (NVML's {buffer}-byte name, {marker} included)")
+FIELD_UNKNOWN_FAULT = N_("{field}: unknown fault {value}; choose one of {choices} or null")
+FIELD_NOT_STRINGS = N_("{field} must be a list of strings")
+FIELD_CANNOT_MARK = N_("{field}: cannot mark {refused} {what}; choose from {allowed}")
+FIELD_NOT_LIST = N_("{field} must be a list, not {kind}")
+FIELD_TOO_MANY = N_("{field} must have at most {limit} entries")
+FIELD_REQUIRED = N_("{field} is required")
+FIELD_NOT_ONE_OF = N_("{field} must be one of {choices}, not {value}")
+KIND_STRING = N_("a string")
+KIND_LIST = N_("a list")
+KIND_OBJECT = N_("an object")
+#: What a JSON value is (``{kind}``); ``null`` and ``true/false`` are JSON's own words.
+KINDS: dict[type, str] = {bool: "true/false", type(None): "null", str: KIND_STRING, list: KIND_LIST, dict: KIND_OBJECT}
+
+# -- a simulated scenario's own rules (simulate/scenario.py, simulate/presets.py)
+
+SCENARIO_NEGATIVE_COUNT = N_("the number of simulated GPUs cannot be negative")
+SCENARIO_PROCESSES_WITH_MIG = N_(
+    "{field} must be empty when mig_slices is given: on a GPU in MIG mode every process runs in a slice "
+    "(list it under its slice)"
+)
+SCENARIO_USED_WITH_MOTION = N_(
+    "{field} cannot be given when a process's memory moves (the GPU's used memory then follows its processes)"
+)
+SCENARIO_USED_PLUS_RESERVED = N_(
+    "{field} ({used}) plus memory_reserved_mib ({reserved}) exceeds memory_total_mib ({total})"
+)
+SCENARIO_PEAKS_EXCEED = N_(
+    "{field}: its processes' memory can reach {peak} MiB (the peaks of their motion, jitter included), "
+    "which with memory_reserved_mib ({reserved}) exceeds memory_total_mib ({total})"
+)
+SCENARIO_MIG_NAME_TOO_LONG = N_("{field}: the MIG device's name \"{name}\" does not fit NVML's {buffer}-byte name")
+SCENARIO_NO_POINTS = N_("{field} must hold at least one [seconds, value] pair")
+SCENARIO_NOT_PAIR = N_("{field} must be a [seconds, value] pair, not {kind}")
+SCENARIO_NOT_LATER = N_("{field} must be later than the point before it")
+SCENARIO_LOOP_SHORT = N_("{field} ({loop}) must be >= the last point's seconds of {name}")
+SCENARIO_BUS_ID = N_('{field} must look like "00000000:17:00.0" (domain:bus:device.function)')
+SCENARIO_PROFILE_REQUIRED = N_('{field} is required (e.g. "1g.10gb")')
+SCENARIO_PROFILE_NAME = N_('{field} must be a profile name such as "1g.10gb" (1 to 32 characters)')
+SCENARIO_MIG_NO_MOTION = N_("{field}: a process's memory cannot move in a MIG slice (only on a whole GPU)")
+SCENARIO_MIG_TOTAL_REQUIRED = N_('{field} is required when the profile does not end in "<n>gb"')
+SCENARIO_SLICE_EXCEEDS = N_("{field}: its processes' memory ({used} MiB) exceeds memory_total_mib ({total})")
+SCENARIO_MIG_UUID = N_(
+    '{field} must start with "MIG-" and hold no spaces or commas (at most 80 characters, NVML\'s UUID buffer)'
+)
+SCENARIO_UUID_TAKEN = N_("{field} {uuid} is used by another slice")
+SCENARIO_IDS_TAKEN = N_(
+    "{field}: gpu_instance_id {gpu_instance} with compute_instance_id {compute_instance} is used by another slice"
+)
+SCENARIO_INSTANCES_EXCEED = N_(
+    "{field}: the GPU instances' memory ({used} MiB) exceeds the GPU's memory_total_mib less "
+    "memory_reserved_mib ({room})"
+)
+
+# -- JSON from elsewhere (core.wire: a Jupyter server's, the hub service's, a kernel's report)
+
+WIRE_TOO_DEEP = N_("nested too deeply (more than {levels} levels)")
+WIRE_NESTED = N_("nested too deeply")
+WIRE_NOT_A_NUMBER = N_("{name} is not a number (JSON has finite numbers only)")
+WIRE_NUMBER_TOO_LARGE = N_("the number {literal} is too large")
+WIRE_KEY_TWICE = N_("the key {key} appears twice in one object")
+WIRE_SURROGATES = N_("the text holds lone surrogates (not UTF-8)")
+WIRE_NOT_UTF8 = N_("not UTF-8 (byte {position})")
+WIRE_TOO_LARGE = N_("larger than {most} bytes")
+WIRE_NOT_JSON = N_("not JSON ({reason} at character {position})")
+"""``{reason}``: Python's json module's own words (``Expecting value``)."""
+WIRE_HUGE_INTEGER = N_("not usable JSON (an integer of more digits than Python reads)")
+FIELD_WHOLE_IN_RANGE = N_("{field} must be a whole number in {low}..{high}, not {kind}")
+FIELD_FINITE_IN_RANGE = N_("{field} must be a finite number in {low}..{high}, not {kind}")
+FIELD_NOT_FINITE_NUMBER = N_("{field} must be a finite number, not {kind}")
+FIELD_DOUBLE_RANGE = N_("{field} must be a finite number within a double's range")
+FIELD_STRING_LENGTH = N_("{field} must be a string of {least}..{most} characters, not {kind}")
+FIELD_NOT_AN_OBJECT = N_("{field} is not a JSON object ({kind})")
+FIELD_MISSING = N_("{field} is missing")
+FIELD_NOT_BOOL = N_("{field} must be true or false, not {kind}")
+FIELD_LIST_TOO_LONG = N_("{field} must be a list of at most {most} entries, not {kind}")
+FIELD_OBJECT_TOO_LARGE = N_("{field} must be an object of at most {most} entries, not {kind}")
+FIELD_KEYS_TOO_LONG = N_("{field} keys must have at most {most} characters")
+KIND_BIG_INTEGER = N_("an integer of {bits} bits")
+
 #: Every template :func:`shown` recognizes.
 KNOWN: tuple[str, ...] = (
     NVML_NOT_INSTALLED,
@@ -169,12 +276,84 @@ KNOWN: tuple[str, ...] = (
     SERVICE_NOTE,
     CHOSEN_SERVICE_NOTE,
     SERVER_NOTE,
+    CUDA_FASTEST_FIRST,
+    CUDA_COUNTS_IN_ORDER,
+    FRAMEWORK_NOT_ONE_MIG,
+    FRAMEWORK_LISTS_OTHER,
+    FRAMEWORK_LISTS_NONE,
+    FIELD_NOT_OBJECT,
+    FIELD_UNKNOWN_KEY,
+    FIELD_NOT_NUMBER,
+    FIELD_NOT_FINITE,
+    FIELD_AT_LEAST,
+    FIELD_AT_MOST,
+    FIELD_NOT_WHOLE,
+    FIELD_NOT_STRING,
+    FIELD_TOO_LONG,
+    FIELD_NUL,
+    FIELD_SURROGATES,
+    FIELD_NAME_BYTES,
+    FIELD_UNKNOWN_FAULT,
+    FIELD_NOT_STRINGS,
+    FIELD_CANNOT_MARK,
+    FIELD_NOT_LIST,
+    FIELD_TOO_MANY,
+    FIELD_REQUIRED,
+    FIELD_NOT_ONE_OF,
+    KIND_STRING,
+    KIND_LIST,
+    KIND_OBJECT,
+    SCENARIO_NEGATIVE_COUNT,
+    SCENARIO_PROCESSES_WITH_MIG,
+    SCENARIO_USED_WITH_MOTION,
+    SCENARIO_USED_PLUS_RESERVED,
+    SCENARIO_PEAKS_EXCEED,
+    SCENARIO_MIG_NAME_TOO_LONG,
+    SCENARIO_NO_POINTS,
+    SCENARIO_NOT_PAIR,
+    SCENARIO_NOT_LATER,
+    SCENARIO_LOOP_SHORT,
+    SCENARIO_BUS_ID,
+    SCENARIO_PROFILE_REQUIRED,
+    SCENARIO_PROFILE_NAME,
+    SCENARIO_MIG_NO_MOTION,
+    SCENARIO_MIG_TOTAL_REQUIRED,
+    SCENARIO_SLICE_EXCEEDS,
+    SCENARIO_MIG_UUID,
+    SCENARIO_UUID_TAKEN,
+    SCENARIO_IDS_TAKEN,
+    SCENARIO_INSTANCES_EXCEED,
+    WIRE_TOO_DEEP,
+    WIRE_NESTED,
+    WIRE_NOT_A_NUMBER,
+    WIRE_NUMBER_TOO_LARGE,
+    WIRE_KEY_TWICE,
+    WIRE_SURROGATES,
+    WIRE_NOT_UTF8,
+    WIRE_TOO_LARGE,
+    WIRE_NOT_JSON,
+    WIRE_HUGE_INTEGER,
+    FIELD_WHOLE_IN_RANGE,
+    FIELD_FINITE_IN_RANGE,
+    FIELD_NOT_FINITE_NUMBER,
+    FIELD_DOUBLE_RANGE,
+    FIELD_STRING_LENGTH,
+    FIELD_NOT_AN_OBJECT,
+    FIELD_MISSING,
+    FIELD_NOT_BOOL,
+    FIELD_LIST_TOO_LONG,
+    FIELD_OBJECT_TOO_LARGE,
+    FIELD_KEYS_TOO_LONG,
+    KIND_BIG_INTEGER,
 )
 
 JOINER = "; "
 """How several reasons are joined in one sentence (``{reasons}``); each is recognized on its own."""
 _FIELD = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
-_DEPTH = 3  # a known sentence inside a known sentence inside one: enough for every writer above
+#: A known sentence inside a known sentence inside one, and a known word in that (a scenario file's
+#: refusal: "simulated scenario rejected: PATH: FIELD must be a number, not a string"): enough for
+#: every writer above.
+_DEPTH = 4
 
 
 def said(template: str, **fields: object) -> tuple[str, str]:

@@ -35,6 +35,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
+from . import messages
+from .i18n import _
+
 __all__ = ["SELECTION_KEYS", "CudaEnv", "DeviceMap", "cuda_devices", "cuda_start", "record_cuda_start"]
 
 SELECTION_KEYS = ("CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER")
@@ -73,9 +76,10 @@ class CudaEnv:
         return (self.device_order or "").strip() == "PCI_BUS_ID"
 
     def describe(self) -> str:
-        visible = "unset" if self.visible_devices is None else repr(self.visible_devices)
-        order = self.device_order or "unset (fastest first)"
-        return f"CUDA_VISIBLE_DEVICES {visible}, CUDA_DEVICE_ORDER {order}"
+        """The two values, for a person (in their language: "unset" is a word, the values are not)."""
+        visible = _("unset") if self.visible_devices is None else repr(self.visible_devices)
+        order = self.device_order or _("unset (fastest first)")
+        return _("CUDA_VISIBLE_DEVICES {visible}, CUDA_DEVICE_ORDER {order}").format(visible=visible, order=order)
 
 
 @dataclass(frozen=True)
@@ -83,7 +87,9 @@ class DeviceMap:
     """CUDA's devices in CUDA's numbering: ``indices[k]`` is the NVML index of device k.
 
     ``indices`` is None when the mapping cannot be known from the facts; ``reason`` says why in
-    one clause (it follows "cannot tell which GPU is which: ").
+    one clause (it follows "cannot tell which GPU is which: "), in English: it is data (``jupyter-gpu
+    doctor --json``); a face shows :attr:`shown_reason`, the same clause in the user's language
+    (a :mod:`jupyter_gpu.core.messages` template).
     """
 
     indices: tuple[int, ...] | None
@@ -94,12 +100,18 @@ class DeviceMap:
     def known(self) -> bool:
         return self.indices is not None
 
+    @property
+    def shown_reason(self) -> str:
+        """:attr:`reason` in the user's language."""
+        return messages.shown(self.reason) or ""
+
     def describe(self) -> str:
+        """The GPUs, for a person: "GPU 0, 1", "no GPU", "MIG slice … of GPU 0", "unknown GPUs"."""
         if self.indices is None:
-            return "unknown GPUs"
+            return _("unknown GPUs")
         if self.slices:
-            return f"MIG slice {self.slices[0]} of GPU {self.indices[0]}"
-        return "no GPU" if not self.indices else "GPU " + ", ".join(map(str, self.indices))
+            return _("MIG slice {slice} of GPU {index}").format(slice=self.slices[0], index=self.indices[0])
+        return _("no GPU") if not self.indices else "GPU " + ", ".join(map(str, self.indices))
 
 
 def _mig_slices(gpu: Gpu) -> tuple[object, ...]:
@@ -149,11 +161,7 @@ def _order(env: CudaEnv, gpus: Sequence[Gpu], names: Sequence[str] | None) -> tu
     models = sorted({gpu.name for gpu in gpus})
     if len(models) <= 1:
         return pci, ""  # one model: fastest first is PCI bus order
-    return None, (
-        f"CUDA_DEVICE_ORDER was not PCI_BUS_ID when CUDA started, so CUDA numbered the "
-        f"{len(gpus)} GPUs of {len(models)} models ({', '.join(models)}) fastest first, an "
-        "order NVML does not tell"
-    )
+    return None, messages.CUDA_FASTEST_FIRST.format(count=len(gpus), kinds=len(models), models=", ".join(models))
 
 
 def same_model(nvml_name: str, framework_name: str) -> bool:
@@ -209,7 +217,7 @@ def cuda_devices(env: CudaEnv, gpus: Sequence[Gpu], names: Sequence[str] | None 
             named_slices.append(found)
         elif _INDEX.fullmatch(entry):
             if order is None:
-                return DeviceMap(None, f"CUDA_VISIBLE_DEVICES={value!r} counts GPUs in that order: {why}")
+                return DeviceMap(None, messages.CUDA_COUNTS_IN_ORDER.format(value=repr(value), why=why))
             digits = entry.lstrip("0") or "0"  # CUDA reads "01" as 1; int() refuses over 4300 digits
             position = int(digits) if len(digits) < 10 else len(order)
             if position >= len(order) or order[position] in indices:
@@ -222,7 +230,7 @@ def cuda_devices(env: CudaEnv, gpus: Sequence[Gpu], names: Sequence[str] | None 
             indices.append(matches[0])
     if (mig := _mig_rule(indices, named_slices, by_index)) is not None:
         if mig.slices and names is not None and len(names) != 1:
-            return DeviceMap(None, f"the framework lists {len(names)} GPU(s), not the one MIG device CUDA shows")
+            return DeviceMap(None, messages.FRAMEWORK_NOT_ONE_MIG.format(count=len(names)))
         return mig if mig.slices else _checked(mig.indices or (), by_index, names)
     return _checked(indices, by_index, names)
 
@@ -244,10 +252,11 @@ def _checked(indices: Sequence[int], by_index: dict[int, Gpu], names: Sequence[s
         len(names) != len(indices)
         or not all(same_model(by_index[index].name, name) for index, name in zip(indices, names, strict=True))
     ):
-        listed = ", ".join(names) or "none"
+        if not names:
+            return DeviceMap(None, messages.FRAMEWORK_LISTS_NONE.format(named=len(indices)))
+        listed = ", ".join(names)
         return DeviceMap(
-            None,
-            f"the framework lists {len(names)} GPU(s) ({listed}), not the {len(indices)} that the CUDA variables name",
+            None, messages.FRAMEWORK_LISTS_OTHER.format(count=len(names), listed=listed, named=len(indices))
         )
     return DeviceMap(tuple(indices))
 

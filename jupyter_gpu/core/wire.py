@@ -47,6 +47,7 @@ from collections.abc import Callable, Iterator
 from itertools import accumulate
 from typing import Any, ParamSpec, TypeGuard, TypeVar
 
+from . import messages
 from .errors import WireError  # defined with the package's other exceptions; still wire.WireError
 
 __all__ = [
@@ -88,17 +89,17 @@ def _check_depth(text: str, max_depth: int) -> None:
     for _ in range(passes):
         brackets = _INNERMOST.sub("", brackets)
     if brackets and max(accumulate(map(_DEPTH_STEP.__getitem__, brackets.encode("ascii")))) > max_depth - passes:
-        raise WireError(f"nested too deeply (more than {max_depth} levels)")
+        raise WireError(messages.WIRE_TOO_DEEP.format(levels=max_depth))
 
 
 def _refuse_constant(name: str) -> Any:
-    raise WireError(f"{name} is not a number (JSON has finite numbers only)")
+    raise WireError(messages.WIRE_NOT_A_NUMBER.format(name=name))
 
 
 def _float(literal: str) -> float:
     value = float(literal)
     if not math.isfinite(value):
-        raise WireError(f"the number {literal[:20]} is too large")
+        raise WireError(messages.WIRE_NUMBER_TOO_LARGE.format(literal=literal[:20]))
     return value
 
 
@@ -108,7 +109,7 @@ def _unique(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
         seen: set[str] = set()
         for key, _ in pairs:
             if key in seen:
-                raise WireError(f"the key {key[:40]!r} appears twice in one object")
+                raise WireError(messages.WIRE_KEY_TWICE.format(key=repr(key[:40])))
             seen.add(key)
     return result
 
@@ -124,7 +125,7 @@ def loads(data: bytes | str, *, max_bytes: int, max_depth: int = 32) -> Any:
         try:
             size = len(data.encode("utf-8"))
         except UnicodeEncodeError:
-            raise WireError("the text holds lone surrogates (not UTF-8)") from None
+            raise WireError(messages.WIRE_SURROGATES) from None
         text = data
     else:
         size = len(data)
@@ -132,9 +133,9 @@ def loads(data: bytes | str, *, max_bytes: int, max_depth: int = 32) -> Any:
             try:
                 text = bytes(data).decode("utf-8")
             except UnicodeDecodeError as error:
-                raise WireError(f"not UTF-8 (byte {error.start})") from None
+                raise WireError(messages.WIRE_NOT_UTF8.format(position=error.start)) from None
     if size > max_bytes:
-        raise WireError(f"larger than {max_bytes} bytes")
+        raise WireError(messages.WIRE_TOO_LARGE.format(most=max_bytes))
     _check_depth(text, max_depth)
     try:
         return json.loads(
@@ -143,23 +144,23 @@ def loads(data: bytes | str, *, max_bytes: int, max_depth: int = 32) -> Any:
     except WireError:
         raise
     except json.JSONDecodeError as error:
-        raise WireError(f"not JSON ({error.msg} at character {error.pos})") from None
+        raise WireError(messages.WIRE_NOT_JSON.format(reason=error.msg, position=error.pos)) from None
     except RecursionError:
-        raise WireError("nested too deeply") from None
+        raise WireError(messages.WIRE_NESTED) from None
     except ValueError:  # the only other ValueError: an integer of more digits than int() reads
-        raise WireError("not usable JSON (an integer of more digits than Python reads)") from None
+        raise WireError(messages.WIRE_HUGE_INTEGER) from None
 
 
 # -- values
 
 
 def _kind(value: Any) -> str:
-    """What ``value`` is, for an error message (a number as itself, unless it is very long)."""
-    names = {bool: "true/false", type(None): "null", str: "a string", list: "a list", dict: "an object"}
-    if type(value) in names:
-        return names[type(value)]
+    """What ``value`` is, for an error message (a number as itself, unless it is very long): English
+    words of :mod:`.messages`, which translates them where the message is shown."""
+    if type(value) in messages.KINDS:
+        return messages.KINDS[type(value)]
     if isinstance(value, int):
-        return repr(value) if value.bit_length() <= 64 else f"an integer of {value.bit_length()} bits"
+        return repr(value) if value.bit_length() <= 64 else messages.KIND_BIG_INTEGER.format(bits=value.bit_length())
     if isinstance(value, float):
         return repr(value)
     return type(value).__name__
@@ -178,25 +179,30 @@ def finite(value: object) -> TypeGuard[int | float]:
 def integer(value: Any, where: str, low: int, high: int) -> int:
     """``value`` as a whole number in ``low..high`` (a JSON integer; ``true`` and ``2.0`` are not)."""
     if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
-        raise WireError(f"{where} must be a whole number in {low}..{high}, not {_kind(value)}")
+        raise WireError(messages.FIELD_WHOLE_IN_RANGE.format(field=where, low=low, high=high, kind=_kind(value)))
     return value
 
 
 def number(value: Any, where: str, low: float = -math.inf, high: float = math.inf) -> float:
     """``value`` as a finite float in ``low..high`` (an int of any size is compared exactly first)."""
     if not finite(value) or not low <= value <= high:
-        bounds = f" in {low:g}..{high:g}" if math.isfinite(low) or math.isfinite(high) else ""
-        raise WireError(f"{where} must be a finite number{bounds}, not {_kind(value)}")
+        if math.isfinite(low) or math.isfinite(high):
+            template, bounds = messages.FIELD_FINITE_IN_RANGE, {"low": f"{low:g}", "high": f"{high:g}"}
+        else:
+            template, bounds = messages.FIELD_NOT_FINITE_NUMBER, {}
+        raise WireError(template.format(field=where, kind=_kind(value), **bounds))
     try:
         return float(value)
     except OverflowError:  # an int beyond any double, with no upper bound asked for
-        raise WireError(f"{where} must be a finite number within a double's range") from None
+        raise WireError(messages.FIELD_DOUBLE_RANGE.format(field=where)) from None
 
 
 def text(value: Any, where: str, max_chars: int, min_chars: int = 1) -> str:
     """``value`` as a string of ``min_chars..max_chars`` characters."""
     if not isinstance(value, str) or not min_chars <= len(value) <= max_chars:
-        raise WireError(f"{where} must be a string of {min_chars}..{max_chars} characters, not {_kind(value)}")
+        raise WireError(
+            messages.FIELD_STRING_LENGTH.format(field=where, least=min_chars, most=max_chars, kind=_kind(value))
+        )
     return value
 
 
@@ -222,7 +228,7 @@ class Fields:
 
     def __init__(self, data: Any, where: str = "") -> None:
         if not isinstance(data, dict):
-            raise WireError(f"{where or 'the data'} is not a JSON object ({_kind(data)})")
+            raise WireError(messages.FIELD_NOT_AN_OBJECT.format(field=where or "the data", kind=_kind(data)))
         self.data: dict[str, Any] = data
         self.where = where
 
@@ -235,7 +241,7 @@ class Fields:
         if name in self.data:
             return self.data[name]
         if default is _MISSING:
-            raise WireError(f"{self.path(name)} is missing")
+            raise WireError(messages.FIELD_MISSING.format(field=self.path(name)))
         return default
 
     def integer(self, name: str, low: int, high: int, default: Any = _MISSING) -> int:
@@ -275,14 +281,16 @@ class Fields:
         """``true`` or ``false`` (not 0 or 1)."""
         value = self.raw(name, default)
         if not isinstance(value, bool):
-            raise WireError(f"{self.path(name)} must be true or false, not {_kind(value)}")
+            raise WireError(messages.FIELD_NOT_BOOL.format(field=self.path(name), kind=_kind(value)))
         return value
 
     def items(self, name: str, max_items: int, default: Any = _MISSING) -> list[Any]:
         """A list of at most ``max_items`` entries (unchecked; see :meth:`objects`)."""
         value = self.raw(name, default)
         if not isinstance(value, list) or len(value) > max_items:
-            raise WireError(f"{self.path(name)} must be a list of at most {max_items} entries, not {_kind(value)}")
+            raise WireError(
+                messages.FIELD_LIST_TOO_LONG.format(field=self.path(name), most=max_items, kind=_kind(value))
+            )
         return value
 
     def objects(self, name: str, max_items: int, default: Any = _MISSING) -> Iterator[Fields]:
@@ -296,10 +304,12 @@ class Fields:
         characters (values unchecked)."""
         value = self.raw(name, default)
         if not isinstance(value, dict) or len(value) > max_items:
-            raise WireError(f"{self.path(name)} must be an object of at most {max_items} entries, not {_kind(value)}")
+            raise WireError(
+                messages.FIELD_OBJECT_TOO_LARGE.format(field=self.path(name), most=max_items, kind=_kind(value))
+            )
         for key in value:
             if len(key) > max_key_chars:
-                raise WireError(f"{self.path(name)} keys must have at most {max_key_chars} characters")
+                raise WireError(messages.FIELD_KEYS_TOO_LONG.format(field=self.path(name), most=max_key_chars))
         return value
 
     def fields(self, name: str) -> Fields:

@@ -25,7 +25,7 @@ from ..core.visibility import CudaEnv, cuda_devices, same_model
 from ..frameworks.base import fractions_differ
 from ..plan import GpuPlan
 from .children import ProbeDevice, ProbeResult
-from .report import CANNOT_VERIFY, DIFFERS, FOLLOWS, DeviceMatch, Finding
+from .report import CANNOT_VERIFY, DIFFERS, FOLLOWS, DeviceMatch, Finding, shown
 
 #: A cap taken within this much of the plan's is the plan's (TensorFlow rounds to MiB, JAX to pages).
 CAP_TOLERANCE_BYTES = 64 * 1024**2
@@ -75,7 +75,7 @@ def expectation(plan: GpuPlan, gpus: Sequence[GpuInfo], start: Mapping[str, str]
     as_smi = cuda_devices(CudaEnv(env.visible_devices, "PCI_BUS_ID"), gpus)
     return PlanExpectation(
         as_smi.indices,
-        reason=seen.reason,
+        reason=Finding(seen.reason, seen.shown_reason),
         nvidia_smi_order_assumed=as_smi.known,
         **common,  # type: ignore[arg-type]
     )
@@ -198,7 +198,11 @@ def check_devices(
         gpu = by_index.get(index) if index is not None else None
         matches.append(DeviceMatch(position, device.name, index, how, _cap(framework, device, gpu)))
     if expected is None:
-        told = Finding.said(N_("which GPUs the plan means cannot be told: {reason}"), reason=expect.reason)
+        told = Finding.said(
+            N_("which GPUs the plan means cannot be told: {reason}"),
+            shown_fields={"reason": shown(expect.reason)},
+            reason=expect.reason,
+        )
         return CANNOT_VERIFY, (told,), tuple(matches)
     if len(probe.devices) != len(expected):
         listed = ", ".join(device.name for device in probe.devices) or "none"

@@ -275,7 +275,7 @@ def torch_caps_problem(plan: GpuPlan, gpus: Sequence[Gpu]) -> str | None:
         "PyTorch gets no memory cap: it caps each GPU by CUDA's device number, and which GPU is which cannot "
         "be told ({reason}); {advice}restart the kernel and run %gpu_limit before anything "
         "lists the GPUs"
-    ).format(reason=seen.reason, advice=_share_advice(plan))
+    ).format(reason=seen.shown_reason, advice=_share_advice(plan))
 
 
 def order_set_by_plan(plan: GpuPlan) -> bool:
@@ -500,7 +500,7 @@ def divergence(framework: Framework, plan: GpuPlan, gpus: Sequence[Gpu]) -> str 
         return None  # no selection, nothing changed: it will see the kernel's GPUs, whatever CUDA's order
     actual = actual_devices(framework, gpus)
     if not actual.known:
-        return _("cannot tell which GPUs it uses: {reason}").format(reason=actual.reason)
+        return _("cannot tell which GPUs it uses: {reason}").format(reason=actual.shown_reason)
     if wanted.known and set(actual.indices or ()) != set(wanted.indices or ()):
         started = process_cuda_start()
         if started and started[0] is not UNKNOWN:

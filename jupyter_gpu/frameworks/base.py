@@ -388,7 +388,7 @@ def planned_devices(framework: Framework, plan: GpuPlan, gpus: Sequence[Gpu]) ->
     shown = cuda.indices
     started = process_cuda_start()
     if shown is None:
-        return cuda, _("cannot tell which GPU is which: {reason}").format(reason=cuda.reason)
+        return cuda, _("cannot tell which GPU is which: {reason}").format(reason=cuda.shown_reason)
     figures = {"who": who_started(started) if started else "", "gpus": cuda.describe(), "framework": framework.name}
     wanted = expected.indices if expected.indices is not None else shown
     if framework.can_narrow:

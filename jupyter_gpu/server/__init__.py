@@ -56,11 +56,13 @@ def _jupyter_server_extension_points() -> list[dict[str, str]]:
 
 
 def _load_jupyter_server_extension(serverapp: Any) -> None:
-    """Create the service, add the routes and bind the Prometheus collector (idempotent)."""
-    from . import logs, metrics
+    """Create the service, add the routes and bind the Prometheus collector (idempotent); serve the
+    sidebar's settings schema in JupyterLab's language (:mod:`.lab_settings`, even when disabled)."""
+    from . import lab_settings, logs, metrics
     from .handlers import routes, usage_target
     from .history_handler import routes as history_routes
 
+    lab_settings.install()
     web_app = serverapp.web_app
     if web_app.settings.get(GpuService.SETTINGS_KEY) is not None:
         serverapp.log.info("jupyter_gpu server extension already loaded")

@@ -7,13 +7,14 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..core import messages
 from ..core.errors import ScenarioError
 
 
 def plausible_gpus(count: int) -> dict[str, Any]:
     """A scenario of ``count`` idle A100 80GB GPUs with nothing running."""
     if count < 0:
-        raise ScenarioError("the number of simulated GPUs cannot be negative")
+        raise ScenarioError(messages.SCENARIO_NEGATIVE_COUNT)
     return {
         "gpus": [
             {

@@ -311,28 +311,32 @@ class _Reader:
         try:
             self.fields = Fields(data, where)
         except WireError:
-            raise ScenarioError(f"{where or 'the scenario'} must be a JSON object") from None
+            raise ScenarioError(messages.FIELD_NOT_OBJECT.format(field=where or "the scenario")) from None
         unknown = sorted(str(key) for key in self.fields.data if key not in known)
         if unknown:
             shown = unknown[0][:80] if unknown[0].isprintable() else repr(unknown[0][:80])  # one line
             raise ScenarioError(
-                f"{self.fields.path(shown)} is not a scenario key; known keys: {', '.join(sorted(known))}"
+                messages.FIELD_UNKNOWN_KEY.format(field=self.fields.path(shown), keys=", ".join(sorted(known)))
             )
         self.data = self.fields.data
 
     def name(self, key: str) -> str:
         return self.fields.path(key)
 
+    def refusal(self, template: str, key: str, **fields: object) -> ScenarioError:
+        """The error of ``key`` breaking the rule ``template`` says (a :mod:`~jupyter_gpu.core.messages` template)."""
+        return ScenarioError(template.format(field=self.name(key), **fields))
+
     def number(self, key: str, default: float, low: float, high: float) -> float:
         value = self.fields.raw(key, default)
         if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise ScenarioError(f"{self.name(key)} must be a number, not {_kind(value)}")
+            raise self.refusal(messages.FIELD_NOT_NUMBER, key, kind=_kind(value))
         if not finite(value):
-            raise ScenarioError(f"{self.name(key)} must be a finite number")
+            raise self.refusal(messages.FIELD_NOT_FINITE, key)
         if value < low:  # int against float: exact, whatever the int's size
-            raise ScenarioError(f"{self.name(key)} must be >= {low:g}")
+            raise self.refusal(messages.FIELD_AT_LEAST, key, low=f"{low:g}")
         if value > high:
-            raise ScenarioError(f"{self.name(key)} must be <= {high:g}")
+            raise self.refusal(messages.FIELD_AT_MOST, key, high=f"{high:g}")
         return float(value)  # within finite bounds, so within a double's range
 
     def integer(self, key: str, default: int, low: int, high: int) -> int:
@@ -340,11 +344,11 @@ class _Reader:
         if isinstance(value, float) and value.is_integer():  # "2.0": a whole number all the same
             value = int(value)
         if isinstance(value, bool) or not isinstance(value, int):
-            raise ScenarioError(f"{self.name(key)} must be a whole number, not {_kind(value)}")
+            raise self.refusal(messages.FIELD_NOT_WHOLE, key, kind=_kind(value))
         if value < low:
-            raise ScenarioError(f"{self.name(key)} must be >= {low}")
+            raise self.refusal(messages.FIELD_AT_LEAST, key, low=low)
         if value > high:
-            raise ScenarioError(f"{self.name(key)} must be <= {high}")
+            raise self.refusal(messages.FIELD_AT_MOST, key, high=high)
         return value
 
     def text(self, key: str, default: str | None, optional: bool = False, max_bytes: int | None = None) -> str | None:
@@ -352,51 +356,48 @@ class _Reader:
         if value is None and optional:
             return None
         if not isinstance(value, str):
-            raise ScenarioError(f"{self.name(key)} must be a string, not {_kind(value)}")
+            raise self.refusal(messages.FIELD_NOT_STRING, key, kind=_kind(value))
         if len(value) > MAX_TEXT:
-            raise ScenarioError(f"{self.name(key)} must be at most {MAX_TEXT} characters")
+            raise self.refusal(messages.FIELD_TOO_LONG, key, most=MAX_TEXT)
         if "\0" in value:
-            raise ScenarioError(f"{self.name(key)} must not contain NUL characters")
+            raise self.refusal(messages.FIELD_NUL, key)
         try:
             size = len(value.encode("utf-8"))
         except UnicodeEncodeError:  # "\ud800" is a valid JSON escape, but no UTF-8 holds it
-            raise ScenarioError(f"{self.name(key)} must not contain lone surrogates (not UTF-8)") from None
+            raise self.refusal(messages.FIELD_SURROGATES, key) from None
         if max_bytes is not None and size > max_bytes:
-            raise ScenarioError(
-                f"{self.name(key)} must be at most {max_bytes} bytes in UTF-8 "
-                f"(NVML's {NAME_BUFFER_BYTES}-byte name, {SIMULATED_MARKER.strip()!r} included)"
-            )
+            marker = repr(SIMULATED_MARKER.strip())
+            raise self.refusal(messages.FIELD_NAME_BYTES, key, most=max_bytes, buffer=NAME_BUFFER_BYTES, marker=marker)
         return value
 
     def choice(self, key: str, choices: Any) -> str | None:
         value = self.fields.raw(key, None)
         if value is not None and (not isinstance(value, str) or value not in choices):
             shown = repr(value[:80]) if isinstance(value, str) else _kind(value)
-            raise ScenarioError(f"{self.name(key)}: unknown fault {shown}; choose one of {sorted(choices)} or null")
+            raise self.refusal(messages.FIELD_UNKNOWN_FAULT, key, value=shown, choices=sorted(choices))
         return value
 
     def strings(self, key: str, allowed: set[str] | None = None, what: str = "") -> frozenset[str]:
         value = self.fields.raw(key, [])
         if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
-            raise ScenarioError(f"{self.name(key)} must be a list of strings")
+            raise self.refusal(messages.FIELD_NOT_STRINGS, key)
         if allowed is not None and set(value) - allowed:
             refused = sorted(item[:80] for item in set(value) - allowed)[:8]
-            raise ScenarioError(f"{self.name(key)}: cannot mark {refused} {what}; choose from {sorted(allowed)}")
+            raise self.refusal(messages.FIELD_CANNOT_MARK, key, refused=refused, what=what, allowed=sorted(allowed))
         return frozenset(value)
 
     def items(self, key: str, limit: int) -> list[Any]:
         value = self.fields.raw(key, [])
         if not isinstance(value, list):
-            raise ScenarioError(f"{self.name(key)} must be a list, not {_kind(value)}")
+            raise self.refusal(messages.FIELD_NOT_LIST, key, kind=_kind(value))
         if len(value) > limit:
-            raise ScenarioError(f"{self.name(key)} must have at most {limit} entries")
+            raise self.refusal(messages.FIELD_TOO_MANY, key, limit=limit)
         return value
 
 
 def _kind(value: Any) -> str:
-    return {bool: "true/false", type(None): "null", str: "a string", list: "a list", dict: "an object"}.get(
-        type(value), type(value).__name__
-    )
+    """What a JSON value is, in a message's words (:data:`jupyter_gpu.core.messages.KINDS`)."""
+    return messages.KINDS.get(type(value), type(value).__name__)
 
 
 @dataclass(frozen=True)
@@ -480,18 +481,12 @@ def _parse_gpu(index: int, data: Any) -> SimulatedGpu:
     slices = None
     if data.get("mig_slices") is not None:
         if processes:
-            raise ScenarioError(
-                f"{where}.processes must be empty when mig_slices is given: on a GPU in MIG "
-                "mode every process runs in a slice (list it under its slice)"
-            )
+            raise ScenarioError(messages.SCENARIO_PROCESSES_WITH_MIG.format(field=f"{where}.processes"))
         slices = _parse_slices(index, where, gpu.items("mig_slices", MAX_MIG_SLICES), total - reserved)
     moving_memory = any(p.memory_motion is not None for p in processes)
     if "memory_used_mib" in data:
         if moving_memory:
-            raise ScenarioError(
-                f"{where}.memory_used_mib cannot be given when a process's memory moves "
-                "(the GPU's used memory then follows its processes)"
-            )
+            raise ScenarioError(messages.SCENARIO_USED_WITH_MOTION.format(field=f"{where}.memory_used_mib"))
         used = gpu.number("memory_used_mib", 0, 0, MAX_MIB)
     elif slices is not None:
         used = sum(s.memory_used_mib for s in slices)
@@ -499,25 +494,24 @@ def _parse_gpu(index: int, data: Any) -> SimulatedGpu:
         used = sum(p.memory_mib or 0 for p in processes)
     if used + reserved > total:
         raise ScenarioError(
-            f"{where}.memory_used_mib ({used:g}) plus memory_reserved_mib ({reserved:g}) "
-            f"exceeds memory_total_mib ({total:g})"
+            messages.SCENARIO_USED_PLUS_RESERVED.format(
+                field=f"{where}.memory_used_mib", used=f"{used:g}", reserved=f"{reserved:g}", total=f"{total:g}"
+            )
         )
     if moving_memory:
         peak = sum(p.memory_motion.peak if p.memory_motion else p.memory_mib or 0 for p in processes)
         if peak + reserved > total:
-            raise ScenarioError(
-                f"{where}: its processes' memory can reach {peak:g} MiB (the peaks of their motion, "
-                f"jitter included), which with memory_reserved_mib ({reserved:g}) exceeds memory_total_mib ({total:g})"
-            )
+            figures = {"peak": f"{peak:g}", "reserved": f"{reserved:g}", "total": f"{total:g}"}
+            raise ScenarioError(messages.SCENARIO_PEAKS_EXCEED.format(field=where, **figures))
     digest = hashlib.sha1(f"jupyter-gpu-sim-{index}".encode()).hexdigest()
     default_uuid = f"GPU-{digest[:8]}-{digest[8:12]}-{digest[12:16]}-{digest[16:20]}-{digest[20:32]}"
     power_limit = gpu.number("power_limit_w", 400, 0, 100_000)
     name = gpu.text("name", "NVIDIA A100-SXM4-80GB", max_bytes=MAX_NAME_BYTES) or ""
     for s in slices or ():
         if len(f"{name} MIG {s.profile}".encode()) > MAX_NAME_BYTES:
+            at, device = f"{where}.mig_slices[{s.index}].profile", f"{name} MIG {s.profile}"
             raise ScenarioError(
-                f"{where}.mig_slices[{s.index}].profile: the MIG device's name "
-                f'"{name} MIG {s.profile}" does not fit NVML\'s {NAME_BUFFER_BYTES}-byte name'
+                messages.SCENARIO_MIG_NAME_TOO_LONG.format(field=at, name=device, buffer=NAME_BUFFER_BYTES)
             )
     return SimulatedGpu(
         index=index,
@@ -559,18 +553,20 @@ def _parse_motion(where: str, data: Any, fields: dict[str, tuple[float, float, b
         track = _Reader(data[name], at, {"points", "jitter"})
         items = track.items("points", MAX_POINTS)
         if not items:
-            raise ScenarioError(f"{at}.points must hold at least one [seconds, value] pair")
+            raise ScenarioError(messages.SCENARIO_NO_POINTS.format(field=f"{at}.points"))
         points: list[tuple[float, float]] = []
         for i, item in enumerate(items):
             if not isinstance(item, list) or len(item) != 2:
-                raise ScenarioError(f"{at}.points[{i}] must be a [seconds, value] pair, not {_kind(item)}")
+                raise ScenarioError(messages.SCENARIO_NOT_PAIR.format(field=f"{at}.points[{i}]", kind=_kind(item)))
             pair = _Reader({"seconds": item[0], "value": item[1]}, f"{at}.points[{i}]", {"seconds", "value"})
             seconds = pair.number("seconds", 0, 0, MAX_SECONDS)
             if points and seconds <= points[-1][0]:
-                raise ScenarioError(f"{at}.points[{i}].seconds must be later than the point before it")
+                raise ScenarioError(messages.SCENARIO_NOT_LATER.format(field=f"{at}.points[{i}].seconds"))
             points.append((seconds, pair.number("value", 0, low, high)))
         if loop is not None and points[-1][0] > loop:
-            raise ScenarioError(f"{where}.loop_s ({loop:g}) must be >= the last point's seconds of {name}")
+            raise ScenarioError(
+                messages.SCENARIO_LOOP_SHORT.format(field=f"{where}.loop_s", loop=f"{loop:g}", name=name)
+            )
         tracks[name] = Track(
             points=tuple(points),
             low=low,
@@ -587,7 +583,7 @@ def _pci_bus_id(gpu: _Reader, index: int) -> str:
     """``domain:bus:device.function`` as NVML writes it (``00000000:17:00.0``); default from the index."""
     bus_id = gpu.text("pci_bus_id", f"00000000:{0x17 + index:02X}:00.0") or ""
     if not _PCI_BUS_ID.fullmatch(bus_id):
-        raise ScenarioError(f'{gpu.name("pci_bus_id")} must look like "00000000:17:00.0" (domain:bus:device.function)')
+        raise ScenarioError(messages.SCENARIO_BUS_ID.format(field=gpu.name("pci_bus_id")))
     return bus_id.upper()
 
 
@@ -598,19 +594,19 @@ def _parse_slices(gpu_index: int, where: str, items: list[Any], room_mib: float)
         at = f"{where}.mig_slices[{i}]"
         reader = _Reader(data, at, _SLICE_KEYS)
         if "profile" not in data:
-            raise ScenarioError(f'{at}.profile is required (e.g. "1g.10gb")')
+            raise ScenarioError(messages.SCENARIO_PROFILE_REQUIRED.format(field=f"{at}.profile"))
         profile = reader.text("profile", "") or ""
         if not profile.strip() or len(profile) > 32:
-            raise ScenarioError(f'{at}.profile must be a profile name such as "1g.10gb" (1 to 32 characters)')
+            raise ScenarioError(messages.SCENARIO_PROFILE_NAME.format(field=f"{at}.profile"))
         processes = tuple(
             _parse_process(f"{at}.processes[{j}]", p)
             for j, p in enumerate(reader.items("processes", MAX_PROCESSES_PER_GPU))
         )
         if any(p.memory_motion is not None for p in processes):
-            raise ScenarioError(f"{at}.processes: a process's memory cannot move in a MIG slice (only on a whole GPU)")
+            raise ScenarioError(messages.SCENARIO_MIG_NO_MOTION.format(field=f"{at}.processes"))
         match = _PROFILE_MEMORY.search(profile)
         if "memory_total_mib" not in data and match is None:
-            raise ScenarioError(f'{at}.memory_total_mib is required when the profile does not end in "<n>gb"')
+            raise ScenarioError(messages.SCENARIO_MIG_TOTAL_REQUIRED.format(field=f"{at}.memory_total_mib"))
         default_total = int(match.group(1)) * 1024 if match else 1
         total = reader.number("memory_total_mib", default_total, 1, MAX_MIB)
         if "memory_used_mib" in data:
@@ -618,15 +614,14 @@ def _parse_slices(gpu_index: int, where: str, items: list[Any], room_mib: float)
         else:
             used = sum(p.memory_mib or 0 for p in processes)
             if used > total:
-                raise ScenarioError(f"{at}: its processes' memory ({used:g} MiB) exceeds memory_total_mib ({total:g})")
+                raise ScenarioError(
+                    messages.SCENARIO_SLICE_EXCEEDS.format(field=at, used=f"{used:g}", total=f"{total:g}")
+                )
         digest = hashlib.sha1(f"jupyter-gpu-sim-{gpu_index}-mig-{i}".encode()).hexdigest()
         default_uuid = f"MIG-{digest[:8]}-{digest[8:12]}-{digest[12:16]}-{digest[16:20]}-{digest[20:32]}"
         uuid = reader.text("uuid", default_uuid) or ""
         if not uuid.startswith("MIG-") or len(uuid) > 80 or any(c.isspace() or c == "," for c in uuid):
-            raise ScenarioError(
-                f'{at}.uuid must start with "MIG-" and hold no spaces or commas '
-                "(at most 80 characters, NVML's UUID buffer)"
-            )
+            raise ScenarioError(messages.SCENARIO_MIG_UUID.format(field=f"{at}.uuid"))
         slices.append(
             SimulatedSlice(
                 index=i,
@@ -644,11 +639,14 @@ def _parse_slices(gpu_index: int, where: str, items: list[Any], room_mib: float)
     for s in slices:
         ids = (s.gpu_instance_id, s.compute_instance_id)
         if s.uuid in seen_uuids:
-            raise ScenarioError(f"{where}.mig_slices[{s.index}].uuid {s.uuid!r} is used by another slice")
+            raise ScenarioError(
+                messages.SCENARIO_UUID_TAKEN.format(field=f"{where}.mig_slices[{s.index}].uuid", uuid=repr(s.uuid))
+            )
         if ids in seen_ids:
             raise ScenarioError(
-                f"{where}.mig_slices[{s.index}]: gpu_instance_id {ids[0]} with compute_instance_id "
-                f"{ids[1]} is used by another slice"
+                messages.SCENARIO_IDS_TAKEN.format(
+                    field=f"{where}.mig_slices[{s.index}]", gpu_instance=ids[0], compute_instance=ids[1]
+                )
             )
         seen_uuids.add(s.uuid)
         seen_ids.add(ids)
@@ -658,8 +656,9 @@ def _parse_slices(gpu_index: int, where: str, items: list[Any], room_mib: float)
         per_instance[s.gpu_instance_id] = max(per_instance.get(s.gpu_instance_id, 0), s.memory_total_mib)
     if sum(per_instance.values()) > room_mib:
         raise ScenarioError(
-            f"{where}.mig_slices: the GPU instances' memory ({sum(per_instance.values()):g} MiB) "
-            f"exceeds the GPU's memory_total_mib less memory_reserved_mib ({room_mib:g})"
+            messages.SCENARIO_INSTANCES_EXCEED.format(
+                field=f"{where}.mig_slices", used=f"{sum(per_instance.values()):g}", room=f"{room_mib:g}"
+            )
         )
     return tuple(slices)
 
@@ -667,14 +666,13 @@ def _parse_slices(gpu_index: int, where: str, items: list[Any], room_mib: float)
 def _parse_process(where: str, data: Any) -> SimulatedProcess:
     process = _Reader(data, where, _PROCESS_KEYS)
     if "pid" not in data:
-        raise ScenarioError(f"{where}.pid is required")
+        raise ScenarioError(messages.FIELD_REQUIRED.format(field=f"{where}.pid"))
     memory = None if data.get("memory_mib") is None else process.number("memory_mib", 0, 0, MAX_MIB)
     kind = data.get("type", "compute")
     if kind not in _PROCESS_TYPES:
+        shown = repr(kind[:80]) if isinstance(kind, str) else _kind(kind)
         raise ScenarioError(
-            f"{where}.type must be one of {list(_PROCESS_TYPES)}, not {kind[:80]!r}"
-            if isinstance(kind, str)
-            else f"{where}.type must be one of {list(_PROCESS_TYPES)}, not {_kind(kind)}"
+            messages.FIELD_NOT_ONE_OF.format(field=f"{where}.type", choices=list(_PROCESS_TYPES), value=shown)
         )
     motion = None
     if data.get("motion") is not None:

@@ -25,6 +25,7 @@ import { LatestSave } from './latestSave';
 import { GpuMonitorModel } from './model';
 import type { CompactMode } from './overview';
 import { restoreWithoutRestorer } from './restoreSidebar';
+import { translateSettings } from './settingsSchema';
 import { CommandIDs, IGpuMonitorModel, PLUGIN_ID, SIDEBAR_ID } from './tokens';
 
 /** The left sidebar's order: after the file browser, running kernels, commands and TOC. */
@@ -133,6 +134,7 @@ const plugin: JupyterFrontEndPlugin<IGpuMonitorModel> = {
     new CullNotifier(model, undefined, undefined, app.started);
 
     if (settingRegistry) {
+      translateSettings(settingRegistry, PLUGIN_ID, () => trans); // before the first load
       const apply = (settings: ISettingRegistry.ISettings): void => {
         model.refreshIntervalMs = settings.get('refreshIntervalMs').composite as number;
         historyMinutes = settings.get('historyMinutes').composite as number;

@@ -16,6 +16,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from offer_payloads import OOM_MIME, display_cell, oom_report
+from panel_cells import open_notebook
 from support import wait_until
 
 import jupyter_gpu
@@ -90,22 +92,6 @@ def set_theme(page: Any, theme: str) -> None:
     page.evaluate(f"() => window.jupyterapp.commands.execute('apputils:change-theme', {{theme: '{theme}'}})")
     light = "true" if theme.endswith("Light") else "false"
     page.wait_for_selector(f"body[data-jp-theme-light='{light}']", state="attached")
-
-
-def open_notebook(app: Any, page: Any, path: str) -> Any:
-    """Open the notebook ``path`` and wait until its kernel is idle; its cells."""
-    app.open(page, path=f"lab/tree/{path}" if app.app == "jupyterlab" else f"notebooks/{path}")
-    cells = page.locator(".jp-Notebook .jp-Cell")
-    cells.first.locator(".jp-InputArea-editor").wait_for(timeout=60_000)
-    wait_until(
-        lambda: any(
-            s["path"] == path and s["kernel"]["execution_state"] == "idle" for s in app.api("GET", "api/sessions")
-        ),
-        timeout_s=60,
-        what="the notebook's kernel idle",
-    )
-    page.wait_for_timeout(1000)  # the page connects to the kernel it was told of
-    return cells
 
 
 def raise_oom(app: Any, page: Any, path: str, old_pid: int) -> Any:
@@ -224,13 +210,10 @@ def capped_report_cell() -> str:
     """A cell that displays a report bundle as ``oom_offer.offer_data`` makes it for an allocation
     over this kernel's own ``%gpu_limit`` (docs/oom.md): raise the limit; and a shutdown offer for a
     kernel that is gone (a report read later)."""
-    from jupyter_gpu.kernel.oom_offer import OOM_MIME
-
-    bundle = {
-        "version": 1,
-        "report": "jupyter_gpu: TensorFlow ran out of GPU memory on GPU 2; the limit ran out, not the GPU.\n"
+    bundle = oom_report(
+        "jupyter_gpu: TensorFlow ran out of GPU memory on GPU 2; the limit ran out, not the GPU.\n"
         "Next steps:\n  - raise this kernel's limit: `%gpu_limit 16GiB`, then `%gpu_restart`",
-        "actions": [
+        [
             {
                 "kind": "raise_limit",
                 "gpu": 2,
@@ -239,12 +222,8 @@ def capped_report_cell() -> str:
             },
             {"kind": "shutdown", "kernel_id": GONE_KERNEL, "label": "old.ipynb", "memory": 8 * 1024**3, "gpu": 2},
         ],
-        "kernel_id": None,
-    }
-    return (
-        "%load_ext jupyter_gpu\nfrom IPython.display import display\n"
-        f"display({{{OOM_MIME!r}: {bundle!r}, 'text/plain': 'report'}}, raw=True)"
     )
+    return display_cell((OOM_MIME, bundle), prelude="%load_ext jupyter_gpu")
 
 
 @pytest.fixture(params=["lab", "notebook7"])

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from offer_payloads import RESTART_MIME, restart_offer, saved_output
 from support import wait_until
 
 import jupyter_gpu
@@ -170,14 +171,9 @@ def test_warning_button_restarts_the_kernel_and_applies_the_plan(
 
 def test_an_untrusted_or_forged_offer_runs_nothing(lab: Any, page: Any) -> None:
     """A notebook from elsewhere carrying the offer with other code: no button, nothing runs."""
-    forged = {
-        "version": 1,
-        "lines": ["%load_ext jupyter_gpu", "import os; os.system('touch /tmp/pwned')"],
-        "reason": "x",
-        "automatic": True,
-        "kernel_id": None,
-        "id": "x",
-    }
+    forged = restart_offer(
+        ["%load_ext jupyter_gpu", "import os; os.system('touch /tmp/pwned')"], offer_id="x", reason="x", automatic=True
+    )
     honest = {**forged, "lines": ["%load_ext jupyter_gpu", "%gpu_select 1"], "id": "y"}
     waiting = {**forged, "lines": ["%gpu_select auto:2 --min-free 999GiB --wait 168h", "%gpu_limit 1"], "id": "z"}
     cells = [
@@ -186,13 +182,7 @@ def test_an_untrusted_or_forged_offer_runs_nothing(lab: Any, page: Any) -> None:
             "metadata": {},
             "source": "",
             "execution_count": 1,
-            "outputs": [
-                {
-                    "output_type": "display_data",
-                    "metadata": {},
-                    "data": {"application/vnd.jupyter-gpu.restart+json": data, "text/plain": "offer"},
-                }
-            ],
+            "outputs": [saved_output(RESTART_MIME, data)],
         }
         for data in (forged, honest, waiting)
     ]
