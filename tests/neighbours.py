@@ -133,7 +133,7 @@ def listen_and_record(port: int, stop_fd: int, longest_s: float) -> list[bytes]:
             stop = stop_fd in ready or left <= 0
             # after the stop: only what is already waiting in the backlog
             listener.setblocking(not stop)
-            while listener in ready or stop:
+            while listener in ready:
                 try:
                     connection, _ = listener.accept()
                 except BlockingIOError:
