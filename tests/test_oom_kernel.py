@@ -22,8 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from jupyter_client.blocking.client import BlockingKernelClient
-from kernels import Kernel, start
+from kernels import Kernel, attach, start
 from support import UNDER_LOAD_S, ScenarioFile, flat, wait_until
 
 pytestmark = pytest.mark.frameworks
@@ -288,11 +287,8 @@ class Server:
         session = self.api(
             "POST", "api/sessions", {"path": notebook, "type": "notebook", "kernel": {"name": "python3"}}
         )
-        client = BlockingKernelClient()
-        client.load_connection_file(str(runtime / f"kernel-{session['kernel']['id']}.json"))
-        client.start_channels()
-        client.wait_for_ready(timeout=UNDER_LOAD_S)
-        kernel = Kernel(client)
+        # attach: asks again when a loaded host's missed heartbeat calls the starting kernel dead
+        kernel = attach(runtime / f"kernel-{session['kernel']['id']}.json", timeout_s=UNDER_LOAD_S)
         kernel.run("import json, os")
         return kernel
 
