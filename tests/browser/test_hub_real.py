@@ -697,7 +697,7 @@ def process_label(pid: int) -> str:
 
 
 def calls_while_polled(
-    hub: Hub, servers: tuple[tuple[str, str], ...], samplers: int = 1, window_s: float = WINDOW_S
+    hub: Hub, servers: tuple[tuple[str, str], ...], window_s: float = WINDOW_S, *, samplers: int = 1
 ) -> tuple[float, dict[int, int]]:
     """NVML calls per second across every process of the hub while a client polls each server's
     snapshot once per second (an open sidebar), and the window's calls per PID. The window starts
