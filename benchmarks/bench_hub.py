@@ -103,7 +103,9 @@ def real_hub_calls(seconds: float, runs: int, counts: tuple[int, ...] = (1, 2, 5
             for count in counts:
                 totals, by_service = [], []
                 for _ in range(runs):
-                    rate, window = real.calls_while_polled(hub, tuple(servers[:count]), seconds)
+                    # the window starts once each own sampler (source=nvml) or the service reads NVML
+                    samplers = count if mode == "source=nvml" else 1
+                    rate, window = real.calls_while_polled(hub, tuple(servers[:count]), seconds, samplers=samplers)
                     totals.append(rate)
                     by_service.append(rate * window.get(service, 0) / max(1, sum(window.values())))
                 results[mode][count] = {

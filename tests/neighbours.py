@@ -18,8 +18,11 @@ import json
 import os
 import pickle
 import pwd
+import select
 import shutil
+import socket
 import subprocess
+import threading
 import time
 import traceback
 from collections.abc import Callable, Iterator
@@ -72,6 +75,90 @@ class Neighbour:
 
     def owns(self, path: str | os.PathLike[str]) -> bool:
         return os.lstat(path).st_uid == self.uid
+
+    @contextmanager
+    def listening(self, port: int) -> Iterator[Callable[[], list[bytes]]]:
+        """This user listens on ``port`` (on 127.0.0.1) while the block runs: a port a credential is
+        sent to, taken while its owner is down. Yields ``heard()``, which stops the listener and returns
+        what each connection sent, one item per connection in the order they came (``[]``: nobody
+        connected). The listener is up when the block starts, and stops when told, not after a fixed
+        time: connections made before ``heard()`` are all in the answer, however slow the machine is
+        (bounded by :data:`support.UNDER_LOAD_S`)."""
+        from support import UNDER_LOAD_S, wait_until
+
+        stop_read, stop_write = os.pipe()
+        got: list[list[bytes]] = []
+        thread = threading.Thread(
+            target=lambda: got.append(self.run(listen_and_record, port, stop_read, UNDER_LOAD_S)), daemon=True
+        )
+        thread.start()
+        stopped = False
+
+        def heard() -> list[bytes]:
+            nonlocal stopped
+            if not stopped:
+                os.write(stop_write, b"x")
+                stopped = True
+            thread.join(UNDER_LOAD_S)
+            assert got, "the neighbour's listener did not report"
+            return got[0]
+
+        try:
+            wait_until(lambda: listening(port) or not thread.is_alive(), what=f"the neighbour listening on {port}")
+            assert thread.is_alive(), "the neighbour's listener ended before it listened (port taken?)"
+            yield heard
+        finally:
+            if not stopped:
+                os.write(stop_write, b"x")
+                thread.join(UNDER_LOAD_S)
+            os.close(stop_read)
+            os.close(stop_write)
+
+
+def listen_and_record(port: int, stop_fd: int, longest_s: float) -> list[bytes]:
+    """As the neighbour: listen on ``port`` until a byte arrives on ``stop_fd`` (or ``longest_s``
+    passed), and return every byte each connection sent, one item per connection. On the stop, the
+    connections already made (waiting to be accepted) are read too: a client that connected before
+    the stop was asked for is never missed."""
+    received: list[bytes] = []
+    with socket.socket() as listener:
+        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        listener.bind(("127.0.0.1", port))
+        listener.listen(64)
+        deadline = time.monotonic() + longest_s
+        stop = False
+        while not stop:
+            left = deadline - time.monotonic()
+            ready, _, _ = select.select([listener, stop_fd], [], [], max(0.0, left))
+            stop = stop_fd in ready or left <= 0
+            # after the stop: only what is already waiting in the backlog
+            listener.setblocking(not stop)
+            while listener in ready:
+                try:
+                    connection, _ = listener.accept()
+                except BlockingIOError:
+                    break
+                with connection:
+                    connection.settimeout(1.0)
+                    data = b""
+                    try:
+                        while chunk := connection.recv(65536):
+                            data += chunk
+                    except OSError:  # TimeoutError included: a client that sends nothing and stays
+                        pass
+                    received.append(data)
+                if not stop:
+                    break
+    return received
+
+
+def listening(port: int) -> bool:
+    """Whether a socket listens on ``port`` (any address, any user), from ``/proc/net/tcp*``."""
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        with open(table) as rows:
+            if any(f":{port:04X} " in row and row.split()[3] == "0A" for row in list(rows)[1:]):
+                return True
+    return False
 
 
 def skip_reason() -> str | None:

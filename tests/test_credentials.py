@@ -12,8 +12,6 @@ or the Prometheus bearer token.
 from __future__ import annotations
 
 import asyncio
-import threading
-import time
 import urllib.error
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -21,31 +19,18 @@ from typing import Any
 
 import pytest
 from live_processes import free_port
-from test_hub_hostile import _listening
-from test_sources_host import _listen_and_record, runtime_file
+from test_sources_host import runtime_file
 
 from jupyter_gpu.sources import remote
 
 
 @pytest.fixture
 def neighbour_port(neighbour: Any) -> Iterator[tuple[int, Callable[[], bytes]]]:
-    """A port the neighbour listens on for a few seconds; the second item waits and returns every
-    byte anybody sent there."""
+    """A port the neighbour listens on while the test runs; the second item stops the listener and
+    returns every byte anybody sent there (``Neighbour.listening``)."""
     port = free_port()
-    got: list[bytes] = []
-    thread = threading.Thread(target=lambda: got.append(neighbour.run(_listen_and_record, port, 4.0)))
-    thread.start()
-    deadline = time.monotonic() + 10
-    while not _listening(port) and time.monotonic() < deadline:
-        time.sleep(0.02)
-
-    def received() -> bytes:
-        thread.join(30)
-        assert got, "the neighbour's listener did not report"
-        return got[0]
-
-    yield port, received
-    thread.join(30)
+    with neighbour.listening(port) as heard:
+        yield port, lambda: b"".join(heard())
 
 
 def test_the_usage_endpoint_sends_the_users_hub_token_only_to_the_service(neighbour_port, neighbour) -> None:

@@ -650,44 +650,6 @@ def test_no_cookie_header_or_method_freezes_the_service(service_process: dict[st
     assert ask("GET", "api/devices", {"Authorization": "token bob-token"}) == 200
 
 
-def _listen_and_record(port: int, seconds: float) -> list[bytes]:
-    """Run as the neighbour: listen on the service's port while it is down, and keep whatever every
-    connection sends (a user server's request would carry its JUPYTERHUB_API_TOKEN)."""
-    import socket as sockets
-    import time as clock
-
-    received: list[bytes] = []
-    with sockets.socket() as listener:
-        listener.setsockopt(sockets.SOL_SOCKET, sockets.SO_REUSEADDR, 1)
-        listener.bind(("127.0.0.1", port))
-        listener.listen(16)
-        deadline = clock.monotonic() + seconds
-        while clock.monotonic() < deadline:
-            listener.settimeout(max(0.01, deadline - clock.monotonic()))
-            try:
-                connection, _ = listener.accept()
-            except TimeoutError:
-                break
-            with connection:
-                connection.settimeout(1.0)
-                data = b""
-                try:
-                    while chunk := connection.recv(65536):
-                        data += chunk
-                except (TimeoutError, OSError):
-                    pass
-                received.append(data)
-    return received
-
-
-def _listening(port: int) -> bool:
-    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
-        with open(table) as rows:
-            if any(f":{port:04X} " in row and row.split()[3] == "0A" for row in list(rows)[1:]):
-                return True
-    return False
-
-
 def test_a_neighbour_on_the_service_port_gets_no_token(
     neighbour: Any, demo_gpus: None, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -696,8 +658,6 @@ def test_a_neighbour_on_the_service_port_gets_no_token(
     sample and only said "unreachable (HTTP 503)". Now the neighbour gets no byte, the server reads
     NVML itself, and its warning names who was listening."""
     import socket
-    import threading
-    import time
 
     from jupyter_gpu.server import GpuService, JupyterGpuServer
 
@@ -705,27 +665,20 @@ def test_a_neighbour_on_the_service_port_gets_no_token(
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
-    got: list[Any] = []
-    listener = threading.Thread(target=lambda: got.append(neighbour.run(_listen_and_record, port, 3.0)))
-    listener.start()
-    deadline = time.monotonic() + 10
-    while not _listening(port) and time.monotonic() < deadline:
-        time.sleep(0.02)
-    config = JupyterGpuServer(source=f"http://127.0.0.1:{port}/services/jupyter-gpu/", interval_s=0.1)
-    service = GpuService(config)
-    try:
-        snapshots = []
-        for _ in range(5):
-            snapshot = service.sampler.wait_for_snapshot(
-                newer_than=snapshots[-1].timestamp if snapshots else None, timeout=UNDER_LOAD_S
-            )
-            assert snapshot is not None
-            snapshots.append(snapshot)
-    finally:
-        service.sampler.close()
-        listener.join(30)
-    assert got, "the neighbour's listener did not report"
-    received = got[0]
+    with neighbour.listening(port) as heard:
+        config = JupyterGpuServer(source=f"http://127.0.0.1:{port}/services/jupyter-gpu/", interval_s=0.1)
+        service = GpuService(config)
+        try:
+            snapshots = []
+            for _ in range(5):
+                snapshot = service.sampler.wait_for_snapshot(
+                    newer_than=snapshots[-1].timestamp if snapshots else None, timeout=UNDER_LOAD_S
+                )
+                assert snapshot is not None
+                snapshots.append(snapshot)
+        finally:
+            service.sampler.close()
+        received = heard()
     assert received, "the user server never connected: the test proves nothing"
     assert all(data == b"" for data in received), received  # connected, checked, closed: nothing sent
     assert all(len(s.gpus) == 4 for s in snapshots)  # read locally

@@ -23,7 +23,7 @@ from typing import Any
 
 import pytest
 from kernels import Kernel, attach, start
-from support import ScenarioFile, flat, wait_until
+from support import UNDER_LOAD_S, ScenarioFile, flat, wait_until
 
 pytestmark = pytest.mark.frameworks
 
@@ -287,8 +287,8 @@ class Server:
         session = self.api(
             "POST", "api/sessions", {"path": notebook, "type": "notebook", "kernel": {"name": "python3"}}
         )
-        # attach(): a heartbeat missed while the kernel starts on a loaded host is not a dead kernel
-        kernel = attach(runtime / f"kernel-{session['kernel']['id']}.json")
+        # attach: asks again when a loaded host's missed heartbeat calls the starting kernel dead
+        kernel = attach(runtime / f"kernel-{session['kernel']['id']}.json", timeout_s=UNDER_LOAD_S)
         kernel.run("import json, os")
         return kernel
 
@@ -337,7 +337,7 @@ def server(world: ScenarioFile, runtime: Path, tmp_path: Path) -> Iterator[Serve
             except OSError:
                 return False
 
-        wait_until(up, timeout_s=90, what="jupyter server", interval_s=0.2)
+        wait_until(up, what="jupyter server", interval_s=0.2)
         yield server
     finally:
         process.terminate()
@@ -352,7 +352,13 @@ def test_idle_kernel_by_notebook_and_idle_time_from_the_server(
     out, err = new.run("%gpu_select 1\nimport torch")  # the extension was autoloaded by the server's kernels
     assert "GPU 1" in flat(out), err
     world.write(server_gpus(pid(new), {1: 30720}, old=pid(old)))
-    time.sleep(2.5)  # train_old.ipynb stays idle beyond the server's 1 s threshold
+
+    # train_old.ipynb stays idle beyond the server's 1 s threshold: wait until the server says so
+    def old_is_idle() -> bool:
+        kernels = server.api("GET", "jupyter-gpu/snapshot")["kernels"]
+        return any(k["notebook"] == "train_old.ipynb" and k["idle"] for k in kernels)
+
+    wait_until(old_is_idle, what="the server to count train_old.ipynb idle")
     _, err = new.run(f"raise torch.cuda.OutOfMemoryError({TORCH_OOM!r})")
     report = report_of(new)
     assert "your kernel train_old.ipynb: 22 GiB, idle for " in report, report

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import threading
 import time
 from collections.abc import Iterator
@@ -221,45 +220,15 @@ def test_a_runtime_file_of_another_user_is_not_read(scenario, tmp_path, fake_ser
     assert host.HostSample(runtime_dir=tmp_path).read().source == "nvml" and fake_server.seen == []
 
 
-def _listen_and_record(port: int, seconds: float) -> bytes:
-    """As the neighbour: listen on ``port`` and return every byte any client sent."""
-    received = b""
-    with socket.socket() as listener:
-        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        listener.bind(("127.0.0.1", port))
-        listener.listen(8)
-        listener.settimeout(0.2)
-        deadline = time.monotonic() + seconds
-        while time.monotonic() < deadline:
-            try:
-                connection, _ = listener.accept()
-            except TimeoutError:
-                continue
-            with connection:
-                connection.settimeout(0.5)
-                try:
-                    while chunk := connection.recv(4096):
-                        received += chunk
-                except (TimeoutError, OSError):
-                    pass
-    return received
-
-
 def test_a_listener_of_another_user_gets_no_token(scenario, tmp_path, neighbour):
     """The user's server exited and another user took its port: the runtime file still names it."""
     port = free_port()
-    received: list[bytes] = []
-    thread = threading.Thread(target=lambda: received.append(neighbour.run(_listen_and_record, port, 4.0)))
-    thread.start()
-    runtime_file(tmp_path, f"http://127.0.0.1:{port}/")
-    deadline = time.monotonic() + 3.0
-    note = ""
-    while "served by account" not in note and time.monotonic() < deadline:
+    with neighbour.listening(port) as heard:
+        runtime_file(tmp_path, f"http://127.0.0.1:{port}/")
         note = host.HostSample(runtime_dir=tmp_path).read().note or ""
-        time.sleep(0.1)
-    thread.join()
+        received = heard()
     assert f"served by account '{neighbour.name}'" in note and "token was not sent" in note
-    assert received == [b""]  # not a byte of the request, let alone the token
+    assert b"".join(received) == b""  # not a byte of the request, let alone the token
 
 
 def test_the_hub_service_comes_after_the_users_server(demo_gpus, tmp_path, fake_server):

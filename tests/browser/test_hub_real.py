@@ -510,9 +510,14 @@ def test_push_flow_believes_nobody_about_others_and_no_credential_reaches_a_user
     good = json.dumps({"server": "h", "kernels": [{"kernel_id": "mine", "pids": []}]}).encode()
     assert _push(hub, hostile, good)[0] == 200
     assert _push(hub, hostile, good)[0] == 429
-    time.sleep(5)  # the next interval
     lie = json.dumps({"server": "h", "kernels": [{"kernel_id": "stolen", "pids": [alice_pid]}]}).encode()
-    code, _ = _push(hub, hostile, lie)
+
+    def taken() -> int | None:
+        code, _ = _push(hub, hostile, lie)
+        return None if code == 429 else code
+
+    # the next interval: pushed again until the service takes it (429 until half an interval passed)
+    code = wait_until(taken, what="the service to take the hostile user's next report", interval_s=0.25)
     assert code in (200, 422)  # 422 when the service's sample was fresh at receipt; else refused at use
     code, data = hub.api("GET", "/services/jupyter-gpu/api/console", token=admin_token)
     assert code == 200, data
@@ -692,19 +697,40 @@ def process_label(pid: int) -> str:
 
 
 def calls_while_polled(
-    hub: Hub, servers: tuple[tuple[str, str], ...], window_s: float = WINDOW_S
+    hub: Hub, servers: tuple[tuple[str, str], ...], window_s: float = WINDOW_S, *, samplers: int = 1
 ) -> tuple[float, dict[int, int]]:
     """NVML calls per second across every process of the hub while a client polls each server's
-    snapshot once per second (an open sidebar), and the window's calls per PID."""
-    with sidebars_open(hub, servers):
-        time.sleep(3.0)  # every polled server's sampler is running (and the service's)
+    snapshot once per second (an open sidebar), and the window's calls per PID. The window starts
+    once ``samplers`` processes (the service, and each polled server that samples for itself) are
+    reading NVML (``samplers_running``)."""
+    before = simulate.calls_by_process(hub.calls_dir)
+    with sidebars_open(hub, servers) as answers:
+        samplers_running(hub, before, answers, servers, samplers)
         return calls_during(hub, window_s)
 
 
+def samplers_running(
+    hub: Hub, before: dict[tuple[int, int], int], answers: list[tuple[str, int]], servers: Any, samplers: int
+) -> None:
+    """Wait until every polled server has answered a sidebar (so its sampler, or the service's it
+    asks, has run) and ``samplers`` processes have read NVML since ``before`` (their timers run):
+    the event a measurement window starts from, instead of a fixed warm-up."""
+    wanted = {f"{user}/{name}" for user, name in servers}
+
+    def running() -> bool:
+        answered = {who for who, code in list(answers) if code == 200}
+        after = simulate.calls_by_process(hub.calls_dir)
+        reading = [key for key, count in after.items() if count > before.get(key, 0)]
+        return answered >= wanted and len(reading) >= samplers
+
+    wait_until(running, what=f"{len(servers)} polled servers answered and {samplers} sampler(s) reading NVML")
+
+
 @contextlib.contextmanager
-def sidebars_open(hub: Hub, servers: tuple[tuple[str, str], ...]) -> Iterator[None]:
+def sidebars_open(hub: Hub, servers: tuple[tuple[str, str], ...]) -> Iterator[list[tuple[str, int]]]:
     """A client polls each server's snapshot once per second (an open JupyterLab sidebar) while
-    the block runs; every answer must have been a 200."""
+    the block runs, which gets the answers so far (``"user/name"``, status); every answer must
+    have been a 200."""
     stop = threading.Event()
     answers: list[tuple[str, int]] = []
 
@@ -720,7 +746,7 @@ def sidebars_open(hub: Hub, servers: tuple[tuple[str, str], ...]) -> Iterator[No
     for thread in threads:
         thread.start()
     try:
-        yield
+        yield answers
     finally:
         stop.set()
         for thread in threads:
@@ -774,7 +800,7 @@ def test_nvml_calls_stay_flat_with_1_2_and_5_user_servers_polled(hub: Hub) -> No
 
     # The control: 2 servers on their own samplers, polled too, each reads NVML and the calls multiply
     try:
-        rate, window = calls_while_polled(hub, (SERVERS[0], *CONTROL))
+        rate, window = calls_while_polled(hub, (SERVERS[0], *CONTROL), samplers=1 + len(CONTROL))
         described_control = {process_label(pid): calls for pid, calls in window.items()}
         print(f"control (2 servers on source=nvml): {rate:.1f} calls/s; per process: {described_control}")
         own = [pid for pid in window if pid != service]
@@ -852,8 +878,10 @@ def test_nvml_calls_stay_flat_with_five_users_panels_and_terminals(hub: Hub) -> 
             kernel_id, kernel = _users_kernel(hub, user)
             kernel_ids.append((user, kernel_id))
             kernels.append(kernel)
-        cleanup.enter_context(sidebars_open(hub, SERVERS[:1]))
-        time.sleep(3.0)  # the sidebar's server asks the service, whose sampler runs
+        before = simulate.calls_by_process(hub.calls_dir)
+        answers = cleanup.enter_context(sidebars_open(hub, SERVERS[:1]))
+        # the sidebar's server asks the service, whose sampler runs
+        samplers_running(hub, before, answers, SERVERS[:1], 1)
         rates, windows = {}, {}
         rates["service alone"], windows["service alone"] = calls_during(hub, PANEL_WINDOW_S)
         for label, opened in (("1 panel", kernels[:1]), ("5 panels", kernels[1:])):
