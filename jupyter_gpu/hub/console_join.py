@@ -1,0 +1,118 @@
+"""The console's join kept per sample (pure: no tornado, no NVML; issue 27's first paint).
+
+``api/console`` (and the page's first data) joins every user server's report with the service's
+NVML sample (:func:`jupyter_gpu.hub.core.user_row`): at 200 users x 2 kernels that is 10-35 ms of
+CPU per request, the service's largest share of the console's first paint. The join does not
+depend on who asks, so :class:`ConsoleJoin` makes it once per sample (and language) and every
+request of that sample reads it:
+
+- **Each user's row is built once per sample and per report**: :meth:`ConsoleJoin.refresh` builds
+  the row of a user whose reports changed since the last refresh (a new report, a server gone, a
+  report gone stale) and keeps every other row. A row with a stale server is built on every refresh
+  (its error says for how many seconds; it has no kernels to join). A new sample is a new
+  :class:`ConsoleJoin` (NVML's figures and owners changed): the service builds it ahead of requests
+  while a console is open (:meth:`jupyter_gpu.hub.service.HubService.console_json`).
+- **Each row is serialized once, in its two forms**: as an admin or its user sees it
+  (:func:`~jupyter_gpu.hub.core.user_row`) and as anybody else does
+  (:func:`~jupyter_gpu.hub.core.private_row`, the privacy rule's one place). :meth:`ConsoleJoin.answer`
+  puts a viewer's answer together from those texts: the viewer's own row (with its runs) and, for
+  a reader, every other row in its private form; the GPUs with this viewer's availability words.
+
+The answer is exactly :func:`jupyter_gpu.hub.core.console`'s for the same inputs
+(``tests/test_hub_console_join.py`` compares them), serialized.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from ..core.availability import Reservation
+from ..core.snapshot import Snapshot
+from . import core
+from .reports import Board, Received
+
+
+def _json(value: Any) -> str:
+    return json.dumps(value, allow_nan=False)
+
+
+@dataclass(frozen=True)
+class _Row:
+    """One user's row, joined: the reports it was built from, and its two forms as JSON."""
+
+    sources: tuple[Received, ...]
+    stale: bool
+    full: dict[str, Any]
+    full_json: str
+    private_json: str
+
+    def built_from(self, sources: Sequence[Received]) -> bool:
+        """Whether this row was built from exactly these reports (the same objects)."""
+        return len(sources) == len(self.sources) and all(a is b for a, b in zip(sources, self.sources, strict=True))
+
+
+class ConsoleJoin:
+    """The console's join of one sample (``devices``), in the language it was built in.
+
+    ``rows_built`` counts the user rows joined so far (what caching saves is counted, not timed).
+    Not thread-safe: the service uses it on its event loop only.
+    """
+
+    def __init__(
+        self,
+        devices: Snapshot | None,
+        history: dict[str, Any],
+        system_user: str = "{name}",
+        reserved: Mapping[str, Collection[str]] | None = None,
+        runs: Mapping[str, Sequence[Reservation]] | None = None,
+    ) -> None:
+        self.devices = devices
+        self.history = history
+        self.system_user = system_user
+        self.reserved = reserved or {}
+        self.runs = runs or {}
+        self.truth = core.Truth.of(devices)
+        self.rows: dict[str, _Row] = {}
+        self.rows_built = 0
+        self._gpus: dict[str | None, str] = {}  # the viewer's account -> the GPUs' JSON for it
+
+    def refresh(self, board: Board, now: float) -> None:
+        """Rows for the board's reports as of ``now``: a user's row is built again only when the
+        reports it was built from changed (or one of them is stale)."""
+        by_user: dict[str, list[Received]] = {}
+        for _key, got in sorted(board.latest.items()):
+            by_user.setdefault(got.user, []).append(got)
+        rows: dict[str, _Row] = {}
+        for name, sources in by_user.items():
+            row = self.rows.get(name)
+            stale = any(board.stale(got, now) for got in sources)
+            if row is None or stale or row.stale or not row.built_from(sources):
+                servers = [board.server(got, now, self.truth, self.system_user) for got in sources]
+                full = core.user_row(name, servers, self.truth, self.system_user)
+                row = _Row(tuple(sources), stale, full, _json(full), _json(core.private_row(full)))
+                self.rows_built += 1
+            rows[name] = row
+        self.rows = rows
+
+    def answer(self, viewer: str, role: str, extra: Mapping[str, Any] | None = None) -> str:
+        """``api/console``'s JSON for ``viewer`` with ``role`` ("admin" or "read"), privacy applied
+        (:func:`jupyter_gpu.hub.core.console`'s answer, serialized); ``extra``: fields added at the
+        end (the admins' ``reports_dropped``)."""
+        admin = role == "admin"
+        me = core.account_of(viewer, self.system_user) if viewer else None
+        gpus = self._gpus.get(me)
+        if gpus is None:
+            gpus = self._gpus[me] = _json(core.gpu_entries(self.devices, self.history, self.reserved, me))
+        users = []
+        for name, row in self.rows.items():
+            if name == viewer:
+                runs = core.runs_text(self.runs.get(core.account_of(name, self.system_user), ()), self.devices)
+                users.append(_json({**row.full, "runs": runs}) if runs else row.full_json)
+            else:
+                users.append(row.full_json if admin else row.private_json)
+        head = _json(core.console_head(self.devices, viewer, admin))
+        tail = "".join(f", {_json(key)}: {_json(value)}" for key, value in (extra or {}).items())
+        return f'{head[:-1]}, "gpus": {gpus}, "users": [{", ".join(users)}]{tail}}}'
