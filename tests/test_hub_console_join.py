@@ -190,3 +190,25 @@ def test_no_join_ahead_without_an_open_console(hub_gpus: ScenarioFile) -> None:
         assert run.service.console_rows_built == 0 and run.service._joins == {}
 
     asyncio.run(body())
+
+
+def test_the_join_made_ahead_goes_in_steps_and_a_request_finishes_it() -> None:
+    """Made ahead of requests, the join yields every ``rows_per_step`` rows (the service's loop
+    answers other requests between steps); a request meanwhile finishes it, and the steps left
+    build nothing again."""
+    names = [f"u{n:02d}" for n in range(45)]
+    snapshots = {name: user_snapshot(name, 1, gpu=n % 2) for n, name in enumerate(names)}
+    board = Board(interval_s=5.0)
+    for name, snapshot in snapshots.items():
+        board.receive(name, report_of(snapshot), NOW)
+    join = ConsoleJoin(_sample(snapshots), {})
+    assert sum(1 for _ in join.steps(board, NOW + 1, rows_per_step=20)) == 2  # 20 + 20 + 5 rows
+    assert join.rows_built == 45
+    half = ConsoleJoin(_sample(snapshots), {})
+    steps = half.steps(board, NOW + 1, rows_per_step=20)
+    next(steps)
+    assert half.rows_built == 20
+    half.refresh(board, NOW + 1)  # a request comes
+    assert half.rows_built == 45 and [name for name, _row in sorted(half.rows.items())] == names
+    assert list(steps) == [] and half.rows_built == 45
+    assert json.loads(half.answer("root-admin", "admin")) == json.loads(join.answer("root-admin", "admin"))

@@ -25,7 +25,7 @@ The answer is exactly :func:`jupyter_gpu.hub.core.console`'s for the same inputs
 from __future__ import annotations
 
 import json
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -82,20 +82,35 @@ class ConsoleJoin:
     def refresh(self, board: Board, now: float) -> None:
         """Rows for the board's reports as of ``now``: a user's row is built again only when the
         reports it was built from changed (or one of them is stale)."""
+        for _step in self.steps(board, now):
+            pass
+
+    def steps(self, board: Board, now: float, rows_per_step: int = 0) -> Iterator[None]:
+        """:meth:`refresh` in steps of at most ``rows_per_step`` rows built (0: one step), so that
+        the service's loop answers other requests between them (the join made ahead of requests).
+        A row is kept in :attr:`rows` as soon as it is built; a request's own :meth:`refresh`
+        meanwhile finishes the rest (and the steps left then find nothing to do)."""
         by_user: dict[str, list[Received]] = {}
         for _key, got in sorted(board.latest.items()):
             by_user.setdefault(got.user, []).append(got)
-        rows: dict[str, _Row] = {}
+        for name in [name for name in self.rows if name not in by_user]:
+            del self.rows[name]  # every server of this user forgotten
+        built = 0
         for name, sources in by_user.items():
+            if rows_per_step and built == rows_per_step:
+                yield
+                built = 0
+                if any(board.latest.get((name, got.report.server)) is not got for got in sources):
+                    continue  # a newer report came meanwhile: the next refresh builds this row
             row = self.rows.get(name)
             stale = any(board.stale(got, now) for got in sources)
-            if row is None or stale or row.stale or not row.built_from(sources):
-                servers = [board.server(got, now, self.truth, self.system_user) for got in sources]
-                full = core.user_row(name, servers, self.truth, self.system_user)
-                row = _Row(tuple(sources), stale, full, _json(full), _json(core.private_row(full)))
-                self.rows_built += 1
-            rows[name] = row
-        self.rows = rows
+            if row is not None and not (stale or row.stale) and row.built_from(sources):
+                continue  # built already (an earlier refresh of this sample, or a request's meanwhile)
+            servers = [board.server(got, now, self.truth, self.system_user) for got in sources]
+            full = core.user_row(name, servers, self.truth, self.system_user)
+            self.rows[name] = _Row(tuple(sources), stale, full, _json(full), _json(core.private_row(full)))
+            self.rows_built += 1
+            built += 1
 
     def answer(self, viewer: str, role: str, extra: Mapping[str, Any] | None = None) -> str:
         """``api/console``'s JSON for ``viewer`` with ``role`` ("admin" or "read"), privacy applied
@@ -107,7 +122,7 @@ class ConsoleJoin:
         if gpus is None:
             gpus = self._gpus[me] = _json(core.gpu_entries(self.devices, self.history, self.reserved, me))
         users = []
-        for name, row in self.rows.items():
+        for name, row in sorted(self.rows.items()):
             if name == viewer:
                 runs = core.runs_text(self.runs.get(core.account_of(name, self.system_user), ()), self.devices)
                 users.append(_json({**row.full, "runs": runs}) if runs else row.full_json)

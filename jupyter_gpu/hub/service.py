@@ -15,6 +15,7 @@ import asyncio
 import json
 import logging
 import time
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -35,6 +36,7 @@ log = logging.getLogger("jupyter_gpu.hub")
 REPORT_INTERVAL_S = 5.0  # how often user servers report (told in every answer)
 FORGET_AFTER_INTERVALS = 720  # a server silent this long (an hour at 5 s) leaves the console
 CONSOLE_OPEN_S = 30.0  # a console asked this recently is open: each sample's join is built ahead of it
+JOIN_ROWS_PER_STEP = 20  # the join made ahead: the loop answers other requests every 20 user rows
 
 
 class HubService:
@@ -82,7 +84,7 @@ class HubService:
         self._joins: dict[str, ConsoleJoin] = {}  # language -> the console's join of the newest sample
         self._console_asked: dict[str, float] = {}  # language -> when a console last asked (monotonic)
         self._loop: asyncio.AbstractEventLoop | None = None  # the loop the console's requests run on
-        self.console_rows_built = 0  # user rows joined for the console so far (ConsoleJoin.rows_built)
+        self._rows_built_before = 0  # user rows joined by the joins of earlier samples
         self.prometheus_url = prometheus_url.rstrip("/") if prometheus_url else None
         self.idle_after_s = idle_after_s
         self.host = gauges.host_label(host)  # the "host" label of jupyter_gpu_gpu_info
@@ -173,32 +175,48 @@ class HubService:
         self._console_asked[language] = time.monotonic()
         with i18n.language_forced(language):
             join = self._join(devices, language)
+            join.refresh(self.board, time.time())
             extra = {"reports_dropped": dict(self.board.dropped)} if role == "admin" else None
             return join.answer(viewer, role, extra)
 
+    @property
+    def console_rows_built(self) -> int:
+        """User rows joined for the console so far (what the join per sample saves is counted)."""
+        return self._rows_built_before + sum(join.rows_built for join in self._joins.values())
+
     def _join(self, devices: Snapshot | None, language: str) -> ConsoleJoin:
+        """``devices``' join in ``language`` (a new sample: a new, empty one)."""
         join = self._joins.get(language)
         if join is None or join.devices is not devices or join.system_user != self.system_user:
+            self._rows_built_before += join.rows_built if join is not None else 0
             join = ConsoleJoin(devices, self.history.to_dict(), self.system_user, self.reserved, self.runs)
             self._joins[language] = join
-        before = join.rows_built
-        join.refresh(self.board, time.time())
-        self.console_rows_built += join.rows_built - before
         return join
 
     def _join_ahead(self, devices: Snapshot) -> None:
-        """The join of a new sample for each language an open console reads (on the loop)."""
+        """The join of a new sample for each language an open console reads, made on the loop in
+        steps (:data:`JOIN_ROWS_PER_STEP` rows each), other requests answered between them."""
         latest = self.sampler.latest
         if latest is not None and latest is not devices and latest.timestamp > devices.timestamp:
             return  # a newer sample came first
         now = time.monotonic()
         for language, at in list(self._console_asked.items()):
             if now - at < CONSOLE_OPEN_S:
-                try:
-                    with i18n.language_forced(language):
-                        self._join(devices, language)
-                except Exception:  # a bug: the request builds it again, and says so if it fails too
-                    log.exception("jupyter-gpu: the console's join could not be made ahead")
+                join = self._join(devices, language)
+                self._join_step(join, join.steps(self.board, time.time(), JOIN_ROWS_PER_STEP), language)
+
+    def _join_step(self, join: ConsoleJoin, steps: Iterator[None], language: str) -> None:
+        if self._joins.get(language) is not join:
+            return  # a newer sample's join replaced it
+        try:
+            with i18n.language_forced(language):
+                next(steps)
+        except StopIteration:
+            return
+        except Exception:  # a bug: the request joins again, and says so if it fails too
+            log.exception("jupyter-gpu: the console's join could not be made ahead")
+            return
+        asyncio.get_running_loop().call_soon(self._join_step, join, steps, language)
 
     # -- the user servers' reports
 
