@@ -161,17 +161,19 @@ def test_a_new_sample_is_joined_ahead_of_the_next_request_while_a_console_is_ope
         assert (await run.call("api/console", "admin-token"))[0] == 200
         sampler, built = run.service.sampler, run.service.console_rows_built
         first = sampler.latest
-        sampler.interval_s = 30.0  # wakes the sampler: a new sample now
+        # bob's kernels grow (the same PIDs, his report unchanged), then a new sample is taken now
+        hub_gpus.write(scenario_of({**run.hub.snapshots, "bob": user_snapshot("bob", 2, gpu=1, mib=4096)}))
+        sampler.interval_s = 30.0  # wakes the sampler
         deadline = time.monotonic() + UNDER_LOAD_S
-        while (
-            run.service._joins["en"].devices is first or run.service.console_rows_built == built
-        ) and time.monotonic() < deadline:
+        while run.service.console_rows_built == built and time.monotonic() < deadline:
             await asyncio.sleep(0.02)
         assert sampler.latest is not first and run.service._joins["en"].devices is sampler.latest
-        assert run.service.console_rows_built == built + 2  # joined on the loop, nobody asking
+        assert run.service.console_rows_built == built + 1  # bob's row, on the loop, nobody asking
         code, raw = await run.call("api/console", "admin-token")
         assert code == 200 and json.loads(raw)["timestamp"] == sampler.latest.timestamp
-        assert run.service.console_rows_built == built + 2  # the request found it joined
+        bob = next(row for row in json.loads(raw)["users"] if row["name"] == "bob")
+        assert bob["memory_by_gpu"] == {"1": 2 * (4096 << 20)}
+        assert run.service.console_rows_built == built + 1  # the request found it joined
 
     asyncio.run(body())
 
@@ -212,3 +214,32 @@ def test_the_join_made_ahead_goes_in_steps_and_a_request_finishes_it() -> None:
     assert half.rows_built == 45 and [name for name, _row in sorted(half.rows.items())] == names
     assert list(steps) == [] and half.rows_built == 45
     assert json.loads(half.answer("root-admin", "admin")) == json.loads(join.answer("root-admin", "admin"))
+
+
+def test_a_new_sample_rebuilds_only_the_rows_whose_figures_changed() -> None:
+    """A steady GPU costs no join: a new sample keeps every row whose user's NVML figures (memory,
+    the owners of the PIDs the reports claim) are unchanged."""
+    snapshots = {name: user_snapshot(name, 2, gpu=n % 2) for n, name in enumerate(("u1", "u2", "u3"))}
+    board = Board(interval_s=5.0)
+    for name, snapshot in snapshots.items():
+        board.receive(name, report_of(snapshot), NOW)
+    first = ConsoleJoin(_sample(snapshots, NOW), {})
+    first.refresh(board, NOW + 0.5)
+    assert first.rows_built == 3
+    same = ConsoleJoin(_sample(snapshots, NOW + 1), {}, previous=first)
+    same.refresh(board, NOW + 1.5)
+    assert same.rows_built == 0
+    grown = {**snapshots, "u2": user_snapshot("u2", 2, gpu=1, mib=4096)}  # u2's processes grow
+    later = ConsoleJoin(_sample(grown, NOW + 2), {}, previous=same)
+    later.refresh(board, NOW + 2.5)
+    assert later.rows_built == 1
+    u2 = next(row for row in json.loads(later.answer("u1", "read"))["users"] if row["name"] == "u2")
+    assert u2["gpu_memory"] == 2 * (4096 << 20)
+    u3_gpu = grown["u3"]["gpus"][0]  # NVML now shows u3's PIDs owned by u1
+    taken = {**u3_gpu, "processes": [{**process, "user": "u1"} for process in u3_gpu["processes"]]}
+    stolen = {**grown, "u3": {**grown["u3"], "gpus": [taken]}}
+    lying = ConsoleJoin(_sample(stolen, NOW + 3), {}, previous=later)
+    lying.refresh(board, NOW + 3.5)
+    assert lying.rows_built == 2  # u1 holds more, u3's report now claims another account's PIDs
+    u3 = next(row for row in json.loads(lying.answer("root-admin", "admin"))["users"] if row["name"] == "u3")
+    assert "another account" in (u3["error"] or "")

@@ -6,12 +6,15 @@ CPU per request, the service's largest share of the console's first paint. The j
 depend on who asks, so :class:`ConsoleJoin` makes it once per sample (and language) and every
 request of that sample reads it:
 
-- **Each user's row is built once per sample and per report**: :meth:`ConsoleJoin.refresh` builds
-  the row of a user whose reports changed since the last refresh (a new report, a server gone, a
-  report gone stale) and keeps every other row. A row with a stale server is built on every refresh
-  (its error says for how many seconds; it has no kernels to join). A new sample is a new
-  :class:`ConsoleJoin` (NVML's figures and owners changed): the service builds it ahead of requests
-  while a console is open (:meth:`jupyter_gpu.hub.service.HubService.console_json`).
+- **Each user's row is built once per sample and per report, and only when what it reads
+  changed**: :meth:`ConsoleJoin.refresh` builds the row of a user whose reports changed since the
+  last refresh (a new report, a server gone, a report gone stale) and keeps every other row. A new
+  sample is a new :class:`ConsoleJoin` that keeps the previous one's rows whose figures of the
+  sample are unchanged (:meth:`ConsoleJoin._read`: the memory NVML shows the user's account
+  holding, the owners and bytes of the PIDs the user's reports claim), so a steady GPU costs no
+  join. A row with a stale server is built on every refresh (its error says for how many seconds;
+  it has no kernels to join). The service makes each sample's join ahead of requests while a
+  console is open (:meth:`jupyter_gpu.hub.service.HubService.console_json`).
 - **Each row is serialized once, in its two forms**: as an admin or its user sees it
   (:func:`~jupyter_gpu.hub.core.user_row`) and as anybody else does
   (:func:`~jupyter_gpu.hub.core.private_row`, the privacy rule's one place). :meth:`ConsoleJoin.answer`
@@ -45,6 +48,7 @@ class _Row:
 
     sources: tuple[Received, ...]
     stale: bool
+    read: tuple[Any, ...]  # what the row read of the sample (:meth:`ConsoleJoin._read`)
     full: dict[str, Any]
     full_json: str
     private_json: str
@@ -68,6 +72,7 @@ class ConsoleJoin:
         system_user: str = "{name}",
         reserved: Mapping[str, Collection[str]] | None = None,
         runs: Mapping[str, Sequence[Reservation]] | None = None,
+        previous: ConsoleJoin | None = None,
     ) -> None:
         self.devices = devices
         self.history = history
@@ -76,6 +81,8 @@ class ConsoleJoin:
         self.runs = runs or {}
         self.truth = core.Truth.of(devices)
         self.rows: dict[str, _Row] = {}
+        if previous is not None and previous.system_user == system_user:
+            self.rows = dict(previous.rows)  # kept where what they read of the sample is unchanged
         self.rows_built = 0
         self._gpus: dict[str | None, str] = {}  # the viewer's account -> the GPUs' JSON for it
 
@@ -104,13 +111,27 @@ class ConsoleJoin:
                     continue  # a newer report came meanwhile: the next refresh builds this row
             row = self.rows.get(name)
             stale = any(board.stale(got, now) for got in sources)
-            if row is not None and not (stale or row.stale) and row.built_from(sources):
-                continue  # built already (an earlier refresh of this sample, or a request's meanwhile)
+            read = self._read(name, sources)
+            if row is not None and not (stale or row.stale) and row.built_from(sources) and row.read == read:
+                continue  # built already from the same reports and the same figures of the sample
             servers = [board.server(got, now, self.truth, self.system_user) for got in sources]
             full = core.user_row(name, servers, self.truth, self.system_user)
-            self.rows[name] = _Row(tuple(sources), stale, full, _json(full), _json(core.private_row(full)))
+            self.rows[name] = _Row(tuple(sources), stale, read, full, _json(full), _json(core.private_row(full)))
             self.rows_built += 1
             built += 1
+
+    def _read(self, name: str, sources: Sequence[Received]) -> tuple[Any, ...]:
+        """All that a user's row reads of the sample (:func:`jupyter_gpu.hub.core.user_row`): the
+        memory NVML shows the user's account holding, NVML's entries (GPU, owner, bytes) of every
+        PID the user's reports claim, and the host's GPU memory. Equal in two samples: the row is
+        the same (a new sample with the same figures builds nothing)."""
+        truth = self.truth
+        pids = sorted({pid for got in sources for pid in got.report.claimed_pids()})
+        return (
+            truth.total_memory,
+            tuple(sorted(truth.by_owner.get(core.account_of(name, self.system_user), {}).items())),
+            tuple((pid, tuple(truth.by_pid.get(pid, ()))) for pid in pids),
+        )
 
     def answer(self, viewer: str, role: str, extra: Mapping[str, Any] | None = None) -> str:
         """``api/console``'s JSON for ``viewer`` with ``role`` ("admin" or "read"), privacy applied

@@ -189,7 +189,8 @@ class HubService:
         join = self._joins.get(language)
         if join is None or join.devices is not devices or join.system_user != self.system_user:
             self._rows_built_before += join.rows_built if join is not None else 0
-            join = ConsoleJoin(devices, self.history.to_dict(), self.system_user, self.reserved, self.runs)
+            history, reserved, runs = self.history.to_dict(), self.reserved, self.runs
+            join = ConsoleJoin(devices, history, self.system_user, reserved, runs, previous=join)
             self._joins[language] = join
         return join
 
