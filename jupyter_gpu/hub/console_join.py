@@ -61,8 +61,10 @@ class _Row:
 class ConsoleJoin:
     """The console's join of one sample (``devices``), in the language it was built in.
 
-    ``rows_built`` counts the user rows joined so far (what caching saves is counted, not timed).
-    Not thread-safe: the service uses it on its event loop only.
+    ``previous``: the last sample's join in the same language (its rows' messages are in it),
+    whose rows are kept where what they read of the sample is unchanged. ``rows_built`` counts the
+    user rows joined so far (what the caching saves is counted, not timed). Not thread-safe: the
+    service uses it on its event loop only.
     """
 
     def __init__(
@@ -82,7 +84,7 @@ class ConsoleJoin:
         self.truth = core.Truth.of(devices)
         self.rows: dict[str, _Row] = {}
         if previous is not None and previous.system_user == system_user:
-            self.rows = dict(previous.rows)  # kept where what they read of the sample is unchanged
+            self.rows = dict(previous.rows)
         self.rows_built = 0
         self._gpus: dict[str | None, str] = {}  # the viewer's account -> the GPUs' JSON for it
 
