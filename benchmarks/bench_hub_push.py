@@ -10,7 +10,9 @@ accounting on and nobody looking, how often user servers' samplers wake and whos
    beside it the page's own clock (navigation start until its script had drawn the users:
    ``console_page.first_paint``'s ``page_clock``), without the harness's share, and the paint clock
    (navigation start until the frame that drew the 50th user's row was painted: ``paint_clock``,
-   the same measure for both trees, style, layout and paint included).
+   the same measure for both trees, style, layout and paint included), and the data clock
+   (navigation start until the page's last byte: its head goes out at once, the rest once the
+   service has joined the viewer's data: ``data_clock``).
    Each tree runs in its own child process (``PYTHONPATH`` = that tree first, this tree's
    ``tests/`` helpers): a tree whose service has ``board`` (the push) is given the 200 users'
    reports as its user servers push them (``hub_fake.report_of``, into ``HubService.board``); an
@@ -85,7 +87,10 @@ def paint_child(runs: int, wait_until: str = "load") -> None:
         push_reports(hub, service, loop)
     page_clock: list[float] = []
     paint_clock: list[float] = []
-    paints = first_paint(url, runs, page_clock=page_clock, wait_until=wait_until, paint_clock=paint_clock)
+    data_clock: list[float] = []
+    paints = first_paint(
+        url, runs, page_clock=page_clock, wait_until=wait_until, paint_clock=paint_clock, data_clock=data_clock
+    )
     answers = []  # api/console alone, as the page asks it (the service's part of the paint)
     for _ in range(runs):
         request = urllib.request.Request(url + "api/console", headers={"Authorization": "token admin-token"})
@@ -101,6 +106,7 @@ def paint_child(runs: int, wait_until: str = "load") -> None:
                 "runs": [round(t, 1) for t in paints],
                 "page_clock_ms": [round(t, 1) for t in page_clock],
                 "paint_clock_ms": [round(t, 1) for t in paint_clock],
+                "data_clock_ms": [round(t, 1) for t in data_clock],
                 "api_console_ms": [round(t, 1) for t in answers],
             }
         ),
@@ -124,6 +130,7 @@ def paint(tree: Path, runs: int, wait_until: str = "load") -> dict[str, Any]:
     answer["median_ms"] = round(statistics.median(answer["runs"]), 1)
     answer["page_clock_median_ms"] = round(statistics.median(answer["page_clock_ms"]), 1)
     answer["paint_clock_median_ms"] = round(statistics.median(answer["paint_clock_ms"]), 1)
+    answer["data_clock_median_ms"] = round(statistics.median(answer["data_clock_ms"]), 1)
     answer["api_console_median_ms"] = round(statistics.median(answer["api_console_ms"]), 1)
     return answer
 
@@ -131,10 +138,10 @@ def paint(tree: Path, runs: int, wait_until: str = "load") -> dict[str, Any]:
 def pooled(earlier: dict[str, Any], later: dict[str, Any]) -> dict[str, Any]:
     """Two rounds of one tree as one: the runs of both, the medians over all of them."""
     answer = dict(later)
-    for key in ("runs", "page_clock_ms", "paint_clock_ms", "api_console_ms"):
+    for key in ("runs", "page_clock_ms", "paint_clock_ms", "data_clock_ms", "api_console_ms"):
         answer[key] = earlier[key] + later[key]
     answer["median_ms"] = round(statistics.median(answer["runs"]), 1)
-    for clock in ("page_clock", "paint_clock", "api_console"):
+    for clock in ("page_clock", "paint_clock", "data_clock", "api_console"):
         answer[f"{clock}_median_ms"] = round(statistics.median(answer[f"{clock}_ms"]), 1)
     return answer
 
@@ -233,7 +240,7 @@ def main() -> None:
                     results[name] = pooled(results[name], answer) if name in results else answer
             if args.against:
                 results["ratio"] = round(results[str(args.against)]["median_ms"] / results["this tree"]["median_ms"], 1)
-                for clock in ("page_clock", "paint_clock"):
+                for clock in ("page_clock", "paint_clock", "data_clock"):
                     results[f"ratio_{clock}"] = round(
                         results[str(args.against)][f"{clock}_median_ms"] / results["this tree"][f"{clock}_median_ms"], 2
                     )

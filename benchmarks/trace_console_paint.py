@@ -4,10 +4,12 @@ as ``bench_hub_push.py`` pushes it).
 
     PYTHONPATH=. .venv/bin/python benchmarks/trace_console_paint.py [--tree /work/main] [--runs 5] [--timeline]
 
-Prints, per load, the page's navigation figures (``rendered``: the page clock; the paint entries) and,
-over ``--runs`` loads (a first one left out), the median of each kind of main-thread event: wall time
-(``dur``) and thread time (``tdur``, the CPU the thread had, which load changes less). ``--timeline``
-also prints the first counted load's main-thread events over 3 ms, in order, from navigation start.
+Prints, per load, the page's navigation figures (the response's first and last byte: the head is
+sent at once, the rest once the service has the viewer's data; ``rendered``: the page clock; the
+paint entries) and, over ``--runs`` loads (a first one left out), the median of each kind of
+main-thread event: wall time (``dur``) and thread time (``tdur``, the CPU the thread had, which load
+changes less). ``--timeline`` also prints the first counted load's main-thread events over 3 ms,
+in order, from navigation start.
 A diagnostic, not a benchmark: no hogs, nothing interleaved.
 """
 
@@ -63,7 +65,9 @@ def main() -> None:
             trace: Any = json.loads(browser.stop_tracing())
             figures = page.evaluate(
                 "({rendered: Number(document.body.dataset.rendered) - performance.timeOrigin,"
-                " paints: performance.getEntriesByType('paint').map(e => [e.name, Math.round(e.startTime)])})"
+                " paints: performance.getEntriesByType('paint').map(e => [e.name, Math.round(e.startTime)]),"
+                " response: ['responseStart', 'responseEnd'].map("
+                "k => Math.round(performance.getEntriesByType('navigation')[0][k]))})"
             )
             context.close()
             if run == 0:
@@ -77,7 +81,12 @@ def main() -> None:
             for name in EVENTS:
                 wall[name].append(sum(e.get("dur", 0) for e in timed if e["name"] == name) / 1000)
                 cpu[name].append(sum(e.get("tdur", 0) for e in timed if e["name"] == name) / 1000)
-            print(f"load {run}: rendered {figures['rendered']:.0f} ms, paints {figures['paints']}", flush=True)
+            first_byte, last_byte = figures["response"]  # the page's head, then its data (the service's join)
+            print(
+                f"load {run}: first byte {first_byte} ms, last byte {last_byte} ms, rendered"
+                f" {figures['rendered']:.0f} ms, paints {figures['paints']}",
+                flush=True,
+            )
             if args.timeline and run == 1:
                 for e in sorted(timed, key=lambda e: e["ts"]):
                     if e.get("dur", 0) > 3000 and e["name"] in EVENTS:

@@ -65,6 +65,7 @@ def first_paint(
     page_clock: list[float] | None = None,
     wait_until: str = "load",
     paint_clock: list[float] | None = None,
+    data_clock: list[float] | None = None,
 ) -> list[float]:
     """Milliseconds from navigation until the ``rows``-th row of each table in ``drawn`` is shown, in
     ``runs`` fresh browser contexts as the admin (a first run, which also starts the service's
@@ -97,6 +98,8 @@ def first_paint(
             for selector in drawn:
                 page.locator(selector).nth(rows - 1).wait_for(timeout=30_000)  # the CSP forbids eval
             times.append((time.perf_counter() - began) * 1000)
+            if data_clock is not None and len(times) > 1:
+                data_clock.append(page.evaluate("performance.getEntriesByType('navigation')[0].responseEnd"))
             if page_clock is not None and len(times) > 1:
                 page_clock.append(page.evaluate("Number(document.body.dataset.rendered) - performance.timeOrigin"))
             if paint_clock is not None and len(times) > 1:

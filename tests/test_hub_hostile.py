@@ -457,14 +457,11 @@ def test_a_bug_in_the_join_is_an_error_line_not_a_500(
     async def body() -> None:
         run = await start()
         people(run.hub, gpus)
-        real = core.console
 
-        def broken(devices: Any, *args: Any, **kwargs: Any) -> Any:
-            if devices is not None:
-                raise KeyError("surprise")
-            return real(devices, *args, **kwargs)
+        def broken(*args: Any, **kwargs: Any) -> Any:
+            raise KeyError("surprise")
 
-        monkeypatch.setattr(core, "console", broken)
+        monkeypatch.setattr(core, "user_row", broken)  # the join of one user's row (hub.console_join)
         data = await console(run)
         assert data["error"].startswith("the console could not be built (KeyError") and data["users"] == []
         assert "the console could not be built" in caplog.text

@@ -26,10 +26,10 @@ Strings are cut to one visible line (hidden characters replaced by ``core.text``
 bounded, kernel ids checked, lists capped; a server whose answer cannot be read gets an ``error``
 line.
 
-**Privacy rule** (the same as every other face): command lines and program names never leave the
-service (they are not even copied from the user servers' answers); a viewer who is not an admin
-gets other users' kernels without ``kernel_id`` and ``notebook`` (memory, state and idle time
-only). The viewer's own kernels keep theirs.
+**Privacy rule** (the same as every other face; :func:`private_row` is its one place): command
+lines and program names never leave the service (they are not even copied from the user servers'
+answers); a viewer who is not an admin gets other users' kernels without ``kernel_id`` and
+``notebook`` (memory, state and idle time only). The viewer's own kernels keep theirs.
 """
 
 from __future__ import annotations
@@ -326,8 +326,50 @@ def console(
     """
     admin = role == "admin"
     truth = Truth.of(devices)
-    series = {gpu["uuid"]: gpu for gpu in history.get("gpus", [])}
     me = account_of(viewer, system_user) if viewer else None
+    by_user: dict[str, list[UserServer]] = {}
+    for server in servers:
+        by_user.setdefault(server.user, []).append(server)
+    users = []
+    for name in sorted(by_user):
+        row = user_row(name, by_user[name], truth, system_user)
+        mine = name == viewer
+        if not (admin or mine):
+            row = private_row(row)
+        if mine:
+            row["runs"] = runs_text((runs or {}).get(account_of(name, system_user), ()), devices)
+        users.append(row)
+    return {
+        **console_head(devices, viewer, admin, warnings),
+        "gpus": gpu_entries(devices, history, reserved, me),
+        "users": users,
+    }
+
+
+def console_head(
+    devices: Snapshot | None, viewer: str, admin: bool, warnings: list[str] | None = None
+) -> dict[str, Any]:
+    """The answer's fields before ``gpus`` and ``users`` (:func:`console`), for ``viewer``."""
+    return {
+        "timestamp": devices.timestamp if devices is not None else None,
+        "viewer": viewer,
+        "admin": admin,
+        "simulated": devices.simulated if devices is not None else False,
+        "nvml_available": devices.nvml_available if devices is not None else False,
+        "error": devices.error if devices is not None else _("no GPU sample yet"),
+        "warnings": [*(devices.warnings if devices is not None else ()), *(warnings or ())],
+    }
+
+
+def gpu_entries(
+    devices: Snapshot | None,
+    history: dict[str, Any],
+    reserved: Mapping[str, Collection[str]] | None,
+    me: str | None,
+) -> list[dict[str, Any]]:
+    """The answer's ``gpus`` for the viewer whose account is ``me`` (the availability's words are
+    the viewer's: "in use by you", "reserved by another user", ...)."""
+    series = {gpu["uuid"]: gpu for gpu in history.get("gpus", [])}
     gpus = []
     for gpu in devices.gpus if devices is not None else ():
         past = series.get(gpu.uuid, {})
@@ -345,57 +387,55 @@ def console(
                 "history": {key: past.get(key, []) for key in ("t", "utilization", "memory")},
             }
         )
-    by_user: dict[str, list[UserServer]] = {}
+    return gpus
+
+
+def user_row(name: str, servers: Sequence[UserServer], truth: Truth, system_user: str = "{name}") -> dict[str, Any]:
+    """One user's row as an admin or that user sees it: every kernel with its id and notebook, the
+    server's URL, ``runs`` empty (only the viewer's own row lists runs, :func:`console`). The join
+    of this user's servers (their reports) with the service's sample (``truth``); the same for
+    every viewer, so it is built once per sample and report (:mod:`jupyter_gpu.hub.console_join`)
+    and :func:`private_row` makes what anybody else sees of it."""
+    account = account_of(name, system_user)
+    kernels: list[dict[str, Any]] = []
+    notes: list[str] = []
+    errors = []
     for server in servers:
-        by_user.setdefault(server.user, []).append(server)
-    users = []
-    for name in sorted(by_user):
-        mine = name == viewer
-        account = account_of(name, system_user)
-        kernels: list[dict[str, Any]] = []
-        notes: list[str] = []
-        errors = []
-        for server in by_user[name]:
-            problem = None if server.snapshot is None else snapshot_problem(server.snapshot)
-            if problem is not None:
-                errors.append(_("cannot read this server's GPU kernels: {problem}").format(problem=problem))
-            elif server.snapshot is not None:
-                kernels += user_kernels(server.snapshot, truth, account, notes)
-            if server.error:
-                errors.append(_text(server.error) or "")
-        if not (admin or mine):
-            for kernel in kernels:
-                kernel["kernel_id"] = None
-                kernel["notebook"] = None
-        total = dict(truth.by_owner.get(account, {}))
-        reported = sum(k["gpu_memory"] for k in kernels if k["memory_source"] == "report")
-        urls = [s.server_url for s in by_user[name] if s.server_url]
-        users.append(
-            {
-                "name": name,
-                "server_url": urls[0] if urls and (admin or mine) else None,
-                "error": "; ".join(errors) or None,
-                "warnings": notes,
-                "gpu_memory": sum(total.values()) + reported,
-                "memory_by_gpu": total,
-                "kernels": kernels,
-                "runs": _runs_text((runs or {}).get(account, ()), devices) if mine else [],
-            }
-        )
+        problem = None if server.snapshot is None else snapshot_problem(server.snapshot)
+        if problem is not None:
+            errors.append(_("cannot read this server's GPU kernels: {problem}").format(problem=problem))
+        elif server.snapshot is not None:
+            kernels += user_kernels(server.snapshot, truth, account, notes)
+        if server.error:
+            errors.append(_text(server.error) or "")
+    total = dict(truth.by_owner.get(account, {}))
+    reported = sum(k["gpu_memory"] for k in kernels if k["memory_source"] == "report")
+    urls = [s.server_url for s in servers if s.server_url]
     return {
-        "timestamp": devices.timestamp if devices is not None else None,
-        "viewer": viewer,
-        "admin": admin,
-        "simulated": devices.simulated if devices is not None else False,
-        "nvml_available": devices.nvml_available if devices is not None else False,
-        "error": devices.error if devices is not None else _("no GPU sample yet"),
-        "warnings": [*(devices.warnings if devices is not None else ()), *(warnings or ())],
-        "gpus": gpus,
-        "users": users,
+        "name": name,
+        "server_url": urls[0] if urls else None,
+        "error": "; ".join(errors) or None,
+        "warnings": notes,
+        "gpu_memory": sum(total.values()) + reported,
+        "memory_by_gpu": total,
+        "kernels": kernels,
+        "runs": [],
     }
 
 
-def _runs_text(runs: Sequence[Reservation], devices: Snapshot | None) -> list[str]:
+def private_row(row: dict[str, Any]) -> dict[str, Any]:
+    """**The privacy rule**, its one place: ``row`` (:func:`user_row`) as a viewer who is neither an
+    admin nor that user sees it: no server URL, every kernel without ``kernel_id`` and ``notebook``
+    (memory, state and idle time stay), no runs."""
+    return {
+        **row,
+        "server_url": None,
+        "kernels": [{**kernel, "kernel_id": None, "notebook": None} for kernel in row["kernels"]],
+        "runs": [],
+    }
+
+
+def runs_text(runs: Sequence[Reservation], devices: Snapshot | None) -> list[str]:
     """One account's runs as its user reads them: ``train.py (jupyter-gpu run), 2 h on GPU 1, 2``."""
     now = devices.timestamp if devices is not None else 0.0
     index = {gpu.uuid: str(gpu.index) for gpu in devices.gpus} if devices is not None else {}

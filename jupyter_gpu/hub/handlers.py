@@ -36,22 +36,10 @@ async def console_body(handler: ConsoleBase, role: str) -> str:
     try:
         if service.prometheus_url:
             data = await service.prometheus_console(viewer, role, handler.language())
-        else:
-            devices = await service.devices()
-            with handler.speaking():  # the console's words in this request's language
-                data = core.console(
-                    devices,
-                    service.history.to_dict(),
-                    service.servers(devices),
-                    viewer,
-                    role,
-                    service.system_user,
-                    reserved=service.reserved,
-                    runs=service.runs,
-                )
-            if role == "admin":  # how many reports were dropped since the start, by reason
-                data["reports_dropped"] = dict(service.board.dropped)
-        return json.dumps(data, allow_nan=False)
+            return json.dumps(data, allow_nan=False)
+        # The join of this sample, made once for every request (and ahead of them): the same
+        # answer as core.console's, its messages in the request's language.
+        return service.console_json(await service.devices(), viewer, role, handler.language())
     except Exception as error:  # a bug: logged, and the page says so instead of a 500
         log.exception("jupyter-gpu: the console could not be built")
         with handler.speaking():

@@ -79,14 +79,21 @@ _SCRIPT_LINK = b'<script src="static/console.js"></script>'
 _FIRST = b'<script id="jg-first" type="application/json">'
 _CATALOG = b'<script id="jg-i18n" type="application/json"></script>'
 _HTML_LANG = b'<html lang="en">'
-_SCRIPT_UNSAFE = {c: f"\\u{c:04x}" for c in (ord("<"), ord(">"), ord("&"), 0x2028, 0x2029)}
+_SCRIPT_UNSAFE = {c: f"\\u{ord(c):04x}" for c in ("<", ">", "&", "\u2028", "\u2029")}
 
 
 def script_json(text: str) -> str:
     """JSON text made safe as the content of an HTML ``<script type="application/json">`` element:
     ``<``, ``>``, ``&`` (and U+2028/U+2029) written as JSON escapes, so no ``</script>``, ``<!--``
-    or character reference can appear in it; ``JSON.parse`` reads back exactly the same value."""
-    return text.translate(_SCRIPT_UNSAFE)
+    or character reference can appear in it; ``JSON.parse`` reads back exactly the same value.
+
+    One ``str.replace`` per character present (the first data at 200 users is ~130 KB, usually
+    without any of them): ``str.translate`` looked up every character, ~9 ms per page on a loaded
+    machine. No escape contains one of the five, so the order of the replacements does not matter."""
+    for char, escaped in _SCRIPT_UNSAFE.items():
+        if char in text:
+            text = text.replace(char, escaped)
+    return text
 
 
 def _sha256(text: bytes) -> str:

@@ -279,40 +279,36 @@ class Board:
         }
 
     def servers(self, now: float, truth: Truth, system_user: str = "{name}") -> list[UserServer]:
-        """Every reporting server as the console's join reads it: a fresh report that tells no lie
+        """Every reporting server as the console's join reads it (:meth:`server`), by user and server."""
+        return [self.server(got, now, truth, system_user) for _key, got in sorted(self.latest.items())]
+
+    def server(self, got: Received, now: float, truth: Truth, system_user: str = "{name}") -> UserServer:
+        """One reporting server as the console's join reads it: a fresh report that tells no lie
         about another account's GPU process (checked against ``truth`` now, :func:`foreign_claims`;
         a lie is dropped and counted once), else the row's error (stale, lying)."""
-        found = []
-        for (user, _server), got in sorted(self.latest.items()):
-            if self.stale(got, now):
-                found.append(
-                    UserServer(
-                        user,
-                        None,
-                        None,
-                        _(
-                            "stale: no report from this server for {silent} s (servers report every {interval} s)"
-                        ).format(silent=f"{now - got.at:.0f}", interval=f"{self.interval_s:g}"),
-                    )
-                )
-                continue
-            lies = foreign_claims(got.report, truth, account_of(user, system_user))
-            if lies:
-                if not got.lied:
-                    got.lied = True
-                    self.drop("lying")
-                found.append(
-                    UserServer(
-                        user,
-                        None,
-                        None,
-                        ngettext(
-                            "this server's report claims {count} GPU process of another account: not believed",
-                            "this server's report claims {count} GPU processes of another account: not believed",
-                            len(lies),
-                        ).format(count=len(lies)),
-                    )
-                )
-                continue
-            found.append(UserServer(user, None, as_snapshot(got.report)))
-        return found
+        user = got.user
+        if self.stale(got, now):
+            return UserServer(
+                user,
+                None,
+                None,
+                _("stale: no report from this server for {silent} s (servers report every {interval} s)").format(
+                    silent=f"{now - got.at:.0f}", interval=f"{self.interval_s:g}"
+                ),
+            )
+        lies = foreign_claims(got.report, truth, account_of(user, system_user))
+        if lies:
+            if not got.lied:
+                got.lied = True
+                self.drop("lying")
+            return UserServer(
+                user,
+                None,
+                None,
+                ngettext(
+                    "this server's report claims {count} GPU process of another account: not believed",
+                    "this server's report claims {count} GPU processes of another account: not believed",
+                    len(lies),
+                ).format(count=len(lies)),
+            )
+        return UserServer(user, None, as_snapshot(got.report))

@@ -15,16 +15,18 @@ import asyncio
 import json
 import logging
 import time
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from ..core import gauges
+from ..core import gauges, i18n
 from ..core.availability import Reservation
 from ..core.history import GpuHistory
 from ..core.snapshot import Snapshot
 from ..sources.claims import reserved_accounts, runs_by_account
 from ..sources.sampler import Sampler
 from . import core
+from .console_join import ConsoleJoin
 from .prometheus_mode import PrometheusAsker
 from .reports import Board, Refused, Report
 from .usage import UsageAccountant
@@ -33,6 +35,8 @@ log = logging.getLogger("jupyter_gpu.hub")
 
 REPORT_INTERVAL_S = 5.0  # how often user servers report (told in every answer)
 FORGET_AFTER_INTERVALS = 720  # a server silent this long (an hour at 5 s) leaves the console
+CONSOLE_OPEN_S = 30.0  # a console asked this recently is open: each sample's join is built ahead of it
+JOIN_ROWS_PER_STEP = 20  # the join made ahead: the loop answers other requests every 20 user rows
 
 
 class HubService:
@@ -77,6 +81,10 @@ class HubService:
         self._parser = ThreadPoolExecutor(1, thread_name_prefix="jupyter-gpu-hub-json")
         self._waiter = ThreadPoolExecutor(1, thread_name_prefix="jupyter-gpu-hub-wait")
         self._waiting: asyncio.Future[Snapshot | None] | None = None  # devices(): the shared wait
+        self._joins: dict[str, ConsoleJoin] = {}  # language -> the console's join of the newest sample
+        self._console_asked: dict[str, float] = {}  # language -> when a console last asked (monotonic)
+        self._loop: asyncio.AbstractEventLoop | None = None  # the loop the console's requests run on
+        self._rows_built_before = 0  # user rows joined by the joins of earlier samples
         self.prometheus_url = prometheus_url.rstrip("/") if prometheus_url else None
         self.idle_after_s = idle_after_s
         self.host = gauges.host_label(host)  # the "host" label of jupyter_gpu_gpu_info
@@ -111,6 +119,12 @@ class HubService:
         if snapshot.nvml_available:  # who reserved which GPU, whose runs (claims): read here, off the event loop
             self.reserved = reserved_accounts(snapshot.gpus)
             self.runs = runs_by_account(snapshot.gpus)
+        loop, now = self._loop, time.monotonic()
+        if loop is not None and any(now - at < CONSOLE_OPEN_S for at in list(self._console_asked.values())):
+            try:  # the join of this sample, made on the loop before the console's next request asks
+                loop.call_soon_threadsafe(self._join_ahead, snapshot)
+            except RuntimeError:  # the loop is closed: the service is stopping
+                pass
         return snapshot
 
     async def devices(self) -> Snapshot | None:
@@ -148,6 +162,62 @@ class HubService:
             cached = (snapshot.timestamp, json.dumps(core.devices_answer(snapshot), allow_nan=False).encode())
             self._devices_body = cached
         return cached[1]
+
+    # -- the console
+
+    def console_json(self, devices: Snapshot | None, viewer: str, role: str, language: str) -> str:
+        """``api/console``'s JSON for ``viewer`` with ``role`` in ``language``, from the join of
+        ``devices`` (:class:`jupyter_gpu.hub.console_join.ConsoleJoin`): made once per sample and
+        language, each user's row again only when that user's reports changed, and ahead of the
+        requests while a console is open (asked in the last :data:`CONSOLE_OPEN_S` seconds). On
+        the event loop only."""
+        self._loop = asyncio.get_running_loop()
+        self._console_asked[language] = time.monotonic()
+        with i18n.language_forced(language):
+            join = self._join(devices, language)
+            join.refresh(self.board, time.time())
+            extra = {"reports_dropped": dict(self.board.dropped)} if role == "admin" else None
+            return join.answer(viewer, role, extra)
+
+    @property
+    def console_rows_built(self) -> int:
+        """User rows joined for the console so far (what the join per sample saves is counted)."""
+        return self._rows_built_before + sum(join.rows_built for join in self._joins.values())
+
+    def _join(self, devices: Snapshot | None, language: str) -> ConsoleJoin:
+        """``devices``' join in ``language`` (a new sample: a new, empty one)."""
+        join = self._joins.get(language)
+        if join is None or join.devices is not devices or join.system_user != self.system_user:
+            self._rows_built_before += join.rows_built if join is not None else 0
+            history, reserved, runs = self.history.to_dict(), self.reserved, self.runs
+            join = ConsoleJoin(devices, history, self.system_user, reserved, runs, previous=join)
+            self._joins[language] = join
+        return join
+
+    def _join_ahead(self, devices: Snapshot) -> None:
+        """The join of a new sample for each language an open console reads, made on the loop in
+        steps (:data:`JOIN_ROWS_PER_STEP` rows each), other requests answered between them."""
+        latest = self.sampler.latest
+        if latest is not None and latest is not devices and latest.timestamp > devices.timestamp:
+            return  # a newer sample came first
+        now = time.monotonic()
+        for language, at in list(self._console_asked.items()):
+            if now - at < CONSOLE_OPEN_S:
+                join = self._join(devices, language)
+                self._join_step(join, join.steps(self.board, time.time(), JOIN_ROWS_PER_STEP), language)
+
+    def _join_step(self, join: ConsoleJoin, steps: Iterator[None], language: str) -> None:
+        if self._joins.get(language) is not join:
+            return  # a newer sample's join replaced it
+        try:
+            with i18n.language_forced(language):
+                next(steps)
+        except StopIteration:
+            return
+        except Exception:  # a bug: the request joins again, and says so if it fails too
+            log.exception("jupyter-gpu: the console's join could not be made ahead")
+            return
+        asyncio.get_running_loop().call_soon(self._join_step, join, steps, language)
 
     # -- the user servers' reports
 
