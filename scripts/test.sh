@@ -3,7 +3,7 @@
 # and stylelint for the extension and the hub console), the extension's TypeScript unit tests, unit
 # and kernel tests, server tests, browser tests (Debian's chromium, installed here if missing), the Prometheus checks
 # (Debian's prometheus, installed here if missing when root) and the example
-# notebooks under nbval, in parallel workers. Extra arguments go to pytest.
+# notebooks under nbval, in two parallel workers. Extra arguments go to pytest.
 #   scripts/test.sh [-x -k sidebar ...]
 #   scripts/test.sh -m "not browser and not hub and not slow"     the quick loop (README: Development)
 set -euo pipefail
@@ -45,8 +45,8 @@ echo "==> JupyterLab's catalogs of the extension (jupyter_gpu/locale/*/lab.po ->
 .venv/bin/python -m jupyter_gpu.core.i18n >/dev/null
 echo "==> pytest"
 export PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1
-# One process by default: with two workers (JUPYTER_GPU_TEST_WORKERS=2; pytest-xdist, --dist
-# loadfile: a module's tests and a notebook's cells stay on one worker) the whole run takes about
-# 20 min instead of 36 on 2 cores, but every whole run so far still had one or two browser or
-# kernel-start waits fail under the workers' own load (benchmarks/README.md, issue 28).
-exec .venv/bin/python -m pytest -n "${JUPYTER_GPU_TEST_WORKERS:-0}" --dist loadfile --nbval tests example_notebooks "$@"
+# Two workers by default (pytest-xdist, --dist loadfile: a module's tests and a notebook's cells
+# stay on one worker): about 20 min on 2 cores instead of 33 in one process
+# (JUPYTER_GPU_TEST_WORKERS=0), and every wait is on the event itself, so the workers' own load
+# slows the run without failing it (benchmarks/README.md, issue 28).
+exec .venv/bin/python -m pytest -n "${JUPYTER_GPU_TEST_WORKERS:-2}" --dist loadfile --nbval tests example_notebooks "$@"
