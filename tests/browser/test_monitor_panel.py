@@ -67,7 +67,13 @@ def test_panel_renders_updates_and_escapes(lab: Any, page: Any, artifacts: Any, 
         s["gpus"][1]["processes"] = [{"pid": pid, "memory_mib": 40960}]
 
     lab.scenario.update(busy)
-    wait_until(lambda: "util 55 %" in rows.nth(1).inner_text(), what="the panel to update")
+    # Each of a card's widgets is its own comm message, applied one at a time: wait for the last one
+    # the kernel sets (the processes, with this kernel's mark), not the first (CI-like load showed
+    # the utilization applied while the process list was still in flight).
+    wait_until(
+        lambda: "util 55 %" in rows.nth(1).inner_text() and "this kernel" in rows.nth(1).inner_text(),
+        what="the panel to update, this kernel's process included",
+    )
     assert "40 GiB / 80 GiB" in rows.nth(1).inner_text()
     assert rows.nth(1).locator(".jupyter-gpu-own").first.is_visible()
     assert "this kernel" in rows.nth(1).inner_text()
