@@ -64,25 +64,36 @@ def manual(docstring: str) -> str:
     return docstring if translated == inspect.cleandoc(docstring) else translated
 
 
+#: The attribute that keeps a magic's docstring as written (English), the source of :func:`help_page`.
+SOURCE = "english_manual"
+
+
+def help_page(magic: Any) -> str:
+    """The help page (``%gpu_select?``) of one magic in the current language: its manual
+    (:func:`manual` of the docstring as written), and for a magic made with ``@magic_arguments()``
+    the usage line and the arguments' help under it, with translated headings, laid out by
+    :class:`MagicHelp` as IPython's ``construct_parser`` lays them out."""
+    source = getattr(magic, SOURCE, None) or magic.__doc__ or ""  # SOURCE: set by help_pages_in_language
+    parser = getattr(magic, "parser", None)
+    if parser is None or not getattr(magic, "has_arguments", False):
+        return manual(source) if source else source
+    parser.description = manual(source) if source else None
+    parser.formatter_class = MagicHelp
+    parser._positionals.title = _(POSITIONALS)
+    parser._optionals.title = _(OPTIONALS)
+    return str(parser.format_help())
+
+
 def help_pages_in_language(magics: MagicsClass) -> MagicsClass:
-    """Put the help page of every magic of a ``Magics`` class in the user's language (put this
-    decorator above ``@magics_class``): the docstring through :func:`manual`, and for a magic made with
-    ``@magic_arguments()`` the page rebuilt under it with translated section headings and
-    :class:`MagicHelp`, as IPython's ``construct_parser`` makes it."""
+    """Put the help page of every magic of a ``Magics`` class in the user's language
+    (:func:`help_page`; put this decorator above ``@magics_class``)."""
     names = {name for table in getattr(magics, "magics", {}).values() for name in table.values()}
     for name in sorted(names):
         magic = vars(magics).get(name)
         if magic is None:
             continue
-        parser = getattr(magic, "parser", None)
-        if parser is None or not getattr(magic, "has_arguments", False):
-            if magic.__doc__:
-                magic.__doc__ = manual(magic.__doc__)
-            continue
-        if parser.description:
-            parser.description = manual(parser.description)
-        parser.formatter_class = MagicHelp
-        parser._positionals.title = _(POSITIONALS)
-        parser._optionals.title = _(OPTIONALS)
-        magic.__doc__ = parser.format_help()
+        if not hasattr(magic, SOURCE):  # the docstring as written: IPython put the page there already
+            parser = getattr(magic, "parser", None)
+            setattr(magic, SOURCE, parser.description if parser is not None else magic.__doc__)
+        magic.__doc__ = help_page(magic)
     return magics
