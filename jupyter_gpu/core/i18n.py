@@ -293,6 +293,11 @@ def pgettext(context: str, message: str) -> str:
     return translator(lang).pgettext(context, message)
 
 
+#: The context of a magic's manual (its docstring, the long help of ``%gpu_select?``) in the catalogs:
+#: the docstring itself, :func:`inspect.cleandoc`-ed, is the message (``core.i18n_catalogs`` extracts it).
+HELP_PAGE = "help page"
+
+
 def N_(message: str) -> str:
     """Mark ``message`` for translation where it is defined; translate it with :func:`_` where shown."""
     return message

@@ -10,11 +10,15 @@ JupyterLab's ``trans.__``, ``trans._n``, ``trans._p``; the console's JavaScript 
 JupyterLab settings schema (``labextension/schema/*.json``) has no markers: the strings JupyterLab's
 server translates in it (:data:`SCHEMA_SELECTORS`, and the schema's own
 ``jupyter.lab.internationalization`` selectors) are its messages, each with the context Lab looks it
-up in (``schema``, ``settings``).
+up in (``schema``, ``settings``). A magic's docstring (a method decorated with ``@line_magic`` or
+``@cell_magic``: the manual ``%gpu_select?`` shows) is a message too, :func:`inspect.cleandoc`-ed, in
+the context :data:`jupyter_gpu.core.i18n.HELP_PAGE` (:func:`magic_manuals`).
 """
 
 from __future__ import annotations
 
+import ast
+import inspect
 import json
 import re
 from collections.abc import Iterator
@@ -23,7 +27,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from jupyter_gpu.core.i18n import LOCALE_DIR, placeholders
+from jupyter_gpu.core.i18n import HELP_PAGE, LOCALE_DIR, placeholders
 
 ROOT = LOCALE_DIR.parent.parent
 
@@ -54,6 +58,8 @@ FACES: dict[str, tuple[str, ...]] = {
 }
 
 PYTHON_KEYWORDS = {"_": None, "N_": None, "ngettext": (1, 2), "pgettext": ((1, "c"), 2)}
+#: The decorators that make a method a magic: its docstring is the magic's manual.
+MAGIC_DECORATORS = frozenset({"line_magic", "cell_magic", "line_cell_magic"})
 SCRIPT_KEYWORDS = {"__": None, "_n": (1, 2), "_p": ((1, "c"), 2)}
 #: Written into every header, so an update changes a file only where its messages changed.
 CATALOG_DATE = datetime(2026, 11, 27, tzinfo=timezone.utc)
@@ -125,6 +131,22 @@ def schema_strings(schema: dict[str, Any]) -> Iterator[tuple[str, str, str]]:
     yield from walk(schema, "")
 
 
+def magic_manuals(source: str) -> Iterator[tuple[int, str]]:
+    """``(line, manual)`` of every magic in a Python module: the :func:`inspect.cleandoc`-ed docstring of
+    each function decorated with one of :data:`MAGIC_DECORATORS` (``@line_magic``, ``@magics.line_magic``),
+    the text ``kernel.magics.arguments.help_pages_in_language`` looks up."""
+    for node in ast.walk(ast.parse(source)):
+        if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            continue
+        names = {
+            decorator.id if isinstance(decorator, ast.Name) else getattr(decorator, "attr", None)
+            for decorator in node.decorator_list
+        }
+        docstring = ast.get_docstring(node, clean=False)
+        if names & MAGIC_DECORATORS and docstring:
+            yield node.lineno, inspect.cleandoc(docstring)
+
+
 def extract(path: Path) -> Iterator[Marked]:
     """The marked strings of one source file (a settings schema's translated strings, :func:`schema_strings`)."""
     from babel.messages.extract import extract as babel_extract
@@ -145,6 +167,9 @@ def extract(path: Path) -> Iterator[Marked]:
             if isinstance(message, tuple):
                 message = (message[0], message[1])
             yield Marked(message, context, f"{path.relative_to(ROOT).as_posix()}:{line}")
+    if python:
+        for line, manual in magic_manuals(path.read_text(encoding="utf-8")):
+            yield Marked(manual, HELP_PAGE, f"{path.relative_to(ROOT).as_posix()}:{line}")
 
 
 def marked(face: str) -> list[Marked]:

@@ -10,8 +10,10 @@ from IPython.core.magic import Magics, line_magic, magics_class
 from ...core.i18n import _
 from ..restart_offer import offer_restart
 from ..session import PlanSession
+from .arguments import help_pages_in_language
 
 
+@help_pages_in_language
 @magics_class
 class GpuRestartMagics(Magics):
     """``%gpu_restart``: the restart offer (:mod:`jupyter_gpu.kernel.restart_offer`) for the plan of ``session``."""

@@ -8,8 +8,10 @@ from ...core.i18n import _
 from ...core.text import wrap
 from ...session.report import ORDER_NOTE, gpu_listing, jax_share, summary, threads_report
 from ..session import take_snapshot
+from .arguments import help_pages_in_language
 
 
+@help_pages_in_language
 @magics_class
 class GpuStatusMagics(Magics):
     """``%gpu_status``: what is in effect, read without changing anything."""
