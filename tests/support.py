@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import copy
 import functools
 import inspect
 import json
 import os
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -33,17 +32,6 @@ class ScenarioFile:
         data = copy.deepcopy(self.data)
         change(data)
         self.write(data)
-
-    @contextlib.contextmanager
-    def swapped(self, data: dict[str, Any]) -> Iterator[None]:
-        """``data`` in the file for the ``with`` block, the scenario before it restored afterwards
-        (a test of another machine on a server its module shares, instead of a server of its own)."""
-        before = copy.deepcopy(self.data)
-        self.write(data)
-        try:
-            yield
-        finally:
-            self.write(before)
 
 
 UNDER_LOAD_S = 120.0
