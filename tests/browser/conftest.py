@@ -141,6 +141,26 @@ class Lab:
     def snapshot(self) -> dict[str, Any]:
         return self.api("GET", "jupyter-gpu/snapshot")
 
+    def saved_layout(self, workspace: str) -> dict[str, Any]:
+        """The layout the server holds for ``workspace`` (``{}`` before the page first saved it)."""
+        try:
+            saved = self.api("GET", f"lab/api/workspaces/{workspace}")
+        except urllib.error.HTTPError:
+            return {}
+        layout = ((saved or {}).get("data") or {}).get("layout-restorer:data")
+        return layout if isinstance(layout, dict) else {}
+
+    def wait_for_saved_sidebar(self, workspace: str, sidebar_id: str) -> None:
+        """Wait until the server holds ``workspace``'s layout with ``sidebar_id`` the open tab of the
+        left area: the layout restorer saves a change on a debounce, so a reload before that loads
+        the layout before it. A workspace of its own per test (``lab/workspaces/NAME``) is the marker:
+        no other page's late save can land in it."""
+        wait_until(
+            lambda: (self.saved_layout(workspace).get("left") or {}).get("current") == sidebar_id,
+            what=f"workspace {workspace} saved with {sidebar_id} open",
+            interval_s=0.1,
+        )
+
     def write_notebook(self, path: str, sources: list[str]) -> None:
         """Create a notebook of code cells in the server's root directory (via the contents API)."""
         cells = [

@@ -10,6 +10,7 @@ import os
 import random
 import re
 import time
+import uuid
 from typing import Any
 
 import pytest
@@ -22,14 +23,15 @@ from jupyter_gpu import simulate
 pytestmark = pytest.mark.browser
 
 NOTEBOOK = "gpu_train.ipynb"
+SIDEBAR_ID = "jupyter-gpu-sidebar"  # the sidebar's widget id (labextension/src/tokens.ts), in the saved layout
 EVIL_NAME = '<img src=x onerror="window.__jupyterGpuXss=1">'
 
 
-def open_sidebar(lab: Any, page: Any, reset: bool = True, load: bool = True) -> Any:
-    """Load JupyterLab (unless ``load=False``), activate the GPU tab by clicking it, return the
-    sidebar locator."""
+def open_sidebar(lab: Any, page: Any, reset: bool = True, load: bool = True, path: str = "lab") -> Any:
+    """Load JupyterLab at ``path`` (unless ``load=False``), activate the GPU tab by clicking it,
+    return the sidebar locator."""
     if load:
-        lab.open(page, reset=reset)
+        lab.open(page, path=path, reset=reset)
     sidebar = page.locator("#jupyter-gpu-sidebar")
     if not sidebar.is_visible():
         page.locator('.jp-SideBar [title="GPU monitor"]').click()
@@ -54,8 +56,14 @@ def vary_load(lab: Any, seconds: int) -> None:
         time.sleep(1)
 
 
+def own_workspace() -> str:
+    """A workspace name of this test alone (see ``Lab.wait_for_saved_sidebar``)."""
+    return f"gpu-test-{uuid.uuid4().hex[:12]}"
+
+
 def test_sidebar_lists_every_gpu_and_is_restored_with_the_layout(lab, page, artifacts):
-    sidebar = open_sidebar(lab, page)
+    workspace = own_workspace()
+    sidebar = open_sidebar(lab, page, path=f"lab/workspaces/{workspace}")
     cards = sidebar.locator(".jp-GpuCard")
     cards.first.wait_for()
     assert cards.count() == 3
@@ -75,8 +83,8 @@ def test_sidebar_lists_every_gpu_and_is_restored_with_the_layout(lab, page, arti
     page.screenshot(path=str(artifacts / "sidebar-gpus.png"))
 
     # The panel comes back with the layout after a reload (ILayoutRestorer), without a click.
-    page.wait_for_timeout(1500)  # the layout is saved on a debounce
-    lab.open(page, reset=False)
+    lab.wait_for_saved_sidebar(workspace, SIDEBAR_ID)  # the layout is saved on a debounce
+    lab.open(page, path=f"lab/workspaces/{workspace}", reset=False)
     page.locator("#jupyter-gpu-sidebar .jp-GpuCard").first.wait_for(state="visible")
     assert not page.errors
 
@@ -262,7 +270,8 @@ def test_charts_open_with_the_servers_history_and_read_at_a_glance(lab, page, ar
     history = lab.api("GET", "jupyter-gpu/history")
     assert len(history["gpus"][0]["t"]) >= 10
     page_opened_at = time.time()
-    sidebar = open_sidebar(lab, page)
+    workspace = own_workspace()
+    sidebar = open_sidebar(lab, page, path=f"lab/workspaces/{workspace}")
     chart = card(sidebar, 0).locator(".jp-GpuHistory")
     chart.wait_for()
     oldest = page.evaluate("""() => {
@@ -284,8 +293,8 @@ def test_charts_open_with_the_servers_history_and_read_at_a_glance(lab, page, ar
     page.screenshot(path=str(artifacts / "sidebar-history.png"))
 
     # A reload loses nothing: the chart comes back just as full.
-    page.wait_for_timeout(1500)  # the layout (sidebar open) is saved on a debounce
-    lab.open(page, reset=False)
+    lab.wait_for_saved_sidebar(workspace, SIDEBAR_ID)  # the layout (sidebar open) is saved on a debounce
+    lab.open(page, path=f"lab/workspaces/{workspace}", reset=False)
     chart = page.locator('#jupyter-gpu-sidebar .jp-GpuCard[data-gpu-index="0"] path.jp-GpuHistory-utilization')
     chart.wait_for(state="attached")
     wait_until(lambda: (chart.get_attribute("d") or "").count("L") >= 10, what="a full chart after reload")
