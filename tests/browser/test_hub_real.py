@@ -813,7 +813,7 @@ def test_nvml_calls_stay_flat_with_1_2_and_5_user_servers_polled(hub: Hub) -> No
 
 # -- NVML calls per host with the five users' panels and terminals open (issue 22)
 
-PANEL_WINDOW_S = 10.0  # about 20 samples of the service per measurement: one more or less is 5 %
+PANEL_WINDOW_S = 10.0  # about 20 samples of the service per measurement: each one more or less is 5 %
 PANEL_STATE = (
     "import json\n"
     "from jupyter_gpu.panel import widget as _jg_widget\n"
@@ -932,7 +932,12 @@ def test_nvml_calls_stay_flat_with_five_users_panels_and_terminals(hub: Hub) -> 
         assert rates["service alone"] > 0, "the service made no NVML calls"
         for label, window in windows.items():
             assert set(window) == {service}, (label, described[label])  # nobody but the service read NVML
-            assert rates[label] <= 1.1 * rates["service alone"], figures
+            # Flat, not equal: the service's own rate moves with where a window's edges fall (one or
+            # two of ~20 samples; the reader's 5-second re-reads of names and power limits landing in
+            # it twice or three times): 28.2 against 31.2/s (+10.6 %) in a whole run, nobody but the
+            # service reading. So the bound is the servers-polled test's; eleven viewers that read
+            # NVML themselves would multiply the rate, not add a tenth.
+            assert rates[label] <= 1.25 * rates["service alone"], figures
 
 
 def _close_panels_and_terminals(
