@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 from console_page import USAGE_ROWS, USERS_ROWS, open_console
 from hub_service import crowd
+from support import wait_until
 
 pytestmark = pytest.mark.browser
 USERS = [f"user{n:03d}" for n in range(200)]
@@ -34,6 +35,16 @@ def test_200_users_are_paged_filtered_and_sorted(browser: Any, crowd_url: str) -
         assert users.count() == 50 and page.locator("#jg-users tbody tr").count() == 150  # 50 users, 2 kernels each
         assert page.locator("#jg-users-pages").text_content().count("users 1\u201350 of 200") == 1
         assert users.first.get_attribute("data-user") == "user000"
+        # Every row is laid out on the header's columns, and a row far below the screen is not
+        # drawn until it comes near (content-visibility: the first paint draws what can be seen).
+        header = column_edges(page.locator("#jg-users thead tr"))
+        assert column_edges(page.locator("#jg-users tbody tr").nth(1)) == header  # a kernel's row
+        assert column_edges(users.first)[:4] == header[:4]  # a user's: its last cell spans three
+        far = users.nth(49).locator("td").first
+        assert not drawn(far)
+        users.nth(49).scroll_into_view_if_needed()
+        wait_until(lambda: drawn(far), what="the 50th user's row drawn once scrolled to")
+        assert far.inner_text() == "user049" and column_edges(page.locator("#jg-users tbody tr").nth(148)) == header
         page.locator("#jg-users-pages button", has_text="next").click()
         assert users.first.get_attribute("data-user") == "user050"
         header = page.locator("#jg-users th[data-sort='gpu_memory']")
@@ -49,6 +60,16 @@ def test_200_users_are_paged_filtered_and_sorted(browser: Any, crowd_url: str) -
         assert page.errors == []
     finally:
         page.context.close()
+
+
+def column_edges(row: Any) -> list[int]:
+    """The left edges of a table row's cells, in CSS pixels."""
+    return row.evaluate("row => Array.from(row.children, cell => Math.round(cell.getBoundingClientRect().left))")
+
+
+def drawn(cell: Any) -> bool:
+    """Whether the browser renders ``cell`` now: false while its row is skipped as off screen."""
+    return cell.evaluate("cell => cell.checkVisibility({contentVisibilityAuto: true})")
 
 
 def test_gpu_cards_say_who_holds_them_and_chart_with_a_time_axis_and_a_legend(browser: Any, crowd_url: str) -> None:
