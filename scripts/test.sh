@@ -45,6 +45,11 @@ echo "==> JupyterLab's catalogs of the extension (jupyter_gpu/locale/*/lab.po ->
 .venv/bin/python -m jupyter_gpu.core.i18n >/dev/null
 echo "==> pytest"
 export PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1
+# Byte-compile the package and the tests' helpers once: the suite starts hundreds of kernels,
+# servers and command lines that import them, and where PYTHONDONTWRITEBYTECODE is set (as on this
+# project's machines) each of them would compile every module again (0.9 s of CPU a kernel with
+# jupyter_gpu loaded against 0.7 s; benchmarks/README.md).
+.venv/bin/python -m compileall -q jupyter_gpu tests >/dev/null
 # Two workers by default (pytest-xdist, --dist loadfile: a module's tests and a notebook's cells
 # stay on one worker): about 20 min on 2 cores instead of 33 in one process
 # (JUPYTER_GPU_TEST_WORKERS=0), and every wait is on the event itself, so the workers' own load
