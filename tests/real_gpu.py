@@ -1,10 +1,11 @@
 """The references the GPU check (tests/gpu/) compares jupyter_gpu with, read without jupyter_gpu.
 
 Importable as ``real_gpu``. ``nvidia-smi -q -x`` is NVIDIA's own reading of the driver; its XML
-element names follow NVIDIA's DTD (``nvsmi_device_v12.dtd``, shipped with the driver and named in
-the XML's DOCTYPE): ``product_name``, ``uuid``, ``pci/pci_bus_id``, ``fb_memory_usage/total|used``
-(``"81559 MiB"``), ``driver_version``, ``cuda_version``, ``mig_mode/current_mode``
-(``Enabled``/``Disabled``/``N/A``), ``fan_speed`` (``"30 %"`` or ``N/A``), ``clocks/sm_clock`` and
+element names follow NVIDIA's DTD (``nvsmi_device_v12.dtd``, ``nvsmi_device_v13.dtd`` from driver 580 on,
+shipped with the driver and named in the XML's DOCTYPE): ``product_name``, ``uuid``, ``pci/pci_bus_id``,
+``fb_memory_usage/total|used`` (``"81559 MiB"``), ``driver_version``, ``cuda_version``,
+``mig_mode/current_mig`` (``Enabled``/``Disabled``/``N/A``; as read from driver 580.159.04's output,
+docs/real-gpu.md), ``fan_speed`` (``"30 %"`` or ``N/A``), ``clocks/sm_clock`` and
 ``clocks/mem_clock`` (``"1980 MHz"``), ``ecc_errors/volatile/…`` and ``processes/process_info``
 with ``pid`` and ``used_memory``. Every value may be ``N/A`` or missing: the parser gives None then,
 so a check says what was missing instead of crashing.
@@ -64,6 +65,13 @@ def _text(node: ElementTree.Element | None, path: str) -> str | None:
     return None if text in ("", "N/A", "[N/A]", "Not Supported", "[Not Supported]") else text
 
 
+def _raw_text(node: ElementTree.Element, path: str) -> str | None:
+    """The element's text as nvidia-smi wrote it (``N/A`` kept); None only when it is missing, so a
+    check can tell "this GPU has no such mode" from "the reader looks for the wrong name"."""
+    found = node.find(path)
+    return None if found is None or found.text is None else found.text.strip()
+
+
 def _ecc_uncorrected(gpu: ElementTree.Element) -> int | None:
     """Volatile uncorrected ECC errors: the sum of the ``volatile`` counts NVIDIA names uncorrectable
     (``dram_uncorrectable``, ``sram_uncorrectable*``; older drivers: ``double_bit/total``)."""
@@ -100,7 +108,7 @@ def parse_smi(xml: str) -> Smi:
                 pci_bus_id=_text(gpu, "pci/pci_bus_id") or gpu.get("id"),
                 memory_total_mib=number(_text(gpu, "fb_memory_usage/total")),
                 memory_used_mib=number(_text(gpu, "fb_memory_usage/used")),
-                mig_mode=_text(gpu, "mig_mode/current_mode"),
+                mig_mode=_raw_text(gpu, "mig_mode/current_mig"),
                 fan_percent=number(_text(gpu, "fan_speed")),
                 clock_sm_mhz=number(_text(gpu, "clocks/sm_clock")),
                 clock_memory_mhz=number(_text(gpu, "clocks/mem_clock")),

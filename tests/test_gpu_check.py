@@ -152,7 +152,7 @@ SMI = """<?xml version="1.0" ?>
   <gpu id="00000000:18:00.0">
     <product_name>NVIDIA H100 80GB HBM3</product_name>
     <uuid>GPU-5b6d0e2c-0000-1111-2222-333344445555</uuid>
-    <mig_mode><current_mode>Disabled</current_mode><pending_mode>Disabled</pending_mode></mig_mode>
+    <mig_mode><current_mig>Disabled</current_mig><pending_mig>Disabled</pending_mig></mig_mode>
     <pci><pci_bus>18</pci_bus><pci_bus_id>00000000:18:00.0</pci_bus_id></pci>
     <fan_speed>N/A</fan_speed>
     <fb_memory_usage><total>81559 MiB</total><reserved>530 MiB</reserved><used>4412 MiB</used>
@@ -180,3 +180,17 @@ def test_nvidia_smi_xml_is_read_as_nvidia_names_it() -> None:
     assert gpu.ecc_uncorrected == 3  # sram secded 1 + dram 2; correctable ones are not counted
     assert gpu.processes == {4711: 3880}
     assert bus_id(gpu.pci_bus_id) == bus_id("0000:18:00.0") == "18:00.0"
+
+
+def test_a_real_h100s_nvidia_smi_xml_is_read_with_every_field_the_check_compares() -> None:
+    """``nvidia-smi -q -x`` as driver 580.159.04 wrote it on an H100 (the first real run,
+    docs/real-gpu.md; serial number zeroed). Its DTD names MIG mode ``mig_mode/current_mig``: the
+    reader once looked for ``current_mode``, read None, and the MIG comparison passed vacuously."""
+    smi = parse_smi((Path(__file__).parent / "golden" / "nvidia-smi-h100-driver-580.xml").read_text())
+    assert (smi.driver_version, smi.cuda_version) == ("580.159.04", "13.0")
+    (gpu,) = smi.gpus
+    assert (gpu.name, gpu.uuid) == ("NVIDIA H100 80GB HBM3", "GPU-8c046411-9720-eb21-5be5-da93f88ab6f5")
+    assert (gpu.memory_total_mib, gpu.memory_used_mib, gpu.mig_mode) == (81559, 0, "Disabled")
+    assert gpu.fan_percent is None  # "N/A": an SXM board has no fan of its own
+    assert (gpu.clock_sm_mhz, gpu.clock_memory_mhz, gpu.ecc_uncorrected) == (345, 2619, 0)
+    assert gpu.processes == {} and bus_id(gpu.pci_bus_id) == "00:06.0"

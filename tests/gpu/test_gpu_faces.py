@@ -162,7 +162,8 @@ def test_oom_explainer(kernel, check) -> None:
 
     total = nvml.snapshot().gpus[0].memory_total
     out, err = kernel.run(f"import torch\nx = torch.empty({int(total * 1.5)}, dtype=torch.uint8, device='cuda')")
-    text = out + err
+    # the traceback is the error message; the report is displayed under it (text/plain beside its buttons)
+    text = out + err + "".join(str(shown.get("text/plain", "")) for shown in kernel.displayed)
     assert "OutOfMemoryError" in text, text
     assert "ran out of GPU memory" in text, text
     gpu_line = next((line.strip() for line in text.splitlines() if re.match(r"\s*GPU 0 .*total", line)), None)

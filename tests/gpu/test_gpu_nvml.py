@@ -47,8 +47,9 @@ def test_snapshot_vs_nvidia_smi(check) -> None:
         tolerance = max(USED_TOLERANCE_MIB, 0.01 * total_mib)
         if ref.memory_used_mib is None or abs(used_mib - ref.memory_used_mib) > tolerance:
             problems.append(f"{where} memory used {used_mib:.0f} MiB vs {ref.memory_used_mib} MiB (±{tolerance:.0f})")
-        mig = {"Enabled": True, "Disabled": False}.get(ref.mig_mode or "", False)
-        if gpu.mig_mode != mig:
+        if ref.mig_mode is None:
+            problems.append(f"{where} nvidia-smi's XML has no mig_mode/current_mig")
+        elif gpu.mig_mode != (ref.mig_mode == "Enabled"):  # "Disabled", or "N/A" on a GPU without MIG
             problems.append(f"{where} MIG mode {gpu.mig_mode} vs {ref.mig_mode!r}")
         ours = {p.pid: (p.memory or 0) / MIB for p in gpu.processes}
         if set(ours) != set(ref.processes):
