@@ -517,3 +517,74 @@ def test_a_runs_processes_are_yours_named_from_its_claim_and_another_users_never
     report = oom.explain(oom.OutOfMemory("PyTorch", "torch", device=0), facts)
     assert f"your process PID 700 ({run}): 36 GiB" in report  # the run's worker adds up under it
     assert "carol: 20 GiB" in report and "forged" not in report
+
+
+# Real errors on an NVIDIA H100 80GB HBM3 (driver 580.159.04), PyTorch 2.11.0 and JAX 0.11.2, read
+# by the GPU check's session on 2026-11-27 (docs/real-gpu.md): their classes and messages as raised.
+REAL_TORCH_BEYOND_GPU = (
+    "CUDA out of memory. Tried to allocate 186.27 GiB. GPU 0 has a total capacity of 79.18 GiB of which 78.66 GiB "
+    "is free. Including non-PyTorch memory, this process has 518.00 MiB memory in use. Of the allocated memory 0 "
+    "bytes is allocated by PyTorch, and 0 bytes is reserved by PyTorch but unallocated. If reserved but unallocated "
+    "memory is large try setting PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True to avoid fragmentation.  See "
+    "documentation for Memory Management  (https://docs.pytorch.org/docs/stable/notes/cuda.html#optimizing-memory-"
+    "usage-with-pytorch-cuda-alloc-conf)"
+)
+REAL_TORCH_UNDER_FRACTION = (  # torch.cuda.set_per_process_memory_fraction(0.05), expandable segments
+    "CUDA out of memory. Tried to allocate 2.79 GiB. GPU 0 has a total capacity of 79.18 GiB of which 75.85 GiB is "
+    "free. Including non-PyTorch memory, this process has 3.32 GiB memory in use. 3.96 GiB allowed; Of the allocated "
+    "memory 2.79 GiB is allocated by PyTorch, and 18.98 MiB is reserved by PyTorch but unallocated. If reserved but "
+    "unallocated memory is large try setting PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True to avoid fragmentation."
+)
+REAL_JAX = (
+    "RESOURCE_EXHAUSTED: Out of memory while trying to allocate 7.45GiB with allocator GPU_0_bfc on device 0. "
+    "[executable_name='jit_broadcast_in_dim'] [tf-allocator-allocation-error='']"
+)
+
+
+def _raised_as(module: str, name: str, message: str) -> BaseException:
+    cls = type(name, (RuntimeError,), {"__module__": module})
+    return cls(message)
+
+
+@pytest.mark.parametrize(
+    ("module", "name", "message", "expected"),
+    [
+        ("torch", "OutOfMemoryError", REAL_TORCH_BEYOND_GPU, ("PyTorch", 0, 186.27 * GIB, 0, 0)),
+        (
+            "torch",
+            "OutOfMemoryError",
+            REAL_TORCH_UNDER_FRACTION,
+            ("PyTorch", 0, 2.79 * GIB, 2.79 * GIB, int(2.79 * GIB) + int(18.98 * MIB)),
+        ),
+        ("jax.errors", "JaxRuntimeError", REAL_JAX, ("JAX", 0, 7.45 * GIB, None, None)),
+    ],
+)
+def test_real_errors_of_pytorch_2_11_and_jax_0_11_are_read_with_their_device_and_figures(
+    module: str, name: str, message: str, expected: tuple[object, ...]
+) -> None:
+    found = oom.recognize(_raised_as(module, name, message))
+    assert found is not None
+    framework, device, requested, in_use, reserved = expected
+    assert (found.framework, found.device) == (framework, device)
+    assert found.requested_bytes == int(requested)  # type: ignore[call-overload]
+    assert found.in_use_bytes == (None if in_use is None else int(in_use))  # type: ignore[call-overload]
+    assert found.reserved_bytes == (None if reserved is None else int(reserved))  # type: ignore[call-overload]
+
+
+def test_an_allocation_larger_than_every_usable_gpu_is_told_so_and_offers_no_freeing() -> None:
+    """The real H100 error above asked for 186 GiB of an 80 GiB GPU: no step that frees, moves or
+    shuts down can make room, so the one next step is a smaller allocation, and no button is offered."""
+    found = oom.recognize(_raised_as("torch", "OutOfMemoryError", REAL_TORCH_BEYOND_GPU))
+    assert found is not None
+    gpus = [_gpu(0, 80, [(4711, 30, "me")]), _gpu(1, 80, [])]
+    facts = oom.Facts(gpus=gpus, own_pid=4711, own_user="me", device_gpus=(0,))
+    text = oom.explain(found, facts)
+    steps = text[text.index("Next steps:") :].splitlines()[1:]
+    assert steps == [
+        "  - it asked for 186.3 GiB in one allocation, more than the whole memory of any GPU this kernel may use "
+        "(GPU 0: 80 GiB): freeing memory cannot make room for it; make that allocation smaller (a smaller batch, "
+        "sequence or model, or split the tensor)"
+    ]
+    assert oom.next_actions(found, facts) == ()
+    smaller = replace(found, requested_bytes=60 * GIB)  # fits GPU 1: the usual steps come back
+    assert "more than the whole memory" not in oom.explain(smaller, facts)

@@ -70,6 +70,18 @@ def explain(oom: OutOfMemory, facts: Facts) -> str:
     for gpu in gpus[:4]:
         lines += _gpu_section(oom, gpu, facts, steps, several=len(gpus) > 1)
     steps += _elsewhere(oom, gpus, facts)
+    biggest = _larger_than_any_gpu(oom, gpus, facts)
+    if biggest is not None:
+        # freeing, shutting down or moving cannot make room: only a smaller allocation helps
+        steps = [
+            _(
+                "it asked for {size} in one allocation, more than the whole memory of any GPU this kernel "
+                "may use (GPU {index}: {total}): freeing memory cannot make room for it; make that "
+                "allocation smaller (a smaller batch, sequence or model, or split the tensor)"
+            ).format(
+                size=format_bytes(oom.requested_bytes), index=biggest.index, total=format_bytes(biggest.memory_total)
+            )
+        ]
     if not steps:
         steps.append(
             _(
@@ -80,6 +92,20 @@ def explain(oom: OutOfMemory, facts: Facts) -> str:
     lines.append(_("Next steps:"))
     lines += [f"  - {step}" for step in _unique(steps)]
     return "\n".join(lines)
+
+
+def _larger_than_any_gpu(oom: OutOfMemory, gpus: list[Any], facts: Facts) -> Any | None:
+    """The largest GPU this kernel may use, when one allocation asked for more than its whole memory
+    (a real PyTorch error on an 80 GiB H100 asked for 119.5 GiB: docs/real-gpu.md); else None."""
+    if not oom.requested_bytes or not gpus:
+        return None
+    usable = [
+        gpu
+        for gpu in facts.gpus
+        if gpu.error is None and gpu.memory_total and (facts.allowed is None or gpu.index in facts.allowed)
+    ]
+    biggest = max(usable + list(gpus), key=lambda gpu: gpu.memory_total or 0)
+    return biggest if biggest.memory_total and oom.requested_bytes > biggest.memory_total else None
 
 
 def _unique(items: list[str]) -> list[str]:
@@ -385,6 +411,8 @@ def next_actions(oom: OutOfMemory, facts: Facts) -> tuple[dict[str, Any], ...]:
     """
     actions: list[dict[str, Any]] = []
     gpus = _which_gpus(oom, facts)
+    if _larger_than_any_gpu(oom, gpus, facts) is not None:
+        return ()  # no button makes room for an allocation larger than every GPU
     cache = 0
     for gpu in gpus[:4]:
         cache += _freeable_cache(oom, *_framework_figures(oom, gpu, facts)) or 0

@@ -162,7 +162,14 @@ def _parse(framework: str, module: str, text: str) -> OutOfMemory:
             requested = int(match[1])
         elif match := _first(r"allocate (?:request for )?" + _SIZE, text):
             requested = _size(*match.groups())
-        if match := _first(r"device ordinal (\d+)", text) or _first(r"\bcuda:(\d+)", text):
+        # JAX 0.11 on a real GPU: "... allocate 186.26GiB with allocator GPU_0_bfc on device 0."
+        # (docs/real-gpu.md); older: "device ordinal 0", "cuda:0"
+        if (
+            match := _first(r"device ordinal (\d+)", text)
+            or _first(r"\bcuda:(\d+)", text)
+            or _first(r"\bon device (\d+)\b", text)
+            or _first(r"\bGPU_(\d+)_bfc\b", text)
+        ):
             device = int(match[1])
     if requested is None and (match := _first(r"\((\d+) bytes\)", text) or _first(r"allocate (\d+) bytes", text)):
         requested = int(match[1])
