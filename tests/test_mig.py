@@ -29,8 +29,10 @@ def test_nvml_mig_calls_answer_like_a_driver_in_mig_mode(scenario):
         assert pynvml.nvmlDeviceGetMigMode(parent) == [pynvml.NVML_DEVICE_MIG_ENABLE] * 2
         assert pynvml.nvmlDeviceGetMaxMigDeviceCount(parent) == 7
         assert pynvml.nvmlDeviceGetMaxMigDeviceCount(whole) == 0
-        with pytest.raises(pynvml.NVMLError_NotSupported):
-            pynvml.nvmlDeviceGetMigMode(whole)  # a GPU without mig_slices stands for one without MIG
+        # a GPU without mig_slices has MIG off, as a real H100 answered (docs/real-gpu.md)
+        assert pynvml.nvmlDeviceGetMigMode(whole) == [pynvml.NVML_DEVICE_MIG_DISABLE] * 2
+        with pytest.raises(pynvml.NVMLError_InvalidArgument):
+            pynvml.nvmlDeviceGetGpuInstanceId(whole)  # a whole GPU is no GPU instance (driver 580's answer)
         assert not pynvml.nvmlDeviceIsMigDeviceHandle(parent).value
         seen = []
         for position in range(3):
@@ -74,6 +76,26 @@ def test_nvml_mig_calls_answer_like_a_driver_in_mig_mode(scenario):
         assert pynvml.nvmlDeviceGetTemperature(parent, 0) == 44
         assert pynvml.nvmlDeviceGetMemoryInfo(parent, version=pynvml.nvmlMemory_v2).used == 34000 * MIB
         assert [p.gpuInstanceId for p in pynvml.nvmlDeviceGetComputeRunningProcesses(whole)] == [0xFFFFFFFF]
+    finally:
+        simulate.uninstall()
+    assert library.callback_errors == []
+
+
+def test_a_gpu_that_cannot_do_mig_answers_not_supported_and_reads_as_a_whole_gpu(scenario):
+    import pynvml
+
+    world = a100_mig_scenario()
+    world["gpus"][1]["unsupported"] = ["mig"]  # e.g. a V100 or an RTX card
+    scenario.write(world)
+    library = simulate.install(str(scenario.path))
+    try:
+        pynvml.nvmlInit()
+        whole = pynvml.nvmlDeviceGetHandleByIndex(1)
+        for call in (pynvml.nvmlDeviceGetMigMode, pynvml.nvmlDeviceGetMaxMigDeviceCount):
+            with pytest.raises(pynvml.NVMLError_NotSupported):
+                call(whole)
+        gpu = NvmlReader().snapshot().gpus[1]
+        assert (gpu.mig_mode, gpu.slices) == (False, ())
     finally:
         simulate.uninstall()
     assert library.callback_errors == []

@@ -640,19 +640,24 @@ class SimulatedNvmlLibrary(_BoardFigures):
         gpu, slice_, error = self._device(handle)
         if gpu is None:
             return error
-        if slice_ is not None or gpu.mig_slices is None:
-            return ERROR_NOT_SUPPORTED  # a GPU without mig_slices stands for one that cannot do MIG
-        self._write_uint(current, 1)  # NVML_DEVICE_MIG_ENABLE
-        self._write_uint(pending, 1)
+        if slice_ is not None or "mig" in gpu.unsupported:
+            return ERROR_NOT_SUPPORTED  # a MIG device, or a GPU that cannot do MIG
+        # MIG off: (0, 0), NVML_DEVICE_MIG_DISABLE, as an H100 with MIG off answered (driver
+        # 580.159.04, docs/real-gpu.md); on: NVML_DEVICE_MIG_ENABLE twice
+        enabled = int(gpu.mig_slices is not None)
+        self._write_uint(current, enabled)
+        self._write_uint(pending, enabled)
         return SUCCESS
 
     def _max_mig_count(self, handle: int, out: int) -> int:
         gpu, slice_, error = self._device(handle)
         if gpu is None:
             return error
-        if slice_ is not None:
+        if slice_ is not None or "mig" in gpu.unsupported:
             return ERROR_NOT_SUPPORTED
-        self._write_uint(out, 0 if gpu.mig_slices is None else MAX_MIG_SLICES)  # zero when MIG is off
+        self._write_uint(
+            out, 0 if gpu.mig_slices is None else MAX_MIG_SLICES
+        )  # zero when MIG is off (as the H100 answered)
         return SUCCESS
 
     def _mig_handle_by_index(self, handle: int, index: int, out: int) -> int:
@@ -690,7 +695,9 @@ class SimulatedNvmlLibrary(_BoardFigures):
             if gpu is None:
                 return error
             if slice_ is None:
-                return ERROR_NOT_SUPPORTED  # a whole GPU is no GPU/compute instance
+                # a whole GPU is no GPU/compute instance: driver 580.159.04 answers INVALID_ARGUMENT
+                # for an H100 with MIG off (docs/real-gpu.md)
+                return ERROR_INVALID_ARGUMENT
             self._write_uint(out, getattr(slice_, field_name))
             return SUCCESS
 

@@ -30,7 +30,8 @@ Scenario schema (every key optional; sizes in MiB, power in W)::
         "clock_sm_mhz": 1410, "clock_memory_mhz": 1593,
         "unsupported": [],             # of "utilization", "temperature", "power", "power_limit",
                                        # "fan_speed" (a passively cooled card), "ecc" (ECC mode
-                                       # off), "clocks": those calls answer NOT_SUPPORTED
+                                       # off), "clocks", "mig" (a GPU that cannot do MIG; without
+                                       # it MIG mode answers disabled): those calls answer NOT_SUPPORTED
         "fault": null | "lost",
         "motion": {                    # figures that move (see below); each key optional
           "loop_s": 900,               # repeat every 900 s (default: hold the last keyframe)
@@ -50,8 +51,10 @@ Scenario schema (every key optional; sizes in MiB, power in W)::
       }]
     }
 
-MIG (see docs/mig.md for the driver facts this follows): on a GPU with ``mig_slices``,
-``nvmlDeviceGetMigMode`` answers enabled, ``nvmlDeviceGetMaxMigDeviceCount`` 7, and
+MIG (see docs/mig.md for the driver facts this follows): on a GPU without ``mig_slices``,
+``nvmlDeviceGetMigMode`` answers disabled (current and pending) and ``nvmlDeviceGetMaxMigDeviceCount``
+0, as a real H100 with MIG off did (docs/real-gpu.md); NOT_SUPPORTED with ``"unsupported": ["mig"]``.
+On a GPU with ``mig_slices``, ``nvmlDeviceGetMigMode`` answers enabled, ``nvmlDeviceGetMaxMigDeviceCount`` 7, and
 ``nvmlDeviceGetMigDeviceHandleByIndex`` a handle per slice (NOT_FOUND past the last one). A MIG
 handle answers name, UUID, memory, processes (with their GPU/compute instance ids), its instance
 ids and its parent handle; utilization, temperature and power on it answer NOT_SUPPORTED, and so
@@ -120,7 +123,7 @@ from .presets import DEMO_STILL, demo_scenario, plausible_gpus
 
 ENV_VAR = SIMULATE_ENV_VAR
 
-UNSUPPORTABLE_FIELDS = {"utilization", "temperature", "power", "power_limit", "fan_speed", "ecc", "clocks"}
+UNSUPPORTABLE_FIELDS = {"utilization", "temperature", "power", "power_limit", "fan_speed", "ecc", "clocks", "mig"}
 
 
 # --------------------------------------------------------------------------------------------
