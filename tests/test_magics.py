@@ -388,12 +388,14 @@ def test_status_says_when_this_kernel_holds_more_than_its_limit(shell, clean, ca
     lines = capsys.readouterr().out.splitlines()
     flagged = [line.strip() for line in lines if line.strip().startswith("!")]
     assert flagged == [
-        "! this kernel holds 10 GiB on GPU 1, more than its %gpu_limit of 8 GiB: caps bind each framework's "
-        "allocator, not CUDA's own context, a second framework or code that ignores them"
+        "! this kernel holds 10 GiB on GPU 1, more than its %gpu_limit of 8 GiB plus 1 GiB for CUDA's own "
+        "context: caps bind each framework's allocator, not a second framework or code that ignores them"
     ]
     at = next(i for i, line in enumerate(lines) if line.strip().startswith("!"))
     assert "GPU 1 NVIDIA" in lines[at - 1]  # right under its GPU
-    clean.update(lambda data: data["gpus"][1].update(processes=[{"pid": os.getpid(), "memory_mib": 7 * 1024}]))
+    # JAX's 8 GiB pool under %gpu_limit 8GiB showed as 8.46 GiB in NVML on a real H100: the CUDA
+    # context, which no cap binds (docs/real-gpu.md). That kernel is within its limit.
+    clean.update(lambda data: data["gpus"][1].update(processes=[{"pid": os.getpid(), "memory_mib": 8663}]))
     shell.run_line_magic("gpu_status", "")
     assert "more than its %gpu_limit" not in capsys.readouterr().out
 

@@ -210,7 +210,7 @@ def test_the_chinese_manuals_keep_the_caveats() -> None:
     assert "需要硬隔离时，请使用MIG，或每个容器一块GPU" in limit
     assert "每个子进程有自己的上限，而不是分享内核的上限" in limit
     status = _tight(_page("gpu_status", "zh_CN"))
-    assert "上限只约束每个框架的分配器，不约束CUDA自身的上下文" in status
+    assert "上限只约束每个框架的分配器，不约束上下文" in status and "留给CUDA自身上下文的1GiB" in status
     free = _tight(_page("gpu_free", "zh_CN"))
     assert "TensorFlow从不把它的显存池还给驱动" in free
 

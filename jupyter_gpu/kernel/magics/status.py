@@ -25,9 +25,9 @@ class GpuStatusMagics(Magics):
         applied" only when the framework sees (or will see) what the plan says; otherwise "does
         NOT follow the plan" and why. For each visible GPU: memory used and
         free, utilization, and the memory NVML sees this kernel's process (PID) holding, with a
-        line starting ``!`` when that is more than the kernel's ``%gpu_limit`` on that GPU (the
-        cap binds each framework's allocator, not CUDA's own context, a second framework or code
-        that ignores it).
+        line starting ``!`` when that is more than the kernel's ``%gpu_limit`` on that GPU plus
+        1 GiB for CUDA's own context (the cap binds each framework's allocator, not the context,
+        a second framework or code that ignores it; the context took about 0.5 GiB on an H100).
 
         Example::
 
