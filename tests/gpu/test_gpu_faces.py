@@ -163,13 +163,35 @@ def test_oom_explainer(kernel, check) -> None:
     total = nvml.snapshot().gpus[0].memory_total
     out, err = kernel.run(f"import torch\nx = torch.empty({int(total * 1.5)}, dtype=torch.uint8, device='cuda')")
     # the traceback is the error message; the report is displayed under it (text/plain beside its buttons)
-    text = out + err + "".join(str(shown.get("text/plain", "")) for shown in kernel.displayed)
+    text = "\n".join([out, err, *(str(shown.get("text/plain", "")) for shown in kernel.displayed)])
     assert "OutOfMemoryError" in text, text
     assert "ran out of GPU memory" in text, text
     gpu_line = next((line.strip() for line in text.splitlines() if re.match(r"\s*GPU 0 .*total", line)), None)
     assert gpu_line, text
     assert f"{format_bytes(total)} total" in gpu_line, (gpu_line, format_bytes(total))
+    # 1.5 x the GPU in one allocation: no freeing can help, and the report says so
+    assert "more than the whole memory of any GPU" in text, text
     check.detail(gpu_line.strip())
+
+
+@pytest.mark.real_only(NOT_MODELLED)
+def test_oom_explainer_jax(kernel, check) -> None:
+    """A real JAX out-of-memory (growth, 1.5 x the GPU): recognised with its device, named as GPU 0."""
+    from jupyter_gpu.sources import nvml
+
+    total = nvml.snapshot().gpus[0].memory_total
+    kernel.run("%gpu_select 0 --growth")
+    # JAX dispatches asynchronously: `x = jnp.ones(...)` alone ended its cell without any error on the
+    # H100 (2026-11-27); block_until_ready() waits for the computation, and its error
+    out, err = kernel.run(
+        f"import jax.numpy as jnp\nx = jnp.ones(({int(total * 1.5) // 4},), dtype=jnp.float32).block_until_ready()"
+    )
+    text = "\n".join([out, err, *(str(shown.get("text/plain", "")) for shown in kernel.displayed)])
+    assert "RESOURCE_EXHAUSTED" in text, text
+    assert "jupyter_gpu: JAX cuda:0 ran out of GPU memory" in text, text
+    assert re.search(r"GPU 0 .*\(JAX cuda:0\): .* total", text), text
+    assert "more than the whole memory of any GPU" in text, text
+    check.detail(next(line for line in text.splitlines() if line.startswith("jupyter_gpu: JAX")))
 
 
 def test_doctor_json(check, tmp_path: Path) -> None:
