@@ -40,6 +40,10 @@ def test_200_users_are_paged_filtered_and_sorted(browser: Any, crowd_url: str) -
         header = column_edges(page.locator("#jg-users thead tr"))
         assert column_edges(page.locator("#jg-users tbody tr").nth(1)) == header  # a kernel's row
         assert column_edges(users.first)[:4] == header[:4]  # a user's: its last cell spans three
+        # a kernel's state: its execution state, then the mark of idle past the servers' threshold
+        # (it read "idle · idle": the two words mean different things)
+        state = page.locator("#jg-users tbody tr").nth(1).locator("td").nth(2)
+        assert state.inner_text() == "idle · over the idle limit"
         far = users.nth(49).locator("td").first
         assert not drawn(far)
         users.nth(49).scroll_into_view_if_needed()

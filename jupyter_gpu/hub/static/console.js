@@ -504,7 +504,11 @@ if (typeof document !== 'undefined') {
               el('td', kernel.notebook || (kernel.kernel_id ? kernel.kernel_id.slice(0, 8) : __('(hidden)')))
             );
             const state = STATES[kernel.execution_state] || kernel.execution_state || '?';
-            row.appendChild(el('td', kernel.idle ? fill(__('{state} · idle'), { state: state }) : state));
+            // the mark: idle past the user server's idle_threshold_s while holding GPU memory (not
+            // the execution state "idle", which any kernel between cells has: "idle · idle" said both)
+            row.appendChild(
+              el('td', kernel.idle ? fill(__('{state} · over the idle limit'), { state: state }) : state)
+            );
             row.appendChild(el('td', memoryText(kernel)));
             row.appendChild(el('td', format.formatDuration(kernel.idle_s)));
             row.appendChild(el('td', format.formatDuration(kernel.cull_in_s)));
