@@ -588,3 +588,32 @@ def test_an_allocation_larger_than_every_usable_gpu_is_told_so_and_offers_no_fre
     assert oom.next_actions(found, facts) == ()
     smaller = replace(found, requested_bytes=60 * GIB)  # fits GPU 1: the usual steps come back
     assert "more than the whole memory" not in oom.explain(smaller, facts)
+
+
+@pytest.mark.parametrize(
+    ("module", "name", "message"),
+    [
+        (
+            "tensorflow.python.framework.errors_impl",
+            "ResourceExhaustedError",
+            "OOM when allocating tensor with shape["
+            + ",".join(["99999999"] * 30)
+            + "] and type float on /device:GPU:0",
+        ),
+        ("torch", "OutOfMemoryError", "CUDA out of memory. Tried to allocate " + "9" * 40 + " GiB. GPU 0 has a total"),
+        (
+            "jax.errors",
+            "JaxRuntimeError",
+            "RESOURCE_EXHAUSTED: Out of memory while trying to allocate " + "9" * 300 + " bytes",
+        ),
+    ],
+)
+def test_a_size_no_device_could_have_is_read_as_unknown_not_printed_whole(module: str, name: str, message: str) -> None:
+    """A message can claim any size; above 8 PiB (more than any device, and past what every face
+    formats exactly) the figure is unknown, so the report's first line stays one short line."""
+    found = oom.recognize(_raised_as(module, name, message))
+    assert found is not None and found.requested_bytes is None
+    text = oom.explain(found, oom.Facts(gpus=[_gpu(0, 80, [])], own_pid=1, own_user="me", device_gpus=(0,)))
+    assert len(text.splitlines()[0]) < 80 and "more than the whole memory" not in text
+    real = oom.recognize(_raised_as("torch", "OutOfMemoryError", "CUDA out of memory. Tried to allocate 7000 TiB."))
+    assert real is not None and real.requested_bytes == 7000 * 1024 * GIB  # a real (if absurd) request stays

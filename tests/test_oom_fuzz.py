@@ -63,6 +63,9 @@ VOCABULARY = [
     "request for ",
     "device ordinal ",
     "cuda:",
+    "on device ",  # JAX 0.11 on a real GPU: "... with allocator GPU_0_bfc on device 0."
+    "GPU_",
+    "_bfc",
     " bytes)",
     "CUDA out of memory",
     "OOM when allocating",
@@ -76,6 +79,8 @@ PIECES = st.lists(st.tuples(st.sampled_from(VOCABULARY), st.integers(1, 6_000)),
 @example(framework="PyTorch", pieces=[("7", 20_000)])
 @example(framework="PyTorch", pieces=[("Tried to allocate ", 1), ("7", 10_000), (" ", 5_000), ("7", 5_000)])
 @example(framework="JAX", pieces=[("allocate ", 1), ("7.", 10_000)])
+@example(framework="JAX", pieces=[("on device ", 1), ("7", 10_000), ("_bfc", 1), ("GPU_", 1), ("7", 10_000)])
+@example(framework="JAX", pieces=[("GPU_", 3_000), ("on device ", 3_000)])
 @example(framework="TensorFlow", pieces=[("shape", 1), ("[", 1), ("7,", 10_000)])
 def test_the_recogniser_is_linear_on_messages_of_its_own_vocabulary(
     framework: str, pieces: list[tuple[str, int]]

@@ -131,6 +131,16 @@ def _classify(error: BaseException, text: str) -> tuple[str, str] | None:
     return None
 
 
+MAX_FIGURE_BYTES = 2**53
+"""The largest size read from a message (8 PiB): more than any device holds, and the most every face
+formats exactly (``core.units``). A message can say anything (a shape of 30 dimensions of 10**8, a
+user's own exception): a figure above this is not shown as a 230-digit number but as unknown."""
+
+
+def _plausible(figure: int | None) -> int | None:
+    return figure if figure is None or figure <= MAX_FIGURE_BYTES else None
+
+
 def _parse(framework: str, module: str, text: str) -> OutOfMemory:
     device = requested = in_use = reserved = None
     if module == "torch":
@@ -173,6 +183,7 @@ def _parse(framework: str, module: str, text: str) -> OutOfMemory:
             device = int(match[1])
     if requested is None and (match := _first(r"\((\d+) bytes\)", text) or _first(r"allocate (\d+) bytes", text)):
         requested = int(match[1])
+    requested, in_use, reserved = (_plausible(figure) for figure in (requested, in_use, reserved))
     first = text.strip().splitlines()[0] if text.strip() else ""
     summary = first if len(first) <= 160 else first[:157] + "…"
     return OutOfMemory(framework, module, device, requested, in_use, reserved, summary)
