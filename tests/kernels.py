@@ -60,6 +60,13 @@ class Kernel:
         self.client.get_shell_msg(timeout=10)
         return "".join(out), "".join(err)
 
+    def read(self, code: str, timeout: float = UNDER_LOAD_S) -> str:
+        """Run ``code``; return everything a user reads under the cell, as a frontend without
+        extensions shows it: stdout, stderr and the error, then each display's ``text/plain`` (the
+        out-of-memory report is displayed, not printed). :attr:`displayed` keeps the bundles."""
+        out, err = self.run(code, timeout)
+        return "\n".join([out, err, *(str(shown.get("text/plain", "")) for shown in self.displayed)])
+
     def value(self, expression: str) -> Any:
         out, err = self.run(f"print(json.dumps({expression}))")
         assert out, err

@@ -655,9 +655,8 @@ class SimulatedNvmlLibrary(_BoardFigures):
             return error
         if slice_ is not None or "mig" in gpu.unsupported:
             return ERROR_NOT_SUPPORTED
-        self._write_uint(
-            out, 0 if gpu.mig_slices is None else MAX_MIG_SLICES
-        )  # zero when MIG is off (as the H100 answered)
+        # zero when MIG is off, as the H100 answered (docs/real-gpu.md)
+        self._write_uint(out, 0 if gpu.mig_slices is None else MAX_MIG_SLICES)
         return SUCCESS
 
     def _mig_handle_by_index(self, handle: int, index: int, out: int) -> int:

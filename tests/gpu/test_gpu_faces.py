@@ -161,9 +161,8 @@ def test_oom_explainer(kernel, check) -> None:
     from jupyter_gpu.sources import nvml
 
     total = nvml.snapshot().gpus[0].memory_total
-    out, err = kernel.run(f"import torch\nx = torch.empty({int(total * 1.5)}, dtype=torch.uint8, device='cuda')")
     # the traceback is the error message; the report is displayed under it (text/plain beside its buttons)
-    text = "\n".join([out, err, *(str(shown.get("text/plain", "")) for shown in kernel.displayed)])
+    text = kernel.read(f"import torch\nx = torch.empty({int(total * 1.5)}, dtype=torch.uint8, device='cuda')")
     assert "OutOfMemoryError" in text, text
     assert "ran out of GPU memory" in text, text
     gpu_line = next((line.strip() for line in text.splitlines() if re.match(r"\s*GPU 0 .*total", line)), None)
@@ -183,10 +182,9 @@ def test_oom_explainer_jax(kernel, check) -> None:
     kernel.run("%gpu_select 0 --growth")
     # JAX dispatches asynchronously: `x = jnp.ones(...)` alone ended its cell without any error on the
     # H100 (2026-11-27); block_until_ready() waits for the computation, and its error
-    out, err = kernel.run(
+    text = kernel.read(
         f"import jax.numpy as jnp\nx = jnp.ones(({int(total * 1.5) // 4},), dtype=jnp.float32).block_until_ready()"
     )
-    text = "\n".join([out, err, *(str(shown.get("text/plain", "")) for shown in kernel.displayed)])
     assert "RESOURCE_EXHAUSTED" in text, text
     assert "jupyter_gpu: JAX cuda:0 ran out of GPU memory" in text, text
     assert re.search(r"GPU 0 .*\(JAX cuda:0\): .* total", text), text
