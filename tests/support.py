@@ -46,20 +46,35 @@ def flat(text: str) -> str:
     return " ".join(text.split())
 
 
+POLL_BACKOFF = 1.5
+"""How much longer each gap between two polls of :func:`wait_until` is than the one before."""
+
+MAX_POLL_INTERVAL_S = 0.25
+"""The longest gap between two polls of :func:`wait_until` (unless its ``interval_s`` is longer)."""
+
+
 def wait_until(
     condition: Callable[[], Any], timeout_s: float = UNDER_LOAD_S, what: str = "condition", interval_s: float = 0.02
 ) -> Any:
     """Poll ``condition`` until it returns something truthy and return that; fail after ``timeout_s``
     (by default :data:`UNDER_LOAD_S`: it returns at the event, so a long deadline costs nothing
-    while the thing awaited comes, and holds where it comes late on a loaded machine)."""
+    while the thing awaited comes, and holds where it comes late on a loaded machine).
+
+    The first gap is ``interval_s``; each next one is :data:`POLL_BACKOFF` times longer, up to
+    :data:`MAX_POLL_INTERVAL_S`. So what comes at once is seen at once, and a long wait (a cull, an
+    idle threshold, a server starting) costs four polls a second, not fifty: a poll that reads a
+    page or asks a server costs CPU there too, and at 50 Hz that was a fifth of a core for as long
+    as the wait lasted (benchmarks/README.md, "What a test's polling costs")."""
     deadline = time.monotonic() + timeout_s
+    gap = interval_s
     while True:
         value = condition()
         if value:
             return value
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {timeout_s} s waiting for {what}")
-        time.sleep(interval_s)
+        time.sleep(gap)
+        gap = min(gap * POLL_BACKOFF, max(interval_s, MAX_POLL_INTERVAL_S))
 
 
 # Run by a fresh, single-threaded interpreter: clone3(2) with set_tid asks the kernel for exactly

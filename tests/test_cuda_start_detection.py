@@ -28,9 +28,15 @@ print(before, again, isinstance(loads, int), visibility._loaded_objects() > load
 """
 
 
-def test_the_mapped_driver_is_seen_and_the_cached_answer_is_renewed_when_a_library_loads() -> None:
+def test_the_mapped_driver_is_seen_and_the_cached_answer_is_renewed_when_a_library_loads(tmp_path: Path) -> None:
     root = str(Path(jupyter_gpu.__file__).parent.parent)  # this tree's package, whatever is installed
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")]))}
+    temporary = tmp_path / "tmp"
+    temporary.mkdir()
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")])),
+        "TMPDIR": str(temporary),
+    }
     out = subprocess.run(
         [sys.executable, "-c", CHILD, str(Path(__file__).parent / "standin")],
         capture_output=True,
@@ -39,6 +45,8 @@ def test_the_mapped_driver_is_seen_and_the_cached_answer_is_renewed_when_a_libra
         env=env,
     ).stdout
     assert out.split() == ["False", "False", "True", "True", "True"], out
+    # The stand-in's copy of the library is gone once mapped: thousands of kernels leave no folders
+    assert list(temporary.iterdir()) == []
 
 
 def _call_from(module_name: str, function: str, inner: str = "") -> str:

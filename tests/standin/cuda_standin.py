@@ -74,7 +74,9 @@ def _nvml_gpus() -> list[tuple[int, str, str]]:
 
 def _load_driver_library() -> None:
     """Map a library named ``libcuda.so.1`` into the process, as the real driver is at ``cuInit``
-    (a copy of zlib: only its name in ``/proc/self/maps`` matters)."""
+    (a copy of zlib: only its name in ``/proc/self/maps`` matters). The copy's folder is removed at
+    once: the mapping outlives the file (its line then ends in " (deleted)"), and a kernel killed by
+    a signal leaves nothing behind in the temporary directory."""
     import ctypes
     import ctypes.util
     import shutil
@@ -83,11 +85,15 @@ def _load_driver_library() -> None:
     source = ctypes.util.find_library("z")
     directory = tempfile.mkdtemp(prefix="cuda-standin-")
     target = os.path.join(directory, "libcuda.so.1")
-    for folder in ("/lib/x86_64-linux-gnu", "/usr/lib/x86_64-linux-gnu", "/lib64", "/usr/lib64", "/lib", "/usr/lib"):
-        if source and os.path.exists(os.path.join(folder, source)):
-            shutil.copy(os.path.join(folder, source), target)
-            started["driver"] = ctypes.CDLL(target)
-            return
+    folders = ("/lib/x86_64-linux-gnu", "/usr/lib/x86_64-linux-gnu", "/lib64", "/usr/lib64", "/lib", "/usr/lib")
+    try:
+        for folder in folders:
+            if source and os.path.exists(os.path.join(folder, source)):
+                shutil.copy(os.path.join(folder, source), target)
+                started["driver"] = ctypes.CDLL(target)
+                return
+    finally:
+        shutil.rmtree(directory, ignore_errors=True)
 
 
 def cu_init() -> list[tuple[int, str, str]]:
