@@ -617,3 +617,36 @@ def test_a_size_no_device_could_have_is_read_as_unknown_not_printed_whole(module
     assert len(text.splitlines()[0]) < 80 and "more than the whole memory" not in text
     real = oom.recognize(_raised_as("torch", "OutOfMemoryError", "CUDA out of memory. Tried to allocate 7000 TiB."))
     assert real is not None and real.requested_bytes == 7000 * 1024 * GIB  # a real (if absurd) request stays
+
+
+TORCH_OOM = ("torch", "OutOfMemoryError")
+TF_OOM = ("tensorflow.python.framework.errors_impl", "ResourceExhaustedError")
+JAX_OOM = ("jaxlib.xla_extension", "XlaRuntimeError")
+MANY = "7" * 5000  # past the 4,300 digits Python converts to an int; a 400-digit GiB is float infinity
+
+
+@pytest.mark.parametrize(
+    ("error", "message", "device", "requested"),
+    [
+        (TORCH_OOM, f"CUDA out of memory. Tried to allocate {'7' * 400} GiB. GPU 1 has a total", 1, None),
+        (TORCH_OOM, f"CUDA out of memory. Tried to allocate 2.00 GiB. GPU {MANY} has a total", None, 2 * GIB),
+        (TF_OOM, f"OOM when allocating tensor with shape[2] and type float on /device:GPU:{MANY}", None, 8),
+        (TF_OOM, f"OOM when allocating tensor with shape[{MANY},2] and type float on /device:GPU:1", 1, None),
+        (TF_OOM, f"OOM when allocating ({MANY} bytes) on /device:GPU:1", 1, None),
+        (
+            JAX_OOM,
+            f"RESOURCE_EXHAUSTED: Out of memory while trying to allocate 100 bytes on device ordinal {MANY}",
+            None,
+            100,
+        ),
+        (JAX_OOM, f"RESOURCE_EXHAUSTED: Out of memory while trying to allocate {MANY} bytes on device 1.", 1, None),
+    ],
+)
+def test_a_number_too_long_to_be_real_is_unknown_and_the_error_still_recognised(
+    error: tuple[str, str], message: str, device: int | None, requested: int | None
+) -> None:
+    """Python refuses to turn more than 4,300 digits into an int, and float() makes a 400-digit size
+    infinite: each left the whole error unrecognised (no report at all). Only that figure is unknown."""
+    found = oom.recognize(_raised_as(*error, message))
+    assert found is not None
+    assert (found.device, found.requested_bytes) == (device, requested)

@@ -82,6 +82,7 @@ PIECES = st.lists(st.tuples(st.sampled_from(VOCABULARY), st.integers(1, 6_000)),
 @example(framework="JAX", pieces=[("on device ", 1), ("7", 10_000), ("_bfc", 1), ("GPU_", 1), ("7", 10_000)])
 @example(framework="JAX", pieces=[("GPU_", 3_000), ("on device ", 3_000)])
 @example(framework="TensorFlow", pieces=[("shape", 1), ("[", 1), ("7,", 10_000)])
+@example(framework="JAX", pieces=[("device ordinal ", 1), ("7", 4301)])  # found by hypothesis: int()'s digit limit
 def test_the_recogniser_is_linear_on_messages_of_its_own_vocabulary(
     framework: str, pieces: list[tuple[str, int]]
 ) -> None:

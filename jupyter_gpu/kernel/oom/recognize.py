@@ -95,8 +95,18 @@ _TYPE_MODULE: Any = vars(type)["__module__"]
 _TYPE_MRO: Any = vars(type)["__mro__"]
 
 
-def _size(number: str, unit: str) -> int:
-    return int(float(number) * _UNITS[unit.upper()])
+def _size(number: str, unit: str) -> int | None:
+    """``number`` ``unit`` in bytes; None above :data:`MAX_FIGURE_BYTES` (400 digits of GiB are
+    infinity as a float, and infinity is no integer)."""
+    value = float(number) * _UNITS[unit.upper()]
+    return int(value) if value <= MAX_FIGURE_BYTES else None
+
+
+def _whole(digits: str) -> int | None:
+    """A run of digits read from a message as a number (a device index, a byte count, a dimension);
+    None where it has more digits than :data:`MAX_FIGURE_BYTES`: no such figure is real, and Python
+    refuses to convert more than 4,300 digits, which would leave the whole error unrecognised."""
+    return int(digits) if len(digits) <= _MAX_DIGITS else None
 
 
 def _first(pattern: str, text: str) -> re.Match[str] | None:
@@ -137,6 +147,9 @@ formats exactly (``core.units``). A message can say anything (a shape of 30 dime
 user's own exception): a figure above this is not shown as a 230-digit number but as unknown."""
 
 
+_MAX_DIGITS = len(str(MAX_FIGURE_BYTES))
+
+
 def _plausible(figure: int | None) -> int | None:
     return figure if figure is None or figure <= MAX_FIGURE_BYTES else None
 
@@ -147,7 +160,7 @@ def _parse(framework: str, module: str, text: str) -> OutOfMemory:
         if match := _first(r"Tried to allocate " + _SIZE, text):
             requested = _size(*match.groups())
         if match := _first(r"\bGPU (\d+)\b", text):
-            device = int(match[1])
+            device = _whole(match[1])
         if (
             match := _first(r"memory " + _SIZE + r" is allocated by PyTorch", text)
             or _first(_SIZE + r" is allocated by PyTorch", text)
@@ -157,19 +170,21 @@ def _parse(framework: str, module: str, text: str) -> OutOfMemory:
         if match := _first(_SIZE + r" reserved in total by PyTorch", text):
             reserved = _size(*match.groups())
         elif in_use is not None and (match := _first(_SIZE + r" is reserved by PyTorch but unallocated", text)):
-            reserved = in_use + _size(*match.groups())
+            unallocated = _size(*match.groups())
+            reserved = None if unallocated is None else in_use + unallocated
     elif module == "tensorflow":
         if match := _first(r"device:GPU:(\d+)", text):
-            device = int(match[1])
+            device = _whole(match[1])
         if match := _first(r"shape\s*\[([0-9,\s]*)\]\s*and type (\w+)", text):
-            dims = [int(d) for d in match[1].replace(" ", "").split(",") if d]
-            if match[2].lower() in _DTYPE_BYTES and len(dims) <= 32:
+            digits = [d for d in match[1].replace(" ", "").split(",") if d]
+            dims = [dim for dim in map(_whole, digits) if dim is not None]
+            if match[2].lower() in _DTYPE_BYTES and len(dims) == len(digits) <= 32:
                 requested = math.prod(dims) * _DTYPE_BYTES[match[2].lower()]
         elif match := _first(r"\((\d+) bytes\)", text) or _first(r"allocate (\d+) bytes", text):
-            requested = int(match[1])
+            requested = _whole(match[1])
     elif module == "jax":
         if match := _first(r"allocate (?:request for )?(\d+) bytes", text) or _first(r"\((\d+)B\)", text):
-            requested = int(match[1])
+            requested = _whole(match[1])
         elif match := _first(r"allocate (?:request for )?" + _SIZE, text):
             requested = _size(*match.groups())
         # JAX 0.11 on a real GPU: "... allocate 186.26GiB with allocator GPU_0_bfc on device 0."
@@ -180,9 +195,9 @@ def _parse(framework: str, module: str, text: str) -> OutOfMemory:
             or _first(r"\bon device (\d+)\b", text)
             or _first(r"\bGPU_(\d+)_bfc\b", text)
         ):
-            device = int(match[1])
+            device = _whole(match[1])
     if requested is None and (match := _first(r"\((\d+) bytes\)", text) or _first(r"allocate (\d+) bytes", text)):
-        requested = int(match[1])
+        requested = _whole(match[1])
     requested, in_use, reserved = (_plausible(figure) for figure in (requested, in_use, reserved))
     first = text.strip().splitlines()[0] if text.strip() else ""
     summary = first if len(first) <= 160 else first[:157] + "…"
