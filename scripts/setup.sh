@@ -68,16 +68,17 @@ if [ "$extras" = test ] && command -v npm >/dev/null 2>&1; then
     echo "==> creating .venv-hub (users' servers for the JupyterHub test) from /usr/bin/python3"
     /usr/bin/python3 -m venv .venv-hub
   fi
-  # What the users' servers and kernels import (ipywidgets: %gpu_monitor panels in hub kernels).
+  # What the users' servers and kernels import (ipywidgets: %gpu_monitor panels in hub kernels;
+  # rfc3987: see the test extra in pyproject.toml, 2.6 s of CPU less for each server and the hub).
   # Installed when .venv-hub was just created or lacks one of them (an older .venv-hub had no
   # ipywidgets); the import test keeps reruns quick when nothing is missing.
   if [ -x .venv-hub/bin/python ] && ! .venv-hub/bin/python -c \
-       "import jupyterhub, jupyter_server, ipykernel, pynvml, psutil, prometheus_client, traitlets, ipywidgets" \
+       "import jupyterhub, jupyter_server, ipykernel, pynvml, psutil, prometheus_client, traitlets, ipywidgets, rfc3987" \
        2>/dev/null; then
     echo "==> installing the users' packages into .venv-hub (jupyterhub-singleuser, ipykernel, ipywidgets, ...)"
     .venv-hub/bin/python -m pip install --quiet "jupyterhub>=6,<7" "jupyter_server>=2.4" ipykernel \
       "nvidia-ml-py>=12.535" "psutil>=5.9" "prometheus_client>=0.17" "traitlets>=5.9" "ipywidgets>=8.0" \
-      2> >(grep -v "^WARNING: Location" >&2)
+      "rfc3987>=1.3" 2> >(grep -v "^WARNING: Location" >&2)
     chmod -R a+rX .venv-hub
   fi
 fi

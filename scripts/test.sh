@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Set everything up from a fresh clone and run the whole test suite: lint (ruff; eslint, prettier
-# and stylelint for the extension and the hub console), the extension's TypeScript unit tests, unit
-# and kernel tests, server tests, browser tests (Debian's chromium, installed here if missing), the Prometheus checks
-# (Debian's prometheus, installed here if missing when root) and the example
-# notebooks under nbval, in two parallel workers. Extra arguments go to pytest.
+# and stylelint for the extension and the hub console), the extension's TypeScript unit tests (these
+# two beside pytest), unit and kernel tests, server tests, browser tests (Debian's chromium,
+# installed here if missing), the Prometheus checks (Debian's prometheus, installed here if missing
+# when root) and the example notebooks under nbval, in two parallel workers. Extra arguments go to
+# pytest.
 #   scripts/test.sh [-x -k sidebar ...]
 #   scripts/test.sh -m "not browser and not hub and not slow"     the quick loop (README: Development)
 set -euo pipefail
@@ -32,17 +33,23 @@ echo "==> ruff"
 .venv/bin/ruff format --check .
 echo "==> mypy"
 .venv/bin/mypy
-echo "==> labextension lint and unit tests"
 # pip's build of the extension (scripts/setup.sh) leaves labextension/node_modules behind, but it
 # skips npm entirely when the shipped bundle already matches the sources: install from the lockfile
 # then, or when an older node_modules lacks the lint and test tools.
 if [ ! -x labextension/node_modules/.bin/eslint ] || [ ! -x labextension/node_modules/.bin/vitest ]; then
   (cd labextension && npm ci --no-audit --no-fund)
 fi
-(cd labextension && npm run --silent lint:check && npm test --silent)
 echo "==> JupyterLab's catalogs of the extension (jupyter_gpu/locale/*/lab.po -> jupyter_gpu.json)"
 # pip's build writes them too; this keeps them in step with a .po edited since (docs/i18n.md).
 .venv/bin/python -m jupyter_gpu.core.i18n >/dev/null
+# The extension's lint and unit tests (about 35 s of CPU) run beside pytest, whose workers wait on
+# kernels, servers and browsers for much of their time: their output comes after pytest's, and
+# either failing fails the command (benchmarks/README.md, "The quick loop").
+labextension_log=.venv/labextension-checks.log
+echo "==> labextension lint and unit tests, beside pytest (output: $labextension_log, shown after pytest)"
+(cd labextension && npm run --silent lint:check && npm test --silent) >"$labextension_log" 2>&1 &
+labextension_pid=$!
+trap 'kill "$labextension_pid" 2>/dev/null || true' EXIT
 echo "==> pytest"
 export PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1
 # Byte-compile the package and the tests' helpers once: the suite starts hundreds of kernels,
@@ -54,4 +61,16 @@ export PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1
 # stay on one worker): about 20 min on 2 cores instead of 33 in one process
 # (JUPYTER_GPU_TEST_WORKERS=0), and every wait is on the event itself, so the workers' own load
 # slows the run without failing it (benchmarks/README.md, issue 28).
-exec .venv/bin/python -m pytest -n "${JUPYTER_GPU_TEST_WORKERS:-2}" --dist loadfile --nbval tests example_notebooks "$@"
+status=0
+.venv/bin/python -m pytest -n "${JUPYTER_GPU_TEST_WORKERS:-2}" --dist loadfile --nbval tests example_notebooks "$@" \
+  || status=$?
+echo "==> labextension lint and unit tests (run beside pytest)"
+if wait "$labextension_pid"; then
+  grep -E "Test Files|Tests " "$labextension_log" || tail -n 5 "$labextension_log"
+else
+  cat "$labextension_log"
+  echo "==> failed: the extension's lint or unit tests (above)" >&2
+  [ "$status" -ne 0 ] || status=1
+fi
+trap - EXIT
+exit "$status"

@@ -23,6 +23,13 @@ from jupyter_gpu import simulate
 if TYPE_CHECKING:
     from IPython.core.interactiveshell import InteractiveShell
 
+# pytest keeps the test modules it rewrites (for its assert messages) in __pycache__, unless bytecode
+# is not to be written: where PYTHONDONTWRITEBYTECODE is set (as on this project's machines) each
+# worker rewrote all 250 modules again at every run, half its collection (16 s -> 7 s;
+# benchmarks/README.md, "The quick loop"). This process only: its kernels and servers still see the
+# variable.
+sys.dont_write_bytecode = False
+
 
 @pytest.fixture(autouse=True)
 def _no_ambient_simulation(monkeypatch: pytest.MonkeyPatch) -> None:

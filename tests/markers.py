@@ -4,14 +4,18 @@ a new test written like its neighbours is marked without a decorator
 
 - ``browser``: every test under ``tests/browser/``;
 - ``hub``: every test in a ``test_hub*.py`` module (the hub service, a real JupyterHub);
-- ``slow``: every ``frameworks`` test, and every test that starts a real kernel, Jupyter server or
-  Prometheus through the helpers of ``kernels``, ``support`` or ``live_processes``: in its own
-  code, the functions of its module it calls, or its fixtures' code (seconds each, more under load).
-  The packaging tests are marked ``slow`` by hand (``test_labextension_build.py``).
+- ``slow``: every ``frameworks`` test, and every test that starts a real kernel (a session of the
+  in-process server included), Jupyter server or Prometheus through the helpers of ``kernels``,
+  ``support`` or ``live_processes``, or a program
+  that imports a framework with the environment of ``standin_site.child_env`` (the doctor's probes,
+  a child that imports PyTorch or TensorFlow): in its own code, the functions of its module it
+  calls, or its fixtures' code (seconds each, more under load). The packaging tests are marked
+  ``slow`` by hand (``test_labextension_build.py``).
 """
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -22,13 +26,16 @@ TESTS = Path(__file__).parent
 
 # Names only those helpers have, matched even where a function imports them itself (``from support
 # import start_kernel`` in its body); ``start`` and ``attach`` only match as the helpers themselves.
-DISTINCT_HELPER_NAMES = frozenset({"start_kernel", "standin_kernel", "LiveServer", "start_prometheus"})
+DISTINCT_HELPER_NAMES = frozenset(
+    {"start_kernel", "standin_kernel", "LiveServer", "start_prometheus", "child_env", "start_session"}
+)
 
 
 def helpers_that_start_processes() -> tuple[object, ...]:
-    """What starts a real kernel, Jupyter server or Prometheus."""
+    """What starts a real kernel, Jupyter server or Prometheus, or a child that imports a framework."""
     import kernels
     import live_processes
+    import standin_site
     import support
 
     return (
@@ -37,8 +44,10 @@ def helpers_that_start_processes() -> tuple[object, ...]:
         kernels.standin_kernel,
         kernels.attach,
         support.start_kernel,
+        support.start_session,
         live_processes.LiveServer,
         live_processes.start_prometheus,
+        standin_site.child_env,
     )
 
 
@@ -47,6 +56,7 @@ def reaches(function: Any, helpers: tuple[object, ...], seen: set[int] | None = 
     directly, in a nested function, or through the functions of its own module it calls (``depth``
     levels)."""
     seen = set() if seen is None else seen
+    function = inspect.unwrap(function)  # the body of an ``@asynctest`` test, not its wrapper
     code = getattr(function, "__code__", None)
     if code is None or id(code) in seen or depth < 0:
         return False

@@ -6,6 +6,8 @@ parallel workers never remove it under each other."""
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -14,6 +16,8 @@ import kernels
 import markers
 import pytest
 from live_processes import LiveServer
+from standin_site import child_env
+from support import asynctest, start_session
 
 
 def _uses_a_kernel() -> None:
@@ -35,12 +39,29 @@ def _through_a_helper_of_its_module() -> None:
     _module_helper()
 
 
+def _runs_a_framework_child() -> None:
+    subprocess.run([sys.executable, "-c", "import torch"], env=child_env(None, "demo"))
+
+
+@asynctest
+async def _opens_a_session_of_the_in_process_server(jp_fetch: Any) -> None:
+    await start_session(jp_fetch)
+
+
 def _only_reads() -> None:
     print(Path(".").exists())
 
 
 @pytest.mark.parametrize(
-    "function", [_uses_a_kernel, _imports_its_helper, _through_a_helper_of_its_module], ids=lambda f: f.__name__
+    "function",
+    [
+        _uses_a_kernel,
+        _imports_its_helper,
+        _through_a_helper_of_its_module,
+        _runs_a_framework_child,
+        _opens_a_session_of_the_in_process_server,
+    ],
+    ids=lambda f: f.__name__,
 )
 def test_a_function_reaching_a_helper_that_starts_a_process_is_found(function: Any) -> None:
     assert markers.reaches(function, markers.helpers_that_start_processes())
