@@ -64,7 +64,7 @@ def wait_until(
     :data:`MAX_POLL_INTERVAL_S`. So what comes at once is seen at once, and a long wait (a cull, an
     idle threshold, a server starting) costs four polls a second, not fifty: a poll that reads a
     page or asks a server costs CPU there too, and at 50 Hz that was a fifth of a core for as long
-    as the wait lasted (benchmarks/README.md, "What a test's polling costs")."""
+    as the wait lasted (benchmarks/README.md, "A test's polling")."""
     deadline = time.monotonic() + timeout_s
     gap = interval_s
     while True:
