@@ -6,11 +6,10 @@ a new test written like its neighbours is marked without a decorator
 - ``hub``: every test in a ``test_hub*.py`` module (the hub service, a real JupyterHub);
 - ``slow``: every ``frameworks`` test, and every test that starts a real kernel (a session of the
   in-process server included), Jupyter server or Prometheus through the helpers of ``kernels``,
-  ``support`` or ``live_processes``, or a program
-  that imports a framework with the environment of ``standin_site.child_env`` (the doctor's probes,
-  a child that imports PyTorch or TensorFlow): in its own code, the functions of its module it
-  calls, or its fixtures' code (seconds each, more under load). The packaging tests are marked
-  ``slow`` by hand (``test_labextension_build.py``).
+  ``support`` or ``live_processes``, or a program that imports a framework with the environment of
+  ``standin_site.child_env`` (the doctor's probes, a child that imports PyTorch or TensorFlow): in
+  its own code, the functions of its module it calls, or its fixtures' code (seconds each, more
+  under load). The packaging tests are marked ``slow`` by hand (``test_labextension_build.py``).
 """
 
 from __future__ import annotations
