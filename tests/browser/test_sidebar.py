@@ -95,7 +95,17 @@ def test_status_bar_item_summarises_and_opens_the_sidebar(lab, page):
     item.wait_for()
     wait_until(lambda: item.inner_text() == "1/3 GPUs in use", what="status text")
     assert "1 of 3 GPUs in use" in item.get_attribute("title")
+    # Once restored, JupyterLab opens the Launcher and moves the focus there: on a loaded machine that
+    # came after the focus below and took the Enter (seen beside two CPU hogs). Focus after it.
+    wait_until(
+        lambda: page.evaluate("() => document.activeElement?.closest('.jp-Launcher') != null"),
+        what="JupyterLab to focus its Launcher",
+    )
     item.focus()
+    wait_until(
+        lambda: page.evaluate("() => document.activeElement?.classList.contains('jp-GpuStatus') === true"),
+        what="the status item to hold the focus",
+    )
     page.keyboard.press("Enter")  # keyboard-usable: it is a button
     page.locator("#jupyter-gpu-sidebar .jp-GpuCard").first.wait_for(state="visible")
 
