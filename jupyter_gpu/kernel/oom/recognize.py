@@ -96,10 +96,10 @@ _TYPE_MRO: Any = vars(type)["__mro__"]
 
 
 def _size(number: str, unit: str) -> int | None:
-    """``number`` ``unit`` in bytes; None above :data:`MAX_FIGURE_BYTES` (400 digits of GiB are
-    infinity as a float, and infinity is no integer)."""
+    """``number`` ``unit`` in bytes; None where that is infinite as a float (400 digits of GiB), which
+    no integer is. :func:`_plausible` bounds the rest."""
     value = float(number) * _UNITS[unit.upper()]
-    return int(value) if value <= MAX_FIGURE_BYTES else None
+    return int(value) if math.isfinite(value) else None
 
 
 def _whole(digits: str) -> int | None:
