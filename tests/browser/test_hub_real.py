@@ -212,24 +212,18 @@ def real_hub(artifacts: Path) -> Iterator[Hub]:
     """A real hub with the jupyter-gpu service, its log in ``artifacts/hub-real.log``; the system
     users are created when missing and those created are removed at the end (benchmarks use it too)."""
     created = [user for user in USERS if subprocess.run(["id", user], capture_output=True).returncode != 0]
-    spawned: list[psutil.Process] = []
     try:
         for user in created:
             subprocess.run(["useradd", "-m", user], check=True)
-        yield from _run_hub(artifacts, spawned)
+        yield from _run_hub(artifacts)
     finally:
-        _remove_users(created, spawned)
+        _remove_users(created)
 
 
-def _remove_users(created: list[str], spawned: list[psutil.Process]) -> None:
-    """``userdel -r`` the users this test created, once the processes the hub started are gone
-    (userdel refuses a user with running processes). Any straggler of ours is killed by PID
-    (psutil checks its start time, so a reused PID is never hit); users that existed before the
-    test are not touched. Another run of this test on the machine at the same time (same user
-    names) keeps processes of those users alive: their userdel fails and is reported, the others
-    are still removed."""
-    if not created:
-        return
+def _end_stragglers(spawned: list[psutil.Process]) -> None:
+    """Kill, by PID, what the hub started and left running (its proxy, its service, users' servers):
+    a hub that did not finish its shutdown in time leaves them behind, orphaned, whoever created
+    the users. psutil checks each process's start time, so a reused PID is never hit."""
     _, alive = psutil.wait_procs(spawned, timeout=20)
     for process in alive:
         try:
@@ -237,6 +231,16 @@ def _remove_users(created: list[str], spawned: list[psutil.Process]) -> None:
         except psutil.Error:
             pass
     psutil.wait_procs(alive, timeout=10)
+
+
+def _remove_users(created: list[str]) -> None:
+    """``userdel -r`` the users this test created, once the processes the hub started are gone
+    (userdel refuses a user with running processes; :func:`_end_stragglers` has run); users that
+    existed before the test are not touched. Another run of this test on the machine at the same
+    time (same user names) keeps processes of those users alive: their userdel fails and is
+    reported, the others are still removed."""
+    if not created:
+        return
     failed = []
     for user in created:  # every one tried, so one refusal leaves no other user behind
         result = subprocess.run(["userdel", "-r", user], capture_output=True, text=True)
@@ -245,7 +249,8 @@ def _remove_users(created: list[str], spawned: list[psutil.Process]) -> None:
     assert not failed, "; ".join(failed)
 
 
-def _run_hub(artifacts: Path, spawned: list[psutil.Process]) -> Iterator[Hub]:
+def _run_hub(artifacts: Path) -> Iterator[Hub]:
+    spawned: list[psutil.Process] = []
     root = Path("/tmp") / f"jupyter-gpu-hub-test-{os.getpid()}"
     root.mkdir(mode=0o755, exist_ok=True)
     scenario = root / "scenario.json"
@@ -315,6 +320,7 @@ def _run_hub(artifacts: Path, spawned: list[psutil.Process]) -> Iterator[Hub]:
             process.wait(30)
         except subprocess.TimeoutExpired:
             process.kill()
+        _end_stragglers(spawned)
         log.close()
         shutil.rmtree(root, ignore_errors=True)
 
