@@ -90,6 +90,13 @@ def apply_carried_plan_when_a_framework_is_imported() -> None:
             when_imported(name, _apply_carried_plan)
 
 
+def waits_to_apply_the_carried_plan() -> bool:
+    """Whether this interpreter's start-up registered the carried plan's hook (and no framework has
+    been imported since): what ``jupyter-gpu run`` asks a Python command's interpreter before it
+    says the caps will be applied (:func:`jupyter_gpu.session.child.plan_hook_in`)."""
+    return all(_apply_carried_plan in pending(name) for name in _FRAMEWORK_MODULES)
+
+
 def _apply_carried_plan(module: ModuleType) -> None:
     """Right after ``module`` (a framework) was imported: the plan's calls, as a kernel's hook makes them."""
     try:

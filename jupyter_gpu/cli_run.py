@@ -322,13 +322,16 @@ def run_command(args: argparse.Namespace, err: TextIO) -> int:
             env = child_environment(None)
             err.write(f"{NAME}: {_(NOTHING_ASKED)}\n")
         else:
-            from .session.child import caps_note, is_python_command
+            from .session.child import PLAN_VARIABLE, caps_note, is_python_command, plan_hook_in
             from .session.report import selection_report
 
             session = _session(changes, command)
             plan = _plan(args, session, changes, err)
             env = child_environment(plan)
-            note = caps_note(plan, command, is_python_command(executable), env)
+            python = is_python_command(executable)
+            # Only a cap needs the interpreter's start-up hook: asked then, and only then (one short start).
+            hook = plan_hook_in(command, executable, env) if python and PLAN_VARIABLE in env else None
+            note = caps_note(plan, command, python, env, hook)
             err.write(
                 selection_report(plan, caveats=True, children=note, reservations=session.last_reservations) + "\n"
             )

@@ -331,6 +331,91 @@ def test_a_script_started_by_a_shell_command_inherits_the_plans_caps(env: dict[s
     assert carried.plan.limits_bytes == {1: (4 * 1024**3,)}, carried
 
 
+def bare_python(folder: Path) -> Path:
+    """A virtual environment's python without jupyter_gpu (nor anything else) installed."""
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(folder)], check=True, timeout=60)
+    return folder / "bin" / "python"
+
+
+def test_a_python_without_jupyter_gpu_is_told_the_caps_cannot_reach_it(env: dict[str, str], tmp_path: Path) -> None:
+    # The common slip on a hub: jupyter-gpu from the server's environment, the program in a conda or
+    # venv python of its own. Saying "applied" there would be a cap the user trusts and nothing enforces.
+    python = bare_python(tmp_path / "venv")
+    done = run(["--select", "1", "--limit", "4GiB", "--", str(python), "-c", PRINT_ENV], env)
+    assert done.returncode == 0, done.stderr
+    said = flat(done.stderr)
+    assert (
+        f"The TensorFlow and PyTorch caps cannot be applied in python: its interpreter ({python}) does not run "
+        "jupyter_gpu's start-up hook" in said
+    )
+    assert "Install jupyter_gpu in that environment, or cap the frameworks in the program." in said
+    assert "caps are applied in" not in said
+    seen = json.loads(done.stdout)  # the environment part still reaches it
+    assert seen["CUDA_VISIBLE_DEVICES"] == "1" and "JUPYTER_GPU_PLAN" in seen
+
+
+def test_python_started_without_site_is_told_the_caps_cannot_reach_it(env: dict[str, str]) -> None:
+    done = run(["--select", "1", "--limit", "4GiB", "--", sys.executable, "-u", "-S", "-c", "pass"], env)
+    assert done.returncode == 0, done.stderr
+    assert "caps cannot be applied in" in flat(done.stderr) and "caps are applied in" not in flat(done.stderr)
+
+
+def test_a_scripts_interpreter_is_the_one_its_first_line_finds_on_the_commands_path(
+    env: dict[str, str], tmp_path: Path
+) -> None:
+    script = tmp_path / "train"
+    script.write_text("#!/usr/bin/env python\nprint('trained')\n")
+    script.chmod(0o755)
+    bare = bare_python(tmp_path / "venv")
+    for folder, applied in [(bare.parent, False), (Path(sys.executable).parent, True)]:
+        done = run(["--select", "1", "--limit", "4GiB", "--", str(script)], {**env, "PATH": f"{folder}:/usr/bin:/bin"})
+        assert done.returncode == 0 and done.stdout == "trained\n", done.stderr
+        said = flat(done.stderr)
+        assert ("The TensorFlow and PyTorch caps are applied in train when it imports them" in said) is applied, said
+        assert (f"its interpreter ({bare}) does not run" in said) is not applied, said
+
+
+def test_an_interpreter_that_cannot_be_asked_is_said_so_and_the_command_still_has_its_say(
+    env: dict[str, str], tmp_path: Path
+) -> None:
+    script = tmp_path / "train.py"
+    script.write_text("#!/opt/nowhere/python3\nprint('trained')\n")
+    script.chmod(0o755)
+    done = run(["--select", "1", "--limit", "4GiB", "--", str(script)], env)
+    said = flat(done.stderr)
+    assert (
+        "Could not tell whether train.py's interpreter (/opt/nowhere/python3) runs jupyter_gpu's start-up hook" in said
+    )
+    assert done.returncode == 2 and "cannot be started" in done.stderr  # as before: the system cannot start it
+
+
+def test_the_hook_is_not_asked_for_when_there_is_no_cap(env: dict[str, str], tmp_path: Path) -> None:
+    python = bare_python(tmp_path / "venv")
+    done = run(["--select", "1", "--growth", "--", str(python), "-c", "pass"], env)
+    assert done.returncode == 0 and "start-up hook" not in done.stderr, done.stderr
+
+
+@pytest.mark.parametrize(
+    "arguments, flags",
+    [
+        (["train.py", "-S"], []),
+        (["-u", "-S", "train.py"], ["-S"]),
+        (["-I", "-c", "pass", "-S"], ["-I"]),
+        (["-Su", "train.py"], ["-S"]),
+        (["-sc", "pass"], ["-s"]),
+        (["-W", "error", "-E", "train.py"], ["-E"]),
+        (["-Werror", "-I", "train.py"], ["-I"]),
+        (["-X", "dev", "-m", "pkg", "-S"], []),
+        (["-OO", "--", "-S"], []),
+        (["-", "-S"], []),
+    ],
+)
+def test_the_probe_is_started_with_the_commands_start_up_options(arguments: list[str], flags: list[str]) -> None:
+    from jupyter_gpu.session.child import _start_up_flags
+
+    assert _start_up_flags(arguments) == flags
+
+
 def test_python_is_told_by_name_or_by_its_first_line(tmp_path: Path) -> None:
     from jupyter_gpu.session.child import is_python_command
 
