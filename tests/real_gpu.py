@@ -155,6 +155,20 @@ def process_memory(pid: int) -> int | None:
         pynvml.nvmlShutdown()
 
 
+def total_memory() -> int:
+    """GPU 0's memory total, as jupyter_gpu's NVML reader gives it."""
+    from jupyter_gpu.sources import nvml
+
+    return nvml.snapshot().gpus[0].memory_total
+
+
+def uuid0() -> str:
+    """GPU 0's UUID, as jupyter_gpu's NVML reader gives it."""
+    from jupyter_gpu.sources import nvml
+
+    return nvml.snapshot().gpus[0].uuid
+
+
 def run_cli(*args: str, env: dict[str, str] | None = None, timeout: float = 180) -> subprocess.CompletedProcess[str]:
     """``jupyter-gpu ARGS`` as a child process (``python -m jupyter_gpu.cli``: no console script
     needed on the bare machine), with this process's environment (its PYTHONPATH holds the tree)."""

@@ -27,6 +27,7 @@ SIMULATED_PASSES = {
     "doctor_json",
     "snapshot_cost",
     "sampler_cpu",
+    "run_cap",
 }
 
 

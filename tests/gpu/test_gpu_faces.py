@@ -18,7 +18,7 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-from real_gpu import MIB, gib, process_memory, ran, run_cli
+from real_gpu import MIB, gib, process_memory, ran, run_cli, total_memory, uuid0
 
 pytestmark = pytest.mark.gpu
 
@@ -215,3 +215,95 @@ def test_doctor_json(check, tmp_path: Path) -> None:
     for framework in frameworks:
         assert framework["verdict"] == "follows", framework
     assert report["machine"]["gpus"], report["machine"]
+
+
+# The command ``jupyter-gpu run`` starts: PyTorch's cap as its allocator meets it (real: 3.5 GiB, then
+# 1 GiB more; simulated: the fraction the stand-in was given), then it holds its memory until the
+# file named by its argument appears, so NVML can be read meanwhile.
+RUN_CHILD_REAL = """
+import json, os, sys, time, torch
+x = torch.empty(int(3.5 * 2**30), dtype=torch.uint8, device="cuda")
+try:
+    y = torch.empty(2**30, dtype=torch.uint8, device="cuda")
+    refused = False
+except torch.cuda.OutOfMemoryError:
+    refused = True
+visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+print(json.dumps({"pid": os.getpid(), "refused": refused, "visible": visible}), flush=True)
+while not os.path.exists(sys.argv[1]):
+    time.sleep(0.05)
+"""
+RUN_CHILD_SIMULATED = """
+import json, os, sys, torch, cuda_standin
+torch.cuda.init()
+fractions = {str(k): v for k, v in cuda_standin.fractions.items()}
+visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+print(json.dumps({"pid": os.getpid(), "fractions": fractions, "visible": visible}), flush=True)
+"""
+RUN = [sys.executable, "-m", "jupyter_gpu.cli", "run"]
+RUN_CAP_CONTEXT = 1.5 * GIB  # NVML beyond PyTorch's pool: the CUDA context (tests/gpu/test_gpu_plan.py)
+
+
+def test_run_cap(check, tmp_path: Path) -> None:
+    """``jupyter-gpu run --select 0 --limit 4GiB -- python train.py``, twice: with jupyter_gpu's
+    start-up hook in the command's interpreter (``jupyter_gpu_plan.pth`` processed, as an installed
+    jupyter_gpu has it) the cap holds and run says so; without it (jupyter_gpu importable, the hook
+    not run: a python of another environment) run says the caps cannot be applied, and indeed the
+    allocation past the cap succeeds. What run prints and what the allocator does must agree."""
+    from standin_site import child_env, plan_site
+
+    script = tmp_path / "train.py"
+    script.write_text(RUN_CHILD_REAL if check.real else RUN_CHILD_SIMULATED)
+    total = total_memory()
+    seen = []
+    # Simulated: the development environment has jupyter_gpu installed, so every python of it runs the
+    # hook; a python without it is tests/test_cli_run.py's (a bare virtual environment, no PyTorch).
+    for hooked in (True, False) if check.real else (True,):
+        folder = tmp_path / ("hooked" if hooked else "bare")
+        if check.real:
+            env = dict(os.environ)
+            if hooked:
+                env["PYTHONPATH"] = os.pathsep.join([str(plan_site(folder, standin=False)), env.get("PYTHONPATH", "")])
+        else:
+            env = child_env(plan_site(folder), "1")
+        stop = tmp_path / f"stop-{hooked}"
+        process = subprocess.Popen(
+            [*RUN, "--select", "0", "--limit", "4GiB", "--", sys.executable, str(script), str(stop)],
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        try:
+            assert process.stdout is not None
+            line = process.stdout.readline()
+            held = process_memory(json.loads(line)["pid"]) if check.real and line else None
+            stop.touch()
+            _out, err = process.communicate(timeout=60)
+        finally:
+            process.kill()
+        assert line, f"the command printed nothing; run said: {err}"
+        child = json.loads(line)
+        said = " ".join(err.split())
+        assert process.returncode == 0, said
+        assert child["visible"] in ("0", uuid0()), child
+        if hooked:
+            assert "caps are applied in python" in said and "cannot be applied" not in said, said
+        else:
+            assert "caps cannot be applied in python" in said and "caps are applied in" not in said, said
+        if check.real:
+            assert held is not None, "NVML does not list the command's PID"
+            if hooked:
+                assert child["refused"], f"1 GiB past the 4 GiB cap was allocated; NVML: {gib(held)}"
+                assert 3.5 * GIB <= held <= 4 * GIB + RUN_CAP_CONTEXT, f"NVML shows the command holding {gib(held)}"
+            else:
+                assert not child["refused"], "refused past 4 GiB although run said the cap cannot be applied"
+                assert held >= 4.5 * GIB, f"NVML shows the command holding {gib(held)}"
+            outcome = "refused" if child["refused"] else "allowed"
+            seen.append(f"{'hook' if hooked else 'no hook'}: {outcome} 1 GiB past 4 GiB, NVML {gib(held)}")
+        else:
+            fractions = child["fractions"]
+            assert fractions == {"0": pytest.approx(4 * GIB / total, abs=0.001)}, fractions
+            seen.append(f"{'hook' if hooked else 'no hook'}: PyTorch fractions {fractions}")
+    check.detail("; ".join(seen) + ("; run said so both times" if check.real else "; run said so"))

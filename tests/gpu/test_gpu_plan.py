@@ -19,24 +19,12 @@ from __future__ import annotations
 import re
 
 import pytest
-from real_gpu import gib, process_memory, ran
+from real_gpu import gib, process_memory, ran, total_memory, uuid0
 
 pytestmark = pytest.mark.gpu
 
 GIB = 1024**3
 CONTEXT = 1.5 * GIB  # what NVML may show beyond the framework's pool: CUDA context, cuBLAS workspace
-
-
-def total_memory() -> int:
-    from jupyter_gpu.sources import nvml
-
-    return nvml.snapshot().gpus[0].memory_total
-
-
-def uuid0() -> str:
-    from jupyter_gpu.sources import nvml
-
-    return nvml.snapshot().gpus[0].uuid
 
 
 def magic(kernel, line: str) -> tuple[str, str]:
