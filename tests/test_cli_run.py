@@ -389,6 +389,27 @@ def test_an_interpreter_that_cannot_be_asked_is_said_so_and_the_command_still_ha
     assert done.returncode == 2 and "cannot be started" in done.stderr  # as before: the system cannot start it
 
 
+def test_an_environment_that_prints_at_start_does_not_confuse_the_question(env: dict[str, str], tmp_path: Path) -> None:
+    python = bare_python(tmp_path / "venv")
+    site_packages = next((tmp_path / "venv" / "lib").glob("python*/site-packages"))
+    (site_packages / "sitecustomize.py").write_text("print('welcome to the lab cluster')\n")
+    done = run(["--select", "1", "--limit", "4GiB", "--", str(python), "-c", "pass"], env)
+    assert done.returncode == 0, done.stderr
+    assert "caps cannot be applied in python: its interpreter" in flat(done.stderr)
+    assert done.stdout == "welcome to the lab cluster\n"  # the command's own start, not the question's
+
+
+def test_a_python_that_answers_nonsense_is_could_not_tell(env: dict[str, str], tmp_path: Path) -> None:
+    fake = tmp_path / "bin" / "python3"
+    fake.parent.mkdir()
+    fake.write_text("#!/bin/sh\necho 'Python is not installed; ask your administrator'\n")
+    fake.chmod(0o755)
+    done = run(["--select", "1", "--limit", "4GiB", "--", str(fake), "train.py"], env)
+    said = flat(done.stderr)
+    assert "Could not tell whether python3's interpreter" in said, said
+    assert "(it answered 'Python is not installed; ask your administrator')" in said, said
+
+
 def test_the_hook_is_not_asked_for_when_there_is_no_cap(env: dict[str, str], tmp_path: Path) -> None:
     python = bare_python(tmp_path / "venv")
     done = run(["--select", "1", "--growth", "--", str(python), "-c", "pass"], env)

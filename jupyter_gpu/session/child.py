@@ -54,7 +54,7 @@ _HOOK_PROBE = (
     "import sys\n"
     "s = sys.modules.get('jupyter_gpu._startup')\n"
     "ask = getattr(s, 'waits_to_apply_the_carried_plan', None)\n"
-    "sys.stdout.write('yes' if ask is not None and ask() else 'no')\n"
+    "sys.stdout.write('\\nyes\\n' if ask is not None and ask() else '\\nno\\n')\n"
 )
 
 
@@ -173,10 +173,14 @@ def plan_hook_in(command: Sequence[str], executable: str, env: Mapping[str, str]
         )
     except OSError as error:
         return HookAnswer(interpreter, None, error.strerror or str(error))
-    answer = done.stdout.strip()
+    # The last line: a sitecustomize or .pth of that environment may print before the answer.
+    answer = (done.stdout.strip().splitlines() or [""])[-1]
     if done.returncode == 0 and answer in ("yes", "no"):
         return HookAnswer(interpreter, answer == "yes")
-    said = (done.stderr.strip().splitlines() or [f"exit status {done.returncode}"])[-1]
+    if done.returncode != 0:
+        said = (done.stderr.strip().splitlines() or [f"exit status {done.returncode}"])[-1]
+    else:
+        said = _("it answered {answer!r}").format(answer=answer[:80])
     return HookAnswer(interpreter, None, said)
 
 
