@@ -444,6 +444,29 @@ def test_keras_with_another_backend_turning_growth_on_is_warned_once_and_the_adv
     assert "TF_FORCE_GPU_ALLOW_GROWTH=true makes it grow its memory, and the plan says growth off" in message
 
 
+def test_the_childrens_caveat_says_whether_this_kernels_python_has_the_start_up_hook(
+    shell, capsys, monkeypatch, tmp_path
+) -> None:
+    import site
+
+    shell.run_line_magic("gpu_limit", "8GiB")  # this venv has jupyter_gpu installed, its .pth included
+    installed = " ".join(capsys.readouterr().out.split())
+    assert "where their Python has jupyter_gpu installed (this kernel's has), the TensorFlow and PyTorch caps" in (
+        installed
+    )
+    # jupyter_gpu loaded from a folder of its own (PYTHONPATH, a checkout): no .pth in any site-packages
+    monkeypatch.setattr(site, "getsitepackages", lambda: [str(tmp_path)])
+    monkeypatch.setattr(site, "ENABLE_USER_SITE", False)
+    shell.find_magic("gpu_limit").__self__._caveats_shown = False  # the caveats in full, as in a new kernel
+    shell.run_line_magic("gpu_limit", "4GiB")
+    missing = " ".join(capsys.readouterr().out.split())
+    assert (
+        f"not the TensorFlow and PyTorch caps: this kernel's Python ({sys.executable}) has no jupyter_gpu start-up "
+        "hook (jupyter_gpu_plan.pth is in none of its site-packages" in missing
+    ), missing
+    assert "this kernel's has" not in missing
+
+
 def test_limit_caveats_are_printed_once_per_kernel_then_one_line(shell, capsys) -> None:
     shell.run_line_magic("gpu_limit", "8GiB")
     first = capsys.readouterr().out

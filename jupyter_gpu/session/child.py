@@ -236,6 +236,42 @@ def caps_note(
     ).format(name=name)
 
 
+PLAN_HOOK_FILE = "jupyter_gpu_plan.pth"
+"""The start-up hook's file, installed into site-packages with jupyter_gpu (pyproject.toml)."""
+
+
+def hook_installed_here() -> bool:
+    """Whether this interpreter runs jupyter_gpu's start-up hook when it starts: ``jupyter_gpu_plan.pth``
+    lies in one of its site-packages folders (the user's own included, where enabled) and ``site`` ran.
+    A kernel that loads jupyter_gpu from a folder of its own (``PYTHONPATH``, a checkout) has none, nor
+    then do the Python programs it starts with its interpreter. A few ``stat`` calls, nothing imported."""
+    import site
+    import sys
+
+    if sys.flags.no_site:
+        return False
+    folders = list(site.getsitepackages())
+    if site.ENABLE_USER_SITE:
+        folders.append(site.getusersitepackages())
+    return any(os.path.isfile(os.path.join(folder, PLAN_HOOK_FILE)) for folder in folders)
+
+
+def kernel_children_note() -> str | None:
+    """The kernel's caveat about the programs it starts when its own Python lacks the start-up hook
+    (:func:`hook_installed_here`); None when it has it (the report's usual caveat holds)."""
+    if hook_installed_here():
+        return None
+    import sys
+
+    return _(
+        "Python programs this kernel starts (!python, subprocess, spawn workers) inherit the GPU selection, growth "
+        "and JAX's share, not the TensorFlow and PyTorch caps: this kernel's Python ({python}) has no jupyter_gpu "
+        "start-up hook ({file} is in none of its site-packages: jupyter_gpu is loaded from a folder of its own), "
+        "and programs started with it have none either. Cap the frameworks in those programs, or install "
+        "jupyter_gpu in that environment. Other programs get the variables only."
+    ).format(python=display_text(sys.executable, _PATH_CHARS), file=PLAN_HOOK_FILE)
+
+
 def run_label(command: Sequence[str]) -> str:
     """What a run's claim calls it: the script a Python command runs (``python -u train.py`` ->
     ``train.py``, ``python -m pkg.train`` -> ``pkg.train``), else the program's name (``./train.sh``

@@ -39,9 +39,9 @@ ORDER_NOTE = N_(
 
 _CHILDREN = N_(
     "Python programs this kernel starts (!python, subprocess, spawn and DataLoader workers) inherit the GPU "
-    "selection, growth and JAX's share, and the TensorFlow and PyTorch caps through JUPYTER_GPU_PLAN when they "
-    "import the framework: a cap per process, not shared (two children capped at 4 GiB can take 8 GiB). "
-    "Other programs get the variables only."
+    "selection, growth and JAX's share, and, where their Python has jupyter_gpu installed (this kernel's has), "
+    "the TensorFlow and PyTorch caps through JUPYTER_GPU_PLAN when they import the framework: a cap per "
+    "process, not shared (two children capped at 4 GiB can take 8 GiB). Other programs get the variables only."
 )
 
 
@@ -224,7 +224,9 @@ def limit_report(plan: GpuPlan, caveats: bool = True, children: str | None = Non
     process, docs/children.md) take two long lines: the magics print them once per kernel
     (``caveats``), and a one-line reminder after that (``%gpu_limit?`` keeps the whole text).
     ``children`` replaces the second caveat where the plan is for another program (``jupyter-gpu
-    run``: what reaches its command). Lines wrapped to 100 columns (:func:`core.text.wrap`)."""
+    run``: what reaches its command) or the kernel's Python lacks jupyter_gpu's start-up hook
+    (:func:`jupyter_gpu.session.child.kernel_children_note`). Lines wrapped to 100 columns
+    (:func:`core.text.wrap`)."""
     from .. import frameworks
 
     if not plan.limits_bytes:

@@ -18,6 +18,7 @@ from traitlets import Bool, Float, Unicode, default, observe
 
 from ...core.i18n import _, set_language
 from ...session import defaults
+from ...session.child import kernel_children_note
 from ...session.report import auto_rechosen, gpu_listing, limit_report, selection_report, summary, threads_report
 from ..session import PlanSession, admin_ceiling, loosens_admin_ceiling, take_snapshot
 from ..wait import parse_duration, wait_and_select
@@ -298,7 +299,8 @@ class GpuMagics(Magics):
             plan = self.session.change("%gpu_select", **changes)
         if plan is not None:
             moved = auto_rechosen(before, plan)
-            report = selection_report(plan, self._caveats_once(plan), reservations=self.session.last_reservations)
+            caveats, children = self._caveats_once(plan), kernel_children_note()
+            report = selection_report(plan, caveats, children, self.session.last_reservations)
             print((f"{moved}\n" if moved else "") + report)
 
     @magic_arguments()
@@ -354,7 +356,7 @@ class GpuMagics(Magics):
 
         sizes = list(split_sizes(" ".join(parse(self.gpu_limit, line).sizes)))  # "4 GiB" is 4GiB
         if not sizes:
-            print(limit_report(current_plan(), self._caveats_once(current_plan())))
+            print(limit_report(current_plan(), self._caveats_once(current_plan()), kernel_children_note()))
             return
         if any(size.lower() == "off" for size in sizes):
             if len(sizes) > 1:
@@ -374,7 +376,7 @@ class GpuMagics(Magics):
             )
         plan = self.session.change("%gpu_limit", limits=tuple(sizes))
         if plan is not None:
-            print(limit_report(plan, self._caveats_once(plan)))
+            print(limit_report(plan, self._caveats_once(plan), kernel_children_note()))
 
     @magic_arguments()
     @argument("--intra", type=int, metavar="N", help=_("threads inside one operation (0: framework default)"))
