@@ -106,6 +106,7 @@ def test_server_attribution(check, tmp_path: Path) -> None:
             assert row["pid"] == pid and row["gpu_memory"] >= process["memory"], row
             held = gib(process["memory"])
             check.detail(f"PID {pid} -> kernel {kernel_id[:8]} check.ipynb, {held} (NVML {gib(nvml)})")
+            check.detail(_run_attribution(base, token, env, tmp_path))
         finally:
             kernel.client.stop_channels()
     finally:
@@ -115,6 +116,56 @@ def test_server_attribution(check, tmp_path: Path) -> None:
         except subprocess.TimeoutExpired:
             server.kill()
         log.close()
+
+
+# A script under ``jupyter-gpu run``: 1 GiB on the GPU, its PID on stdout, then it waits for the file
+# named by its argument.
+HOLDER = """
+import os, sys, time, torch
+x = torch.empty(2**30, dtype=torch.uint8, device="cuda")
+print(os.getpid(), flush=True)
+while not os.path.exists(sys.argv[1]):
+    time.sleep(0.05)
+"""
+RUN = [sys.executable, "-m", "jupyter_gpu.cli", "run"]
+
+
+def _run_attribution(base: str, token: str, env: dict[str, str], tmp_path: Path) -> str:
+    """``jupyter-gpu run --select 0 -- python holder.py`` beside the server: the snapshot marks the
+    command's real PID as this user's run, labelled with its script, from the run's claim."""
+    holder, stop = tmp_path / "holder.py", tmp_path / "stop-holder"
+    holder.write_text(HOLDER)
+    run = subprocess.Popen(
+        [*RUN, "--select", "0", "--", sys.executable, str(holder), str(stop)],
+        env=env,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert run.stdout is not None
+        line = run.stdout.readline()
+        assert line.strip().isdigit(), (
+            f"the run's command printed {line!r}; run said: {run.stderr.read() if run.stderr else ''}"
+        )
+        pid = int(line)
+        deadline = time.monotonic() + 30
+        while True:
+            answer = http_json(f"{base}/jupyter-gpu/snapshot", token)
+            found = [p for g in answer["gpus"] for p in g["processes"] if p["pid"] == pid]
+            if (found and found[0].get("run")) or time.monotonic() > deadline:
+                break
+            time.sleep(1)
+        assert found, f"the run's PID {pid} is not among the answer's processes"
+        assert (found[0].get("run") or {}).get("label") == "holder.py", found[0]
+        return f"run PID {pid} -> run holder.py, {gib(found[0].get('memory'))}"
+    finally:
+        stop.touch()
+        try:
+            run.communicate(timeout=60)
+        finally:
+            run.kill()
 
 
 @pytest.mark.real_only(NOT_MODELLED)
@@ -240,7 +291,6 @@ fractions = {str(k): v for k, v in cuda_standin.fractions.items()}
 visible = os.environ.get("CUDA_VISIBLE_DEVICES")
 print(json.dumps({"pid": os.getpid(), "fractions": fractions, "visible": visible}), flush=True)
 """
-RUN = [sys.executable, "-m", "jupyter_gpu.cli", "run"]
 RUN_CAP_CONTEXT = 1.5 * GIB  # NVML beyond PyTorch's pool: the CUDA context (tests/gpu/test_gpu_plan.py)
 
 
