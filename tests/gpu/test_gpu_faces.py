@@ -89,13 +89,7 @@ def test_server_attribution(check, tmp_path: Path) -> None:
                 kernel, "import os, torch\nx = torch.empty(2**30, dtype=torch.uint8, device='cuda')\nprint(os.getpid())"
             )
             pid = int(out.split()[-1])
-            deadline = time.monotonic() + 30
-            while True:
-                answer = http_json(f"{base}/jupyter-gpu/snapshot", token)
-                found = [p for g in answer["gpus"] for p in g["processes"] if p["pid"] == pid]
-                if (found and found[0].get("kernel_id")) or time.monotonic() > deadline:
-                    break
-                time.sleep(1)
+            answer, found = _settled_answer(base, token, pid, "kernel_id")
             assert found, f"PID {pid} not among the answer's processes ({answer.get('attribution_note')})"
             process = found[0]
             assert process["kernel_id"] == kernel_id, process
@@ -116,6 +110,21 @@ def test_server_attribution(check, tmp_path: Path) -> None:
         except subprocess.TimeoutExpired:
             server.kill()
         log.close()
+
+
+def _settled_answer(base: str, token: str, pid: int, field: str) -> tuple[dict, list[dict]]:
+    """The snapshot once it shows ``pid`` with ``field`` (``kernel_id``, ``run``) and the memory NVML
+    shows it holding now (±64 MiB), or after 30 s: the server samples once a second, so the first
+    answer naming a process that just started CUDA may be from before its allocation."""
+    deadline = time.monotonic() + 30
+    while True:
+        answer = http_json(f"{base}/jupyter-gpu/snapshot", token)
+        found = [p for g in answer["gpus"] for p in g["processes"] if p["pid"] == pid]
+        nvml = process_memory(pid)
+        settled = found and found[0].get(field) and nvml is not None and abs(found[0]["memory"] - nvml) <= 64 * MIB
+        if settled or time.monotonic() > deadline:
+            return answer, found
+        time.sleep(0.5)
 
 
 # A script under ``jupyter-gpu run``: 1 GiB on the GPU, its PID on stdout, then it waits for the file
@@ -150,16 +159,12 @@ def _run_attribution(base: str, token: str, env: dict[str, str], tmp_path: Path)
             f"the run's command printed {line!r}; run said: {run.stderr.read() if run.stderr else ''}"
         )
         pid = int(line)
-        deadline = time.monotonic() + 30
-        while True:
-            answer = http_json(f"{base}/jupyter-gpu/snapshot", token)
-            found = [p for g in answer["gpus"] for p in g["processes"] if p["pid"] == pid]
-            if (found and found[0].get("run")) or time.monotonic() > deadline:
-                break
-            time.sleep(1)
+        _, found = _settled_answer(base, token, pid, "run")
         assert found, f"the run's PID {pid} is not among the answer's processes"
         assert (found[0].get("run") or {}).get("label") == "holder.py", found[0]
-        return f"run PID {pid} -> run holder.py, {gib(found[0].get('memory'))}"
+        nvml = process_memory(pid)
+        assert nvml is not None and abs(found[0]["memory"] - nvml) <= 64 * MIB, (found[0]["memory"], nvml)
+        return f"run PID {pid} -> run holder.py, {gib(found[0]['memory'])} (NVML {gib(nvml)})"
     finally:
         stop.touch()
         try:
