@@ -13,6 +13,7 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -408,6 +409,27 @@ def test_a_python_that_answers_nonsense_is_could_not_tell(env: dict[str, str], t
     said = flat(done.stderr)
     assert "Could not tell whether python3's interpreter" in said, said
     assert "(it answered 'Python is not installed; ask your administrator')" in said, said
+
+
+def test_the_question_to_the_interpreter_is_asked_outside_the_callers_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Another user's folder with a planted sitecustomize, and a relative PYTHONPATH entry that would
+    # find it there: the question itself must not run it (the command, started there, is the user's).
+    from jupyter_gpu.session.child import plan_hook_in
+
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    (shared / "sitecustomize.py").write_text(f"open({str(shared / 'imported')!r}, 'w').close()\n")
+    monkeypatch.chdir(shared)
+    temporary = tmp_path / "tmp"
+    temporary.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(temporary))
+    env = {**os.environ, "PYTHONPATH": ".", "JUPYTER_GPU_PLAN": '{"v": 1}'}
+    answer = plan_hook_in([sys.executable, "train.py"], sys.executable, env)
+    assert answer.runs is True, answer  # this environment's own hook, from its site-packages
+    assert not (shared / "imported").exists()
+    assert list(temporary.iterdir()) == []  # the private folder it was asked in is gone
 
 
 def test_the_hook_is_not_asked_for_when_there_is_no_cap(env: dict[str, str], tmp_path: Path) -> None:

@@ -19,7 +19,7 @@ import stat
 import tempfile
 from pathlib import Path
 
-__all__ = ["others_can_replace", "owner_name", "replace_file"]
+__all__ = ["others_can_replace", "owner_name", "private_folder", "replace_file"]
 
 
 def replace_file(path: str | os.PathLike[str], data: bytes, mode: int = 0o600) -> None:
@@ -54,6 +54,17 @@ def replace_file(path: str | os.PathLike[str], data: bytes, mode: int = 0o600) -
         except OSError:
             pass
         raise
+
+
+def private_folder(prefix: str) -> str | None:
+    """A new empty folder only this user can write (``mkdtemp``: 0700), for a child process to start
+    in instead of the caller's current folder, where another user may have planted modules; None
+    when none can be made (start it in ``/`` then: ordinary users cannot write there either). The
+    caller removes it."""
+    try:
+        return tempfile.mkdtemp(prefix=prefix)
+    except OSError:
+        return None
 
 
 def owner_name(uid: int) -> str:

@@ -32,7 +32,6 @@ import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -40,6 +39,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..core.errors import WireError
+from ..core.files import private_folder
 from ..core.units import format_duration
 from ..core.wire import Fields, integer, loads
 from ..plan import PlanRequest
@@ -56,15 +56,6 @@ BOOTSTRAP = (
     "import runpy\n"
     "runpy.run_module('jupyter_gpu.doctor.probe', run_name='__main__', alter_sys=True)\n"
 )
-
-
-def _private_folder() -> str | None:
-    """A new empty folder only this user can write (0700), or None when none can be made (the
-    children then run in ``/``, which ordinary users cannot write either)."""
-    try:
-        return tempfile.mkdtemp(prefix="jupyter-gpu-doctor-")
-    except OSError:
-        return None
 
 
 def child_command(python: str, *args: str) -> list[str]:
@@ -218,7 +209,7 @@ class Probes:
         self.failures: dict[str, ProbeResult] = {}
         self.folder: str | None = None
         try:
-            cwd = self.folder = _private_folder()
+            cwd = self.folder = private_folder("jupyter-gpu-doctor-")
             for name in frameworks:
                 try:
                     self.processes[name] = subprocess.Popen(

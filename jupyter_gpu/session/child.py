@@ -22,6 +22,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from ..core.files import private_folder
 from ..core.i18n import _
 from ..core.text import display_text
 
@@ -156,11 +157,15 @@ def plan_hook_in(command: Sequence[str], executable: str, env: Mapping[str, str]
     found = _interpreter(command, executable, env)
     if found is None:
         return HookAnswer(executable, None, _("its #! line names no interpreter that could be found"))
-    interpreter, flags = found
+    interpreter, flags = os.path.abspath(found[0]), found[1]
+    # In a private folder, not the caller's: the question imports nothing, but the interpreter's
+    # start-up resolves a relative PYTHONPATH entry against its folder (docs/security.md).
+    folder = private_folder("jupyter-gpu-run-")
     try:
         done = subprocess.run(
             [interpreter, *flags, "-c", _HOOK_PROBE],
             env=dict(env),
+            cwd=folder or "/",
             stdin=subprocess.DEVNULL,
             capture_output=True,
             text=True,
@@ -173,6 +178,9 @@ def plan_hook_in(command: Sequence[str], executable: str, env: Mapping[str, str]
         )
     except OSError as error:
         return HookAnswer(interpreter, None, error.strerror or str(error))
+    finally:
+        if folder is not None:
+            shutil.rmtree(folder, ignore_errors=True)
     # The last line: a sitecustomize or .pth of that environment may print before the answer.
     answer = (done.stdout.strip().splitlines() or [""])[-1]
     if done.returncode == 0 and answer in ("yes", "no"):
