@@ -65,11 +65,12 @@ runs' `auto` choose other GPUs.
 What is capped: the selection, growth and JAX's share are environment variables and reach any
 command and every process it starts. The TensorFlow and PyTorch caps of --limit are calls made
 inside a Python process: they can reach a Python interpreter only (named python*, or a script whose
-#! line names python), through the plan carried in its environment and applied by jupyter_gpu's
-start-up hook when it imports the framework (the printed mapping says whether they reach it); caps
-cannot be applied to a command that is not (a shell script, a binary): it gets the environment part,
-and one line says so. Caps are cooperative: they bind the framework's allocator, not the driver
-(MIG or one GPU per container for hard isolation).
+#! line names python) with jupyter_gpu installed, through the plan carried in its environment and
+applied by jupyter_gpu's start-up hook when it imports the framework (run asks that interpreter
+first; the printed mapping says whether they reach it); caps cannot be applied to a command that is
+not (a shell script, a binary): it gets the environment part, and one line says so. Caps are
+cooperative: they bind the framework's allocator, not the driver (MIG or one GPU per container for
+hard isolation).
 
 Defaults come from the environment as in a kernel: JUPYTER_GPU_DEFAULT_SELECT, JUPYTER_GPU_GROWTH,
 JUPYTER_GPU_DEFAULT_LIMIT (the options replace them); the admin ceiling JUPYTER_GPU_MAX_LIMIT and a
