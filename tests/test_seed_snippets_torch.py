@@ -115,7 +115,9 @@ def test_a_spawned_worker_gets_the_selection_and_its_own_cap_and_the_printout_sa
 
 def spawned_worker_is_capped(kernel: Kernel, order: str) -> None:
     out = plan_then_torch(kernel, order, "%gpu_select 2\n%gpu_limit 4GiB")
-    assert "and the TensorFlow and PyTorch caps through JUPYTER_GPU_PLAN" in flat(out) and "not shared" in flat(out)
+    assert "(this kernel's has), the TensorFlow and PyTorch caps through JUPYTER_GPU_PLAN" in flat(
+        out
+    ) and "not shared" in flat(out)
     _, err = kernel.run("torch.cuda.init()")
     assert "Error" not in flat(err), err
     capped = kernel.value("{str(k): round(v * 47.98828125, 3) for k, v in cuda_standin.fractions.items()}")
