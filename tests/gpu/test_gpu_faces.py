@@ -139,19 +139,19 @@ while not os.path.exists(sys.argv[1]):
 RUN = [sys.executable, "-m", "jupyter_gpu.cli", "run"]
 
 
+def start_run(arguments: list[str], env: dict[str, str]) -> subprocess.Popen[str]:
+    """``jupyter-gpu run ARGUMENTS`` started (``python -m jupyter_gpu.cli``), its output as text pipes."""
+    return subprocess.Popen(
+        [*RUN, *arguments], env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+
+
 def _run_attribution(base: str, token: str, env: dict[str, str], tmp_path: Path) -> str:
     """``jupyter-gpu run --select 0 -- python holder.py`` beside the server: the snapshot marks the
     command's real PID as this user's run, labelled with its script, from the run's claim."""
     holder, stop = tmp_path / "holder.py", tmp_path / "stop-holder"
     holder.write_text(HOLDER)
-    run = subprocess.Popen(
-        [*RUN, "--select", "0", "--", sys.executable, str(holder), str(stop)],
-        env=env,
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    run = start_run(["--select", "0", "--", sys.executable, str(holder), str(stop)], env)
     try:
         assert run.stdout is not None
         line = run.stdout.readline()
@@ -322,14 +322,7 @@ def test_run_cap(check, tmp_path: Path) -> None:
         else:
             env = child_env(plan_site(folder), "1")
         stop = tmp_path / f"stop-{hooked}"
-        process = subprocess.Popen(
-            [*RUN, "--select", "0", "--limit", "4GiB", "--", sys.executable, str(script), str(stop)],
-            env=env,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
+        process = start_run(["--select", "0", "--limit", "4GiB", "--", sys.executable, str(script), str(stop)], env)
         try:
             assert process.stdout is not None
             line = process.stdout.readline()
