@@ -185,6 +185,11 @@ c.JupyterHub.load_roles.append({{"name": "prometheus", "services": ["prometheus"
                                  "scopes": ["access:services!service=jupyter-gpu"]}})
 c.Spawner.environment.update({{"PATH": {path!r}, "JUPYTER_GPU_SERVICE_URL": {service_prefix_url!r}}})
 c.Spawner.args.append("--JupyterGpuServer.interval_s=0.5")
+# Kernels over IPC (a socket file per channel in the user's runtime folder), not TCP: five servers
+# starting kernels at once raced for TCP ports (jupyter_client picks a free port, closes it, and the
+# kernel binds it later: another kernel had taken it; the kernel's heartbeat died with "Address
+# already in use" and the test's client waited 117 s). Nothing this test measures depends on it.
+c.Spawner.args.append("--KernelManager.transport=ipc")
 
 
 def own_sampler_for_nvml_servers(spawner):
