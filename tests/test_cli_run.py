@@ -432,10 +432,21 @@ def test_the_question_to_the_interpreter_is_asked_outside_the_callers_folder(
     assert list(temporary.iterdir()) == []  # the private folder it was asked in is gone
 
 
-def test_the_hook_is_not_asked_for_when_there_is_no_cap(env: dict[str, str], tmp_path: Path) -> None:
-    python = bare_python(tmp_path / "venv")
-    done = run(["--select", "1", "--growth", "--", str(python), "-c", "pass"], env)
-    assert done.returncode == 0 and "start-up hook" not in done.stderr, done.stderr
+@pytest.mark.parametrize("options, asked", [(["--growth"], False), (["--limit", "4GiB"], True)])
+def test_the_interpreter_is_asked_only_when_there_is_a_cap(
+    env: dict[str, str], tmp_path: Path, options: list[str], asked: bool
+) -> None:
+    # A python3 that notes every -c it is started with (the question), and runs nothing else
+    asks = tmp_path / "asked"
+    fake = tmp_path / "bin" / "python3"
+    fake.parent.mkdir()
+    fake.write_text(f'#!/bin/sh\n[ "$1" = "-c" ] && echo asked >> {asks}\nexit 0\n')
+    fake.chmod(0o755)
+    done = run(["--select", "1", *options, "--", str(fake), "train.py"], env)
+    assert done.returncode == 0, done.stderr
+    assert asks.exists() is asked, done.stderr
+    if asked:
+        assert asks.read_text() == "asked\n"  # once per run
 
 
 @pytest.mark.parametrize(
