@@ -9,7 +9,9 @@ files may import it, :mod:`jupyter_gpu.simulate` included, which may import noth
 it holds a lock file and wants a world-readable board.
 
 :func:`others_can_replace` is the matching reader's rule: whether a file some process trusts (the
-simulation's scenario) could be put there or swapped by another user.
+simulation's scenario) could be put there or swapped by another user. :func:`private_folder` is where
+a child process of the package starts instead of the caller's folder (the doctor's probes, ``jupyter-gpu
+run``'s question to the command's interpreter).
 """
 
 from __future__ import annotations
