@@ -10,6 +10,7 @@ fixtures here; ``markers`` sets the quick loop's markers at collection.
 from __future__ import annotations
 
 import os
+import signal
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -29,6 +30,18 @@ if TYPE_CHECKING:
 # benchmarks/README.md, "The quick loop"). This process only: its kernels and servers still see the
 # variable.
 sys.dont_write_bytecode = False
+
+# The servers, hubs and kernels the tests start must stop on the signals their real parents send
+# (JupyterHub stops services and user servers with SIGINT; a Jupyter server stops its kernels' work
+# with it), and a child inherits an ignored signal. A suite started as a background job of a script
+# (``cmd &`` without job control: SIGINT and SIGQUIT ignored; CI runners do this) passed that on to
+# all of them: each SIGINT stop then waited out its timeout (a hub's teardown 36-54 s, a server's
+# SIGINT test 30 s; benchmarks/README.md, stop 41). Undone here, in this process and each worker, so
+# every child starts with them at their defaults. SIGHUP stays as it is: ignoring it is nohup's.
+if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+if signal.getsignal(signal.SIGQUIT) == signal.SIG_IGN:
+    signal.signal(signal.SIGQUIT, signal.SIG_DFL)
 
 
 @pytest.fixture(autouse=True)
