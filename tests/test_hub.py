@@ -6,7 +6,11 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import os
+import signal
 import socket
+import subprocess
+import sys
 import threading
 import time
 from dataclasses import replace
@@ -15,7 +19,8 @@ from typing import Any
 import pytest
 from hub_fake import SERVICE_TOKEN
 from hub_service import people, service_for, start
-from support import UNDER_LOAD_S, ScenarioFile
+from live_processes import free_port
+from support import UNDER_LOAD_S, ScenarioFile, wait_until
 
 from jupyter_gpu import simulate
 from jupyter_gpu.core.snapshot import Snapshot
@@ -606,3 +611,35 @@ def test_a_user_servers_usage_request_keeps_only_its_users_row_and_refuses_a_bad
     finally:
         server.shutdown()
         server.server_close()
+
+
+def test_the_service_stops_on_the_hubs_sigint_even_from_a_hub_that_ignores_it(tmp_path: Any) -> None:
+    """JupyterHub stops a managed service with SIGINT, and SIGTERM only after its interrupt_timeout.
+    A hub started as a background job of a script (``jupyterhub &``, no job control) hands its
+    services an ignored SIGINT: the service still stops on it at once, instead of holding each stop
+    or restart of the hub for those 10 s."""
+    port = free_port()
+    log = tmp_path / "service.log"
+    env = {
+        **{k: v for k, v in os.environ.items() if not k.startswith("JUPYTERHUB_")},
+        "JUPYTERHUB_SERVICE_URL": f"http://127.0.0.1:{port}",
+        "JUPYTERHUB_API_TOKEN": SERVICE_TOKEN,
+        "JUPYTERHUB_API_URL": "http://127.0.0.1:9/hub/api",  # never asked: nobody logs in
+        simulate.ENV_VAR: "demo",
+    }
+    with open(log, "wb") as out:
+        service = subprocess.Popen(
+            [sys.executable, "-m", "jupyter_gpu.hub", "--usage-db", ""],
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN),  # what `jupyterhub &` passes on
+        )
+    try:
+        wait_until(lambda: "jupyter-gpu console at" in log.read_text(), UNDER_LOAD_S, "the service to listen")
+        service.send_signal(signal.SIGINT)
+        assert service.wait(timeout=UNDER_LOAD_S) == 0, log.read_text()
+    finally:
+        if service.poll() is None:
+            service.kill()
+            service.wait()

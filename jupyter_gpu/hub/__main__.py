@@ -11,6 +11,7 @@ import argparse
 import contextlib
 import logging
 import os
+import signal
 import sys
 from urllib.parse import urlparse
 
@@ -266,9 +267,14 @@ def _serve(args: argparse.Namespace) -> int:
     )
     if service.accountant is not None:
         IOLoop.current().add_callback(service.accountant.start)
+    # The hub stops its services with SIGINT, then SIGTERM after its interrupt_timeout (10 s). A hub
+    # started as a background job of a script (`jupyterhub &` in an entry point, no job control)
+    # hands its services an ignored SIGINT, and every stop or restart of the hub would wait those
+    # 10 s for this one. The service is never a terminal's job: the hub's SIGINT always stops it.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
         IOLoop.current().start()
-    except KeyboardInterrupt:  # the hub stops its services with SIGINT
+    except KeyboardInterrupt:  # the hub's SIGINT
         pass
     finally:
         service.close()
