@@ -375,18 +375,26 @@ def _supervise(command: Sequence[str], executable: str, env: dict[str, str]) -> 
             except ProcessLookupError:
                 pass
 
-    for signum in FORWARDED:
-        if signal.getsignal(signum) != signal.SIG_IGN:  # nohup's SIGHUP, a background job's SIGINT: still ignored
+    before = {signum: signal.getsignal(signum) for signum in FORWARDED}
+    for signum, handler in before.items():
+        if handler != signal.SIG_IGN:  # nohup's SIGHUP, a background job's SIGINT: still ignored
             signal.signal(signum, forward)
     try:
-        child = subprocess.Popen(list(command), executable=executable, env=env)
-    except OSError as error:
-        raise BadRequest(
-            _("{command}: cannot be started ({error})").format(command=command[0], error=error.strerror or error)
-        ) from None
-    for early in pending:
-        forward(early, None)
-    return child.wait()  # each forwarded signal interrupts the wait, which goes on (PEP 475)
+        try:
+            child = subprocess.Popen(list(command), executable=executable, env=env)
+        except OSError as error:
+            raise BadRequest(
+                _("{command}: cannot be started ({error})").format(command=command[0], error=error.strerror or error)
+            ) from None
+        for early in pending:
+            forward(early, None)
+        return child.wait()  # each forwarded signal interrupts the wait, which goes on (PEP 475)
+    finally:
+        # Handed back once COMMAND has ended: ``cli.main(["run", ...])`` called from Python (a test, a
+        # script) would otherwise leave a handler that swallows its caller's SIGINT and SIGTERM for good.
+        for signum, handler in before.items():
+            if handler is not None:  # None: set outside Python, cannot be put back from here
+                signal.signal(signum, handler)
 
 
 def _terminal_sent_it() -> bool:

@@ -206,6 +206,27 @@ def test_a_signal_run_started_ignoring_stays_ignored_by_both(env: dict[str, str]
     assert process.returncode == 10 + signal.SIGTERM
 
 
+def test_run_called_from_python_hands_its_callers_signal_handlers_back(
+    four: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``cli.main(["run", ...])`` from Python (a script, a test) forwards signals only while COMMAND
+    runs: afterwards the caller's own handlers are back, so its Ctrl-C and SIGTERM work again."""
+    from jupyter_gpu import cli
+    from jupyter_gpu.cli_run import FORWARDED
+
+    for name in ("JUPYTER_GPU_DEFAULT_SELECT", "JUPYTER_GPU_DEFAULT_LIMIT", "JUPYTER_GPU_GROWTH"):
+        monkeypatch.delenv(name, raising=False)
+    before = {signum: signal.getsignal(signum) for signum in FORWARDED}
+    mine = signal.signal(signal.SIGUSR1, lambda signum, frame: None)
+    try:
+        callers = {signum: signal.getsignal(signum) for signum in FORWARDED}
+        assert cli.main(["run", "--select", "0", "--", "true"]) == 0
+        assert {signum: signal.getsignal(signum) for signum in FORWARDED} == callers
+    finally:
+        signal.signal(signal.SIGUSR1, mine)
+    assert {signum: signal.getsignal(signum) for signum in FORWARDED} == before
+
+
 def test_run_tells_a_ctrl_c_typed_in_its_terminal_from_one_sent_to_it() -> None:
     """A Ctrl-C typed in the terminal reached the command already (same foreground group): run does not
     send it again. It can tell: its terminal's foreground group is its own. Without a terminal, or on
