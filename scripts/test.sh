@@ -3,7 +3,7 @@
 # and stylelint for the extension and the hub console), the extension's TypeScript unit tests (these
 # two beside pytest), unit and kernel tests, server tests, browser tests (Debian's chromium,
 # installed here if missing), the Prometheus checks (Debian's prometheus, installed here if missing
-# when root) and the example notebooks under nbval, in two parallel workers. Extra arguments go to
+# when root) and the example notebooks under nbval, in three parallel workers. Extra arguments go to
 # pytest.
 #   scripts/test.sh [-x -k sidebar ...]
 #   scripts/test.sh -m "not browser and not hub and not slow"     the quick loop (README: Development)
@@ -57,12 +57,13 @@ export PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1
 # project's machines) each of them would compile every module again (0.9 s of CPU a kernel with
 # jupyter_gpu loaded against 0.7 s; benchmarks/README.md).
 .venv/bin/python -m compileall -q jupyter_gpu tests >/dev/null
-# Two workers by default (pytest-xdist, --dist loadfile: a module's tests and a notebook's cells
-# stay on one worker): about 20 min on 2 cores instead of 33 in one process
-# (JUPYTER_GPU_TEST_WORKERS=0), and every wait is on the event itself, so the workers' own load
-# slows the run without failing it (benchmarks/README.md, issue 28).
+# Three workers by default (pytest-xdist, --dist loadfile: a module's tests and a notebook's cells
+# stay on one worker), on two cores too: the workers wait on kernels, servers and browsers for much
+# of their time, so a third keeps the cores busy (8.7 min against 10.8 with two, same machine), and
+# every wait is on the event itself, so the workers' own load slows the run without failing it
+# (JUPYTER_GPU_TEST_WORKERS=0: one process; benchmarks/README.md, issue 28).
 status=0
-.venv/bin/python -m pytest -n "${JUPYTER_GPU_TEST_WORKERS:-2}" --dist loadfile --nbval tests example_notebooks "$@" \
+.venv/bin/python -m pytest -n "${JUPYTER_GPU_TEST_WORKERS:-3}" --dist loadfile --nbval tests example_notebooks "$@" \
   || status=$?
 echo "==> labextension lint and unit tests (run beside pytest)"
 if wait "$labextension_pid"; then
