@@ -216,15 +216,18 @@ def test_run_called_from_python_hands_its_callers_signal_handlers_back(
 
     for name in ("JUPYTER_GPU_DEFAULT_SELECT", "JUPYTER_GPU_DEFAULT_LIMIT", "JUPYTER_GPU_GROWTH"):
         monkeypatch.delenv(name, raising=False)
+    monkeypatch.delenv("JUPYTER_GPU_MAX_LIMIT", raising=False)
+    environment = dict(os.environ)
     before = {signum: signal.getsignal(signum) for signum in FORWARDED}
     mine = signal.signal(signal.SIGUSR1, lambda signum, frame: None)
     try:
         callers = {signum: signal.getsignal(signum) for signum in FORWARDED}
-        assert cli.main(["run", "--select", "0", "--", "true"]) == 0
+        assert cli.main(["run", "--", "true"]) == 0  # no plan: nothing put in this process's environment
         assert {signum: signal.getsignal(signum) for signum in FORWARDED} == callers
     finally:
         signal.signal(signal.SIGUSR1, mine)
     assert {signum: signal.getsignal(signum) for signum in FORWARDED} == before
+    assert dict(os.environ) == environment  # the workers' later kernels start with it
 
 
 def test_run_tells_a_ctrl_c_typed_in_its_terminal_from_one_sent_to_it() -> None:
