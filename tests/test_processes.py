@@ -61,7 +61,11 @@ def test_identity_of_a_recycled_pid_is_the_new_owners(monkeypatch):
     if second is None:
         pytest.skip("cannot choose the next PID here (needs root in this PID namespace)")
     try:
-        wait_until(lambda: Path(f"/proc/{second.pid}/cmdline").read_bytes(), what="the new program's exec")
+
+        def exec_done() -> bool:  # its own command line, not merely one: until the exec, /proc shows the forker's
+            return Path(f"/proc/{second.pid}/cmdline").read_bytes() == b"sleep\x0061\x00"
+
+        wait_until(exec_done, what="the new program's exec")
         identity = directory.identify(first.pid)
         assert identity.name == "sleep" and identity.command == "sleep 61"
     finally:
