@@ -59,7 +59,7 @@ export PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1
 .venv/bin/python -m compileall -q jupyter_gpu tests >/dev/null
 # Three workers by default (pytest-xdist, --dist loadfile: a module's tests and a notebook's cells
 # stay on one worker), on two cores too: the workers wait on kernels, servers and browsers for much
-# of their time, so a third keeps the cores busy (8.7 min against 10.8 with two, same machine), and
+# of their time, so a third keeps the cores busy (78 % of two cores busy, against 55 % with two), and
 # every wait is on the event itself, so the workers' own load slows the run without failing it
 # (JUPYTER_GPU_TEST_WORKERS=0: one process; benchmarks/README.md, issue 28).
 status=0
