@@ -292,14 +292,7 @@ def _plan(args: argparse.Namespace, session: PlanSession, changes: dict[str, Any
                 plan = wait.wait_and_select(
                     session, changes["selection"], wait.parse_duration(args.wait), changes, progress, NAME, _(STOP_HINT)
                 )
-            except KeyboardInterrupt:  # while NVML was read, not while sleeping: the same words
-                progress.end()
-                raise KeyboardInterrupt(
-                    _("stopped waiting for {selection} (interrupted); nothing was changed").format(
-                        selection=changes["selection"]
-                    )
-                ) from None
-            except BaseException:
+            except BaseException:  # refused, interrupted (while waiting: "stopped waiting ..."), or worse
                 progress.end()
                 raise
     except PlanError as error:

@@ -112,6 +112,91 @@ def test_time_up_or_interrupt_changes_nothing(shell, clean, fake_time, capsys) -
     assert state() == before
 
 
+@pytest.fixture
+def python_interrupts() -> Any:
+    """SIGINT raises KeyboardInterrupt here, as in a kernel's cell; a real signal, raised where a test says."""
+    import signal
+
+    before = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield signal
+    signal.signal(signal.SIGINT, before)
+
+
+def waited_for(shell: Any, line: str) -> None:
+    """``%gpu_select LINE``; a bare KeyboardInterrupt out of it fails the test (not the whole run)."""
+    try:
+        shell.run_line_magic("gpu_select", line)
+    except KeyboardInterrupt:
+        pytest.fail("a bare KeyboardInterrupt came out of the wait, not its one-line refusal")
+
+
+def test_an_interrupt_while_nvml_is_read_is_the_same_one_line_refusal(
+    shell, clean, fake_time, python_interrupts, monkeypatch
+) -> None:
+    # An interrupt lands wherever the kernel is: mostly in the sleep, sometimes in NVML's read (slow
+    # beside other work). Either way it is "stopped waiting", never a bare KeyboardInterrupt.
+    busy_world(clean)
+    before = state()
+    reads = []
+    real = session.take_snapshot
+
+    def read_then_interrupted(*args: Any) -> Any:
+        reads.append(1)
+        if len(reads) == 3:
+            python_interrupts.raise_signal(python_interrupts.SIGINT)
+        return real(*args)
+
+    monkeypatch.setattr(session, "take_snapshot", read_then_interrupted)
+    with pytest.raises(UsageError, match=r"stopped waiting for auto:1 after 2 s \(interrupted\); nothing was changed"):
+        waited_for(shell, "auto:1 --min-free 40GiB --wait 1h")
+    assert state() == before and len(fake_time.sleeps) == 2
+
+
+def test_an_interrupt_while_the_line_is_shown_is_the_same_refusal(
+    shell, clean, fake_time, python_interrupts, monkeypatch
+) -> None:
+    from jupyter_gpu.kernel import wait as kernel_wait
+
+    busy_world(clean)
+    before = state()
+    real = kernel_wait._show_progress
+
+    def shown_then_interrupted(handle: Any, text: str) -> Any:
+        handle = real(handle, text)
+        python_interrupts.raise_signal(python_interrupts.SIGINT)
+        return handle
+
+    monkeypatch.setattr(kernel_wait, "_show_progress", shown_then_interrupted)
+    with pytest.raises(UsageError, match=r"stopped waiting for auto:1 after 0 s \(interrupted\); nothing was changed"):
+        waited_for(shell, "auto:1 --min-free 40GiB --wait 1h")
+    assert state() == before
+
+
+def test_an_interrupt_as_the_gpus_are_taken_leaves_the_selection_whole_then_stops_the_cell(
+    shell, clean, fake_time, python_interrupts, monkeypatch, capsys
+) -> None:
+    # The interrupt lands between the plan and its claim: held until both are made, then it stops the
+    # cell (a training line after the magic must not start), the line having said what was done.
+    from jupyter_gpu.sources.claims import user_folder
+
+    busy_world(clean)
+    fake_time.at = {2: lambda: busy_world(clean, free_gpu_1=True)}
+    real = session.PlanSession._claim
+
+    def interrupted_then_claimed(self: Any, board: Any, plan: Any) -> Any:
+        python_interrupts.raise_signal(python_interrupts.SIGINT)
+        return real(self, board, plan)
+
+    monkeypatch.setattr(session.PlanSession, "_claim", interrupted_then_claimed)
+    with pytest.raises(KeyboardInterrupt):
+        shell.run_line_magic("gpu_select", "auto:1 --min-free 40GiB --wait 1h")
+    assert "Waited 2 s for auto:1: the GPUs fit now." in capsys.readouterr().out
+    assert os.environ["CUDA_VISIBLE_DEVICES"] == "1"
+    uuid = nvml.snapshot().gpus[1].uuid
+    claims = list(user_folder(Path(os.environ["JUPYTER_GPU_CLAIMS_DIR"]), os.getuid()).glob(f"{os.getpid()}-*.json"))
+    assert len(claims) == 1 and uuid in claims[0].read_text()
+
+
 @pytest.mark.parametrize(
     "line, words",
     [

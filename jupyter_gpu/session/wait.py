@@ -11,6 +11,8 @@ Time is this module's :data:`_clock` and :data:`_sleep` (tests replace both).
 from __future__ import annotations
 
 import os
+import signal
+import threading
 import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -128,40 +130,82 @@ def wait_and_select(
             raise session.refused(str(error)) from None
     started = _clock()
     handle = None
-    while True:
-        try:
+    attempt = _Attempt()
+    try:
+        while True:
             last = _clock() - started + POLL_INTERVAL_S >= wait_s  # the "would fit if" hints only then
-            plan = session.change_if_fits(
-                magic, require_idle=not changes.get("min_free"), hints=last, host_sample=True, **changes
-            )
-        except NoGpuFitsError as error:
+            no_fit = attempt.run(session, magic, changes, hints=last)
+            if no_fit is None:
+                break
+            if attempt.interrupted:
+                raise KeyboardInterrupt
             waited = _clock() - started
             if waited >= wait_s:
                 raise session.refused(
                     _("no GPUs fit after waiting {waited}: {error}; nothing was changed").format(
-                        waited=format_duration(waited), error=error
+                        waited=format_duration(waited), error=no_fit
                     )
                 ) from None
             line = waiting_line(
                 spec, changes.get("min_free"), session.last_snapshot, session.last_claims, waited, wait_s, stop_hint
             )
             handle = show(handle, line)
-            try:
-                _sleep(POLL_INTERVAL_S)
-            except KeyboardInterrupt as interrupt:
-                # the interrupt stays the cause: a command-line face exits as interrupted (130), not refused
-                raise session.refused(
-                    _("stopped waiting for {spec} after {waited} (interrupted); nothing was changed").format(
-                        spec=spec, waited=format_duration(_clock() - started)
-                    )
-                ) from interrupt
-            continue
-        if handle is not None:
-            waited = _clock() - started
-            show(
-                handle,
-                FinalLine(
-                    _("Waited {waited} for {spec}: the GPUs fit now.").format(waited=format_duration(waited), spec=spec)
-                ),
+            _sleep(POLL_INTERVAL_S)
+    except KeyboardInterrupt as interrupt:
+        if attempt.committed:  # it landed as the GPUs were taken: the plan is applied, the interrupt stands
+            raise
+        # the interrupt stays the cause: a command-line face exits as interrupted (130), not refused
+        raise session.refused(
+            _("stopped waiting for {spec} after {waited} (interrupted); nothing was changed").format(
+                spec=spec, waited=format_duration(_clock() - started)
             )
-        return plan
+        ) from interrupt
+    if handle is not None:
+        waited = _clock() - started
+        show(
+            handle,
+            FinalLine(
+                _("Waited {waited} for {spec}: the GPUs fit now.").format(waited=format_duration(waited), spec=spec)
+            ),
+        )
+    if attempt.interrupted:  # the GPUs were taken as the interrupt came: said above, then the cell stops
+        raise KeyboardInterrupt
+    return attempt.plan
+
+
+class _Attempt:
+    """One try at the selection, with the user's interrupt (SIGINT) held while it runs: a selection that
+    claims GPUs is made whole or not started, never left half made by an interrupt landing between the
+    plan and its claim. A held interrupt is :attr:`interrupted`, for the loop to act on after.
+
+    Held only where Python's own handler would raise it (the main thread, SIGINT raising
+    ``KeyboardInterrupt``, as in a kernel's cell or ``jupyter-gpu run``); any other handler is left in
+    charge."""
+
+    def __init__(self) -> None:
+        self.plan: GpuPlan | None = None
+        self.committed = False
+        self.interrupted = False
+
+    def run(self, session: PlanSession, magic: str, changes: dict[str, Any], hints: bool) -> NoGpuFitsError | None:
+        """Try once; the :class:`NoGpuFitsError` when nothing fits now, None when the attempt ended
+        (:attr:`plan` applied, or None when a framework already uses the GPU)."""
+        held = threading.current_thread() is threading.main_thread() and (
+            signal.getsignal(signal.SIGINT) is signal.default_int_handler
+        )
+        if held:
+            signal.signal(signal.SIGINT, self._hold)
+        try:
+            self.plan = session.change_if_fits(
+                magic, require_idle=not changes.get("min_free"), hints=hints, host_sample=True, **changes
+            )
+            self.committed = True
+            return None
+        except NoGpuFitsError as error:
+            return error
+        finally:
+            if held:
+                signal.signal(signal.SIGINT, signal.default_int_handler)
+
+    def _hold(self, signum: int, frame: Any) -> None:
+        self.interrupted = True
