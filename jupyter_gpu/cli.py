@@ -323,31 +323,42 @@ def _status(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
 
     host = HostSample(kernel=False, show_other_names=True if args.show_other_names else None, source=args.source)
     clear = "\x1b[H\x1b[2J" if out.isatty() else ""
-    while True:
-        reading = host.read()
-        snapshot = reading.snapshot
-        if args.json:
-            text = json.dumps(status_json(reading, _viewer(snapshot)), indent=2)
-        else:
-            text = format_table(snapshot, reading, wide=args.wide, viewer=_viewer(snapshot))
-        if args.watch:
-            stamp = time.strftime("%H:%M:%S", time.localtime(snapshot.timestamp))
-            footer = _("-- {time}, every {seconds} s, Ctrl-C to stop").format(time=stamp, seconds=f"{args.watch:g}")
-            out.write(f"{clear}{text}\n{footer}\n")
-        else:
-            out.write(text + "\n")
-        out.flush()
-        if args.json:  # the table says it itself; JSON readers get it on stderr too
-            for warning in snapshot.warnings:
-                err.write("jupyter-gpu: " + _("warning: {warning}").format(warning=display_text(shown(warning))) + "\n")
-            if not snapshot.nvml_available:
-                err.write(f"jupyter-gpu: {display_text(shown(snapshot.error))}\n")
-        if not args.watch:
-            return 0 if snapshot.nvml_available else 1
-        try:
+    shown_code = None  # the exit status of the last status shown
+    try:
+        while True:
+            shown_code = _show_status(args, host.read(), out, err, clear)
+            if not args.watch:
+                return shown_code
             time.sleep(args.watch)
-        except KeyboardInterrupt:
-            return 0 if snapshot.nvml_available else 1
+    except KeyboardInterrupt:
+        # Ctrl-C is how --watch ends, wherever it lands (the sleep, or reading NVML): the last status's
+        # code; before any status was shown, interrupted (130).
+        if shown_code is None:
+            raise
+        return shown_code
+
+
+def _show_status(args: argparse.Namespace, reading: HostReading, out: TextIO, err: TextIO, clear: str) -> int:
+    """Write one status (the table or JSON; with --watch, the screen cleared and the footer); its exit
+    status: 0, or 1 when NVML does not answer."""
+    snapshot = reading.snapshot
+    if args.json:
+        text = json.dumps(status_json(reading, _viewer(snapshot)), indent=2)
+    else:
+        text = format_table(snapshot, reading, wide=args.wide, viewer=_viewer(snapshot))
+    if args.watch:
+        stamp = time.strftime("%H:%M:%S", time.localtime(snapshot.timestamp))
+        footer = _("-- {time}, every {seconds} s, Ctrl-C to stop").format(time=stamp, seconds=f"{args.watch:g}")
+        out.write(f"{clear}{text}\n{footer}\n")
+    else:
+        out.write(text + "\n")
+    out.flush()
+    if args.json:  # the table says it itself; JSON readers get it on stderr too
+        for warning in snapshot.warnings:
+            err.write("jupyter-gpu: " + _("warning: {warning}").format(warning=display_text(shown(warning))) + "\n")
+        if not snapshot.nvml_available:
+            err.write(f"jupyter-gpu: {display_text(shown(snapshot.error))}\n")
+    return 0 if snapshot.nvml_available else 1
 
 
 def _positive_seconds(text: str) -> float:

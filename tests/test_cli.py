@@ -87,6 +87,31 @@ def test_watch_refreshes_until_interrupted(demo_gpus, monkeypatch):
     assert out.count("every 0.5 s, Ctrl-C to stop") == 3
 
 
+def test_watch_ends_the_same_when_ctrl_c_lands_while_nvml_is_read(demo_gpus, monkeypatch):
+    from jupyter_gpu.sources.host import HostSample
+
+    reads = []
+    real = HostSample.read
+
+    def read(self: HostSample) -> object:
+        reads.append(1)
+        if len(reads) == 3:
+            raise KeyboardInterrupt
+        return real(self)
+
+    monkeypatch.setattr(HostSample, "read", read)
+    monkeypatch.setattr(cli.time, "sleep", lambda seconds: None)
+    code, out, _ = run("status", "--watch", "0.5")
+    assert code == 0 and out.count("every 0.5 s, Ctrl-C to stop") == 2
+
+    def interrupted(self: HostSample) -> object:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(HostSample, "read", interrupted)
+    code, out, _ = run("status", "--watch", "0.5")  # before anything was shown: interrupted
+    assert code == 130 and out == ""
+
+
 @pytest.mark.parametrize("bad", ["0", "-1", "soon"])
 def test_bad_watch_interval_is_a_usage_error(bad, capsys):
     with pytest.raises(SystemExit) as exit_info:
