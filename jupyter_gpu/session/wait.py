@@ -120,7 +120,8 @@ def wait_and_select(
 ) -> GpuPlan | None:
     """Select ``spec`` (with ``changes``) through ``session`` once the GPUs fit, waiting up to ``wait_s``
     seconds, showing the progress line with ``show``; ``session.refused`` (one line) when the time
-    is up or on an interrupt, with nothing changed."""
+    is up or on an interrupt, with nothing changed. An interrupt held while a try took the GPUs
+    (:class:`_Attempt`) leaves the selection made and said, then is raised (``KeyboardInterrupt``)."""
     from ..plan import parse_size
 
     if changes.get("min_free"):  # a malformed size is reported before any waiting
