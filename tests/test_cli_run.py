@@ -214,9 +214,13 @@ def test_run_called_from_python_hands_its_callers_signal_handlers_back(
     from jupyter_gpu import cli
     from jupyter_gpu.cli_run import FORWARDED
 
-    for name in ("JUPYTER_GPU_DEFAULT_SELECT", "JUPYTER_GPU_DEFAULT_LIMIT", "JUPYTER_GPU_GROWTH"):
+    for name in (
+        "JUPYTER_GPU_DEFAULT_SELECT",
+        "JUPYTER_GPU_DEFAULT_LIMIT",
+        "JUPYTER_GPU_GROWTH",
+        "JUPYTER_GPU_MAX_LIMIT",
+    ):
         monkeypatch.delenv(name, raising=False)
-    monkeypatch.delenv("JUPYTER_GPU_MAX_LIMIT", raising=False)
     environment = dict(os.environ)
     before = {signum: signal.getsignal(signum) for signum in FORWARDED}
     mine = signal.signal(signal.SIGUSR1, lambda signum, frame: None)
@@ -581,6 +585,34 @@ def test_an_interrupted_wait_starts_nothing_and_exits_130(env: dict[str, str], f
         process.kill()
     assert process.returncode == 130
     assert err.endswith("(interrupted); nothing was changed\n") and "jupyter-gpu run: stopped waiting for auto" in err
+    assert not made.exists() and claim_files() == []
+
+
+def test_a_ctrl_c_as_the_gpus_are_taken_ends_run_with_130_the_claim_removed(env: dict[str, str]) -> None:
+    """The interrupt lands between the plan and its claim (a real SIGINT, raised there): the selection
+    is made whole, then run ends as interrupted before COMMAND starts, without claiming that nothing
+    was changed, and its claim goes with it."""
+    script = (
+        "import signal, sys\n"
+        "from jupyter_gpu.session import plan_session\n"
+        "claim = plan_session.PlanSession._claim\n"
+        "def interrupted_then_claimed(self, board, plan):\n"
+        "    signal.raise_signal(signal.SIGINT)\n"
+        "    return claim(self, board, plan)\n"
+        "plan_session.PlanSession._claim = interrupted_then_claimed\n"
+        "from jupyter_gpu import cli\n"
+        "sys.exit(cli.main(sys.argv[1:]))\n"
+    )
+    made = Path(env["JUPYTER_RUNTIME_DIR"]).parent / "made"
+    done = subprocess.run(
+        [sys.executable, "-c", script, "run", "--select", "auto", "--wait", "1h", "--", "touch", str(made)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 130, done.stderr
+    assert done.stderr == "jupyter-gpu run: interrupted\n"
     assert not made.exists() and claim_files() == []
 
 

@@ -113,12 +113,13 @@ def test_time_up_or_interrupt_changes_nothing(shell, clean, fake_time, capsys) -
 
 
 @pytest.fixture
-def python_interrupts() -> Any:
-    """SIGINT raises KeyboardInterrupt here, as in a kernel's cell; a real signal, raised where a test says."""
+def sigint() -> Any:
+    """A real SIGINT, raised where a test calls it, with Python's handler installed (KeyboardInterrupt),
+    as in a kernel's cell."""
     import signal
 
     before = signal.signal(signal.SIGINT, signal.default_int_handler)
-    yield signal
+    yield lambda: signal.raise_signal(signal.SIGINT)
     signal.signal(signal.SIGINT, before)
 
 
@@ -131,7 +132,7 @@ def waited_for(shell: Any, line: str) -> None:
 
 
 def test_an_interrupt_while_nvml_is_read_is_the_same_one_line_refusal(
-    shell, clean, fake_time, python_interrupts, monkeypatch
+    shell, clean, fake_time, sigint, monkeypatch
 ) -> None:
     # An interrupt lands wherever the kernel is: mostly in the sleep, sometimes in NVML's read (slow
     # beside other work). Either way it is "stopped waiting", never a bare KeyboardInterrupt.
@@ -143,7 +144,7 @@ def test_an_interrupt_while_nvml_is_read_is_the_same_one_line_refusal(
     def read_then_interrupted(*args: Any) -> Any:
         reads.append(1)
         if len(reads) == 3:
-            python_interrupts.raise_signal(python_interrupts.SIGINT)
+            sigint()
         return real(*args)
 
     monkeypatch.setattr(session, "take_snapshot", read_then_interrupted)
@@ -152,9 +153,7 @@ def test_an_interrupt_while_nvml_is_read_is_the_same_one_line_refusal(
     assert state() == before and len(fake_time.sleeps) == 2
 
 
-def test_an_interrupt_while_the_line_is_shown_is_the_same_refusal(
-    shell, clean, fake_time, python_interrupts, monkeypatch
-) -> None:
+def test_an_interrupt_while_the_line_is_shown_is_the_same_refusal(shell, clean, fake_time, sigint, monkeypatch) -> None:
     from jupyter_gpu.kernel import wait as kernel_wait
 
     busy_world(clean)
@@ -163,7 +162,7 @@ def test_an_interrupt_while_the_line_is_shown_is_the_same_refusal(
 
     def shown_then_interrupted(handle: Any, text: str) -> Any:
         handle = real(handle, text)
-        python_interrupts.raise_signal(python_interrupts.SIGINT)
+        sigint()
         return handle
 
     monkeypatch.setattr(kernel_wait, "_show_progress", shown_then_interrupted)
@@ -173,7 +172,7 @@ def test_an_interrupt_while_the_line_is_shown_is_the_same_refusal(
 
 
 def test_an_interrupt_as_the_gpus_are_taken_leaves_the_selection_whole_then_stops_the_cell(
-    shell, clean, fake_time, python_interrupts, monkeypatch, capsys
+    shell, clean, fake_time, sigint, monkeypatch, capsys
 ) -> None:
     # The interrupt lands between the plan and its claim: held until both are made, then it stops the
     # cell (a training line after the magic must not start), the line having said what was done.
@@ -184,7 +183,7 @@ def test_an_interrupt_as_the_gpus_are_taken_leaves_the_selection_whole_then_stop
     real = session.PlanSession._claim
 
     def interrupted_then_claimed(self: Any, board: Any, plan: Any) -> Any:
-        python_interrupts.raise_signal(python_interrupts.SIGINT)
+        sigint()
         return real(self, board, plan)
 
     monkeypatch.setattr(session.PlanSession, "_claim", interrupted_then_claimed)
